@@ -1,0 +1,52 @@
+/* The thin Lua binding: shared helpers. Each area has one file src/lua/<area>.c exporting
+ *     int mlL_open_<area>(lua_State *L);
+ * which is called with the `mech` module table on top of the stack and adds its fields to it
+ * (sub-tables such as mech.plot or mech.task are created by their opener). mech.c calls the
+ * openers in order. Errors: every failure becomes a Lua error whose message names the function,
+ * the argument, what was expected and what came ("mech.zeros: argument 1 expected a size >= 0,
+ * got -3"). Core failures are raised with mlL_raise(), which uses the core's message. */
+#ifndef MLL_BINDING_H
+#define MLL_BINDING_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "core/tensor.h"
+
+#define MLL_TENSOR_MT "mech.Tensor"
+
+/* Tensor userdata: a box holding one reference. */
+ml_tensor *mlL_checktensor(lua_State *L, int arg, const char *fn);
+ml_tensor *mlL_testtensor(lua_State *L, int arg); /* NULL if not a live tensor */
+/* Pushes t as a userdata, taking over the caller's reference. If t is NULL, raises the core's
+ * error instead (so `mlL_pushtensor(L, ml_op(...))` is the idiom). */
+void mlL_pushtensor(lua_State *L, ml_tensor *t);
+/* Converts a tensor or a (nested) table of numbers, or a number, to a tensor (new reference). */
+ml_tensor *mlL_totensor(lua_State *L, int arg, const char *fn, ml_dtype dtype_if_table);
+
+/* Raises the core's last error as a Lua error. Never returns. */
+int mlL_raise(lua_State *L);
+/* Raises "fn: argument N expected <expected>, got <what came>" (type name or value). */
+int mlL_argerror(lua_State *L, const char *fn, int arg, const char *expected);
+/* Tells Lua's collector about memory held outside the Lua heap (tensor storage). */
+void mlL_account(lua_State *L, size_t nbytes);
+
+/* Option tables: fn names the caller, idx the table's stack index. */
+void mlL_checktable(lua_State *L, int idx, const char *fn, int arg);
+/* Errors on a key not in `allowed` (NULL-terminated), suggesting the closest allowed name. */
+void mlL_checkkeys(lua_State *L, int idx, const char *fn, const char *const *allowed);
+lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, const char *fn);
+lua_Number mlL_optnum(lua_State *L, int idx, const char *key, lua_Number def, const char *fn);
+int mlL_optbool(lua_State *L, int idx, const char *key, int def, const char *fn);
+const char *mlL_optstr(lua_State *L, int idx, const char *key, const char *def, const char *fn);
+/* Closest string in `names` to `s` by edit distance (for "did you mean" messages). */
+const char *mlL_closest(const char *s, const char *const *names);
+/* Reads a shape from arguments first..top (numbers) or one table of numbers at `first`. */
+int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX_DIMS]);
+
+/* Area openers, called by luaopen_mech in this order. */
+int mlL_open_tensor(lua_State *L);
+
+int luaopen_mech(lua_State *L);
+
+#endif

@@ -1,0 +1,69 @@
+/* Generic differentiable tensor ops (the building blocks Lua users compose their own layers
+ * from). All follow tensor.h's conventions: new reference or NULL + error message naming the
+ * op as Lua calls it ("add: ..."). Float ops record autograd nodes (autograd.h) when an input
+ * needs grad. Elementwise ops broadcast with PyTorch rules; mixed int32/float32 operands
+ * promote to float32; comparisons return float32 0/1 masks... (see each group). */
+#ifndef ML_OPS_H
+#define ML_OPS_H
+
+#include "autograd/autograd.h"
+#include "core/tensor.h"
+
+/* ---- elementwise binary (broadcasting) ---- */
+typedef enum {
+    ML_ADD, ML_SUB, ML_MUL, ML_DIV, ML_POW, ML_MAXIMUM, ML_MINIMUM,
+    /* comparisons: not differentiable, result int32 0/1 (a mask usable by where) */
+    ML_EQ, ML_NE, ML_LT, ML_LE, ML_GT, ML_GE
+} ml_binop;
+const char *ml_binop_name(ml_binop op); /* "add", "sub", ... */
+ml_tensor *ml_binary(ml_binop op, ml_tensor *a, ml_tensor *b);
+ml_tensor *ml_binary_scalar(ml_binop op, ml_tensor *a, double s);  /* a op s */
+ml_tensor *ml_scalar_binary(ml_binop op, double s, ml_tensor *a);  /* s op a */
+ml_tensor *ml_add(ml_tensor *a, ml_tensor *b);
+ml_tensor *ml_sub(ml_tensor *a, ml_tensor *b);
+ml_tensor *ml_mul(ml_tensor *a, ml_tensor *b);
+ml_tensor *ml_div(ml_tensor *a, ml_tensor *b);
+
+/* ---- elementwise unary ---- */
+typedef enum {
+    ML_NEG, ML_EXP, ML_LOG, ML_SQRT, ML_ABS, ML_TANH, ML_SIGMOID, ML_RELU,
+    ML_GELU,     /* exact erf form */
+    ML_SILU, ML_SOFTPLUS /* threshold 20: x above it */, ML_SIN, ML_COS
+} ml_unop;
+const char *ml_unop_name(ml_unop op);
+ml_tensor *ml_unary(ml_unop op, ml_tensor *a);
+ml_tensor *ml_clamp(ml_tensor *a, double lo, double hi); /* NAN bound = none */
+ml_tensor *ml_where(ml_tensor *cond, ml_tensor *a, ml_tensor *b); /* cond: any dtype, nonzero = a */
+
+/* ---- reductions along one dim (dim = ML_ALL_DIMS reduces everything) ---- */
+#define ML_ALL_DIMS 1000
+typedef enum { ML_SUM, ML_MEAN, ML_MAX, ML_MIN, ML_ARGMAX, ML_ARGMIN, ML_VAR } ml_redop;
+ml_tensor *ml_reduce(ml_redop op, ml_tensor *a, int dim, bool keepdim);
+ml_tensor *ml_var(ml_tensor *a, int dim, bool keepdim, int correction); /* correction 1 = unbiased */
+ml_tensor *ml_sum_all(ml_tensor *a);
+
+/* ---- linear algebra (cblas_sgemm; transposed views are passed as transposes, not copied) ---- */
+/* PyTorch matmul semantics: 1-D·1-D dot, 2-D·2-D, batched with broadcasting of batch dims. */
+ml_tensor *ml_matmul(ml_tensor *a, ml_tensor *b);
+/* y = x·Wᵀ + bias over the last dim; x (..., in), W (out, in), bias (out) or NULL. */
+ml_tensor *ml_linear(ml_tensor *x, ml_tensor *w, ml_tensor *bias);
+
+/* ---- softmax ---- */
+ml_tensor *ml_softmax(ml_tensor *a, int dim);
+ml_tensor *ml_log_softmax(ml_tensor *a, int dim);
+
+/* ---- indexing ---- */
+ml_tensor *ml_gather(ml_tensor *a, int dim, ml_tensor *index);       /* index int32, same ndim */
+ml_tensor *ml_index_select(ml_tensor *a, int dim, ml_tensor *index); /* index int32 1-D */
+/* out = a with src added at index along dim (functional; differentiable in a and src). */
+ml_tensor *ml_scatter_add(ml_tensor *a, int dim, ml_tensor *index, ml_tensor *src);
+/* Embedding lookup: weight (V, D), ids int32 any shape -> (..., D); backward scatter-adds. */
+ml_tensor *ml_embedding(ml_tensor *weight, ml_tensor *ids);
+
+/* ---- joining and splitting ---- */
+ml_tensor *ml_cat(int n, ml_tensor *const *ts, int dim);
+ml_tensor *ml_stack(int n, ml_tensor *const *ts, int dim);
+/* Splits into pieces of `size` along dim (last may be smaller); fills out[], returns count or -1. */
+int ml_split(ml_tensor *a, int64_t size, int dim, ml_tensor **out, int max_out);
+
+#endif

@@ -44,8 +44,14 @@ const char *mlL_closest(const char *s, const char *const *names);
 /* Reads a shape from arguments first..top (numbers) or one table of numbers at `first`. */
 int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX_DIMS]);
 
+/* Pushes the table of Tensor methods (t:foo(...) looks names up there first); areas add
+ * their methods to it. Metamethods (__add, ...) go in the metatable: luaL_getmetatable(L,
+ * MLL_TENSOR_MT). */
+void mlL_tensor_methods(lua_State *L);
+
 /* Area openers, called by luaopen_mech in this order. */
-int mlL_open_tensor(lua_State *L);
+int mlL_open_tensor(lua_State *L); /* src/lua/tensor.c: userdata, constructors, indexing, autograd */
+int mlL_open_ops(lua_State *L);    /* src/lua/ops.c: a method and a mech.* function per op */
 
 int luaopen_mech(lua_State *L);
 

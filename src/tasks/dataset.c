@@ -1,0 +1,266 @@
+/* Pre-generated datasets and the batches of the training loop (spec paper.md §5.3–5.4). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tasks/task_impl.h"
+
+struct ml_dataset {
+    ml_task *task;
+    ml_split split;
+    int64_t n;
+    int max_len;
+    int32_t *tokens;      /* all documents back to back */
+    int64_t *offsets;     /* n + 1 */
+    int32_t *positions;   /* n x ML_NPOS */
+    ml_doc_stats *stats;  /* n */
+    uint8_t *qtype;       /* n */
+    int32_t *parent;      /* ATR: per token, document position of its parent (-1: none) */
+    int32_t *tdepth;      /* ATR: per token, terminal depth (0 outside the yield) */
+    int32_t *all_targets; /* all_target_items_orig of every document back to back */
+    int64_t *all_off;     /* n + 1 */
+};
+
+void ml_dataset_free(ml_dataset *ds) {
+    if (!ds) return;
+    ml_task_release(ds->task);
+    free(ds->tokens);
+    free(ds->offsets);
+    free(ds->positions);
+    free(ds->stats);
+    free(ds->qtype);
+    free(ds->parent);
+    free(ds->tdepth);
+    free(ds->all_targets);
+    free(ds->all_off);
+    free(ds);
+}
+
+/* Appends k int32 values to a growing buffer. */
+static ml_status append(int32_t **buf, int64_t *cap, int64_t used, const int32_t *src, int k) {
+    if (used + k > *cap) {
+        int64_t c = *cap ? *cap : 4096;
+        while (c < used + k) c *= 2;
+        int32_t *q = realloc(*buf, (size_t)c * sizeof(int32_t));
+        if (!q) return ml_fail(ML_ERR_MEM, "task.dataset: out of memory (%lld tokens)", (long long)c);
+        *buf = q;
+        *cap = c;
+    }
+    if (src) memcpy(*buf + used, src, (size_t)k * sizeof(int32_t));
+    return ML_OK;
+}
+
+ml_dataset *ml_dataset_from_rng(ml_task *t, int64_t n, ml_rng *rng, ml_split split) {
+    if (n < 0 || n > ((int64_t)1 << 31)) {
+        ml_fail(ML_ERR_ARG, "task.dataset: the number of documents must be in 0..2^31, got %lld", (long long)n);
+        return NULL;
+    }
+    if ((unsigned)split > ML_SPLIT_TEST) {
+        ml_fail(ML_ERR_ARG, "task.dataset: unknown split %d", (int)split);
+        return NULL;
+    }
+    ml_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds) {
+        ml_fail(ML_ERR_MEM, "task.dataset: out of memory");
+        return NULL;
+    }
+    ds->task = ml_task_retain(t);
+    ds->split = split;
+    ds->n = n;
+    bool tree = t->kind == ML_TASK_ATR;
+    size_t nn = (size_t)n + 1;
+    ds->offsets = calloc(nn, sizeof(int64_t));
+    ds->all_off = calloc(nn, sizeof(int64_t));
+    ds->positions = malloc(nn * ML_NPOS * sizeof(int32_t));
+    ds->stats = malloc(nn * sizeof(ml_doc_stats));
+    ds->qtype = malloc(nn);
+    if (!ds->offsets || !ds->all_off || !ds->positions || !ds->stats || !ds->qtype) {
+        ml_fail(ML_ERR_MEM, "task.dataset: out of memory for %lld documents", (long long)n);
+        ml_dataset_free(ds);
+        return NULL;
+    }
+    int64_t tok_cap = 0, tree_cap = 0, depth_cap = 0, at_cap = 0, used = 0, at_used = 0;
+    ml_doc doc;
+    ml_doc_init(&doc);
+    for (int64_t i = 0; i < n; i++) {
+        /* Ctrl-C is polled now and then: a paper-size set takes a second or more. */
+        if ((i & 4095) == 4095 && ml_check_interrupt("task.dataset") != ML_OK) goto fail;
+        if (ml_task_sample(t, rng, split, &doc) != ML_OK) goto fail;
+        if (append(&ds->tokens, &tok_cap, used, doc.tokens, doc.len) != ML_OK) goto fail;
+        if (tree) {
+            if (append(&ds->parent, &tree_cap, used, NULL, doc.len) != ML_OK ||
+                append(&ds->tdepth, &depth_cap, used, NULL, doc.len) != ML_OK)
+                goto fail;
+            int32_t *par = ds->parent + used, *dep = ds->tdepth + used;
+            for (int p = 0; p < doc.len; p++) par[p] = -1, dep[p] = 0;
+            for (int y = 0; y < doc.n_yield; y++) par[1 + y] = doc.parent_pos[y], dep[1 + y] = doc.depth[y];
+        }
+        used += doc.len;
+        ds->offsets[i + 1] = used;
+        if (append(&ds->all_targets, &at_cap, at_used, doc.all_targets, doc.n_all_targets) != ML_OK) goto fail;
+        at_used += doc.n_all_targets;
+        ds->all_off[i + 1] = at_used;
+        memcpy(ds->positions + i * ML_NPOS, doc.pos, sizeof doc.pos);
+        ds->stats[i] = doc.stats;
+        ds->qtype[i] = (uint8_t)doc.qtype;
+        if (doc.len > ds->max_len) ds->max_len = doc.len;
+    }
+    ml_doc_free(&doc);
+    return ds;
+fail:
+    ml_doc_free(&doc);
+    ml_dataset_free(ds);
+    return NULL;
+}
+
+ml_dataset *ml_dataset_new(ml_task *t, int64_t n, uint64_t seed, ml_split split) {
+    ml_rng rng;
+    ml_rng_init(&rng, seed, ml_split_stream(split));
+    return ml_dataset_from_rng(t, n, &rng, split);
+}
+
+int64_t ml_dataset_size(const ml_dataset *ds) { return ds->n; }
+ml_task *ml_dataset_task(const ml_dataset *ds) { return ds->task; }
+ml_split ml_dataset_split(const ml_dataset *ds) { return ds->split; }
+int ml_dataset_max_len(const ml_dataset *ds) { return ds->max_len; }
+
+const int32_t *ml_dataset_tokens(const ml_dataset *ds, int64_t i, int *len) {
+    *len = (int)(ds->offsets[i + 1] - ds->offsets[i]);
+    return ds->tokens + ds->offsets[i];
+}
+const int32_t *ml_dataset_positions(const ml_dataset *ds, int64_t i) { return ds->positions + i * ML_NPOS; }
+const ml_doc_stats *ml_dataset_stats(const ml_dataset *ds, int64_t i) { return &ds->stats[i]; }
+ml_qtype ml_dataset_qtype(const ml_dataset *ds, int64_t i) { return (ml_qtype)ds->qtype[i]; }
+const int32_t *ml_dataset_all_targets(const ml_dataset *ds, int64_t i, int *n) {
+    *n = (int)(ds->all_off[i + 1] - ds->all_off[i]);
+    return ds->all_targets + ds->all_off[i];
+}
+
+ml_status ml_dataset_get_doc(const ml_dataset *ds, int64_t i, ml_doc *doc) {
+    if (i < 0 || i >= ds->n)
+        return ml_fail(ML_ERR_INDEX, "dataset: document %lld out of range 0..%lld", (long long)i,
+                       (long long)ds->n - 1);
+    int len, na;
+    const int32_t *tok = ml_dataset_tokens(ds, i, &len);
+    const int32_t *at = ml_dataset_all_targets(ds, i, &na);
+    if (ml_doc_reserve(doc, len) != ML_OK) return ML_ERR_MEM;
+    memcpy(doc->tokens, tok, (size_t)len * sizeof(int32_t));
+    doc->len = len;
+    memcpy(doc->pos, ml_dataset_positions(ds, i), sizeof doc->pos);
+    memcpy(doc->all_targets, at, (size_t)na * sizeof(int32_t));
+    doc->n_all_targets = na;
+    doc->qtype = ml_dataset_qtype(ds, i);
+    doc->stats = ds->stats[i];
+    doc->n_yield = 0;
+    if (ds->parent) {
+        /* node/head ids are not kept; the tree is fully described by parents and depths */
+        int n = doc->pos[ML_POS_DIVIDER] - 1;
+        const int32_t *par = ds->parent + ds->offsets[i], *dep = ds->tdepth + ds->offsets[i];
+        doc->n_yield = n;
+        for (int y = 0; y < n; y++) {
+            doc->parent_pos[y] = par[1 + y];
+            doc->depth[y] = dep[1 + y];
+            doc->node_id[y] = 1 + y;
+            doc->head_id[y] = par[1 + y];
+        }
+    }
+    return ML_OK;
+}
+
+static ml_status check_indices(const ml_dataset *ds, const int64_t *idx, int batch, const char *fn) {
+    if (batch < 1) return ml_fail(ML_ERR_ARG, "%s: batch must be >= 1, got %d", fn, batch);
+    if (!idx) return ml_fail(ML_ERR_ARG, "%s: no document indices", fn);
+    for (int b = 0; b < batch; b++)
+        if (idx[b] < 0 || idx[b] >= ds->n)
+            return ml_fail(ML_ERR_INDEX, "%s: document index %lld (batch row %d) out of range 0..%lld", fn,
+                           (long long)idx[b], b, (long long)ds->n - 1);
+    return ML_OK;
+}
+
+ml_status ml_dataset_batch(const ml_dataset *ds, const int64_t *doc_indices, int batch, ml_tensor **tokens,
+                           ml_tensor **targets) {
+    const char *fn = "dataset.batch";
+    *tokens = *targets = NULL;
+    if (check_indices(ds, doc_indices, batch, fn) != ML_OK) return ml_last_status();
+    int L = 0;
+    for (int b = 0; b < batch; b++) {
+        int len;
+        ml_dataset_tokens(ds, doc_indices[b], &len);
+        if (len > L) L = len;
+    }
+    int64_t shape[2] = {batch, L};
+    ml_tensor *tk = ml_empty(ML_I32, 2, shape), *tg = ml_empty(ML_I32, 2, shape);
+    if (!tk || !tg) {
+        ml_release(tk);
+        ml_release(tg);
+        return ml_last_status() != ML_OK ? ml_last_status() : ml_fail(ML_ERR_MEM, "%s: out of memory", fn);
+    }
+    int32_t *T = ml_i32(tk), *Y = ml_i32(tg);
+    for (int b = 0; b < batch; b++) {
+        int len;
+        const int32_t *src = ml_dataset_tokens(ds, doc_indices[b], &len);
+        int32_t *trow = T + (int64_t)b * L, *yrow = Y + (int64_t)b * L;
+        memcpy(trow, src, (size_t)len * sizeof(int32_t));
+        for (int p = len; p < L; p++) trow[p] = ML_PAD;
+        for (int p = 0; p < L; p++) yrow[p] = ML_IGNORE;
+        /* Only the answer is trained (spec §2.5, §3.7), predicted one position before it. */
+        int ans = ml_dataset_positions(ds, doc_indices[b])[ML_POS_TARGET_ITEM];
+        yrow[ans - 1] = src[ans];
+    }
+    *tokens = tk;
+    *targets = tg;
+    return ML_OK;
+}
+
+ml_status ml_dataset_batch_positions(const ml_dataset *ds, const int64_t *doc_indices, int batch,
+                                     ml_tensor **positions) {
+    *positions = NULL;
+    if (check_indices(ds, doc_indices, batch, "dataset.positions") != ML_OK) return ml_last_status();
+    int64_t shape[2] = {batch, ML_NPOS};
+    ml_tensor *p = ml_empty(ML_I32, 2, shape);
+    if (!p) return ml_last_status() != ML_OK ? ml_last_status() : ML_ERR_MEM;
+    for (int b = 0; b < batch; b++)
+        memcpy(ml_i32(p) + (int64_t)b * ML_NPOS, ml_dataset_positions(ds, doc_indices[b]),
+               ML_NPOS * sizeof(int32_t));
+    *positions = p;
+    return ML_OK;
+}
+
+ml_status ml_dataset_batch_range(const ml_dataset *ds, int64_t first, int count, ml_tensor **tokens,
+                                 ml_tensor **targets, ml_tensor **positions) {
+    *tokens = *targets = NULL;
+    if (positions) *positions = NULL;
+    if (count < 1 || first < 0 || first > ds->n - count)
+        return ml_fail(ML_ERR_INDEX, "dataset.batch: documents %lld..%lld out of range 0..%lld", (long long)first,
+                       (long long)first + count - 1, (long long)ds->n - 1);
+    int64_t *idx = malloc((size_t)count * sizeof(int64_t));
+    if (!idx) return ml_fail(ML_ERR_MEM, "dataset.batch: out of memory");
+    for (int b = 0; b < count; b++) idx[b] = first + b;
+    ml_status st = ml_dataset_batch(ds, idx, count, tokens, targets);
+    if (st == ML_OK && positions) st = ml_dataset_batch_positions(ds, idx, count, positions);
+    if (st != ML_OK) {
+        ml_release(*tokens);
+        ml_release(*targets);
+        *tokens = *targets = NULL;
+    }
+    free(idx);
+    return st;
+}
+
+ml_status ml_dataset_batch_target_dist(const ml_dataset *ds, const int64_t *doc_indices, int batch,
+                                       ml_tensor **dist) {
+    *dist = NULL;
+    if (check_indices(ds, doc_indices, batch, "dataset.target_dist") != ML_OK) return ml_last_status();
+    int V = ds->task->vocab;
+    int64_t shape[2] = {batch, V};
+    ml_tensor *d = ml_zeros(ML_F32, 2, shape);
+    if (!d) return ml_last_status() != ML_OK ? ml_last_status() : ML_ERR_MEM;
+    for (int b = 0; b < batch; b++) {
+        int len, na;
+        const int32_t *tok = ml_dataset_tokens(ds, doc_indices[b], &len);
+        const int32_t *at = ml_dataset_all_targets(ds, doc_indices[b], &na);
+        float *row = ml_f32(d) + (int64_t)b * V;
+        for (int j = 0; j < na; j++) row[tok[at[j]]] += 1.0f / (float)na;
+    }
+    *dist = d;
+    return ML_OK;
+}

@@ -1,0 +1,59 @@
+/* The named configurations of spec paper.md §3.10 (ATR) and §2 (AR). */
+#include <string.h>
+
+#include "tasks/task_impl.h"
+
+const char *const ml_task_preset_names[] = {"pcfg_5_20",        "pcfg_10_20", "pcfg_easy_8192",
+                                            "pcfg_tts",         "sibling",    "pcfg_medium_8192",
+                                            "pcfg_5_8192",      "ar_32",      "ar_32_value",
+                                            "ar_32_split",      NULL};
+
+ml_task *ml_task_preset(const char *name, uint64_t seed) {
+    ml_task *t = NULL;
+    if (strncmp(name, "ar_", 3) == 0) {
+        ml_ar_config c = ml_ar_config_default(); /* ar_32: 16 pairs of 8192 tokens, key queries */
+        if (strcmp(name, "ar_32") == 0) {
+        } else if (strcmp(name, "ar_32_value") == 0) {
+            c.query_type = ML_QT_VALUE;
+        } else if (strcmp(name, "ar_32_split") == 0) {
+            c.train_test_split = 0.2; /* the AR split suite (spec §2.7, §5.5) */
+        } else {
+            goto unknown;
+        }
+        t = ml_task_ar(&c, seed);
+    } else {
+        /* shared: right heads, d_max 10, R_max 5, |N| 40, unambiguous, sample_first = target */
+        ml_atr_config c = ml_atr_config_default();
+        if (strcmp(name, "pcfg_5_20") == 0) {
+        } else if (strcmp(name, "pcfg_10_20") == 0) {
+            c.max_rhs_len = 10;
+        } else if (strcmp(name, "pcfg_easy_8192") == 0) {
+            c.num_terminals = 8192;
+            c.terminal_occurrence_factor = 20;
+        } else if (strcmp(name, "pcfg_tts") == 0) {
+            c.train_test_split = 0.2;
+        } else if (strcmp(name, "sibling") == 0) {
+            c.parent = false;
+            c.sibling = true;
+        } else if (strcmp(name, "pcfg_medium_8192") == 0) {
+            c.max_rhs_len = 10;
+            c.num_terminals = 8192;
+            c.terminal_occurrence_factor = 20;
+        } else if (strcmp(name, "pcfg_5_8192") == 0) {
+            c.num_terminals = 8192; /* diagnostic: no r_Σ, yields degenerate (spec §3.2 notes) */
+        } else {
+            goto unknown;
+        }
+        t = ml_task_atr(&c, seed);
+    }
+    if (t) ml_task_set_name(t, name);
+    return t;
+unknown:;
+    char list[512] = "";
+    for (int i = 0; ml_task_preset_names[i]; i++) {
+        strcat(list, i ? ", " : "");
+        strcat(list, ml_task_preset_names[i]);
+    }
+    ml_fail(ML_ERR_ARG, "task.preset: unknown preset \"%s\" (expected one of %s)", name, list);
+    return NULL;
+}

@@ -1,0 +1,195 @@
+/* The paper's two tasks (spec paper.md §2–3): associative recall (AR) and associative treecall
+ * (ATR, documents drawn from a random right-headed PCFG), their datasets and the batches the
+ * training loop consumes. Pure C, no Lua.
+ *
+ * Randomness. A task is built from a seed: the ATR grammar (and its split blacklist, drawn
+ * first as in spec §3.2) comes from stream (seed, ML_STREAM_GRAMMAR); the AR split blacklist
+ * from (seed, ML_STREAM_SPLIT). Documents are drawn from an explicit ml_rng stream; a dataset
+ * for split s uses (seed, ml_split_stream(s)), so train, dev and test never share draws and an
+ * eval set's first 320 documents do not depend on how many were generated. (The original draws
+ * everything from one global stream, spec §3.9; mechlab matches its distributions, not its bits.)
+ *
+ * Positions are 0-based document positions. A missing position is -1. */
+#ifndef ML_TASK_H
+#define ML_TASK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+
+enum { ML_PAD = 0, ML_BOS = 1, ML_EOS = 2, ML_IGNORE = -100 };
+enum { ML_TRAIN_DOCS = 100032, ML_EVAL_DOCS = 320, ML_EVAL_SPLIT_DOCS = 1024 };
+
+typedef enum { ML_TASK_AR = 0, ML_TASK_ATR = 1 } ml_task_kind;
+typedef enum { ML_SPLIT_TRAIN = 0, ML_SPLIT_DEV = 1, ML_SPLIT_TEST = 2 } ml_split;
+
+/* The query type of one document; its name is the TYPE of the metric labels. */
+typedef enum { ML_QT_KEY = 0, ML_QT_VALUE, ML_QT_PARENT, ML_QT_CHILD, ML_QT_SIBLING } ml_qtype;
+
+/* Named positions (the probing schema). `next_key` (AR only, spec §9.2) is 2q+3: the key of
+ * the next pair, or the divider for the last pair. `query_type` exists only when the document
+ * carries a query-type token. The answer is always predicted at target_item - 1. */
+typedef enum {
+    ML_POS_BOS = 0,
+    ML_POS_QUERY_ITEM_ORIG,
+    ML_POS_TARGET_ITEM_ORIG,
+    ML_POS_DIVIDER,
+    ML_POS_QUERY_ITEM,
+    ML_POS_TARGET_ITEM,
+    ML_POS_QUERY_TYPE,
+    ML_POS_NEXT_KEY,
+    ML_NPOS
+} ml_pos;
+extern const char *const ml_pos_names[ML_NPOS];
+/* Index of a position name, or -1. */
+int ml_pos_index(const char *name);
+
+typedef enum { ML_HEAD_RIGHT = 0, ML_HEAD_LEFT = 1 } ml_head_pos;
+typedef enum { ML_FIRST_TARGET = 0, ML_FIRST_QUERY = 1 } ml_sample_first;
+/* AUTO: a query-type token exactly when several query types are enabled (spec §3.7). */
+typedef enum { ML_QTOK_AUTO = 0, ML_QTOK_NEVER, ML_QTOK_ALWAYS } ml_qtok;
+
+typedef struct {
+    int num_kv;              /* keys + values (8192): num_kv/2 of each */
+    int min_length;          /* context tokens; pairs m ~ U[min_length/2, max_length/2] */
+    int max_length;
+    ml_qtype query_type;     /* ML_QT_KEY or ML_QT_VALUE */
+    double train_test_split; /* blacklist probability of a (key, value) combination */
+} ml_ar_config;
+
+typedef struct {
+    ml_head_pos head_position;
+    int max_depth;           /* d_max; 0 = no depth scores (recursion allowed) */
+    int max_rhs_len;         /* L_max, including the head */
+    int max_rules_per_nt;    /* R_max */
+    int num_nonterminals;    /* |N| */
+    int num_terminals;       /* |Σ| */
+    double terminal_occurrence_factor; /* r_Σ; 0 = default (uniform over E(nt) ∪ Σ) */
+    bool transparent_nonterminals;     /* each NT's head is its own extra terminal */
+    double train_test_split; /* probability that a (target label, query label) pair is held out */
+    bool parent, child, sibling;       /* enabled query types */
+    bool unambiguous_queries;          /* queries (and sibling targets) are rightmost occurrences */
+    ml_sample_first sample_first;
+    ml_qtok query_type_token;
+    int min_yield;           /* yields shorter than this are rejected (3) */
+    int max_yield;           /* yields longer than this are rejected (1024) */
+} ml_atr_config;
+
+/* Defaults: ar_32 and pcfg_5_20 respectively. */
+ml_ar_config ml_ar_config_default(void);
+ml_atr_config ml_atr_config_default(void);
+
+typedef struct ml_task ml_task;
+
+/* Constructors validate the configuration (message names the option, the expected and the
+ * received value) and return NULL on error. The task is refcounted (datasets retain it). */
+ml_task *ml_task_ar(const ml_ar_config *cfg, uint64_t seed);
+ml_task *ml_task_atr(const ml_atr_config *cfg, uint64_t seed);
+/* Named configurations of spec §3.10 (and ar_32, ar_32_value, ar_32_split). */
+ml_task *ml_task_preset(const char *name, uint64_t seed);
+extern const char *const ml_task_preset_names[]; /* NULL-terminated */
+ml_task *ml_task_retain(ml_task *t);
+void ml_task_release(ml_task *t); /* NULL is fine */
+
+ml_task_kind ml_task_get_kind(const ml_task *t);
+const char *ml_task_name(const ml_task *t); /* preset name, "ar" or "atr" */
+uint64_t ml_task_seed(const ml_task *t);
+const ml_ar_config *ml_task_ar_config(const ml_task *t);   /* NULL for ATR */
+const ml_atr_config *ml_task_atr_config(const ml_task *t); /* NULL for AR */
+int ml_task_vocab_size(const ml_task *t); /* AR: num_kv + 4 (the 8196 quirk); ATR: |Σ| + 6 (+|N|) */
+/* Writes the token's name ("<bos>", "k12", "v7", "t3", "qPARENT", ...) into buf; returns buf. */
+const char *ml_task_token_name(const ml_task *t, int id, char buf[32]);
+/* Whether the task has a held-out split (then dev and test are both evaluated, spec §5.4). */
+bool ml_task_has_split(const ml_task *t);
+/* Number of held-out pairs of the blacklist (0 without a split). */
+int64_t ml_task_prohibited_pairs(const ml_task *t);
+/* Corruption pool of spec §6.2: replacements are drawn from [*lo, *hi] (inclusive). */
+void ml_task_corrupt_range(const ml_task *t, int *lo, int *hi);
+const char *ml_qtype_name(ml_qtype q);
+const char *ml_split_name(ml_split s);
+/* Parses "train"/"dev"/"test"; returns false on anything else. */
+bool ml_split_parse(const char *s, ml_split *out);
+uint64_t ml_split_stream(ml_split s);
+
+/* Per-document statistics (spec §3.11 columns). */
+typedef struct {
+    int32_t doc_len;           /* tokens */
+    int32_t yield_len;         /* n: terminals (AR: context tokens 2m) */
+    int32_t depth;             /* maximum terminal depth (AR: 0) */
+    int32_t qt_dist;           /* |query_item_orig - target_item_orig| */
+    int32_t query_key_dist;    /* |query_item - query_item_orig| */
+    int32_t query_target_dist; /* |query_item - target_item_orig| */
+    float branching;           /* (n-1) / distinct non-root head ids (AR: 0) */
+    float percent_non_unique;  /* (n - distinct labels) / n */
+    int32_t eligible_pairs, eligible_queries, eligible_targets; /* of the chosen query type */
+    int32_t rejections;        /* draws rejected before this document */
+} ml_doc_stats;
+
+/* One document with its tree. Reusable: init once, sample many times, free once. */
+typedef struct {
+    int32_t *tokens;
+    int len;
+    int32_t pos[ML_NPOS];
+    int32_t *all_targets;  /* all_target_items_orig */
+    int n_all_targets;
+    ml_qtype qtype;
+    ml_doc_stats stats;
+    /* ATR tree, indexed by yield index i (document position i + 1); NULL/0 for AR. */
+    int n_yield;
+    int32_t *node_id, *head_id; /* head_id -1 for the root */
+    int32_t *depth;
+    int32_t *parent_pos;        /* document position of the parent (head), -1 for the root */
+    void *scratch;              /* sampler work space */
+    int cap;                    /* capacity of the per-token arrays */
+} ml_doc;
+
+void ml_doc_init(ml_doc *d);
+void ml_doc_free(ml_doc *d);
+/* Draws one document of `split` from rng (rejected draws continue the same stream). */
+ml_status ml_task_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc);
+/* A readable rendering: the sequence, the named positions and (ATR) the dependency tree.
+ * Returns a malloc'd string (the caller frees it) or NULL on error. */
+char *ml_doc_format(const ml_task *t, const ml_doc *doc);
+
+/* ---- datasets ---- */
+typedef struct ml_dataset ml_dataset;
+
+/* n documents of `split`, drawn from stream (seed, ml_split_stream(split)). */
+ml_dataset *ml_dataset_new(ml_task *t, int64_t n, uint64_t seed, ml_split split);
+/* The same from an explicit stream (advanced by the call). */
+ml_dataset *ml_dataset_from_rng(ml_task *t, int64_t n, ml_rng *rng, ml_split split);
+void ml_dataset_free(ml_dataset *ds); /* NULL is fine; releases the task */
+
+int64_t ml_dataset_size(const ml_dataset *ds);
+ml_task *ml_dataset_task(const ml_dataset *ds);
+ml_split ml_dataset_split(const ml_dataset *ds);
+int ml_dataset_max_len(const ml_dataset *ds);
+/* Document i: tokens (len entries), named positions (ML_NPOS entries), statistics, type. */
+const int32_t *ml_dataset_tokens(const ml_dataset *ds, int64_t i, int *len);
+const int32_t *ml_dataset_positions(const ml_dataset *ds, int64_t i);
+const ml_doc_stats *ml_dataset_stats(const ml_dataset *ds, int64_t i);
+ml_qtype ml_dataset_qtype(const ml_dataset *ds, int64_t i);
+const int32_t *ml_dataset_all_targets(const ml_dataset *ds, int64_t i, int *n);
+/* Copies document i into doc (tree included) for printing. */
+ml_status ml_dataset_get_doc(const ml_dataset *ds, int64_t i, ml_doc *doc);
+
+/* The training batch: int32 tensors (batch, Lmax), Lmax the longest document of the batch.
+ * tokens: right-padded with ML_PAD. targets[b,t]: the token the logit at t must predict, already
+ * shifted (at target_item - 1 it is the answer), ML_IGNORE (-100) everywhere else. */
+ml_status ml_dataset_batch(const ml_dataset *ds, const int64_t *doc_indices, int batch,
+                           ml_tensor **tokens, ml_tensor **targets);
+/* Named positions of the same documents: int32 (batch, ML_NPOS), -1 where absent. */
+ml_status ml_dataset_batch_positions(const ml_dataset *ds, const int64_t *doc_indices, int batch,
+                                     ml_tensor **positions);
+/* Documents first .. first+count-1 (the fixed order of spec §5.3). */
+ml_status ml_dataset_batch_range(const ml_dataset *ds, int64_t first, int count, ml_tensor **tokens,
+                                 ml_tensor **targets, ml_tensor **positions);
+/* True answer distribution (spec §3.7; one-hot except CHILD): float32 (batch, V), the
+ * normalised counts of the tokens at all_target_items_orig. */
+ml_status ml_dataset_batch_target_dist(const ml_dataset *ds, const int64_t *doc_indices, int batch,
+                                       ml_tensor **dist);
+
+#endif

@@ -1,0 +1,82 @@
+/* Internals shared by the task files (not part of the public API). */
+#ifndef ML_TASK_IMPL_H
+#define ML_TASK_IMPL_H
+
+#include "tasks/task.h"
+
+/* Consecutive rejected draws after which sampling gives up (e.g. a test split whose blacklist
+ * holds no pair that ever occurs). Far above anything a working configuration needs. */
+enum { ML_MAX_REJECTIONS = 200000 };
+
+struct ml_task {
+    int refcount;
+    ml_task_kind kind;
+    char name[32];
+    uint64_t seed;
+    ml_ar_config ar;
+    ml_atr_config atr;
+    int vocab;
+
+    /* Split blacklist: bit (a * black_side + b) set = pair (a, b) held out. */
+    uint64_t *black;
+    int64_t black_side;
+    int64_t n_prohibited;
+
+    /* AR */
+    int n_keys; /* num_kv / 2 */
+
+    /* ATR grammar. Symbols: >= 0 terminal label, < 0 nonterminal -1 - sym. */
+    int n_labels;    /* terminals including transparent ones */
+    int query_start; /* id of the first query-type token */
+    int n_types;
+    ml_qtype types[3];
+    bool type_token;
+    int32_t *depth_score; /* per NT */
+    int32_t *rule_first;  /* per NT (n_nt + 1): first rule index */
+    int32_t *sym_first;   /* per rule (n_rules + 1): first symbol index */
+    int32_t *syms;
+    double *rule_cdf;     /* per rule: cumulative probability within its NT */
+    double *head_cdf;     /* n_nt x |Σ| cumulative head distributions (NULL if transparent) */
+};
+
+static inline bool ml_task_black(const ml_task *t, int64_t a, int64_t b) {
+    if (!t->black || a >= t->black_side || b >= t->black_side) return false;
+    uint64_t bit = (uint64_t)(a * t->black_side + b);
+    return (t->black[bit >> 6] >> (bit & 63)) & 1;
+}
+
+/* Draws the blacklist: one draw per pair, held out when the draw is < p (spec §2.7, §3.2). */
+ml_status ml_task_draw_blacklist(ml_task *t, int64_t side, double p, ml_rng *rng, const char *fn);
+
+ml_status ml_ar_build(ml_task *t);
+ml_status ml_ar_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc);
+ml_status ml_atr_build(ml_task *t);
+ml_status ml_atr_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc);
+
+/* Sampler work space, kept in ml_doc.scratch so repeated sampling does not allocate. */
+typedef struct {
+    int32_t *stk_sym, *stk_id, *stk_head, *stk_depth;
+    int stk_cap;
+    int32_t *id_pos, *grp_last; /* indexed by node id */
+    int id_cap;
+    int32_t *rightmost; /* indexed by label */
+    int label_cap;
+    int32_t *pq[3], *pt[3]; /* eligible (query, target) pairs per query type */
+    int pair_cap[3];
+    int32_t *label, *flag, *list; /* per yield position */
+    int n_cap;
+    uint8_t *used; /* AR: key/value numbers already drawn */
+    int used_cap;
+    int32_t *keys, *vals, *elig;
+    int ar_cap;
+} ml_scratch;
+
+ml_scratch *ml_scratch_get(ml_doc *d);
+void ml_task_set_name(ml_task *t, const char *name);
+
+/* Grows the per-token arrays of a document to hold `n` entries. */
+ml_status ml_doc_reserve(ml_doc *d, int n);
+/* Grows *p (elements of `size` bytes, capacity *cap) to at least n elements. */
+ml_status ml_grow(void **p, int *cap, int n, size_t size);
+
+#endif

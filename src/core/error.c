@@ -22,7 +22,13 @@ ml_status ml_fail(ml_status code, const char *fmt, ...) {
 ml_status ml_fail_context(ml_status code, const char *prefix) {
     char old[sizeof err_msg];
     memcpy(old, err_msg, sizeof old);
-    snprintf(err_msg, sizeof err_msg, "%s: %s", prefix, old);
+    size_t n = strlen(prefix);
+    if (n > sizeof err_msg / 2) n = sizeof err_msg / 2; /* keep room for the original message */
+    memcpy(err_msg, prefix, n);
+    memcpy(err_msg + n, ": ", 2);
+    size_t rest = sizeof err_msg - n - 3;
+    strncpy(err_msg + n + 2, old, rest);
+    err_msg[sizeof err_msg - 1] = 0;
     err_code = code;
     return code;
 }

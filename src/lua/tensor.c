@@ -1,0 +1,919 @@
+/* Tensor userdata: constructors, 0-based indexing and slicing, printing, autograd verbs.
+ *
+ * Indexing (0-based; negative counts from the end):
+ *   t[i]             select along dim 0 (a number for a 1-D tensor, else a view)
+ *   t[{i, j, ...}]   one entry per leading dim; each entry is
+ *                      a number       select (the dim disappears),
+ *                      "a:b" / "a:b:s" / ":"   a Python-style slice (the dim stays),
+ *                      {a, b[, s]}    the same slice as a table.
+ *   t[idx] = v       writes a number or a tensor (broadcast) into the selected part.
+ * Elements of a full index are numbers; everything else is a view sharing storage. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/autograd.h"
+#include "core/threads.h"
+#include "lua/binding.h"
+
+typedef struct {
+    ml_tensor *t; /* NULL after __close */
+} tensor_box;
+
+/* ------------------------------------------------------------------ userdata */
+
+ml_tensor *mlL_testtensor(lua_State *L, int arg) {
+    tensor_box *b = luaL_testudata(L, arg, MLL_TENSOR_MT);
+    return b ? b->t : NULL;
+}
+
+ml_tensor *mlL_checktensor(lua_State *L, int arg, const char *fn) {
+    tensor_box *b = luaL_testudata(L, arg, MLL_TENSOR_MT);
+    if (!b) mlL_argerror(L, fn, arg, "a tensor");
+    if (!b->t) luaL_error(L, "%s: argument %d is a tensor that was closed", fn, arg);
+    return b->t;
+}
+
+void mlL_pushtensor(lua_State *L, ml_tensor *t) {
+    if (!t) mlL_raise(L);
+    tensor_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->t = t;
+    luaL_setmetatable(L, MLL_TENSOR_MT);
+    if (t->storage->refcount == 1) mlL_account(L, t->storage->nbytes);
+}
+
+void mlL_tensor_methods(lua_State *L) {
+    luaL_getmetatable(L, MLL_TENSOR_MT);
+    lua_getfield(L, -1, "methods");
+    lua_remove(L, -2);
+}
+
+static int t_gc(lua_State *L) {
+    tensor_box *b = luaL_checkudata(L, 1, MLL_TENSOR_MT);
+    ml_release(b->t);
+    b->t = NULL;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ from Lua values */
+
+/* Walks a nested table to find its shape (rectangular check happens while filling). */
+static int table_shape(lua_State *L, int idx, int64_t *shape, const char *fn, int arg) {
+    int nd = 0;
+    lua_pushvalue(L, idx);
+    while (lua_istable(L, -1)) {
+        if (nd == ML_MAX_DIMS) luaL_error(L, "%s: argument %d is nested deeper than %d levels", fn, arg, ML_MAX_DIMS);
+        shape[nd++] = (int64_t)luaL_len(L, -1);
+        if (shape[nd - 1] == 0) break;
+        lua_geti(L, -1, 1);
+        lua_remove(L, -2);
+    }
+    lua_pop(L, 1);
+    return nd;
+}
+
+static void fill_from_table(lua_State *L, int idx, ml_tensor *t, int dim, int64_t *pos, const char *fn, int arg) {
+    int64_t n = (int64_t)luaL_len(L, idx);
+    if (n != t->shape[dim])
+        luaL_error(L, "%s: argument %d is not rectangular: a row at depth %d has %lld entries, expected %lld", fn, arg,
+                   dim, (long long)n, (long long)t->shape[dim]);
+    for (int64_t i = 0; i < n; i++) {
+        lua_geti(L, idx, i + 1);
+        if (dim + 1 < t->ndim) {
+            if (!lua_istable(L, -1)) luaL_error(L, "%s: argument %d is not rectangular: expected a table at depth %d, got %s", fn, arg, dim + 1, luaL_typename(L, -1));
+            fill_from_table(L, lua_gettop(L), t, dim + 1, pos, fn, arg);
+        } else {
+            int ok;
+            lua_Number v = lua_tonumberx(L, -1, &ok);
+            if (!ok || lua_type(L, -1) != LUA_TNUMBER)
+                luaL_error(L, "%s: argument %d expected numbers, got %s at a leaf", fn, arg, luaL_typename(L, -1));
+            if (t->dtype == ML_F32) ml_f32(t)[*pos] = (float)v;
+            else ml_i32(t)[*pos] = (int32_t)v;
+            (*pos)++;
+        }
+        lua_pop(L, 1);
+    }
+}
+
+ml_tensor *mlL_totensor(lua_State *L, int arg, const char *fn, ml_dtype dtype) {
+    ml_tensor *t = mlL_testtensor(L, arg);
+    if (t) return ml_retain(t);
+    if (lua_type(L, arg) == LUA_TNUMBER) {
+        ml_tensor *s = ml_scalar(lua_isinteger(L, arg) && dtype == ML_I32 ? ML_I32 : dtype, lua_tonumber(L, arg));
+        if (!s) mlL_raise(L);
+        return s;
+    }
+    if (!lua_istable(L, arg)) mlL_argerror(L, fn, arg, "a tensor, a number or a table of numbers");
+    int64_t shape[ML_MAX_DIMS];
+    int nd = table_shape(L, arg, shape, fn, arg);
+    ml_tensor *out = ml_empty(dtype, nd, shape);
+    if (!out) mlL_raise(L);
+    /* Box it first so that a Lua error during filling cannot leak it. */
+    mlL_pushtensor(L, out);
+    int64_t pos = 0;
+    if (ml_numel(out) > 0) fill_from_table(L, lua_absindex(L, arg), out, 0, &pos, fn, arg);
+    ml_retain(out);
+    lua_pop(L, 1);
+    return out;
+}
+
+/* ------------------------------------------------------------------ constructors */
+
+static ml_dtype check_dtype(lua_State *L, const char *name, const char *fn) {
+    if (!strcmp(name, "float32") || !strcmp(name, "float")) return ML_F32;
+    if (!strcmp(name, "int32") || !strcmp(name, "int")) return ML_I32;
+    luaL_error(L, "%s: option 'dtype' expected 'float32' or 'int32', got '%s'", fn, name);
+    return ML_F32;
+}
+
+static const char *const ctor_keys[] = {"dtype", "requires_grad", "generator", NULL};
+
+/* Reads {dtype=, requires_grad=} at idx (may be none). */
+static void ctor_opts(lua_State *L, int idx, const char *fn, ml_dtype *dtype, int *requires_grad) {
+    *requires_grad = 0;
+    if (lua_isnoneornil(L, idx)) return;
+    if (!lua_istable(L, idx)) mlL_argerror(L, fn, idx, "an option table {dtype=..., requires_grad=...}");
+    mlL_checkkeys(L, idx, fn, ctor_keys);
+    const char *d = mlL_optstr(L, idx, "dtype", NULL, fn);
+    if (d) *dtype = check_dtype(L, d, fn);
+    *requires_grad = mlL_optbool(L, idx, "requires_grad", 0, fn);
+}
+
+static void finish_new(lua_State *L, ml_tensor *t, int requires_grad) {
+    mlL_pushtensor(L, t);
+    if (requires_grad && ml_set_requires_grad(t, true)) mlL_raise(L);
+}
+
+/* Index of the first argument after the shape (numbers, or one table). */
+static int after_shape(lua_State *L, int first) {
+    if (lua_istable(L, first)) return first + 1;
+    int i = first;
+    while (lua_type(L, i) == LUA_TNUMBER) i++;
+    return i;
+}
+
+static int l_tensor(lua_State *L) {
+    ml_dtype dtype = ML_F32;
+    int rg;
+    if (lua_isnoneornil(L, 1)) return mlL_argerror(L, "mech.tensor", 1, "a number, a (nested) table of numbers or a tensor");
+    ctor_opts(L, 2, "mech.tensor", &dtype, &rg);
+    ml_tensor *src = mlL_testtensor(L, 1);
+    ml_tensor *t = src ? ml_to_dtype(src, dtype) : mlL_totensor(L, 1, "mech.tensor", dtype);
+    if (src && t == src) { /* a fresh copy, never an alias */
+        ml_release(t);
+        t = ml_clone(src);
+        if (t) {
+            ml_tensor *d = ml_detach(t);
+            ml_release(t);
+            t = d;
+        }
+    }
+    finish_new(L, t, rg);
+    return 1;
+}
+
+static int make_filled(lua_State *L, const char *fn, double value, bool has_value_arg) {
+    int64_t shape[ML_MAX_DIMS];
+    int nd = mlL_checkshape(L, 1, fn, shape);
+    int next = after_shape(L, 1);
+    if (has_value_arg) {
+        if (lua_type(L, next) != LUA_TNUMBER) return mlL_argerror(L, fn, next, "a fill value (number)");
+        value = lua_tonumber(L, next++);
+    }
+    ml_dtype dtype = ML_F32;
+    int rg;
+    ctor_opts(L, next, fn, &dtype, &rg);
+    finish_new(L, ml_full(dtype, nd, shape, value), rg);
+    return 1;
+}
+
+static int l_zeros(lua_State *L) { return make_filled(L, "mech.zeros", 0, false); }
+static int l_ones(lua_State *L) { return make_filled(L, "mech.ones", 1, false); }
+static int l_full(lua_State *L) { return make_filled(L, "mech.full", 0, true); }
+
+static int l_arange(lua_State *L) {
+    lua_Number start = 0, stop, step = 1;
+    int nargs = 0;
+    while (lua_type(L, nargs + 1) == LUA_TNUMBER) nargs++;
+    if (nargs == 0) return mlL_argerror(L, "mech.arange", 1, "a number (stop, or start, stop[, step])");
+    if (nargs == 1) stop = lua_tonumber(L, 1);
+    else {
+        start = lua_tonumber(L, 1);
+        stop = lua_tonumber(L, 2);
+        if (nargs >= 3) step = lua_tonumber(L, 3);
+    }
+    bool all_int = true;
+    for (int i = 1; i <= nargs && i <= 3; i++) all_int = all_int && lua_isinteger(L, i);
+    ml_dtype dtype = all_int ? ML_I32 : ML_F32;
+    int rg;
+    ctor_opts(L, nargs + 1, "mech.arange", &dtype, &rg);
+    if (step != 0 && fabs((stop - start) / step) > 1e10) return luaL_error(L, "mech.arange: too many elements");
+    finish_new(L, ml_arange(dtype, start, stop, step), rg);
+    return 1;
+}
+
+/* ---- the default generator and mech.Generator ---- */
+
+#define MLL_RNG_MT "mech.Generator"
+
+static ml_rng *default_rng(lua_State *L) {
+    lua_getfield(L, LUA_REGISTRYINDEX, "mech.default_rng");
+    ml_rng *r = luaL_testudata(L, -1, MLL_RNG_MT);
+    lua_pop(L, 1);
+    return r; /* created at module open: never NULL */
+}
+
+static ml_rng *opt_generator(lua_State *L, int idx, const char *fn) {
+    if (!lua_istable(L, idx)) return default_rng(L);
+    lua_getfield(L, idx, "generator");
+    ml_rng *r = NULL;
+    if (!lua_isnil(L, -1)) {
+        r = luaL_testudata(L, -1, MLL_RNG_MT);
+        if (!r) luaL_error(L, "%s: option 'generator' expected a mech.Generator, got %s", fn, luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    return r ? r : default_rng(L);
+}
+
+static int make_random(lua_State *L, const char *fn, bool normal) {
+    int64_t shape[ML_MAX_DIMS];
+    int nd = mlL_checkshape(L, 1, fn, shape);
+    int next = after_shape(L, 1);
+    ml_dtype dtype = ML_F32;
+    int rg;
+    ctor_opts(L, next, fn, &dtype, &rg);
+    if (dtype != ML_F32) return luaL_error(L, "%s: only float32 random tensors are supported", fn);
+    ml_rng *r = opt_generator(L, next, fn);
+    if (ml_check_shape(fn, 1, nd, shape)) mlL_raise(L);
+    finish_new(L, normal ? ml_normal(nd, shape, 0, 1, r) : ml_uniform(nd, shape, 0, 1, r), rg);
+    return 1;
+}
+
+static int l_rand(lua_State *L) { return make_random(L, "mech.rand", false); }
+static int l_randn(lua_State *L) { return make_random(L, "mech.randn", true); }
+
+static int l_generator(lua_State *L) {
+    lua_Integer seed = luaL_checkinteger(L, 1);
+    lua_Integer stream = luaL_optinteger(L, 2, ML_STREAM_USER);
+    ml_rng *r = lua_newuserdatauv(L, sizeof *r, 0);
+    ml_rng_init(r, (uint64_t)seed, (uint64_t)stream);
+    luaL_setmetatable(L, MLL_RNG_MT);
+    return 1;
+}
+
+static int l_manual_seed(lua_State *L) {
+    lua_Integer seed = luaL_checkinteger(L, 1);
+    ml_rng_init(default_rng(L), (uint64_t)seed, ML_STREAM_USER);
+    return 0;
+}
+
+static int g_uniform(lua_State *L) {
+    ml_rng *r = luaL_checkudata(L, 1, MLL_RNG_MT);
+    lua_pushnumber(L, (lua_Number)ml_rng_uniform(r));
+    return 1;
+}
+static int g_normal(lua_State *L) {
+    ml_rng *r = luaL_checkudata(L, 1, MLL_RNG_MT);
+    lua_pushnumber(L, ml_rng_normal(r));
+    return 1;
+}
+static int g_below(lua_State *L) {
+    ml_rng *r = luaL_checkudata(L, 1, MLL_RNG_MT);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    if (n < 1 || n > 0xFFFFFFFFll) return mlL_argerror(L, "Generator:below", 2, "an integer in [1, 2^32)");
+    lua_pushinteger(L, (lua_Integer)ml_rng_below(r, (uint32_t)n));
+    return 1;
+}
+static int g_tostring(lua_State *L) {
+    ml_rng *r = luaL_checkudata(L, 1, MLL_RNG_MT);
+    lua_pushfstring(L, "mech.Generator(seed=%I, stream=%I, drawn=%I)", (lua_Integer)r->seed, (lua_Integer)r->stream,
+                    (lua_Integer)(r->counter * 4 - (uint64_t)(4 - r->used)));
+    return 1;
+}
+
+/* ------------------------------------------------------------------ indexing */
+
+/* Parses "a:b:s" (parts optional). Returns false if s is not slice syntax. */
+static bool parse_slice(const char *s, int64_t *a, int64_t *b, int64_t *st, int64_t size) {
+    *a = 0, *b = size, *st = 1;
+    const char *p = s;
+    int64_t *parts[3] = {a, b, st};
+    for (int k = 0; k < 3; k++) {
+        while (*p == ' ') p++;
+        if (*p && *p != ':') {
+            char *end;
+            long long v = strtoll(p, &end, 10);
+            if (end == p) return false;
+            *parts[k] = v;
+            p = end;
+        }
+        while (*p == ' ') p++;
+        if (*p == ':') {
+            if (k == 2) return false;
+            p++;
+        } else {
+            if (*p) return false;
+            return k >= 1 || strchr(s, ':') != NULL;
+        }
+    }
+    return *p == 0;
+}
+
+/* Applies the index at stack idx to t (new reference); *is_elem says all dims were selected. */
+static ml_tensor *apply_index(lua_State *L, ml_tensor *t, int idx, const char *fn) {
+    ml_tensor *cur = ml_retain(t);
+    if (lua_type(L, idx) == LUA_TNUMBER) {
+        if (!lua_isinteger(L, idx)) { ml_release(cur); luaL_error(L, "%s: index expected an integer, got %s", fn, lua_tostring(L, idx)); }
+        if (t->ndim == 0) { ml_release(cur); luaL_error(L, "%s: cannot index a 0-dim tensor", fn); }
+        ml_tensor *out = ml_select(cur, 0, lua_tointeger(L, idx));
+        ml_release(cur);
+        if (!out) mlL_raise(L);
+        return out;
+    }
+    if (!lua_istable(L, idx)) {
+        ml_release(cur);
+        luaL_error(L, "%s: index expected an integer or a table of indices/slices, got %s", fn, luaL_typename(L, idx));
+    }
+    int n = (int)luaL_len(L, idx);
+    if (n > t->ndim) {
+        ml_release(cur);
+        luaL_error(L, "%s: %d indices for a tensor with %d dimensions", fn, n, t->ndim);
+    }
+    int dim = 0;
+    for (int k = 1; k <= n; k++) {
+        lua_geti(L, idx, k);
+        ml_tensor *next = NULL;
+        int64_t a, b, st;
+        if (lua_type(L, -1) == LUA_TNUMBER && lua_isinteger(L, -1)) {
+            next = ml_select(cur, dim, lua_tointeger(L, -1));
+        } else if (lua_type(L, -1) == LUA_TSTRING && parse_slice(lua_tostring(L, -1), &a, &b, &st, cur->shape[dim])) {
+            next = ml_slice(cur, dim++, a, b, st);
+        } else if (lua_istable(L, -1)) {
+            lua_geti(L, -1, 1);
+            lua_geti(L, -2, 2);
+            lua_geti(L, -3, 3);
+            a = luaL_optinteger(L, -3, 0);
+            b = luaL_optinteger(L, -2, cur->shape[dim]);
+            st = luaL_optinteger(L, -1, 1);
+            lua_pop(L, 3);
+            next = ml_slice(cur, dim++, a, b, st);
+        } else {
+            ml_release(cur);
+            luaL_error(L, "%s: index entry %d expected an integer, a slice string like \"1:3\" or a table {start, stop[, step]}, got %s",
+                       fn, k, luaL_typename(L, -1));
+        }
+        lua_pop(L, 1);
+        ml_release(cur);
+        if (!next) mlL_raise(L);
+        cur = next;
+    }
+    return cur;
+}
+
+static int push_element_or_view(lua_State *L, ml_tensor *v) {
+    if (v->ndim == 0) {
+        double x = ml_get_flat(v, 0);
+        if (v->dtype == ML_I32) lua_pushinteger(L, (lua_Integer)x);
+        else lua_pushnumber(L, x);
+        ml_release(v);
+    } else {
+        mlL_pushtensor(L, v);
+    }
+    return 1;
+}
+
+static int t_index(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "index");
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        const char *k = lua_tostring(L, 2);
+        mlL_tensor_methods(L);
+        lua_getfield(L, -1, k);
+        if (!lua_isnil(L, -1)) return 1;
+        lua_pop(L, 2);
+        if (!strcmp(k, "grad")) {
+            if (t->grad) mlL_pushtensor(L, ml_retain(t->grad));
+            else lua_pushnil(L);
+            return 1;
+        }
+        if (!strcmp(k, "requires_grad")) {
+            lua_pushboolean(L, t->requires_grad || t->grad_fn);
+            return 1;
+        }
+        if (!strcmp(k, "grad_fn")) {
+            if (t->grad_fn) lua_pushstring(L, t->grad_fn->name);
+            else lua_pushnil(L);
+            return 1;
+        }
+        if (!strcmp(k, "is_leaf")) {
+            lua_pushboolean(L, t->grad_fn == NULL);
+            return 1;
+        }
+        return luaL_error(L, "tensor has no method or field '%s'", k);
+    }
+    return push_element_or_view(L, apply_index(L, t, 2, "index"));
+}
+
+static int t_newindex(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "index assignment");
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        const char *k = lua_tostring(L, 2);
+        if (!strcmp(k, "requires_grad")) {
+            if (ml_set_requires_grad(t, lua_toboolean(L, 3))) mlL_raise(L);
+            return 0;
+        }
+        if (!strcmp(k, "grad")) {
+            if (!lua_isnil(L, 3)) {
+                ml_tensor *g = mlL_checktensor(L, 3, "grad assignment");
+                if (!ml_same_shape(g, t) || g->dtype != ML_F32) return luaL_error(L, "grad assignment: expected a float32 tensor of the tensor's shape");
+                ml_release(t->grad);
+                t->grad = ml_clone(g);
+            } else {
+                ml_zero_grad(t);
+            }
+            return 0;
+        }
+        return luaL_error(L, "index assignment: cannot set field '%s' of a tensor", k);
+    }
+    ml_tensor *dst = apply_index(L, t, 2, "index assignment");
+    ml_status st;
+    if (lua_type(L, 3) == LUA_TNUMBER) st = ml_fill_(dst, lua_tonumber(L, 3));
+    else {
+        ml_tensor *src = mlL_testtensor(L, 3);
+        if (!src) {
+            ml_release(dst);
+            return mlL_argerror(L, "index assignment", 3, "a number or a tensor");
+        }
+        st = ml_copy_(dst, src);
+    }
+    ml_release(dst);
+    if (st) mlL_raise(L);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ printing */
+
+static void fmt_elem(luaL_Buffer *B, const ml_tensor *t, int64_t off) {
+    char buf[48];
+    if (t->dtype == ML_I32) snprintf(buf, sizeof buf, "%d", ml_i32(t)[off]);
+    else {
+        float x = ml_f32(t)[off];
+        if (x != 0 && (fabsf(x) >= 1e5f || fabsf(x) < 1e-4f)) snprintf(buf, sizeof buf, "%.4e", (double)x);
+        else snprintf(buf, sizeof buf, "%.4f", (double)x);
+    }
+    luaL_addstring(B, buf);
+}
+
+enum { EDGE = 3 }; /* items shown at each end of a long dim */
+
+static void fmt_rec(luaL_Buffer *B, const ml_tensor *t, int dim, int64_t off, int indent) {
+    if (dim == t->ndim) {
+        fmt_elem(B, t, off);
+        return;
+    }
+    int64_t n = t->shape[dim];
+    luaL_addchar(B, '[');
+    for (int64_t i = 0; i < n; i++) {
+        if (n > 2 * EDGE && i == EDGE) {
+            luaL_addstring(B, dim + 1 == t->ndim ? "..., " : "...,\n");
+            if (dim + 1 < t->ndim)
+                for (int s = 0; s < indent + 1; s++) luaL_addchar(B, ' ');
+            i = n - EDGE;
+        }
+        fmt_rec(B, t, dim + 1, off + i * t->stride[dim], indent + 1);
+        if (i + 1 < n) {
+            luaL_addstring(B, dim + 1 == t->ndim ? ", " : ",\n");
+            if (dim + 1 < t->ndim)
+                for (int s = 0; s < indent + 1; s++) luaL_addchar(B, ' ');
+        }
+    }
+    luaL_addchar(B, ']');
+}
+
+static int t_tostring(lua_State *L) {
+    tensor_box *b = luaL_checkudata(L, 1, MLL_TENSOR_MT);
+    if (!b->t) {
+        lua_pushstring(L, "tensor(closed)");
+        return 1;
+    }
+    ml_tensor *t = b->t;
+    luaL_Buffer B;
+    luaL_buffinit(L, &B);
+    char s[ML_SHAPE_STR], head[400];
+    snprintf(head, sizeof head, "tensor(shape=%s, dtype=%s%s%s%s)\n", ml_shape_str(s, t->ndim, t->shape),
+             ml_dtype_name(t->dtype), t->grad_fn ? ", grad_fn=" : "", t->grad_fn ? t->grad_fn->name : "",
+             t->requires_grad ? ", requires_grad=true" : "");
+    luaL_addstring(&B, head);
+    fmt_rec(&B, t, 0, 0, 0);
+    luaL_pushresult(&B);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ shape & conversion methods */
+
+static int m_shape(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "shape");
+    lua_createtable(L, t->ndim, 0);
+    for (int d = 0; d < t->ndim; d++) {
+        lua_pushinteger(L, t->shape[d]);
+        lua_rawseti(L, -2, d + 1);
+    }
+    return 1;
+}
+
+static int check_dim_arg(lua_State *L, int arg, const ml_tensor *t, const char *fn) {
+    lua_Integer d = luaL_checkinteger(L, arg);
+    int r = ml_dim((int)d, t->ndim);
+    if (r < 0 || d != (int)d || t->ndim == 0)
+        luaL_error(L, "%s: argument %d expected a dimension in [%d, %d], got %d", fn, arg, -t->ndim, t->ndim - 1, (int)d);
+    return r;
+}
+
+static int m_size(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "size");
+    if (lua_isnoneornil(L, 2)) return m_shape(L);
+    lua_pushinteger(L, t->shape[check_dim_arg(L, 2, t, "size")]);
+    return 1;
+}
+
+static int m_dim(lua_State *L) {
+    lua_pushinteger(L, mlL_checktensor(L, 1, "dim")->ndim);
+    return 1;
+}
+static int m_numel(lua_State *L) {
+    lua_pushinteger(L, ml_numel(mlL_checktensor(L, 1, "numel")));
+    return 1;
+}
+static int m_dtype(lua_State *L) {
+    lua_pushstring(L, ml_dtype_name(mlL_checktensor(L, 1, "dtype")->dtype));
+    return 1;
+}
+static int t_len(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "#");
+    lua_pushinteger(L, t->ndim ? t->shape[0] : 1);
+    return 1;
+}
+
+static int m_item(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "item");
+    if (ml_numel(t) != 1) {
+        char s[ML_SHAPE_STR];
+        return luaL_error(L, "item: expected a tensor with one element, got shape %s", ml_shape_str(s, t->ndim, t->shape));
+    }
+    double x = ml_get_flat(t, 0);
+    if (t->dtype == ML_I32) lua_pushinteger(L, (lua_Integer)x);
+    else lua_pushnumber(L, x);
+    return 1;
+}
+
+/* Reads a full element index from arguments first.. (0-based, negatives from the end). */
+static void element_index(lua_State *L, const ml_tensor *t, int first, int64_t *idx, const char *fn) {
+    for (int d = 0; d < t->ndim; d++) {
+        int ok;
+        lua_Integer i = lua_tointegerx(L, first + d, &ok);
+        if (!ok) mlL_argerror(L, fn, first + d, "an integer index");
+        if (i < 0) i += t->shape[d];
+        if (i < 0 || i >= t->shape[d])
+            luaL_error(L, "%s: index %d out of range for dim %d of size %d", fn, (int)lua_tointeger(L, first + d), d,
+                       (int)t->shape[d]);
+        idx[d] = i;
+    }
+    if (!lua_isnone(L, first + t->ndim) && lua_type(L, first + t->ndim) == LUA_TNUMBER)
+        luaL_error(L, "%s: too many indices for a tensor with %d dimensions", fn, t->ndim);
+}
+
+static int m_get(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "get");
+    int64_t idx[ML_MAX_DIMS];
+    element_index(L, t, 2, idx, "get");
+    double x = ml_get(t, idx);
+    if (t->dtype == ML_I32) lua_pushinteger(L, (lua_Integer)x);
+    else lua_pushnumber(L, x);
+    return 1;
+}
+
+static int m_set(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "set");
+    lua_Number v = luaL_checknumber(L, 2);
+    int64_t idx[ML_MAX_DIMS];
+    element_index(L, t, 3, idx, "set");
+    if (ml_grad_enabled() && t->requires_grad && !t->grad_fn)
+        return luaL_error(L, "set: argument 1 is a leaf that requires grad; modify it inside mech.no_grad");
+    ml_set(t, idx, v);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static void push_list(lua_State *L, const ml_tensor *t, int dim, int64_t off) {
+    lua_createtable(L, (int)t->shape[dim], 0);
+    for (int64_t i = 0; i < t->shape[dim]; i++) {
+        int64_t o = off + i * t->stride[dim];
+        if (dim + 1 < t->ndim) push_list(L, t, dim + 1, o);
+        else if (t->dtype == ML_I32) lua_pushinteger(L, ml_i32(t)[o]);
+        else lua_pushnumber(L, ml_f32(t)[o]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static int m_tolist(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "tolist");
+    if (t->ndim == 0) return m_item(L);
+    push_list(L, t, 0, 0);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ view methods */
+
+static int m_narrow(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "narrow");
+    int d = check_dim_arg(L, 2, t, "narrow");
+    mlL_pushtensor(L, ml_narrow(t, d, luaL_checkinteger(L, 3), luaL_checkinteger(L, 4)));
+    return 1;
+}
+static int m_slice(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "slice");
+    int d = check_dim_arg(L, 2, t, "slice");
+    mlL_pushtensor(L, ml_slice(t, d, luaL_optinteger(L, 3, 0), luaL_optinteger(L, 4, t->shape[d]), luaL_optinteger(L, 5, 1)));
+    return 1;
+}
+static int m_select(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "select");
+    int d = check_dim_arg(L, 2, t, "select");
+    mlL_pushtensor(L, ml_select(t, d, luaL_checkinteger(L, 3)));
+    return 1;
+}
+static int m_transpose(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "transpose");
+    int a = t->ndim >= 2 ? -2 : 0, b = t->ndim >= 2 ? -1 : 0;
+    if (!lua_isnoneornil(L, 2)) a = check_dim_arg(L, 2, t, "transpose"), b = check_dim_arg(L, 3, t, "transpose");
+    mlL_pushtensor(L, ml_transpose(t, a, b));
+    return 1;
+}
+static int m_permute(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "permute");
+    int64_t p[ML_MAX_DIMS];
+    int n = mlL_checkshape(L, 2, "permute", p);
+    if (n != t->ndim) return luaL_error(L, "permute: expected %d dimensions, got %d", t->ndim, n);
+    int perm[ML_MAX_DIMS];
+    for (int d = 0; d < n; d++) perm[d] = (int)p[d];
+    mlL_pushtensor(L, ml_permute(t, perm));
+    return 1;
+}
+
+/* Shapes for view/reshape/expand may contain -1: read them by hand. */
+static int shape_with_neg(lua_State *L, int first, const char *fn, int64_t *shape) {
+    int n = 0;
+    if (lua_istable(L, first)) {
+        int len = (int)luaL_len(L, first);
+        if (len > ML_MAX_DIMS) luaL_error(L, "%s: at most %d dimensions", fn, ML_MAX_DIMS);
+        for (int i = 1; i <= len; i++) {
+            lua_geti(L, first, i);
+            int ok;
+            shape[n++] = lua_tointegerx(L, -1, &ok);
+            if (!ok) luaL_error(L, "%s: argument %d expected a shape of integers, entry %d is %s", fn, first, i, luaL_typename(L, -1));
+            lua_pop(L, 1);
+        }
+        return n;
+    }
+    for (int i = first; lua_type(L, i) == LUA_TNUMBER; i++) {
+        if (n == ML_MAX_DIMS) luaL_error(L, "%s: at most %d dimensions", fn, ML_MAX_DIMS);
+        shape[n++] = luaL_checkinteger(L, i);
+    }
+    return n;
+}
+
+static int m_view(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "view");
+    int64_t s[ML_MAX_DIMS];
+    int n = shape_with_neg(L, 2, "view", s);
+    mlL_pushtensor(L, ml_view(t, n, s));
+    return 1;
+}
+static int m_reshape(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "reshape");
+    int64_t s[ML_MAX_DIMS];
+    int n = shape_with_neg(L, 2, "reshape", s);
+    mlL_pushtensor(L, ml_reshape(t, n, s));
+    return 1;
+}
+static int m_expand(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "expand");
+    int64_t s[ML_MAX_DIMS];
+    int n = shape_with_neg(L, 2, "expand", s);
+    mlL_pushtensor(L, ml_expand(t, n, s));
+    return 1;
+}
+static int m_squeeze(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "squeeze");
+    mlL_pushtensor(L, ml_squeeze(t, check_dim_arg(L, 2, t, "squeeze")));
+    return 1;
+}
+static int m_unsqueeze(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "unsqueeze");
+    mlL_pushtensor(L, ml_unsqueeze(t, (int)luaL_checkinteger(L, 2)));
+    return 1;
+}
+static int m_contiguous(lua_State *L) {
+    mlL_pushtensor(L, ml_contiguous(mlL_checktensor(L, 1, "contiguous")));
+    return 1;
+}
+static int m_clone(lua_State *L) {
+    mlL_pushtensor(L, ml_clone(mlL_checktensor(L, 1, "clone")));
+    return 1;
+}
+static int m_detach(lua_State *L) {
+    mlL_pushtensor(L, ml_detach(mlL_checktensor(L, 1, "detach")));
+    return 1;
+}
+static int m_float(lua_State *L) {
+    mlL_pushtensor(L, ml_to_dtype(mlL_checktensor(L, 1, "float"), ML_F32));
+    return 1;
+}
+static int m_int(lua_State *L) {
+    mlL_pushtensor(L, ml_to_dtype(mlL_checktensor(L, 1, "int"), ML_I32));
+    return 1;
+}
+static int m_copy_(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "copy_");
+    ml_tensor *src = mlL_totensor(L, 2, "copy_", t->dtype);
+    ml_status st = ml_copy_(t, src);
+    ml_release(src);
+    if (st) mlL_raise(L);
+    lua_settop(L, 1);
+    return 1;
+}
+static int m_fill_(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "fill_");
+    if (ml_fill_(t, luaL_checknumber(L, 2))) mlL_raise(L);
+    lua_settop(L, 1);
+    return 1;
+}
+static int m_is_contiguous(lua_State *L) {
+    lua_pushboolean(L, ml_is_contiguous(mlL_checktensor(L, 1, "is_contiguous")));
+    return 1;
+}
+static int m_equal(lua_State *L) {
+    lua_pushboolean(L, ml_equal(mlL_checktensor(L, 1, "equal"), mlL_checktensor(L, 2, "equal")));
+    return 1;
+}
+
+/* ------------------------------------------------------------------ autograd */
+
+static int m_backward(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "backward");
+    ml_tensor *g = lua_isnoneornil(L, 2) ? NULL : mlL_checktensor(L, 2, "backward");
+    if (ml_backward(t, g)) mlL_raise(L);
+    return 0;
+}
+static int m_requires_grad_(lua_State *L) {
+    ml_tensor *t = mlL_checktensor(L, 1, "requires_grad_");
+    if (ml_set_requires_grad(t, lua_isnone(L, 2) ? true : lua_toboolean(L, 2))) mlL_raise(L);
+    lua_settop(L, 1);
+    return 1;
+}
+static int m_zero_grad(lua_State *L) {
+    ml_zero_grad(mlL_checktensor(L, 1, "zero_grad"));
+    return 0;
+}
+
+/* mech.no_grad(fn, ...) calls fn(...) with gradient recording off and returns its results;
+ * the previous mode comes back even when fn raises an error. */
+static int l_no_grad(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    bool old = ml_set_grad_enabled(false);
+    int st = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+    ml_set_grad_enabled(old);
+    if (st != LUA_OK) return lua_error(L);
+    return lua_gettop(L);
+}
+
+static int l_grad_enabled(lua_State *L) {
+    lua_pushboolean(L, ml_grad_enabled());
+    return 1;
+}
+
+/* mech.gradcheck(fn, {inputs...}, {eps=, atol=, rtol=}) -> true or error message */
+typedef struct {
+    lua_State *L;
+    int fn_idx, n;
+} gc_ud;
+
+static ml_tensor *gradcheck_cb(void *ud, ml_tensor **inputs) {
+    gc_ud *g = ud;
+    lua_State *L = g->L;
+    lua_pushvalue(L, g->fn_idx);
+    for (int i = 0; i < g->n; i++) {
+        ml_retain(inputs[i]);
+        mlL_pushtensor(L, inputs[i]);
+    }
+    if (lua_pcall(L, g->n, 1, 0) != LUA_OK) {
+        ml_fail(ML_ERR_ARG, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return NULL;
+    }
+    ml_tensor *out = mlL_testtensor(L, -1);
+    if (!out) {
+        lua_pop(L, 1);
+        ml_fail(ML_ERR_ARG, "the function must return a tensor");
+        return NULL;
+    }
+    ml_retain(out);
+    lua_pop(L, 1);
+    return out;
+}
+
+static int l_gradcheck(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    mlL_checktable(L, 2, "mech.gradcheck", 2);
+    int n = (int)luaL_len(L, 2);
+    if (n < 1 || n > 16) return luaL_error(L, "mech.gradcheck: argument 2 expected 1 to 16 tensors, got %d", n);
+    double eps = 1e-2, atol = 1e-3, rtol = 1e-2;
+    if (lua_istable(L, 3)) {
+        static const char *const keys[] = {"eps", "atol", "rtol", NULL};
+        mlL_checkkeys(L, 3, "mech.gradcheck", keys);
+        eps = mlL_optnum(L, 3, "eps", eps, "mech.gradcheck");
+        atol = mlL_optnum(L, 3, "atol", atol, "mech.gradcheck");
+        rtol = mlL_optnum(L, 3, "rtol", rtol, "mech.gradcheck");
+    }
+    ml_tensor *ins[16];
+    for (int i = 0; i < n; i++) {
+        lua_geti(L, 2, i + 1);
+        ins[i] = mlL_checktensor(L, lua_gettop(L), "mech.gradcheck");
+        lua_pop(L, 1); /* still referenced by the table */
+    }
+    gc_ud ud = {L, 1, n};
+    ml_status st = ml_gradcheck(gradcheck_cb, &ud, n, ins, eps, atol, rtol);
+    lua_pushboolean(L, st == ML_OK);
+    if (st) {
+        lua_pushstring(L, ml_last_error());
+        ml_clear_error();
+        return 2;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ misc module functions */
+
+static int l_threads(lua_State *L) {
+    if (!lua_isnoneornil(L, 1)) {
+        lua_Integer n = luaL_checkinteger(L, 1);
+        if (n < 1 || n > 1024) return mlL_argerror(L, "mech.threads", 1, "a thread count in [1, 1024]");
+        ml_set_threads((int)n);
+    }
+    lua_pushinteger(L, ml_threads());
+    return 1;
+}
+
+static int l_is_tensor(lua_State *L) {
+    lua_pushboolean(L, mlL_testtensor(L, 1) != NULL);
+    return 1;
+}
+
+static int l_memory(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)ml_storage_live_bytes());
+    return 1;
+}
+
+static int t_close(lua_State *L) { return t_gc(L); }
+
+int mlL_open_tensor(lua_State *L) {
+    static const luaL_Reg methods[] = {
+        {"shape", m_shape}, {"size", m_size}, {"dim", m_dim}, {"numel", m_numel}, {"dtype", m_dtype},
+        {"item", m_item}, {"get", m_get}, {"set", m_set}, {"tolist", m_tolist},
+        {"narrow", m_narrow}, {"slice", m_slice}, {"select", m_select}, {"transpose", m_transpose},
+        {"permute", m_permute}, {"view", m_view}, {"reshape", m_reshape}, {"expand", m_expand},
+        {"squeeze", m_squeeze}, {"unsqueeze", m_unsqueeze}, {"contiguous", m_contiguous}, {"clone", m_clone},
+        {"detach", m_detach}, {"float", m_float}, {"int", m_int}, {"copy_", m_copy_}, {"fill_", m_fill_},
+        {"is_contiguous", m_is_contiguous}, {"equal", m_equal},
+        {"backward", m_backward}, {"requires_grad_", m_requires_grad_}, {"zero_grad", m_zero_grad},
+        {NULL, NULL}};
+    static const luaL_Reg meta[] = {{"__index", t_index}, {"__newindex", t_newindex}, {"__tostring", t_tostring},
+                                    {"__gc", t_gc}, {"__close", t_close}, {"__len", t_len}, {NULL, NULL}};
+    luaL_newmetatable(L, MLL_TENSOR_MT);
+    luaL_setfuncs(L, meta, 0);
+    luaL_newlib(L, methods);
+    lua_setfield(L, -2, "methods");
+    lua_pushliteral(L, "mech.Tensor");
+    lua_setfield(L, -2, "__name");
+    lua_pop(L, 1);
+
+    static const luaL_Reg gen_methods[] = {{"uniform", g_uniform}, {"normal", g_normal}, {"below", g_below}, {NULL, NULL}};
+    luaL_newmetatable(L, MLL_RNG_MT);
+    luaL_newlib(L, gen_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, g_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_generator);
+    lua_pushinteger(L, 0);
+    lua_call(L, 1, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "mech.default_rng");
+
+    static const luaL_Reg funcs[] = {
+        {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full}, {"arange", l_arange},
+        {"rand", l_rand}, {"randn", l_randn}, {"Generator", l_generator}, {"manual_seed", l_manual_seed},
+        {"no_grad", l_no_grad}, {"grad_enabled", l_grad_enabled}, {"gradcheck", l_gradcheck},
+        {"threads", l_threads}, {"is_tensor", l_is_tensor}, {"memory_bytes", l_memory}, {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
+    return 0;
+}

@@ -1,0 +1,168 @@
+/* Shared helpers of the binding: argument checks, option tables, error messages. */
+#include <stdio.h>
+#include <string.h>
+
+#include "lua/binding.h"
+
+int mlL_raise(lua_State *L) {
+    lua_pushstring(L, ml_last_error());
+    ml_clear_error();
+    return lua_error(L);
+}
+
+/* A short description of the value at idx for "got ..." messages. */
+static const char *describe(lua_State *L, int idx, char *buf, size_t n) {
+    ml_tensor *t = mlL_testtensor(L, idx);
+    if (t) {
+        char s[ML_SHAPE_STR];
+        snprintf(buf, n, "a %s tensor of shape %s", ml_dtype_name(t->dtype), ml_shape_str(s, t->ndim, t->shape));
+    } else if (lua_isnone(L, idx)) {
+        snprintf(buf, n, "no value");
+    } else if (lua_type(L, idx) == LUA_TNUMBER || lua_type(L, idx) == LUA_TSTRING) {
+        lua_pushvalue(L, idx); /* tostring on a copy: never convert the caller's slot */
+        const char *fmt = lua_type(L, idx) == LUA_TSTRING ? "'%.60s'" : "%.60s";
+        snprintf(buf, n, fmt, lua_tostring(L, -1));
+        lua_pop(L, 1);
+    } else {
+        snprintf(buf, n, "%s", luaL_typename(L, idx));
+    }
+    return buf;
+}
+
+int mlL_argerror(lua_State *L, const char *fn, int arg, const char *expected) {
+    char got[160];
+    describe(L, arg, got, sizeof got);
+    return luaL_error(L, "%s: argument %d expected %s, got %s", fn, arg, expected, got);
+}
+
+void mlL_account(lua_State *L, size_t nbytes) {
+    /* Make the collector see tensor storage: one incremental step "as if" nbytes were
+     * allocated on the Lua heap, so loops creating big tensors collect the dead ones. */
+    if (nbytes >= 4096) lua_gc(L, LUA_GCSTEP, (int)(nbytes / 1024 > 1000000 ? 1000000 : nbytes / 1024));
+}
+
+void mlL_checktable(lua_State *L, int idx, const char *fn, int arg) {
+    if (!lua_istable(L, idx)) mlL_argerror(L, fn, arg, "a table");
+}
+
+static int edit_distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int d[64][64];
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            d[i][j] = c;
+        }
+    return d[la][lb];
+}
+
+const char *mlL_closest(const char *s, const char *const *names) {
+    const char *best = NULL;
+    int bd = 1 << 30;
+    for (int i = 0; names[i]; i++) {
+        int d = edit_distance(s, names[i]);
+        if (strstr(names[i], s) || strstr(s, names[i])) d = d / 2; /* substrings are likely meant */
+        if (d < bd) bd = d, best = names[i];
+    }
+    return best;
+}
+
+void mlL_checkkeys(lua_State *L, int idx, const char *fn, const char *const *allowed) {
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            luaL_error(L, "%s: option table keys must be strings, got %s", fn, luaL_typename(L, -1));
+        }
+        const char *k = lua_tostring(L, -1);
+        bool ok = false;
+        for (int i = 0; allowed[i] && !ok; i++) ok = strcmp(k, allowed[i]) == 0;
+        if (!ok) {
+            const char *near = mlL_closest(k, allowed);
+            luaL_error(L, "%s: unknown option '%s'%s%s%s", fn, k, near ? " (did you mean '" : "", near ? near : "",
+                       near ? "'?)" : "");
+        }
+    }
+}
+
+lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, const char *fn) {
+    lua_getfield(L, idx, key);
+    lua_Integer v = def;
+    if (!lua_isnil(L, -1)) {
+        int ok;
+        v = lua_tointegerx(L, -1, &ok);
+        if (!ok) {
+            char got[160];
+            describe(L, lua_gettop(L), got, sizeof got);
+            luaL_error(L, "%s: option '%s' expected an integer, got %s", fn, key, got);
+        }
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+lua_Number mlL_optnum(lua_State *L, int idx, const char *key, lua_Number def, const char *fn) {
+    lua_getfield(L, idx, key);
+    lua_Number v = def;
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "%s: option '%s' expected a number, got %s", fn, key, luaL_typename(L, -1));
+        v = lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+int mlL_optbool(lua_State *L, int idx, const char *key, int def, const char *fn) {
+    lua_getfield(L, idx, key);
+    int v = def;
+    if (!lua_isnil(L, -1)) {
+        if (!lua_isboolean(L, -1)) luaL_error(L, "%s: option '%s' expected a boolean, got %s", fn, key, luaL_typename(L, -1));
+        v = lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+const char *mlL_optstr(lua_State *L, int idx, const char *key, const char *def, const char *fn) {
+    lua_getfield(L, idx, key);
+    const char *v = def;
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: option '%s' expected a string, got %s", fn, key, luaL_typename(L, -1));
+        v = lua_tostring(L, -1); /* the string stays alive: it is referenced by the option table */
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX_DIMS]) {
+    int n = 0;
+    if (lua_istable(L, first) && !mlL_testtensor(L, first)) {
+        int len = (int)luaL_len(L, first);
+        if (len > ML_MAX_DIMS) luaL_error(L, "%s: argument %d has %d dimensions, expected at most %d", fn, first, len, ML_MAX_DIMS);
+        for (int i = 1; i <= len; i++) {
+            lua_geti(L, first, i);
+            int ok;
+            lua_Integer v = lua_tointegerx(L, -1, &ok);
+            if (!ok || v < 0)
+                luaL_error(L, "%s: argument %d expected a shape of integers >= 0, entry %d is %s", fn, first, i,
+                           lua_isnil(L, -1) ? "nil" : luaL_tolstring(L, -1, NULL));
+            shape[n++] = v;
+            lua_pop(L, 1);
+        }
+        return n;
+    }
+    for (int i = first; lua_type(L, i) == LUA_TNUMBER; i++) {
+        if (n == ML_MAX_DIMS) luaL_error(L, "%s: at most %d dimensions", fn, ML_MAX_DIMS);
+        int ok;
+        lua_Integer v = lua_tointegerx(L, i, &ok);
+        if (!ok || v < 0) mlL_argerror(L, fn, i, "a size (integer >= 0)");
+        shape[n++] = v;
+    }
+    return n;
+}

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <readline/history.h>
@@ -273,52 +272,6 @@ static int run_script(lua_State *L, const options *o) {
         status = docall(L, n, 0);
     }
     return report(L, status, true);
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* The project's Lua library on package.path                                                    */
-
-static bool is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* Looks for the directory holding lua/mech/: $MECHLAB_LUA_PATH, then the source tree known at
- * compile time, then next to the executable (installed or in-tree build layouts). */
-static const char *find_lua_dir(char buf[PATH_MAX]) {
-    const char *env = getenv("MECHLAB_LUA_PATH");
-    if (env && *env) return env;
-    char probe[PATH_MAX + 8];
-#ifdef MECHLAB_LUA_DIR
-    snprintf(probe, sizeof probe, "%s/mech", MECHLAB_LUA_DIR);
-    if (is_dir(probe)) return MECHLAB_LUA_DIR;
-#endif
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return NULL;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash) return NULL;
-    *slash = '\0';
-    static const char *const rel[] = {"/../share/mechlab/lua", "/../lua", "/lua"};
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-        int len = snprintf(buf, PATH_MAX, "%s%s", exe, rel[i]);
-        if (len < 0 || len >= PATH_MAX) continue;
-        snprintf(probe, sizeof probe, "%s/mech", buf);
-        if (is_dir(probe)) return buf;
-    }
-    return NULL;
-}
-
-static void prepend_lua_dir(lua_State *L) {
-    char buf[PATH_MAX];
-    const char *dir = find_lua_dir(buf);
-    if (!dir) return;
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "path");
-    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
-    lua_setfield(L, -3, "path");
-    lua_pop(L, 2);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -884,9 +837,9 @@ static int pmain(lua_State *L) {
     options *o = lua_touserdata(L, 1);
     luaL_checkversion(L);
     luaL_openlibs(L);
-    luaL_requiref(L, "mech", luaopen_mech, 1); /* global mech and require "mech" */
+    /* global mech and require "mech"; it also puts mechlab's lua/ first on package.path */
+    luaL_requiref(L, "mech", luaopen_mech, 1);
     lua_pop(L, 1);
-    prepend_lua_dir(L);
     create_arg_table(L, o);
     if (!run_args(L, o)) return 0;
     if (o->script > 0 && run_script(L, o) != LUA_OK) return 0;

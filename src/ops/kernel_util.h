@@ -1,0 +1,43 @@
+/* Private helpers of the mixer kernels (src/ops): thread count for OpenMP loops, a vectorisable
+ * expf, a threshold below which threading is not worth its start-up cost. */
+#ifndef ML_KERNEL_UTIL_H
+#define ML_KERNEL_UTIL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/threads.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Threads for a loop doing about `work` multiply-adds: one below ~64k (fork/join costs ~µs). */
+static inline int mlk_threads_for(double work) { return work < 65536.0 ? 1 : ml_threads(); }
+
+/* expf by range reduction and a degree-7 polynomial: relative error about 1 ulp on [−87, 88], inputs
+ * below are flushed to 0. Written with plain arithmetic so that `omp simd` loops vectorise it
+ * (libm's expf is an opaque call that stops vectorisation). */
+static inline float mlk_expf(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    const float shifter = 12582912.0f; /* 1.5·2^23: adding it rounds to an integer */
+    float kf = x * 1.44269504088896341f + shifter;
+    kf -= shifter;
+    float r = x - kf * 0.693145751953125f; /* ln2 split in a hi part exact in float ... */
+    r -= kf * 1.42860682030941723212e-6f;  /* ... and a lo part */
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)kf + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x <= -87.0f ? 0.0f : p * scale;
+}
+
+#endif

@@ -1,0 +1,166 @@
+/* Raw kernels of the sequence mixers (spec/architectures.md §1, §5–9, §11, §12): plain C on
+ * contiguous float arrays, no tensors, no autograd. The autograd ops (ops/mixer_ops.h) wrap them.
+ *
+ * Conventions shared by every kernel:
+ *  - Activations are token-major: x[B,L,C] means x[(b*L + t)*C + c].
+ *  - Filters of long convolutions are position-major too: k[L,F] means k[s*F + f] (the filter MLPs
+ *    produce one row per position, and the inner loops then run over contiguous channels).
+ *  - Backward functions OVERWRITE their gradient outputs (never accumulate); any gradient pointer
+ *    may be NULL when that gradient is not wanted.
+ *  - Parameter gradients that sum over the batch are formed per batch element (or per channel) and
+ *    summed in a fixed order, so results are bit-identical for any thread count.
+ *  - Loops over independent batch elements run with OpenMP on ml_threads() threads. Scratch memory
+ *    (when needed) is allocated once per call, never in an inner loop; functions that allocate
+ *    return 0 on success and -1 when out of memory.
+ *  - Step functions advance a recurrent state by one token; running them over a sequence equals
+ *    the parallel forward (up to float rounding). */
+#ifndef ML_KERNELS_H
+#define ML_KERNELS_H
+
+#include <stddef.h>
+
+/* ---- causal depthwise short convolution SC_K (§1), conv1d.c ----
+ * y[b,t,c] = bias[c] + Σ_{j<K} w[c,j]·x[b, t-(K-1)+j, c]   (x = 0 before t = 0)
+ * x, y, dx, dy: [B,L,C];  w, dw: [C,K];  bias, dbias: [C] (bias may be NULL). */
+void mlk_conv1d_fwd(int B, int L, int C, int K, const float *x, const float *w, const float *bias, float *y);
+void mlk_conv1d_bwd(int B, int L, int C, int K, const float *x, const float *w, const float *dy, float *dx,
+                    float *dw, float *dbias);
+/* state: [B,C,K-1], the last K-1 inputs, oldest first (zeros at the start of a sequence);
+ * x, y: [B,C]. Shifts x into the state and writes the conv output. K = 1 keeps no state. */
+void mlk_conv1d_step(int B, int C, int K, float *state, const float *x, const float *w, const float *bias,
+                     float *y);
+
+/* ---- direct causal long convolution LC (§1, §12), longconv.c ----
+ * Channel c of u uses filter column f = c / G (G channels share one filter; G = 1: per channel):
+ *   y[b,t,c] = Σ_{s≤t} k[s, c/G]·u[b,t-s,c]  +  dskip[c/G]·u[b,t,c]
+ * u, y, du, dy: [B,L,C];  k, dk: [L, C/G];  dskip, ddskip: [C/G] (dskip may be NULL: no skip term).
+ * The filter is shared by the batch. O(B·L²·C), exact. */
+void mlk_longconv_fwd(int B, int L, int C, int G, const float *u, const float *k, const float *dskip, float *y);
+void mlk_longconv_bwd(int B, int L, int C, int G, const float *u, const float *k, const float *dskip,
+                      const float *dy, float *du, float *dk, float *ddskip);
+/* One step over a history: hist[B,Lmax,C] holds u[0..t] (the caller has written u_t at row t);
+ * y[B,C] = output at position t. k holds at least t+1 rows. */
+void mlk_longconv_step(int B, int Lmax, int C, int G, int t, const float *hist, const float *k, const float *dskip,
+                       float *y);
+
+/* ---- Mamba selective scan (§9), selective_scan.c ----
+ * h_t[e,n] = exp(Δ[t,e]·A[e,n])·h_{t-1}[e,n] + Δ[t,e]·Bm[t,n]·u[t,e],   h_{-1} = h0 (or 0)
+ * y[t,e]   = Σ_n Cm[t,n]·h_t[e,n] + D[e]·u[t,e]
+ * u, delta, y: [B,L,E] (delta after softplus);  A: [E,N] (= −exp(A_log));  Bm, Cm: [B,L,N];
+ * D: [E] or NULL;  h0: [B,E,N] or NULL (zeros);  hs (out, optional): [B,L,E,N] every h_t;
+ * hlast (out, optional): [B,E,N] = h_{L-1}. Returns 0, or -1 when scratch allocation fails. */
+int mlk_sscan_fwd(int B, int L, int E, int N, const float *u, const float *delta, const float *A, const float *Bm,
+                   const float *Cm, const float *D, const float *h0, float *y, float *hs, float *hlast);
+/* Exact reverse-scan backward. dy: [B,L,E]; gradients shaped like their inputs (dA [E,N], dD [E],
+ * dh0 [B,E,N]). hs may be the states saved by the forward, or NULL to recompute them (per batch
+ * element, in L2-sized scratch). Returns 0, or -1 when scratch allocation fails. */
+int mlk_sscan_bwd(int B, int L, int E, int N, const float *u, const float *delta, const float *A, const float *Bm,
+                  const float *Cm, const float *D, const float *h0, const float *hs, const float *dy, float *du,
+                  float *ddelta, float *dA, float *dBm, float *dCm, float *dD, float *dh0);
+/* One token: h[B,E,N] updated in place; u, delta, y: [B,E]; Bm, Cm: [B,N]. */
+void mlk_sscan_step(int B, int E, int N, float *h, const float *u, const float *delta, const float *A,
+                    const float *Bm, const float *Cm, const float *D, float *y);
+/* Mamba's implicit attention: alpha[b,e,t,s] = Σ_n Cm[t,n]·(Π_{r=s+1..t} exp(Δ[r,e]A[e,n]))·Δ[s,e]·Bm[s,n]
+ * for s ≤ t (0 above the diagonal), plus D[e] on the diagonal when D is not NULL, so that
+ * y[b,t,e] = Σ_s alpha[b,e,t,s]·u[b,s,e] (with h0 = 0). alpha: [B,E,L,L]. */
+void mlk_sscan_attention(int B, int L, int E, int N, const float *delta, const float *A, const float *Bm,
+                         const float *Cm, const float *D, float *alpha);
+
+/* ---- Based linear attention with the Taylor feature map (§6), linear_attention.c ----
+ * Per head: s = q_t·k_s/√F, A[t,s] = φ(q_t)·φ(k_s) = 1 + s + s²/2 (s ≤ t), 0 above the diagonal,
+ * y_t = Σ_{s≤t} A[t,s]·v_s / (Σ_{s≤t} A[t,s] + eps),  eps = 1e-12 in the paper.
+ * q, k: [B,L,H,F];  v, y: [B,L,H,Dv]. The quadratic form is evaluated with the closed form of the
+ * feature-map dot product (equal to the 73-feature product up to rounding). */
+enum { MLK_BASED_MAXF = 16 };
+void mlk_based_fwd(int B, int L, int H, int F, int Dv, float eps, const float *q, const float *k, const float *v,
+                   float *y);
+/* den (out, optional): [B,H,L] the normaliser;  pattern (out, optional): [B,H,L,L] = A[t,s]/den_t. */
+void mlk_based_fwd_ex(int B, int L, int H, int F, int Dv, float eps, const float *q, const float *k,
+                      const float *v, float *y, float *den, float *pattern);
+/* Returns 0, or -1 when scratch allocation fails. */
+int mlk_based_bwd(int B, int L, int H, int F, int Dv, float eps, const float *q, const float *k, const float *v,
+                   const float *dy, float *dq, float *dk, float *dv);
+/* Taylor feature map: x[n,F] → phi[n, 1+F+F²] = [1, x/F^{1/4}, vec(x xᵀ)/(√2·√F)] (slot 1+F+m·F+j ↦ x_m x_j). */
+static inline int mlk_taylor_dim(int F) { return 1 + F + F * F; }
+void mlk_taylor_fwd(int n, int F, const float *x, float *phi);
+void mlk_taylor_bwd(int n, int F, const float *x, const float *dphi, float *dx);
+/* Recurrent step. S: [B,H,P,Dv] KV state, z: [B,H,P] normaliser state (P = 1+F+F², zeros at start);
+ * q, k: [B,H,F]; v, y: [B,H,Dv]. S += φ(k)vᵀ, z += φ(k), y = φ(q)ᵀS / (φ(q)·z + eps). */
+void mlk_based_step(int B, int H, int F, int Dv, float eps, float *S, float *z, const float *q, const float *k,
+                    const float *v, float *y);
+
+/* ---- DeltaNet delta rule (§11), delta_rule.c ----
+ * Per head, S ∈ R^{Dk×Dv} (row-major S[i*Dv + j]), S_{-1} = S0 (or 0):
+ *   vold_t = S_{t-1}ᵀ k_t,  u_t = β_t (v_t − vold_t),  S_t = S_{t-1} + k_t u_tᵀ,  o_t = scale·S_tᵀ q_t
+ * q and k are used as given (the mixer L2-normalises them first, mlk_l2norm_*).
+ * q, k: [B,L,H,Dk];  v, o: [B,L,H,Dv];  beta: [B,L,H];  S0, Slast: [B,H,Dk,Dv];
+ * states (out, optional): [B,L,H,Dk,Dv] every S_t;  vold (out, optional): [B,L,H,Dv].
+ * Returns 0, or -1 when scratch allocation fails. */
+int mlk_delta_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k, const float *v,
+                   const float *beta, const float *S0, float *o, float *states, float *vold, float *Slast);
+/* Exact backward through the recurrence (recomputes the states per (b,h) in scratch).
+ * Returns 0, or -1 when scratch allocation fails. */
+int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k, const float *v,
+                  const float *beta, const float *S0, const float *dout, float *dq, float *dk, float *dv, float *dbeta,
+                  float *dS0);
+/* One token: S [B,H,Dk,Dv] in place; q, k: [B,H,Dk]; v, o: [B,H,Dv]; beta: [B,H]. */
+void mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const float *q, const float *k,
+                    const float *v, const float *beta, float *o);
+/* Row-wise L2 normalisation y = x/√(‖x‖² + eps) over the last dim: x, y, dx, dy: [n, d]. */
+void mlk_l2norm_fwd(int n, int d, float eps, const float *x, float *y);
+void mlk_l2norm_bwd(int n, int d, float eps, const float *x, const float *dy, float *dx);
+
+/* ---- H3 (§7), h3.c ----
+ * Shift-SSM kernel: K[s,c] = Σ_{n=0}^{N-1-s} Bs[c,n]·Cs[c,n+s], s < L ≤ N.
+ * Bs, Cs, dBs, dCs: [C,N];  K, dK: [L,C]. */
+void mlk_h3_shift_kernel_fwd(int C, int N, int L, const float *Bs, const float *Cs, float *K);
+void mlk_h3_shift_kernel_bwd(int C, int N, int L, const float *Bs, const float *Cs, const float *dK, float *dBs,
+                             float *dCs);
+/* Diagonal S4D kernel, bilinear discretisation, M = N/2 complex modes per head:
+ *   dt = exp(log_dt[h]), A_m = −exp(inv_A_real[h,m]) + i·A_imag[h,m], w = A_m·dt,
+ *   λ = (1+w/2)/(1−w/2),  C̃ = B_m·C_m·dt/(1−w/2),  K[s,h] = 2·Re Σ_m C̃_m λ_m^s.
+ * Cc, Bc: [H,M,2] (re, im);  log_dt: [H];  inv_A_real, A_imag: [H,M];  K, dK: [L,H].
+ * Computed in double precision. The forward returns 0, or -1 when scratch allocation fails. */
+int mlk_s4d_kernel_fwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
+                        const float *inv_A_real, const float *A_imag, float *K);
+void mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
+                        const float *inv_A_real, const float *A_imag, const float *dK, float *dCc, float *dlog_dt,
+                        float *dBc, float *dinv_A_real, float *dA_imag);
+/* Recurrent diagonal SSM: x[B,H,P,M,2] complex states (P channels per head share the kernel),
+ * uin, y: [B,H,P] (layout h*P + p). x_m ← λ_m x_m + dB_m·u, y = 2·Re Σ_m C_m x_m + Dh[h]·u
+ * (Dh may be NULL). Equals mlk_longconv with the kernel above and G = P. */
+void mlk_s4d_step(int B, int H, int P, int M, const float *Cc, const float *log_dt, const float *Bc,
+                  const float *inv_A_real, const float *A_imag, const float *Dh, float *x, const float *uin,
+                  float *y);
+/* Head-dim-2 outer product: kv[b,t,h*4 + d1*2 + d2] = kt[b,t,2h+d1]·v[b,t,2h+d2];  kt, v: [B,L,2H], kv: [B,L,4H]. */
+void mlk_h3_outer_fwd(int BL, int H, const float *kt, const float *v, float *kv);
+void mlk_h3_outer_bwd(int BL, int H, const float *kt, const float *v, const float *dkv, float *dkt, float *dv);
+/* Gate and transposed output order: o[b,t, d2*H + h] = Σ_{d1} q[b,t,2h+d1]·yk[b,t,h*4 + d1*2 + d2];
+ * q, o: [B,L,2H], yk: [B,L,4H]. */
+void mlk_h3_gate_fwd(int BL, int H, const float *q, const float *yk, float *o);
+void mlk_h3_gate_bwd(int BL, int H, const float *q, const float *yk, const float *dout, float *dq, float *dyk);
+
+/* ---- implicit long-conv filters (§5, §8), hyena.c ----
+ * Hyena (order W = filter_order, emb 3, three Sin layers with one shared frequency vector f):
+ *   a1 = sin(f⊙(W1 z_i + b1)), a2 = sin(f⊙(W2 a1 + b2)), a3 = sin(f⊙(W3 a2 + b3)), h_i = W4 a3,
+ *   k[i,c] = h_i[c]·exp(−t_i·|deltas_c|),  i < L.
+ * z: [L,3] (rows of the 1024-grid);  W1: [W,3];  b1, b2, b3, f: [W];  W2, W3: [W,W];  W4: [C,W];
+ * t: [L];  deltas: [C];  k: [L,C]. Gradients (any may be NULL) shaped like their parameters.
+ * Returns 0, or -1 when scratch allocation fails. */
+typedef struct {
+    const float *z, *W1, *b1, *W2, *b2, *W3, *b3, *f, *W4, *t, *deltas;
+} mlk_hyena_filter_params;
+typedef struct {
+    float *z, *W1, *b1, *W2, *b2, *W3, *b3, *f, *W4;
+} mlk_hyena_filter_grads;
+int mlk_hyena_filter_fwd(int L, int W, int C, const mlk_hyena_filter_params *p, float *k);
+int mlk_hyena_filter_bwd(int L, int W, int C, const mlk_hyena_filter_params *p, const float *dk,
+                         const mlk_hyena_filter_grads *g);
+/* BaseConv's implicit filter: k[i,c] = (Wb·relu(Wa z_i + a) + bb)[c].
+ * z: [L,E] (E = 3);  Wa: [W,E];  a: [W];  Wb: [C,W];  bb: [C];  k: [L,C]. */
+int mlk_relu_filter_fwd(int L, int E, int W, int C, const float *z, const float *Wa, const float *a, const float *Wb,
+                        const float *bb, float *k);
+int mlk_relu_filter_bwd(int L, int E, int W, int C, const float *z, const float *Wa, const float *a, const float *Wb,
+                        const float *bb, const float *dk, float *dz, float *dWa, float *da, float *dWb, float *dbb);
+
+#endif

@@ -124,16 +124,19 @@ static lua_State *g_L; /* the one state, for the signal handler and the complete
 static volatile sig_atomic_t g_presses;
 static volatile sig_atomic_t g_tty_repl; /* the REPL runs on a terminal (readline) */
 
-/* Count hook installed by the SIGINT handler: stops Lua code at the next instruction. */
+/* Count hook installed by the SIGINT handler: stops Lua code at the next instruction. After
+ * one press it fires once, so pcall and <close> handlers written in Lua still run; after a
+ * second press it stays armed, so a loop that catches errors cannot swallow it (docall
+ * removes it). */
 static void stop_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
-    lua_sethook(L, NULL, 0, 0);
+    if (g_presses < 2) lua_sethook(L, NULL, 0, 0);
     luaL_error(L, "interrupted");
 }
 
 /* SIGINT while code runs: C loops see ml_interrupt_flag, Lua code the hook (lua_sethook is
- * async-signal-safe). A third press gives up on cooperative stopping and kills the process,
- * for code that neither returns to Lua nor polls the flag. */
+ * async-signal-safe). The second press makes the hook persistent; a third gives up on
+ * cooperative stopping and kills the process, for C code that never polls the flag. */
 static void on_sigint_running(int sig) {
     ml_interrupt_flag = 1;
     /* Count hook only: a call hook would also fire on the message handler and replace a C
@@ -145,7 +148,7 @@ static void on_sigint_running(int sig) {
         ssize_t r = write(STDOUT_FILENO, "\n", 1);
         (void)r;
     } else if (g_presses == 2) {
-        static const char msg[] = "\nmechlab: still stopping; press Ctrl-C again to quit\n";
+        static const char msg[] = "\nmechlab: interrupting harder; one more Ctrl-C quits\n";
         ssize_t r = write(STDERR_FILENO, msg, sizeof msg - 1);
         (void)r;
     } else if (g_presses >= 3) {

@@ -52,6 +52,7 @@ void mlL_tensor_methods(lua_State *L);
 /* Area openers, called by luaopen_mech in this order. */
 int mlL_open_tensor(lua_State *L); /* src/lua/tensor.c: userdata, constructors, indexing, autograd */
 int mlL_open_ops(lua_State *L);    /* src/lua/ops.c: a method and a mech.* function per op */
+int mlL_open_model(lua_State *L);  /* src/lua/model.c: models, hooks, optimiser, checkpoints */
 
 int luaopen_mech(lua_State *L);
 

@@ -1,0 +1,669 @@
+/* mech.model{...}: language models from Lua, with hooks, training steps and checkpoints.
+ *
+ * Hooks: a table {["blocks.0.attention_output"] = fn, ...}; fn(activation, ctx) observes (returns
+ * nothing) or returns a replacement of the same shape. ctx = {site=, layer=, name=}. Names are
+ * validated against model:hook_names(); an unknown name suggests the closest. Persistent hooks
+ * come from model:add_hook(name, fn), which returns a handle with :remove() and __close. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/safetensors.h"
+#include "lua/binding.h"
+#include "nn/train.h"
+
+#define MLL_MODEL_MT "mech.Model"
+#define MLL_HOOK_MT "mech.HookHandle"
+#define MLL_ADAMW_MT "mech.AdamW"
+
+typedef struct {
+    ml_model *m;
+} model_box;
+
+static ml_model *check_model(lua_State *L, int arg, const char *fn) {
+    model_box *b = luaL_testudata(L, arg, MLL_MODEL_MT);
+    if (!b) mlL_argerror(L, fn, arg, "a mech.Model");
+    if (!b->m) luaL_error(L, "%s: the model was closed", fn);
+    return b->m;
+}
+
+static ml_adamw *check_adamw(lua_State *L, int arg, const char *fn) {
+    ml_adamw *o = luaL_testudata(L, arg, MLL_ADAMW_MT);
+    if (!o) mlL_argerror(L, fn, arg, "a mech.AdamW optimiser");
+    return o;
+}
+
+static void push_model(lua_State *L, ml_model *m) {
+    model_box *b = lua_newuserdatauv(L, sizeof *b, 1);
+    b->m = m;
+    luaL_setmetatable(L, MLL_MODEL_MT);
+    lua_newtable(L); /* persistent hooks: site -> {fn, ...} */
+    lua_setiuservalue(L, -2, 1);
+    mlL_account(L, (size_t)m->n_total * 8);
+}
+
+/* ------------------------------------------------------------------ construction */
+
+static const char *const model_keys[] = {"arch",     "d_model",     "n_layers",  "vocab",       "n_heads",
+                                         "max_pos",  "pos_emb",     "d_conv",    "d_state",     "expand",
+                                         "feature_dim", "long_only", "state_mixer", "seed", NULL};
+
+/* Paper mixer names that are variants of a registered mixer. */
+static void apply_alias(ml_model_config *c) {
+    if (!strcmp(c->arch, "mamba_without_conv")) strcpy(c->arch, "mamba"), c->no_conv = true;
+    else if (!strcmp(c->arch, "mamba_no_causal_conv1d")) strcpy(c->arch, "mamba"), c->d_conv = c->d_conv < 0 ? 1 : c->d_conv;
+    else if (!strcmp(c->arch, "base_conv_long_only")) strcpy(c->arch, "base_conv"), c->long_only = true;
+    else if (!strcmp(c->arch, "based_long_only")) strcpy(c->arch, "based"), c->long_only = true;
+}
+
+static int l_model(lua_State *L) {
+    const char *fn = "mech.model";
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checkkeys(L, 1, fn, model_keys);
+    ml_model_config c;
+    const char *arch = mlL_optstr(L, 1, "arch", "attention", fn);
+    ml_model_config_defaults(&c, arch);
+    if (strlen(arch) >= sizeof c.arch) return luaL_error(L, "%s: option 'arch' is too long", fn);
+    c.d_model = (int)mlL_optint(L, 1, "d_model", c.d_model, fn);
+    c.n_layers = (int)mlL_optint(L, 1, "n_layers", c.n_layers, fn);
+    c.vocab = (int)mlL_optint(L, 1, "vocab", c.vocab, fn);
+    c.n_heads = (int)mlL_optint(L, 1, "n_heads", c.n_heads, fn);
+    c.max_pos = (int)mlL_optint(L, 1, "max_pos", c.max_pos, fn);
+    c.pos_emb = mlL_optbool(L, 1, "pos_emb", c.pos_emb, fn);
+    c.d_conv = (int)mlL_optint(L, 1, "d_conv", c.d_conv, fn);
+    c.d_state = (int)mlL_optint(L, 1, "d_state", c.d_state, fn);
+    c.expand = (int)mlL_optint(L, 1, "expand", c.expand, fn);
+    c.feature_dim = (int)mlL_optint(L, 1, "feature_dim", c.feature_dim, fn);
+    c.long_only = mlL_optbool(L, 1, "long_only", c.long_only, fn);
+    const char *sm = mlL_optstr(L, 1, "state_mixer", c.state_mixer, fn);
+    if (strlen(sm) >= sizeof c.state_mixer) return luaL_error(L, "%s: option 'state_mixer' expected 'mlp', 'glu' or 'none', got '%s'", fn, sm);
+    strcpy(c.state_mixer, sm);
+    c.seed = (uint64_t)mlL_optint(L, 1, "seed", (lua_Integer)c.seed, fn);
+    apply_alias(&c);
+    ml_model *m = ml_model_new(&c);
+    if (!m) return mlL_raise(L);
+    push_model(L, m);
+    return 1;
+}
+
+static int m_gc(lua_State *L) {
+    model_box *b = luaL_checkudata(L, 1, MLL_MODEL_MT);
+    ml_model_free(b->m);
+    b->m = NULL;
+    return 0;
+}
+
+static int m_tostring(lua_State *L) {
+    ml_model *m = check_model(L, 1, "tostring");
+    lua_pushfstring(L, "mech.Model(%s, d_model=%d, n_layers=%d, vocab=%d, %s, params=%I)", m->cfg.arch, m->cfg.d_model,
+                    m->cfg.n_layers, m->cfg.vocab, m->cfg.pos_emb ? "learned positions" : "NoPE",
+                    (lua_Integer)ml_model_count(m));
+    return 1;
+}
+
+static int m_config(lua_State *L) {
+    ml_model *m = check_model(L, 1, "config");
+    const ml_model_config *c = &m->cfg;
+    lua_newtable(L);
+    lua_pushstring(L, c->arch), lua_setfield(L, -2, "arch");
+#define SETI(f) lua_pushinteger(L, c->f), lua_setfield(L, -2, #f)
+    SETI(d_model), SETI(n_layers), SETI(vocab), SETI(n_heads), SETI(max_pos), SETI(d_conv), SETI(d_state);
+    SETI(expand), SETI(feature_dim), SETI(seed);
+#undef SETI
+    lua_pushboolean(L, c->pos_emb), lua_setfield(L, -2, "pos_emb");
+    lua_pushboolean(L, c->long_only), lua_setfield(L, -2, "long_only");
+    lua_pushboolean(L, c->no_conv), lua_setfield(L, -2, "no_conv");
+    lua_pushstring(L, c->state_mixer), lua_setfield(L, -2, "state_mixer");
+    return 1;
+}
+
+static int m_n_params(lua_State *L) {
+    lua_pushinteger(L, ml_model_count(check_model(L, 1, "n_params")));
+    return 1;
+}
+
+static int m_named_parameters(lua_State *L) {
+    ml_model *m = check_model(L, 1, "named_parameters");
+    lua_createtable(L, m->n_params, 0);
+    for (int i = 0; i < m->n_params; i++) {
+        lua_createtable(L, 2, 0);
+        lua_pushstring(L, m->params[i].name);
+        lua_rawseti(L, -2, 1);
+        mlL_pushtensor(L, ml_retain(m->params[i].t));
+        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int m_param(lua_State *L) {
+    ml_model *m = check_model(L, 1, "param");
+    const char *name = luaL_checkstring(L, 2);
+    int i = ml_model_find_param(m, name);
+    if (i < 0) {
+        const char **names = malloc(sizeof *names * (size_t)(m->n_params + 1));
+        if (!names) return luaL_error(L, "param: out of memory");
+        for (int k = 0; k < m->n_params; k++) names[k] = m->params[k].name;
+        names[m->n_params] = NULL;
+        lua_pushfstring(L, "param: no parameter named '%s' (did you mean '%s'?)", name, mlL_closest(name, names));
+        free(names);
+        return lua_error(L);
+    }
+    mlL_pushtensor(L, ml_retain(m->params[i].t));
+    return 1;
+}
+
+static int m_zero_grad(lua_State *L) {
+    ml_model_zero_grad(check_model(L, 1, "zero_grad"));
+    return 0;
+}
+
+/* ------------------------------------------------------------------ sites & hooks */
+
+static void site_full_name(const ml_model *m, int i, char *buf, size_t n) {
+    snprintf(buf, n, "blocks.%d.%s", m->site_layer[i], m->sites[i].name);
+}
+
+static int m_hook_names(lua_State *L) {
+    ml_model *m = check_model(L, 1, "hook_names");
+    lua_createtable(L, m->n_sites, 0);
+    for (int i = 0; i < m->n_sites; i++) {
+        char name[96];
+        site_full_name(m, i, name, sizeof name);
+        lua_createtable(L, 0, 2);
+        lua_pushstring(L, name);
+        lua_setfield(L, -2, "name");
+        lua_createtable(L, m->sites[i].ndim, 0);
+        for (int d = 0; d < m->sites[i].ndim; d++) {
+            int64_t s = m->sites[i].shape[d];
+            if (s == -1) lua_pushliteral(L, "B");
+            else if (s == -2) lua_pushliteral(L, "L");
+            else lua_pushinteger(L, s);
+            lua_rawseti(L, -2, d + 1);
+        }
+        lua_setfield(L, -2, "shape");
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+/* Raises an error for an unknown site name, suggesting the nearest ones. */
+static void check_site_name(lua_State *L, ml_model *m, const char *name, const char *fn) {
+    char buf[96];
+    const char **names = malloc(sizeof *names * (size_t)(m->n_sites + 1));
+    char *store = malloc(96 * (size_t)(m->n_sites + 1));
+    if (!names || !store) {
+        free(names), free(store);
+        luaL_error(L, "%s: out of memory", fn);
+    }
+    for (int i = 0; i < m->n_sites; i++) {
+        site_full_name(m, i, store + 96 * i, 96);
+        names[i] = store + 96 * i;
+        if (!strcmp(names[i], name)) {
+            free(names), free(store);
+            return;
+        }
+    }
+    names[m->n_sites] = NULL;
+    snprintf(buf, sizeof buf, "%s", mlL_closest(name, names) ? mlL_closest(name, names) : "");
+    free(names), free(store);
+    luaL_error(L, "%s: unknown hook site '%s' (did you mean '%s'? model:hook_names() lists them)", fn, name, buf);
+}
+
+typedef struct {
+    lua_State *L;
+    int hooks;   /* stack index: call-specific table site -> fn (or 0) */
+    int persist; /* stack index: persistent table site -> {fn...} */
+} hook_ud;
+
+static int has_hook(hook_ud *h, const char *full) {
+    lua_State *L = h->L;
+    int found = 0;
+    if (h->hooks) {
+        found = lua_getfield(L, h->hooks, full) != LUA_TNIL;
+        lua_pop(L, 1);
+    }
+    if (!found) {
+        lua_getfield(L, h->persist, full);
+        found = lua_istable(L, -1) && lua_rawlen(L, -1) > 0;
+        lua_pop(L, 1);
+    }
+    return found;
+}
+
+static bool hook_wants(void *ud, int layer, const char *name) {
+    char full[96];
+    snprintf(full, sizeof full, "blocks.%d.%s", layer, name);
+    return has_hook(ud, full);
+}
+
+/* Calls fn (on top of the stack) with (act, ctx); returns a new reference to a replacement or
+ * NULL; on a Lua error sets *err and the core message. */
+static ml_tensor *call_hook(lua_State *L, ml_tensor *act, const char *full, int layer, const char *name, ml_status *err) {
+    mlL_pushtensor(L, ml_retain(act));
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, full), lua_setfield(L, -2, "site");
+    lua_pushinteger(L, layer), lua_setfield(L, -2, "layer");
+    lua_pushstring(L, name), lua_setfield(L, -2, "name");
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+        ml_fail(ML_ERR_ARG, "hook at %s: %s", full, lua_tostring(L, -1));
+        lua_pop(L, 1);
+        *err = ML_ERR_ARG;
+        return NULL;
+    }
+    ml_tensor *rep = NULL;
+    if (!lua_isnil(L, -1)) {
+        rep = mlL_testtensor(L, -1);
+        if (!rep) {
+            ml_fail(ML_ERR_ARG, "hook at %s returned %s, expected nothing or a tensor", full, luaL_typename(L, -1));
+            *err = ML_ERR_ARG;
+        } else {
+            ml_retain(rep);
+        }
+    }
+    lua_pop(L, 1);
+    return rep;
+}
+
+static ml_tensor *hook_call(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err) {
+    hook_ud *h = ud;
+    lua_State *L = h->L;
+    char full[96];
+    snprintf(full, sizeof full, "blocks.%d.%s", layer, name);
+    ml_tensor *cur = ml_retain(act);
+    bool replaced = false;
+    /* persistent hooks first, in registration order, then the call's own */
+    lua_getfield(L, h->persist, full);
+    if (lua_istable(L, -1)) {
+        lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+        for (lua_Integer i = 1; i <= n && !*err; i++) {
+            lua_rawgeti(L, -1, i);
+            ml_tensor *rep = call_hook(L, cur, full, layer, name, err);
+            if (rep) ml_release(cur), cur = rep, replaced = true;
+        }
+    }
+    lua_pop(L, 1);
+    if (h->hooks && !*err) {
+        if (lua_getfield(L, h->hooks, full) != LUA_TNIL) {
+            ml_tensor *rep = call_hook(L, cur, full, layer, name, err);
+            if (rep) ml_release(cur), cur = rep, replaced = true;
+        } else {
+            lua_pop(L, 1);
+        }
+    }
+    if (*err || !replaced) {
+        ml_release(cur);
+        return NULL;
+    }
+    return cur;
+}
+
+/* Sets up a run from the optional hooks table at index `arg`. Returns whether any hook exists. */
+static bool setup_run(lua_State *L, ml_model *m, int arg, hook_ud *h, ml_run *run, const char *fn) {
+    memset(run, 0, sizeof *run);
+    h->L = L;
+    h->hooks = 0;
+    lua_getiuservalue(L, 1, 1);
+    h->persist = lua_gettop(L);
+    bool any = false;
+    lua_pushnil(L);
+    while (lua_next(L, h->persist)) {
+        any = any || (lua_istable(L, -1) && lua_rawlen(L, -1) > 0);
+        lua_pop(L, 1);
+    }
+    if (!lua_isnoneornil(L, arg)) {
+        if (!lua_istable(L, arg)) mlL_argerror(L, fn, arg, "a table of hooks {site = function}");
+        h->hooks = lua_absindex(L, arg);
+        lua_pushnil(L);
+        while (lua_next(L, h->hooks)) {
+            if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: hook table keys must be site names", fn);
+            check_site_name(L, m, lua_tostring(L, -2), fn);
+            if (!lua_isfunction(L, -1)) luaL_error(L, "%s: hook for '%s' expected a function, got %s", fn, lua_tostring(L, -2), luaL_typename(L, -1));
+            any = true;
+            lua_pop(L, 1);
+        }
+    }
+    if (any) {
+        run->hook = hook_call;
+        run->wants = hook_wants;
+        run->ud = h;
+    }
+    return any;
+}
+
+static ml_tensor *tokens_arg(lua_State *L, int arg, const char *fn) {
+    ml_tensor *t = mlL_totensor(L, arg, fn, ML_I32);
+    if (t->dtype != ML_I32) {
+        ml_release(t);
+        mlL_argerror(L, fn, arg, "int32 token ids of shape [B,L]");
+    }
+    if (t->ndim == 1) { /* one document */
+        ml_tensor *u = ml_unsqueeze(t, 0);
+        ml_release(t);
+        t = u;
+    }
+    return t;
+}
+
+/* Token ids must index the embedding. */
+static void check_token_range(lua_State *L, ml_model *m, ml_tensor *t, const char *fn) {
+    for (int64_t i = 0, n = ml_numel(t); i < n; i++) {
+        int32_t v = (int32_t)ml_get_flat(t, i);
+        if (v < 0 || v >= m->cfg.vocab) {
+            ml_release(t);
+            luaL_error(L, "%s: token id %d out of range for vocabulary size %d", fn, v, m->cfg.vocab);
+        }
+    }
+}
+
+/* model:forward(tokens[, hooks]) -> logits (B, L, V); model:hidden(...) -> h (B, L, D) */
+static int run_forward(lua_State *L, bool head, const char *fn) {
+    ml_model *m = check_model(L, 1, fn);
+    lua_settop(L, 3); /* 3 = hooks (or nil); temporaries go above */
+    ml_tensor *tok = tokens_arg(L, 2, fn);
+    mlL_pushtensor(L, tok); /* owned by the stack from here on */
+    check_token_range(L, m, tok, fn);
+    hook_ud h;
+    ml_run run;
+    setup_run(L, m, 3, &h, &run, fn);
+    ml_tensor *hid = ml_model_hidden(m, tok, &run);
+    if (!hid) return mlL_raise(L);
+    if (!head) {
+        mlL_pushtensor(L, hid);
+        return 1;
+    }
+    ml_tensor *logits = ml_model_head(m, hid);
+    ml_release(hid);
+    mlL_pushtensor(L, logits);
+    return 1;
+}
+
+static int m_forward(lua_State *L) { return run_forward(L, true, "forward"); }
+static int m_hidden(lua_State *L) { return run_forward(L, false, "hidden"); }
+
+/* model:loss(tokens, targets[, hooks]) -> loss, logits at supervised rows (N, V), row indices (N) */
+static int m_loss(lua_State *L) {
+    const char *fn = "loss";
+    ml_model *m = check_model(L, 1, fn);
+    lua_settop(L, 4);
+    ml_tensor *tok = tokens_arg(L, 2, fn);
+    mlL_pushtensor(L, tok);
+    check_token_range(L, m, tok, fn);
+    ml_tensor *tg = tokens_arg(L, 3, fn);
+    mlL_pushtensor(L, tg);
+    hook_ud h;
+    ml_run run;
+    setup_run(L, m, 4, &h, &run, fn);
+    ml_tensor *logits, *rows;
+    ml_tensor *loss = ml_model_loss(m, tok, tg, &run, &logits, &rows);
+    if (!loss) return mlL_raise(L);
+    mlL_pushtensor(L, loss);
+    mlL_pushtensor(L, logits);
+    mlL_pushtensor(L, rows);
+    return 3;
+}
+
+/* handle = model:add_hook(site, fn) */
+static int m_add_hook(lua_State *L) {
+    ml_model *m = check_model(L, 1, "add_hook");
+    const char *site = luaL_checkstring(L, 2);
+    check_site_name(L, m, site, "add_hook");
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    lua_getiuservalue(L, 1, 1);
+    if (lua_getfield(L, -1, site) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, -3, site);
+    }
+    lua_pushvalue(L, 3);
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    /* the handle: {model, site, fn} with :remove() */
+    lua_createtable(L, 3, 0);
+    lua_pushvalue(L, 1), lua_rawseti(L, -2, 1);
+    lua_pushvalue(L, 2), lua_rawseti(L, -2, 2);
+    lua_pushvalue(L, 3), lua_rawseti(L, -2, 3);
+    luaL_setmetatable(L, MLL_HOOK_MT);
+    return 1;
+}
+
+static int hook_remove(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_rawgeti(L, 1, 1);
+    if (lua_isnil(L, -1)) return 0; /* removed already */
+    lua_getiuservalue(L, -1, 1);
+    lua_rawgeti(L, 1, 2);
+    if (lua_gettable(L, -2) == LUA_TTABLE) {
+        int list = lua_gettop(L);
+        lua_Integer n = (lua_Integer)lua_rawlen(L, list);
+        lua_rawgeti(L, 1, 3);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, list, i);
+            if (lua_rawequal(L, -1, -2)) {
+                lua_pop(L, 1);
+                for (lua_Integer j = i; j < n; j++) {
+                    lua_rawgeti(L, list, j + 1);
+                    lua_rawseti(L, list, j);
+                }
+                lua_pushnil(L);
+                lua_rawseti(L, list, n);
+                break;
+            }
+            lua_pop(L, 1);
+        }
+    }
+    lua_pushnil(L);
+    lua_rawseti(L, 1, 1);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ training & evaluation */
+
+static int push_stats(lua_State *L, const ml_batch_stats *s) {
+    lua_createtable(L, 0, 4);
+    lua_pushnumber(L, s->loss), lua_setfield(L, -2, "loss");
+    lua_pushinteger(L, s->correct), lua_setfield(L, -2, "correct");
+    lua_pushinteger(L, s->n), lua_setfield(L, -2, "n");
+    lua_pushnumber(L, s->prob), lua_setfield(L, -2, "prob_sum");
+    return 1;
+}
+
+/* model:train_step(opt, tokens, targets, lr) -> {loss, correct, n, prob_sum} */
+static int m_train_step(lua_State *L) {
+    const char *fn = "train_step";
+    ml_model *m = check_model(L, 1, fn);
+    ml_adamw *opt = check_adamw(L, 2, fn);
+    ml_tensor *tok = mlL_checktensor(L, 3, fn), *tg = mlL_checktensor(L, 4, fn);
+    lua_Number lr = luaL_checknumber(L, 5);
+    check_token_range(L, m, ml_retain(tok), fn);
+    ml_release(tok);
+    ml_batch_stats s;
+    if (ml_train_step(m, opt, tok, tg, lr, &s)) return mlL_raise(L);
+    return push_stats(L, &s);
+}
+
+static int m_evaluate(lua_State *L) {
+    const char *fn = "evaluate";
+    ml_model *m = check_model(L, 1, fn);
+    ml_tensor *tok = mlL_checktensor(L, 2, fn), *tg = mlL_checktensor(L, 3, fn);
+    check_token_range(L, m, ml_retain(tok), fn);
+    ml_release(tok);
+    ml_batch_stats s;
+    if (ml_eval_batch(m, tok, tg, &s)) return mlL_raise(L);
+    return push_stats(L, &s);
+}
+
+/* ------------------------------------------------------------------ optimiser */
+
+static const char *const adamw_keys[] = {"betas", "beta1", "beta2", "eps", "weight_decay", NULL};
+
+/* mech.adamw(model, {beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0}) */
+static int l_adamw(lua_State *L) {
+    const char *fn = "mech.adamw";
+    ml_model *m = check_model(L, 1, fn);
+    double b1 = ML_ADAMW_BETA1, b2 = ML_ADAMW_BETA2, eps = ML_ADAMW_EPS, wd = 0;
+    if (!lua_isnoneornil(L, 2)) {
+        mlL_checktable(L, 2, fn, 2);
+        mlL_checkkeys(L, 2, fn, adamw_keys);
+        b1 = mlL_optnum(L, 2, "beta1", b1, fn);
+        b2 = mlL_optnum(L, 2, "beta2", b2, fn);
+        eps = mlL_optnum(L, 2, "eps", eps, fn);
+        wd = mlL_optnum(L, 2, "weight_decay", wd, fn);
+    }
+    ml_adamw *o = lua_newuserdatauv(L, sizeof *o, 0);
+    memset(o, 0, sizeof *o);
+    luaL_setmetatable(L, MLL_ADAMW_MT);
+    if (ml_adamw_init(o, m->n_total, b1, b2, eps, wd)) return mlL_raise(L);
+    mlL_account(L, (size_t)m->n_total * 8);
+    return 1;
+}
+
+static int adamw_gc(lua_State *L) {
+    ml_adamw_free(luaL_checkudata(L, 1, MLL_ADAMW_MT));
+    return 0;
+}
+
+static int adamw_index(lua_State *L) {
+    ml_adamw *o = luaL_checkudata(L, 1, MLL_ADAMW_MT);
+    const char *k = luaL_checkstring(L, 2);
+    if (!strcmp(k, "step")) lua_pushinteger(L, o->step);
+    else if (!strcmp(k, "beta1")) lua_pushnumber(L, o->beta1);
+    else if (!strcmp(k, "beta2")) lua_pushnumber(L, o->beta2);
+    else if (!strcmp(k, "eps")) lua_pushnumber(L, o->eps);
+    else if (!strcmp(k, "weight_decay")) lua_pushnumber(L, o->weight_decay);
+    else if (!strcmp(k, "exp_avg")) mlL_pushtensor(L, ml_retain(o->m));
+    else if (!strcmp(k, "exp_avg_sq")) mlL_pushtensor(L, ml_retain(o->v));
+    else return luaL_error(L, "AdamW has no field '%s'", k);
+    return 1;
+}
+
+/* mech.lr_schedule{kind="cosine", lr=1e-3, total=1000, warmup=0.1} -> function(step) -> lr */
+static int schedule_call(lua_State *L) {
+    const ml_schedule *s = lua_touserdata(L, lua_upvalueindex(1));
+    lua_Integer step = luaL_checkinteger(L, 1);
+    lua_pushnumber(L, ml_schedule_lr(s, step));
+    return 1;
+}
+
+static int l_lr_schedule(lua_State *L) {
+    const char *fn = "mech.lr_schedule";
+    static const char *const keys[] = {"kind", "lr", "total", "warmup", NULL};
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checkkeys(L, 1, fn, keys);
+    ml_schedule_kind kind;
+    const char *k = mlL_optstr(L, 1, "kind", "cosine", fn);
+    if (ml_schedule_kind_parse(k, &kind)) return mlL_raise(L);
+    ml_schedule *s = lua_newuserdatauv(L, sizeof *s, 0);
+    if (ml_schedule_init(s, kind, mlL_optnum(L, 1, "lr", 1e-3, fn), mlL_optint(L, 1, "total", 0, fn),
+                         mlL_optnum(L, 1, "warmup", 0.1, fn)))
+        return mlL_raise(L);
+    lua_pushcclosure(L, schedule_call, 1);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ checkpoints */
+
+/* model:save(path[, {optimizer=opt, meta={key=string,...}}]) */
+static int m_save(lua_State *L) {
+    const char *fn = "save";
+    ml_model *m = check_model(L, 1, fn);
+    const char *path = luaL_checkstring(L, 2);
+    ml_adamw *opt = NULL;
+    int n = 0;
+    const char *keys[64], *vals[64];
+    if (!lua_isnoneornil(L, 3)) {
+        static const char *const ok[] = {"optimizer", "meta", NULL};
+        mlL_checktable(L, 3, fn, 3);
+        mlL_checkkeys(L, 3, fn, ok);
+        if (lua_getfield(L, 3, "optimizer") != LUA_TNIL) opt = check_adamw(L, lua_gettop(L), fn);
+        if (lua_getfield(L, 3, "meta") != LUA_TNIL) {
+            int t = lua_gettop(L);
+            if (!lua_istable(L, t)) return luaL_error(L, "save: option 'meta' expected a table of strings");
+            /* copy into a table of strings that stays on the stack, so the pointers stay valid */
+            lua_newtable(L);
+            int anchor = lua_gettop(L);
+            lua_pushnil(L);
+            while (lua_next(L, t)) {
+                if (lua_type(L, -2) != LUA_TSTRING || (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER))
+                    return luaL_error(L, "save: option 'meta' expected string keys and string or number values");
+                lua_pushvalue(L, -2);
+                luaL_tolstring(L, -2, NULL);
+                lua_settable(L, anchor);
+                lua_pop(L, 1);
+            }
+            lua_pushnil(L);
+            while (lua_next(L, anchor)) {
+                if (n == 64) return luaL_error(L, "save: at most 64 metadata entries");
+                keys[n] = lua_tostring(L, -2);
+                vals[n++] = lua_tostring(L, -1);
+                lua_pop(L, 1);
+            }
+        }
+    }
+    if (ml_checkpoint_save(path, m, opt, n, keys, vals)) return mlL_raise(L);
+    return 0;
+}
+
+/* mech.load(path) -> model, optimiser or nil, metadata table */
+static int l_load(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    ml_adamw o;
+    bool has_opt;
+    ml_safetensors *meta;
+    ml_model *m = ml_checkpoint_load(path, &o, &has_opt, &meta);
+    if (!m) return mlL_raise(L);
+    push_model(L, m);
+    if (has_opt) {
+        ml_adamw *box = lua_newuserdatauv(L, sizeof *box, 0);
+        *box = o;
+        luaL_setmetatable(L, MLL_ADAMW_MT);
+    } else {
+        lua_pushnil(L);
+    }
+    lua_newtable(L);
+    for (int i = 0; i < ml_safetensors_meta_count(meta); i++) {
+        lua_pushstring(L, ml_safetensors_meta_value(meta, i));
+        lua_setfield(L, -2, ml_safetensors_meta_key(meta, i));
+    }
+    ml_safetensors_close(meta);
+    return 3;
+}
+
+int mlL_open_model(lua_State *L) {
+    static const luaL_Reg methods[] = {
+        {"config", m_config},       {"n_params", m_n_params},     {"named_parameters", m_named_parameters},
+        {"param", m_param},         {"zero_grad", m_zero_grad},   {"hook_names", m_hook_names},
+        {"forward", m_forward},     {"hidden", m_hidden},         {"loss", m_loss},
+        {"add_hook", m_add_hook},   {"train_step", m_train_step}, {"evaluate", m_evaluate},
+        {"save", m_save},           {NULL, NULL}};
+    luaL_newmetatable(L, MLL_MODEL_MT);
+    luaL_newlib(L, methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, m_gc), lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, m_gc), lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, m_tostring), lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+
+    luaL_newmetatable(L, MLL_HOOK_MT);
+    lua_newtable(L);
+    lua_pushcfunction(L, hook_remove), lua_setfield(L, -2, "remove");
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, hook_remove), lua_setfield(L, -2, "__close");
+    lua_pop(L, 1);
+
+    luaL_newmetatable(L, MLL_ADAMW_MT);
+    lua_pushcfunction(L, adamw_gc), lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, adamw_index), lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+
+    static const luaL_Reg funcs[] = {{"model", l_model}, {"adamw", l_adamw}, {"lr_schedule", l_lr_schedule},
+                                     {"load", l_load}, {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
+    lua_newtable(L);
+    for (const char *const *n = ml_mixer_names(); *n; n++) {
+        lua_pushstring(L, *n);
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    }
+    lua_setfield(L, -2, "architectures");
+    return 0;
+}

@@ -1,0 +1,417 @@
+#include "nn/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn.h"
+#include "ops/nn_ops.h"
+#include "ops/ops.h"
+
+/* ------------------------------------------------------------------ config */
+
+void ml_model_config_defaults(ml_model_config *cfg, const char *arch) {
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->arch, sizeof cfg->arch, "%s", arch ? arch : "attention");
+    cfg->d_model = 64;
+    cfg->n_layers = 2;
+    cfg->vocab = 8196;
+    cfg->n_heads = 1;
+    cfg->max_pos = 1024;
+    cfg->pos_emb = true;
+    cfg->d_conv = -1;
+    cfg->d_state = 16;
+    cfg->expand = 2;
+    cfg->feature_dim = 8;
+    snprintf(cfg->state_mixer, sizeof cfg->state_mixer, "mlp");
+    cfg->seed = 42;
+}
+
+static ml_status check_config(const ml_model_config *c) {
+    if (!ml_mixer_find(c->arch)) {
+        char list[256] = "";
+        for (const char *const *n = ml_mixer_names(); *n; n++) {
+            strncat(list, *n, sizeof list - strlen(list) - 3);
+            if (n[1]) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        }
+        return ml_fail(ML_ERR_ARG, "model: option 'arch' expected one of %s, got '%s'", list, c->arch);
+    }
+#define RANGE(field, lo, hi)                                                                                     \
+    if (c->field < (lo) || c->field > (hi))                                                                      \
+        return ml_fail(ML_ERR_ARG, "model: option '" #field "' expected an integer in [%d, %d], got %d", (int)(lo), \
+                       (int)(hi), (int)c->field);
+    RANGE(d_model, 1, 8192)
+    RANGE(n_layers, 1, ML_MAX_LAYERS)
+    RANGE(vocab, 2, 1 << 24)
+    RANGE(n_heads, 1, 1024)
+    RANGE(max_pos, 1, 1 << 20)
+    RANGE(d_conv, -1, 64)
+    RANGE(d_state, 1, 4096)
+    RANGE(expand, 1, 16)
+    RANGE(feature_dim, 1, 64)
+#undef RANGE
+    if (c->d_model % c->n_heads)
+        return ml_fail(ML_ERR_ARG, "model: option 'n_heads' (%d) must divide 'd_model' (%d)", c->n_heads, c->d_model);
+    if (strcmp(c->state_mixer, "mlp") && strcmp(c->state_mixer, "glu") && strcmp(c->state_mixer, "none"))
+        return ml_fail(ML_ERR_ARG, "model: option 'state_mixer' expected 'mlp', 'glu' or 'none', got '%s'",
+                       c->state_mixer);
+    return ML_OK;
+}
+
+/* ------------------------------------------------------------------ parameters & sites */
+
+int ml_model_add_param(ml_model *m, int layer, const char *rel_name, int ndim, const int64_t *shape, ml_param_kind kind,
+                       int64_t fan) {
+    if (m->n_params == m->cap_params) {
+        int cap = m->cap_params ? 2 * m->cap_params : 64;
+        ml_param *p = realloc(m->params, sizeof *p * (size_t)cap);
+        if (!p) {
+            ml_fail(ML_ERR_MEM, "model: out of memory");
+            return -1;
+        }
+        m->params = p;
+        m->cap_params = cap;
+    }
+    ml_param *p = &m->params[m->n_params];
+    memset(p, 0, sizeof *p);
+    if (layer < 0) snprintf(p->name, sizeof p->name, "%s", rel_name);
+    else if (m->building_layer == layer)
+        /* a mixer declaring: its names live under sequence_mixer (Hybrid adds "mixer.") */
+        snprintf(p->name, sizeof p->name, "backbone.layers.%d.sequence_mixer.%s%s", layer,
+                 strcmp(m->cfg.arch, "based") ? "" : "mixer.", rel_name);
+    else snprintf(p->name, sizeof p->name, "backbone.layers.%d.%s", layer, rel_name);
+    p->ndim = ndim;
+    p->numel = 1;
+    for (int d = 0; d < ndim; d++) p->shape[d] = shape[d], p->numel *= shape[d];
+    p->offset = m->n_total;
+    m->n_total += p->numel;
+    p->kind = kind;
+    p->fan = fan;
+    p->layer = layer;
+    return m->n_params++;
+}
+
+ml_status ml_model_add_site(ml_model *m, int layer, const char *name, int ndim, const int64_t *shape) {
+    if (m->n_sites == m->cap_sites) {
+        int cap = m->cap_sites ? 2 * m->cap_sites : 64;
+        ml_site_decl *s = realloc(m->sites, sizeof *s * (size_t)cap);
+        int *sl = realloc(m->site_layer, sizeof *sl * (size_t)cap);
+        if (s) m->sites = s;
+        if (sl) m->site_layer = sl;
+        if (!s || !sl) return ml_fail(ML_ERR_MEM, "model: out of memory");
+        m->cap_sites = cap;
+    }
+    ml_site_decl *s = &m->sites[m->n_sites];
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->ndim = ndim;
+    for (int d = 0; d < ndim; d++) s->shape[d] = shape[d];
+    m->site_layer[m->n_sites++] = layer;
+    return ML_OK;
+}
+
+int ml_model_find_param(const ml_model *m, const char *name) {
+    for (int i = 0; i < m->n_params; i++)
+        if (!strcmp(m->params[i].name, name)) return i;
+    return -1;
+}
+
+int64_t ml_model_count(const ml_model *m) { return m->n_total; }
+
+/* ------------------------------------------------------------------ initialisation (§2.5) */
+
+static bool name_has(const char *name, const char *s) { return strstr(name, s) != NULL; }
+
+/* "out_proj.weight" relative to the mixer module (the Mamba regime's exact-name rule). */
+static bool mixer_rel_is(const ml_param *p, const char *rel) {
+    const char *s = strstr(p->name, "sequence_mixer.");
+    return s && !strcmp(s + strlen("sequence_mixer."), rel);
+}
+
+void ml_model_init(ml_model *m) {
+    ml_rng rng;
+    ml_rng_init(&rng, m->cfg.seed, ML_STREAM_INIT);
+    bool mamba = m->layers[0].mixer->mamba_block;
+    double nl = m->cfg.n_layers;
+    for (int i = 0; i < m->n_params; i++) {
+        ml_param *p = &m->params[i];
+        float *x = ml_f32(m->flat) + p->offset;
+        double bound = p->fan > 0 ? 1.0 / sqrt((double)p->fan) : 0;
+        switch (p->kind) {
+        case ML_P_LINEAR_W:
+            if (!mamba) {
+                double std = (name_has(p->name, "out_proj.weight") || name_has(p->name, "fc2.weight"))
+                                 ? 0.02 / sqrt(2.0 * nl)
+                                 : 0.02;
+                for (int64_t k = 0; k < p->numel; k++) x[k] = (float)(std * ml_rng_normal(&rng));
+            } else {
+                double b = mixer_rel_is(p, "out_proj.weight") ? bound / sqrt(nl) : bound;
+                for (int64_t k = 0; k < p->numel; k++) x[k] = (float)(b * (2.0 * ml_rng_double(&rng) - 1.0));
+            }
+            break;
+        case ML_P_LINEAR_B:
+            for (int64_t k = 0; k < p->numel; k++) x[k] = 0; /* both regimes zero Linear biases */
+            break;
+        case ML_P_EMBEDDING:
+            for (int64_t k = 0; k < p->numel; k++) x[k] = (float)(0.02 * ml_rng_normal(&rng));
+            break;
+        case ML_P_CONV_W:
+        case ML_P_CONV_B:
+            for (int64_t k = 0; k < p->numel; k++) x[k] = (float)(bound * (2.0 * ml_rng_double(&rng) - 1.0));
+            break;
+        case ML_P_ONES:
+            for (int64_t k = 0; k < p->numel; k++) x[k] = 1;
+            break;
+        case ML_P_ZEROS:
+        case ML_P_CUSTOM:
+            for (int64_t k = 0; k < p->numel; k++) x[k] = 0;
+            break;
+        }
+    }
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (m->layers[l].mixer->init) m->layers[l].mixer->init(m, l, m->layers[l].state, &rng);
+    m->flat->storage->version++;
+}
+
+/* ------------------------------------------------------------------ construction */
+
+static ml_status build_block(ml_model *m, int l) {
+    const ml_model_config *c = &m->cfg;
+    int64_t D = c->d_model;
+    ml_layer *L = &m->layers[l];
+    L->mixer = ml_mixer_for_layer(c, l);
+    L->param_first = m->n_params;
+    L->site_first = m->n_sites;
+    int64_t BLD[3] = {-1, -2, D};
+    ml_model_add_site(m, l, "block_input", 3, BLD);
+    ml_model_add_site(m, l, "attention_input", 3, BLD);
+    if (L->mixer->mamba_block) {
+        m->p_norm1_w[l] = ml_model_add_param(m, l, "norm.weight", 1, &D, ML_P_ONES, 0);
+        m->p_norm1_b[l] = -1;
+    } else {
+        m->p_norm1_w[l] = ml_model_add_param(m, l, "norm1.weight", 1, &D, ML_P_ONES, 0);
+        m->p_norm1_b[l] = ml_model_add_param(m, l, "norm1.bias", 1, &D, ML_P_ZEROS, 0);
+    }
+    m->building_layer = l;
+    ml_status st = L->mixer->build(m, l, &L->state);
+    m->building_layer = -1;
+    if (st) return st;
+    ml_model_add_site(m, l, "attention_output", 3, BLD);
+    m->p_norm2_w[l] = m->p_norm2_b[l] = m->p_fc1_w[l] = m->p_fc3_w[l] = -1;
+    if (!L->mixer->mamba_block) {
+        m->p_norm2_w[l] = ml_model_add_param(m, l, "norm2.weight", 1, &D, ML_P_ONES, 0);
+        m->p_norm2_b[l] = ml_model_add_param(m, l, "norm2.bias", 1, &D, ML_P_ZEROS, 0);
+        if (ml_build_state_mixer(m, l)) return ml_last_status();
+    }
+    ml_model_add_site(m, l, "block_output", 3, BLD);
+    L->param_end = m->n_params;
+    L->site_end = m->n_sites;
+    return ML_OK;
+}
+
+ml_model *ml_model_new(const ml_model_config *cfg) {
+    if (check_config(cfg)) return NULL;
+    ml_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        ml_fail(ML_ERR_MEM, "model: out of memory");
+        return NULL;
+    }
+    m->cfg = *cfg;
+    m->building_layer = -1;
+    int64_t D = cfg->d_model;
+    m->p_wte = ml_model_add_param(m, -1, "backbone.embeddings.word_embeddings.weight", 2, (int64_t[]){cfg->vocab, D},
+                                  ML_P_EMBEDDING, 0);
+    m->p_wpe = cfg->pos_emb ? ml_model_add_param(m, -1, "backbone.embeddings.position_embeddings.weight", 2,
+                                                 (int64_t[]){cfg->max_pos, D}, ML_P_EMBEDDING, 0)
+                            : -1;
+    for (int l = 0; l < cfg->n_layers; l++)
+        if (build_block(m, l)) goto fail;
+    m->p_lnf_w = ml_model_add_param(m, -1, "backbone.ln_f.weight", 1, &D, ML_P_ONES, 0);
+    m->p_lnf_b = ml_model_add_param(m, -1, "backbone.ln_f.bias", 1, &D, ML_P_ZEROS, 0);
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].numel < 0) goto fail;
+    m->flat = ml_zeros(ML_F32, 1, &m->n_total);
+    m->grad_flat = ml_zeros(ML_F32, 1, &m->n_total);
+    if (!m->flat || !m->grad_flat) goto fail;
+    for (int i = 0; i < m->n_params; i++) {
+        ml_param *p = &m->params[i];
+        ml_tensor *v = ml_narrow(m->flat, 0, p->offset, p->numel);
+        ml_tensor *g = ml_narrow(m->grad_flat, 0, p->offset, p->numel);
+        p->t = v ? ml_view(v, p->ndim, p->shape) : NULL;
+        ml_tensor *gv = g ? ml_view(g, p->ndim, p->shape) : NULL;
+        ml_release(v), ml_release(g);
+        if (!p->t || !gv) {
+            ml_release(gv);
+            goto fail;
+        }
+        p->t->requires_grad = true;
+        p->t->grad = gv;
+    }
+    ml_model_init(m);
+    return m;
+fail:
+    if (ml_last_status() == ML_OK) ml_fail(ML_ERR_MEM, "model: out of memory");
+    ml_model_free(m);
+    return NULL;
+}
+
+void ml_model_free(ml_model *m) {
+    if (!m) return;
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (m->layers[l].mixer && m->layers[l].mixer->free_state) m->layers[l].mixer->free_state(m->layers[l].state);
+    for (int i = 0; i < m->n_params; i++) ml_release(m->params[i].t);
+    ml_release(m->flat);
+    ml_release(m->grad_flat);
+    free(m->params);
+    free(m->sites);
+    free(m->site_layer);
+    free(m);
+}
+
+void ml_model_zero_grad(ml_model *m) {
+    memset(ml_f32(m->grad_flat), 0, sizeof(float) * (size_t)m->n_total);
+    m->grad_flat->storage->version++;
+    for (int i = 0; i < m->n_params; i++) { /* re-link a .grad that a user cleared */
+        ml_param *p = &m->params[i];
+        if (p->t->grad && p->t->grad->storage == m->grad_flat->storage) continue;
+        ml_release(p->t->grad);
+        ml_tensor *g = ml_narrow(m->grad_flat, 0, p->offset, p->numel);
+        p->t->grad = g ? ml_view(g, p->ndim, p->shape) : NULL;
+        ml_release(g);
+    }
+}
+
+/* ------------------------------------------------------------------ hooks */
+
+ml_tensor *ml_site(ml_run *run, int layer, const char *name, ml_tensor *act) {
+    if (!act) return NULL;
+    if (!run || !run->hook) return ml_retain(act);
+    ml_status err = ML_OK;
+    ml_tensor *rep = run->hook(run->ud, layer, name, act, &err);
+    if (err) {
+        ml_release(rep);
+        run->status = err;
+        return NULL;
+    }
+    if (!rep) return ml_retain(act);
+    if (!ml_same_shape(rep, act) || rep->dtype != act->dtype) {
+        char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
+        ml_fail(ML_ERR_SHAPE, "hook at blocks.%d.%s returned a %s tensor of shape %s, expected %s %s", layer, name,
+                ml_dtype_name(rep->dtype), ml_shape_str(s1, rep->ndim, rep->shape), ml_dtype_name(act->dtype),
+                ml_shape_str(s2, act->ndim, act->shape));
+        ml_release(rep);
+        run->status = ML_ERR_SHAPE;
+        return NULL;
+    }
+    return rep;
+}
+
+bool ml_site_wanted(ml_run *run, int layer, const char *name) {
+    if (!run || !run->hook) return false;
+    return run->wants ? run->wants(run->ud, layer, name) : true;
+}
+
+/* ------------------------------------------------------------------ forward */
+
+static ml_tensor *block_forward(ml_model *m, int l, ml_tensor *r_in, ml_run *run) {
+    ml_layer *L = &m->layers[l];
+    ml_tensor *r = ml_retain(r_in), *a = NULL, *y = NULL, *c = NULL, *z = NULL, *sum = NULL;
+    if (!ml_at_site(run, l, "block_input", &r)) return NULL;
+    a = L->mixer->mamba_block ? ml_rms_norm(r, ml_model_p(m, m->p_norm1_w[l]), 1e-5)
+                              : ml_layer_norm(r, ml_model_p(m, m->p_norm1_w[l]), ml_model_p(m, m->p_norm1_b[l]), 1e-5);
+    if (!a || !ml_at_site(run, l, "attention_input", &a)) goto fail;
+    y = L->mixer->forward(m, l, L->state, a, run);
+    if (!y || !ml_at_site(run, l, "attention_output", &y)) goto fail;
+    sum = ml_add(r, y);
+    ml_release(r);
+    r = sum;
+    if (!r) goto fail;
+    if (!L->mixer->mamba_block) {
+        c = ml_layer_norm(r, ml_model_p(m, m->p_norm2_w[l]), ml_model_p(m, m->p_norm2_b[l]), 1e-5);
+        if (!c) goto fail;
+        if (m->p_fc1_w[l] >= 0) {
+            if (!ml_at_site(run, l, "mlp_input", &c)) goto fail;
+            z = ml_state_mixer_forward(m, l, c, run);
+            if (!z || !ml_at_site(run, l, "mlp_output", &z)) goto fail;
+        } else {
+            z = ml_retain(c); /* state mixer None: the branch adds LN2(r) (§2.2) */
+        }
+        sum = ml_add(r, z);
+        ml_release(r);
+        r = sum;
+        if (!r) goto fail;
+    }
+    if (!ml_at_site(run, l, "block_output", &r)) goto fail;
+    ml_release(a), ml_release(y), ml_release(c), ml_release(z);
+    return r;
+fail:
+    ml_release(r), ml_release(a), ml_release(y), ml_release(c), ml_release(z);
+    return NULL;
+}
+
+ml_tensor *ml_model_hidden(ml_model *m, ml_tensor *tokens, ml_run *run) {
+    const ml_model_config *c = &m->cfg;
+    if (tokens->dtype != ML_I32 || tokens->ndim != 2) {
+        char s[ML_SHAPE_STR];
+        ml_fail(ML_ERR_SHAPE, "forward: argument 1 expected an int32 tensor of shape [B,L], got %s %s",
+                ml_dtype_name(tokens->dtype), ml_shape_str(s, tokens->ndim, tokens->shape));
+        return NULL;
+    }
+    int64_t L = tokens->shape[1];
+    if (c->pos_emb && L > c->max_pos) {
+        ml_fail(ML_ERR_SHAPE, "forward: sequence length %lld exceeds the position table (%d)", (long long)L, c->max_pos);
+        return NULL;
+    }
+    ml_tensor *r = ml_embedding(ml_model_p(m, m->p_wte), tokens);
+    if (r && c->pos_emb) {
+        ml_tensor *pos = ml_narrow(ml_model_p(m, m->p_wpe), 0, 0, L);
+        ml_tensor *s = pos ? ml_add(r, pos) : NULL;
+        ml_release(pos);
+        ml_release(r);
+        r = s;
+    }
+    for (int l = 0; r && l < c->n_layers; l++) {
+        ml_tensor *next = block_forward(m, l, r, run);
+        ml_release(r);
+        r = next;
+    }
+    if (!r) return NULL;
+    ml_tensor *h = ml_layer_norm(r, ml_model_p(m, m->p_lnf_w), ml_model_p(m, m->p_lnf_b), 1e-5);
+    ml_release(r);
+    return h;
+}
+
+ml_tensor *ml_model_head(ml_model *m, ml_tensor *h) { return ml_linear(h, ml_model_p(m, m->p_wte), NULL); }
+
+ml_tensor *ml_model_loss(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_run *run, ml_tensor **rows_logits,
+                         ml_tensor **rows_index) {
+    if (rows_logits) *rows_logits = NULL;
+    if (rows_index) *rows_index = NULL;
+    if (targets->dtype != ML_I32 || !ml_same_shape(tokens, targets)) {
+        char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
+        ml_fail(ML_ERR_SHAPE, "loss: argument 2 (targets) is %s %s, expected int32 of the tokens' shape %s",
+                ml_dtype_name(targets->dtype), ml_shape_str(s1, targets->ndim, targets->shape),
+                ml_shape_str(s2, tokens->ndim, tokens->shape));
+        return NULL;
+    }
+    ml_tensor *tg = ml_contiguous(targets);
+    int64_t n = ml_numel(tg), N = 0;
+    for (int64_t i = 0; i < n; i++) N += ml_i32(tg)[i] != -100;
+    ml_tensor *idx = ml_empty(ML_I32, 1, &N), *sel = ml_empty(ML_I32, 1, &N);
+    if (!tg || !idx || !sel) {
+        ml_release(tg), ml_release(idx), ml_release(sel);
+        return NULL;
+    }
+    for (int64_t i = 0, k = 0; i < n; i++)
+        if (ml_i32(tg)[i] != -100) ml_i32(idx)[k] = (int32_t)i, ml_i32(sel)[k++] = ml_i32(tg)[i];
+    ml_tensor *h = ml_model_hidden(m, tokens, run), *flat = NULL, *rows = NULL, *logits = NULL, *loss = NULL;
+    if (h) flat = ml_reshape(h, 2, (int64_t[]){n, m->cfg.d_model});
+    if (flat) rows = ml_index_select(flat, 0, idx);
+    if (rows) logits = ml_model_head(m, rows);
+    if (logits) loss = ml_cross_entropy(logits, sel);
+    if (loss && rows_logits) *rows_logits = ml_retain(logits);
+    if (loss && rows_index) *rows_index = ml_retain(idx);
+    ml_release(h), ml_release(flat), ml_release(rows), ml_release(logits);
+    ml_release(tg), ml_release(idx), ml_release(sel);
+    return loss;
+}

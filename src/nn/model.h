@@ -1,0 +1,168 @@
+/* Language models: a config plus a parameter set (architectures.md §2).
+ *
+ * Parameters live in one flat float32 buffer (`flat`, shape [n]) with one named leaf view per
+ * parameter; their gradients likewise live in one flat buffer (`grad_flat`) that each leaf's
+ * .grad views, so AdamW is one loop and a checkpoint is one write. Names are the original
+ * state-dict names (backbone.layers.0.sequence_mixer.Wqkv.weight, …).
+ *
+ * The forward is built from differentiable ops. At every hook site the model calls
+ * ml_site(run, layer, name, act); a run with hooks may observe the activation or return a
+ * replacement of the same shape (which takes part in autograd). Site names are
+ * "blocks.{l}.{name}" with the paper's six per-layer names (block_input, attention_input,
+ * attention_output, mlp_input, mlp_output, block_output) and mixer-internal "mixer.{x}" names.
+ *
+ * Mixers register in a table (mixers.c): each is one file with a constructor that declares its
+ * parameters and sites, a forward, and a recurrent step. */
+#ifndef ML_MODEL_H
+#define ML_MODEL_H
+
+#include "autograd/autograd.h"
+#include "core/rng.h"
+
+enum { ML_MAX_LAYERS = 16, ML_NAME_MAX = 112, ML_MAX_SITES = 48 };
+
+typedef struct {
+    char arch[32];         /* attention, base_conv, based, h3, hyena, mamba, delta_net */
+    int d_model;           /* D */
+    int n_layers;
+    int vocab;             /* V */
+    int n_heads;           /* attention / Based / DeltaNet heads (paper: 1) */
+    int max_pos;           /* learned position table rows (1024) */
+    bool pos_emb;          /* learned absolute positions (false = NoPE: no table at all) */
+    int d_conv;            /* short-conv width override; -1 = the architecture's default */
+    int d_state;           /* Mamba N (16) */
+    int expand;            /* Mamba E = expand·D (2) */
+    int feature_dim;       /* Based feature dim F (8) */
+    bool long_only;        /* base_conv_long_only / based_long_only */
+    bool no_conv;          /* mamba_without_conv (d_conv 0) */
+    char state_mixer[8];   /* mlp, glu, none (TransformerBlock only) */
+    uint64_t seed;         /* initialisation seed */
+} ml_model_config;
+
+/* How a parameter is initialised: the module it belongs to decides (architectures.md §2.5). */
+typedef enum {
+    ML_P_LINEAR_W,  /* nn.Linear weight; fan = in_features */
+    ML_P_LINEAR_B,  /* nn.Linear bias;   fan = in_features */
+    ML_P_EMBEDDING, /* nn.Embedding */
+    ML_P_CONV_W,    /* depthwise nn.Conv1d weight; fan = K */
+    ML_P_CONV_B,    /* depthwise nn.Conv1d bias;   fan = K */
+    ML_P_ONES,      /* norm weights */
+    ML_P_ZEROS,     /* norm biases */
+    ML_P_CUSTOM     /* the mixer's init() fills it */
+} ml_param_kind;
+
+typedef struct {
+    char name[ML_NAME_MAX];
+    int ndim;
+    int64_t shape[4];
+    int64_t offset, numel; /* into the flat buffers */
+    ml_param_kind kind;
+    int64_t fan;
+    bool keep_bias;        /* Mamba dt_proj.bias: "_no_reinit" */
+    int layer;             /* -1 for backbone-level parameters */
+    ml_tensor *t;          /* leaf view of flat (requires grad) */
+} ml_param;
+
+/* A hook site: name relative to "blocks.{l}." and its shape; -1 = B, -2 = L. */
+typedef struct {
+    char name[48];
+    int ndim;
+    int64_t shape[5];
+} ml_site_decl;
+
+typedef struct ml_model ml_model;
+typedef struct ml_run ml_run;
+
+typedef struct ml_mixer_type {
+    const char *name;
+    /* Declares layer `layer`'s parameters (ml_model_add_param with names relative to
+     * "backbone.layers.{l}.sequence_mixer.") and internal sites (ml_model_add_site, names
+     * "mixer.x"); may allocate per-layer state into *state. */
+    ml_status (*build)(ml_model *m, int layer, void **state);
+    /* Custom initialisation of ML_P_CUSTOM parameters (and any override); may be NULL. */
+    void (*init)(ml_model *m, int layer, void *state, ml_rng *rng);
+    /* x (B, L, D) -> y (B, L, D), new reference, or NULL with an error. */
+    ml_tensor *(*forward)(ml_model *m, int layer, void *state, ml_tensor *x, ml_run *run);
+    void (*free_state)(void *state);
+    /* MambaBlock (RMSNorm, no state mixer) instead of TransformerBlock. */
+    bool mamba_block;
+} ml_mixer_type;
+
+typedef struct {
+    const ml_mixer_type *mixer;
+    void *state;
+    int param_first, param_end; /* the layer's parameters, norms and MLP included */
+    int site_first, site_end;
+} ml_layer;
+
+struct ml_model {
+    ml_model_config cfg;
+    ml_param *params;
+    int n_params, cap_params;
+    ml_tensor *flat, *grad_flat; /* [n_total] */
+    int64_t n_total;
+    ml_layer layers[ML_MAX_LAYERS];
+    ml_site_decl *sites; /* all layers' sites, layer by layer */
+    int *site_layer;
+    int n_sites, cap_sites;
+    int building_layer;  /* while building: the layer whose mixer is declaring */
+    /* backbone parameter indices */
+    int p_wte, p_wpe, p_lnf_w, p_lnf_b;
+    int p_norm1_w[ML_MAX_LAYERS], p_norm1_b[ML_MAX_LAYERS], p_norm2_w[ML_MAX_LAYERS], p_norm2_b[ML_MAX_LAYERS];
+    int p_fc1_w[ML_MAX_LAYERS], p_fc1_b[ML_MAX_LAYERS], p_fc2_w[ML_MAX_LAYERS], p_fc2_b[ML_MAX_LAYERS];
+    int p_fc3_w[ML_MAX_LAYERS], p_fc3_b[ML_MAX_LAYERS];
+};
+
+/* ---- hooks ---- */
+/* Called at every site. Return NULL to keep the activation (observe), or a new reference to a
+ * replacement (same shape and dtype; checked by ml_site). On a Lua error etc. set *err. */
+typedef ml_tensor *(*ml_hook_fn)(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err);
+struct ml_run {
+    ml_hook_fn hook; /* NULL: no hooks (the fast path) */
+    void *ud;
+    /* Optional: does the run want site `name` of `layer` (to pick decomposed compute paths)? */
+    bool (*wants)(void *ud, int layer, const char *name);
+    ml_status status; /* first error raised by a hook */
+};
+/* Returns a new reference to the activation to use from here on (act or its replacement), or
+ * NULL with an error (bad replacement shape, hook error). */
+ml_tensor *ml_site(ml_run *run, int layer, const char *name, ml_tensor *act);
+bool ml_site_wanted(ml_run *run, int layer, const char *name);
+
+/* ---- building ---- */
+/* Validates cfg (messages name the key) and builds + initialises the model. */
+ml_model *ml_model_new(const ml_model_config *cfg);
+void ml_model_free(ml_model *m);
+/* Fills cfg with the defaults of the paper (2 layers, D=64, 1 head, V=8196, PE on, mlp). */
+void ml_model_config_defaults(ml_model_config *cfg, const char *arch);
+/* Used by mixers' build(): returns the parameter index or -1 on error. */
+int ml_model_add_param(ml_model *m, int layer, const char *rel_name, int ndim, const int64_t *shape, ml_param_kind kind,
+                       int64_t fan);
+ml_status ml_model_add_site(ml_model *m, int layer, const char *name, int ndim, const int64_t *shape);
+static inline ml_tensor *ml_model_p(const ml_model *m, int idx) { return m->params[idx].t; }
+int ml_model_find_param(const ml_model *m, const char *name);
+/* Re-initialises every parameter from cfg.seed (as at construction). */
+void ml_model_init(ml_model *m);
+
+/* ---- running ---- */
+/* tokens int32 (B, L) -> final hidden states h = LN_f(r) (B, L, D). */
+ml_tensor *ml_model_hidden(ml_model *m, ml_tensor *tokens, ml_run *run);
+/* Logits of the tied head: h (N, D) or (B, L, D) -> (N, V) / (B, L, V). */
+ml_tensor *ml_model_head(ml_model *m, ml_tensor *h);
+/* Mean cross-entropy over positions whose target is not −100 (targets (B, L) int32: the token
+ * the logit at t must predict). Logits are computed only at those rows. If rows_logits is not
+ * NULL it receives those logits (N, V) and rows_index the flat row indices b·L + t (N). */
+ml_tensor *ml_model_loss(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_run *run, ml_tensor **rows_logits,
+                         ml_tensor **rows_index);
+void ml_model_zero_grad(ml_model *m);
+/* Parameter count as PyTorch counts it (tied embedding once). */
+int64_t ml_model_count(const ml_model *m);
+
+/* ---- the mixer registry ---- */
+const ml_mixer_type *ml_mixer_find(const char *arch);
+/* NULL-terminated list of architecture names (for messages and completion). */
+const char *const *ml_mixer_names(void);
+/* The mixer of layer l for arch (Based alternates BaseConv and Based). */
+const ml_mixer_type *ml_mixer_for_layer(const ml_model_config *cfg, int layer);
+
+#endif

@@ -1,0 +1,25 @@
+/* Fused, differentiable ops of the language-model backbone, each with a hand-written backward:
+ * LayerNorm, RMSNorm (architectures.md §2.4), causal multi-head softmax attention over a fused
+ * qkv projection (§4), and cross-entropy over chosen rows (§2.3). */
+#ifndef ML_NN_OPS_H
+#define ML_NN_OPS_H
+
+#include "autograd/autograd.h"
+
+/* x (..., D), weight (D), bias (D) or NULL -> (..., D). Biased variance, eps inside the sqrt. */
+ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, double eps);
+/* x (..., D), weight (D) -> w ⊙ x / sqrt(mean(x²) + eps). */
+ml_tensor *ml_rms_norm(ml_tensor *x, ml_tensor *weight, double eps);
+
+/* Causal softmax attention. qkv (B, L, 3D) holds [q | k | v] along the last dim, each split into
+ * n_heads heads of D/n_heads channels (channel = h·d_h + d). Scores are scaled by 1/sqrt(d_h);
+ * future positions get probability exactly 0 (the −10000 additive mask of the original, which
+ * underflows to 0 in float32). Returns ctx (B, L, D). If pattern is not NULL, *pattern receives
+ * the probabilities P (B, H, L, L) as a detached tensor (for hooks and attention analysis). */
+ml_tensor *ml_causal_attention(ml_tensor *qkv, int n_heads, ml_tensor **pattern);
+
+/* Mean cross-entropy of logits (N, V) against int32 targets (N); targets equal to −100 are
+ * ignored (and the mean is over the others; with none, the loss is 0). Returns a 0-dim tensor. */
+ml_tensor *ml_cross_entropy(ml_tensor *logits, ml_tensor *targets);
+
+#endif

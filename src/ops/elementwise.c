@@ -1,0 +1,573 @@
+/* Elementwise ops: binary with PyTorch broadcasting (and scalar forms), unary maps, clamp, where.
+ * Forward loops run over coalesced strides (one flat loop for same-shape contiguous operands);
+ * each differentiable op records a node whose backward undoes broadcasting with sum_to_shape. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/iter.h"
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+#define N_BINOPS 13
+static const char *const binop_names[N_BINOPS] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
+                                                 "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
+static const char *const binop_bw_names[N_BINOPS] = {
+    "AddBackward",     "SubBackward",     "MulBackward", "DivBackward", "PowBackward", "MaximumBackward",
+    "MinimumBackward", "EqBackward",      "NeBackward",  "LtBackward",  "LeBackward",  "GtBackward",
+    "GeBackward"};
+
+const char *ml_binop_name(ml_binop op) { return (unsigned)op < N_BINOPS ? binop_names[op] : "binary"; }
+
+#define N_UNOPS 13
+static const char *const unop_names[N_UNOPS] = {"neg",  "exp",  "log",  "sqrt",     "abs", "tanh", "sigmoid",
+                                               "relu", "gelu", "silu", "softplus", "sin", "cos"};
+static const char *const unop_bw_names[N_UNOPS] = {
+    "NegBackward",  "ExpBackward",  "LogBackward",      "SqrtBackward", "AbsBackward", "TanhBackward",
+    "SigmoidBackward", "ReluBackward", "GeluBackward", "SiluBackward", "SoftplusBackward", "SinBackward",
+    "CosBackward"};
+
+const char *ml_unop_name(ml_unop op) { return (unsigned)op < N_UNOPS ? unop_names[op] : "unary"; }
+
+/* ------------------------------------------------------------------ strided loop machinery */
+
+/* One output (contiguous) and two inputs laid out on a broadcast shape, coalesced. */
+typedef struct {
+    int nd;
+    int64_t shape[ML_MAX_DIMS];
+    int64_t st[3][ML_MAX_DIMS]; /* out, a, b */
+    int64_t total;
+} ew_plan;
+
+static void plan_init(ew_plan *p, const ml_tensor *out, const ml_tensor *a, const ml_tensor *b) {
+    int nd = out->ndim;
+    memcpy(p->shape, out->shape, sizeof p->shape);
+    for (int d = 0; d < nd; d++) p->st[0][d] = out->stride[d];
+    mlo_bstrides(a, nd, p->st[1]);
+    mlo_bstrides(b, nd, p->st[2]);
+    p->total = ml_numel(out);
+    p->nd = mlo_coalesce(nd, p->shape, 3, p->st);
+}
+
+/* Runs z = E(x, y) over the plan; the inner dim gets unit-stride and scalar-operand variants so
+ * the compiler vectorises the common cases. */
+#define EW_LOOP(P, TO, PO, TA, PA, TB, PB, E)                                                                       \
+    do {                                                                                                             \
+        int _nd = (P)->nd;                                                                                           \
+        int64_t inner = _nd ? (P)->shape[_nd - 1] : 1;                                                               \
+        int64_t ia = _nd ? (P)->st[1][_nd - 1] : 0, ib = _nd ? (P)->st[2][_nd - 1] : 0;                              \
+        int64_t outer = (P)->total / inner;                                                                          \
+        ml_iter it;                                                                                                  \
+        ml_iter_init(&it, _nd ? _nd - 1 : 0, (P)->shape, 3,                                                          \
+                     (const int64_t *[]){(P)->st[0], (P)->st[1], (P)->st[2]});                                       \
+        for (int64_t o = 0; o < outer; o++, ml_iter_next(&it)) {                                                     \
+            TO *z = (PO) + it.off[0];                                                                                \
+            const TA *x = (PA) + it.off[1];                                                                          \
+            const TB *y = (PB) + it.off[2];                                                                          \
+            if (ia == 1 && ib == 1) {                                                                                \
+                for (int64_t i = 0; i < inner; i++) z[i] = E(x[i], y[i]);                                            \
+            } else if (ia == 1 && ib == 0) {                                                                         \
+                const TB yv = y[0];                                                                                  \
+                for (int64_t i = 0; i < inner; i++) z[i] = E(x[i], yv);                                              \
+            } else if (ia == 0 && ib == 1) {                                                                         \
+                const TA xv = x[0];                                                                                  \
+                for (int64_t i = 0; i < inner; i++) z[i] = E(xv, y[i]);                                              \
+            } else {                                                                                                 \
+                for (int64_t i = 0; i < inner; i++) z[i] = E(x[i * ia], y[i * ib]);                                  \
+            }                                                                                                        \
+        }                                                                                                            \
+    } while (0)
+
+#define F_ADD(u, v) ((u) + (v))
+#define F_SUB(u, v) ((u) - (v))
+#define F_MUL(u, v) ((u) * (v))
+#define F_DIV(u, v) ((u) / (v))
+#define F_POW(u, v) powf((u), (v))
+/* NaN-propagating, as PyTorch's maximum/minimum */
+#define F_MAX(u, v) (((u) > (v) || (u) != (u)) ? (u) : (v))
+#define F_MIN(u, v) (((u) < (v) || (u) != (u)) ? (u) : (v))
+#define C_EQ(u, v) ((int32_t)((u) == (v)))
+#define C_NE(u, v) ((int32_t)((u) != (v)))
+#define C_LT(u, v) ((int32_t)((u) < (v)))
+#define C_LE(u, v) ((int32_t)((u) <= (v)))
+#define C_GT(u, v) ((int32_t)((u) > (v)))
+#define C_GE(u, v) ((int32_t)((u) >= (v)))
+/* int32 arithmetic wraps (through unsigned: signed overflow would be undefined) */
+#define I_ADD(u, v) ((int32_t)((uint32_t)(u) + (uint32_t)(v)))
+#define I_SUB(u, v) ((int32_t)((uint32_t)(u) - (uint32_t)(v)))
+#define I_MUL(u, v) ((int32_t)((uint32_t)(u) * (uint32_t)(v)))
+#define I_MAX(u, v) ((u) > (v) ? (u) : (v))
+#define I_MIN(u, v) ((u) < (v) ? (u) : (v))
+
+static void run_f32(ml_binop op, const ew_plan *p, float *po, const float *pa, const float *pb) {
+    switch (op) {
+    case ML_ADD: EW_LOOP(p, float, po, float, pa, float, pb, F_ADD); break;
+    case ML_SUB: EW_LOOP(p, float, po, float, pa, float, pb, F_SUB); break;
+    case ML_MUL: EW_LOOP(p, float, po, float, pa, float, pb, F_MUL); break;
+    case ML_DIV: EW_LOOP(p, float, po, float, pa, float, pb, F_DIV); break;
+    case ML_POW: EW_LOOP(p, float, po, float, pa, float, pb, F_POW); break;
+    case ML_MAXIMUM: EW_LOOP(p, float, po, float, pa, float, pb, F_MAX); break;
+    case ML_MINIMUM: EW_LOOP(p, float, po, float, pa, float, pb, F_MIN); break;
+    default: break;
+    }
+}
+
+static void run_cmp_f32(ml_binop op, const ew_plan *p, int32_t *po, const float *pa, const float *pb) {
+    switch (op) {
+    case ML_EQ: EW_LOOP(p, int32_t, po, float, pa, float, pb, C_EQ); break;
+    case ML_NE: EW_LOOP(p, int32_t, po, float, pa, float, pb, C_NE); break;
+    case ML_LT: EW_LOOP(p, int32_t, po, float, pa, float, pb, C_LT); break;
+    case ML_LE: EW_LOOP(p, int32_t, po, float, pa, float, pb, C_LE); break;
+    case ML_GT: EW_LOOP(p, int32_t, po, float, pa, float, pb, C_GT); break;
+    case ML_GE: EW_LOOP(p, int32_t, po, float, pa, float, pb, C_GE); break;
+    default: break;
+    }
+}
+
+static void run_i32(ml_binop op, const ew_plan *p, int32_t *po, const int32_t *pa, const int32_t *pb) {
+    switch (op) {
+    case ML_ADD: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_ADD); break;
+    case ML_SUB: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_SUB); break;
+    case ML_MUL: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_MUL); break;
+    case ML_MAXIMUM: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_MAX); break;
+    case ML_MINIMUM: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_MIN); break;
+    case ML_EQ: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_EQ); break;
+    case ML_NE: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_NE); break;
+    case ML_LT: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_LT); break;
+    case ML_LE: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_LE); break;
+    case ML_GT: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_GT); break;
+    case ML_GE: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_GE); break;
+    default: break;
+    }
+}
+
+/* ------------------------------------------------------------------ binary */
+
+/* a and b expanded to out's shape and made contiguous (for backward loops that need both). */
+static ml_tensor *materialise(ml_tensor *t, const ml_tensor *like) {
+    ml_tensor *e = ml_expand(t, like->ndim, like->shape);
+    if (!e) return NULL;
+    ml_tensor *d = mlo_dense(e);
+    ml_release(e);
+    return d;
+}
+
+static ml_status binary_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_binop op = (ml_binop)n->iarg[0];
+    bool wa = ml_node_input_needs_grad(n, 0), wb = ml_node_input_needs_grad(n, 1);
+    ml_tensor *ga = NULL, *gb = NULL; /* gradients on the broadcast shape */
+    ml_status st = ML_OK;
+    switch (op) {
+    case ML_ADD:
+    case ML_SUB:
+        if (wa) ga = ml_retain(g);
+        if (wb) gb = op == ML_ADD ? ml_retain(g) : ml_unary(ML_NEG, g);
+        if (wb && !gb) st = ml_last_status();
+        break;
+    case ML_MUL: {
+        ml_tensor *a = ml_node_saved(n, 0), *b = ml_node_saved(n, 1);
+        if (!a || !b) return ml_last_status();
+        if (wa && !(ga = ml_mul(g, b))) st = ml_last_status();
+        if (wb && !(gb = ml_mul(g, a))) st = ml_last_status();
+        break;
+    }
+    case ML_DIV: { /* d/da = 1/b, d/db = -a/b² = -out/b */
+        ml_tensor *b = ml_node_saved(n, 1), *out = ml_node_saved(n, 2);
+        if (!b || !out) return ml_last_status();
+        ml_tensor *q = ml_div(g, b);
+        if (!q) return ml_last_status();
+        if (wb) {
+            gb = ml_mul(q, out);
+            if (gb) {
+                float *p = ml_f32(gb);
+                for (int64_t i = 0, m = ml_numel(gb); i < m; i++) p[i] = -p[i];
+            } else {
+                st = ml_last_status();
+            }
+        }
+        if (wa) ga = q;
+        else ml_release(q);
+        break;
+    }
+    case ML_POW:
+    case ML_MAXIMUM:
+    case ML_MINIMUM: {
+        ml_tensor *a = ml_node_saved(n, 0), *b = ml_node_saved(n, 1), *out = ml_node_saved(n, 2);
+        if (!a || !b || !out) return ml_last_status();
+        ml_tensor *A = materialise(a, g), *B = materialise(b, g);
+        ml_tensor *O = mlo_dense(out);
+        if (wa) ga = ml_empty(ML_F32, g->ndim, g->shape);
+        if (wb) gb = ml_empty(ML_F32, g->ndim, g->shape);
+        if (!A || !B || !O || (wa && !ga) || (wb && !gb)) {
+            st = ML_ERR_MEM;
+        } else {
+            const float *pa = ml_f32(A), *pb = ml_f32(B), *po = ml_f32(O), *pg = ml_f32(g);
+            float *qa = wa ? ml_f32(ga) : NULL, *qb = wb ? ml_f32(gb) : NULL;
+            for (int64_t i = 0, m = ml_numel(g); i < m; i++) {
+                float x = pa[i], y = pb[i], gi = pg[i];
+                float da, db;
+                if (op == ML_POW) {
+                    /* PyTorch's conventions: no gradient through exponent 0, nor through log(0) */
+                    da = y == 0.0f ? 0.0f : y * powf(x, y - 1.0f);
+                    db = (x == 0.0f && y >= 0.0f) ? 0.0f : po[i] * logf(x);
+                } else {
+                    bool first = op == ML_MAXIMUM ? x > y : x < y;
+                    /* ties share the gradient, as PyTorch does */
+                    da = x == y ? 0.5f : (first ? 1.0f : 0.0f);
+                    db = x == y ? 0.5f : (first ? 0.0f : 1.0f);
+                }
+                if (qa) qa[i] = gi * da;
+                if (qb) qb[i] = gi * db;
+            }
+        }
+        ml_release(A);
+        ml_release(B);
+        ml_release(O);
+        break;
+    }
+    default:
+        st = ml_fail(ML_ERR_STATE, "backward: %s is not differentiable", ml_binop_name(op));
+    }
+    if (st == ML_OK && ga) {
+        gin[0] = ml_sum_to_shape(ga, n->in_ndim[0], n->in_shape[0]);
+        if (!gin[0]) st = ml_last_status();
+    }
+    if (st == ML_OK && gb) {
+        gin[1] = ml_sum_to_shape(gb, n->in_ndim[1], n->in_shape[1]);
+        if (!gin[1]) st = ml_last_status();
+    }
+    ml_release(ga);
+    ml_release(gb);
+    return st;
+}
+
+ml_tensor *ml_binary(ml_binop op, ml_tensor *a, ml_tensor *b) {
+    if ((unsigned)op >= N_BINOPS) {
+        ml_fail(ML_ERR_ARG, "binary: unknown operation %d", (int)op);
+        return NULL;
+    }
+    const char *fn = binop_names[op];
+    int nd;
+    int64_t shape[ML_MAX_DIMS];
+    if (ml_broadcast_shape(fn, a, b, &nd, shape)) return NULL;
+    bool cmp = op >= ML_EQ;
+    /* int32 with int32 stays int32, except division and pow (PyTorch's true division) */
+    bool int_path = a->dtype == ML_I32 && b->dtype == ML_I32 && op != ML_DIV && op != ML_POW;
+    ml_tensor *out = ml_empty(cmp || int_path ? ML_I32 : ML_F32, nd, shape);
+    if (!out) return NULL;
+    if (int_path) {
+        ew_plan p;
+        plan_init(&p, out, a, b);
+        if (p.total) run_i32(op, &p, ml_i32(out), ml_i32(a), ml_i32(b));
+        return out;
+    }
+    ml_tensor *fa = mlo_float(a), *fb = mlo_float(b);
+    if (!fa || !fb) {
+        ml_release(fa);
+        ml_release(fb);
+        ml_release(out);
+        return NULL;
+    }
+    ew_plan p;
+    plan_init(&p, out, fa, fb);
+    if (p.total) {
+        if (cmp) run_cmp_f32(op, &p, ml_i32(out), ml_f32(fa), ml_f32(fb));
+        else run_f32(op, &p, ml_f32(out), ml_f32(fa), ml_f32(fb));
+    }
+    if (!cmp && (ml_needs_grad(a) || ml_needs_grad(b))) {
+        ml_tensor *in[2] = {a, b};
+        ml_node *node = ml_node_new(binop_bw_names[op], binary_backward, 2, in);
+        if (node) {
+            node->iarg[0] = op;
+            if (op != ML_ADD && op != ML_SUB) {
+                ml_node_save(node, 0, fa);
+                ml_node_save(node, 1, fb);
+                if (op != ML_MUL) ml_node_save(node, 2, out);
+            }
+        }
+        out = mlo_attach(out, node);
+    }
+    ml_release(fa);
+    ml_release(fb);
+    return out;
+}
+
+/* A 0-dim operand for the scalar forms: int32 when it keeps an int32 tensor's arithmetic exact. */
+static ml_tensor *scalar_for(const ml_tensor *a, double s) {
+    bool integral = a->dtype == ML_I32 && s == floor(s) && s >= INT32_MIN && s <= INT32_MAX;
+    return ml_scalar(integral ? ML_I32 : ML_F32, s);
+}
+
+ml_tensor *ml_binary_scalar(ml_binop op, ml_tensor *a, double s) {
+    ml_tensor *b = scalar_for(a, s);
+    if (!b) return NULL;
+    ml_tensor *out = ml_binary(op, a, b);
+    ml_release(b);
+    return out;
+}
+
+ml_tensor *ml_scalar_binary(ml_binop op, double s, ml_tensor *a) {
+    ml_tensor *b = scalar_for(a, s);
+    if (!b) return NULL;
+    ml_tensor *out = ml_binary(op, b, a);
+    ml_release(b);
+    return out;
+}
+
+ml_tensor *ml_add(ml_tensor *a, ml_tensor *b) { return ml_binary(ML_ADD, a, b); }
+ml_tensor *ml_sub(ml_tensor *a, ml_tensor *b) { return ml_binary(ML_SUB, a, b); }
+ml_tensor *ml_mul(ml_tensor *a, ml_tensor *b) { return ml_binary(ML_MUL, a, b); }
+ml_tensor *ml_div(ml_tensor *a, ml_tensor *b) { return ml_binary(ML_DIV, a, b); }
+
+/* ------------------------------------------------------------------ unary */
+
+static const double SQRT1_2 = 0.70710678118654752440;
+static const double INV_SQRT_2PI = 0.39894228040143267794;
+
+static inline float sigmoidf(float x) {
+    if (x >= 0) return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+
+static void unary_f32(ml_unop op, int64_t n, const float *x, float *y) {
+    switch (op) {
+    case ML_NEG: for (int64_t i = 0; i < n; i++) y[i] = -x[i]; break;
+    case ML_EXP: for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]); break;
+    case ML_LOG: for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]); break;
+    case ML_SQRT: for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]); break;
+    case ML_ABS: for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]); break;
+    case ML_TANH: for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]); break;
+    case ML_SIGMOID: for (int64_t i = 0; i < n; i++) y[i] = sigmoidf(x[i]); break;
+    case ML_RELU: for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0.0f; break;
+    case ML_GELU:
+        for (int64_t i = 0; i < n; i++) y[i] = (float)(0.5 * x[i] * (1.0 + erf(x[i] * SQRT1_2)));
+        break;
+    case ML_SILU: for (int64_t i = 0; i < n; i++) y[i] = x[i] * sigmoidf(x[i]); break;
+    case ML_SOFTPLUS: for (int64_t i = 0; i < n; i++) y[i] = x[i] > 20.0f ? x[i] : log1pf(expf(x[i])); break;
+    case ML_SIN: for (int64_t i = 0; i < n; i++) y[i] = sinf(x[i]); break;
+    case ML_COS: for (int64_t i = 0; i < n; i++) y[i] = cosf(x[i]); break;
+    }
+}
+
+static ml_status unary_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_unop op = (ml_unop)n->iarg[0];
+    ml_tensor *xs = ml_node_saved(n, 0), *ys = ml_node_saved(n, 1);
+    if (!xs || !ys) return ml_last_status();
+    ml_tensor *r = ml_empty(ML_F32, g->ndim, g->shape);
+    if (!r) return ML_ERR_MEM;
+    const float *x = ml_f32(xs), *y = ml_f32(ys), *pg = ml_f32(g);
+    float *d = ml_f32(r);
+    int64_t m = ml_numel(g);
+    switch (op) {
+    case ML_NEG: for (int64_t i = 0; i < m; i++) d[i] = -pg[i]; break;
+    case ML_EXP: for (int64_t i = 0; i < m; i++) d[i] = pg[i] * y[i]; break;
+    case ML_LOG: for (int64_t i = 0; i < m; i++) d[i] = pg[i] / x[i]; break;
+    case ML_SQRT: for (int64_t i = 0; i < m; i++) d[i] = pg[i] / (2.0f * y[i]); break;
+    case ML_ABS:
+        for (int64_t i = 0; i < m; i++) d[i] = x[i] > 0 ? pg[i] : (x[i] < 0 ? -pg[i] : 0.0f);
+        break;
+    case ML_TANH: for (int64_t i = 0; i < m; i++) d[i] = pg[i] * (1.0f - y[i] * y[i]); break;
+    case ML_SIGMOID: for (int64_t i = 0; i < m; i++) d[i] = pg[i] * y[i] * (1.0f - y[i]); break;
+    case ML_RELU: for (int64_t i = 0; i < m; i++) d[i] = x[i] > 0 ? pg[i] : 0.0f; break;
+    case ML_GELU:
+        for (int64_t i = 0; i < m; i++) {
+            double v = x[i];
+            double cdf = 0.5 * (1.0 + erf(v * SQRT1_2)), pdf = INV_SQRT_2PI * exp(-0.5 * v * v);
+            d[i] = (float)(pg[i] * (cdf + v * pdf));
+        }
+        break;
+    case ML_SILU:
+        for (int64_t i = 0; i < m; i++) {
+            float s = sigmoidf(x[i]);
+            d[i] = pg[i] * s * (1.0f + x[i] * (1.0f - s));
+        }
+        break;
+    case ML_SOFTPLUS:
+        for (int64_t i = 0; i < m; i++) d[i] = x[i] > 20.0f ? pg[i] : pg[i] * sigmoidf(x[i]);
+        break;
+    case ML_SIN: for (int64_t i = 0; i < m; i++) d[i] = pg[i] * cosf(x[i]); break;
+    case ML_COS: for (int64_t i = 0; i < m; i++) d[i] = -pg[i] * sinf(x[i]); break;
+    }
+    gin[0] = r;
+    return ML_OK;
+}
+
+ml_tensor *ml_unary(ml_unop op, ml_tensor *a) {
+    if ((unsigned)op >= N_UNOPS) {
+        ml_fail(ML_ERR_ARG, "unary: unknown operation %d", (int)op);
+        return NULL;
+    }
+    if (a->dtype == ML_I32 && (op == ML_NEG || op == ML_ABS || op == ML_RELU)) {
+        ml_tensor *x = mlo_dense(a);
+        ml_tensor *out = x ? ml_empty(ML_I32, a->ndim, a->shape) : NULL;
+        if (out) {
+            const int32_t *px = ml_i32(x);
+            int32_t *py = ml_i32(out);
+            for (int64_t i = 0, n = ml_numel(out); i < n; i++) {
+                int32_t v = px[i], neg = (int32_t)(0u - (uint32_t)v); /* wraps like PyTorch at INT32_MIN */
+                py[i] = op == ML_NEG ? neg : op == ML_ABS ? (v < 0 ? neg : v) : (v > 0 ? v : 0);
+            }
+        }
+        ml_release(x);
+        return out;
+    }
+    ml_tensor *f = mlo_float(a);
+    ml_tensor *x = f ? mlo_dense(f) : NULL;
+    ml_release(f);
+    if (!x) return NULL;
+    ml_tensor *out = ml_empty(ML_F32, a->ndim, a->shape);
+    if (!out) {
+        ml_release(x);
+        return NULL;
+    }
+    unary_f32(op, ml_numel(out), ml_f32(x), ml_f32(out));
+    if (ml_needs_grad(a)) {
+        ml_node *node = ml_node_new(unop_bw_names[op], unary_backward, 1, &a);
+        if (node) {
+            node->iarg[0] = op;
+            ml_node_save(node, 0, x);
+            ml_node_save(node, 1, out);
+        }
+        out = mlo_attach(out, node);
+    }
+    ml_release(x);
+    return out;
+}
+
+/* ------------------------------------------------------------------ clamp */
+
+static ml_status clamp_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *xs = ml_node_saved(n, 0);
+    if (!xs) return ml_last_status();
+    double lo = n->farg[0], hi = n->farg[1];
+    ml_tensor *r = ml_empty(ML_F32, g->ndim, g->shape);
+    if (!r) return ML_ERR_MEM;
+    const float *x = ml_f32(xs), *pg = ml_f32(g);
+    float *d = ml_f32(r);
+    for (int64_t i = 0, m = ml_numel(g); i < m; i++) {
+        bool pass = (isnan(lo) || x[i] >= lo) && (isnan(hi) || x[i] <= hi);
+        d[i] = pass ? pg[i] : 0.0f;
+    }
+    gin[0] = r;
+    return ML_OK;
+}
+
+static bool int_bound(double v) { return isnan(v) || (v == floor(v) && v >= INT32_MIN && v <= INT32_MAX); }
+
+ml_tensor *ml_clamp(ml_tensor *a, double lo, double hi) {
+    if (isinf(lo) && lo < 0) lo = NAN; /* an infinite bound is no bound */
+    if (isinf(hi) && hi > 0) hi = NAN;
+    if (a->dtype == ML_I32 && int_bound(lo) && int_bound(hi)) {
+        ml_tensor *x = mlo_dense(a);
+        ml_tensor *out = x ? ml_empty(ML_I32, a->ndim, a->shape) : NULL;
+        if (out) {
+            const int32_t *px = ml_i32(x);
+            int32_t *py = ml_i32(out);
+            for (int64_t i = 0, n = ml_numel(out); i < n; i++) {
+                int32_t v = px[i];
+                if (!isnan(lo) && v < (int32_t)lo) v = (int32_t)lo;
+                if (!isnan(hi) && v > (int32_t)hi) v = (int32_t)hi;
+                py[i] = v;
+            }
+        }
+        ml_release(x);
+        return out;
+    }
+    ml_tensor *f = mlo_float(a);
+    ml_tensor *x = f ? mlo_dense(f) : NULL;
+    ml_release(f);
+    if (!x) return NULL;
+    ml_tensor *out = ml_empty(ML_F32, a->ndim, a->shape);
+    if (!out) {
+        ml_release(x);
+        return NULL;
+    }
+    const float *px = ml_f32(x);
+    float *py = ml_f32(out);
+    float flo = (float)lo, fhi = (float)hi;
+    for (int64_t i = 0, n = ml_numel(out); i < n; i++) {
+        float v = px[i];
+        if (!isnan(lo) && v < flo) v = flo;
+        if (!isnan(hi) && v > fhi) v = fhi; /* lo > hi gives hi everywhere, as PyTorch */
+        py[i] = v;
+    }
+    if (ml_needs_grad(a)) {
+        ml_node *node = ml_node_new("ClampBackward", clamp_backward, 1, &a);
+        if (node) {
+            node->farg[0] = lo;
+            node->farg[1] = hi;
+            ml_node_save(node, 0, x);
+        }
+        out = mlo_attach(out, node);
+    }
+    ml_release(x);
+    return out;
+}
+
+/* ------------------------------------------------------------------ where */
+
+static ml_status where_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *c = ml_node_saved(n, 0);
+    if (!c) return ml_last_status();
+    ml_tensor *C = materialise(c, g);
+    if (!C) return ml_last_status();
+    ml_status st = ML_OK;
+    for (int k = 0; k < 2 && st == ML_OK; k++) {
+        if (!ml_node_input_needs_grad(n, k + 1)) continue;
+        ml_tensor *full = ml_empty(ML_F32, g->ndim, g->shape);
+        if (!full) {
+            st = ML_ERR_MEM;
+            break;
+        }
+        const float *pg = ml_f32(g);
+        float *d = ml_f32(full);
+        for (int64_t i = 0, m = ml_numel(g); i < m; i++) {
+            bool on = C->dtype == ML_F32 ? ml_f32(C)[i] != 0.0f : ml_i32(C)[i] != 0;
+            d[i] = on == (k == 0) ? pg[i] : 0.0f;
+        }
+        gin[k + 1] = ml_sum_to_shape(full, n->in_ndim[k + 1], n->in_shape[k + 1]);
+        ml_release(full);
+        if (!gin[k + 1]) st = ml_last_status();
+    }
+    ml_release(C);
+    return st;
+}
+
+ml_tensor *ml_where(ml_tensor *cond, ml_tensor *a, ml_tensor *b) {
+    int n1, nd;
+    int64_t s1[ML_MAX_DIMS], shape[ML_MAX_DIMS];
+    if (ml_broadcast_shape("where", cond, a, &n1, s1)) return NULL;
+    ml_tensor probe = {.ndim = n1};
+    memcpy(probe.shape, s1, sizeof s1);
+    if (ml_broadcast_shape("where", &probe, b, &nd, shape)) return NULL;
+    bool ints = a->dtype == ML_I32 && b->dtype == ML_I32;
+    ml_tensor *out = ml_empty(ints ? ML_I32 : ML_F32, nd, shape);
+    ml_tensor *fa = ints ? ml_retain(a) : mlo_float(a), *fb = ints ? ml_retain(b) : mlo_float(b);
+    if (!out || !fa || !fb) {
+        ml_release(out);
+        ml_release(fa);
+        ml_release(fb);
+        return NULL;
+    }
+    int64_t sc[ML_MAX_DIMS], sa[ML_MAX_DIMS], sb[ML_MAX_DIMS];
+    mlo_bstrides(cond, nd, sc);
+    mlo_bstrides(fa, nd, sa);
+    mlo_bstrides(fb, nd, sb);
+    ml_iter it;
+    ml_iter_init(&it, nd, shape, 3, (const int64_t *[]){sc, sa, sb});
+    for (int64_t i = 0, m = ml_numel(out); i < m; i++, ml_iter_next(&it)) {
+        bool on = cond->dtype == ML_F32 ? ml_f32(cond)[it.off[0]] != 0.0f : ml_i32(cond)[it.off[0]] != 0;
+        if (ints) ml_i32(out)[i] = on ? ml_i32(fa)[it.off[1]] : ml_i32(fb)[it.off[2]];
+        else ml_f32(out)[i] = on ? ml_f32(fa)[it.off[1]] : ml_f32(fb)[it.off[2]];
+    }
+    if (!ints && (ml_needs_grad(a) || ml_needs_grad(b))) {
+        ml_tensor *in[3] = {cond, a, b};
+        ml_node *node = ml_node_new("WhereBackward", where_backward, 3, in);
+        if (node) ml_node_save(node, 0, cond);
+        out = mlo_attach(out, node);
+    }
+    ml_release(fa);
+    ml_release(fb);
+    return out;
+}

@@ -1,0 +1,303 @@
+/* matmul (PyTorch semantics) and linear, through cblas_sgemm. A matrix operand whose last two
+ * dims are a row-major or a transposed row-major matrix goes to sgemm as is (NoTrans / Trans with
+ * its leading dimension); only other layouts are copied. Batched products whose right operand is
+ * shared across the batch and whose left operand stacks its rows uniformly run as one sgemm. */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/iter.h"
+#include "core/threads.h"
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+/* How a rows x cols matrix with element strides (rs, cs) is handed to sgemm; false if it cannot. */
+static bool mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, CBLAS_TRANSPOSE *tr, int64_t *ld) {
+    int64_t mc = cols > 1 ? cols : 1, mr = rows > 1 ? rows : 1;
+    if ((cols == 1 || cs == 1) && (rows == 1 || rs >= mc)) {
+        *tr = CblasNoTrans;
+        *ld = rows == 1 ? mc : rs;
+        return *ld <= INT32_MAX;
+    }
+    if ((rows == 1 || rs == 1) && (cols == 1 || cs >= mr)) {
+        *tr = CblasTrans;
+        *ld = cols == 1 ? mr : cs;
+        return *ld <= INT32_MAX;
+    }
+    return false;
+}
+
+static ml_status check_blas_size(const char *fn, int64_t m, int64_t n, int64_t k) {
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return ml_fail(ML_ERR_SHAPE, "%s: matrix dimensions %lld x %lld x %lld exceed the BLAS limit of 2^31-1", fn,
+                       (long long)m, (long long)n, (long long)k);
+    return ML_OK;
+}
+
+/* ------------------------------------------------------------------ batched core */
+
+static ml_status bmm_backward(ml_node *node, ml_tensor *g, ml_tensor **gin);
+
+/* a (..., m, k) @ b (..., k, n) with broadcast batch dims; both float32 with ndim >= 2. */
+static ml_tensor *bmm(ml_tensor *a, ml_tensor *b) {
+    int na = a->ndim, nb = b->ndim;
+    int64_t m = a->shape[na - 2], k = a->shape[na - 1], n = b->shape[nb - 1];
+    /* broadcast batch dims */
+    int nbat = (na > nb ? na : nb) - 2;
+    int64_t bshape[ML_MAX_DIMS], sa[ML_MAX_DIMS], sb[ML_MAX_DIMS];
+    for (int i = 0; i < nbat; i++) {
+        int da = na - 2 - nbat + i, db = nb - 2 - nbat + i;
+        int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
+        if (x != y && x != 1 && y != 1) {
+            char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
+            ml_fail(ML_ERR_SHAPE, "matmul: batch dimensions %s of argument 1 and %s of argument 2 do not broadcast",
+                    ml_shape_str(s1, na - 2, a->shape), ml_shape_str(s2, nb - 2, b->shape));
+            return NULL;
+        }
+        bshape[i] = x == 1 ? y : x;
+    }
+    if (check_blas_size("matmul", m, n, k)) return NULL;
+    int64_t oshape[ML_MAX_DIMS];
+    memcpy(oshape, bshape, sizeof(int64_t) * (size_t)nbat);
+    oshape[nbat] = m;
+    oshape[nbat + 1] = n;
+    ml_tensor *out = ml_zeros(ML_F32, nbat + 2, oshape);
+    if (!out) return NULL;
+    int64_t nbatch = 1;
+    for (int i = 0; i < nbat; i++) nbatch *= bshape[i];
+
+    ml_tensor *A = ml_retain(a), *B = ml_retain(b);
+    CBLAS_TRANSPOSE ta, tb;
+    int64_t lda, ldb;
+    if (!mat_layout(m, k, A->stride[na - 2], A->stride[na - 1], &ta, &lda)) {
+        ml_release(A);
+        A = mlo_dense(a);
+        if (A) mat_layout(m, k, A->stride[na - 2], A->stride[na - 1], &ta, &lda);
+    }
+    if (B && !mat_layout(k, n, B->stride[nb - 2], B->stride[nb - 1], &tb, &ldb)) {
+        ml_release(B);
+        B = mlo_dense(b);
+        if (B) mat_layout(k, n, B->stride[nb - 2], B->stride[nb - 1], &tb, &ldb);
+    }
+    if (!A || !B) {
+        ml_release(A);
+        ml_release(B);
+        ml_release(out);
+        return NULL;
+    }
+    if (m && n && k && nbatch) {
+        ml_threads(); /* make sure OpenBLAS runs on mechlab's thread count */
+        /* batch strides seen on the broadcast batch shape */
+        for (int i = 0; i < nbat; i++) {
+            int da = na - 2 - nbat + i, db = nb - 2 - nbat + i;
+            sa[i] = (da < 0 || A->shape[da] == 1) ? 0 : A->stride[da];
+            sb[i] = (db < 0 || B->shape[db] == 1) ? 0 : B->stride[db];
+        }
+        /* One sgemm when b is shared and a's (batch, row) dims form one uniform run of rows. */
+        bool fold = ta == CblasNoTrans && nbatch > 1;
+        int64_t expect = m * lda;
+        for (int i = nbat - 1; i >= 0 && fold; i--) {
+            if (sb[i] != 0 || (bshape[i] != 1 && sa[i] != expect)) fold = false;
+            expect *= bshape[i];
+        }
+        const float *pa = ml_f32(A), *pb = ml_f32(B);
+        float *po = ml_f32(out);
+        if (fold && nbatch * m <= INT32_MAX) {
+            cblas_sgemm(CblasRowMajor, ta, tb, (int)(nbatch * m), (int)n, (int)k, 1.0f, pa, (int)lda, pb, (int)ldb,
+                        0.0f, po, (int)n);
+        } else {
+            ml_iter it;
+            ml_iter_init(&it, nbat, bshape, 2, (const int64_t *[]){sa, sb});
+            for (int64_t t = 0; t < nbatch; t++, ml_iter_next(&it))
+                cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, pa + it.off[0], (int)lda,
+                            pb + it.off[1], (int)ldb, 0.0f, po + t * m * n, (int)n);
+        }
+    }
+    ml_release(A);
+    ml_release(B);
+    if (ml_needs_grad(a) || ml_needs_grad(b)) {
+        ml_tensor *in[2] = {a, b};
+        ml_node *node = ml_node_new("MatmulBackward", bmm_backward, 2, in);
+        if (node) {
+            if (ml_needs_grad(b)) ml_node_save(node, 0, a);
+            if (ml_needs_grad(a)) ml_node_save(node, 1, b);
+        }
+        out = mlo_attach(out, node);
+    }
+    return out;
+}
+
+/* gA = g·Bᵀ, gB = Aᵀ·g (transposes are views: sgemm reads them with Trans), summed over the
+ * batch dims the operand was broadcast along. */
+static ml_status bmm_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
+    for (int i = 0; i < 2; i++) {
+        if (!ml_node_input_needs_grad(node, i)) continue;
+        ml_tensor *other = ml_node_saved(node, 1 - i);
+        if (!other) return ml_last_status();
+        ml_tensor *ot = ml_transpose(other, -1, -2);
+        if (!ot) return ml_last_status();
+        ml_tensor *full = i == 0 ? bmm(g, ot) : bmm(ot, g);
+        ml_release(ot);
+        if (!full) return ml_last_status();
+        gin[i] = ml_sum_to_shape(full, node->in_ndim[i], node->in_shape[i]);
+        ml_release(full);
+        if (!gin[i]) return ml_last_status();
+    }
+    return ML_OK;
+}
+
+ml_tensor *ml_matmul(ml_tensor *a, ml_tensor *b) {
+    if (mlo_check_f32("matmul", 1, a) || mlo_check_f32("matmul", 2, b)) return NULL;
+    for (int i = 0; i < 2; i++) {
+        const ml_tensor *t = i ? b : a;
+        if (t->ndim == 0) {
+            ml_fail(ML_ERR_SHAPE, "matmul: argument %d expected a tensor with at least 1 dimension, got a 0-dim tensor",
+                    i + 1);
+            return NULL;
+        }
+    }
+    int64_t ka = a->shape[a->ndim - 1], kb = b->ndim == 1 ? b->shape[0] : b->shape[b->ndim - 2];
+    if (ka != kb) {
+        char s[ML_SHAPE_STR];
+        const char *pat = b->ndim == 1 ? "[%lld]" : b->ndim == 2 ? "[%lld,*]" : "[...,%lld,*]";
+        char want[64];
+        snprintf(want, sizeof want, pat, (long long)ka);
+        ml_fail(ML_ERR_SHAPE, "matmul: argument 2 has shape %s, expected %s", ml_shape_str(s, b->ndim, b->shape), want);
+        return NULL;
+    }
+    bool a1 = a->ndim == 1, b1 = b->ndim == 1;
+    /* 1-D operands become matrices through differentiable views, dropped again afterwards */
+    ml_tensor *A = a1 ? ml_unsqueeze(a, 0) : ml_retain(a);
+    ml_tensor *B = b1 ? ml_unsqueeze(b, 1) : ml_retain(b);
+    ml_tensor *r = A && B ? bmm(A, B) : NULL;
+    ml_release(A);
+    ml_release(B);
+    if (r && b1) {
+        ml_tensor *s = ml_squeeze(r, -1);
+        ml_release(r);
+        r = s;
+    }
+    if (r && a1) {
+        ml_tensor *s = ml_squeeze(r, b1 ? -1 : -2);
+        ml_release(r);
+        r = s;
+    }
+    return r;
+}
+
+/* ------------------------------------------------------------------ linear */
+
+/* Saved: 0 = x as (N, in) contiguous, 1 = W contiguous. */
+static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
+    int64_t N = node->iarg[0], in = node->iarg[1], out = node->iarg[2];
+    const float *pg = ml_f32(g);
+    if (ml_node_input_needs_grad(node, 0)) {
+        ml_tensor *W = ml_node_saved(node, 1);
+        if (!W) return ml_last_status();
+        ml_tensor *gx = ml_zeros(ML_F32, node->in_ndim[0], node->in_shape[0]);
+        if (!gx) return ML_ERR_MEM;
+        if (N && in && out)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)in, (int)out, 1.0f, pg, (int)out,
+                        ml_f32(W), (int)in, 0.0f, ml_f32(gx), (int)in);
+        gin[0] = gx;
+    }
+    if (ml_node_input_needs_grad(node, 1)) {
+        ml_tensor *X = ml_node_saved(node, 0);
+        if (!X) return ml_last_status();
+        ml_tensor *gw = ml_zeros(ML_F32, node->in_ndim[1], node->in_shape[1]);
+        if (!gw) return ML_ERR_MEM;
+        if (N && in && out)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)N, 1.0f, pg, (int)out,
+                        ml_f32(X), (int)in, 0.0f, ml_f32(gw), (int)in);
+        gin[1] = gw;
+    }
+    if (node->n_in > 2 && ml_node_input_needs_grad(node, 2)) {
+        ml_tensor *gb = ml_empty(ML_F32, 1, &out);
+        double *acc = calloc((size_t)(out ? out : 1), sizeof *acc);
+        if (!gb || !acc) {
+            ml_release(gb);
+            free(acc);
+            return ml_fail(ML_ERR_MEM, "linear backward: out of memory");
+        }
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t j = 0; j < out; j++) acc[j] += pg[r * out + j];
+        for (int64_t j = 0; j < out; j++) ml_f32(gb)[j] = (float)acc[j];
+        free(acc);
+        gin[2] = gb;
+    }
+    return ML_OK;
+}
+
+ml_tensor *ml_linear(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
+    if (mlo_check_f32("linear", 1, x) || mlo_check_f32("linear", 2, w) || (bias && mlo_check_f32("linear", 3, bias)))
+        return NULL;
+    char s[ML_SHAPE_STR];
+    if (x->ndim == 0) {
+        ml_fail(ML_ERR_SHAPE, "linear: argument 1 expected a tensor with at least 1 dimension, got a 0-dim tensor");
+        return NULL;
+    }
+    int64_t in = x->shape[x->ndim - 1];
+    if (w->ndim != 2 || w->shape[1] != in) {
+        ml_fail(ML_ERR_SHAPE, "linear: argument 2 has shape %s, expected [*,%lld]", ml_shape_str(s, w->ndim, w->shape),
+                (long long)in);
+        return NULL;
+    }
+    int64_t out = w->shape[0];
+    if (bias && (bias->ndim != 1 || bias->shape[0] != out)) {
+        ml_fail(ML_ERR_SHAPE, "linear: argument 3 has shape %s, expected [%lld]",
+                ml_shape_str(s, bias->ndim, bias->shape), (long long)out);
+        return NULL;
+    }
+    int64_t N = ml_numel(x) / (in ? in : 1);
+    if (in == 0) {
+        N = 1;
+        for (int d = 0; d < x->ndim - 1; d++) N *= x->shape[d];
+    }
+    if (check_blas_size("linear", N, out, in)) return NULL;
+    int64_t oshape[ML_MAX_DIMS];
+    memcpy(oshape, x->shape, sizeof oshape);
+    oshape[x->ndim - 1] = out;
+    ml_tensor *X = mlo_dense(x), *W = mlo_dense(w);
+    ml_tensor *y = X && W ? ml_empty(ML_F32, x->ndim, oshape) : NULL;
+    if (!y) {
+        ml_release(X);
+        ml_release(W);
+        return NULL;
+    }
+    float *py = ml_f32(y);
+    /* the bias goes in first and sgemm adds onto it (beta = 1): no second pass over y */
+    if (bias) {
+        ml_tensor *bd = mlo_dense(bias);
+        if (!bd) {
+            ml_release(X);
+            ml_release(W);
+            ml_release(y);
+            return NULL;
+        }
+        for (int64_t r = 0; r < N; r++) memcpy(py + r * out, ml_f32(bd), (size_t)out * sizeof(float));
+        ml_release(bd);
+    } else if (N > 0 && out > 0) {
+        memset(py, 0, (size_t)(N * out) * sizeof(float));
+    }
+    if (N && out && in) {
+        ml_threads();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)out, (int)in, 1.0f, ml_f32(X), (int)in,
+                    ml_f32(W), (int)in, 1.0f, py, (int)out);
+    }
+    ml_tensor *in3[3] = {x, w, bias};
+    if (ml_any_needs_grad(bias ? 3 : 2, in3)) {
+        ml_node *node = ml_node_new("LinearBackward", linear_backward, bias ? 3 : 2, in3);
+        if (node) {
+            node->iarg[0] = N;
+            node->iarg[1] = in;
+            node->iarg[2] = out;
+            if (ml_needs_grad(w)) ml_node_save(node, 0, X);
+            if (ml_needs_grad(x)) ml_node_save(node, 1, W);
+        }
+        y = mlo_attach(y, node);
+    }
+    ml_release(X);
+    ml_release(W);
+    return y;
+}

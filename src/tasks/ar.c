@@ -6,7 +6,7 @@
 
 ml_status ml_ar_build(ml_task *t) {
     const ml_ar_config *c = &t->ar;
-    const char *fn = "task.ar";
+    const char *fn = "mech.task.ar";
     if (c->num_kv < 2 || c->num_kv % 2 != 0 || c->num_kv > (1 << 24))
         return ml_fail(ML_ERR_ARG, "%s: num_kv must be an even number in 2..16777216, got %d", fn, c->num_kv);
     if (c->min_length < 2 || c->min_length % 2 != 0)
@@ -82,7 +82,7 @@ ml_status ml_ar_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *do
             if (!ml_task_black(t, s->keys[i], s->vals[i])) s->elig[n_elig++] = i;
         if (n_elig > 0) break;
         if (++rejections >= ML_MAX_REJECTIONS)
-            return ml_fail(ML_ERR_STATE, "task.sample: %d consecutive AR documents had no queryable pair "
+            return ml_fail(ML_ERR_STATE, "task:sample: %d consecutive AR documents had no queryable pair "
                            "(train_test_split = %g)", rejections, c->train_test_split);
     }
     int q = s->elig[n_elig == 1 ? 0 : ml_rng_below(rng, (uint32_t)n_elig)];

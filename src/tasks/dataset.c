@@ -41,7 +41,7 @@ static ml_status append(int32_t **buf, int64_t *cap, int64_t used, const int32_t
         int64_t c = *cap ? *cap : 4096;
         while (c < used + k) c *= 2;
         int32_t *q = realloc(*buf, (size_t)c * sizeof(int32_t));
-        if (!q) return ml_fail(ML_ERR_MEM, "task.dataset: out of memory (%lld tokens)", (long long)c);
+        if (!q) return ml_fail(ML_ERR_MEM, "task:dataset: out of memory (%lld tokens)", (long long)c);
         *buf = q;
         *cap = c;
     }
@@ -51,16 +51,16 @@ static ml_status append(int32_t **buf, int64_t *cap, int64_t used, const int32_t
 
 ml_dataset *ml_dataset_from_rng(ml_task *t, int64_t n, ml_rng *rng, ml_split split) {
     if (n < 0 || n > ((int64_t)1 << 31)) {
-        ml_fail(ML_ERR_ARG, "task.dataset: the number of documents must be in 0..2^31, got %lld", (long long)n);
+        ml_fail(ML_ERR_ARG, "task:dataset: the number of documents must be in 0..2^31, got %lld", (long long)n);
         return NULL;
     }
     if ((unsigned)split > ML_SPLIT_TEST) {
-        ml_fail(ML_ERR_ARG, "task.dataset: unknown split %d", (int)split);
+        ml_fail(ML_ERR_ARG, "task:dataset: unknown split %d", (int)split);
         return NULL;
     }
     ml_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) {
-        ml_fail(ML_ERR_MEM, "task.dataset: out of memory");
+        ml_fail(ML_ERR_MEM, "task:dataset: out of memory");
         return NULL;
     }
     ds->task = ml_task_retain(t);
@@ -74,7 +74,7 @@ ml_dataset *ml_dataset_from_rng(ml_task *t, int64_t n, ml_rng *rng, ml_split spl
     ds->stats = malloc(nn * sizeof(ml_doc_stats));
     ds->qtype = malloc(nn);
     if (!ds->offsets || !ds->all_off || !ds->positions || !ds->stats || !ds->qtype) {
-        ml_fail(ML_ERR_MEM, "task.dataset: out of memory for %lld documents", (long long)n);
+        ml_fail(ML_ERR_MEM, "task:dataset: out of memory for %lld documents", (long long)n);
         ml_dataset_free(ds);
         return NULL;
     }
@@ -83,7 +83,7 @@ ml_dataset *ml_dataset_from_rng(ml_task *t, int64_t n, ml_rng *rng, ml_split spl
     ml_doc_init(&doc);
     for (int64_t i = 0; i < n; i++) {
         /* Ctrl-C is polled now and then: a paper-size set takes a second or more. */
-        if ((i & 4095) == 4095 && ml_check_interrupt("task.dataset") != ML_OK) goto fail;
+        if ((i & 4095) == 4095 && ml_check_interrupt("task:dataset") != ML_OK) goto fail;
         if (ml_task_sample(t, rng, split, &doc) != ML_OK) goto fail;
         if (append(&ds->tokens, &tok_cap, used, doc.tokens, doc.len) != ML_OK) goto fail;
         if (tree) {
@@ -137,7 +137,7 @@ const int32_t *ml_dataset_all_targets(const ml_dataset *ds, int64_t i, int *n) {
 
 ml_status ml_dataset_get_doc(const ml_dataset *ds, int64_t i, ml_doc *doc) {
     if (i < 0 || i >= ds->n)
-        return ml_fail(ML_ERR_INDEX, "dataset: document %lld out of range 0..%lld", (long long)i,
+        return ml_fail(ML_ERR_INDEX, "dataset:doc: document %lld out of range 0..%lld", (long long)i,
                        (long long)ds->n - 1);
     int len, na;
     const int32_t *tok = ml_dataset_tokens(ds, i, &len);
@@ -178,7 +178,7 @@ static ml_status check_indices(const ml_dataset *ds, const int64_t *idx, int bat
 
 ml_status ml_dataset_batch(const ml_dataset *ds, const int64_t *doc_indices, int batch, ml_tensor **tokens,
                            ml_tensor **targets) {
-    const char *fn = "dataset.batch";
+    const char *fn = "dataset:batch";
     *tokens = *targets = NULL;
     if (check_indices(ds, doc_indices, batch, fn) != ML_OK) return ml_last_status();
     int L = 0;
@@ -214,7 +214,7 @@ ml_status ml_dataset_batch(const ml_dataset *ds, const int64_t *doc_indices, int
 ml_status ml_dataset_batch_positions(const ml_dataset *ds, const int64_t *doc_indices, int batch,
                                      ml_tensor **positions) {
     *positions = NULL;
-    if (check_indices(ds, doc_indices, batch, "dataset.positions") != ML_OK) return ml_last_status();
+    if (check_indices(ds, doc_indices, batch, "dataset:positions") != ML_OK) return ml_last_status();
     int64_t shape[2] = {batch, ML_NPOS};
     ml_tensor *p = ml_empty(ML_I32, 2, shape);
     if (!p) return ml_last_status() != ML_OK ? ml_last_status() : ML_ERR_MEM;
@@ -230,10 +230,10 @@ ml_status ml_dataset_batch_range(const ml_dataset *ds, int64_t first, int count,
     *tokens = *targets = NULL;
     if (positions) *positions = NULL;
     if (count < 1 || first < 0 || first > ds->n - count)
-        return ml_fail(ML_ERR_INDEX, "dataset.batch: documents %lld..%lld out of range 0..%lld", (long long)first,
+        return ml_fail(ML_ERR_INDEX, "dataset:batch: documents %lld..%lld out of range 0..%lld", (long long)first,
                        (long long)first + count - 1, (long long)ds->n - 1);
     int64_t *idx = malloc((size_t)count * sizeof(int64_t));
-    if (!idx) return ml_fail(ML_ERR_MEM, "dataset.batch: out of memory");
+    if (!idx) return ml_fail(ML_ERR_MEM, "dataset:batch: out of memory");
     for (int b = 0; b < count; b++) idx[b] = first + b;
     ml_status st = ml_dataset_batch(ds, idx, count, tokens, targets);
     if (st == ML_OK && positions) st = ml_dataset_batch_positions(ds, idx, count, positions);
@@ -249,7 +249,7 @@ ml_status ml_dataset_batch_range(const ml_dataset *ds, int64_t first, int count,
 ml_status ml_dataset_batch_target_dist(const ml_dataset *ds, const int64_t *doc_indices, int batch,
                                        ml_tensor **dist) {
     *dist = NULL;
-    if (check_indices(ds, doc_indices, batch, "dataset.target_dist") != ML_OK) return ml_last_status();
+    if (check_indices(ds, doc_indices, batch, "dataset:target_dist") != ML_OK) return ml_last_status();
     int V = ds->task->vocab;
     int64_t shape[2] = {batch, V};
     ml_tensor *d = ml_zeros(ML_F32, 2, shape);

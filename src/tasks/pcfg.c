@@ -66,7 +66,7 @@ static int cdf_pick(const double *cdf, int n, double u) {
 
 ml_status ml_atr_build(ml_task *t) {
     const ml_atr_config *c = &t->atr;
-    const char *fn = "task.atr";
+    const char *fn = "mech.task.atr";
     if (validate(c, fn) != ML_OK) return ML_ERR_ARG;
     int nt = c->num_nonterminals, nsig = c->num_terminals;
     t->n_labels = nsig + (c->transparent_nonterminals ? nt : 0);
@@ -326,7 +326,7 @@ ml_status ml_atr_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *d
     for (;; rejections++) {
         if (rejections >= ML_MAX_REJECTIONS)
             return ml_fail(ML_ERR_STATE,
-                           "task.sample: %d consecutive %s documents rejected (split %s, %lld held-out pairs)",
+                           "task:sample: %d consecutive %s documents rejected (split %s, %lld held-out pairs)",
                            rejections, t->name, ml_split_name(split), (long long)t->n_prohibited);
         int kept = draw_yield(t, rng, doc, s, &n);
         if (kept < 0) return ML_ERR_MEM;

@@ -54,6 +54,6 @@ unknown:;
         strcat(list, i ? ", " : "");
         strcat(list, ml_task_preset_names[i]);
     }
-    ml_fail(ML_ERR_ARG, "task.preset: unknown preset \"%s\" (expected one of %s)", name, list);
+    ml_fail(ML_ERR_ARG, "mech.task.preset: unknown preset \"%s\" (expected one of %s)", name, list);
     return NULL;
 }

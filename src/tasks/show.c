@@ -73,10 +73,10 @@ char *ml_doc_format(const ml_task *t, const ml_doc *d) {
     for (int i = 0; i < ML_NPOS; i++) {
         int p = d->pos[i];
         if (p < 0 || p >= d->len) continue;
-        sb_printf(&b, "\n  %-17s %4d  %s", ml_pos_names[i], p, ml_task_token_name(t, d->tokens[p], name));
+        sb_printf(&b, "\n  %-21s %4d  %s", ml_pos_names[i], p, ml_task_token_name(t, d->tokens[p], name));
     }
     if (d->n_all_targets > 0) {
-        sb_printf(&b, "\n  %-17s", "all_target_items_orig");
+        sb_printf(&b, "\n  %-21s", "all_target_items_orig");
         for (int j = 0; j < d->n_all_targets; j++) sb_printf(&b, " %d", d->all_targets[j]);
     }
     sb_printf(&b, "\n");
@@ -87,7 +87,7 @@ char *ml_doc_format(const ml_task *t, const ml_doc *d) {
     }
     if (b.oom) {
         free(b.s);
-        ml_fail(ML_ERR_MEM, "task.show: out of memory");
+        ml_fail(ML_ERR_MEM, "task:show: out of memory");
         return NULL;
     }
     return b.s;

@@ -247,6 +247,6 @@ const char *ml_task_token_name(const ml_task *t, int id, char buf[32]) {
 }
 
 ml_status ml_task_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc) {
-    if ((unsigned)split > ML_SPLIT_TEST) return ml_fail(ML_ERR_ARG, "task.sample: unknown split %d", (int)split);
+    if ((unsigned)split > ML_SPLIT_TEST) return ml_fail(ML_ERR_ARG, "task:sample: unknown split %d", (int)split);
     return t->kind == ML_TASK_AR ? ml_ar_sample(t, rng, split, doc) : ml_atr_sample(t, rng, split, doc);
 }

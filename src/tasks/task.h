@@ -148,6 +148,8 @@ typedef struct {
 
 void ml_doc_init(ml_doc *d);
 void ml_doc_free(ml_doc *d);
+/* Grows the per-token arrays to hold n entries (for filling a document by hand). */
+ml_status ml_doc_reserve(ml_doc *d, int n);
 /* Draws one document of `split` from rng (rejected draws continue the same stream). */
 ml_status ml_task_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc);
 /* A readable rendering: the sequence, the named positions and (ATR) the dependency tree.

@@ -74,8 +74,6 @@ typedef struct {
 ml_scratch *ml_scratch_get(ml_doc *d);
 void ml_task_set_name(ml_task *t, const char *name);
 
-/* Grows the per-token arrays of a document to hold `n` entries. */
-ml_status ml_doc_reserve(ml_doc *d, int n);
 /* Grows *p (elements of `size` bytes, capacity *cap) to at least n elements. */
 ml_status ml_grow(void **p, int *cap, int n, size_t size);
 

@@ -1,0 +1,808 @@
+/* mech.task: the AR and ATR tasks, their documents and datasets (core: src/tasks/task.h).
+ *
+ * Documents are Lua tables; every position in them is a 0-based document position, and
+ * tokens[p + 1] is the token at position p:
+ *   { tokens = {...}, len = L, type = "PARENT", split = "train",
+ *     positions = { bos = 0, query_item = ..., ..., all_target_items_orig = {...} },
+ *     stats = { yield_len = ..., depth = ..., ... },
+ *     tree = { parent = {...}, depth = {...} },  -- ATR: per position, parent position (-1: none)
+ *     task = <the task> } */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua/binding.h"
+#include "tasks/task.h"
+
+#define TASK_MT "mech.Task"
+#define DATASET_MT "mech.Dataset"
+#define GENERATOR_MT "mech.Generator" /* defined by src/lua/tensor.c */
+
+typedef struct {
+    ml_task *t;
+    ml_rng rng; /* task:sample() without a seed draws from here, so calls differ */
+} task_box;
+
+typedef struct {
+    ml_dataset *ds;
+} dataset_box;
+
+static task_box *check_task(lua_State *L, int idx, const char *fn) {
+    task_box *b = luaL_testudata(L, idx, TASK_MT);
+    if (!b || !b->t) mlL_argerror(L, fn, idx, "a mech.Task");
+    return b;
+}
+
+static ml_dataset *check_dataset(lua_State *L, int idx, const char *fn) {
+    dataset_box *b = luaL_testudata(L, idx, DATASET_MT);
+    if (!b || !b->ds) mlL_argerror(L, fn, idx, "a mech.Dataset");
+    return b->ds;
+}
+
+static void push_task(lua_State *L, ml_task *t) {
+    if (!t) mlL_raise(L);
+    task_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->t = t;
+    ml_rng_init(&b->rng, ml_task_seed(t), ML_STREAM_USER - 1); /* a stream no dataset uses */
+    luaL_setmetatable(L, TASK_MT);
+}
+
+/* ------------------------------------------------------------------- constructors ---- */
+
+static int opt_int32(lua_State *L, int idx, const char *key, int def, const char *fn) {
+    lua_Integer v = mlL_optint(L, idx, key, def, fn);
+    if (v < INT_MIN || v > INT_MAX) luaL_error(L, "%s: option '%s' is out of range, got %I", fn, key, v);
+    return (int)v;
+}
+
+/* A string option that must be one of names[]; returns its index. */
+static int opt_enum(lua_State *L, int idx, const char *key, int def, const char *const *names, const char *fn) {
+    const char *s = mlL_optstr(L, idx, key, NULL, fn);
+    if (!s) return def;
+    for (int i = 0; names[i]; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 0; names[i]; i++) {
+        luaL_addstring(&b, i ? (names[i + 1] ? ", \"" : " or \"") : "\"");
+        luaL_addstring(&b, names[i]);
+        luaL_addstring(&b, "\"");
+    }
+    luaL_pushresult(&b);
+    return luaL_error(L, "%s: option '%s' expected %s, got '%s'", fn, key, lua_tostring(L, -1), s);
+}
+
+static uint64_t opt_seed(lua_State *L, int idx, const char *fn) {
+    return (uint64_t)mlL_optint(L, idx, "seed", 42, fn);
+}
+
+static const char *const ar_keys[] = {"num_kv", "length", "min_length", "max_length", "query_type",
+                                      "train_test_split", "seed", NULL};
+
+static int l_ar(lua_State *L) {
+    const char *fn = "mech.task.ar";
+    if (lua_isnoneornil(L, 1)) lua_newtable(L), lua_replace(L, 1);
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checkkeys(L, 1, fn, ar_keys);
+    ml_ar_config c = ml_ar_config_default();
+    c.num_kv = opt_int32(L, 1, "num_kv", c.num_kv, fn);
+    int len = opt_int32(L, 1, "length", c.max_length, fn);
+    c.min_length = opt_int32(L, 1, "min_length", len, fn);
+    c.max_length = opt_int32(L, 1, "max_length", len, fn);
+    static const char *const qt[] = {"key", "value", NULL};
+    c.query_type = opt_enum(L, 1, "query_type", 0, qt, fn) ? ML_QT_VALUE : ML_QT_KEY;
+    c.train_test_split = mlL_optnum(L, 1, "train_test_split", 0.0, fn);
+    push_task(L, ml_task_ar(&c, opt_seed(L, 1, fn)));
+    return 1;
+}
+
+static const char *const atr_keys[] = {"head_position",
+                                       "max_depth",
+                                       "max_rhs_len",
+                                       "max_rules_per_nt",
+                                       "num_nonterminals",
+                                       "num_terminals",
+                                       "terminal_occurrence_factor",
+                                       "transparent_nonterminals",
+                                       "train_test_split",
+                                       "parent",
+                                       "child",
+                                       "sibling",
+                                       "unambiguous_queries",
+                                       "sample_first",
+                                       "query_type_token",
+                                       "min_yield",
+                                       "max_yield",
+                                       "seed",
+                                       NULL};
+
+static int l_atr(lua_State *L) {
+    const char *fn = "mech.task.atr";
+    if (lua_isnoneornil(L, 1)) lua_newtable(L), lua_replace(L, 1);
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checkkeys(L, 1, fn, atr_keys);
+    ml_atr_config c = ml_atr_config_default();
+    static const char *const heads[] = {"right", "left", NULL};
+    static const char *const first[] = {"target", "query", NULL};
+    static const char *const qtok[] = {"auto", "never", "always", NULL};
+    c.head_position = (ml_head_pos)opt_enum(L, 1, "head_position", c.head_position, heads, fn);
+    c.max_depth = opt_int32(L, 1, "max_depth", c.max_depth, fn);
+    c.max_rhs_len = opt_int32(L, 1, "max_rhs_len", c.max_rhs_len, fn);
+    c.max_rules_per_nt = opt_int32(L, 1, "max_rules_per_nt", c.max_rules_per_nt, fn);
+    c.num_nonterminals = opt_int32(L, 1, "num_nonterminals", c.num_nonterminals, fn);
+    c.num_terminals = opt_int32(L, 1, "num_terminals", c.num_terminals, fn);
+    c.terminal_occurrence_factor = mlL_optnum(L, 1, "terminal_occurrence_factor", 0.0, fn);
+    c.transparent_nonterminals = mlL_optbool(L, 1, "transparent_nonterminals", c.transparent_nonterminals, fn);
+    c.train_test_split = mlL_optnum(L, 1, "train_test_split", 0.0, fn);
+    c.parent = mlL_optbool(L, 1, "parent", c.parent, fn);
+    c.child = mlL_optbool(L, 1, "child", c.child, fn);
+    c.sibling = mlL_optbool(L, 1, "sibling", c.sibling, fn);
+    c.unambiguous_queries = mlL_optbool(L, 1, "unambiguous_queries", c.unambiguous_queries, fn);
+    c.sample_first = (ml_sample_first)opt_enum(L, 1, "sample_first", c.sample_first, first, fn);
+    lua_getfield(L, 1, "query_type_token"); /* a boolean means always/never */
+    int is_bool = lua_isboolean(L, -1), bval = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    c.query_type_token = is_bool ? (bval ? ML_QTOK_ALWAYS : ML_QTOK_NEVER)
+                                 : (ml_qtok)opt_enum(L, 1, "query_type_token", ML_QTOK_AUTO, qtok, fn);
+    c.min_yield = opt_int32(L, 1, "min_yield", c.min_yield, fn);
+    c.max_yield = opt_int32(L, 1, "max_yield", c.max_yield, fn);
+    push_task(L, ml_task_atr(&c, opt_seed(L, 1, fn)));
+    return 1;
+}
+
+static int l_preset(lua_State *L) {
+    const char *fn = "mech.task.preset";
+    if (lua_type(L, 1) != LUA_TSTRING) return mlL_argerror(L, fn, 1, "a preset name");
+    lua_Integer seed = 42;
+    if (!lua_isnoneornil(L, 2)) {
+        int ok;
+        seed = lua_tointegerx(L, 2, &ok);
+        if (!ok) return mlL_argerror(L, fn, 2, "an integer seed");
+    }
+    const char *name = lua_tostring(L, 1);
+    ml_task *t = ml_task_preset(name, (uint64_t)seed);
+    if (!t) {
+        const char *near = mlL_closest(name, ml_task_preset_names);
+        return luaL_error(L, "%s: unknown preset '%s' (did you mean '%s'?)", fn, name, near ? near : "?");
+    }
+    push_task(L, t);
+    return 1;
+}
+
+static int l_presets(lua_State *L) {
+    lua_newtable(L);
+    for (int i = 0; ml_task_preset_names[i]; i++) {
+        lua_pushstring(L, ml_task_preset_names[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ documents ---- */
+
+static void set_int(lua_State *L, const char *k, lua_Integer v) {
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void set_num(lua_State *L, const char *k, lua_Number v) {
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void push_int_array(lua_State *L, const int32_t *a, int n) {
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushinteger(L, a[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static void push_stats(lua_State *L, const ml_doc_stats *s) {
+    lua_createtable(L, 0, 13);
+    set_int(L, "doc_len", s->doc_len);
+    set_int(L, "yield_len", s->yield_len);
+    set_int(L, "depth", s->depth);
+    set_int(L, "qt_dist", s->qt_dist);
+    set_int(L, "query_key_dist", s->query_key_dist);
+    set_int(L, "query_target_dist", s->query_target_dist);
+    set_num(L, "branching", s->branching);
+    set_num(L, "percent_non_unique", s->percent_non_unique);
+    set_int(L, "eligible_pairs", s->eligible_pairs);
+    set_int(L, "eligible_queries", s->eligible_queries);
+    set_int(L, "eligible_targets", s->eligible_targets);
+    set_int(L, "rejections", s->rejections);
+}
+
+/* Pushes the document table; task_idx is the stack index of the task userdata. */
+static void push_doc(lua_State *L, int task_idx, const ml_doc *d, ml_split split) {
+    lua_createtable(L, 0, 8);
+    push_int_array(L, d->tokens, d->len);
+    lua_setfield(L, -2, "tokens");
+    set_int(L, "len", d->len);
+    lua_pushstring(L, ml_qtype_name(d->qtype));
+    lua_setfield(L, -2, "type");
+    lua_pushstring(L, ml_split_name(split));
+    lua_setfield(L, -2, "split");
+    lua_createtable(L, 0, ML_NPOS + 1);
+    for (int i = 0; i < ML_NPOS; i++)
+        if (d->pos[i] >= 0) set_int(L, ml_pos_names[i], d->pos[i]);
+    push_int_array(L, d->all_targets, d->n_all_targets);
+    lua_setfield(L, -2, "all_target_items_orig");
+    lua_setfield(L, -2, "positions");
+    push_stats(L, &d->stats);
+    lua_setfield(L, -2, "stats");
+    if (d->n_yield > 0) {
+        lua_createtable(L, 0, 2);
+        lua_createtable(L, d->len, 0);
+        for (int p = 0; p < d->len; p++) {
+            lua_pushinteger(L, p >= 1 && p <= d->n_yield ? d->parent_pos[p - 1] : -1);
+            lua_rawseti(L, -2, p + 1);
+        }
+        lua_setfield(L, -2, "parent");
+        lua_createtable(L, d->len, 0);
+        for (int p = 0; p < d->len; p++) {
+            lua_pushinteger(L, p >= 1 && p <= d->n_yield ? d->depth[p - 1] : 0);
+            lua_rawseti(L, -2, p + 1);
+        }
+        lua_setfield(L, -2, "depth");
+        lua_setfield(L, -2, "tree");
+    }
+    lua_pushvalue(L, task_idx);
+    lua_setfield(L, -2, "task");
+}
+
+/* Reads an integer array field of the table at idx into a (n entries); false if absent. */
+static bool read_int_array(lua_State *L, int idx, const char *key, int32_t *a, int n, const char *fn) {
+    lua_getfield(L, idx, key);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return false;
+    }
+    if (!lua_istable(L, -1)) luaL_error(L, "%s: doc.%s expected a table, got %s", fn, key, luaL_typename(L, -1));
+    for (int i = 0; i < n; i++) {
+        lua_geti(L, -1, i + 1);
+        int ok;
+        lua_Integer v = lua_tointegerx(L, -1, &ok);
+        if (!ok || v < INT32_MIN || v > INT32_MAX)
+            luaL_error(L, "%s: doc.%s[%d] expected an integer, got %s", fn, key, i + 1, luaL_typename(L, -1));
+        a[i] = (int32_t)v;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return true;
+}
+
+/* Rebuilds a C document from a document table (for printing). */
+static void read_doc(lua_State *L, int idx, const ml_task *t, ml_doc *d, const char *fn) {
+    idx = lua_absindex(L, idx);
+    lua_getfield(L, idx, "tokens");
+    if (!lua_istable(L, -1)) luaL_error(L, "%s: doc.tokens expected a table, got %s", fn, luaL_typename(L, -1));
+    lua_Integer len = luaL_len(L, -1);
+    lua_pop(L, 1);
+    if (len < 1 || len > (1 << 24)) luaL_error(L, "%s: doc.tokens has %I entries", fn, len);
+    if (ml_doc_reserve(d, (int)len) != ML_OK) mlL_raise(L);
+    read_int_array(L, idx, "tokens", d->tokens, (int)len, fn);
+    d->len = (int)len;
+    lua_getfield(L, idx, "positions");
+    if (!lua_istable(L, -1)) luaL_error(L, "%s: doc.positions expected a table, got %s", fn, luaL_typename(L, -1));
+    for (int i = 0; i < ML_NPOS; i++) {
+        lua_getfield(L, -1, ml_pos_names[i]);
+        int ok;
+        lua_Integer v = lua_tointegerx(L, -1, &ok);
+        d->pos[i] = ok && v >= 0 && v < len ? (int32_t)v : -1;
+        lua_pop(L, 1);
+    }
+    lua_getfield(L, -1, "all_target_items_orig");
+    int na = lua_istable(L, -1) ? (int)luaL_len(L, -1) : 0;
+    lua_pop(L, 1);
+    if (na < 0 || na > len) na = 0;
+    d->n_all_targets = na && read_int_array(L, lua_gettop(L), "all_target_items_orig", d->all_targets, na, fn) ? na : 0;
+    lua_pop(L, 1);
+    lua_getfield(L, idx, "type");
+    const char *ty = lua_tostring(L, -1);
+    d->qtype = ML_QT_KEY;
+    for (int q = 0; ty && q <= ML_QT_SIBLING; q++)
+        if (strcmp(ty, ml_qtype_name((ml_qtype)q)) == 0) d->qtype = (ml_qtype)q;
+    lua_pop(L, 1);
+    memset(&d->stats, 0, sizeof d->stats);
+    d->n_yield = 0;
+    lua_getfield(L, idx, "tree");
+    bool tree = lua_istable(L, -1) && ml_task_get_kind(t) == ML_TASK_ATR && d->pos[ML_POS_DIVIDER] > 1;
+    if (tree) {
+        /* Entries that are out of range or not numbers print as roots: never trusted. */
+        int n = d->pos[ML_POS_DIVIDER] - 1, tr = lua_gettop(L), depth = 0;
+        bool okp = lua_getfield(L, tr, "parent") == LUA_TTABLE && luaL_len(L, -1) > n;
+        bool okd = lua_getfield(L, tr, "depth") == LUA_TTABLE && luaL_len(L, -1) > n;
+        if (okp && okd) {
+            for (int p = 1; p <= n; p++) {
+                lua_geti(L, -2, p + 1);
+                lua_Integer v = lua_tointeger(L, -1);
+                d->parent_pos[p - 1] = v >= 1 && v <= n ? (int32_t)v : -1;
+                lua_geti(L, -2, p + 1);
+                v = lua_tointeger(L, -1);
+                d->depth[p - 1] = v >= 0 && v <= INT32_MAX ? (int32_t)v : 0;
+                depth = d->depth[p - 1] > depth ? d->depth[p - 1] : depth;
+                lua_pop(L, 2);
+            }
+            d->n_yield = n;
+            d->stats.yield_len = n;
+            d->stats.depth = depth;
+        }
+        lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
+}
+
+static int l_task_show(lua_State *L) {
+    const char *fn = "task:show";
+    task_box *b = check_task(L, 1, fn);
+    mlL_checktable(L, 2, fn, 2);
+    /* the buffers would leak if read_doc raised: keep them in a userdata whose __gc frees */
+    ml_doc *box = lua_newuserdatauv(L, sizeof(ml_doc), 0);
+    ml_doc_init(box);
+    luaL_setmetatable(L, "mech.TaskDoc");
+    read_doc(L, 2, b->t, box, fn);
+    char *s = ml_doc_format(b->t, box);
+    if (!s) return mlL_raise(L);
+    lua_pushstring(L, s);
+    free(s);
+    return 1;
+}
+
+static int l_doc_gc(lua_State *L) {
+    ml_doc *d = luaL_checkudata(L, 1, "mech.TaskDoc");
+    ml_doc_free(d);
+    return 0;
+}
+
+/* mech.task.show(doc): the document knows its task. */
+static int l_show(lua_State *L) {
+    mlL_checktable(L, 1, "mech.task.show", 1);
+    lua_settop(L, 1);
+    lua_getfield(L, 1, "task");
+    if (!luaL_testudata(L, 2, TASK_MT))
+        return luaL_error(L, "mech.task.show: argument 1 expected a document with a 'task' field, got %s",
+                          luaL_typename(L, 2));
+    lua_insert(L, 1); /* (task, doc) */
+    return l_task_show(L);
+}
+
+/* ------------------------------------------------------------------ task methods ---- */
+
+static ml_split opt_split(lua_State *L, int idx, const char *fn, int arg) {
+    if (lua_isnoneornil(L, idx)) return ML_SPLIT_TRAIN;
+    const char *s = lua_tostring(L, idx);
+    ml_split sp;
+    if (lua_type(L, idx) != LUA_TSTRING || !ml_split_parse(s, &sp))
+        mlL_argerror(L, fn, arg, "\"train\", \"dev\" or \"test\"");
+    return sp;
+}
+
+/* task:sample([seed | generator], [split]) */
+static int l_sample(lua_State *L) {
+    const char *fn = "task:sample";
+    task_box *b = check_task(L, 1, fn);
+    ml_split split = opt_split(L, 3, fn, 3);
+    ml_rng local, *rng = &b->rng;
+    if (lua_type(L, 2) == LUA_TNUMBER) {
+        int ok;
+        lua_Integer seed = lua_tointegerx(L, 2, &ok);
+        if (!ok) return mlL_argerror(L, fn, 2, "an integer seed, a mech.Generator or nil");
+        /* the first document of task:dataset(n, {seed = seed, split = split}) */
+        ml_rng_init(&local, (uint64_t)seed, ml_split_stream(split));
+        rng = &local;
+    } else if (!lua_isnoneornil(L, 2)) {
+        rng = luaL_testudata(L, 2, GENERATOR_MT);
+        if (!rng) return mlL_argerror(L, fn, 2, "an integer seed, a mech.Generator or nil");
+    }
+    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
+    ml_doc_init(d);
+    luaL_setmetatable(L, "mech.TaskDoc");
+    if (ml_task_sample(b->t, rng, split, d) != ML_OK) return mlL_raise(L);
+    push_doc(L, 1, d, split);
+    return 1;
+}
+
+static const char *const dataset_keys[] = {"seed", "split", NULL};
+
+/* task:dataset(n, {seed = 42, split = "train"}) */
+static int l_dataset(lua_State *L) {
+    const char *fn = "task:dataset";
+    task_box *b = check_task(L, 1, fn);
+    int ok;
+    lua_Integer n = lua_tointegerx(L, 2, &ok);
+    if (!ok || n < 0) return mlL_argerror(L, fn, 2, "a number of documents >= 0");
+    uint64_t seed = ml_task_seed(b->t);
+    ml_split split = ML_SPLIT_TRAIN;
+    if (!lua_isnoneornil(L, 3)) {
+        mlL_checktable(L, 3, fn, 3);
+        mlL_checkkeys(L, 3, fn, dataset_keys);
+        seed = (uint64_t)mlL_optint(L, 3, "seed", (lua_Integer)seed, fn);
+        const char *s = mlL_optstr(L, 3, "split", "train", fn);
+        if (!ml_split_parse(s, &split))
+            return luaL_error(L, "%s: option 'split' expected \"train\", \"dev\" or \"test\", got '%s'", fn, s);
+    }
+    dataset_box *db = lua_newuserdatauv(L, sizeof *db, 0);
+    db->ds = NULL;
+    luaL_setmetatable(L, DATASET_MT);
+    db->ds = ml_dataset_new(b->t, n, seed, split);
+    if (!db->ds) return mlL_raise(L);
+    int len;
+    size_t bytes = 0;
+    for (int64_t i = 0; i < n; i++) ml_dataset_tokens(db->ds, i, &len), bytes += (size_t)len * 12;
+    mlL_account(L, bytes + (size_t)n * (sizeof(ml_doc_stats) + 64));
+    return 1;
+}
+
+static int l_vocab_size(lua_State *L) {
+    lua_pushinteger(L, ml_task_vocab_size(check_task(L, 1, "task:vocab_size")->t));
+    return 1;
+}
+
+static int l_token_name(lua_State *L) {
+    task_box *b = check_task(L, 1, "task:token_name");
+    int ok;
+    lua_Integer id = lua_tointegerx(L, 2, &ok);
+    if (!ok) return mlL_argerror(L, "task:token_name", 2, "an integer token id");
+    char buf[32];
+    lua_pushstring(L, ml_task_token_name(b->t, id < INT_MIN || id > INT_MAX ? -1 : (int)id, buf));
+    return 1;
+}
+
+static int l_name(lua_State *L) {
+    lua_pushstring(L, ml_task_name(check_task(L, 1, "task:name")->t));
+    return 1;
+}
+
+static int l_kind(lua_State *L) {
+    lua_pushstring(L, ml_task_get_kind(check_task(L, 1, "task:kind")->t) == ML_TASK_AR ? "ar" : "atr");
+    return 1;
+}
+
+static int l_has_split(lua_State *L) {
+    lua_pushboolean(L, ml_task_has_split(check_task(L, 1, "task:has_split")->t));
+    return 1;
+}
+
+static int l_corrupt_range(lua_State *L) {
+    int lo, hi;
+    ml_task_corrupt_range(check_task(L, 1, "task:corrupt_range")->t, &lo, &hi);
+    lua_pushinteger(L, lo);
+    lua_pushinteger(L, hi);
+    return 2;
+}
+
+/* task:config(): the options as a table (those that mech.task.ar / atr accept). */
+static int l_config(lua_State *L) {
+    task_box *b = check_task(L, 1, "task:config");
+    const ml_ar_config *a = ml_task_ar_config(b->t);
+    const ml_atr_config *c = ml_task_atr_config(b->t);
+    lua_newtable(L);
+    set_int(L, "seed", (lua_Integer)ml_task_seed(b->t));
+    if (a) {
+        set_int(L, "num_kv", a->num_kv);
+        set_int(L, "min_length", a->min_length);
+        set_int(L, "max_length", a->max_length);
+        lua_pushstring(L, a->query_type == ML_QT_VALUE ? "value" : "key");
+        lua_setfield(L, -2, "query_type");
+        set_num(L, "train_test_split", a->train_test_split);
+        return 1;
+    }
+    static const char *const heads[] = {"right", "left"}, *const first[] = {"target", "query"},
+                             *const qtok[] = {"auto", "never", "always"};
+    lua_pushstring(L, heads[c->head_position]);
+    lua_setfield(L, -2, "head_position");
+    set_int(L, "max_depth", c->max_depth);
+    set_int(L, "max_rhs_len", c->max_rhs_len);
+    set_int(L, "max_rules_per_nt", c->max_rules_per_nt);
+    set_int(L, "num_nonterminals", c->num_nonterminals);
+    set_int(L, "num_terminals", c->num_terminals);
+    set_num(L, "terminal_occurrence_factor", c->terminal_occurrence_factor);
+    set_num(L, "train_test_split", c->train_test_split);
+    const char *flags[] = {"transparent_nonterminals", "parent", "child", "sibling", "unambiguous_queries"};
+    bool vals[] = {c->transparent_nonterminals, c->parent, c->child, c->sibling, c->unambiguous_queries};
+    for (int i = 0; i < 5; i++) {
+        lua_pushboolean(L, vals[i]);
+        lua_setfield(L, -2, flags[i]);
+    }
+    lua_pushstring(L, first[c->sample_first]);
+    lua_setfield(L, -2, "sample_first");
+    lua_pushstring(L, qtok[c->query_type_token]);
+    lua_setfield(L, -2, "query_type_token");
+    set_int(L, "min_yield", c->min_yield);
+    set_int(L, "max_yield", c->max_yield);
+    return 1;
+}
+
+static int l_task_tostring(lua_State *L) {
+    task_box *b = check_task(L, 1, "tostring");
+    lua_pushfstring(L, "mech.Task(%s, seed=%I, vocab=%d)", ml_task_name(b->t), (lua_Integer)ml_task_seed(b->t),
+                    ml_task_vocab_size(b->t));
+    return 1;
+}
+
+static int l_task_gc(lua_State *L) {
+    task_box *b = luaL_checkudata(L, 1, TASK_MT);
+    ml_task_release(b->t);
+    b->t = NULL;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ datasets ---- */
+
+static int64_t check_index(lua_State *L, const ml_dataset *ds, int idx, const char *fn) {
+    int ok;
+    lua_Integer i = lua_tointegerx(L, idx, &ok);
+    if (!ok || i < 0 || i >= ml_dataset_size(ds)) {
+        char want[96];
+        snprintf(want, sizeof want, "a document index in 0..%lld", (long long)ml_dataset_size(ds) - 1);
+        mlL_argerror(L, fn, idx, want);
+    }
+    return i;
+}
+
+/* Positions of a batch as {name = {row 1, row 2, ...}} (0-based; -1 where absent). */
+static void push_batch_positions(lua_State *L, const ml_dataset *ds, const int64_t *idx, int n) {
+    lua_createtable(L, 0, ML_NPOS + 1);
+    for (int k = 0; k < ML_NPOS; k++) {
+        lua_createtable(L, n, 0);
+        for (int b = 0; b < n; b++) {
+            lua_pushinteger(L, ml_dataset_positions(ds, idx[b])[k]);
+            lua_rawseti(L, -2, b + 1);
+        }
+        lua_setfield(L, -2, ml_pos_names[k]);
+    }
+    lua_createtable(L, n, 0);
+    for (int b = 0; b < n; b++) {
+        int na;
+        const int32_t *at = ml_dataset_all_targets(ds, idx[b], &na);
+        push_int_array(L, at, na);
+        lua_rawseti(L, -2, b + 1);
+    }
+    lua_setfield(L, -2, "all_target_items_orig");
+}
+
+static int push_batch(lua_State *L, const ml_dataset *ds, const int64_t *idx, int n) {
+    ml_tensor *tk, *tg;
+    if (ml_dataset_batch(ds, idx, n, &tk, &tg) != ML_OK) return mlL_raise(L);
+    mlL_pushtensor(L, tk);
+    mlL_pushtensor(L, tg);
+    push_batch_positions(L, ds, idx, n);
+    return 3;
+}
+
+/* Reads (first, count) at idx, idx+1 into a temporary index array (a userdata). */
+static int64_t *range_indices(lua_State *L, const ml_dataset *ds, int idx, const char *fn, int *count) {
+    int64_t first = check_index(L, ds, idx, fn);
+    int ok;
+    lua_Integer c = lua_tointegerx(L, idx + 1, &ok);
+    if (!ok || c < 1 || c > ml_dataset_size(ds) - first) {
+        char want[96];
+        snprintf(want, sizeof want, "a count in 1..%lld", (long long)(ml_dataset_size(ds) - first));
+        mlL_argerror(L, fn, idx + 1, want);
+    }
+    int64_t *a = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)c, 0);
+    for (lua_Integer i = 0; i < c; i++) a[i] = first + i;
+    *count = (int)c;
+    return a;
+}
+
+/* ds:batch(first, count) -> tokens, targets, positions */
+static int l_ds_batch(lua_State *L) {
+    const char *fn = "dataset:batch";
+    ml_dataset *ds = check_dataset(L, 1, fn);
+    int n;
+    int64_t *idx = range_indices(L, ds, 2, fn, &n);
+    return push_batch(L, ds, idx, n);
+}
+
+/* ds:batch_at({i, j, ...}) -> tokens, targets, positions (0-based indices) */
+static int l_ds_batch_at(lua_State *L) {
+    const char *fn = "dataset:batch_at";
+    ml_dataset *ds = check_dataset(L, 1, fn);
+    mlL_checktable(L, 2, fn, 2);
+    lua_Integer n = luaL_len(L, 2);
+    if (n < 1 || n > INT_MAX) return mlL_argerror(L, fn, 2, "a non-empty list of document indices");
+    int64_t *idx = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)n, 0);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_geti(L, 2, i + 1);
+        int ok;
+        lua_Integer v = lua_tointegerx(L, -1, &ok);
+        if (!ok || v < 0 || v >= ml_dataset_size(ds))
+            return luaL_error(L, "%s: argument 2 entry %I expected a document index in 0..%I, got %s", fn, i + 1,
+                              (lua_Integer)ml_dataset_size(ds) - 1, luaL_tolstring(L, -1, NULL));
+        idx[i] = v;
+        lua_pop(L, 1);
+    }
+    return push_batch(L, ds, idx, (int)n);
+}
+
+/* ds:positions(first, count) -> int32 tensor (count, #mech.task.positions) */
+static int l_ds_positions(lua_State *L) {
+    const char *fn = "dataset:positions";
+    ml_dataset *ds = check_dataset(L, 1, fn);
+    int n;
+    int64_t *idx = range_indices(L, ds, 2, fn, &n);
+    ml_tensor *p;
+    if (ml_dataset_batch_positions(ds, idx, n, &p) != ML_OK) return mlL_raise(L);
+    mlL_pushtensor(L, p);
+    return 1;
+}
+
+/* ds:target_dist(first, count) -> float32 tensor (count, V) */
+static int l_ds_target_dist(lua_State *L) {
+    const char *fn = "dataset:target_dist";
+    ml_dataset *ds = check_dataset(L, 1, fn);
+    int n;
+    int64_t *idx = range_indices(L, ds, 2, fn, &n);
+    ml_tensor *d;
+    if (ml_dataset_batch_target_dist(ds, idx, n, &d) != ML_OK) return mlL_raise(L);
+    mlL_pushtensor(L, d);
+    return 1;
+}
+
+/* ds:doc(i) -> document table (0-based i) */
+static int l_ds_doc(lua_State *L) {
+    const char *fn = "dataset:doc";
+    ml_dataset *ds = check_dataset(L, 1, fn);
+    int64_t i = check_index(L, ds, 2, fn);
+    push_task(L, ml_task_retain(ml_dataset_task(ds)));
+    int task_idx = lua_gettop(L);
+    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
+    ml_doc_init(d);
+    luaL_setmetatable(L, "mech.TaskDoc");
+    if (ml_dataset_get_doc(ds, i, d) != ML_OK) return mlL_raise(L);
+    push_doc(L, task_idx, d, ml_dataset_split(ds));
+    return 1;
+}
+
+/* ds:show(i) -> string */
+static int l_ds_show(lua_State *L) {
+    const char *fn = "dataset:show";
+    ml_dataset *ds = check_dataset(L, 1, fn);
+    int64_t i = check_index(L, ds, 2, fn);
+    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
+    ml_doc_init(d);
+    luaL_setmetatable(L, "mech.TaskDoc");
+    if (ml_dataset_get_doc(ds, i, d) != ML_OK) return mlL_raise(L);
+    char *s = ml_doc_format(ml_dataset_task(ds), d);
+    if (!s) return mlL_raise(L);
+    lua_pushstring(L, s);
+    free(s);
+    return 1;
+}
+
+/* ds:stats() -> means of the per-document statistics, plus min/max of the lengths */
+static int l_ds_stats(lua_State *L) {
+    ml_dataset *ds = check_dataset(L, 1, "dataset:stats");
+    int64_t n = ml_dataset_size(ds);
+    double m[11] = {0};
+    int lo = INT_MAX, hi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const ml_doc_stats *s = ml_dataset_stats(ds, i);
+        double v[11] = {s->doc_len,        s->yield_len,         s->depth,          s->qt_dist,
+                        s->query_key_dist, s->query_target_dist, s->branching,      s->percent_non_unique,
+                        s->eligible_pairs, s->eligible_queries,  s->eligible_targets};
+        for (int j = 0; j < 11; j++) m[j] += v[j];
+        lo = s->yield_len < lo ? s->yield_len : lo;
+        hi = s->yield_len > hi ? s->yield_len : hi;
+    }
+    static const char *const names[11] = {"doc_len",          "yield_len",        "depth",
+                                          "qt_dist",          "query_key_dist",   "query_target_dist",
+                                          "branching",        "percent_non_unique", "eligible_pairs",
+                                          "eligible_queries", "eligible_targets"};
+    lua_createtable(L, 0, 14);
+    for (int j = 0; j < 11; j++) set_num(L, names[j], n ? m[j] / (double)n : 0.0);
+    set_int(L, "yield_len_min", n ? lo : 0);
+    set_int(L, "yield_len_max", hi);
+    set_int(L, "documents", n);
+    return 1;
+}
+
+static int l_ds_len(lua_State *L) {
+    lua_pushinteger(L, ml_dataset_size(check_dataset(L, 1, "#dataset")));
+    return 1;
+}
+
+static int l_ds_task(lua_State *L) {
+    push_task(L, ml_task_retain(ml_dataset_task(check_dataset(L, 1, "dataset:task"))));
+    return 1;
+}
+
+static int l_ds_split(lua_State *L) {
+    lua_pushstring(L, ml_split_name(ml_dataset_split(check_dataset(L, 1, "dataset:split"))));
+    return 1;
+}
+
+static int l_ds_max_len(lua_State *L) {
+    lua_pushinteger(L, ml_dataset_max_len(check_dataset(L, 1, "dataset:max_len")));
+    return 1;
+}
+
+static int l_ds_tostring(lua_State *L) {
+    ml_dataset *ds = check_dataset(L, 1, "tostring");
+    lua_pushfstring(L, "mech.Dataset(%s, %s, %I documents)", ml_task_name(ml_dataset_task(ds)),
+                    ml_split_name(ml_dataset_split(ds)), (lua_Integer)ml_dataset_size(ds));
+    return 1;
+}
+
+static int l_ds_gc(lua_State *L) {
+    dataset_box *b = luaL_checkudata(L, 1, DATASET_MT);
+    ml_dataset_free(b->ds);
+    b->ds = NULL;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ module ---- */
+
+static const luaL_Reg task_methods[] = {{"sample", l_sample},
+                                        {"dataset", l_dataset},
+                                        {"vocab_size", l_vocab_size},
+                                        {"token_name", l_token_name},
+                                        {"show", l_task_show},
+                                        {"name", l_name},
+                                        {"kind", l_kind},
+                                        {"config", l_config},
+                                        {"has_split", l_has_split},
+                                        {"corrupt_range", l_corrupt_range},
+                                        {NULL, NULL}};
+
+static const luaL_Reg dataset_methods[] = {{"batch", l_ds_batch},
+                                           {"batch_at", l_ds_batch_at},
+                                           {"positions", l_ds_positions},
+                                           {"target_dist", l_ds_target_dist},
+                                           {"doc", l_ds_doc},
+                                           {"show", l_ds_show},
+                                           {"stats", l_ds_stats},
+                                           {"size", l_ds_len},
+                                           {"task", l_ds_task},
+                                           {"split", l_ds_split},
+                                           {"max_len", l_ds_max_len},
+                                           {NULL, NULL}};
+
+static void new_class(lua_State *L, const char *mt, const luaL_Reg *methods, lua_CFunction gc,
+                      lua_CFunction tostr, lua_CFunction len) {
+    luaL_newmetatable(L, mt);
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, tostr);
+    lua_setfield(L, -2, "__tostring");
+    if (len) {
+        lua_pushcfunction(L, len);
+        lua_setfield(L, -2, "__len");
+    }
+    lua_pop(L, 1);
+}
+
+int mlL_open_task(lua_State *L) {
+    new_class(L, TASK_MT, task_methods, l_task_gc, l_task_tostring, NULL);
+    new_class(L, DATASET_MT, dataset_methods, l_ds_gc, l_ds_tostring, l_ds_len);
+    luaL_newmetatable(L, "mech.TaskDoc"); /* scratch documents freed by the collector */
+    lua_pushcfunction(L, l_doc_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+
+    static const luaL_Reg fns[] = {{"ar", l_ar}, {"atr", l_atr}, {"preset", l_preset},
+                                   {"presets", l_presets}, {"show", l_show}, {NULL, NULL}};
+    luaL_newlib(L, fns);
+    lua_createtable(L, ML_NPOS, 0); /* column order of dataset:positions() */
+    for (int i = 0; i < ML_NPOS; i++) {
+        lua_pushstring(L, ml_pos_names[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "positions");
+    lua_pushinteger(L, ML_TRAIN_DOCS);
+    lua_setfield(L, -2, "TRAIN_DOCS");
+    lua_pushinteger(L, ML_EVAL_DOCS);
+    lua_setfield(L, -2, "EVAL_DOCS");
+    lua_pushinteger(L, ML_PAD);
+    lua_setfield(L, -2, "PAD");
+    lua_pushinteger(L, ML_IGNORE);
+    lua_setfield(L, -2, "IGNORE");
+    lua_setfield(L, -2, "task");
+    return 0;
+}

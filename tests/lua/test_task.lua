@@ -1,0 +1,186 @@
+-- mech.task: constructors, documents, datasets, batches, printing and option errors.
+local T = require "check"
+
+T.test("presets exist and report their vocabulary", function()
+  local names = mech.task.presets()
+  for _, n in ipairs {"pcfg_5_20", "pcfg_10_20", "pcfg_easy_8192", "pcfg_tts", "sibling", "ar_32", "ar_32_value"} do
+    local found = false
+    for _, m in ipairs(names) do found = found or m == n end
+    T.truthy(found, n)
+  end
+  T.eq(mech.task.preset("ar_32"):vocab_size(), 8196) -- the V = 8196 quirk
+  T.eq(mech.task.preset("pcfg_5_20"):vocab_size(), 26)
+  T.eq(mech.task.preset("pcfg_easy_8192"):vocab_size(), 8198)
+  T.eq(mech.task.preset("pcfg_5_20"):kind(), "atr")
+  T.eq(mech.task.preset("ar_32"):name(), "ar_32")
+  T.truthy(mech.task.preset("pcfg_tts"):has_split())
+  T.falsy(mech.task.preset("pcfg_5_20"):has_split())
+end)
+
+T.test("an ATR document: layout, 0-based positions, the parent answer", function()
+  local t = mech.task.preset("pcfg_5_20", 42)
+  for seed = 1, 50 do
+    local d = t:sample(seed)
+    local p, tok = d.positions, d.tokens
+    T.eq(#tok, d.len)
+    T.eq(tok[1], 1) -- <bos> at position 0
+    local n = d.stats.yield_len
+    T.eq(d.len, n + 5)
+    T.eq(p.bos, 0)
+    T.eq(p.divider, n + 1)
+    T.eq(p.query_item, n + 2)
+    T.eq(p.target_item, n + 3)
+    T.eq(tok[p.query_item + 1], tok[p.query_item_orig + 1])
+    T.eq(tok[p.target_item + 1], tok[p.target_item_orig + 1])
+    T.eq(d.tree.parent[p.query_item_orig + 1], p.target_item_orig) -- the answer is the parent
+    T.truthy(p.target_item_orig > p.query_item_orig, "right heads")
+    T.eq(p.all_target_items_orig, {p.target_item_orig})
+    T.eq(p.query_type, nil)
+    T.eq(d.type, "PARENT")
+    T.eq(d.task, t)
+  end
+end)
+
+T.test("an AR document: 16 pairs, key query, next_key", function()
+  local t = mech.task.preset("ar_32", 42)
+  local d = t:sample(7)
+  T.eq(d.len, 37)
+  local q = (d.positions.query_item_orig - 1) // 2
+  T.eq(d.positions.query_item_orig, 2 * q + 1)
+  T.eq(d.positions.target_item_orig, 2 * q + 2)
+  T.eq(d.positions.next_key, 2 * q + 3)
+  T.eq(d.positions.divider, 33)
+  T.eq(d.positions.query_item, 34)
+  T.eq(d.positions.target_item, 35)
+  T.eq(d.type, "KEY")
+  T.eq(t:token_name(d.tokens[2]):sub(1, 1), "k")
+  T.eq(t:token_name(d.tokens[3]):sub(1, 1), "v")
+  local v = mech.task.preset("ar_32_value"):sample(7)
+  T.eq(v.type, "VALUE")
+  T.eq(v.positions.target_item_orig + 1, v.positions.query_item_orig)
+  local lo, hi = mech.task.preset("ar_32_value"):corrupt_range()
+  T.eq({lo, hi}, {4099, 8194})
+end)
+
+T.test("token names", function()
+  local t = mech.task.preset("ar_32")
+  T.eq(t:token_name(0), "<pad>")
+  T.eq(t:token_name(1), "<bos>")
+  T.eq(t:token_name(2), "<eos>")
+  T.eq(t:token_name(3), "k0")
+  T.eq(t:token_name(4099), "v0")
+  T.eq(mech.task.preset("pcfg_5_20"):token_name(5), "t2")
+  T.eq(mech.task.atr{child = true}:token_name(23), "qPARENT")
+end)
+
+T.test("determinism: the same seed gives the same document, sample(seed) = dataset doc 0", function()
+  local t = mech.task.preset("pcfg_10_20", 3)
+  T.eq(t:sample(5).tokens, t:sample(5).tokens)
+  T.eq(mech.task.preset("pcfg_10_20", 3):sample(5).tokens, t:sample(5).tokens)
+  T.truthy(not T.equal(t:sample(5).tokens, t:sample(6).tokens))
+  local ds = t:dataset(3, {seed = 5, split = "test"})
+  T.eq(ds:doc(0).tokens, t:sample(5, "test").tokens)
+  -- without a seed, successive samples differ; a Generator is advanced
+  T.truthy(not T.equal(t:sample().tokens, t:sample().tokens))
+  if mech.Generator then
+    local g1, g2 = mech.Generator(9), mech.Generator(9)
+    T.eq(t:sample(g1).tokens, t:sample(g2).tokens)
+  end
+end)
+
+T.test("dataset batches: padding, shifted targets, positions", function()
+  local t = mech.task.preset("pcfg_5_20", 42)
+  local ds = t:dataset(64, {seed = 1})
+  T.eq(#ds, 64)
+  T.eq(ds:split(), "train")
+  local tokens, targets, pos = ds:batch(8, 4)
+  T.eq(tokens:shape(), targets:shape())
+  local B, L = tokens:shape()[1], tokens:shape()[2]
+  T.eq(B, 4)
+  local maxlen = 0
+  for b = 0, 3 do
+    local d = ds:doc(8 + b)
+    maxlen = math.max(maxlen, d.len)
+    for p = 0, L - 1 do
+      local x, y = tokens:get(b, p), targets:get(b, p)
+      T.eq(x, p < d.len and d.tokens[p + 1] or 0)
+      if p == d.positions.target_item - 1 then
+        T.eq(y, d.tokens[d.positions.target_item + 1]) -- the answer, predicted one step early
+      else
+        T.eq(y, -100)
+      end
+    end
+    T.eq(pos.query_item[b + 1], d.positions.query_item)
+    T.eq(pos.next_key[b + 1], -1)
+    T.eq(pos.all_target_items_orig[b + 1], d.positions.all_target_items_orig)
+  end
+  T.eq(L, maxlen)
+  local ptab = ds:positions(8, 4)
+  T.eq(ptab:shape(), {4, #mech.task.positions})
+  T.eq(ds:target_dist(0, 2):shape(), {2, 26})
+  local a = ds:batch_at {3, 3}
+  T.eq(a:shape()[1], 2)
+  T.raises(function() ds:batch(62, 4) end, "count in 1..2")
+  T.raises(function() ds:batch(64, 1) end, "0..63")
+  T.raises(function() ds:batch_at {0, 99} end, "0..63")
+  T.raises(function() ds:doc(-1) end, "document index")
+end)
+
+T.test("printing shows the tree and marks the probing positions", function()
+  local t = mech.task.preset("pcfg_5_20", 42)
+  local d = t:sample(11)
+  local s = t:show(d)
+  T.truthy(s:find("tree", 1, true), s)
+  T.truthy(s:find("<query_item_orig", 1, true), s)
+  T.truthy(s:find("<target_item_orig", 1, true), s)
+  T.eq(mech.task.show(d), s)
+  local ds = t:dataset(2, {seed = 11})
+  T.eq(ds:show(0), s)
+  -- a damaged document still prints (or errors cleanly), never crashes
+  d.tree.parent[2] = 1e6
+  d.positions.query_item = -5
+  T.eq(type(t:show(d)), "string")
+  T.raises(function() t:show {tokens = {1, "x"}, positions = {}} end, "tokens[2]")
+  T.raises(function() mech.task.show {tokens = {1}} end, "task")
+  local ar = mech.task.preset("ar_32")
+  T.truthy(ar:show(ar:sample(1)):find("next_key", 1, true))
+end)
+
+T.test("dataset statistics", function()
+  local st = mech.task.preset("ar_32"):dataset(200, {split = "test"}):stats()
+  T.eq(st.doc_len, 37)
+  T.eq(st.documents, 200)
+  T.near(st.query_key_dist, 18, 2.5)
+end)
+
+T.test("options: unknown keys name the nearest valid one; bad values name the option", function()
+  T.raises(function() mech.task.atr {max_rhs_lne = 3} end, "did you mean 'max_rhs_len'")
+  T.raises(function() mech.task.ar {numkv = 3} end, "did you mean 'num_kv'")
+  T.raises(function() mech.task.atr {max_rhs_len = 1} end, "max_rhs_len must be in 2..")
+  T.raises(function() mech.task.atr {head_position = "middle"} end, "'head_position' expected \"right\" or \"left\"")
+  T.raises(function() mech.task.atr {sample_first = "x"} end, "sample_first")
+  T.raises(function() mech.task.atr {num_terminals = "many"} end, "'num_terminals' expected an integer")
+  T.raises(function() mech.task.atr {parent = false} end, "query type")
+  T.raises(function() mech.task.ar {query_type = "vlaue"} end, "\"key\" or \"value\"")
+  T.raises(function() mech.task.ar {length = 33} end, "even")
+  T.raises(function() mech.task.preset("pcfg_5_2") end, "did you mean 'pcfg_5_20'")
+  T.raises(function() mech.task.preset("ar_32"):dataset(-1) end, "number of documents")
+  T.raises(function() mech.task.preset("ar_32"):dataset(2, {split = "val"}) end, "'split'")
+  T.raises(function() mech.task.preset("ar_32"):dataset(2, {sed = 1}) end, "did you mean 'seed'")
+  T.raises(function() mech.task.preset("ar_32"):sample({}) end, "seed")
+end)
+
+T.test("custom configurations", function()
+  local t = mech.task.atr {child = true, sibling = true, head_position = "left", max_rhs_len = 6, seed = 3}
+  local d = t:sample(1)
+  T.eq(d.positions.query_type, d.stats.yield_len + 3)
+  T.eq(d.len, d.stats.yield_len + 6)
+  T.eq(t:config().head_position, "left")
+  T.eq(t:config().max_rhs_len, 6)
+  local a = mech.task.ar {num_kv = 64, length = 8}
+  T.eq(a:sample(1).len, 13)
+  T.eq(a:vocab_size(), 68)
+  T.eq(a:config().num_kv, 64)
+end)
+
+T.done()

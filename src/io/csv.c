@@ -1,10 +1,11 @@
 /* Metrics CSV and atomic file writes (see csv.h). */
 #include "io/csv.h"
 
+#include "io/json.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <locale.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -140,23 +141,7 @@ ml_status ml_write_file_atomic(const char *path, const void *data, size_t n) {
     return ml_atomic_commit(f);
 }
 
-/* ------------------------------------------------------------------ formatting */
-
-const char *ml_format_double(char buf[32], double x) {
-    if (isnan(x)) return strcpy(buf, "nan");
-    if (isinf(x)) return strcpy(buf, x > 0 ? "inf" : "-inf");
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, 32, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    /* printf follows LC_NUMERIC; files always use '.'. */
-    const char *dp = localeconv()->decimal_point;
-    if (dp && dp[0] && dp[0] != '.' && !dp[1]) {
-        char *c = strchr(buf, dp[0]);
-        if (c) *c = '.';
-    }
-    return buf;
-}
+/* ------------------------------------------------------------------ quoting */
 
 size_t ml_csv_quote(char *out, size_t cap, const char *field) {
     size_t n = strlen(field), need = n;

@@ -32,14 +32,10 @@ typedef struct ml_metrics ml_metrics;
 ml_metrics *ml_metrics_open(const char *path);
 /* Appends one row and flushes it. split and metric are quoted as RFC 4180 requires (commas,
  * quotes, line breaks, surrounding spaces); value is written with the shortest digits that read
- * back to the same double ("nan", "inf", "-inf" for non-finite values). */
+ * back to the same double (ml_format_double in io/json.h). */
 ml_status ml_metrics_append(ml_metrics *m, int64_t step, const char *split, const char *metric, double value);
 ml_status ml_metrics_close(ml_metrics *m); /* NULL is fine; reports a failed final flush */
 
-/* Helpers shared with other writers. */
-/* Shortest "%.Ng" text of x that strtod reads back exactly, with '.' whatever the locale.
- * buf must hold at least 32 bytes. */
-const char *ml_format_double(char buf[32], double x);
 /* Writes field to out (size cap) quoted if needed; returns the length it needs (like snprintf). */
 size_t ml_csv_quote(char *out, size_t cap, const char *field);
 

@@ -765,6 +765,26 @@ static void write_string(sbuf *b, const char *s, size_t n) {
     sb_put(b, "\"", 1);
 }
 
+const char *ml_format_double(char buf[32], double x) {
+    if (isnan(x)) return strcpy(buf, "nan");
+    if (isinf(x)) return strcpy(buf, x > 0 ? "inf" : "-inf");
+    int prec = 1;
+    for (; prec < 17; prec++) {
+        snprintf(buf, 32, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    /* %g switches to an exponent when it is >= the precision; widen the precision (trailing
+     * zeros are dropped) so that 100 prints as "100", not "1e+02". */
+    char e[32];
+    snprintf(e, sizeof e, "%.0e", x);
+    const char *ep = strchr(e, 'e');
+    int exp10 = ep ? atoi(ep + 1) : 0;
+    if (exp10 >= prec && exp10 < 16) prec = exp10 + 1;
+    snprintf(buf, 32, "%.*g", prec, x);
+    to_c_locale(buf);
+    return buf;
+}
+
 static void write_number(sbuf *b, const ml_json *v) {
     char buf[40];
     if (v->is_int) {
@@ -777,13 +797,7 @@ static void write_number(sbuf *b, const ml_json *v) {
         ml_fail(ML_ERR_ARG, "json: cannot write the non-finite number %g", v->number);
         return;
     }
-    /* Shortest %.Ng that reads back to the same double. */
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v->number);
-        if (strtod(buf, NULL) == v->number) break;
-    }
-    to_c_locale(buf);
-    sb_puts(b, buf);
+    sb_puts(b, ml_format_double(buf, v->number));
 }
 
 static void write_indent(sbuf *b, int indent, int depth) {

@@ -71,4 +71,9 @@ ml_status ml_json_set(ml_json *object, const char *key, ml_json *item); /* repla
  * with an error (non-finite number, invalid UTF-8 in a string, nesting beyond the limit). */
 char *ml_json_write(const ml_json *v, int indent, size_t *len);
 
+/* The shortest decimal text of x that strtod reads back to the same double, in plain notation
+ * when the decimal exponent is in [-5, 16) ("100", "0.001", "1e-06", "1e+16"), '.' whatever the
+ * locale; "nan", "inf", "-inf" for non-finite x (not JSON: the JSON writer refuses those). */
+const char *ml_format_double(char buf[32], double x);
+
 #endif

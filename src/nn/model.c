@@ -201,7 +201,10 @@ static ml_status build_block(ml_model *m, int l) {
     if (!L->mixer->mamba_block) {
         m->p_norm2_w[l] = ml_model_add_param(m, l, "norm2.weight", 1, &D, ML_P_ONES, 0);
         m->p_norm2_b[l] = ml_model_add_param(m, l, "norm2.bias", 1, &D, ML_P_ZEROS, 0);
+        bool mixes = strcmp(c->state_mixer, "none") != 0;
+        if (mixes) ml_model_add_site(m, l, "mlp_input", 3, BLD);
         if (ml_build_state_mixer(m, l)) return ml_last_status();
+        if (mixes) ml_model_add_site(m, l, "mlp_output", 3, BLD);
     }
     ml_model_add_site(m, l, "block_output", 3, BLD);
     L->param_end = m->n_params;

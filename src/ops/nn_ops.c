@@ -176,116 +176,231 @@ ml_tensor *ml_rms_norm(ml_tensor *x, ml_tensor *weight, double eps) {
 
 /* ------------------------------------------------------------------ causal attention */
 
-/* Shapes: qkv (B, L, 3D); head h of q at qkv[b, t, h·dh : (h+1)·dh], k at D + …, v at 2D + …;
- * P (B, H, L, L) with zeros above the diagonal; ctx (B, L, D). */
-static void attention_forward(const float *qkv, float *P, float *ctx, int64_t B, int64_t L, int64_t D, int H) {
-    int64_t dh = D / H, row = 3 * D;
-    float scale = (float)(1.0 / sqrt((double)dh));
-#pragma omp parallel for num_threads(ml_threads()) schedule(static) collapse(2)
-    for (int64_t b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            const float *q = qkv + b * L * row + h * dh, *k = q + D, *v = q + 2 * D;
-            float *p = P + ((b * H + h) * L) * L;
-            for (int64_t t = 0; t < L; t++) {
-                float *pt = p + t * L, mx = -INFINITY;
-                for (int64_t s = 0; s <= t; s++) {
-                    float acc = 0;
-                    for (int64_t d = 0; d < dh; d++) acc += q[t * row + d] * k[s * row + d];
-                    pt[s] = acc * scale;
-                    if (pt[s] > mx) mx = pt[s];
-                }
-                float sum = 0;
-                for (int64_t s = 0; s <= t; s++) sum += (pt[s] = expf(pt[s] - mx));
-                float inv = 1.0f / sum;
-                for (int64_t s = 0; s <= t; s++) pt[s] *= inv;
-                for (int64_t s = t + 1; s < L; s++) pt[s] = 0;
-                float *c = ctx + (b * L + t) * D + h * dh;
-                for (int64_t d = 0; d < dh; d++) c[d] = 0;
-                for (int64_t s = 0; s <= t; s++) {
-                    float w = pt[s];
-                    for (int64_t d = 0; d < dh; d++) c[d] += w * v[s * row + d];
-                }
-            }
-        }
+/* Three ops, so that scores and pattern are hook sites with exactly the arithmetic of the whole:
+ *   scores:  qkv (B, L, 3D) -> S (B, H, L, L), S[t,s] = q_t·k_s/√d_h for s <= t, −10000 above
+ *   softmax: S -> P, softmax over s <= t; entries above the diagonal are exactly 0
+ *   apply:   P, qkv -> ctx (B, L, D), ctx_t = Σ_{s<=t} P[t,s] v_s
+ * Head h of q is qkv[b, t, h·dh : (h+1)·dh], of k the same plus D, of v plus 2D. */
+
+static int check_qkv(const char *fn, int arg, const ml_tensor *qkv, int H) {
+    if (mlo_check_f32(fn, arg, qkv)) return -1;
+    if (qkv->ndim != 3 || qkv->shape[2] % 3 || H < 1 || (qkv->shape[2] / 3) % H) {
+        char s[ML_SHAPE_STR];
+        ml_fail(ML_ERR_SHAPE, "%s: argument %d has shape %s, expected [B,L,3D] with D divisible by %d heads", fn, arg,
+                ml_shape_str(s, qkv->ndim, qkv->shape), H);
+        return -1;
+    }
+    return 0;
 }
 
-/* Saved: 0 = qkv, 1 = P. iarg[0] = heads. */
-static ml_status attention_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
-    ml_tensor *qkvt = ml_node_saved(n, 0), *Pt = ml_node_saved(n, 1);
-    if (!qkvt || !Pt) return ml_last_status();
+static int check_pattern(const char *fn, int arg, const ml_tensor *P, int64_t B, int64_t H, int64_t L) {
+    if (mlo_check_f32(fn, arg, P)) return -1;
+    if (P->ndim != 4 || P->shape[0] != B || P->shape[1] != H || P->shape[2] != L || P->shape[3] != L) {
+        char s[ML_SHAPE_STR];
+        ml_fail(ML_ERR_SHAPE, "%s: argument %d has shape %s, expected [%lld,%lld,%lld,%lld]", fn, arg,
+                ml_shape_str(s, P->ndim, P->shape), (long long)B, (long long)H, (long long)L, (long long)L);
+        return -1;
+    }
+    return 0;
+}
+
+/* saved 0 = qkv; iarg[0] = H */
+static ml_status scores_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *qkvt = ml_node_saved(n, 0);
+    if (!qkvt) return ml_last_status();
     int H = (int)n->iarg[0];
     int64_t B = qkvt->shape[0], L = qkvt->shape[1], D = qkvt->shape[2] / 3, dh = D / H, row = 3 * D;
-    ml_tensor *dqkvt = ml_zeros(ML_F32, 3, qkvt->shape);
-    float *dS = malloc(sizeof(float) * (size_t)(B * H * L + 1));
-    if (!dqkvt || !dS) {
-        free(dS);
-        ml_release(dqkvt);
-        return ml_fail(ML_ERR_MEM, "attention backward: out of memory");
-    }
-    const float *qkv = ml_f32(qkvt), *P = ml_f32(Pt), *dctx = ml_f32(g);
-    float *dqkv = ml_f32(dqkvt);
+    ml_tensor *d = ml_zeros(ML_F32, 3, qkvt->shape);
+    if (!d) return ML_ERR_MEM;
+    const float *qkv = ml_f32(qkvt), *dS = ml_f32(g);
+    float *dq0 = ml_f32(d);
     float scale = (float)(1.0 / sqrt((double)dh));
-#pragma omp parallel for num_threads(ml_threads()) schedule(static) collapse(2)
+#pragma omp parallel for num_threads(ml_threads()) schedule(static)
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            const float *q = qkv + b * L * row + h * dh, *k = q + D, *v = q + 2 * D;
-            float *dq = dqkv + b * L * row + h * dh, *dk = dq + D, *dv = dq + 2 * D;
-            const float *p = P + ((b * H + h) * L) * L;
-            float *ds = dS + (b * H + h) * L;
+            const float *q = qkv + b * L * row + h * dh, *k = q + D;
+            float *dq = dq0 + b * L * row + h * dh, *dk = dq + D;
+            const float *ds = dS + (b * H + h) * L * L;
+            for (int64_t t = 0; t < L; t++)
+                for (int64_t s = 0; s <= t; s++) {
+                    float w = ds[t * L + s] * scale;
+                    for (int64_t e = 0; e < dh; e++) {
+                        dq[t * row + e] += w * k[s * row + e];
+                        dk[s * row + e] += w * q[t * row + e];
+                    }
+                }
+        }
+    gin[0] = d;
+    return ML_OK;
+}
+
+ml_tensor *ml_attention_scores(ml_tensor *qkv, int H) {
+    if (check_qkv("attention_scores", 1, qkv, H)) return NULL;
+    int64_t B = qkv->shape[0], L = qkv->shape[1], D = qkv->shape[2] / 3, dh = D / H, row = 3 * D;
+    ml_tensor *x = mlo_dense(qkv), *S = ml_empty(ML_F32, 4, (int64_t[]){B, H, L, L});
+    if (!x || !S) {
+        ml_release(x), ml_release(S);
+        return NULL;
+    }
+    const float *p = ml_f32(x);
+    float *ps = ml_f32(S), scale = (float)(1.0 / sqrt((double)dh));
+#pragma omp parallel for num_threads(ml_threads()) schedule(static)
+    for (int64_t b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *q = p + b * L * row + h * dh, *k = q + D;
+            float *st = ps + (b * H + h) * L * L;
             for (int64_t t = 0; t < L; t++) {
-                const float *pt = p + t * L, *dc = dctx + (b * L + t) * D + h * dh;
-                /* dP[t,s] = dctx_t · v_s ; dv_s += P[t,s]·dctx_t */
-                float dot = 0;
                 for (int64_t s = 0; s <= t; s++) {
                     float acc = 0;
-                    for (int64_t d = 0; d < dh; d++) acc += dc[d] * v[s * row + d];
-                    ds[s] = acc;
-                    dot += acc * pt[s];
-                    float w = pt[s];
-                    for (int64_t d = 0; d < dh; d++) dv[s * row + d] += w * dc[d];
+                    for (int64_t e = 0; e < dh; e++) acc += q[t * row + e] * k[s * row + e];
+                    st[t * L + s] = acc * scale;
                 }
-                /* dS = P ⊙ (dP − Σ dP⊙P); dq_t = dS·k·scale; dk_s += dS[t,s]·q_t·scale */
+                for (int64_t s = t + 1; s < L; s++) st[t * L + s] = -10000.0f;
+            }
+        }
+    if (ml_needs_grad(qkv)) {
+        ml_node *n = ml_node_new("AttentionScoresBackward", scores_backward, 1, &qkv);
+        n->iarg[0] = H;
+        ml_node_save(n, 0, x);
+        ml_attach(S, n);
+    }
+    ml_release(x);
+    return S;
+}
+
+/* saved 0 = P */
+static ml_status causal_softmax_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *Pt = ml_node_saved(n, 0);
+    if (!Pt) return ml_last_status();
+    int64_t L = Pt->shape[3], rows = ml_numel(Pt) / (L ? L : 1);
+    ml_tensor *d = ml_zeros(ML_F32, 4, Pt->shape);
+    if (!d) return ML_ERR_MEM;
+    const float *P = ml_f32(Pt), *dP = ml_f32(g);
+    float *dS = ml_f32(d);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t t = r % L;
+        const float *pr = P + r * L, *gr = dP + r * L;
+        float dot = 0;
+        for (int64_t s = 0; s <= t; s++) dot += gr[s] * pr[s];
+        for (int64_t s = 0; s <= t; s++) dS[r * L + s] = pr[s] * (gr[s] - dot);
+    }
+    gin[0] = d;
+    return ML_OK;
+}
+
+ml_tensor *ml_causal_softmax(ml_tensor *S) {
+    if (mlo_check_f32("causal_softmax", 1, S)) return NULL;
+    if (S->ndim != 4 || S->shape[2] != S->shape[3]) {
+        char s[ML_SHAPE_STR];
+        ml_fail(ML_ERR_SHAPE, "causal_softmax: argument 1 has shape %s, expected [B,H,L,L]",
+                ml_shape_str(s, S->ndim, S->shape));
+        return NULL;
+    }
+    int64_t L = S->shape[3], rows = ml_numel(S) / (L ? L : 1);
+    ml_tensor *x = mlo_dense(S), *P = ml_empty(ML_F32, 4, S->shape);
+    if (!x || !P) {
+        ml_release(x), ml_release(P);
+        return NULL;
+    }
+    const float *ps = ml_f32(x);
+    float *pp = ml_f32(P);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t t = r % L;
+        const float *sr = ps + r * L;
+        float *pr = pp + r * L, mx = -INFINITY, sum = 0;
+        for (int64_t s = 0; s <= t; s++) mx = sr[s] > mx ? sr[s] : mx;
+        for (int64_t s = 0; s <= t; s++) sum += (pr[s] = expf(sr[s] - mx));
+        float inv = 1.0f / sum;
+        for (int64_t s = 0; s <= t; s++) pr[s] *= inv;
+        for (int64_t s = t + 1; s < L; s++) pr[s] = 0;
+    }
+    if (ml_needs_grad(S)) {
+        ml_node *n = ml_node_new("CausalSoftmaxBackward", causal_softmax_backward, 1, &S);
+        ml_node_save(n, 0, P);
+        ml_attach(P, n);
+    }
+    ml_release(x);
+    return P;
+}
+
+/* saved 0 = P, 1 = qkv; iarg[0] = H */
+static ml_status apply_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *Pt = ml_node_saved(n, 0), *qkvt = ml_node_saved(n, 1);
+    if (!Pt || !qkvt) return ml_last_status();
+    int H = (int)n->iarg[0];
+    int64_t B = qkvt->shape[0], L = qkvt->shape[1], D = qkvt->shape[2] / 3, dh = D / H, row = 3 * D;
+    ml_tensor *dP = ml_node_input_needs_grad(n, 0) ? ml_zeros(ML_F32, 4, Pt->shape) : NULL;
+    ml_tensor *dqkv = ml_node_input_needs_grad(n, 1) ? ml_zeros(ML_F32, 3, qkvt->shape) : NULL;
+    const float *P = ml_f32(Pt), *qkv = ml_f32(qkvt), *dctx = ml_f32(g);
+#pragma omp parallel for num_threads(ml_threads()) schedule(static)
+    for (int64_t b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *v = qkv + b * L * row + 2 * D + h * dh;
+            float *dv = dqkv ? ml_f32(dqkv) + b * L * row + 2 * D + h * dh : NULL;
+            const float *p = P + (b * H + h) * L * L;
+            float *dp = dP ? ml_f32(dP) + (b * H + h) * L * L : NULL;
+            for (int64_t t = 0; t < L; t++) {
+                const float *dc = dctx + (b * L + t) * D + h * dh;
                 for (int64_t s = 0; s <= t; s++) {
-                    float w = pt[s] * (ds[s] - dot) * scale;
-                    for (int64_t d = 0; d < dh; d++) {
-                        dq[t * row + d] += w * k[s * row + d];
-                        dk[s * row + d] += w * q[t * row + d];
+                    if (dp) {
+                        float acc = 0;
+                        for (int64_t e = 0; e < dh; e++) acc += dc[e] * v[s * row + e];
+                        dp[t * L + s] = acc;
+                    }
+                    if (dv) {
+                        float w = p[t * L + s];
+                        for (int64_t e = 0; e < dh; e++) dv[s * row + e] += w * dc[e];
                     }
                 }
             }
         }
-    free(dS);
-    gin[0] = dqkvt;
+    gin[0] = dP, gin[1] = dqkv;
     return ML_OK;
+}
+
+ml_tensor *ml_attention_apply(ml_tensor *P, ml_tensor *qkv, int H) {
+    if (check_qkv("attention_apply", 2, qkv, H)) return NULL;
+    int64_t B = qkv->shape[0], L = qkv->shape[1], D = qkv->shape[2] / 3, dh = D / H, row = 3 * D;
+    if (check_pattern("attention_apply", 1, P, B, H, L)) return NULL;
+    ml_tensor *pc = mlo_dense(P), *x = mlo_dense(qkv), *out = ml_empty(ML_F32, 3, (int64_t[]){B, L, D});
+    if (!pc || !x || !out) {
+        ml_release(pc), ml_release(x), ml_release(out);
+        return NULL;
+    }
+    const float *pp = ml_f32(pc), *px = ml_f32(x);
+    float *po = ml_f32(out);
+#pragma omp parallel for num_threads(ml_threads()) schedule(static)
+    for (int64_t b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *v = px + b * L * row + 2 * D + h * dh;
+            const float *p = pp + (b * H + h) * L * L;
+            for (int64_t t = 0; t < L; t++) {
+                float *c = po + (b * L + t) * D + h * dh;
+                for (int64_t e = 0; e < dh; e++) c[e] = 0;
+                for (int64_t s = 0; s <= t; s++) {
+                    float w = p[t * L + s];
+                    for (int64_t e = 0; e < dh; e++) c[e] += w * v[s * row + e];
+                }
+            }
+        }
+    if (ml_any_needs_grad(2, (ml_tensor *[]){P, qkv})) {
+        ml_node *n = ml_node_new("AttentionApplyBackward", apply_backward, 2, (ml_tensor *[]){P, qkv});
+        n->iarg[0] = H;
+        ml_node_save(n, 0, pc);
+        ml_node_save(n, 1, x);
+        ml_attach(out, n);
+    }
+    ml_release(pc), ml_release(x);
+    return out;
 }
 
 ml_tensor *ml_causal_attention(ml_tensor *qkv, int n_heads, ml_tensor **pattern) {
     if (pattern) *pattern = NULL;
-    if (mlo_check_f32("attention", 1, qkv)) return NULL;
-    if (qkv->ndim != 3 || qkv->shape[2] % 3 || n_heads < 1 || (qkv->shape[2] / 3) % n_heads) {
-        char s[ML_SHAPE_STR];
-        ml_fail(ML_ERR_SHAPE, "attention: argument 1 has shape %s, expected [B,L,3D] with D divisible by %d heads",
-                ml_shape_str(s, qkv->ndim, qkv->shape), n_heads);
-        return NULL;
-    }
-    int64_t B = qkv->shape[0], L = qkv->shape[1], D = qkv->shape[2] / 3;
-    ml_tensor *x = mlo_dense(qkv);
-    ml_tensor *P = ml_empty(ML_F32, 4, (int64_t[]){B, n_heads, L, L});
-    ml_tensor *out = ml_empty(ML_F32, 3, (int64_t[]){B, L, D});
-    if (!x || !P || !out) {
-        ml_release(x), ml_release(P), ml_release(out);
-        return NULL;
-    }
-    attention_forward(ml_f32(x), ml_f32(P), ml_f32(out), B, L, D, n_heads);
-    if (ml_needs_grad(qkv)) {
-        ml_node *n = ml_node_new("AttentionBackward", attention_backward, 1, &qkv);
-        n->iarg[0] = n_heads;
-        ml_node_save(n, 0, x);
-        ml_node_save(n, 1, P);
-        ml_attach(out, n);
-    }
-    if (pattern) *pattern = ml_detach(P);
-    ml_release(x), ml_release(P);
+    ml_tensor *S = ml_attention_scores(qkv, n_heads);
+    ml_tensor *P = S ? ml_causal_softmax(S) : NULL;
+    ml_tensor *out = P ? ml_attention_apply(P, qkv, n_heads) : NULL;
+    if (out && pattern) *pattern = ml_detach(P);
+    ml_release(S), ml_release(P);
     return out;
 }
 

@@ -17,6 +17,12 @@ ml_tensor *ml_rms_norm(ml_tensor *x, ml_tensor *weight, double eps);
  * underflows to 0 in float32). Returns ctx (B, L, D). If pattern is not NULL, *pattern receives
  * the probabilities P (B, H, L, L) as a detached tensor (for hooks and attention analysis). */
 ml_tensor *ml_causal_attention(ml_tensor *qkv, int n_heads, ml_tensor **pattern);
+/* Its three stages (the attention mixer runs them separately so that scores and pattern are
+ * hook sites): S = scores(qkv) (B, H, L, L) with −10000 above the diagonal; P = causal_softmax(S)
+ * (softmax over s <= t, exact zeros above); ctx = apply(P, qkv) (B, L, D). */
+ml_tensor *ml_attention_scores(ml_tensor *qkv, int n_heads);
+ml_tensor *ml_causal_softmax(ml_tensor *S);
+ml_tensor *ml_attention_apply(ml_tensor *P, ml_tensor *qkv, int n_heads);
 
 /* Mean cross-entropy of logits (N, V) against int32 targets (N); targets equal to −100 are
  * ignored (and the mean is over the others; with none, the loss is 0). Returns a 0-dim tensor. */

@@ -1,0 +1,54 @@
+-- Minimal JSON encoder for manifests (objects with sorted keys, so output is reproducible).
+local json = {}
+
+local escapes = { ['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n', ['\r'] = '\\r', ['\t'] = '\\t' }
+
+local function encode_string(s)
+  return '"' .. s:gsub('[%c"\\]', function(c) return escapes[c] or string.format("\\u%04x", c:byte()) end) .. '"'
+end
+
+local function is_array(t)
+  local n = #t
+  for k in pairs(t) do
+    if type(k) ~= "number" or k < 1 or k > n or math.type(k) ~= "integer" then return false end
+  end
+  return true
+end
+
+local function encode(v, indent, depth)
+  local tv = type(v)
+  if tv == "nil" then return "null"
+  elseif tv == "boolean" then return tostring(v)
+  elseif tv == "number" then
+    if v ~= v or v == math.huge or v == -math.huge then return "null" end
+    if math.type(v) == "integer" then return tostring(v) end
+    return string.format("%.17g", v)
+  elseif tv == "string" then return encode_string(v)
+  elseif tv == "table" then
+    if depth > 64 then error("json.encode: nesting too deep") end
+    local pad = indent and ("\n" .. string.rep(indent, depth + 1)) or ""
+    local close = indent and ("\n" .. string.rep(indent, depth)) or ""
+    local parts = {}
+    if next(v) ~= nil and is_array(v) then
+      for i = 1, #v do parts[i] = pad .. encode(v[i], indent, depth + 1) end
+      return "[" .. table.concat(parts, ",") .. close .. "]"
+    end
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = tostring(k) end
+    table.sort(keys)
+    for i, k in ipairs(keys) do
+      local val = v[k]
+      if val == nil then val = v[tonumber(k)] end
+      parts[i] = pad .. encode_string(k) .. (indent and ": " or ":") .. encode(val, indent, depth + 1)
+    end
+    if #parts == 0 then return "{}" end
+    return "{" .. table.concat(parts, ",") .. close .. "}"
+  else
+    return encode_string(tostring(v))
+  end
+end
+
+--- Encodes a Lua value; `indent` (e.g. "  ") pretty-prints.
+function json.encode(v, indent) return encode(v, indent, 0) end
+
+return json

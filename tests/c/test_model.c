@@ -1,0 +1,358 @@
+/* The language-model backbone: fused ops' gradients, parameter counts of the spec, hooks'
+ * invariants, training steps, checkpoints and exact resumption. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io/safetensors.h"
+#include "nn/train.h"
+#include "ops/nn_ops.h"
+#include "ops/ops.h"
+#include "testutil.h"
+
+static ml_tensor *randn(int ndim, const int64_t *shape, uint64_t seed, bool grad) {
+    ml_rng r;
+    ml_rng_init(&r, seed, 0);
+    ml_tensor *t = ml_normal(ndim, shape, 0, 1, &r);
+    if (grad) ml_set_requires_grad(t, true);
+    return t;
+}
+
+/* ---------------------------------------------------------------- fused ops */
+
+static ml_tensor *f_layer_norm(void *ud, ml_tensor **in) { return ml_layer_norm(in[0], in[1], in[2], 1e-5); }
+static ml_tensor *f_rms_norm(void *ud, ml_tensor **in) { return ml_rms_norm(in[0], in[1], 1e-5); }
+static ml_tensor *f_attention(void *ud, ml_tensor **in) { return ml_causal_attention(in[0], *(int *)ud, NULL); }
+static ml_tensor *f_xent(void *ud, ml_tensor **in) { return ml_cross_entropy(in[0], in[1]); }
+
+START_TEST(grad_layer_norm) {
+    ml_tensor *in[3] = {randn(3, (int64_t[]){2, 3, 5}, 1, true), randn(1, (int64_t[]){5}, 2, true),
+                        randn(1, (int64_t[]){5}, 3, true)};
+    ck_assert_msg(ml_gradcheck(f_layer_norm, NULL, 3, in, 1e-2, 2e-3, 2e-2) == ML_OK, "%s", ml_last_error());
+    for (int i = 0; i < 3; i++) ml_release(in[i]);
+}
+END_TEST
+
+START_TEST(grad_rms_norm) {
+    ml_tensor *in[2] = {randn(2, (int64_t[]){4, 6}, 4, true), randn(1, (int64_t[]){6}, 5, true)};
+    ck_assert_msg(ml_gradcheck(f_rms_norm, NULL, 2, in, 1e-2, 2e-3, 2e-2) == ML_OK, "%s", ml_last_error());
+    ml_release(in[0]), ml_release(in[1]);
+}
+END_TEST
+
+START_TEST(grad_attention) {
+    for (int heads = 1; heads <= 2; heads++) {
+        ml_tensor *in[1] = {randn(3, (int64_t[]){2, 5, 12}, 6 + heads, true)};
+        ck_assert_msg(ml_gradcheck(f_attention, &heads, 1, in, 1e-2, 2e-3, 2e-2) == ML_OK, "heads %d: %s", heads,
+                      ml_last_error());
+        ml_release(in[0]);
+    }
+}
+END_TEST
+
+START_TEST(grad_cross_entropy) {
+    ml_tensor *logits = randn(2, (int64_t[]){4, 7}, 9, true);
+    ml_tensor *tg = ml_from_i32(1, (int64_t[]){4}, (int32_t[]){3, -100, 0, 6});
+    ml_tensor *in[2] = {logits, tg};
+    ck_assert_msg(ml_gradcheck(f_xent, NULL, 2, in, 1e-2, 1e-3, 2e-2) == ML_OK, "%s", ml_last_error());
+    ml_tensor *bad = ml_from_i32(1, (int64_t[]){4}, (int32_t[]){3, 7, 0, 6});
+    ck_assert_ptr_null(ml_cross_entropy(logits, bad));
+    ck_assert_msg(strstr(ml_last_error(), "cross_entropy: target 7"), "%s", ml_last_error());
+    ml_release(logits), ml_release(tg), ml_release(bad);
+}
+END_TEST
+
+START_TEST(attention_masks_future) {
+    /* Changing the last position must not change earlier outputs. */
+    ml_tensor *a = randn(3, (int64_t[]){1, 6, 9}, 11, false);
+    ml_tensor *b = ml_clone(a);
+    for (int c = 0; c < 9; c++) ml_f32(b)[5 * 9 + c] += 3.0f;
+    ml_tensor *ya = ml_causal_attention(a, 1, NULL), *yb = ml_causal_attention(b, 1, NULL);
+    for (int i = 0; i < 5 * 3; i++) ck_assert_float_eq(ml_f32(ya)[i], ml_f32(yb)[i]);
+    ml_release(a), ml_release(b), ml_release(ya), ml_release(yb);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the model */
+
+static ml_model *tiny(const char *arch, int layers, bool pe) {
+    ml_model_config c;
+    ml_model_config_defaults(&c, arch);
+    c.d_model = 8, c.n_layers = layers, c.vocab = 13, c.max_pos = 16, c.pos_emb = pe, c.n_heads = 2;
+    ml_model *m = ml_model_new(&c);
+    ck_assert_msg(m != NULL, "%s", ml_last_error());
+    return m;
+}
+
+START_TEST(param_counts_attention) {
+    /* architectures.md §13.1 and the issue: D = 64, 2 layers */
+    struct {
+        int vocab;
+        bool pe;
+        int64_t want;
+    } cases[] = {{8196, true, 689792}, {8196, false, 624256}, {8195, true, 689728}, {8195, false, 624192}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ml_model_config c;
+        ml_model_config_defaults(&c, "attention");
+        c.vocab = cases[i].vocab, c.pos_emb = cases[i].pe;
+        ml_model *m = ml_model_new(&c);
+        ck_assert_int_eq(ml_model_count(m), cases[i].want);
+        ml_model_free(m);
+    }
+    /* ATR check value (§13.3): 2-layer attention, D = 256, PE, V = 26 */
+    ml_model_config c;
+    ml_model_config_defaults(&c, "attention");
+    c.vocab = 26, c.d_model = 256;
+    ml_model *m = ml_model_new(&c);
+    ck_assert_int_eq(ml_model_count(m), 1847296);
+    ck_assert_int_ge(ml_model_find_param(m, "backbone.layers.1.sequence_mixer.Wqkv.weight"), 0);
+    ck_assert_int_ge(ml_model_find_param(m, "backbone.layers.0.state_mixer.fc2.bias"), 0);
+    ck_assert_int_ge(ml_model_find_param(m, "backbone.embeddings.position_embeddings.weight"), 0);
+    ml_model_free(m);
+}
+END_TEST
+
+START_TEST(init_statistics) {
+    /* Transformer regime: Linear weights N(0, 0.02), out_proj/fc2 N(0, 0.02/sqrt(2 n_layers)). */
+    ml_model_config c;
+    ml_model_config_defaults(&c, "attention");
+    ml_model *m = ml_model_new(&c);
+    const char *names[] = {"backbone.layers.0.sequence_mixer.Wqkv.weight", "backbone.layers.1.sequence_mixer.out_proj.weight",
+                           "backbone.layers.0.state_mixer.fc2.weight", "backbone.embeddings.word_embeddings.weight"};
+    double want[] = {0.02, 0.01, 0.01, 0.02};
+    for (int k = 0; k < 4; k++) {
+        ml_param *p = &m->params[ml_model_find_param(m, names[k])];
+        double s = 0, ss = 0;
+        for (int64_t i = 0; i < p->numel; i++) {
+            double x = ml_f32(p->t)[i];
+            s += x, ss += x * x;
+        }
+        double mean = s / p->numel, sd = sqrt(ss / p->numel - mean * mean);
+        ck_assert_msg(fabs(sd - want[k]) < 0.05 * want[k], "%s: std %g, expected %g", names[k], sd, want[k]);
+        ck_assert_msg(fabs(mean) < 0.1 * want[k], "%s: mean %g", names[k], mean);
+    }
+    ml_param *b = &m->params[ml_model_find_param(m, "backbone.layers.0.sequence_mixer.out_proj.bias")];
+    for (int64_t i = 0; i < b->numel; i++) ck_assert_float_eq(ml_f32(b->t)[i], 0.0f);
+    ml_model_free(m);
+}
+END_TEST
+
+static ml_tensor *toy_tokens(int B, int L, int vocab, uint64_t seed) {
+    ml_rng r;
+    ml_rng_init(&r, seed, 0);
+    ml_tensor *t = ml_empty(ML_I32, 2, (int64_t[]){B, L});
+    for (int i = 0; i < B * L; i++) ml_i32(t)[i] = (int32_t)ml_rng_below(&r, (uint32_t)vocab);
+    return t;
+}
+
+static ml_tensor *toy_targets(ml_tensor *tokens, int vocab) {
+    /* supervise the last position of each row with a token that depends on the first */
+    int64_t B = tokens->shape[0], L = tokens->shape[1];
+    ml_tensor *t = ml_full(ML_I32, 2, tokens->shape, -100);
+    for (int64_t b = 0; b < B; b++) ml_i32(t)[b * L + L - 2] = (ml_i32(tokens)[b * L] * 3 + 1) % vocab;
+    return t;
+}
+
+typedef struct {
+    ml_model *m;
+    ml_tensor *tokens, *targets;
+} loss_ud;
+
+static ml_tensor *f_model_loss(void *ud, ml_tensor **in) {
+    loss_ud *u = ud;
+    return ml_model_loss(u->m, u->tokens, u->targets, NULL, NULL, NULL);
+}
+
+START_TEST(grad_whole_model) {
+    for (int pe = 0; pe <= 1; pe++) {
+        ml_model *m = tiny("attention", 2, pe);
+        loss_ud u = {m, toy_tokens(2, 5, 13, 3), NULL};
+        u.targets = toy_targets(u.tokens, 13);
+        ml_tensor **in = malloc(sizeof *in * (size_t)m->n_params);
+        for (int i = 0; i < m->n_params; i++) {
+            in[i] = m->params[i].t;
+            ml_zero_grad(in[i]); /* gradcheck accumulates from zero */
+        }
+        ck_assert_msg(ml_gradcheck(f_model_loss, &u, m->n_params, in, 1e-3, 2e-3, 3e-2) == ML_OK, "pe=%d: %s", pe,
+                      ml_last_error());
+        free(in);
+        ml_release(u.tokens), ml_release(u.targets);
+        ml_model_free(m);
+    }
+}
+END_TEST
+
+/* Hooks: observing changes nothing; returning an identical copy changes nothing; every site
+ * fires exactly once per forward; a wrong-shape replacement is an error naming the site. */
+typedef struct {
+    int calls[256];
+    int mode; /* 0 observe, 1 clone, 2 wrong shape */
+    ml_model *m;
+} hook_ud;
+
+static int site_index(ml_model *m, int layer, const char *name) {
+    for (int i = 0; i < m->n_sites; i++)
+        if (m->site_layer[i] == layer && !strcmp(m->sites[i].name, name)) return i;
+    return -1;
+}
+
+static ml_tensor *test_hook(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err) {
+    hook_ud *h = ud;
+    int i = site_index(h->m, layer, name);
+    ck_assert_msg(i >= 0, "undeclared site blocks.%d.%s fired", layer, name);
+    h->calls[i]++;
+    if (h->mode == 1) {
+        ml_tensor *c = ml_clone(act);
+        return c;
+    }
+    if (h->mode == 2) return ml_zeros(ML_F32, 1, (int64_t[]){3});
+    return NULL;
+}
+
+START_TEST(hooks_invariants) {
+    ml_model *m = tiny("attention", 2, true);
+    ml_tensor *tok = toy_tokens(3, 6, 13, 5);
+    ml_tensor *h0 = ml_model_hidden(m, tok, NULL);
+    for (int mode = 0; mode <= 1; mode++) {
+        hook_ud h = {.mode = mode, .m = m};
+        ml_run run = {.hook = test_hook, .ud = &h};
+        ml_tensor *h1 = ml_model_hidden(m, tok, &run);
+        ck_assert_ptr_nonnull(h1);
+        ck_assert_msg(ml_equal(h0, h1), "mode %d changed the output", mode);
+        for (int i = 0; i < m->n_sites; i++)
+            ck_assert_msg(h.calls[i] == 1, "site blocks.%d.%s fired %d times", m->site_layer[i], m->sites[i].name,
+                          h.calls[i]);
+        ml_release(h1);
+    }
+    hook_ud h = {.mode = 2, .m = m};
+    ml_run run = {.hook = test_hook, .ud = &h};
+    ck_assert_ptr_null(ml_model_hidden(m, tok, &run));
+    ck_assert_msg(strstr(ml_last_error(), "hook at blocks.0.block_input returned"), "%s", ml_last_error());
+    ml_release(h0), ml_release(tok);
+    ml_model_free(m);
+}
+END_TEST
+
+START_TEST(training_reduces_loss) {
+    ml_model *m = tiny("attention", 2, true);
+    ml_adamw opt;
+    ck_assert_int_eq(ml_adamw_init(&opt, m->n_total, 0.9, 0.999, 1e-8, 0), ML_OK);
+    ml_tensor *tok = toy_tokens(16, 6, 13, 7), *tg = toy_targets(tok, 13);
+    ml_batch_stats first, st;
+    ck_assert_int_eq(ml_eval_batch(m, tok, tg, &first), ML_OK);
+    for (int i = 0; i < 150; i++) ck_assert_int_eq(ml_train_step(m, &opt, tok, tg, 1e-2, &st), ML_OK);
+    ck_assert_int_eq(ml_eval_batch(m, tok, tg, &st), ML_OK);
+    ck_assert_msg(st.loss < 0.2 * first.loss, "loss %g -> %g", first.loss, st.loss);
+    ck_assert_int_eq(st.correct, 16);
+    ml_adamw_free(&opt);
+    ml_release(tok), ml_release(tg);
+    ml_model_free(m);
+}
+END_TEST
+
+START_TEST(checkpoint_exact_resume) {
+    char path[] = "/tmp/mechlab_ckpt_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    ml_tensor *tok = toy_tokens(8, 6, 13, 9), *tg = toy_targets(tok, 13);
+    ml_batch_stats st;
+    /* N = 10 steps straight */
+    ml_model *a = tiny("attention", 2, true);
+    ml_adamw oa;
+    ml_adamw_init(&oa, a->n_total, 0.9, 0.999, 1e-8, 0);
+    for (int i = 0; i < 10; i++) ml_train_step(a, &oa, tok, tg, 1e-3 * (i + 1), &st);
+    /* k = 4, save, load, 6 more */
+    ml_model *b = tiny("attention", 2, true);
+    ml_adamw ob;
+    ml_adamw_init(&ob, b->n_total, 0.9, 0.999, 1e-8, 0);
+    for (int i = 0; i < 4; i++) ml_train_step(b, &ob, tok, tg, 1e-3 * (i + 1), &st);
+    ck_assert_msg(ml_checkpoint_save(path, b, &ob, 1, (const char *[]){"train.step"}, (const char *[]){"4"}) == ML_OK,
+                  "%s", ml_last_error());
+    ml_model_free(b);
+    ml_adamw_free(&ob);
+    ml_adamw oc;
+    bool has;
+    ml_safetensors *meta;
+    ml_model *c = ml_checkpoint_load(path, &oc, &has, &meta);
+    ck_assert_msg(c != NULL, "%s", ml_last_error());
+    ck_assert(has);
+    ck_assert_str_eq(ml_safetensors_meta(meta, "train.step"), "4");
+    ml_safetensors_close(meta);
+    for (int i = 4; i < 10; i++) ml_train_step(c, &oc, tok, tg, 1e-3 * (i + 1), &st);
+    ck_assert_msg(ml_equal(a->flat, c->flat), "resumed parameters differ");
+    ck_assert(ml_equal(oa.m, oc.m) && ml_equal(oa.v, oc.v));
+    ck_assert_int_eq(oa.step, oc.step);
+    ml_model_free(a), ml_model_free(c);
+    ml_adamw_free(&oa), ml_adamw_free(&oc);
+    ml_release(tok), ml_release(tg);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(checkpoint_refuses_bad_files) {
+    char path[] = "/tmp/mechlab_ckpt_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    ml_model *m = tiny("attention", 1, false);
+    ck_assert_int_eq(ml_checkpoint_save(path, m, NULL, 0, NULL, NULL), ML_OK);
+    /* truncate: the loader must refuse it */
+    FILE *f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    ck_assert_int_eq(truncate(path, n - 5), 0);
+    ck_assert_ptr_null(ml_checkpoint_load(path, NULL, NULL, NULL));
+    /* a safetensors file without a mechlab config */
+    ml_tensor *t = ml_zeros(ML_F32, 1, (int64_t[]){3});
+    ck_assert_int_eq(ml_safetensors_write(path, 1, (const char *[]){"x"}, &t, 0, NULL, NULL), ML_OK);
+    ck_assert_ptr_null(ml_checkpoint_load(path, NULL, NULL, NULL));
+    ck_assert_msg(strstr(ml_last_error(), "mechlab.config"), "%s", ml_last_error());
+    ck_assert_ptr_null(ml_checkpoint_load("/nonexistent/dir/x.safetensors", NULL, NULL, NULL));
+    ml_release(t);
+    ml_model_free(m);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(config_validation) {
+    ml_model_config c;
+    ml_model_config_defaults(&c, "transformer");
+    ck_assert_ptr_null(ml_model_new(&c));
+    ck_assert_msg(strstr(ml_last_error(), "option 'arch'"), "%s", ml_last_error());
+    ml_model_config_defaults(&c, "attention");
+    c.n_heads = 3;
+    ck_assert_ptr_null(ml_model_new(&c));
+    ck_assert_msg(strstr(ml_last_error(), "n_heads"), "%s", ml_last_error());
+    ml_model_config_defaults(&c, "attention");
+    c.d_model = 0;
+    ck_assert_ptr_null(ml_model_new(&c));
+    ck_assert_msg(strstr(ml_last_error(), "d_model"), "%s", ml_last_error());
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("model");
+    TCase *ops = tcase_create("fused_ops");
+    tcase_add_test(ops, grad_layer_norm);
+    tcase_add_test(ops, grad_rms_norm);
+    tcase_add_test(ops, grad_attention);
+    tcase_add_test(ops, grad_cross_entropy);
+    tcase_add_test(ops, attention_masks_future);
+    suite_add_tcase(s, ops);
+    TCase *mdl = tcase_create("model");
+    tcase_set_timeout(mdl, 120);
+    tcase_add_test(mdl, param_counts_attention);
+    tcase_add_test(mdl, init_statistics);
+    tcase_add_test(mdl, grad_whole_model);
+    tcase_add_test(mdl, hooks_invariants);
+    tcase_add_test(mdl, training_reduces_loss);
+    tcase_add_test(mdl, checkpoint_exact_resume);
+    tcase_add_test(mdl, checkpoint_refuses_bad_files);
+    tcase_add_test(mdl, config_validation);
+    suite_add_tcase(s, mdl);
+    return s;
+}
+
+int main(void) { return ml_test_run(suite()); }

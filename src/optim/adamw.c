@@ -6,6 +6,10 @@
 
 #include "core/threads.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 ml_status ml_adamw_init(ml_adamw *opt, int64_t n, double beta1, double beta2, double eps, double weight_decay) {
     memset(opt, 0, sizeof *opt);
     if (n < 0) return ml_fail(ML_ERR_ARG, "adamw: parameter count %lld is negative", (long long)n);
@@ -46,37 +50,72 @@ void ml_adamw_reset(ml_adamw *opt) {
     opt->step = 0;
 }
 
-void ml_adamw_update(const ml_adamw *opt, int64_t offset, float *params, const float *grads, int64_t n,
-                     double lr, int64_t step) {
+/* The per-element constants of one update, already cast where PyTorch casts. */
+typedef struct {
+    float decay, w1, b2, c2, bc2s, eps, neg_step;
+} adamw_consts;
+
+/* One element, in PyTorch's order. */
+static inline void adamw_one(const adamw_consts *k, float *p, float g, float *m, float *v) {
+    float pd = *p * k->decay;                  /* exact when wd = 0 (decay 1); PyTorch always multiplies */
+    float mi = *m + k->w1 * (g - *m);          /* exp_avg.lerp_(grad, 1-b1), weight < 0.5 form */
+    float vi = *v * k->b2 + (k->c2 * g) * g;   /* addcmul: value * t1 * t2 */
+    float d = sqrtf(vi) / k->bc2s + k->eps;    /* (sqrt(v) / sqrt(bc2)).add_(eps) */
+    *m = mi;
+    *v = vi;
+    *p = pd + (k->neg_step * mi) / d;          /* addcdiv: value * t1 / t2 */
+}
+
+/* The same four at a time with SSE where available: GCC does not vectorise sqrtf (its errno
+ * path) at -O2. SSE's add/mul/div/sqrt round exactly like the scalar instructions, so the bits
+ * are those of adamw_one; about 3x faster. */
+static void adamw_kernel(const adamw_consts *k, float *params, const float *grads, float *m, float *v, int64_t n) {
+    int64_t i = 0;
+#if defined(__SSE2__)
+    const __m128 decay = _mm_set1_ps(k->decay), w1 = _mm_set1_ps(k->w1), b2 = _mm_set1_ps(k->b2),
+                 c2 = _mm_set1_ps(k->c2), bc2s = _mm_set1_ps(k->bc2s), eps = _mm_set1_ps(k->eps),
+                 neg_step = _mm_set1_ps(k->neg_step);
+    for (; i + 4 <= n; i += 4) {
+        __m128 g = _mm_loadu_ps(grads + i);
+        __m128 mo = _mm_loadu_ps(m + i);
+        __m128 pd = _mm_mul_ps(_mm_loadu_ps(params + i), decay);
+        __m128 mi = _mm_add_ps(mo, _mm_mul_ps(w1, _mm_sub_ps(g, mo)));
+        __m128 vi = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(v + i), b2), _mm_mul_ps(_mm_mul_ps(c2, g), g));
+        __m128 d = _mm_add_ps(_mm_div_ps(_mm_sqrt_ps(vi), bc2s), eps);
+        _mm_storeu_ps(m + i, mi);
+        _mm_storeu_ps(v + i, vi);
+        _mm_storeu_ps(params + i, _mm_add_ps(pd, _mm_div_ps(_mm_mul_ps(neg_step, mi), d)));
+    }
+#endif
+    for (; i < n; i++) adamw_one(k, params + i, grads[i], m + i, v + i);
+}
+
+enum { ADAMW_CHUNK = 32768 };
+
+void ml_adamw_update(ml_adamw *opt, int64_t offset, float *params, const float *grads, int64_t n, double lr,
+                     int64_t step) {
     /* Python-side scalars (double), then the casts PyTorch applies when a Python number meets a
      * float32 tensor. */
     double bc1 = 1.0 - pow(opt->beta1, (double)step);
     double bc2 = 1.0 - pow(opt->beta2, (double)step);
     double step_size = lr / bc1;
-    double bc2_sqrt = sqrt(bc2);
-    const float decay = (float)(1.0 - lr * opt->weight_decay);
-    const int do_decay = opt->weight_decay != 0.0;
-    const float w1 = (float)(1.0 - opt->beta1);
-    const float b2 = (float)opt->beta2;
-    const float c2 = (float)(1.0 - opt->beta2);
-    const float bc2s = (float)bc2_sqrt;
-    const float epsf = (float)opt->eps;
-    const float neg_step = (float)(-step_size);
+    adamw_consts k = {
+        .decay = (float)(1.0 - lr * opt->weight_decay),
+        .w1 = (float)(1.0 - opt->beta1),
+        .b2 = (float)opt->beta2,
+        .c2 = (float)(1.0 - opt->beta2),
+        .bc2s = (float)sqrt(bc2),
+        .eps = (float)opt->eps,
+        .neg_step = (float)(-step_size),
+    };
     float *m = ml_f32(opt->m) + offset;
     float *v = ml_f32(opt->v) + offset;
     /* Element-wise, so the thread count cannot change the result; small arrays stay serial. */
-#pragma omp parallel for schedule(static) num_threads(ml_threads()) if (n >= 65536)
-    for (int64_t i = 0; i < n; i++) {
-        float p = params[i];
-        float g = grads[i];
-        if (do_decay) p = p * decay;
-        float mi = m[i] + w1 * (g - m[i]);      /* lerp with weight < 0.5 */
-        float vi = v[i] * b2 + (c2 * g) * g;    /* addcmul: value * t1 * t2 */
-        float d = sqrtf(vi) / bc2s + epsf;
-        p = p + (neg_step * mi) / d;            /* addcdiv: value * t1 / t2 */
-        m[i] = mi;
-        v[i] = vi;
-        params[i] = p;
+    int64_t chunks = (n + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+#pragma omp parallel for schedule(static) num_threads(ml_threads()) if (chunks >= 4)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t lo = c * ADAMW_CHUNK, len = n - lo < ADAMW_CHUNK ? n - lo : ADAMW_CHUNK;
+        adamw_kernel(&k, params + lo, grads + lo, m + lo, v + lo, len);
     }
 }
 

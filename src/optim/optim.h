@@ -54,9 +54,9 @@ ml_status ml_adamw_step(ml_adamw *opt, float *params, const float *grads, int64_
  * moments stay as they are). The step count advances once. Bumps each updated storage's version. */
 ml_status ml_adamw_step_tensors(ml_adamw *opt, int n_params, ml_tensor *const *params, double lr);
 
-/* Lower level: the update of one stretch [offset, offset+n) of the state at step count `step`
- * (already incremented, >= 1). ml_adamw_step = ++step, then this over everything. */
-void ml_adamw_update(const ml_adamw *opt, int64_t offset, float *params, const float *grads, int64_t n,
+/* Lower level: the update of one stretch [offset, offset+n) of the parameters and moments at step
+ * count `step` (already incremented, >= 1). ml_adamw_step = ++step, then this over everything. */
+void ml_adamw_update(ml_adamw *opt, int64_t offset, float *params, const float *grads, int64_t n,
                      double lr, int64_t step);
 
 /* ---- learning-rate schedules (Hugging Face transformers semantics) ---- */

@@ -207,6 +207,37 @@ START_TEST(test_adamw_tensors) {
 }
 END_TEST
 
+/* The exact float arithmetic, element by element (the vectorised kernel and the scalar tail must
+ * both give these bits): PyTorch's order with its casts of the Python scalars. */
+START_TEST(test_adamw_exact_bits) {
+    enum { N = 37 };
+    const double b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05;
+    float p[N], g[N], rp[N], rm[N] = {0}, rv[N] = {0};
+    for (int i = 0; i < N; i++) p[i] = rp[i] = sinf(1.7f * (float)i) * (float)(1 + i % 4);
+    ml_adamw o;
+    ck_assert_int_eq(ml_adamw_init(&o, N, b1, b2, eps, wd), ML_OK);
+    for (int t = 1; t <= 4; t++) {
+        double lr = 1e-3 * t;
+        for (int i = 0; i < N; i++) g[i] = cosf(0.9f * (float)(i * t)) * powf(10.0f, (float)(i % 7 - 3));
+        ck_assert_int_eq(ml_adamw_step(&o, p, g, N, lr), ML_OK);
+        double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
+        float decay = (float)(1 - lr * wd), w1 = (float)(1 - b1), fb2 = (float)b2, c2 = (float)(1 - b2);
+        float bs = (float)sqrt(bc2), fe = (float)eps, ns = (float)(-(lr / bc1));
+        for (int i = 0; i < N; i++) {
+            float q = rp[i] * decay;
+            rm[i] = rm[i] + w1 * (g[i] - rm[i]);
+            rv[i] = rv[i] * fb2 + (c2 * g[i]) * g[i];
+            float d = sqrtf(rv[i]) / bs + fe;
+            rp[i] = q + (ns * rm[i]) / d;
+        }
+        ck_assert_mem_eq(p, rp, sizeof p);
+        ck_assert_mem_eq(ml_f32(o.m), rm, sizeof rm);
+        ck_assert_mem_eq(ml_f32(o.v), rv, sizeof rv);
+    }
+    ml_adamw_free(&o);
+}
+END_TEST
+
 /* Element-wise update: the thread count cannot change a bit. */
 START_TEST(test_adamw_threads) {
     enum { N = 200003 };
@@ -415,6 +446,7 @@ static Suite *suite(void) {
     tcase_add_test(a, test_adamw_weight_decay);
     tcase_add_test(a, test_adamw_quadratic_reference);
     tcase_add_test(a, test_adamw_tensors);
+    tcase_add_test(a, test_adamw_exact_bits);
     tcase_add_test(a, test_adamw_threads);
     tcase_add_test(a, test_adamw_matches_torch);
     suite_add_tcase(s, a);

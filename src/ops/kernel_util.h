@@ -12,6 +12,22 @@
 #include <omp.h>
 #endif
 
+/* Hot per-batch-element workers are compiled for AVX-512, AVX2 and baseline x86-64 and picked at
+ * load time. Results do not depend on the pick where a loop has no cross-lane reduction (the
+ * scan's loops run over channels, one lane per channel; -std=c11 forbids FMA contraction). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(MLK_NO_CLONES)
+#define MLK_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MLK_CLONES
+#endif
+
+/* Forces inlining of the inner-block helpers into the cloned workers (so they get the clone's ISA). */
+#if defined(__GNUC__)
+#define MLK_INLINE static inline __attribute__((always_inline))
+#else
+#define MLK_INLINE static inline
+#endif
+
 /* Threads for a loop doing about `work` multiply-adds: one below ~64k (fork/join costs ~µs). */
 static inline int mlk_threads_for(double work) { return work < 65536.0 ? 1 : ml_threads(); }
 
@@ -34,10 +50,12 @@ static inline float mlk_expf(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t bits = ((int32_t)kf + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return x <= -87.0f ? 0.0f : p * scale;
+    union { /* 2^k from its exponent bits (a union keeps the loop vectorisable; memcpy does not) */
+        int32_t i;
+        float f;
+    } scale;
+    scale.i = ((int32_t)kf + 127) << 23;
+    return x <= -87.0f ? 0.0f : p * scale.f;
 }
 
 #endif

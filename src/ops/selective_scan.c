@@ -1,68 +1,102 @@
 /* Mamba's selective scan (spec §9): sequential forward, exact reverse-scan backward, single step,
  * and the implicit attention matrix. One batch element per OpenMP iteration; the states of one
  * element (L·E·N floats, 300 KB at E=128, N=16, L=37) stay in L2 between forward and backward. */
+#pragma GCC optimize("O3", "fp-contract=fast") /* vectorised expf loops (not at -O2); FMA in the AVX2/AVX-512 clones */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
 
-/* One token for one batch element, in place on h[E,N]:
- * h[e,:] = exp(Δ_e A[e,:])⊙h[e,:] + Δ_e u_e Bt;  y_e = Ct·h[e,:] + D_e u_e.
- * hprev may equal h (in place) or point elsewhere (then h is written, hprev read). */
-static inline void scan_token(int E, int N, const float *restrict hprev, float *h, const float *ut,
-                              const float *dt, const float *A, const float *Bt, const float *Ct, const float *D,
-                              float *yt) {
-    for (int e = 0; e < E; e++) {
-        const float d = dt[e], du = d * ut[e];
-        const float *Ae = A + (size_t)e * N;
-        const float *hp = hprev + (size_t)e * N;
-        float *he = h + (size_t)e * N;
-        float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-        for (int n = 0; n < N; n++) {
-            float hn = mlk_expf(d * Ae[n]) * hp[n] + du * Bt[n];
-            he[n] = hn;
-            acc += Ct[n] * hn;
-        }
-        yt[e] = acc + (D ? D[e] * ut[e] : 0.0f);
+/* Internally a state is channel-minor, hT[n*E + e] ([N,E]), so every inner loop runs over the E
+ * channels of one state index n: contiguous, vectorised, and with no cross-lane reduction (the
+ * bits do not depend on the vector width). The API layout [.., E, N] is converted at the edges. */
+
+/* [E,N] → [N,E] and back */
+static void to_ne(int E, int N, const float *en, float *ne) {
+    for (int e = 0; e < E; e++)
+        for (int n = 0; n < N; n++) ne[(size_t)n * E + e] = en[(size_t)e * N + n];
+}
+static void to_en(int E, int N, const float *ne, float *en) {
+    for (int e = 0; e < E; e++)
+        for (int n = 0; n < N; n++) en[(size_t)e * N + n] = ne[(size_t)n * E + e];
+}
+
+/* One token: h[n,:] = exp(Δ⊙A[n,:])⊙hp[n,:] + (Δ⊙u)·B_n;  y = D⊙u + Σ_n C_n·h[n,:] (n in order).
+ * hp may equal h. mlk_sscan_step repeats exactly these operations in the API layout. */
+enum { VB = 16 }; /* channel block: one AVX-512 vector; per-block accumulators stay in registers */
+
+MLK_INLINE void fwd_block(int W, int E, int N, const float *hp, float *h, const float *ut, const float *dt,
+                             const float *AT, const float *Bt, const float *Ct, const float *D, float *yt) {
+    float y[VB], d[VB], du[VB];
+    for (int i = 0; i < W; i++) {
+        d[i] = dt[i];
+        du[i] = dt[i] * ut[i];
+        y[i] = D ? D[i] * ut[i] : 0.0f;
     }
+    for (int n = 0; n < N; n++) {
+        const float *An = AT + (size_t)n * E, *hpn = hp + (size_t)n * E;
+        float *hn = h + (size_t)n * E;
+        const float Bn = Bt[n], Cn = Ct[n];
+#pragma omp simd
+        for (int i = 0; i < W; i++) {
+            float v = mlk_expf(d[i] * An[i]) * hpn[i] + du[i] * Bn;
+            hn[i] = v;
+            y[i] += Cn * v;
+        }
+    }
+    for (int i = 0; i < W; i++) yt[i] = y[i];
+}
+
+MLK_INLINE void token_fwd(int E, int N, const float *hp, float *h, const float *ut, const float *dt,
+                             const float *AT, const float *Bt, const float *Ct, const float *D, float *yt) {
+    for (int e0 = 0; e0 < E; e0 += VB) {
+        const float *De = D ? D + e0 : NULL;
+        if (E - e0 >= VB) fwd_block(VB, E, N, hp + e0, h + e0, ut + e0, dt + e0, AT + e0, Bt, Ct, De, yt + e0);
+        else fwd_block(E - e0, E, N, hp + e0, h + e0, ut + e0, dt + e0, AT + e0, Bt, Ct, De, yt + e0);
+    }
+}
+
+/* Forward of one batch element. h: [N,E], h_{-1} on entry, h_{L-1} on exit. HT: [L,N,E] all states
+ * (or NULL: update h in place). u, dl, y: [L,E]; Bm, Cm: [L,N]. */
+MLK_CLONES static void scan_fwd_one(int L, int E, int N, const float *u, const float *dl, const float *AT,
+                                    const float *Bm, const float *Cm, const float *D, float *h, float *HT, float *y) {
+    size_t EN = (size_t)E * N;
+    const float *hp = h;
+    for (int t = 0; t < L; t++) {
+        float *hc = HT ? HT + (size_t)t * EN : h;
+        token_fwd(E, N, hp, hc, u + (size_t)t * E, dl + (size_t)t * E, AT, Bm + (size_t)t * N, Cm + (size_t)t * N, D,
+                  y + (size_t)t * E);
+        hp = hc;
+    }
+    if (HT && L > 0) memcpy(h, HT + (size_t)(L - 1) * EN, sizeof(float) * EN);
 }
 
 int mlk_sscan_fwd(int B, int L, int E, int N, const float *u, const float *delta, const float *A, const float *Bm,
                   const float *Cm, const float *D, const float *h0, float *y, float *hs, float *hlast) {
     size_t EN = (size_t)E * N;
     int nt = mlk_threads_for((double)B * L * EN);
-    float *scratch = NULL;
-    if (!hs) { /* one running state per thread */
-        scratch = malloc(sizeof(float) * EN * nt);
-        if (!scratch) return -1;
-    }
+    size_t per_thread = EN + (hs ? (size_t)L * EN : 0); /* running state [N,E], all states [L,N,E] */
+    float *scratch = malloc(sizeof(float) * (EN + per_thread * nt));
+    if (!scratch) return -1;
+    float *AT = scratch; /* [N,E] */
+    to_ne(E, N, A, AT);
 #pragma omp parallel num_threads(nt)
     {
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        float *run = scratch ? scratch + EN * tid : NULL;
+        float *h = scratch + EN + per_thread * tid, *HT = hs ? h + EN : NULL;
 #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) {
-            const float *hprev = h0 ? h0 + EN * b : NULL;
-            if (!hprev) { /* zero initial state */
-                float *first = hs ? hs + (size_t)b * L * EN : run;
-                memset(first, 0, sizeof(float) * EN);
-                hprev = first;
-            } else if (!hs) {
-                memcpy(run, hprev, sizeof(float) * EN);
-                hprev = run;
-            }
-            for (int t = 0; t < L; t++) {
-                size_t bt = (size_t)b * L + t;
-                float *hcur = hs ? hs + bt * EN : run;
-                scan_token(E, N, hprev, hcur, u + bt * E, delta + bt * E, A, Bm + bt * N, Cm + bt * N, D, y + bt * E);
-                hprev = hcur;
-            }
-            if (hlast) memcpy(hlast + EN * b, hprev, sizeof(float) * EN);
+            size_t bL = (size_t)b * L;
+            if (h0) to_ne(E, N, h0 + EN * b, h);
+            else memset(h, 0, sizeof(float) * EN);
+            scan_fwd_one(L, E, N, u + bL * E, delta + bL * E, AT, Bm + bL * N, Cm + bL * N, D, h, HT, y + bL * E);
+            if (hs)
+                for (int t = 0; t < L; t++) to_en(E, N, HT + (size_t)t * EN, hs + (bL + t) * EN);
+            if (hlast) to_en(E, N, h, hlast + EN * b);
         }
     }
     free(scratch);
@@ -71,10 +105,156 @@ int mlk_sscan_fwd(int B, int L, int E, int N, const float *u, const float *delta
 
 void mlk_sscan_step(int B, int E, int N, float *h, const float *u, const float *delta, const float *A,
                     const float *Bm, const float *Cm, const float *D, float *y) {
+    /* the operations of token_fwd, in the same order, on the [E,N] layout */
     size_t EN = (size_t)E * N;
-    for (int b = 0; b < B; b++)
-        scan_token(E, N, h + EN * b, h + EN * b, u + (size_t)b * E, delta + (size_t)b * E, A, Bm + (size_t)b * N,
-                   Cm + (size_t)b * N, D, y + (size_t)b * E);
+    for (int b = 0; b < B; b++) {
+        float *hb = h + EN * b;
+        const float *ub = u + (size_t)b * E, *db = delta + (size_t)b * E;
+        const float *Bt = Bm + (size_t)b * N, *Ct = Cm + (size_t)b * N;
+        for (int e = 0; e < E; e++) {
+            float acc = D ? D[e] * ub[e] : 0.0f;
+            for (int n = 0; n < N; n++) {
+                float v = mlk_expf(db[e] * A[(size_t)e * N + n]) * hb[(size_t)e * N + n] + (db[e] * ub[e]) * Bt[n];
+                hb[(size_t)e * N + n] = v;
+                acc += Ct[n] * v;
+            }
+            y[(size_t)b * E + e] = acc;
+        }
+    }
+}
+
+/* The backward runs one channel block (VB channels) at a time through the whole sequence: the
+ * block's recomputed states and decays ([L,N,VB] each, 76 KB at N=16) stay in L1/L2 whatever E is.
+ * Block-local arrays (also the block's columns of A and dA) have stride VB between state indices n:
+ * rows E floats apart would alias in L1 when E is a multiple of 512. */
+
+/* States and decays of one block for all t: hb[t,n,i] = h_t, ab[t,n,i] = exp(Δ_t A) (the bits of
+ * fwd_block). With have_states hb is already filled and only the decays are formed. */
+MLK_INLINE void states_block(int W, int L, int E, int N, const float *u, const float *dl, const float *AT,
+                             const float *Bm, const float *h0b, int have_states, float *hb, float *ab) {
+    for (int t = 0; t < L; t++) {
+        const float *ut = u + (size_t)t * E, *dt = dl + (size_t)t * E;
+        const float *hp = t > 0 ? hb + (size_t)(t - 1) * N * VB : h0b;
+        float *h = hb + (size_t)t * N * VB, *at = ab + (size_t)t * N * VB;
+        float d[VB], du[VB];
+        for (int i = 0; i < W; i++) {
+            d[i] = dt[i];
+            du[i] = dt[i] * ut[i];
+        }
+        for (int n = 0; n < N; n++) {
+            const float *An = AT + n * VB, *hpn = hp + n * VB;
+            float *hn = h + n * VB, *an = at + n * VB;
+            const float Bn = Bm[(size_t)t * N + n];
+            if (have_states) {
+#pragma omp simd
+                for (int i = 0; i < W; i++) an[i] = mlk_expf(d[i] * An[i]);
+            } else {
+#pragma omp simd
+                for (int i = 0; i < W; i++) {
+                    float a = mlk_expf(d[i] * An[i]);
+                    an[i] = a;
+                    hn[i] = a * hpn[i] + du[i] * Bn;
+                }
+            }
+        }
+    }
+}
+
+/* Reverse pass of one block. AT: [N,VB] block columns of A; carry: [N,VB], ∂ℓ/∂h_{t} carried as
+ * a_{t+1}⊙dh_{t+1}, ends as ∂ℓ/∂h_{-1}; dAb: [N,VB] block columns of dA (accumulated); lanes: [2,L,N,VB] lane partials of dC_t, dB_t, accumulated
+ * over blocks; du, ddelta, dDb at the block's channels. */
+MLK_INLINE void bwd_block(int W, int L, int E, int N, const float *u, const float *dl, const float *dy,
+                          const float *AT, const float *Bm, const float *Cm, const float *D, const float *h0b,
+                          const float *hb, const float *ab, float *carry, float *dAb, float *lanes, float *du,
+                          float *ddelta, float *dDb) {
+    float *dCl = lanes, *dBl = lanes + (size_t)L * N * VB;
+    for (int t = L - 1; t >= 0; t--) {
+        size_t tE = (size_t)t * E;
+        const float *ht = hb + (size_t)t * N * VB, *hp = t > 0 ? hb + (size_t)(t - 1) * N * VB : h0b;
+        const float *at = ab + (size_t)t * N * VB;
+        float g[VB], d[VB], uu[VB], dU[VB], su[VB], sd[VB];
+        for (int i = 0; i < W; i++) {
+            g[i] = dy[tE + i], d[i] = dl[tE + i], uu[i] = u[tE + i], dU[i] = d[i] * uu[i];
+            su[i] = 0.0f, sd[i] = 0.0f;
+        }
+        for (int n = 0; n < N; n++) {
+            const float *An = AT + n * VB, *htn = ht + n * VB, *hpn = hp + n * VB, *an = at + n * VB;
+            float *cn = carry + n * VB, *dAn = dAb + n * VB;
+            float *dCn = dCl + ((size_t)t * N + n) * VB, *dBn = dBl + ((size_t)t * N + n) * VB;
+            const float Bn = Bm[(size_t)t * N + n], Cn = Cm[(size_t)t * N + n];
+#pragma omp simd
+            for (int i = 0; i < W; i++) {
+                float dh = Cn * g[i] + cn[i]; /* ∂ℓ/∂h_t = C_t g_t + a_{t+1}⊙∂ℓ/∂h_{t+1} */
+                float dha = dh * an[i];
+                dCn[i] += g[i] * htn[i];
+                dBn[i] += dh * dU[i];
+                sd[i] += dha * An[i] * hpn[i] + dh * Bn * uu[i];
+                su[i] += dh * Bn;
+                dAn[i] += dha * d[i] * hpn[i];
+                cn[i] = dha;
+            }
+        }
+        for (int i = 0; i < W; i++) {
+            if (du) du[tE + i] = su[i] * d[i] + (D ? D[i] * g[i] : 0.0f);
+            if (ddelta) ddelta[tE + i] = sd[i];
+            dDb[i] += g[i] * uu[i];
+        }
+    }
+}
+
+/* Backward of one batch element (pointers at the element). hs: [L,E,N] saved states or NULL;
+ * h0, dh0: [E,N] or NULL. dAb: [N,E], dDb: [E] this element's partials (overwritten).
+ * scratch: 4·L·N·VB + 4·N·VB floats. */
+MLK_CLONES static void scan_bwd_one(int L, int E, int N, const float *u, const float *dl, const float *AT,
+                                    const float *Bm, const float *Cm, const float *D, const float *h0,
+                                    const float *hs, const float *dy, float *du, float *ddelta, float *dAb,
+                                    float *dBm, float *dCm, float *dDb, float *dh0, float *scratch) {
+    size_t LNV = (size_t)L * N * VB;
+    size_t NV = (size_t)N * VB;
+    float *hb = scratch, *ab = hb + LNV, *lanes = ab + LNV; /* lanes: 2·LNV */
+    float *h0b = lanes + 2 * LNV, *carry = h0b + NV, *Ab = carry + NV, *dAl = Ab + NV;
+    memset(dDb, 0, sizeof(float) * E);
+    memset(lanes, 0, sizeof(float) * 2 * LNV);
+    for (int e0 = 0; e0 < E; e0 += VB) {
+        int W = E - e0 >= VB ? VB : E - e0;
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < W; i++) {
+                h0b[n * VB + i] = h0 ? h0[(size_t)(e0 + i) * N + n] : 0.0f;
+                Ab[n * VB + i] = AT[(size_t)n * E + e0 + i];
+            }
+        memset(dAl, 0, sizeof(float) * NV);
+        if (hs)
+            for (int t = 0; t < L; t++)
+                for (int n = 0; n < N; n++)
+                    for (int i = 0; i < W; i++)
+                        hb[((size_t)t * N + n) * VB + i] = hs[((size_t)t * E + e0 + i) * N + n];
+        const float *De = D ? D + e0 : NULL;
+        float *due = du ? du + e0 : NULL, *dde = ddelta ? ddelta + e0 : NULL;
+        memset(carry, 0, sizeof(float) * N * VB);
+        if (W == VB) {
+            states_block(VB, L, E, N, u + e0, dl + e0, Ab, Bm, h0b, hs != NULL, hb, ab);
+            bwd_block(VB, L, E, N, u + e0, dl + e0, dy + e0, Ab, Bm, Cm, De, h0b, hb, ab, carry, dAl, lanes, due, dde,
+                      dDb + e0);
+        } else {
+            states_block(W, L, E, N, u + e0, dl + e0, Ab, Bm, h0b, hs != NULL, hb, ab);
+            bwd_block(W, L, E, N, u + e0, dl + e0, dy + e0, Ab, Bm, Cm, De, h0b, hb, ab, carry, dAl, lanes, due, dde,
+                      dDb + e0);
+        }
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < W; i++) dAb[(size_t)n * E + e0 + i] = dAl[n * VB + i];
+        if (dh0)
+            for (int n = 0; n < N; n++)
+                for (int i = 0; i < W; i++) dh0[(size_t)(e0 + i) * N + n] = carry[n * VB + i];
+    }
+    /* lane partials summed in lane order: the same bits for any vector width */
+    for (int t = 0; t < L; t++)
+        for (int n = 0; n < N; n++) {
+            const float *c = lanes + ((size_t)t * N + n) * VB, *bb = lanes + LNV + ((size_t)t * N + n) * VB;
+            float sC = 0.0f, sB = 0.0f;
+            for (int i = 0; i < VB; i++) sC += c[i], sB += bb[i];
+            if (dCm) dCm[(size_t)t * N + n] = sC;
+            if (dBm) dBm[(size_t)t * N + n] = sB;
+        }
 }
 
 int mlk_sscan_bwd(int B, int L, int E, int N, const float *u, const float *delta, const float *A, const float *Bm,
@@ -82,91 +262,35 @@ int mlk_sscan_bwd(int B, int L, int E, int N, const float *u, const float *delta
                   float *ddelta, float *dA, float *dBm, float *dCm, float *dD, float *dh0) {
     size_t EN = (size_t)E * N;
     int nt = mlk_threads_for(3.0 * B * L * EN);
-    /* per thread: recomputed states [L,E,N] (unless saved), zero state, carry [E,N], dB/dC rows [2N];
-     * per batch element: dA, dD partials, summed in batch order at the end (thread-count independent) */
-    size_t per_thread = (hs ? 0 : (size_t)L * EN) + 2 * EN + 2 * (size_t)N;
-    float *scratch = malloc(sizeof(float) * (per_thread * nt + (dA ? EN * B : 0) + (dD ? (size_t)E * B : 0)));
+    /* shared: AT [N,E]; per batch element: dA, dD partials (summed in batch order at the end, so the
+     * bits do not depend on the thread count); per thread: the block scratch of scan_bwd_one */
+    size_t per_thread = 4 * (size_t)L * N * VB + 4 * (size_t)N * VB;
+    float *scratch = malloc(sizeof(float) * (EN + EN * B + (size_t)E * B + per_thread * nt));
     if (!scratch) return -1;
-    float *dA_part = scratch + per_thread * nt;
-    float *dD_part = dA_part + (dA ? EN * B : 0);
+    float *AT = scratch, *dA_part = AT + EN, *dD_part = dA_part + EN * B, *thr = dD_part + (size_t)E * B;
+    to_ne(E, N, A, AT);
 #pragma omp parallel num_threads(nt)
     {
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        float *mine = scratch + per_thread * tid;
-        float *hbuf = hs ? NULL : mine;                    /* [L,E,N] */
-        float *zero = mine + (hs ? 0 : (size_t)L * EN);   /* [E,N] zeros */
-        float *carry = zero + EN;                         /* [E,N] a_{t+1}⊙dh_{t+1} */
-        float *dBt = carry + EN, *dCt = dBt + N;          /* [N] each */
-        memset(zero, 0, sizeof(float) * EN);
 #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) {
-            const float *hstart = h0 ? h0 + EN * b : zero;
-            const float *hb; /* [L,E,N] states of this element */
-            if (hs) {
-                hb = hs + (size_t)b * L * EN;
-            } else {
-                /* recompute the forward states; the outputs are not needed, write them to carry */
-                const float *hp = hstart;
-                for (int t = 0; t < L; t++) {
-                    size_t bt = (size_t)b * L + t;
-                    scan_token(E, N, hp, hbuf + (size_t)t * EN, u + bt * E, delta + bt * E, A, Bm + bt * N,
-                               Cm + bt * N, NULL, carry);
-                    hp = hbuf + (size_t)t * EN;
-                }
-                hb = hbuf;
-            }
-            float *dAb = dA ? dA_part + EN * b : NULL;
-            float *dDb = dD ? dD_part + (size_t)E * b : NULL;
-            if (dAb) memset(dAb, 0, sizeof(float) * EN);
-            if (dDb) memset(dDb, 0, sizeof(float) * E);
-            memset(carry, 0, sizeof(float) * EN);
-            for (int t = L - 1; t >= 0; t--) {
-                size_t bt = (size_t)b * L + t;
-                const float *ut = u + bt * E, *dt = delta + bt * E, *gt = dy + bt * E;
-                const float *Bt = Bm + bt * N, *Ct = Cm + bt * N;
-                const float *ht = hb + (size_t)t * EN;
-                const float *hp = t > 0 ? hb + (size_t)(t - 1) * EN : hstart;
-                memset(dBt, 0, sizeof(float) * N);
-                memset(dCt, 0, sizeof(float) * N);
-                for (int e = 0; e < E; e++) {
-                    const float g = gt[e], d = dt[e], ue = ut[e], du_e = d * ue;
-                    const float *Ae = A + (size_t)e * N, *he = ht + (size_t)e * N, *hpe = hp + (size_t)e * N;
-                    float *ce = carry + (size_t)e * N;
-                    float *dAe = dAb ? dAb + (size_t)e * N : NULL;
-                    float sd = 0.0f, su = 0.0f;
-#pragma omp simd reduction(+ : sd, su)
-                    for (int n = 0; n < N; n++) {
-                        float dh = Ct[n] * g + ce[n]; /* ∂ℓ/∂h_t */
-                        float a = mlk_expf(d * Ae[n]);
-                        float dha = dh * a;
-                        dCt[n] += g * he[n];
-                        dBt[n] += dh * du_e;
-                        sd += dha * Ae[n] * hpe[n] + dh * Bt[n] * ue;
-                        su += dh * Bt[n];
-                        ce[n] = dha; /* carry to t−1 */
-                    }
-                    if (dAe) {
-#pragma omp simd
-                        for (int n = 0; n < N; n++) dAe[n] += ce[n] * d * hpe[n];
-                    }
-                    if (du) du[bt * E + e] = su * d + (D ? D[e] * g : 0.0f);
-                    if (ddelta) ddelta[bt * E + e] = sd;
-                    if (dDb) dDb[e] += g * ue;
-                }
-                if (dBm) memcpy(dBm + bt * N, dBt, sizeof(float) * N);
-                if (dCm) memcpy(dCm + bt * N, dCt, sizeof(float) * N);
-            }
-            if (dh0) memcpy(dh0 + EN * b, carry, sizeof(float) * EN);
+            size_t bL = (size_t)b * L;
+            scan_bwd_one(L, E, N, u + bL * E, delta + bL * E, AT, Bm + bL * N, Cm + bL * N, D, h0 ? h0 + EN * b : NULL,
+                         hs ? hs + bL * EN : NULL, dy + bL * E, du ? du + bL * E : NULL,
+                         ddelta ? ddelta + bL * E : NULL, dA_part + EN * b, dBm ? dBm + bL * N : NULL,
+                         dCm ? dCm + bL * N : NULL, dD_part + (size_t)E * b, dh0 ? dh0 + EN * b : NULL,
+                         thr + per_thread * tid);
         }
     }
     /* fixed-order reduction over the batch */
     if (dA) {
         memset(dA, 0, sizeof(float) * EN);
         for (int b = 0; b < B; b++)
-            for (size_t i = 0; i < EN; i++) dA[i] += dA_part[EN * b + i];
+            for (int n = 0; n < N; n++)
+                for (int e = 0; e < E; e++) dA[(size_t)e * N + n] += dA_part[EN * b + (size_t)n * E + e];
     }
     if (dD) {
         memset(dD, 0, sizeof(float) * E);

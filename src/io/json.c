@@ -613,7 +613,9 @@ static ml_json *parse_object(parser *p, int depth) {
         goto fail;
     }
     if (dup != SIZE_MAX) {
-        perr(p, key_at[dup], "duplicate key in object");
+        char msg[160];
+        snprintf(msg, sizeof msg, "duplicate key \"%.100s\" in object", o->keys[dup]);
+        perr(p, key_at[dup], msg);
         goto fail;
     }
     free(key_at);

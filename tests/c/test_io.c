@@ -652,7 +652,7 @@ START_TEST(test_st_refusals) {
     refuse_header("{\"a\":[1]}", 0, "expected an object");
     refuse_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                   "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
-                  8, "duplicate key");
+                  8, "duplicate key \"a\"");
     refuse_header("{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "0 byte");
     refuse_header("{\"__metadata__\":{\"step\":12}}", 0, "expected a string");
     refuse_header("{\"__metadata__\":[\"x\"]}", 0, "__metadata__ is a array");

@@ -147,11 +147,19 @@ ml_tensor *ml_full(ml_dtype dtype, int ndim, const int64_t *shape, double value)
 ml_tensor *ml_scalar(ml_dtype dtype, double value) { return ml_full(dtype, 0, NULL, value); }
 
 ml_tensor *ml_arange(ml_dtype dtype, double start, double stop, double step) {
-    if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step)) {
+    if (step == 0 || !isfinite(step)) {
         ml_fail(ML_ERR_ARG, "arange: argument 3 expected a finite non-zero step, got %g", step);
         return NULL;
     }
+    if (!isfinite(start) || !isfinite(stop)) {
+        ml_fail(ML_ERR_ARG, "arange: expected finite start and stop, got %g and %g", start, stop);
+        return NULL;
+    }
     double count = ceil((stop - start) / step);
+    if (count > (double)(INT64_C(1) << 40)) { /* converting a larger double to int64 is undefined */
+        ml_fail(ML_ERR_MEM, "arange: %g elements is too many (more than 2^40)", count);
+        return NULL;
+    }
     int64_t n = count > 0 ? (int64_t)count : 0;
     ml_tensor *t = ml_empty(dtype, 1, &n);
     if (!t) return NULL;
@@ -211,12 +219,25 @@ static int64_t index_offset(const ml_tensor *t, const int64_t *idx) {
     return off;
 }
 
+/* Bounds check for ml_get/ml_set (the Lua binding checks first; this keeps C callers safe). */
+static bool index_ok(const char *fn, const ml_tensor *t, const int64_t *idx) {
+    for (int d = 0; d < t->ndim; d++)
+        if (idx[d] < 0 || idx[d] >= t->shape[d]) {
+            ml_fail(ML_ERR_INDEX, "%s: index %lld out of range for dim %d of size %lld", fn, (long long)idx[d], d,
+                    (long long)t->shape[d]);
+            return false;
+        }
+    return true;
+}
+
 double ml_get(const ml_tensor *t, const int64_t *idx) {
+    if (!index_ok("get", t, idx)) return NAN;
     int64_t off = index_offset(t, idx);
     return t->dtype == ML_F32 ? (double)ml_f32(t)[off] : (double)ml_i32(t)[off];
 }
 
 void ml_set(ml_tensor *t, const int64_t *idx, double v) {
+    if (!index_ok("set", t, idx)) return;
     int64_t off = index_offset(t, idx);
     if (t->dtype == ML_F32) ml_f32(t)[off] = (float)v;
     else ml_i32(t)[off] = (int32_t)v;
@@ -377,6 +398,17 @@ static ml_tensor *apply_view(ml_tensor *t, const view_spec *v) {
     case V_VIEW: {
         /* Map the new shape onto t's strides: split/merge runs of dims that are contiguous. */
         int64_t nstride[ML_MAX_DIMS];
+        if (ml_numel(t) == 0) { /* no elements: any strides do; use contiguous ones */
+            int64_t s = 1;
+            for (int d = v->ndim - 1; d >= 0; d--) {
+                nstride[d] = s;
+                s *= v->shape[d] ? v->shape[d] : 1;
+            }
+            nd = v->ndim;
+            memcpy(shape, v->shape, sizeof shape);
+            memcpy(stride, nstride, sizeof stride);
+            break;
+        }
         int od = 0, ndi = 0;
         while (ndi < v->ndim || od < nd) {
             /* gather a group of old dims and new dims with equal element count */
@@ -515,7 +547,7 @@ ml_tensor *ml_narrow(ml_tensor *t, int dim, int64_t start, int64_t length) {
     int d = check_dim("narrow", 2, dim, t->ndim);
     if (d < 0) return NULL;
     if (start < 0) start += t->shape[d];
-    if (start < 0 || length < 0 || start + length > t->shape[d]) {
+    if (start < 0 || length < 0 || start > t->shape[d] || length > t->shape[d] - start) { /* no overflow */
         ml_fail(ML_ERR_INDEX, "narrow: start %lld and length %lld out of range for dim %d of size %lld",
                 (long long)start, (long long)length, d, (long long)t->shape[d]);
         return NULL;

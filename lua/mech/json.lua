@@ -22,7 +22,10 @@ local function encode(v, indent, depth)
   elseif tv == "number" then
     if v ~= v or v == math.huge or v == -math.huge then return "null" end
     if math.type(v) == "integer" then return tostring(v) end
-    return string.format("%.17g", v)
+    for digits = 15, 17 do -- the shortest text that reads back to the same double
+      local text = string.format("%." .. digits .. "g", v)
+      if tonumber(text) == v then return text end
+    end
   elseif tv == "string" then return encode_string(v)
   elseif tv == "table" then
     if depth > 64 then error("json.encode: nesting too deep") end

@@ -21,27 +21,38 @@ local mech = require "mech"
 local train = {}
 
 local defaults = {
-  model = {}, task = "ar_32", task_seed = nil, train_docs = 100032, eval_docs = 320,
-  eval_splits = nil, batch_size = 32, eval_batch = 64, epochs = 1, steps = nil,
-  lr = 1e-3, schedule = "cosine", warmup = 0.1, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8,
-  eval_every = 200, log_every = 50, seed = 42, out = nil, checkpoint_every = nil, resume = nil,
-  threads = nil, progress = nil, quiet = false, evaluators = nil, stop_at = nil,
+  model = {}, task = "ar_32", train_docs = 100032, eval_docs = 320, batch_size = 32, eval_batch = 64,
+  epochs = 1, lr = 1e-3, schedule = "cosine", warmup = 0.1, weight_decay = 0, beta1 = 0.9, beta2 = 0.999,
+  eps = 1e-8, eval_every = 200, log_every = 50, seed = 42, quiet = false,
 }
+-- keys without a default (nil unless given)
+local optional = { "steps", "task_seed", "eval_splits", "out", "checkpoint_every", "resume", "threads", "progress",
+  "evaluators", "stop_at" }
+
+local function distance(a, b)
+  local d = {}
+  for i = 0, #a do d[i] = { [0] = i } end
+  for j = 0, #b do d[0][j] = j end
+  for i = 1, #a do
+    for j = 1, #b do
+      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+    end
+  end
+  return d[#a][#b]
+end
 
 local function check_config(cfg)
   if type(cfg) ~= "table" then error("train.run: argument 1 expected a config table, got " .. type(cfg), 3) end
   local known = {}
-  for k in pairs(defaults) do known[#known + 1] = k end
+  for k in pairs(defaults) do known[k] = true end
+  for _, k in ipairs(optional) do known[k] = true end
   for k in pairs(cfg) do
-    if defaults[k] == nil and k ~= "model" and k ~= "task" then
-      -- suggest the nearest key by a simple shared-prefix score
-      local best, score = nil, -1
-      for _, name in ipairs(known) do
-        local s = 0
-        for i = 1, math.min(#name, #tostring(k)) do
-          if name:sub(i, i) == tostring(k):sub(i, i) then s = s + 1 end
-        end
-        if s > score then best, score = name, s end
+    if not known[k] then
+      local best, bd = nil, math.huge
+      for name in pairs(known) do
+        local d = distance(tostring(k), name)
+        if d < bd or (d == bd and name < best) then best, bd = name, d end
       end
       error(string.format("train.run: unknown config key '%s' (did you mean '%s'?)", tostring(k), best), 3)
     end
@@ -57,6 +68,9 @@ local function check_config(cfg)
   if type(c.lr) ~= "number" or c.lr < 0 then error("train.run: 'lr' expected a number >= 0, got " .. tostring(c.lr), 3) end
   if c.steps == nil and (math.type(c.epochs) ~= "integer" or c.epochs < 1) then
     error("train.run: 'epochs' expected a positive integer, got " .. tostring(c.epochs), 3)
+  end
+  if c.steps ~= nil and (math.type(c.steps) ~= "integer" or c.steps < 0) then
+    error("train.run: 'steps' expected an integer >= 0, got " .. tostring(c.steps), 3)
   end
   return c
 end

@@ -154,9 +154,14 @@ ml_tensor *ml_sum_to_shape(ml_tensor *g, int ndim, const int64_t *shape) {
     return out;
 }
 
-/* dst (may be NULL) += src, both shaped `shape`; returns the accumulated tensor (new or dst). */
+/* dst (may be NULL) += src, both shaped `shape`; returns the accumulated tensor (new or dst).
+ * A first gradient that nothing else references is adopted instead of copied. */
 static ml_tensor *accumulate(ml_tensor *dst, ml_tensor *src) {
-    if (!dst) return ml_clone(src);
+    if (!dst) {
+        bool exclusive = src->refcount == 1 && src->storage->refcount == 1 && src->offset == 0 &&
+                         ml_is_contiguous(src) && !src->grad_fn && !src->requires_grad;
+        return exclusive ? ml_retain(src) : ml_clone(src);
+    }
     ml_tensor *s = ml_contiguous(src);
     if (!s) return NULL;
     float *pd = ml_f32(dst);

@@ -24,9 +24,9 @@ static void row_stats(ml_tensor *logits, ml_tensor *tokens_targets, ml_tensor *r
         for (int64_t c = 1; c < V; c++)
             if (xr[c] > mx) mx = xr[c], best = c;
         double sum = 0;
-        for (int64_t c = 0; c < V; c++) sum += exp((double)(xr[c] - mx));
+        for (int64_t c = 0; c < V; c++) sum += expf(xr[c] - mx);
         st->correct += best == y;
-        st->prob += exp((double)(xr[y] - mx)) / sum;
+        st->prob += expf(xr[y] - mx) / sum;
     }
 }
 

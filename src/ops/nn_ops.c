@@ -1,11 +1,10 @@
 #include "ops/nn_ops.h"
 
 #include <math.h>
-#include <omp.h>
+#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/threads.h"
 #include "ops/op_util.h"
 
 /* Shape check "fn: argument N has shape [..], expected [D]" for 1-D parameter vectors. */
@@ -179,7 +178,7 @@ ml_tensor *ml_rms_norm(ml_tensor *x, ml_tensor *weight, double eps) {
 /* Three ops, so that scores and pattern are hook sites with exactly the arithmetic of the whole:
  *   scores:  qkv (B, L, 3D) -> S (B, H, L, L), S[t,s] = q_t·k_s/√d_h for s <= t, −10000 above
  *   softmax: S -> P, softmax over s <= t; entries above the diagonal are exactly 0
- *   apply:   P, qkv -> ctx (B, L, D), ctx_t = Σ_{s<=t} P[t,s] v_s
+ *   apply:   P, qkv -> ctx (B, L, D), ctx_t = Σ_s P[t,s] v_s (P from the softmax is 0 for s > t)
  * Head h of q is qkv[b, t, h·dh : (h+1)·dh], of k the same plus D, of v plus 2D. */
 
 static int check_qkv(const char *fn, int arg, const ml_tensor *qkv, int H) {
@@ -215,21 +214,26 @@ static ml_status scores_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     const float *qkv = ml_f32(qkvt), *dS = ml_f32(g);
     float *dq0 = ml_f32(d);
     float scale = (float)(1.0 / sqrt((double)dh));
-#pragma omp parallel for num_threads(ml_threads()) schedule(static)
+    float *masked = malloc(sizeof(float) * (size_t)(L * L + 1));
+    if (!masked) {
+        ml_release(d);
+        return ml_fail(ML_ERR_MEM, "attention backward: out of memory");
+    }
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const float *q = qkv + b * L * row + h * dh, *k = q + D;
             float *dq = dq0 + b * L * row + h * dh, *dk = dq + D;
+            /* masked entries were constants: they pass no gradient */
             const float *ds = dS + (b * H + h) * L * L;
             for (int64_t t = 0; t < L; t++)
-                for (int64_t s = 0; s <= t; s++) {
-                    float w = ds[t * L + s] * scale;
-                    for (int64_t e = 0; e < dh; e++) {
-                        dq[t * row + e] += w * k[s * row + e];
-                        dk[s * row + e] += w * q[t * row + e];
-                    }
-                }
+                for (int64_t s2 = 0; s2 < L; s2++) masked[t * L + s2] = s2 <= t ? ds[t * L + s2] : 0.0f;
+            /* dQ = scale·dS·K ; dK = scale·dSᵀ·Q */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L, (int)dh, (int)L, scale, masked, (int)L, k,
+                        (int)row, 0.0f, dq, (int)row);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)L, (int)dh, (int)L, scale, masked, (int)L, q,
+                        (int)row, 0.0f, dk, (int)row);
         }
+    free(masked);
     gin[0] = d;
     return ML_OK;
 }
@@ -244,19 +248,15 @@ ml_tensor *ml_attention_scores(ml_tensor *qkv, int H) {
     }
     const float *p = ml_f32(x);
     float *ps = ml_f32(S), scale = (float)(1.0 / sqrt((double)dh));
-#pragma omp parallel for num_threads(ml_threads()) schedule(static)
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const float *q = p + b * L * row + h * dh, *k = q + D;
             float *st = ps + (b * H + h) * L * L;
-            for (int64_t t = 0; t < L; t++) {
-                for (int64_t s = 0; s <= t; s++) {
-                    float acc = 0;
-                    for (int64_t e = 0; e < dh; e++) acc += q[t * row + e] * k[s * row + e];
-                    st[t * L + s] = acc * scale;
-                }
-                for (int64_t s = t + 1; s < L; s++) st[t * L + s] = -10000.0f;
-            }
+            /* S = scale·Q·Kᵀ (the upper triangle is computed and then masked: cheaper than avoiding it) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L, (int)L, (int)dh, scale, q, (int)row, k,
+                        (int)row, 0.0f, st, (int)L);
+            for (int64_t t = 0; t < L; t++)
+                for (int64_t s2 = t + 1; s2 < L; s2++) st[t * L + s2] = -10000.0f;
         }
     if (ml_needs_grad(qkv)) {
         ml_node *n = ml_node_new("AttentionScoresBackward", scores_backward, 1, &qkv);
@@ -332,26 +332,17 @@ static ml_status apply_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     ml_tensor *dP = ml_node_input_needs_grad(n, 0) ? ml_zeros(ML_F32, 4, Pt->shape) : NULL;
     ml_tensor *dqkv = ml_node_input_needs_grad(n, 1) ? ml_zeros(ML_F32, 3, qkvt->shape) : NULL;
     const float *P = ml_f32(Pt), *qkv = ml_f32(qkvt), *dctx = ml_f32(g);
-#pragma omp parallel for num_threads(ml_threads()) schedule(static)
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            const float *v = qkv + b * L * row + 2 * D + h * dh;
-            float *dv = dqkv ? ml_f32(dqkv) + b * L * row + 2 * D + h * dh : NULL;
+            const float *v = qkv + b * L * row + 2 * D + h * dh, *dc = dctx + b * L * D + h * dh;
             const float *p = P + (b * H + h) * L * L;
-            float *dp = dP ? ml_f32(dP) + (b * H + h) * L * L : NULL;
-            for (int64_t t = 0; t < L; t++) {
-                const float *dc = dctx + (b * L + t) * D + h * dh;
-                for (int64_t s = 0; s <= t; s++) {
-                    if (dp) {
-                        float acc = 0;
-                        for (int64_t e = 0; e < dh; e++) acc += dc[e] * v[s * row + e];
-                        dp[t * L + s] = acc;
-                    }
-                    if (dv) {
-                        float w = p[t * L + s];
-                        for (int64_t e = 0; e < dh; e++) dv[s * row + e] += w * dc[e];
-                    }
-                }
+            if (dP) /* dP = dctx·Vᵀ (whole matrix: a hook may have put weight above the diagonal) */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L, (int)L, (int)dh, 1.0f, dc, (int)D, v,
+                            (int)row, 0.0f, ml_f32(dP) + (b * H + h) * L * L, (int)L);
+            if (dqkv) { /* dV = Pᵀ·dctx */
+                float *dv = ml_f32(dqkv) + b * L * row + 2 * D + h * dh;
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)L, (int)dh, (int)L, 1.0f, p, (int)L, dc,
+                            (int)D, 0.0f, dv, (int)row);
             }
         }
     gin[0] = dP, gin[1] = dqkv;
@@ -369,19 +360,12 @@ ml_tensor *ml_attention_apply(ml_tensor *P, ml_tensor *qkv, int H) {
     }
     const float *pp = ml_f32(pc), *px = ml_f32(x);
     float *po = ml_f32(out);
-#pragma omp parallel for num_threads(ml_threads()) schedule(static)
     for (int64_t b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
+        for (int h = 0; h < H; h++) { /* ctx = P·V */
             const float *v = px + b * L * row + 2 * D + h * dh;
             const float *p = pp + (b * H + h) * L * L;
-            for (int64_t t = 0; t < L; t++) {
-                float *c = po + (b * L + t) * D + h * dh;
-                for (int64_t e = 0; e < dh; e++) c[e] = 0;
-                for (int64_t s = 0; s <= t; s++) {
-                    float w = p[t * L + s];
-                    for (int64_t e = 0; e < dh; e++) c[e] += w * v[s * row + e];
-                }
-            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L, (int)dh, (int)L, 1.0f, p, (int)L, v,
+                        (int)row, 0.0f, po + b * L * D + h * dh, (int)D);
         }
     if (ml_any_needs_grad(2, (ml_tensor *[]){P, qkv})) {
         ml_node *n = ml_node_new("AttentionApplyBackward", apply_backward, 2, (ml_tensor *[]){P, qkv});
@@ -457,13 +441,20 @@ ml_tensor *ml_cross_entropy(ml_tensor *logits, ml_tensor *targets) {
         const float *xr = px + r * V;
         float mx = -INFINITY;
         for (int64_t c = 0; c < V; c++) mx = xr[c] > mx ? xr[c] : mx;
+        /* one pass of expf: the shifted exponentials serve the sum and the probabilities */
+        float *e = prob ? ml_f32(prob) + r * V : NULL;
         double sum = 0;
-        for (int64_t c = 0; c < V; c++) sum += exp((double)(xr[c] - mx));
-        double lse = (double)mx + log(sum);
-        total += lse - xr[pt[r]];
+        for (int64_t c = 0; c < V; c++) {
+            float v = expf(xr[c] - mx);
+            if (e) e[c] = v;
+            sum += v;
+        }
+        total += (double)mx + log(sum) - xr[pt[r]];
         count++;
-        if (prob)
-            for (int64_t c = 0; c < V; c++) ml_f32(prob)[r * V + c] = (float)exp((double)xr[c] - lse);
+        if (e) {
+            float inv = (float)(1.0 / sum);
+            for (int64_t c = 0; c < V; c++) e[c] *= inv;
+        }
     }
     ml_tensor *out = ml_scalar(ML_F32, count ? total / (double)count : 0.0);
     if (rec && out) {

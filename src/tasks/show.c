@@ -68,7 +68,12 @@ char *ml_doc_format(const ml_task *t, const ml_doc *d) {
     if (t->kind == ML_TASK_ATR)
         sb_printf(&b, ", yield %d, depth %d", d->stats.yield_len, d->stats.depth);
     sb_printf(&b, "\n ");
-    for (int p = 0; p < d->len; p++) sb_printf(&b, " %s", ml_task_token_name(t, d->tokens[p], name));
+    /* the key, value, query and answer positions are bracketed in the sequence */
+    for (int p = 0; p < d->len; p++) {
+        bool mark = p == d->pos[ML_POS_QUERY_ITEM_ORIG] || p == d->pos[ML_POS_TARGET_ITEM_ORIG] ||
+                    p == d->pos[ML_POS_QUERY_ITEM] || p == d->pos[ML_POS_TARGET_ITEM];
+        sb_printf(&b, mark ? " [%s]" : " %s", ml_task_token_name(t, d->tokens[p], name));
+    }
     sb_printf(&b, "\npositions:");
     for (int i = 0; i < ML_NPOS; i++) {
         int p = d->pos[i];

@@ -406,13 +406,18 @@ static int l_sample(lua_State *L) {
 
 static const char *const dataset_keys[] = {"seed", "split", NULL};
 
-/* task:dataset(n, {seed = 42, split = "train"}) */
+/* task:dataset([n], [{seed = task seed, split = "train"}]); n defaults to the paper's sizes:
+ * 100,032 training documents, 320 for an eval split (spec §5.3–5.4). */
 static int l_dataset(lua_State *L) {
     const char *fn = "task:dataset";
     task_box *b = check_task(L, 1, fn);
-    int ok;
-    lua_Integer n = lua_tointegerx(L, 2, &ok);
-    if (!ok || n < 0) return mlL_argerror(L, fn, 2, "a number of documents >= 0");
+    if (lua_istable(L, 2)) lua_settop(L, 2), lua_pushnil(L), lua_insert(L, 2); /* (task, nil, opts) */
+    lua_Integer n = -1;
+    if (!lua_isnoneornil(L, 2)) {
+        int ok;
+        n = lua_tointegerx(L, 2, &ok);
+        if (!ok || n < 0) return mlL_argerror(L, fn, 2, "a number of documents >= 0");
+    }
     uint64_t seed = ml_task_seed(b->t);
     ml_split split = ML_SPLIT_TRAIN;
     if (!lua_isnoneornil(L, 3)) {
@@ -423,6 +428,7 @@ static int l_dataset(lua_State *L) {
         if (!ml_split_parse(s, &split))
             return luaL_error(L, "%s: option 'split' expected \"train\", \"dev\" or \"test\", got '%s'", fn, s);
     }
+    if (n < 0) n = split == ML_SPLIT_TRAIN ? ML_TRAIN_DOCS : ML_EVAL_DOCS;
     dataset_box *db = lua_newuserdatauv(L, sizeof *db, 0);
     db->ds = NULL;
     luaL_setmetatable(L, DATASET_MT);

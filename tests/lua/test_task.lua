@@ -146,6 +146,13 @@ T.test("printing shows the tree and marks the probing positions", function()
   T.truthy(ar:show(ar:sample(1)):find("next_key", 1, true))
 end)
 
+T.test("dataset sizes default to the paper's", function()
+  local t = mech.task.preset("ar_32")
+  T.eq(#t:dataset({split = "test"}), 320)
+  T.eq(#t:dataset(nil, {split = "dev"}), 320)
+  T.eq(#t:dataset(), 100032)
+end)
+
 T.test("dataset statistics", function()
   local st = mech.task.preset("ar_32"):dataset(200, {split = "test"}):stats()
   T.eq(st.doc_len, 37)

@@ -260,6 +260,7 @@ static ml_tensor **tensor_list(lua_State *L, int idx, ml_tensor *self, const cha
 /* mech.cat({a, b, ...}, dim = 0); as a method t:cat(u or {u, ...}, dim = 0) */
 static int join(lua_State *L, bool stack) {
     const char *fn = stack ? "stack" : "cat";
+    lua_settop(L, 3); /* fixed slots: what we push later must not look like an argument */
     ml_tensor *self = NULL;
     int list = 1, darg = 2;
     if (luaL_testudata(L, 1, MLL_TENSOR_MT)) {

@@ -1,0 +1,280 @@
+-- The ops binding: every op as a method and a mech.* function, metamethods, gradients through
+-- Lua, and error paths (each names the function and the argument; none crashes).
+local T = require "check"
+
+local function t(v, opts) return mech.tensor(v, opts) end
+local function leaf(v) return mech.tensor(v, {requires_grad = true}) end
+local function list(x) return x:tolist() end
+
+-- ------------------------------------------------------------------ elementwise
+
+T.test("binary methods, functions and broadcasting", function()
+  local a, b = t {{1, 2, 3}, {4, 5, 6}}, t {10, 20, 30}
+  T.near(list(a:add(b)), {{11, 22, 33}, {14, 25, 36}})
+  T.near(list(mech.add(a, b)), {{11, 22, 33}, {14, 25, 36}})
+  T.near(list(a:sub(1)), {{0, 1, 2}, {3, 4, 5}})
+  T.near(list(mech.sub(1, a)), {{0, -1, -2}, {-3, -4, -5}})
+  T.near(list(a:mul(b)), {{10, 40, 90}, {40, 100, 180}})
+  T.near(list(a:div(2)), {{0.5, 1, 1.5}, {2, 2.5, 3}})
+  T.near(list(a:pow(2)), {{1, 4, 9}, {16, 25, 36}})
+  T.near(list(a:maximum(3)), {{3, 3, 3}, {4, 5, 6}})
+  T.near(list(mech.minimum(a, {2, 2, 7})), {{1, 2, 3}, {2, 2, 6}})
+  T.near(list(a:add({1, 1, 1})), {{2, 3, 4}, {5, 6, 7}}, 1e-6, "a table operand")
+end)
+
+T.test("arithmetic metamethods with numbers on either side", function()
+  local a = t {1, 2, 4}
+  T.near(list(a + a), {2, 4, 8})
+  T.near(list(a + 1), {2, 3, 5})
+  T.near(list(1 + a), {2, 3, 5})
+  T.near(list(10 - a), {9, 8, 6})
+  T.near(list(a - 10), {-9, -8, -6})
+  T.near(list(a * 3), {3, 6, 12})
+  T.near(list(3 * a), {3, 6, 12})
+  T.near(list(a / 2), {0.5, 1, 2})
+  T.near(list(8 / a), {8, 4, 2})
+  T.near(list(a ^ 2), {1, 4, 16})
+  T.near(list(2 ^ a), {2, 4, 16})
+  T.near(list(-a), {-1, -2, -4})
+  T.near(list((a + 1) * (a - 1) / 3), {0, 1, 5})
+end)
+
+T.test("int32 arithmetic and comparisons", function()
+  local i = t({7, -8, 9}, {dtype = "int32"})
+  T.eq((i + 1):dtype(), "int32")
+  T.eq(list(i + 1), {8, -7, 10})
+  T.eq(list(i * i), {49, 64, 81})
+  T.eq(list(-i), {-7, 8, -9})
+  T.eq(list(i:abs()), {7, 8, 9})
+  T.eq((i / 2):dtype(), "float32")
+  T.near(list(i / 2), {3.5, -4, 4.5})
+  T.eq((i + 0.5):dtype(), "float32")
+  local a, b = t {1, 2, 3}, t {2, 2, 2}
+  T.eq(a:lt(b):dtype(), "int32")
+  T.eq(list(a:lt(b)), {1, 0, 0})
+  T.eq(list(a:le(b)), {1, 1, 0})
+  T.eq(list(a:gt(b)), {0, 0, 1})
+  T.eq(list(a:ge(2)), {0, 1, 1})
+  T.eq(list(mech.eq(a, b)), {0, 1, 0})
+  T.eq(list(a:ne(b)), {1, 0, 1})
+end)
+
+T.test("unary methods and functions", function()
+  local x = t {-1, 0.5, 2}
+  local cases = {
+    neg = function(v) return -v end, exp = math.exp, abs = math.abs, tanh = function(v)
+      return (math.exp(v) - math.exp(-v)) / (math.exp(v) + math.exp(-v)) end,
+    sigmoid = function(v) return 1 / (1 + math.exp(-v)) end, relu = function(v) return v > 0 and v or 0 end,
+    silu = function(v) return v / (1 + math.exp(-v)) end, softplus = function(v) return math.log(1 + math.exp(v)) end,
+    sin = math.sin, cos = math.cos,
+  }
+  for name, f in pairs(cases) do
+    local want = {f(-1), f(0.5), f(2)}
+    T.near(list(x[name](x)), want, 1e-5, name .. " method")
+    T.near(list(mech[name](x)), want, 1e-5, name .. " function")
+  end
+  local p = t {0.25, 1, 4}
+  T.near(list(p:log()), {math.log(0.25), 0, math.log(4)}, 1e-6)
+  T.near(list(p:sqrt()), {0.5, 1, 2})
+  T.near(t({1}):gelu():item(), 0.8413447460685429, 1e-6)
+  T.near(t({30}):softplus():item(), 30)
+end)
+
+T.test("clamp, where and allclose", function()
+  local a = t {-2, -1, 0, 1, 2}
+  T.near(list(a:clamp(-1, 1)), {-1, -1, 0, 1, 1})
+  T.near(list(a:clamp(nil, 0.5)), {-2, -1, 0, 0.5, 0.5})
+  T.near(list(mech.clamp(a, 0)), {0, 0, 0, 1, 2})
+  local c = t({{1}, {0}}, {dtype = "int32"})
+  T.near(list(mech.where(c, t {1, 2, 3}, 0)), {{1, 2, 3}, {0, 0, 0}})
+  T.near(list(mech.where(a:gt(0), a, -a)), {2, 1, 0, 1, 2})
+  T.near(list(a:where(a:lt(0), 9)), {-2, -1, 9, 9, 9}, 1e-6, "method form: where(cond, self, other)")
+  T.eq(a:allclose(a * (1 + 1e-6)), true)
+  T.eq(mech.allclose(a, a + 0.1), false)
+  T.eq(a:allclose(a + 0.1, 0, 0.2), true)
+  T.eq(a:allclose(t {1, 2}), false)
+end)
+
+-- ------------------------------------------------------------------ reductions
+
+T.test("reductions with dims, keepdim and all", function()
+  local a = t {{1, 5, 3}, {4, 2, 6}}
+  T.near(a:sum():item(), 21)
+  T.near(mech.sum(a):item(), 21)
+  T.near(list(a:sum(0)), {5, 7, 9})
+  T.near(list(a:sum(-1, true)), {{9}, {12}})
+  T.eq(a:sum(1, true):shape(), {2, 1})
+  T.near(list(a:mean(1)), {3, 4})
+  T.near(a:mean():item(), 3.5)
+  local v, i = a:max(1)
+  T.near(list(v), {5, 6})
+  T.eq(list(i), {1, 2})
+  T.eq(i:dtype(), "int32")
+  local mv, mi = mech.min(a, 0, true)
+  T.near(list(mv), {{1, 2, 3}})
+  T.eq(list(mi), {{0, 1, 0}})
+  T.near(a:max():item(), 6)
+  T.near(list(a:max(t {3, 3, 3})), {{3, 5, 3}, {4, 3, 6}}, 1e-6, "max with a tensor is maximum")
+  T.eq(list(a:argmax(1)), {1, 2})
+  T.eq(a:argmax():item(), 5)
+  T.eq(list(mech.argmin(a, 0)), {0, 1, 0})
+  T.near(list(a:var(1)), {4, 4})
+  T.near(list(a:var(1, false, 0)), {8 / 3, 8 / 3}, 1e-6)
+  T.near(a:var():item(), 3.5)
+end)
+
+-- ------------------------------------------------------------------ matmul, linear, softmax
+
+T.test("matmul semantics", function()
+  local a, b = t {{1, 2, 3}, {4, 5, 6}}, t {{7, 8}, {9, 10}, {11, 12}}
+  T.near(list(a:matmul(b)), {{58, 64}, {139, 154}})
+  T.near(list(mech.matmul(a, b)), {{58, 64}, {139, 154}})
+  T.near(list(a:matmul(a:transpose())), {{14, 32}, {32, 77}}, 1e-5, "a transposed view")
+  T.near(t({1, 0, -1}):matmul(t {1, 0, -1}):item(), 2)
+  T.near(list(a:matmul(t {1, 0, -1})), {-2, -2})
+  local batch = mech.randn(4, 2, 3)
+  T.eq(batch:matmul(b):shape(), {4, 2, 2})
+  T.eq(mech.randn(2, 1, 2, 3):matmul(mech.randn(5, 3, 4)):shape(), {2, 5, 2, 4})
+end)
+
+T.test("linear", function()
+  local x, w, b = t {{1, 2, 3}, {4, 5, 6}}, t {{1, 0, 0}, {0, 1, 1}}, t {10, 20}
+  T.near(list(x:linear(w, b)), {{11, 25}, {14, 31}})
+  T.near(list(mech.linear(x, w)), {{1, 5}, {4, 11}})
+end)
+
+T.test("softmax and log_softmax", function()
+  local a = t {{1, 2, 3}, {1000, 1000, 1000}}
+  local s = a:softmax()
+  local e1, e2, e3 = math.exp(1), math.exp(2), math.exp(3)
+  local z = e1 + e2 + e3
+  T.near(list(s), {{e1 / z, e2 / z, e3 / z}, {1 / 3, 1 / 3, 1 / 3}}, 1e-6)
+  T.near(list(mech.softmax(a, 0)), {{0, 0, 0}, {1, 1, 1}}, 1e-6)
+  T.near(list(a:log_softmax(1)), {{1 - math.log(z), 2 - math.log(z), 3 - math.log(z)},
+    {-math.log(3), -math.log(3), -math.log(3)}}, 1e-5)
+end)
+
+-- ------------------------------------------------------------------ indexing and joining
+
+T.test("gather, index_select, scatter_add, embedding", function()
+  local a = t {{1, 2}, {3, 4}, {5, 6}}
+  local gi = t({{2, 0}, {1, 1}}, {dtype = "int32"})
+  T.near(list(a:gather(0, gi)), {{5, 2}, {3, 4}})
+  T.near(list(mech.gather(a, 1, {{1}, {0}, {1}})), {{2}, {3}, {6}}, 1e-6, "index from a table")
+  T.near(list(a:index_select(0, {2, 0})), {{5, 6}, {1, 2}})
+  T.near(list(mech.index_select(a, 1, t({1}, {dtype = "int32"}))), {{2}, {4}, {6}})
+  T.near(list(a:scatter_add(0, gi, t {{10, 20}, {30, 40}})), {{1, 22}, {33, 44}, {15, 6}})
+  local ids = t({{2, 0}, {0, 1}}, {dtype = "int32"})
+  T.eq(a:embedding(ids):shape(), {2, 2, 2})
+  T.near(list(mech.embedding(a, ids)), {{{5, 6}, {1, 2}}, {{1, 2}, {3, 4}}})
+end)
+
+T.test("cat, stack, split", function()
+  local a, b = t {{1, 2}, {3, 4}}, t {{5}, {6}}
+  T.near(list(mech.cat({a, b}, 1)), {{1, 2, 5}, {3, 4, 6}})
+  T.near(list(mech.cat({a, a})), {{1, 2}, {3, 4}, {1, 2}, {3, 4}})
+  T.near(list(a:cat(b, 1)), {{1, 2, 5}, {3, 4, 6}})
+  T.near(list(a:cat({a, a}, 0)), {{1, 2}, {3, 4}, {1, 2}, {3, 4}, {1, 2}, {3, 4}})
+  T.eq(mech.stack({a, a}, 1):shape(), {2, 2, 2})
+  T.near(list(mech.stack({a, a}, -1)), {{{1, 1}, {2, 2}}, {{3, 3}, {4, 4}}})
+  T.eq(a:stack(a):shape(), {2, 2, 2})
+  local p, q, r = mech.arange(5):split(2)
+  T.near(list(p), {0, 1})
+  T.near(list(q), {2, 3})
+  T.near(list(r), {4})
+  local n = select("#", t({{1, 2, 3}}):split(1, 1))
+  T.eq(n, 3)
+end)
+
+-- ------------------------------------------------------------------ gradients through Lua
+
+T.test("gradients through methods and metamethods", function()
+  local x = leaf {1, -2, 3}
+  local y = (x * x + 2 * x):sum()
+  y:backward()
+  T.near(list(x.grad), {4, -2, 8})
+  local w = leaf {{1, 2}, {3, 4}}
+  local loss = w:matmul(w:transpose()):softmax():log():mean()
+  loss:backward()
+  T.eq(w.grad:shape(), {2, 2})
+  T.truthy(y.grad_fn == "SumBackward", "grad_fn names the node")
+end)
+
+T.test("mech.gradcheck on ops composed in Lua", function()
+  local ok, err = mech.gradcheck(function(a, b)
+    return (a:matmul(b):tanh() * a:sum(1, true)):log_softmax(0):gather(1, {{0, 1}, {1, 1}})
+  end, {mech.randn(2, 3, {requires_grad = true}), mech.randn(3, 2, {requires_grad = true})},
+    {eps = 1e-3, atol = 3e-3, rtol = 2e-2})
+  T.truthy(ok, err)
+  ok, err = mech.gradcheck(function(e) return e:embedding({{0, 3}, {3, 3}}):var(1) end,
+    {mech.randn(4, 3, {requires_grad = true})}, {eps = 1e-3, atol = 3e-3, rtol = 2e-2})
+  T.truthy(ok, err)
+  ok, err = mech.gradcheck(function(a, b)
+    local p, q = mech.cat({a, b}, 1):clamp(-5, 5):split(2, 1)
+    return mech.where(p:gt(0), p, q:sigmoid()) + p:max(1, true) - a:linear(b:transpose())
+  end, {mech.randn(2, 2, {requires_grad = true}), mech.randn(2, 2, {requires_grad = true})},
+    {eps = 1e-3, atol = 3e-3, rtol = 2e-2})
+  T.truthy(ok, err)
+end)
+
+-- ------------------------------------------------------------------ error paths
+
+T.test("wrong types name the function and the argument", function()
+  local a = t {{1, 2}, {3, 4}}
+  T.raises(function() return a:add("x") end, "add: argument 2 expected a tensor, a number or a table of numbers, got 'x'")
+  T.raises(function() return mech.mul(true, a) end, "mul: argument 1 expected a tensor, a number or a table of numbers, got boolean")
+  T.raises(function() return mech.exp("x") end, "exp: argument 1 expected a tensor")
+  T.raises(function() return mech.sum({}, "a") end, "sum: argument 2 expected an integer dimension, got 'a'")
+  T.raises(function() return a:sum(0, 1) end, "sum: argument 3 expected a boolean, got 1")
+  T.raises(function() return a:sum(0.5) end, "sum: argument 2 expected an integer dimension, got 0.5")
+  T.raises(function() return a:clamp("lo") end, "clamp: argument 2 expected a number, got 'lo'")
+  T.raises(function() return a:matmul(nil) end, "matmul: argument 2 expected a tensor, a number or a table of numbers, got nil")
+  T.raises(function() return mech.cat(a, 0) end, "cat: argument 2 expected a list of tensors, got 0")
+  T.raises(function() return mech.cat({a, 3}) end, "cat: argument 1 element 2 expected a tensor, got number")
+  T.raises(function() return mech.cat({}) end, "cat: argument 1 expected a non-empty list of tensors")
+  T.raises(function() return a:split("x") end, "split: argument 2 expected an integer size, got 'x'")
+  T.raises(function() return a:split(0) end, "split: argument 2 expected a size > 0, got 0")
+  T.raises(function() return a:var(0, false, -1) end, "var: argument 4 expected a correction >= 0")
+  T.raises(function() return a:allclose(a, "x") end, "allclose: argument 3 expected a number")
+  T.raises(function() return a:gather(0, "i") end, "gather: argument 3 expected a tensor")
+  T.raises(function() return a:add({{1, 2}, {3}}) end, "not rectangular")
+end)
+
+T.test("shape, dim and dtype errors come from the core with context", function()
+  local a = t {{1, 2, 3}, {4, 5, 6}}
+  T.raises(function() return a + t {1, 2} end, "add: shapes [2,3] and [2] do not broadcast")
+  T.raises(function() return a:matmul(t {{1, 2}, {3, 4}}) end, "matmul: argument 2 has shape [2,2], expected [3,*]")
+  T.raises(function() return a:matmul(mech.zeros(2, 3, {dtype = "int32"})) end,
+    "matmul: argument 2 expected a float32 tensor, got int32")
+  T.raises(function() return a:sum(2) end, "sum: argument 2 expected a dimension in [-2, 1], got 2")
+  T.raises(function() return a:sum(1000) end, "sum: argument 2 expected a dimension in [-2, 1], got 1000")
+  T.raises(function() return a:max(-3) end, "max: argument 2 expected a dimension in [-2, 1], got -3")
+  T.raises(function() return a:softmax(5) end, "softmax: argument 2 expected a dimension in [-2, 1], got 5")
+  T.raises(function() return a:gather(0, t {{0.0}}) end, "gather: argument 3 expected an int32 tensor, got float32")
+  T.raises(function() return a:gather(0, {{9}}) end, "gather: index 9 out of range for dim 0 of size 2")
+  T.raises(function() return a:index_select(1, {0, 9}) end, "index_select: index 9 out of range for dim 1 of size 3")
+  T.raises(function() return a:index_select(0, {{0}}) end, "index_select: argument 3 has shape [1,1], expected a 1-D index")
+  T.raises(function() return a:embedding({5}) end, "embedding: index 5 out of range for dim 0 of size 2")
+  T.raises(function() return a:linear(t {{1, 2}}) end, "linear: argument 2 has shape [1,2], expected [*,3]")
+  T.raises(function() return a:linear(t {{1, 2, 3}}, t {1, 2}) end, "linear: argument 3 has shape [2], expected [1]")
+  T.raises(function() return mech.cat({a, t {1, 2}}, 0) end, "cat: argument 1 element 2 has shape [2]")
+  T.raises(function() return mech.stack({a, t {1, 2}}) end, "stack: argument 1 element 2 has shape [2]")
+  T.raises(function() return a:split(1, 4) end, "split: argument 3 expected a dimension in [-2, 1], got 4")
+  T.raises(function() return a:scatter_add(0, {{0}}, mech.zeros(1, 1, {dtype = "int32"})) end,
+    "scatter_add: argument 4 expected a float32 tensor (as argument 1), got int32")
+  T.raises(function() return mech.where(t {1, 0}, a, a) end, "where: shapes")
+  T.raises(function() return mech.zeros(2, 0):max(1) end, "max: argument 1 has an empty dimension")
+end)
+
+T.test("closed tensors are reported, not used", function()
+  local a = t {1, 2}
+  do
+    local c <close> = t {3, 4}
+    a = c -- keep a handle past the close
+  end
+  T.raises(function() return a + 1 end, "add: argument 1 is a tensor that was closed")
+  T.raises(function() return mech.exp(a) end, "exp: argument 1 is a tensor that was closed")
+  T.raises(function() return mech.cat({t {1}, a}) end, "cat: argument 1 element 2 expected a tensor")
+end)
+
+T.done()

@@ -24,8 +24,8 @@ ml_status ml_ar_build(ml_task *t) {
         return ml_fail(ML_ERR_ARG, "%s: query_type must be \"key\" or \"value\", got %d", fn, (int)c->query_type);
     if (!(c->train_test_split >= 0.0 && c->train_test_split <= 1.0))
         return ml_fail(ML_ERR_ARG, "%s: train_test_split must be in [0, 1], got %g", fn, c->train_test_split);
-    if (c->train_test_split > 0.0 && c->num_kv > 65536)
-        return ml_fail(ML_ERR_ARG, "%s: train_test_split needs num_kv <= 65536 (blacklist size), got %d", fn,
+    if (c->train_test_split > 0.0 && c->num_kv > 16384)
+        return ml_fail(ML_ERR_ARG, "%s: train_test_split needs num_kv <= 16384 (blacklist size), got %d", fn,
                        c->num_kv);
     t->n_keys = c->num_kv / 2;
     /* pad, bos, eos, keys, values, plus the table entry of label -100 (spec §2.2). */

@@ -33,6 +33,9 @@ static ml_status validate(const ml_atr_config *c, const char *fn) {
                        c->terminal_occurrence_factor);
     if (!(c->train_test_split >= 0.0 && c->train_test_split <= 1.0))
         return ml_fail(ML_ERR_ARG, "%s: train_test_split must be in [0, 1], got %g", fn, c->train_test_split);
+    if ((int64_t)c->num_nonterminals * c->num_terminals > ((int64_t)1 << 27))
+        return ml_fail(ML_ERR_ARG, "%s: num_nonterminals x num_terminals must be <= 2^27 (head distributions), got %d x %d",
+                       fn, c->num_nonterminals, c->num_terminals);
     if (c->train_test_split > 0.0 && c->num_terminals > 16384)
         return ml_fail(ML_ERR_ARG, "%s: train_test_split needs num_terminals <= 16384 (blacklist size), got %d",
                        fn, c->num_terminals);
@@ -328,6 +331,8 @@ ml_status ml_atr_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *d
             return ml_fail(ML_ERR_STATE,
                            "task:sample: %d consecutive %s documents rejected (split %s, %lld held-out pairs)",
                            rejections, t->name, ml_split_name(split), (long long)t->n_prohibited);
+        /* Ctrl-C reaches long rejection runs (e.g. a huge max_yield without depth limit). */
+        if ((rejections & 1023) == 1023 && ml_check_interrupt("task:sample") != ML_OK) return ML_ERR_INTERRUPT;
         int kept = draw_yield(t, rng, doc, s, &n);
         if (kept < 0) return ML_ERR_MEM;
         if (!kept) continue;

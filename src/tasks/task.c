@@ -223,7 +223,7 @@ void ml_task_corrupt_range(const ml_task *t, int *lo, int *hi) {
         *hi = *lo + t->n_keys - 1;
     } else {
         *lo = 3;
-        *hi = 3 + t->atr.num_terminals - 1;
+        *hi = t->query_start - 1; /* every terminal, transparent ones included (QS of §6.2) */
     }
 }
 

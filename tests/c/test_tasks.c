@@ -180,6 +180,9 @@ END_TEST
 START_TEST(test_atr_split) {
     ml_task *t = preset("pcfg_tts", 42);
     EXPECT(ml_task_has_split(t));
+    int lo, hi;
+    ml_task_corrupt_range(t, &lo, &hi);
+    EXPECT(lo == 3 && hi == 22);
     /* about 20% of the 400 (parent, child) label pairs are held out */
     EXPECT_OP(ml_task_prohibited_pairs(t), >, 40);
     EXPECT_OP(ml_task_prohibited_pairs(t), <, 120);
@@ -219,6 +222,9 @@ START_TEST(test_atr_options) {
     t = ml_task_atr(&c, 7);
     EXPECT(t);
     EXPECT_OP(ml_task_vocab_size(t), ==, 20 + 40 + 6);
+    int lo, hi;
+    ml_task_corrupt_range(t, &lo, &hi);
+    EXPECT(lo == 3 && hi == 3 + 20 + 40 - 1);
     check_atr_many(t, ML_SPLIT_TRAIN, 1000, 2);
     ml_rng rng;
     ml_rng_init(&rng, 1, 1);

@@ -1,5 +1,4 @@
 /* Associative recall (spec paper.md §2). */
-#include <math.h>
 #include <string.h>
 
 #include "tasks/task_impl.h"

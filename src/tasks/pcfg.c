@@ -1,5 +1,4 @@
 /* Associative treecall: the random right-headed PCFG and its documents (spec paper.md §3). */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 
 #define MLL_TENSOR_MT "mech.Tensor"
+#define MLL_RNG_MT "mech.Generator" /* userdata holding an ml_rng */
 
 /* Tensor userdata: a box holding one reference. */
 ml_tensor *mlL_checktensor(lua_State *L, int arg, const char *fn);

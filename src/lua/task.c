@@ -16,7 +16,6 @@
 
 #define TASK_MT "mech.Task"
 #define DATASET_MT "mech.Dataset"
-#define GENERATOR_MT "mech.Generator" /* defined by src/lua/tensor.c */
 
 typedef struct {
     ml_task *t;
@@ -393,7 +392,7 @@ static int l_sample(lua_State *L) {
         ml_rng_init(&local, (uint64_t)seed, ml_split_stream(split));
         rng = &local;
     } else if (!lua_isnoneornil(L, 2)) {
-        rng = luaL_testudata(L, 2, GENERATOR_MT);
+        rng = luaL_testudata(L, 2, MLL_RNG_MT);
         if (!rng) return mlL_argerror(L, fn, 2, "an integer seed, a mech.Generator or nil");
     }
     ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);

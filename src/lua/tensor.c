@@ -76,8 +76,8 @@ static int table_shape(lua_State *L, int idx, int64_t *shape, const char *fn, in
 static void fill_from_table(lua_State *L, int idx, ml_tensor *t, int dim, int64_t *pos, const char *fn, int arg) {
     int64_t n = (int64_t)luaL_len(L, idx);
     if (n != t->shape[dim])
-        luaL_error(L, "%s: argument %d is not rectangular: a row at depth %d has %lld entries, expected %lld", fn, arg,
-                   dim, (long long)n, (long long)t->shape[dim]);
+        luaL_error(L, "%s: argument %d is not rectangular: a row at depth %d has %I entries, expected %I", fn, arg,
+                   dim, (lua_Integer)n, (lua_Integer)t->shape[dim]);
     for (int64_t i = 0; i < n; i++) {
         lua_geti(L, idx, i + 1);
         if (dim + 1 < t->ndim) {
@@ -214,8 +214,6 @@ static int l_arange(lua_State *L) {
 }
 
 /* ---- the default generator and mech.Generator ---- */
-
-#define MLL_RNG_MT "mech.Generator"
 
 static ml_rng *default_rng(lua_State *L) {
     lua_getfield(L, LUA_REGISTRYINDEX, "mech.default_rng");

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# mechlab set-up on a fresh Debian machine (run as root):
+#   scripts/setup.sh run    install what is missing, build (Release, -O2), run the default job
+#   scripts/setup.sh test   install, build Release and ASan+UBSan, run the whole test suite in both
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-run}
+packages=(build-essential cmake pkg-config liblua5.4-dev libopenblas-dev libpng-dev check libreadline-dev)
+
+install_deps() {
+    local missing=()
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+        echo "== installing: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    fi
+}
+
+jobs=$(nproc 2>/dev/null || echo 2)
+
+build() { # build <dir> [cmake options...]
+    local dir=$1
+    shift
+    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+    cmake --build "$dir" -j "$jobs"
+}
+
+case "$mode" in
+run)
+    install_deps
+    build build
+    ./build/mechlab experiments/default.lua
+    ;;
+test)
+    install_deps
+    build build
+    echo "== tests (Release)"
+    (cd build && ctest --output-on-failure -j "$jobs")
+    build build-asan -DMECHLAB_SANITIZE=ON
+    echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer)"
+    (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        ctest --output-on-failure -j "$jobs")
+    ;;
+*)
+    echo "usage: $0 run|test" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,162 @@
+-- Models from Lua: construction, parameters, hooks, training steps, checkpoints and the
+-- training loop (including exact resumption in a fresh process).
+local T = require "check"
+local train = require "mech.train"
+
+local function tiny(extra)
+  local cfg = { arch = "attention", d_model = 16, n_layers = 2, vocab = 20, max_pos = 64, seed = 3 }
+  for k, v in pairs(extra or {}) do cfg[k] = v end
+  return mech.model(cfg)
+end
+
+local function toy_batch()
+  local tokens = mech.tensor({ { 1, 5, 6, 7, 8, 2, 5, 0 }, { 1, 9, 10, 11, 12, 2, 11, 0 } }, { dtype = "int32" })
+  local targets = mech.full({ 2, 8 }, -100, { dtype = "int32" })
+  targets[{ 0, 6 }] = 6
+  targets[{ 1, 6 }] = 12
+  return tokens, targets
+end
+
+T.test("parameter counts and names follow the spec", function()
+  T.eq(mech.model { arch = "attention", vocab = 8196 }:n_params(), 689792)
+  T.eq(mech.model { arch = "attention", vocab = 8195, pos_emb = false }:n_params(), 624192)
+  local m = tiny()
+  local names = {}
+  for _, p in ipairs(m:named_parameters()) do names[p[1]] = p[2]:shape() end
+  T.eq(names["backbone.layers.0.sequence_mixer.Wqkv.weight"], { 48, 16 })
+  T.eq(names["backbone.embeddings.word_embeddings.weight"], { 20, 16 })
+  T.eq(m:param("backbone.ln_f.bias"):shape(), { 16 })
+  T.raises(function() m:param("backbone.ln_f.bais") end, "did you mean 'backbone.ln_f.bias'")
+end)
+
+T.test("bad configs are errors naming the key", function()
+  T.raises(function() mech.model { arch = "transformer" } end, "option 'arch' expected one of")
+  T.raises(function() mech.model { d_modle = 4 } end, "unknown option 'd_modle' (did you mean 'd_model'?)")
+  T.raises(function() mech.model { d_model = "big" } end, "option 'd_model' expected an integer")
+  T.raises(function() mech.model { n_heads = 3 } end, "'n_heads' (3) must divide 'd_model' (64)")
+  T.raises(function() mech.model { state_mixer = "moe" } end, "state_mixer")
+end)
+
+T.test("hook sites: listed with shapes, each fires once, unknown names suggest", function()
+  local m = tiny()
+  local sites = m:hook_names()
+  T.eq(sites[1].name, "blocks.0.block_input")
+  T.eq(sites[1].shape, { "B", "L", 16 })
+  local tokens = toy_batch()
+  local fired, hooks = {}, {}
+  for _, s in ipairs(sites) do
+    hooks[s.name] = function(act, ctx)
+      fired[ctx.site] = (fired[ctx.site] or 0) + 1
+      T.eq(ctx.layer, tonumber(s.name:match("blocks%.(%d+)")))
+    end
+  end
+  local base = m:forward(tokens)
+  local hooked = m:forward(tokens, hooks)
+  T.truthy(base:equal(hooked), "observing hooks change no bit")
+  for _, s in ipairs(sites) do T.eq(fired[s.name], 1, s.name) end
+  T.raises(function() m:forward(tokens, { ["blocks.0.mlp_ouput"] = function() end }) end,
+    "did you mean 'blocks.0.mlp_output'")
+  T.raises(function() m:forward(tokens, { ["blocks.0.mlp_output"] = function() return mech.zeros(1) end }) end,
+    "hook at blocks.0.mlp_output returned a float32 tensor of shape [1], expected float32 [2,8,16]")
+  T.raises(function() m:forward(tokens, { ["blocks.0.mlp_output"] = function() error("inside") end }) end, "inside")
+end)
+
+T.test("replacements change the output and take part in autograd", function()
+  local m = tiny()
+  local tokens, targets = toy_batch()
+  local zeroed = m:forward(tokens, { ["blocks.1.attention_output"] = function(a) return a * 0 end })
+  T.falsy(zeroed:equal(m:forward(tokens)))
+  local loss = m:loss(tokens, targets, { ["blocks.0.block_output"] = function(a) return a * 2 end })
+  m:zero_grad()
+  loss:backward()
+  T.truthy(m:param("backbone.layers.0.sequence_mixer.Wqkv.weight").grad:abs():sum():item() > 0)
+end)
+
+T.test("add_hook handles remove themselves, also through <close>", function()
+  local m = tiny()
+  local tokens = toy_batch()
+  local n = 0
+  do
+    local h <close> = m:add_hook("blocks.0.attention_input", function() n = n + 1 end)
+    m:forward(tokens)
+    m:forward(tokens)
+  end
+  m:forward(tokens)
+  T.eq(n, 2)
+  local h = m:add_hook("blocks.1.mixer.pattern", function() n = n + 10 end)
+  m:forward(tokens)
+  h:remove()
+  h:remove() -- twice is harmless
+  m:forward(tokens)
+  T.eq(n, 12)
+end)
+
+T.test("train_step learns a toy mapping; evaluate reports accuracy", function()
+  local m = tiny()
+  local opt = mech.adamw(m)
+  local tokens, targets = toy_batch()
+  local first = m:evaluate(tokens, targets)
+  for _ = 1, 100 do m:train_step(opt, tokens, targets, 1e-2) end
+  local last = m:evaluate(tokens, targets)
+  T.truthy(last.loss < 0.1 * first.loss, first.loss .. " -> " .. last.loss)
+  T.eq(last.correct, 2)
+  T.eq(opt.step, 100)
+end)
+
+T.test("checkpoints round-trip and refuse bad files", function()
+  local m = tiny()
+  local path = os.tmpname()
+  m:save(path, { meta = { note = "hello", step = 3 } })
+  local m2, opt, meta = mech.load(path)
+  T.eq(opt, nil)
+  T.eq(meta.note, "hello")
+  T.eq(meta.step, "3")
+  local tokens = toy_batch()
+  T.truthy(m:forward(tokens):equal(m2:forward(tokens)))
+  local f = io.open(path, "wb")
+  f:write("garbage")
+  f:close()
+  T.raises(function() mech.load(path) end, "load: ")
+  os.remove(path)
+  T.raises(function() m:save("/nonexistent/dir/x.safetensors") end, "nonexistent")
+end)
+
+-- The training loop: k steps, checkpoint, resume in a fresh process, and the parameters equal
+-- those of N steps straight, bit for bit.
+T.test("training resumes exactly in a fresh process", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  local cfg = [[{ model = {arch = "attention", d_model = 16}, task = mech.task.ar{num_kv = 32, length = 8},
+    train_docs = 320, eval_docs = 64, steps = 12, eval_every = 6, lr = 3e-3, quiet = true }]]
+  local exe = arg[-1]
+  local function run(code)
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write('local train = require "mech.train"\nlocal cfg = ' .. cfg .. '\n' .. code)
+    f:close()
+    local ok = os.execute(string.format("%q %q", exe, script))
+    os.remove(script)
+    T.truthy(ok, "child run failed: " .. code)
+  end
+  run(string.format('cfg.out = %q; train.run(cfg)', dir .. "/straight"))
+  run(string.format('cfg.out = %q; cfg.stop_at = 5; train.run(cfg)', dir .. "/part"))
+  run(string.format('cfg.out = %q; cfg.resume = %q; train.run(cfg)', dir .. "/part", dir .. "/part/checkpoint.safetensors"))
+  local a = mech.load(dir .. "/straight/checkpoint.safetensors")
+  local b = mech.load(dir .. "/part/checkpoint.safetensors")
+  for i, p in ipairs(a:named_parameters()) do
+    T.truthy(p[2]:equal(b:named_parameters()[i][2]), p[1])
+  end
+  local manifest = io.open(dir .. "/straight/manifest.json"):read("a")
+  T.truthy(manifest:find('"steps": 12', 1, true), manifest)
+  local csv = io.open(dir .. "/straight/metrics.csv"):read("a")
+  T.truthy(csv:find("^step,split,metric,value\n"), csv)
+  T.truthy(csv:find("\n12,test,accuracy,", 1, true), csv)
+  os.execute(string.format("rm -rf %q", dir))
+end)
+
+T.test("train.run validates its config", function()
+  T.raises(function() train.run { lr = "fast" } end, "'lr' expected a number")
+  T.raises(function() train.run { eval_evry = 10 } end, "unknown config key 'eval_evry' (did you mean 'eval_every'?)")
+end)
+
+T.done()

@@ -1,0 +1,133 @@
+-- The tensor userdata from Lua: constructors, 0-based indexing and slicing, printing,
+-- autograd verbs, generators, memory accounting and error messages.
+local T = require "check"
+
+T.test("constructors and shapes", function()
+  local t = mech.tensor { { 1, 2, 3 }, { 4, 5, 6 } }
+  T.eq(t:shape(), { 2, 3 })
+  T.eq(t:dtype(), "float32")
+  T.eq(mech.zeros(2, 3):shape(), { 2, 3 })
+  T.eq(mech.zeros({ 4 }, { dtype = "int32" }):dtype(), "int32")
+  T.eq(mech.full({ 2 }, 7):tolist(), { 7, 7 })
+  T.eq(mech.arange(4):tolist(), { 0, 1, 2, 3 })
+  T.eq(mech.arange(1, 2, 0.5):tolist(), { 1, 1.5 })
+  T.eq(mech.tensor(3):dim(), 0)
+  T.eq(mech.tensor(3):item(), 3)
+  T.eq(#mech.zeros(5, 2), 5)
+end)
+
+T.test("0-based indexing, selection and slices", function()
+  local t = mech.arange(12):reshape(3, 4)
+  T.eq(t[0]:tolist(), { 0, 1, 2, 3 })
+  T.eq(t[-1]:tolist(), { 8, 9, 10, 11 })
+  T.eq(t[{ 1, 2 }], 6)
+  T.eq(t[{ ":", 1 }]:tolist(), { 1, 5, 9 })
+  T.eq(t[{ "1:", "::2" }]:tolist(), { { 4, 6 }, { 8, 10 } })
+  T.eq(t[{ { 0, 2 }, { 1, 4, 2 } }]:tolist(), { { 1, 3 }, { 5, 7 } })
+  T.eq(t:get(2, 3), 11)
+  T.eq(t:narrow(1, 1, 2):tolist(), { { 1, 2 }, { 5, 6 }, { 9, 10 } })
+  T.eq(t:transpose(0, 1):shape(), { 4, 3 })
+  T.eq(t:transpose(0, 1)[{ 3, 2 }], 11)
+end)
+
+T.test("views share storage; writes go through", function()
+  local t = mech.zeros(2, 3)
+  local row = t[1]
+  row[2] = 5
+  T.eq(t:get(1, 2), 5)
+  t[{ ":", 0 }] = 9
+  T.eq(t:tolist(), { { 9, 0, 0 }, { 9, 0, 5 } })
+  t[0] = mech.tensor { 1, 2, 3 }
+  T.eq(t[0]:tolist(), { 1, 2, 3 })
+  t:set(4, 0, 0)
+  T.eq(t[{ 0, 0 }], 4)
+end)
+
+T.test("printing is summarised", function()
+  local s = tostring(mech.zeros(20, 30))
+  T.truthy(s:find("tensor(shape=[20,30], dtype=float32)", 1, true), s)
+  T.truthy(s:find("...", 1, true), "ellipsis")
+  local lines = 0
+  for _ in s:gmatch("\n") do lines = lines + 1 end
+  T.truthy(lines <= 9, "at most a few rows: " .. lines)
+  local x = mech.ones(2, { requires_grad = true })
+  T.truthy(tostring(x * 2):find("grad_fn=", 1, true))
+end)
+
+T.test("autograd through views and arithmetic", function()
+  local x = mech.tensor({ { 1, 2 }, { 3, 4 } }, { requires_grad = true })
+  local y = (x:transpose(0, 1):contiguous() * x):sum()
+  y:backward()
+  -- d/dx sum(xᵀ ⊙ x) = x + xᵀ
+  T.eq(x.grad:tolist(), { { 2, 5 }, { 5, 8 } })
+  T.truthy(x.is_leaf)
+  x.grad = nil
+  T.eq(x.grad, nil)
+  T.raises(function() y:backward() end, "second time")
+end)
+
+T.test("no_grad and detach", function()
+  local x = mech.ones(3, { requires_grad = true })
+  local y = mech.no_grad(function() return x * 2 end)
+  T.eq(y.grad_fn, nil)
+  T.truthy(mech.grad_enabled())
+  T.raises(function() mech.no_grad(function() error("boom") end) end, "boom")
+  T.truthy(mech.grad_enabled(), "mode restored after an error")
+  T.eq(x:detach().requires_grad, false)
+end)
+
+T.test("gradcheck from Lua", function()
+  local a = mech.randn(3, 4, { requires_grad = true })
+  local ok, msg = mech.gradcheck(function(t) return (t * t):exp():sum(1) end, { a }, { eps = 1e-3 })
+  T.truthy(ok, msg)
+end)
+
+T.test("generators are deterministic", function()
+  local g1, g2 = mech.Generator(7), mech.Generator(7)
+  T.eq(mech.rand(5, { generator = g1 }):tolist(), mech.rand(5, { generator = g2 }):tolist())
+  mech.manual_seed(3)
+  local a = mech.randn(4):tolist()
+  mech.manual_seed(3)
+  T.eq(mech.randn(4):tolist(), a)
+  T.truthy(g1:below(10) < 10)
+end)
+
+T.test("errors name the function, argument, expectation and what came", function()
+  T.raises(function() mech.zeros(-3) end, "mech.zeros: argument 1 expected a size (integer >= 0), got -3")
+  T.raises(function() mech.zeros(2, { dtype = "float64" }) end, "option 'dtype' expected 'float32' or 'int32'")
+  T.raises(function() mech.tensor { { 1, 2 }, { 3 } } end, "not rectangular")
+  T.raises(function() mech.tensor { "a" } end, "expected numbers")
+  local t = mech.zeros(2, 3)
+  T.raises(function() return t[{ 2 }] end, "index 2 out of range for dim 0 of size 2")
+  T.raises(function() return t[{ 0, 0, 0 }] end, "3 indices for a tensor with 2 dimensions")
+  T.raises(function() return t.nope end, "no method or field 'nope'")
+  T.raises(function() t:view(4, 2) end, "invalid for a tensor of shape [2,3]")
+  T.raises(function() t:narrow(5, 0, 1) end, "narrow: argument 2 expected a dimension in [-2, 1], got 5")
+  T.raises(function() t:get(0) end, "argument 3 expected an integer index")
+  T.raises(function() mech.zeros(2, 2):expand(3, 3) end, "cannot expand")
+  T.raises(function() t.shape(nil) end, "argument 1 expected a tensor, got nil")
+  T.raises(function() mech.tensor({ 1 }, { requires_grad = true, dtype = "int32" }) end, "only float32")
+  T.raises(function() mech.zeros(1e6, 1e6, 1e6) end, "too large")
+end)
+
+T.test("__close releases storage at scope end", function()
+  collectgarbage("collect")
+  local before = mech.memory_bytes()
+  do
+    local big <close> = mech.zeros(1024, 1024)
+    T.truthy(mech.memory_bytes() >= before + 4 * 1024 * 1024)
+  end
+  T.truthy(mech.memory_bytes() < before + 4 * 1024 * 1024)
+end)
+
+T.test("memory held by tensors is visible to the collector", function()
+  -- 10^4 tensors of 1 MB each (10 GB in total) must not accumulate
+  local peak = 0
+  for i = 1, 10000 do
+    local t = mech.zeros(256, 1024)
+    if i % 100 == 0 then peak = math.max(peak, mech.memory_bytes()) end
+  end
+  T.truthy(peak < 512 * 1024 * 1024, string.format("peak live tensor memory %.0f MB", peak / 2 ^ 20))
+end)
+
+T.done()

@@ -58,8 +58,8 @@ T.test("autograd through views and arithmetic", function()
   local x = mech.tensor({ { 1, 2 }, { 3, 4 } }, { requires_grad = true })
   local y = (x:transpose(0, 1):contiguous() * x):sum()
   y:backward()
-  -- d/dx sum(xᵀ ⊙ x) = x + xᵀ
-  T.eq(x.grad:tolist(), { { 2, 5 }, { 5, 8 } })
+  -- d/dx_ab Σ_ij x_ji·x_ij = 2·x_ba: the gradient is 2xᵀ
+  T.eq(x.grad:tolist(), { { 2, 6 }, { 4, 8 } })
   T.truthy(x.is_leaf)
   x.grad = nil
   T.eq(x.grad, nil)

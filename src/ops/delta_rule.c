@@ -1,5 +1,6 @@
 /* DeltaNet's delta rule (spec §11): sequential forward, exact backward through the recurrence
  * (states recomputed per (batch, head) in scratch), step; and the row L2 norm used on q and k. */
+#pragma GCC optimize("O3", "fp-contract=fast") /* vectorised row loops; FMA in the AVX2/AVX-512 clones */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 
 /* One token on S[Dk,Dv] (in place): vold = Sᵀk, u = β(v − vold), S += k uᵀ, o = scale·Sᵀq.
  * uo, voldo: [Dv] outputs (u_t and vold_t). */
-static inline void delta_token(int Dk, int Dv, float scale, float *S, const float *q, const float *k,
+MLK_INLINE void delta_token(int Dk, int Dv, float scale, float *S, const float *q, const float *k,
                                const float *v, float beta, float *o, float *uo, float *voldo) {
     memset(voldo, 0, sizeof(float) * Dv);
     for (int i = 0; i < Dk; i++) {
@@ -29,6 +30,19 @@ static inline void delta_token(int Dk, int Dv, float scale, float *S, const floa
             Si[j] = s;
             o[j] += s * qi;
         }
+    }
+}
+
+/* Forward of one (batch, head): S [Dk,Dv] running state (S_{-1} on entry); rows are r0 + t·H. */
+MLK_CLONES static void delta_fwd_one(int L, int H, int Dk, int Dv, float scale, const float *q, const float *k,
+                                     const float *v, const float *beta, size_t r0, float *S, float *o, float *states,
+                                     float *vold, float *ut, float *vt) {
+    size_t SS = (size_t)Dk * Dv;
+    for (int t = 0; t < L; t++) {
+        size_t r = r0 + (size_t)t * H;
+        delta_token(Dk, Dv, scale, S, q + r * Dk, k + r * Dk, v + r * Dv, beta[r], o + r * Dv, ut, vt);
+        if (states) memcpy(states + r * SS, S, sizeof(float) * SS);
+        if (vold) memcpy(vold + r * Dv, vt, sizeof(float) * Dv);
     }
 }
 
@@ -52,12 +66,7 @@ int mlk_delta_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
                 size_t bh = (size_t)b * H + h;
                 if (S0) memcpy(S, S0 + bh * SS, sizeof(float) * SS);
                 else memset(S, 0, sizeof(float) * SS);
-                for (int t = 0; t < L; t++) {
-                    size_t r = ((size_t)b * L + t) * H + h;
-                    delta_token(Dk, Dv, scale, S, q + r * Dk, k + r * Dk, v + r * Dv, beta[r], o + r * Dv, ut, vt);
-                    if (states) memcpy(states + r * SS, S, sizeof(float) * SS);
-                    if (vold) memcpy(vold + r * Dv, vt, sizeof(float) * Dv);
-                }
+                delta_fwd_one(L, H, Dk, Dv, scale, q, k, v, beta, (size_t)b * L * H + h, S, o, states, vold, ut, vt);
                 if (Slast) memcpy(Slast + bh * SS, S, sizeof(float) * SS);
             }
     }
@@ -79,6 +88,74 @@ void mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const f
                         ut + Dv);
             if (ut != tmp) free(ut);
         }
+}
+
+/* Backward of one (batch, head): recomputes S_{-1..L-1} into Sall, then runs the reverse pass;
+ * dS ends as ∂ℓ/∂S_{-1}. */
+MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv, float scale, const float *q,
+                                     const float *k, const float *v, const float *beta, const float *S0,
+                                     const float *dout, float *dq, float *dk, float *dv, float *dbeta, float *Sall,
+                                     float *dS, float *uall, float *vall, float *du, float *dvo) {
+    size_t SS = (size_t)Dk * Dv;
+    size_t bh = (size_t)b * H + h;
+    if (S0) memcpy(Sall, S0 + bh * SS, sizeof(float) * SS);
+    else memset(Sall, 0, sizeof(float) * SS);
+    for (int t = 0; t < L; t++) {
+        size_t r = ((size_t)b * L + t) * H + h;
+        float *St = Sall + (size_t)(t + 1) * SS;
+        memcpy(St, St - SS, sizeof(float) * SS);
+        /* the output goes to du (unused here) */
+        delta_token(Dk, Dv, scale, St, q + r * Dk, k + r * Dk, v + r * Dv, beta[r], du,
+                    uall + (size_t)t * Dv, vall + (size_t)t * Dv);
+    }
+    memset(dS, 0, sizeof(float) * SS);
+    for (int t = L - 1; t >= 0; t--) {
+        size_t r = ((size_t)b * L + t) * H + h;
+        const float *qt = q + r * Dk, *kt = k + r * Dk, *vt = v + r * Dv, *dot = dout + r * Dv;
+        const float *St = Sall + (size_t)(t + 1) * SS, *Sp = Sall + (size_t)t * SS;
+        const float *ut = uall + (size_t)t * Dv, *vo = vall + (size_t)t * Dv;
+        const float bt = beta[r];
+        float *dqt = dq ? dq + r * Dk : NULL, *dkt = dk ? dk + r * Dk : NULL;
+        memset(du, 0, sizeof(float) * Dv);
+        /* pass 1: dS += q̃ doᵀ (now ∂ℓ/∂S_t); dq̃ = S_t do; dk = dS u; du = dSᵀ k */
+        for (int i = 0; i < Dk; i++) {
+            float *dSi = dS + (size_t)i * Dv;
+            const float *Si = St + (size_t)i * Dv;
+            const float qi = scale * qt[i], ki = kt[i];
+            float aq = 0.0f, ak = 0.0f;
+#pragma omp simd reduction(+ : aq, ak)
+            for (int j = 0; j < Dv; j++) {
+                float g = dSi[j] + qi * dot[j];
+                dSi[j] = g;
+                aq += Si[j] * dot[j];
+                ak += g * ut[j];
+                du[j] += ki * g;
+            }
+            if (dqt) dqt[i] = scale * aq;
+            if (dkt) dkt[i] = ak;
+        }
+        /* through u = β(v − vold) */
+        float db = 0.0f;
+        for (int j = 0; j < Dv; j++) {
+            db += du[j] * (vt[j] - vo[j]);
+            dvo[j] = -bt * du[j];
+            if (dv) dv[r * Dv + j] = bt * du[j];
+        }
+        if (dbeta) dbeta[r] = db;
+        /* pass 2: vold = S_{t-1}ᵀ k: dk += S_{t-1} dvold, dS += k dvoldᵀ (now ∂ℓ/∂S_{t-1}) */
+        for (int i = 0; i < Dk; i++) {
+            float *dSi = dS + (size_t)i * Dv;
+            const float *Si = Sp + (size_t)i * Dv;
+            const float ki = kt[i];
+            float ak = 0.0f;
+#pragma omp simd reduction(+ : ak)
+            for (int j = 0; j < Dv; j++) {
+                ak += Si[j] * dvo[j];
+                dSi[j] += ki * dvo[j];
+            }
+            if (dkt) dkt[i] += ak;
+        }
+    }
 }
 
 int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k, const float *v,
@@ -104,64 +181,8 @@ int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
                 size_t bh = (size_t)b * H + h;
-                if (S0) memcpy(Sall, S0 + bh * SS, sizeof(float) * SS);
-                else memset(Sall, 0, sizeof(float) * SS);
-                for (int t = 0; t < L; t++) {
-                    size_t r = ((size_t)b * L + t) * H + h;
-                    float *St = Sall + (size_t)(t + 1) * SS;
-                    memcpy(St, St - SS, sizeof(float) * SS);
-                    /* the output goes to du (unused here) */
-                    delta_token(Dk, Dv, scale, St, q + r * Dk, k + r * Dk, v + r * Dv, beta[r], du,
-                                uall + (size_t)t * Dv, vall + (size_t)t * Dv);
-                }
-                memset(dS, 0, sizeof(float) * SS);
-                for (int t = L - 1; t >= 0; t--) {
-                    size_t r = ((size_t)b * L + t) * H + h;
-                    const float *qt = q + r * Dk, *kt = k + r * Dk, *vt = v + r * Dv, *dot = dout + r * Dv;
-                    const float *St = Sall + (size_t)(t + 1) * SS, *Sp = Sall + (size_t)t * SS;
-                    const float *ut = uall + (size_t)t * Dv, *vo = vall + (size_t)t * Dv;
-                    const float bt = beta[r];
-                    float *dqt = dq ? dq + r * Dk : NULL, *dkt = dk ? dk + r * Dk : NULL;
-                    memset(du, 0, sizeof(float) * Dv);
-                    /* pass 1: dS += q̃ doᵀ (now ∂ℓ/∂S_t); dq̃ = S_t do; dk = dS u; du = dSᵀ k */
-                    for (int i = 0; i < Dk; i++) {
-                        float *dSi = dS + (size_t)i * Dv;
-                        const float *Si = St + (size_t)i * Dv;
-                        const float qi = scale * qt[i], ki = kt[i];
-                        float aq = 0.0f, ak = 0.0f;
-#pragma omp simd reduction(+ : aq, ak)
-                        for (int j = 0; j < Dv; j++) {
-                            float g = dSi[j] + qi * dot[j];
-                            dSi[j] = g;
-                            aq += Si[j] * dot[j];
-                            ak += g * ut[j];
-                            du[j] += ki * g;
-                        }
-                        if (dqt) dqt[i] = scale * aq;
-                        if (dkt) dkt[i] = ak;
-                    }
-                    /* through u = β(v − vold) */
-                    float db = 0.0f;
-                    for (int j = 0; j < Dv; j++) {
-                        db += du[j] * (vt[j] - vo[j]);
-                        dvo[j] = -bt * du[j];
-                        if (dv) dv[r * Dv + j] = bt * du[j];
-                    }
-                    if (dbeta) dbeta[r] = db;
-                    /* pass 2: vold = S_{t-1}ᵀ k: dk += S_{t-1} dvold, dS += k dvoldᵀ (now ∂ℓ/∂S_{t-1}) */
-                    for (int i = 0; i < Dk; i++) {
-                        float *dSi = dS + (size_t)i * Dv;
-                        const float *Si = Sp + (size_t)i * Dv;
-                        const float ki = kt[i];
-                        float ak = 0.0f;
-#pragma omp simd reduction(+ : ak)
-                        for (int j = 0; j < Dv; j++) {
-                            ak += Si[j] * dvo[j];
-                            dSi[j] += ki * dvo[j];
-                        }
-                        if (dkt) dkt[i] += ak;
-                    }
-                }
+                delta_bwd_one(b, h, L, H, Dk, Dv, scale, q, k, v, beta, S0, dout, dq, dk, dv, dbeta, Sall, dS, uall,
+                              vall, du, dvo);
                 if (dS0) memcpy(dS0 + bh * SS, dS, sizeof(float) * SS);
             }
     }

@@ -2,7 +2,9 @@
  * from). All follow tensor.h's conventions: new reference or NULL + error message naming the
  * op as Lua calls it ("add: ..."). Float ops record autograd nodes (autograd.h) when an input
  * needs grad. Elementwise ops broadcast with PyTorch rules; mixed int32/float32 operands
- * promote to float32; comparisons return float32 0/1 masks... (see each group). */
+ * promote to float32; int32 with int32 stays int32 for add/sub/mul/maximum/minimum (and
+ * neg/abs/relu/clamp), while div and pow give float32; comparisons return int32 0/1 masks.
+ * int32 results never record gradients. docs/tensors.md is the reference from Lua. */
 #ifndef ML_OPS_H
 #define ML_OPS_H
 

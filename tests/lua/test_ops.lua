@@ -277,4 +277,34 @@ T.test("closed tensors are reported, not used", function()
   T.raises(function() return mech.cat({t {1}, a}) end, "cat: argument 1 element 2 expected a tensor")
 end)
 
+T.test("odd arguments to every op raise errors, never crash", function()
+  local names = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+    "neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "silu", "softplus", "sin", "cos",
+    "sum", "mean", "max", "min", "argmax", "argmin", "var", "clamp", "allclose", "matmul", "linear", "softmax",
+    "log_softmax", "gather", "index_select", "scatter_add", "embedding", "cat", "stack", "split", "where"}
+  local closed = t {1}
+  do local c <close> = t {2}; closed = c end
+  local values = table.pack(nil, 0, -1, 7, 1e300, 0 / 0, "s", true, {}, {{}}, {1, 2}, {{1}, {2, 3}}, print,
+    mech.zeros(0), mech.zeros(2, 0), mech.tensor(3), mech.zeros(2, 3), mech.zeros(2, 3, {dtype = "int32"}),
+    mech.zeros(3, 3):transpose(), mech.zeros(1, 1, 1, 1, 1, 1, 1, 1), closed)
+  local calls, errors = 0, 0
+  for _, name in ipairs(names) do
+    local f = mech[name]
+    T.eq(type(f), "function", name)
+    for i = 1, values.n + 1 do
+      for j = 1, values.n + 1, 3 do
+        for k = 1, values.n + 1, 5 do
+          calls = calls + 1
+          local ok, err = pcall(f, values[i], values[j], values[k], values[k])
+          if not ok then
+            errors = errors + 1
+            T.eq(type(err), "string", name)
+          end
+        end
+      end
+    end
+  end
+  T.truthy(calls > 10000 and errors > 0 and errors < calls, "some calls fail, some succeed: " .. calls)
+end)
+
 T.done()

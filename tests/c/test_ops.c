@@ -203,6 +203,89 @@ START_TEST(binary_noncontiguous_and_nan) {
 }
 END_TEST
 
+/* Random shapes, broadcast patterns and layouts against a per-element reference through ml_get. */
+START_TEST(binary_broadcast_property) {
+    ml_rng r;
+    ml_rng_init(&r, 2024, 9);
+    ml_binop ops[] = {ML_ADD, ML_SUB, ML_MUL, ML_DIV, ML_MAXIMUM, ML_LT};
+    for (int trial = 0; trial < 300; trial++) {
+        int nd = 1 + (int)ml_rng_below(&r, 4);
+        int64_t full[4], sa[4], sb[4];
+        for (int d = 0; d < nd; d++) full[d] = 1 + ml_rng_below(&r, 3);
+        int na = nd - (int)ml_rng_below(&r, 2), nb = nd - (int)ml_rng_below(&r, 2); /* maybe fewer dims */
+        if (na < nd && nb < nd) na = nd;
+        for (int d = 0; d < na; d++) sa[d] = ml_rng_below(&r, 3) ? full[nd - na + d] : 1;
+        for (int d = 0; d < nb; d++) sb[d] = ml_rng_below(&r, 3) ? full[nd - nb + d] : 1;
+        ml_tensor *a = ml_normal(na, sa, 0, 1, &r), *b = ml_normal(nb, sb, 0, 1, &r);
+        ml_tensor *av = ml_retain(a), *bv = ml_retain(b);
+        if (na >= 2 && ml_rng_below(&r, 2)) { /* same logical values through a transposed copy's view */
+            ml_tensor *t = ml_transpose(a, 0, na - 1), *c = ml_contiguous(t);
+            ml_release(av);
+            av = ml_transpose(c, 0, na - 1);
+            DROP(t, c);
+        }
+        ml_binop op = ops[ml_rng_below(&r, 6)];
+        ml_tensor *out = ml_binary(op, av, bv);
+        ck_assert_ptr_nonnull(out);
+        ck_assert_int_eq(out->ndim, nd);
+        int64_t idx[4], ia[4], ib[4];
+        for (int64_t k = 0; k < ml_numel(out); k++) {
+            int64_t rem = k;
+            for (int d = nd - 1; d >= 0; d--) idx[d] = rem % out->shape[d], rem /= out->shape[d];
+            for (int d = 0; d < na; d++) ia[d] = sa[d] == 1 ? 0 : idx[nd - na + d];
+            for (int d = 0; d < nb; d++) ib[d] = sb[d] == 1 ? 0 : idx[nd - nb + d];
+            double x = ml_get(a, ia), y = ml_get(b, ib), want;
+            switch (op) {
+            case ML_ADD: want = (float)x + (float)y; break;
+            case ML_SUB: want = (float)x - (float)y; break;
+            case ML_MUL: want = (float)x * (float)y; break;
+            case ML_DIV: want = (float)x / (float)y; break;
+            case ML_MAXIMUM: want = x > y ? x : y; break;
+            default: want = x < y; break;
+            }
+            ck_assert_msg(ml_get_flat(out, k) == (double)(float)want, "trial %d op %s element %lld: %g vs %g", trial,
+                          ml_binop_name(op), (long long)k, ml_get_flat(out, k), want);
+        }
+        DROP(a, b, av, bv, out);
+    }
+}
+END_TEST
+
+/* Reductions of random shapes along every dim against a double-precision reference. */
+START_TEST(reduction_property) {
+    ml_rng r;
+    ml_rng_init(&r, 77, 9);
+    for (int trial = 0; trial < 100; trial++) {
+        int nd = 1 + (int)ml_rng_below(&r, 3);
+        int64_t shape[3];
+        for (int d = 0; d < nd; d++) shape[d] = 1 + ml_rng_below(&r, 4);
+        ml_tensor *a = ml_normal(nd, shape, 0, 1, &r);
+        int dim = (int)ml_rng_below(&r, (uint32_t)nd);
+        ml_tensor *s = ml_reduce(ML_SUM, a, dim, true), *m = ml_reduce(ML_MAX, a, dim, true);
+        ml_tensor *am = ml_reduce(ML_ARGMAX, a, dim, true), *v = ml_var(a, dim, true, 0);
+        for (int64_t k = 0; k < ml_numel(s); k++) {
+            int64_t idx[3], rem = k;
+            for (int d = nd - 1; d >= 0; d--) idx[d] = rem % s->shape[d], rem /= s->shape[d];
+            double sum = 0, sq = 0, best = -INFINITY;
+            int64_t bi = 0;
+            for (int64_t j = 0; j < shape[dim]; j++) {
+                idx[dim] = j;
+                double x = ml_get(a, idx);
+                sum += x;
+                sq += x * x;
+                if (x > best) best = x, bi = j;
+            }
+            double mean = sum / (double)shape[dim];
+            ck_assert_close(ml_get_flat(s, k), sum, 1e-5, 1e-6);
+            ck_assert_close(ml_get_flat(m, k), best, 0, 0);
+            ck_assert_int_eq((int64_t)ml_get_flat(am, k), bi);
+            ck_assert_close(ml_get_flat(v, k), sq / (double)shape[dim] - mean * mean, 1e-5, 1e-4);
+        }
+        DROP(a, s, m, am, v);
+    }
+}
+END_TEST
+
 START_TEST(comparisons_give_int_masks) {
     ml_tensor *a = TF(SH(4), 1, 2, 3, NAN), *b = TF(SH(4), 2, 2, 2, 2);
     ml_binop ops[] = {ML_EQ, ML_NE, ML_LT, ML_LE, ML_GT, ML_GE};
@@ -1097,6 +1180,8 @@ static Suite *suite(void) {
     tcase_add_test(v, gradcheck_catches_a_wrong_backward);
     tcase_add_test(v, binary_values_and_broadcasting);
     tcase_add_test(v, binary_noncontiguous_and_nan);
+    tcase_add_test(v, binary_broadcast_property);
+    tcase_add_test(v, reduction_property);
     tcase_add_test(v, comparisons_give_int_masks);
     tcase_add_test(v, int_arithmetic);
     tcase_add_test(v, unary_values);

@@ -84,6 +84,13 @@ typedef struct ml_mixer_type {
     /* x (B, L, D) -> y (B, L, D), new reference, or NULL with an error. */
     ml_tensor *(*forward)(ml_model *m, int layer, void *state, ml_tensor *x, ml_run *run);
     void (*free_state)(void *state);
+    /* Recurrent form (architectures.md: each mixer's "recurrent view"): rec_new makes the
+     * running state of a batch of B sequences (conv windows, SSM states, KV caches, histories),
+     * rec_step maps x_t (B, D) to y_t (B, D) and advances it; running a document token by token
+     * equals the parallel forward. Steps record no gradients. */
+    void *(*rec_new)(ml_model *m, int layer, void *state, int64_t B);
+    ml_tensor *(*rec_step)(ml_model *m, int layer, void *state, void *rec, ml_tensor *x_t);
+    void (*rec_free)(void *rec);
     /* MambaBlock (RMSNorm, no state mixer) instead of TransformerBlock. */
     bool mamba_block;
 } ml_mixer_type;
@@ -155,6 +162,9 @@ ml_tensor *ml_model_head(ml_model *m, ml_tensor *h);
 ml_tensor *ml_model_loss(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_run *run, ml_tensor **rows_logits,
                          ml_tensor **rows_index);
 void ml_model_zero_grad(ml_model *m);
+/* The same hidden states as ml_model_hidden, computed token by token through every mixer's
+ * recurrent form (no hooks, no gradients). */
+ml_tensor *ml_model_hidden_recurrent(ml_model *m, ml_tensor *tokens);
 /* Parameter count as PyTorch counts it (tied embedding once). */
 int64_t ml_model_count(const ml_model *m);
 

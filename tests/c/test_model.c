@@ -64,6 +64,35 @@ START_TEST(grad_cross_entropy) {
 }
 END_TEST
 
+/* The staged attention against a direct transcription of architectures.md §4. */
+START_TEST(attention_matches_reference) {
+    int64_t B = 2, L = 5, H = 2, D = 6, dh = D / H;
+    ml_tensor *qkv = randn(3, (int64_t[]){B, L, 3 * D}, 21, false);
+    ml_tensor *out = ml_causal_attention(qkv, (int)H, NULL);
+    const float *x = ml_f32(qkv);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < L; t++) {
+                double S[8], mx = -1e30, sum = 0;
+                for (int64_t s2 = 0; s2 < L; s2++) {
+                    double acc = 0;
+                    for (int64_t e = 0; e < dh; e++)
+                        acc += (double)x[(b * L + t) * 3 * D + h * dh + e] * x[(b * L + s2) * 3 * D + D + h * dh + e];
+                    S[s2] = acc / sqrt((double)dh) + (s2 > t ? -10000.0 : 0.0);
+                    mx = S[s2] > mx ? S[s2] : mx;
+                }
+                for (int64_t s2 = 0; s2 < L; s2++) sum += exp(S[s2] - mx);
+                for (int64_t e = 0; e < dh; e++) {
+                    double c = 0;
+                    for (int64_t s2 = 0; s2 < L; s2++)
+                        c += exp(S[s2] - mx) / sum * x[(b * L + s2) * 3 * D + 2 * D + h * dh + e];
+                    ck_assert_close(ml_f32(out)[(b * L + t) * D + h * dh + e], c, 1e-5, 1e-4);
+                }
+            }
+    ml_release(qkv), ml_release(out);
+}
+END_TEST
+
 START_TEST(attention_masks_future) {
     /* Changing the last position must not change earlier outputs. */
     ml_tensor *a = randn(3, (int64_t[]){1, 6, 9}, 11, false);
@@ -340,6 +369,7 @@ static Suite *suite(void) {
     tcase_add_test(ops, grad_attention);
     tcase_add_test(ops, grad_cross_entropy);
     tcase_add_test(ops, attention_masks_future);
+    tcase_add_test(ops, attention_matches_reference);
     suite_add_tcase(s, ops);
     TCase *mdl = tcase_create("model");
     tcase_set_timeout(mdl, 120);

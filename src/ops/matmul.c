@@ -135,6 +135,18 @@ static ml_status bmm_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
         if (!ml_node_input_needs_grad(node, i)) continue;
         ml_tensor *other = ml_node_saved(node, 1 - i);
         if (!other) return ml_last_status();
+        int64_t k = other->shape[other->ndim - 1], n = g->shape[g->ndim - 1];
+        if (i == 1 && node->in_ndim[1] == 2 && other->ndim > 2 && k > 0 && n > 0 && ml_numel(other) > 0) {
+            /* a matrix b shared by a batch: gB = Σ_batch aᵀ·g is one sgemm over the stacked rows */
+            ml_tensor *a2 = ml_reshape(other, 2, (int64_t[]){-1, k}), *g2 = ml_reshape(g, 2, (int64_t[]){-1, n});
+            ml_tensor *at = a2 ? ml_transpose(a2, 0, 1) : NULL;
+            gin[1] = at && g2 ? bmm(at, g2) : NULL;
+            ml_release(a2);
+            ml_release(g2);
+            ml_release(at);
+            if (!gin[1]) return ml_last_status();
+            continue;
+        }
         ml_tensor *ot = ml_transpose(other, -1, -2);
         if (!ot) return ml_last_status();
         ml_tensor *full = i == 0 ? bmm(g, ot) : bmm(ot, g);

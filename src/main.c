@@ -421,9 +421,10 @@ static void history_end(void) {
 
 static const char *prompt_string(lua_State *L, bool first) {
     lua_pushglobaltable(L);
-    lua_getfield(L, -1, first ? "_PROMPT" : "_PROMPT2");
+    lua_pushstring(L, first ? "_PROMPT" : "_PROMPT2");
+    lua_rawget(L, -2); /* raw: a strict-mode _G must not raise here */
     const char *p = lua_tostring(L, -1);
-    lua_pop(L, 2); /* the string stays alive only if it is a global; copy below */
+    lua_pop(L, 2); /* copied below while the global still holds it */
     static char buf[256];
     snprintf(buf, sizeof buf, "%s", p ? p : first ? "> " : ">> ");
     return buf;
@@ -715,7 +716,8 @@ static int collect_completions(lua_State *L) {
         }
         return 1;
     }
-    if (memchr(text, ':', (size_t)(sep - text))) return 1; /* "a:b.c" is not a path */
+    /* "a:b.c" is not a path, and ".x" follows something we cannot see, like "f()" */
+    if (sep == text || memchr(text, ':', (size_t)(sep - text))) return 1;
     lua_pushglobaltable(L);
     for (const char *p = text; p < sep;) {
         const char *e = memchr(p, '.', (size_t)(sep - p));

@@ -187,6 +187,9 @@ class Session:
                 except OSError:
                     raise TimeoutError("EOF waiting for %r in %r" % (pat, self.buf[-300:]))
     def close(self):
+        # ^D typed ahead while a command runs is lost when readline sets raw mode: wait for
+        # the prompt first
+        self.expect(b"> $")
         self.send(b"\x04")
         end = time.time() + 3
         while time.time() < end:
@@ -194,7 +197,8 @@ class Session:
             if pid:
                 return os.waitstatus_to_exitcode(status)
             try:
-                select.select([self.fd], [], [], 0.05) and os.read(self.fd, 4096)
+                if select.select([self.fd], [], [], 0.05)[0]:
+                    os.read(self.fd, 4096)
             except OSError:
                 pass
         os.kill(self.pid, 9)

@@ -62,7 +62,8 @@ static ml_tensor *bmm(ml_tensor *a, ml_tensor *b) {
     memcpy(oshape, bshape, sizeof(int64_t) * (size_t)nbat);
     oshape[nbat] = m;
     oshape[nbat + 1] = n;
-    ml_tensor *out = ml_zeros(ML_F32, nbat + 2, oshape);
+    /* sgemm with beta = 0 writes every element; only an empty inner dim (k = 0) needs zeros */
+    ml_tensor *out = (k ? ml_empty : ml_zeros)(ML_F32, nbat + 2, oshape);
     if (!out) return NULL;
     int64_t nbatch = 1;
     for (int i = 0; i < nbat; i++) nbatch *= bshape[i];
@@ -207,9 +208,10 @@ static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
     if (ml_node_input_needs_grad(node, 0)) {
         ml_tensor *W = ml_node_saved(node, 1);
         if (!W) return ml_last_status();
-        ml_tensor *gx = ml_zeros(ML_F32, node->in_ndim[0], node->in_shape[0]);
+        bool full = N && in && out; /* sgemm writes every element (beta = 0): no need to zero first */
+        ml_tensor *gx = (full ? ml_empty : ml_zeros)(ML_F32, node->in_ndim[0], node->in_shape[0]);
         if (!gx) return ML_ERR_MEM;
-        if (N && in && out)
+        if (full)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)in, (int)out, 1.0f, pg, (int)out,
                         ml_f32(W), (int)in, 0.0f, ml_f32(gx), (int)in);
         gin[0] = gx;
@@ -217,9 +219,10 @@ static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
     if (ml_node_input_needs_grad(node, 1)) {
         ml_tensor *X = ml_node_saved(node, 0);
         if (!X) return ml_last_status();
-        ml_tensor *gw = ml_zeros(ML_F32, node->in_ndim[1], node->in_shape[1]);
+        bool full = N && in && out;
+        ml_tensor *gw = (full ? ml_empty : ml_zeros)(ML_F32, node->in_ndim[1], node->in_shape[1]);
         if (!gw) return ML_ERR_MEM;
-        if (N && in && out)
+        if (full)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)N, 1.0f, pg, (int)out,
                         ml_f32(X), (int)in, 0.0f, ml_f32(gw), (int)in);
         gin[1] = gw;
@@ -289,13 +292,13 @@ ml_tensor *ml_linear(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
         }
         for (int64_t r = 0; r < N; r++) memcpy(py + r * out, ml_f32(bd), (size_t)out * sizeof(float));
         ml_release(bd);
-    } else if (N > 0 && out > 0) {
-        memset(py, 0, (size_t)(N * out) * sizeof(float));
+    } else if (N > 0 && out > 0 && in == 0) {
+        memset(py, 0, (size_t)(N * out) * sizeof(float)); /* an empty sum; otherwise sgemm writes y */
     }
     if (N && out && in) {
         ml_threads();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)out, (int)in, 1.0f, ml_f32(X), (int)in,
-                    ml_f32(W), (int)in, 1.0f, py, (int)out);
+                    ml_f32(W), (int)in, bias ? 1.0f : 0.0f, py, (int)out);
     }
     ml_tensor *in3[3] = {x, w, bias};
     if (ml_any_needs_grad(bias ? 3 : 2, in3)) {

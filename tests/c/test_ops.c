@@ -613,7 +613,20 @@ START_TEST(matmul_values_and_shapes) {
     r = ml_matmul(B, u);
     EXPECT_SHAPE(r, 4, 3);
     ml_release(r);
-    DROP(a, b, v, w, A, B, u);
+    /* an empty inner dim gives zeros, not uninitialised memory */
+    ml_tensor *e1 = ml_full(ML_F32, 2, (int64_t[]){2, 0}, 1), *e2 = ml_full(ML_F32, 2, (int64_t[]){0, 3}, 1);
+    r = ml_matmul(e1, e2);
+    EXPECT_SHAPE(r, 2, 3);
+    EXPECT(r, 0, 0, 0, 0, 0, 0);
+    ml_release(r);
+    ml_tensor *bias = TF(SH(3), 1, 2, 3), *wt = ml_transpose(e2, 0, 1);
+    r = ml_linear(e1, wt, bias);
+    EXPECT(r, 1, 2, 3, 1, 2, 3);
+    ml_release(r);
+    r = ml_linear(e1, wt, NULL);
+    EXPECT(r, 0, 0, 0, 0, 0, 0);
+    ml_release(r);
+    DROP(a, b, v, w, A, B, u, e1, e2, bias, wt);
 }
 END_TEST
 

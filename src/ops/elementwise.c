@@ -249,7 +249,7 @@ ml_tensor *ml_binary(ml_binop op, ml_tensor *a, ml_tensor *b) {
     const char *fn = binop_names[op];
     int nd;
     int64_t shape[ML_MAX_DIMS];
-    if (ml_broadcast_shape(fn, a, b, &nd, shape)) return NULL;
+    if (ml_broadcast_shape(fn, a, b, &nd, shape) || ml_check_shape(fn, 1, nd, shape)) return NULL;
     bool cmp = op >= ML_EQ;
     /* int32 with int32 stays int32, except division and pow (PyTorch's true division) */
     bool int_path = a->dtype == ML_I32 && b->dtype == ML_I32 && op != ML_DIV && op != ML_POW;
@@ -540,7 +540,7 @@ ml_tensor *ml_where(ml_tensor *cond, ml_tensor *a, ml_tensor *b) {
     if (ml_broadcast_shape("where", cond, a, &n1, s1)) return NULL;
     ml_tensor probe = {.ndim = n1};
     memcpy(probe.shape, s1, sizeof s1);
-    if (ml_broadcast_shape("where", &probe, b, &nd, shape)) return NULL;
+    if (ml_broadcast_shape("where", &probe, b, &nd, shape) || ml_check_shape("where", 1, nd, shape)) return NULL;
     bool ints = a->dtype == ML_I32 && b->dtype == ML_I32;
     ml_tensor *out = ml_empty(ints ? ML_I32 : ML_F32, nd, shape);
     ml_tensor *fa = ints ? ml_retain(a) : mlo_float(a), *fb = ints ? ml_retain(b) : mlo_float(b);

@@ -62,6 +62,7 @@ static ml_tensor *bmm(ml_tensor *a, ml_tensor *b) {
     memcpy(oshape, bshape, sizeof(int64_t) * (size_t)nbat);
     oshape[nbat] = m;
     oshape[nbat + 1] = n;
+    if (ml_check_shape("matmul", 1, nbat + 2, oshape)) return NULL;
     /* sgemm with beta = 0 writes every element; only an empty inner dim (k = 0) needs zeros */
     ml_tensor *out = (k ? ml_empty : ml_zeros)(ML_F32, nbat + 2, oshape);
     if (!out) return NULL;

@@ -2,6 +2,7 @@
  * backward to their parameters, the diagonal SSM's recurrent step, and the head-dim-2 outer
  * product and output gate. The long convolutions themselves are mlk_longconv (G = 1 for the
  * shift kernel on k̃, G = 4 for the diagonal kernel on kv). */
+#pragma GCC optimize("O3", "fp-contract=fast", "cx-limited-range") /* vectorised mode loops; plain complex products */
 #include <complex.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,15 +11,40 @@
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
 
+/* K[s,c] for one channel: cross-correlation Σ_n B[n]·C[n+s] (zero once s ≥ N). */
+MLK_CLONES static void shift_fwd_one(int C, int N, int L, int c, const float *Bc, const float *Cc, float *K) {
+    for (int s = 0; s < L; s++) {
+        float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+        for (int n = 0; n < N - s; n++) acc += Bc[n] * Cc[n + s];
+        K[(size_t)s * C + c] = acc;
+    }
+}
+
 void mlk_h3_shift_kernel_fwd(int C, int N, int L, const float *Bs, const float *Cs, float *K) {
     int nt = mlk_threads_for((double)C * L * N);
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int c = 0; c < C; c++) {
-        const float *Bc = Bs + (size_t)c * N, *Cc = Cs + (size_t)c * N;
-        for (int s = 0; s < L; s++) {
-            float acc = 0.0f; /* cross-correlation Σ_n B[n]·C[n+s] (zero once s ≥ N) */
-            for (int n = 0; n + s < N; n++) acc += Bc[n] * Cc[n + s];
-            K[(size_t)s * C + c] = acc;
+    for (int c = 0; c < C; c++) shift_fwd_one(C, N, L, c, Bs + (size_t)c * N, Cs + (size_t)c * N, K);
+}
+
+/* dB[n] = Σ_s dK[s]·C[n+s] and dC[m] = Σ_{s≤m} dK[s]·B[m−s] for one channel, as axpys over n. */
+MLK_CLONES static void shift_bwd_one(int C, int N, int L, int c, const float *Bc, const float *Cc, const float *dK,
+                                     float *dB, float *dC) {
+    int Ls = L < N ? L : N;
+    if (dB) {
+        memset(dB, 0, sizeof(float) * N);
+        for (int s = 0; s < Ls; s++) {
+            const float g = dK[(size_t)s * C + c];
+#pragma omp simd
+            for (int n = 0; n < N - s; n++) dB[n] += g * Cc[n + s];
+        }
+    }
+    if (dC) {
+        memset(dC, 0, sizeof(float) * N);
+        for (int s = 0; s < Ls; s++) {
+            const float g = dK[(size_t)s * C + c];
+#pragma omp simd
+            for (int m = s; m < N; m++) dC[m] += g * Bc[m - s];
         }
     }
 }
@@ -27,26 +53,9 @@ void mlk_h3_shift_kernel_bwd(int C, int N, int L, const float *Bs, const float *
                              float *dCs) {
     int nt = mlk_threads_for(2.0 * C * L * N);
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int c = 0; c < C; c++) {
-        const float *Bc = Bs + (size_t)c * N, *Cc = Cs + (size_t)c * N;
-        int Ls = L < N ? L : N;
-        if (dBs) { /* dB[n] = Σ_s dK[s]·C[n+s] */
-            float *d = dBs + (size_t)c * N;
-            for (int n = 0; n < N; n++) {
-                float acc = 0.0f;
-                for (int s = 0; s < Ls && n + s < N; s++) acc += dK[(size_t)s * C + c] * Cc[n + s];
-                d[n] = acc;
-            }
-        }
-        if (dCs) { /* dC[m] = Σ_{s≤m} dK[s]·B[m−s] */
-            float *d = dCs + (size_t)c * N;
-            for (int m = 0; m < N; m++) {
-                float acc = 0.0f;
-                for (int s = 0; s < Ls && s <= m; s++) acc += dK[(size_t)s * C + c] * Bc[m - s];
-                d[m] = acc;
-            }
-        }
-    }
+    for (int c = 0; c < C; c++)
+        shift_bwd_one(C, N, L, c, Bs + (size_t)c * N, Cs + (size_t)c * N, dK, dBs ? dBs + (size_t)c * N : NULL,
+                      dCs ? dCs + (size_t)c * N : NULL);
 }
 
 /* Discretisation of mode m of head h: λ, C̃ = B·C·dt·q, and q = 1/(1 − w/2), dB = B·dt·q. */
@@ -70,80 +79,110 @@ static inline s4d_mode s4d_setup(int h, int m, int M, const float *Cc, const flo
     return o;
 }
 
+/* The mode loops run over structure-of-arrays doubles (re and im apart), vectorised across modes. */
+
+/* K[:,h] for one head; w: 6·M doubles of scratch. */
+MLK_CLONES static void s4d_fwd_one(int h, int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
+                                   const float *inv_A_real, const float *A_imag, double *w, float *K) {
+    double *cr = w, *ci = cr + M, *lr = ci + M, *li = lr + M, *pr = li + M, *pi = pr + M;
+    for (int m = 0; m < M; m++) {
+        s4d_mode md = s4d_setup(h, m, M, Cc, log_dt, Bc, inv_A_real, A_imag);
+        cr[m] = creal(md.Ct), ci[m] = cimag(md.Ct), lr[m] = creal(md.lam), li[m] = cimag(md.lam);
+        pr[m] = 1.0, pi[m] = 0.0;
+    }
+    for (int s = 0; s < L; s++) {
+        double acc = 0.0; /* Re Σ_m C̃_m λ_m^s */
+#pragma omp simd reduction(+ : acc)
+        for (int m = 0; m < M; m++) {
+            acc += cr[m] * pr[m] - ci[m] * pi[m];
+            double nr = pr[m] * lr[m] - pi[m] * li[m], ni = pr[m] * li[m] + pi[m] * lr[m];
+            pr[m] = nr, pi[m] = ni;
+        }
+        K[(size_t)s * H + h] = (float)(2.0 * acc);
+    }
+}
+
 int mlk_s4d_kernel_fwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
                        const float *inv_A_real, const float *A_imag, float *K) {
-    double *Kd = malloc(sizeof(double) * (size_t)L * H); /* [H,L] double accumulators */
-    if (!Kd) return -1;
     int nt = mlk_threads_for(8.0 * H * M * L);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int h = 0; h < H; h++) {
-        /* K[s,h] = 2 Re Σ_m C̃_m λ_m^s: modes in blocks of 64 (powers kept per mode), s inner */
-        enum { MB = 64 };
-        double complex pw[MB], ct[MB], lam[MB];
-        double *kd = Kd + (size_t)h * L;
-        for (int s = 0; s < L; s++) kd[s] = 0.0;
-        for (int m0 = 0; m0 < M; m0 += MB) {
-            int mw = M - m0 < MB ? M - m0 : MB;
-            for (int i = 0; i < mw; i++) {
-                s4d_mode md = s4d_setup(h, m0 + i, M, Cc, log_dt, Bc, inv_A_real, A_imag);
-                pw[i] = 1.0;
-                ct[i] = md.Ct;
-                lam[i] = md.lam;
-            }
-            for (int s = 0; s < L; s++) {
-                double acc = 0.0;
-                for (int i = 0; i < mw; i++) {
-                    acc += creal(ct[i] * pw[i]);
-                    pw[i] *= lam[i];
-                }
-                kd[s] += acc;
-            }
-        }
-        for (int s = 0; s < L; s++) K[(size_t)s * H + h] = (float)(2.0 * kd[s]);
+    double *w = malloc(sizeof(double) * 6 * (size_t)M * nt);
+    if (!w) return -1;
+#pragma omp parallel num_threads(nt)
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+#pragma omp for schedule(static)
+        for (int h = 0; h < H; h++)
+            s4d_fwd_one(h, H, M, L, Cc, log_dt, Bc, inv_A_real, A_imag, w + 6 * (size_t)M * tid, K);
     }
-    free(Kd);
+    free(w);
     return 0;
 }
 
-void mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
-                        const float *inv_A_real, const float *A_imag, const float *dK, float *dCc, float *dlog_dt,
-                        float *dBc, float *dinv_A_real, float *dA_imag) {
-    int nt = mlk_threads_for(8.0 * H * M * L);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int h = 0; h < H; h++) {
-        double ddt = 0.0;
-        for (int m = 0; m < M; m++) {
-            s4d_mode md = s4d_setup(h, m, M, Cc, log_dt, Bc, inv_A_real, A_imag);
-            /* G_C̃ = 2 Σ_s g_s conj(λ^s);  G_λ = 2 Σ_{s≥1} g_s·s·conj(C̃ λ^{s−1}) */
-            double complex gct = 0.0, glam = 0.0, pw = 1.0, pprev = 0.0;
-            for (int s = 0; s < L; s++) {
-                double g = (double)dK[(size_t)s * H + h];
-                gct += g * conj(pw);
-                if (s >= 1) glam += g * (double)s * conj(pprev);
-                pprev = pw;
-                pw *= md.lam;
-            }
-            gct *= 2.0;
-            glam *= 2.0 * conj(md.Ct);
-            double complex gw = conj(md.q * md.q) * glam + conj(md.Ct * md.q / 2.0) * gct;
-            double complex gB = conj(md.Cm * md.dt * md.q) * gct;
-            double complex gC = conj(md.Bm * md.dt * md.q) * gct;
-            double complex gA = md.dt * gw;
-            ddt += creal(conj(md.A) * gw) + creal(conj(md.Bm * md.Cm * md.q) * gct);
-            size_t hm = (size_t)h * M + m;
-            if (dBc) {
-                dBc[2 * hm] = (float)creal(gB);
-                dBc[2 * hm + 1] = (float)cimag(gB);
-            }
-            if (dCc) {
-                dCc[2 * hm] = (float)creal(gC);
-                dCc[2 * hm + 1] = (float)cimag(gC);
-            }
-            if (dinv_A_real) dinv_A_real[hm] = (float)(creal(gA) * -exp((double)inv_A_real[hm]));
-            if (dA_imag) dA_imag[hm] = (float)cimag(gA);
-        }
-        if (dlog_dt) dlog_dt[h] = (float)(exp((double)log_dt[h]) * ddt);
+/* Gradients of one head; w: 10·M doubles of scratch. */
+MLK_CLONES static void s4d_bwd_one(int h, int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
+                                   const float *inv_A_real, const float *A_imag, const float *dK, float *dCc,
+                                   float *dlog_dt, float *dBc, float *dinv_A_real, float *dA_imag, double *w) {
+    double *lr = w, *li = lr + M, *pr = li + M, *pi = pr + M, *qr = pi + M, *qi = qr + M;
+    double *gcr = qi + M, *gci = gcr + M, *glr = gci + M, *gli = glr + M;
+    for (int m = 0; m < M; m++) {
+        s4d_mode md = s4d_setup(h, m, M, Cc, log_dt, Bc, inv_A_real, A_imag);
+        lr[m] = creal(md.lam), li[m] = cimag(md.lam);
+        pr[m] = 1.0, pi[m] = 0.0, qr[m] = 0.0, qi[m] = 0.0;
+        gcr[m] = gci[m] = glr[m] = gli[m] = 0.0;
     }
+    /* Σ_s g_s conj(λ^s) and Σ_s g_s·s·conj(λ^{s−1}) for every mode */
+    for (int s = 0; s < L; s++) {
+        const double g = (double)dK[(size_t)s * H + h], gs = g * (double)s;
+#pragma omp simd
+        for (int m = 0; m < M; m++) {
+            gcr[m] += g * pr[m], gci[m] -= g * pi[m];
+            glr[m] += gs * qr[m], gli[m] -= gs * qi[m];
+            qr[m] = pr[m], qi[m] = pi[m];
+            double nr = pr[m] * lr[m] - pi[m] * li[m], ni = pr[m] * li[m] + pi[m] * lr[m];
+            pr[m] = nr, pi[m] = ni;
+        }
+    }
+    double ddt = 0.0;
+    for (int m = 0; m < M; m++) {
+        s4d_mode md = s4d_setup(h, m, M, Cc, log_dt, Bc, inv_A_real, A_imag);
+        double complex gct = 2.0 * (gcr[m] + I * gci[m]);               /* G_C̃ */
+        double complex glam = 2.0 * conj(md.Ct) * (glr[m] + I * gli[m]); /* G_λ */
+        double complex gw = conj(md.q * md.q) * glam + conj(md.Ct * md.q / 2.0) * gct;
+        double complex gB = conj(md.Cm * md.dt * md.q) * gct;
+        double complex gC = conj(md.Bm * md.dt * md.q) * gct;
+        double complex gA = md.dt * gw;
+        ddt += creal(conj(md.A) * gw) + creal(conj(md.Bm * md.Cm * md.q) * gct);
+        size_t hm = (size_t)h * M + m;
+        if (dBc) dBc[2 * hm] = (float)creal(gB), dBc[2 * hm + 1] = (float)cimag(gB);
+        if (dCc) dCc[2 * hm] = (float)creal(gC), dCc[2 * hm + 1] = (float)cimag(gC);
+        if (dinv_A_real) dinv_A_real[hm] = (float)(creal(gA) * -exp((double)inv_A_real[hm]));
+        if (dA_imag) dA_imag[hm] = (float)cimag(gA);
+    }
+    if (dlog_dt) dlog_dt[h] = (float)(exp((double)log_dt[h]) * ddt);
+}
+
+int mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
+                       const float *inv_A_real, const float *A_imag, const float *dK, float *dCc, float *dlog_dt,
+                       float *dBc, float *dinv_A_real, float *dA_imag) {
+    int nt = mlk_threads_for(8.0 * H * M * L);
+    double *w = malloc(sizeof(double) * 10 * (size_t)M * nt);
+    if (!w) return -1;
+#pragma omp parallel num_threads(nt)
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+#pragma omp for schedule(static)
+        for (int h = 0; h < H; h++)
+            s4d_bwd_one(h, H, M, L, Cc, log_dt, Bc, inv_A_real, A_imag, dK, dCc, dlog_dt, dBc, dinv_A_real, dA_imag,
+                        w + 10 * (size_t)M * tid);
+    }
+    free(w);
+    return 0;
 }
 
 void mlk_s4d_step(int B, int H, int P, int M, const float *Cc, const float *log_dt, const float *Bc,

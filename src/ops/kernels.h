@@ -120,12 +120,12 @@ void mlk_h3_shift_kernel_bwd(int C, int N, int L, const float *Bs, const float *
  *   dt = exp(log_dt[h]), A_m = −exp(inv_A_real[h,m]) + i·A_imag[h,m], w = A_m·dt,
  *   λ = (1+w/2)/(1−w/2),  C̃ = B_m·C_m·dt/(1−w/2),  K[s,h] = 2·Re Σ_m C̃_m λ_m^s.
  * Cc, Bc: [H,M,2] (re, im);  log_dt: [H];  inv_A_real, A_imag: [H,M];  K, dK: [L,H].
- * Computed in double precision. The forward returns 0, or -1 when scratch allocation fails. */
+ * Computed in double precision. Both return 0, or -1 when scratch allocation fails. */
 int mlk_s4d_kernel_fwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
                         const float *inv_A_real, const float *A_imag, float *K);
-void mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
-                        const float *inv_A_real, const float *A_imag, const float *dK, float *dCc, float *dlog_dt,
-                        float *dBc, float *dinv_A_real, float *dA_imag);
+int mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
+                       const float *inv_A_real, const float *A_imag, const float *dK, float *dCc, float *dlog_dt,
+                       float *dBc, float *dinv_A_real, float *dA_imag);
 /* Recurrent diagonal SSM: x[B,H,P,M,2] complex states (P channels per head share the kernel),
  * uin, y: [B,H,P] (layout h*P + p). x_m ← λ_m x_m + dB_m·u, y = 2·Re Σ_m C_m x_m + Dh[h]·u
  * (Dh may be NULL). Equals mlk_longconv with the kernel above and G = P. */

@@ -578,8 +578,11 @@ static ml_status s4d_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     int H = (int)s[1]->shape[0], M = (int)s[3]->shape[1], L = (int)n->iarg[0];
     for (int i = 0; i < 5; i++) gin[i] = grad_like(n, i);
     if (grads_ok(n, gin)) return ml_last_status();
-    mlk_s4d_kernel_bwd(H, M, L, ml_f32(s[0]), ml_f32(s[1]), ml_f32(s[2]), ml_f32(s[3]), ml_f32(s[4]), ml_f32(g),
-                       gp(gin[0]), gp(gin[1]), gp(gin[2]), gp(gin[3]), gp(gin[4]));
+    if (mlk_s4d_kernel_bwd(H, M, L, ml_f32(s[0]), ml_f32(s[1]), ml_f32(s[2]), ml_f32(s[3]), ml_f32(s[4]), ml_f32(g),
+                           gp(gin[0]), gp(gin[1]), gp(gin[2]), gp(gin[3]), gp(gin[4]))) {
+        for (int i = 0; i < 5; i++) ml_release(gin[i]), gin[i] = NULL;
+        return ml_fail(ML_ERR_MEM, "s4d_kernel backward: out of memory");
+    }
     return ML_OK;
 }
 

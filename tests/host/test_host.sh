@@ -120,12 +120,13 @@ repl 'function f()\n'
 check "REPL: unfinished chunk at end of input" '[ $rc -eq 0 ] && has_err "<eof>"'
 
 # --- Ctrl-C -----------------------------------------------------------------------------------
-# wait_for PID: sends SIGINT after 0.3 s and, while it still runs, again at 0.8 s; waits up
-# to 3 s in all, then kills it (the test fails rather than hangs); sets rc.
+# wait_for PID: sends SIGINT after 0.3 s and, while it still runs, again at 0.8 s and 1.3 s
+# (a press that comes before mechlab has its handler is lost); waits up to 3 s in all, then
+# kills it (the test fails rather than hangs); sets rc.
 wait_for() {
     i=0
     while kill -0 "$1" 2>/dev/null && [ $i -lt 30 ]; do
-        if [ $i -eq 3 ] || [ $i -eq 8 ]; then kill -INT "$1" 2>/dev/null; fi
+        if [ $i -eq 3 ] || [ $i -eq 8 ] || [ $i -eq 13 ]; then kill -INT "$1" 2>/dev/null; fi
         sleep 0.1
         i=$((i + 1))
     done

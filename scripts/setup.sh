@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-run}
-packages=(build-essential cmake pkg-config liblua5.4-dev libopenblas-dev libpng-dev check libreadline-dev)
+packages=(build-essential cmake pkg-config liblua5.4-dev libopenblas-dev libpng-dev check libreadline-dev python3)
 
 install_deps() {
     local missing=()

@@ -92,8 +92,10 @@ static void bench(int D) {
         float *q = buf(nD, -0.2, 0.2), *k = buf(nD, -0.2, 0.2), *v = buf(nD, -1, 1), *bt = buf((size_t)B * L, 0.2, 0.8);
         float *o = buf(nD, 0, 0), *dout = buf(nD, -1, 1), *dq = buf(nD, 0, 0), *dk = buf(nD, 0, 0), *dv = buf(nD, 0, 0);
         float *db = buf((size_t)B * L, 0, 0);
-        TIME(f, mlk_delta_fwd(B, L, 1, D, D, 1.0f / sqrtf((float)D), q, k, v, bt, NULL, o, NULL, NULL, NULL));
-        TIME(b, mlk_delta_bwd(B, L, 1, D, D, 1.0f / sqrtf((float)D), q, k, v, bt, NULL, dout, dq, dk, dv, db, NULL));
+        float *vo = buf(nD, 0, 0); /* the op saves vold from the forward for the backward */
+        TIME(f, mlk_delta_fwd(B, L, 1, D, D, 1.0f / sqrtf((float)D), q, k, v, bt, NULL, o, NULL, vo, NULL));
+        TIME(b, mlk_delta_bwd(B, L, 1, D, D, 1.0f / sqrtf((float)D), q, k, v, bt, NULL, vo, dout, dq, dk, dv, db, NULL));
+        free(vo);
         row("delta rule (H=1, dk=dv=D)", D, f, b);
         free(q), free(k), free(v), free(bt), free(o), free(dout), free(dq), free(dk), free(dv), free(db);
     }

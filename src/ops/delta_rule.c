@@ -8,13 +8,14 @@
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
 
-/* One token on S[Dk,Dv] (in place): vold = Sᵀk, u = β(v − vold), S += k uᵀ, o = scale·Sᵀq.
+/* One token: S = Sin + k uᵀ with vold = Sinᵀk, u = β(v − vold); o = scale·Sᵀq. S[Dk,Dv] may equal
+ * Sin (in place); writing a new buffer saves the backward a copy per step.
  * uo, voldo: [Dv] outputs (u_t and vold_t). */
-MLK_INLINE void delta_token(int Dk, int Dv, float scale, float *S, const float *q, const float *k,
-                               const float *v, float beta, float *o, float *uo, float *voldo) {
+MLK_INLINE void delta_token(int Dk, int Dv, float scale, const float *Sin, float *S, const float *q, const float *k,
+                            const float *v, float beta, float *o, float *uo, float *voldo) {
     memset(voldo, 0, sizeof(float) * Dv);
     for (int i = 0; i < Dk; i++) {
-        const float *Si = S + (size_t)i * Dv;
+        const float *Si = Sin + (size_t)i * Dv;
         const float ki = k[i];
 #pragma omp simd
         for (int j = 0; j < Dv; j++) voldo[j] += Si[j] * ki;
@@ -22,11 +23,12 @@ MLK_INLINE void delta_token(int Dk, int Dv, float scale, float *S, const float *
     for (int j = 0; j < Dv; j++) uo[j] = beta * (v[j] - voldo[j]);
     memset(o, 0, sizeof(float) * Dv);
     for (int i = 0; i < Dk; i++) {
+        const float *Sini = Sin + (size_t)i * Dv;
         float *Si = S + (size_t)i * Dv;
         const float ki = k[i], qi = scale * q[i];
 #pragma omp simd
         for (int j = 0; j < Dv; j++) {
-            float s = Si[j] + ki * uo[j];
+            float s = Sini[j] + ki * uo[j];
             Si[j] = s;
             o[j] += s * qi;
         }
@@ -40,7 +42,7 @@ MLK_CLONES static void delta_fwd_one(int L, int H, int Dk, int Dv, float scale, 
     size_t SS = (size_t)Dk * Dv;
     for (int t = 0; t < L; t++) {
         size_t r = r0 + (size_t)t * H;
-        delta_token(Dk, Dv, scale, S, q + r * Dk, k + r * Dk, v + r * Dv, beta[r], o + r * Dv, ut, vt);
+        delta_token(Dk, Dv, scale, S, S, q + r * Dk, k + r * Dk, v + r * Dv, beta[r], o + r * Dv, ut, vt);
         if (states) memcpy(states + r * SS, S, sizeof(float) * SS);
         if (vold) memcpy(vold + r * Dv, vt, sizeof(float) * Dv);
     }
@@ -84,55 +86,89 @@ void mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const f
             size_t bh = (size_t)b * H + h;
             float *ut = Dv <= TMP ? tmp : malloc(sizeof(float) * 2 * Dv);
             if (!ut) return; /* Dv > 4096 and no memory: leave the state unchanged */
-            delta_token(Dk, Dv, scale, S + bh * SS, q + bh * Dk, k + bh * Dk, v + bh * Dv, beta[bh], o + bh * Dv, ut,
+            delta_token(Dk, Dv, scale, S + bh * SS, S + bh * SS, q + bh * Dk, k + bh * Dk, v + bh * Dv, beta[bh], o + bh * Dv, ut,
                         ut + Dv);
             if (ut != tmp) free(ut);
         }
 }
 
-/* Backward of one (batch, head): recomputes S_{-1..L-1} into Sall, then runs the reverse pass;
- * dS ends as ∂ℓ/∂S_{-1}. */
+/* Backward of one (batch, head). Every product is written as an axpy over contiguous rows (no
+ * horizontal sums, whose latency dominated): the states are rebuilt transposed, ST_t[j,i] = S_t[i,j],
+ * and ∂ℓ/∂S is kept in both layouts (dS [Dk,Dv] and dST [Dv,Dk], updated by the same rank-1 terms).
+ * vold: [L,Dv] rows of this (b,h) saved by the forward (stride H·Dv), or NULL to recompute them.
+ * STall: [(L+1),Dv,Dk], ST_{t-1} at index t. dS ends as ∂ℓ/∂S_{-1}. */
+/* Matrices in the backward's scratch are placed SKEW floats apart beyond their size: buffers a
+ * multiple of 4 KB apart make loads and stores alias in L1 (4K aliasing), which cost 3x here. */
+enum { SKEW = 48 };
+
 MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv, float scale, const float *q,
                                      const float *k, const float *v, const float *beta, const float *S0,
-                                     const float *dout, float *dq, float *dk, float *dv, float *dbeta, float *Sall,
-                                     float *dS, float *uall, float *vall, float *du, float *dvo) {
-    size_t SS = (size_t)Dk * Dv;
-    size_t bh = (size_t)b * H + h;
-    if (S0) memcpy(Sall, S0 + bh * SS, sizeof(float) * SS);
-    else memset(Sall, 0, sizeof(float) * SS);
+                                     const float *vold, const float *dout, float *dq, float *dk, float *dv,
+                                     float *dbeta, float *STall, float *dS, float *dST, float *uall, float *vall,
+                                     float *du, float *dvo, float *qs, float *dqa, float *dka) {
+    size_t SS = (size_t)Dk * Dv, SP = SS + SKEW, bh = (size_t)b * H + h;
+    /* ST_{-1} = S0ᵀ */
+    if (S0)
+        for (int i = 0; i < Dk; i++)
+            for (int j = 0; j < Dv; j++) STall[(size_t)j * Dk + i] = S0[bh * SS + (size_t)i * Dv + j];
+    else memset(STall, 0, sizeof(float) * SS);
     for (int t = 0; t < L; t++) {
         size_t r = ((size_t)b * L + t) * H + h;
-        float *St = Sall + (size_t)(t + 1) * SS;
-        memcpy(St, St - SS, sizeof(float) * SS);
-        /* the output goes to du (unused here) */
-        delta_token(Dk, Dv, scale, St, q + r * Dk, k + r * Dk, v + r * Dv, beta[r], du,
-                    uall + (size_t)t * Dv, vall + (size_t)t * Dv);
+        const float *kt = k + r * Dk, *vt = v + r * Dv, *Sp = STall + (size_t)t * SP;
+        float *St = STall + (size_t)(t + 1) * SP, *ut = uall + (size_t)t * Dv, *vo = vall + (size_t)t * Dv;
+        if (vold) memcpy(vo, vold + r * Dv, sizeof(float) * Dv);
+        else /* vold[j] = Σ_i S[i,j] k[i]: a row dot product in this layout */
+            for (int j = 0; j < Dv; j++) {
+                const float *Spj = Sp + (size_t)j * Dk;
+                float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+                for (int i = 0; i < Dk; i++) acc += Spj[i] * kt[i];
+                vo[j] = acc;
+            }
+        for (int j = 0; j < Dv; j++) {
+            ut[j] = beta[r] * (vt[j] - vo[j]);
+            const float *Spj = Sp + (size_t)j * Dk;
+            float *Stj = St + (size_t)j * Dk;
+            const float uj = ut[j];
+#pragma omp simd
+            for (int i = 0; i < Dk; i++) Stj[i] = Spj[i] + uj * kt[i]; /* S_t = S_{t-1} + k uᵀ */
+        }
     }
     memset(dS, 0, sizeof(float) * SS);
+    memset(dST, 0, sizeof(float) * SS);
     for (int t = L - 1; t >= 0; t--) {
         size_t r = ((size_t)b * L + t) * H + h;
         const float *qt = q + r * Dk, *kt = k + r * Dk, *vt = v + r * Dv, *dot = dout + r * Dv;
-        const float *St = Sall + (size_t)(t + 1) * SS, *Sp = Sall + (size_t)t * SS;
+        const float *St = STall + (size_t)(t + 1) * SP, *Sp = STall + (size_t)t * SP;
         const float *ut = uall + (size_t)t * Dv, *vo = vall + (size_t)t * Dv;
         const float bt = beta[r];
-        float *dqt = dq ? dq + r * Dk : NULL, *dkt = dk ? dk + r * Dk : NULL;
+        for (int i = 0; i < Dk; i++) qs[i] = scale * qt[i];
+        /* dS += q̃ doᵀ (now ∂ℓ/∂S_t); du = dSᵀ k */
         memset(du, 0, sizeof(float) * Dv);
-        /* pass 1: dS += q̃ doᵀ (now ∂ℓ/∂S_t); dq̃ = S_t do; dk = dS u; du = dSᵀ k */
         for (int i = 0; i < Dk; i++) {
             float *dSi = dS + (size_t)i * Dv;
-            const float *Si = St + (size_t)i * Dv;
-            const float qi = scale * qt[i], ki = kt[i];
-            float aq = 0.0f, ak = 0.0f;
-#pragma omp simd reduction(+ : aq, ak)
+            const float qi = qs[i], ki = kt[i];
+#pragma omp simd
             for (int j = 0; j < Dv; j++) {
                 float g = dSi[j] + qi * dot[j];
                 dSi[j] = g;
-                aq += Si[j] * dot[j];
-                ak += g * ut[j];
                 du[j] += ki * g;
             }
-            if (dqt) dqt[i] = scale * aq;
-            if (dkt) dkt[i] = ak;
+        }
+        /* the same in the transposed copy; dq̃ = S_t do; dk = dS u */
+        memset(dqa, 0, sizeof(float) * Dk);
+        memset(dka, 0, sizeof(float) * Dk);
+        for (int j = 0; j < Dv; j++) {
+            float *dSj = dST + (size_t)j * Dk;
+            const float *Stj = St + (size_t)j * Dk;
+            const float dj = dot[j], uj = ut[j];
+#pragma omp simd
+            for (int i = 0; i < Dk; i++) {
+                float g = dSj[i] + dj * qs[i];
+                dSj[i] = g;
+                dqa[i] += dj * Stj[i];
+                dka[i] += uj * g;
+            }
         }
         /* through u = β(v − vold) */
         float db = 0.0f;
@@ -142,29 +178,38 @@ MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv,
             if (dv) dv[r * Dv + j] = bt * du[j];
         }
         if (dbeta) dbeta[r] = db;
-        /* pass 2: vold = S_{t-1}ᵀ k: dk += S_{t-1} dvold, dS += k dvoldᵀ (now ∂ℓ/∂S_{t-1}) */
+        /* vold = S_{t-1}ᵀ k: dk += S_{t-1} dvold; dS += k dvoldᵀ in both copies (now ∂ℓ/∂S_{t-1}) */
+        for (int j = 0; j < Dv; j++) {
+            float *dSj = dST + (size_t)j * Dk;
+            const float *Spj = Sp + (size_t)j * Dk;
+            const float dj = dvo[j];
+#pragma omp simd
+            for (int i = 0; i < Dk; i++) {
+                dka[i] += dj * Spj[i];
+                dSj[i] += dj * kt[i];
+            }
+        }
         for (int i = 0; i < Dk; i++) {
             float *dSi = dS + (size_t)i * Dv;
-            const float *Si = Sp + (size_t)i * Dv;
             const float ki = kt[i];
-            float ak = 0.0f;
-#pragma omp simd reduction(+ : ak)
-            for (int j = 0; j < Dv; j++) {
-                ak += Si[j] * dvo[j];
-                dSi[j] += ki * dvo[j];
-            }
-            if (dkt) dkt[i] += ak;
+#pragma omp simd
+            for (int j = 0; j < Dv; j++) dSi[j] += ki * dvo[j];
         }
+        if (dq)
+            for (int i = 0; i < Dk; i++) dq[r * Dk + i] = scale * dqa[i];
+        if (dk) memcpy(dk + r * Dk, dka, sizeof(float) * Dk);
     }
 }
 
 int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k, const float *v,
-                  const float *beta, const float *S0, const float *dout, float *dq, float *dk, float *dv, float *dbeta,
-                  float *dS0) {
+                  const float *beta, const float *S0, const float *vold, const float *dout, float *dq, float *dk,
+                  float *dv, float *dbeta, float *dS0) {
     size_t SS = (size_t)Dk * Dv;
     int nt = mlk_threads_for(8.0 * B * H * L * SS);
-    /* per thread: states S_{-1..L-1} [(L+1),Dk,Dv], dS [Dk,Dv], u_t and vold_t [L,Dv] each, du, dvold [Dv] */
-    size_t per_thread = (size_t)(L + 2) * SS + 2 * (size_t)L * Dv + 2 * (size_t)Dv;
+    /* per thread: transposed states [(L+1),Dv,Dk], dS and dSᵀ, u_t and vold_t [L,Dv] each, du, dvold [Dv],
+     * q̃, dq, dk accumulators [Dk] */
+    size_t SP = SS + SKEW;
+    size_t per_thread = (size_t)(L + 3) * SP + 2 * (size_t)L * Dv + 2 * (size_t)Dv + 3 * (size_t)Dk + SKEW;
     float *scratch = malloc(sizeof(float) * per_thread * nt);
     if (!scratch) return -1;
 #pragma omp parallel num_threads(nt)
@@ -173,16 +218,16 @@ int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        float *Sall = scratch + per_thread * tid;        /* S_{t-1} at index t */
-        float *dS = Sall + (size_t)(L + 1) * SS;
-        float *uall = dS + SS, *vall = uall + (size_t)L * Dv;
-        float *du = vall + (size_t)L * Dv, *dvo = du + Dv;
+        float *STall = scratch + per_thread * tid; /* per_thread is not a multiple of 1024 either */
+        float *dS = STall + (size_t)(L + 1) * SP, *dST = dS + SP;
+        float *uall = dST + SP, *vall = uall + (size_t)L * Dv;
+        float *du = vall + (size_t)L * Dv, *dvo = du + Dv, *qs = dvo + Dv, *dqa = qs + Dk, *dka = dqa + Dk;
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
                 size_t bh = (size_t)b * H + h;
-                delta_bwd_one(b, h, L, H, Dk, Dv, scale, q, k, v, beta, S0, dout, dq, dk, dv, dbeta, Sall, dS, uall,
-                              vall, du, dvo);
+                delta_bwd_one(b, h, L, H, Dk, Dv, scale, q, k, v, beta, S0, vold, dout, dq, dk, dv, dbeta, STall, dS,
+                              dST, uall, vall, du, dvo, qs, dqa, dka);
                 if (dS0) memcpy(dS0 + bh * SS, dS, sizeof(float) * SS);
             }
     }

@@ -98,11 +98,12 @@ void mlk_based_step(int B, int H, int F, int Dv, float eps, float *S, float *z, 
  * Returns 0, or -1 when scratch allocation fails. */
 int mlk_delta_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k, const float *v,
                    const float *beta, const float *S0, float *o, float *states, float *vold, float *Slast);
-/* Exact backward through the recurrence (recomputes the states per (b,h) in scratch).
+/* Exact backward through the recurrence (recomputes the states per (b,h) in scratch). vold: the
+ * forward's vold output [B,L,H,Dv] (saves a matrix-vector product per step), or NULL.
  * Returns 0, or -1 when scratch allocation fails. */
 int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k, const float *v,
-                  const float *beta, const float *S0, const float *dout, float *dq, float *dk, float *dv, float *dbeta,
-                  float *dS0);
+                  const float *beta, const float *S0, const float *vold, const float *dout, float *dq, float *dk,
+                  float *dv, float *dbeta, float *dS0);
 /* One token: S [B,H,Dk,Dv] in place; q, k: [B,H,Dk]; v, o: [B,H,Dv]; beta: [B,H]. */
 void mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const float *q, const float *k,
                     const float *v, const float *beta, float *o);

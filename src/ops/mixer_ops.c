@@ -404,18 +404,18 @@ ml_tensor *ml_taylor_features(ml_tensor *x) {
 /* ------------------------------------------------------------------ delta rule */
 
 static ml_status delta_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
-    ml_tensor *s[5];
-    for (int i = 0; i < 5; i++) {
-        s[i] = i < 4 || n->iarg[1] ? ml_node_saved(n, i) : NULL;
-        if ((i < 4 || n->iarg[1]) && !s[i]) return ml_last_status();
+    ml_tensor *s[6];
+    for (int i = 0; i < 6; i++) {
+        s[i] = i != 4 || n->iarg[1] ? ml_node_saved(n, i) : NULL;
+        if ((i != 4 || n->iarg[1]) && !s[i]) return ml_last_status();
     }
     int H = (int)n->iarg[0], B = (int)s[0]->shape[0], L = (int)s[0]->shape[1];
     int Dk = (int)s[0]->shape[2] / H, Dv = (int)s[2]->shape[2] / H;
     for (int i = 0; i < 5; i++) gin[i] = grad_like(n, i);
     if (grads_ok(n, gin)) return ml_last_status();
     if (mlk_delta_bwd(B, L, H, Dk, Dv, (float)n->farg[0], ml_f32(s[0]), ml_f32(s[1]), ml_f32(s[2]), ml_f32(s[3]),
-                      s[4] ? ml_f32(s[4]) : NULL, ml_f32(g), gp(gin[0]), gp(gin[1]), gp(gin[2]), gp(gin[3]),
-                      gp(gin[4]))) {
+                      s[4] ? ml_f32(s[4]) : NULL, ml_f32(s[5]), ml_f32(g), gp(gin[0]), gp(gin[1]), gp(gin[2]),
+                      gp(gin[3]), gp(gin[4]))) {
         for (int i = 0; i < 5; i++) ml_release(gin[i]), gin[i] = NULL;
         return ml_fail(ML_ERR_MEM, "delta_rule backward: out of memory");
     }
@@ -460,21 +460,24 @@ ml_tensor *ml_delta_rule(ml_tensor *q, ml_tensor *k, ml_tensor *v, ml_tensor *be
     ml_tensor *out = ml_empty(ML_F32, 3, v->shape);
     ml_tensor *st = states ? ml_empty(ML_F32, 5, (int64_t[]){B, L, H, Dk, Dv}) : NULL;
     ml_tensor *sl = Slast ? ml_empty(ML_F32, 4, (int64_t[]){B, H, Dk, Dv}) : NULL;
-    bool ok = out && (!states || st) && (!Slast || sl);
+    bool rec = ml_any_needs_grad(5, ins);
+    ml_tensor *vo = rec ? ml_empty(ML_F32, 3, v->shape) : NULL; /* vold, saved for the backward */
+    bool ok = out && (!states || st) && (!Slast || sl) && (!rec || vo);
     for (int i = 0; i < 5; i++) ok = ok && (!ins[i] || c[i]);
     if (ok && mlk_delta_fwd((int)B, (int)L, (int)H, (int)Dk, (int)Dv, (float)scale, ml_f32(c[0]), ml_f32(c[1]),
                             ml_f32(c[2]), ml_f32(c[3]), c[4] ? ml_f32(c[4]) : NULL, ml_f32(out),
-                            st ? ml_f32(st) : NULL, NULL, sl ? ml_f32(sl) : NULL))
+                            st ? ml_f32(st) : NULL, vo ? ml_f32(vo) : NULL, sl ? ml_f32(sl) : NULL))
         ok = false;
     if (!ok) {
         release_all(5, c);
-        ml_release(out), ml_release(st), ml_release(sl);
+        ml_release(out), ml_release(st), ml_release(sl), ml_release(vo);
         return oom(fn);
     }
-    if (ml_any_needs_grad(5, ins)) {
+    if (rec) {
         ml_node *nd = ml_node_new("DeltaRuleBackward", delta_backward, 5, ins);
         if (nd) {
             for (int i = 0; i < 5; i++) ml_node_save(nd, i, c[i]);
+            ml_node_save(nd, 5, vo);
             nd->iarg[0] = H;
             nd->iarg[1] = c[4] != NULL;
             nd->farg[0] = scale;
@@ -482,6 +485,7 @@ ml_tensor *ml_delta_rule(ml_tensor *q, ml_tensor *k, ml_tensor *v, ml_tensor *be
         out = mlo_attach(out, nd);
     }
     release_all(5, c);
+    ml_release(vo);
     if (!out) {
         ml_release(st), ml_release(sl);
         return NULL;

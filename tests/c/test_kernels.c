@@ -492,14 +492,22 @@ START_TEST(delta_grad) {
         dr_setup(2, 6, 2, 3, 4, with_s0);
         size_t nk = (size_t)2 * 6 * 2 * 3, nv = (size_t)2 * 6 * 2 * 4, nb = 24, ns = (size_t)2 * 2 * 12;
         float *dq = zeros(nk), *dk = zeros(nk), *dv = zeros(nv), *db = zeros(nb), *dS0 = zeros(ns);
-        ck_assert_int_eq(mlk_delta_bwd(2, 6, 2, 3, 4, dr.scale, dr.q, dr.k, dr.v, dr.beta, dr.S0, dr.gw, dq, dk, dv,
-                                       db, dS0),
+        ck_assert_int_eq(mlk_delta_bwd(2, 6, 2, 3, 4, dr.scale, dr.q, dr.k, dr.v, dr.beta, dr.S0, NULL, dr.gw, dq, dk,
+                                       dv, db, dS0),
                          0);
         fd_check("delta dq", dr_loss, dr.q, nk, dq);
         fd_check("delta dk", dr_loss, dr.k, nk, dk);
         fd_check("delta dv", dr_loss, dr.v, nv, dv);
         fd_check("delta dbeta", dr_loss, dr.beta, nb, db);
         if (with_s0) fd_check("delta dS0", dr_loss, dr.S0, ns, dS0);
+        /* with the forward's vold the gradients are the same */
+        float *vo = zeros(nv), *g2[5] = {zeros(nk), zeros(nk), zeros(nv), zeros(nb), zeros(ns)};
+        mlk_delta_fwd(2, 6, 2, 3, 4, dr.scale, dr.q, dr.k, dr.v, dr.beta, dr.S0, dr.o, NULL, vo, NULL);
+        mlk_delta_bwd(2, 6, 2, 3, 4, dr.scale, dr.q, dr.k, dr.v, dr.beta, dr.S0, vo, dr.gw, g2[0], g2[1], g2[2], g2[3],
+                      g2[4]);
+        float *g1[5] = {dq, dk, dv, db, dS0};
+        size_t sz[5] = {nk, nk, nv, nb, ns};
+        for (int i = 0; i < 5; i++) ck_assert(max_abs_diff(sz[i], g1[i], g2[i]) <= 1e-6);
     }
 }
 END_TEST

@@ -345,6 +345,41 @@ START_TEST(checkpoint_refuses_bad_files) {
 }
 END_TEST
 
+/* mechlab against an independent PyTorch transcription of the spec (tests/fixtures/
+ * gen_attention_lm.py): the same weights, loaded by state-dict name, give the same logits, loss
+ * and gradients. */
+START_TEST(matches_pytorch_fixture) {
+    ml_model *m = ml_checkpoint_load(ML_FIXTURES_DIR "/attention_lm.safetensors", NULL, NULL, NULL);
+    ck_assert_msg(m != NULL, "%s", ml_last_error());
+    ml_safetensors *meta = ml_safetensors_open(ML_FIXTURES_DIR "/attention_lm_expected.safetensors");
+    ck_assert_msg(meta != NULL, "%s", ml_last_error());
+    ml_tensor *tok = ml_safetensors_get(meta, "tokens"), *tg = ml_safetensors_get(meta, "targets");
+    ml_tensor *want_logits = ml_safetensors_get(meta, "logits"), *want_loss = ml_safetensors_get(meta, "loss");
+    ml_tensor *h = ml_model_hidden(m, tok, NULL), *logits = ml_model_head(m, h);
+    ck_assert_int_eq(ml_numel(logits), ml_numel(want_logits));
+    for (int64_t i = 0; i < ml_numel(logits); i++) ck_assert_close(ml_f32(logits)[i], ml_f32(want_logits)[i], 1e-4, 1e-4);
+    ml_model_zero_grad(m);
+    ml_tensor *loss = ml_model_loss(m, tok, tg, NULL, NULL, NULL);
+    ck_assert_close(ml_f32(loss)[0], ml_f32(want_loss)[0], 1e-5, 1e-5);
+    ck_assert_int_eq(ml_backward(loss, NULL), ML_OK);
+    for (int i = 0; i < m->n_params; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "grad.%s", m->params[i].name);
+        ml_tensor *want = ml_safetensors_get(meta, name);
+        ck_assert_msg(want != NULL, "%s", ml_last_error());
+        for (int64_t k = 0; k < m->params[i].numel; k++)
+            ck_assert_msg(fabs(ml_f32(m->params[i].t->grad)[k] - ml_f32(want)[k]) <= 1e-5 + 1e-3 * fabs(ml_f32(want)[k]),
+                          "%s[%lld]: %g vs PyTorch %g", m->params[i].name, (long long)k,
+                          ml_f32(m->params[i].t->grad)[k], ml_f32(want)[k]);
+        ml_release(want);
+    }
+    ml_release(tok), ml_release(tg), ml_release(want_logits), ml_release(want_loss);
+    ml_release(h), ml_release(logits), ml_release(loss);
+    ml_safetensors_close(meta);
+    ml_model_free(m);
+}
+END_TEST
+
 START_TEST(config_validation) {
     ml_model_config c;
     ml_model_config_defaults(&c, "transformer");
@@ -381,6 +416,7 @@ static Suite *suite(void) {
     tcase_add_test(mdl, checkpoint_exact_resume);
     tcase_add_test(mdl, checkpoint_refuses_bad_files);
     tcase_add_test(mdl, config_validation);
+    tcase_add_test(mdl, matches_pytorch_fixture);
     suite_add_tcase(s, mdl);
     return s;
 }

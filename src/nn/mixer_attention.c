@@ -6,8 +6,12 @@
  *
  * Sites: mixer.q, mixer.k, mixer.v (B, L, D); mixer.scores, mixer.pattern (B, H, L, L);
  * mixer.ctx (B, L, D). Scores, softmax and the weighted sum are separate ops (nn_ops.h), so each
- * intermediate is a site with the arithmetic of the whole; replacements are differentiable. */
+ * intermediate is a site with the arithmetic of the whole; replacements are differentiable.
+ *
+ * Recurrent form: a KV cache (the keys and values of every past position). */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/nn.h"
 #include "ops/nn_ops.h"
@@ -64,9 +68,85 @@ static ml_tensor *attn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml
     return y;
 }
 
+/* ---- recurrent form: a KV cache; step t appends k_t, v_t and attends over s ≤ t ---- */
+
+typedef struct {
+    int64_t B, t, cap;
+    float *k, *v; /* [cap, B, D], time-major so the cache grows by realloc */
+    float *p;     /* [cap] scratch for one row of probabilities */
+} attn_rec;
+
+static void attn_rec_free(void *rec) {
+    attn_rec *r = rec;
+    if (r) free(r->k), free(r->v), free(r->p);
+    free(r);
+}
+
+static void *attn_rec_new(ml_model *m, int l, void *state, int64_t B) {
+    attn_rec *r = calloc(1, sizeof *r);
+    if (!r) return ml_fail(ML_ERR_MEM, "model: out of memory"), NULL;
+    r->B = B;
+    return r;
+}
+
+/* x_t (B, D) -> y_t (B, D) */
+static ml_tensor *attn_rec_step(ml_model *m, int l, void *state, void *rec, ml_tensor *x) {
+    attn_state *s = state;
+    attn_rec *r = rec;
+    int64_t B = r->B, D = m->cfg.d_model, H = m->cfg.n_heads, dh = D / H;
+    if (r->t == r->cap) {
+        int64_t cap = r->cap ? 2 * r->cap : 64;
+        float *k = realloc(r->k, sizeof(float) * (size_t)(cap * B * D));
+        if (k) r->k = k;
+        float *v = realloc(r->v, sizeof(float) * (size_t)(cap * B * D));
+        if (v) r->v = v;
+        float *p = realloc(r->p, sizeof(float) * (size_t)cap);
+        if (p) r->p = p;
+        if (!k || !v || !p) return ml_fail(ML_ERR_MEM, "model: out of memory"), NULL;
+        r->cap = cap;
+    }
+    ml_tensor *qkv = ml_linear(x, ml_model_p(m, s->wqkv), NULL); /* (B, 3D) */
+    ml_tensor *ctx = qkv ? ml_zeros(ML_F32, 2, (int64_t[]){B, D}) : NULL, *y = NULL;
+    if (!ctx) goto done;
+    const float *a = ml_f32(qkv);
+    int64_t t = r->t;
+    for (int64_t b = 0; b < B; b++) {
+        memcpy(r->k + (t * B + b) * D, a + b * 3 * D + D, sizeof(float) * (size_t)D);
+        memcpy(r->v + (t * B + b) * D, a + b * 3 * D + 2 * D, sizeof(float) * (size_t)D);
+    }
+    double scale = 1.0 / sqrt((double)dh);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *q = a + b * 3 * D + h * dh;
+            float mx = -INFINITY, sum = 0;
+            for (int64_t u = 0; u <= t; u++) {
+                const float *k = r->k + (u * B + b) * D + h * dh;
+                float acc = 0;
+                for (int64_t e = 0; e < dh; e++) acc += q[e] * k[e];
+                r->p[u] = acc * (float)scale;
+                mx = r->p[u] > mx ? r->p[u] : mx;
+            }
+            for (int64_t u = 0; u <= t; u++) sum += r->p[u] = expf(r->p[u] - mx);
+            float *c = ml_f32(ctx) + b * D + h * dh;
+            for (int64_t u = 0; u <= t; u++) {
+                const float *v = r->v + (u * B + b) * D + h * dh;
+                float w = r->p[u] / sum;
+                for (int64_t e = 0; e < dh; e++) c[e] += w * v[e];
+            }
+        }
+    r->t++;
+    y = ml_linear(ctx, ml_model_p(m, s->wo), ml_model_p(m, s->bo));
+done:
+    ml_release(qkv), ml_release(ctx);
+    return y;
+}
+
 const ml_mixer_type ml_mixer_attention = {
     .name = "attention",
     .build = attn_build,
     .forward = attn_forward,
     .free_state = free,
+    .rec_new = attn_rec_new,
+    .rec_step = attn_rec_step,
+    .rec_free = attn_rec_free,
 };

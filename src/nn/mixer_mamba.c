@@ -1,0 +1,292 @@
+/* Mamba (architectures.md §9, mamba_ssm 2.2.4) and its conv ablations; a MambaBlock mixer.
+ *
+ *   x (B, L, D) = RMSNorm output;  E = expand·D, N = d_state, R = ceil(D/16), K = conv width
+ *   [xi | z] = x·W_inᵀ                           (B, L, 2E)    in_proj, no bias
+ *   xc = SC_K(xi; conv1d.weight (E, 1, K), conv1d.bias (E))   (B, L, E)   (xc = xi without conv)
+ *   u  = silu(xc)                                (B, L, E)
+ *   [δ | Bs | Cs] = u·W_xᵀ                       (B, L, R + 2N) x_proj, no bias
+ *   Δ  = softplus(δ·W_dtᵀ + b_dt)                (B, L, E)     dt_proj
+ *   h_t = exp(Δ_t A) ⊙ h_{t−1} + Δ_t Bs_t u_t,  A = −exp(A_log) (E, N);  h_t (E, N)
+ *   ys_t = h_t Cs_t + Dskip ⊙ u_t                 (B, L, E)
+ *   out = (ys ⊙ silu(z))·W_outᵀ                  (B, L, D)     out_proj, no bias
+ *
+ * Variants (§9): d_conv K ∈ 1..4 (K = 1 is the nn.Conv1d path of mamba_no_causal_conv1d, the
+ * same maths); mamba_without_conv / d_conv 0: u = silu(xi), the width-4 conv parameters exist
+ * (and count) but are unused and get no gradient.
+ * Init: the Mamba regime of §2.5 (model.c) plus dt_proj.bias = softplus⁻¹(dt₀), dt₀ log-uniform
+ * in [1e-3, 1e-1] floored at 1e-4 (kept: "_no_reinit"), A_log = log(1..N), D = 1.
+ *
+ * Sites: mixer.x, mixer.z (B, L, E) in_proj halves; mixer.conv (B, L, E) the conv output xc;
+ * mixer.u (B, L, E); mixer.dt (B, L, E); mixer.B, mixer.C (B, L, N); mixer.ssm_state (B, L, E, N)
+ * every h_t; mixer.y (B, L, E) ys; mixer.gate (B, L, E) silu(z); mixer.yg (B, L, E).
+ * Replacing ssm_state patches the recurrence: for each row, every position p whose state differs
+ * from the observed one restarts the scan there from the replaced h_p (mixer_ops.h's recipe: h0 =
+ * h_p, Δ_p = 0), so later states follow the patched one.
+ *
+ * Recurrent form (mamba's step): the last K−1 conv inputs (E, K−1) and h_t (E, N). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn.h"
+#include "ops/kernels.h"
+#include "ops/mixer_ops.h"
+#include "ops/ops.h"
+
+typedef struct {
+    int E, N, R, K;
+    bool conv;                  /* false: mamba_without_conv */
+    int w_in, cw, cb, w_x, w_dt, b_dt, a_log, dskip, w_out;
+} mamba_state;
+
+static ml_status mamba_build(ml_model *m, int l, void **state) {
+    mamba_state *s = calloc(1, sizeof *s);
+    if (!s) return ml_fail(ML_ERR_MEM, "model: out of memory");
+    *state = s;
+    int64_t D = m->cfg.d_model, E = (int64_t)m->cfg.expand * D, N = m->cfg.d_state, R = (D + 15) / 16;
+    s->E = (int)E, s->N = (int)N, s->R = (int)R;
+    s->K = ml_mamba_conv_width(&m->cfg, &s->conv);
+    int64_t K = s->K;
+    s->w_in = ml_model_add_param(m, l, "in_proj.weight", 2, (int64_t[]){2 * E, D}, ML_P_LINEAR_W, D);
+    s->cw = ml_model_add_param(m, l, "conv1d.weight", 3, (int64_t[]){E, 1, K}, ML_P_CONV_W, K);
+    s->cb = ml_model_add_param(m, l, "conv1d.bias", 1, &E, ML_P_CONV_B, K);
+    s->w_x = ml_model_add_param(m, l, "x_proj.weight", 2, (int64_t[]){R + 2 * N, E}, ML_P_LINEAR_W, E);
+    s->w_dt = ml_model_add_param(m, l, "dt_proj.weight", 2, (int64_t[]){E, R}, ML_P_LINEAR_W, R);
+    s->b_dt = ml_model_add_param(m, l, "dt_proj.bias", 1, &E, ML_P_CUSTOM, R);
+    s->a_log = ml_model_add_param(m, l, "A_log", 2, (int64_t[]){E, N}, ML_P_CUSTOM, 0);
+    s->dskip = ml_model_add_param(m, l, "D", 1, &E, ML_P_ONES, 0);
+    s->w_out = ml_model_add_param(m, l, "out_proj.weight", 2, (int64_t[]){D, E}, ML_P_LINEAR_W, E);
+    if (s->b_dt >= 0) m->params[s->b_dt].keep_bias = true;
+    int64_t BLE[3] = {-1, -2, E}, BLN[3] = {-1, -2, N};
+    ml_model_add_site(m, l, "mixer.x", 3, BLE);
+    ml_model_add_site(m, l, "mixer.z", 3, BLE);
+    ml_model_add_site(m, l, "mixer.conv", 3, BLE);
+    ml_model_add_site(m, l, "mixer.u", 3, BLE);
+    ml_model_add_site(m, l, "mixer.dt", 3, BLE);
+    ml_model_add_site(m, l, "mixer.B", 3, BLN);
+    ml_model_add_site(m, l, "mixer.C", 3, BLN);
+    ml_model_add_site(m, l, "mixer.ssm_state", 4, (int64_t[]){-1, -2, E, N});
+    ml_model_add_site(m, l, "mixer.y", 3, BLE);
+    ml_model_add_site(m, l, "mixer.gate", 3, BLE);
+    return ml_model_add_site(m, l, "mixer.yg", 3, BLE);
+}
+
+static void mamba_init(ml_model *m, int l, void *state, ml_rng *rng) {
+    mamba_state *s = state;
+    float *b = ml_f32(ml_model_p(m, s->b_dt)), *a = ml_f32(ml_model_p(m, s->a_log));
+    const double lo = log(1e-3), hi = log(1e-1);
+    for (int e = 0; e < s->E; e++) {
+        double dt = exp(ml_rng_double(rng) * (hi - lo) + lo);
+        if (dt < 1e-4) dt = 1e-4;
+        b[e] = (float)(dt + log(-expm1(-dt))); /* softplus⁻¹ */
+        for (int n = 0; n < s->N; n++) a[e * s->N + n] = (float)log((double)(n + 1));
+    }
+}
+
+static ml_tensor *swap(ml_tensor *old, ml_tensor *nw) {
+    ml_release(old);
+    return nw;
+}
+
+/* y after a replaced state sequence `rep` (B, L, E, N) that differs from `orig` at some (b, t). */
+static ml_tensor *patched_scan(ml_tensor *y, ml_tensor *rep, ml_tensor *orig, ml_tensor *u, ml_tensor *dt,
+                               ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm, ml_tensor *Dk) {
+    int64_t Bz = u->shape[0], L = u->shape[1], EN = rep->shape[2] * rep->shape[3];
+    ml_tensor *rc = ml_contiguous(rep), *rows[64], **rowv = Bz <= 64 ? rows : malloc(sizeof *rowv * (size_t)Bz);
+    ml_tensor *out = NULL;
+    int64_t done = 0;
+    if (!rc || !rowv) goto fail;
+    for (; done < Bz; done++) {
+        int64_t b = done;
+        ml_tensor *pieces[2] = {NULL, NULL}, *acc = NULL;
+        int64_t start = 0;
+        bool ok = true;
+        for (int64_t p = 0; ok && p <= L; p++) {
+            bool cut = p == L || memcmp(ml_f32(rc) + (b * L + p) * EN, ml_f32(orig) + (b * L + p) * EN,
+                                        sizeof(float) * (size_t)EN) != 0;
+            if (!cut || p == start) continue;
+            /* segment [start, p): the original y when start = 0, else a scan from the patched h_start */
+            ml_tensor *seg;
+            if (start == 0) {
+                ml_tensor *yb = ml_narrow(y, 0, b, 1);
+                seg = yb ? ml_narrow(yb, 1, 0, p) : NULL;
+                ml_release(yb);
+            } else {
+                ml_tensor *sl[5] = {u, dt, Bm, Cm, NULL}, *nb[5] = {0};
+                for (int i = 0; i < 4; i++) {
+                    ml_tensor *r1 = ml_narrow(sl[i], 0, b, 1);
+                    nb[i] = r1 ? ml_narrow(r1, 1, start, p - start) : NULL;
+                    ml_release(r1);
+                }
+                ml_tensor *mask = ml_full(ML_F32, 3, (int64_t[]){1, p - start, 1}, 1.0);
+                if (mask) ml_f32(mask)[0] = 0; /* Δ_start = 0: the state after step start is h0 */
+                ml_tensor *dm = nb[1] && mask ? ml_mul(nb[1], mask) : NULL;
+                ml_tensor *r1 = ml_narrow(rep, 0, b, 1), *h0v = r1 ? ml_narrow(r1, 1, start, 1) : NULL;
+                ml_tensor *h0 = h0v ? ml_reshape(h0v, 3, (int64_t[]){1, rep->shape[2], rep->shape[3]}) : NULL;
+                seg = nb[0] && dm && nb[2] && nb[3] && h0
+                          ? ml_selective_scan(nb[0], dm, A, nb[2], nb[3], Dk, h0, NULL, NULL)
+                          : NULL;
+                for (int i = 0; i < 4; i++) ml_release(nb[i]);
+                ml_release(mask), ml_release(dm), ml_release(r1), ml_release(h0v), ml_release(h0);
+            }
+            if (!seg) ok = false;
+            else if (!acc) acc = seg;
+            else {
+                pieces[0] = acc, pieces[1] = seg;
+                acc = ml_cat(2, pieces, 1);
+                ml_release(pieces[0]), ml_release(pieces[1]);
+                ok = acc != NULL;
+            }
+            start = p;
+        }
+        if (!ok) {
+            ml_release(acc);
+            goto fail;
+        }
+        rowv[b] = acc;
+    }
+    out = ml_cat((int)Bz, rowv, 0);
+fail:
+    for (int64_t i = 0; i < done; i++) ml_release(rowv[i]);
+    if (rowv && rowv != rows) free(rowv);
+    ml_release(rc);
+    return out;
+}
+
+static ml_tensor *mamba_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_run *run) {
+    mamba_state *s = state;
+    int64_t E = s->E, N = s->N, R = s->R;
+    ml_tensor *xz = ml_linear(x, ml_model_p(m, s->w_in), NULL);
+    ml_tensor *xi = NULL, *z = NULL, *xc = NULL, *u = NULL, *xd = NULL, *dr = NULL, *dt = NULL, *Bm = NULL;
+    ml_tensor *Cm = NULL, *A = NULL, *y = NULL, *hs = NULL, *g = NULL, *yg = NULL, *out = NULL;
+    if (!xz) return NULL;
+    if (!(xi = ml_narrow(xz, 2, 0, E)) || !ml_at_site(run, l, "mixer.x", &xi)) goto done;
+    if (!(z = ml_narrow(xz, 2, E, E)) || !ml_at_site(run, l, "mixer.z", &z)) goto done;
+    xc = s->conv ? ml_causal_conv1d(xi, ml_model_p(m, s->cw), ml_model_p(m, s->cb)) : ml_retain(xi);
+    if (!xc || !ml_at_site(run, l, "mixer.conv", &xc)) goto done;
+    if (!(u = ml_unary(ML_SILU, xc)) || !ml_at_site(run, l, "mixer.u", &u)) goto done;
+    if (!(xd = ml_linear(u, ml_model_p(m, s->w_x), NULL))) goto done;
+    ml_tensor *delta = ml_narrow(xd, 2, 0, R);
+    dr = delta ? ml_linear(delta, ml_model_p(m, s->w_dt), ml_model_p(m, s->b_dt)) : NULL;
+    ml_release(delta);
+    if (!dr || !(dt = ml_unary(ML_SOFTPLUS, dr)) || !ml_at_site(run, l, "mixer.dt", &dt)) goto done;
+    if (!(Bm = ml_narrow(xd, 2, R, N)) || !ml_at_site(run, l, "mixer.B", &Bm)) goto done;
+    if (!(Cm = ml_narrow(xd, 2, R + N, N)) || !ml_at_site(run, l, "mixer.C", &Cm)) goto done;
+    ml_tensor *ea = ml_unary(ML_EXP, ml_model_p(m, s->a_log));
+    A = ea ? ml_unary(ML_NEG, ea) : NULL;
+    ml_release(ea);
+    if (!A) goto done;
+    bool want_h = ml_site_wanted(run, l, "mixer.ssm_state");
+    y = ml_selective_scan(u, dt, A, Bm, Cm, ml_model_p(m, s->dskip), NULL, want_h ? &hs : NULL, NULL);
+    if (!y) goto done;
+    if (want_h) {
+        ml_tensor *orig = ml_retain(hs);
+        bool ok = ml_at_site(run, l, "mixer.ssm_state", &hs);
+        if (ok && hs != orig) {
+            y = swap(y, patched_scan(y, hs, orig, u, dt, A, Bm, Cm, ml_model_p(m, s->dskip)));
+            ok = y != NULL;
+        }
+        ml_release(orig);
+        if (!ok) goto done;
+    }
+    if (!ml_at_site(run, l, "mixer.y", &y)) goto done;
+    if (!(g = ml_unary(ML_SILU, z)) || !ml_at_site(run, l, "mixer.gate", &g)) goto done;
+    if (!(yg = ml_mul(y, g)) || !ml_at_site(run, l, "mixer.yg", &yg)) goto done;
+    out = ml_linear(yg, ml_model_p(m, s->w_out), NULL);
+done:
+    ml_release(xz), ml_release(xi), ml_release(z), ml_release(xc), ml_release(u), ml_release(xd), ml_release(dr);
+    ml_release(dt), ml_release(Bm), ml_release(Cm), ml_release(A), ml_release(y), ml_release(hs), ml_release(g);
+    ml_release(yg);
+    return out;
+}
+
+/* ---- recurrent form ---- */
+
+typedef struct {
+    int64_t B;
+    float *win, *h, *A; /* [B, E, K−1], [B, E, N], [E, N] */
+} mamba_rec;
+
+static void mamba_rec_free(void *rec) {
+    mamba_rec *r = rec;
+    if (r) free(r->win), free(r->h), free(r->A);
+    free(r);
+}
+
+static void *mamba_rec_new(ml_model *m, int l, void *state, int64_t B) {
+    mamba_state *s = state;
+    mamba_rec *r = calloc(1, sizeof *r);
+    if (r) {
+        r->B = B;
+        r->win = calloc((size_t)(B * s->E * (s->K - 1) + 1), sizeof(float));
+        r->h = calloc((size_t)(B * s->E * s->N), sizeof(float));
+        r->A = malloc(sizeof(float) * (size_t)(s->E * s->N));
+    }
+    if (!r || !r->win || !r->h || !r->A) {
+        mamba_rec_free(r);
+        ml_fail(ML_ERR_MEM, "model: out of memory");
+        return NULL;
+    }
+    const float *al = ml_f32(ml_model_p(m, s->a_log));
+    for (int64_t i = 0; i < (int64_t)s->E * s->N; i++) r->A[i] = -expf(al[i]);
+    return r;
+}
+
+static ml_tensor *mamba_rec_step(ml_model *m, int l, void *state, void *rec, ml_tensor *x) {
+    mamba_state *s = state;
+    mamba_rec *r = rec;
+    int64_t B = r->B, E = s->E, N = s->N, R = s->R;
+    ml_tensor *xz = ml_linear(x, ml_model_p(m, s->w_in), NULL); /* (B, 2E) */
+    ml_tensor *u = ml_empty(ML_F32, 2, (int64_t[]){B, E}), *xd = NULL, *dr = NULL, *y = NULL, *out = NULL;
+    ml_tensor *dl = NULL;
+    if (!xz || !u) goto done;
+    float *pu = ml_f32(u);
+    for (int64_t b = 0; b < B; b++) memcpy(pu + b * E, ml_f32(xz) + b * 2 * E, sizeof(float) * (size_t)E);
+    if (s->conv) {
+        float *xi = malloc(sizeof(float) * (size_t)(B * E));
+        if (!xi) goto done;
+        memcpy(xi, pu, sizeof(float) * (size_t)(B * E));
+        mlk_conv1d_step((int)B, (int)E, s->K, r->win, xi, ml_f32(ml_model_p(m, s->cw)), ml_f32(ml_model_p(m, s->cb)),
+                        pu);
+        free(xi);
+    }
+    for (int64_t i = 0; i < B * E; i++) pu[i] = pu[i] / (1.0f + expf(-pu[i])); /* silu */
+    if (!(xd = ml_linear(u, ml_model_p(m, s->w_x), NULL))) goto done;       /* (B, R + 2N) */
+    if (!(dl = ml_narrow(xd, 1, 0, R))) goto done;
+    if (!(dr = ml_linear(dl, ml_model_p(m, s->w_dt), ml_model_p(m, s->b_dt)))) goto done;
+    if (!(dr = swap(dr, ml_unary(ML_SOFTPLUS, dr)))) goto done;
+    float *Bc = malloc(sizeof(float) * (size_t)(2 * B * N));
+    if (!Bc || !(y = ml_empty(ML_F32, 2, (int64_t[]){B, E}))) {
+        free(Bc);
+        goto done;
+    }
+    for (int64_t b = 0; b < B; b++) {
+        memcpy(Bc + b * N, ml_f32(xd) + b * (R + 2 * N) + R, sizeof(float) * (size_t)N);
+        memcpy(Bc + (B + b) * N, ml_f32(xd) + b * (R + 2 * N) + R + N, sizeof(float) * (size_t)N);
+    }
+    mlk_sscan_step((int)B, (int)E, (int)N, r->h, pu, ml_f32(dr), r->A, Bc, Bc + B * N,
+                   ml_f32(ml_model_p(m, s->dskip)), ml_f32(y));
+    free(Bc);
+    float *py = ml_f32(y);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t e = 0; e < E; e++) {
+            float zz = ml_f32(xz)[b * 2 * E + E + e];
+            py[b * E + e] *= zz / (1.0f + expf(-zz));
+        }
+    out = ml_linear(y, ml_model_p(m, s->w_out), NULL);
+done:
+    ml_release(xz), ml_release(u), ml_release(xd), ml_release(dl), ml_release(dr), ml_release(y);
+    return out;
+}
+
+const ml_mixer_type ml_mixer_mamba = {
+    .name = "mamba",
+    .build = mamba_build,
+    .init = mamba_init,
+    .forward = mamba_forward,
+    .free_state = free,
+    .rec_new = mamba_rec_new,
+    .rec_step = mamba_rec_step,
+    .rec_free = mamba_rec_free,
+    .mamba_block = true,
+};

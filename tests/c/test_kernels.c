@@ -366,6 +366,35 @@ START_TEST(sscan_deterministic_threads) {
 }
 END_TEST
 
+START_TEST(other_kernels_deterministic_threads) {
+    /* every backward gives the same bits on 1 and 2 threads (sizes above the threading threshold) */
+    int B = 8, L = 37, C = 64, K = 4;
+    size_t n = (size_t)B * L * C;
+    float *x = rnd(n, -1, 1), *w = rnd((size_t)C * K, -1, 1), *dy = rnd(n, -1, 1), *k = rnd((size_t)L * C, -1, 1);
+    float *ds = rnd(C, -1, 1), *q = rnd((size_t)B * L * 8, -1, 1), *kk = rnd((size_t)B * L * 8, -1, 1);
+    float *bt = rnd((size_t)B * L, 0.1, 0.9);
+    float *r[2][12];
+    for (int th = 0; th < 2; th++) {
+        ml_set_threads(th + 1);
+        float **g = r[th];
+        g[0] = zeros(n), g[1] = zeros((size_t)C * K), g[2] = zeros(C);
+        mlk_conv1d_bwd(B, L, C, K, x, w, dy, g[0], g[1], g[2]);
+        g[3] = zeros(n), g[4] = zeros((size_t)L * C), g[5] = zeros(C);
+        mlk_longconv_bwd(B, L, C, 1, x, k, ds, dy, g[3], g[4], g[5]);
+        g[6] = zeros((size_t)L * C / 4), g[7] = zeros(C / 4);
+        mlk_longconv_bwd(B, L, C, 4, x, k, ds, dy, NULL, g[6], g[7]);
+        g[8] = zeros((size_t)B * L * 8), g[9] = zeros(n);
+        mlk_based_bwd(B, L, 1, 8, C, 1e-12f, q, kk, x, dy, g[8], NULL, g[9]);
+        g[10] = zeros(n), g[11] = zeros((size_t)B * L);
+        mlk_delta_bwd(B, L, 1, C, C, 0.125f, x, dy, x, bt, NULL, NULL, dy, g[10], NULL, NULL, g[11], NULL);
+    }
+    ml_set_threads(1);
+    size_t sz[12] = {n, (size_t)C * K, C, n, (size_t)L * C, C, (size_t)L * C / 4, C / 4, (size_t)B * L * 8, n, n,
+                     (size_t)B * L};
+    for (int i = 0; i < 12; i++) ck_assert_msg(memcmp(r[0][i], r[1][i], sizeof(float) * sz[i]) == 0, "output %d", i);
+}
+END_TEST
+
 /* ================= Based linear attention ================= */
 
 static struct {
@@ -735,6 +764,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, sscan_step_and_chunks_match);
     tcase_add_test(tc, sscan_attention_reproduces_output);
     tcase_add_test(tc, sscan_deterministic_threads);
+    tcase_add_test(tc, other_kernels_deterministic_threads);
     tcase_add_test(tc, taylor_feature_dot);
     tcase_add_test(tc, taylor_grad);
     tcase_add_test(tc, based_known_l1);

@@ -366,6 +366,58 @@ ml_tensor *ml_based_linear_attention(ml_tensor *q, ml_tensor *k, ml_tensor *v, i
     return out;
 }
 
+ml_tensor *ml_based_kv_state(ml_tensor *k, ml_tensor *v, int n_heads, ml_tensor **zsum) {
+    const char *fn = "based_kv_state";
+    ml_tensor *ins[2] = {k, v};
+    char d[128];
+    if (zsum) *zsum = NULL;
+    if (check_f32s(fn, 2, ins)) return NULL;
+    if (k->ndim != 3)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 1 has %d dimensions, expected [B,L,H*F]", fn, k->ndim), NULL;
+    int64_t B = k->shape[0], L = k->shape[1];
+    if (n_heads < 1 || k->shape[2] % n_heads != 0 || k->shape[2] / n_heads > MLK_BASED_MAXF || k->shape[2] == 0)
+        return ml_fail(ML_ERR_ARG, "%s: argument 3 (heads) must divide the feature width %lld into heads of at most %d",
+                       fn, (long long)k->shape[2], MLK_BASED_MAXF),
+               NULL;
+    if (want_shape(fn, 2, v, 3, (int64_t[]){B, L, -1}, descf(d, sizeof d, "[B,L,H*Dv] with B=%lld, L=%lld",
+                                                          (long long)B, (long long)L)))
+        return NULL;
+    if (v->shape[2] % n_heads != 0)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 2 width %lld is not divisible by %d heads", fn,
+                       (long long)v->shape[2], n_heads),
+               NULL;
+    int64_t H = n_heads, F = k->shape[2] / H, Dv = v->shape[2] / H, P = mlk_taylor_dim((int)F);
+    ml_tensor *kc = mlo_dense(k), *vc = mlo_dense(v);
+    ml_tensor *S = ml_empty(ML_F32, 5, (int64_t[]){B, L, H, P, Dv});
+    ml_tensor *z = zsum ? ml_empty(ML_F32, 4, (int64_t[]){B, L, H, P}) : NULL;
+    float *phi = malloc(sizeof(float) * (size_t)P);
+    if (!kc || !vc || !S || (zsum && !z) || !phi) {
+        ml_tensor *all[4] = {kc, vc, S, z};
+        release_all(4, all);
+        free(phi);
+        return oom(fn);
+    }
+    size_t PD = (size_t)P * Dv;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < L; t++)
+            for (int64_t h = 0; h < H; h++) {
+                size_t r = ((size_t)b * L + t) * H + h; /* row (b,t,h) */
+                float *St = ml_f32(S) + r * PD, *zt = z ? ml_f32(z) + r * P : NULL;
+                const float *vt = ml_f32(vc) + r * Dv;
+                mlk_taylor_fwd(1, (int)F, ml_f32(kc) + r * F, phi);
+                for (int64_t p = 0; p < P; p++) {
+                    /* S_t = S_{t-1} + φ(k_t) v_tᵀ, accumulated in token order like the step form */
+                    const float *Sp = t > 0 ? St - (size_t)H * PD + p * Dv : NULL;
+                    for (int64_t j = 0; j < Dv; j++) St[p * Dv + j] = (Sp ? Sp[j] : 0.0f) + phi[p] * vt[j];
+                    if (zt) zt[p] = (t > 0 ? zt[p - (int64_t)H * P] : 0.0f) + phi[p];
+                }
+            }
+    free(phi);
+    ml_release(kc), ml_release(vc);
+    if (zsum) *zsum = z;
+    return S;
+}
+
 static ml_status taylor_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     ml_tensor *x = ml_node_saved(n, 0);
     if (!x) return ml_last_status();

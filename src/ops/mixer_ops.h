@@ -44,6 +44,10 @@ ml_tensor *ml_selective_scan_attention(ml_tensor *delta, ml_tensor *A, ml_tensor
  * pattern (optional out): A[t,s]/den_t (B, H, L, L), detached. Returns (B, L, H·Dv). */
 ml_tensor *ml_based_linear_attention(ml_tensor *q, ml_tensor *k, ml_tensor *v, int n_heads, double eps,
                                      ml_tensor **pattern);
+/* The recurrent view's states after every token (the kv_state hook site), detached: returns
+ * S (B, L, H, P, Dv) with S_t = Σ_{s≤t} φ(k_s) v_sᵀ, P = 1 + F + F², and, if zsum is not NULL,
+ * *zsum = Σ_{s≤t} φ(k_s) (B, L, H, P). k (B, L, H·F), v (B, L, H·Dv). */
+ml_tensor *ml_based_kv_state(ml_tensor *k, ml_tensor *v, int n_heads, ml_tensor **zsum);
 /* The Taylor feature map φ: x (..., F) -> (..., 1 + F + F²) (the feat_q / feat_k hook sites). */
 ml_tensor *ml_taylor_features(ml_tensor *x);
 

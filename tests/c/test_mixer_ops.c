@@ -210,6 +210,22 @@ START_TEST(based_gradcheck_and_pattern) {
             for (int u = 0; u < 6; u++) s += ml_f32(pat)[((size_t)bh * 6 + t) * 6 + u];
             ck_assert_close(s, 1.0, 1e-5, 0);
         }
+    /* the kv states reproduce y: y_t = φ(q_t)ᵀS_t / (φ(q_t)·z_t + eps) */
+    ml_tensor *z = NULL, *S = ml_based_kv_state(in[1], in[2], 2, &z);
+    ck_assert_int_eq(S->ndim, 5);
+    ck_assert_int_eq(S->shape[3], 1 + 4 + 16);
+    ml_tensor *qv = ml_view(in[0], 4, (int64_t[]){2, 6, 2, 4}), *phq = ml_taylor_features(qv);
+    for (int r = 0; r < 2 * 6 * 2; r++) {
+        const float *pq = ml_f32(phq) + r * 21, *St = ml_f32(S) + (size_t)r * 21 * 3, *zt = ml_f32(z) + r * 21;
+        double den = 1e-12;
+        for (int p = 0; p < 21; p++) den += (double)pq[p] * zt[p];
+        for (int j = 0; j < 3; j++) {
+            double num = 0;
+            for (int p = 0; p < 21; p++) num += (double)pq[p] * St[p * 3 + j];
+            ck_assert_close(num / den, ml_f32(y)[r * 3 + j], 1e-5, 1e-4);
+        }
+    }
+    ml_release(S), ml_release(z), ml_release(phq), ml_release(qv);
     ml_release(pat), ml_release(y);
     ml_tensor *x = ug(73, -1, 1, 3, 2, 3, 8);
     gc("taylor_features", g_taylor, NULL, 1, &x);

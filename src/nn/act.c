@@ -92,8 +92,8 @@ static ml_status act_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     return ML_OK;
 }
 
-ml_tensor *ml_nn_act(ml_unop op, ml_tensor *x) {
-    if ((op != ML_SILU && op != ML_SIGMOID && op != ML_SOFTPLUS) || x->dtype != ML_F32) return ml_unary(op, x);
+ml_tensor *ml_nn_act(int op, ml_tensor *x) {
+    if ((op != ML_SILU && op != ML_SIGMOID && op != ML_SOFTPLUS) || x->dtype != ML_F32) return ml_unary((ml_unop)op, x);
     bool old = ml_set_grad_enabled(false);
     ml_tensor *xc = ml_contiguous(x);
     ml_set_grad_enabled(old);

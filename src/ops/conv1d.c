@@ -15,12 +15,22 @@ static const float *transpose_w(int C, int K, const float *w, float *wt) {
 }
 
 void mlk_conv1d_fwd(int B, int L, int C, int K, const float *x, const float *w, const float *bias, float *y) {
+    mlk_conv1d_fwd_ld(B, L, C, K, x, C, w, bias, y);
+}
+
+void mlk_conv1d_bwd(int B, int L, int C, int K, const float *x, const float *w, const float *dy, float *dx,
+                    float *dw, float *dbias) {
+    mlk_conv1d_bwd_ld(B, L, C, K, x, C, w, dy, dx, dw, dbias);
+}
+
+void mlk_conv1d_fwd_ld(int B, int L, int C, int K, const float *x, int ldx, const float *w, const float *bias,
+                       float *y) {
     float wbuf[WT_MAX];
     const float *wt = transpose_w(C, K, w, wbuf);
     int nt = mlk_threads_for((double)B * L * C * K);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int b = 0; b < B; b++) {
-        const float *xb = x + (size_t)b * L * C; /* [L,C] */
+        const float *xb = x + (size_t)b * L * ldx; /* [L,C], rows ldx apart */
         float *yb = y + (size_t)b * L * C;
         for (int t = 0; t < L; t++) {
             float *yt = yb + (size_t)t * C;
@@ -29,7 +39,7 @@ void mlk_conv1d_fwd(int B, int L, int C, int K, const float *x, const float *w, 
             for (int j = 0; j < K; j++) {
                 int tau = t - (K - 1) + j; /* input position weighted by w[:,j] */
                 if (tau < 0) continue;
-                const float *xt = xb + (size_t)tau * C;
+                const float *xt = xb + (size_t)tau * ldx;
                 if (wt) {
                     const float *wj = wt + (size_t)j * C;
 #pragma omp simd
@@ -42,8 +52,8 @@ void mlk_conv1d_fwd(int B, int L, int C, int K, const float *x, const float *w, 
     }
 }
 
-void mlk_conv1d_bwd(int B, int L, int C, int K, const float *x, const float *w, const float *dy, float *dx,
-                    float *dw, float *dbias) {
+void mlk_conv1d_bwd_ld(int B, int L, int C, int K, const float *x, int ldx, const float *w, const float *dy,
+                       float *dx, float *dw, float *dbias) {
     float wbuf[WT_MAX];
     const float *wt = transpose_w(C, K, w, wbuf);
     int nt = mlk_threads_for((double)B * L * C * K);
@@ -85,7 +95,7 @@ void mlk_conv1d_bwd(int B, int L, int C, int K, const float *x, const float *w, 
             memset(acc_w, 0, sizeof acc_w);
             memset(acc_b, 0, sizeof acc_b);
             for (int b = 0; b < B; b++) {
-                const float *xb = x + (size_t)b * L * C + c0;
+                const float *xb = x + (size_t)b * L * ldx + c0;
                 const float *dyb = dy + (size_t)b * L * C + c0;
                 for (int t = 0; t < L; t++) {
                     const float *dyt = dyb + (size_t)t * C;
@@ -93,7 +103,7 @@ void mlk_conv1d_bwd(int B, int L, int C, int K, const float *x, const float *w, 
                     for (int j = 0; j < kk; j++) {
                         int tau = t - (K - 1) + j;
                         if (tau < 0) continue;
-                        const float *xt = xb + (size_t)tau * C;
+                        const float *xt = xb + (size_t)tau * ldx;
                         float *aj = acc_w + j * CB;
 #pragma omp simd
                         for (int c = 0; c < cw; c++) aj[c] += dyt[c] * xt[c];
@@ -111,7 +121,7 @@ void mlk_conv1d_bwd(int B, int L, int C, int K, const float *x, const float *w, 
                             float s = 0.0f;
                             for (int b = 0; b < B; b++)
                                 for (int t = K - 1 - j; t < L; t++)
-                                    s += dy[((size_t)b * L + t) * C + c] * x[((size_t)b * L + t - (K - 1) + j) * C + c];
+                                    s += dy[((size_t)b * L + t) * C + c] * x[((size_t)b * L + t - (K - 1) + j) * ldx + c];
                             dw[(size_t)c * K + j] = s;
                         }
                 }

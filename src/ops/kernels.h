@@ -25,6 +25,12 @@
 void mlk_conv1d_fwd(int B, int L, int C, int K, const float *x, const float *w, const float *bias, float *y);
 void mlk_conv1d_bwd(int B, int L, int C, int K, const float *x, const float *w, const float *dy, float *dx,
                     float *dw, float *dbias);
+/* The same with input rows ldx ≥ C floats apart (x a column slice of a wider [B,L,ldx] tensor,
+ * e.g. Mamba's x-branch of in_proj): no copy. */
+void mlk_conv1d_fwd_ld(int B, int L, int C, int K, const float *x, int ldx, const float *w, const float *bias,
+                       float *y);
+void mlk_conv1d_bwd_ld(int B, int L, int C, int K, const float *x, int ldx, const float *w, const float *dy,
+                       float *dx, float *dw, float *dbias);
 /* state: [B,C,K-1], the last K-1 inputs, oldest first (zeros at the start of a sequence);
  * x, y: [B,C]. Shifts x into the state and writes the conv output. K = 1 keeps no state. */
 void mlk_conv1d_step(int B, int C, int K, float *state, const float *x, const float *w, const float *bias,

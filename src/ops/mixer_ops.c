@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/kernel_util.h"
 #include "ops/kernels.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
@@ -49,6 +50,17 @@ static ml_status check_int_sizes(const char *fn, const ml_tensor *t) {
     return ML_OK;
 }
 
+/* Row stride of a [B,L,C] view whose rows are contiguous and evenly spaced (such as a column slice
+ * of a wider [B,L,·] tensor), which the kernels read in place; 0 when it needs a dense copy. */
+static int64_t row_stride(const ml_tensor *t) {
+    if (t->ndim != 3 || t->shape[2] < 1) return 0;
+    if (t->shape[2] > 1 && t->stride[2] != 1) return 0;
+    int64_t ld = t->shape[1] > 1 ? t->stride[1] : (t->shape[0] > 1 ? t->stride[0] : t->shape[2]);
+    if (ld < t->shape[2]) return 0;
+    if (t->shape[0] > 1 && t->stride[0] != t->shape[1] * ld) return 0;
+    return ld;
+}
+
 static void release_all(int n, ml_tensor **ts) {
     for (int i = 0; i < n; i++) ml_release(ts[i]);
 }
@@ -74,6 +86,11 @@ static ml_status grads_ok(ml_node *n, ml_tensor **gin) {
     return ML_OK;
 }
 
+/* Pointwise helpers of the fused ops (vectorisable expf; softplus keeps libm's log1pf and the
+ * threshold 20 of torch and the mamba kernel). */
+static inline float sigm(float x) { return 1.0f / (1.0f + mlk_expf(-x)); }
+static inline float softplus20(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
 /* ------------------------------------------------------------------ causal conv1d */
 
 static ml_status conv1d_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
@@ -82,7 +99,8 @@ static ml_status conv1d_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     int B = (int)x->shape[0], L = (int)x->shape[1], C = (int)x->shape[2], K = (int)n->iarg[0];
     for (int i = 0; i < 3; i++) gin[i] = grad_like(n, i);
     if (grads_ok(n, gin)) return ml_last_status();
-    mlk_conv1d_bwd(B, L, C, K, ml_f32(x), ml_f32(w), ml_f32(g), gp(gin[0]), gp(gin[1]), gp(gin[2]));
+    mlk_conv1d_bwd_ld(B, L, C, K, ml_f32(x), (int)n->iarg[1], ml_f32(w), ml_f32(g), gp(gin[0]), gp(gin[1]),
+                      gp(gin[2]));
     return ML_OK;
 }
 
@@ -101,26 +119,89 @@ ml_tensor *ml_causal_conv1d(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
     if (K < 1) return ml_fail(ML_ERR_SHAPE, "%s: argument 2 has kernel width 0", fn), NULL;
     if (bias && want_shape(fn, 3, bias, 1, &C, descf(d, sizeof d, "[C] with C=%lld", (long long)C))) return NULL;
     if (check_int_sizes(fn, x)) return NULL;
-    ml_tensor *xc = mlo_dense(x), *wc = mlo_dense(w), *bc = bias ? mlo_dense(bias) : NULL;
+    int64_t ldx = row_stride(x); /* a column slice (Mamba's x-branch) is read in place */
+    ml_tensor *xc = ldx ? ml_retain(x) : mlo_dense(x), *wc = mlo_dense(w), *bc = bias ? mlo_dense(bias) : NULL;
+    if (!ldx) ldx = C;
     ml_tensor *out = ml_empty(ML_F32, 3, x->shape);
-    if (!xc || !wc || (bias && !bc) || !out) {
+    if (!xc || !wc || (bias && !bc) || !out || ldx > (1 << 30)) {
         ml_tensor *all[4] = {xc, wc, bc, out};
         release_all(4, all);
         return oom(fn);
     }
-    mlk_conv1d_fwd((int)x->shape[0], (int)x->shape[1], (int)C, (int)K, ml_f32(xc), ml_f32(wc), bc ? ml_f32(bc) : NULL,
-                   ml_f32(out));
+    mlk_conv1d_fwd_ld((int)x->shape[0], (int)x->shape[1], (int)C, (int)K, ml_f32(xc), (int)ldx, ml_f32(wc),
+                      bc ? ml_f32(bc) : NULL, ml_f32(out));
     if (ml_any_needs_grad(3, ins)) {
         ml_node *nd = ml_node_new("CausalConv1dBackward", conv1d_backward, 3, ins);
         if (nd) {
             ml_node_save(nd, 0, xc);
             ml_node_save(nd, 1, wc);
             nd->iarg[0] = K;
+            nd->iarg[1] = ldx;
         }
         out = mlo_attach(out, nd);
     }
     ml_tensor *tmp[3] = {xc, wc, bc};
     release_all(3, tmp);
+    return out;
+}
+
+/* Conv followed by SiLU (Mamba's causal_conv1d with activation "silu", DeltaNet's q/k/v convs).
+ * Saved: 0 x, 1 w, 2 the pre-activation conv output. */
+static ml_status conv1d_silu_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *x = ml_node_saved(n, 0), *w = ml_node_saved(n, 1), *pre = ml_node_saved(n, 2);
+    if (!x || !w || !pre) return ml_last_status();
+    int B = (int)x->shape[0], L = (int)x->shape[1], C = (int)x->shape[2], K = (int)n->iarg[0];
+    int ldx = (int)n->iarg[1];
+    size_t nx = (size_t)B * L * C;
+    float *gp_pre = malloc(sizeof(float) * nx);
+    if (!gp_pre) return ml_fail(ML_ERR_MEM, "causal_conv1d_silu backward: out of memory");
+    const float *pg = ml_f32(g), *pp = ml_f32(pre);
+    for (size_t i = 0; i < nx; i++) { /* silu'(x) = σ(x)(1 + x(1 − σ(x))) */
+        float sg = sigm(pp[i]);
+        gp_pre[i] = pg[i] * sg * (1.0f + pp[i] * (1.0f - sg));
+    }
+    for (int i = 0; i < 3; i++) gin[i] = grad_like(n, i);
+    if (grads_ok(n, gin)) {
+        free(gp_pre);
+        return ml_last_status();
+    }
+    mlk_conv1d_bwd_ld(B, L, C, K, ml_f32(x), ldx, ml_f32(w), gp_pre, gp(gin[0]), gp(gin[1]), gp(gin[2]));
+    free(gp_pre);
+    return ML_OK;
+}
+
+ml_tensor *ml_causal_conv1d_silu(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
+    bool old = ml_set_grad_enabled(false); /* the plain conv without a node, then the fused node */
+    ml_tensor *pre = ml_causal_conv1d(x, w, bias);
+    ml_set_grad_enabled(old);
+    if (!pre) {
+        ml_fail_context(ml_last_status(), "causal_conv1d_silu");
+        return NULL;
+    }
+    ml_tensor *out = ml_empty(ML_F32, 3, pre->shape);
+    if (!out) {
+        ml_release(pre);
+        return oom("causal_conv1d_silu");
+    }
+    const float *pp = ml_f32(pre);
+    float *o = ml_f32(out);
+    for (int64_t i = 0, n = ml_numel(pre); i < n; i++) o[i] = pp[i] * sigm(pp[i]);
+    ml_tensor *ins[3] = {x, w, bias};
+    if (ml_any_needs_grad(3, ins)) {
+        ml_node *nd = ml_node_new("CausalConv1dSiluBackward", conv1d_silu_backward, 3, ins);
+        if (nd) {
+            int64_t ldx = row_stride(x);
+            ml_tensor *xc = ldx ? ml_retain(x) : mlo_dense(x), *wc = mlo_dense(w);
+            ml_node_save(nd, 0, xc);
+            ml_node_save(nd, 1, wc);
+            ml_node_save(nd, 2, pre);
+            ml_release(xc), ml_release(wc);
+            nd->iarg[0] = w->shape[w->ndim - 1];
+            nd->iarg[1] = ldx ? ldx : x->shape[2];
+        }
+        out = mlo_attach(out, nd);
+    }
+    ml_release(pre);
     return out;
 }
 
@@ -189,77 +270,134 @@ ml_tensor *ml_long_conv(ml_tensor *u, ml_tensor *k, ml_tensor *dskip, int G) {
 
 /* ------------------------------------------------------------------ selective scan */
 
+/* Saved: 0 u, 1 delta input, 2 A, 3 Bm, 4 Cm, 5 D, 6 h0, 7 z (possibly a column slice, rows iarg[2]
+ * apart); ctx: [ys | Δ] (B·L·E floats each; ys when gated, Δ when softplus).
+ * iarg[0]: bit i set when saved input i exists; iarg[1]: softplus applied to the delta input. */
 static ml_status sscan_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
-    ml_tensor *s[7];
-    for (int i = 0; i < 7; i++) {
+    ml_tensor *s[8];
+    for (int i = 0; i < 8; i++) {
         s[i] = (n->iarg[0] >> i) & 1 ? ml_node_saved(n, i) : NULL;
         if (((n->iarg[0] >> i) & 1) && !s[i]) return ml_last_status();
     }
     int B = (int)s[0]->shape[0], L = (int)s[0]->shape[1], E = (int)s[0]->shape[2], N = (int)s[2]->shape[1];
-    for (int i = 0; i < 7; i++) gin[i] = grad_like(n, i);
+    size_t nE = (size_t)B * L * E;
+    bool sp = n->iarg[1] != 0;
+    for (int i = 0; i < 8; i++) gin[i] = grad_like(n, i);
     if (grads_ok(n, gin)) return ml_last_status();
+    /* scratch: the gradient reaching the scan output (when gated) */
+    float *gs = s[7] ? malloc(sizeof(float) * nE) : NULL;
+    if (s[7] && !gs) {
+        for (int i = 0; i < 8; i++) ml_release(gin[i]), gin[i] = NULL;
+        return ml_fail(ML_ERR_MEM, "selective_scan backward: out of memory");
+    }
+    const float *draw = ml_f32(s[1]), *go = ml_f32(g), *ys = n->ctx, *dl = sp ? (float *)n->ctx + nE : NULL;
+    if (s[7]) { /* out = ys ⊙ silu(z): g_ys = g ⊙ silu(z), dz = g ⊙ ys ⊙ silu'(z) */
+        const float *z = ml_f32(s[7]);
+        size_t ldz = (size_t)n->iarg[2];
+        float *dz = gp(gin[7]);
+        for (size_t r = 0; r < (size_t)B * L; r++)
+            for (int e = 0; e < E; e++) {
+                size_t i = r * E + e;
+                float zi = z[r * ldz + e], sg = sigm(zi);
+                gs[i] = go[i] * zi * sg;
+                if (dz) dz[i] = go[i] * ys[i] * sg * (1.0f + zi * (1.0f - sg));
+            }
+    }
     float *p[7];
     for (int i = 0; i < 7; i++) p[i] = s[i] ? ml_f32(s[i]) : NULL;
-    if (mlk_sscan_bwd(B, L, E, N, p[0], p[1], p[2], p[3], p[4], p[5], p[6], NULL, ml_f32(g), gp(gin[0]), gp(gin[1]),
-                      gp(gin[2]), gp(gin[3]), gp(gin[4]), gp(gin[5]), gp(gin[6]))) {
-        for (int i = 0; i < 7; i++) ml_release(gin[i]), gin[i] = NULL;
+    int rc = mlk_sscan_bwd(B, L, E, N, p[0], sp ? dl : p[1], p[2], p[3], p[4], p[5], p[6], NULL, s[7] ? gs : go,
+                           gp(gin[0]), gp(gin[1]), gp(gin[2]), gp(gin[3]), gp(gin[4]), gp(gin[5]), gp(gin[6]));
+    if (!rc && sp && gin[1]) { /* dΔraw = dΔ ⊙ σ(Δraw), 1 above the threshold */
+        float *d = ml_f32(gin[1]);
+        for (size_t i = 0; i < nE; i++) d[i] *= draw[i] > 20.0f ? 1.0f : sigm(draw[i]);
+    }
+    free(gs);
+    if (rc) {
+        for (int i = 0; i < 8; i++) ml_release(gin[i]), gin[i] = NULL;
         return ml_fail(ML_ERR_MEM, "selective_scan backward: out of memory");
     }
     return ML_OK;
 }
 
-ml_tensor *ml_selective_scan(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm,
-                             ml_tensor *D, ml_tensor *h0, ml_tensor **states, ml_tensor **hlast) {
+ml_tensor *ml_selective_scan_ex(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm,
+                                ml_tensor *D, ml_tensor *z, ml_tensor *h0, bool delta_softplus, ml_tensor **states,
+                                ml_tensor **hlast) {
     const char *fn = "selective_scan";
-    ml_tensor *ins[7] = {u, delta, A, Bm, Cm, D, h0};
+    ml_tensor *ins[8] = {u, delta, A, Bm, Cm, D, h0, z};
     char d[128];
     if (states) *states = NULL;
     if (hlast) *hlast = NULL;
-    if (check_f32s(fn, 7, ins)) return NULL;
+    if (check_f32s(fn, 8, ins)) return NULL;
     if (u->ndim != 3)
         return ml_fail(ML_ERR_SHAPE, "%s: argument 1 has %d dimensions, expected [B,L,E]", fn, u->ndim), NULL;
     int64_t B = u->shape[0], L = u->shape[1], E = u->shape[2];
     int64_t N = A->ndim == 2 ? A->shape[1] : -1;
-    if (want_shape(fn, 2, delta, 3, u->shape, descf(d, sizeof d, "[B,L,E]=[%lld,%lld,%lld] like argument 1",
-                                                   (long long)B, (long long)L, (long long)E)))
-        return NULL;
+    descf(d, sizeof d, "[B,L,E]=[%lld,%lld,%lld] like argument 1", (long long)B, (long long)L, (long long)E);
+    if (want_shape(fn, 2, delta, 3, u->shape, d)) return NULL;
+    if (z && want_shape(fn, 7, z, 3, u->shape, d)) return NULL;
     if (want_shape(fn, 3, A, 2, (int64_t[]){E, -1}, descf(d, sizeof d, "[E,N] with E=%lld", (long long)E))) return NULL;
     descf(d, sizeof d, "[B,L,N]=[%lld,%lld,%lld]", (long long)B, (long long)L, (long long)N);
     if (want_shape(fn, 4, Bm, 3, (int64_t[]){B, L, N}, d) || want_shape(fn, 5, Cm, 3, (int64_t[]){B, L, N}, d))
         return NULL;
     if (D && want_shape(fn, 6, D, 1, &E, descf(d, sizeof d, "[E] with E=%lld", (long long)E))) return NULL;
-    if (h0 && want_shape(fn, 7, h0, 3, (int64_t[]){B, E, N},
+    if (h0 && want_shape(fn, z ? 8 : 7, h0, 3, (int64_t[]){B, E, N},
                          descf(d, sizeof d, "[B,E,N]=[%lld,%lld,%lld]", (long long)B, (long long)E, (long long)N)))
         return NULL;
     if (check_int_sizes(fn, u) || check_int_sizes(fn, A)) return NULL;
-    ml_tensor *c[7] = {0};
-    for (int i = 0; i < 7; i++) c[i] = ins[i] ? mlo_dense(ins[i]) : NULL;
+    size_t nE = (size_t)B * L * E;
+    int64_t ldz = z ? row_stride(z) : 0; /* the gate may be a column slice of in_proj's output */
+    ml_tensor *c[8] = {0};
+    for (int i = 0; i < 8; i++) c[i] = ins[i] ? (i == 7 && ldz ? ml_retain(z) : mlo_dense(ins[i])) : NULL;
+    if (z && !ldz) ldz = E;
     ml_tensor *out = ml_empty(ML_F32, 3, u->shape);
     ml_tensor *hs = states ? ml_empty(ML_F32, 4, (int64_t[]){B, L, E, N}) : NULL;
     ml_tensor *hl = hlast ? ml_empty(ML_F32, 3, (int64_t[]){B, E, N}) : NULL;
-    bool ok = out && (!states || hs) && (!hlast || hl);
-    for (int i = 0; i < 7; i++) ok = ok && (!ins[i] || c[i]);
-    float *p[7];
-    for (int i = 0; i < 7; i++) p[i] = c[i] ? ml_f32(c[i]) : NULL;
-    if (ok && mlk_sscan_fwd((int)B, (int)L, (int)E, (int)N, p[0], p[1], p[2], p[3], p[4], p[5], p[6], ml_f32(out),
-                            hs ? ml_f32(hs) : NULL, hl ? ml_f32(hl) : NULL))
-        ok = false;
+    bool rec = ml_any_needs_grad(8, ins);
+    /* ctx of the node: [ys | Δ], the ungated output (gated) and Δ after softplus (softplus) */
+    float *ctx = (z || delta_softplus) ? malloc(sizeof(float) * nE * 2) : NULL;
+    float *ys = z ? ctx : NULL, *dl = delta_softplus ? ctx + nE : NULL;
+    bool ok = out && (!states || hs) && (!hlast || hl) && (!(z || delta_softplus) || ctx);
+    for (int i = 0; i < 8; i++) ok = ok && (!ins[i] || c[i]);
+    if (ok) {
+        const float *draw = ml_f32(c[1]);
+        if (dl)
+            for (size_t i = 0; i < nE; i++) dl[i] = softplus20(draw[i]);
+        float *p[7];
+        for (int i = 0; i < 7; i++) p[i] = c[i] ? ml_f32(c[i]) : NULL;
+        if (mlk_sscan_fwd((int)B, (int)L, (int)E, (int)N, p[0], dl ? dl : p[1], p[2], p[3], p[4], p[5], p[6],
+                          ys ? ys : ml_f32(out), hs ? ml_f32(hs) : NULL, hl ? ml_f32(hl) : NULL))
+            ok = false;
+        if (ok && z) {
+            const float *zz = ml_f32(c[7]);
+            float *o = ml_f32(out);
+            for (size_t r = 0; r < (size_t)B * L; r++)
+                for (int64_t e = 0; e < E; e++) {
+                    float zi = zz[r * ldz + e];
+                    o[r * E + e] = ys[r * E + e] * (zi * sigm(zi));
+                }
+        }
+    }
     if (!ok) {
-        release_all(7, c);
+        release_all(8, c);
+        free(ctx);
         ml_release(out), ml_release(hs), ml_release(hl);
         return oom(fn);
     }
-    if (ml_any_needs_grad(7, ins)) {
-        ml_node *nd = ml_node_new("SelectiveScanBackward", sscan_backward, 7, ins);
+    if (rec) {
+        ml_node *nd = ml_node_new("SelectiveScanBackward", sscan_backward, 8, ins);
         if (nd) {
-            for (int i = 0; i < 7; i++) {
+            for (int i = 0; i < 8; i++) {
                 ml_node_save(nd, i, c[i]);
                 if (c[i]) nd->iarg[0] |= 1 << i; /* which optional inputs exist */
             }
+            nd->iarg[1] = delta_softplus;
+            nd->iarg[2] = ldz;
+            nd->ctx = ctx, nd->ctx_free = free, ctx = NULL;
         }
         out = mlo_attach(out, nd);
     }
-    release_all(7, c);
+    free(ctx);
+    release_all(8, c);
     if (!out) {
         ml_release(hs), ml_release(hl);
         return NULL;
@@ -267,6 +405,11 @@ ml_tensor *ml_selective_scan(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_te
     if (states) *states = hs;
     if (hlast) *hlast = hl;
     return out;
+}
+
+ml_tensor *ml_selective_scan(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm,
+                             ml_tensor *D, ml_tensor *h0, ml_tensor **states, ml_tensor **hlast) {
+    return ml_selective_scan_ex(u, delta, A, Bm, Cm, D, NULL, h0, false, states, hlast);
 }
 
 ml_tensor *ml_selective_scan_attention(ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm, ml_tensor *D) {

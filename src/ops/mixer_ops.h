@@ -25,6 +25,9 @@
  * current token], bias (C) or NULL -> (B, L, C). */
 ml_tensor *ml_causal_conv1d(ml_tensor *x, ml_tensor *w, ml_tensor *bias);
 
+/* SiLU(SC_K(x)) fused (Mamba's conv with activation "silu"; DeltaNet's q/k/v convs). */
+ml_tensor *ml_causal_conv1d_silu(ml_tensor *x, ml_tensor *w, ml_tensor *bias);
+
 /* Direct causal long conv (§1, §12): y[b,t,c] = Σ_{s≤t} k[s, c/G]·u[b,t−s,c] + dskip[c/G]·u[b,t,c].
  * u (B, L, C); k (Lk, C/G) position-major with Lk ≥ L (rows ≥ L are unused: filters defined on the
  * 1024-grid can be passed whole); dskip (C/G) or NULL; G ≥ 1 channels share a filter. */
@@ -35,6 +38,12 @@ ml_tensor *ml_long_conv(ml_tensor *u, ml_tensor *k, ml_tensor *dskip, int G);
  * states (optional out): every h_t (B, L, E, N); hlast (optional out): h_{L−1} (B, E, N); both detached. */
 ml_tensor *ml_selective_scan(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm,
                              ml_tensor *D, ml_tensor *h0, ml_tensor **states, ml_tensor **hlast);
+/* The fused form of mamba's selective_scan_fn: delta is the raw dt_proj output (its bias folded
+ * in by ml_linear) and Δ = softplus(delta) (threshold 20) when delta_softplus; when z (B, L, E) is
+ * given the output is gated, y ⊙ silu(z). Saves three elementwise ops and their backward passes. */
+ml_tensor *ml_selective_scan_ex(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm,
+                                ml_tensor *D, ml_tensor *z, ml_tensor *h0, bool delta_softplus, ml_tensor **states,
+                                ml_tensor **hlast);
 /* Mamba's implicit attention α (B, E, L, L): y[b,t,e] = Σ_s α[b,e,t,s]·u[b,s,e] (D on the diagonal
  * when D is given). Not differentiable (an analysis quantity). */
 ml_tensor *ml_selective_scan_attention(ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm, ml_tensor *D);

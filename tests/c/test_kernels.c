@@ -123,6 +123,22 @@ START_TEST(conv1d_grad) {
 }
 END_TEST
 
+START_TEST(conv1d_row_stride) {
+    /* x as columns 1..3 of a [2,6,5] array equals the dense x, forward and backward */
+    conv_setup(2, 6, 3, 3, 1);
+    float *wide = rnd(2 * 6 * 5, -1, 1);
+    for (int r = 0; r < 12; r++) memcpy(cv.x + r * 3, wide + r * 5 + 1, sizeof(float) * 3);
+    float *y2 = zeros(36), *dx1 = zeros(36), *dx2 = zeros(36), *dw1 = zeros(9), *dw2 = zeros(9), *db1 = zeros(3),
+          *db2 = zeros(3);
+    conv_loss();
+    mlk_conv1d_fwd_ld(2, 6, 3, 3, wide + 1, 5, cv.w, cv.bias, y2);
+    ck_assert(memcmp(cv.y, y2, sizeof(float) * 36) == 0);
+    mlk_conv1d_bwd(2, 6, 3, 3, cv.x, cv.w, cv.gw, dx1, dw1, db1);
+    mlk_conv1d_bwd_ld(2, 6, 3, 3, wide + 1, 5, cv.w, cv.gw, dx2, dw2, db2);
+    ck_assert(memcmp(dx1, dx2, sizeof(float) * 36) == 0 && memcmp(dw1, dw2, sizeof(float) * 9) == 0);
+}
+END_TEST
+
 START_TEST(conv1d_step_matches) {
     for (int K = 1; K <= 4; K++) {
         conv_setup(2, 7, 5, K, K != 2);
@@ -753,6 +769,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, conv1d_known_k1);
     tcase_add_test(tc, conv1d_known_k3);
     tcase_add_test(tc, conv1d_grad);
+    tcase_add_test(tc, conv1d_row_stride);
     tcase_add_test(tc, conv1d_step_matches);
     tcase_add_test(tc, longconv_known);
     tcase_add_test(tc, longconv_grad);

@@ -190,6 +190,70 @@ START_TEST(selective_scan_attention_and_errors) {
 }
 END_TEST
 
+static ml_tensor *g_scan_ex(void *ud, ml_tensor **x) {
+    return ml_selective_scan_ex(x[0], x[1], x[2], x[3], x[4], x[5], x[6], ud ? x[7] : NULL, true, NULL, NULL);
+}
+static ml_tensor *g_conv_silu(void *ud, ml_tensor **x) { return ml_causal_conv1d_silu(x[0], x[1], x[2]); }
+/* inputs that are column slices of wider tensors (read in place by the kernels) */
+static ml_tensor *g_conv_slice(void *ud, ml_tensor **x) {
+    ml_tensor *xs = ml_narrow(x[0], 2, 2, 3);
+    ml_tensor *y = ud ? ml_causal_conv1d_silu(xs, x[1], x[2]) : ml_causal_conv1d(xs, x[1], x[2]);
+    ml_release(xs);
+    return y;
+}
+static ml_tensor *g_scan_zslice(void *ud, ml_tensor **x) {
+    ml_tensor *zs = ml_narrow(x[6], 2, 3, 3);
+    ml_tensor *y = ml_selective_scan_ex(x[0], x[1], x[2], x[3], x[4], x[5], zs, NULL, true, NULL, NULL);
+    ml_release(zs);
+    return y;
+}
+
+START_TEST(fused_scan_and_conv_silu) {
+    ml_tensor *in[8];
+    scan_inputs(in, 120, 2, 5, 3, 4);
+    ml_tensor *h0 = in[6];
+    in[6] = ug(128, -2, 2, 3, 2, 5, 3); /* z */
+    in[7] = h0;
+    ml_release(in[1]);
+    in[1] = ug(129, -2.0, 1.0, 3, 2, 5, 3); /* raw Δ */
+    ml_f32(in[1])[4] = 25.0f;               /* above the softplus threshold */
+    gc("selective_scan_ex", g_scan_ex, NULL, 7, in);
+    gc("selective_scan_ex with h0", g_scan_ex, (void *)1, 8, in);
+    /* equals the unfused composition softplus → scan → ⊙ silu(z) */
+    ml_tensor *y = ml_selective_scan_ex(in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], true, NULL, NULL);
+    ml_tensor *dl = ml_unary(ML_SOFTPLUS, in[1]);
+    ml_tensor *ys = ml_selective_scan(in[0], dl, in[2], in[3], in[4], in[5], in[7], NULL, NULL);
+    ml_tensor *sz = ml_unary(ML_SILU, in[6]), *ref = ml_mul(ys, sz);
+    ck_assert(ml_allclose(y, ref, 1e-5, 1e-6));
+    ml_release(y), ml_release(dl), ml_release(ys), ml_release(sz), ml_release(ref);
+    release_n(8, in);
+    /* conv + silu */
+    ml_tensor *cv[3] = {ug(130, -1, 1, 3, 2, 6, 3), ug(131, -1, 1, 2, 3, 4), ug(132, -1, 1, 1, 3)};
+    gc("causal_conv1d_silu", g_conv_silu, NULL, 3, cv);
+    ml_tensor *a = ml_causal_conv1d_silu(cv[0], cv[1], cv[2]), *pre = ml_causal_conv1d(cv[0], cv[1], cv[2]);
+    ml_tensor *b = ml_unary(ML_SILU, pre);
+    ck_assert(ml_allclose(a, b, 1e-6, 1e-6));
+    ml_release(a), ml_release(pre), ml_release(b);
+    /* a column slice of a wider tensor gives the same values as its dense copy, and gradchecks */
+    ml_tensor *wide = ug(133, -1, 1, 3, 2, 6, 7);
+    ml_tensor *sl = ml_narrow(wide, 2, 2, 3), *dense = ml_contiguous(sl);
+    ck_assert_int_eq(sl->stride[1], 7);
+    ml_tensor *y1 = ml_causal_conv1d(sl, cv[1], cv[2]), *y2 = ml_causal_conv1d(dense, cv[1], cv[2]);
+    ck_assert(ml_equal(y1, y2));
+    ml_tensor *gin[3] = {wide, cv[1], cv[2]};
+    gc("causal_conv1d on a slice", g_conv_slice, NULL, 3, gin);
+    gc("causal_conv1d_silu on a slice", g_conv_slice, (void *)1, 3, gin);
+    ml_release(y1), ml_release(y2), ml_release(sl), ml_release(dense), ml_release(wide);
+    release_n(3, cv);
+    ml_tensor *sc[7];
+    scan_inputs(sc, 140, 2, 4, 3, 2);
+    ml_release(sc[6]);
+    sc[6] = ug(147, -2, 2, 3, 2, 4, 7); /* z is columns 3..5 of this */
+    gc("selective_scan_ex with a z slice", g_scan_zslice, NULL, 7, sc);
+    release_n(7, sc);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ Based */
 
 static ml_tensor *g_based(void *ud, ml_tensor **x) {
@@ -338,6 +402,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, selective_scan_gradcheck);
     tcase_add_test(tc, selective_scan_states_and_patching);
     tcase_add_test(tc, selective_scan_attention_and_errors);
+    tcase_add_test(tc, fused_scan_and_conv_silu);
     tcase_add_test(tc, based_gradcheck_and_pattern);
     tcase_add_test(tc, delta_rule_gradcheck_and_states);
     tcase_add_test(tc, h3_gradchecks);

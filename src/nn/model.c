@@ -316,34 +316,105 @@ bool ml_site_wanted(ml_run *run, int layer, const char *name) {
 
 /* ------------------------------------------------------------------ forward */
 
-static ml_tensor *block_forward(ml_model *m, int l, ml_tensor *r_in, ml_run *run) {
+const char *const ml_entry_names[ML_ENTRY_COUNT] = {"block_input", "attention_input", "attention_output",
+                                                      "mlp_input", "mlp_output", "block_output"};
+
+int ml_entry_index(const char *name) {
+    for (int i = 0; i < ML_ENTRY_COUNT; i++)
+        if (!strcmp(name, ml_entry_names[i])) return i;
+    return -1;
+}
+
+/* Row rows[b] of every sequence: x (B, L, W) -> (B, 1, W). A tensor that is one position long
+ * already is kept (it is its own row when L = 1, or was gathered before the entry). */
+static ml_tensor *gather_rows(ml_tensor *x, ml_tensor *rows) {
+    if (x->shape[1] == 1) return ml_retain(x);
+    int64_t B = x->shape[0], L = x->shape[1], W = x->shape[2];
+    ml_tensor *flat = ml_reshape(x, 2, (int64_t[]){B * L, W}), *idx = ml_empty(ML_I32, 1, &B), *sel = NULL, *out = NULL;
+    if (flat && idx) {
+        for (int64_t b = 0; b < B; b++) ml_i32(idx)[b] = (int32_t)(b * L + ml_i32(rows)[b]);
+        sel = ml_index_select(flat, 0, idx);
+    }
+    if (sel) out = ml_view(sel, 3, (int64_t[]){B, 1, W});
+    ml_release(flat), ml_release(idx), ml_release(sel);
+    return out;
+}
+
+/* Block l from one of its six paper sites (`entry`, which fires first): act is that site's value,
+ * resid the residual it is added to (r entering the block for attention_input/attention_output,
+ * r after the mixer for mlp_input/mlp_output). block_input is the ordinary block. With rows (last
+ * block only), every sequence keeps only row rows[b] once the mixer has run: the rest of the block
+ * is position-wise, so those rows are all a readout needs. */
+static ml_tensor *block_resume(ml_model *m, int l, int entry, ml_tensor *act, ml_tensor *resid, ml_tensor *rows,
+                               ml_run *run) {
     ml_layer *L = &m->layers[l];
-    ml_tensor *r = ml_retain(r_in), *a = NULL, *y = NULL, *c = NULL, *z = NULL, *sum = NULL;
+    ml_tensor *r = NULL, *a = NULL, *y = NULL, *c = NULL, *z = NULL, *sum = NULL;
+    bool mlp = !L->mixer->mamba_block && m->p_fc1_w[l] >= 0;
+    if ((entry == ML_ENTRY_MLP_INPUT || entry == ML_ENTRY_MLP_OUTPUT) && !mlp) {
+        ml_fail(ML_ERR_ARG, "resume: block %d has no site %s", l, ml_entry_names[entry]);
+        return NULL;
+    }
+    bool after_gather = rows && entry >= ML_ENTRY_MLP_INPUT;
+    ml_tensor *resid_used = resid && entry != ML_ENTRY_BLOCK_INPUT && entry != ML_ENTRY_BLOCK_OUTPUT ? resid : NULL;
+    if (entry != ML_ENTRY_BLOCK_INPUT && entry != ML_ENTRY_BLOCK_OUTPUT && !resid_used) {
+        ml_fail(ML_ERR_ARG, "resume: entry %s of block %d needs the residual", ml_entry_names[entry], l);
+        return NULL;
+    }
+    ml_tensor *e = after_gather ? gather_rows(act, rows) : ml_retain(act);
+    if (!e) return NULL;
+    if (resid_used) r = after_gather ? gather_rows(resid_used, rows) : ml_retain(resid_used);
+    if (resid_used && !r) {
+        ml_release(e);
+        return NULL;
+    }
+    switch (entry) {
+    case ML_ENTRY_BLOCK_INPUT: r = e; goto block_input;
+    case ML_ENTRY_ATTENTION_INPUT: a = e; goto attention_input;
+    case ML_ENTRY_ATTENTION_OUTPUT: y = e; goto attention_output;
+    case ML_ENTRY_MLP_INPUT: c = e; goto mlp_input;
+    case ML_ENTRY_MLP_OUTPUT: z = e; goto mlp_output;
+    default: r = e; goto block_output;
+    }
+block_input:
     if (!ml_at_site(run, l, "block_input", &r)) return NULL;
     a = L->mixer->mamba_block ? ml_rms_norm(r, ml_model_p(m, m->p_norm1_w[l]), 1e-5)
                               : ml_layer_norm(r, ml_model_p(m, m->p_norm1_w[l]), ml_model_p(m, m->p_norm1_b[l]), 1e-5);
-    if (!a || !ml_at_site(run, l, "attention_input", &a)) goto fail;
+    if (!a) goto fail;
+attention_input:
+    if (!ml_at_site(run, l, "attention_input", &a)) goto fail;
     y = L->mixer->forward(m, l, L->state, a, run);
-    if (!y || !ml_at_site(run, l, "attention_output", &y)) goto fail;
+    if (!y) goto fail;
+attention_output:
+    if (!ml_at_site(run, l, "attention_output", &y)) goto fail;
+    if (rows) { /* the readout rows from here on (elementwise ops: the same bits per row) */
+        ml_tensor *rg = gather_rows(r, rows), *yg = rg ? gather_rows(y, rows) : NULL;
+        ml_release(r), ml_release(y);
+        r = rg, y = yg;
+        if (!r || !y) goto fail;
+    }
     sum = ml_add(r, y);
     ml_release(r);
     r = sum;
     if (!r) goto fail;
-    if (!L->mixer->mamba_block) {
-        c = ml_layer_norm(r, ml_model_p(m, m->p_norm2_w[l]), ml_model_p(m, m->p_norm2_b[l]), 1e-5);
-        if (!c) goto fail;
-        if (m->p_fc1_w[l] >= 0) {
-            if (!ml_at_site(run, l, "mlp_input", &c)) goto fail;
-            z = ml_state_mixer_forward(m, l, c, run);
-            if (!z || !ml_at_site(run, l, "mlp_output", &z)) goto fail;
-        } else {
-            z = ml_retain(c); /* state mixer None: the branch adds LN2(r) (§2.2) */
-        }
-        sum = ml_add(r, z);
-        ml_release(r);
-        r = sum;
-        if (!r) goto fail;
+    if (L->mixer->mamba_block) goto block_output;
+    c = ml_layer_norm(r, ml_model_p(m, m->p_norm2_w[l]), ml_model_p(m, m->p_norm2_b[l]), 1e-5);
+    if (!c) goto fail;
+    if (!mlp) {
+        z = ml_retain(c); /* state mixer None: the branch adds LN2(r) (§2.2) */
+        goto add_z;
     }
+mlp_input:
+    if (!ml_at_site(run, l, "mlp_input", &c)) goto fail;
+    z = ml_state_mixer_forward(m, l, c, run);
+    if (!z) goto fail;
+mlp_output:
+    if (!ml_at_site(run, l, "mlp_output", &z)) goto fail;
+add_z:
+    sum = ml_add(r, z);
+    ml_release(r);
+    r = sum;
+    if (!r) goto fail;
+block_output:
     if (!ml_at_site(run, l, "block_output", &r)) goto fail;
     ml_release(a), ml_release(y), ml_release(c), ml_release(z);
     return r;
@@ -352,7 +423,7 @@ fail:
     return NULL;
 }
 
-ml_tensor *ml_model_hidden(ml_model *m, ml_tensor *tokens, ml_run *run) {
+ml_tensor *ml_model_embed(ml_model *m, ml_tensor *tokens) {
     const ml_model_config *c = &m->cfg;
     if (tokens->dtype != ML_I32 || tokens->ndim != 2) {
         char s[ML_SHAPE_STR];
@@ -373,13 +444,50 @@ ml_tensor *ml_model_hidden(ml_model *m, ml_tensor *tokens, ml_run *run) {
         ml_release(r);
         r = s;
     }
-    for (int l = 0; r && l < c->n_layers; l++) {
-        ml_tensor *next = block_forward(m, l, r, run);
+    return r;
+}
+
+ml_tensor *ml_model_hidden_resume(ml_model *m, const ml_resume *rs, ml_run *run) {
+    const ml_model_config *c = &m->cfg;
+    int last = c->n_layers - 1;
+    if (rs->layer < 0 || rs->layer > last || rs->entry < 0 || rs->entry >= ML_ENTRY_COUNT || !rs->act) {
+        ml_fail(ML_ERR_ARG, "resume: expected a layer in [0, %d], an entry site and its value, got layer %d", last,
+                rs->layer);
+        return NULL;
+    }
+    int64_t B = rs->act->shape[0];
+    if (rs->act->ndim != 3 || rs->act->shape[2] != c->d_model ||
+        (rs->rows && (rs->rows->dtype != ML_I32 || rs->rows->ndim != 1 || rs->rows->shape[0] != B ||
+                      !ml_is_contiguous(rs->rows)))) {
+        ml_fail(ML_ERR_SHAPE, "resume: expected an entry value (B, L, %d) and int32 rows (B)", c->d_model);
+        return NULL;
+    }
+    if (rs->rows)
+        for (int64_t b = 0; b < B; b++) {
+            int32_t t = ml_i32(rs->rows)[b];
+            if (t < 0 || (rs->act->shape[1] > 1 && t >= rs->act->shape[1])) {
+                ml_fail(ML_ERR_ARG, "resume: readout row %d of sequence %lld is outside [0, %lld)", t, (long long)b,
+                        (long long)rs->act->shape[1]);
+                return NULL;
+            }
+        }
+    ml_tensor *r = block_resume(m, rs->layer, rs->entry, rs->act, rs->resid, rs->layer == last ? rs->rows : NULL, run);
+    for (int l = rs->layer + 1; r && l <= last; l++) {
+        ml_tensor *next = block_resume(m, l, ML_ENTRY_BLOCK_INPUT, r, NULL, l == last ? rs->rows : NULL, run);
         ml_release(r);
         r = next;
     }
     if (!r) return NULL;
     ml_tensor *h = ml_layer_norm(r, ml_model_p(m, m->p_lnf_w), ml_model_p(m, m->p_lnf_b), 1e-5);
+    ml_release(r);
+    return h;
+}
+
+ml_tensor *ml_model_hidden(ml_model *m, ml_tensor *tokens, ml_run *run) {
+    ml_tensor *r = ml_model_embed(m, tokens);
+    if (!r) return NULL;
+    ml_resume rs = {.layer = 0, .entry = ML_ENTRY_BLOCK_INPUT, .act = r};
+    ml_tensor *h = ml_model_hidden_resume(m, &rs, run);
     ml_release(r);
     return h;
 }

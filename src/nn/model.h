@@ -154,6 +154,34 @@ void ml_model_init(ml_model *m);
 /* ---- running ---- */
 /* tokens int32 (B, L) -> final hidden states h = LN_f(r) (B, L, D). */
 ml_tensor *ml_model_hidden(ml_model *m, ml_tensor *tokens, ml_run *run);
+/* r⁰ = E[tokens] (+ P): the residual entering block 0 (B, L, D). */
+ml_tensor *ml_model_embed(ml_model *m, ml_tensor *tokens);
+/* Resuming a forward inside the model (the fast path of interventions: a patch at layer l re-runs
+ * only what it can change). The six paper sites of a block, in order: */
+typedef enum {
+    ML_ENTRY_BLOCK_INPUT = 0,
+    ML_ENTRY_ATTENTION_INPUT,
+    ML_ENTRY_ATTENTION_OUTPUT,
+    ML_ENTRY_MLP_INPUT,
+    ML_ENTRY_MLP_OUTPUT,
+    ML_ENTRY_BLOCK_OUTPUT,
+    ML_ENTRY_COUNT
+} ml_entry;
+extern const char *const ml_entry_names[ML_ENTRY_COUNT];
+int ml_entry_index(const char *name); /* -1 if not one of the six */
+typedef struct {
+    int layer;        /* block to resume in */
+    int entry;        /* ml_entry: the site to start at; it fires first, then the rest of the model */
+    ml_tensor *act;   /* that site's value (B, L, D) */
+    ml_tensor *resid; /* the residual it is added to: r entering the block (attention_input/_output)
+                       * or r after the mixer (mlp_input/_output); NULL for block_input/_output */
+    ml_tensor *rows;  /* optional int32 (B): after the last mixer keep only row rows[b] of each
+                       * sequence (later sites see (B, 1, ·)); the result is then (B, 1, D) */
+} ml_resume;
+/* LN_f of the final residual, running from rs. ml_model_hidden is the resume from block_input of
+ * layer 0 with act = ml_model_embed(tokens), so a resume from a cached activation reproduces the
+ * full forward's bits. */
+ml_tensor *ml_model_hidden_resume(ml_model *m, const ml_resume *rs, ml_run *run);
 /* Logits of the tied head: h (N, D) or (B, L, D) -> (N, V) / (B, L, V). */
 ml_tensor *ml_model_head(ml_model *m, ml_tensor *h);
 /* Mean cross-entropy over positions whose target is not −100 (targets (B, L) int32: the token

@@ -345,14 +345,13 @@ static ml_tensor *tokens_arg(lua_State *L, int arg, const char *fn) {
     return t;
 }
 
-/* Token ids must index the embedding. */
-static void check_token_range(lua_State *L, ml_model *m, ml_tensor *t, const char *fn) {
+/* Token ids must index the embedding (t must be anchored on the Lua stack: this may raise). */
+static void check_token_range(lua_State *L, ml_model *m, const ml_tensor *t, const char *fn) {
+    if (t->dtype != ML_I32) mlL_argerror(L, fn, 2, "int32 token ids");
     for (int64_t i = 0, n = ml_numel(t); i < n; i++) {
         int32_t v = (int32_t)ml_get_flat(t, i);
-        if (v < 0 || v >= m->cfg.vocab) {
-            ml_release(t);
-            luaL_error(L, "%s: token id %d out of range for vocabulary size %d", fn, v, m->cfg.vocab);
-        }
+        if (v < 0 || v >= m->cfg.vocab)
+            luaL_error(L, "%s: token id %d out of range for vocabulary size %d", fn, (int)v, m->cfg.vocab);
     }
 }
 
@@ -475,8 +474,7 @@ static int m_train_step(lua_State *L) {
     ml_adamw *opt = check_adamw(L, 2, fn);
     ml_tensor *tok = mlL_checktensor(L, 3, fn), *tg = mlL_checktensor(L, 4, fn);
     lua_Number lr = luaL_checknumber(L, 5);
-    check_token_range(L, m, ml_retain(tok), fn);
-    ml_release(tok);
+    check_token_range(L, m, tok, fn);
     ml_batch_stats s;
     if (ml_train_step(m, opt, tok, tg, lr, &s)) return mlL_raise(L);
     return push_stats(L, &s);
@@ -486,8 +484,7 @@ static int m_evaluate(lua_State *L) {
     const char *fn = "evaluate";
     ml_model *m = check_model(L, 1, fn);
     ml_tensor *tok = mlL_checktensor(L, 2, fn), *tg = mlL_checktensor(L, 3, fn);
-    check_token_range(L, m, ml_retain(tok), fn);
-    ml_release(tok);
+    check_token_range(L, m, tok, fn);
     ml_batch_stats s;
     if (ml_eval_batch(m, tok, tg, &s)) return mlL_raise(L);
     return push_stats(L, &s);

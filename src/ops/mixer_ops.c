@@ -1,6 +1,8 @@
 /* Differentiable mixer ops: argument checks, contiguous inputs, kernels of ops/kernels.h, and
  * backward functions that call the kernels' backward passes. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3", "fp-contract=fast") /* vectorised pointwise loops; FMA in the clones */
+#endif
 #include "ops/mixer_ops.h"
 
 #include <math.h>

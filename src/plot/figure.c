@@ -1,0 +1,630 @@
+/* Line plots, scatter plots, box plots and bar charts on a grid of facets. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plot/output.h"
+#include "plot/plot.h"
+#include "plot/theme.h"
+#include "plot/ticks.h"
+
+static const char *const kind_fn[] = {"plot.lines", "plot.scatter", "plot.box", "plot.bar"};
+static const char *const marker_name[PL_MARKER_COUNT] = {"none", "circle", "triangle", "square",
+                                                         "diamond", "triangle_down", "plus", "cross"};
+
+int pl_marker_find(const char *name) {
+    for (int i = 0; name && i < PL_MARKER_COUNT; i++)
+        if (strcmp(name, marker_name[i]) == 0) return i;
+    return -1;
+}
+
+void pl_plot_init(pl_plot *p) {
+    memset(p, 0, sizeof *p);
+    p->xlim[0] = p->xlim[1] = p->ylim[0] = p->ylim[1] = NAN;
+    p->alpha = NAN;
+    p->markers = 1;
+}
+
+static double tx(const pl_box_px *b, double x) { return b->logx > 1 ? log(x) : x; }
+double pl_px_x(const pl_box_px *b, double x) {
+    return b->x0 + (tx(b, x) - tx(b, b->xmin)) / (tx(b, b->xmax) - tx(b, b->xmin)) * (b->x1 - b->x0);
+}
+double pl_px_y(const pl_box_px *b, double y) { return b->y1 - (y - b->ymin) / (b->ymax - b->ymin) * (b->y1 - b->y0); }
+
+/* ---- markers ---- */
+
+void pl_draw_marker(pl_canvas *c, int m, double x, double y, double r, pl_color fill, pl_color edge, double ew);
+
+void pl_draw_marker(pl_canvas *c, int m, double x, double y, double r, pl_color fill, pl_color edge, double ew) {
+    double xy[8];
+    int n = 0;
+    switch (m) {
+    case PL_MARKER_CIRCLE:
+        pl_mask_disc(c, x, y, r);
+        pl_paint(c, fill);
+        if (ew > 0) pl_mask_ring(c, x, y, r - ew / 2, ew), pl_paint(c, edge);
+        return;
+    case PL_MARKER_PLUS:
+    case PL_MARKER_CROSS: {
+        double d = m == PL_MARKER_PLUS ? r * 1.2 : r * 0.9, w = fmax(1, r * 0.45);
+        if (m == PL_MARKER_PLUS) pl_mask_segment(c, x - d, y, x + d, y, w), pl_mask_segment(c, x, y - d, x, y + d, w);
+        else pl_mask_segment(c, x - d, y - d, x + d, y + d, w), pl_mask_segment(c, x - d, y + d, x + d, y - d, w);
+        fill.a = 1; /* strokes have no inside to be translucent */
+        pl_paint(c, ew > 0 ? edge : fill);
+        return;
+    }
+    case PL_MARKER_SQUARE: {
+        double h = r * 0.886;
+        double q[8] = {x - h, y - h, x + h, y - h, x + h, y + h, x - h, y + h};
+        memcpy(xy, q, sizeof q), n = 4;
+        break;
+    }
+    case PL_MARKER_DIAMOND: {
+        double h = r * 1.2;
+        double q[8] = {x, y - h, x + h, y, x, y + h, x - h, y};
+        memcpy(xy, q, sizeof q), n = 4;
+        break;
+    }
+    case PL_MARKER_TRIANGLE:
+    case PL_MARKER_TRIANGLE_DOWN: {
+        double h = r * 1.3, d = m == PL_MARKER_TRIANGLE ? 1 : -1;
+        double q[6] = {x, y - d * h, x + h * 0.866, y + d * h * 0.5, x - h * 0.866, y + d * h * 0.5};
+        memcpy(xy, q, sizeof q), n = 3;
+        break;
+    }
+    default:
+        return;
+    }
+    pl_mask_polygon(c, xy, n);
+    pl_paint(c, fill);
+    if (ew > 0) pl_mask_polyline(c, xy, n, ew, 1), pl_paint(c, edge);
+}
+
+/* ---- figure state ---- */
+
+enum { MAXKEYS = 256 };
+
+typedef struct {
+    pl_kind kind;
+    const char *fn;
+    const pl_plot *p;
+    int np;
+    const pl_panel *pan;
+    double s;
+    int pal;
+    int nkeys;
+    const char *keys[MAXKEYS]; /* colour identities in order of appearance */
+    int ncat;
+    const char *cats[MAXKEYS]; /* x categories (box: group names; bar: p->categories) */
+    int nleg;
+    const pl_series *leg[MAXKEYS]; /* first series of each legend label */
+} fig;
+
+static const char *skey(const pl_series *se) { return se->key ? se->key : se->label ? se->label : ""; }
+
+static int find_str(const char *const *a, int n, const char *s) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(a[i], s) == 0) return i;
+    return -1;
+}
+
+static pl_color series_color(const fig *f, const pl_series *se) {
+    pl_color c;
+    if (se->color && pl_parse_hex(se->color, &c)) return c;
+    return pl_palette_at(f->pal, find_str(f->keys, f->nkeys, skey(se)), f->nkeys);
+}
+
+static int series_marker(const fig *f, const pl_series *se) {
+    static const int cycle[] = {PL_MARKER_CIRCLE, PL_MARKER_TRIANGLE, PL_MARKER_SQUARE, PL_MARKER_DIAMOND,
+                                PL_MARKER_TRIANGLE_DOWN, PL_MARKER_PLUS, PL_MARKER_CROSS};
+    if (se->marker >= 0) return se->marker;
+    return cycle[find_str(f->keys, f->nkeys, skey(se)) % 7];
+}
+
+static ml_status validate(fig *f) {
+    const pl_plot *p = f->p;
+    const char *fn = f->fn;
+    if (f->np < 1 || f->np > PL_MAXPANELS || !f->pan)
+        return ml_fail(ML_ERR_ARG, "%s: expected 1 to %d panels, got %d", fn, PL_MAXPANELS, f->np);
+    if (p->scale < 0 || p->scale > 10 || isnan(p->scale)) return ml_fail(ML_ERR_ARG, "%s: scale must be in (0, 10], got %g", fn, p->scale);
+    if ((p->width && !(p->width >= 60 && p->width <= 5000)) || (p->height && !(p->height >= 60 && p->height <= 5000)))
+        return ml_fail(ML_ERR_ARG, "%s: width and height must be in 60..5000 pixels, got %g x %g", fn, p->width, p->height);
+    if (p->logx != 0 && !(p->logx > 1)) return ml_fail(ML_ERR_ARG, "%s: logx must be a base > 1 (2 or 10), got %g", fn, p->logx);
+    if (p->logx && (f->kind == PL_BOX || f->kind == PL_BAR)) return ml_fail(ML_ERR_ARG, "%s: logx needs a numeric x axis", fn);
+    if ((p->nxticks && !p->xticks) || (p->nyticks && !p->yticks) || (p->nhlines && !p->hlines) || p->nxticks < 0 ||
+        p->nyticks < 0 || p->nhlines < 0 || p->nxticks > PL_MAXTICKS || p->nyticks > PL_MAXTICKS)
+        return ml_fail(ML_ERR_ARG, "%s: bad tick or reference line arrays (at most %d ticks)", fn, PL_MAXTICKS);
+    f->pal = pl_palette_find(p->palette ? p->palette : "set2");
+    if (f->pal < 0) return ml_fail(ML_ERR_ARG, "%s: unknown palette '%s' (known: %s)", fn, p->palette, pl_palette_names());
+    if (f->kind == PL_BAR) {
+        if (p->ncat < 1 || !p->categories || p->ncat > MAXKEYS)
+            return ml_fail(ML_ERR_ARG, "%s: expected 1 to %d categories, got %d", fn, MAXKEYS, p->ncat);
+        for (int i = 0; i < p->ncat; i++) f->cats[i] = p->categories[i] ? p->categories[i] : "";
+        f->ncat = p->ncat;
+    }
+    int finite = 0;
+    for (int i = 0; i < f->np; i++) {
+        const pl_panel *pa = &f->pan[i];
+        if (pa->nseries < 0 || (pa->nseries && !pa->series))
+            return ml_fail(ML_ERR_ARG, "%s: panel %d has a bad series array", fn, i + 1);
+        for (int j = 0; j < pa->nseries; j++) {
+            const pl_series *se = &pa->series[j];
+            if (se->n < 0 || (se->n && !se->y) || (se->n && !se->x && (f->kind == PL_LINES || f->kind == PL_SCATTER)))
+                return ml_fail(ML_ERR_ARG, "%s: series %d of panel %d has no data arrays", fn, j + 1, i + 1);
+            if (f->kind == PL_BAR && se->n != p->ncat)
+                return ml_fail(ML_ERR_SHAPE, "%s: series %d of panel %d has %d values for %d categories", fn, j + 1, i + 1, se->n, p->ncat);
+            if (se->marker < -1 || se->marker >= PL_MARKER_COUNT)
+                return ml_fail(ML_ERR_ARG, "%s: series %d of panel %d has an unknown marker %d", fn, j + 1, i + 1, se->marker);
+            pl_color dummy;
+            if (se->color && !pl_parse_hex(se->color, &dummy))
+                return ml_fail(ML_ERR_ARG, "%s: colour '%s' is not of the form #rrggbb", fn, se->color);
+            for (int k = 0; k < se->n; k++) {
+                int ok = isfinite(se->y[k]) && (f->kind == PL_BOX || f->kind == PL_BAR || isfinite(se->x[k]));
+                if (ok && p->logx && se->x[k] <= 0)
+                    return ml_fail(ML_ERR_ARG, "%s: x value %g of series %d is not > 0 on a log axis", fn, se->x[k], j + 1);
+                finite += ok;
+            }
+            const char *k = skey(se);
+            if (find_str(f->keys, f->nkeys, k) < 0) {
+                if (f->nkeys == MAXKEYS) return ml_fail(ML_ERR_ARG, "%s: more than %d distinct series", fn, MAXKEYS);
+                f->keys[f->nkeys++] = k;
+            }
+            if (f->kind == PL_BOX && find_str(f->cats, f->ncat, k) < 0) f->cats[f->ncat++] = k;
+            if (se->label && se->label[0] && f->nleg < MAXKEYS) {
+                int seen = 0;
+                for (int l = 0; l < f->nleg && !seen; l++) seen = strcmp(f->leg[l]->label, se->label) == 0;
+                if (!seen) f->leg[f->nleg++] = se;
+            }
+        }
+    }
+    if (!finite) return ml_fail(ML_ERR_ARG, "%s: no finite data to plot", fn);
+    return ML_OK;
+}
+
+/* Data range [lo, hi] expanded like ggplot (5% each side), or the explicit limits. */
+static void expand(double *lo, double *hi, const double lim[2], int logx) {
+    if (!isfinite(*lo)) *lo = 0, *hi = 1;
+    if (logx) *lo = log(*lo), *hi = log(*hi);
+    if (*hi == *lo) {
+        double d = fabs(*lo) > 0 ? fabs(*lo) * 0.1 : 1;
+        *lo -= d, *hi += d;
+    } else {
+        double d = (*hi - *lo) * 0.05;
+        *lo -= d, *hi += d;
+    }
+    if (logx) *lo = exp(*lo), *hi = exp(*hi);
+    if (isfinite(lim[0])) *lo = lim[0];
+    if (isfinite(lim[1])) *hi = lim[1];
+}
+
+static void yrange_of(const fig *f, const pl_panel *pa, double *lo, double *hi) {
+    for (int j = 0; j < pa->nseries; j++) {
+        const pl_series *se = &pa->series[j];
+        for (int k = 0; k < se->n; k++)
+            if (isfinite(se->y[k]) && (f->kind == PL_BOX || f->kind == PL_BAR || isfinite(se->x[k])))
+                *lo = fmin(*lo, se->y[k]), *hi = fmax(*hi, se->y[k]);
+    }
+}
+
+typedef struct {
+    int n;
+    double v[PL_MAXTICKS], step;
+    char lab[PL_MAXTICKS][40];
+} tickset;
+
+static void make_ticks(tickset *t, const double *given, int ngiven, double lo, double hi, double logx, int target) {
+    t->step = 0;
+    if (ngiven) {
+        t->n = 0;
+        for (int i = 0; i < ngiven; i++)
+            if (given[i] >= fmin(lo, hi) && given[i] <= fmax(lo, hi)) t->v[t->n++] = given[i];
+    } else if (logx) {
+        t->n = pl_log_ticks(lo, hi, logx, target, t->v);
+        if (t->n < 2) t->n = pl_nice_ticks(lo, hi, target, t->v, &t->step);
+    } else {
+        t->n = pl_nice_ticks(lo, hi, target, t->v, &t->step);
+    }
+    for (int i = 0; i < t->n; i++) pl_tick_label(t->v[i], t->step, t->lab[i], sizeof t->lab[i]);
+}
+
+/* Type-7 quantile (R's default) of sorted v[0..n-1]. */
+static double quantile(const double *v, int n, double q) {
+    double h = (n - 1) * q;
+    int i = (int)floor(h);
+    return i + 1 < n ? v[i] + (h - i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- drawing of the data in one panel ---- */
+
+static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px *b) {
+    const pl_plot *p = f->p;
+    double s = f->s, lw = (p->line_width > 0 ? p->line_width : 1.3) * s;
+    double ms = (p->marker_size > 0 ? p->marker_size : 3.0) * s;
+    double slot = (b->x1 - b->x0) / (b->xmax - b->xmin); /* pixels per category */
+    for (int j = 0; j < pa->nseries; j++) {
+        const pl_series *se = &pa->series[j];
+        pl_color col = series_color(f, se);
+        int mk = series_marker(f, se);
+        if (f->kind == PL_LINES) {
+            double *xy = malloc(sizeof(double) * 2 * (size_t)(se->n ? se->n : 1));
+            if (!xy) return;
+            int m = 0;
+            for (int k = 0; k <= se->n; k++) { /* NaN breaks the line */
+                int ok = k < se->n && isfinite(se->x[k]) && isfinite(se->y[k]);
+                if (ok) xy[2 * m] = pl_px_x(b, se->x[k]), xy[2 * m + 1] = pl_px_y(b, se->y[k]), m++;
+                if (!ok && m) {
+                    if (se->dashed) pl_mask_dashed(c, xy, m, lw, 4.5 * s, 3 * s);
+                    else pl_mask_polyline(c, xy, m, lw, 0);
+                    pl_paint(c, col);
+                    m = 0;
+                }
+            }
+            free(xy);
+            if (p->markers && mk)
+                for (int k = 0; k < se->n; k++)
+                    if (isfinite(se->x[k]) && isfinite(se->y[k]))
+                        pl_draw_marker(c, mk, pl_px_x(b, se->x[k]), pl_px_y(b, se->y[k]), ms, col, col, 0);
+        } else if (f->kind == PL_SCATTER) {
+            pl_color fill = col;
+            fill.a *= (float)(isnan(p->alpha) ? 0.45 : p->alpha);
+            for (int k = 0; k < se->n; k++)
+                if (isfinite(se->x[k]) && isfinite(se->y[k]))
+                    pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, pl_px_x(b, se->x[k]), pl_px_y(b, se->y[k]), ms, fill,
+                                   pl_darken(col, 0.8), 0.9 * s);
+        } else if (f->kind == PL_BOX) {
+            double *v = malloc(sizeof(double) * (size_t)(se->n ? se->n : 1));
+            if (!v) return;
+            int m = 0;
+            for (int k = 0; k < se->n; k++)
+                if (isfinite(se->y[k])) v[m++] = se->y[k];
+            if (m) {
+                qsort(v, (size_t)m, sizeof *v, cmp_double);
+                double q1 = quantile(v, m, 0.25), med = quantile(v, m, 0.5), q3 = quantile(v, m, 0.75);
+                double lo = q1 - 1.5 * (q3 - q1), hi = q3 + 1.5 * (q3 - q1), wlo = med, whi = med;
+                for (int k = 0; k < m; k++)
+                    if (v[k] >= lo) wlo = fmin(wlo, v[k]), whi = fmax(whi, v[k] <= hi ? v[k] : whi);
+                double x = pl_px_x(b, find_str(f->cats, f->ncat, skey(se))), hw = fmin(slot * 0.3, 40 * s);
+                pl_color edge = pl_grey(0.2, 1), fill = col;
+                fill.a *= (float)(isnan(p->alpha) ? 0.85 : p->alpha);
+                double ew = fmax(1, 0.9 * s);
+                pl_line(c, x, pl_px_y(b, whi), x, pl_px_y(b, q3), ew, edge);
+                pl_line(c, x, pl_px_y(b, q1), x, pl_px_y(b, wlo), ew, edge);
+                pl_fill_rect(c, x - hw, pl_px_y(b, q3), x + hw, pl_px_y(b, q1), fill);
+                pl_stroke_rect(c, x - hw, pl_px_y(b, q3), x + hw, pl_px_y(b, q1), ew, edge);
+                pl_line(c, x - hw, pl_px_y(b, med), x + hw, pl_px_y(b, med), 2 * ew, edge);
+                for (int k = 0; k < m; k++)
+                    if (v[k] < wlo || v[k] > whi) pl_draw_marker(c, PL_MARKER_CIRCLE, x, pl_px_y(b, v[k]), 1.6 * s, edge, edge, 0);
+            }
+            free(v);
+        } else { /* bars: series j of nseries side by side within each category slot */
+            double bw = slot * 0.8 / pa->nseries;
+            pl_color fill = col;
+            fill.a *= (float)(isnan(p->alpha) ? 1 : p->alpha);
+            for (int k = 0; k < se->n; k++) {
+                if (!isfinite(se->y[k])) continue;
+                double x0 = pl_px_x(b, k) - slot * 0.4 + j * bw;
+                double y0 = pl_px_y(b, fmax(b->ymin, fmin(0, b->ymax))), y1 = pl_px_y(b, se->y[k]);
+                pl_fill_rect(c, x0 + 0.5 * s, y0, x0 + bw - 0.5 * s, y1, fill);
+            }
+        }
+    }
+}
+
+/* Legend key glyph for a series, centred at (x, y). */
+static void draw_key(fig *f, pl_canvas *c, const pl_series *se, double x, double y) {
+    double s = f->s;
+    pl_color col = series_color(f, se);
+    int mk = series_marker(f, se);
+    if (f->kind == PL_LINES) {
+        double xy[4] = {x - 9 * s, y, x + 9 * s, y};
+        if (se->dashed) pl_mask_dashed(c, xy, 2, 1.3 * s, 4.5 * s, 3 * s);
+        else pl_mask_polyline(c, xy, 2, 1.3 * s, 0);
+        pl_paint(c, col);
+        if (f->p->markers && mk) pl_draw_marker(c, mk, x, y, 3 * s, col, col, 0);
+    } else if (f->kind == PL_SCATTER) {
+        pl_color fill = col;
+        fill.a *= (float)(isnan(f->p->alpha) ? 0.45 : f->p->alpha);
+        pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, x, y, 3.4 * s, fill, pl_darken(col, 0.8), 0.9 * s);
+    } else {
+        pl_fill_rect(c, x - 5 * s, y - 5 * s, x + 5 * s, y + 5 * s, col);
+        if (f->kind == PL_BOX) pl_stroke_rect(c, x - 5 * s, y - 5 * s, x + 5 * s, y + 5 * s, fmax(1, 0.9 * s), pl_grey(0.2, 1));
+    }
+}
+
+/* Snaps a coordinate to a pixel centre, so 1-pixel rules are crisp. */
+static double crisp(double v) { return floor(v) + 0.5; }
+
+pl_canvas *pl_render(pl_kind kind, const pl_plot *p, int np, const pl_panel *pan, pl_layout *lay) {
+    if ((unsigned)kind > PL_BAR || !p) {
+        ml_fail(ML_ERR_ARG, "plot: bad figure kind");
+        return NULL;
+    }
+    fig *f = calloc(1, sizeof *f);
+    if (!f) {
+        ml_fail(ML_ERR_MEM, "plot: out of memory");
+        return NULL;
+    }
+    f->kind = kind, f->fn = kind_fn[kind], f->p = p, f->np = np, f->pan = pan;
+    pl_canvas *c = NULL;
+    tickset *yt = NULL;
+    if (validate(f)) goto done;
+    double s = f->s = p->scale > 0 ? p->scale : 1;
+    double W = round((p->width > 0 ? p->width : 480) * s), H = round((p->height > 0 ? p->height : 340) * s);
+    int cat = kind == PL_BOX || kind == PL_BAR;
+    int ncol = p->ncol > 0 ? (p->ncol < np ? p->ncol : np) : np <= 4 ? np : (int)ceil(sqrt(np));
+    int nrow = (np + ncol - 1) / ncol;
+
+    /* ranges */
+    double xlo = INFINITY, xhi = -INFINITY, glo = INFINITY, ghi = -INFINITY;
+    if (cat) {
+        xlo = -0.6, xhi = f->ncat - 0.4;
+    } else {
+        for (int i = 0; i < np; i++)
+            for (int j = 0; j < pan[i].nseries; j++)
+                for (int k = 0; k < pan[i].series[j].n; k++) {
+                    const pl_series *se = &pan[i].series[j];
+                    if (isfinite(se->x[k]) && isfinite(se->y[k])) xlo = fmin(xlo, se->x[k]), xhi = fmax(xhi, se->x[k]);
+                }
+        expand(&xlo, &xhi, p->xlim, p->logx > 1);
+    }
+    if (!(xhi > xlo) || (p->logx && !(xlo > 0))) {
+        ml_fail(ML_ERR_ARG, "%s: empty x range [%g, %g]", f->fn, xlo, xhi);
+        goto done;
+    }
+    double ylo[PL_MAXPANELS], yhi[PL_MAXPANELS];
+    for (int i = 0; i < np; i++) {
+        ylo[i] = INFINITY, yhi[i] = -INFINITY;
+        yrange_of(f, &pan[i], &ylo[i], &yhi[i]);
+        for (int k = 0; k < p->nhlines; k++)
+            if (isfinite(p->hlines[k])) ylo[i] = fmin(ylo[i], p->hlines[k]), yhi[i] = fmax(yhi[i], p->hlines[k]);
+        if (kind == PL_BAR && isfinite(ylo[i])) ylo[i] = fmin(ylo[i], 0), yhi[i] = fmax(yhi[i], 0);
+        glo = fmin(glo, ylo[i]), ghi = fmax(ghi, yhi[i]);
+    }
+    for (int i = 0; i < np; i++) {
+        if (!p->free_y) ylo[i] = glo, yhi[i] = ghi;
+        int bar0 = kind == PL_BAR && ylo[i] == 0; /* bars stand on the panel floor */
+        expand(&ylo[i], &yhi[i], p->ylim, 0);
+        if (bar0 && isnan(p->ylim[0])) ylo[i] = 0;
+        if (!(yhi[i] > ylo[i])) {
+            ml_fail(ML_ERR_ARG, "%s: empty y range [%g, %g]", f->fn, ylo[i], yhi[i]);
+            goto done;
+        }
+    }
+
+    /* text metrics */
+    pl_font ft = pl_f(PL_FS_TICK, s, 0, 0, PL_RIGHT, PL_MIDDLE), fl = pl_f(PL_FS_LABEL, s, 0, 0, PL_CENTER, PL_TOP);
+    pl_font fti = pl_f(PL_FS_TITLE, s, 1, 0, PL_LEFT, PL_TOP), fs = pl_f(PL_FS_STRIP, s, 0, 0, PL_CENTER, PL_MIDDLE);
+    pl_font fg = pl_f(PL_FS_LEGEND, s, 0, 0, PL_LEFT, PL_MIDDLE), fgt = pl_f(PL_FS_LEGEND, s, 1, 0, PL_LEFT, PL_MIDDLE);
+    double lh_tick = pl_text_height(&ft), lh_label = pl_text_height(&fl), lh_title = pl_text_height(&fti);
+    int strips = 0;
+    for (int i = 0; i < np; i++) strips |= pan[i].title && pan[i].title[0];
+    double strip_h = strips ? round(pl_text_height(&fs) + 6 * s) : 0;
+
+    double est_h = (H - 2 * PL_PAD * s - 60 * s) / nrow - strip_h;
+    int ytarget = (int)fmax(3, fmin(8, est_h / (40 * s)));
+    yt = calloc((size_t)np, sizeof *yt);
+    if (!yt) {
+        ml_fail(ML_ERR_MEM, "plot: out of memory");
+        goto done;
+    }
+    double ytw = 0;
+    for (int i = 0; i < np; i++) {
+        make_ticks(&yt[i], p->yticks, p->nyticks, ylo[i], yhi[i], 0, ytarget);
+        for (int k = 0; k < yt[i].n; k++) ytw = fmax(ytw, pl_text_width(yt[i].lab[k], &ft));
+    }
+    double yaxis_w = ytw + PL_TICKLEN * s + 3 * s; /* tick labels plus ticks */
+
+    /* legend */
+    int legend = p->legend;
+    if (legend == PL_LEGEND_AUTO)
+        legend = f->nleg == 0 || kind == PL_BOX || (kind == PL_BAR && f->nleg < 2) ? PL_LEGEND_NONE : PL_LEGEND_RIGHT;
+    if (f->nleg == 0) legend = PL_LEGEND_NONE;
+    const char *ltitle = p->legend_title && p->legend_title[0] ? p->legend_title : NULL;
+    double keyw = (kind == PL_LINES ? 20 : 12) * s, rowh = fmax(pl_text_height(&fg), 13 * s);
+    double lw_right = 0, lw_bottom = 0, lh_right = 0;
+    for (int l = 0; l < f->nleg; l++) {
+        double tw = pl_text_width(f->leg[l]->label, &fg);
+        lw_right = fmax(lw_right, keyw + PL_GAP * s + tw);
+        lw_bottom += keyw + PL_GAP * s + tw + 12 * s;
+    }
+    if (ltitle) {
+        lw_right = fmax(lw_right, pl_text_width(ltitle, &fgt));
+        lw_bottom += pl_text_width(ltitle, &fgt) + 10 * s;
+    }
+    lh_right = rowh * (f->nleg + (ltitle ? 1 : 0));
+    if (legend == PL_LEGEND_BOTTOM && lw_bottom > W - 2 * PL_PAD * s) legend = PL_LEGEND_RIGHT;
+
+    /* margins */
+    double left = PL_PAD * s + (p->ylabel && p->ylabel[0] ? lh_label + PL_GAP * s : 0) + yaxis_w;
+    double right = PL_PAD * s + (legend == PL_LEGEND_RIGHT ? lw_right + 12 * s : 0);
+    double top = PL_PAD * s + (p->title && p->title[0] ? lh_title + 6 * s : 0);
+    double colgap = p->free_y ? yaxis_w + 6 * s : 8 * s;
+    double pw = (W - left - right - (ncol - 1) * colgap) / ncol;
+
+    /* x ticks and their labels (categories rotate when they do not fit their slot) */
+    tickset xt;
+    int xrot = 0;
+    double xt_h = lh_tick;
+    if (cat) {
+        xt.n = f->ncat, xt.step = 0;
+        double maxw = 0;
+        for (int k = 0; k < f->ncat; k++) {
+            xt.v[k] = k;
+            snprintf(xt.lab[k], sizeof xt.lab[k], "%s", f->cats[k]);
+            maxw = fmax(maxw, pl_text_width(xt.lab[k], &ft));
+        }
+        if (f->ncat > PL_MAXTICKS) xt.n = PL_MAXTICKS;
+        if (maxw > pw / f->ncat - 4 * s) xrot = 1, xt_h = maxw + 2 * s;
+    } else {
+        make_ticks(&xt, p->xticks, p->nxticks, xlo, xhi, p->logx, (int)fmax(2, fmin(8, pw / ((p->logx ? 32 : 55) * s))));
+    }
+    double xaxis_h = PL_TICKLEN * s + 3 * s + xt_h;
+    double bottom = PL_PAD * s + xaxis_h + (p->xlabel && p->xlabel[0] ? lh_label + PL_GAP * s : 0) +
+                    (legend == PL_LEGEND_BOTTOM ? rowh + 8 * s : 0);
+    /* a panel with no panel below it carries x tick labels, so its row needs their room */
+    double rowgap[PL_MAXPANELS], gaps = 0;
+    for (int r = 0; r < nrow - 1; r++) {
+        int need = np % ncol && r == nrow - 2;
+        rowgap[r] = need ? xaxis_h + 6 * s : 8 * s;
+        gaps += rowgap[r];
+    }
+    double ph = (H - top - bottom - gaps - nrow * strip_h) / nrow;
+    if (pw < 30 * s || ph < 30 * s) {
+        ml_fail(ML_ERR_ARG, "%s: a %gx%g figure leaves no room for %d panels with these labels; make it larger",
+                f->fn, W / s, H / s, np);
+        goto done;
+    }
+
+    c = pl_canvas_new((int)W, (int)H, PL_WHITE);
+    if (!c) goto done;
+    pl_layout L;
+    memset(&L, 0, sizeof L);
+    L.npanels = np;
+    double ew = fmax(1, round(0.8 * s)); /* rules */
+    double y = top;
+    for (int r = 0; r < nrow; r++) {
+        for (int col = 0; col < ncol; col++) {
+            int i = r * ncol + col;
+            if (i >= np) break;
+            double x0 = round(left + col * (pw + colgap)), x1 = round(x0 + pw);
+            double y0 = round(y + strip_h), y1 = round(y0 + ph);
+            pl_box_px *b = &L.panel[i];
+            *b = (pl_box_px){x0, y0, x1, y1, xlo, xhi, ylo[i], yhi[i], p->logx};
+            if (pan[i].title && pan[i].title[0] && strip_h > 0) {
+                pl_fill_rect(c, x0, y, x1, y0, PL_STRIP);
+                pl_stroke_rect(c, crisp(x0), crisp(y), crisp(x1 - 1), crisp(y0), ew, PL_BORDER);
+                pl_text(c, pan[i].title, &fs, (x0 + x1) / 2, (y + y0) / 2, PL_INK);
+            }
+            /* grid: minor lines halfway between major ones, as theme_bw */
+            pl_clip(c, x0, y0, x1, y1);
+            tickset *ty = &yt[i];
+            for (int k = 0; k + 1 < ty->n; k++) {
+                double m = crisp(pl_px_y(b, (ty->v[k] + ty->v[k + 1]) / 2));
+                pl_mask_segment(c, x0, m, x1, m, fmax(1, 0.5 * s));
+            }
+            if (!cat)
+                for (int k = 0; k + 1 < xt.n; k++) {
+                    double mid = p->logx ? sqrt(xt.v[k] * xt.v[k + 1]) : (xt.v[k] + xt.v[k + 1]) / 2;
+                    double m = crisp(pl_px_x(b, mid));
+                    pl_mask_segment(c, m, y0, m, y1, fmax(1, 0.5 * s));
+                }
+            pl_paint(c, pl_grey(0.95, 1));
+            for (int k = 0; k < ty->n; k++) {
+                double m = crisp(pl_px_y(b, ty->v[k]));
+                pl_mask_segment(c, x0, m, x1, m, ew);
+            }
+            for (int k = 0; k < xt.n; k++) {
+                double m = crisp(pl_px_x(b, xt.v[k]));
+                pl_mask_segment(c, m, y0, m, y1, ew);
+            }
+            pl_paint(c, PL_GRID);
+            for (int k = 0; k < p->nhlines; k++) {
+                double m = crisp(pl_px_y(b, p->hlines[k])), xy[4] = {x0, m, x1, m};
+                pl_mask_dashed(c, xy, 2, ew, 4 * s, 3 * s);
+            }
+            pl_paint(c, pl_grey(0.35, 1));
+            draw_data(f, c, &pan[i], b);
+            pl_unclip(c);
+            pl_stroke_rect(c, crisp(x0), crisp(y0), crisp(x1 - 1), crisp(y1 - 1), ew, PL_BORDER);
+            /* y axis: on the first column, or on every panel with free scales */
+            if (col == 0 || p->free_y) {
+                for (int k = 0; k < ty->n; k++) {
+                    double m = crisp(pl_px_y(b, ty->v[k]));
+                    pl_mask_segment(c, x0 - PL_TICKLEN * s, m, x0, m, ew);
+                }
+                pl_paint(c, PL_BORDER);
+                for (int k = 0; k < ty->n; k++)
+                    pl_text(c, ty->lab[k], &ft, x0 - PL_TICKLEN * s - 3 * s, pl_px_y(b, ty->v[k]), PL_TICKINK);
+            }
+            if (i + ncol >= np) { /* nothing below: x axis */
+                for (int k = 0; k < xt.n; k++) {
+                    double m = crisp(pl_px_x(b, xt.v[k]));
+                    pl_mask_segment(c, m, y1, m, y1 + PL_TICKLEN * s, ew);
+                }
+                pl_paint(c, PL_BORDER);
+                pl_font fx = pl_f(PL_FS_TICK, s, 0, xrot ? 90 : 0, xrot ? PL_RIGHT : PL_CENTER, xrot ? PL_MIDDLE : PL_TOP);
+                for (int k = 0; k < xt.n; k++)
+                    pl_text(c, xt.lab[k], &fx, pl_px_x(b, xt.v[k]), y1 + PL_TICKLEN * s + 3 * s, PL_TICKINK);
+            }
+        }
+        y += strip_h + ph + (r < nrow - 1 ? rowgap[r] : 0);
+    }
+    double gx0 = L.panel[0].x0, gx1 = L.panel[ncol - 1].x1, gy0 = L.panel[0].y0 - strip_h, gy1 = L.panel[np - 1].y1;
+    for (int i = 0; i < np; i++) gx1 = fmax(gx1, L.panel[i].x1), gy1 = fmax(gy1, L.panel[i].y1);
+    if (p->title && p->title[0]) {
+        pl_text(c, p->title, &fti, gx0, PL_PAD * s, PL_INK);
+        pl_text_box(p->title, &fti, gx0, PL_PAD * s, L.title);
+    }
+    if (p->xlabel && p->xlabel[0]) pl_text(c, p->xlabel, &fl, (gx0 + gx1) / 2, gy1 + xaxis_h + PL_GAP * s, PL_INK);
+    if (p->ylabel && p->ylabel[0]) {
+        pl_font fy = pl_f(PL_FS_LABEL, s, 0, 90, PL_CENTER, PL_TOP);
+        pl_text(c, p->ylabel, &fy, PL_PAD * s, (gy0 + gy1) / 2, PL_INK);
+    }
+    if (legend == PL_LEGEND_RIGHT) {
+        double lx = gx1 + 12 * s, ly = round((gy0 + gy1) / 2 - lh_right / 2);
+        L.legend[0] = lx, L.legend[1] = ly, L.legend[2] = lx + lw_right, L.legend[3] = ly + lh_right;
+        if (ltitle) pl_text(c, ltitle, &fgt, lx, ly + rowh / 2, PL_INK), ly += rowh;
+        for (int l = 0; l < f->nleg; l++, ly += rowh) {
+            draw_key(f, c, f->leg[l], lx + keyw / 2, crisp(ly + rowh / 2));
+            pl_text(c, f->leg[l]->label, &fg, lx + keyw + PL_GAP * s, ly + rowh / 2, PL_INK);
+        }
+    } else if (legend == PL_LEGEND_BOTTOM) {
+        double lx = round((gx0 + gx1) / 2 - (lw_bottom - 12 * s) / 2), ly = H - PL_PAD * s - rowh / 2;
+        L.legend[0] = lx, L.legend[1] = ly - rowh / 2, L.legend[2] = lx + lw_bottom - 12 * s, L.legend[3] = ly + rowh / 2;
+        if (ltitle) pl_text(c, ltitle, &fgt, lx, ly, PL_INK), lx += pl_text_width(ltitle, &fgt) + 10 * s;
+        for (int l = 0; l < f->nleg; l++) {
+            draw_key(f, c, f->leg[l], lx + keyw / 2, crisp(ly));
+            pl_text(c, f->leg[l]->label, &fg, lx + keyw + PL_GAP * s, ly, PL_INK);
+            lx += keyw + PL_GAP * s + pl_text_width(f->leg[l]->label, &fg) + 12 * s;
+        }
+    }
+    if (lay) *lay = L;
+done:
+    free(yt);
+    free(f);
+    return c;
+}
+
+static const char *panel_name(const pl_panel *pa, int i, char buf[16]) {
+    if (pa->title && pa->title[0]) return pa->title;
+    snprintf(buf, 16, "%d", i + 1);
+    return buf;
+}
+
+static ml_status write_csv(pl_kind kind, const pl_plot *p, int np, const pl_panel *pan) {
+    char *path = pl_csv_path(p->out);
+    if (!path) return ml_fail(ML_ERR_MEM, "plot: out of memory");
+    pl_file f;
+    ml_status st = pl_file_open(&f, path);
+    free(path);
+    if (st) return st;
+    FILE *fp = f.fp;
+    fputs(kind == PL_BOX ? "panel,group,value\n" : kind == PL_BAR ? "panel,category,series,value\n" : "panel,series,x,y\n", fp);
+    char buf[16];
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j < pan[i].nseries; j++) {
+            const pl_series *se = &pan[i].series[j];
+            for (int k = 0; k < se->n; k++) {
+                pl_csv_str(fp, panel_name(&pan[i], i, buf), ',');
+                if (kind == PL_BAR) pl_csv_str(fp, p->categories[k], ',');
+                pl_csv_str(fp, skey(se), ',');
+                if (kind == PL_LINES || kind == PL_SCATTER) pl_csv_num(fp, se->x[k], ',');
+                pl_csv_num(fp, se->y[k], '\n');
+            }
+        }
+    return pl_file_close(&f, 1);
+}
+
+ml_status pl_figure(pl_kind kind, const pl_plot *p, int np, const pl_panel *pan) {
+    if (!p || !p->out || !p->out[0]) return ml_fail(ML_ERR_ARG, "%s: no output path", kind <= PL_BAR ? kind_fn[kind] : "plot");
+    pl_canvas *c = pl_render(kind, p, np, pan, NULL);
+    if (!c) return ml_last_status();
+    ml_status st = pl_write_png(c, p->out, 100 * (p->scale > 0 ? p->scale : 1));
+    pl_canvas_free(c);
+    return st ? st : write_csv(kind, p, np, pan);
+}

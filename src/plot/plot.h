@@ -1,0 +1,114 @@
+/* Figures for papers, from plain C arrays: heatmaps, line plots with facets, scatter plots,
+ * box plots and grouped bar charts, in a theme_bw look (white panels, grey grid, dark panel
+ * border, grey facet strips). Each call writes a PNG and, beside it, a CSV of the plotted
+ * numbers (same path with .csv), both replaced atomically.
+ *
+ * Sizes are in pixels at scale 1 (100 dpi: a 2.5 in wide figure is 250 px); `scale` multiplies
+ * every length for high-resolution output. Errors return a status with a message from
+ * core/error.h ("plot.heatmap: ..."); nothing is written then. */
+#ifndef PL_PLOT_H
+#define PL_PLOT_H
+
+#include "core/error.h"
+#include "plot/canvas.h"
+
+enum { PL_MAXPANELS = 64 };
+
+typedef enum {
+    PL_MARKER_NONE = 0, PL_MARKER_CIRCLE, PL_MARKER_TRIANGLE, PL_MARKER_SQUARE, PL_MARKER_DIAMOND,
+    PL_MARKER_TRIANGLE_DOWN, PL_MARKER_PLUS, PL_MARKER_CROSS, PL_MARKER_COUNT,
+    PL_MARKER_AUTO = -1 /* by the series' key, so colour and shape both encode it */
+} pl_marker;
+/* "none", "circle", "triangle", "square", "diamond", "triangle_down", "plus", "cross"; -1 if unknown. */
+int pl_marker_find(const char *name);
+
+typedef struct {
+    const char *label;   /* legend text; series with equal labels share one legend entry */
+    const char *key;     /* identity for colour and marker; NULL: the label */
+    int n;
+    const double *x;     /* lines, scatter: n x values; box, bar: unused */
+    const double *y;     /* lines, scatter: n y values; box: n observations; bar: one per category */
+    int marker;          /* pl_marker */
+    int dashed;
+    const char *color;   /* "#rrggbb[aa]" overriding the palette, or NULL */
+} pl_series;
+
+typedef struct {
+    const char *title;   /* facet strip text, or NULL */
+    int nseries;
+    const pl_series *series;
+} pl_panel;
+
+typedef enum { PL_LEGEND_AUTO = 0, PL_LEGEND_RIGHT, PL_LEGEND_BOTTOM, PL_LEGEND_NONE } pl_legend_pos;
+typedef enum { PL_LINES, PL_SCATTER, PL_BOX, PL_BAR } pl_kind;
+
+typedef struct {
+    const char *out;                   /* PNG path (required to write; NULL to only render) */
+    const char *title, *xlabel, *ylabel, *legend_title;
+    double width, height, scale;       /* 0: defaults (480 x 340, scale 1) */
+    int ncol;                          /* facet columns; 0: one row up to 4 panels */
+    int free_y;                        /* each facet gets its own y range */
+    double logx;                       /* 0, or the log base of the x axis (2, 10) */
+    double xlim[2], ylim[2];           /* NaN: from the data */
+    int nxticks, nyticks;              /* explicit ticks (0: automatic) */
+    const double *xticks, *yticks;
+    int nhlines;                       /* dashed horizontal reference lines */
+    const double *hlines;
+    const char *palette;               /* "set2" (default), "tab10", "blues" */
+    int legend;                        /* pl_legend_pos */
+    double alpha;                      /* fill opacity of points, boxes and bars; NaN: default */
+    double line_width, marker_size;    /* 0: defaults */
+    int markers;                       /* lines: 0 hides the markers */
+    int ncat;                          /* bar: category names along x */
+    const char *const *categories;
+} pl_plot;
+
+/* Fills in the defaults (NaN limits, markers on, ...); set fields after calling it. */
+void pl_plot_init(pl_plot *p);
+
+typedef struct {
+    double x0, y0, x1, y1;             /* pixel rectangle */
+    double xmin, xmax, ymin, ymax;     /* data range it shows */
+    double logx;
+} pl_box_px;
+
+/* Where things were drawn, for tests and callers that annotate. */
+typedef struct {
+    int npanels;
+    pl_box_px panel[PL_MAXPANELS];
+    double legend[4];                  /* x0 y0 x1 y1; all 0 when there is no legend */
+    double colorbar[4];
+    double title[4];
+} pl_layout;
+
+/* Pixel position of a data point in a panel. */
+double pl_px_x(const pl_box_px *b, double x);
+double pl_px_y(const pl_box_px *b, double y);
+
+/* Renders without writing (NULL on bad input). lay may be NULL. */
+pl_canvas *pl_render(pl_kind kind, const pl_plot *p, int npanels, const pl_panel *panels, pl_layout *lay);
+/* Renders and writes p->out and its CSV. */
+ml_status pl_figure(pl_kind kind, const pl_plot *p, int npanels, const pl_panel *panels);
+
+typedef struct {
+    const char *out, *title, *xlabel, *ylabel;
+    const char *cbar_label;            /* colour bar title, or NULL */
+    int rows, cols;
+    const double *data;                /* rows*cols values, row-major; NaN shows as grey */
+    const char *const *xlabels;        /* cols names (x, bottom), or NULL for 0..cols-1 */
+    const char *const *ylabels;        /* rows names (y, left), or NULL */
+    const char *cmap;                  /* NULL: viridis, or RdBu when center is given */
+    double center, vmin, vmax;         /* NaN: automatic; diverging maps centre on `center` (0) */
+    int values;                        /* print each cell's value */
+    int digits;                        /* decimals of printed values (default 2) */
+    double cell, scale;                /* cell size in pixels (0: automatic), scale */
+    int colorbar;                      /* 0 hides the colour bar */
+} pl_heatmap_spec;
+
+void pl_heatmap_init(pl_heatmap_spec *h);
+pl_canvas *pl_heatmap_render(const pl_heatmap_spec *h, pl_layout *lay);
+ml_status pl_heatmap(const pl_heatmap_spec *h);
+/* The colour a heatmap gives value v (tests use it to check cells). */
+pl_color pl_heatmap_color(const pl_heatmap_spec *h, double v);
+
+#endif

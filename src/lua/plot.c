@@ -1,0 +1,378 @@
+/* mech.plot: heatmap, lines, scatter, box and bar figures from Lua tables or tensors.
+ *
+ *   mech.plot.heatmap{data = M, xlabels = {...}, ylabels = {...}, cmap = "RdBu", center = 0,
+ *                     values = true, title = ..., out = "fig.png"}
+ *   mech.plot.lines{series = {{label = "attention", x = {...}, y = {...}}, ...}, logx = 2,
+ *                   out = "acc.png"}            -- or facets = {{title = ..., series = {...}}, ...}
+ *   mech.plot.scatter{...}                      -- as lines
+ *   mech.plot.box{groups = {{label = "attention", values = {...}}, ...}, hlines = {0, 1}, ...}
+ *   mech.plot.bar{categories = {...}, series = {{label = ..., values = {...}}, ...}, ...}
+ *
+ * Each returns the PNG path; a CSV of the data is written beside it. C buffers live in userdata
+ * anchored in a table on the stack, so a Lua error anywhere frees everything. */
+#include <math.h>
+#include <string.h>
+
+#include "lua/binding.h"
+#include "plot/plot.h"
+
+typedef struct {
+    lua_State *L;
+    int anchor; /* stack index of the table keeping buffers and strings alive */
+    int n;
+    const char *fn;
+} ctx;
+
+static void *buf(ctx *c, size_t n) {
+    void *p = lua_newuserdatauv(c->L, n ? n : 1, 0);
+    lua_rawseti(c->L, c->anchor, ++c->n);
+    return p;
+}
+
+static const char *got(lua_State *L, int idx) {
+    ml_tensor *t = mlL_testtensor(L, idx);
+    if (t) {
+        char s[ML_SHAPE_STR];
+        return lua_pushfstring(L, "a tensor of shape %s", ml_shape_str(s, t->ndim, t->shape));
+    }
+    return luaL_typename(L, idx);
+}
+
+/* A tensor at idx (erroring on a closed one), or NULL. */
+static ml_tensor *tensor_at(ctx *c, int idx, const char *field) {
+    if (!luaL_testudata(c->L, idx, MLL_TENSOR_MT)) return NULL;
+    ml_tensor *t = mlL_testtensor(c->L, idx);
+    if (!t) luaL_error(c->L, "%s: field '%s' is a tensor that was closed", c->fn, field);
+    return t;
+}
+
+/* The value at idx as a vector of numbers (table or 1-D tensor); *n gets its length. */
+static double *vector_at(ctx *c, int idx, const char *field, int *n) {
+    lua_State *L = c->L;
+    idx = lua_absindex(L, idx);
+    ml_tensor *t = tensor_at(c, idx, field);
+    if (t) {
+        if (t->ndim != 1 || t->shape[0] > 10000000)
+            luaL_error(L, "%s: field '%s' expected a vector (table of numbers or 1-D tensor), got %s", c->fn, field, got(L, idx));
+        *n = (int)t->shape[0];
+        double *v = buf(c, sizeof(double) * (size_t)*n);
+        for (int i = 0; i < *n; i++) v[i] = ml_get_flat(t, i);
+        return v;
+    }
+    if (!lua_istable(L, idx))
+        luaL_error(L, "%s: field '%s' expected a vector (table of numbers or 1-D tensor), got %s", c->fn, field, got(L, idx));
+    lua_Integer len = luaL_len(L, idx);
+    if (len > 10000000) luaL_error(L, "%s: field '%s' is too long", c->fn, field);
+    *n = (int)len;
+    double *v = buf(c, sizeof(double) * (size_t)*n);
+    for (int i = 0; i < *n; i++) {
+        lua_geti(L, idx, i + 1);
+        if (lua_type(L, -1) != LUA_TNUMBER)
+            luaL_error(L, "%s: field '%s' entry %d expected a number, got %s", c->fn, field, i + 1, got(L, -1));
+        v[i] = lua_tonumber(L, -1);
+        lua_pop(L, 1);
+    }
+    return v;
+}
+
+static double *opt_vector(ctx *c, int t, const char *field, int *n) {
+    lua_getfield(c->L, t, field);
+    double *v = NULL;
+    *n = 0;
+    if (!lua_isnil(c->L, -1)) v = vector_at(c, -1, field, n);
+    lua_pop(c->L, 1);
+    return v;
+}
+
+/* Labels: a table of strings or numbers (numbers are formatted as Lua does). */
+static const char **labels_at(ctx *c, int t, const char *field, int *n) {
+    lua_State *L = c->L;
+    lua_getfield(L, t, field);
+    *n = -1;
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (!lua_istable(L, -1) || mlL_testtensor(L, -1))
+        luaL_error(L, "%s: field '%s' expected a table of strings, got %s", c->fn, field, got(L, -1));
+    int len = (int)luaL_len(L, -1);
+    const char **v = buf(c, sizeof(char *) * (size_t)(len + 1));
+    for (int i = 0; i < len; i++) {
+        lua_geti(L, -1, i + 1);
+        int ty = lua_type(L, -1);
+        if (ty != LUA_TSTRING && ty != LUA_TNUMBER)
+            luaL_error(L, "%s: field '%s' entry %d expected a string, got %s", c->fn, field, i + 1, got(L, -1));
+        luaL_tolstring(L, -1, NULL);           /* a fresh string, anchored below */
+        v[i] = lua_tostring(L, -1);
+        lua_rawseti(L, c->anchor, ++c->n);
+        lua_pop(L, 1);
+    }
+    v[len] = NULL;
+    lua_pop(L, 1);
+    *n = len;
+    return v;
+}
+
+/* A string field kept alive by the anchor (option tables may be mutated by callers later). */
+static const char *str_field(ctx *c, int t, const char *key) {
+    const char *s = mlL_optstr(c->L, t, key, NULL, c->fn);
+    return s;
+}
+
+static void lim_field(ctx *c, int t, const char *key, double lim[2]) {
+    int n;
+    double *v = opt_vector(c, t, key, &n);
+    if (!v) return;
+    if (n != 2) luaL_error(c->L, "%s: field '%s' expected {lo, hi}, got %d numbers", c->fn, key, n);
+    lim[0] = v[0], lim[1] = v[1];
+}
+
+static const char *const series_keys[] = {"label", "key", "x", "y", "values", "marker", "dashed", "color", NULL};
+
+/* One series table at the top of the stack. */
+static void read_series(ctx *c, pl_kind kind, pl_series *se, int j) {
+    lua_State *L = c->L;
+    int t = lua_gettop(L);
+    char where[48];
+    snprintf(where, sizeof where, "%s (series %d)", c->fn, j + 1);
+    if (!lua_istable(L, t) || mlL_testtensor(L, t))
+        luaL_error(L, "%s: each series must be a table like {label = ..., %s}, series %d is %s", c->fn,
+                   kind == PL_BOX || kind == PL_BAR ? "values = {...}" : "x = {...}, y = {...}", j + 1, got(L, t));
+    mlL_checkkeys(L, t, where, series_keys);
+    memset(se, 0, sizeof *se);
+    se->label = str_field(c, t, "label");
+    se->key = str_field(c, t, "key");
+    se->color = str_field(c, t, "color");
+    se->dashed = mlL_optbool(L, t, "dashed", 0, c->fn);
+    const char *mk = str_field(c, t, "marker");
+    se->marker = PL_MARKER_AUTO;
+    if (mk && (se->marker = pl_marker_find(mk)) < 0)
+        luaL_error(L, "%s: unknown marker '%s' (circle, triangle, square, diamond, triangle_down, plus, cross, none)", c->fn, mk);
+    int nx = 0, ny = 0;
+    if (kind == PL_BOX || kind == PL_BAR) {
+        lua_getfield(L, t, "values");
+        if (lua_isnil(L, -1)) luaL_error(L, "%s: series %d has no 'values'", c->fn, j + 1);
+        lua_pop(L, 1);
+        se->y = opt_vector(c, t, "values", &ny);
+        se->n = ny;
+        return;
+    }
+    se->y = opt_vector(c, t, "y", &ny);
+    if (!se->y) luaL_error(L, "%s: series %d has no 'y'", c->fn, j + 1);
+    se->x = opt_vector(c, t, "x", &nx);
+    if (!se->x) { /* y alone: x = 1..n */
+        double *x = buf(c, sizeof(double) * (size_t)ny);
+        for (int i = 0; i < ny; i++) x[i] = i + 1;
+        se->x = x, nx = ny;
+    }
+    if (nx != ny) luaL_error(L, "%s: series %d has %d x values and %d y values", c->fn, j + 1, nx, ny);
+    se->n = ny;
+}
+
+/* The list of series under `field` of table t. */
+static pl_series *read_list(ctx *c, pl_kind kind, int t, const char *field, int *n) {
+    lua_State *L = c->L;
+    lua_getfield(L, t, field);
+    if (!lua_istable(L, -1) || mlL_testtensor(L, -1))
+        luaL_error(L, "%s: field '%s' expected a list of series tables, got %s", c->fn, field, got(L, -1));
+    *n = (int)luaL_len(L, -1);
+    if (*n > 256) luaL_error(L, "%s: field '%s' has %d entries, at most 256", c->fn, field, *n);
+    pl_series *se = buf(c, sizeof *se * (size_t)*n);
+    for (int j = 0; j < *n; j++) {
+        lua_geti(L, -1, j + 1);
+        read_series(c, kind, &se[j], j);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return se;
+}
+
+static const char *const fig_keys[] = {"series", "groups", "facets", "categories", "title", "xlabel", "ylabel",
+                                       "legend", "legend_title", "width", "height", "scale", "ncol", "free_y", "logx",
+                                       "xlim", "ylim", "xticks", "yticks", "hlines", "palette", "alpha", "line_width",
+                                       "marker_size", "markers", "out", NULL};
+
+static int figure(lua_State *L, pl_kind kind, const char *fn) {
+    mlL_checktable(L, 1, fn, 1);
+    lua_settop(L, 1);
+    lua_newtable(L);
+    ctx c = {L, 2, 0, fn};
+    mlL_checkkeys(L, 1, fn, fig_keys);
+    const char *list = kind == PL_BOX ? "groups" : "series";
+    /* misuse of the other kinds' field names gets a pointed message */
+    lua_getfield(L, 1, kind == PL_BOX ? "series" : "groups");
+    if (!lua_isnil(L, -1)) luaL_error(L, "%s: use '%s' (not '%s') for the data", fn, list, kind == PL_BOX ? "series" : "groups");
+    lua_pop(L, 1);
+
+    pl_plot p;
+    pl_plot_init(&p);
+    p.out = mlL_optstr(L, 1, "out", NULL, fn);
+    if (!p.out) luaL_error(L, "%s: field 'out' (the PNG path) is required", fn);
+    p.title = str_field(&c, 1, "title");
+    p.xlabel = str_field(&c, 1, "xlabel");
+    p.ylabel = str_field(&c, 1, "ylabel");
+    p.legend_title = str_field(&c, 1, "legend_title");
+    p.palette = str_field(&c, 1, "palette");
+    p.width = mlL_optnum(L, 1, "width", 0, fn);
+    p.height = mlL_optnum(L, 1, "height", 0, fn);
+    p.scale = mlL_optnum(L, 1, "scale", 0, fn);
+    p.ncol = (int)mlL_optint(L, 1, "ncol", 0, fn);
+    p.free_y = mlL_optbool(L, 1, "free_y", 0, fn);
+    p.alpha = mlL_optnum(L, 1, "alpha", NAN, fn);
+    p.line_width = mlL_optnum(L, 1, "line_width", 0, fn);
+    p.marker_size = mlL_optnum(L, 1, "marker_size", 0, fn);
+    p.markers = mlL_optbool(L, 1, "markers", 1, fn);
+    lua_getfield(L, 1, "logx");
+    if (lua_isboolean(L, -1)) p.logx = lua_toboolean(L, -1) ? 10 : 0;
+    else if (lua_type(L, -1) == LUA_TNUMBER) p.logx = lua_tonumber(L, -1);
+    else if (!lua_isnil(L, -1)) luaL_error(L, "%s: field 'logx' expected true or a base such as 2, got %s", fn, got(L, -1));
+    lua_pop(L, 1);
+    const char *leg = str_field(&c, 1, "legend");
+    if (leg) {
+        static const char *const names[] = {"auto", "right", "bottom", "none", NULL};
+        p.legend = -1;
+        for (int i = 0; names[i]; i++)
+            if (strcmp(leg, names[i]) == 0) p.legend = i;
+        if (p.legend < 0) luaL_error(L, "%s: field 'legend' expected 'right', 'bottom' or 'none', got '%s'", fn, leg);
+    }
+    lim_field(&c, 1, "xlim", p.xlim);
+    lim_field(&c, 1, "ylim", p.ylim);
+    p.xticks = opt_vector(&c, 1, "xticks", &p.nxticks);
+    p.yticks = opt_vector(&c, 1, "yticks", &p.nyticks);
+    p.hlines = opt_vector(&c, 1, "hlines", &p.nhlines);
+    int ncat = 0;
+    p.categories = labels_at(&c, 1, "categories", &ncat);
+    if (kind == PL_BAR && !p.categories) luaL_error(L, "%s: field 'categories' (names along x) is required", fn);
+    if (kind != PL_BAR && p.categories) luaL_error(L, "%s: field 'categories' belongs to mech.plot.bar", fn);
+    p.ncat = ncat;
+
+    lua_getfield(L, 1, "facets");
+    int has_facets = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, 1, list);
+    int has_list = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (has_facets == has_list) luaL_error(L, "%s: give either '%s' or 'facets' (a list of {title = ..., %s = ...})", fn, list, list);
+    int np = 1;
+    pl_panel *pan;
+    if (has_list) {
+        pan = buf(&c, sizeof *pan);
+        pan->title = NULL;
+        pan->series = read_list(&c, kind, 1, list, &pan->nseries);
+    } else {
+        lua_getfield(L, 1, "facets");
+        if (!lua_istable(L, -1)) luaL_error(L, "%s: field 'facets' expected a list of tables, got %s", fn, got(L, -1));
+        np = (int)luaL_len(L, -1);
+        if (np < 1 || np > PL_MAXPANELS) luaL_error(L, "%s: field 'facets' must have 1 to %d entries, got %d", fn, PL_MAXPANELS, np);
+        pan = buf(&c, sizeof *pan * (size_t)np);
+        const char *const facet_keys[] = {"title", list, NULL};
+        for (int i = 0; i < np; i++) {
+            lua_geti(L, -1, i + 1);
+            int t = lua_gettop(L);
+            if (!lua_istable(L, t)) luaL_error(L, "%s: facet %d expected a table {title = ..., %s = ...}, got %s", fn, i + 1, list, got(L, t));
+            mlL_checkkeys(L, t, fn, facet_keys);
+            pan[i].title = str_field(&c, t, "title");
+            pan[i].series = read_list(&c, kind, t, list, &pan[i].nseries);
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    if (pl_figure(kind, &p, np, pan)) {
+        const char *msg = ml_last_error();
+        luaL_error(L, "mech.%s", msg); /* the core names "plot.lines: ..." */
+    }
+    lua_pushstring(L, p.out);
+    return 1;
+}
+
+static int l_lines(lua_State *L) { return figure(L, PL_LINES, "mech.plot.lines"); }
+static int l_scatter(lua_State *L) { return figure(L, PL_SCATTER, "mech.plot.scatter"); }
+static int l_box(lua_State *L) { return figure(L, PL_BOX, "mech.plot.box"); }
+static int l_bar(lua_State *L) { return figure(L, PL_BAR, "mech.plot.bar"); }
+
+static const char *const heat_keys[] = {"data", "xlabels", "ylabels", "cmap", "center", "vmin", "vmax", "values",
+                                        "digits", "title", "xlabel", "ylabel", "colorbar", "cell", "scale", "out", NULL};
+
+static int l_heatmap(lua_State *L) {
+    const char *fn = "mech.plot.heatmap";
+    mlL_checktable(L, 1, fn, 1);
+    lua_settop(L, 1);
+    lua_newtable(L);
+    ctx c = {L, 2, 0, fn};
+    mlL_checkkeys(L, 1, fn, heat_keys);
+    pl_heatmap_spec h;
+    pl_heatmap_init(&h);
+    h.out = mlL_optstr(L, 1, "out", NULL, fn);
+    if (!h.out) luaL_error(L, "%s: field 'out' (the PNG path) is required", fn);
+
+    /* data: a 2-D tensor or a table of equal-length rows of numbers */
+    lua_getfield(L, 1, "data");
+    int d = lua_gettop(L);
+    const char *want = "a matrix (table of equal-length rows or a 2-D tensor)";
+    ml_tensor *t = tensor_at(&c, d, "data");
+    double *data = NULL;
+    if (t) {
+        if (t->ndim != 2 || t->shape[0] < 1 || t->shape[1] < 1 || t->shape[0] > 4096 || t->shape[1] > 4096)
+            luaL_error(L, "%s: field 'data' expected %s, got %s", fn, want, got(L, d));
+        h.rows = (int)t->shape[0], h.cols = (int)t->shape[1];
+        data = buf(&c, sizeof(double) * (size_t)h.rows * (size_t)h.cols);
+        for (long i = 0; i < (long)h.rows * h.cols; i++) data[i] = ml_get_flat(t, i);
+    } else if (lua_istable(L, d)) {
+        h.rows = (int)luaL_len(L, d);
+        if (h.rows < 1 || h.rows > 4096) luaL_error(L, "%s: field 'data' expected %s, got a table of %d rows", fn, want, h.rows);
+        for (int r = 0; r < h.rows; r++) {
+            lua_geti(L, d, r + 1);
+            int n;
+            char field[32];
+            snprintf(field, sizeof field, "data[%d]", r + 1);
+            if (!lua_istable(L, -1) && !mlL_testtensor(L, -1))
+                luaL_error(L, "%s: field 'data' expected %s, got row %d as %s", fn, want, r + 1, got(L, -1));
+            double *row = vector_at(&c, -1, field, &n);
+            if (r == 0) {
+                h.cols = n;
+                if (n < 1 || n > 4096) luaL_error(L, "%s: field 'data' expected %s, got a first row of %d values", fn, want, n);
+                data = buf(&c, sizeof(double) * (size_t)h.rows * (size_t)n);
+            } else if (n != h.cols) {
+                luaL_error(L, "%s: field 'data' expected %s, got row %d with %d values (row 1 has %d)", fn, want, r + 1, n, h.cols);
+            }
+            memcpy(data + (size_t)r * (size_t)h.cols, row, sizeof(double) * (size_t)n);
+            lua_pop(L, 1);
+        }
+    } else {
+        luaL_error(L, "%s: field 'data' expected %s, got %s", fn, want, lua_isnil(L, d) ? "nothing" : got(L, d));
+    }
+    lua_pop(L, 1);
+    h.data = data;
+    int nx, ny;
+    h.xlabels = labels_at(&c, 1, "xlabels", &nx);
+    h.ylabels = labels_at(&c, 1, "ylabels", &ny);
+    if (h.xlabels && nx != h.cols) luaL_error(L, "%s: %d xlabels for %d columns", fn, nx, h.cols);
+    if (h.ylabels && ny != h.rows) luaL_error(L, "%s: %d ylabels for %d rows", fn, ny, h.rows);
+    h.cmap = str_field(&c, 1, "cmap");
+    h.center = mlL_optnum(L, 1, "center", NAN, fn);
+    h.vmin = mlL_optnum(L, 1, "vmin", NAN, fn);
+    h.vmax = mlL_optnum(L, 1, "vmax", NAN, fn);
+    h.values = mlL_optbool(L, 1, "values", 0, fn);
+    h.digits = (int)mlL_optint(L, 1, "digits", 2, fn);
+    h.title = str_field(&c, 1, "title");
+    h.xlabel = str_field(&c, 1, "xlabel");
+    h.ylabel = str_field(&c, 1, "ylabel");
+    h.cell = mlL_optnum(L, 1, "cell", 0, fn);
+    h.scale = mlL_optnum(L, 1, "scale", 0, fn);
+    lua_getfield(L, 1, "colorbar");
+    if (lua_isboolean(L, -1)) h.colorbar = lua_toboolean(L, -1);
+    else if (lua_type(L, -1) == LUA_TSTRING) h.cbar_label = lua_tostring(L, -1);
+    else if (!lua_isnil(L, -1)) luaL_error(L, "%s: field 'colorbar' expected a boolean or a label string, got %s", fn, got(L, -1));
+    lua_pop(L, 1);
+    if (pl_heatmap(&h)) luaL_error(L, "mech.%s", ml_last_error());
+    lua_pushstring(L, h.out);
+    return 1;
+}
+
+int mlL_open_plot(lua_State *L) {
+    static const luaL_Reg fns[] = {{"heatmap", l_heatmap}, {"lines", l_lines}, {"scatter", l_scatter},
+                                   {"box", l_box},         {"bar", l_bar},     {NULL, NULL}};
+    luaL_newlib(L, fns);
+    lua_setfield(L, -2, "plot");
+    return 0;
+}

@@ -1,0 +1,540 @@
+/* Figures: canvas primitives, font layout, colormaps, ticks, PNG/CSV output, figure layout. */
+#include <dirent.h>
+#include <math.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plot/color.h"
+#include "plot/font.h"
+#include "plot/output.h"
+#include "plot/plot.h"
+#include "plot/ticks.h"
+#include "testutil.h"
+
+static const pl_color WHITE = {1, 1, 1, 1}, RED = {1, 0, 0, 1}, BLACK = {0, 0, 0, 1};
+
+static char dir[64];
+static void setup(void) {
+    strcpy(dir, "/tmp/mechlab_plot_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+static void teardown(void) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[512];
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.') snprintf(p, sizeof p, "%s/%s", dir, e->d_name), unlink(p);
+    if (d) closedir(d);
+    rmdir(dir);
+}
+static const char *path(const char *name) {
+    static char p[4][256];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(p[i], sizeof p[i], "%s/%s", dir, name);
+    return p[i];
+}
+
+/* Reads a PNG back through libpng as 8-bit RGBA. */
+typedef struct {
+    int w, h;
+    unsigned char *px;
+} image;
+static image read_png(const char *file) {
+    png_image im;
+    memset(&im, 0, sizeof im);
+    im.version = PNG_IMAGE_VERSION;
+    ck_assert_msg(png_image_begin_read_from_file(&im, file), "cannot read %s", file);
+    im.format = PNG_FORMAT_RGBA;
+    image r = {(int)im.width, (int)im.height, malloc(PNG_IMAGE_SIZE(im))};
+    ck_assert(png_image_finish_read(&im, NULL, r.px, 0, NULL));
+    return r;
+}
+static const unsigned char *at(const image *im, int x, int y) { return im->px + 4 * ((size_t)y * im->w + x); }
+
+static int near8(double a, double b) { return fabs(a - b) <= 1.5 / 255; }
+static int same_color(pl_color a, pl_color b) { return near8(a.r, b.r) && near8(a.g, b.g) && near8(a.b, b.b); }
+static int is_white(pl_color a) { return a.r > 0.999 && a.g > 0.999 && a.b > 0.999; }
+
+static char *slurp(const char *file, long *n) {
+    FILE *f = fopen(file, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *n = ftell(f);
+    rewind(f);
+    char *b = malloc((size_t)*n + 1);
+    ck_assert_int_eq(fread(b, 1, (size_t)*n, f), (size_t)*n);
+    b[*n] = 0;
+    fclose(f);
+    return b;
+}
+
+/* ---------------------------------------------------------------- canvas */
+
+START_TEST(test_rect_and_alpha) {
+    pl_canvas *c = pl_canvas_new(20, 10, WHITE);
+    pl_fill_rect(c, 2, 2, 6, 6, RED);
+    ck_assert(same_color(pl_pixel(c, 3, 3), RED));
+    ck_assert(is_white(pl_pixel(c, 7, 3)));
+    pl_fill_rect(c, 10, 2, 14, 6, (pl_color){0, 0, 1, 0.5}); /* half blue over white */
+    pl_color p = pl_pixel(c, 11, 3);
+    ck_assert(near8(p.r, 0.5) && near8(p.g, 0.5) && near8(p.b, 1));
+    pl_fill_rect(c, 2.5, 8, 3, 9, BLACK); /* half a pixel: half coverage */
+    ck_assert(near8(pl_pixel(c, 2, 8).r, 0.5));
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_line_crisp_and_clip) {
+    pl_canvas *c = pl_canvas_new(30, 30, WHITE);
+    pl_line(c, 2, 10.5, 28, 10.5, 1, BLACK);
+    ck_assert(same_color(pl_pixel(c, 15, 10), BLACK));
+    ck_assert(is_white(pl_pixel(c, 15, 9)) && is_white(pl_pixel(c, 15, 11)));
+    pl_clip(c, 5, 15, 10, 25);
+    pl_fill_rect(c, 0, 0, 30, 30, RED);
+    pl_unclip(c);
+    ck_assert(same_color(pl_pixel(c, 5, 15), RED) && same_color(pl_pixel(c, 9, 24), RED));
+    ck_assert(is_white(pl_pixel(c, 4, 20)) && is_white(pl_pixel(c, 10, 20)) && is_white(pl_pixel(c, 7, 25)));
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_polyline_joins_blend_once) {
+    /* a translucent polyline must not darken where its segments overlap */
+    pl_canvas *c = pl_canvas_new(40, 40, WHITE);
+    double xy[6] = {5.5, 20.5, 20.5, 20.5, 20.5, 5.5};
+    pl_mask_polyline(c, xy, 3, 3, 0);
+    pl_paint(c, (pl_color){0, 0, 0, 0.5});
+    ck_assert(near8(pl_pixel(c, 20, 20).r, pl_pixel(c, 12, 20).r));
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_polygon_and_disc_coverage) {
+    pl_canvas *c = pl_canvas_new(40, 40, WHITE);
+    double tri[6] = {0, 0, 40, 0, 0, 40};
+    pl_mask_polygon(c, tri, 3);
+    pl_paint(c, BLACK);
+    ck_assert(same_color(pl_pixel(c, 5, 5), BLACK));
+    ck_assert(is_white(pl_pixel(c, 35, 35)));
+    pl_color d = pl_pixel(c, 19, 20); /* on the diagonal: partly covered */
+    ck_assert(d.r > 0.2 && d.r < 0.8);
+    pl_canvas_free(c);
+    c = pl_canvas_new(20, 20, WHITE);
+    pl_mask_disc(c, 10, 10, 5);
+    pl_paint(c, BLACK);
+    ck_assert(same_color(pl_pixel(c, 10, 10), BLACK) && is_white(pl_pixel(c, 10, 17)));
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_bad_canvas) {
+    ck_assert_ptr_null(pl_canvas_new(0, 10, WHITE));
+    ck_assert_int_eq(ml_last_status(), ML_ERR_ARG);
+    ck_assert_ptr_null(pl_canvas_new(10, 100000, WHITE));
+}
+END_TEST
+
+/* ---------------------------------------------------------------- font */
+
+static void check_text_inside(const char *s, double angle, int ha, int va) {
+    pl_canvas *c = pl_canvas_new(200, 200, WHITE);
+    pl_font f = {10, 0, angle, ha, va};
+    double box[4];
+    pl_text(c, s, &f, 100, 100, BLACK);
+    pl_text_box(s, &f, 100, 100, box);
+    int inked = 0;
+    for (int y = 0; y < 200; y++)
+        for (int x = 0; x < 200; x++) {
+            if (is_white(pl_pixel(c, x, y))) continue;
+            inked++;
+            ck_assert_msg(x + 1 >= box[0] - 1.5 && x <= box[2] + 1.5 && y + 1 >= box[1] - 1.5 && y <= box[3] + 1.5,
+                          "'%s' at %g deg inked (%d,%d) outside its box [%g,%g]x[%g,%g]", s, angle, x, y, box[0], box[2],
+                          box[1], box[3]);
+        }
+    ck_assert_int_gt(inked, 20);
+    pl_canvas_free(c);
+}
+
+START_TEST(test_text_inside_box) {
+    check_text_inside("Attrib @ Value (q)", 0, PL_LEFT, PL_BASELINE);
+    check_text_inside("layer 0 block_input", 0, PL_RIGHT, PL_MIDDLE);
+    check_text_inside("<bos> k12 v7", 90, PL_RIGHT, PL_MIDDLE);
+    check_text_inside("gjpqy|[]{}", 0, PL_CENTER, PL_TOP);
+    check_text_inside("diagonal 45", 45, PL_LEFT, PL_BOTTOM);
+    check_text_inside("\xce\xa3 \xce\xb1 \xe2\x88\x92 \xff bad utf8", 0, PL_LEFT, PL_BASELINE);
+}
+END_TEST
+
+START_TEST(test_text_metrics) {
+    pl_font f = {10, 0, 0, PL_LEFT, PL_BASELINE}, g = {20, 0, 0, PL_LEFT, PL_BASELINE};
+    ck_assert(pl_text_width("ab", &f) > pl_text_width("a", &f));
+    ck_assert_close(pl_text_width("abc", &g), 2 * pl_text_width("abc", &f), 1e-9, 0);
+    ck_assert(pl_text_width("", &f) == 0);
+    /* every printable ASCII character has its own glyph: none draws the fallback box */
+    pl_canvas *box = pl_canvas_new(30, 30, WHITE), *c = pl_canvas_new(30, 30, WHITE);
+    pl_text(box, "\x01", &g, 5, 25, BLACK);
+    for (int ch = 32; ch < 127; ch++) {
+        char s[2] = {(char)ch, 0};
+        memset(c->px, 255, 30 * 30 * 4);
+        pl_text(c, s, &g, 5, 25, BLACK);
+        ck_assert_msg(memcmp(c->px, box->px, 30 * 30 * 4) != 0, "char '%c' has no glyph", ch);
+    }
+    pl_canvas_free(box), pl_canvas_free(c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- colour, ticks */
+
+START_TEST(test_colormaps) {
+    pl_color v0 = pl_cmap_at(PL_CMAP_VIRIDIS, 0), v1 = pl_cmap_at(PL_CMAP_VIRIDIS, 1);
+    ck_assert(near8(v0.r, 0x44 / 255.) && near8(v0.g, 0x01 / 255.) && near8(v0.b, 0x54 / 255.));
+    ck_assert(near8(v1.r, 0xfd / 255.) && near8(v1.g, 0xe7 / 255.) && near8(v1.b, 0x25 / 255.));
+    pl_color mid = pl_cmap_at(PL_CMAP_RDBU, 0.5); /* the diverging map is neutral at its centre */
+    ck_assert(fabs(mid.r - mid.b) < 0.01 && mid.r > 0.95);
+    ck_assert(pl_cmap_at(PL_CMAP_RDBU, 0).r > 0.3 && pl_cmap_at(PL_CMAP_RDBU, 1).b > 0.3);
+    ck_assert(same_color(pl_cmap_at(PL_CMAP_RDBU, 0.2), pl_cmap_at(PL_CMAP_RDBU_R, 0.8)));
+    ck_assert(same_color(pl_cmap_at(PL_CMAP_BLUES, NAN), PL_NAN_COLOR));
+    ck_assert_int_eq(pl_cmap_find("rdbu"), PL_CMAP_RDBU);
+    ck_assert_int_eq(pl_cmap_find("jet"), -1);
+    pl_color c;
+    ck_assert(pl_parse_hex("#ff8000", &c) && near8(c.g, 128 / 255.));
+    ck_assert(!pl_parse_hex("ff8000", &c) && !pl_parse_hex("#ff80zz", &c));
+    ck_assert(pl_luminance(pl_palette_at(2, 4, 5)) < pl_luminance(pl_palette_at(2, 0, 5))); /* blues darken */
+}
+END_TEST
+
+START_TEST(test_ticks) {
+    double t[PL_MAXTICKS], step;
+    int n = pl_nice_ticks(0, 1, 5, t, &step);
+    ck_assert_int_eq(n, 6);
+    ck_assert_close(step, 0.2, 1e-12, 0);
+    ck_assert_close(t[5], 1, 1e-12, 0);
+    n = pl_nice_ticks(-0.43, 1.72, 5, t, &step);
+    ck_assert_close(step, 0.5, 1e-12, 0);
+    ck_assert_close(t[0], 0, 1e-12, 0); /* first multiple of 0.5 above -0.43 */
+    n = pl_log_ticks(14, 280, 2, 6, t);
+    ck_assert_int_eq(n, 5);
+    ck_assert(t[0] == 16 && t[4] == 256);
+    char b[40];
+    pl_tick_label(-0.5, 0.5, b, sizeof b);
+    ck_assert_str_eq(b, "\xe2\x88\x92" "0.5");
+    pl_tick_label(0.25, 0.25, b, sizeof b);
+    ck_assert_str_eq(b, "0.25");
+    pl_tick_label(64, 0, b, sizeof b);
+    ck_assert_str_eq(b, "64");
+    ck_assert_int_eq(pl_nice_ticks(NAN, 1, 5, t, &step), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- output */
+
+START_TEST(test_png_roundtrip_and_atomic) {
+    pl_canvas *c = pl_canvas_new(7, 5, WHITE);
+    pl_fill_rect(c, 1, 1, 3, 4, (pl_color){0.2f, 0.4f, 0.6f, 1});
+    ck_assert_int_eq(pl_write_png(c, path("a.png"), 200), ML_OK);
+    image im = read_png(path("a.png"));
+    ck_assert_int_eq(im.w, 7);
+    ck_assert_int_eq(im.h, 5);
+    for (int y = 0; y < 5; y++)
+        for (int x = 0; x < 7; x++) ck_assert_mem_eq(at(&im, x, y), c->px + 4 * (y * 7 + x), 4);
+    free(im.px);
+    /* nothing but the file itself is left in the directory */
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int files = 0;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            files++;
+            ck_assert_str_eq(e->d_name, "a.png");
+        }
+    closedir(d);
+    ck_assert_int_eq(files, 1);
+    ck_assert_int_eq(pl_write_png(c, "/nonexistent-dir/x.png", 100), ML_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "/nonexistent-dir/x.png"));
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_csv_quoting) {
+    pl_file f;
+    ck_assert_int_eq(pl_file_open(&f, path("q.csv")), ML_OK);
+    pl_csv_str(f.fp, "a,b", ',');
+    pl_csv_str(f.fp, "say \"hi\"", ',');
+    pl_csv_num(f.fp, NAN, ',');
+    pl_csv_num(f.fp, 0.5, '\n');
+    ck_assert_int_eq(pl_file_close(&f, 1), ML_OK);
+    long n;
+    char *s = slurp(path("q.csv"), &n);
+    ck_assert_str_eq(s, "\"a,b\",\"say \"\"hi\"\"\",NaN,0.5\n");
+    free(s);
+    char *p = pl_csv_path("x/fig.png");
+    ck_assert_str_eq(p, "x/fig.csv");
+    free(p);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- heatmap */
+
+static const char *toks[] = {"<bos>", "k12", "v7", "k3"};
+static const char *sites[] = {"layer 0 block_input", "layer 0 block_output", "layer 1 block_input"};
+static double hdata[12] = {0.0, 0.1, 0.9, -0.2, 0.05, -0.6, 0.3, NAN, 1.0, 0.2, -0.1, 0.4};
+
+static pl_heatmap_spec spec(void) {
+    pl_heatmap_spec h;
+    pl_heatmap_init(&h);
+    h.rows = 3, h.cols = 4, h.data = hdata, h.xlabels = toks, h.ylabels = sites;
+    h.title = "Patching", h.xlabel = "position", h.ylabel = "site", h.center = 0, h.cbar_label = "Attrib";
+    return h;
+}
+
+START_TEST(test_heatmap_cells_have_colormap_colour) {
+    pl_heatmap_spec h = spec();
+    h.out = path("h.png");
+    ck_assert_int_eq(pl_heatmap(&h), ML_OK);
+    pl_layout L;
+    pl_canvas *c = pl_heatmap_render(&h, &L);
+    ck_assert_ptr_nonnull(c);
+    image im = read_png(h.out);
+    ck_assert_int_eq(im.w, c->w);
+    double cw = (L.panel[0].x1 - L.panel[0].x0) / 4, ch = (L.panel[0].y1 - L.panel[0].y0) / 3;
+    ck_assert_close(cw, ch, 1e-9, 0);
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 4; k++) {
+            int x = (int)(L.panel[0].x0 + (k + 0.5) * cw), y = (int)(L.panel[0].y0 + (r + 0.5) * ch);
+            const unsigned char *p = at(&im, x, y);
+            pl_color want = pl_heatmap_color(&h, hdata[r * 4 + k]);
+            pl_color got = {p[0] / 255.f, p[1] / 255.f, p[2] / 255.f, 1};
+            ck_assert_msg(same_color(got, want), "cell (%d,%d)", r, k);
+        }
+    /* NaN is grey; the centre value 0 is the neutral middle of RdBu */
+    ck_assert(same_color(pl_heatmap_color(&h, NAN), PL_NAN_COLOR));
+    ck_assert(same_color(pl_heatmap_color(&h, 0), pl_cmap_at(PL_CMAP_RDBU, 0.5)));
+    /* the colour bar runs from the top colour to the bottom colour */
+    int bx = (int)((L.colorbar[0] + L.colorbar[2]) / 2);
+    const unsigned char *top = at(&im, bx, (int)L.colorbar[1] + 1), *bot = at(&im, bx, (int)L.colorbar[3] - 2);
+    ck_assert(top[2] > top[0] && bot[0] > bot[2]); /* blue (high) on top, red (low) below */
+    free(im.px);
+    pl_canvas_free(c);
+    /* a CSV in long form beside the PNG */
+    long n;
+    char *csv = slurp(path("h.csv"), &n);
+    ck_assert_ptr_nonnull(strstr(csv, "row,col,ylabel,xlabel,value\n0,0,layer 0 block_input,<bos>,0\n"));
+    ck_assert_ptr_nonnull(strstr(csv, "1,3,layer 0 block_output,k3,NaN\n"));
+    free(csv);
+}
+END_TEST
+
+START_TEST(test_heatmap_values_readable) {
+    pl_heatmap_spec h = spec();
+    h.values = 1, h.cmap = "viridis", h.center = NAN, h.cell = 40;
+    pl_layout L;
+    pl_canvas *c = pl_heatmap_render(&h, &L);
+    ck_assert_ptr_nonnull(c);
+    /* the dark (low) cell gets light text and the bright (high) cell dark text */
+    int light = 0, dark = 0, x0 = (int)L.panel[0].x0, y0 = (int)L.panel[0].y0;
+    for (int y = y0 + 2; y < y0 + 38; y++) /* row 0, col 0: 0.0, dark purple */
+        for (int x = x0 + 2; x < x0 + 38; x++) light += pl_pixel(c, x, y).g > 0.9;
+    for (int y = y0 + 82; y < y0 + 118; y++) /* row 2, col 0: 1.0, yellow */
+        for (int x = x0 + 2; x < x0 + 38; x++) dark += pl_pixel(c, x, y).g < 0.3;
+    ck_assert_int_gt(light, 5);
+    ck_assert_int_gt(dark, 5);
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_heatmap_deterministic) {
+    pl_heatmap_spec h = spec();
+    h.values = 1, h.scale = 2;
+    h.out = path("d1.png");
+    ck_assert_int_eq(pl_heatmap(&h), ML_OK);
+    h.out = path("d2.png");
+    ck_assert_int_eq(pl_heatmap(&h), ML_OK);
+    long n1, n2;
+    char *a = slurp(path("d1.png"), &n1), *b = slurp(path("d2.png"), &n2);
+    ck_assert_int_eq(n1, n2);
+    ck_assert_mem_eq(a, b, (size_t)n1);
+    for (long i = 0; i + 4 <= n1; i++) ck_assert_msg(memcmp(a + i, "tIME", 4) != 0, "PNG has a time chunk");
+    free(a), free(b);
+    image im = read_png(path("d1.png")); /* scale 2 doubles the pixel size */
+    pl_heatmap_spec h1 = spec();
+    pl_canvas *c = pl_heatmap_render(&h1, NULL);
+    ck_assert(abs(im.w - 2 * c->w) <= 2 && abs(im.h - 2 * c->h) <= 2);
+    free(im.px);
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_heatmap_errors) {
+    pl_heatmap_spec h = spec();
+    h.out = path("e.png");
+    double nan4[4] = {NAN, NAN, NAN, NAN};
+    h.rows = 2, h.cols = 2, h.data = nan4, h.xlabels = h.ylabels = NULL;
+    ck_assert_int_eq(pl_heatmap(&h), ML_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "plot.heatmap: data has no finite value"));
+    h.rows = 0;
+    ck_assert_int_eq(pl_heatmap(&h), ML_ERR_SHAPE);
+    h = spec(), h.out = path("e.png"), h.cmap = "jet";
+    ck_assert_int_eq(pl_heatmap(&h), ML_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "unknown cmap 'jet'"));
+    h = spec(), h.out = path("e.png"), h.vmin = 1, h.vmax = 0;
+    ck_assert_int_eq(pl_heatmap(&h), ML_ERR_ARG);
+    h = spec(), h.out = NULL;
+    ck_assert_int_eq(pl_heatmap(&h), ML_ERR_ARG);
+    ck_assert(access(path("e.png"), F_OK) != 0); /* nothing written on failure */
+}
+END_TEST
+
+/* ---------------------------------------------------------------- figures */
+
+static double xs[5] = {16, 32, 64, 128, 256}, ya[5] = {0.1, 0.5, 0.9, 1, 1}, yb[5] = {0.05, 0.1, 0.3, 0.6, 0.9};
+
+START_TEST(test_lines_layout) {
+    pl_series se[2] = {{"attention", NULL, 5, xs, ya, PL_MARKER_AUTO, 0, NULL},
+                       {"mamba", NULL, 5, xs, yb, PL_MARKER_AUTO, 1, "#0000ff"}};
+    pl_panel pan[2] = {{"AR", 2, se}, {"ATR", 2, se}};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.title = "Accuracy", p.xlabel = "width", p.ylabel = "accuracy", p.logx = 2, p.legend_title = "Arch.";
+    p.ylim[0] = 0, p.ylim[1] = 1.05;
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_LINES, &p, 2, pan, &L);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(L.npanels, 2);
+    pl_box_px *b = &L.panel[0];
+    /* panels side by side, inside the canvas, not overlapping the legend or each other */
+    ck_assert(b->x0 > 20 && L.panel[1].x0 > b->x1 && L.panel[1].x1 <= L.legend[0] && L.legend[2] <= c->w);
+    ck_assert(L.title[3] <= b->y0);
+    /* the panel border is dark at its left edge, the inside of the panel is white or grid grey */
+    int ymid = (int)((b->y0 + b->y1) / 2);
+    ck_assert(pl_pixel(c, (int)b->x0, ymid).r < 0.3);
+    /* log x: 64 sits halfway between 16 and 256 */
+    ck_assert_close(pl_px_x(b, 64), (pl_px_x(b, 16) + pl_px_x(b, 256)) / 2, 1e-9, 0);
+    ck_assert_close(pl_px_y(b, 0), b->y1, 1e-9, 0);
+    /* a data point carries its series colour */
+    pl_color blue = pl_pixel(c, (int)pl_px_x(b, 64), (int)pl_px_y(b, 0.3));
+    ck_assert(blue.b > 0.9 && blue.r < 0.2);
+    pl_color first = pl_pixel(c, (int)pl_px_x(b, 128), (int)pl_px_y(b, 1));
+    ck_assert(same_color(first, pl_palette_at(0, 0, 2)));
+    pl_canvas_free(c);
+    p.out = path("l.png");
+    ck_assert_int_eq(pl_figure(PL_LINES, &p, 2, pan), ML_OK);
+    long n;
+    char *csv = slurp(path("l.csv"), &n);
+    ck_assert_ptr_nonnull(strstr(csv, "panel,series,x,y\nAR,attention,16,0.1\n"));
+    free(csv);
+}
+END_TEST
+
+START_TEST(test_scatter_alpha) {
+    double x[1] = {0.5}, y[1] = {0.5};
+    pl_series se = {"a", NULL, 1, x, y, PL_MARKER_SQUARE, 0, "#ff0000"};
+    pl_panel pan = {NULL, 1, &se};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.alpha = 0.5, p.marker_size = 6, p.xlim[0] = 0, p.xlim[1] = 1, p.ylim[0] = 0, p.ylim[1] = 1, p.legend = PL_LEGEND_NONE;
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_SCATTER, &p, 1, &pan, &L);
+    ck_assert_ptr_nonnull(c);
+    pl_color m = pl_pixel(c, (int)pl_px_x(&L.panel[0], 0.5) + 2, (int)pl_px_y(&L.panel[0], 0.5) + 2);
+    ck_assert(near8(m.r, 1) && fabs(m.g - 0.5) < 0.05); /* half red over white */
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_box_and_bar) {
+    double v1[7] = {0, 0.1, 0.2, 0.3, 0.4, 0.5, 3.0}, v2[4] = {0.8, 0.9, 1.0, NAN};
+    pl_series g[2] = {{"attention", NULL, 7, NULL, v1, PL_MARKER_AUTO, 0, NULL}, {"mamba", NULL, 4, NULL, v2, PL_MARKER_AUTO, 0, NULL}};
+    pl_panel pan[3] = {{"@Key", 2, g}, {"@Query", 2, g}, {"@Value", 1, g}};
+    double hl[2] = {0, 1};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.hlines = hl, p.nhlines = 2, p.ncol = 2, p.free_y = 1, p.out = path("b.png");
+    ck_assert_int_eq(pl_figure(PL_BOX, &p, 3, pan), ML_OK);
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_BOX, &p, 3, pan, &L);
+    ck_assert_ptr_nonnull(c);
+    ck_assert(L.panel[2].y0 > L.panel[0].y1); /* second row below the first */
+    ck_assert_close(L.panel[2].x0, L.panel[0].x0, 1e-9, 0);
+    pl_canvas_free(c);
+    const char *cats[3] = {"AR", "ATR", "ATR-split"};
+    double b1[3] = {1, 0.5, 0.25}, b2[3] = {0.9, NAN, 0.1};
+    pl_series s[2] = {{"1 layer", NULL, 3, NULL, b1, PL_MARKER_AUTO, 0, NULL}, {"2 layers", NULL, 3, NULL, b2, PL_MARKER_AUTO, 0, NULL}};
+    pl_panel bp = {NULL, 2, s};
+    pl_plot_init(&p);
+    p.categories = cats, p.ncat = 3, p.out = path("bar.png");
+    ck_assert_int_eq(pl_figure(PL_BAR, &p, 1, &bp), ML_OK);
+    c = pl_render(PL_BAR, &p, 1, &bp, &L);
+    /* the first bar of category 0 reaches 1 and has the first palette colour */
+    pl_box_px *b = &L.panel[0];
+    double x = pl_px_x(b, 0) - (pl_px_x(b, 1) - pl_px_x(b, 0)) * 0.2;
+    ck_assert(same_color(pl_pixel(c, (int)x, (int)pl_px_y(b, 0.5)), pl_palette_at(0, 0, 2)));
+    ck_assert_close(pl_px_y(b, 0), b->y1, 1e-9, 0); /* bars stand on the floor */
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_figure_errors) {
+    double x[2] = {0, 1}, y[2] = {NAN, NAN};
+    pl_series se = {"a", NULL, 2, x, y, PL_MARKER_AUTO, 0, NULL};
+    pl_panel pan = {NULL, 1, &se};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.out = path("f.png");
+    ck_assert_int_eq(pl_figure(PL_LINES, &p, 1, &pan), ML_ERR_ARG); /* no finite data */
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "plot.lines: no finite data"));
+    double y2[2] = {1, 2};
+    se.y = y2, p.logx = 10;
+    ck_assert_int_eq(pl_figure(PL_LINES, &p, 1, &pan), ML_ERR_ARG); /* x = 0 on a log axis */
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "log axis"));
+    p.logx = 0;
+    ck_assert_int_eq(pl_figure(PL_LINES, &p, 0, &pan), ML_ERR_ARG); /* no panels */
+    se.x = NULL;
+    ck_assert_int_eq(pl_figure(PL_SCATTER, &p, 1, &pan), ML_ERR_ARG); /* no x array */
+    se.x = x, p.palette = "rainbow";
+    ck_assert_int_eq(pl_figure(PL_LINES, &p, 1, &pan), ML_ERR_ARG);
+    p.palette = NULL, se.color = "red";
+    ck_assert_int_eq(pl_figure(PL_LINES, &p, 1, &pan), ML_ERR_ARG);
+    se.color = NULL;
+    const char *cats[3] = {"a", "b", "c"};
+    p.categories = cats, p.ncat = 3;
+    ck_assert_int_eq(pl_figure(PL_BAR, &p, 1, &pan), ML_ERR_SHAPE); /* 2 values for 3 categories */
+    p.width = 60, p.height = 60, p.title = "a long title", p.ylabel = "y";
+    pl_panel many[12];
+    for (int i = 0; i < 12; i++) many[i] = pan;
+    ck_assert_int_eq(pl_figure(PL_LINES, &p, 12, many), ML_ERR_ARG); /* no room */
+    ck_assert(access(path("f.png"), F_OK) != 0);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("plot");
+    TCase *tc = tcase_create("plot");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_rect_and_alpha);
+    tcase_add_test(tc, test_line_crisp_and_clip);
+    tcase_add_test(tc, test_polyline_joins_blend_once);
+    tcase_add_test(tc, test_polygon_and_disc_coverage);
+    tcase_add_test(tc, test_bad_canvas);
+    tcase_add_test(tc, test_text_inside_box);
+    tcase_add_test(tc, test_text_metrics);
+    tcase_add_test(tc, test_colormaps);
+    tcase_add_test(tc, test_ticks);
+    tcase_add_test(tc, test_png_roundtrip_and_atomic);
+    tcase_add_test(tc, test_csv_quoting);
+    tcase_add_test(tc, test_heatmap_cells_have_colormap_colour);
+    tcase_add_test(tc, test_heatmap_values_readable);
+    tcase_add_test(tc, test_heatmap_deterministic);
+    tcase_add_test(tc, test_heatmap_errors);
+    tcase_add_test(tc, test_lines_layout);
+    tcase_add_test(tc, test_scatter_alpha);
+    tcase_add_test(tc, test_box_and_bar);
+    tcase_add_test(tc, test_figure_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return ml_test_run(suite()); }

@@ -58,4 +58,28 @@ static inline float mlk_expf(float x) {
     return x <= -87.0f ? 0.0f : p * scale.f;
 }
 
+/* exp(x) for x ≤ 0 (the scan's decays exp(Δ·A), Δ > 0 > A): mlk_expf without the upper clamp. */
+static inline float mlk_expf_neg(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    const float shifter = 12582912.0f;
+    float kf = x * 1.44269504088896341f + shifter;
+    kf -= shifter;
+    float r = x - kf * 0.693145751953125f;
+    r -= kf * 1.42860682030941723212e-6f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } scale;
+    scale.i = ((int32_t)kf + 127) << 23;
+    return x <= -87.0f ? 0.0f : p * scale.f;
+}
+
 #endif

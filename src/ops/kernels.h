@@ -52,7 +52,8 @@ void mlk_longconv_step(int B, int Lmax, int C, int G, int t, const float *hist, 
 /* ---- Mamba selective scan (§9), selective_scan.c ----
  * h_t[e,n] = exp(Δ[t,e]·A[e,n])·h_{t-1}[e,n] + Δ[t,e]·Bm[t,n]·u[t,e],   h_{-1} = h0 (or 0)
  * y[t,e]   = Σ_n Cm[t,n]·h_t[e,n] + D[e]·u[t,e]
- * u, delta, y: [B,L,E] (delta after softplus);  A: [E,N] (= −exp(A_log));  Bm, Cm: [B,L,N];
+ * u, delta, y: [B,L,E] (delta after softplus, ≥ 0);  A: [E,N] (= −exp(A_log), ≤ 0: the decays use an
+ * exp specialised to arguments ≤ 0, undefined above 88);  Bm, Cm: [B,L,N];
  * D: [E] or NULL;  h0: [B,E,N] or NULL (zeros);  hs (out, optional): [B,L,E,N] every h_t;
  * hlast (out, optional): [B,E,N] = h_{L-1}. Returns 0, or -1 when scratch allocation fails. */
 int mlk_sscan_fwd(int B, int L, int E, int N, const float *u, const float *delta, const float *A, const float *Bm,

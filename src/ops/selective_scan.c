@@ -42,7 +42,7 @@ MLK_INLINE void fwd_block(int W, int E, int N, const float *hp, float *h, const 
         const float Bn = Bt[n], Cn = Ct[n];
 #pragma omp simd
         for (int i = 0; i < W; i++) {
-            float v = mlk_expf(d[i] * An[i]) * hpn[i] + du[i] * Bn;
+            float v = mlk_expf_neg(d[i] * An[i]) * hpn[i] + du[i] * Bn;
             hn[i] = v;
             y[i] += Cn * v;
         }
@@ -149,11 +149,11 @@ MLK_INLINE void states_block(int W, int L, int E, int N, const float *u, const f
             const float Bn = Bm[(size_t)t * N + n];
             if (have_states) {
 #pragma omp simd
-                for (int i = 0; i < W; i++) an[i] = mlk_expf(d[i] * An[i]);
+                for (int i = 0; i < W; i++) an[i] = mlk_expf_neg(d[i] * An[i]);
             } else {
 #pragma omp simd
                 for (int i = 0; i < W; i++) {
-                    float a = mlk_expf(d[i] * An[i]);
+                    float a = mlk_expf_neg(d[i] * An[i]);
                     an[i] = a;
                     hn[i] = a * hpn[i] + du[i] * Bn;
                 }
@@ -321,7 +321,7 @@ void mlk_sscan_attention(int B, int L, int E, int N, const float *delta, const f
                     size_t btt = (size_t)b * L + t;
                     if (t > s) {
                         float dtt = delta[btt * E + e];
-                        for (int n = 0; n < N && n < 256; n++) p[n] *= mlk_expf(dtt * Ae[n]);
+                        for (int n = 0; n < N && n < 256; n++) p[n] *= mlk_expf_neg(dtt * Ae[n]);
                     }
                     float acc = 0.0f;
                     for (int n = 0; n < N && n < 256; n++) acc += Cm[btt * N + n] * p[n];

@@ -116,7 +116,7 @@ void mlk_sscan_step(int B, int E, int N, float *h, const float *u, const float *
         for (int e = 0; e < E; e++) {
             float acc = D ? D[e] * ub[e] : 0.0f;
             for (int n = 0; n < N; n++) {
-                float v = mlk_expf(db[e] * A[(size_t)e * N + n]) * hb[(size_t)e * N + n] + (db[e] * ub[e]) * Bt[n];
+                float v = mlk_expf_neg(db[e] * A[(size_t)e * N + n]) * hb[(size_t)e * N + n] + (db[e] * ub[e]) * Bt[n];
                 hb[(size_t)e * N + n] = v;
                 acc += Ct[n] * v;
             }

@@ -101,7 +101,7 @@ void mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const f
  * STall: [(L+1),Dv,Dk], ST_{t-1} at index t. dS ends as ∂ℓ/∂S_{-1}. */
 /* Matrices in the backward's scratch are placed SKEW floats apart beyond their size: buffers a
  * multiple of 4 KB apart make loads and stores alias in L1 (4K aliasing), which cost 3x here. */
-enum { SKEW = 48 };
+enum { SKEW = 48, IB = 16 };
 
 MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv, float scale, const float *q,
                                      const float *k, const float *v, const float *beta, const float *S0,
@@ -157,19 +157,37 @@ MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv,
                 du[j] += ki * g;
             }
         }
-        /* the same in the transposed copy; dq̃ = S_t do; dk = dS u */
-        memset(dqa, 0, sizeof(float) * Dk);
-        memset(dka, 0, sizeof(float) * Dk);
-        for (int j = 0; j < Dv; j++) {
-            float *dSj = dST + (size_t)j * Dk;
-            const float *Stj = St + (size_t)j * Dk;
-            const float dj = dot[j], uj = ut[j];
+        /* the same in the transposed copy; dq̃ = S_t do; dk = dS u. Columns i go in blocks of IB
+         * whose dq/dk accumulators stay in registers while j runs over the rows. */
+        for (int i0 = 0; i0 < Dk; i0 += IB) {
+            if (Dk - i0 >= IB) {
+                float aq[IB] = {0}, ak[IB] = {0};
+                for (int j = 0; j < Dv; j++) {
+                    float *dSj = dST + (size_t)j * Dk + i0;
+                    const float *Stj = St + (size_t)j * Dk + i0, *qsi = qs + i0;
+                    const float dj = dot[j], uj = ut[j];
 #pragma omp simd
-            for (int i = 0; i < Dk; i++) {
-                float g = dSj[i] + dj * qs[i];
-                dSj[i] = g;
-                dqa[i] += dj * Stj[i];
-                dka[i] += uj * g;
+                    for (int ii = 0; ii < IB; ii++) {
+                        float g = dSj[ii] + dj * qsi[ii];
+                        dSj[ii] = g;
+                        aq[ii] += dj * Stj[ii];
+                        ak[ii] += uj * g;
+                    }
+                }
+                for (int ii = 0; ii < IB; ii++) dqa[i0 + ii] = aq[ii], dka[i0 + ii] = ak[ii];
+            } else {
+                for (int i = i0; i < Dk; i++) dqa[i] = dka[i] = 0.0f;
+                for (int j = 0; j < Dv; j++) {
+                    float *dSj = dST + (size_t)j * Dk;
+                    const float *Stj = St + (size_t)j * Dk;
+                    const float dj = dot[j], uj = ut[j];
+                    for (int i = i0; i < Dk; i++) {
+                        float g = dSj[i] + dj * qs[i];
+                        dSj[i] = g;
+                        dqa[i] += dj * Stj[i];
+                        dka[i] += uj * g;
+                    }
+                }
             }
         }
         /* through u = β(v − vold) */
@@ -181,14 +199,32 @@ MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv,
         }
         if (dbeta) dbeta[r] = db;
         /* vold = S_{t-1}ᵀ k: dk += S_{t-1} dvold; dS += k dvoldᵀ in both copies (now ∂ℓ/∂S_{t-1}) */
-        for (int j = 0; j < Dv; j++) {
-            float *dSj = dST + (size_t)j * Dk;
-            const float *Spj = Sp + (size_t)j * Dk;
-            const float dj = dvo[j];
+        for (int i0 = 0; i0 < Dk; i0 += IB) {
+            int w = Dk - i0 < IB ? Dk - i0 : IB;
+            if (w == IB) {
+                float ak[IB];
+                for (int ii = 0; ii < IB; ii++) ak[ii] = dka[i0 + ii];
+                for (int j = 0; j < Dv; j++) {
+                    float *dSj = dST + (size_t)j * Dk + i0;
+                    const float *Spj = Sp + (size_t)j * Dk + i0, *ki = kt + i0;
+                    const float dj = dvo[j];
 #pragma omp simd
-            for (int i = 0; i < Dk; i++) {
-                dka[i] += dj * Spj[i];
-                dSj[i] += dj * kt[i];
+                    for (int ii = 0; ii < IB; ii++) {
+                        ak[ii] += dj * Spj[ii];
+                        dSj[ii] += dj * ki[ii];
+                    }
+                }
+                for (int ii = 0; ii < IB; ii++) dka[i0 + ii] = ak[ii];
+            } else {
+                for (int j = 0; j < Dv; j++) {
+                    float *dSj = dST + (size_t)j * Dk;
+                    const float *Spj = Sp + (size_t)j * Dk;
+                    const float dj = dvo[j];
+                    for (int i = i0; i < Dk; i++) {
+                        dka[i] += dj * Spj[i];
+                        dSj[i] += dj * kt[i];
+                    }
+                }
             }
         }
         for (int i = 0; i < Dk; i++) {

@@ -557,6 +557,21 @@ START_TEST(delta_grad) {
 }
 END_TEST
 
+START_TEST(delta_grad_blocked) {
+    /* Dk = 19: one full register block of 16 columns plus a tail in the backward */
+    dr_setup(1, 4, 1, 19, 3, 1);
+    size_t nk = 4 * 19, nv = 4 * 3, ns = 19 * 3;
+    float *dq = zeros(nk), *dk = zeros(nk), *dv = zeros(nv), *db = zeros(4), *dS0 = zeros(ns);
+    ck_assert_int_eq(mlk_delta_bwd(1, 4, 1, 19, 3, dr.scale, dr.q, dr.k, dr.v, dr.beta, dr.S0, NULL, dr.gw, dq, dk, dv,
+                                   db, dS0),
+                     0);
+    fd_check("delta dq (blocked)", dr_loss, dr.q, nk, dq);
+    fd_check("delta dk (blocked)", dr_loss, dr.k, nk, dk);
+    fd_check("delta dv (blocked)", dr_loss, dr.v, nv, dv);
+    fd_check("delta dS0 (blocked)", dr_loss, dr.S0, ns, dS0);
+}
+END_TEST
+
 START_TEST(delta_step_matches) {
     int B = 2, L = 7, H = 2, Dk = 3, Dv = 4;
     dr_setup(B, L, H, Dk, Dv, 1);
@@ -789,6 +804,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, based_step_and_pattern);
     tcase_add_test(tc, delta_known_l1);
     tcase_add_test(tc, delta_grad);
+    tcase_add_test(tc, delta_grad_blocked);
     tcase_add_test(tc, delta_step_matches);
     tcase_add_test(tc, l2norm_grad);
     tcase_add_test(tc, h3_shift_kernel);

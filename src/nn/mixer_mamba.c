@@ -165,18 +165,20 @@ static ml_tensor *mamba_forward(ml_model *m, int l, void *state, ml_tensor *x, m
     mamba_state *s = state;
     int64_t E = s->E, N = s->N, R = s->R;
     ml_tensor *w_in = ml_model_p(m, s->w_in), *w_x = ml_model_p(m, s->w_x);
-    ml_tensor *xi = NULL, *z = NULL, *xc = NULL, *u = NULL, *delta = NULL, *dr = NULL, *dt = NULL, *Bm = NULL;
-    ml_tensor *Cm = NULL, *A = NULL, *y = NULL, *hs = NULL, *g = NULL, *yg = NULL, *out = NULL;
+    ml_tensor *xi = NULL, *z = NULL, *xc = NULL, *u = NULL, *xd = NULL, *delta = NULL, *dr = NULL, *dt = NULL;
+    ml_tensor *Bm = NULL, *Cm = NULL, *A = NULL, *y = NULL, *hs = NULL, *g = NULL, *yg = NULL, *out = NULL;
     if (!(xi = linear_rows(x, w_in, 0, E, NULL)) || !ml_at_site(run, l, "mixer.x", &xi)) goto done;
     if (!(z = linear_rows(x, w_in, E, E, NULL)) || !ml_at_site(run, l, "mixer.z", &z)) goto done;
     xc = s->conv ? ml_causal_conv1d(xi, ml_model_p(m, s->cw), ml_model_p(m, s->cb)) : ml_retain(xi);
     if (!xc || !ml_at_site(run, l, "mixer.conv", &xc)) goto done;
     if (!(u = ml_nn_act(ML_SILU, xc)) || !ml_at_site(run, l, "mixer.u", &u)) goto done;
-    if (!(delta = linear_rows(u, w_x, 0, R, NULL))) goto done;
+    /* x_proj's output is narrow (R + 2N): one product and views of it (u's gradient then
+     * gathers one contribution instead of three) */
+    if (!(xd = ml_linear(u, w_x, NULL)) || !(delta = ml_narrow(xd, 2, 0, R))) goto done;
     dr = ml_linear(delta, ml_model_p(m, s->w_dt), ml_model_p(m, s->b_dt));
     if (!dr || !(dt = ml_nn_act(ML_SOFTPLUS, dr)) || !ml_at_site(run, l, "mixer.dt", &dt)) goto done;
-    if (!(Bm = linear_rows(u, w_x, R, N, NULL)) || !ml_at_site(run, l, "mixer.B", &Bm)) goto done;
-    if (!(Cm = linear_rows(u, w_x, R + N, N, NULL)) || !ml_at_site(run, l, "mixer.C", &Cm)) goto done;
+    if (!(Bm = ml_narrow(xd, 2, R, N)) || !ml_at_site(run, l, "mixer.B", &Bm)) goto done;
+    if (!(Cm = ml_narrow(xd, 2, R + N, N)) || !ml_at_site(run, l, "mixer.C", &Cm)) goto done;
     ml_tensor *ea = ml_unary(ML_EXP, ml_model_p(m, s->a_log));
     A = ea ? ml_unary(ML_NEG, ea) : NULL;
     ml_release(ea);
@@ -199,7 +201,7 @@ static ml_tensor *mamba_forward(ml_model *m, int l, void *state, ml_tensor *x, m
     if (!(yg = ml_mul(y, g)) || !ml_at_site(run, l, "mixer.yg", &yg)) goto done;
     out = ml_linear(yg, ml_model_p(m, s->w_out), NULL);
 done:
-    ml_release(xi), ml_release(z), ml_release(xc), ml_release(u), ml_release(delta), ml_release(dr);
+    ml_release(xi), ml_release(z), ml_release(xc), ml_release(u), ml_release(xd), ml_release(delta), ml_release(dr);
     ml_release(dt), ml_release(Bm), ml_release(Cm), ml_release(A), ml_release(y), ml_release(hs), ml_release(g);
     ml_release(yg);
     return out;

@@ -1,0 +1,62 @@
+/* The paper's interchange sweep (paper.md §6.3) on 320 ar_32 test documents (V = 8196, L = 37):
+ * 6 components x 2 layers x 2 label types x 6 positions (Mamba: 4 components) for 2-layer D = 64
+ * models (untrained: the work does not depend on the weights). Prints the sweep's seconds, the
+ * number of patched examples and patched forwards per second (one forward = one combination on
+ * the 320 documents, so a sweep is 144 of them for attention), on one thread.
+ *
+ *   bench_interchange [arch ...]   (default: attention mamba)
+ *   bench_interchange --reference  also time the reference (two full forwards per combination) */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/threads.h"
+#include "interp/interp.h"
+#include "tasks/task.h"
+
+int main(int argc, char **argv) {
+    const char *archs[16];
+    int n = 0;
+    bool reference = false;
+    for (int i = 1; i < argc && n < 16; i++) {
+        if (!strcmp(argv[i], "--reference")) reference = true;
+        else archs[n++] = argv[i];
+    }
+    if (!n) archs[n++] = "attention", archs[n++] = "mamba";
+    ml_set_threads(1);
+    ml_task *task = ml_task_preset("ar_32", 42);
+    ml_dataset *ds = task ? ml_dataset_new(task, 320, 42, ML_SPLIT_TEST) : NULL;
+    if (!ds) {
+        fprintf(stderr, "bench_interchange: %s\n", ml_last_error());
+        return 1;
+    }
+    printf("%-10s %-9s %6s %8s %10s %12s %14s\n", "arch", "path", "combos", "seconds", "patched ex", "forwards/s",
+           "ms/combination");
+    for (int a = 0; a < n; a++) {
+        ml_model_config cfg;
+        ml_model_config_defaults(&cfg, archs[a]);
+        ml_model *m = ml_model_new(&cfg);
+        if (!m) {
+            fprintf(stderr, "bench_interchange: %s\n", ml_last_error());
+            return 1;
+        }
+        for (int ref = 0; ref <= (reference ? 1 : 0); ref++) {
+            ml_ic_config c;
+            ml_ic_config_paper(&c, m, task);
+            c.reference = ref;
+            ml_ic_result *r = ml_ic_run(m, ds, 0, 320, &c);
+            if (!r) {
+                fprintf(stderr, "bench_interchange: %s\n", ml_last_error());
+                return 1;
+            }
+            printf("%-10s %-9s %6d %8.2f %10lld %12.1f %14.1f\n", archs[a], ref ? "reference" : "fast", r->n_combos,
+                   r->seconds, (long long)r->patched_forwards, r->n_combos / r->seconds,
+                   1000 * r->seconds / r->n_combos);
+            fflush(stdout);
+            ml_ic_result_free(r);
+        }
+        ml_model_free(m);
+    }
+    ml_dataset_free(ds);
+    ml_task_release(task);
+    return 0;
+}

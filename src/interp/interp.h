@@ -1,0 +1,140 @@
+/* Interventions (DESIGN.md §4, paper.md §6): caching, patching, ablations, model surgery and the
+ * paper's interchange evaluator. Pure C on top of the model's hook sites (nn/model.h).
+ *
+ * A site is addressed by its index into m->sites (layer and name together); "blocks.{l}.{name}"
+ * is its full name. The position of a site is its first L dimension (-2 in the declared shape):
+ * patching position p of example b overwrites every element whose batch index is b and whose
+ * position index is p (a D-vector for the paper's sites; a row of every head's pattern for
+ * mixer.pattern; E·N numbers for mixer.ssm_state).
+ *
+ * The fast path: a patch at layer l resumes the base run at layer l from its cached activations
+ * (ml_model_hidden_resume), so the layers below are never recomputed; a patch at one of the six
+ * paper sites is written into the entry value and the rest of the model runs without hooks; a
+ * patch at a mixer-internal site resumes at attention_input (mlp.* at mlp_input) with a hook. The
+ * evaluator also skips examples whose patched unit already holds the source's bits (the patch
+ * cannot change them) and, after the last mixer, keeps only the readout row. */
+#ifndef ML_INTERP_H
+#define ML_INTERP_H
+
+#include <stdio.h>
+
+#include "nn/model.h"
+
+/* (tasks/task.h and ops/ops.h cannot share a translation unit: both name ml_split) */
+typedef struct ml_task ml_task;
+typedef struct ml_dataset ml_dataset;
+
+/* ---- sites ---- */
+int ml_site_lookup(const ml_model *m, int layer, const char *name); /* index or -1 */
+int ml_site_parse(const ml_model *m, const char *full);             /* "blocks.{l}.{name}" -> index or -1 */
+void ml_site_fullname(const ml_model *m, int site, char *buf, size_t n);
+/* The dimension that holds the position, or -1 when the site has no batch-and-position layout
+ * (filters); such sites cannot be patched per position. */
+int ml_site_pos_dim(const ml_model *m, int site);
+
+/* ---- caching ---- */
+/* Runs tokens (B, L) and keeps the activation of every site i with want[i] (want NULL: all) in
+ * acts[i] (m->n_sites entries; new references, NULL elsewhere). hidden (may be NULL) receives
+ * LN_f of the final residual. No gradients are recorded. */
+ml_status ml_run_cache(ml_model *m, ml_tensor *tokens, const bool *want, ml_tensor **acts, ml_tensor **hidden);
+/* The same with gradients: grads[i] = d objective / d act_i, objective = Σ_b log p(targets[b] |
+ * row rows[b]) (logprob = true) or Σ_b p(targets[b] | row rows[b]). rows, targets: int32 (B).
+ * Parameter gradients are not touched. */
+ml_status ml_run_cache_grad(ml_model *m, ml_tensor *tokens, ml_tensor *rows, ml_tensor *targets, bool logprob,
+                            const bool *want, ml_tensor **acts, ml_tensor **grads, ml_tensor **hidden);
+
+/* ---- patching (interchange interventions, resample/zero/mean ablations) ---- */
+typedef struct {
+    int site;             /* where */
+    ml_tensor *source;    /* values to write: the site's shape (B, ...) or without the batch
+                           * dimension (broadcast to every example, e.g. a dataset mean) */
+    const int32_t *pos;   /* per example: the position to patch (-1: leave the example alone);
+                           * NULL: every position */
+} ml_patch;
+/* Reference: the full forward of tokens with a hook that applies the patch. -> hidden (B, L, D) */
+ml_tensor *ml_patch_full(ml_model *m, ml_tensor *tokens, const ml_patch *p);
+/* Fast: resumes from base_acts, the base run's cache (it needs the paper sites of the patched
+ * layer: block_input, attention_input, attention_output, mlp_input, mlp_output, block_output as
+ * the architecture has them). rows (optional int32 (B)): keep only the readout rows after the last
+ * mixer (then the result is (B, 1, D)). Equals ml_patch_full bit for bit when rows is NULL. */
+ml_tensor *ml_patch_fast(ml_model *m, ml_tensor *const *base_acts, const ml_patch *p, ml_tensor *rows);
+/* Which sites ml_patch_fast needs for a patch at `site` (sets want[i] = true for them). */
+void ml_patch_needs(const ml_model *m, int site, bool *want);
+/* The mean activation of `site` over documents [0, n) of ds, per position: (L, ...) with the
+ * dataset's longest length, the mean over the documents long enough for each position. */
+ml_tensor *ml_site_mean(ml_model *m, const ml_dataset *ds, int64_t n, int site, int batch);
+
+/* ---- model surgery: the short convolutions (Mamba conv1d, BaseConv/Based conv.conv, Hyena
+ * short_filter, DeltaNet q/k/v_conv1d) ---- */
+typedef enum {
+    ML_CONV_IDENTITY, /* kernel = delta at the current token, bias 0: the conv is removed */
+    ML_CONV_ZERO,     /* kernel and bias 0: the conv outputs zeros */
+    ML_CONV_TRUNCATE  /* taps older than `keep` tokens are zeroed (a narrower kernel) */
+} ml_conv_edit;
+/* Edits every short conv of layer `layer` (-1: all layers). Returns the number of kernels edited
+ * (0 when the model has none) or -1 on error. */
+int ml_short_conv_edit(ml_model *m, int layer, ml_conv_edit kind, int keep);
+
+/* ---- attention analysis ---- */
+/* Mamba's implicit attention α (B, E, L, L) of layer `layer` (y[b,t,e] = Σ_s α[b,e,t,s]·u[b,s,e])
+ * from a cache holding that layer's mixer.dt, mixer.B and mixer.C. */
+ml_tensor *ml_mamba_attention(ml_model *m, int layer, ml_tensor *const *acts);
+
+/* ---- the interchange evaluator (paper.md §6) ---- */
+enum { ML_IC_MAX_SITES = 512, ML_IC_MAX_POS = 8 /* ML_NPOS */ };
+typedef struct {
+    int n_sites;
+    int sites[ML_IC_MAX_SITES];   /* component x layer, as site indices */
+    int n_label_types;
+    int label_types[2];           /* ML_POS_QUERY_ITEM_ORIG (key), ML_POS_TARGET_ITEM_ORIG (value) */
+    int n_positions;
+    int positions[ML_IC_MAX_POS]; /* patch positions (ml_pos) */
+    uint64_t seed;                /* corruption stream (seed, ML_STREAM_INTERP) per combination */
+    int batch;                    /* documents per forward */
+    bool swap;                    /* base = clean, source = corrupted (the original's option) */
+    bool reference;               /* full forwards with a hook instead of the fast path (tests) */
+} ml_ic_config;
+/* The paper's sweep for model m and task t: the six components (four for a MambaBlock), every
+ * layer, both label types, the task's patch positions (AR: query_item_orig, target_item_orig,
+ * query_item, target_item, divider, next_key; ATR: the first five, plus query_type when the
+ * documents carry one). */
+void ml_ic_config_paper(ml_ic_config *c, const ml_model *m, const ml_task *t);
+
+typedef struct {
+    int n_docs, n_combos;
+    int *combo_site, *combo_lt, *combo_pos; /* [n_combos] */
+    /* per combination and document: [combo * n_docs + doc] */
+    float *restored_prob, *corrupted_prob, *restored_logit, *corrupted_logit, *kl_div;
+    int32_t *corrupt_token;                 /* the replacement drawn */
+    uint8_t *changed;                       /* 1 when the patch could change the example */
+    float *original_prob, *original_logit; /* [n_docs] */
+    uint8_t *qtype;                         /* [n_docs] */
+    int64_t patched_forwards;               /* examples that went through a patched run */
+    double seconds;
+} ml_ic_result;
+
+/* Runs the sweep on documents [first, first + count) of ds. */
+ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_t count, const ml_ic_config *c);
+void ml_ic_result_free(ml_ic_result *r);
+
+/* The draw of §6.2: r = lo + U[0, hi - lo), +1 if r >= orig (pool [lo, hi] from
+ * ml_task_corrupt_range). */
+int32_t ml_ic_corrupt(ml_rng *rng, int lo, int hi, int32_t orig);
+
+/* Aggregate metrics with the paper's names (means per TYPE; corrupted./original. variants;
+ * max_perc, max_perc_layer; memo scores; mechlab's `attrib`, the ratio of means of Eq. 3). */
+typedef struct {
+    char name[192];
+    double value;
+} ml_metric;
+ml_status ml_ic_metrics(const ml_model *m, const ml_ic_result *r, ml_metric **out, int *n_out);
+/* Attribution (Eq. 3) as a ratio of means; *passes: the 0.01-style filter (denominator > threshold). */
+double ml_ic_attrib(double mean_prob_diff, double mean_original, double mean_corrupted, double threshold,
+                    bool *passes);
+/* The per-example argmax of max_perc: the winning index in [0, n) or n for "nothing"; ties in the
+ * value go to the lexicographically larger name, and (0, "nothing") is the starting point. */
+int ml_ic_argmax(const double *value, const char *const *names, int n);
+/* Per-example KL(corrupted ‖ intervened) / |V| from two logit rows of length V. */
+double ml_ic_kl_div(const float *corrupted_logits, const float *intervened_logits, int64_t V);
+
+#endif

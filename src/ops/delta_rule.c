@@ -10,6 +10,8 @@
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
 
+enum { IB = 16 }; /* column block: one AVX-512 vector of accumulators kept in registers */
+
 /* One token: S = Sin + k uᵀ with vold = Sinᵀk, u = β(v − vold); o = scale·Sᵀq. S[Dk,Dv] may equal
  * Sin (in place); writing a new buffer saves the backward a copy per step.
  * uo, voldo: [Dv] outputs (u_t and vold_t). */
@@ -101,7 +103,7 @@ void mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const f
  * STall: [(L+1),Dv,Dk], ST_{t-1} at index t. dS ends as ∂ℓ/∂S_{-1}. */
 /* Matrices in the backward's scratch are placed SKEW floats apart beyond their size: buffers a
  * multiple of 4 KB apart make loads and stores alias in L1 (4K aliasing), which cost 3x here. */
-enum { SKEW = 48, IB = 16 };
+enum { SKEW = 48 };
 
 MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv, float scale, const float *q,
                                      const float *k, const float *v, const float *beta, const float *S0,
@@ -145,16 +147,34 @@ MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv,
         const float *ut = uall + (size_t)t * Dv, *vo = vall + (size_t)t * Dv;
         const float bt = beta[r];
         for (int i = 0; i < Dk; i++) qs[i] = scale * qt[i];
-        /* dS += q̃ doᵀ (now ∂ℓ/∂S_t); du = dSᵀ k */
-        memset(du, 0, sizeof(float) * Dv);
-        for (int i = 0; i < Dk; i++) {
-            float *dSi = dS + (size_t)i * Dv;
-            const float qi = qs[i], ki = kt[i];
+        /* dS += q̃ doᵀ (now ∂ℓ/∂S_t); du = dSᵀ k (column blocks of du in registers) */
+        for (int j0 = 0; j0 < Dv; j0 += IB) {
+            int w = Dv - j0 < IB ? Dv - j0 : IB;
+            if (w == IB) {
+                float a[IB] = {0};
+                for (int i = 0; i < Dk; i++) {
+                    float *dSi = dS + (size_t)i * Dv + j0;
+                    const float *dj = dot + j0;
+                    const float qi = qs[i], ki = kt[i];
 #pragma omp simd
-            for (int j = 0; j < Dv; j++) {
-                float g = dSi[j] + qi * dot[j];
-                dSi[j] = g;
-                du[j] += ki * g;
+                    for (int jj = 0; jj < IB; jj++) {
+                        float g = dSi[jj] + qi * dj[jj];
+                        dSi[jj] = g;
+                        a[jj] += ki * g;
+                    }
+                }
+                for (int jj = 0; jj < IB; jj++) du[j0 + jj] = a[jj];
+            } else {
+                for (int j = j0; j < Dv; j++) du[j] = 0.0f;
+                for (int i = 0; i < Dk; i++) {
+                    float *dSi = dS + (size_t)i * Dv;
+                    const float qi = qs[i], ki = kt[i];
+                    for (int j = j0; j < Dv; j++) {
+                        float g = dSi[j] + qi * dot[j];
+                        dSi[j] = g;
+                        du[j] += ki * g;
+                    }
+                }
             }
         }
         /* the same in the transposed copy; dq̃ = S_t do; dk = dS u. Columns i go in blocks of IB

@@ -558,11 +558,11 @@ START_TEST(delta_grad) {
 END_TEST
 
 START_TEST(delta_grad_blocked) {
-    /* Dk = 19: one full register block of 16 columns plus a tail in the backward */
-    dr_setup(1, 4, 1, 19, 3, 1);
-    size_t nk = 4 * 19, nv = 4 * 3, ns = 19 * 3;
+    /* Dk = 19, Dv = 18: one full register block of 16 columns plus a tail, both ways */
+    dr_setup(1, 4, 1, 19, 18, 1);
+    size_t nk = 4 * 19, nv = 4 * 18, ns = 19 * 18;
     float *dq = zeros(nk), *dk = zeros(nk), *dv = zeros(nv), *db = zeros(4), *dS0 = zeros(ns);
-    ck_assert_int_eq(mlk_delta_bwd(1, 4, 1, 19, 3, dr.scale, dr.q, dr.k, dr.v, dr.beta, dr.S0, NULL, dr.gw, dq, dk, dv,
+    ck_assert_int_eq(mlk_delta_bwd(1, 4, 1, 19, 18, dr.scale, dr.q, dr.k, dr.v, dr.beta, dr.S0, NULL, dr.gw, dq, dk, dv,
                                    db, dS0),
                      0);
     fd_check("delta dq (blocked)", dr_loss, dr.q, nk, dq);

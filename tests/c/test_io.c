@@ -273,10 +273,8 @@ START_TEST(test_json_limits) {
     /* ML_JSON_MAX_DEPTH nested arrays parse; one more is refused at the extra bracket. */
     char s[2 * (ML_JSON_MAX_DEPTH + 1) + 1];
     for (int d = ML_JSON_MAX_DEPTH; d <= ML_JSON_MAX_DEPTH + 1; d++) {
-        for (int i = 0; i < d; i++) {
-            s[i] = '[';
-            s[d + i] = ']';
-        }
+        memset(s, '[', (size_t)d);
+        memset(s + d, ']', (size_t)d);
         s[2 * d] = 0;
         size_t off = 0;
         ml_json *v = ml_json_parse(s, (size_t)(2 * d), &off);

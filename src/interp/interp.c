@@ -76,13 +76,13 @@ static bool unit_op(ml_tensor *dst, const unit_geom *gd, int64_t bd, int64_t pds
 }
 
 /* Checks that p's source fits a site activation `act` (the batch may be gathered). */
-static ml_status check_source(const ml_model *m, const ml_patch *p, const ml_tensor *act, int pd) {
+static ml_status check_source(const ml_model *m, const ml_patch *p, const ml_tensor *act, int pd, bool mapped) {
     const ml_tensor *s = p->source;
     bool batched = s->ndim == act->ndim;
     char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR], name[96];
     ml_site_fullname(m, p->site, name, sizeof name);
     bool ok = s->dtype == ML_F32 && (batched || s->ndim == act->ndim - 1);
-    if (ok && batched && s->shape[0] != act->shape[0]) ok = false;
+    if (ok && batched && !mapped && s->shape[0] != act->shape[0]) ok = false; /* mapped: rows pick examples */
     for (int d = batched ? 1 : 0; ok && d < s->ndim; d++) {
         int ad = batched ? d : d + 1;
         if (ad == pd) ok = s->shape[d] >= act->shape[ad] || act->shape[ad] == 1;
@@ -107,7 +107,7 @@ static ml_tensor *apply_patch(const ml_model *m, const ml_patch *p, ml_tensor *a
         ml_fail(ML_ERR_ARG, "patch: site %s has no position dimension", name);
         return NULL;
     }
-    if (check_source(m, p, act, pd)) return NULL;
+    if (check_source(m, p, act, pd, batch_map != NULL)) return NULL;
     ml_tensor *out = ml_clone(act), *src = ml_contiguous(p->source);
     if (!out || !src) {
         ml_release(out), ml_release(src);

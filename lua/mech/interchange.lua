@@ -1,0 +1,264 @@
+--- The paper's interchange evaluation from Lua (paper.md §6; docs/interventions.md).
+--
+--   local ic = require "mech.interchange"
+--   local res = ic.evaluate(model, dataset, { layers = {1}, components = {"block_input"} })
+--   print(res.by_name["1.KEY.query_item_orig.target_item_orig.block_input.attrib"])
+--   ic.write_csv(res, "interchange.csv", step, "test")
+--
+--   train.run{ ..., evaluators = { ic.evaluator{ every = 1000 } } }  -- during training
+--
+-- The sweep itself is C (mech.interp.interchange): this file chooses the sites, writes the
+-- long-format CSV (step, split, metric, value) and adds the analyses that are cheap in Lua:
+-- attention mass between named positions and gradient attribution patching.
+local mech = require "mech"
+
+local ic = {}
+
+ic.components = { "block_input", "attention_input", "attention_output", "mlp_input", "mlp_output", "block_output" }
+
+local function fail(fn, msg) error(fn .. ": " .. msg, 3) end
+
+local function site_set(model)
+  local set, list = {}, {}
+  for _, h in ipairs(model:hook_names()) do
+    set[h.name] = h
+    list[#list + 1] = h
+  end
+  return set, list
+end
+
+--- The sites of a sweep: explicit `sites`, else components x layers (names the model lacks are
+--- skipped, so a MambaBlock gets the first four components), plus every mixer-internal site of
+--- those layers with a (B, L, ...) layout when `mixer_sites` is true.
+function ic.sites(model, opts)
+  local fn = "interchange.sites"
+  opts = opts or {}
+  local set, list = site_set(model)
+  if opts.sites then
+    for _, s in ipairs(opts.sites) do
+      if not set[s] then fail(fn, "unknown site '" .. tostring(s) .. "' (model:hook_names() lists them)") end
+    end
+    return opts.sites
+  end
+  local n_layers = model:config().n_layers
+  local layers = opts.layers or {}
+  if not opts.layers then for l = 0, n_layers - 1 do layers[#layers + 1] = l end end
+  for _, l in ipairs(layers) do
+    if math.type(l) ~= "integer" or l < 0 or l >= n_layers then
+      fail(fn, string.format("option 'layers' expected integers in [0, %d), got %s", n_layers, tostring(l)))
+    end
+  end
+  local out = {}
+  for _, c in ipairs(opts.components or ic.components) do
+    for _, l in ipairs(layers) do
+      local name = string.format("blocks.%d.%s", l, c)
+      if set[name] then out[#out + 1] = name end
+    end
+  end
+  if opts.mixer_sites then
+    local want = {}
+    for _, l in ipairs(layers) do want[l] = true end
+    for _, h in ipairs(list) do
+      local l, rest = h.name:match("^blocks%.(%d+)%.(mixer%..+)$")
+      if l and want[tonumber(l)] and h.shape[1] == "B" then
+        for d = 2, #h.shape do
+          if h.shape[d] == "L" then out[#out + 1] = h.name break end
+        end
+      end
+    end
+  end
+  return out
+end
+
+--- Runs the sweep; returns mech.interp.interchange's table plus `by_name` (metric -> value).
+--- opts: components, layers, sites, mixer_sites, label_types, positions, seed, batch, first,
+--- count, swap, reference.
+function ic.evaluate(model, dataset, opts)
+  opts = opts or {}
+  local known = { components = 1, layers = 1, sites = 1, mixer_sites = 1, label_types = 1, positions = 1, seed = 1,
+    batch = 1, first = 1, count = 1, swap = 1, reference = 1 }
+  for k in pairs(opts) do
+    if not known[k] then fail("interchange.evaluate", "unknown option '" .. tostring(k) .. "'") end
+  end
+  local res = mech.interp.interchange(model, dataset, {
+    sites = ic.sites(model, opts), label_types = opts.label_types, positions = opts.positions, seed = opts.seed,
+    batch = opts.batch, first = opts.first, count = opts.count, swap = opts.swap, reference = opts.reference,
+  })
+  res.by_name = {}
+  for _, kv in ipairs(res.metrics) do res.by_name[kv[1]] = kv[2] end
+  return res
+end
+
+--- Appends every metric to a metrics CSV (a path, or a mech.sys.metrics writer) at `step`.
+function ic.write_csv(res, out, step, split)
+  local w, own = out, false
+  if type(out) == "string" then w, own = mech.sys.metrics(out), true end
+  for _, kv in ipairs(res.metrics) do w:append(step or 0, split or "test", kv[1], kv[2]) end
+  if own then w:close() end
+end
+
+--- Attribution (Eq. 3, ratio of means) of one label "{layer}.{TYPE}.{label_type}.{position}.{component}"
+--- and whether it passes the filter mean(original) − mean(corrupted) > threshold (0.01).
+function ic.attrib(res, label, threshold)
+  local layer, rest = label:match("^(%d+)%.(.+)$")
+  if not layer then fail("interchange.attrib", "expected a label {layer}.{TYPE}.{label_type}.{position}.{component}") end
+  local diff = res.by_name[label .. ".prob_diff"]
+  local orig, corr = res.by_name["original." .. rest .. ".restored_prob"], res.by_name["corrupted." .. rest .. ".restored_prob"]
+  if not (diff and orig and corr) then fail("interchange.attrib", "no metrics for label '" .. label .. "'") end
+  local den = orig - corr
+  return diff / den, den > (threshold or 0.01)
+end
+
+--- An evaluator for train.run{evaluators = {...}}: runs the sweep on the first eval set every
+--- `every` steps and appends its metrics to the run's metrics.csv.
+function ic.evaluator(opts)
+  opts = opts or {}
+  local every = opts.every
+  local sweep = {}
+  for k, v in pairs(opts) do if k ~= "every" and k ~= "split" then sweep[k] = v end end
+  return {
+    every = every,
+    fn = function(step, model, ctx)
+      for _, e in ipairs(ctx.eval_sets) do
+        if not opts.split or e.split == opts.split then
+          local res = ic.evaluate(model, e.ds, sweep)
+          if ctx.metrics then ic.write_csv(res, ctx.metrics, step, e.split) end
+          if opts.on_result then opts.on_result(step, res, e.split) end
+          if not opts.split then break end
+        end
+      end
+    end,
+  }
+end
+
+-- Position columns of dataset:positions().
+local function pos_col(name)
+  for i, n in ipairs(mech.task.positions) do if n == name then return i - 1 end end
+  fail("interchange", "unknown position name '" .. tostring(name) .. "'")
+end
+
+--- Attention mass from a named query position to a named key position, per layer: the mean
+--- over documents of the pattern's weight P[t_query, s_key] (summed over heads / averaged over
+--- channels for Mamba's implicit attention, whose |α| is normalised per row). Attention uses
+--- mixer.pattern, Based mixer.pattern (its normalised linear-attention pattern), Mamba
+--- mech.interp.mamba_attention. Returns {[layer] = mass}.
+function ic.attention_mass(model, dataset, opts)
+  opts = opts or {}
+  local q, k = pos_col(opts.query or "query_item"), pos_col(opts.key or "target_item_orig")
+  local n = math.min(opts.n or #dataset, #dataset)
+  local tokens = dataset:batch(0, n)
+  local pos = dataset:positions(0, n)
+  local set = site_set(model)
+  local out = {}
+  for l = 0, model:config().n_layers - 1 do
+    local name = string.format("blocks.%d.mixer.pattern", l)
+    local mass = 0
+    if set[name] then
+      local _, cache = model:run_with_cache(tokens, { names = { name } })
+      local P = cache[name] -- (B, H, L, L)
+      local H = P:size(1)
+      for b = 0, n - 1 do
+        local tq, sk = pos:get(b, q), pos:get(b, k)
+        for h = 0, H - 1 do mass = mass + P:get(b, h, tq, sk) end
+      end
+      out[l] = mass / n
+    elseif set[string.format("blocks.%d.mixer.dt", l)] then
+      local a = mech.interp.mamba_attention(model, tokens, l) -- (B, E, L, L)
+      local E, L = a:size(1), a:size(2)
+      for b = 0, n - 1 do
+        local tq, sk = pos:get(b, q), pos:get(b, k)
+        for e = 0, E - 1 do
+          local tot, at = 0, 0
+          for s = 0, L - 1 do
+            local v = math.abs(a:get(b, e, tq, s))
+            tot = tot + v
+            if s == sk then at = v end
+          end
+          if tot > 0 then mass = mass + at / tot end
+        end
+      end
+      out[l] = mass / (n * E)
+    end
+  end
+  return out
+end
+
+--- Gradient attribution patching (activation x gradient): estimates every (site, position)
+--- prob_diff of the sweep from one corrupted run and one backward pass per label type, and
+--- reports its agreement with real patching (`real`: a result of ic.evaluate on the same
+--- documents). Returns {estimates = {[label] = mean estimate}, correlation = r, n = pairs}.
+function ic.attribution_patching(model, dataset, opts)
+  opts = opts or {}
+  local sites = ic.sites(model, opts)
+  local n = math.min(opts.n or #dataset, #dataset)
+  local task = dataset:task()
+  local lo, hi = task:corrupt_range()
+  local gen = mech.Generator(opts.seed or 42, 7) -- ML_STREAM_INTERP
+  local tokens = dataset:batch(0, n)
+  local pos = dataset:positions(0, n)
+  local ti = pos_col("target_item")
+  local rows, answers = {}, {}
+  for b = 0, n - 1 do
+    rows[b + 1] = pos:get(b, ti) - 1
+    answers[b + 1] = tokens:get(b, rows[b + 1] + 1)
+  end
+  local rows_t, ans_t = mech.tensor(rows, { dtype = "int32" }), mech.tensor(answers, { dtype = "int32" })
+  local _, clean = model:run_with_cache(tokens, { names = sites })
+  local types = opts.label_types or { "query_item_orig", "target_item_orig" }
+  local positions = opts.positions or { "query_item_orig", "target_item_orig", "query_item", "target_item", "divider" }
+  if task:kind() == "ar" and not opts.positions then positions[#positions + 1] = "next_key" end
+  local estimates = {}
+  for _, lt in ipairs(types) do
+    local corrupted = tokens:clone()
+    local c = pos_col(lt)
+    for b = 0, n - 1 do
+      local p = pos:get(b, c)
+      corrupted:set(mech.interp.corrupt(lo, hi, tokens:get(b, p), gen), b, p)
+    end
+    local _, acts, grads = model:run_with_cache(corrupted,
+      { names = sites, grads = true, rows = rows_t, targets = ans_t, objective = "prob" })
+    for _, s in ipairs(sites) do
+      local prod = (clean[s] - acts[s]) * grads[s] -- (B, L, ...) or (B, H, L, L)
+      local layer, comp = s:match("^blocks%.(%d+)%.(.+)$")
+      -- sum every dimension but batch and position
+      local pd
+      for d, v in ipairs(model:hook_names()) do if v.name == s then
+        for i = 2, #v.shape do if v.shape[i] == "L" then pd = i - 1 break end end
+      end end
+      local t = prod
+      for d = t:dim() - 1, 1, -1 do if d ~= pd then t = t:sum(d) end end -- -> (B, L)
+      for _, pn in ipairs(positions) do
+        local pc, tot = pos_col(pn), 0
+        for b = 0, n - 1 do
+          local p = pos:get(b, pc)
+          if p >= 0 and p < t:size(1) then tot = tot + t:get(b, p) end
+        end
+        local T = task:kind() == "ar" and (task:config().query_type == "value" and "VALUE" or "KEY") or nil
+        local label = string.format("%s.%s.%s.%s.%s", layer, T or "?", lt, pn, comp)
+        estimates[label] = tot / n
+      end
+    end
+  end
+  local out = { estimates = estimates }
+  if opts.real then
+    local xs, ys = {}, {}
+    for label, est in pairs(estimates) do
+      local real = opts.real.by_name[label .. ".prob_diff"]
+      if real then xs[#xs + 1], ys[#ys + 1] = est, real end
+    end
+    local m = #xs
+    local mx, my = 0, 0
+    for i = 1, m do mx, my = mx + xs[i], my + ys[i] end
+    mx, my = mx / math.max(m, 1), my / math.max(m, 1)
+    local sxy, sxx, syy = 0, 0, 0
+    for i = 1, m do
+      sxy = sxy + (xs[i] - mx) * (ys[i] - my)
+      sxx, syy = sxx + (xs[i] - mx) ^ 2, syy + (ys[i] - my) ^ 2
+    end
+    out.correlation = (sxx > 0 and syy > 0) and sxy / math.sqrt(sxx * syy) or 0 / 0
+    out.n = m
+  end
+  return out
+end
+
+return ic

@@ -120,7 +120,12 @@ void pl_mask_dashed(pl_canvas *c, const double *xy, int n, double width, double 
         if (!(len > 0)) continue;
         while (s < len) {
             double step = phase < on ? on - phase : on + off - phase;
+            if (step < 1e-6) { /* rounding left a sliver of the current dash or gap: skip it */
+                phase = phase < on ? on : 0;
+                continue;
+            }
             double e = fmin(len, s + step);
+            if (!(e > s)) break;
             if (phase < on)
                 pl_mask_segment(c, ax + (bx - ax) * s / len, ay + (by - ay) * s / len, ax + (bx - ax) * e / len,
                                 ay + (by - ay) * e / len, width);

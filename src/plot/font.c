@@ -316,7 +316,7 @@ static void run_path(pen *p, const char *path) {
 /* ---- text ---- */
 
 static double base_width(const pl_font *f) { return f->size * (f->bold ? 0.155 : 0.1); }
-static double tracking(const pl_font *f) { return f->size * 0.04; }
+static double tracking(const pl_font *f) { return f->size * (f->bold ? 0.09 : 0.04); } /* bold strokes need air */
 
 double pl_text_width(const char *s, const pl_font *f) {
     double w = 0, s1 = f->size / 10;

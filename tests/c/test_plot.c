@@ -113,6 +113,21 @@ START_TEST(test_polyline_joins_blend_once) {
 }
 END_TEST
 
+START_TEST(test_dashed_terminates) {
+    /* many segments whose lengths are not multiples of the dash period: rounding of the dash
+     * phase once made this loop forever */
+    pl_canvas *c = pl_canvas_new(400, 200, WHITE);
+    double xy[400];
+    for (int i = 0; i < 200; i++) xy[2 * i] = 2 * i * 0.9973, xy[2 * i + 1] = 100 + 60 * sin(i * 0.731);
+    pl_mask_dashed(c, xy, 200, 1.3, 4.5, 3);
+    pl_paint(c, BLACK);
+    double on[2] = {0, 0};
+    pl_mask_dashed(c, on, 1, 1, 4.5, 0); /* degenerate input does not hang either */
+    pl_paint(c, BLACK);
+    pl_canvas_free(c);
+}
+END_TEST
+
 START_TEST(test_polygon_and_disc_coverage) {
     pl_canvas *c = pl_canvas_new(40, 40, WHITE);
     double tri[6] = {0, 0, 40, 0, 0, 40};
@@ -517,6 +532,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_rect_and_alpha);
     tcase_add_test(tc, test_line_crisp_and_clip);
     tcase_add_test(tc, test_polyline_joins_blend_once);
+    tcase_add_test(tc, test_dashed_terminates);
     tcase_add_test(tc, test_polygon_and_disc_coverage);
     tcase_add_test(tc, test_bad_canvas);
     tcase_add_test(tc, test_text_inside_box);

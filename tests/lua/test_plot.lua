@@ -1,0 +1,114 @@
+-- mech.plot: every figure kind from Lua tables and tensors, CSV beside the PNG, errors.
+local T = require "check"
+
+local base = os.tmpname() -- a unique name; figures go to base .. "_<name>.png"
+local made = {base}
+local function out(name)
+  local p = base .. "_" .. name .. ".png"
+  made[#made + 1] = p
+  made[#made + 1] = p:gsub("%.png$", ".csv")
+  return p
+end
+local function read(p)
+  local f = assert(io.open(p, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+local function is_png(p) return read(p):sub(1, 8) == "\137PNG\r\n\26\n" end
+
+local toks = {"<bos>", "k12", "v7", "k3"}
+local sites = {"layer 0 block_input", "layer 0 block_output", "layer 1 block_input"}
+local M = {{0.0, 0.1, 0.9, -0.2}, {0.05, -0.6, 0.3, 0 / 0}, {1.0, 0.2, -0.1, 0.4}}
+
+T.test("heatmap from nested tables writes a PNG and a long CSV", function()
+  local p = out("heat")
+  T.eq(mech.plot.heatmap {data = M, xlabels = toks, ylabels = sites, cmap = "RdBu", center = 0, values = true,
+                          title = "Patching", xlabel = "position", ylabel = "site", colorbar = "Attrib", out = p}, p)
+  T.truthy(is_png(p))
+  local csv = read(p:gsub("%.png$", ".csv"))
+  T.truthy(csv:find("row,col,ylabel,xlabel,value\n0,0,layer 0 block_input,<bos>,0\n", 1, true))
+  T.truthy(csv:find("1,3,layer 0 block_output,k3,NaN\n", 1, true))
+end)
+
+T.test("heatmap from a 2-D tensor equals the one from tables, byte for byte", function()
+  local a, b = out("ta"), out("tb")
+  local flat = {{1, 2, 3}, {4, 5, 6}}
+  mech.plot.heatmap {data = flat, xlabels = {"a", "b", 3}, out = a, scale = 2}
+  mech.plot.heatmap {data = mech.tensor(flat), xlabels = {"a", "b", 3}, out = b, scale = 2}
+  T.eq(read(a), read(b))
+end)
+
+T.test("heatmap argument errors are clear", function()
+  T.raises(function() mech.plot.heatmap {data = {{1, 2}, {3}}, out = out("e")} end,
+           "mech.plot.heatmap: field 'data' expected a matrix (table of equal-length rows or a 2-D tensor), got row 2 with 1 values")
+  T.raises(function() mech.plot.heatmap {data = "x", out = out("e")} end, "expected a matrix")
+  T.raises(function() mech.plot.heatmap {data = mech.tensor({1, 2}), out = out("e")} end, "got a tensor of shape [2]")
+  T.raises(function() mech.plot.heatmap {data = M, out = out("e"), cmpa = "RdBu"} end, "did you mean 'cmap'")
+  T.raises(function() mech.plot.heatmap {data = M, xlabels = {"a"}, out = out("e")} end, "1 xlabels for 4 columns")
+  T.raises(function() mech.plot.heatmap {data = M, ylabels = {"a", "b"}, out = out("e")} end, "2 ylabels for 3 rows")
+  T.raises(function() mech.plot.heatmap {data = M} end, "field 'out'")
+  T.raises(function() mech.plot.heatmap {data = M, cmap = "jet", out = out("e")} end, "unknown cmap 'jet'")
+  T.raises(function() mech.plot.heatmap {data = {{0 / 0}}, out = out("e")} end, "no finite value")
+  T.raises(function() mech.plot.heatmap {data = {{1, "x"}}, out = out("e")} end, "expected a number")
+  T.raises(function() mech.plot.heatmap {data = M, vmin = 1, vmax = 0, out = out("e")} end, "vmin")
+end)
+
+local widths = {16, 32, 64, 128, 256}
+local function arch_series(dashed)
+  return {
+    {label = "attention", x = widths, y = {0.2, 0.6, 0.95, 1, 1}, dashed = dashed},
+    {label = "mamba", x = widths, y = mech.tensor({0.1, 0.2, 0.5, 0.8, 0.97}), dashed = dashed},
+  }
+end
+
+T.test("lines: one panel, facets, log-x, legend at the bottom", function()
+  local p = out("lines")
+  mech.plot.lines {series = arch_series(), logx = 2, xticks = widths, ylim = {0, 1.05}, legend_title = "Arch.",
+                   title = "AR accuracy", xlabel = "d", ylabel = "accuracy", out = p}
+  T.truthy(is_png(p))
+  T.truthy(read(p:gsub("%.png$", ".csv")):find("panel,series,x,y\n1,attention,16,0.2\n", 1, true))
+  local q = out("facets")
+  mech.plot.lines {facets = {{title = "L = 5", series = arch_series()}, {title = "L = 10", series = arch_series(true)}},
+                   logx = 2, legend = "bottom", width = 520, height = 280, out = q}
+  T.truthy(read(q:gsub("%.png$", ".csv")):find("L = 10,mamba,256,0.97", 1, true))
+  mech.plot.lines {series = {{label = "y only", y = {3, 1, 2}}}, markers = false, out = out("yonly")}
+end)
+
+T.test("scatter, box and bar", function()
+  local xs, ys = {}, {}
+  for i = 1, 50 do xs[i], ys[i] = math.sin(i), math.cos(i * 0.7) end
+  mech.plot.scatter {series = {{label = "attention", x = xs, y = ys}, {label = "h3", x = ys, y = xs, marker = "diamond"}},
+                     alpha = 0.3, xlabel = "Attrib @ Value", ylabel = "Attrib @ Query", out = out("scatter")}
+  local p = out("box")
+  mech.plot.box {facets = {{title = "@Key", groups = {{label = "attention", values = xs}, {label = "mamba", values = ys}}},
+                           {title = "@Query", groups = {{label = "attention", values = ys}}}},
+                 hlines = {0, 1}, free_y = true, ylabel = "Attrib", out = p}
+  T.truthy(read(p:gsub("%.png$", ".csv")):find("panel,group,value\n@Key,attention,", 1, true))
+  local b = out("bar")
+  mech.plot.bar {categories = {"AR", "ATR"}, series = {{label = "1 layer", values = {1, 0.5}}, {label = "2 layers", values = {0.9, 0.7}}},
+                 ylabel = "accuracy", palette = "tab10", out = b}
+  T.truthy(read(b:gsub("%.png$", ".csv")):find("panel,category,series,value\n1,AR,1 layer,1\n", 1, true))
+end)
+
+T.test("figure argument errors are clear", function()
+  local e = out("fe")
+  T.raises(function() mech.plot.lines {series = {{label = "a", x = {1, 2}, y = {1}}}, out = e} end, "series 1 has 2 x values and 1 y values")
+  T.raises(function() mech.plot.lines {series = {{label = "a", x = {1, 2}}}, out = e} end, "series 1 has no 'y'")
+  T.raises(function() mech.plot.lines {series = {{label = "a", y = {1}, colour = "#ff0000"}}, out = e} end, "did you mean 'color'")
+  T.raises(function() mech.plot.lines {series = {}, facets = {}, out = e} end, "either 'series' or 'facets'")
+  T.raises(function() mech.plot.lines {series = {{y = {1, 2}, marker = "star"}}, out = e} end, "unknown marker 'star'")
+  T.raises(function() mech.plot.lines {series = {{y = {1, 2}}}, logx = "yes", out = e} end, "field 'logx'")
+  T.raises(function() mech.plot.lines {series = {{x = {0, 1}, y = {1, 2}}}, logx = 10, out = e} end, "log axis")
+  T.raises(function() mech.plot.lines {series = {{y = {0 / 0}}}, out = e} end, "mech.plot.lines: no finite data")
+  T.raises(function() mech.plot.lines {series = {{y = {1}}}, legend = "left", out = e} end, "field 'legend'")
+  T.raises(function() mech.plot.box {series = {{values = {1}}}, out = e} end, "use 'groups'")
+  T.raises(function() mech.plot.box {groups = {{label = "a"}}, out = e} end, "no 'values'")
+  T.raises(function() mech.plot.bar {series = {{values = {1}}}, out = e} end, "field 'categories'")
+  T.raises(function() mech.plot.bar {categories = {"a", "b"}, series = {{values = {1}}}, out = e} end, "1 values for 2 categories")
+  T.raises(function() mech.plot.scatter {series = {{x = {1}, y = {1}}}, palette = "rainbow", out = e} end, "unknown palette")
+  T.raises(function() mech.plot.scatter {series = {{x = {1}, y = {1}}}, out = "/nonexistent-dir/x.png"} end, "cannot create")
+end)
+
+for _, p in ipairs(made) do os.remove(p) end
+T.done()

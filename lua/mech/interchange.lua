@@ -115,7 +115,7 @@ function ic.evaluator(opts)
   opts = opts or {}
   local every = opts.every
   local sweep = {}
-  for k, v in pairs(opts) do if k ~= "every" and k ~= "split" then sweep[k] = v end end
+  for k, v in pairs(opts) do if k ~= "every" and k ~= "split" and k ~= "on_result" then sweep[k] = v end end
   return {
     every = every,
     fn = function(step, model, ctx)

@@ -1,0 +1,208 @@
+-- Interventions from Lua: run_with_cache (activations and gradients), run_with_hooks, patching,
+-- the interchange evaluator (names, CSV, fast = reference, mixer-internal sites), the training
+-- evaluator, surgery, and the metric helpers on hand-computed cases.
+local T = require "check"
+local ic = require "mech.interchange"
+local train = require "mech.train"
+
+local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 } -- V = 68, 13 tokens
+local ds = task:dataset(12, { seed = 1, split = "test" })
+
+local function tiny(arch)
+  return mech.model { arch = arch or "attention", d_model = 16, n_layers = 2, vocab = task:vocab_size(), seed = 5 }
+end
+
+T.test("run_with_cache: the logits of forward, bit for bit, and the asked sites", function()
+  local m = tiny()
+  local tok = ds:batch(0, 3)
+  local logits, cache = m:run_with_cache(tok, { names = { "blocks.1.attention_output", "blocks.0.mixer.pattern" } })
+  T.truthy(logits:equal(m:forward(tok)))
+  T.eq(cache["blocks.1.attention_output"]:shape(), { 3, 13, 16 })
+  T.eq(cache["blocks.0.mixer.pattern"]:shape(), { 3, 1, 13, 13 })
+  T.eq(cache["blocks.0.block_input"], nil)
+  local _, all = m:run_with_cache(tok)
+  local n = 0
+  for _ in pairs(all) do n = n + 1 end
+  T.eq(n, #m:hook_names())
+  T.raises(function() m:run_with_cache(tok, { names = { "blocks.0.atention_output" } }) end,
+    "did you mean 'blocks.0.attention_output'")
+  T.raises(function() m:run_with_cache(tok, { nmes = {} }) end, "names")
+  T.raises(function() m:run_with_cache(tok, { grads = true }) end, "targets")
+end)
+
+T.test("run_with_cache: gradients at sites match finite differences", function()
+  local m = tiny()
+  local tok = ds:batch(0, 2)
+  local rows = mech.tensor({ 11, 11 }, { dtype = "int32" })
+  local tg = mech.tensor({ tok:get(0, 12), tok:get(1, 12) }, { dtype = "int32" })
+  local _, acts, grads = m:run_with_cache(tok, { names = { "blocks.0.attention_output" }, grads = true, rows = rows,
+    targets = tg })
+  local g = grads["blocks.0.attention_output"]
+  T.eq(g:shape(), { 2, 13, 16 })
+  local function objective(delta)
+    local lg = m:run_with_hooks(tok, { ["blocks.0.attention_output"] = function(a)
+      local b = a:clone()
+      b:set(b:get(1, 4, 3) + delta, 1, 4, 3)
+      return b
+    end })
+    local lp = mech.log_softmax(lg, 2)
+    return lp:get(0, 11, tg:get(0)) + lp:get(1, 11, tg:get(1))
+  end
+  local eps = 1e-2
+  T.near(g:get(1, 4, 3), (objective(eps) - objective(-eps)) / (2 * eps), 2e-3)
+  T.eq(g:get(0, 12, 0), 0) -- after the readout row: no gradient
+end)
+
+T.test("run_with_hooks: an observing hook changes no bit; a replacement is used", function()
+  local m = tiny()
+  local tok = ds:batch(0, 2)
+  local base = m:forward(tok)
+  local seen = 0
+  T.truthy(m:run_with_hooks(tok, { ["blocks.1.mlp_output"] = function() seen = seen + 1 end }):equal(base))
+  T.eq(seen, 1)
+  local zeroed = m:run_with_hooks(tok, { ["blocks.1.mlp_output"] = function(a) return a * 0 end })
+  T.falsy(zeroed:equal(base))
+end)
+
+T.test("patch: clean into clean, and block_input of layer 0 everywhere is the source", function()
+  for _, arch in ipairs { "attention", "mamba", "based" } do
+    local m = tiny(arch)
+    local base, src = ds:batch(0, 2), ds:batch(2, 2)
+    local _, bc = m:run_with_cache(base)
+    local _, sc = m:run_with_cache(src)
+    local l0 = m:forward(base)
+    for site, act in pairs(bc) do
+      local h = m:hook_names()
+      local ok = true
+      for _, d in ipairs(h) do if d.name == site and d.shape[1] ~= "B" then ok = false end end
+      if ok then
+        T.truthy(mech.interp.patch(m, base, { site = site, source = act, pos = { 3, 7 } }):equal(l0), arch .. " " .. site)
+      end
+    end
+    local p = mech.interp.patch(m, base, { site = "blocks.0.block_input", source = sc["blocks.0.block_input"] })
+    T.truthy(p:equal(m:forward(src)), arch)
+    local r = mech.interp.patch(m, base, { site = "blocks.1.attention_input", source = sc["blocks.1.attention_input"],
+      pos = 5, reference = true })
+    T.truthy(r:equal(mech.interp.patch(m, base, { site = "blocks.1.attention_input", source = sc["blocks.1.attention_input"],
+      pos = 5 })), arch .. ": fast = reference")
+  end
+  local m = tiny()
+  T.raises(function() mech.interp.patch(m, ds:batch(0, 2), { site = "blocks.0.block_input", source = mech.zeros(3, 3) }) end,
+    "does not fit")
+  T.raises(function() mech.interp.patch(m, ds:batch(0, 2), { site = "blocks.9.block_input", source = mech.zeros(3) }) end,
+    "unknown hook site")
+end)
+
+T.test("interchange: the paper's names, fast = reference, mixer-internal sites", function()
+  for _, arch in ipairs { "attention", "mamba" } do
+    local m = tiny(arch)
+    local fast = ic.evaluate(m, ds, { batch = 5 })
+    local ref = ic.evaluate(m, ds, { reference = true })
+    T.eq(fast.n_combos, arch == "mamba" and 96 or 144)
+    T.truthy(fast.corrupt_token:equal(ref.corrupt_token))
+    T.truthy(mech.allclose(fast.restored_prob, ref.restored_prob, 1e-4, 2e-5), arch)
+    T.truthy(fast.patched_examples < ref.patched_examples)
+    for _, name in ipairs { "0.KEY.query_item_orig.next_key.block_input.restored_prob",
+      "1.KEY.target_item_orig.query_item.attention_output.logit_diff",
+      "corrupted.KEY.target_item_orig.divider.block_output.restored_logit",
+      "original.KEY.query_item_orig.query_item.attention_input.restored_prob",
+      "nothing.KEY.query_item_orig.target_item_orig.block_input.max_perc_layer",
+      "1.KEY.query_item_orig.nothing.block_output.max_perc", "0.KEY.query_item_orig.divider.block_output.kl_div" } do
+      T.truthy(fast.by_name[name], name)
+    end
+    local a, pass = ic.attrib(fast, "1.KEY.query_item_orig.target_item_orig.block_input")
+    T.near(a, fast.by_name["1.KEY.query_item_orig.target_item_orig.block_input.attrib"], 1e-9)
+    T.eq(type(pass), "boolean")
+    -- inside the mixer (Mamba's conv output and SSM state; attention's q and pattern)
+    local sites = arch == "mamba" and { "blocks.0.mixer.conv", "blocks.0.mixer.ssm_state" }
+      or { "blocks.0.mixer.q", "blocks.1.mixer.pattern" }
+    local fi = ic.evaluate(m, ds, { sites = sites, positions = { "next_key", "query_item" }, batch = 4 })
+    local ri = ic.evaluate(m, ds, { sites = sites, positions = { "next_key", "query_item" }, reference = true })
+    T.truthy(mech.allclose(fi.restored_prob, ri.restored_prob, 1e-4, 2e-5), arch .. " internal")
+    T.truthy(fi.by_name[string.format("0.KEY.query_item_orig.next_key.%s.prob_diff", sites[1]:match("blocks%.%d+%.(.+)"))])
+    local all = ic.sites(m, { layers = { 0 }, components = {}, mixer_sites = true })
+    T.truthy(#all >= 5)
+  end
+  local m = tiny()
+  T.raises(function() ic.evaluate(m, ds, { label_types = { "divider" } }) end, "query_item_orig or target_item_orig")
+  T.raises(function() ic.evaluate(m, ds, { positions = { "nowhere" } }) end, "expected a position name")
+  T.raises(function() ic.evaluate(m, ds, { layer = { 0 } }) end, "unknown option 'layer'")
+end)
+
+T.test("interchange CSV and the training-loop evaluator", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  mech.sys.mkdir(dir)
+  local m = tiny()
+  local res = ic.evaluate(m, ds, { layers = { 1 }, components = { "block_input" } })
+  ic.write_csv(res, dir .. "/ic.csv", 7, "test")
+  local f = io.open(dir .. "/ic.csv")
+  local header = f:read("l")
+  local first = f:read("l")
+  f:close()
+  T.eq(header, "step,split,metric,value")
+  T.truthy(first:match("^7,test,1%.KEY%.query_item_orig%.[a-z_]+%.block_input%.restored_prob,"), first)
+  local seen = 0
+  local out = dir .. "/run"
+  train.run { model = { arch = "attention", d_model = 16 }, task = task, train_docs = 64, eval_docs = 8, batch_size = 8,
+    steps = 2, eval_every = 1, quiet = true, out = out,
+    evaluators = { ic.evaluator { every = 2, layers = { 1 }, components = { "block_input" },
+      on_result = function() seen = seen + 1 end } } }
+  T.eq(seen, 2) -- steps 0 and 2
+  local n = 0
+  for line in io.lines(out .. "/metrics.csv") do
+    if line:find("block_input.max_perc", 1, true) then n = n + 1 end
+  end
+  T.truthy(n > 0)
+  os.execute("rm -rf '" .. dir .. "'")
+end)
+
+T.test("surgery, site means, implicit attention, attention mass, attribution patching", function()
+  local m = tiny("mamba")
+  T.eq(mech.interp.short_conv_edit(m, "identity"), 2)
+  local _, c = m:run_with_cache(ds:batch(0, 2), { names = { "blocks.0.mixer.x", "blocks.0.mixer.conv" } })
+  T.truthy(mech.allclose(c["blocks.0.mixer.x"], c["blocks.0.mixer.conv"], 0, 1e-7))
+  T.eq(mech.interp.short_conv_edit(m, "truncate", { layer = 1, keep = 2 }), 1)
+  T.raises(function() mech.interp.short_conv_edit(m, "remove") end, "'identity', 'zero' or 'truncate'")
+  local a = mech.interp.mamba_attention(m, ds:batch(0, 2), 0)
+  T.eq(a:shape(), { 2, 32, 13, 13 })
+  T.eq(a:get(0, 0, 2, 5), 0) -- causal
+  local mean = mech.interp.site_mean(m, ds, "blocks.1.attention_output")
+  T.eq(mean:shape(), { 13, 16 })
+  local mass = ic.attention_mass(tiny(), ds, { query = "query_item", key = "target_item_orig" })
+  T.truthy(mass[0] > 0 and mass[0] < 1)
+  local mm = ic.attention_mass(m, ds, {})
+  T.truthy(mm[1] >= 0 and mm[1] <= 1)
+  local att = tiny()
+  local real = ic.evaluate(att, ds, {})
+  local ap = ic.attribution_patching(att, ds, { real = real })
+  T.truthy(ap.n == 144 and ap.correlation == ap.correlation)
+end)
+
+T.test("metric helpers: kl_div / |V|, max_perc ties, the corruption rule", function()
+  local c, x = mech.tensor { 0, 1, 2 }, mech.tensor { 2, 0, 1 }
+  local function lsm(v)
+    local z = 0
+    for i = 1, #v do z = z + math.exp(v[i]) end
+    local out = {}
+    for i = 1, #v do out[i] = v[i] - math.log(z) end
+    return out
+  end
+  local lc, lx = lsm { 0, 1, 2 }, lsm { 2, 0, 1 }
+  local kl = 0
+  for i = 1, 3 do kl = kl + math.exp(lc[i]) * (lc[i] - lx[i]) end
+  T.near(mech.interp.kl_div(c, x), kl / 3, 1e-6)
+  T.eq(mech.interp.argmax({ 0.2, 0.2 }, { "divider", "query_item" }), 2)
+  T.eq(mech.interp.argmax({ 0, 0 }, { "divider", "next_key" }), 3) -- "nothing" wins ties below it
+  T.eq(mech.interp.argmax({ -1 }, { "query_item" }), 2)
+  local g = mech.Generator(42, 7)
+  local counts = {}
+  for _ = 1, 6000 do
+    local r = mech.interp.corrupt(3, 6, 4, g)
+    counts[r] = (counts[r] or 0) + 1
+  end
+  T.eq(counts[4], nil)
+  for _, v in ipairs { 3, 5, 6 } do T.truthy(math.abs(counts[v] - 2000) < 200, tostring(counts[v])) end
+end)
+
+T.done()

@@ -127,7 +127,7 @@ static void lim_field(ctx *c, int t, const char *key, double lim[2]) {
     lim[0] = v[0], lim[1] = v[1];
 }
 
-static const char *const series_keys[] = {"label", "key", "x", "y", "values", "marker", "dashed", "color", NULL};
+static const char *const series_keys[] = {"label", "key", "x", "y", "values", "marker", "dashed", "color", "path", "alpha", NULL};
 
 /* One series table at the top of the stack. */
 static void read_series(ctx *c, pl_kind kind, pl_series *se, int j) {
@@ -144,6 +144,9 @@ static void read_series(ctx *c, pl_kind kind, pl_series *se, int j) {
     se->key = str_field(c, t, "key");
     se->color = str_field(c, t, "color");
     se->dashed = mlL_optbool(L, t, "dashed", 0, c->fn);
+    se->path = mlL_optbool(L, t, "path", 0, c->fn);
+    se->alpha = mlL_optnum(L, t, "alpha", 0, c->fn);
+    if (se->path && kind != PL_SCATTER) luaL_error(L, "%s: series field 'path' belongs to mech.plot.scatter", c->fn);
     const char *mk = str_field(c, t, "marker");
     se->marker = PL_MARKER_AUTO;
     if (mk && (se->marker = pl_marker_find(mk)) < 0)

@@ -134,6 +134,7 @@ static ml_status validate(fig *f) {
     if ((p->nxticks && !p->xticks) || (p->nyticks && !p->yticks) || (p->nhlines && !p->hlines) || p->nxticks < 0 ||
         p->nyticks < 0 || p->nhlines < 0 || p->nxticks > PL_MAXTICKS || p->nyticks > PL_MAXTICKS)
         return ml_fail(ML_ERR_ARG, "%s: bad tick or reference line arrays (at most %d ticks)", fn, PL_MAXTICKS);
+    if (!isnan(p->alpha) && !(p->alpha >= 0 && p->alpha <= 1)) return ml_fail(ML_ERR_ARG, "%s: alpha must be in 0..1, got %g", fn, p->alpha);
     f->pal = pl_palette_find(p->palette ? p->palette : "set2");
     if (f->pal < 0) return ml_fail(ML_ERR_ARG, "%s: unknown palette '%s' (known: %s)", fn, p->palette, pl_palette_names());
     if (f->kind == PL_BAR) {
@@ -155,6 +156,8 @@ static ml_status validate(fig *f) {
                 return ml_fail(ML_ERR_SHAPE, "%s: series %d of panel %d has %d values for %d categories", fn, j + 1, i + 1, se->n, p->ncat);
             if (se->marker < -1 || se->marker >= PL_MARKER_COUNT)
                 return ml_fail(ML_ERR_ARG, "%s: series %d of panel %d has an unknown marker %d", fn, j + 1, i + 1, se->marker);
+            if (se->alpha < 0 || se->alpha > 1)
+                return ml_fail(ML_ERR_ARG, "%s: series %d of panel %d has alpha %g, expected 0..1", fn, j + 1, i + 1, se->alpha);
             pl_color dummy;
             if (se->color && !pl_parse_hex(se->color, &dummy))
                 return ml_fail(ML_ERR_ARG, "%s: colour '%s' is not of the form #rrggbb", fn, se->color);
@@ -250,7 +253,7 @@ static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px 
         const pl_series *se = &pa->series[j];
         pl_color col = series_color(f, se);
         int mk = series_marker(f, se);
-        if (f->kind == PL_LINES) {
+        if (f->kind == PL_LINES || (f->kind == PL_SCATTER && se->path)) {
             double *xy = malloc(sizeof(double) * 2 * (size_t)(se->n ? se->n : 1));
             if (!xy) return;
             int m = 0;
@@ -265,13 +268,14 @@ static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px 
                 }
             }
             free(xy);
-            if (p->markers && mk)
+            if (f->kind == PL_LINES && p->markers && mk)
                 for (int k = 0; k < se->n; k++)
                     if (isfinite(se->x[k]) && isfinite(se->y[k]))
                         pl_draw_marker(c, mk, pl_px_x(b, se->x[k]), pl_px_y(b, se->y[k]), ms, col, col, 0);
-        } else if (f->kind == PL_SCATTER) {
+        }
+        if (f->kind == PL_SCATTER) {
             pl_color fill = col;
-            fill.a *= (float)(isnan(p->alpha) ? 0.45 : p->alpha);
+            fill.a *= (float)(se->alpha > 0 ? fmin(1, se->alpha) : isnan(p->alpha) ? 0.45 : p->alpha);
             for (int k = 0; k < se->n; k++)
                 if (isfinite(se->x[k]) && isfinite(se->y[k]))
                     pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, pl_px_x(b, se->x[k]), pl_px_y(b, se->y[k]), ms, fill,
@@ -328,7 +332,7 @@ static void draw_key(fig *f, pl_canvas *c, const pl_series *se, double x, double
         if (f->p->markers && mk) pl_draw_marker(c, mk, x, y, 3 * s, col, col, 0);
     } else if (f->kind == PL_SCATTER) {
         pl_color fill = col;
-        fill.a *= (float)(isnan(f->p->alpha) ? 0.45 : f->p->alpha);
+        fill.a *= (float)(se->alpha > 0 ? fmin(1, se->alpha) : isnan(f->p->alpha) ? 0.45 : f->p->alpha);
         pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, x, y, 3.4 * s, fill, pl_darken(col, 0.8), 0.9 * s);
     } else {
         pl_fill_rect(c, x - 5 * s, y - 5 * s, x + 5 * s, y + 5 * s, col);

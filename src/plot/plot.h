@@ -31,6 +31,8 @@ typedef struct {
     int marker;          /* pl_marker */
     int dashed;
     const char *color;   /* "#rrggbb[aa]" overriding the palette, or NULL */
+    int path;            /* scatter: also join the points in order (e.g. best checkpoint per d) */
+    double alpha;        /* scatter: fill opacity of this series; 0 or NaN: the figure's */
 } pl_series;
 
 typedef struct {

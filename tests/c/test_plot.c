@@ -408,8 +408,8 @@ END_TEST
 static double xs[5] = {16, 32, 64, 128, 256}, ya[5] = {0.1, 0.5, 0.9, 1, 1}, yb[5] = {0.05, 0.1, 0.3, 0.6, 0.9};
 
 START_TEST(test_lines_layout) {
-    pl_series se[2] = {{"attention", NULL, 5, xs, ya, PL_MARKER_AUTO, 0, NULL},
-                       {"mamba", NULL, 5, xs, yb, PL_MARKER_AUTO, 1, "#0000ff"}};
+    pl_series se[2] = {{.label = "attention", .n = 5, .x = xs, .y = ya, .marker = PL_MARKER_AUTO, .dashed = 0, .color = NULL},
+                       {.label = "mamba", .n = 5, .x = xs, .y = yb, .marker = PL_MARKER_AUTO, .dashed = 1, .color = "#0000ff"}};
     pl_panel pan[2] = {{"AR", 2, se}, {"ATR", 2, se}};
     pl_plot p;
     pl_plot_init(&p);
@@ -446,7 +446,7 @@ END_TEST
 
 START_TEST(test_scatter_alpha) {
     double x[1] = {0.5}, y[1] = {0.5};
-    pl_series se = {"a", NULL, 1, x, y, PL_MARKER_SQUARE, 0, "#ff0000"};
+    pl_series se = {.label = "a", .n = 1, .x = x, .y = y, .marker = PL_MARKER_SQUARE, .dashed = 0, .color = "#ff0000"};
     pl_panel pan = {NULL, 1, &se};
     pl_plot p;
     pl_plot_init(&p);
@@ -462,7 +462,7 @@ END_TEST
 
 START_TEST(test_box_and_bar) {
     double v1[7] = {0, 0.1, 0.2, 0.3, 0.4, 0.5, 3.0}, v2[4] = {0.8, 0.9, 1.0, NAN};
-    pl_series g[2] = {{"attention", NULL, 7, NULL, v1, PL_MARKER_AUTO, 0, NULL}, {"mamba", NULL, 4, NULL, v2, PL_MARKER_AUTO, 0, NULL}};
+    pl_series g[2] = {{.label = "attention", .n = 7, .x = NULL, .y = v1, .marker = PL_MARKER_AUTO, .dashed = 0, .color = NULL}, {.label = "mamba", .n = 4, .x = NULL, .y = v2, .marker = PL_MARKER_AUTO, .dashed = 0, .color = NULL}};
     pl_panel pan[3] = {{"@Key", 2, g}, {"@Query", 2, g}, {"@Value", 1, g}};
     double hl[2] = {0, 1};
     pl_plot p;
@@ -477,7 +477,7 @@ START_TEST(test_box_and_bar) {
     pl_canvas_free(c);
     const char *cats[3] = {"AR", "ATR", "ATR-split"};
     double b1[3] = {1, 0.5, 0.25}, b2[3] = {0.9, NAN, 0.1};
-    pl_series s[2] = {{"1 layer", NULL, 3, NULL, b1, PL_MARKER_AUTO, 0, NULL}, {"2 layers", NULL, 3, NULL, b2, PL_MARKER_AUTO, 0, NULL}};
+    pl_series s[2] = {{.label = "1 layer", .n = 3, .x = NULL, .y = b1, .marker = PL_MARKER_AUTO, .dashed = 0, .color = NULL}, {.label = "2 layers", .n = 3, .x = NULL, .y = b2, .marker = PL_MARKER_AUTO, .dashed = 0, .color = NULL}};
     pl_panel bp = {NULL, 2, s};
     pl_plot_init(&p);
     p.categories = cats, p.ncat = 3, p.out = path("bar.png");
@@ -494,7 +494,7 @@ END_TEST
 
 START_TEST(test_figure_errors) {
     double x[2] = {0, 1}, y[2] = {NAN, NAN};
-    pl_series se = {"a", NULL, 2, x, y, PL_MARKER_AUTO, 0, NULL};
+    pl_series se = {.label = "a", .n = 2, .x = x, .y = y, .marker = PL_MARKER_AUTO, .dashed = 0, .color = NULL};
     pl_panel pan = {NULL, 1, &se};
     pl_plot p;
     pl_plot_init(&p);

@@ -80,6 +80,8 @@ T.test("scatter, box and bar", function()
   for i = 1, 50 do xs[i], ys[i] = math.sin(i), math.cos(i * 0.7) end
   mech.plot.scatter {series = {{label = "attention", x = xs, y = ys}, {label = "h3", x = ys, y = xs, marker = "diamond"}},
                      alpha = 0.3, xlabel = "Attrib @ Value", ylabel = "Attrib @ Query", out = out("scatter")}
+  mech.plot.scatter {series = {{label = "a", x = xs, y = ys, alpha = 0.2}, {label = "a", x = {0, 0.5, 1}, y = {0, 0.4, 0.9}, path = true, alpha = 1}},
+                     out = out("scatter_path")}
   local p = out("box")
   mech.plot.box {facets = {{title = "@Key", groups = {{label = "attention", values = xs}, {label = "mamba", values = ys}}},
                            {title = "@Query", groups = {{label = "attention", values = ys}}}},
@@ -102,6 +104,8 @@ T.test("figure argument errors are clear", function()
   T.raises(function() mech.plot.lines {series = {{x = {0, 1}, y = {1, 2}}}, logx = 10, out = e} end, "log axis")
   T.raises(function() mech.plot.lines {series = {{y = {0 / 0}}}, out = e} end, "mech.plot.lines: no finite data")
   T.raises(function() mech.plot.lines {series = {{y = {1}}}, legend = "left", out = e} end, "field 'legend'")
+  T.raises(function() mech.plot.lines {series = {{y = {1, 2}, path = true}}, out = e} end, "'path' belongs to mech.plot.scatter")
+  T.raises(function() mech.plot.scatter {series = {{x = {1}, y = {1}, alpha = 2}}, out = e} end, "alpha 2, expected 0..1")
   T.raises(function() mech.plot.box {series = {{values = {1}}}, out = e} end, "use 'groups'")
   T.raises(function() mech.plot.box {groups = {{label = "a"}}, out = e} end, "no 'values'")
   T.raises(function() mech.plot.bar {series = {{values = {1}}}, out = e} end, "field 'categories'")

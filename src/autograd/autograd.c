@@ -133,6 +133,15 @@ void ml_zero_grad(ml_tensor *t) {
 
 /* ------------------------------------------------------------------ helpers */
 
+float *ml_node_grad_sink(ml_node *node, int i) {
+    ml_tensor *t = node->in[i], *g = t ? t->grad : NULL;
+    if (!g || t->grad_fn || !t->requires_grad || g->dtype != ML_F32 || !ml_is_contiguous(g) ||
+        g->ndim != node->in_ndim[i] || memcmp(g->shape, node->in_shape[i], sizeof(int64_t) * (size_t)g->ndim))
+        return NULL;
+    g->storage->version++;
+    return ml_f32(g);
+}
+
 ml_tensor *ml_sum_to_shape(ml_tensor *g, int ndim, const int64_t *shape) {
     bool same = g->ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = g->shape[d] == shape[d];

@@ -67,6 +67,11 @@ ml_status ml_set_requires_grad(ml_tensor *t, bool on); /* leaves only; float32 o
 void ml_zero_grad(ml_tensor *t);
 
 /* ---- helpers for backward functions ---- */
+/* When input i is a leaf whose .grad already exists (contiguous float32 of its shape; the
+ * model's parameters always have one, in the flat gradient buffer), the pointer to that .grad:
+ * a backward may add its gradient there directly (and leave grad_in[i] NULL), saving a
+ * temporary and a pass over it. NULL otherwise: return the gradient as usual. */
+float *ml_node_grad_sink(ml_node *node, int i);
 /* Sums g down to the given shape (undoing broadcasting). Returns a new reference. */
 ml_tensor *ml_sum_to_shape(ml_tensor *g, int ndim, const int64_t *shape);
 

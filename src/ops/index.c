@@ -218,9 +218,11 @@ static ml_status embedding_backward(ml_node *node, ml_tensor *g, ml_tensor **gin
     ml_tensor *ids = ml_node_saved(node, 0);
     if (!ids) return ml_last_status();
     int64_t D = node->in_shape[0][1], n = ml_numel(ids);
-    ml_tensor *gw = ml_zeros(ML_F32, 2, node->in_shape[0]);
-    if (!gw) return ML_ERR_MEM;
-    float *pw = ml_f32(gw);
+    /* scatter straight into the table's gradient when it has one (no V×D temporary) */
+    float *pw = ml_node_grad_sink(node, 0);
+    ml_tensor *gw = pw ? NULL : ml_zeros(ML_F32, 2, node->in_shape[0]);
+    if (!pw && !gw) return ML_ERR_MEM;
+    if (!pw) pw = ml_f32(gw);
     const float *pg = ml_f32(g);
     const int32_t *pi = ml_i32(ids);
     for (int64_t r = 0; r < n; r++) { /* serial: repeated ids add in a fixed order */

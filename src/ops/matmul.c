@@ -217,7 +217,14 @@ static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
                         ml_f32(W), (int)in, 0.0f, ml_f32(gx), (int)in);
         gin[0] = gx;
     }
-    if (ml_node_input_needs_grad(node, 1)) {
+    float *sink = ml_node_input_needs_grad(node, 1) ? ml_node_grad_sink(node, 1) : NULL;
+    if (sink) { /* dW += dYᵀ·X straight into the parameter's gradient (beta = 1) */
+        ml_tensor *X = ml_node_saved(node, 0);
+        if (!X) return ml_last_status();
+        if (N && in && out)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)N, 1.0f, pg, (int)out,
+                        ml_f32(X), (int)in, 1.0f, sink, (int)in);
+    } else if (ml_node_input_needs_grad(node, 1)) {
         ml_tensor *X = ml_node_saved(node, 0);
         if (!X) return ml_last_status();
         bool full = N && in && out;
@@ -240,7 +247,13 @@ static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
             for (int64_t j = 0; j < out; j++) acc[j] += pg[r * out + j];
         for (int64_t j = 0; j < out; j++) ml_f32(gb)[j] = (float)acc[j];
         free(acc);
-        gin[2] = gb;
+        float *bsink = ml_node_grad_sink(node, 2);
+        if (bsink) {
+            for (int64_t j = 0; j < out; j++) bsink[j] += ml_f32(gb)[j];
+            ml_release(gb);
+        } else {
+            gin[2] = gb;
+        }
     }
     return ML_OK;
 }

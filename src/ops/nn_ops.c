@@ -32,22 +32,29 @@ static ml_status layer_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) 
     ml_tensor *db = ml_node_input_needs_grad(n, 2) ? ml_zeros(ML_F32, 1, &D) : NULL;
     for (int64_t r = 0; r < rows; r++) {
         const float *gr = pg + r * D, *xr = xh + r * D;
-        if (dw)
-            for (int64_t i = 0; i < D; i++) ml_f32(dw)[i] += gr[i] * xr[i];
-        if (db)
-            for (int64_t i = 0; i < D; i++) ml_f32(db)[i] += gr[i];
+        if (dw) {
+            float *w = ml_f32(dw);
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) w[i] += gr[i] * xr[i];
+        }
+        if (db) {
+            float *b = ml_f32(db);
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) b[i] += gr[i];
+        }
         if (dx) {
             /* dx = (g − mean(g) − x̂·mean(g⊙x̂)) / σ with g = dy⊙γ */
             double mg = 0, mgx = 0;
+#pragma omp simd reduction(+ : mg, mgx)
             for (int64_t i = 0; i < D; i++) {
                 double gi = (double)gr[i] * pw[i];
                 mg += gi;
                 mgx += gi * xr[i];
             }
-            mg /= (double)D;
-            mgx /= (double)D;
+            float fmg = (float)(mg / (double)D), fmgx = (float)(mgx / (double)D), rs = rstd[r];
             float *o = ml_f32(dx) + r * D;
-            for (int64_t i = 0; i < D; i++) o[i] = (float)(((double)gr[i] * pw[i] - mg - xr[i] * mgx) * rstd[r]);
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) o[i] = (gr[i] * pw[i] - fmg - xr[i] * fmgx) * rs;
         }
     }
     gin[0] = dx, gin[1] = dw, gin[2] = db;
@@ -78,16 +85,23 @@ ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, doubl
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = px + r * D;
         double mu = 0, var = 0;
+#pragma omp simd reduction(+ : mu)
         for (int64_t i = 0; i < D; i++) mu += xr[i];
         mu /= (double)D;
+#pragma omp simd reduction(+ : var)
         for (int64_t i = 0; i < D; i++) var += ((double)xr[i] - mu) * ((double)xr[i] - mu);
         var /= (double)D;
-        float rs = (float)(1.0 / sqrt(var + eps));
-        float *o = ml_f32(out) + r * D;
-        for (int64_t i = 0; i < D; i++) {
-            float xh = (float)((double)xr[i] - mu) * rs;
-            if (xhat) ml_f32(xhat)[r * D + i] = xh;
-            o[i] = xh * pw[i] + (pb ? pb[i] : 0.0f);
+        float rs = (float)(1.0 / sqrt(var + eps)), fmu = (float)mu;
+        float *o = ml_f32(out) + r * D, *xh = xhat ? ml_f32(xhat) + r * D : o;
+        /* x̂ goes to the saved buffer when recording, else straight into the output */
+#pragma omp simd
+        for (int64_t i = 0; i < D; i++) xh[i] = (xr[i] - fmu) * rs;
+        if (pb) {
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) o[i] = xh[i] * pw[i] + pb[i];
+        } else {
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) o[i] = xh[i] * pw[i];
         }
         if (rstd) rstd[r] = rs;
     }

@@ -496,6 +496,11 @@ ml_tensor *ml_model_head(ml_model *m, ml_tensor *h) { return ml_linear(h, ml_mod
 
 ml_tensor *ml_model_loss(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_run *run, ml_tensor **rows_logits,
                          ml_tensor **rows_index) {
+    return ml_model_loss_stats(m, tokens, targets, run, rows_logits, rows_index, NULL);
+}
+
+ml_tensor *ml_model_loss_stats(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_run *run,
+                               ml_tensor **rows_logits, ml_tensor **rows_index, ml_row_stats *stats) {
     if (rows_logits) *rows_logits = NULL;
     if (rows_index) *rows_index = NULL;
     if (targets->dtype != ML_I32 || !ml_same_shape(tokens, targets)) {
@@ -519,7 +524,14 @@ ml_tensor *ml_model_loss(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_
     if (h) flat = ml_reshape(h, 2, (int64_t[]){n, m->cfg.d_model});
     if (flat) rows = ml_index_select(flat, 0, idx);
     if (rows) logits = ml_model_head(m, rows);
-    if (logits) loss = ml_cross_entropy(logits, sel);
+    float *prob = stats ? malloc(sizeof(float) * (size_t)(N ? N : 1)) : NULL;
+    int32_t *best = stats ? malloc(sizeof(int32_t) * (size_t)(N ? N : 1)) : NULL;
+    if (logits && (!stats || (prob && best))) loss = ml_cross_entropy_stats(logits, sel, prob, best);
+    if (loss && stats) {
+        *stats = (ml_row_stats){.n = N};
+        for (int64_t r = 0; r < N; r++) stats->correct += best[r] == ml_i32(sel)[r], stats->prob_sum += prob[r];
+    }
+    free(prob), free(best);
     if (loss && rows_logits) *rows_logits = ml_retain(logits);
     if (loss && rows_index) *rows_index = ml_retain(idx);
     ml_release(h), ml_release(flat), ml_release(rows), ml_release(logits);

@@ -189,6 +189,14 @@ ml_tensor *ml_model_head(ml_model *m, ml_tensor *h);
  * NULL it receives those logits (N, V) and rows_index the flat row indices b·L + t (N). */
 ml_tensor *ml_model_loss(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_run *run, ml_tensor **rows_logits,
                          ml_tensor **rows_index);
+/* The same, also counting at the supervised rows: how many, how many the argmax over the full
+ * vocabulary gets right, and the sum of the target's probability. */
+typedef struct {
+    int64_t n, correct;
+    double prob_sum;
+} ml_row_stats;
+ml_tensor *ml_model_loss_stats(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_run *run,
+                               ml_tensor **rows_logits, ml_tensor **rows_index, ml_row_stats *stats);
 void ml_model_zero_grad(ml_model *m);
 /* The same hidden states as ml_model_hidden, computed token by token through every mixer's
  * recurrent form (no hooks, no gradients). */

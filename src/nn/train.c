@@ -8,45 +8,17 @@
 #include "io/json.h"
 #include "io/safetensors.h"
 
-/* Accuracy and target probability of logits rows (N, V) against the selected targets. */
-static void row_stats(ml_tensor *logits, ml_tensor *tokens_targets, ml_tensor *rows, ml_batch_stats *st) {
-    int64_t N = logits->shape[0], V = logits->shape[1];
-    const float *x = ml_f32(logits);
-    const int32_t *idx = ml_i32(rows);
-    st->correct = 0;
-    st->prob = 0;
-    st->n = N;
-    for (int64_t r = 0; r < N; r++) {
-        int32_t y = ml_i32(tokens_targets)[idx[r]];
-        const float *xr = x + r * V;
-        int64_t best = 0;
-        float mx = xr[0];
-        for (int64_t c = 1; c < V; c++)
-            if (xr[c] > mx) mx = xr[c], best = c;
-        double sum = 0;
-        for (int64_t c = 0; c < V; c++) sum += expf(xr[c] - mx);
-        st->correct += best == y;
-        st->prob += expf(xr[y] - mx) / sum;
-    }
-}
-
 static ml_status run_batch(ml_model *m, ml_adamw *opt, ml_tensor *tokens, ml_tensor *targets, double lr,
                            ml_batch_stats *st) {
-    ml_tensor *logits = NULL, *rows = NULL, *tg = ml_contiguous(targets);
-    if (!tg) return ml_last_status();
     if (opt) ml_model_zero_grad(m);
-    ml_tensor *loss = ml_model_loss(m, tokens, tg, NULL, &logits, &rows);
+    ml_row_stats rs;
+    ml_tensor *loss = ml_model_loss_stats(m, tokens, targets, NULL, NULL, NULL, &rs);
     ml_status s = loss ? ML_OK : ml_last_status();
-    if (!s) {
-        st->loss = ml_f32(loss)[0];
-        bool old = ml_set_grad_enabled(false);
-        row_stats(logits, tg, rows, st);
-        ml_set_grad_enabled(old);
-    }
+    if (!s) *st = (ml_batch_stats){.loss = ml_f32(loss)[0], .correct = rs.correct, .n = rs.n, .prob = rs.prob_sum};
     if (!s && opt) s = ml_backward(loss, NULL);
     if (!s && opt) s = ml_adamw_step(opt, ml_f32(m->flat), ml_f32(m->grad_flat), m->n_total, lr);
     if (!s && opt) m->flat->storage->version++;
-    ml_release(loss), ml_release(logits), ml_release(rows), ml_release(tg);
+    ml_release(loss);
     return s;
 }
 

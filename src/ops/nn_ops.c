@@ -428,6 +428,10 @@ static ml_status cross_entropy_backward(ml_node *n, ml_tensor *g, ml_tensor **gi
 }
 
 ml_tensor *ml_cross_entropy(ml_tensor *logits, ml_tensor *targets) {
+    return ml_cross_entropy_stats(logits, targets, NULL, NULL);
+}
+
+ml_tensor *ml_cross_entropy_stats(ml_tensor *logits, ml_tensor *targets, float *row_prob, int32_t *row_argmax) {
     if (mlo_check_f32("cross_entropy", 1, logits) || mlo_check_i32("cross_entropy", 2, targets)) return NULL;
     if (logits->ndim != 2 || targets->ndim != 1 || targets->shape[0] != logits->shape[0]) {
         char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
@@ -451,10 +455,16 @@ ml_tensor *ml_cross_entropy(ml_tensor *logits, ml_tensor *targets) {
     int64_t count = 0;
     const float *px = ml_f32(x);
     for (int64_t r = 0; r < N; r++) {
-        if (pt[r] == -100) continue;
+        if (pt[r] == -100) {
+            if (row_prob) row_prob[r] = 0;
+            if (row_argmax) row_argmax[r] = -1;
+            continue;
+        }
         const float *xr = px + r * V;
-        float mx = -INFINITY;
-        for (int64_t c = 0; c < V; c++) mx = xr[c] > mx ? xr[c] : mx;
+        float mx = xr[0];
+        int32_t best = 0;
+        for (int64_t c = 1; c < V; c++)
+            if (xr[c] > mx) mx = xr[c], best = (int32_t)c;
         /* one pass of expf: the shifted exponentials serve the sum and the probabilities */
         float *e = prob ? ml_f32(prob) + r * V : NULL;
         double sum = 0;
@@ -465,6 +475,8 @@ ml_tensor *ml_cross_entropy(ml_tensor *logits, ml_tensor *targets) {
         }
         total += (double)mx + log(sum) - xr[pt[r]];
         count++;
+        if (row_prob) row_prob[r] = (float)exp((double)(xr[pt[r]] - mx) - log(sum));
+        if (row_argmax) row_argmax[r] = best;
         if (e) {
             float inv = (float)(1.0 / sum);
             for (int64_t c = 0; c < V; c++) e[c] *= inv;

@@ -27,5 +27,8 @@ ml_tensor *ml_attention_apply(ml_tensor *P, ml_tensor *qkv, int n_heads);
 /* Mean cross-entropy of logits (N, V) against int32 targets (N); targets equal to −100 are
  * ignored (and the mean is over the others; with none, the loss is 0). Returns a 0-dim tensor. */
 ml_tensor *ml_cross_entropy(ml_tensor *logits, ml_tensor *targets);
+/* The same, also filling (when not NULL) per row the probability of the target and the argmax
+ * over the classes (first maximum); ignored rows get 0 and -1. */
+ml_tensor *ml_cross_entropy_stats(ml_tensor *logits, ml_tensor *targets, float *row_prob, int32_t *row_argmax);
 
 #endif

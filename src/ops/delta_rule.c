@@ -15,8 +15,9 @@ enum { IB = 16 }; /* column block: one AVX-512 vector of accumulators kept in re
 /* One token: S = Sin + k uᵀ with vold = Sinᵀk, u = β(v − vold); o = scale·Sᵀq. S[Dk,Dv] may equal
  * Sin (in place); writing a new buffer saves the backward a copy per step.
  * uo, voldo: [Dv] outputs (u_t and vold_t). */
-MLK_INLINE void delta_token(int Dk, int Dv, float scale, const float *Sin, float *S, const float *q, const float *k,
-                            const float *v, float beta, float *o, float *uo, float *voldo) {
+/* One token with whole rows: vold and o accumulate in memory. */
+MLK_INLINE void delta_cols_wide(int Dk, int Dv, float scale, const float *Sin, float *S, const float *q,
+                                const float *k, const float *v, float beta, float *o, float *uo, float *voldo) {
     memset(voldo, 0, sizeof(float) * Dv);
     for (int i = 0; i < Dk; i++) {
         const float *Si = Sin + (size_t)i * Dv;
@@ -36,6 +37,43 @@ MLK_INLINE void delta_token(int Dk, int Dv, float scale, const float *Sin, float
             Si[j] = s;
             o[j] += s * qi;
         }
+    }
+}
+
+/* Columns j0..j0+W of one token (W = IB: accumulators in registers; smaller W: the tail). */
+MLK_INLINE void delta_cols(int W, int Dk, int Dv, int j0, float scale, const float *Sin, float *S, const float *q,
+                           const float *k, const float *v, float beta, float *o, float *uo, float *voldo) {
+    float a[IB] = {0}, u[IB], oo[IB] = {0};
+    for (int i = 0; i < Dk; i++) {
+        const float *Si = Sin + (size_t)i * Dv + j0;
+        const float ki = k[i];
+#pragma omp simd
+        for (int jj = 0; jj < W; jj++) a[jj] += Si[jj] * ki;
+    }
+    for (int jj = 0; jj < W; jj++) u[jj] = beta * (v[j0 + jj] - a[jj]);
+    for (int i = 0; i < Dk; i++) {
+        const float *Sini = Sin + (size_t)i * Dv + j0;
+        float *Si = S + (size_t)i * Dv + j0;
+        const float ki = k[i], qi = scale * q[i];
+#pragma omp simd
+        for (int jj = 0; jj < W; jj++) {
+            float s = Sini[jj] + ki * u[jj];
+            Si[jj] = s;
+            oo[jj] += s * qi;
+        }
+    }
+    for (int jj = 0; jj < W; jj++) voldo[j0 + jj] = a[jj], uo[j0 + jj] = u[jj], o[j0 + jj] = oo[jj];
+}
+
+MLK_INLINE void delta_token(int Dk, int Dv, float scale, const float *Sin, float *S, const float *q, const float *k,
+                            const float *v, float beta, float *o, float *uo, float *voldo) {
+    if ((size_t)Dk * Dv > 16384) { /* S beyond 64 KB: one sweep of whole rows (column blocks re-read S) */
+        delta_cols_wide(Dk, Dv, scale, Sin, S, q, k, v, beta, o, uo, voldo);
+        return;
+    }
+    for (int j0 = 0; j0 < Dv; j0 += IB) {
+        if (Dv - j0 >= IB) delta_cols(IB, Dk, Dv, j0, scale, Sin, S, q, k, v, beta, o, uo, voldo);
+        else delta_cols(Dv - j0, Dk, Dv, j0, scale, Sin, S, q, k, v, beta, o, uo, voldo);
     }
 }
 

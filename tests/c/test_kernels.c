@@ -572,6 +572,32 @@ START_TEST(delta_grad_blocked) {
 }
 END_TEST
 
+START_TEST(delta_wide_matches_reference) {
+    /* Dk·Dv above 16384 takes the whole-row path: compare with a direct double-precision recurrence */
+    int L = 3, D = 130;
+    dr_setup(1, L, 1, D, D, 1);
+    dr_loss();
+    double *S = malloc(sizeof(double) * D * D), *vo = malloc(sizeof(double) * D), *u = malloc(sizeof(double) * D);
+    for (int i = 0; i < D * D; i++) S[i] = dr.S0[i];
+    for (int t = 0; t < L; t++) {
+        const float *q = dr.q + t * D, *k = dr.k + t * D, *v = dr.v + t * D;
+        for (int j = 0; j < D; j++) {
+            vo[j] = 0;
+            for (int i = 0; i < D; i++) vo[j] += S[i * D + j] * k[i];
+            u[j] = dr.beta[t] * (v[j] - vo[j]);
+        }
+        for (int i = 0; i < D; i++)
+            for (int j = 0; j < D; j++) S[i * D + j] += k[i] * u[j];
+        for (int j = 0; j < D; j++) {
+            double o = 0;
+            for (int i = 0; i < D; i++) o += S[i * D + j] * q[i];
+            ck_assert_close(dr.o[t * D + j], dr.scale * o, 1e-4, 1e-4);
+        }
+    }
+    free(S), free(vo), free(u);
+}
+END_TEST
+
 START_TEST(delta_step_matches) {
     int B = 2, L = 7, H = 2, Dk = 3, Dv = 4;
     dr_setup(B, L, H, Dk, Dv, 1);
@@ -805,6 +831,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, delta_known_l1);
     tcase_add_test(tc, delta_grad);
     tcase_add_test(tc, delta_grad_blocked);
+    tcase_add_test(tc, delta_wide_matches_reference);
     tcase_add_test(tc, delta_step_matches);
     tcase_add_test(tc, l2norm_grad);
     tcase_add_test(tc, h3_shift_kernel);

@@ -2,6 +2,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 
 #include "autograd/autograd.h"
@@ -12,7 +15,20 @@
 static size_t live_bytes = 0;
 size_t ml_storage_live_bytes(void) { return live_bytes; }
 
+/* Training allocates and frees the same large buffers every step. glibc would serve each from
+ * fresh mmap'd pages (page faults every step); keeping them in the heap reuses warm memory. */
+static void malloc_tune(void) {
+#ifdef __GLIBC__
+    static bool done = false;
+    if (done) return;
+    done = true;
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+}
+
 static ml_storage *storage_new(size_t nbytes) {
+    malloc_tune();
     ml_storage *s = malloc(sizeof *s);
     if (!s) return NULL;
     size_t rounded = (nbytes + 63) / 64 * 64;

@@ -81,6 +81,7 @@ static const char *label(const char *const *names, int i, char buf[16]) {
     return buf;
 }
 
+
 static void fmt_value(double v, int digits, char *buf, size_t n) {
     char tmp[48];
     snprintf(tmp, sizeof tmp, "%.*f", digits, fabs(v));
@@ -97,6 +98,14 @@ pl_canvas *pl_heatmap_render(const pl_heatmap_spec *h, pl_layout *lay) {
     double s = h->scale > 0 ? h->scale : 1;
     int R = h->rows, C = h->cols;
     double cell = h->cell > 0 ? h->cell * s : s * fmax(4, floor(fmin(fmin(36, 440.0 / C), fmin(36, 360.0 / R))));
+    if (h->values && !(h->cell > 0)) { /* automatic cells grow to fit their printed values */
+        pl_font f0 = pl_f(PL_FS_TICK, s, 0, 0, PL_CENTER, PL_MIDDLE);
+        char vb[64];
+        double vw = 0;
+        for (long i = 0; i < (long)R * C; i++)
+            if (isfinite(h->data[i])) fmt_value(h->data[i], h->digits, vb, sizeof vb), vw = fmax(vw, pl_text_width(vb, &f0));
+        cell = fmax(cell, fmin(60 * s, vw + 6 * s));
+    }
     cell = round(cell);
     pl_font ft = pl_f(PL_FS_TICK, s, 0, 0, PL_RIGHT, PL_MIDDLE), fl = pl_f(PL_FS_LABEL, s, 0, 0, PL_CENTER, PL_TOP);
     pl_font fti = pl_f(PL_FS_TITLE, s, 1, 0, PL_LEFT, PL_TOP);
@@ -104,12 +113,12 @@ pl_canvas *pl_heatmap_render(const pl_heatmap_spec *h, pl_layout *lay) {
     char buf[64];
 
     /* labels: thin them out when cells are smaller than a line of text */
-    int ystep = (int)ceil(lh_tick * 0.95 / cell), xstep = 1;
+    int ystep = (int)ceil(lh_tick * 1.15 / cell), xstep = 1;
     double ylw = 0, xlw = 0;
     for (int r = 0; r < R; r += ystep) ylw = fmax(ylw, pl_text_width(label(h->ylabels, r, buf), &ft));
     for (int k = 0; k < C; k++) xlw = fmax(xlw, pl_text_width(label(h->xlabels, k, buf), &ft));
     int xrot = xlw > cell - 3 * s;
-    if (xrot) xstep = (int)ceil(lh_tick * 0.95 / cell);
+    if (xrot) xstep = (int)ceil(lh_tick * 1.15 / cell);
     double xlab_h = xrot ? xlw : lh_tick;
 
     /* colour bar */

@@ -1,5 +1,6 @@
 -- mech.plot: every figure kind from Lua tables and tensors, CSV beside the PNG, errors.
 local T = require "check"
+assert(mech.plot, "mech.plot is not registered: luaopen_mech must call mlL_open_plot (src/lua/plot.c)")
 
 local base = os.tmpname() -- a unique name; figures go to base .. "_<name>.png"
 local made = {base}

@@ -57,6 +57,7 @@ int mlL_open_model(lua_State *L);  /* src/lua/model.c: models, hooks, optimiser,
 int mlL_open_sys(lua_State *L);    /* src/lua/sys.c: mech.sys (clock, tty, files, metrics CSV) */
 int mlL_open_task(lua_State *L);   /* src/lua/task.c: mech.task (AR, ATR, datasets, batches) */
 int mlL_open_interp(lua_State *L); /* src/lua/interp.c: run_with_cache/_hooks, mech.interp */
+int mlL_open_plot(lua_State *L);   /* src/lua/plot.c: mech.plot (figures to PNG + CSV) */
 
 int luaopen_mech(lua_State *L);
 

@@ -57,7 +57,7 @@ void mlk_longconv_step(int B, int Lmax, int C, int G, int t, const float *hist, 
  * D: [E] or NULL;  h0: [B,E,N] or NULL (zeros);  hs (out, optional): [B,L,E,N] every h_t;
  * hlast (out, optional): [B,E,N] = h_{L-1}. Returns 0, or -1 when scratch allocation fails. */
 int mlk_sscan_fwd(int B, int L, int E, int N, const float *u, const float *delta, const float *A, const float *Bm,
-                   const float *Cm, const float *D, const float *h0, float *y, float *hs, float *hlast);
+                  const float *Cm, const float *D, const float *h0, float *y, float *hs, float *hlast);
 /* Exact reverse-scan backward. dy: [B,L,E]; gradients shaped like their inputs (dA [E,N], dD [E],
  * dh0 [B,E,N]). hs may be the states saved by the forward, or NULL to recompute them (per batch
  * element, in L2-sized scratch). Returns 0, or -1 when scratch allocation fails. */
@@ -69,7 +69,7 @@ void mlk_sscan_step(int B, int E, int N, float *h, const float *u, const float *
                     const float *Bm, const float *Cm, const float *D, float *y);
 /* Mamba's implicit attention: alpha[b,e,t,s] = Σ_n Cm[t,n]·(Π_{r=s+1..t} exp(Δ[r,e]A[e,n]))·Δ[s,e]·Bm[s,n]
  * for s ≤ t (0 above the diagonal), plus D[e] on the diagonal when D is not NULL, so that
- * y[b,t,e] = Σ_s alpha[b,e,t,s]·u[b,s,e] (with h0 = 0). alpha: [B,E,L,L]. */
+ * y[b,t,e] = Σ_s alpha[b,e,t,s]·u[b,s,e] (with h0 = 0). alpha: [B,E,L,L]; N ≤ 256. */
 void mlk_sscan_attention(int B, int L, int E, int N, const float *delta, const float *A, const float *Bm,
                          const float *Cm, const float *D, float *alpha);
 
@@ -86,7 +86,7 @@ void mlk_based_fwd_ex(int B, int L, int H, int F, int Dv, float eps, const float
                       const float *v, float *y, float *den, float *pattern);
 /* Returns 0, or -1 when scratch allocation fails. */
 int mlk_based_bwd(int B, int L, int H, int F, int Dv, float eps, const float *q, const float *k, const float *v,
-                   const float *dy, float *dq, float *dk, float *dv);
+                  const float *dy, float *dq, float *dk, float *dv);
 /* Taylor feature map: x[n,F] → phi[n, 1+F+F²] = [1, x/F^{1/4}, vec(x xᵀ)/(√2·√F)] (slot 1+F+m·F+j ↦ x_m x_j). */
 static inline int mlk_taylor_dim(int F) { return 1 + F + F * F; }
 void mlk_taylor_fwd(int n, int F, const float *x, float *phi);
@@ -104,7 +104,7 @@ void mlk_based_step(int B, int H, int F, int Dv, float eps, float *S, float *z, 
  * states (out, optional): [B,L,H,Dk,Dv] every S_t;  vold (out, optional): [B,L,H,Dv].
  * Returns 0, or -1 when scratch allocation fails. */
 int mlk_delta_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k, const float *v,
-                   const float *beta, const float *S0, float *o, float *states, float *vold, float *Slast);
+                  const float *beta, const float *S0, float *o, float *states, float *vold, float *Slast);
 /* Exact backward through the recurrence (recomputes the states per (b,h) in scratch). vold: the
  * forward's vold output [B,L,H,Dv] (saves a matrix-vector product per step), or NULL.
  * Returns 0, or -1 when scratch allocation fails. */
@@ -130,7 +130,7 @@ void mlk_h3_shift_kernel_bwd(int C, int N, int L, const float *Bs, const float *
  * Cc, Bc: [H,M,2] (re, im);  log_dt: [H];  inv_A_real, A_imag: [H,M];  K, dK: [L,H].
  * Computed in double precision. Both return 0, or -1 when scratch allocation fails. */
 int mlk_s4d_kernel_fwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
-                        const float *inv_A_real, const float *A_imag, float *K);
+                       const float *inv_A_real, const float *A_imag, float *K);
 int mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
                        const float *inv_A_real, const float *A_imag, const float *dK, float *dCc, float *dlog_dt,
                        float *dBc, float *dinv_A_real, float *dA_imag);

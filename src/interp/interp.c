@@ -189,8 +189,12 @@ static ml_tensor *hook_fn(void *ud, int layer, const char *name, ml_tensor *act,
                 h->acts[i] = ml_detach(cur);
                 ml_release(rep);
                 rep = sum;
-            } else {
-                h->acts[i] = ml_retain(cur);
+            } else { /* contiguous (q, k, v are views of one projection), as the unit code reads them */
+                if (!(h->acts[i] = ml_contiguous(cur))) {
+                    ml_release(rep);
+                    *err = ml_last_status();
+                    return NULL;
+                }
             }
         }
     }

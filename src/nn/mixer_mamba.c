@@ -112,7 +112,7 @@ static ml_tensor *patched_scan(ml_tensor *y, ml_tensor *rep, ml_tensor *orig, ml
                 seg = yb ? ml_narrow(yb, 1, 0, p) : NULL;
                 ml_release(yb);
             } else {
-                ml_tensor *sl[5] = {u, dt, Bm, Cm, NULL}, *nb[5] = {0};
+                ml_tensor *sl[4] = {u, dt, Bm, Cm}, *nb[4] = {0};
                 for (int i = 0; i < 4; i++) {
                     ml_tensor *r1 = ml_narrow(sl[i], 0, b, 1);
                     nb[i] = r1 ? ml_narrow(r1, 1, start, p - start) : NULL;

@@ -28,7 +28,7 @@ local res = ic.evaluate(model, ds, { mixer_sites = opts.mixer_sites == "true" })
 local step = math.tointeger(tonumber(meta["train.step"] or "0"))
 if out then ic.write_csv(res, out, step, opts.split) end
 
-local T = task:kind() == "ar" and (task:config().query_type == "value" and "VALUE" or "KEY") or "PARENT"
+local T = ic.type_name(task)
 print(string.format("%s: %d combinations on %d documents in %.1f s (%d patched examples)", ckpt, res.n_combos, #ds,
   res.seconds, res.patched_examples))
 if model:config().n_layers > 1 then

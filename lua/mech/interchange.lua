@@ -183,6 +183,13 @@ function ic.attention_mass(model, dataset, opts)
   return out
 end
 
+--- The TYPE of a task's metric labels (its first enabled query type for ATR).
+function ic.type_name(task)
+  local c = task:config()
+  if task:kind() == "ar" then return c.query_type == "value" and "VALUE" or "KEY" end
+  return c.parent and "PARENT" or c.child and "CHILD" or "SIBLING"
+end
+
 --- Gradient attribution patching (activation x gradient): estimates every (site, position)
 --- prob_diff of the sweep from one corrupted run and one backward pass per label type, and
 --- reports its agreement with real patching (`real`: a result of ic.evaluate on the same
@@ -233,8 +240,7 @@ function ic.attribution_patching(model, dataset, opts)
           local p = pos:get(b, pc)
           if p >= 0 and p < t:size(1) then tot = tot + t:get(b, p) end
         end
-        local T = task:kind() == "ar" and (task:config().query_type == "value" and "VALUE" or "KEY") or nil
-        local label = string.format("%s.%s.%s.%s.%s", layer, T or "?", lt, pn, comp)
+        local label = string.format("%s.%s.%s.%s.%s", layer, ic.type_name(task), lt, pn, comp)
         estimates[label] = tot / n
       end
     end

@@ -488,6 +488,47 @@ START_TEST(state_patching) {
 }
 END_TEST
 
+/* Based's explicit forms (taken when a feature map, the pattern or a state is replaced) compute
+ * the same function as the fused op: a replacement that differs from the observed activation
+ * by one ulp in one element must give the unpatched output within float rounding. */
+typedef struct {
+    const char *site;
+    int calls;
+} nudge_ud;
+
+static ml_tensor *nudge_hook(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err) {
+    nudge_ud *nu = ud;
+    if (layer != 1 || strcmp(name, nu->site)) return NULL;
+    nu->calls++;
+    ml_tensor *r = ml_clone(act);
+    float *x = ml_f32(r) + ml_numel(r) / 2;
+    *x = nextafterf(*x, INFINITY);
+    return r;
+}
+
+START_TEST(based_explicit_forms) {
+    const char *sites[3] = {"mixer.feat_q", "mixer.pattern", "mixer.kv_state"};
+    variant v = {"based", "based", -1, false, false, 0, 0};
+    for (int heads = 1; heads <= 2; heads++) {
+        ml_model *m = tiny(&v, 16, 2, heads, false, 4);
+        perturb(m, 0.05, 5);
+        ml_tensor *tok = toy_tokens(2, 7, 13, 9), *h0 = ml_model_hidden(m, tok, NULL);
+        for (int k = 0; k < 3; k++) {
+            nudge_ud nu = {sites[k], 0};
+            ml_run run = {.hook = nudge_hook, .ud = &nu};
+            ml_tensor *h1 = ml_model_hidden(m, tok, &run);
+            ck_assert_msg(h1 != NULL, "%s: %s", sites[k], ml_last_error());
+            ck_assert_int_eq(nu.calls, 1);
+            ck_assert_msg(!ml_equal(h0, h1) || k == 2, "%s: the explicit form was not taken", sites[k]);
+            ck_assert_msg(ml_allclose(h1, h0, 1e-4, 1e-5), "%s heads=%d: explicit form differs", sites[k], heads);
+            ml_release(h1);
+        }
+        ml_release(tok), ml_release(h0);
+        ml_model_free(m);
+    }
+}
+END_TEST
+
 /* ---------------------------------------------------------------- (f) learning */
 
 /* A tiny associative recall: k1 v1 k2 v2 k3 v3 q, answer = the value paired with q. Keys 1..6,
@@ -543,6 +584,7 @@ static Suite *suite(void) {
     tcase_add_loop_test(tc, recurrent_equals_parallel, 0, N_VARIANTS);
     tcase_add_loop_test(tc, hooks_invariants, 0, N_VARIANTS);
     tcase_add_test(tc, state_patching);
+    tcase_add_test(tc, based_explicit_forms);
     tcase_add_loop_test(tc, learns_associative_recall, 0, 7);
     suite_add_tcase(s, tc);
     return s;

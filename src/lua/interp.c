@@ -59,17 +59,22 @@ static int check_site(lua_State *L, ml_model *m, const char *name, const char *f
     return lua_error(L);
 }
 
-/* The `names` option: nil = every site; a list of full names. Returns a malloc'd mask. */
+/* Zeroed scratch memory owned by the stack (freed by the collector even when an error unwinds). */
+static void *scratch(lua_State *L, size_t n) {
+    void *p = lua_newuserdatauv(L, n ? n : 1, 0);
+    memset(p, 0, n ? n : 1);
+    return p;
+}
+
+/* The `names` option: nil = every site; a list of full names. The mask is left on the stack. */
 static bool *names_mask(lua_State *L, ml_model *m, int opt, const char *key, const char *fn) {
-    bool *want = calloc((size_t)m->n_sites + 1, 1);
-    if (!want) luaL_error(L, "%s: out of memory", fn);
+    bool *want = scratch(L, (size_t)m->n_sites + 1);
     int t = lua_getfield(L, opt, key);
     if (t == LUA_TNIL) memset(want, 1, (size_t)m->n_sites);
     else if (t == LUA_TSTRING) want[check_site(L, m, lua_tostring(L, -1), fn)] = true;
     else if (t == LUA_TTABLE) {
         for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
             if (lua_type(L, -1) != LUA_TSTRING) {
-                free(want);
                 luaL_error(L, "%s: option '%s' expected a list of site names, got a %s at index %d", fn, key,
                            luaL_typename(L, -1), (int)i);
             }
@@ -78,7 +83,6 @@ static bool *names_mask(lua_State *L, ml_model *m, int opt, const char *key, con
         }
         lua_pop(L, 1);
     } else {
-        free(want);
         luaL_error(L, "%s: option '%s' expected a site name or a list of them, got %s", fn, key, luaL_typename(L, -1));
     }
     lua_pop(L, 1);
@@ -109,44 +113,39 @@ static int m_run_with_cache(lua_State *L) {
     ml_tensor *tok = check_tokens(L, m, 2, fn);
     bool grads = mlL_optbool(L, 3, "grads", 0, fn);
     bool *want = names_mask(L, m, 3, "names", fn);
-    ml_tensor **acts = calloc((size_t)m->n_sites + 1, sizeof *acts), **g = calloc((size_t)m->n_sites + 1, sizeof *g);
+    ml_tensor **acts = scratch(L, sizeof *acts * ((size_t)m->n_sites + 1));
+    ml_tensor **g = scratch(L, sizeof *g * ((size_t)m->n_sites + 1));
     ml_tensor *hid = NULL, *rows = NULL, *tg = NULL;
     ml_status st = ML_OK;
-    if (!acts || !g) st = ml_fail(ML_ERR_MEM, "%s: out of memory", fn);
-    else if (!grads) st = ml_run_cache(m, tok, want, acts, &hid);
-    else {
+    bool logprob = true;
+    if (grads) { /* arguments first (they may raise), anchored on the stack */
         int64_t B = tok->shape[0], L_ = tok->shape[1];
-        if (lua_getfield(L, 3, "targets") == LUA_TNIL) {
-            free(want), free(acts), free(g);
+        if (lua_getfield(L, 3, "targets") == LUA_TNIL)
             return luaL_error(L, "%s: grads = true needs option 'targets' (int32, one answer token per sequence)", fn);
-        }
         tg = mlL_totensor(L, -1, fn, ML_I32);
-        lua_pop(L, 1);
+        mlL_pushtensor(L, tg);
         if (lua_getfield(L, 3, "rows") != LUA_TNIL) rows = mlL_totensor(L, -1, fn, ML_I32);
-        else if ((rows = ml_full(ML_I32, 1, &B, (double)(L_ - 1))) == NULL) st = ml_last_status();
-        lua_pop(L, 1);
+        else rows = ml_full(ML_I32, 1, &B, (double)(L_ - 1));
+        mlL_pushtensor(L, rows);
         const char *obj = mlL_optstr(L, 3, "objective", "logprob", fn);
         if (strcmp(obj, "logprob") && strcmp(obj, "prob"))
-            st = ml_fail(ML_ERR_ARG, "%s: option 'objective' expected 'logprob' or 'prob', got '%s'", fn, obj);
-        ml_tensor *rc = rows && !st ? ml_contiguous(rows) : NULL, *tc = tg && !st ? ml_contiguous(tg) : NULL;
-        if (!st && rc && tc) st = ml_run_cache_grad(m, tok, rc, tc, !strcmp(obj, "logprob"), want, acts, g, &hid);
-        else if (!st) st = ml_last_status();
+            return luaL_error(L, "%s: option 'objective' expected 'logprob' or 'prob', got '%s'", fn, obj);
+        logprob = !strcmp(obj, "logprob");
+        ml_tensor *rc = ml_contiguous(rows), *tc = ml_contiguous(tg);
+        st = rc && tc ? ml_run_cache_grad(m, tok, rc, tc, logprob, want, acts, g, &hid) : ml_last_status();
         ml_release(rc), ml_release(tc);
+    } else {
+        st = ml_run_cache(m, tok, want, acts, &hid);
     }
-    free(want);
-    ml_release(rows), ml_release(tg);
     ml_tensor *logits = st ? NULL : ml_model_head(m, hid);
     ml_release(hid);
     if (!logits) {
-        for (int i = 0; acts && g && i < m->n_sites; i++) ml_release(acts[i]), ml_release(g[i]);
-        free(acts), free(g);
+        for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]), ml_release(g[i]), acts[i] = g[i] = NULL;
         return mlL_raise(L);
     }
     mlL_pushtensor(L, logits);
     push_site_table(L, m, acts);
     if (grads) push_site_table(L, m, g);
-    for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]), ml_release(g[i]);
-    free(acts), free(g);
     return grads ? 3 : 2;
 }
 
@@ -165,14 +164,13 @@ static int m_run_with_hooks(lua_State *L) {
 /* positions: nil (every position), an integer (every example), or a list (one per example, -1 = none) */
 static int32_t *read_positions(lua_State *L, int idx, int64_t B, const char *fn) {
     if (lua_isnil(L, idx)) return NULL;
-    int32_t *p = malloc(sizeof *p * (size_t)(B + 1));
-    if (!p) luaL_error(L, "%s: out of memory", fn);
+    idx = lua_absindex(L, idx);
+    int32_t *p = scratch(L, sizeof *p * (size_t)(B + 1)); /* left on the stack */
     if (lua_isinteger(L, idx)) {
         for (int64_t b = 0; b < B; b++) p[b] = (int32_t)lua_tointeger(L, idx);
         return p;
     }
     if (!lua_istable(L, idx) || (int64_t)lua_rawlen(L, idx) != B) {
-        free(p);
         luaL_error(L, "%s: option 'pos' expected nil, an integer or a list of %d positions", fn, (int)B);
     }
     for (int64_t b = 0; b < B; b++) {
@@ -207,18 +205,12 @@ static int l_patch(lua_State *L) {
     ml_tensor *hid = NULL;
     if (reference) hid = ml_patch_full(m, tok, &p);
     else {
-        bool *want = calloc((size_t)m->n_sites, 1);
-        ml_tensor **acts = calloc((size_t)m->n_sites, sizeof *acts);
-        if (want && acts) {
-            ml_patch_needs(m, s, want);
-            if (ml_run_cache(m, tok, want, acts, NULL) == ML_OK) hid = ml_patch_fast(m, acts, &p, NULL);
-            for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]);
-        } else {
-            ml_fail(ML_ERR_MEM, "%s: out of memory", fn);
-        }
-        free(want), free(acts);
+        bool *want = scratch(L, (size_t)m->n_sites);
+        ml_tensor **acts = scratch(L, sizeof *acts * (size_t)m->n_sites);
+        ml_patch_needs(m, s, want);
+        if (ml_run_cache(m, tok, want, acts, NULL) == ML_OK) hid = ml_patch_fast(m, acts, &p, NULL);
+        for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]);
     }
-    free(pos);
     ml_tensor *logits = hid ? ml_model_head(m, hid) : NULL;
     ml_release(hid);
     lua_settop(L, top);
@@ -279,20 +271,15 @@ static int l_mamba_attention(lua_State *L) {
     lua_Integer layer = luaL_checkinteger(L, 3);
     if (layer < 0 || layer >= m->cfg.n_layers)
         return luaL_error(L, "%s: argument 3 expected a layer in [0, %d), got %d", fn, m->cfg.n_layers, (int)layer);
-    bool *want = calloc((size_t)m->n_sites + 1, 1);
-    ml_tensor **acts = calloc((size_t)m->n_sites + 1, sizeof *acts), *a = NULL;
+    bool *want = scratch(L, (size_t)m->n_sites + 1);
+    ml_tensor **acts = scratch(L, sizeof *acts * ((size_t)m->n_sites + 1)), *a = NULL;
     static const char *const need[] = {"mixer.dt", "mixer.B", "mixer.C"};
-    if (want && acts) {
-        for (int i = 0; i < 3; i++) {
-            int s = ml_site_lookup(m, (int)layer, need[i]);
-            if (s >= 0) want[s] = true;
-        }
-        if (ml_run_cache(m, tok, want, acts, NULL) == ML_OK) a = ml_mamba_attention(m, (int)layer, acts);
-        for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]);
-    } else {
-        ml_fail(ML_ERR_MEM, "%s: out of memory", fn);
+    for (int i = 0; i < 3; i++) {
+        int s = ml_site_lookup(m, (int)layer, need[i]);
+        if (s >= 0) want[s] = true;
     }
-    free(want), free(acts);
+    if (ml_run_cache(m, tok, want, acts, NULL) == ML_OK) a = ml_mamba_attention(m, (int)layer, acts);
+    for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]);
     mlL_pushtensor(L, a);
     return 1;
 }

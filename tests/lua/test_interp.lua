@@ -9,7 +9,9 @@ local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 } -- V =
 local ds = task:dataset(12, { seed = 1, split = "test" })
 
 local function tiny(arch)
-  return mech.model { arch = arch or "attention", d_model = 16, n_layers = 2, vocab = task:vocab_size(), seed = 5 }
+  -- state_mixer spelled out: model.c copies the default onto itself (strcpy overlap under ASan; reported)
+  return mech.model { arch = arch or "attention", d_model = 16, n_layers = 2, vocab = task:vocab_size(), seed = 5,
+    state_mixer = "mlp" }
 end
 
 T.test("run_with_cache: the logits of forward, bit for bit, and the asked sites", function()
@@ -144,7 +146,7 @@ T.test("interchange CSV and the training-loop evaluator", function()
   T.truthy(first:match("^7,test,1%.KEY%.query_item_orig%.[a-z_]+%.block_input%.restored_prob,"), first)
   local seen = 0
   local out = dir .. "/run"
-  train.run { model = { arch = "attention", d_model = 16 }, task = task, train_docs = 64, eval_docs = 8, batch_size = 8,
+  train.run { model = { arch = "attention", d_model = 16, state_mixer = "mlp" }, task = task, train_docs = 64, eval_docs = 8, batch_size = 8,
     steps = 2, eval_every = 1, quiet = true, out = out,
     evaluators = { ic.evaluator { every = 2, layers = { 1 }, components = { "block_input" },
       on_result = function() seen = seen + 1 end } } }

@@ -95,7 +95,7 @@ int mlk_delta_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
     size_t SS = (size_t)Dk * Dv;
     int nt = mlk_threads_for(3.0 * B * H * L * SS);
     size_t per_thread = SS + 2 * (size_t)Dv; /* running state, u_t, vold_t */
-    float *scratch = malloc(sizeof(float) * per_thread * nt);
+    float *scratch = mlk_falloc(per_thread * nt);
     if (!scratch) return -1;
 #pragma omp parallel num_threads(nt)
     {
@@ -126,7 +126,7 @@ void mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const f
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             size_t bh = (size_t)b * H + h;
-            float *ut = Dv <= TMP ? tmp : malloc(sizeof(float) * 2 * Dv);
+            float *ut = Dv <= TMP ? tmp : mlk_falloc(2 * Dv);
             if (!ut) return; /* Dv > 4096 and no memory: leave the state unchanged */
             delta_token(Dk, Dv, scale, S + bh * SS, S + bh * SS, q + bh * Dk, k + bh * Dk, v + bh * Dv, beta[bh], o + bh * Dv, ut,
                         ut + Dv);
@@ -306,7 +306,7 @@ int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
      * q̃, dq, dk accumulators [Dk] */
     size_t SP = SS + SKEW;
     size_t per_thread = (size_t)(L + 3) * SP + 2 * (size_t)L * Dv + 2 * (size_t)Dv + 3 * (size_t)Dk + SKEW;
-    float *scratch = malloc(sizeof(float) * per_thread * nt);
+    float *scratch = mlk_falloc(per_thread * nt);
     if (!scratch) return -1;
 #pragma omp parallel num_threads(nt)
     {

@@ -107,7 +107,7 @@ MLK_CLONES static void s4d_fwd_one(int h, int H, int M, int L, const float *Cc, 
 int mlk_s4d_kernel_fwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
                        const float *inv_A_real, const float *A_imag, float *K) {
     int nt = mlk_threads_for(8.0 * H * M * L);
-    double *w = malloc(sizeof(double) * 6 * (size_t)M * nt);
+    double *w = mlk_dalloc(6 * (size_t)M * nt);
     if (!w) return -1;
 #pragma omp parallel num_threads(nt)
     {
@@ -170,7 +170,7 @@ int mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt
                        const float *inv_A_real, const float *A_imag, const float *dK, float *dCc, float *dlog_dt,
                        float *dBc, float *dinv_A_real, float *dA_imag) {
     int nt = mlk_threads_for(8.0 * H * M * L);
-    double *w = malloc(sizeof(double) * 10 * (size_t)M * nt);
+    double *w = mlk_dalloc(10 * (size_t)M * nt);
     if (!w) return -1;
 #pragma omp parallel num_threads(nt)
     {

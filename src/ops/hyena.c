@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/kernel_util.h"
 #include "ops/kernels.h"
 
 /* y[R] = W[R,Cn]·x[Cn] (+ b) */
@@ -52,7 +53,7 @@ static void hyena_rows(int L, int W, int C, const mlk_hyena_filter_params *p, fl
 }
 
 int mlk_hyena_filter_fwd(int L, int W, int C, const mlk_hyena_filter_params *p, float *k) {
-    float *buf = malloc(sizeof(float) * 6 * (size_t)L * W);
+    float *buf = mlk_falloc(6 * (size_t)L * W);
     if (!buf) return -1;
     hyena_rows(L, W, C, p, buf, buf + 3 * (size_t)L * W, k);
     free(buf);
@@ -62,7 +63,7 @@ int mlk_hyena_filter_fwd(int L, int W, int C, const mlk_hyena_filter_params *p, 
 int mlk_hyena_filter_bwd(int L, int W, int C, const mlk_hyena_filter_params *p, const float *dk,
                          const mlk_hyena_filter_grads *g) {
     size_t LW = (size_t)L * W;
-    float *buf = malloc(sizeof(float) * (6 * LW + (size_t)L * C + (size_t)C + 2 * (size_t)W));
+    float *buf = mlk_falloc(6 * LW + (size_t)L * C + (size_t)C + 2 * (size_t)W);
     if (!buf) return -1;
     float *pre = buf, *act = buf + 3 * LW, *kk = act + 3 * LW, *dh = kk + (size_t)L * C;
     float *da = dh + C, *dp = da + W;
@@ -101,7 +102,7 @@ int mlk_hyena_filter_bwd(int L, int W, int C, const mlk_hyena_filter_params *p, 
 
 int mlk_relu_filter_fwd(int L, int E, int W, int C, const float *z, const float *Wa, const float *a, const float *Wb,
                         const float *bb, float *k) {
-    float *hid = malloc(sizeof(float) * W);
+    float *hid = mlk_falloc(W);
     if (!hid) return -1;
     for (int i = 0; i < L; i++) {
         matvec(W, E, Wa, z + (size_t)i * E, a, hid);
@@ -114,7 +115,7 @@ int mlk_relu_filter_fwd(int L, int E, int W, int C, const float *z, const float 
 
 int mlk_relu_filter_bwd(int L, int E, int W, int C, const float *z, const float *Wa, const float *a, const float *Wb,
                         const float *bb, const float *dk, float *dz, float *dWa, float *da, float *dWb, float *dbb) {
-    float *buf = malloc(sizeof(float) * 3 * (size_t)W);
+    float *buf = mlk_falloc(3 * (size_t)W);
     if (!buf) return -1;
     float *pre = buf, *hid = buf + W, *dh = buf + 2 * W;
     if (dWa) memset(dWa, 0, sizeof(float) * W * E);

@@ -4,6 +4,7 @@
 #define ML_KERNEL_UTIL_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/threads.h"
@@ -27,6 +28,10 @@
 #else
 #define MLK_INLINE static inline
 #endif
+
+/* Scratch of n floats (doubles); never a zero-size request, so empty inputs are not "out of memory". */
+static inline float *mlk_falloc(size_t n) { return malloc(sizeof(float) * (n ? n : 1)); }
+static inline double *mlk_dalloc(size_t n) { return malloc(sizeof(double) * (n ? n : 1)); }
 
 /* Threads for a loop doing about `work` multiply-adds: one below ~64k (fork/join costs ~µs). */
 static inline int mlk_threads_for(double work) { return work < 65536.0 ? 1 : ml_threads(); }

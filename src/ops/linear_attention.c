@@ -117,7 +117,7 @@ int mlk_based_bwd(int B, int L, int H, int F, int Dv, float eps, const float *q,
     const float inv_sqrt_f = 1.0f / sqrtf((float)F);
     int nt = mlk_threads_for((double)B * H * L * L * (F + Dv));
     size_t per_thread = (size_t)L + Dv; /* A[t,:] row, y_t */
-    float *scratch = malloc(sizeof(float) * per_thread * nt);
+    float *scratch = mlk_falloc(per_thread * nt);
     if (!scratch) return -1;
     /* dk and dv of a (b,h) receive contributions from every later t: zero them first */
     for (int b = 0; b < B; b++)

@@ -89,7 +89,7 @@ MLK_CLONES static void lc_dk_block(int B, int L, int C, int c0, int cw, const fl
 /* Grouped filters (G > 1) are expanded to one column per channel, kx[s,c] = k[s,c/G] (and
  * dsx[c] = dskip[c/G]), so every path runs the per-channel loops. Returns NULL when out of memory. */
 static float *expand(int L, int C, int G, const float *k, const float *dskip) {
-    float *kx = malloc(sizeof(float) * ((size_t)L * C + C));
+    float *kx = mlk_falloc((size_t)L * C + C);
     if (!kx) return NULL;
     int F = C / G;
     for (int s = 0; s < L; s++)
@@ -135,7 +135,7 @@ void mlk_longconv_bwd(int B, int L, int C, int G, const float *u, const float *k
     float *kx = NULL, *dkx = NULL;
     if (G > 1) {
         kx = expand(L, C, G, k, dskip);
-        dkx = malloc(sizeof(float) * ((size_t)L * C + C));
+        dkx = mlk_falloc((size_t)L * C + C);
         if (!kx || !dkx) {
             free(kx), free(dkx);
             kx = dkx = NULL;

@@ -217,7 +217,7 @@ static ml_status conv1d_silu_backward(ml_node *n, ml_tensor *g, ml_tensor **gin)
     int B = (int)x->shape[0], L = (int)x->shape[1], C = (int)x->shape[2], K = (int)n->iarg[0];
     int ldx = (int)n->iarg[1];
     size_t nx = (size_t)B * L * C;
-    float *gp_pre = malloc(sizeof(float) * nx);
+    float *gp_pre = mlk_falloc(nx);
     if (!gp_pre) return ml_fail(ML_ERR_MEM, "causal_conv1d_silu backward: out of memory");
     pw_silu_bwd(nx, ml_f32(pre), ml_f32(g), gp_pre);
     for (int i = 0; i < 3; i++) gin[i] = grad_like(n, i);
@@ -343,7 +343,7 @@ static ml_status sscan_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     for (int i = 0; i < 8; i++) gin[i] = grad_like(n, i);
     if (grads_ok(n, gin)) return ml_last_status();
     /* scratch: the gradient reaching the scan output (when gated) */
-    float *gs = s[7] ? malloc(sizeof(float) * nE) : NULL;
+    float *gs = s[7] ? mlk_falloc(nE) : NULL;
     if (s[7] && !gs) {
         for (int i = 0; i < 8; i++) ml_release(gin[i]), gin[i] = NULL;
         return ml_fail(ML_ERR_MEM, "selective_scan backward: out of memory");
@@ -400,7 +400,7 @@ ml_tensor *ml_selective_scan_ex(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml
     ml_tensor *hl = hlast ? ml_empty(ML_F32, 3, (int64_t[]){B, E, N}) : NULL;
     bool rec = ml_any_needs_grad(8, ins);
     /* ctx of the node: [ys | Δ], the ungated output (gated) and Δ after softplus (softplus) */
-    float *ctx = (z || delta_softplus) ? malloc(sizeof(float) * nE * 2) : NULL;
+    float *ctx = (z || delta_softplus) ? mlk_falloc(nE * 2) : NULL;
     float *ys = z ? ctx : NULL, *dl = delta_softplus ? ctx + nE : NULL;
     bool ok = out && (!states || hs) && (!hlast || hl) && (!(z || delta_softplus) || ctx);
     for (int i = 0; i < 8; i++) ok = ok && (!ins[i] || c[i]);
@@ -570,7 +570,7 @@ ml_tensor *ml_based_kv_state(ml_tensor *k, ml_tensor *v, int n_heads, ml_tensor 
     ml_tensor *kc = mlo_dense(k), *vc = mlo_dense(v);
     ml_tensor *S = ml_empty(ML_F32, 5, (int64_t[]){B, L, H, P, Dv});
     ml_tensor *z = zsum ? ml_empty(ML_F32, 4, (int64_t[]){B, L, H, P}) : NULL;
-    float *phi = malloc(sizeof(float) * (size_t)P);
+    float *phi = mlk_falloc((size_t)P);
     if (!kc || !vc || !S || (zsum && !z) || !phi) {
         ml_tensor *all[4] = {kc, vc, S, z};
         release_all(4, all);

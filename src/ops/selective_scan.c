@@ -79,7 +79,7 @@ int mlk_sscan_fwd(int B, int L, int E, int N, const float *u, const float *delta
     size_t EN = (size_t)E * N;
     int nt = mlk_threads_for((double)B * L * EN);
     size_t per_thread = EN + (hs ? (size_t)L * EN : 0); /* running state [N,E], all states [L,N,E] */
-    float *scratch = malloc(sizeof(float) * (EN + per_thread * nt));
+    float *scratch = mlk_falloc(EN + per_thread * nt);
     if (!scratch) return -1;
     float *AT = scratch; /* [N,E] */
     to_ne(E, N, A, AT);
@@ -267,7 +267,7 @@ int mlk_sscan_bwd(int B, int L, int E, int N, const float *u, const float *delta
     /* shared: AT [N,E]; per batch element: dA, dD partials (summed in batch order at the end, so the
      * bits do not depend on the thread count); per thread: the block scratch of scan_bwd_one */
     size_t per_thread = 4 * (size_t)L * N * VB + 4 * (size_t)N * VB;
-    float *scratch = malloc(sizeof(float) * (EN + EN * B + (size_t)E * B + per_thread * nt));
+    float *scratch = mlk_falloc(EN + EN * B + (size_t)E * B + per_thread * nt);
     if (!scratch) return -1;
     float *AT = scratch, *dA_part = AT + EN, *dD_part = dA_part + EN * B, *thr = dD_part + (size_t)E * B;
     to_ne(E, N, A, AT);

@@ -393,6 +393,33 @@ START_TEST(hyena_filter_matches_fused_kernel) {
 }
 END_TEST
 
+START_TEST(empty_sequences) {
+    /* L = 0 gives empty outputs (and empty gradients), not errors */
+    ml_tensor *x = ug(150, -1, 1, 3, 2, 0, 4), *w = ug(151, -1, 1, 2, 4, 3), *k = ug(152, -1, 1, 2, 0, 4);
+    ml_tensor *y = ml_causal_conv1d(x, w, NULL);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_eq(ml_numel(y), 0);
+    ml_tensor *yl = ml_long_conv(x, k, NULL, 1);
+    ck_assert_ptr_nonnull(yl);
+    ml_tensor *in[7];
+    scan_inputs(in, 160, 2, 0, 3, 4);
+    ml_tensor *hl = NULL, *ys = ml_selective_scan(in[0], in[1], in[2], in[3], in[4], in[5], in[6], NULL, &hl);
+    ck_assert_ptr_nonnull(ys);
+    ck_assert(ml_equal(hl, in[6])); /* no token: the last state is the initial one */
+    ml_tensor *l1 = ml_sum_all(ys), *l2 = ml_sum_all(yl), *l3 = ml_sum_all(y);
+    ck_assert_int_eq(ml_backward(l1, NULL), ML_OK);
+    ck_assert_int_eq(ml_backward(l2, NULL), ML_OK);
+    ck_assert_int_eq(ml_backward(l3, NULL), ML_OK);
+    ml_tensor *q = ug(161, -1, 1, 3, 2, 0, 8), *o = ml_based_linear_attention(q, q, x, 1, 1e-12, NULL);
+    ck_assert_ptr_nonnull(o);
+    ml_tensor *bt = ug(162, 0.1, 0.9, 3, 2, 0, 1), *od = ml_delta_rule(x, x, x, bt, 1, 0.5, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(od);
+    ml_release(o), ml_release(q), ml_release(bt), ml_release(od), ml_release(l1), ml_release(l2), ml_release(l3);
+    ml_release(x), ml_release(w), ml_release(k), ml_release(y), ml_release(yl), ml_release(ys), ml_release(hl);
+    release_n(7, in);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("mixer_ops");
     TCase *tc = tcase_create("all");
@@ -407,6 +434,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, delta_rule_gradcheck_and_states);
     tcase_add_test(tc, h3_gradchecks);
     tcase_add_test(tc, hyena_filter_matches_fused_kernel);
+    tcase_add_test(tc, empty_sequences);
     suite_add_tcase(s, tc);
     return s;
 }

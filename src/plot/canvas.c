@@ -61,11 +61,11 @@ void pl_unclip(pl_canvas *c) {
 static int pixbox(pl_canvas *c, double x0, double y0, double x1, double y1, int *ix0, int *iy0, int *ix1,
                   int *iy1) {
     if (!(x0 <= x1 && y0 <= y1)) return 0; /* also rejects NaN */
-    double fx0 = floor(x0), fy0 = floor(y0), fx1 = ceil(x1), fy1 = ceil(y1);
-    *ix0 = fx0 < c->cx0 ? c->cx0 : (int)fx0;
-    *iy0 = fy0 < c->cy0 ? c->cy0 : (int)fy0;
-    *ix1 = fx1 > c->cx1 ? c->cx1 : (int)fx1;
-    *iy1 = fy1 > c->cy1 ? c->cy1 : (int)fy1;
+    /* clamp as doubles first: far-off coordinates must not overflow an int */
+    *ix0 = (int)fmin(fmax(floor(x0), c->cx0), c->cx1);
+    *iy0 = (int)fmin(fmax(floor(y0), c->cy0), c->cy1);
+    *ix1 = (int)fmax(fmin(ceil(x1), c->cx1), c->cx0);
+    *iy1 = (int)fmax(fmin(ceil(y1), c->cy1), c->cy0);
     if (*ix0 >= *ix1 || *iy0 >= *iy1) return 0;
     c->dx0 = imin(c->dx0, *ix0), c->dy0 = imin(c->dy0, *iy0);
     c->dx1 = imax(c->dx1, *ix1), c->dy1 = imax(c->dy1, *iy1);
@@ -205,6 +205,7 @@ void pl_mask_polygon(pl_canvas *c, const double *xy, int n) {
                 wind += dir[i];
                 if (!wind) continue;
                 double a = fmax(xs[i], (double)ix0), b = fmin(xs[i + 1], (double)ix1);
+                if (!(a < b)) continue;
                 for (int x = (int)floor(a); x < ix1 && x < b; x++) {
                     double o = fmin(b, x + 1.0) - fmax(a, (double)x);
                     if (o > 0) c->row[x] += (float)(o / SUB);

@@ -280,6 +280,8 @@ static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px 
                 if (isfinite(se->x[k]) && isfinite(se->y[k]))
                     pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, pl_px_x(b, se->x[k]), pl_px_y(b, se->y[k]), ms, fill,
                                    pl_darken(col, 0.8), 0.9 * s);
+        } else if (f->kind == PL_LINES) {
+            continue;
         } else if (f->kind == PL_BOX) {
             double *v = malloc(sizeof(double) * (size_t)(se->n ? se->n : 1));
             if (!v) return;

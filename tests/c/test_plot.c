@@ -444,6 +444,31 @@ START_TEST(test_lines_layout) {
 }
 END_TEST
 
+START_TEST(test_extreme_ranges) {
+    /* ranges near the limits of double: no hang, no overflow, and a line plot draws only lines */
+    double x[2] = {0, 1e-300}, y[2] = {0, 1e-300}, hx[2] = {-1e308, 1e308}, hy[2] = {1e308, -1e308};
+    pl_series se = {.label = "a", .n = 2, .x = x, .y = y, .marker = PL_MARKER_AUTO};
+    pl_panel pan = {NULL, 1, &se};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.legend = PL_LEGEND_NONE, p.markers = 0;
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_LINES, &p, 1, &pan, &L);
+    ck_assert_ptr_nonnull(c);
+    /* below the diagonal line, the panel is white or grid grey (no bars, no fill) */
+    pl_box_px *b = &L.panel[0];
+    for (int yy = (int)b->y0 + 2; yy < b->y1 - 2; yy += 7) {
+        pl_color q = pl_pixel(c, (int)(b->x1 - 4), yy + 0);
+        if (yy > (b->y0 + b->y1) / 2) ck_assert_msg(q.r > 0.85 && q.g > 0.85 && q.b > 0.85, "ink at y %d", yy);
+    }
+    pl_canvas_free(c);
+    se.x = hx, se.y = hy;
+    c = pl_render(PL_SCATTER, &p, 1, &pan, NULL);
+    ck_assert_ptr_nonnull(c);
+    pl_canvas_free(c);
+}
+END_TEST
+
 START_TEST(test_scatter_alpha) {
     double x[1] = {0.5}, y[1] = {0.5};
     pl_series se = {.label = "a", .n = 1, .x = x, .y = y, .marker = PL_MARKER_SQUARE, .dashed = 0, .color = "#ff0000"};
@@ -546,6 +571,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_heatmap_deterministic);
     tcase_add_test(tc, test_heatmap_errors);
     tcase_add_test(tc, test_lines_layout);
+    tcase_add_test(tc, test_extreme_ranges);
     tcase_add_test(tc, test_scatter_alpha);
     tcase_add_test(tc, test_box_and_bar);
     tcase_add_test(tc, test_figure_errors);

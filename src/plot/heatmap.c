@@ -143,7 +143,7 @@ pl_canvas *pl_heatmap_render(const pl_heatmap_spec *h, pl_layout *lay) {
     double W = ceil(left + pw + right), H = ceil(top + fmax(ph, cb ? barh : 0) + bottom);
     if (h->title) W = fmax(W, ceil(left + pl_text_width(h->title, &fti) + PL_PAD * s));
     if (W > 20000 || H > 20000) {
-        ml_fail(ML_ERR_ARG, "plot.heatmap: a %d x %d matrix with cell %g is too large to draw", R, C, cell / s);
+        ml_fail(ML_ERR_ARG, "plot.heatmap: the figure would be %.0f x %.0f pixels (at most 20000); use smaller cells, scale or labels", W, H);
         return NULL;
     }
     pl_canvas *c = pl_canvas_new((int)W, (int)H, PL_WHITE);

@@ -230,6 +230,11 @@ ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     const ml_task *task = ml_dataset_task(ds);
+    if (ml_task_vocab_size(task) > m->cfg.vocab) {
+        ml_fail(ML_ERR_ARG, "interchange: the task's vocabulary (%d) is larger than the model's (%d)",
+                ml_task_vocab_size(task), m->cfg.vocab);
+        return NULL;
+    }
     int lo, hi;
     ml_task_corrupt_range(task, &lo, &hi);
     int n_combos = cfg->n_sites * cfg->n_label_types * cfg->n_positions;

@@ -129,6 +129,9 @@ T.test("interchange: the paper's names, fast = reference, mixer-internal sites",
   T.raises(function() ic.evaluate(m, ds, { label_types = { "divider" } }) end, "query_item_orig or target_item_orig")
   T.raises(function() ic.evaluate(m, ds, { positions = { "nowhere" } }) end, "expected a position name")
   T.raises(function() ic.evaluate(m, ds, { layer = { 0 } }) end, "unknown option 'layer'")
+  local small = mech.model { arch = "attention", d_model = 16, vocab = 20, state_mixer = "mlp" }
+  T.raises(function() ic.evaluate(small, ds, {}) end, "the task's vocabulary %(68%) is larger than the model's %(20%)")
+  T.raises(function() mech.interp.interchange(m, "x") end, "argument 2 expected a mech.Dataset")
 end)
 
 T.test("interchange CSV and the training-loop evaluator", function()

@@ -33,9 +33,8 @@ double pl_px_y(const pl_box_px *b, double y) { return b->y1 - (y - b->ymin) / (b
 
 /* ---- markers ---- */
 
-void pl_draw_marker(pl_canvas *c, int m, double x, double y, double r, pl_color fill, pl_color edge, double ew);
-
-void pl_draw_marker(pl_canvas *c, int m, double x, double y, double r, pl_color fill, pl_color edge, double ew) {
+/* Marker of "radius" r (shapes scaled to similar areas), filled, with an optional edge. */
+static void pl_draw_marker(pl_canvas *c, int m, double x, double y, double r, pl_color fill, pl_color edge, double ew) {
     double xy[8];
     int n = 0;
     switch (m) {

@@ -139,6 +139,8 @@ void mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const f
  * and ∂ℓ/∂S is kept in both layouts (dS [Dk,Dv] and dST [Dv,Dk], updated by the same rank-1 terms).
  * vold: [L,Dv] rows of this (b,h) saved by the forward (stride H·Dv), or NULL to recompute them.
  * STall: [(L+1),Dv,Dk], ST_{t-1} at index t. dS ends as ∂ℓ/∂S_{-1}. */
+size_t mlk_delta_store_limit = (size_t)1 << 20;
+
 /* Matrices in the backward's scratch are placed SKEW floats apart beyond their size: buffers a
  * multiple of 4 KB apart make loads and stores alias in L1 (4K aliasing), which cost 3x here. */
 enum { SKEW = 48 };
@@ -147,8 +149,8 @@ MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv,
                                      const float *k, const float *v, const float *beta, const float *S0,
                                      const float *vold, const float *dout, float *dq, float *dk, float *dv,
                                      float *dbeta, float *STall, float *dS, float *dST, float *uall, float *vall,
-                                     float *du, float *dvo, float *qs, float *dqa, float *dka) {
-    size_t SS = (size_t)Dk * Dv, SP = SS + SKEW, bh = (size_t)b * H + h;
+                                     float *du, float *dvo, float *qs, float *dqa, float *dka, int rev) {
+    size_t SS = (size_t)Dk * Dv, SP = rev ? 0 : SS + SKEW, bh = (size_t)b * H + h; /* rev: one matrix, in place */
     /* ST_{-1} = S0ᵀ */
     if (S0)
         for (int i = 0; i < Dk; i++)
@@ -184,6 +186,7 @@ MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv,
         const float *St = STall + (size_t)(t + 1) * SP, *Sp = STall + (size_t)t * SP;
         const float *ut = uall + (size_t)t * Dv, *vo = vall + (size_t)t * Dv;
         const float bt = beta[r];
+        /* rev: STall holds S_t here and becomes S_{t-1} = S_t − k u_tᵀ after the dq/dk pass */
         for (int i = 0; i < Dk; i++) qs[i] = scale * qt[i];
         /* dS += q̃ doᵀ (now ∂ℓ/∂S_t); du = dSᵀ k (column blocks of du in registers) */
         for (int j0 = 0; j0 < Dv; j0 += IB) {
@@ -256,6 +259,13 @@ MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv,
             if (dv) dv[r * Dv + j] = bt * du[j];
         }
         if (dbeta) dbeta[r] = db;
+        if (rev)
+            for (int j = 0; j < Dv; j++) {
+                float *Sj = STall + (size_t)j * Dk;
+                const float uj = ut[j];
+#pragma omp simd
+                for (int i = 0; i < Dk; i++) Sj[i] -= uj * kt[i];
+            }
         /* vold = S_{t-1}ᵀ k: dk += S_{t-1} dvold; dS += k dvoldᵀ in both copies (now ∂ℓ/∂S_{t-1}) */
         for (int i0 = 0; i0 < Dk; i0 += IB) {
             int w = Dk - i0 < IB ? Dk - i0 : IB;
@@ -305,7 +315,10 @@ int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
     /* per thread: transposed states [(L+1),Dv,Dk], dS and dSᵀ, u_t and vold_t [L,Dv] each, du, dvold [Dv],
      * q̃, dq, dk accumulators [Dk] */
     size_t SP = SS + SKEW;
-    size_t per_thread = (size_t)(L + 3) * SP + 2 * (size_t)L * Dv + 2 * (size_t)Dv + 3 * (size_t)Dk + SKEW;
+    /* States of every step, or (beyond mlk_delta_store_limit) one state rebuilt backwards in place */
+    int rev = (size_t)(L + 1) * SP > mlk_delta_store_limit;
+    size_t nst = rev ? 1 : (size_t)L + 1;
+    size_t per_thread = (nst + 2) * SP + 2 * (size_t)L * Dv + 2 * (size_t)Dv + 3 * (size_t)Dk + SKEW;
     float *scratch = mlk_falloc(per_thread * nt);
     if (!scratch) return -1;
 #pragma omp parallel num_threads(nt)
@@ -315,7 +328,7 @@ int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
         tid = omp_get_thread_num();
 #endif
         float *STall = scratch + per_thread * tid; /* per_thread is not a multiple of 1024 either */
-        float *dS = STall + (size_t)(L + 1) * SP, *dST = dS + SP;
+        float *dS = STall + nst * SP, *dST = dS + SP;
         float *uall = dST + SP, *vall = uall + (size_t)L * Dv;
         float *du = vall + (size_t)L * Dv, *dvo = du + Dv, *qs = dvo + Dv, *dqa = qs + Dk, *dka = dqa + Dk;
 #pragma omp for collapse(2) schedule(static)
@@ -323,7 +336,7 @@ int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
             for (int h = 0; h < H; h++) {
                 size_t bh = (size_t)b * H + h;
                 delta_bwd_one(b, h, L, H, Dk, Dv, scale, q, k, v, beta, S0, vold, dout, dq, dk, dv, dbeta, STall, dS,
-                              dST, uall, vall, du, dvo, qs, dqa, dka);
+                              dST, uall, vall, du, dvo, qs, dqa, dka, rev);
                 if (dS0) memcpy(dS0 + bh * SS, dS, sizeof(float) * SS);
             }
     }

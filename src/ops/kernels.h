@@ -107,7 +107,10 @@ int mlk_delta_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
                   const float *beta, const float *S0, float *o, float *states, float *vold, float *Slast);
 /* Exact backward through the recurrence (recomputes the states per (b,h) in scratch). vold: the
  * forward's vold output [B,L,H,Dv] (saves a matrix-vector product per step), or NULL.
+ * When the L+1 states would exceed mlk_delta_store_limit floats per thread (4 MB by default: D=256),
+ * one state is kept and rebuilt backwards, S_{t−1} = S_t − k_t u_tᵀ (rounding ~L ulp of ‖S‖).
  * Returns 0, or -1 when scratch allocation fails. */
+extern size_t mlk_delta_store_limit;
 int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k, const float *v,
                   const float *beta, const float *S0, const float *vold, const float *dout, float *dq, float *dk,
                   float *dv, float *dbeta, float *dS0);

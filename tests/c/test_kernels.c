@@ -557,6 +557,25 @@ START_TEST(delta_grad) {
 }
 END_TEST
 
+START_TEST(delta_grad_reversed_states) {
+    /* the backward that rebuilds S_{t-1} = S_t − k uᵀ instead of storing every state */
+    mlk_delta_store_limit = 0;
+    for (int with_s0 = 0; with_s0 < 2; with_s0++) {
+        dr_setup(2, 6, 2, 3, 4, with_s0);
+        size_t nk = (size_t)2 * 6 * 2 * 3, nv = (size_t)2 * 6 * 2 * 4, nb = 24, ns = (size_t)2 * 2 * 12;
+        float *dq = zeros(nk), *dk = zeros(nk), *dv = zeros(nv), *db = zeros(nb), *dS0 = zeros(ns);
+        ck_assert_int_eq(mlk_delta_bwd(2, 6, 2, 3, 4, dr.scale, dr.q, dr.k, dr.v, dr.beta, dr.S0, NULL, dr.gw, dq, dk,
+                                       dv, db, dS0),
+                         0);
+        fd_check("delta dq (rev)", dr_loss, dr.q, nk, dq);
+        fd_check("delta dk (rev)", dr_loss, dr.k, nk, dk);
+        fd_check("delta dv (rev)", dr_loss, dr.v, nv, dv);
+        fd_check("delta dbeta (rev)", dr_loss, dr.beta, nb, db);
+        if (with_s0) fd_check("delta dS0 (rev)", dr_loss, dr.S0, ns, dS0);
+    }
+}
+END_TEST
+
 START_TEST(delta_grad_blocked) {
     /* Dk = 19, Dv = 18: one full register block of 16 columns plus a tail, both ways */
     dr_setup(1, 4, 1, 19, 18, 1);
@@ -830,6 +849,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, based_step_and_pattern);
     tcase_add_test(tc, delta_known_l1);
     tcase_add_test(tc, delta_grad);
+    tcase_add_test(tc, delta_grad_reversed_states);
     tcase_add_test(tc, delta_grad_blocked);
     tcase_add_test(tc, delta_wide_matches_reference);
     tcase_add_test(tc, delta_step_matches);

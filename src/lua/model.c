@@ -77,7 +77,7 @@ static int l_model(lua_State *L) {
     c.long_only = mlL_optbool(L, 1, "long_only", c.long_only, fn);
     const char *sm = mlL_optstr(L, 1, "state_mixer", c.state_mixer, fn);
     if (strlen(sm) >= sizeof c.state_mixer) return luaL_error(L, "%s: option 'state_mixer' expected 'mlp', 'glu' or 'none', got '%s'", fn, sm);
-    strcpy(c.state_mixer, sm);
+    if (sm != c.state_mixer) strcpy(c.state_mixer, sm); /* the default points at the field itself */
     c.seed = (uint64_t)mlL_optint(L, 1, "seed", (lua_Integer)c.seed, fn);
     apply_alias(&c);
     ml_model *m = ml_model_new(&c);

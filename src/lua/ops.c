@@ -298,7 +298,7 @@ static int l_split(lua_State *L) {
     if (count > 1000000) return luaL_error(L, "split: %I pieces are too many to return", (lua_Integer)count);
     luaL_checkstack(L, (int)count + 2, "split: too many pieces");
     ml_tensor **out = lua_newuserdatauv(L, sizeof(ml_tensor *) * (size_t)count, 0);
-    int n = ml_split(a, size, dim, out, (int)count);
+    int n = ml_split_tensor(a, size, dim, out, (int)count);
     if (n < 0) return mlL_raise(L);
     for (int i = 0; i < n; i++) mlL_pushtensor(L, out[i]);
     return n;

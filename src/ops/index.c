@@ -426,7 +426,7 @@ ml_tensor *ml_stack(int n, ml_tensor *const *ts, int dim) {
     return out;
 }
 
-int ml_split(ml_tensor *a, int64_t size, int dim, ml_tensor **out, int max_out) {
+int ml_split_tensor(ml_tensor *a, int64_t size, int dim, ml_tensor **out, int max_out) {
     if (size <= 0) {
         ml_fail(ML_ERR_ARG, "split: argument 2 expected a size > 0, got %lld", (long long)size);
         return -1;

@@ -66,6 +66,6 @@ ml_tensor *ml_embedding(ml_tensor *weight, ml_tensor *ids);
 ml_tensor *ml_cat(int n, ml_tensor *const *ts, int dim);
 ml_tensor *ml_stack(int n, ml_tensor *const *ts, int dim);
 /* Splits into pieces of `size` along dim (last may be smaller); fills out[], returns count or -1. */
-int ml_split(ml_tensor *a, int64_t size, int dim, ml_tensor **out, int max_out);
+int ml_split_tensor(ml_tensor *a, int64_t size, int dim, ml_tensor **out, int max_out);
 
 #endif

@@ -775,7 +775,7 @@ START_TEST(cat_stack_split_values) {
     ml_release(r);
     ml_tensor *x = TF(SH(5), 0, 1, 2, 3, 4);
     ml_tensor *out[4];
-    int n = ml_split(x, 2, 0, out, 4);
+    int n = ml_split_tensor(x, 2, 0, out, 4);
     ck_assert_int_eq(n, 3);
     EXPECT(out[0], 0, 1);
     EXPECT(out[1], 2, 3);
@@ -995,7 +995,7 @@ GFN(g_cat_many, { /* more inputs than a node holds: joined in groups */
 GFN(g_stack, return ml_stack(2, x, 1);)
 GFN(g_split, {
     ml_tensor *p[3];
-    int n = ml_split(x[0], 2, 1, p, 3);
+    int n = ml_split_tensor(x[0], 2, 1, p, 3);
     if (n != 3) return NULL;
     ml_tensor *a = ml_mul(p[0], p[1]), *r = ml_cat(2, (ml_tensor *[]){a, p[2]}, 1);
     DROP(p[0], p[1], p[2], a);
@@ -1181,13 +1181,13 @@ START_TEST(errors_join_split) {
     EXPECT_ERR(ml_stack(2, (ml_tensor *[]){a, a}, 3), "stack: argument 2 expected a dimension in [-3, 2], got 3");
     EXPECT_ERR(ml_stack(0, (ml_tensor *[]){a}, 0), "stack: argument 1 expected a non-empty list");
     ml_tensor *out[2];
-    ck_assert_int_eq(ml_split(a, 0, 0, out, 2), -1);
+    ck_assert_int_eq(ml_split_tensor(a, 0, 0, out, 2), -1);
     ck_assert_ptr_nonnull(strstr(ml_last_error(), "split: argument 2 expected a size > 0, got 0"));
-    ck_assert_int_eq(ml_split(a, 1, 1, out, 2), -1);
+    ck_assert_int_eq(ml_split_tensor(a, 1, 1, out, 2), -1);
     ck_assert_ptr_nonnull(strstr(ml_last_error(), "split: 3 pieces of size 1 along dim 1 do not fit in 2 outputs"));
-    ck_assert_int_eq(ml_split(a, 1, 5, out, 2), -1);
+    ck_assert_int_eq(ml_split_tensor(a, 1, 5, out, 2), -1);
     ck_assert_ptr_nonnull(strstr(ml_last_error(), "split: argument 3 expected a dimension in [-2, 1], got 5"));
-    ck_assert_int_eq(ml_split(s, 1, 0, out, 2), -1);
+    ck_assert_int_eq(ml_split_tensor(s, 1, 0, out, 2), -1);
     ck_assert_ptr_nonnull(strstr(ml_last_error(), "split: argument 3 expected a dimension, but the tensor has 0 dimensions"));
     DROP(a, b, i, s, c);
 }

@@ -365,9 +365,10 @@ static ml_status sscan_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     return ML_OK;
 }
 
-ml_tensor *ml_selective_scan_ex(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm,
-                                ml_tensor *D, ml_tensor *z, ml_tensor *h0, bool delta_softplus, ml_tensor **states,
-                                ml_tensor **hlast) {
+/* h0_arg: h0's argument number as the caller's user sees it (7 in ml_selective_scan, 8 in _ex). */
+static ml_tensor *selective_scan_impl(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm,
+                                      ml_tensor *D, ml_tensor *z, ml_tensor *h0, bool delta_softplus,
+                                      ml_tensor **states, ml_tensor **hlast, int h0_arg) {
     const char *fn = "selective_scan";
     ml_tensor *ins[8] = {u, delta, A, Bm, Cm, D, h0, z};
     char d[128];
@@ -386,7 +387,7 @@ ml_tensor *ml_selective_scan_ex(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml
     if (want_shape(fn, 4, Bm, 3, (int64_t[]){B, L, N}, d) || want_shape(fn, 5, Cm, 3, (int64_t[]){B, L, N}, d))
         return NULL;
     if (D && want_shape(fn, 6, D, 1, &E, descf(d, sizeof d, "[E] with E=%lld", (long long)E))) return NULL;
-    if (h0 && want_shape(fn, z ? 8 : 7, h0, 3, (int64_t[]){B, E, N},
+    if (h0 && want_shape(fn, h0_arg, h0, 3, (int64_t[]){B, E, N},
                          descf(d, sizeof d, "[B,E,N]=[%lld,%lld,%lld]", (long long)B, (long long)E, (long long)N)))
         return NULL;
     if (check_int_sizes(fn, u) || check_int_sizes(fn, A)) return NULL;
@@ -444,9 +445,15 @@ ml_tensor *ml_selective_scan_ex(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml
     return out;
 }
 
+ml_tensor *ml_selective_scan_ex(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm,
+                                ml_tensor *D, ml_tensor *z, ml_tensor *h0, bool delta_softplus, ml_tensor **states,
+                                ml_tensor **hlast) {
+    return selective_scan_impl(u, delta, A, Bm, Cm, D, z, h0, delta_softplus, states, hlast, 8);
+}
+
 ml_tensor *ml_selective_scan(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm,
                              ml_tensor *D, ml_tensor *h0, ml_tensor **states, ml_tensor **hlast) {
-    return ml_selective_scan_ex(u, delta, A, Bm, Cm, D, NULL, h0, false, states, hlast);
+    return selective_scan_impl(u, delta, A, Bm, Cm, D, NULL, h0, false, states, hlast, 7);
 }
 
 ml_tensor *ml_selective_scan_attention(ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm, ml_tensor *D) {

@@ -45,7 +45,7 @@ for layer = 0, run.model:config().n_layers - 1 do
   end
 end
 mech.plot.heatmap {
-  data = data, ylabels = rows, xlabels = { "key", "value", "divider", "query", "answer" }, center = 0,
+  data = data, ylabels = rows, xlabels = { "key", "value", "divider", "query", "answer" }, center = 0, vmin = -1, vmax = 1,
   values = true, title = string.format("%s on ATR: attribution, key corrupted", opts.arch),
   xlabel = "patched position", colorbar = "Attrib", out = opts.out .. "/attribution_map.png",
 }

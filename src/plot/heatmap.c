@@ -141,7 +141,8 @@ pl_canvas *pl_heatmap_render(const pl_heatmap_spec *h, pl_layout *lay) {
     double bottom = PL_PAD * s + 4 * s + xlab_h + (h->xlabel && h->xlabel[0] ? PL_GAP * s + lh_label : 0);
     double pw = C * cell;
     double W = ceil(left + pw + right), H = ceil(top + fmax(ph, cb ? barh : 0) + bottom);
-    if (h->title) W = fmax(W, ceil(left + pl_text_width(h->title, &fti) + PL_PAD * s));
+    double cbar_label_x = W - PL_PAD * s; /* the colour bar's title stays beside it when a long title widens W */
+    if (h->title) W = fmax(W, ceil(left + 1.05 * pl_text_width(h->title, &fti) + 2 * PL_PAD * s));
     if (W > 20000 || H > 20000) {
         ml_fail(ML_ERR_ARG, "plot.heatmap: the figure would be %.0f x %.0f pixels (at most 20000); use smaller cells, scale or labels", W, H);
         return NULL;
@@ -158,7 +159,7 @@ pl_canvas *pl_heatmap_render(const pl_heatmap_spec *h, pl_layout *lay) {
         double vw = 0;
         for (long i = 0; i < (long)R * C; i++)
             if (isfinite(h->data[i])) fmt_value(h->data[i], digits, buf, sizeof buf), vw = fmax(vw, pl_text_width(buf, &fv));
-        double fit = fmin(1, (cell - 4 * s) / vw);
+        double fit = fmin(1, (cell - 6 * s) / (1.1 * vw)); /* a margin for the glyphs' side bearings */
         fit = fmin(fit, (cell - 2 * s) / pl_text_height(&fv));
         fv.size *= fit;
     }
@@ -206,7 +207,7 @@ pl_canvas *pl_heatmap_render(const pl_heatmap_spec *h, pl_layout *lay) {
         }
         if (h->cbar_label && h->cbar_label[0]) {
             pl_font fcl = pl_f(PL_FS_LABEL, s, 0, 90, PL_CENTER, PL_BOTTOM);
-            pl_text(c, h->cbar_label, &fcl, W - PL_PAD * s, (by0 + by1) / 2, PL_INK);
+            pl_text(c, h->cbar_label, &fcl, cbar_label_x, (by0 + by1) / 2, PL_INK);
         }
         L.colorbar[0] = bx0, L.colorbar[1] = by0, L.colorbar[2] = bx1, L.colorbar[3] = by1;
     }

@@ -11,8 +11,17 @@
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
 
+/* short dot products (the F = 8 features) */
 MLK_INLINE float dotf(int n, const float *a, const float *b) {
     float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* long dot products (the Dv values), vectorised */
+MLK_INLINE float dotv(int n, const float *a, const float *b) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
     for (int i = 0; i < n; i++) s += a[i] * b[i];
     return s;
 }
@@ -94,7 +103,7 @@ MLK_CLONES static void based_bwd_one(int b, int h, int L, int H, int F, int Dv, 
             const float *vs = v + rs * Dv, *ks = k + rs * F;
             float sc = arow[s], a = 1.0f + sc + 0.5f * sc * sc;
             /* dA[t,s] = dnum_t·v_s + dden_t with dnum_t = dy_t/den_t */
-            float dA = dotf(Dv, dyt, vs) * inv + dden;
+            float dA = dotv(Dv, dyt, vs) * inv + dden;
             if (dv) {
                 float *dvs = dv + rs * Dv;
                 float ai = a * inv;

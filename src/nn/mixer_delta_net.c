@@ -59,7 +59,7 @@ static ml_status dn_build(ml_model *m, int l, void **state) {
 /* silu(SC_K(x·Wᵀ)) (B, L, D) */
 static ml_tensor *proj_conv(ml_tensor *x, ml_tensor *w, ml_tensor *cw) {
     ml_tensor *p = ml_linear(x, w, NULL), *c = p ? ml_causal_conv1d(p, cw, NULL) : NULL;
-    ml_tensor *a = c ? ml_nn_act(ML_SILU, c) : NULL;
+    ml_tensor *a = c ? ml_unary(ML_SILU, c) : NULL;
     ml_release(p), ml_release(c);
     return a;
 }
@@ -141,7 +141,7 @@ static ml_tensor *dn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_r
     if (!(k = proj_conv(x, ml_model_p(m, s->wk), ml_model_p(m, s->ck))) || !ml_at_site(run, l, "mixer.k", &k)) goto done;
     if (!(v = proj_conv(x, ml_model_p(m, s->wv), ml_model_p(m, s->cv))) || !ml_at_site(run, l, "mixer.v", &v)) goto done;
     if (!(qn = l2_heads(q, H)) || !(kn = l2_heads(k, H))) goto done;
-    if (!(br = ml_linear(x, ml_model_p(m, s->wb), NULL)) || !(beta = ml_nn_act(ML_SIGMOID, br)) ||
+    if (!(br = ml_linear(x, ml_model_p(m, s->wb), NULL)) || !(beta = ml_unary(ML_SIGMOID, br)) ||
         !ml_at_site(run, l, "mixer.beta", &beta))
         goto done;
     bool want_s = ml_site_wanted(run, l, "mixer.state");

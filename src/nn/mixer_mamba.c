@@ -171,12 +171,12 @@ static ml_tensor *mamba_forward(ml_model *m, int l, void *state, ml_tensor *x, m
     if (!(z = linear_rows(x, w_in, E, E, NULL)) || !ml_at_site(run, l, "mixer.z", &z)) goto done;
     xc = s->conv ? ml_causal_conv1d(xi, ml_model_p(m, s->cw), ml_model_p(m, s->cb)) : ml_retain(xi);
     if (!xc || !ml_at_site(run, l, "mixer.conv", &xc)) goto done;
-    if (!(u = ml_nn_act(ML_SILU, xc)) || !ml_at_site(run, l, "mixer.u", &u)) goto done;
+    if (!(u = ml_unary(ML_SILU, xc)) || !ml_at_site(run, l, "mixer.u", &u)) goto done;
     /* x_proj's output is narrow (R + 2N): one product and views of it (u's gradient then
      * gathers one contribution instead of three) */
     if (!(xd = ml_linear(u, w_x, NULL)) || !(delta = ml_narrow(xd, 2, 0, R))) goto done;
     dr = ml_linear(delta, ml_model_p(m, s->w_dt), ml_model_p(m, s->b_dt));
-    if (!dr || !(dt = ml_nn_act(ML_SOFTPLUS, dr)) || !ml_at_site(run, l, "mixer.dt", &dt)) goto done;
+    if (!dr || !(dt = ml_unary(ML_SOFTPLUS, dr)) || !ml_at_site(run, l, "mixer.dt", &dt)) goto done;
     if (!(Bm = ml_narrow(xd, 2, R, N)) || !ml_at_site(run, l, "mixer.B", &Bm)) goto done;
     if (!(Cm = ml_narrow(xd, 2, R + N, N)) || !ml_at_site(run, l, "mixer.C", &Cm)) goto done;
     ml_tensor *ea = ml_unary(ML_EXP, ml_model_p(m, s->a_log));
@@ -197,7 +197,7 @@ static ml_tensor *mamba_forward(ml_model *m, int l, void *state, ml_tensor *x, m
         if (!ok) goto done;
     }
     if (!ml_at_site(run, l, "mixer.y", &y)) goto done;
-    if (!(g = ml_nn_act(ML_SILU, z)) || !ml_at_site(run, l, "mixer.gate", &g)) goto done;
+    if (!(g = ml_unary(ML_SILU, z)) || !ml_at_site(run, l, "mixer.gate", &g)) goto done;
     if (!(yg = ml_mul(y, g)) || !ml_at_site(run, l, "mixer.yg", &yg)) goto done;
     out = ml_linear(yg, ml_model_p(m, s->w_out), NULL);
 done:

@@ -13,10 +13,6 @@ ml_tensor *ml_state_mixer_forward(ml_model *m, int l, ml_tensor *x, ml_run *run)
 /* Helpers for mixers: x = site(x) in place; false on error (x released and set to NULL). */
 bool ml_at_site(ml_run *run, int layer, const char *name, ml_tensor **x);
 
-/* SiLU, sigmoid and softplus with vectorised loops (act.c); other ops go to ml_unary. `op` is an
- * ml_unop (ops/ops.h, not included here: its ml_split clashes with tasks/task.h's). */
-ml_tensor *ml_nn_act(int op, ml_tensor *x);
-
 /* The registered sequence mixers (one file each). */
 extern const ml_mixer_type ml_mixer_attention, ml_mixer_base_conv, ml_mixer_based, ml_mixer_h3, ml_mixer_hyena,
     ml_mixer_mamba, ml_mixer_delta_net;

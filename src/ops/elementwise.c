@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/iter.h"
-#include "ops/fastmath.h"
+#include "ops/kernel_util.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -323,21 +323,10 @@ ml_tensor *ml_div(ml_tensor *a, ml_tensor *b) { return ml_binary(ML_DIV, a, b); 
 /* ------------------------------------------------------------------ unary */
 
 
-static inline float sigmoidf(float x) {
-    if (x >= 0) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
 
-/* The unary maps run on every MLP hidden unit: built for AVX2 as well as the baseline, chosen
- * at load time (GCC function multiversioning), since the portable binary targets SSE2 only. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define ML_HOT_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define ML_HOT_CLONES
-#endif
-
-ML_HOT_CLONES static void unary_f32(ml_unop op, int64_t n, const float *x, float *y) {
+/* The unary maps run on every MLP hidden unit and mixer gate: their loops vectorise (kernel_util.h)
+ * and are built for AVX2/AVX-512 too, picked at load time (the portable binary targets SSE2). */
+MLK_CLONES static void unary_f32(ml_unop op, int64_t n, const float *x, float *y) {
     switch (op) {
     case ML_NEG: for (int64_t i = 0; i < n; i++) y[i] = -x[i]; break;
     case ML_EXP: for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]); break;
@@ -345,26 +334,34 @@ ML_HOT_CLONES static void unary_f32(ml_unop op, int64_t n, const float *x, float
     case ML_SQRT: for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]); break;
     case ML_ABS: for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]); break;
     case ML_TANH: for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]); break;
-    case ML_SIGMOID: for (int64_t i = 0; i < n; i++) y[i] = sigmoidf(x[i]); break;
+    case ML_SIGMOID:
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) y[i] = mlk_sigmoid(x[i]);
+        break;
     case ML_RELU: for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0.0f; break;
     case ML_GELU:
-        /* vectorised erf (fastmath.h): GELU runs on every MLP hidden unit */
 #pragma omp simd
         for (int64_t i = 0; i < n; i++) {
             float cdf, pdf;
-            ml_gelu_parts(x[i], &cdf, &pdf);
+            mlk_normal_cdf_pdf(x[i], &cdf, &pdf);
             y[i] = x[i] * cdf;
         }
         break;
-    case ML_SILU: for (int64_t i = 0; i < n; i++) y[i] = x[i] * sigmoidf(x[i]); break;
-    case ML_SOFTPLUS: for (int64_t i = 0; i < n; i++) y[i] = x[i] > 20.0f ? x[i] : log1pf(expf(x[i])); break;
+    case ML_SILU:
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * mlk_sigmoid(x[i]);
+        break;
+    case ML_SOFTPLUS:
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) y[i] = mlk_softplus(x[i]);
+        break;
     case ML_SIN: for (int64_t i = 0; i < n; i++) y[i] = sinf(x[i]); break;
     case ML_COS: for (int64_t i = 0; i < n; i++) y[i] = cosf(x[i]); break;
     }
 }
 
 /* d = g · f'(x): the loops of unary_backward, multiversioned like unary_f32 */
-ML_HOT_CLONES static void unary_grad_f32(ml_unop op, int64_t m, const float *x, const float *y, const float *pg,
+MLK_CLONES static void unary_grad_f32(ml_unop op, int64_t m, const float *x, const float *y, const float *pg,
                                          float *d) {
     switch (op) {
     case ML_NEG: for (int64_t i = 0; i < m; i++) d[i] = -pg[i]; break;
@@ -375,24 +372,29 @@ ML_HOT_CLONES static void unary_grad_f32(ml_unop op, int64_t m, const float *x, 
         for (int64_t i = 0; i < m; i++) d[i] = x[i] > 0 ? pg[i] : (x[i] < 0 ? -pg[i] : 0.0f);
         break;
     case ML_TANH: for (int64_t i = 0; i < m; i++) d[i] = pg[i] * (1.0f - y[i] * y[i]); break;
-    case ML_SIGMOID: for (int64_t i = 0; i < m; i++) d[i] = pg[i] * y[i] * (1.0f - y[i]); break;
+    case ML_SIGMOID:
+#pragma omp simd
+        for (int64_t i = 0; i < m; i++) d[i] = pg[i] * y[i] * (1.0f - y[i]);
+        break;
     case ML_RELU: for (int64_t i = 0; i < m; i++) d[i] = x[i] > 0 ? pg[i] : 0.0f; break;
     case ML_GELU:
 #pragma omp simd
         for (int64_t i = 0; i < m; i++) {
             float cdf, pdf;
-            ml_gelu_parts(x[i], &cdf, &pdf);
+            mlk_normal_cdf_pdf(x[i], &cdf, &pdf);
             d[i] = pg[i] * (cdf + x[i] * pdf);
         }
         break;
     case ML_SILU:
+#pragma omp simd
         for (int64_t i = 0; i < m; i++) {
-            float s = sigmoidf(x[i]);
+            float s = mlk_sigmoid(x[i]);
             d[i] = pg[i] * s * (1.0f + x[i] * (1.0f - s));
         }
         break;
     case ML_SOFTPLUS:
-        for (int64_t i = 0; i < m; i++) d[i] = x[i] > 20.0f ? pg[i] : pg[i] * sigmoidf(x[i]);
+#pragma omp simd
+        for (int64_t i = 0; i < m; i++) d[i] = x[i] > 20.0f ? pg[i] : pg[i] * mlk_sigmoid(x[i]);
         break;
     case ML_SIN: for (int64_t i = 0; i < m; i++) d[i] = pg[i] * cosf(x[i]); break;
     case ML_COS: for (int64_t i = 0; i < m; i++) d[i] = -pg[i] * sinf(x[i]); break;

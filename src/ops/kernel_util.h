@@ -1,5 +1,7 @@
-/* Private helpers of the mixer kernels (src/ops): thread count for OpenMP loops, a vectorisable
- * expf, a threshold below which threading is not worth its start-up cost. */
+/* Private helpers of the ops (src/ops): thread count for OpenMP loops, a threshold below which
+ * threading is not worth its start-up cost, and vectorisable elementary functions (exp, log1p,
+ * sigmoid, softplus, the normal cdf/pdf for GELU) written in plain arithmetic so that `omp simd`
+ * loops vectorise them (libm's calls are opaque and stop vectorisation). */
 #ifndef ML_KERNEL_UTIL_H
 #define ML_KERNEL_UTIL_H
 
@@ -85,6 +87,46 @@ static inline float mlk_expf_neg(float x) {
     } scale;
     scale.i = ((int32_t)kf + 127) << 23;
     return x <= -87.0f ? 0.0f : p * scale.f;
+}
+
+/* log(u) for u in [1, 2]: 2·atanh(s), s = (u − 1)/(u + 1) <= 1/3, series to s^13 (error < 1e-8). */
+static inline float mlk_log_1_2(float u) {
+    float s = (u - 1.0f) / (u + 1.0f), s2 = s * s;
+    float p = 1.0f / 13.0f;
+    p = p * s2 + 1.0f / 11.0f;
+    p = p * s2 + 1.0f / 9.0f;
+    p = p * s2 + 1.0f / 7.0f;
+    p = p * s2 + 1.0f / 5.0f;
+    p = p * s2 + 1.0f / 3.0f;
+    p = p * s2 + 1.0f;
+    return 2.0f * s * p;
+}
+
+/* sigmoid through e^{−|x|}, which never overflows; t/(1 + t) for x < 0 stays accurate. */
+static inline float mlk_sigmoid(float x) {
+    float t = mlk_expf_neg(x < 0 ? x : -x), r = 1.0f / (1.0f + t);
+    return x < 0 ? t * r : r;
+}
+
+/* softplus with PyTorch's threshold (x above 20 is returned as is): max(x, 0) + log1p(e^{−|x|}),
+ * log1p(t) = log(u)·t/(u − 1) with u = 1 + t keeping full relative accuracy for small t. */
+static inline float mlk_softplus(float x) {
+    float ax = x < 0 ? -x : x, t = mlk_expf_neg(-ax), u = 1.0f + t, d = u - 1.0f;
+    float l1p = d == 0.0f ? t : mlk_log_1_2(u) * (t / d);
+    float y = (x > 0 ? x : 0.0f) + l1p;
+    return x > 20.0f ? x : y;
+}
+
+/* The standard normal's cdf Φ(x) = (1 + erf(x/√2))/2 and pdf φ(x) = e^{−x²/2}/√(2π), erf by
+ * Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7) sharing its exponential with φ. */
+static inline void mlk_normal_cdf_pdf(float x, float *cdf, float *pdf) {
+    float z = x * 0.70710678118654752f, az = z < 0 ? -z : z;
+    float e = mlk_expf_neg(-z * z);
+    float t = 1.0f / (1.0f + 0.3275911f * az);
+    float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    float erf_abs = 1.0f - poly * e;
+    *cdf = 0.5f * (1.0f + (z < 0 ? -erf_abs : erf_abs));
+    *pdf = 0.39894228040143268f * e;
 }
 
 #endif

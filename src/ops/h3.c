@@ -123,14 +123,15 @@ int mlk_s4d_kernel_fwd(int H, int M, int L, const float *Cc, const float *log_dt
     return 0;
 }
 
-/* Gradients of one head; w: 10·M doubles of scratch. */
+/* Gradients of one head; w: 10·M doubles of scratch; mds: M modes (set up once, used twice). */
 MLK_CLONES static void s4d_bwd_one(int h, int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
                                    const float *inv_A_real, const float *A_imag, const float *dK, float *dCc,
-                                   float *dlog_dt, float *dBc, float *dinv_A_real, float *dA_imag, double *w) {
+                                   float *dlog_dt, float *dBc, float *dinv_A_real, float *dA_imag, double *w,
+                                   s4d_mode *mds) {
     double *lr = w, *li = lr + M, *pr = li + M, *pi = pr + M, *qr = pi + M, *qi = qr + M;
     double *gcr = qi + M, *gci = gcr + M, *glr = gci + M, *gli = glr + M;
     for (int m = 0; m < M; m++) {
-        s4d_mode md = s4d_setup(h, m, M, Cc, log_dt, Bc, inv_A_real, A_imag);
+        s4d_mode md = mds[m] = s4d_setup(h, m, M, Cc, log_dt, Bc, inv_A_real, A_imag);
         lr[m] = creal(md.lam), li[m] = cimag(md.lam);
         pr[m] = 1.0, pi[m] = 0.0, qr[m] = 0.0, qi[m] = 0.0;
         gcr[m] = gci[m] = glr[m] = gli[m] = 0.0;
@@ -149,7 +150,7 @@ MLK_CLONES static void s4d_bwd_one(int h, int H, int M, int L, const float *Cc, 
     }
     double ddt = 0.0;
     for (int m = 0; m < M; m++) {
-        s4d_mode md = s4d_setup(h, m, M, Cc, log_dt, Bc, inv_A_real, A_imag);
+        const s4d_mode md = mds[m];
         double complex gct = 2.0 * (gcr[m] + I * gci[m]);               /* G_C̃ */
         double complex glam = 2.0 * conj(md.Ct) * (glr[m] + I * gli[m]); /* G_λ */
         double complex gw = conj(md.q * md.q) * glam + conj(md.Ct * md.q / 2.0) * gct;
@@ -170,7 +171,8 @@ int mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt
                        const float *inv_A_real, const float *A_imag, const float *dK, float *dCc, float *dlog_dt,
                        float *dBc, float *dinv_A_real, float *dA_imag) {
     int nt = mlk_threads_for(8.0 * H * M * L);
-    double *w = mlk_dalloc(10 * (size_t)M * nt);
+    size_t per_thread = 10 * (size_t)M + (sizeof(s4d_mode) / sizeof(double) + 1) * (size_t)M;
+    double *w = mlk_dalloc(per_thread * nt);
     if (!w) return -1;
 #pragma omp parallel num_threads(nt)
     {
@@ -181,7 +183,7 @@ int mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt
 #pragma omp for schedule(static)
         for (int h = 0; h < H; h++)
             s4d_bwd_one(h, H, M, L, Cc, log_dt, Bc, inv_A_real, A_imag, dK, dCc, dlog_dt, dBc, dinv_A_real, dA_imag,
-                        w + 10 * (size_t)M * tid);
+                        w + per_thread * tid, (s4d_mode *)(w + per_thread * tid + 10 * (size_t)M));
     }
     free(w);
     return 0;

@@ -55,14 +55,6 @@ static ml_model *tiny(const variant *v, int D, int layers, int heads, bool pe, u
     return m;
 }
 
-static ml_tensor *toy_tokens(int B, int L, int vocab, uint64_t seed) {
-    ml_rng r;
-    ml_rng_init(&r, seed, 0);
-    ml_tensor *t = ml_empty(ML_I32, 2, (int64_t[]){B, L});
-    for (int i = 0; i < B * L; i++) ml_i32(t)[i] = (int32_t)ml_rng_below(&r, (uint32_t)vocab);
-    return t;
-}
-
 /* ---------------------------------------------------------------- (a, b) counts and names */
 
 START_TEST(param_counts) {
@@ -328,16 +320,6 @@ END_TEST
 
 /* ---------------------------------------------------------------- (c) gradients */
 
-typedef struct {
-    ml_model *m;
-    ml_tensor *tokens, *targets;
-} loss_ud;
-
-static ml_tensor *f_model_loss(void *ud, ml_tensor **in) {
-    loss_ud *u = ud;
-    return ml_model_loss(u->m, u->tokens, u->targets, NULL, NULL, NULL);
-}
-
 /* Moves every parameter off its initial value (inits such as H3's B = e₀ or Mamba's D = 1 make
  * some paths trivial). */
 static void perturb(ml_model *m, double std, uint64_t seed) {
@@ -352,11 +334,11 @@ START_TEST(grad_whole_model) {
     bool h3 = !strcmp(v->arch, "h3"); /* 2·1024 shift parameters per channel: D = 4, one layer keeps it quick */
     ml_model *m = tiny(v, h3 ? 4 : 8, h3 ? 1 : 2, 2, _i % 2 == 0, 5);
     perturb(m, 0.05, 3);
-    loss_ud u = {m, toy_tokens(2, 5, 13, 3), ml_full(ML_I32, 2, (int64_t[]){2, 5}, -100)};
+    ml_test_loss u = {m, ml_test_tokens(2, 5, 13, 3), ml_full(ML_I32, 2, (int64_t[]){2, 5}, -100)};
     ml_i32(u.targets)[3] = 4, ml_i32(u.targets)[5 + 2] = 7, ml_i32(u.targets)[5 + 4] = 1;
     ml_tensor **in = malloc(sizeof *in * (size_t)m->n_params);
     for (int i = 0; i < m->n_params; i++) in[i] = m->params[i].t;
-    ml_status st = ml_gradcheck(f_model_loss, &u, m->n_params, in, 1e-3, 2e-3, 3e-2);
+    ml_status st = ml_gradcheck(ml_test_loss_fn, &u, m->n_params, in, 1e-3, 2e-3, 3e-2);
     int k = 0;
     if (st) sscanf(ml_last_error(), "gradcheck: input %d", &k);
     ck_assert_msg(st == ML_OK, "%s: %s (%s)", v->label, ml_last_error(), k > 0 ? m->params[k - 1].name : "");
@@ -373,7 +355,7 @@ START_TEST(recurrent_equals_parallel) {
     for (int heads = 1; heads <= 2; heads++) {
         ml_model *m = tiny(v, 16, 3, heads, heads == 1, 11);
         perturb(m, 0.1, 4);
-        ml_tensor *tok = toy_tokens(3, 9, 13, 6);
+        ml_tensor *tok = ml_test_tokens(3, 9, 13, 6);
         ml_tensor *hp = ml_model_hidden(m, tok, NULL), *hr = ml_model_hidden_recurrent(m, tok);
         ck_assert_msg(hp && hr, "%s: %s", v->label, ml_last_error());
         double worst = 0;
@@ -396,15 +378,9 @@ typedef struct {
     ml_model *m;
 } hook_ud;
 
-static int site_index(ml_model *m, int layer, const char *name) {
-    for (int i = 0; i < m->n_sites; i++)
-        if (m->site_layer[i] == layer && !strcmp(m->sites[i].name, name)) return i;
-    return -1;
-}
-
 static ml_tensor *test_hook(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err) {
     hook_ud *h = ud;
-    int i = site_index(h->m, layer, name);
+    int i = ml_test_site_index(h->m, layer, name);
     ck_assert_msg(i >= 0, "undeclared site blocks.%d.%s fired", layer, name);
     h->calls[i]++;
     /* the declared shape (−1 = B, −2 = L) */
@@ -422,7 +398,7 @@ START_TEST(hooks_invariants) {
     const variant *v = &variants[_i];
     ml_model *m = tiny(v, 8, 2, 2, true, 7);
     ck_assert_int_le(m->n_sites, 512);
-    ml_tensor *tok = toy_tokens(3, 6, 13, 5);
+    ml_tensor *tok = ml_test_tokens(3, 6, 13, 5);
     ml_tensor *h0 = ml_model_hidden(m, tok, NULL);
     for (int mode = 0; mode <= 1; mode++) {
         hook_ud h = {.mode = mode, .m = m};
@@ -474,7 +450,7 @@ START_TEST(state_patching) {
         ml_model *m = tiny(&cases[a].v, 8, cases[a].layers, 1, false, 3);
         perturb(m, 0.05, 8);
         int L = 7, p = 3;
-        ml_tensor *tok = toy_tokens(2, L, 13, 2);
+        ml_tensor *tok = ml_test_tokens(2, L, 13, 2);
         for (int t = p; t < L; t++) ml_i32(tok)[L + t] = ml_i32(tok)[t];
         ml_tensor *h0 = ml_model_hidden(m, tok, NULL);
         patch_ud pu = {cases[a].site, cases[a].layer, p, 0};
@@ -524,7 +500,7 @@ START_TEST(based_explicit_forms) {
     for (int heads = 1; heads <= 2; heads++) {
         ml_model *m = tiny(&v, 16, 2, heads, false, 4);
         perturb(m, 0.05, 5);
-        ml_tensor *tok = toy_tokens(2, 7, 13, 9), *h0 = ml_model_hidden(m, tok, NULL);
+        ml_tensor *tok = ml_test_tokens(2, 7, 13, 9), *h0 = ml_model_hidden(m, tok, NULL);
         for (int k = 0; k < 3; k++) {
             nudge_ud nu = {sites[k], 0};
             ml_run run = {.hook = nudge_hook, .ud = &nu};

@@ -168,14 +168,6 @@ START_TEST(init_statistics) {
 }
 END_TEST
 
-static ml_tensor *toy_tokens(int B, int L, int vocab, uint64_t seed) {
-    ml_rng r;
-    ml_rng_init(&r, seed, 0);
-    ml_tensor *t = ml_empty(ML_I32, 2, (int64_t[]){B, L});
-    for (int i = 0; i < B * L; i++) ml_i32(t)[i] = (int32_t)ml_rng_below(&r, (uint32_t)vocab);
-    return t;
-}
-
 static ml_tensor *toy_targets(ml_tensor *tokens, int vocab) {
     /* supervise the last position of each row with a token that depends on the first */
     int64_t B = tokens->shape[0], L = tokens->shape[1];
@@ -184,27 +176,17 @@ static ml_tensor *toy_targets(ml_tensor *tokens, int vocab) {
     return t;
 }
 
-typedef struct {
-    ml_model *m;
-    ml_tensor *tokens, *targets;
-} loss_ud;
-
-static ml_tensor *f_model_loss(void *ud, ml_tensor **in) {
-    loss_ud *u = ud;
-    return ml_model_loss(u->m, u->tokens, u->targets, NULL, NULL, NULL);
-}
-
 START_TEST(grad_whole_model) {
     for (int pe = 0; pe <= 1; pe++) {
         ml_model *m = tiny("attention", 2, pe);
-        loss_ud u = {m, toy_tokens(2, 5, 13, 3), NULL};
+        ml_test_loss u = {m, ml_test_tokens(2, 5, 13, 3), NULL};
         u.targets = toy_targets(u.tokens, 13);
         ml_tensor **in = malloc(sizeof *in * (size_t)m->n_params);
         for (int i = 0; i < m->n_params; i++) {
             in[i] = m->params[i].t;
             ml_zero_grad(in[i]); /* gradcheck accumulates from zero */
         }
-        ck_assert_msg(ml_gradcheck(f_model_loss, &u, m->n_params, in, 1e-3, 2e-3, 3e-2) == ML_OK, "pe=%d: %s", pe,
+        ck_assert_msg(ml_gradcheck(ml_test_loss_fn, &u, m->n_params, in, 1e-3, 2e-3, 3e-2) == ML_OK, "pe=%d: %s", pe,
                       ml_last_error());
         free(in);
         ml_release(u.tokens), ml_release(u.targets);
@@ -221,15 +203,9 @@ typedef struct {
     ml_model *m;
 } hook_ud;
 
-static int site_index(ml_model *m, int layer, const char *name) {
-    for (int i = 0; i < m->n_sites; i++)
-        if (m->site_layer[i] == layer && !strcmp(m->sites[i].name, name)) return i;
-    return -1;
-}
-
 static ml_tensor *test_hook(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err) {
     hook_ud *h = ud;
-    int i = site_index(h->m, layer, name);
+    int i = ml_test_site_index(h->m, layer, name);
     ck_assert_msg(i >= 0, "undeclared site blocks.%d.%s fired", layer, name);
     h->calls[i]++;
     if (h->mode == 1) {
@@ -242,7 +218,7 @@ static ml_tensor *test_hook(void *ud, int layer, const char *name, ml_tensor *ac
 
 START_TEST(hooks_invariants) {
     ml_model *m = tiny("attention", 2, true);
-    ml_tensor *tok = toy_tokens(3, 6, 13, 5);
+    ml_tensor *tok = ml_test_tokens(3, 6, 13, 5);
     ml_tensor *h0 = ml_model_hidden(m, tok, NULL);
     for (int mode = 0; mode <= 1; mode++) {
         hook_ud h = {.mode = mode, .m = m};
@@ -268,7 +244,7 @@ START_TEST(training_reduces_loss) {
     ml_model *m = tiny("attention", 2, true);
     ml_adamw opt;
     ck_assert_int_eq(ml_adamw_init(&opt, m->n_total, 0.9, 0.999, 1e-8, 0), ML_OK);
-    ml_tensor *tok = toy_tokens(16, 6, 13, 7), *tg = toy_targets(tok, 13);
+    ml_tensor *tok = ml_test_tokens(16, 6, 13, 7), *tg = toy_targets(tok, 13);
     ml_batch_stats first, st;
     ck_assert_int_eq(ml_eval_batch(m, tok, tg, &first), ML_OK);
     for (int i = 0; i < 150; i++) ck_assert_int_eq(ml_train_step(m, &opt, tok, tg, 1e-2, &st), ML_OK);
@@ -285,7 +261,7 @@ START_TEST(checkpoint_exact_resume) {
     char path[] = "/tmp/mechlab_ckpt_XXXXXX";
     int fd = mkstemp(path);
     close(fd);
-    ml_tensor *tok = toy_tokens(8, 6, 13, 9), *tg = toy_targets(tok, 13);
+    ml_tensor *tok = ml_test_tokens(8, 6, 13, 9), *tg = toy_targets(tok, 13);
     ml_batch_stats st;
     /* N = 10 steps straight */
     ml_model *a = tiny("attention", 2, true);

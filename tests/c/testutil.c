@@ -1,6 +1,7 @@
 #include "testutil.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int ml_test_run(Suite *s) {
     SRunner *sr = srunner_create(s);
@@ -9,4 +10,23 @@ int ml_test_run(Suite *s) {
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+ml_tensor *ml_test_tokens(int B, int L, int vocab, uint64_t seed) {
+    ml_rng r;
+    ml_rng_init(&r, seed, 0);
+    ml_tensor *t = ml_empty(ML_I32, 2, (int64_t[]){B, L});
+    for (int i = 0; i < B * L; i++) ml_i32(t)[i] = (int32_t)ml_rng_below(&r, (uint32_t)vocab);
+    return t;
+}
+
+int ml_test_site_index(const ml_model *m, int layer, const char *name) {
+    for (int i = 0; i < m->n_sites; i++)
+        if (m->site_layer[i] == layer && !strcmp(m->sites[i].name, name)) return i;
+    return -1;
+}
+
+ml_tensor *ml_test_loss_fn(void *ud, ml_tensor **params) {
+    ml_test_loss *u = ud;
+    return ml_model_loss(u->m, u->tokens, u->targets, NULL, NULL, NULL);
 }

@@ -3,6 +3,9 @@
 #define ML_TESTUTIL_H
 
 #include <check.h>
+#include <stdint.h>
+
+#include "nn/model.h"
 
 /* Runs the suite in fork mode, prints Check's summary, returns the process exit code. */
 int ml_test_run(Suite *s);
@@ -14,5 +17,16 @@ int ml_test_run(Suite *s);
         ck_assert_msg(fabs(_a - _b) <= (atol) + (rtol)*fabs(_b), "%s = %.9g, expected %s = %.9g", \
                       #a, _a, #b, _b);                                                          \
     } while (0)
+
+/* Random token ids (B, L) in [0, vocab), from Philox stream (seed, 0). */
+ml_tensor *ml_test_tokens(int B, int L, int vocab, uint64_t seed);
+/* Index of site `name` of `layer` in m->sites, or -1. */
+int ml_test_site_index(const ml_model *m, int layer, const char *name);
+/* For ml_gradcheck over a model's parameters: the loss of fixed tokens and targets. */
+typedef struct {
+    ml_model *m;
+    ml_tensor *tokens, *targets;
+} ml_test_loss;
+ml_tensor *ml_test_loss_fn(void *ud, ml_tensor **params);
 
 #endif

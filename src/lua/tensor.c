@@ -680,27 +680,17 @@ static int shape_with_neg(lua_State *L, int first, const char *fn, int64_t *shap
     return n;
 }
 
-static int m_view(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "view");
+/* t:view(...), t:reshape(...), t:expand(...): a tensor and a shape (numbers or a table, -1 allowed) */
+static int reshaping(lua_State *L, const char *fn, ml_tensor *(*op)(ml_tensor *, int, const int64_t *)) {
+    ml_tensor *t = mlL_checktensor(L, 1, fn);
     int64_t s[ML_MAX_DIMS];
-    int n = shape_with_neg(L, 2, "view", s);
-    mlL_pushtensor(L, ml_view(t, n, s));
+    int n = shape_with_neg(L, 2, fn, s);
+    mlL_pushtensor(L, op(t, n, s));
     return 1;
 }
-static int m_reshape(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "reshape");
-    int64_t s[ML_MAX_DIMS];
-    int n = shape_with_neg(L, 2, "reshape", s);
-    mlL_pushtensor(L, ml_reshape(t, n, s));
-    return 1;
-}
-static int m_expand(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "expand");
-    int64_t s[ML_MAX_DIMS];
-    int n = shape_with_neg(L, 2, "expand", s);
-    mlL_pushtensor(L, ml_expand(t, n, s));
-    return 1;
-}
+static int m_view(lua_State *L) { return reshaping(L, "view", ml_view); }
+static int m_reshape(lua_State *L) { return reshaping(L, "reshape", ml_reshape); }
+static int m_expand(lua_State *L) { return reshaping(L, "expand", ml_expand); }
 static int m_squeeze(lua_State *L) {
     ml_tensor *t = mlL_checktensor(L, 1, "squeeze");
     mlL_pushtensor(L, ml_squeeze(t, check_dim_arg(L, 2, t, "squeeze")));

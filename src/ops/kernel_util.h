@@ -42,8 +42,10 @@ static inline int mlk_threads_for(double work) { return work < 65536.0 ? 1 : ml_
  * below are flushed to 0. Written with plain arithmetic so that `omp simd` loops vectorise it
  * (libm's expf is an opaque call that stops vectorisation). */
 static inline float mlk_expf(float x) {
+    float in = x;
     x = x < -87.0f ? -87.0f : x;
     x = x > 88.0f ? 88.0f : x;
+    x = in == in ? x : 0.0f; /* NaN: compute on 0 (no NaN reaches the float-to-int conversion) */
     const float shifter = 12582912.0f; /* 1.5·2^23: adding it rounds to an integer */
     float kf = x * 1.44269504088896341f + shifter;
     kf -= shifter;
@@ -61,13 +63,15 @@ static inline float mlk_expf(float x) {
         int32_t i;
         float f;
     } scale;
-    scale.i = ((int32_t)kf + 127) << 23;
-    return x <= -87.0f ? 0.0f : p * scale.f;
+    scale.i = (int32_t)((uint32_t)((int32_t)kf + 127) << 23);
+    return in == in ? (x <= -87.0f ? 0.0f : p * scale.f) : in;
 }
 
 /* exp(x) for x ≤ 0 (the scan's decays exp(Δ·A), Δ > 0 > A): mlk_expf without the upper clamp. */
 static inline float mlk_expf_neg(float x) {
+    float in = x;
     x = x < -87.0f ? -87.0f : x;
+    x = in == in ? x : 0.0f; /* NaN: compute on 0 (no NaN reaches the float-to-int conversion) */
     const float shifter = 12582912.0f;
     float kf = x * 1.44269504088896341f + shifter;
     kf -= shifter;
@@ -85,8 +89,8 @@ static inline float mlk_expf_neg(float x) {
         int32_t i;
         float f;
     } scale;
-    scale.i = ((int32_t)kf + 127) << 23;
-    return x <= -87.0f ? 0.0f : p * scale.f;
+    scale.i = (int32_t)((uint32_t)((int32_t)kf + 127) << 23);
+    return in == in ? (x <= -87.0f ? 0.0f : p * scale.f) : in;
 }
 
 /* log(u) for u in [1, 2]: 2·atanh(s), s = (u − 1)/(u + 1) <= 1/3, series to s^13 (error < 1e-8). */

@@ -13,43 +13,14 @@ for i = 2, #arg do
 end
 if #dirs == 0 then error("training_curves.lua: no run directory given") end
 
--- One CSV row: step,split,metric,value (RFC 4180 quoting: "a ""b""" is a field with quotes).
-local function parse(line)
-  local fields, pos = {}, 1
-  while pos <= #line + 1 do
-    if line:sub(pos, pos) == '"' then
-      local buf, e = {}, pos + 1
-      while true do
-        local q = line:find('"', e, true) or error("metrics.csv: unterminated quote in: " .. line)
-        buf[#buf + 1] = line:sub(e, q - 1)
-        if line:sub(q + 1, q + 1) ~= '"' then pos = q + 2; break end
-        buf[#buf + 1], e = '"', q + 2
-      end
-      fields[#fields + 1] = table.concat(buf)
-    else
-      local c = line:find(",", pos, true) or (#line + 1)
-      fields[#fields + 1] = line:sub(pos, c - 1)
-      pos = c + 1
-    end
-  end
-  return fields
-end
-
 local series = {}
+local csv = require "mech.csv"
 for _, dir in ipairs(dirs) do
-  local f = assert(io.open(dir .. "/metrics.csv"), "cannot open " .. dir .. "/metrics.csv")
-  local header = f:read("l")
-  if header ~= "step,split,metric,value" then error(dir .. "/metrics.csv: unexpected header '" .. tostring(header) .. "'") end
   local xs, ys = {}, {}
-  for line in f:lines() do
-    local r = parse(line)
-    if r[2] == split and r[3] == metric then
-      xs[#xs + 1], ys[#ys + 1] = tonumber(r[1]), tonumber(r[4])
-    end
+  for _, r in ipairs(csv.read_metrics(dir .. "/metrics.csv")) do
+    if r.split == split and r.metric == metric then xs[#xs + 1], ys[#ys + 1] = r.step, r.value end
   end
-  f:close()
-  local label = dir:match("([^/]+)/*$") or dir
-  series[#series + 1] = { label = label, x = xs, y = ys }
+  series[#series + 1] = { label = dir:match("([^/]+)/*$") or dir, x = xs, y = ys }
 end
 
 mech.plot.lines { series = series, title = string.format("%s %s", split, metric), xlabel = "step",

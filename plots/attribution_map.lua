@@ -1,0 +1,63 @@
+-- The patching map of one run (paper Fig. 3-style, every component instead of block_input only):
+-- attribution (paper Eq. 3, ratio of means) for each layer × component at each patched position,
+-- with one item corrupted, read from an interchange CSV on disk (experiments/interchange.lua or
+-- the training evaluator's metrics.csv; the last step present is used).
+--   mechlab plots/attribution_map.lua out.png results.csv [corrupt=query_item_orig] [title=...]
+local csv = require "mech.csv"
+
+local out, path = arg and arg[1], arg and arg[2]
+if not (out and path) then
+  error("usage: attribution_map.lua out.png results.csv [corrupt=query_item_orig|target_item_orig] [title=...]")
+end
+local opts = { corrupt = "query_item_orig", title = nil }
+for i = 3, #arg do
+  local k, v = arg[i]:match("^(%w+)=(.*)$")
+  if not k or not (k == "corrupt" or k == "title") then error("attribution_map.lua: unknown argument '" .. arg[i] .. "'") end
+  opts[k] = v
+end
+
+-- the last step's `.attrib` values: {layer}.{TYPE}.{corrupt}.{position}.{component}.attrib
+local rows, last = csv.read_metrics(path), -1
+for _, r in ipairs(rows) do
+  if r.metric:match("%.attrib$") and r.step > last then last = r.step end
+end
+if last < 0 then error("attribution_map.lua: no '.attrib' metrics in " .. path) end
+local value, layers, comps, type_name = {}, {}, {}, nil
+local comp_order = { "block_input", "attention_input", "attention_output", "mlp_input", "mlp_output", "block_output" }
+for _, r in ipairs(rows) do
+  local layer, T, corrupt, pos, comp = r.metric:match("^(%d+)%.(%u+)%.([%w_]+)%.([%w_]+)%.([%w_%.]+)%.attrib$")
+  if r.step == last and layer and corrupt == opts.corrupt then
+    layer = tonumber(layer)
+    type_name = T
+    value[layer .. "/" .. comp .. "/" .. pos] = r.value
+    layers[layer], comps[comp] = true, true
+  end
+end
+if not type_name then error("attribution_map.lua: no attributions with the '" .. opts.corrupt .. "' item corrupted") end
+
+local positions = { { "query_item_orig", "key" }, { "target_item_orig", "value" }, { "next_key", "next key" },
+  { "divider", "divider" }, { "query_item", "query" }, { "target_item", "answer" } }
+local cols, labels = {}, {}
+for _, p in ipairs(positions) do
+  for k in pairs(value) do
+    if k:sub(-#p[1] - 1) == "/" .. p[1] then cols[#cols + 1], labels[#labels + 1] = p[1], p[2]; break end
+  end
+end
+local ylabels, data = {}, {}
+local nl = 0
+for l in pairs(layers) do nl = math.max(nl, l + 1) end
+for l = 0, nl - 1 do
+  for _, comp in ipairs(comp_order) do
+    if comps[comp] then
+      local row = {}
+      for j, pos in ipairs(cols) do row[j] = value[l .. "/" .. comp .. "/" .. pos] or 0 / 0 end
+      ylabels[#ylabels + 1], data[#data + 1] = string.format("layer %d %s", l, comp), row
+    end
+  end
+end
+
+local corrupted = opts.corrupt == "query_item_orig" and "key" or "value"
+mech.plot.heatmap { data = data, xlabels = labels, ylabels = ylabels, center = 0, vmin = -1, vmax = 1, values = true,
+  title = opts.title or string.format("Attribution, %s corrupted (%s, step %d)", corrupted, type_name, last),
+  xlabel = "patched position", colorbar = "Attrib", out = out }
+print("wrote " .. out)

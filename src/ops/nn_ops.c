@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/kernel_util.h"
 #include "ops/op_util.h"
 
 /* Shape check "fn: argument N has shape [..], expected [D]" for 1-D parameter vectors. */
@@ -427,6 +428,19 @@ static ml_status cross_entropy_backward(ml_node *n, ml_tensor *g, ml_tensor **gi
     return ML_OK;
 }
 
+/* e[c] = exp(x[c] − mx) for c < V (mx the row's maximum, so every argument is <= 0); returns
+ * their sum. Vectorised (kernel_util.h): the softmax over 8196 classes is on every step. */
+MLK_CLONES static double shifted_exp(int64_t V, const float *x, float mx, float *e) {
+    double sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < V; c++) {
+        float v = mlk_expf_neg(x[c] - mx);
+        e[c] = v;
+        sum += v;
+    }
+    return sum;
+}
+
 ml_tensor *ml_cross_entropy(ml_tensor *logits, ml_tensor *targets) {
     return ml_cross_entropy_stats(logits, targets, NULL, NULL);
 }
@@ -454,6 +468,12 @@ ml_tensor *ml_cross_entropy_stats(ml_tensor *logits, ml_tensor *targets, float *
     double total = 0;
     int64_t count = 0;
     const float *px = ml_f32(x);
+    float *scratch = prob ? NULL : malloc(sizeof(float) * (size_t)(V ? V : 1));
+    if (!prob && !scratch) {
+        ml_release(x), ml_release(tg);
+        ml_fail(ML_ERR_MEM, "cross_entropy: out of memory");
+        return NULL;
+    }
     for (int64_t r = 0; r < N; r++) {
         if (pt[r] == -100) {
             if (row_prob) row_prob[r] = 0;
@@ -465,14 +485,9 @@ ml_tensor *ml_cross_entropy_stats(ml_tensor *logits, ml_tensor *targets, float *
         int32_t best = 0;
         for (int64_t c = 1; c < V; c++)
             if (xr[c] > mx) mx = xr[c], best = (int32_t)c;
-        /* one pass of expf: the shifted exponentials serve the sum and the probabilities */
-        float *e = prob ? ml_f32(prob) + r * V : NULL;
-        double sum = 0;
-        for (int64_t c = 0; c < V; c++) {
-            float v = expf(xr[c] - mx);
-            if (e) e[c] = v;
-            sum += v;
-        }
+        /* one pass of exp: the shifted exponentials serve the sum and the probabilities */
+        float *e = prob ? ml_f32(prob) + r * V : scratch;
+        double sum = shifted_exp(V, xr, mx, e);
         total += (double)mx + log(sum) - xr[pt[r]];
         count++;
         if (row_prob) row_prob[r] = (float)exp((double)(xr[pt[r]] - mx) - log(sum));
@@ -482,6 +497,7 @@ ml_tensor *ml_cross_entropy_stats(ml_tensor *logits, ml_tensor *targets, float *
             for (int64_t c = 0; c < V; c++) e[c] *= inv;
         }
     }
+    free(scratch);
     ml_tensor *out = ml_scalar(ML_F32, count ? total / (double)count : 0.0);
     if (rec && out) {
         ml_node *n = ml_node_new("CrossEntropyBackward", cross_entropy_backward, 2, (ml_tensor *[]){logits, targets});

@@ -145,16 +145,17 @@ done:
 /* ---- recurrent form ---- */
 
 typedef struct {
-    int64_t B, D, t, cap;
-    float *win;    /* short: [B, D, K−1] */
-    float *hist;   /* long: [cap, B, D], time-major so it grows by realloc */
-    ml_tensor *k;  /* long: (1024, D) */
+    int64_t B, D;
+    float *win;         /* short: [B, D, K−1] */
+    ml_lc_history hist; /* long: the inputs so far */
+    ml_tensor *k;       /* long: (1024, D) */
 } bc_rec;
 
 static void bc_rec_free(void *rec) {
     bc_rec *r = rec;
     if (!r) return;
-    free(r->win), free(r->hist);
+    free(r->win);
+    ml_lc_history_free(&r->hist);
     ml_release(r->k);
     free(r);
 }
@@ -171,7 +172,7 @@ static void *bc_rec_new(ml_model *m, int l, void *state, int64_t B) {
         bool old = ml_set_grad_enabled(false);
         r->k = bc_filter(m, s, ML_FILTER_LMAX);
         ml_set_grad_enabled(old);
-        if (!r->k) return bc_rec_free(r), NULL;
+        if (!r->k || ml_lc_history_init(&r->hist, B, r->D)) return bc_rec_free(r), NULL;
     }
     return r;
 oom:
@@ -192,29 +193,9 @@ static ml_tensor *bc_rec_step(ml_model *m, int l, void *state, void *rec, ml_ten
     if (s->K > 0) {
         mlk_conv1d_step((int)B, (int)D, s->K, r->win, xt, ml_f32(ml_model_p(m, s->cw)), ml_f32(ml_model_p(m, s->cb)), c);
     } else {
-        if (r->t >= ML_FILTER_LMAX) {
-            ml_fail(ML_ERR_SHAPE, "base_conv: sequence length exceeds l_max %d", ML_FILTER_LMAX);
-            goto done;
-        }
-        if (r->t == r->cap) {
-            int64_t cap = r->cap ? 2 * r->cap : 64;
-            float *h = realloc(r->hist, sizeof(float) * (size_t)(cap * B * D));
-            if (!h) {
-                ml_fail(ML_ERR_MEM, "model: out of memory");
-                goto done;
-            }
-            r->hist = h, r->cap = cap;
-        }
-        memcpy(r->hist + r->t * B * D, xt, sizeof(float) * (size_t)(B * D));
-        const float *k = ml_f32(r->k);
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t d = 0; d < D; d++) {
-                float acc = 0;
-                for (int64_t j = 0; j <= r->t; j++) acc += k[j * D + d] * r->hist[((r->t - j) * B + b) * D + d];
-                c[b * D + d] = acc + xt[b * D + d]; /* the inner "+ u" */
-            }
+        if (ml_lc_history_step(&r->hist, xt, ml_f32(r->k), c, "base_conv")) goto done;
+        for (int64_t i = 0; i < B * D; i++) c[i] += xt[i]; /* the inner "+ u" */
     }
-    r->t++;
     y = ml_empty(ML_F32, 2, (int64_t[]){B, D});
     if (y)
         for (int64_t i = 0; i < B * D; i++) ml_f32(y)[i] = c[i] * ml_f32(proj)[i] + xt[i];

@@ -128,16 +128,17 @@ done:
 /* ---- recurrent form ---- */
 
 typedef struct {
-    int64_t B, D, t, cap;
-    float *win;   /* [B, 3D, 2] short-filter window */
-    float *hist;  /* [cap, B, D] history of v⊙x1 */
-    ml_tensor *k; /* (1024, D) */
+    int64_t B, D;
+    float *win;         /* [B, 3D, 2] short-filter window */
+    ml_lc_history hist; /* v⊙x1 so far */
+    ml_tensor *k;       /* (1024, D) */
 } hy_rec;
 
 static void hy_rec_free(void *rec) {
     hy_rec *r = rec;
     if (!r) return;
-    free(r->win), free(r->hist);
+    free(r->win);
+    ml_lc_history_free(&r->hist);
     ml_release(r->k);
     free(r);
 }
@@ -150,7 +151,7 @@ static void *hy_rec_new(ml_model *m, int l, void *state, int64_t B) {
     bool old = ml_set_grad_enabled(false);
     r->k = hy_filter(m, state, ML_FILTER_LMAX);
     ml_set_grad_enabled(old);
-    if (!r->win || !r->k) {
+    if (!r->win || !r->k || ml_lc_history_init(&r->hist, B, r->D)) {
         if (!r->win) ml_fail(ML_ERR_MEM, "model: out of memory");
         hy_rec_free(r);
         return NULL;
@@ -164,37 +165,19 @@ static ml_tensor *hy_rec_step(ml_model *m, int l, void *state, void *rec, ml_ten
     int64_t B = r->B, D = r->D;
     ml_tensor *p = ml_linear(x, ml_model_p(m, s->w_in), ml_model_p(m, s->b_in)); /* (B, 3D) */
     ml_tensor *pc = ml_empty(ML_F32, 2, (int64_t[]){B, 3 * D}), *y = ml_empty(ML_F32, 2, (int64_t[]){B, D});
-    ml_tensor *out = NULL;
-    if (!p || !pc || !y) goto done;
-    if (r->t >= ML_FILTER_LMAX) {
-        ml_fail(ML_ERR_SHAPE, "hyena: sequence length exceeds l_max %d", ML_FILTER_LMAX);
-        goto done;
-    }
+    ml_tensor *vx = ml_empty(ML_F32, 2, (int64_t[]){B, D}), *out = NULL; /* vx: v⊙x1, the long conv's input */
+    if (!p || !pc || !y || !vx) goto done;
     mlk_conv1d_step((int)B, (int)(3 * D), HY_SHORT, r->win, ml_f32(p), ml_f32(ml_model_p(m, s->sw)),
                     ml_f32(ml_model_p(m, s->sb)), ml_f32(pc));
-    if (r->t == r->cap) {
-        int64_t cap = r->cap ? 2 * r->cap : 64;
-        float *h = realloc(r->hist, sizeof(float) * (size_t)(cap * B * D));
-        if (!h) {
-            ml_fail(ML_ERR_MEM, "model: out of memory");
-            goto done;
-        }
-        r->hist = h, r->cap = cap;
-    }
-    const float *c = ml_f32(pc), *k = ml_f32(r->k);
-    float *cur = r->hist + r->t * B * D;
+    const float *c = ml_f32(pc);
     for (int64_t b = 0; b < B; b++)
-        for (int64_t d = 0; d < D; d++) cur[b * D + d] = c[b * 3 * D + 2 * D + d] * c[b * 3 * D + d];
+        for (int64_t d = 0; d < D; d++) ml_f32(vx)[b * D + d] = c[b * 3 * D + 2 * D + d] * c[b * 3 * D + d];
+    if (ml_lc_history_step(&r->hist, ml_f32(vx), ml_f32(r->k), ml_f32(y), "hyena")) goto done;
     for (int64_t b = 0; b < B; b++)
-        for (int64_t d = 0; d < D; d++) {
-            float acc = 0;
-            for (int64_t j = 0; j <= r->t; j++) acc += k[j * D + d] * r->hist[((r->t - j) * B + b) * D + d];
-            ml_f32(y)[b * D + d] = acc * c[b * 3 * D + D + d];
-        }
-    r->t++;
+        for (int64_t d = 0; d < D; d++) ml_f32(y)[b * D + d] *= c[b * 3 * D + D + d];
     out = ml_linear(y, ml_model_p(m, s->w_out), ml_model_p(m, s->b_out));
 done:
-    ml_release(p), ml_release(pc), ml_release(y);
+    ml_release(p), ml_release(pc), ml_release(y), ml_release(vx);
     return out;
 }
 

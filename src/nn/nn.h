@@ -26,6 +26,18 @@ int ml_mamba_conv_width(const ml_model_config *cfg, bool *used);
 /* Positional features of the implicit filters (§5, §8), on the l_max grid: z[i] = [t_i, cos ω_i,
  * −sin ω_i] with t = linspace(0, 1, l_max) and ω_i = 2π·10⁻⁴·i/l_max (z: [l_max, 3], t: [l_max]). */
 enum { ML_FILTER_LMAX = 1024 };
+
+/* The recurrent form of a causal long convolution (BaseConv, Hyena): the inputs so far, per
+ * sequence, in the layout of the kernel's step (B, ML_FILTER_LMAX, D). */
+typedef struct {
+    int64_t B, D, t;
+    float *u;
+} ml_lc_history;
+ml_status ml_lc_history_init(ml_lc_history *h, int64_t B, int64_t D);
+void ml_lc_history_free(ml_lc_history *h);
+/* Appends u_t (B, D) and writes y_t = Σ_{s<=t} k[s]·u_{t−s} (B, D) with the filter k (ML_FILTER_LMAX,
+ * D); an error naming `who` past ML_FILTER_LMAX positions. */
+ml_status ml_lc_history_step(ml_lc_history *h, const float *u, const float *k, float *y, const char *who);
 void ml_implicit_pos_features(int lmax, float *z, float *t);
 /* torch.linspace(a, b, n) in float32 (the halves are filled from opposite ends, as torch does). */
 void ml_linspace_f32(double a, double b, int n, float *out);

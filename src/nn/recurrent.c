@@ -7,8 +7,30 @@
 #include <string.h>
 
 #include "nn/nn.h"
+#include "ops/kernels.h"
 #include "ops/nn_ops.h"
 #include "ops/ops.h"
+
+ml_status ml_lc_history_init(ml_lc_history *h, int64_t B, int64_t D) {
+    h->B = B, h->D = D, h->t = 0;
+    h->u = malloc(sizeof(float) * (size_t)(B * ML_FILTER_LMAX * D + 1));
+    return h->u ? ML_OK : ml_fail(ML_ERR_MEM, "model: out of memory");
+}
+
+void ml_lc_history_free(ml_lc_history *h) {
+    free(h->u);
+    h->u = NULL;
+}
+
+ml_status ml_lc_history_step(ml_lc_history *h, const float *u, const float *k, float *y, const char *who) {
+    if (h->t >= ML_FILTER_LMAX)
+        return ml_fail(ML_ERR_SHAPE, "%s: sequence length exceeds l_max %d", who, ML_FILTER_LMAX);
+    for (int64_t b = 0; b < h->B; b++)
+        memcpy(h->u + (b * ML_FILTER_LMAX + h->t) * h->D, u + b * h->D, sizeof(float) * (size_t)h->D);
+    mlk_longconv_step((int)h->B, ML_FILTER_LMAX, (int)h->D, 1, (int)h->t, h->u, k, NULL, y);
+    h->t++;
+    return ML_OK;
+}
 
 static ml_tensor *swap(ml_tensor *old, ml_tensor *nw) {
     ml_release(old);

@@ -202,23 +202,16 @@ static int l_softmax(lua_State *L) {
 
 /* ------------------------------------------------------------------ indexing */
 
-/* gather(t, dim, index) */
-static int l_gather(lua_State *L) {
-    ml_tensor *a = operand(L, 1, "gather", ML_F32);
-    int dim = dim_arg(L, 2, "gather", a->ndim);
-    ml_tensor *idx = operand(L, 3, "gather", ML_I32);
-    mlL_pushtensor(L, ml_gather(a, dim, idx));
+/* gather(t, dim, index) and index_select(t, dim, index): a tensor, a dim and int32 indices */
+static int indexing(lua_State *L, const char *fn, ml_tensor *(*op)(ml_tensor *, int, ml_tensor *)) {
+    ml_tensor *a = operand(L, 1, fn, ML_F32);
+    int dim = dim_arg(L, 2, fn, a->ndim);
+    ml_tensor *idx = operand(L, 3, fn, ML_I32);
+    mlL_pushtensor(L, op(a, dim, idx));
     return 1;
 }
-
-/* index_select(t, dim, index) */
-static int l_index_select(lua_State *L) {
-    ml_tensor *a = operand(L, 1, "index_select", ML_F32);
-    int dim = dim_arg(L, 2, "index_select", a->ndim);
-    ml_tensor *idx = operand(L, 3, "index_select", ML_I32);
-    mlL_pushtensor(L, ml_index_select(a, dim, idx));
-    return 1;
-}
+static int l_gather(lua_State *L) { return indexing(L, "gather", ml_gather); }
+static int l_index_select(lua_State *L) { return indexing(L, "index_select", ml_index_select); }
 
 /* scatter_add(t, dim, index, src) -> a new tensor */
 static int l_scatter_add(lua_State *L) {

@@ -14,18 +14,50 @@
  * channels of one state index n: contiguous, vectorised, and with no cross-lane reduction (the
  * bits do not depend on the vector width). The API layout [.., E, N] is converted at the edges. */
 
-/* [E,N] → [N,E] and back */
-static void to_ne(int E, int N, const float *en, float *ne) {
+/* The decays exp(Δ·A) are 2^(Δ·A2) with A2 = A·log2(e) formed once per call: the exponent then
+ * needs no Cody–Waite reduction by ln 2. Their rounding adds about as much error as the product
+ * Δ·A itself carries (relative |Δ·A|·6e-8). */
+#define SSCAN_LOG2E 1.44269504088896341f
+
+/* 2^x for x ≤ 0 (x ≤ 127 works): round-to-nearest k by the 1.5·2^23 shifter, r = x − k in
+ * [−1/2, 1/2] exact, 2^r = 1 + r·q(r) with q of degree 5 (Chebyshev fit, 0.88 ulp on [−126, 0]),
+ * 2^k from the shifter's low bits (no float→int conversion). x < −127 is clamped to −127, where
+ * the scale's exponent field is 0: the result is 0. NaN passes the clamp and gives NaN. 2^0 = 1
+ * exactly (Δ = 0 keeps a state unchanged: the patching recipe relies on it). About half the vector
+ * operations of mlk_expf_neg, which dominated both the forward and the backward. */
+MLK_INLINE float sscan_exp2(float x) {
+    x = x < -127.0f ? -127.0f : x;
+    const float shifter = 12582912.0f;
+    union { /* a union keeps the loop vectorisable */
+        float f;
+        int32_t i;
+    } kb, scale;
+    kb.f = x + shifter;
+    float r = x - (kb.f - shifter);
+    float p = 1.545316294e-4f;
+    p = p * r + 1.339086336e-3f;
+    p = p * r + 9.618082557e-3f;
+    p = p * r + 5.550357114e-2f;
+    p = p * r + 2.402265076e-1f;
+    p = p * r + 6.931471880e-1f;
+    p = p * r + 1.0f;
+    scale.i = (int32_t)((uint32_t)(kb.i + 127) << 23); /* low bits of kb.i: k + 2^22; the rest shifts out */
+    return p * scale.f;
+}
+
+/* [E,N] → [N,E] (times s) and back */
+static void to_ne(int E, int N, const float *en, float *ne, float s) {
     for (int e = 0; e < E; e++)
-        for (int n = 0; n < N; n++) ne[(size_t)n * E + e] = en[(size_t)e * N + n];
+        for (int n = 0; n < N; n++) ne[(size_t)n * E + e] = en[(size_t)e * N + n] * s;
 }
 static void to_en(int E, int N, const float *ne, float *en) {
     for (int e = 0; e < E; e++)
         for (int n = 0; n < N; n++) en[(size_t)e * N + n] = ne[(size_t)n * E + e];
 }
 
-/* One token: h[n,:] = exp(Δ⊙A[n,:])⊙hp[n,:] + (Δ⊙u)·B_n;  y = D⊙u + Σ_n C_n·h[n,:] (n in order).
- * hp may equal h. mlk_sscan_step repeats exactly these operations in the API layout. */
+/* One token: h[n,:] = 2^(Δ⊙A2[n,:])⊙hp[n,:] + (Δ⊙u)·B_n;  y = D⊙u + Σ_n C_n·h[n,:] (n in order).
+ * hp may equal h; AT here is A2 = A·log2(e). mlk_sscan_step repeats exactly these operations in
+ * the API layout. */
 enum { VB = 16 }; /* channel block: one AVX-512 vector; per-block accumulators stay in registers */
 
 MLK_INLINE void fwd_block(int W, int E, int N, const float *hp, float *h, const float *ut, const float *dt,
@@ -42,7 +74,7 @@ MLK_INLINE void fwd_block(int W, int E, int N, const float *hp, float *h, const 
         const float Bn = Bt[n], Cn = Ct[n];
 #pragma omp simd
         for (int i = 0; i < W; i++) {
-            float v = mlk_expf_neg(d[i] * An[i]) * hpn[i] + du[i] * Bn;
+            float v = sscan_exp2(d[i] * An[i]) * hpn[i] + du[i] * Bn;
             hn[i] = v;
             y[i] += Cn * v;
         }
@@ -60,7 +92,7 @@ MLK_INLINE void token_fwd(int E, int N, const float *hp, float *h, const float *
 }
 
 /* Forward of one batch element. h: [N,E], h_{-1} on entry, h_{L-1} on exit. HT: [L,N,E] all states
- * (or NULL: update h in place). u, dl, y: [L,E]; Bm, Cm: [L,N]. */
+ * (or NULL: update h in place). u, dl, y: [L,E]; Bm, Cm: [L,N]; AT: [N,E] A·log2(e). */
 MLK_CLONES static void scan_fwd_one(int L, int E, int N, const float *u, const float *dl, const float *AT,
                                     const float *Bm, const float *Cm, const float *D, float *h, float *HT, float *y) {
     size_t EN = (size_t)E * N;
@@ -81,8 +113,8 @@ int mlk_sscan_fwd(int B, int L, int E, int N, const float *u, const float *delta
     size_t per_thread = EN + (hs ? (size_t)L * EN : 0); /* running state [N,E], all states [L,N,E] */
     float *scratch = mlk_falloc(EN + per_thread * nt);
     if (!scratch) return -1;
-    float *AT = scratch; /* [N,E] */
-    to_ne(E, N, A, AT);
+    float *AT = scratch; /* [N,E] A·log2(e) */
+    to_ne(E, N, A, AT, SSCAN_LOG2E);
 #pragma omp parallel num_threads(nt)
     {
         int tid = 0;
@@ -93,7 +125,7 @@ int mlk_sscan_fwd(int B, int L, int E, int N, const float *u, const float *delta
 #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) {
             size_t bL = (size_t)b * L;
-            if (h0) to_ne(E, N, h0 + EN * b, h);
+            if (h0) to_ne(E, N, h0 + EN * b, h, 1.0f);
             else memset(h, 0, sizeof(float) * EN);
             scan_fwd_one(L, E, N, u + bL * E, delta + bL * E, AT, Bm + bL * N, Cm + bL * N, D, h, HT, y + bL * E);
             if (hs)
@@ -116,7 +148,8 @@ void mlk_sscan_step(int B, int E, int N, float *h, const float *u, const float *
         for (int e = 0; e < E; e++) {
             float acc = D ? D[e] * ub[e] : 0.0f;
             for (int n = 0; n < N; n++) {
-                float v = mlk_expf_neg(db[e] * A[(size_t)e * N + n]) * hb[(size_t)e * N + n] + (db[e] * ub[e]) * Bt[n];
+                float a = sscan_exp2(db[e] * (A[(size_t)e * N + n] * SSCAN_LOG2E));
+                float v = a * hb[(size_t)e * N + n] + (db[e] * ub[e]) * Bt[n];
                 hb[(size_t)e * N + n] = v;
                 acc += Ct[n] * v;
             }
@@ -131,8 +164,9 @@ void mlk_sscan_step(int B, int E, int N, float *h, const float *u, const float *
  * rows E floats apart would alias in L1 when E is a multiple of 512. */
 
 /* States and decays of one block for all t: hb[t,n,i] = h_t, ab[t,n,i] = exp(Δ_t A) (the bits of
- * fwd_block). With have_states hb is already filled and only the decays are formed. */
-MLK_INLINE void states_block(int W, int L, int E, int N, const float *u, const float *dl, const float *AT,
+ * fwd_block; A2T: [N,VB] block columns of A·log2(e)). With have_states hb is already filled and
+ * only the decays are formed. */
+MLK_INLINE void states_block(int W, int L, int E, int N, const float *u, const float *dl, const float *A2T,
                              const float *Bm, const float *h0b, int have_states, float *hb, float *ab) {
     for (int t = 0; t < L; t++) {
         const float *ut = u + (size_t)t * E, *dt = dl + (size_t)t * E;
@@ -144,16 +178,16 @@ MLK_INLINE void states_block(int W, int L, int E, int N, const float *u, const f
             du[i] = dt[i] * ut[i];
         }
         for (int n = 0; n < N; n++) {
-            const float *An = AT + n * VB, *hpn = hp + n * VB;
+            const float *An = A2T + n * VB, *hpn = hp + n * VB;
             float *hn = h + n * VB, *an = at + n * VB;
             const float Bn = Bm[(size_t)t * N + n];
             if (have_states) {
 #pragma omp simd
-                for (int i = 0; i < W; i++) an[i] = mlk_expf_neg(d[i] * An[i]);
+                for (int i = 0; i < W; i++) an[i] = sscan_exp2(d[i] * An[i]);
             } else {
 #pragma omp simd
                 for (int i = 0; i < W; i++) {
-                    float a = mlk_expf_neg(d[i] * An[i]);
+                    float a = sscan_exp2(d[i] * An[i]);
                     an[i] = a;
                     hn[i] = a * hpn[i] + du[i] * Bn;
                 }
@@ -184,21 +218,22 @@ MLK_INLINE void bwd_block(int W, int L, int E, int N, const float *u, const floa
             float *cn = carry + n * VB, *dAn = dAb + n * VB;
             float *dCn = dCl + ((size_t)t * N + n) * VB, *dBn = dBl + ((size_t)t * N + n) * VB;
             const float Bn = Bm[(size_t)t * N + n], Cn = Cm[(size_t)t * N + n];
+            /* 8 vector operations an element: the Σ_n ∂h·B_n·u term of ∂Δ is u·su, added once */
 #pragma omp simd
             for (int i = 0; i < W; i++) {
                 float dh = Cn * g[i] + cn[i]; /* ∂ℓ/∂h_t = C_t g_t + a_{t+1}⊙∂ℓ/∂h_{t+1} */
-                float dha = dh * an[i];
+                float dha = dh * an[i], q = dha * hpn[i];
                 dCn[i] += g[i] * htn[i];
                 dBn[i] += dh * dU[i];
-                sd[i] += dha * An[i] * hpn[i] + dh * Bn * uu[i];
+                sd[i] += An[i] * q;
                 su[i] += dh * Bn;
-                dAn[i] += dha * d[i] * hpn[i];
+                dAn[i] += d[i] * q;
                 cn[i] = dha;
             }
         }
         for (int i = 0; i < W; i++) {
             if (du) du[tE + i] = su[i] * d[i] + (D ? D[i] * g[i] : 0.0f);
-            if (ddelta) ddelta[tE + i] = sd[i];
+            if (ddelta) ddelta[tE + i] = sd[i] + uu[i] * su[i];
             dDb[i] += g[i] * uu[i];
         }
     }
@@ -206,15 +241,15 @@ MLK_INLINE void bwd_block(int W, int L, int E, int N, const float *u, const floa
 
 /* Backward of one batch element (pointers at the element). hs: [L,E,N] saved states or NULL;
  * h0, dh0: [E,N] or NULL. dAb: [N,E], dDb: [E] this element's partials (overwritten).
- * scratch: 4·L·N·VB + 4·N·VB floats. */
-MLK_CLONES static void scan_bwd_one(int L, int E, int N, const float *u, const float *dl, const float *AT,
+ * AT, A2T: [N,E] A and A·log2(e). scratch: 4·L·N·VB + 5·N·VB floats. */
+MLK_CLONES static void scan_bwd_one(int L, int E, int N, const float *u, const float *dl, const float *AT, const float *A2T,
                                     const float *Bm, const float *Cm, const float *D, const float *h0,
                                     const float *hs, const float *dy, float *du, float *ddelta, float *dAb,
                                     float *dBm, float *dCm, float *dDb, float *dh0, float *scratch) {
     size_t LNV = (size_t)L * N * VB;
     size_t NV = (size_t)N * VB;
     float *hb = scratch, *ab = hb + LNV, *lanes = ab + LNV; /* lanes: 2·LNV */
-    float *h0b = lanes + 2 * LNV, *carry = h0b + NV, *Ab = carry + NV, *dAl = Ab + NV;
+    float *h0b = lanes + 2 * LNV, *carry = h0b + NV, *Ab = carry + NV, *A2b = Ab + NV, *dAl = A2b + NV;
     memset(dDb, 0, sizeof(float) * E);
     memset(lanes, 0, sizeof(float) * 2 * LNV);
     for (int e0 = 0; e0 < E; e0 += VB) {
@@ -223,6 +258,7 @@ MLK_CLONES static void scan_bwd_one(int L, int E, int N, const float *u, const f
             for (int i = 0; i < W; i++) {
                 h0b[n * VB + i] = h0 ? h0[(size_t)(e0 + i) * N + n] : 0.0f;
                 Ab[n * VB + i] = AT[(size_t)n * E + e0 + i];
+                A2b[n * VB + i] = A2T[(size_t)n * E + e0 + i];
             }
         memset(dAl, 0, sizeof(float) * NV);
         if (hs)
@@ -234,11 +270,11 @@ MLK_CLONES static void scan_bwd_one(int L, int E, int N, const float *u, const f
         float *due = du ? du + e0 : NULL, *dde = ddelta ? ddelta + e0 : NULL;
         memset(carry, 0, sizeof(float) * N * VB);
         if (W == VB) {
-            states_block(VB, L, E, N, u + e0, dl + e0, Ab, Bm, h0b, hs != NULL, hb, ab);
+            states_block(VB, L, E, N, u + e0, dl + e0, A2b, Bm, h0b, hs != NULL, hb, ab);
             bwd_block(VB, L, E, N, u + e0, dl + e0, dy + e0, Ab, Bm, Cm, De, h0b, hb, ab, carry, dAl, lanes, due, dde,
                       dDb + e0);
         } else {
-            states_block(W, L, E, N, u + e0, dl + e0, Ab, Bm, h0b, hs != NULL, hb, ab);
+            states_block(W, L, E, N, u + e0, dl + e0, A2b, Bm, h0b, hs != NULL, hb, ab);
             bwd_block(W, L, E, N, u + e0, dl + e0, dy + e0, Ab, Bm, Cm, De, h0b, hb, ab, carry, dAl, lanes, due, dde,
                       dDb + e0);
         }
@@ -264,13 +300,14 @@ int mlk_sscan_bwd(int B, int L, int E, int N, const float *u, const float *delta
                   float *ddelta, float *dA, float *dBm, float *dCm, float *dD, float *dh0) {
     size_t EN = (size_t)E * N;
     int nt = mlk_threads_for(3.0 * B * L * EN);
-    /* shared: AT [N,E]; per batch element: dA, dD partials (summed in batch order at the end, so the
-     * bits do not depend on the thread count); per thread: the block scratch of scan_bwd_one */
-    size_t per_thread = 4 * (size_t)L * N * VB + 4 * (size_t)N * VB;
-    float *scratch = mlk_falloc(EN + EN * B + (size_t)E * B + per_thread * nt);
+    /* shared: AT, A2T [N,E]; per batch element: dA, dD partials (summed in batch order at the end, so
+     * the bits do not depend on the thread count); per thread: the block scratch of scan_bwd_one */
+    size_t per_thread = 4 * (size_t)L * N * VB + 5 * (size_t)N * VB;
+    float *scratch = mlk_falloc(2 * EN + EN * B + (size_t)E * B + per_thread * nt);
     if (!scratch) return -1;
-    float *AT = scratch, *dA_part = AT + EN, *dD_part = dA_part + EN * B, *thr = dD_part + (size_t)E * B;
-    to_ne(E, N, A, AT);
+    float *AT = scratch, *A2T = AT + EN, *dA_part = A2T + EN, *dD_part = dA_part + EN * B, *thr = dD_part + (size_t)E * B;
+    to_ne(E, N, A, AT, 1.0f);
+    to_ne(E, N, A, A2T, SSCAN_LOG2E);
 #pragma omp parallel num_threads(nt)
     {
         int tid = 0;
@@ -280,7 +317,7 @@ int mlk_sscan_bwd(int B, int L, int E, int N, const float *u, const float *delta
 #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) {
             size_t bL = (size_t)b * L;
-            scan_bwd_one(L, E, N, u + bL * E, delta + bL * E, AT, Bm + bL * N, Cm + bL * N, D, h0 ? h0 + EN * b : NULL,
+            scan_bwd_one(L, E, N, u + bL * E, delta + bL * E, AT, A2T, Bm + bL * N, Cm + bL * N, D, h0 ? h0 + EN * b : NULL,
                          hs ? hs + bL * EN : NULL, dy + bL * E, du ? du + bL * E : NULL,
                          ddelta ? ddelta + bL * E : NULL, dA_part + EN * b, dBm ? dBm + bL * N : NULL,
                          dCm ? dCm + bL * N : NULL, dD_part + (size_t)E * b, dh0 ? dh0 + EN * b : NULL,
@@ -321,7 +358,7 @@ void mlk_sscan_attention(int B, int L, int E, int N, const float *delta, const f
                     size_t btt = (size_t)b * L + t;
                     if (t > s) {
                         float dtt = delta[btt * E + e];
-                        for (int n = 0; n < N && n < 256; n++) p[n] *= mlk_expf_neg(dtt * Ae[n]);
+                        for (int n = 0; n < N && n < 256; n++) p[n] *= sscan_exp2(dtt * (Ae[n] * SSCAN_LOG2E));
                     }
                     float acc = 0.0f;
                     for (int n = 0; n < N && n < 256; n++) acc += Cm[btt * N + n] * p[n];

@@ -60,7 +60,7 @@ void mlk_h3_shift_kernel_bwd(int C, int N, int L, const float *Bs, const float *
                       dCs ? dCs + (size_t)c * N : NULL);
 }
 
-/* Discretisation of mode m of head h: λ, C̃ = B·C·dt·q, and q = 1/(1 − w/2), dB = B·dt·q. */
+/* Discretisation of mode m of head h: λ, C̃ = B·C·dt·q, and q = 1/(1 − w/2), dB = B·dt·q (the step form). */
 typedef struct {
     double dt;
     double complex A, w, q, lam, Bm, Cm, Ct;
@@ -81,33 +81,115 @@ static inline s4d_mode s4d_setup(int h, int m, int M, const float *Cc, const flo
     return o;
 }
 
-/* The mode loops run over structure-of-arrays doubles (re and im apart), vectorised across modes. */
+/* exp in double within 2 ulp: x = k·ln2 + r, |r| ≤ ln2/2, Taylor to r^13 (truncation < 1e-17
+ * relative), 2^k from exponent bits. Plain arithmetic so that the per-mode setup loop vectorises
+ * (libm's exp is an opaque call, and was called once per mode and use). Below −708 it flushes to 0. */
+MLK_INLINE double s4d_exp(double x) {
+    double in = x;
+    x = x < -708.0 ? -708.0 : x;
+    x = x > 709.79 ? 709.79 : x;
+    x = in == in ? x : 0.0;
+    union { /* k + 1.5·2^52: k sits in the low mantissa bits */
+        double d;
+        uint64_t i;
+    } t, scale;
+    t.d = x * 1.4426950408889634074 + 6755399441055744.0;
+    double kf = t.d - 6755399441055744.0;
+    double r = x - kf * 6.93147180369123816490e-01; /* ln2 hi (exact products) ... */
+    r -= kf * 1.90821492927058770002e-10;            /* ... and lo */
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    scale.i = (t.i - UINT64_C(0x4338000000000000) + 1022u) << 52; /* 2^(k−1): k = 1024 stays finite */
+    double y = p * scale.d * 2.0;
+    y = in > 709.782712893384 ? HUGE_VAL : y;
+    y = in < -708.0 ? 0.0 : y;
+    return in == in ? y : in;
+}
 
-/* K[:,h] for one head; w: 6·M doubles of scratch. */
+/* Modes per register block: the block's state (λ^s and the backward's accumulators) stays in
+ * registers for the whole s loop (2 AVX-512 vectors of doubles per array). */
+enum { S4D_MB = 16 };
+
+static inline int s4d_padded(int M) { return (M + S4D_MB - 1) / S4D_MB * S4D_MB; }
+
+/* Per-head discretisation as structure of arrays over Mp = s4d_padded(M) modes: λ, C̃ and (unless
+ * qr is NULL: the forward) A = −exp(inv_A_real) + i·A_imag and q = 1/(1 − w/2), each [Mp] re and im.
+ * Pad modes get λ = C̃ = q = A = 0, so they add exact zeros. Returns dt. */
+MLK_INLINE double s4d_head_setup(int h, int M, const float *Cc, const float *log_dt, const float *Bc,
+                                 const float *inv_A_real, const float *A_imag, double *Ar, double *Ai, double *qr,
+                                 double *qi, double *lr, double *li, double *ctr, double *cti) {
+    const double dt = s4d_exp((double)log_dt[h]);
+    const size_t h0 = (size_t)h * M;
+    int Mp = s4d_padded(M);
+#pragma omp simd
+    for (int m = 0; m < M; m++) {
+        double ar = -s4d_exp((double)inv_A_real[h0 + m]), ai = (double)A_imag[h0 + m];
+        double wr = ar * dt, wi = ai * dt;
+        double a = 1.0 - 0.5 * wr, b = -0.5 * wi, n = 1.0 / (a * a + b * b); /* q = 1/(a + ib) */
+        double q_r = a * n, q_i = -b * n;
+        double xr = 1.0 + 0.5 * wr, xi = 0.5 * wi; /* λ = (1 + w/2)·q */
+        double br = Bc[2 * (h0 + m)], bi = Bc[2 * (h0 + m) + 1], cr = Cc[2 * (h0 + m)], ci = Cc[2 * (h0 + m) + 1];
+        double bcr = (br * cr - bi * ci) * dt, bci = (br * ci + bi * cr) * dt; /* C̃ = B·C·dt·q */
+        lr[m] = xr * q_r - xi * q_i, li[m] = xr * q_i + xi * q_r;
+        ctr[m] = bcr * q_r - bci * q_i, cti[m] = bcr * q_i + bci * q_r;
+        if (qr) Ar[m] = ar, Ai[m] = ai, qr[m] = q_r, qi[m] = q_i;
+    }
+    for (int m = M; m < Mp; m++) {
+        lr[m] = li[m] = ctr[m] = cti[m] = 0.0;
+        if (qr) Ar[m] = Ai[m] = qr[m] = qi[m] = 0.0;
+    }
+    return dt;
+}
+
+/* acc[s, j] += Re(C̃_j λ_j^s) for one block of S4D_MB modes; acc: [L, S4D_MB]. */
+MLK_INLINE void s4d_fwd_block(int L, const double *lr, const double *li, const double *ctr, const double *cti,
+                              double *acc) {
+    double pr[S4D_MB], pi[S4D_MB], ar[S4D_MB], ai[S4D_MB]; /* p = C̃·λ^s */
+    for (int j = 0; j < S4D_MB; j++) pr[j] = ctr[j], pi[j] = cti[j], ar[j] = lr[j], ai[j] = li[j];
+    for (int s = 0; s < L; s++) {
+        double *as = acc + (size_t)s * S4D_MB;
+#pragma omp simd
+        for (int j = 0; j < S4D_MB; j++) {
+            as[j] += pr[j];
+            double nr = pr[j] * ar[j] - pi[j] * ai[j], ni = pr[j] * ai[j] + pi[j] * ar[j];
+            pr[j] = nr, pi[j] = ni;
+        }
+    }
+}
+
+/* K[:,h] for one head; w: 4·Mp + L·S4D_MB doubles of scratch. Each K[s] sums the blocks lane by
+ * lane, then the lanes, in a fixed order. */
 MLK_CLONES static void s4d_fwd_one(int h, int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
                                    const float *inv_A_real, const float *A_imag, double *w, float *K) {
-    double *cr = w, *ci = cr + M, *lr = ci + M, *li = lr + M, *pr = li + M, *pi = pr + M;
-    for (int m = 0; m < M; m++) {
-        s4d_mode md = s4d_setup(h, m, M, Cc, log_dt, Bc, inv_A_real, A_imag);
-        cr[m] = creal(md.Ct), ci[m] = cimag(md.Ct), lr[m] = creal(md.lam), li[m] = cimag(md.lam);
-        pr[m] = 1.0, pi[m] = 0.0;
-    }
+    int Mp = s4d_padded(M);
+    double *lr = w, *li = lr + Mp, *ctr = li + Mp, *cti = ctr + Mp, *acc = cti + Mp;
+    s4d_head_setup(h, M, Cc, log_dt, Bc, inv_A_real, A_imag, NULL, NULL, NULL, NULL, lr, li, ctr, cti);
+    memset(acc, 0, sizeof(double) * L * S4D_MB);
+    for (int m0 = 0; m0 < Mp; m0 += S4D_MB) s4d_fwd_block(L, lr + m0, li + m0, ctr + m0, cti + m0, acc);
     for (int s = 0; s < L; s++) {
-        double acc = 0.0; /* Re Σ_m C̃_m λ_m^s */
-#pragma omp simd reduction(+ : acc)
-        for (int m = 0; m < M; m++) {
-            acc += cr[m] * pr[m] - ci[m] * pi[m];
-            double nr = pr[m] * lr[m] - pi[m] * li[m], ni = pr[m] * li[m] + pi[m] * lr[m];
-            pr[m] = nr, pi[m] = ni;
-        }
-        K[(size_t)s * H + h] = (float)(2.0 * acc);
+        double sum = 0.0;
+        for (int j = 0; j < S4D_MB; j++) sum += acc[(size_t)s * S4D_MB + j];
+        K[(size_t)s * H + h] = (float)(2.0 * sum);
     }
 }
 
 int mlk_s4d_kernel_fwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
                        const float *inv_A_real, const float *A_imag, float *K) {
     int nt = mlk_threads_for(8.0 * H * M * L);
-    double *w = mlk_dalloc(6 * (size_t)M * nt);
+    size_t per_thread = 4 * (size_t)s4d_padded(M) + (size_t)L * S4D_MB;
+    double *w = mlk_dalloc(per_thread * nt);
     if (!w) return -1;
 #pragma omp parallel num_threads(nt)
     {
@@ -117,61 +199,102 @@ int mlk_s4d_kernel_fwd(int H, int M, int L, const float *Cc, const float *log_dt
 #endif
 #pragma omp for schedule(static)
         for (int h = 0; h < H; h++)
-            s4d_fwd_one(h, H, M, L, Cc, log_dt, Bc, inv_A_real, A_imag, w + 6 * (size_t)M * tid, K);
+            s4d_fwd_one(h, H, M, L, Cc, log_dt, Bc, inv_A_real, A_imag, w + per_thread * tid, K);
     }
     free(w);
     return 0;
 }
 
-/* Gradients of one head; w: 10·M doubles of scratch; mds: M modes (set up once, used twice). */
-MLK_CLONES static void s4d_bwd_one(int h, int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
-                                   const float *inv_A_real, const float *A_imag, const float *dK, float *dCc,
-                                   float *dlog_dt, float *dBc, float *dinv_A_real, float *dA_imag, double *w,
-                                   s4d_mode *mds) {
-    double *lr = w, *li = lr + M, *pr = li + M, *pi = pr + M, *qr = pi + M, *qi = qr + M;
-    double *gcr = qi + M, *gci = gcr + M, *glr = gci + M, *gli = glr + M;
-    for (int m = 0; m < M; m++) {
-        s4d_mode md = mds[m] = s4d_setup(h, m, M, Cc, log_dt, Bc, inv_A_real, A_imag);
-        lr[m] = creal(md.lam), li[m] = cimag(md.lam);
-        pr[m] = 1.0, pi[m] = 0.0, qr[m] = 0.0, qi[m] = 0.0;
-        gcr[m] = gci[m] = glr[m] = gli[m] = 0.0;
+/* Σ_s g_s conj(λ^s) → gc and Σ_s g_s·s·conj(λ^{s−1}) → gl for one block of S4D_MB modes (g, gs: [L]
+ * with gs[s] = s·g_s), with λ^s and the four sums in registers across s. */
+MLK_INLINE void s4d_bwd_block(int L, const double *g, const double *gs, const double *lr, const double *li,
+                              double *gcr, double *gci, double *glr, double *gli) {
+    double pr[S4D_MB], pi[S4D_MB], qr[S4D_MB], qi[S4D_MB], ar[S4D_MB], ai[S4D_MB];
+    double cr[S4D_MB], ci[S4D_MB], dr[S4D_MB], di[S4D_MB];
+    for (int j = 0; j < S4D_MB; j++) {
+        pr[j] = 1.0, pi[j] = 0.0, qr[j] = 0.0, qi[j] = 0.0, ar[j] = lr[j], ai[j] = li[j];
+        cr[j] = ci[j] = dr[j] = di[j] = 0.0;
     }
-    /* Σ_s g_s conj(λ^s) and Σ_s g_s·s·conj(λ^{s−1}) for every mode */
     for (int s = 0; s < L; s++) {
-        const double g = (double)dK[(size_t)s * H + h], gs = g * (double)s;
+        const double gv = g[s], gsv = gs[s];
 #pragma omp simd
-        for (int m = 0; m < M; m++) {
-            gcr[m] += g * pr[m], gci[m] -= g * pi[m];
-            glr[m] += gs * qr[m], gli[m] -= gs * qi[m];
-            qr[m] = pr[m], qi[m] = pi[m];
-            double nr = pr[m] * lr[m] - pi[m] * li[m], ni = pr[m] * li[m] + pi[m] * lr[m];
-            pr[m] = nr, pi[m] = ni;
+        for (int j = 0; j < S4D_MB; j++) {
+            cr[j] += gv * pr[j], ci[j] -= gv * pi[j];
+            dr[j] += gsv * qr[j], di[j] -= gsv * qi[j];
+            qr[j] = pr[j], qi[j] = pi[j];
+            double nr = pr[j] * ar[j] - pi[j] * ai[j], ni = pr[j] * ai[j] + pi[j] * ar[j];
+            pr[j] = nr, pi[j] = ni;
         }
     }
-    double ddt = 0.0;
+    for (int j = 0; j < S4D_MB; j++) gcr[j] = cr[j], gci[j] = ci[j], glr[j] = dr[j], gli[j] = di[j];
+}
+
+/* conj(a)·b in re, im */
+#define S4D_CJMUL(ar, ai, br, bi, r, i) ((r) = (ar) * (br) + (ai) * (bi), (i) = (ar) * (bi) - (ai) * (br))
+
+/* Gradients of one head; w: 12·Mp + 2·L doubles of scratch. */
+MLK_CLONES static void s4d_bwd_one(int h, int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
+                                   const float *inv_A_real, const float *A_imag, const float *dK, float *dCc,
+                                   float *dlog_dt, float *dBc, float *dinv_A_real, float *dA_imag, double *w) {
+    int Mp = s4d_padded(M);
+    double *Ar = w, *Ai = Ar + Mp, *qr = Ai + Mp, *qi = qr + Mp, *lr = qi + Mp, *li = lr + Mp, *ctr = li + Mp;
+    double *cti = ctr + Mp, *gcr = cti + Mp, *gci = gcr + Mp, *glr = gci + Mp, *gli = glr + Mp, *g = gli + Mp;
+    double *gs = g + L;
+    const double dt =
+        s4d_head_setup(h, M, Cc, log_dt, Bc, inv_A_real, A_imag, Ar, Ai, qr, qi, lr, li, ctr, cti);
+    for (int s = 0; s < L; s++) g[s] = (double)dK[(size_t)s * H + h], gs[s] = g[s] * (double)s;
+    for (int m0 = 0; m0 < Mp; m0 += S4D_MB)
+        s4d_bwd_block(L, g, gs, lr + m0, li + m0, gcr + m0, gci + m0, glr + m0, gli + m0);
+    /* chain rule through C̃ = B·C·dt·q, λ = (1 + w/2)·q, w = A·dt, vectorised over modes; results go
+     * in place into the scratch (read and written at the same m): gB → gcr, gci; gC → glr, gli;
+     * ∂inv_A_real → Ar; ∂A_imag → Ai; the mode's term of ∂dt → qr */
+    const size_t h0 = (size_t)h * M;
+#pragma omp simd
     for (int m = 0; m < M; m++) {
-        const s4d_mode md = mds[m];
-        double complex gct = 2.0 * (gcr[m] + I * gci[m]);               /* G_C̃ */
-        double complex glam = 2.0 * conj(md.Ct) * (glr[m] + I * gli[m]); /* G_λ */
-        double complex gw = conj(md.q * md.q) * glam + conj(md.Ct * md.q / 2.0) * gct;
-        double complex gB = conj(md.Cm * md.dt * md.q) * gct;
-        double complex gC = conj(md.Bm * md.dt * md.q) * gct;
-        double complex gA = md.dt * gw;
-        ddt += creal(conj(md.A) * gw) + creal(conj(md.Bm * md.Cm * md.q) * gct);
-        size_t hm = (size_t)h * M + m;
-        if (dBc) dBc[2 * hm] = (float)creal(gB), dBc[2 * hm + 1] = (float)cimag(gB);
-        if (dCc) dCc[2 * hm] = (float)creal(gC), dCc[2 * hm + 1] = (float)cimag(gC);
-        if (dinv_A_real) dinv_A_real[hm] = (float)(creal(gA) * -exp((double)inv_A_real[hm]));
-        if (dA_imag) dA_imag[hm] = (float)cimag(gA);
+        size_t hm = h0 + m;
+        double tr = 2.0 * gcr[m], ti = 2.0 * gci[m]; /* G_C̃ */
+        double lgr, lgi;                             /* G_λ = 2·conj(C̃)·gl */
+        S4D_CJMUL(ctr[m], cti[m], glr[m], gli[m], lgr, lgi);
+        lgr *= 2.0, lgi *= 2.0;
+        double qqr = qr[m] * qr[m] - qi[m] * qi[m], qqi = 2.0 * qr[m] * qi[m];
+        double cqr = 0.5 * (ctr[m] * qr[m] - cti[m] * qi[m]), cqi = 0.5 * (ctr[m] * qi[m] + cti[m] * qr[m]);
+        double a1r, a1i, a2r, a2i; /* G_w = conj(q²)·G_λ + conj(C̃·q/2)·G_C̃ */
+        S4D_CJMUL(qqr, qqi, lgr, lgi, a1r, a1i);
+        S4D_CJMUL(cqr, cqi, tr, ti, a2r, a2i);
+        double gwr = a1r + a2r, gwi = a1i + a2i;
+        double br = Bc[2 * hm], bi = Bc[2 * hm + 1], cr = Cc[2 * hm], ci = Cc[2 * hm + 1];
+        double dqr = dt * qr[m], dqi = dt * qi[m];
+        double xr = cr * dqr - ci * dqi, xi = cr * dqi + ci * dqr; /* C·dt·q */
+        double yr = br * dqr - bi * dqi, yi = br * dqi + bi * dqr; /* B·dt·q */
+        double bcr = br * cr - bi * ci, bci = br * ci + bi * cr;   /* B·C·q */
+        double zr = bcr * qr[m] - bci * qi[m], zi = bcr * qi[m] + bci * qr[m];
+        /* ∂dt = Re(conj(A)·G_w) + Re(conj(B·C·q)·G_C̃) */
+        double e = Ar[m] * gwr + Ai[m] * gwi + zr * tr + zi * ti;
+        S4D_CJMUL(xr, xi, tr, ti, gcr[m], gci[m]);
+        S4D_CJMUL(yr, yi, tr, ti, glr[m], gli[m]);
+        Ar[m] = dt * gwr * Ar[m]; /* G_A = dt·G_w; ∂A_re/∂inv_A_real = A_re */
+        Ai[m] = dt * gwi;
+        qr[m] = e;
     }
-    if (dlog_dt) dlog_dt[h] = (float)(exp((double)log_dt[h]) * ddt);
+    for (int m = M; m < Mp; m++) qr[m] = 0.0;
+    double ddtv[S4D_MB] = {0}; /* ∂dt summed per lane, then over the lanes */
+    for (int m0 = 0; m0 < Mp; m0 += S4D_MB)
+#pragma omp simd
+        for (int j = 0; j < S4D_MB; j++) ddtv[j] += qr[m0 + j];
+    double ddt = 0.0;
+    for (int j = 0; j < S4D_MB; j++) ddt += ddtv[j];
+    if (dlog_dt) dlog_dt[h] = (float)(dt * ddt);
+    for (int m = 0; dBc && m < M; m++) dBc[2 * (h0 + m)] = (float)gcr[m], dBc[2 * (h0 + m) + 1] = (float)gci[m];
+    for (int m = 0; dCc && m < M; m++) dCc[2 * (h0 + m)] = (float)glr[m], dCc[2 * (h0 + m) + 1] = (float)gli[m];
+    for (int m = 0; dinv_A_real && m < M; m++) dinv_A_real[h0 + m] = (float)Ar[m];
+    for (int m = 0; dA_imag && m < M; m++) dA_imag[h0 + m] = (float)Ai[m];
 }
 
 int mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
                        const float *inv_A_real, const float *A_imag, const float *dK, float *dCc, float *dlog_dt,
                        float *dBc, float *dinv_A_real, float *dA_imag) {
     int nt = mlk_threads_for(8.0 * H * M * L);
-    size_t per_thread = 10 * (size_t)M + (sizeof(s4d_mode) / sizeof(double) + 1) * (size_t)M;
+    size_t per_thread = 12 * (size_t)s4d_padded(M) + 2 * (size_t)L;
     double *w = mlk_dalloc(per_thread * nt);
     if (!w) return -1;
 #pragma omp parallel num_threads(nt)
@@ -183,7 +306,7 @@ int mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt
 #pragma omp for schedule(static)
         for (int h = 0; h < H; h++)
             s4d_bwd_one(h, H, M, L, Cc, log_dt, Bc, inv_A_real, A_imag, dK, dCc, dlog_dt, dBc, dinv_A_real, dA_imag,
-                        w + per_thread * tid, (s4d_mode *)(w + per_thread * tid + 10 * (size_t)M));
+                        w + per_thread * tid);
     }
     free(w);
     return 0;

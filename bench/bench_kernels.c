@@ -98,8 +98,11 @@ static void bench(int D) {
         float *vo = buf(nD, 0, 0); /* the op saves vold from the forward for the backward */
         TIME(f, mlk_delta_fwd(B, L, 1, D, D, 1.0f / sqrtf((float)D), q, k, v, bt, NULL, o, NULL, vo, NULL));
         TIME(b, mlk_delta_bwd(B, L, 1, D, D, 1.0f / sqrtf((float)D), q, k, v, bt, NULL, vo, dout, dq, dk, dv, db, NULL));
-        free(vo);
         row("delta rule (H=1, dk=dv=D)", D, f, b);
+        TIME(f, mlk_delta_quad_fwd(B, L, 1, D, D, 1.0f / sqrtf((float)D), q, k, v, bt, o, vo));
+        TIME(b, mlk_delta_quad_bwd(B, L, 1, D, D, 1.0f / sqrtf((float)D), q, k, v, bt, vo, dout, dq, dk, dv, db));
+        row("  same, quadratic form (S0 = 0)", D, f, b);
+        free(vo);
         free(q), free(k), free(v), free(bt), free(o), free(dout), free(dq), free(dk), free(dv), free(db);
     }
     { /* H3 kernels: shift (C=D, N=1024), diagonal (H=D/2, 512 modes) */

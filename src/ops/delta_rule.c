@@ -344,6 +344,240 @@ int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
     return 0;
 }
 
+/* ---- The quadratic form (S_{-1} = 0) ----
+ * Unrolled, S_t = Σ_{s≤t} k_s u_sᵀ. Per (batch, head), with A = tril₋₁(KKᵀ) and P = tril(Q̃Kᵀ)
+ * ([L,L], Q̃ = scale·Q):
+ *   vold_t = Σ_{s<t} A_ts u_s,   u_t = β_t(v_t − vold_t)     (forward substitution, row by row)
+ *   o_t    = Σ_{s≤t} P_ts u_s
+ * Backward, U being the solution of (I + diag(β)A)U = diag(β)V:
+ *   dP_ts = do_t·u_s,  dU = PᵀdO,  dQ̃ = dP·K
+ *   g_t = du_t − Σ_{s>t} A_st·β_s g_s   (back substitution),  dv_t = β_t g_t,  dβ_t = g_t·(v_t − vold_t)
+ *   dA_ts = −β_t g_t·u_s,  dK = dPᵀQ̃ + dA·K + dAᵀK
+ * Every product is a sum of row axpys over contiguous rows, each output summed in a fixed order. */
+
+/* c[0,n) += Σ_{p0≤p<p1} a[p]·B[p·ldb + (0,n)]: one output row, in column blocks held in registers.
+ * Rows over the L positions are padded to LP = L rounded up to IB columns (padding of the B
+ * operands zero), so their products run whole blocks: a row t needs its first t or t + 1 entries,
+ * the rest is computed and never read. */
+/* NB (≤ 4) column blocks at once: NB independent accumulator chains hide the FMA latency. Vector
+ * types keep the accumulators in registers (an array of them went through the stack). */
+typedef float vf16 __attribute__((vector_size(IB * sizeof(float)), aligned(4), may_alias));
+
+MLK_INLINE void axpys_blocks(int NB, const float *a, int p0, int p1, const float *B, size_t ldb, float *c) {
+    vf16 *cv = (vf16 *)c, z = {0}, a0 = cv[0], a1 = NB > 1 ? cv[1] : z, a2 = NB > 2 ? cv[2] : z, a3 = NB > 3 ? cv[3] : z;
+    for (int p = p0; p < p1; p++) {
+        const vf16 *Bp = (const vf16 *)(B + (size_t)p * ldb);
+        const float ap = a[p];
+        a0 += ap * Bp[0];
+        if (NB > 1) a1 += ap * Bp[1];
+        if (NB > 2) a2 += ap * Bp[2];
+        if (NB > 3) a3 += ap * Bp[3];
+    }
+    cv[0] = a0;
+    if (NB > 1) cv[1] = a1;
+    if (NB > 2) cv[2] = a2;
+    if (NB > 3) cv[3] = a3;
+}
+
+MLK_INLINE void row_axpys(int n, const float *a, int p0, int p1, const float *B, size_t ldb, float *c) {
+    int j0 = 0;
+    for (; j0 + 4 * IB <= n; j0 += 4 * IB) axpys_blocks(4, a, p0, p1, B + j0, ldb, c + j0);
+    switch ((n - j0) / IB) {
+    case 3: axpys_blocks(3, a, p0, p1, B + j0, ldb, c + j0); break;
+    case 2: axpys_blocks(2, a, p0, p1, B + j0, ldb, c + j0); break;
+    case 1: axpys_blocks(1, a, p0, p1, B + j0, ldb, c + j0); break;
+    default: break;
+    }
+    j0 += (n - j0) / IB * IB;
+    for (int p = p0; p < p1 && j0 < n; p++) {
+        const float ap = a[p], *Bp = B + (size_t)p * ldb;
+        for (int j = j0; j < n; j++) c[j] += ap * Bp[j];
+    }
+}
+
+/* The quadratic form pays where L²(Dk + Dv) is below the recurrence's L·Dk·Dv several times over
+ * (at d = 64: up to L = 128); its [L,L] matrices stay small. */
+int mlk_delta_quad_ok(int L, int Dk, int Dv) { return L <= Dk + Dv && L <= 512; }
+
+static inline int padded(int n) { return (n + IB - 1) / IB * IB; }
+
+/* Scratch of one (batch, head) in floats: n_ll [L,LP] and n_ld [LP,d] matrices (d = max(Dk, Dv)). */
+static size_t quad_scratch(int L, int Dk, int Dv, int n_ll, int n_ld) {
+    int d = Dk > Dv ? Dk : Dv;
+    return (size_t)n_ll * ((size_t)L * padded(L) + SKEW) + (size_t)n_ld * ((size_t)padded(L) * d + SKEW);
+}
+
+/* Q̃ = scale·Q, K and Kᵀ ([Dk,LP]) of one (batch, head), whose rows are r0 + t·H. */
+MLK_INLINE void quad_gather_qk(int L, int H, int Dk, float scale, const float *q, const float *k, size_t r0,
+                               float *Qs, float *Kr, float *KT) {
+    int LP = padded(L);
+    for (int i = 0; i < Dk; i++)
+        for (int t = L; t < LP; t++) KT[(size_t)i * LP + t] = 0.0f;
+    for (int t = 0; t < L; t++) {
+        size_t r = r0 + (size_t)t * H;
+        for (int i = 0; i < Dk; i++) {
+            Qs[(size_t)t * Dk + i] = scale * q[r * Dk + i];
+            Kr[(size_t)t * Dk + i] = k[r * Dk + i];
+            KT[(size_t)i * LP + t] = k[r * Dk + i];
+        }
+    }
+}
+
+/* Rows t of A (s < t) and P (s ≤ t), [L,LP]. */
+MLK_INLINE void quad_scores(int L, int Dk, const float *Qs, const float *Kr, const float *KT, float *A, float *P) {
+    int LP = padded(L);
+    for (int t = 0; t < L; t++) {
+        float *At = A + (size_t)t * LP, *Pt = P + (size_t)t * LP;
+        memset(At, 0, sizeof(float) * LP);
+        memset(Pt, 0, sizeof(float) * LP);
+        row_axpys(padded(t), Kr + (size_t)t * Dk, 0, Dk, KT, LP, At);
+        row_axpys(padded(t + 1), Qs + (size_t)t * Dk, 0, Dk, KT, LP, Pt);
+    }
+}
+
+MLK_CLONES static void quad_fwd_one(int L, int H, int Dk, int Dv, float scale, const float *q, const float *k,
+                                    const float *v, const float *beta, size_t r0, float *o, float *vold, float *w) {
+    int LP = padded(L);
+    size_t LL = (size_t)L * LP + SKEW, LD = (size_t)LP * (Dk > Dv ? Dk : Dv) + SKEW;
+    float *A = w, *P = A + LL, *Qs = P + LL, *Kr = Qs + LD, *KT = Kr + LD, *U = KT + LD, *wt = U + LD;
+    quad_gather_qk(L, H, Dk, scale, q, k, r0, Qs, Kr, KT);
+    quad_scores(L, Dk, Qs, Kr, KT, A, P);
+    for (int t = 0; t < L; t++) {
+        size_t r = r0 + (size_t)t * H;
+        float *ut = U + (size_t)t * Dv, *ot = o + r * Dv;
+        const float bt = beta[r], *vt = v + r * Dv;
+        memset(wt, 0, sizeof(float) * Dv);
+        row_axpys(Dv, A + (size_t)t * LP, 0, t, U, Dv, wt);
+        for (int j = 0; j < Dv; j++) ut[j] = bt * (vt[j] - wt[j]);
+        if (vold) memcpy(vold + r * Dv, wt, sizeof(float) * Dv);
+        memset(ot, 0, sizeof(float) * Dv);
+        row_axpys(Dv, P + (size_t)t * LP, 0, t + 1, U, Dv, ot);
+    }
+}
+
+int mlk_delta_quad_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k,
+                       const float *v, const float *beta, float *o, float *vold) {
+    int nt = mlk_threads_for(2.0 * B * H * L * L * (Dk + Dv));
+    size_t per_thread = quad_scratch(L, Dk, Dv, 2, 5);
+    float *scratch = mlk_falloc(per_thread * nt);
+    if (!scratch) return -1;
+#pragma omp parallel num_threads(nt)
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                quad_fwd_one(L, H, Dk, Dv, scale, q, k, v, beta, (size_t)b * L * H + h, o, vold,
+                             scratch + per_thread * tid);
+    }
+    free(scratch);
+    return 0;
+}
+
+/* dst[j,i] = src[i,j] for the [L,LP] matrices */
+static inline void transpose_ll(int L, const float *src, float *dst) {
+    int LP = padded(L);
+    for (int i = 0; i < L; i++)
+        for (int j = 0; j < L; j++) dst[(size_t)j * LP + i] = src[(size_t)i * LP + j];
+}
+
+MLK_CLONES static void quad_bwd_one(int L, int H, int Dk, int Dv, float scale, const float *q, const float *k,
+                                    const float *v, const float *beta, const float *vold, const float *dout,
+                                    size_t r0, float *dq, float *dk, float *dv, float *dbeta, float *w) {
+    int LP = padded(L);
+    size_t LL = (size_t)L * LP + SKEW, LD = (size_t)LP * (Dk > Dv ? Dk : Dv) + SKEW;
+    float *A = w, *P = A + LL, *dP = P + LL, *dA = dP + LL, *T1 = dA + LL, *T2 = T1 + LL;
+    float *Qs = T2 + LL, *Kr = Qs + LD, *KT = Kr + LD, *U = KT + LD, *UT = U + LD, *dO = UT + LD, *dU = dO + LD;
+    float *Gs = dU + LD, *row = Gs + LD; /* Gs: β_t g_t */
+    quad_gather_qk(L, H, Dk, scale, q, k, r0, Qs, Kr, KT);
+    for (int j = 0; j < Dv; j++)
+        for (int t = L; t < LP; t++) UT[(size_t)j * LP + t] = 0.0f;
+    for (int t = 0; t < L; t++) {
+        size_t r = r0 + (size_t)t * H;
+        const float bt = beta[r], *vt = v + r * Dv, *wt = vold + r * Dv;
+        for (int j = 0; j < Dv; j++) {
+            float u = bt * (vt[j] - wt[j]); /* the forward's bits */
+            U[(size_t)t * Dv + j] = u;
+            UT[(size_t)j * LP + t] = u;
+            dO[(size_t)t * Dv + j] = dout[r * Dv + j];
+        }
+    }
+    quad_scores(L, Dk, Qs, Kr, KT, A, P);
+    /* dP and dU = PᵀdO (T1 = Pᵀ) */
+    transpose_ll(L, P, T1);
+    for (int t = 0; t < L; t++) {
+        float *dPt = dP + (size_t)t * LP, *dUt = dU + (size_t)t * Dv;
+        memset(dPt, 0, sizeof(float) * LP);
+        row_axpys(padded(t + 1), dO + (size_t)t * Dv, 0, Dv, UT, LP, dPt);
+        memset(dUt, 0, sizeof(float) * Dv);
+        row_axpys(Dv, T1 + (size_t)t * LP, t, L, dO, Dv, dUt);
+    }
+    /* back substitution (T1 = Aᵀ), dv, dβ, and dA_ts = −β_t g_t·u_s */
+    transpose_ll(L, A, T1);
+    for (int t = L - 1; t >= 0; t--) {
+        size_t r = r0 + (size_t)t * H;
+        const float bt = beta[r], *vt = v + r * Dv, *wt = vold + r * Dv, *dUt = dU + (size_t)t * Dv;
+        float *Gt = Gs + (size_t)t * Dv, db = 0.0f;
+        memset(row, 0, sizeof(float) * Dv);
+        row_axpys(Dv, T1 + (size_t)t * LP, t + 1, L, Gs, Dv, row);
+        for (int j = 0; j < Dv; j++) {
+            float g = dUt[j] - row[j];
+            db += g * (vt[j] - wt[j]);
+            Gt[j] = bt * g;
+        }
+        if (dbeta) dbeta[r] = db;
+        if (dv) memcpy(dv + r * Dv, Gt, sizeof(float) * Dv);
+        float *dAt = dA + (size_t)t * LP;
+        memset(dAt, 0, sizeof(float) * LP);
+        row_axpys(padded(t), Gt, 0, Dv, UT, LP, dAt);
+        for (int s = 0; s < t; s++) dAt[s] = -dAt[s];
+    }
+    /* dq = scale·dP·K;  dk_s = Σ_{t≥s} dP_ts q̃_t + Σ_{t>s} dA_ts k_t + Σ_{r<s} dA_sr k_r */
+    transpose_ll(L, dP, T1);
+    transpose_ll(L, dA, T2);
+    for (int t = 0; t < L; t++) {
+        size_t r = r0 + (size_t)t * H;
+        if (dq) {
+            memset(row, 0, sizeof(float) * Dk);
+            row_axpys(Dk, dP + (size_t)t * LP, 0, t + 1, Kr, Dk, row);
+            for (int i = 0; i < Dk; i++) dq[r * Dk + i] = scale * row[i];
+        }
+        if (dk) {
+            memset(row, 0, sizeof(float) * Dk);
+            row_axpys(Dk, T1 + (size_t)t * LP, t, L, Qs, Dk, row);
+            row_axpys(Dk, T2 + (size_t)t * LP, t + 1, L, Kr, Dk, row);
+            row_axpys(Dk, dA + (size_t)t * LP, 0, t, Kr, Dk, row);
+            memcpy(dk + r * Dk, row, sizeof(float) * Dk);
+        }
+    }
+}
+
+int mlk_delta_quad_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k,
+                       const float *v, const float *beta, const float *vold, const float *dout, float *dq, float *dk,
+                       float *dv, float *dbeta) {
+    int nt = mlk_threads_for(5.0 * B * H * L * L * (Dk + Dv));
+    size_t per_thread = quad_scratch(L, Dk, Dv, 6, 10);
+    float *scratch = mlk_falloc(per_thread * nt);
+    if (!scratch) return -1;
+#pragma omp parallel num_threads(nt)
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                quad_bwd_one(L, H, Dk, Dv, scale, q, k, v, beta, vold, dout, (size_t)b * L * H + h, dq, dk, dv, dbeta,
+                             scratch + per_thread * tid);
+    }
+    free(scratch);
+    return 0;
+}
+
 void mlk_l2norm_fwd(int n, int d, float eps, const float *x, float *y) {
     for (int i = 0; i < n; i++) {
         const float *xi = x + (size_t)i * d;

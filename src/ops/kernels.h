@@ -114,6 +114,15 @@ extern size_t mlk_delta_store_limit;
 int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k, const float *v,
                   const float *beta, const float *S0, const float *vold, const float *dout, float *dq, float *dk,
                   float *dv, float *dbeta, float *dS0);
+/* The same rule for S0 = 0 in its quadratic form (delta_rule.c has the equations): O(L²(Dk+Dv))
+ * per (b,h) instead of O(L·Dk·Dv); the same o (to rounding), vold and gradients. mlk_delta_quad_ok
+ * says where it is the faster one. Shapes as above; vold is required by the backward. */
+int mlk_delta_quad_ok(int L, int Dk, int Dv);
+int mlk_delta_quad_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k,
+                       const float *v, const float *beta, float *o, float *vold);
+int mlk_delta_quad_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k,
+                       const float *v, const float *beta, const float *vold, const float *dout, float *dq, float *dk,
+                       float *dv, float *dbeta);
 /* One token: S [B,H,Dk,Dv] in place; q, k: [B,H,Dk]; v, o: [B,H,Dv]; beta: [B,H]. */
 void mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const float *q, const float *k,
                     const float *v, const float *beta, float *o);

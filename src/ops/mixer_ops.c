@@ -652,9 +652,14 @@ static ml_status delta_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     int Dk = (int)s[0]->shape[2] / H, Dv = (int)s[2]->shape[2] / H;
     for (int i = 0; i < 5; i++) gin[i] = grad_like(n, i);
     if (grads_ok(n, gin)) return ml_last_status();
-    if (mlk_delta_bwd(B, L, H, Dk, Dv, (float)n->farg[0], ml_f32(s[0]), ml_f32(s[1]), ml_f32(s[2]), ml_f32(s[3]),
-                      s[4] ? ml_f32(s[4]) : NULL, ml_f32(s[5]), ml_f32(g), gp(gin[0]), gp(gin[1]), gp(gin[2]),
-                      gp(gin[3]), gp(gin[4]))) {
+    float scale = (float)n->farg[0];
+    int fail = n->iarg[2] ? mlk_delta_quad_bwd(B, L, H, Dk, Dv, scale, ml_f32(s[0]), ml_f32(s[1]), ml_f32(s[2]),
+                                               ml_f32(s[3]), ml_f32(s[5]), ml_f32(g), gp(gin[0]), gp(gin[1]),
+                                               gp(gin[2]), gp(gin[3]))
+                          : mlk_delta_bwd(B, L, H, Dk, Dv, scale, ml_f32(s[0]), ml_f32(s[1]), ml_f32(s[2]),
+                                          ml_f32(s[3]), s[4] ? ml_f32(s[4]) : NULL, ml_f32(s[5]), ml_f32(g),
+                                          gp(gin[0]), gp(gin[1]), gp(gin[2]), gp(gin[3]), gp(gin[4]));
+    if (fail) {
         for (int i = 0; i < 5; i++) ml_release(gin[i]), gin[i] = NULL;
         return ml_fail(ML_ERR_MEM, "delta_rule backward: out of memory");
     }
@@ -700,13 +705,24 @@ ml_tensor *ml_delta_rule(ml_tensor *q, ml_tensor *k, ml_tensor *v, ml_tensor *be
     ml_tensor *st = states ? ml_empty(ML_F32, 5, (int64_t[]){B, L, H, Dk, Dv}) : NULL;
     ml_tensor *sl = Slast ? ml_empty(ML_F32, 4, (int64_t[]){B, H, Dk, Dv}) : NULL;
     bool rec = ml_any_needs_grad(5, ins);
+    /* From S = 0 o comes from the quadratic form whenever it is the faster one, whether or not the
+     * states are asked for too (so asking for them changes no bit of o); they come from the recurrence. */
+    bool quad = !S0 && mlk_delta_quad_ok((int)L, (int)Dk, (int)Dv);
     ml_tensor *vo = rec ? ml_empty(ML_F32, 3, v->shape) : NULL; /* vold, saved for the backward */
-    bool ok = out && (!states || st) && (!Slast || sl) && (!rec || vo);
+    ml_tensor *o2 = quad && (st || sl) ? ml_empty(ML_F32, 3, v->shape) : NULL; /* the recurrence's o, unused */
+    bool ok = out && (!states || st) && (!Slast || sl) && (!rec || vo) && (!(quad && (st || sl)) || o2);
     for (int i = 0; i < 5; i++) ok = ok && (!ins[i] || c[i]);
-    if (ok && mlk_delta_fwd((int)B, (int)L, (int)H, (int)Dk, (int)Dv, (float)scale, ml_f32(c[0]), ml_f32(c[1]),
-                            ml_f32(c[2]), ml_f32(c[3]), c[4] ? ml_f32(c[4]) : NULL, ml_f32(out),
-                            st ? ml_f32(st) : NULL, vo ? ml_f32(vo) : NULL, sl ? ml_f32(sl) : NULL))
+    const float *qp = ok ? ml_f32(c[0]) : NULL, *kp = ok ? ml_f32(c[1]) : NULL, *vp = ok ? ml_f32(c[2]) : NULL;
+    const float *bp = ok ? ml_f32(c[3]) : NULL;
+    if (ok && quad && mlk_delta_quad_fwd((int)B, (int)L, (int)H, (int)Dk, (int)Dv, (float)scale, qp, kp, vp, bp,
+                                         ml_f32(out), vo ? ml_f32(vo) : NULL))
         ok = false;
+    if (ok && (!quad || st || sl) &&
+        mlk_delta_fwd((int)B, (int)L, (int)H, (int)Dk, (int)Dv, (float)scale, qp, kp, vp, bp,
+                      c[4] ? ml_f32(c[4]) : NULL, ml_f32(quad ? o2 : out), st ? ml_f32(st) : NULL,
+                      vo && !quad ? ml_f32(vo) : NULL, sl ? ml_f32(sl) : NULL))
+        ok = false;
+    ml_release(o2);
     if (!ok) {
         release_all(5, c);
         ml_release(out), ml_release(st), ml_release(sl), ml_release(vo);
@@ -719,6 +735,7 @@ ml_tensor *ml_delta_rule(ml_tensor *q, ml_tensor *k, ml_tensor *v, ml_tensor *be
             ml_node_save(nd, 5, vo);
             nd->iarg[0] = H;
             nd->iarg[1] = c[4] != NULL;
+            nd->iarg[2] = quad;
             nd->farg[0] = scale;
         }
         out = mlo_attach(out, nd);

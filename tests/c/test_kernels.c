@@ -644,6 +644,58 @@ START_TEST(delta_step_matches) {
 }
 END_TEST
 
+/* the quadratic form (S0 = 0) */
+static double drq_loss(void) {
+    mlk_delta_quad_fwd(dr.B, dr.L, dr.H, dr.Dk, dr.Dv, dr.scale, dr.q, dr.k, dr.v, dr.beta, dr.o, NULL);
+    return dotw((size_t)dr.B * dr.L * dr.H * dr.Dv, dr.gw, dr.o);
+}
+
+START_TEST(delta_quad_grad) {
+    /* L = 18 and Dv = 17: a block of 16 positions (and columns) and a tail */
+    int shapes[2][5] = {{2, 6, 2, 3, 4}, {1, 18, 1, 3, 17}};
+    for (int c = 0; c < 2; c++) {
+        int B = shapes[c][0], L = shapes[c][1], H = shapes[c][2], Dk = shapes[c][3], Dv = shapes[c][4];
+        dr_setup(B, L, H, Dk, Dv, 0);
+        size_t nk = (size_t)B * L * H * Dk, nv = (size_t)B * L * H * Dv, nb = (size_t)B * L * H;
+        float *dq = zeros(nk), *dk = zeros(nk), *dv = zeros(nv), *db = zeros(nb), *vo = zeros(nv);
+        ck_assert_int_eq(mlk_delta_quad_fwd(B, L, H, Dk, Dv, dr.scale, dr.q, dr.k, dr.v, dr.beta, dr.o, vo), 0);
+        ck_assert_int_eq(mlk_delta_quad_bwd(B, L, H, Dk, Dv, dr.scale, dr.q, dr.k, dr.v, dr.beta, vo, dr.gw, dq, dk, dv,
+                                            db),
+                         0);
+        fd_check("delta quad dq", drq_loss, dr.q, nk, dq);
+        fd_check("delta quad dk", drq_loss, dr.k, nk, dk);
+        fd_check("delta quad dv", drq_loss, dr.v, nv, dv);
+        fd_check("delta quad dbeta", drq_loss, dr.beta, nb, db);
+    }
+}
+END_TEST
+
+START_TEST(delta_quad_matches_recurrence) {
+    /* o, vold and every gradient of the two forms agree (L = 37, d = 64 is the paper's AR size) */
+    int shapes[2][5] = {{2, 21, 2, 5, 19}, {2, 37, 1, 64, 64}};
+    for (int c = 0; c < 2; c++) {
+        int B = shapes[c][0], L = shapes[c][1], H = shapes[c][2], Dk = shapes[c][3], Dv = shapes[c][4];
+        ck_assert(mlk_delta_quad_ok(L, Dk, Dv));
+        dr_setup(B, L, H, Dk, Dv, 0);
+        mlk_l2norm_fwd(B * L * H, Dk, 1e-6f, dr.k, dr.k); /* unit keys, as in the model: a stable rule */
+        size_t nk = (size_t)B * L * H * Dk, nv = (size_t)B * L * H * Dv, nb = (size_t)B * L * H;
+        size_t sz[4] = {nk, nk, nv, nb};
+        float *o[2] = {zeros(nv), zeros(nv)}, *vo[2] = {zeros(nv), zeros(nv)}, *g[2][4];
+        for (int f = 0; f < 2; f++)
+            for (int i = 0; i < 4; i++) g[f][i] = zeros(sz[i]);
+        mlk_delta_quad_fwd(B, L, H, Dk, Dv, dr.scale, dr.q, dr.k, dr.v, dr.beta, o[0], vo[0]);
+        mlk_delta_fwd(B, L, H, Dk, Dv, dr.scale, dr.q, dr.k, dr.v, dr.beta, NULL, o[1], NULL, vo[1], NULL);
+        ck_assert(max_abs_diff(nv, o[0], o[1]) <= 1e-5);
+        ck_assert(max_abs_diff(nv, vo[0], vo[1]) <= 1e-5);
+        mlk_delta_quad_bwd(B, L, H, Dk, Dv, dr.scale, dr.q, dr.k, dr.v, dr.beta, vo[0], dr.gw, g[0][0], g[0][1], g[0][2],
+                           g[0][3]);
+        mlk_delta_bwd(B, L, H, Dk, Dv, dr.scale, dr.q, dr.k, dr.v, dr.beta, NULL, vo[1], dr.gw, g[1][0], g[1][1],
+                      g[1][2], g[1][3], NULL);
+        for (int i = 0; i < 4; i++) ck_assert(max_abs_diff(sz[i], g[0][i], g[1][i]) <= 1e-4);
+    }
+}
+END_TEST
+
 static float *l2x, *l2w, l2y[12];
 static double l2_loss(void) {
     mlk_l2norm_fwd(3, 4, 1e-6f, l2x, l2y);
@@ -853,6 +905,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, delta_grad_blocked);
     tcase_add_test(tc, delta_wide_matches_reference);
     tcase_add_test(tc, delta_step_matches);
+    tcase_add_test(tc, delta_quad_grad);
+    tcase_add_test(tc, delta_quad_matches_recurrence);
     tcase_add_test(tc, l2norm_grad);
     tcase_add_test(tc, h3_shift_kernel);
     tcase_add_test(tc, s4d_kernel_known);

@@ -23,66 +23,170 @@ static inline void axpy_grouped(int C, int G, const float *kf, const float *ut, 
     }
 }
 
-/* Forward of one batch element, one filter per channel: ub, yb [L,C]; k [L,C]; ds [C] or NULL. */
+/* Register tiles of the per-channel loops: LC_TB rows (positions) × LC_CB channels (one AVX-512
+ * vector) of accumulators stay in registers while the reduction runs, so each loaded filter row
+ * serves LC_TB products and no accumulator goes through memory. Every output keeps the summation
+ * order of the plain loops (s, resp. t, resp. b then t ascending): the bits are those of an
+ * accumulation in memory. Smaller tiles (nr < LC_TB rows, cw < LC_CB channels) take the tails. */
+enum { LC_TB = 8, LC_CB = 16 };
+
+/* y[t0 + i, c0 + j] = Σ_{s≤t} k[s]·u[t−s] (+ ds·u[t]) for i < nr, j < cw; ub, yb: [L,C], k: [L,C]. */
+MLK_INLINE void lc_fwd_tile(int nr, int cw, int C, int t0, int c0, const float *ub, const float *k, const float *ds,
+                            float *yb) {
+    float acc[LC_TB][LC_CB];
+    for (int i = 0; i < LC_TB; i++)
+        for (int j = 0; j < LC_CB; j++) acc[i][j] = 0.0f;
+    for (int s = 0; s <= t0; s++) { /* every row of the tile */
+        const float *ks = k + (size_t)s * C + c0;
+        for (int i = 0; i < nr; i++) {
+            const float *us = ub + (size_t)(t0 + i - s) * C + c0;
+#pragma omp simd
+            for (int j = 0; j < cw; j++) acc[i][j] += ks[j] * us[j];
+        }
+    }
+    for (int s = t0 + 1; s < t0 + nr; s++) {
+        const float *ks = k + (size_t)s * C + c0;
+        for (int i = s - t0; i < nr; i++) {
+            const float *us = ub + (size_t)(t0 + i - s) * C + c0;
+#pragma omp simd
+            for (int j = 0; j < cw; j++) acc[i][j] += ks[j] * us[j];
+        }
+    }
+    for (int i = 0; i < nr; i++) {
+        const float *ut = ub + (size_t)(t0 + i) * C + c0;
+        float *yt = yb + (size_t)(t0 + i) * C + c0;
+        if (ds) {
+#pragma omp simd
+            for (int j = 0; j < cw; j++) yt[j] = acc[i][j] + ds[c0 + j] * ut[j];
+        } else {
+            for (int j = 0; j < cw; j++) yt[j] = acc[i][j];
+        }
+    }
+}
+
+/* Forward of one batch element, one filter per channel: ub, yb [L,C]; k [L,C]; ds [C] or NULL.
+ * Full row tiles end at L; the rows left over at the start have the shortest sums. */
 MLK_CLONES static void lc_fwd_one(int L, int C, const float *ub, const float *k, const float *ds, float *yb) {
-    for (int t = 0; t < L; t++) {
-        float *yt = yb + (size_t)t * C;
-        memset(yt, 0, sizeof(float) * C);
-        for (int s = 0; s <= t; s++) {
-            const float *ks = k + (size_t)s * C, *us = ub + (size_t)(t - s) * C;
-#pragma omp simd
-            for (int c = 0; c < C; c++) yt[c] += ks[c] * us[c];
-        }
-        if (ds) {
-            const float *ut = ub + (size_t)t * C;
-#pragma omp simd
-            for (int c = 0; c < C; c++) yt[c] += ds[c] * ut[c];
+    int r0 = L % LC_TB, cf = C - C % LC_CB;
+    for (int c0 = 0; c0 < C; c0 += LC_CB) {
+        int cw = c0 < cf ? LC_CB : C - c0;
+        if (r0) lc_fwd_tile(r0, cw, C, 0, c0, ub, k, ds, yb);
+        for (int t0 = r0; t0 < L; t0 += LC_TB) {
+            if (cw == LC_CB) lc_fwd_tile(LC_TB, LC_CB, C, t0, c0, ub, k, ds, yb);
+            else lc_fwd_tile(LC_TB, cw, C, t0, c0, ub, k, ds, yb);
         }
     }
 }
 
-/* du of one batch element (anti-causal correlation), one filter per channel. */
+/* du[tau0 + i, c0 + j] = Σ_{d ≤ L−1−tau} k[d]·dy[tau + d] (+ ds·dy[tau]) for i < nr, j < cw. */
+MLK_INLINE void lc_du_tile(int nr, int cw, int L, int C, int tau0, int c0, const float *dyb, const float *k,
+                           const float *ds, float *dub) {
+    float acc[LC_TB][LC_CB];
+    for (int i = 0; i < LC_TB; i++)
+        for (int j = 0; j < LC_CB; j++) acc[i][j] = 0.0f;
+    int dall = L - tau0 - nr; /* lags d ≤ dall reach L−1 from every row of the tile */
+    for (int d = 0; d <= dall; d++) {
+        const float *kd = k + (size_t)d * C + c0;
+        for (int i = 0; i < nr; i++) {
+            const float *dyt = dyb + (size_t)(tau0 + i + d) * C + c0;
+#pragma omp simd
+            for (int j = 0; j < cw; j++) acc[i][j] += kd[j] * dyt[j];
+        }
+    }
+    for (int d = dall + 1; d < L - tau0; d++) { /* the triangle: rows tau ≤ L−1−d */
+        const float *kd = k + (size_t)d * C + c0;
+        for (int i = 0; i < L - tau0 - d; i++) {
+            const float *dyt = dyb + (size_t)(tau0 + i + d) * C + c0;
+#pragma omp simd
+            for (int j = 0; j < cw; j++) acc[i][j] += kd[j] * dyt[j];
+        }
+    }
+    for (int i = 0; i < nr; i++) {
+        const float *dyt = dyb + (size_t)(tau0 + i) * C + c0;
+        float *dut = dub + (size_t)(tau0 + i) * C + c0;
+        if (ds) {
+#pragma omp simd
+            for (int j = 0; j < cw; j++) dut[j] = acc[i][j] + ds[c0 + j] * dyt[j];
+        } else {
+            for (int j = 0; j < cw; j++) dut[j] = acc[i][j];
+        }
+    }
+}
+
+/* du of one batch element (anti-causal correlation), one filter per channel. Full row tiles start
+ * at 0; the rows left over at the end have the shortest sums. */
 MLK_CLONES static void lc_du_one(int L, int C, const float *dyb, const float *k, const float *ds, float *dub) {
-    for (int tau = 0; tau < L; tau++) {
-        float *dut = dub + (size_t)tau * C;
-        memset(dut, 0, sizeof(float) * C);
-        for (int t = tau; t < L; t++) {
-            const float *ks = k + (size_t)(t - tau) * C, *dyt = dyb + (size_t)t * C;
-#pragma omp simd
-            for (int c = 0; c < C; c++) dut[c] += ks[c] * dyt[c];
+    int rf = L - L % LC_TB, cf = C - C % LC_CB;
+    for (int c0 = 0; c0 < C; c0 += LC_CB) {
+        int cw = c0 < cf ? LC_CB : C - c0;
+        for (int tau0 = 0; tau0 < rf; tau0 += LC_TB) {
+            if (cw == LC_CB) lc_du_tile(LC_TB, LC_CB, L, C, tau0, c0, dyb, k, ds, dub);
+            else lc_du_tile(LC_TB, cw, L, C, tau0, c0, dyb, k, ds, dub);
         }
-        if (ds) {
-            const float *dyt = dyb + (size_t)tau * C;
-#pragma omp simd
-            for (int c = 0; c < C; c++) dut[c] += ds[c] * dyt[c];
-        }
+        if (rf < L) lc_du_tile(L - rf, cw, L, C, rf, c0, dyb, k, ds, dub);
     }
 }
 
-/* dk[s, c0..c1) = Σ_b Σ_{t≥s} dy[b,t,c]·u[b,t−s,c] and ddskip, for a block of channels, summed in
- * the fixed order b, t. dk: [L,C] or NULL; dd: [C] or NULL. */
+/* dk[s0 + i, c] = Σ_b Σ_{t≥s} dy[b,t,c]·u[b,t−s,c] for i < nr and the channels [c, c + cw). */
+MLK_INLINE void lc_dk_tile(int nr, int cw, int B, int L, int C, int s0, int c, const float *u, const float *dy,
+                           float *dk) {
+    float acc[LC_TB][LC_CB];
+    for (int i = 0; i < LC_TB; i++)
+        for (int j = 0; j < LC_CB; j++) acc[i][j] = 0.0f;
+    for (int b = 0; b < B; b++) {
+        const float *dyb = dy + (size_t)b * L * C + c, *ub = u + (size_t)b * L * C + c;
+        for (int t = s0; t < s0 + nr - 1 && t < L; t++) { /* the triangle: rows s ≤ t */
+            const float *dyt = dyb + (size_t)t * C;
+            for (int i = 0; i <= t - s0; i++) {
+                const float *us = ub + (size_t)(t - s0 - i) * C;
+#pragma omp simd
+                for (int j = 0; j < cw; j++) acc[i][j] += dyt[j] * us[j];
+            }
+        }
+        for (int t = s0 + nr - 1; t < L; t++) { /* every row of the tile */
+            const float *dyt = dyb + (size_t)t * C;
+            for (int i = 0; i < nr; i++) {
+                const float *us = ub + (size_t)(t - s0 - i) * C;
+#pragma omp simd
+                for (int j = 0; j < cw; j++) acc[i][j] += dyt[j] * us[j];
+            }
+        }
+    }
+    for (int i = 0; i < nr; i++)
+        for (int j = 0; j < cw; j++) dk[(size_t)(s0 + i) * C + c + j] = acc[i][j];
+}
+
+/* dd[c..c+cw) = Σ_b Σ_t dy[b,t,c]·u[b,t,c] (cw ≤ LC_CB; the accumulators in registers). */
+MLK_INLINE void lc_dd_tile(int cw, int B, int L, int C, int c, const float *u, const float *dy, float *dd) {
+    float acc[LC_CB];
+    for (int j = 0; j < LC_CB; j++) acc[j] = 0.0f;
+    for (size_t r = 0; r < (size_t)B * L; r++) {
+        const float *dyt = dy + r * C + c, *ut = u + r * C + c;
+#pragma omp simd
+        for (int j = 0; j < cw; j++) acc[j] += dyt[j] * ut[j];
+    }
+    for (int j = 0; j < cw; j++) dd[c + j] = acc[j];
+}
+
+/* dk[s, c0..c0+cw) = Σ_b Σ_{t≥s} dy[b,t,c]·u[b,t−s,c] and ddskip, for a block of channels, summed in
+ * the fixed order b, t. dk: [L,C] or NULL; dd: [C] or NULL. Full row tiles start at 0; the rows
+ * left over at the end have the shortest sums. */
 MLK_CLONES static void lc_dk_block(int B, int L, int C, int c0, int cw, const float *u, const float *dy, float *dk,
                                    float *dd) {
-    for (int s = 0; dk && s < L; s++) {
-        float *dks = dk + (size_t)s * C + c0;
-        memset(dks, 0, sizeof(float) * cw);
-        for (int b = 0; b < B; b++) {
-            const float *dyb = dy + (size_t)b * L * C + c0, *ub = u + (size_t)b * L * C + c0;
-            for (int t = s; t < L; t++) {
-                const float *dyt = dyb + (size_t)t * C, *ut = ub + (size_t)(t - s) * C;
-#pragma omp simd
-                for (int c = 0; c < cw; c++) dks[c] += dyt[c] * ut[c];
+    int rf = L - L % LC_TB;
+    for (int c = c0; c < c0 + cw; c += LC_CB) {
+        int w = c0 + cw - c < LC_CB ? c0 + cw - c : LC_CB;
+        if (dk) {
+            for (int s0 = 0; s0 < rf; s0 += LC_TB) {
+                if (w == LC_CB) lc_dk_tile(LC_TB, LC_CB, B, L, C, s0, c, u, dy, dk);
+                else lc_dk_tile(LC_TB, w, B, L, C, s0, c, u, dy, dk);
             }
+            if (rf < L) lc_dk_tile(L - rf, w, B, L, C, rf, c, u, dy, dk);
         }
-    }
-    if (dd) {
-        memset(dd + c0, 0, sizeof(float) * cw);
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < L; t++) {
-                const float *dyt = dy + ((size_t)b * L + t) * C + c0, *ut = u + ((size_t)b * L + t) * C + c0;
-#pragma omp simd
-                for (int c = 0; c < cw; c++) dd[c0 + c] += dyt[c] * ut[c];
-            }
+        if (dd) {
+            if (w == LC_CB) lc_dd_tile(LC_CB, B, L, C, c, u, dy, dd);
+            else lc_dd_tile(w, B, L, C, c, u, dy, dd);
+        }
     }
 }
 

@@ -13,14 +13,38 @@
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
 
-/* K[s,c] for one channel: cross-correlation Σ_n B[n]·C[n+s] (zero once s ≥ N). */
-MLK_CLONES static void shift_fwd_one(int C, int N, int L, int c, const float *Bc, const float *Cc, float *K) {
-    for (int s = 0; s < L; s++) {
-        float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-        for (int n = 0; n < N - s; n++) acc += Bc[n] * Cc[n + s];
-        K[(size_t)s * C + c] = acc;
+/* Register tiles of the shift kernel: SH_SB lags per loaded B vector in the forward; SH_NB
+ * positions (4 AVX-512 vectors) of dB or dC per sweep over the lags in the backward. */
+enum { SH_SB = 8, SH_VB = 16, SH_NB = 64 };
+
+/* K[s0 + i, c] for i < ns lags of one channel: per-lag partial sums over SH_VB lanes of n, then the
+ * lanes in order, then the positions past the last whole vector. */
+MLK_INLINE void shift_fwd_tile(int ns, int C, int N, int s0, int c, const float *Bc, const float *Cc, float *K) {
+    float acc[SH_SB][SH_VB];
+    for (int i = 0; i < SH_SB; i++)
+        for (int j = 0; j < SH_VB; j++) acc[i][j] = 0.0f;
+    int nall = N - (s0 + ns - 1); /* n < nall: n + s < N for every lag of the tile */
+    int nf = nall - nall % SH_VB;
+    for (int n0 = 0; n0 < nf; n0 += SH_VB)
+        for (int i = 0; i < ns; i++) {
+            const float *cs = Cc + n0 + s0 + i;
+#pragma omp simd
+            for (int j = 0; j < SH_VB; j++) acc[i][j] += Bc[n0 + j] * cs[j];
+        }
+    for (int i = 0; i < ns; i++) {
+        int s = s0 + i;
+        float sum = 0.0f;
+        for (int j = 0; j < SH_VB; j++) sum += acc[i][j];
+        for (int n = nf; n < N - s; n++) sum += Bc[n] * Cc[n + s];
+        K[(size_t)s * C + c] = sum;
     }
+}
+
+/* K[s,c] for one channel: cross-correlation Σ_n B[n]·C[n+s] (s < L ≤ N). */
+MLK_CLONES static void shift_fwd_one(int C, int N, int L, int c, const float *Bc, const float *Cc, float *K) {
+    int sf = L - L % SH_SB;
+    for (int s0 = 0; s0 < sf; s0 += SH_SB) shift_fwd_tile(SH_SB, C, N, s0, c, Bc, Cc, K);
+    if (sf < L) shift_fwd_tile(L - sf, C, N, sf, c, Bc, Cc, K);
 }
 
 void mlk_h3_shift_kernel_fwd(int C, int N, int L, const float *Bs, const float *Cs, float *K) {
@@ -29,25 +53,53 @@ void mlk_h3_shift_kernel_fwd(int C, int N, int L, const float *Bs, const float *
     for (int c = 0; c < C; c++) shift_fwd_one(C, N, L, c, Bs + (size_t)c * N, Cs + (size_t)c * N, K);
 }
 
-/* dB[n] = Σ_s dK[s]·C[n+s] and dC[m] = Σ_{s≤m} dK[s]·B[m−s] for one channel, as axpys over n. */
+/* out[n0 + j] = Σ_{s<Ls} g[s·C]·src[n0 + j + dir·s] for j < SH_NB (dir = +1: dB from C; −1: dC from
+ * B), every term in range; the sum runs over s ascending with the accumulators in registers. */
+MLK_INLINE void shift_bwd_tile(int Ls, int C, int dir, int n0, const float *g, const float *src, float *out) {
+    float acc[SH_NB / SH_VB][SH_VB]; /* vector by vector: GCC keeps [4][16] in registers, not [64] */
+    for (int v = 0; v < SH_NB / SH_VB; v++)
+        for (int j = 0; j < SH_VB; j++) acc[v][j] = 0.0f;
+    for (int s = 0; s < Ls; s++) {
+        const float gs = g[(size_t)s * C], *sr = src + n0 + dir * s;
+        for (int v = 0; v < SH_NB / SH_VB; v++)
+#pragma omp simd
+            for (int j = 0; j < SH_VB; j++) acc[v][j] += gs * sr[v * SH_VB + j];
+    }
+    for (int v = 0; v < SH_NB / SH_VB; v++)
+        for (int j = 0; j < SH_VB; j++) out[n0 + v * SH_VB + j] = acc[v][j];
+}
+
+/* out[n0..n1) = Σ_s g[s·C]·src[n + dir·s] over the lags with lo ≤ n + dir·s < hi, as axpys over n
+ * (the edges of the tiled range; each sum runs over s ascending, like the tiles). */
+MLK_INLINE void shift_bwd_edge(int Ls, int C, int dir, int n0, int n1, int lo, int hi, const float *g,
+                               const float *src, float *out) {
+    for (int n = n0; n < n1; n++) out[n] = 0.0f;
+    for (int s = 0; s < Ls; s++) {
+        const float gs = g[(size_t)s * C];
+        int a = n0, b = n1; /* lo ≤ n + dir·s < hi */
+        if (a < lo - dir * s) a = lo - dir * s;
+        if (b > hi - dir * s) b = hi - dir * s;
+#pragma omp simd
+        for (int n = a; n < b; n++) out[n] += gs * src[n + dir * s];
+    }
+}
+
+/* dB[n] = Σ_s dK[s]·C[n+s] and dC[m] = Σ_{s≤m} dK[s]·B[m−s] for one channel, each summed over s
+ * ascending: whole tiles where every lag is in range, axpys at the edges. */
 MLK_CLONES static void shift_bwd_one(int C, int N, int L, int c, const float *Bc, const float *Cc, const float *dK,
                                      float *dB, float *dC) {
     int Ls = L < N ? L : N;
+    const float *g = dK + c; /* g[s·C] = dK[s,c] */
     if (dB) {
-        memset(dB, 0, sizeof(float) * N);
-        for (int s = 0; s < Ls; s++) {
-            const float g = dK[(size_t)s * C + c];
-#pragma omp simd
-            for (int n = 0; n < N - s; n++) dB[n] += g * Cc[n + s];
-        }
+        int nt = N - (Ls - 1), n0 = 0; /* n < nt: n + s < N for every lag */
+        for (; n0 + SH_NB <= nt; n0 += SH_NB) shift_bwd_tile(Ls, C, 1, n0, g, Cc, dB);
+        shift_bwd_edge(Ls, C, 1, n0, N, 0, N, g, Cc, dB);
     }
     if (dC) {
-        memset(dC, 0, sizeof(float) * N);
-        for (int s = 0; s < Ls; s++) {
-            const float g = dK[(size_t)s * C + c];
-#pragma omp simd
-            for (int m = s; m < N; m++) dC[m] += g * Bc[m - s];
-        }
+        int m0 = Ls - 1; /* m ≥ Ls − 1: every lag s ≤ m */
+        shift_bwd_edge(Ls, C, -1, 0, m0, 0, N, g, Bc, dC);
+        for (; m0 + SH_NB <= N; m0 += SH_NB) shift_bwd_tile(Ls, C, -1, m0, g, Bc, dC);
+        shift_bwd_edge(Ls, C, -1, m0, N, 0, N, g, Bc, dC);
     }
 }
 

@@ -396,45 +396,82 @@ void mlk_s4d_step(int B, int H, int P, int M, const float *Cc, const float *log_
     }
 }
 
+/* The outer product and the gate run over the B·L·H (row, head) pairs, one SIMD lane per pair
+ * (2- and 4-element groups interleaved in memory; restrict: outputs never alias inputs). */
+MLK_CLONES static void outer_fwd(size_t n, const float *restrict kt, const float *restrict v, float *restrict kv) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        const float k0 = kt[2 * i], k1 = kt[2 * i + 1], v0 = v[2 * i], v1 = v[2 * i + 1];
+        kv[4 * i] = k0 * v0, kv[4 * i + 1] = k0 * v1, kv[4 * i + 2] = k1 * v0, kv[4 * i + 3] = k1 * v1;
+    }
+}
+
 void mlk_h3_outer_fwd(int BL, int H, const float *kt, const float *v, float *kv) {
-    for (size_t r = 0; r < (size_t)BL; r++) {
-        const float *k2 = kt + r * 2 * H, *v2 = v + r * 2 * H;
-        float *o = kv + r * 4 * H;
-        for (int h = 0; h < H; h++)
-            for (int d1 = 0; d1 < 2; d1++)
-                for (int d2 = 0; d2 < 2; d2++) o[h * 4 + d1 * 2 + d2] = k2[2 * h + d1] * v2[2 * h + d2];
+    outer_fwd((size_t)BL * H, kt, v, kv);
+}
+
+MLK_CLONES static void outer_bwd(size_t n, const float *restrict kt, const float *restrict v,
+                                 const float *restrict dkv, float *restrict dkt, float *restrict dv) {
+    if (dkt) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            const float *g = dkv + 4 * i, v0 = v[2 * i], v1 = v[2 * i + 1];
+            dkt[2 * i] = g[0] * v0 + g[1] * v1, dkt[2 * i + 1] = g[2] * v0 + g[3] * v1;
+        }
+    }
+    if (dv) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            const float *g = dkv + 4 * i, k0 = kt[2 * i], k1 = kt[2 * i + 1];
+            dv[2 * i] = g[0] * k0 + g[2] * k1, dv[2 * i + 1] = g[1] * k0 + g[3] * k1;
+        }
     }
 }
 
 void mlk_h3_outer_bwd(int BL, int H, const float *kt, const float *v, const float *dkv, float *dkt, float *dv) {
-    for (size_t r = 0; r < (size_t)BL; r++) {
-        const float *k2 = kt + r * 2 * H, *v2 = v + r * 2 * H, *g = dkv + r * 4 * H;
-        for (int h = 0; h < H; h++)
-            for (int d = 0; d < 2; d++) {
-                if (dkt) dkt[r * 2 * H + 2 * h + d] = g[h * 4 + d * 2] * v2[2 * h] + g[h * 4 + d * 2 + 1] * v2[2 * h + 1];
-                if (dv) dv[r * 2 * H + 2 * h + d] = g[h * 4 + d] * k2[2 * h] + g[h * 4 + 2 + d] * k2[2 * h + 1];
-            }
-    }
+    outer_bwd((size_t)BL * H, kt, v, dkv, dkt, dv);
 }
 
-void mlk_h3_gate_fwd(int BL, int H, const float *q, const float *yk, float *o) {
+MLK_CLONES static void gate_fwd(int BL, int H, const float *restrict q, const float *restrict yk,
+                                float *restrict o) {
     for (size_t r = 0; r < (size_t)BL; r++) {
         const float *q2 = q + r * 2 * H, *y4 = yk + r * 4 * H;
         float *orow = o + r * 2 * H;
-        for (int h = 0; h < H; h++)
-            for (int d2 = 0; d2 < 2; d2++)
-                orow[d2 * H + h] = q2[2 * h] * y4[h * 4 + d2] + q2[2 * h + 1] * y4[h * 4 + 2 + d2];
+#pragma omp simd
+        for (int h = 0; h < H; h++) {
+            const float q0 = q2[2 * h], q1 = q2[2 * h + 1];
+            orow[h] = q0 * y4[4 * h] + q1 * y4[4 * h + 2];
+            orow[H + h] = q0 * y4[4 * h + 1] + q1 * y4[4 * h + 3];
+        }
+    }
+}
+
+void mlk_h3_gate_fwd(int BL, int H, const float *q, const float *yk, float *o) { gate_fwd(BL, H, q, yk, o); }
+
+MLK_CLONES static void gate_bwd(int BL, int H, const float *restrict q, const float *restrict yk,
+                                const float *restrict dout, float *restrict dq, float *restrict dyk) {
+    for (size_t r = 0; r < (size_t)BL; r++) {
+        const float *q2 = q + r * 2 * H, *y4 = yk + r * 4 * H, *g = dout + r * 2 * H;
+        if (dq) {
+            float *dq2 = dq + r * 2 * H;
+#pragma omp simd
+            for (int h = 0; h < H; h++) {
+                const float g0 = g[h], g1 = g[H + h];
+                dq2[2 * h] = g0 * y4[4 * h] + g1 * y4[4 * h + 1];
+                dq2[2 * h + 1] = g0 * y4[4 * h + 2] + g1 * y4[4 * h + 3];
+            }
+        }
+        if (dyk) {
+            float *d4 = dyk + r * 4 * H;
+#pragma omp simd
+            for (int h = 0; h < H; h++) {
+                const float g0 = g[h], g1 = g[H + h], q0 = q2[2 * h], q1 = q2[2 * h + 1];
+                d4[4 * h] = q0 * g0, d4[4 * h + 1] = q0 * g1, d4[4 * h + 2] = q1 * g0, d4[4 * h + 3] = q1 * g1;
+            }
+        }
     }
 }
 
 void mlk_h3_gate_bwd(int BL, int H, const float *q, const float *yk, const float *dout, float *dq, float *dyk) {
-    for (size_t r = 0; r < (size_t)BL; r++) {
-        const float *q2 = q + r * 2 * H, *y4 = yk + r * 4 * H, *g = dout + r * 2 * H;
-        for (int h = 0; h < H; h++)
-            for (int d1 = 0; d1 < 2; d1++) {
-                if (dq) dq[r * 2 * H + 2 * h + d1] = g[h] * y4[h * 4 + d1 * 2] + g[H + h] * y4[h * 4 + d1 * 2 + 1];
-                if (dyk)
-                    for (int d2 = 0; d2 < 2; d2++) dyk[r * 4 * H + h * 4 + d1 * 2 + d2] = q2[2 * h + d1] * g[d2 * H + h];
-            }
-    }
+    gate_bwd(BL, H, q, yk, dout, dq, dyk);
 }

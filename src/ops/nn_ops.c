@@ -120,6 +120,18 @@ ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, doubl
 
 /* ------------------------------------------------------------------ RMSNorm */
 
+/* Σ a_i·b_i (·c_i when c is given) in double, as 8 interleaved partial sums added in a fixed order:
+ * the loop vectorises (one running sum is bound by the latency of the add) with the same bits for
+ * any vector width. */
+static double dot8(int64_t n, const float *a, const float *b, const float *c) {
+    double acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += (double)a[i + j] * b[i + j] * (c ? c[i + j] : 1.0f);
+    for (int j = 0; i + j < n; j++) acc[j] += (double)a[i + j] * b[i + j] * (c ? c[i + j] : 1.0f);
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 /* Saved: 0 = x, 1 = weight; ctx = 1/ρ per row. */
 static ml_status rms_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     ml_tensor *x = ml_node_saved(n, 0), *w = ml_node_saved(n, 1);
@@ -136,8 +148,7 @@ static ml_status rms_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
             for (int64_t i = 0; i < D; i++) ml_f32(dw)[i] += (float)(gr[i] * xr[i] * inv);
         if (dx) {
             /* dx = g/ρ − x·(Σ g_i x_i)/(D·ρ³) with g = dy⊙w */
-            double s = 0;
-            for (int64_t i = 0; i < D; i++) s += (double)gr[i] * pw[i] * xr[i];
+            double s = dot8(D, gr, pw, xr);
             double c = s * inv * inv * inv / (double)D;
             float *o = ml_f32(dx) + r * D;
             for (int64_t i = 0; i < D; i++) o[i] = (float)((double)gr[i] * pw[i] * inv - xr[i] * c);
@@ -169,8 +180,7 @@ ml_tensor *ml_rms_norm(ml_tensor *x, ml_tensor *weight, double eps) {
     const float *px = ml_f32(xc), *pw = ml_f32(wc);
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = px + r * D;
-        double ss = 0;
-        for (int64_t i = 0; i < D; i++) ss += (double)xr[i] * xr[i];
+        double ss = dot8(D, xr, xr, NULL);
         double inv = 1.0 / sqrt(ss / (double)D + eps);
         float *o = ml_f32(out) + r * D;
         for (int64_t i = 0; i < D; i++) o[i] = (float)(xr[i] * inv) * pw[i];

@@ -29,6 +29,11 @@ static inline void axpy_grouped(int C, int G, const float *kf, const float *ut, 
  * order of the plain loops (s, resp. t, resp. b then t ascending): the bits are those of an
  * accumulation in memory. Smaller tiles (nr < LC_TB rows, cw < LC_CB channels) take the tails. */
 enum { LC_TB = 8, LC_CB = 16 };
+#if defined(__GNUC__) && !defined(__clang__)
+#define LC_UNROLL _Pragma("GCC unroll 8")
+#else
+#define LC_UNROLL
+#endif
 
 /* y[t0 + i, c0 + j] = Σ_{s≤t} k[s]·u[t−s] (+ ds·u[t]) for i < nr, j < cw; ub, yb: [L,C], k: [L,C]. */
 MLK_INLINE void lc_fwd_tile(int nr, int cw, int C, int t0, int c0, const float *ub, const float *k, const float *ds,
@@ -44,10 +49,14 @@ MLK_INLINE void lc_fwd_tile(int nr, int cw, int C, int t0, int c0, const float *
             for (int j = 0; j < cw; j++) acc[i][j] += ks[j] * us[j];
         }
     }
-    for (int s = t0 + 1; s < t0 + nr; s++) {
-        const float *ks = k + (size_t)s * C + c0;
-        for (int i = s - t0; i < nr; i++) {
-            const float *us = ub + (size_t)(t0 + i - s) * C + c0;
+    /* the triangle s = t0 + sd, 0 < sd < nr: rows i ≥ sd (unrolled in whole tiles, where nr is a
+     * constant, so that the accumulators stay in registers here too) */
+    LC_UNROLL
+    for (int sd = 1; sd < nr; sd++) {
+        const float *ks = k + (size_t)(t0 + sd) * C + c0;
+        LC_UNROLL
+        for (int i = sd; i < nr; i++) {
+            const float *us = ub + (size_t)(i - sd) * C + c0;
 #pragma omp simd
             for (int j = 0; j < cw; j++) acc[i][j] += ks[j] * us[j];
         }
@@ -93,10 +102,12 @@ MLK_INLINE void lc_du_tile(int nr, int cw, int L, int C, int tau0, int c0, const
             for (int j = 0; j < cw; j++) acc[i][j] += kd[j] * dyt[j];
         }
     }
-    for (int d = dall + 1; d < L - tau0; d++) { /* the triangle: rows tau ≤ L−1−d */
-        const float *kd = k + (size_t)d * C + c0;
-        for (int i = 0; i < L - tau0 - d; i++) {
-            const float *dyt = dyb + (size_t)(tau0 + i + d) * C + c0;
+    LC_UNROLL /* the triangle d = dall + dd, 0 < dd < nr: rows i < nr − dd (unrolled as in lc_fwd_tile) */
+    for (int dd = 1; dd < nr; dd++) {
+        const float *kd = k + (size_t)(dall + dd) * C + c0;
+        LC_UNROLL
+        for (int i = 0; i < nr - dd; i++) {
+            const float *dyt = dyb + (size_t)(tau0 + i + dall + dd) * C + c0;
 #pragma omp simd
             for (int j = 0; j < cw; j++) acc[i][j] += kd[j] * dyt[j];
         }
@@ -135,10 +146,12 @@ MLK_INLINE void lc_dk_tile(int nr, int cw, int B, int L, int C, int s0, int c, c
         for (int j = 0; j < LC_CB; j++) acc[i][j] = 0.0f;
     for (int b = 0; b < B; b++) {
         const float *dyb = dy + (size_t)b * L * C + c, *ub = u + (size_t)b * L * C + c;
-        for (int t = s0; t < s0 + nr - 1 && t < L; t++) { /* the triangle: rows s ≤ t */
-            const float *dyt = dyb + (size_t)t * C;
-            for (int i = 0; i <= t - s0; i++) {
-                const float *us = ub + (size_t)(t - s0 - i) * C;
+        LC_UNROLL /* the triangle t = s0 + dt, dt < nr − 1: rows i ≤ dt (unrolled as in lc_fwd_tile) */
+        for (int dt = 0; dt < nr - 1; dt++) {
+            const float *dyt = dyb + (size_t)(s0 + dt) * C;
+            LC_UNROLL
+            for (int i = 0; i <= dt; i++) {
+                const float *us = ub + (size_t)(dt - i) * C;
 #pragma omp simd
                 for (int j = 0; j < cw; j++) acc[i][j] += dyt[j] * us[j];
             }
@@ -190,10 +203,14 @@ MLK_CLONES static void lc_dk_block(int B, int L, int C, int c0, int cw, const fl
     }
 }
 
+/* Scratch of n floats on a 64-byte boundary, like the tensors: the tiles' vector loads of the
+ * expanded filter would otherwise straddle cache lines. */
+static float *lc_falloc(size_t n) { return aligned_alloc(64, (sizeof(float) * (n ? n : 1) + 63) / 64 * 64); }
+
 /* Grouped filters (G > 1) are expanded to one column per channel, kx[s,c] = k[s,c/G] (and
  * dsx[c] = dskip[c/G]), so every path runs the per-channel loops. Returns NULL when out of memory. */
 static float *expand(int L, int C, int G, const float *k, const float *dskip) {
-    float *kx = mlk_falloc((size_t)L * C + C);
+    float *kx = lc_falloc((size_t)L * C + C);
     if (!kx) return NULL;
     int F = C / G;
     for (int s = 0; s < L; s++)
@@ -239,7 +256,7 @@ void mlk_longconv_bwd(int B, int L, int C, int G, const float *u, const float *k
     float *kx = NULL, *dkx = NULL;
     if (G > 1) {
         kx = expand(L, C, G, k, dskip);
-        dkx = mlk_falloc((size_t)L * C + C);
+        dkx = lc_falloc((size_t)L * C + C);
         if (!kx || !dkx) {
             free(kx), free(dkx);
             kx = dkx = NULL;

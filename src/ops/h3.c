@@ -176,6 +176,13 @@ enum { S4D_MB = 16 };
 
 static inline int s4d_padded(int M) { return (M + S4D_MB - 1) / S4D_MB * S4D_MB; }
 
+/* Scratch of nt blocks of n doubles, each on a 64-byte boundary (n is rounded up to a multiple of 8,
+ * written back): with Mp a multiple of 8, every array in it starts on a cache line. */
+static double *s4d_scratch(size_t *n, int nt) {
+    *n = (*n + 7) / 8 * 8;
+    return aligned_alloc(64, sizeof(double) * *n * (size_t)nt);
+}
+
 /* Per-head discretisation as structure of arrays over Mp = s4d_padded(M) modes: λ, C̃ and (unless
  * qr is NULL: the forward) A = −exp(inv_A_real) + i·A_imag and q = 1/(1 − w/2), each [Mp] re and im.
  * Pad modes get λ = C̃ = q = A = 0, so they add exact zeros. Returns dt. */
@@ -241,7 +248,7 @@ int mlk_s4d_kernel_fwd(int H, int M, int L, const float *Cc, const float *log_dt
                        const float *inv_A_real, const float *A_imag, float *K) {
     int nt = mlk_threads_for(8.0 * H * M * L);
     size_t per_thread = 4 * (size_t)s4d_padded(M) + (size_t)L * S4D_MB;
-    double *w = mlk_dalloc(per_thread * nt);
+    double *w = s4d_scratch(&per_thread, nt);
     if (!w) return -1;
 #pragma omp parallel num_threads(nt)
     {
@@ -347,7 +354,7 @@ int mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt
                        float *dBc, float *dinv_A_real, float *dA_imag) {
     int nt = mlk_threads_for(8.0 * H * M * L);
     size_t per_thread = 12 * (size_t)s4d_padded(M) + 2 * (size_t)L;
-    double *w = mlk_dalloc(per_thread * nt);
+    double *w = s4d_scratch(&per_thread, nt);
     if (!w) return -1;
 #pragma omp parallel num_threads(nt)
     {

@@ -202,6 +202,46 @@ START_TEST(longconv_grad) {
 }
 END_TEST
 
+START_TEST(longconv_tiles_match_direct) {
+    /* sizes that run whole register tiles (8 positions × 16 channels) and both kinds of tail:
+     * L = 19 (2 tiles + 3 rows), C = 21 (16 + 5 channels); G = 1 and 3; with and without skip */
+    int B = 2, L = 19, C = 21, Gs[2] = {1, 3};
+    for (int gi = 0; gi < 2; gi++)
+        for (int skip = 0; skip < 2; skip++) {
+            int G = Gs[gi], F = C / G;
+            lc_setup(B, L, C, G, skip);
+            lc_loss();
+            size_t n = (size_t)B * L * C;
+            float *du = zeros(n), *dk = zeros((size_t)L * F), *dd = zeros(F);
+            mlk_longconv_bwd(B, L, C, G, lc.u, lc.k, lc.ds, lc.gw, du, dk, skip ? dd : NULL);
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < L; t++)
+                    for (int c = 0; c < C; c++) {
+                        double y = skip ? (double)lc.ds[c / G] * lc.u[((size_t)b * L + t) * C + c] : 0.0;
+                        double g = skip ? (double)lc.ds[c / G] * lc.gw[((size_t)b * L + t) * C + c] : 0.0;
+                        for (int s = 0; s <= t; s++) y += (double)lc.k[s * F + c / G] * lc.u[((size_t)b * L + t - s) * C + c];
+                        for (int s = 0; t + s < L; s++) g += (double)lc.k[s * F + c / G] * lc.gw[((size_t)b * L + t + s) * C + c];
+                        ck_assert_close(lc.y[((size_t)b * L + t) * C + c], y, 1e-5, 1e-5);
+                        ck_assert_close(du[((size_t)b * L + t) * C + c], g, 1e-5, 1e-5);
+                    }
+            for (int s = 0; s < L; s++)
+                for (int f = 0; f < F; f++) {
+                    double g = 0.0;
+                    for (int b = 0; b < B; b++)
+                        for (int t = s; t < L; t++)
+                            for (int c = f * G; c < (f + 1) * G; c++)
+                                g += (double)lc.gw[((size_t)b * L + t) * C + c] * lc.u[((size_t)b * L + t - s) * C + c];
+                    ck_assert_close(dk[s * F + f], g, 1e-4, 1e-5);
+                }
+            if (skip) {
+                fd_check("longconv tiles du", lc_loss, lc.u, n, du);
+                fd_check("longconv tiles dk", lc_loss, lc.k, (size_t)L * F, dk);
+                fd_check("longconv tiles ddskip", lc_loss, lc.ds, F, dd);
+            }
+        }
+}
+END_TEST
+
 START_TEST(longconv_step_matches) {
     lc_setup(2, 7, 4, 2, 1);
     lc_loss();
@@ -776,6 +816,57 @@ START_TEST(s4d_kernel_grad) {
 }
 END_TEST
 
+START_TEST(h3_kernels_whole_tiles_grad) {
+    /* the shift kernel's lag tiles (8) and position tiles (64) with their edges: N = 90, L = 19 */
+    sh.C = 2, sh.N = 90, sh.L = 19;
+    sh.B = rnd(180, -1, 1), sh.Cs = rnd(180, -1, 1), sh.K = zeros(38), sh.gw = rnd(38, -1, 1);
+    sh_loss();
+    for (int s = 0; s < 19; s++)
+        for (int c = 0; c < 2; c++) {
+            double k = 0.0;
+            for (int n = 0; n + s < 90; n++) k += (double)sh.B[c * 90 + n] * sh.Cs[c * 90 + n + s];
+            ck_assert_close(sh.K[s * 2 + c], k, 1e-5, 1e-5);
+        }
+    float *dB = zeros(180), *dC = zeros(180);
+    mlk_h3_shift_kernel_bwd(2, 90, 19, sh.B, sh.Cs, sh.gw, dB, dC);
+    fd_check("shift tiles dB", sh_loss, sh.B, 180, dB);
+    fd_check("shift tiles dC", sh_loss, sh.Cs, 180, dC);
+    /* S4D: a whole block of 16 modes and a padded one (M = 19), L = 9 */
+    sd_setup(2, 19, 9);
+    float *dCc = zeros(76), *dBc = zeros(76), *dlog = zeros(2), *diar = zeros(38), *daim = zeros(38);
+    mlk_s4d_kernel_bwd(2, 19, 9, sd.C, sd.logdt, sd.B, sd.iar, sd.aim, sd.gw, dCc, dlog, dBc, diar, daim);
+    fd_check("s4d tiles dC", sd_loss, sd.C, 76, dCc);
+    fd_check("s4d tiles dB", sd_loss, sd.B, 76, dBc);
+    fd_check("s4d tiles dlog_dt", sd_loss, sd.logdt, 2, dlog);
+    fd_check("s4d tiles dinv_A_real", sd_loss, sd.iar, 38, diar);
+    fd_check("s4d tiles dA_imag", sd_loss, sd.aim, 38, daim);
+}
+END_TEST
+
+START_TEST(h3_kernels_deterministic_threads) {
+    /* sizes above the threading threshold: the same bits on 1 and 2 threads */
+    int C = 8, N = 256, L = 37, H = 4, M = 64;
+    float *Bs = rnd((size_t)C * N, -1, 1), *Cs = rnd((size_t)C * N, -1, 1), *dKs = rnd((size_t)L * C, -1, 1);
+    sd_setup(H, M, L);
+    float *r[2][8];
+    size_t sz[8] = {(size_t)L * C, (size_t)C * N, (size_t)C * N, (size_t)L * H, (size_t)H * M * 2, H,
+                    (size_t)H * M * 2, (size_t)H * M};
+    for (int th = 0; th < 2; th++) {
+        ml_set_threads(th + 1);
+        float **g = r[th];
+        for (int i = 0; i < 8; i++) g[i] = zeros(sz[i]);
+        mlk_h3_shift_kernel_fwd(C, N, L, Bs, Cs, g[0]);
+        mlk_h3_shift_kernel_bwd(C, N, L, Bs, Cs, dKs, g[1], g[2]);
+        ck_assert_int_eq(mlk_s4d_kernel_fwd(H, M, L, sd.C, sd.logdt, sd.B, sd.iar, sd.aim, g[3]), 0);
+        ck_assert_int_eq(mlk_s4d_kernel_bwd(H, M, L, sd.C, sd.logdt, sd.B, sd.iar, sd.aim, sd.gw, g[4], g[5], g[6],
+                                            g[7], NULL),
+                         0);
+    }
+    ml_set_threads(1);
+    for (int i = 0; i < 8; i++) ck_assert_msg(memcmp(r[0][i], r[1][i], sizeof(float) * sz[i]) == 0, "output %d", i);
+}
+END_TEST
+
 START_TEST(s4d_step_matches_longconv) {
     /* recurrent diagonal SSM over P = 4 channels per head equals LC with the generated kernel */
     int B = 2, H = 2, M = 8, L = 7, P = 4, C = H * P;
@@ -886,6 +977,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, longconv_known);
     tcase_add_test(tc, longconv_grad);
     tcase_add_test(tc, longconv_step_matches);
+    tcase_add_test(tc, longconv_tiles_match_direct);
     tcase_add_test(tc, sscan_known_l1);
     tcase_add_test(tc, sscan_known_decay);
     tcase_add_test(tc, sscan_grad);
@@ -912,6 +1004,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, s4d_kernel_known);
     tcase_add_test(tc, s4d_kernel_grad);
     tcase_add_test(tc, s4d_step_matches_longconv);
+    tcase_add_test(tc, h3_kernels_whole_tiles_grad);
+    tcase_add_test(tc, h3_kernels_deterministic_threads);
     tcase_add_test(tc, h3_outer_and_gate);
     tcase_add_test(tc, hyena_filter_grad);
     tcase_add_test(tc, relu_filter_grad);

@@ -1,4 +1,7 @@
 /* Causal depthwise short convolution SC_K (spec §1): forward, backward, recurrent step. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3", "fp-contract=fast") /* vectorised channel loops; FMA in the AVX2/AVX-512 clones */
+#endif
 #include <string.h>
 
 #include "ops/kernel_util.h"
@@ -23,30 +26,76 @@ void mlk_conv1d_bwd(int B, int L, int C, int K, const float *x, const float *w, 
     mlk_conv1d_bwd_ld(B, L, C, K, x, C, w, dy, dx, dw, dbias);
 }
 
+/* One batch element: y[t] = bias + Σ_j w[:,j]⊙x[t−K+1+j], taps added in order as contiguous
+ * channel axpys. xb: [L,C] rows ldx apart; yb: [L,C]; wt: [K,C] (transposed) or NULL. */
+MLK_CLONES static void conv_fwd_one(int L, int C, int K, const float *xb, int ldx, const float *w, const float *wt,
+                                    const float *bias, float *yb) {
+    for (int t = 0; t < L; t++) {
+        float *yt = yb + (size_t)t * C;
+        if (bias) memcpy(yt, bias, sizeof(float) * C);
+        else memset(yt, 0, sizeof(float) * C);
+        for (int j = 0; j < K; j++) {
+            int tau = t - (K - 1) + j; /* input position weighted by w[:,j] */
+            if (tau < 0) continue;
+            const float *xt = xb + (size_t)tau * ldx;
+            if (wt) {
+                const float *wj = wt + (size_t)j * C;
+#pragma omp simd
+                for (int c = 0; c < C; c++) yt[c] += wj[c] * xt[c];
+            } else {
+                for (int c = 0; c < C; c++) yt[c] += w[(size_t)c * K + j] * xt[c];
+            }
+        }
+    }
+}
+
 void mlk_conv1d_fwd_ld(int B, int L, int C, int K, const float *x, int ldx, const float *w, const float *bias,
                        float *y) {
     float wbuf[WT_MAX];
     const float *wt = transpose_w(C, K, w, wbuf);
     int nt = mlk_threads_for((double)B * L * C * K);
 #pragma omp parallel for num_threads(nt) schedule(static)
+    for (int b = 0; b < B; b++) conv_fwd_one(L, C, K, x + (size_t)b * L * ldx, ldx, w, wt, bias, y + (size_t)b * L * C);
+}
+
+/* dx[τ] = Σ_j dy[τ+K−1−j]⊙w[:,j] of one batch element, taps in order as channel axpys. */
+MLK_CLONES static void conv_dx_one(int L, int C, int K, const float *dyb, const float *w, const float *wt, float *dxb) {
+    for (int tau = 0; tau < L; tau++) {
+        float *dxt = dxb + (size_t)tau * C;
+        memset(dxt, 0, sizeof(float) * C);
+        for (int j = 0; j < K; j++) {
+            int t = tau + K - 1 - j;
+            if (t >= L) continue;
+            const float *dyt = dyb + (size_t)t * C;
+            if (wt) {
+                const float *wj = wt + (size_t)j * C;
+#pragma omp simd
+                for (int c = 0; c < C; c++) dxt[c] += wj[c] * dyt[c];
+            } else {
+                for (int c = 0; c < C; c++) dxt[c] += w[(size_t)c * K + j] * dyt[c];
+            }
+        }
+    }
+}
+
+/* dw and dbias over a block of channels [c0, c0+cw) (cw ≤ CB), summed in the fixed order b, t. */
+enum { CB = 64 };
+MLK_CLONES static void conv_dw_block(int B, int L, int C, int K, int c0, int cw, const float *x, int ldx,
+                                     const float *dy, float *acc_w, float *acc_b) {
     for (int b = 0; b < B; b++) {
-        const float *xb = x + (size_t)b * L * ldx; /* [L,C], rows ldx apart */
-        float *yb = y + (size_t)b * L * C;
+        const float *xb = x + (size_t)b * L * ldx + c0;
+        const float *dyb = dy + (size_t)b * L * C + c0;
         for (int t = 0; t < L; t++) {
-            float *yt = yb + (size_t)t * C;
-            if (bias) memcpy(yt, bias, sizeof(float) * C);
-            else memset(yt, 0, sizeof(float) * C);
+            const float *dyt = dyb + (size_t)t * C;
+#pragma omp simd
+            for (int c = 0; c < cw; c++) acc_b[c] += dyt[c];
             for (int j = 0; j < K; j++) {
-                int tau = t - (K - 1) + j; /* input position weighted by w[:,j] */
+                int tau = t - (K - 1) + j;
                 if (tau < 0) continue;
                 const float *xt = xb + (size_t)tau * ldx;
-                if (wt) {
-                    const float *wj = wt + (size_t)j * C;
+                float *aj = acc_w + j * CB;
 #pragma omp simd
-                    for (int c = 0; c < C; c++) yt[c] += wj[c] * xt[c];
-                } else {
-                    for (int c = 0; c < C; c++) yt[c] += w[(size_t)c * K + j] * xt[c];
-                }
+                for (int c = 0; c < cw; c++) aj[c] += dyt[c] * xt[c];
             }
         }
     }
@@ -58,33 +107,12 @@ void mlk_conv1d_bwd_ld(int B, int L, int C, int K, const float *x, int ldx, cons
     const float *wt = transpose_w(C, K, w, wbuf);
     int nt = mlk_threads_for((double)B * L * C * K);
     if (dx) {
-        /* dx[τ] = Σ_j dy[τ+K−1−j]·w[:,j]: independent per batch element */
 #pragma omp parallel for num_threads(nt) schedule(static)
-        for (int b = 0; b < B; b++) {
-            const float *dyb = dy + (size_t)b * L * C;
-            float *dxb = dx + (size_t)b * L * C;
-            for (int tau = 0; tau < L; tau++) {
-                float *dxt = dxb + (size_t)tau * C;
-                memset(dxt, 0, sizeof(float) * C);
-                for (int j = 0; j < K; j++) {
-                    int t = tau + K - 1 - j;
-                    if (t >= L) continue;
-                    const float *dyt = dyb + (size_t)t * C;
-                    if (wt) {
-                        const float *wj = wt + (size_t)j * C;
-#pragma omp simd
-                        for (int c = 0; c < C; c++) dxt[c] += wj[c] * dyt[c];
-                    } else {
-                        for (int c = 0; c < C; c++) dxt[c] += w[(size_t)c * K + j] * dyt[c];
-                    }
-                }
-            }
-        }
+        for (int b = 0; b < B; b++) conv_dx_one(L, C, K, dy + (size_t)b * L * C, w, wt, dx + (size_t)b * L * C);
     }
     if (dw || dbias) {
         /* Parameter gradients sum over (b,t): each thread owns a block of channels and sums in the
          * fixed order b, t, so the bits do not depend on the thread count. */
-        enum { CB = 64 };
         int nblk = (C + CB - 1) / CB;
 #pragma omp parallel for num_threads(nt < nblk ? nt : nblk) schedule(static)
         for (int blk = 0; blk < nblk; blk++) {
@@ -94,22 +122,7 @@ void mlk_conv1d_bwd_ld(int B, int L, int C, int K, const float *x, int ldx, cons
             int kk = K <= 16 ? K : 0;
             memset(acc_w, 0, sizeof acc_w);
             memset(acc_b, 0, sizeof acc_b);
-            for (int b = 0; b < B; b++) {
-                const float *xb = x + (size_t)b * L * ldx + c0;
-                const float *dyb = dy + (size_t)b * L * C + c0;
-                for (int t = 0; t < L; t++) {
-                    const float *dyt = dyb + (size_t)t * C;
-                    for (int c = 0; c < cw; c++) acc_b[c] += dyt[c];
-                    for (int j = 0; j < kk; j++) {
-                        int tau = t - (K - 1) + j;
-                        if (tau < 0) continue;
-                        const float *xt = xb + (size_t)tau * ldx;
-                        float *aj = acc_w + j * CB;
-#pragma omp simd
-                        for (int c = 0; c < cw; c++) aj[c] += dyt[c] * xt[c];
-                    }
-                }
-            }
+            conv_dw_block(B, L, C, kk, c0, cw, x, ldx, dy, acc_w, acc_b);
             if (dbias)
                 for (int c = 0; c < cw; c++) dbias[c0 + c] = acc_b[c];
             if (dw) {

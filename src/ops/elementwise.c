@@ -360,6 +360,25 @@ MLK_CLONES static void unary_f32(ml_unop op, int64_t n, const float *x, float *y
     }
 }
 
+/* SiLU or softplus y and s = σ(x), which is what their backward needs (the bits of mlk_sigmoid) */
+MLK_CLONES static void unary_sigmoid_f32(ml_unop op, int64_t n, const float *x, float *y, float *s) {
+    if (op == ML_SILU) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) {
+            float si = mlk_sigmoid(x[i]);
+            s[i] = si;
+            y[i] = x[i] * si;
+        }
+    } else {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) {
+            float xi = x[i], t = mlk_expf_neg(xi < 0 ? xi : -xi), r = 1.0f / (1.0f + t); /* mlk_sigmoid's steps */
+            s[i] = xi < 0 ? t * r : r;
+            y[i] = mlk_softplus_t(xi, t);
+        }
+    }
+}
+
 /* d = g · f'(x): the loops of unary_backward, multiversioned like unary_f32 */
 MLK_CLONES static void unary_grad_f32(ml_unop op, int64_t m, const float *x, const float *y, const float *pg,
                                          float *d) {
@@ -385,16 +404,13 @@ MLK_CLONES static void unary_grad_f32(ml_unop op, int64_t m, const float *x, con
             d[i] = pg[i] * (cdf + x[i] * pdf);
         }
         break;
-    case ML_SILU:
+    case ML_SILU: /* y holds σ(x) here (ml_unary saves it in place of the output), as for softplus */
 #pragma omp simd
-        for (int64_t i = 0; i < m; i++) {
-            float s = mlk_sigmoid(x[i]);
-            d[i] = pg[i] * s * (1.0f + x[i] * (1.0f - s));
-        }
+        for (int64_t i = 0; i < m; i++) d[i] = pg[i] * y[i] * (1.0f + x[i] * (1.0f - y[i]));
         break;
-    case ML_SOFTPLUS:
+    case ML_SOFTPLUS: /* y holds σ(x) here too */
 #pragma omp simd
-        for (int64_t i = 0; i < m; i++) d[i] = x[i] > 20.0f ? pg[i] : pg[i] * mlk_sigmoid(x[i]);
+        for (int64_t i = 0; i < m; i++) d[i] = x[i] > 20.0f ? pg[i] : pg[i] * y[i];
         break;
     case ML_SIN: for (int64_t i = 0; i < m; i++) d[i] = pg[i] * cosf(x[i]); break;
     case ML_COS: for (int64_t i = 0; i < m; i++) d[i] = -pg[i] * sinf(x[i]); break;
@@ -443,17 +459,25 @@ ml_tensor *ml_unary(ml_unop op, ml_tensor *a) {
         ml_release(x);
         return NULL;
     }
-    unary_f32(op, ml_numel(out), ml_f32(x), ml_f32(out));
+    /* SiLU's and softplus's backward need σ(x): the forward keeps it (the bits a recomputation gives) */
+    bool keep_sig = (op == ML_SILU || op == ML_SOFTPLUS) && ml_needs_grad(a);
+    ml_tensor *sig = keep_sig ? ml_empty(ML_F32, a->ndim, a->shape) : NULL;
+    if (keep_sig && !sig) {
+        ml_release(x), ml_release(out);
+        return NULL;
+    }
+    if (sig) unary_sigmoid_f32(op, ml_numel(out), ml_f32(x), ml_f32(out), ml_f32(sig));
+    else unary_f32(op, ml_numel(out), ml_f32(x), ml_f32(out));
     if (ml_needs_grad(a)) {
         ml_node *node = ml_node_new(unop_bw_names[op], unary_backward, 1, &a);
         if (node) {
             node->iarg[0] = op;
             ml_node_save(node, 0, x);
-            ml_node_save(node, 1, out);
+            ml_node_save(node, 1, sig ? sig : out);
         }
         out = mlo_attach(out, node);
     }
-    ml_release(x);
+    ml_release(x), ml_release(sig);
     return out;
 }
 

@@ -114,12 +114,13 @@ static inline float mlk_sigmoid(float x) {
 
 /* softplus with PyTorch's threshold (x above 20 is returned as is): max(x, 0) + log1p(e^{−|x|}),
  * log1p(t) = log(u)·t/(u − 1) with u = 1 + t keeping full relative accuracy for small t. */
-static inline float mlk_softplus(float x) {
-    float ax = x < 0 ? -x : x, t = mlk_expf_neg(-ax), u = 1.0f + t, d = u - 1.0f;
+static inline float mlk_softplus_t(float x, float t) { /* t = e^{−|x|} */
+    float u = 1.0f + t, d = u - 1.0f;
     float l1p = d == 0.0f ? t : mlk_log_1_2(u) * (t / d);
     float y = (x > 0 ? x : 0.0f) + l1p;
     return x > 20.0f ? x : y;
 }
+static inline float mlk_softplus(float x) { return mlk_softplus_t(x, mlk_expf_neg(x < 0 ? x : -x)); }
 
 /* The standard normal's cdf Φ(x) = (1 + erf(x/√2))/2 and pdf φ(x) = e^{−x²/2}/√(2π), erf by
  * Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7) sharing its exponential with φ. */

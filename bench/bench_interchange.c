@@ -16,6 +16,7 @@
 #include "tasks/task.h"
 
 int main(int argc, char **argv) {
+    ml_threads_exec_passive(argv); /* workers that sleep when idle (core/threads.h) */
     const char *archs[16];
     int n = 0;
     bool reference = false;

@@ -149,6 +149,7 @@ static void bench(int D) {
 }
 
 int main(int argc, char **argv) {
+    ml_threads_exec_passive(argv); /* workers that sleep when idle (core/threads.h) */
     int threads = argc > 1 ? atoi(argv[1]) : 1;
     if (argc > 2) reps = atoi(argv[2]);
     ml_set_threads(threads);

@@ -48,6 +48,7 @@ static double forward_flops(const ml_model *m, double B, double L, double N) {
 }
 
 int main(int argc, char **argv) {
+    ml_threads_exec_passive(argv); /* workers that sleep when idle (core/threads.h) */
     const char *archs_default[] = {"attention"};
     const char **archs = argc > 1 ? (const char **)argv + 1 : archs_default;
     int n_archs = argc > 1 ? argc - 1 : 1;
@@ -77,7 +78,7 @@ int main(int argc, char **argv) {
                 ml_batch_stats st;
                 ml_tensor *tok[8], *tg[8], *pos[8];
                 for (int b = 0; b < 8; b++) ml_dataset_batch_range(ds, 32 * b, 32, &tok[b], &tg[b], &pos[b]);
-                for (int i = 0; i < 5; i++) ml_train_step(m, &opt, tok[i % 8], tg[i % 8], 1e-3, &st); /* warm up */
+                for (int i = 0; i < 20; i++) ml_train_step(m, &opt, tok[i % 8], tg[i % 8], 1e-3, &st); /* warm up */
                 int steps = di ? 20 : 60;
                 double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
                 for (int i = 0; i < steps; i++)

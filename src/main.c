@@ -21,6 +21,7 @@
 #include <lualib.h>
 
 #include "core/error.h"
+#include "core/threads.h"
 #include "lua/binding.h"
 
 #ifndef MECHLAB_VERSION
@@ -861,6 +862,7 @@ static int pmain(lua_State *L) {
 }
 
 int main(int argc, char **argv) {
+    ml_threads_exec_passive(argv); /* workers that sleep when idle (core/threads.h) */
     if (argc > 0 && argv[0][0]) {
         const char *slash = strrchr(argv[0], '/');
         progname = slash ? slash + 1 : argv[0];

@@ -239,6 +239,15 @@ MLK_INLINE void bwd_block(int W, int L, int E, int N, const float *u, const floa
     }
 }
 
+/* x[r][i] += x[r][i + h] for i < h over rows of VB floats: one step of the lane-sum tree. */
+MLK_INLINE void fold_lanes(int h, size_t rows, float *x) {
+    for (size_t r = 0; r < rows; r++) {
+        float *xr = x + r * VB;
+#pragma omp simd
+        for (int i = 0; i < h; i++) xr[i] += xr[i + h];
+    }
+}
+
 /* Backward of one batch element (pointers at the element). hs: [L,E,N] saved states or NULL;
  * h0, dh0: [E,N] or NULL. dAb: [N,E], dDb: [E] this element's partials (overwritten).
  * AT, A2T: [N,E] A and A·log2(e). scratch: 4·L·N·VB + 5·N·VB floats. */
@@ -284,15 +293,16 @@ MLK_CLONES static void scan_bwd_one(int L, int E, int N, const float *u, const f
             for (int n = 0; n < N; n++)
                 for (int i = 0; i < W; i++) dh0[(size_t)(e0 + i) * N + n] = carry[n * VB + i];
     }
-    /* lane partials summed in lane order: the same bits for any vector width */
-    for (int t = 0; t < L; t++)
-        for (int n = 0; n < N; n++) {
-            const float *c = lanes + ((size_t)t * N + n) * VB, *bb = lanes + LNV + ((size_t)t * N + n) * VB;
-            float sC = 0.0f, sB = 0.0f;
-            for (int i = 0; i < VB; i++) sC += c[i], sB += bb[i];
-            if (dCm) dCm[(size_t)t * N + n] = sC;
-            if (dBm) dBm[(size_t)t * N + n] = sB;
-        }
+    /* lane partials summed as a fixed pairwise tree (vector steps over all (t, n) at once; a serial
+     * sum per (t, n) took a fifth of this function): the same bits for any vector width */
+    fold_lanes(VB / 2, 2 * (size_t)L * N, lanes);
+    fold_lanes(VB / 4, 2 * (size_t)L * N, lanes);
+    fold_lanes(VB / 8, 2 * (size_t)L * N, lanes);
+    fold_lanes(VB / 16, 2 * (size_t)L * N, lanes);
+    for (size_t tn = 0; tn < (size_t)L * N; tn++) {
+        if (dCm) dCm[tn] = lanes[tn * VB];
+        if (dBm) dBm[tn] = lanes[LNV + tn * VB];
+    }
 }
 
 int mlk_sscan_bwd(int B, int L, int E, int N, const float *u, const float *delta, const float *A, const float *Bm,

@@ -99,10 +99,7 @@ int mlk_delta_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
     if (!scratch) return -1;
 #pragma omp parallel num_threads(nt)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        int tid = mlk_thread_id();
         float *S = scratch + per_thread * tid, *ut = S + SS, *vt = ut + Dv;
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
@@ -323,10 +320,7 @@ int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
     if (!scratch) return -1;
 #pragma omp parallel num_threads(nt)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        int tid = mlk_thread_id();
         float *STall = scratch + per_thread * tid; /* per_thread is not a multiple of 1024 either */
         float *dS = STall + nst * SP, *dST = dS + SP;
         float *uall = dST + SP, *vall = uall + (size_t)L * Dv;
@@ -463,10 +457,7 @@ int mlk_delta_quad_fwd(int B, int L, int H, int Dk, int Dv, float scale, const f
     if (!scratch) return -1;
 #pragma omp parallel num_threads(nt)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        int tid = mlk_thread_id();
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)
@@ -564,10 +555,7 @@ int mlk_delta_quad_bwd(int B, int L, int H, int Dk, int Dv, float scale, const f
     if (!scratch) return -1;
 #pragma omp parallel num_threads(nt)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        int tid = mlk_thread_id();
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)

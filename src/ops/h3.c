@@ -252,10 +252,7 @@ int mlk_s4d_kernel_fwd(int H, int M, int L, const float *Cc, const float *log_dt
     if (!w) return -1;
 #pragma omp parallel num_threads(nt)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        int tid = mlk_thread_id();
 #pragma omp for schedule(static)
         for (int h = 0; h < H; h++)
             s4d_fwd_one(h, H, M, L, Cc, log_dt, Bc, inv_A_real, A_imag, w + per_thread * tid, K);
@@ -358,10 +355,7 @@ int mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt
     if (!w) return -1;
 #pragma omp parallel num_threads(nt)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        int tid = mlk_thread_id();
 #pragma omp for schedule(static)
         for (int h = 0; h < H; h++)
             s4d_bwd_one(h, H, M, L, Cc, log_dt, Bc, inv_A_real, A_imag, dK, dCc, dlog_dt, dBc, dinv_A_real, dA_imag,

@@ -35,6 +35,15 @@
 static inline float *mlk_falloc(size_t n) { return malloc(sizeof(float) * (n ? n : 1)); }
 static inline double *mlk_dalloc(size_t n) { return malloc(sizeof(double) * (n ? n : 1)); }
 
+/* This thread's index inside an OpenMP parallel region (0 without OpenMP): picks its scratch. */
+static inline int mlk_thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
 /* Threads for a loop doing about `work` multiply-adds: one below ~64k (fork/join costs ~µs). */
 static inline int mlk_threads_for(double work) { return work < 65536.0 ? 1 : ml_threads(); }
 

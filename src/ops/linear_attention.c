@@ -138,10 +138,7 @@ int mlk_based_bwd(int B, int L, int H, int F, int Dv, float eps, const float *q,
             }
 #pragma omp parallel num_threads(nt)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        int tid = mlk_thread_id();
         float *arow = scratch + per_thread * tid, *yt = arow + L;
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)

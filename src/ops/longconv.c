@@ -273,14 +273,6 @@ static void bwd_grouped(int B, int L, int C, int G, const float *u, const float 
     }
 }
 
-static inline int lc_tid(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
 void mlk_longconv_fwd(int B, int L, int C, int G, const float *u, const float *k, const float *dskip, float *y) {
     int nt = mlk_threads_for(0.5 * B * L * L * C), nq = lc_chunks(C);
     size_t nk = (size_t)nq * L * LC_CB, per_thread = (size_t)L * LC_CB;
@@ -293,7 +285,7 @@ void mlk_longconv_fwd(int B, int L, int C, int G, const float *u, const float *k
     lc_pack_filter(L, C, G, k, dskip, kp, dsp);
 #pragma omp parallel num_threads(nt)
     {
-        float *up = ups + per_thread * lc_tid();
+        float *up = ups + per_thread * mlk_thread_id();
 #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) lc_fwd_one(L, C, u + (size_t)b * L * C, kp, dsp, y + (size_t)b * L * C, up);
     }
@@ -317,7 +309,7 @@ void mlk_longconv_bwd(int B, int L, int C, int G, const float *u, const float *k
         lc_pack_filter(L, C, G, k, dskip, kp, dsp);
 #pragma omp parallel num_threads(nt)
         {
-            float *dyp = ws + per_thread * lc_tid();
+            float *dyp = ws + per_thread * mlk_thread_id();
 #pragma omp for schedule(static)
             for (int b = 0; b < B; b++)
                 lc_du_one(L, C, dy + (size_t)b * L * C, kp, dsp, du + (size_t)b * L * C, dyp);
@@ -329,7 +321,7 @@ void mlk_longconv_bwd(int B, int L, int C, int G, const float *u, const float *k
         int nblk = (C + CB - 1) / CB;
 #pragma omp parallel num_threads(nt < nblk ? nt : nblk)
         {
-            float *wt = ws + per_thread * lc_tid();
+            float *wt = ws + per_thread * mlk_thread_id();
 #pragma omp for schedule(static)
             for (int blk = 0; blk < nblk; blk++) {
                 int c0 = blk * CB, cw = c0 + CB < C ? CB : C - c0;

@@ -117,10 +117,7 @@ int mlk_sscan_fwd(int B, int L, int E, int N, const float *u, const float *delta
     to_ne(E, N, A, AT, SSCAN_LOG2E);
 #pragma omp parallel num_threads(nt)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        int tid = mlk_thread_id();
         float *h = scratch + EN + per_thread * tid, *HT = hs ? h + EN : NULL;
 #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) {
@@ -320,10 +317,7 @@ int mlk_sscan_bwd(int B, int L, int E, int N, const float *u, const float *delta
     to_ne(E, N, A, A2T, SSCAN_LOG2E);
 #pragma omp parallel num_threads(nt)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        int tid = mlk_thread_id();
 #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) {
             size_t bL = (size_t)b * L;

@@ -47,13 +47,13 @@ static inline int mlk_thread_id(void) {
 /* Threads for a loop doing about `work` multiply-adds: one below ~64k (fork/join costs ~µs). */
 static inline int mlk_threads_for(double work) { return work < 65536.0 ? 1 : ml_threads(); }
 
-/* expf by range reduction and a degree-7 polynomial: relative error about 1 ulp on [−87, 88], inputs
- * below are flushed to 0. Written with plain arithmetic so that `omp simd` loops vectorise it
- * (libm's expf is an opaque call that stops vectorisation). */
-static inline float mlk_expf(float x) {
+/* exp(x) for x ≤ 88 by range reduction and a degree-7 polynomial: relative error about 1 ulp on
+ * [−87, 88], inputs below are flushed to 0, NaN passes through. Written with plain arithmetic so
+ * that `omp simd` loops vectorise it (libm's expf is an opaque call that stops vectorisation).
+ * Callers' arguments are ≤ 0 (decays, e^{−|x|}); mlk_expf adds the upper clamp. */
+static inline float mlk_expf_neg(float x) {
     float in = x;
     x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
     x = in == in ? x : 0.0f; /* NaN: compute on 0 (no NaN reaches the float-to-int conversion) */
     const float shifter = 12582912.0f; /* 1.5·2^23: adding it rounds to an integer */
     float kf = x * 1.44269504088896341f + shifter;
@@ -76,31 +76,8 @@ static inline float mlk_expf(float x) {
     return in == in ? (x <= -87.0f ? 0.0f : p * scale.f) : in;
 }
 
-/* exp(x) for x ≤ 0 (the scan's decays exp(Δ·A), Δ > 0 > A): mlk_expf without the upper clamp. */
-static inline float mlk_expf_neg(float x) {
-    float in = x;
-    x = x < -87.0f ? -87.0f : x;
-    x = in == in ? x : 0.0f; /* NaN: compute on 0 (no NaN reaches the float-to-int conversion) */
-    const float shifter = 12582912.0f;
-    float kf = x * 1.44269504088896341f + shifter;
-    kf -= shifter;
-    float r = x - kf * 0.693145751953125f;
-    r -= kf * 1.42860682030941723212e-6f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    union {
-        int32_t i;
-        float f;
-    } scale;
-    scale.i = (int32_t)((uint32_t)((int32_t)kf + 127) << 23);
-    return in == in ? (x <= -87.0f ? 0.0f : p * scale.f) : in;
-}
+/* expf on the whole line: arguments above 88 give e^88 (about FLT_MAX / 2). */
+static inline float mlk_expf(float x) { return mlk_expf_neg(x > 88.0f ? 88.0f : x); }
 
 /* log(u) for u in [1, 2]: 2·atanh(s), s = (u − 1)/(u + 1) <= 1/3, series to s^13 (error < 1e-8). */
 static inline float mlk_log_1_2(float u) {

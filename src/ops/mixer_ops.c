@@ -89,47 +89,29 @@ static ml_status grads_ok(ml_node *n, ml_tensor **gin) {
     return ML_OK;
 }
 
-/* Pointwise parts of the fused ops, as vectorised loops compiled for AVX2/AVX-512 (libm's expf and
- * log1pf are opaque calls that cost more than the scan itself). */
-MLK_INLINE float sigm(float x) { return 1.0f / (1.0f + mlk_expf(-x)); }
-/* softplus with the threshold 20 of torch and the mamba kernel: x above it, else
- * max(x,0) + log1p(e^{−|x|}), log1p(y) = 2·atanh(s) with s = y/(2+y) ≤ 1/3 (no cancellation for
- * small y) summed to s¹⁵ (truncation < 1e-8 relative). */
-MLK_INLINE float softplus20(float x) {
-    float ax = x < 0.0f ? -x : x, y = mlk_expf(-ax), s = y / (2.0f + y), s2 = s * s;
-    float p = 1.0f / 15.0f;
-    p = p * s2 + 1.0f / 13.0f;
-    p = p * s2 + 1.0f / 11.0f;
-    p = p * s2 + 1.0f / 9.0f;
-    p = p * s2 + 1.0f / 7.0f;
-    p = p * s2 + 1.0f / 5.0f;
-    p = p * s2 + 1.0f / 3.0f;
-    p = p * s2 + 1.0f;
-    float r = (x > 0.0f ? x : 0.0f) + 2.0f * s * p;
-    return x > 20.0f ? x : r;
-}
-
+/* Pointwise parts of the fused ops, as vectorised loops compiled for AVX2/AVX-512, on the sigmoid
+ * and softplus (threshold 20, as torch and the mamba kernel) of kernel_util.h that ml_unary uses. */
 /* y = x ⊙ σ(x) */
 MLK_CLONES static void pw_silu(size_t n, const float *x, float *y) {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = x[i] * sigm(x[i]);
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * mlk_sigmoid(x[i]);
 }
 /* gx = g ⊙ silu'(x), silu'(x) = σ(x)(1 + x(1 − σ(x))) */
 MLK_CLONES static void pw_silu_bwd(size_t n, const float *x, const float *g, float *gx) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
-        float sg = sigm(x[i]);
+        float sg = mlk_sigmoid(x[i]);
         gx[i] = g[i] * sg * (1.0f + x[i] * (1.0f - sg));
     }
 }
 MLK_CLONES static void pw_softplus(size_t n, const float *x, float *y) {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = softplus20(x[i]);
+    for (size_t i = 0; i < n; i++) y[i] = mlk_softplus(x[i]);
 }
 /* g ⊙ softplus'(x) in place: σ(x), 1 above the threshold */
 MLK_CLONES static void pw_softplus_bwd(size_t n, const float *x, float *g) {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) g[i] *= x[i] > 20.0f ? 1.0f : sigm(x[i]);
+    for (size_t i = 0; i < n; i++) g[i] *= x[i] > 20.0f ? 1.0f : mlk_sigmoid(x[i]);
 }
 /* out[r,:] = ys[r,:] ⊙ silu(z[r,:]) over R rows of E (z rows ldz apart) */
 MLK_CLONES static void pw_gate(size_t R, int E, const float *ys, const float *z, size_t ldz, float *out) {
@@ -137,7 +119,7 @@ MLK_CLONES static void pw_gate(size_t R, int E, const float *ys, const float *z,
         const float *zr = z + r * ldz, *yr = ys + r * E;
         float *o = out + r * E;
 #pragma omp simd
-        for (int e = 0; e < E; e++) o[e] = yr[e] * (zr[e] * sigm(zr[e]));
+        for (int e = 0; e < E; e++) o[e] = yr[e] * (zr[e] * mlk_sigmoid(zr[e]));
     }
 }
 /* gated backward: gs = g ⊙ silu(z), dz = g ⊙ ys ⊙ silu'(z) (dz may be NULL) */
@@ -148,7 +130,7 @@ MLK_CLONES static void pw_gate_bwd(size_t R, int E, const float *ys, const float
         float *gsr = gs + r * E, *dzr = dz ? dz + r * E : NULL;
 #pragma omp simd
         for (int e = 0; e < E; e++) {
-            float zi = zr[e], sg = sigm(zi);
+            float zi = zr[e], sg = mlk_sigmoid(zi);
             gsr[e] = gr[e] * zi * sg;
             if (dzr) dzr[e] = gr[e] * yr[e] * sg * (1.0f + zi * (1.0f - sg));
         }

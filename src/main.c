@@ -51,6 +51,7 @@ typedef struct {
 static void print_usage(FILE *f) {
     fprintf(f,
             "usage: %s [options] [script [args...]]\n"
+            "       %s sweep run|status|aggregate|exec ...   (docs/sweeps.md; 'sweep help')\n"
             "Runs a Lua 5.4 script with the mech module loaded, or starts the REPL.\n"
             "Options:\n"
             "  -e code        execute the string 'code' (may be repeated)\n"
@@ -67,7 +68,7 @@ static void print_usage(FILE *f) {
             "  MECHLAB_HISTORY   REPL history file (default ~/.mechlab_history; empty: none)\n"
             "  LUA_PATH, LUA_CPATH  module search paths, as for lua\n"
             "Exit status: 0 on success, 1 on a Lua error, 2 on a usage error.\n",
-            progname);
+            progname, progname);
 }
 
 static void print_version(void) {
@@ -264,11 +265,27 @@ static bool run_args(lua_State *L, const options *o) {
     return true;
 }
 
+/* Commands of the host ("mechlab sweep run ..."): each is the Lua module mech.<name>, whose
+ * main(...) gets the remaining arguments. A file of the same name in the working directory wins. */
+static const char *const commands[] = {"sweep", NULL};
+
+static int load_command(lua_State *L, const char *name) {
+    for (const char *const *c = commands; *c; c++)
+        if (strcmp(name, *c) == 0 && access(name, F_OK) != 0) {
+            lua_pushfstring(L, "return require('mech.%s').main(...)", name);
+            int status = luaL_loadbuffer(L, lua_tostring(L, -1), lua_rawlen(L, -1), name);
+            lua_remove(L, -2);
+            return status;
+        }
+    return -1;
+}
+
 static int run_script(lua_State *L, const options *o) {
     const char *fname = o->argv[o->script];
     /* "-" is stdin unless it came after "--" (then it is a file named "-") */
     if (strcmp(fname, "-") == 0 && strcmp(o->argv[o->script - 1], "--") != 0) fname = NULL;
-    int status = luaL_loadfile(L, fname);
+    int status = fname ? load_command(L, fname) : -1;
+    if (status == -1) status = luaL_loadfile(L, fname);
     if (status == LUA_OK) {
         int n = o->argc - o->script - 1;
         luaL_checkstack(L, n + 3, "too many arguments to script");

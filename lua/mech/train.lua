@@ -27,9 +27,20 @@ local defaults = {
 }
 -- keys without a default (nil unless given)
 local optional = { "steps", "task_seed", "eval_splits", "out", "checkpoint_every", "resume", "threads", "progress",
-  "evaluators", "stop_at" }
+  "evaluators", "stop_at", "overwrite", "lock", "on_nonfinite" }
 
-local function distance(a, b)
+--- The default of a config key (nil for keys without one).
+function train.default(key) return defaults[key] end
+
+--- The keys a train.run config may hold (a set).
+function train.config_keys()
+  local keys = {}
+  for k in pairs(defaults) do keys[k] = true end
+  for _, k in ipairs(optional) do keys[k] = true end
+  return keys
+end
+
+local function distance(a, b) -- Levenshtein, for did-you-mean
   local d = {}
   for i = 0, #a do d[i] = { [0] = i } end
   for j = 0, #b do d[0][j] = j end
@@ -42,11 +53,11 @@ local function distance(a, b)
   return d[#a][#b]
 end
 
+train.distance = distance
+
 local function check_config(cfg)
   if type(cfg) ~= "table" then error("train.run: argument 1 expected a config table, got " .. type(cfg), 3) end
-  local known = {}
-  for k in pairs(defaults) do known[k] = true end
-  for _, k in ipairs(optional) do known[k] = true end
+  local known = train.config_keys()
   for k in pairs(cfg) do
     if not known[k] then
       local best, bd = nil, math.huge
@@ -72,12 +83,28 @@ local function check_config(cfg)
   if c.steps ~= nil and (math.type(c.steps) ~= "integer" or c.steps < 0) then
     error("train.run: 'steps' expected an integer >= 0, got " .. tostring(c.steps), 3)
   end
+  if c.on_nonfinite ~= nil and c.on_nonfinite ~= "stop" and c.on_nonfinite ~= "continue" then
+    error("train.run: 'on_nonfinite' expected \"stop\" or \"continue\", got " .. tostring(c.on_nonfinite), 3)
+  end
+  if c.resume ~= nil and c.resume ~= true and c.resume ~= false and type(c.resume) ~= "string" then
+    error("train.run: 'resume' expected true or a checkpoint path, got " .. type(c.resume), 3)
+  end
+  if (c.resume == true or c.overwrite or c.lock) and not c.out then
+    error("train.run: 'resume = true', 'overwrite' and 'lock' need 'out' (the run directory)", 3)
+  end
+  if c.resume and c.overwrite then error("train.run: 'resume' and 'overwrite' exclude each other", 3) end
   return c
 end
 
 local function make_task(c)
   if type(c.task) == "string" then return mech.task.preset(c.task, c.task_seed or c.seed) end
-  if type(c.task) == "table" and c.task.preset then return mech.task.preset(c.task.preset, c.task.seed or c.seed) end
+  if type(c.task) == "table" and c.task.preset then
+    local opts = nil
+    for k, v in pairs(c.task) do
+      if k ~= "preset" and k ~= "seed" then opts = opts or {}; opts[k] = v end
+    end
+    return mech.task.preset(c.task.preset, c.task.seed or c.task_seed or c.seed, opts)
+  end
   return c.task
 end
 
@@ -103,26 +130,107 @@ local function fmt_time(s)
   return string.format("%02d:%02d", s // 60, s % 60)
 end
 
-local function progress_line(step, total, loss, acc, rate, eta, width)
+-- The bar's loss and accuracy are the last training batch's; the latest evaluation stands beside.
+local function progress_line(step, total, loss, acc, rate, eta, width, last_eval)
   local frac = total > 0 and step / total or 1
   local bar = string.rep("#", math.floor(frac * width + 0.5)) .. string.rep(".", width - math.floor(frac * width + 0.5))
-  return string.format("\r[%s] %6d/%d  loss %.4f  acc %5.1f%%  %.1f steps/s  ETA %s ", bar, step, total, loss,
-    100 * acc, rate, fmt_time(eta))
+  local ev = last_eval and string.format("  | %s@%d acc %5.1f%% loss %.4f", last_eval.split, last_eval.step,
+    100 * last_eval.accuracy, last_eval.loss) or ""
+  return string.format("\r[%s] %6d/%d  batch loss %.4f acc %5.1f%%%s  %.1f steps/s  ETA %s ", bar, step, total, loss,
+    100 * acc, ev, rate, fmt_time(eta))
 end
 
-function train.run(cfg)
-  local c = check_config(cfg)
-  if c.threads then mech.threads(c.threads) end
+------------------------------------------------------------------------------------------------
+-- The run directory: refusal, lock, resumption (see docs/training.md, "Run directories")
+
+local run_files = { "manifest.json", "metrics.csv", "checkpoint.safetensors", "checkpoint-report.safetensors" }
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+-- Temp files of checkpoint writes a kill interrupted (`checkpoint.safetensors.tmp.*`).
+local function remove_temp_files(dir)
+  local p = io.popen("ls -A '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+  if not p then return end
+  for name in p:lines() do
+    if name:match("%.tmp%.") then os.remove(dir .. "/" .. name) end
+  end
+  p:close()
+end
+
+-- metrics.csv back to what a run resumed at `step` has not yet written: the rows of earlier
+-- steps and the training rows of `step` itself (logged before its checkpoint was saved).
+local function cut_metrics(path, step)
+  local text = read_file(path)
+  if not text then return end
+  local kept = {}
+  for line in text:gmatch("[^\n]+") do
+    local st, split = line:match("^(%-?%d+),([^,]*),")
+    st = tonumber(st)
+    if not st or st < step or (st == step and split == "train") then kept[#kept + 1] = line end
+  end
+  mech.sys.write_atomic(path, table.concat(kept, "\n") .. "\n")
+end
+
+local function command_line()
+  local parts = {}
+  if type(arg) == "table" then
+    local lo = 0
+    while arg[lo - 1] do lo = lo - 1 end
+    for i = lo, #arg do parts[#parts + 1] = tostring(arg[i]) end
+  end
+  return table.concat(parts, " ")
+end
+
+-- The config as recorded: what applies only (no `epochs` beside `steps`, no objects).
+local function recorded_config(c, task)
+  local r = {}
+  for k, v in pairs(c) do
+    if type(v) ~= "function" and type(v) ~= "userdata" and k ~= "evaluators" and k ~= "lock" then r[k] = v end
+  end
+  if c.steps then r.epochs = nil end
+  if type(c.task) ~= "string" and not (type(c.task) == "table" and c.task.preset) then r.task = task:name() end
+  return r
+end
+
+-- Model options that do not apply to the architecture are -1 in model:config(); leave them out.
+local function recorded_model(model)
+  local m = {}
+  for k, v in pairs(model:config()) do if v ~= -1 then m[k] = v end end
+  return m
+end
+
+-- The first parameter with a NaN or infinity (x − x is 0 for finite x, NaN otherwise).
+local function first_nonfinite(model)
+  for _, np in ipairs(model:named_parameters()) do
+    local t = np[2]
+    if (t - t):sum():item() ~= 0 then return np[1] end
+  end
+end
+
+local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge end
+
+------------------------------------------------------------------------------------------------
+
+-- The run itself, with the run directory (if any) prepared and locked.
+local function run_locked(c, t0, prior, ckpt_path)
   local task = make_task(c)
-  local t0 = mech.sys.time()
+  local started = mech.sys.utc()
 
   -- model and optimiser (fresh or resumed)
-  local model, opt, start = nil, nil, 0
-  if c.resume then
+  local model, opt, start, ckpt_total = nil, nil, 0, nil
+  local resume_from = type(c.resume) == "string" and c.resume or (c.resume and mech.sys.exists(ckpt_path) and ckpt_path)
+  if resume_from then
     local meta
-    model, opt, meta = mech.load(c.resume)
-    if not opt then error("train.run: checkpoint '" .. c.resume .. "' holds no optimiser state", 2) end
-    start = math.tointeger(tonumber(meta["train.step"])) or error("train.run: checkpoint has no train.step", 2)
+    model, opt, meta = mech.load(resume_from)
+    if not opt then error("train.run: checkpoint '" .. resume_from .. "' holds no optimiser state", 0) end
+    start = math.tointeger(tonumber(meta["train.step"])) or error("train.run: checkpoint has no train.step", 0)
+    ckpt_total = math.tointeger(tonumber(meta["train.total"]))
   else
     local mc = {}
     for k, v in pairs(c.model) do mc[k] = v end
@@ -133,7 +241,33 @@ function train.run(cfg)
   end
   if model:config().vocab < task:vocab_size() then
     error(string.format("train.run: the model's vocabulary (%d) is smaller than the task's (%d)", model:config().vocab,
-      task:vocab_size()), 2)
+      task:vocab_size()), 0)
+  end
+
+  local per_epoch = c.train_docs // c.batch_size
+  if per_epoch < 1 then error("train.run: fewer training documents than one batch", 0) end
+  local total = c.steps or per_epoch * c.epochs
+  if ckpt_total and ckpt_total ~= total then
+    error(string.format("train.run: the checkpoint %s belongs to a run of %d steps; this config has %d", resume_from,
+      ckpt_total, total), 0)
+  end
+  local manifest = {
+    config = recorded_config(c, task), task = task:config(), model = recorded_model(model), seed = c.seed,
+    version = mech.version, git = mech.git, host = mech.sys.hostname(), pid = mech.sys.getpid(),
+    command = command_line(), threads = mech.threads(), params = model:n_params(), steps = total,
+    start_time = prior and prior.start_time or started, status = "running", step = start, resumed_from = start,
+  }
+  local function write_manifest()
+    if c.out then mech.sys.write_atomic(c.out .. "/manifest.json", json.encode(manifest, "  ") .. "\n") end
+  end
+
+  -- a finished run resumed: returned as it is, nothing appended
+  if prior and prior.status == "done" and start == total and c.resume then
+    return {
+      status = "done", model = model, optimizer = opt, task = task, history = {}, steps = total,
+      final = prior.final, eval = prior.eval, wall = prior.wall_s or 0, steps_per_second = prior.steps_per_s,
+      manifest = prior,
+    }
   end
 
   -- data: generated in advance, iterated in a fixed order
@@ -142,21 +276,18 @@ function train.run(cfg)
   for _, split in ipairs(c.eval_splits or { "test" }) do
     eval_sets[#eval_sets + 1] = { split = split, ds = task:dataset(c.eval_docs, { seed = c.seed, split = split }) }
   end
-  local per_epoch = c.train_docs // c.batch_size
-  if per_epoch < 1 then error("train.run: fewer training documents than one batch", 2) end
-  local total = c.steps or per_epoch * c.epochs
   local sched = mech.lr_schedule { kind = c.schedule, lr = c.lr, total = total, warmup = c.warmup }
 
-  -- run directory
   local metrics
   if c.out then
-    mech.sys.mkdir(c.out)
+    cut_metrics(c.out .. "/metrics.csv", start)
     metrics = mech.sys.metrics(c.out .. "/metrics.csv")
   end
+  write_manifest()
   local tty = c.progress
   if tty == nil then tty = mech.sys.isatty(1) end
 
-  local history, final = {}, nil
+  local history, final, last_eval = {}, nil, nil
   local function evaluate(step)
     local res = {}
     for _, e in ipairs(eval_sets) do
@@ -171,7 +302,7 @@ function train.run(cfg)
     history[#history + 1] = { step = step, eval = res }
     for _, ev in ipairs(c.evaluators or {}) do
       if step % (ev.every or c.eval_every) == 0 or step == total then
-        ev.fn(step, model, { task = task, metrics = metrics, eval_sets = eval_sets })
+        ev.fn(step, model, { task = task, metrics = metrics, eval_sets = eval_sets, out = c.out, total = total })
       end
     end
     return res
@@ -179,7 +310,7 @@ function train.run(cfg)
 
   local function save(step)
     if not c.out then return end
-    model:save(c.out .. "/checkpoint.safetensors", { optimizer = opt, meta = {
+    model:save(ckpt_path, { optimizer = opt, meta = {
       ["train.step"] = tostring(step), ["train.total"] = tostring(total), ["train.schedule"] = c.schedule,
       ["train.lr"] = string.format("%.17g", c.lr), ["train.warmup"] = string.format("%.17g", c.warmup),
       ["train.seed"] = tostring(c.seed), ["task.name"] = task:name(),
@@ -188,58 +319,115 @@ function train.run(cfg)
 
   local last_loss, last_acc, t_loop, done_steps = 0 / 0, 0, mech.sys.time(), 0
   local stop_at = c.stop_at or total
-  for s = start, total do
-    if s % c.eval_every == 0 or s == total then
-      final = evaluate(s)
-      local main = final[eval_sets[1].split]
-      if not c.quiet and not tty then
-        print(string.format("step %d/%d  %s accuracy %.4f  loss %.4f  prob %.4f", s, total, eval_sets[1].split,
-          main.accuracy, main.loss, main.prob))
+  local reached, signal = start, nil
+  local function rate() return done_steps / math.max(mech.sys.time() - t_loop, 1e-9) end
+  local function finish(status, err)
+    if metrics then metrics:close(); metrics = nil end
+    manifest.status, manifest.error, manifest.step = status, err, reached
+    manifest.end_time, manifest.wall_s = mech.sys.utc(), mech.sys.time() - t0
+    manifest.steps_per_s = rate()
+    manifest.final = final and final[eval_sets[1].split] or nil
+    manifest.eval = final
+    write_manifest()
+  end
+
+  -- SIGINT/SIGTERM stop the loop at a step's end, where a checkpoint is whole
+  mech.sys.catch_signals()
+  local ok, err = pcall(function()
+    for s = start, total do
+      reached = s
+      if s % c.eval_every == 0 or s == total then
+        final = evaluate(s)
+        local main = final[eval_sets[1].split]
+        last_eval = { split = eval_sets[1].split, step = s, accuracy = main.accuracy, loss = main.loss }
+        if not c.quiet then
+          if tty then io.write("\r\27[K") end
+          print(string.format("step %d/%d  %s accuracy %.4f  loss %.4f  prob %.4f", s, total, eval_sets[1].split,
+            main.accuracy, main.loss, main.prob))
+        end
+      end
+      if s == total or s == stop_at then
+        if s == stop_at and s ~= total then save(s) end
+        break
+      end
+      signal = mech.sys.interrupted()
+      if signal then
+        save(s)
+        break
+      end
+      local first = c.batch_size * (s % per_epoch)
+      local tokens, targets = train_ds:batch(first, c.batch_size)
+      local st = model:train_step(opt, tokens, targets, sched(s))
+      last_loss, last_acc = st.loss, st.correct / math.max(st.n, 1)
+      done_steps = done_steps + 1
+      reached = s + 1
+      if not finite(st.loss) then
+        local bad = first_nonfinite(model)
+        local msg = string.format("train.run: the training loss became %s at step %d (%s)", tostring(st.loss), s,
+          bad and ("first non-finite parameter: " .. bad) or "every parameter is still finite")
+        if c.on_nonfinite ~= "continue" then error(msg, 0) end
+        if metrics then metrics:append(s + 1, "train", "nonfinite", 1) end
+      end
+      if metrics and (s + 1) % c.log_every == 0 then
+        metrics:append(s + 1, "train", "loss", st.loss)
+        metrics:append(s + 1, "train", "lr", sched(s))
+      end
+      if c.checkpoint_every and (s + 1) % c.checkpoint_every == 0 then save(s + 1) end
+      if not c.quiet and tty and ((s + 1) % 10 == 0 or s + 1 == total) then
+        local r = rate()
+        io.write(progress_line(s + 1, total, last_loss, last_acc, r, (total - s - 1) / r, 30, last_eval))
+        io.flush()
       end
     end
-    if s == total or s == stop_at then
-      if s == stop_at and s ~= total then save(s) end
-      break
-    end
-    local first = c.batch_size * (s % per_epoch)
-    local tokens, targets = train_ds:batch(first, c.batch_size)
-    local st = model:train_step(opt, tokens, targets, sched(s))
-    last_loss, last_acc = st.loss, st.correct / math.max(st.n, 1)
-    done_steps = done_steps + 1
-    if metrics and (s + 1) % c.log_every == 0 then
-      metrics:append(s + 1, "train", "loss", st.loss)
-      metrics:append(s + 1, "train", "lr", sched(s))
-    end
-    if c.checkpoint_every and (s + 1) % c.checkpoint_every == 0 then save(s + 1) end
-    if not c.quiet and tty and ((s + 1) % 10 == 0 or s + 1 == total) then
-      local el = mech.sys.time() - t_loop
-      local rate = done_steps / math.max(el, 1e-9)
-      io.write(progress_line(s + 1, total, last_loss, last_acc, rate, (total - s - 1) / rate, 30))
-      io.flush()
-    end
-  end
-  if tty and not c.quiet then io.write("\n") end
-  local wall = mech.sys.time() - t0
-  if stop_at == total then save(total) end
+    if tty and not c.quiet then io.write("\n") end
+    if stop_at == total and not signal then save(total) end
+  end)
+  mech.sys.release_signals()
+  local status = not ok and "failed" or signal and "interrupted" or reached == total and "done" or "stopped"
+  finish(status, not ok and tostring(err) or nil)
+  if not ok then error(err, 0) end
 
-  local result = {
-    model = model, optimizer = opt, task = task, history = history, steps = total,
-    final = final and final[eval_sets[1].split] or nil, eval = final, wall = wall,
-    steps_per_second = done_steps / math.max(mech.sys.time() - t_loop, 1e-9),
+  return {
+    status = status, signal = signal, step = reached, model = model, optimizer = opt, task = task, history = history,
+    steps = total, final = final and final[eval_sets[1].split] or nil, eval = final, wall = mech.sys.time() - t0,
+    steps_per_second = rate(), manifest = manifest,
   }
+end
+
+function train.run(cfg)
+  local c = check_config(cfg)
+  if c.threads then mech.threads(c.threads) end
+  local t0 = mech.sys.time()
+
+  -- run directory: refuse a directory holding a run unless resuming or overwriting; hold its lock
+  local lock, own_lock, prior = c.lock, false, nil
+  local ckpt_path = c.out and (c.out .. "/checkpoint.safetensors")
   if c.out then
-    metrics:close()
-    local cfg_copy = {}
-    for k, v in pairs(c) do
-      if type(v) ~= "function" and k ~= "evaluators" and type(v) ~= "userdata" then cfg_copy[k] = v end
+    mech.sys.mkdir(c.out)
+    if not lock then
+      local holder
+      lock, holder = mech.sys.lock(c.out .. "/lock")
+      if not lock then error(string.format("train.run: run directory %s is in use by %s", c.out, holder), 2) end
+      own_lock = true
     end
-    if type(c.task) ~= "string" then cfg_copy.task = task:name() end
-    mech.sys.write_atomic(c.out .. "/manifest.json", json.encode({
-      config = cfg_copy, model = model:config(), seed = c.seed, version = mech.version, git = mech.git,
-      threads = mech.threads(), wall_seconds = wall, steps = total, params = model:n_params(),
-      final = result.final,
-    }, "  ") .. "\n")
+    local text = read_file(c.out .. "/manifest.json")
+    prior = text and json.decode(text, c.out .. "/manifest.json") or nil
+    local holds = prior ~= nil
+    for _, f in ipairs(run_files) do holds = holds or mech.sys.exists(c.out .. "/" .. f) end
+    if holds and not c.resume and not c.overwrite then
+      if own_lock then lock:release() end
+      error(string.format("train.run: %s already holds a run (status %s); pass resume = true to continue it or "
+        .. "overwrite = true to replace it", c.out, prior and prior.status or "unknown"), 2)
+    end
+    if c.overwrite then
+      for _, f in ipairs(run_files) do os.remove(c.out .. "/" .. f) end
+      prior = nil
+    end
+    remove_temp_files(c.out)
   end
+  local ok, result = pcall(run_locked, c, t0, prior, ckpt_path)
+  if own_lock then lock:release() end
+  if not ok then error(result, 0) end
   return result
 end
 

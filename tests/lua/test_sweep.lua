@@ -1,0 +1,224 @@
+-- The sweep engine: expansion, ids, validation, the local and print executors, kills and
+-- resumption, aggregation and selection.
+local T = require "check"
+local sweep = require "mech.sweep"
+
+local tmp = os.tmpname()
+os.remove(tmp)
+mech.sys.mkdir(tmp)
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- A small sweep: 2 archs × 2 learning rates, 20 steps each.
+local function def(over)
+  local d = {
+    name = "t",
+    base = { task = "ar_32", model = { n_layers = 1, d_model = 16 }, train_docs = 320, eval_docs = 32, batch_size = 16,
+      steps = 20, eval_every = 10, seed = 3 },
+    grid = { lr = { 3e-3, 1e-2 }, arch = { "attention", "mamba" } },
+    evaluators = { { kind = "interchange", at = "report", layers = { 0 }, components = { "block_input" } } },
+  }
+  for k, v in pairs(over or {}) do d[k] = v end
+  return d
+end
+
+T.test("expansion is deterministic, in the canonical axis order, with stable ids", function()
+  local a, b = sweep.load(def()), sweep.load(def())
+  T.eq(#a.runs, 4)
+  T.eq(a.axes, { "arch", "lr" })
+  for i = 1, 4 do T.eq(a.runs[i].id, b.runs[i].id) end
+  T.eq(a.runs[1].axes.arch, "attention")
+  T.eq(a.runs[2].axes.arch, "attention")
+  T.eq(a.runs[3].axes.arch, "mamba")
+  T.truthy(a.runs[1].id:match("^attention%-lr0%.003%-%x%x%x%x%x%x%x%x$"), a.runs[1].id)
+  T.eq(a.runs[1].config.model.arch, "attention")
+  T.eq(a.runs[1].config.lr, 3e-3)
+  T.eq(a.runs[1].config.threads, 1)
+  T.eq(a.runs[1].report_step, 20)
+  -- a different config is a different hash
+  local c = sweep.load(def { base = { task = "ar_32", model = { n_layers = 1, d_model = 16 }, train_docs = 320,
+    eval_docs = 32, batch_size = 16, steps = 20, eval_every = 10, seed = 4 } })
+  T.truthy(c.runs[1].id ~= a.runs[1].id)
+end)
+
+T.test("profiles replace axes and merge the base; cells override and exclude", function()
+  local d = def {
+    cell = function(c)
+      if c.arch == "mamba" and c.lr == 1e-2 then return false end
+      if c.arch == "attention" then c.pos_emb = true end
+    end,
+    profiles = { quick = { grid = { lr = { 1e-3 } }, base = { steps = 30, model = { d_model = 32 } } } },
+  }
+  local s = sweep.load(d)
+  T.eq(#s.runs, 3)
+  T.eq(s.runs[1].config.model.pos_emb, true)
+  local q = sweep.load(d, "quick")
+  T.eq(#q.runs, 2)
+  T.eq(q.runs[1].config.steps, 30)
+  T.eq(q.runs[1].config.model.d_model, 32)
+  T.eq(q.runs[1].config.model.n_layers, 1)
+  T.eq(q.profile, "quick")
+end)
+
+T.test("bad definitions get messages that name the fix", function()
+  T.raises(function() sweep.load(def { grid = { lrr = { 1e-3 } } }) end, "unknown axis 'lrr' (did you mean 'lr'?)")
+  T.raises(function() sweep.load(def { grid = {} }) end, "is empty")
+  T.raises(function() sweep.load(def { grid = { lr = {} } }) end, "axis 'lr' expected a non-empty list")
+  T.raises(function() sweep.load(def(), "qiuck") end, "has no profile 'qiuck'")
+  T.raises(function() sweep.load(tmp .. "/nope.lua") end, "no sweep file")
+  T.raises(function() sweep.load(def { gird = {} }) end, "unknown key 'gird'")
+  T.raises(function()
+    sweep.load(def { cell = function(c) c.lr = 1e-3 end })
+  end, "have the same config")
+  T.raises(function() sweep.load(def { cell = function() return false end }) end, "has no runs")
+  T.raises(function() sweep.run(def(), { dir = tmp .. "/x", jobz = 2 }) end, "unknown option 'jobz' (did you mean 'jobs'?)")
+end)
+
+local function params_of(path)
+  local m = mech.load(path)
+  local out = {}
+  for _, np in ipairs(m:named_parameters()) do out[np[1]] = np[2] end
+  return out
+end
+
+local function same_params(a, b)
+  local pa, pb = params_of(a), params_of(b)
+  for name, t in pairs(pa) do
+    if (t - pb[name]):abs():max():item() ~= 0 then return false, name end
+  end
+  return true
+end
+
+T.test("the local executor: 2 workers give the bits of 1; results are tidy", function()
+  local r2 = sweep.run(def(), { dir = tmp .. "/two", jobs = 2 })
+  local r1 = sweep.run(def(), { dir = tmp .. "/one", jobs = 1 })
+  T.eq(r2.counts.done, 4)
+  T.eq(r1.counts.done, 4)
+  T.eq(read(tmp .. "/two/results.csv"), read(tmp .. "/one/results.csv"))
+  for _, r in ipairs(sweep.load(def()).runs) do
+    T.truthy(same_params(tmp .. "/two/runs/" .. r.id .. "/checkpoint.safetensors",
+      tmp .. "/one/runs/" .. r.id .. "/checkpoint.safetensors"), r.id)
+    T.truthy(mech.sys.exists(tmp .. "/one/runs/" .. r.id .. "/checkpoint-report.safetensors"))
+  end
+  local rows, header = sweep.results(tmp .. "/one")
+  T.eq({ header[1], header[2], header[3], header[4], header[5] }, { "sweep", "run", "status", "task", "arch" })
+  local kinds, attrib = {}, 0
+  for _, row in ipairs(rows) do
+    kinds[row.step_kind] = true
+    if row.metric:match("%.attrib$") then attrib = attrib + 1 end
+  end
+  T.truthy(kinds.report and kinds.final and kinds.best)
+  T.truthy(attrib > 0, "interchange attributions at the reported step")
+  -- a second run of the same sweep trains nothing
+  local again = sweep.run(def(), { dir = tmp .. "/one", jobs = 2 })
+  T.eq(again.counts.done, 4)
+  T.truthy(again.wall < 5)
+  local st = sweep.status(tmp .. "/one")
+  T.eq(st.counts.done, 4)
+  -- selection: the best lr per arch
+  local chosen, selected = sweep.select(rows, { metric = "accuracy", split = "test", over = { "lr" } })
+  T.eq(#chosen, 2)
+  local n = 0
+  for _ in pairs(selected) do n = n + 1 end
+  T.eq(n, 2)
+  T.eq(type(sweep.filter(rows, "0.KEY.query_item_orig.target_item_orig.block_input", 0.01)), "table")
+end)
+
+T.test("a directory of another definition is refused unless forced", function()
+  T.raises(function()
+    sweep.run(def { grid = { lr = { 1e-3 }, arch = { "mamba" } } }, { dir = tmp .. "/one" })
+  end, "of another definition")
+end)
+
+T.test("the print executor prints one command per pending run", function()
+  local p = io.popen(string.format("%q sweep run %q --dir %q --executor print --profile smoke 2>&1", arg[-1],
+    "experiments/sweeps/tiny.lua", tmp .. "/print"))
+  local out = p:read("a")
+  p:close()
+  local n = 0
+  for line in out:gmatch("[^\n]+") do
+    T.truthy(line:find(" sweep exec ", 1, true), line)
+    n = n + 1
+  end
+  T.eq(n, 4)
+end)
+
+T.test("a failed run is recorded with its error and the sweep goes on", function()
+  local d = def { grid = { lr = { 1e-2, 1e30 }, arch = { "mamba" } } }
+  local res = sweep.run(d, { dir = tmp .. "/fail", jobs = 2 })
+  T.eq(res.counts.done, 1)
+  T.eq(res.counts.failed, 1)
+  T.truthy(res.failed[1].error:find("non-finite", 1, true) or res.failed[1].error:find("became", 1, true),
+    res.failed[1].error)
+  local st = sweep.status(tmp .. "/fail")
+  T.eq(st.counts.failed, 1)
+end)
+
+T.test("a killed worker's run resumes to the bits of an uninterrupted one", function()
+  local d = def { name = "k", grid = { arch = { "mamba" }, lr = { 3e-3 } } }
+  d.base.steps, d.base.checkpoint_every = 400, 25
+  local s = sweep.load(d)
+  local id = s.runs[1].id
+  -- the reference, straight through
+  sweep.run(d, { dir = tmp .. "/ref", jobs = 1 })
+  -- a worker killed (SIGKILL, no chance to save) once it has a checkpoint, then one stopped by
+  -- SIGTERM (it saves), then the sweep run again
+  sweep.run(d, { dir = tmp .. "/kill", executor = "print" }) -- writes sweep.json only
+  local rdir = tmp .. "/kill/runs/" .. id
+  for _, sig in ipairs { "SIGKILL", "SIGTERM" } do
+    mech.sys.mkdir(rdir)
+    local pid = mech.sys.spawn({ arg[-1], "sweep", "exec", tmp .. "/kill", id }, rdir .. "/log.txt")
+    local t0 = mech.sys.time()
+    while mech.sys.time() - t0 < 30 do
+      local f = io.open(rdir .. "/metrics.csv")
+      local text = f and f:read("a") or ""
+      if f then f:close() end
+      local last = 0
+      for step in text:gmatch("\n(%d+),train,loss") do last = tonumber(step) end
+      if last >= (sig == "SIGKILL" and 100 or 200) then break end
+      mech.sys.sleep(0.01)
+    end
+    mech.sys.kill(pid, sig)
+    local _, code, signame = mech.sys.wait(pid)
+    if sig == "SIGKILL" then T.eq(signame, "SIGKILL")
+    else
+      T.eq(code, 143)
+      T.eq(sweep.status(tmp .. "/kill").counts.interrupted, 1)
+    end
+  end
+  local res = sweep.run(d, { dir = tmp .. "/kill", jobs = 1 })
+  T.eq(res.counts.done, 1)
+  T.truthy(same_params(tmp .. "/ref/runs/" .. id .. "/checkpoint.safetensors", rdir .. "/checkpoint.safetensors"))
+  -- metrics.csv has every step once
+  local seen = {}
+  for line in read(rdir .. "/metrics.csv"):gmatch("[^\n]+") do
+    T.truthy(not seen[line:match("^[^,]*,[^,]*,[^,]*")], "duplicate row " .. line)
+    seen[line:match("^[^,]*,[^,]*,[^,]*")] = true
+  end
+  T.eq(read(tmp .. "/ref/runs/" .. id .. "/metrics.csv"), read(rdir .. "/metrics.csv"))
+end)
+
+T.test("status and aggregate read run directories only; the command line works", function()
+  local p = io.popen(string.format("%q sweep status %q 2>&1", arg[-1], tmp .. "/fail"))
+  local out = p:read("a")
+  p:close()
+  T.truthy(out:find("1/2 done", 1, true), out)
+  T.truthy(out:find("failed", 1, true), out)
+  p = io.popen(string.format("%q sweep aggregate %q 2>&1", arg[-1], tmp .. "/fail"))
+  out = p:read("a")
+  p:close()
+  T.truthy(out:find("result rows", 1, true), out)
+  p = io.popen(string.format("%q sweep frobnicate 2>&1; echo \"exit $?\"", arg[-1]))
+  out = p:read("a")
+  p:close()
+  T.truthy(out:find("unknown command 'frobnicate'", 1, true), out)
+  T.truthy(out:find("exit 1", 1, true), out)
+end)
+
+os.execute("rm -rf '" .. tmp .. "'")
+T.done()

@@ -1,0 +1,154 @@
+-- Run records: a run directory is never mixed, is locked while trained, resumes cleanly, and a
+-- signal or a non-finite loss leaves a checkpoint and a manifest that say what happened.
+local T = require "check"
+local train = require "mech.train"
+local json = require "mech.json"
+
+local tmp = os.tmpname()
+os.remove(tmp)
+mech.sys.mkdir(tmp)
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function config(over)
+  local c = { model = { arch = "mamba", d_model = 16, n_layers = 1 }, task = "ar_32", train_docs = 320, eval_docs = 32,
+    batch_size = 16, steps = 40, eval_every = 10, log_every = 5, lr = 3e-3, quiet = true, threads = 1 }
+  for k, v in pairs(over or {}) do c[k] = v end
+  return c
+end
+
+local function same_params(a, b)
+  local ma, mb = mech.load(a), mech.load(b)
+  for _, np in ipairs(ma:named_parameters()) do
+    if (np[2] - mb:param(np[1])):abs():max():item() ~= 0 then return false end
+  end
+  return true
+end
+
+T.test("a directory holding a run is refused unless resuming or overwriting", function()
+  local dir = tmp .. "/a"
+  local r = train.run(config { out = dir })
+  T.eq(r.status, "done")
+  local before = read(dir .. "/metrics.csv")
+  T.raises(function() train.run(config { out = dir }) end, "already holds a run (status done); pass resume = true")
+  T.eq(read(dir .. "/metrics.csv"), before)
+  -- resuming a finished run appends nothing
+  local again = train.run(config { out = dir, resume = true })
+  T.eq(again.status, "done")
+  T.eq(read(dir .. "/metrics.csv"), before)
+  -- overwrite replaces the files as a whole
+  train.run(config { out = dir, overwrite = true, steps = 20 })
+  local m = json.decode(read(dir .. "/manifest.json"))
+  T.eq(m.steps, 20)
+  T.truthy(not read(dir .. "/metrics.csv"):find("\n40,", 1, true))
+  T.raises(function() train.run(config { out = dir, overwrite = true, resume = true }) end, "exclude each other")
+end)
+
+T.test("a run holds its directory's lock; a second one refuses naming the holder", function()
+  local dir = tmp .. "/b"
+  mech.sys.mkdir(dir)
+  local lk = mech.sys.lock(dir .. "/lock")
+  T.raises(function() train.run(config { out = dir }) end, "is in use by " .. mech.sys.hostname() .. " " .. mech.sys.getpid())
+  -- the holder may pass its lock
+  local r = train.run(config { out = dir, lock = lk })
+  T.eq(r.status, "done")
+  T.truthy(lk:held())
+  lk:release()
+  local again, holder = mech.sys.lock(dir .. "/lock")
+  T.truthy(again, holder)
+  again:release()
+end)
+
+T.test("resume cuts metrics.csv back to the checkpoint: no step twice, the bits of a straight run", function()
+  local straight, split = tmp .. "/straight", tmp .. "/split"
+  train.run(config { out = straight })
+  local r = train.run(config { out = split, stop_at = 17, checkpoint_every = 5 })
+  T.eq(r.status, "stopped")
+  -- a killed run would leave rows after its last checkpoint, and a temp file: simulate both
+  local f = assert(io.open(split .. "/metrics.csv", "a"))
+  f:write("18,train,loss,9\n20,test,accuracy,0.5\n")
+  f:close()
+  assert(io.open(split .. "/checkpoint.safetensors.tmp.123", "w")):close()
+  local r2 = train.run(config { out = split, resume = true })
+  T.eq(r2.status, "done")
+  T.eq(read(split .. "/metrics.csv"), read(straight .. "/metrics.csv"))
+  T.truthy(same_params(straight .. "/checkpoint.safetensors", split .. "/checkpoint.safetensors"))
+  T.truthy(not mech.sys.exists(split .. "/checkpoint.safetensors.tmp.123"), "temp files are removed")
+  T.raises(function() train.run(config { out = split, resume = true, steps = 50 }) end, "belongs to a run of 40 steps")
+end)
+
+T.test("the manifest records what applies, where and when", function()
+  local m = json.decode(read(tmp .. "/straight/manifest.json"))
+  T.eq(m.status, "done")
+  T.eq(m.step, 40)
+  T.eq(m.host, mech.sys.hostname())
+  T.truthy(m.start_time:match("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$"), m.start_time)
+  T.truthy(m.end_time and m.command and m.version and m.git and m.steps_per_s and m.wall_s)
+  T.eq(m.config.epochs, nil) -- steps was given
+  T.eq(m.task.num_kv ~= nil or m.task.length ~= nil, true)
+  local a = train.run(config { out = tmp .. "/att", model = { arch = "attention", d_model = 16, n_layers = 1 }, steps = 2 })
+  T.eq(a.status, "done")
+  local ma = json.decode(read(tmp .. "/att/manifest.json"))
+  T.eq(ma.model.d_conv, nil) -- attention has no short convolution
+  T.eq(ma.model.arch, "attention")
+end)
+
+T.test("a non-finite loss stops the run naming the step and the parameter", function()
+  local dir = tmp .. "/nan"
+  T.raises(function() train.run(config { out = dir, lr = 1e30 }) end, "became nan at step")
+  local m = json.decode(read(dir .. "/manifest.json"))
+  T.eq(m.status, "failed")
+  T.truthy(m.error:find("first non-finite parameter", 1, true), m.error)
+  local r = train.run(config { out = tmp .. "/nan2", lr = 1e30, on_nonfinite = "continue" })
+  T.eq(r.status, "done")
+  T.truthy(read(tmp .. "/nan2/metrics.csv"):find(",train,nonfinite,1", 1, true))
+end)
+
+T.test("SIGTERM saves a checkpoint marked interrupted; resuming gives the straight run's bits", function()
+  local dir = tmp .. "/term"
+  local script = tmp .. "/term.lua"
+  local f = assert(io.open(script, "w"))
+  f:write(string.format([[
+    local train = require "mech.train"
+    local r = train.run{ model = { arch = "mamba", d_model = 16, n_layers = 1 }, task = "ar_32", train_docs = 320,
+      eval_docs = 32, batch_size = 16, steps = 3000, eval_every = 10, log_every = 5, lr = 3e-3, quiet = true,
+      threads = 1, out = %q }
+    os.exit(r.status == "interrupted" and 143 or 0)
+  ]], dir))
+  f:close()
+  local pid = mech.sys.spawn({ arg[-1], script }, tmp .. "/term.log")
+  local t0 = mech.sys.time()
+  while mech.sys.time() - t0 < 60 do
+    local m = io.open(dir .. "/metrics.csv")
+    local text = m and m:read("a") or ""
+    if m then m:close() end
+    if text:find("\n100,train,loss", 1, true) then break end
+    mech.sys.sleep(0.01)
+  end
+  mech.sys.kill(pid, "SIGTERM")
+  local _, code = mech.sys.wait(pid)
+  T.eq(code, 143)
+  local m = json.decode(read(dir .. "/manifest.json"))
+  T.eq(m.status, "interrupted")
+  T.truthy(m.step > 0 and m.step < 3000, tostring(m.step))
+  local ckpt_step = m.step
+  local r = train.run { model = { arch = "mamba", d_model = 16, n_layers = 1 }, task = "ar_32", train_docs = 320,
+    eval_docs = 32, batch_size = 16, steps = 3000, eval_every = 10, log_every = 5, lr = 3e-3, quiet = true,
+    threads = 1, out = dir, resume = true }
+  T.eq(r.status, "done")
+  local straight = train.run { model = { arch = "mamba", d_model = 16, n_layers = 1 }, task = "ar_32", train_docs = 320,
+    eval_docs = 32, batch_size = 16, steps = 3000, eval_every = 10, log_every = 5, lr = 3e-3, quiet = true,
+    threads = 1, out = tmp .. "/term_straight" }
+  T.eq(straight.status, "done")
+  T.truthy(same_params(dir .. "/checkpoint.safetensors", tmp .. "/term_straight/checkpoint.safetensors"),
+    "interrupted at step " .. ckpt_step)
+  T.eq(read(dir .. "/metrics.csv"), read(tmp .. "/term_straight/metrics.csv"))
+end)
+
+os.execute("rm -rf '" .. tmp .. "'")
+T.done()

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # mechlab set-up on a fresh Debian machine (run as root):
 #   scripts/setup.sh run    install what is missing, build (Release, -O2), run the default job
-#   scripts/setup.sh test   install, build Release and ASan+UBSan, run the whole test suite in both
+#   scripts/setup.sh test   install (SLURM too), start a throw-away SLURM cluster, build Release and
+#                           ASan+UBSan, run the whole test suite in both, stop the cluster
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-run}
 packages=(build-essential cmake pkg-config liblua5.4-dev libopenblas-dev libpng-dev check libreadline-dev python3)
+# the cluster the sweep tests submit to (scripts/slurm/up.sh); iproute2 for its port check
+slurm_packages=(slurmctld slurmd slurm-client munge iproute2)
 
-install_deps() {
+install_deps() { # install_deps [package...]: the build's packages and these
     local missing=()
-    for p in "${packages[@]}"; do
+    for p in "${packages[@]}" "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     if ((${#missing[@]})); then
@@ -37,7 +40,11 @@ run)
     ./build/mechlab experiments/default.lua
     ;;
 test)
-    install_deps
+    install_deps "${slurm_packages[@]}"
+    export MECHLAB_SLURM_DIR=${MECHLAB_SLURM_DIR:-/tmp/mechlab-slurm-$$}
+    trap 'scripts/slurm/down.sh' EXIT # also cleans up a half-started cluster
+    scripts/slurm/up.sh
+    export SLURM_CONF=$MECHLAB_SLURM_DIR/slurm.conf
     build build
     echo "== tests (Release)"
     (cd build && ctest --output-on-failure -j "$jobs")

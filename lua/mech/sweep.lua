@@ -912,7 +912,7 @@ function sweep.main(...)
   local cmd = args[1]
   if cmd == "run" then
     local pos, f = parse_flags(args, 2, { profile = "string", dir = "string", executor = "string", jobs = "int",
-      force = "flag", retry = "flag", max_parallel = "int" })
+      force = "flag", retry = "flag", max_parallel = "int", partition = "string", account = "string" })
     if #pos ~= 1 then error("mechlab sweep run: expected one sweep file\n" .. usage, 0) end
     local res = sweep.run(pos[1], f)
     if res.signal then os.exit(exit_codes[res.signal] or 130) end

@@ -1,0 +1,31 @@
+-- AR (paper §5.1, D.1; spec suites "AR, PE for all", "AR, NoPE", "AR, extra LRs"): six
+-- architectures, 2 layers, five widths, with and without learned positions, LR5, plus the two
+-- extra learning rates without positions (Attention too). 360 runs. Feeds Fig. 3a–c, 6a, 7.
+--   mechlab sweep run experiments/paper/ar.lua --profile quick
+local P = require "mech.paper"
+
+return {
+  name = "ar",
+  description = "AR: 6 architectures x 5 widths x LR7, PE and NoPE (the paper's 360 runs)",
+  base = P.base("ar_32"),
+  grid = { arch = P.archs, d_model = P.widths, lr = P.lr7, pos_emb = { true, false }, seed = { P.seed } },
+  -- the extra learning rates were run without positions only
+  cell = function(c) if c.pos_emb and c.lr >= 1e-2 then return false end end,
+  evaluators = { P.interchange },
+  select = { metric = "accuracy", split = "test", over = { "lr" } },
+  profiles = {
+    paper = {},
+    -- the main curves only (Attention with PE, the rest without), two widths, two learning rates,
+    -- two seeds, half the epochs (T = 25,008, reported at 25,000): 48 runs
+    quick = {
+      grid = { d_model = { 32, 64 }, lr = { 1e-3, 3e-3 }, pos_emb = { false }, seed = { 42, 43 } },
+      cell = P.pe_for_attention,
+      base = { epochs = 8 },
+    },
+    smoke = {
+      grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, pos_emb = { false }, seed = { 42 } },
+      cell = P.pe_for_attention,
+      base = { steps = 20, train_docs = 640, eval_docs = 64, eval_every = 10, checkpoint_every = 10 },
+    },
+  },
+}

@@ -1,0 +1,130 @@
+--- The SLURM executor of mech.sweep: one job array with a task per pending run, and an
+--- aggregation job that waits for the array. docs/slurm.md explains the choices.
+---
+---   DIR/slurm/runs.txt           the run ids, one per line; task i trains line i (0-based)
+---   DIR/slurm/array.sbatch       the array's batch script (written for each submission)
+---   DIR/slurm/<job>_<task>.out   each task's own messages (the run's output goes to runs/<id>/log.txt)
+local json = require "mech.json"
+
+local slurm = {}
+
+local function fail(msg) error("sweep (slurm): " .. msg, 3) end
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- Runs a command; its output and whether it exited 0.
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("a")
+  local ok = p:close()
+  return out, ok
+end
+
+local function hms(seconds)
+  seconds = math.ceil(seconds)
+  return string.format("%d:%02d:%02d", seconds // 3600, seconds // 60 % 60, seconds % 60)
+end
+
+-- Steps per second a run can count on: the slowest finished run of this sweep, else opts.steps_per_s,
+-- else 10 (a 2-layer d = 256 model on one core does about 14).
+local function step_rate(dir, ids, opts)
+  if opts.steps_per_s then return opts.steps_per_s end
+  local slowest
+  local sweep_json = json.read(dir .. "/sweep.json")
+  for _, r in ipairs(sweep_json and sweep_json.runs or {}) do
+    local m = json.read(dir .. "/runs/" .. r.id .. "/manifest.json")
+    if m and m.status == "done" and m.steps_per_s and m.steps_per_s > 0 then
+      slowest = math.min(slowest or math.huge, m.steps_per_s)
+    end
+  end
+  return slowest or 10
+end
+
+-- The time limit of a task: the longest run's steps at the assumed rate, with a margin, at least
+-- 10 minutes. A task that reaches it is signalled first, saves, and requeues itself.
+local function time_limit(dir, ids, opts)
+  local s = json.read(dir .. "/sweep.json")
+  local steps, wanted = 0, {}
+  for _, id in ipairs(ids) do wanted[id] = true end
+  for _, r in ipairs(s.runs) do if wanted[r.id] then steps = math.max(steps, r.steps) end end
+  local margin = opts.time_margin or 1.5
+  return math.max(600, steps / step_rate(dir, ids, opts) * margin + 300)
+end
+
+--- Submits the runs `ids` of the sweep in `dir` (already prepared by sweep.run) as a job array.
+--- opts: max_parallel (the %K throttle, default 64), steps_per_s, time_margin (1.5), partition,
+--- account. Returns {array_job, aggregate_job, script, tasks}.
+function slurm.submit(dir, ids, opts)
+  opts = opts or {}
+  if #ids == 0 then
+    print("sweep (slurm): every run is done or running; nothing to submit")
+    return { tasks = 0 }
+  end
+  local _, has_sbatch = sh("command -v sbatch")
+  if not has_sbatch then fail("sbatch is not on PATH (is this a SLURM login node?)") end
+  if not os.getenv("SLURM_CONF") and not mech.sys.exists("/etc/slurm/slurm.conf") then
+    fail("neither SLURM_CONF nor /etc/slurm/slurm.conf is set: SLURM's commands would find no cluster")
+  end
+  local abs = dir:sub(1, 1) == "/" and dir or (os.getenv("PWD") or ".") .. "/" .. dir
+  local sdir = abs .. "/slurm"
+  mech.sys.mkdir(sdir)
+  mech.sys.write_atomic(sdir .. "/runs.txt", table.concat(ids, "\n") .. "\n")
+  local exe = mech.sys.executable()
+  local throttle = opts.max_parallel or 64
+  local limit = time_limit(dir, ids, opts)
+  local lines = {
+    "#!/bin/bash",
+    "#SBATCH --job-name=mechlab-sweep",
+    string.format("#SBATCH --array=0-%d%%%d", #ids - 1, throttle),
+    "#SBATCH --cpus-per-task=1",
+    "#SBATCH --time=" .. hms(limit),
+    "#SBATCH --requeue",
+    -- two minutes before the limit the batch shell gets USR1: the run saves and the task requeues
+    "#SBATCH --signal=B:USR1@120",
+    "#SBATCH --output=" .. sdir .. "/%A_%a.out",
+  }
+  if opts.partition then lines[#lines + 1] = "#SBATCH --partition=" .. opts.partition end
+  if opts.account then lines[#lines + 1] = "#SBATCH --account=" .. opts.account end
+  for _, l in ipairs {
+    "export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1",
+    string.format("id=$(sed -n \"$((SLURM_ARRAY_TASK_ID + 1))p\" %s)", q(sdir .. "/runs.txt")),
+    string.format("mkdir -p %s/runs/\"$id\"", q(abs)),
+    -- the run is a child, so that this shell can hear SLURM's USR1 and pass it on as SIGTERM
+    string.format("%s sweep exec %s \"$id\" >>%s/runs/\"$id\"/log.txt 2>&1 &", q(exe), q(abs), q(abs)),
+    "run=$!",
+    "requeue=0",
+    "trap 'requeue=1; kill -TERM $run' USR1",
+    "trap 'kill -TERM $run' TERM INT",
+    "wait $run; status=$?",
+    "while kill -0 $run 2>/dev/null; do wait $run; status=$?; done",
+    -- interrupted by the time limit: back into the queue, to resume from the checkpoint
+    "if [ $requeue = 1 ] && { [ $status = 143 ] || [ $status = 130 ]; }; then",
+    "  scontrol requeue \"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}\"",
+    "fi",
+    "# 75: the run is being trained elsewhere; nothing went wrong here",
+    "[ $status = 75 ] && exit 0",
+    "exit $status",
+  } do lines[#lines + 1] = l end
+  local script = sdir .. "/array.sbatch"
+  mech.sys.write_atomic(script, table.concat(lines, "\n") .. "\n")
+  local out, ok = sh("sbatch --parsable " .. q(script))
+  local array = out:match("^(%d+)")
+  if not ok or not array then fail("sbatch refused the array: " .. out) end
+  local agg_cmd = string.format("%s sweep aggregate %s", q(exe), q(abs))
+  local out2, ok2 = sh(string.format("sbatch --parsable --job-name=mechlab-aggregate --cpus-per-task=1 "
+    .. "--dependency=afterany:%s --output=%s --wrap=%s", array, q(sdir .. "/aggregate.out"), q(agg_cmd)))
+  local agg = out2:match("^(%d+)")
+  if not ok2 or not agg then fail("sbatch refused the aggregation job: " .. out2) end
+  print(string.format("sweep (slurm): array job %s (%d tasks, at most %d at once, time limit %s), aggregation job %s",
+    array, #ids, throttle, hms(limit), agg))
+  return { array_job = array, aggregate_job = agg, script = script, tasks = #ids }
+end
+
+--- Whether any of the given jobs is still queued or running.
+function slurm.active(jobs)
+  local list = table.concat(jobs, ",")
+  local out = sh("squeue -h -o %i -j " .. list)
+  return out:match("%d") ~= nil
+end
+
+return slurm

@@ -606,19 +606,14 @@ local function run_columns(s, r, m)
   return v
 end
 
+-- metrics.csv as text rows; values stay text (written once, in the shortest exact form).
 local function read_metrics(path)
-  local rows = {}
   local f = io.open(path, "rb")
-  if not f then return rows end
-  for line in f:lines() do
-    local step, split, metric, value = line:match("^(%d+),([^,]*),([^,]*),(.*)$")
-    if step then rows[#rows + 1] = { tonumber(step), split, metric, tonumber(value) } end
-  end
+  if not f then return "" end
+  local text = f:read("a")
   f:close()
-  return rows
+  return text
 end
-
-local kept_suffix = { prob_diff = true, restored_prob = true, attrib = true }
 
 --- Writes DIR/results.csv (tidy long form), DIR/curves.csv and DIR/summary.txt from the run
 --- directories; returns the number of rows of results.csv.
@@ -638,6 +633,7 @@ function sweep.aggregate(dir)
   for _, h in ipairs { "split", "metric", "step_kind", "step", "value" } do header[#header + 1] = h end
 
   local out, curves, summary = { table.concat(header, ",") }, { table.concat(curve_header, ",") }, {}
+  local n_out, n_curves = 1, 1 -- explicit counts: `#` on tables of millions of rows is not free
   for _, r in ipairs(s.runs) do
     local state, m = run_state(dir, r.id)
     local cols = run_columns(s, r, m)
@@ -650,19 +646,20 @@ function sweep.aggregate(dir)
     for _, a in ipairs(extra) do cprefix[#cprefix + 1] = csv_field(r.axes[a]) end
     cprefix = table.concat(cprefix, ",")
 
-    -- by split: step -> metric -> value
+    -- by split: step -> metric -> value (text)
     local by_split = {}
-    for _, row in ipairs(read_metrics(run_dir(dir, r.id) .. "/metrics.csv")) do
-      local step, split, metric, value = row[1], row[2], row[3], row[4]
+    for step, split, metric, value in read_metrics(run_dir(dir, r.id) .. "/metrics.csv"):gmatch("(%d+),([^,\n]*),([^,\n]*),([^\n]*)") do
       if split == "train" then
-        if metric == "loss" then curves[#curves + 1] = table.concat({ cprefix, step, split, metric, csv_field(value) }, ",") end
+        if metric == "loss" then n_curves = n_curves + 1; curves[n_curves] = cprefix .. "," .. step .. ",train,loss," .. value end
       else
-        by_split[split] = by_split[split] or {}
+        step = tonumber(step)
         local st = by_split[split]
-        st[step] = st[step] or {}
-        st[step][metric] = value
+        if not st then st = {}; by_split[split] = st end
+        local vals = st[step]
+        if not vals then vals = {}; st[step] = vals end
+        vals[metric] = value
         if metric == "accuracy" or metric == "loss" or metric == "prob" then
-          curves[#curves + 1] = table.concat({ cprefix, step, split, metric, csv_field(value) }, ",")
+          n_curves = n_curves + 1; curves[n_curves] = cprefix .. "," .. step .. "," .. split .. "," .. metric .. "," .. value
         end
       end
     end
@@ -677,7 +674,7 @@ function sweep.aggregate(dir)
       for step in pairs(steps) do list[#list + 1] = step end
       table.sort(list)
       for _, step in ipairs(list) do
-        local acc = steps[step].accuracy
+        local acc = tonumber(steps[step].accuracy)
         if acc then
           final = step
           if acc > best_acc then best, best_acc = step, acc end
@@ -688,26 +685,30 @@ function sweep.aggregate(dir)
       if final then kinds[#kinds + 1] = { "final", final } end
       if best then kinds[#kinds + 1] = { "best", best } end
       for _, k in ipairs(kinds) do
-        local vals = steps[k[2]]
-        if k[1] == "report" and split == "test" then report_acc = vals.accuracy end
-        local names = {}
-        for name in pairs(vals) do
-          local suffix = name:match("%.([%w_]+)$")
-          if name == "accuracy" or name == "loss" or name == "prob" or (name:match("^%d+%.") and kept_suffix[suffix]) then
-            names[#names + 1] = name
-          end
-          if name:match("^%d+%.") and suffix == "prob_diff" then
-            local label = name:sub(1, -#".prob_diff" - 1)
-            local rest = label:match("^%d+%.(.*)$")
-            local o, c = vals["original." .. rest .. ".restored_prob"], vals["corrupted." .. rest .. ".restored_prob"]
-            if o and c then names[#names + 1] = { label .. ".attrib_den", o - c } end
-          end
+        local kind, step = k[1], k[2]
+        local vals = steps[step]
+        if kind == "report" and split == "test" then report_acc = tonumber(vals.accuracy) end
+        local head = prefix .. "," .. csv_field(split) .. ","
+        local tail = "," .. kind .. "," .. step .. ","
+        for _, name in ipairs { "accuracy", "loss", "prob" } do
+          if vals[name] then n_out = n_out + 1; out[n_out] = head .. name .. tail .. vals[name] end
         end
-        table.sort(names, function(a, b) return (type(a) == "table" and a[1] or a) < (type(b) == "table" and b[1] or b) end)
-        for _, name in ipairs(names) do
-          local metric, value = name, vals[name]
-          if type(name) == "table" then metric, value = name[1], name[2] end
-          out[#out + 1] = table.concat({ prefix, csv_field(split), csv_field(metric), k[1], k[2], csv_field(value) }, ",")
+        -- interchange metrics where they were measured (the reported step, or every N steps)
+        local labels = {}
+        for name in pairs(vals) do
+          local label = name:match("^(%d+%..+)%.prob_diff$")
+          if label then labels[#labels + 1] = label end
+        end
+        table.sort(labels)
+        for _, label in ipairs(labels) do
+          local rest = label:match("^%d+%.(.*)$")
+          local o, c = tonumber(vals["original." .. rest .. ".restored_prob"]), tonumber(vals["corrupted." .. rest .. ".restored_prob"])
+          if vals[label .. ".attrib"] then n_out = n_out + 1; out[n_out] = head .. label .. ".attrib" .. tail .. vals[label .. ".attrib"] end
+          if o and c then n_out = n_out + 1; out[n_out] = head .. label .. ".attrib_den" .. tail .. csv_field(o - c) end
+          n_out = n_out + 1; out[n_out] = head .. label .. ".prob_diff" .. tail .. vals[label .. ".prob_diff"]
+          if vals[label .. ".restored_prob"] then
+            n_out = n_out + 1; out[n_out] = head .. label .. ".restored_prob" .. tail .. vals[label .. ".restored_prob"]
+          end
         end
       end
     end
@@ -731,7 +732,7 @@ function sweep.aggregate(dir)
       e.acc and string.format("%.4f", e.acc) or "-", e.m and e.m.wall_s and fmt_time(e.m.wall_s) or "-")
   end
   mech.sys.write_atomic(dir .. "/summary.txt", table.concat(lines, "\n") .. "\n")
-  return #out - 1
+  return n_out - 1
 end
 
 ------------------------------------------------------------------------------------------------

@@ -1,0 +1,180 @@
+-- The sweep engine's costs, and the projected cost of the paper's whole grid.
+--   build/mechlab bench/bench_sweep.lua [part ...]     parts: workers overhead aggregate eval grid
+-- Run it on an otherwise idle machine; it prints numbers and asserts nothing.
+local sweep = require "mech.sweep"
+local train = require "mech.train"
+local json = require "mech.json"
+
+local parts = {}
+for _, a in ipairs(arg or {}) do parts[a] = true end
+local all = next(parts) == nil
+
+local tmp = os.tmpname()
+os.remove(tmp)
+mech.sys.mkdir(tmp)
+local function now() return mech.sys.time() end
+
+local function tiny(name, grid, base)
+  local b = { task = "ar_32", model = { n_layers = 2 }, train_docs = 3200, eval_docs = 64, batch_size = 32,
+    eval_every = 100, seed = 1 }
+  for k, v in pairs(base or {}) do b[k] = v end
+  return { name = name, base = b, grid = grid }
+end
+
+if all or parts.workers then
+  -- run throughput with 1 and 2 workers: 4 runs of 400 steps at D = 64
+  local d = tiny("workers", { arch = { "attention", "mamba" }, d_model = { 64 }, lr = { 1e-3, 3e-3 } }, { steps = 400 })
+  local t = {}
+  for _, jobs in ipairs { 1, 2 } do
+    local t0 = now()
+    sweep.run(d, { dir = tmp .. "/workers" .. jobs, jobs = jobs, aggregate = false })
+    t[jobs] = now() - t0
+  end
+  print(string.format("workers: 4 runs of 400 steps (D = 64): 1 worker %.1f s, 2 workers %.1f s: %.2fx the runs per second",
+    t[1], t[2], t[1] / t[2]))
+end
+
+if all or parts.overhead then
+  -- engine overhead: runs with no training step (claim, spawn, data, manifest, aggregation)
+  local d = tiny("overhead", { seed = { 1, 2, 3, 4, 5, 6, 7, 8 } }, { steps = 0, train_docs = 32, eval_docs = 8,
+    model = { n_layers = 1, arch = "attention", d_model = 16 } })
+  local t0 = now()
+  sweep.run(d, { dir = tmp .. "/overhead", jobs = 1 })
+  local wall = now() - t0
+  local t1 = now()
+  train.run { task = "ar_32", model = { n_layers = 1, arch = "attention", d_model = 16 }, train_docs = 32,
+    eval_docs = 8, batch_size = 32, steps = 0, quiet = true }
+  local inside = now() - t1
+  print(string.format("overhead: %.3f s per run end to end with 0 steps (of which %.3f s is train.run itself)",
+    wall / 8, inside))
+end
+
+if all or parts.aggregate then
+  -- aggregate over 2,500 synthetic run directories shaped like AR runs: 252 evaluations,
+  -- training loss every 50 steps, one interchange evaluation of 2 layers x 6 components x 5 positions
+  local dir = tmp .. "/agg"
+  mech.sys.mkdir(dir .. "/runs")
+  local runs, n = {}, 2500
+  local metric_lines = { "step,split,metric,value" }
+  for s = 0, 50000, 200 do
+    for _, m in ipairs { "accuracy", "loss", "prob" } do metric_lines[#metric_lines + 1] = s .. ",test," .. m .. ",0.5" end
+  end
+  for _, m in ipairs { "accuracy", "loss", "prob" } do metric_lines[#metric_lines + 1] = "50016,test," .. m .. ",0.5" end
+  for s = 50, 50000, 50 do metric_lines[#metric_lines + 1] = s .. ",train,loss,1.5" end
+  for _, layer in ipairs { 0, 1 } do
+    for _, comp in ipairs { "block_input", "attention_input", "attention_output", "mlp_input", "mlp_output", "block_output" } do
+      for _, pos in ipairs { "query_item_orig", "target_item_orig", "query_item", "target_item", "divider" } do
+        for _, m in ipairs { "prob_diff", "restored_prob", "attrib", "restored_logit", "logit_diff", "kl_div" } do
+          metric_lines[#metric_lines + 1] = string.format("50000,test,%d.KEY.query_item_orig.%s.%s.%s,0.25", layer, pos, comp, m)
+        end
+        metric_lines[#metric_lines + 1] = string.format("50000,test,original.KEY.query_item_orig.%s.%s.restored_prob,0.9", pos, comp)
+        metric_lines[#metric_lines + 1] = string.format("50000,test,corrupted.KEY.query_item_orig.%s.%s.restored_prob,0.1", pos, comp)
+      end
+    end
+  end
+  local metrics_text = table.concat(metric_lines, "\n") .. "\n"
+  local manifest = json.encode { status = "done", step = 50016, steps = 50016, model = { arch = "mamba", d_model = 64 } }
+  for i = 1, n do
+    local id = string.format("run%04d", i)
+    runs[i] = { id = id, axes = { lr = i }, config = { model = { arch = "mamba", d_model = 64 }, lr = i, seed = 42 },
+      steps = 50016, report_step = 50000 }
+    mech.sys.mkdir(dir .. "/runs/" .. id)
+    mech.sys.write_atomic(dir .. "/runs/" .. id .. "/metrics.csv", metrics_text)
+    mech.sys.write_atomic(dir .. "/runs/" .. id .. "/manifest.json", manifest)
+  end
+  mech.sys.write_atomic(dir .. "/sweep.json", json.encode { name = "agg", axes = { "lr" }, runs = runs })
+  local t0 = now()
+  local rows = sweep.aggregate(dir)
+  print(string.format("aggregate: %d run directories (%d metric rows each) in %.2f s: %d result rows", n,
+    #metric_lines - 1, now() - t0, rows))
+end
+
+if all or parts.eval then
+  -- evaluation inside a run at D = 64 with the paper's cadence: 320 documents every 200 steps and
+  -- the interchange evaluation once, at the reported step
+  local ic = require "mech.interchange"
+  local task = mech.task.preset("ar_32", 42)
+  for _, arch in ipairs { "attention", "mamba" } do
+    local base = { task = task, model = { arch = arch, d_model = 64, n_layers = 2, pos_emb = arch == "attention" },
+      train_docs = 6400, eval_docs = 320, batch_size = 32, steps = 400, lr = 1e-3, quiet = true, threads = 1 }
+    base.eval_every = 100000
+    local r = train.run(base)
+    local t_step = r.wall / 400
+    local ds = task:dataset(320, { seed = 42, split = "test" })
+    local t0 = now()
+    train.evaluate(r.model, ds, 64)
+    local t_eval = now() - t0
+    t0 = now()
+    ic.evaluate(r.model, ds, { label_types = { "query_item_orig" } })
+    local t_ic = now() - t0
+    local T = 50016
+    local eval_total = (T // 200 + 1) * t_eval + t_ic
+    print(string.format("eval %s: step %.1f ms, evaluation %.0f ms, interchange %.1f s: %.1f %% of a 50,016-step run",
+      arch, 1000 * t_step, 1000 * t_eval, t_ic, 100 * eval_total / (T * t_step + eval_total)))
+  end
+end
+
+if all or parts.grid then
+  -- the paper's grid (spec §5.5) in core-hours, from step times measured here (one thread) on
+  -- each suite's own task
+  local data, ms = {}, {}
+  local function step_ms(arch, d, layers, preset)
+    local key = table.concat({ arch, d, layers, preset }, "/")
+    if ms[key] then return ms[key] end
+    if not data[preset] then
+      local task = mech.task.preset(preset, 42)
+      data[preset] = { task = task, ds = task:dataset(64 * 32, { seed = 1, split = "train" }) }
+    end
+    local t = data[preset]
+    local m = mech.model { arch = arch, d_model = d, n_layers = layers, vocab = t.task:vocab_size() }
+    local opt = mech.adamw(m)
+    local n = d >= 128 and 8 or 20
+    for i = 0, 3 do m:train_step(opt, t.ds:batch(32 * i, 32)) end
+    local t0 = now()
+    for i = 0, n - 1 do m:train_step(opt, t.ds:batch(32 * (i % 64), 32)) end
+    ms[key] = (now() - t0) / n * 1000
+    return ms[key]
+  end
+  local archs = { "attention", "hyena", "base_conv", "based", "h3", "mamba" }
+  local widths = { 16, 32, 64, 128, 256 }
+  -- {suite, task, archs, layers, learning rates x variants, epochs (x 3,126 steps)}
+  local suites = {
+    { "AR PE + NoPE + extra LRs", "ar_32", archs, 2, 12, 16 },
+    { "ATR easy PE + NoPE", "pcfg_5_20", archs, 2, 10, 32 },
+    { "ATR 8192", "pcfg_easy_8192", archs, 2, 5, 32 },
+    { "ATR medium PE + NoPE", "pcfg_10_20", archs, 2, 10, 32 },
+    { "ATR split", "pcfg_tts", archs, 2, 5, 32 },
+    { "Mamba conv ablation (4 kernels)", "ar_32", { "mamba" }, 2, 28, 16 },
+    { "Based long-conv ablation", "ar_32", { "based", "base_conv" }, 2, 5, 16 },
+    { "Based kernel ablation (3 kernels)", "ar_32", { "based" }, 2, 15, 16 },
+    { "AR 1-layer", "ar_32", archs, 1, 7, 16 },
+    { "ATR 1-layer", "pcfg_5_20", archs, 1, 5, 32 },
+    { "AR 3-layer", "ar_32", archs, 3, 7, 16 },
+    { "Sibling 1/2/3-layer (as 2-layer)", "sibling", archs, 2, 15, 32 },
+    { "AR split", "ar_32", archs, 2, 7, 16 },
+    { "v3 AR DeltaNet", "ar_32", { "delta_net" }, 2, 5, 16 },
+    { "v3 ATR Mamba conv ablation", "pcfg_5_20", { "mamba" }, 2, 28, 32 },
+  }
+  local total_h, total_runs = 0, 0
+  for _, s in ipairs(suites) do
+    local name, preset, list, layers, lrs, epochs = table.unpack(s)
+    local seconds, runs = 0, 0
+    for _, arch in ipairs(list) do
+      for _, d in ipairs(widths) do
+        seconds = seconds + step_ms(arch, d, layers, preset) / 1000 * 3126 * epochs * lrs
+        runs = runs + lrs
+      end
+    end
+    total_h, total_runs = total_h + seconds / 3600, total_runs + runs
+    print(string.format("grid: %-36s %5d runs %7.0f core-hours", name, runs, seconds / 3600))
+  end
+  print(string.format("grid: the paper's grid, %d runs: %.0f core-hours on one core each (the paper: under 10,000 GPU-hours)",
+    total_runs, total_h))
+  local line = {}
+  for _, a in ipairs(archs) do
+    line[#line + 1] = string.format("%s %.1f/%.1f", a, step_ms(a, 64, 2, "ar_32"), step_ms(a, 256, 2, "ar_32"))
+  end
+  print("grid: ms per AR step at D = 64 / 256: " .. table.concat(line, ", "))
+end
+
+os.execute("rm -rf '" .. tmp .. "'")

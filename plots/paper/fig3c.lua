@@ -1,0 +1,20 @@
+-- Fig. 3c: AR, one point per run that passes the 0.01 filter (every learning rate): Attrib @ Query
+-- against Attrib @ Key at the layer-1 block input (spec §6.7).
+--   mechlab plots/paper/fig3c.lua RESULTS_DIR OUT.png
+local paper = require "mech.paper"
+local sweep = require "mech.sweep"
+
+local recipe = { id = "fig3c", sweeps = { "ar" }, title = "AR: Attrib @ Query vs @ Key, layer-1 block input" }
+
+function recipe.draw(dirs, out)
+  local n, filtered = paper.attrib_scatter(sweep.results(dirs.ar), "query", "key", out, {
+    title = "AR, layer 1 block input", where = function(r) return r.pos_emb == (r.arch == "attention") end,
+  })
+  return { string.format(filtered and "%d runs pass the 0.01 filter" or "%d runs shown: none passes the 0.01 filter", n) }
+end
+
+if select("#", ...) > 0 then
+  local dir, out = ...
+  for _, line in ipairs(recipe.draw({ ar = dir }, out or "fig3c.png")) do print(line) end
+end
+return recipe

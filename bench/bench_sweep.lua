@@ -83,10 +83,16 @@ if all or parts.aggregate then
     mech.sys.write_atomic(dir .. "/runs/" .. id .. "/manifest.json", manifest)
   end
   mech.sys.write_atomic(dir .. "/sweep.json", json.encode { name = "agg", axes = { "lr" }, runs = runs })
+  -- the first pass extracts every run's rows (a sweep's workers do this as each run ends, in
+  -- parallel); the second is what `sweep aggregate` costs after a sweep
   local t0 = now()
+  sweep.aggregate(dir)
+  local first = now() - t0
+  t0 = now()
   local rows = sweep.aggregate(dir)
-  print(string.format("aggregate: %d run directories (%d metric rows each) in %.2f s: %d result rows", n,
-    #metric_lines - 1, now() - t0, rows))
+  print(string.format("aggregate: %d run directories (%d metric rows each) in %.2f s: %d result rows " ..
+    "(%.2f s with no run's rows extracted yet: %.1f ms a run, paid by its worker)", n, #metric_lines - 1,
+    now() - t0, rows, first, 1000 * first / n))
 end
 
 if all or parts.eval then
@@ -129,9 +135,13 @@ if all or parts.grid then
     local m = mech.model { arch = arch, d_model = d, n_layers = layers, vocab = t.task:vocab_size() }
     local opt = mech.adamw(m)
     local n = d >= 128 and 8 or 20
-    for i = 0, 3 do m:train_step(opt, t.ds:batch(32 * i, 32)) end
+    local function step(i)
+      local tokens, targets = t.ds:batch(32 * (i % 64), 32)
+      m:train_step(opt, tokens, targets, 1e-3)
+    end
+    for i = 0, 3 do step(i) end
     local t0 = now()
-    for i = 0, n - 1 do m:train_step(opt, t.ds:batch(32 * (i % 64), 32)) end
+    for i = 0, n - 1 do step(i) end
     ms[key] = (now() - t0) / n * 1000
     return ms[key]
   end

@@ -220,5 +220,32 @@ T.test("status and aggregate read run directories only; the command line works",
   T.truthy(out:find("exit 1", 1, true), out)
 end)
 
+T.test("aggregate uses the rows each worker cached, and only while they match the run", function()
+  local dir = tmp .. "/fail"
+  local s = sweep.status(dir)
+  local done_id
+  for _, r in ipairs(s.runs) do if r.state == "done" then done_id = r.id end end
+  local rdir = dir .. "/runs/" .. done_id
+  T.truthy(mech.sys.exists(rdir .. "/rows.cache"), "the worker wrote no rows.cache")
+  sweep.aggregate(dir)
+  local with_cache = read(dir .. "/results.csv") .. read(dir .. "/curves.csv")
+  for _, r in ipairs(s.runs) do os.remove(dir .. "/runs/" .. r.id .. "/rows.cache") end
+  sweep.aggregate(dir)
+  T.eq(read(dir .. "/results.csv") .. read(dir .. "/curves.csv"), with_cache)
+  -- a cache whose rows are wrong is used while metrics.csv keeps its size ...
+  local cache = read(rdir .. "/rows.cache")
+  mech.sys.write_atomic(rdir .. "/rows.cache", (cache:gsub(",test,accuracy,", ",test,accuracX,")))
+  sweep.aggregate(dir)
+  T.truthy(read(dir .. "/results.csv"):find("accuracX", 1, true), "the cache was not used")
+  -- ... and ignored once metrics.csv changed
+  local f = assert(io.open(rdir .. "/metrics.csv", "ab"))
+  f:write("20,test,accuracy,0.125\n")
+  f:close()
+  sweep.aggregate(dir)
+  local results = read(dir .. "/results.csv")
+  T.truthy(not results:find("accuracX", 1, true), "a stale cache was used")
+  T.truthy(results:find(done_id .. ",done,", 1, true) and results:find(",test,accuracy,final,20,0.125", 1, true), results)
+end)
+
 os.execute("rm -rf '" .. tmp .. "'")
 T.done()

@@ -203,6 +203,52 @@ T.test("a killed worker's run resumes to the bits of an uninterrupted one", func
   T.eq(read(tmp .. "/ref/runs/" .. id .. "/metrics.csv"), read(rdir .. "/metrics.csv"))
 end)
 
+-- A sweep file holding def()'s definition (for tests that start mechlab processes).
+local function sweep_file(name)
+  local path = tmp .. "/" .. name .. ".lua"
+  mech.sys.write_atomic(path, [[
+return { name = "t",
+  base = { task = "ar_32", model = { n_layers = 1, d_model = 16 }, train_docs = 320, eval_docs = 32, batch_size = 16,
+    steps = 20, eval_every = 10, seed = 3 },
+  grid = { lr = { 3e-3, 1e-2 }, arch = { "attention", "mamba" } },
+  evaluators = { { kind = "interchange", at = "report", layers = { 0 }, components = { "block_input" } } } }
+]])
+  return path
+end
+
+T.test("two `sweep run` on one directory train every run once", function()
+  local file, dir = sweep_file("twice"), tmp .. "/twice"
+  local cmd = string.format("%q sweep run %q --dir %q --jobs 2 >/dev/null 2>&1", arg[-1], file, dir)
+  os.execute(cmd .. " & " .. cmd .. " & wait")
+  T.eq(sweep.status(dir).counts.done, 4)
+  for _, r in ipairs(sweep.load(def()).runs) do
+    local _, starts = read(dir .. "/runs/" .. r.id .. "/metrics.csv"):gsub("\n0,test,accuracy,", "")
+    T.eq(starts, 1, r.id .. " trained twice")
+    T.eq(read(dir .. "/runs/" .. r.id .. "/metrics.csv"), read(tmp .. "/one/runs/" .. r.id .. "/metrics.csv"))
+  end
+end)
+
+T.test("a run that cannot write (a full disk) fails cleanly and the sweep goes on", function()
+  -- a file-size limit makes the checkpoint write fail (EFBIG) as a full disk would (ENOSPC)
+  local file, dir = sweep_file("full"), tmp .. "/full"
+  sweep.run(file, { dir = dir, executor = "print" })
+  local id = sweep.load(def()).runs[1].id
+  os.execute(string.format("trap '' XFSZ; ulimit -f 200; %q sweep exec %q %q >/dev/null 2>&1", arg[-1], dir, id))
+  local st = sweep.status(dir)
+  T.eq(st.counts.failed, 1)
+  local m
+  for _, r in ipairs(st.runs) do if r.id == id then m = r.manifest end end
+  T.truthy(m and m.error and m.error:find("checkpoint", 1, true), m and m.error)
+  local p = io.popen("ls -a " .. dir .. "/runs/" .. id)
+  local files = p:read("a")
+  p:close()
+  T.truthy(not files:find(".tmp.", 1, true), "temporary files left: " .. files)
+  T.truthy(not files:find("checkpoint.safetensors", 1, true), "a checkpoint was published: " .. files)
+  -- with room again, the sweep trains it (--retry) and the rest
+  local res = sweep.run(file, { dir = dir, jobs = 2, retry = true })
+  T.eq(res.counts.done, 4)
+end)
+
 T.test("status and aggregate read run directories only; the command line works", function()
   local p = io.popen(string.format("%q sweep status %q 2>&1", arg[-1], tmp .. "/fail"))
   local out = p:read("a")

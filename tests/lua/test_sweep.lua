@@ -249,6 +249,48 @@ T.test("a run that cannot write (a full disk) fails cleanly and the sweep goes o
   T.eq(res.counts.done, 4)
 end)
 
+T.test("SIGTERM to `sweep run` stops its workers after their checkpoints; running it again ends with the same bits", function()
+  local file, dir = tmp .. "/term.lua", tmp .. "/term"
+  mech.sys.write_atomic(file, [[
+return { name = "term",
+  base = { task = "ar_32", model = { n_layers = 1, d_model = 16 }, train_docs = 320, eval_docs = 32, batch_size = 16,
+    steps = 400, eval_every = 100, checkpoint_every = 1000, seed = 3 },
+  grid = { arch = { "attention", "mamba" } } }
+]])
+  sweep.run(file, { dir = tmp .. "/term-ref", jobs = 2 })
+  local pid = mech.sys.spawn({ arg[-1], "sweep", "run", file, "--dir", dir, "--jobs", "2" }, tmp .. "/term.log")
+  local ids = {}
+  for _, r in ipairs(sweep.load(file).runs) do ids[#ids + 1] = r.id end
+  local t0 = mech.sys.time()
+  while mech.sys.time() - t0 < 60 do -- until both workers are past step 100
+    local n = 0
+    for _, id in ipairs(ids) do
+      local f = io.open(dir .. "/runs/" .. id .. "/metrics.csv")
+      if f then
+        if f:read("a"):find("\n100,test,accuracy", 1, true) then n = n + 1 end
+        f:close()
+      end
+    end
+    if n == #ids then break end
+    mech.sys.sleep(0.02)
+  end
+  mech.sys.kill(pid, "SIGTERM")
+  local _, code = mech.sys.wait(pid)
+  T.eq(code, 143)
+  local st = sweep.status(dir)
+  T.eq(st.counts.interrupted + st.counts.done, 2)
+  T.truthy(st.counts.interrupted >= 1, "no run was interrupted")
+  for _, r in ipairs(st.runs) do
+    if r.state == "interrupted" then T.eq(r.manifest.status, "interrupted") end
+    T.truthy(mech.sys.exists(dir .. "/runs/" .. r.id .. "/checkpoint.safetensors"), "no checkpoint saved by " .. r.id)
+  end
+  T.eq(sweep.run(file, { dir = dir, jobs = 2 }).counts.done, 2)
+  for _, id in ipairs(ids) do
+    T.truthy(same_params(tmp .. "/term-ref/runs/" .. id .. "/checkpoint.safetensors", dir .. "/runs/" .. id .. "/checkpoint.safetensors"), id)
+    T.eq(read(dir .. "/runs/" .. id .. "/metrics.csv"), read(tmp .. "/term-ref/runs/" .. id .. "/metrics.csv"))
+  end
+end)
+
 T.test("status and aggregate read run directories only; the command line works", function()
   local p = io.popen(string.format("%q sweep status %q 2>&1", arg[-1], tmp .. "/fail"))
   local out = p:read("a")

@@ -2,8 +2,8 @@
 --
 -- A page's blocks run in order in one fresh mechlab process, as one chunk (a later block may use
 -- what an earlier one defined, as in a REPL session), in a temporary directory that links the
--- repository's experiments/, plots/, tests/ and docs/ (so examples read the files they name and
--- write wherever they like). A block that is deliberately a fragment is fenced ```lua fragment
+-- repository's experiments/, plots/ and tests/ (so examples read the files they name) and has
+-- an empty docs/img/ (so examples write their figures there, not into the repository). A block that is deliberately a fragment is fenced ```lua fragment
 -- and only checked to compile. A page's blocks must finish within `limit` seconds.
 --   mechlab tests/lua/test_docs.lua [page.md ...]
 local T = require "check"
@@ -75,9 +75,10 @@ for _, page in ipairs(pages()) do
       local dir = os.tmpname()
       os.remove(dir)
       mech.sys.mkdir(dir)
-      for _, d in ipairs { "experiments", "plots", "tests", "docs" } do
+      for _, d in ipairs { "experiments", "plots", "tests" } do
         os.execute(string.format("ln -s %s %s", shell_quote(root .. "/" .. d), shell_quote(dir .. "/" .. d)))
       end
+      mech.sys.mkdir(dir .. "/docs/img") -- where the figure examples write, here and not in the repository
       -- one chunk; each block is introduced by a comment so that errors can be traced to it
       -- one chunk, each block on one line of its own; messages name the page's lines
       local code, starts, n = {}, {}, 0

@@ -102,13 +102,20 @@ ml_status ml_check_shape(const char *fn, int arg, int ndim, const int64_t *shape
     if (ndim < 0 || ndim > ML_MAX_DIMS)
         return ml_fail(ML_ERR_SHAPE, "%s: argument %d has %d dimensions, expected at most %d", fn, arg, ndim,
                        ML_MAX_DIMS);
-    int64_t n = 1;
+    /* extent: the product with sizes of 0 counted as 1, since an empty tensor's strides still
+     * multiply its other sizes */
+    int64_t n = 1, extent = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0)
             return ml_fail(ML_ERR_SHAPE, "%s: argument %d has size %lld at dim %d, expected a size >= 0", fn, arg,
                            (long long)shape[d], d);
-        if (shape[d] && n > (INT64_C(1) << 40) / shape[d])
-            return ml_fail(ML_ERR_MEM, "%s: argument %d: shape too large (more than 2^40 elements)", fn, arg);
+        int64_t s = shape[d] ? shape[d] : 1;
+        if (extent > ML_MAX_EXTENT / s || (shape[d] && n > ML_MAX_NUMEL / shape[d])) {
+            char str[ML_SHAPE_STR];
+            return ml_fail(ML_ERR_MEM, "%s: argument %d: size too large (shape %s: at most 2^40 elements, and 2^62 counting sizes of 0 as 1)", fn,
+                           arg, ml_shape_str(str, ndim, shape));
+        }
+        extent *= s;
         n *= shape[d];
     }
     return ML_OK;
@@ -172,7 +179,7 @@ ml_tensor *ml_arange(ml_dtype dtype, double start, double stop, double step) {
         return NULL;
     }
     double count = ceil((stop - start) / step);
-    if (count > (double)(INT64_C(1) << 40)) { /* converting a larger double to int64 is undefined */
+    if (count > (double)ML_MAX_NUMEL) { /* converting a larger double to int64 is undefined */
         ml_fail(ML_ERR_MEM, "arange: %g elements is too many (more than 2^40)", count);
         return NULL;
     }
@@ -412,10 +419,10 @@ static ml_tensor *apply_view(ml_tensor *t, const view_spec *v) {
         shape[v->dim] = v->b;
         break;
     case V_SLICE: {
-        int64_t len = v->b > v->a ? (v->b - v->a + v->c - 1) / v->c : 0;
+        int64_t len = v->b > v->a ? (v->b - v->a - 1) / v->c + 1 : 0;
         if (len) off += v->a * t->stride[v->dim];
         shape[v->dim] = len;
-        stride[v->dim] *= v->c;
+        if (len > 1) stride[v->dim] *= v->c; /* then step < size: no overflow */
         break;
     }
     case V_SELECT:
@@ -653,7 +660,7 @@ static ml_status resolve_shape(const char *fn, const ml_tensor *t, int ndim, con
     if (ndim < 0 || ndim > ML_MAX_DIMS)
         return ml_fail(ML_ERR_SHAPE, "%s: expected at most %d dimensions, got %d", fn, ML_MAX_DIMS, ndim);
     int infer = -1;
-    int64_t known = 1;
+    int64_t known = 1, extent = 1; /* extent: the product with sizes of 0 counted as 1 */
     for (int d = 0; d < ndim; d++) {
         out[d] = in[d];
         if (in[d] == -1) {
@@ -662,6 +669,13 @@ static ml_status resolve_shape(const char *fn, const ml_tensor *t, int ndim, con
         } else if (in[d] < 0) {
             return ml_fail(ML_ERR_SHAPE, "%s: expected sizes >= 0 (or one -1), got %lld", fn, (long long)in[d]);
         } else {
+            int64_t s = in[d] ? in[d] : 1;
+            if (extent > ML_MAX_EXTENT / s || (in[d] && known > ML_MAX_NUMEL / in[d])) {
+                char s1[ML_SHAPE_STR];
+                return ml_fail(ML_ERR_MEM, "%s: size too large (shape %s: at most 2^40 elements, and 2^62 counting sizes of 0 as 1)", fn,
+                               ml_shape_str(s1, ndim, in));
+            }
+            extent *= s;
             known *= in[d];
         }
     }
@@ -734,6 +748,7 @@ ml_tensor *ml_expand(ml_tensor *t, int ndim, const int64_t *shape) {
         }
         v.shape[d] = want;
     }
+    if (ml_check_shape("expand", 2, ndim, v.shape)) return NULL;
     return make_view(t, &v, "ExpandBackward");
 }
 

@@ -19,6 +19,10 @@
 #include "core/rng.h"
 
 #define ML_MAX_DIMS 8
+/* The most elements of one tensor, and the most its sizes may multiply to with sizes of 0
+ * counted as 1 (an empty tensor's strides): sizes, strides and offsets never overflow int64. */
+#define ML_MAX_NUMEL (INT64_C(1) << 40)
+#define ML_MAX_EXTENT (INT64_C(1) << 62)
 
 typedef enum { ML_F32 = 0, ML_I32 = 1 } ml_dtype;
 

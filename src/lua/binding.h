@@ -37,6 +37,9 @@ void mlL_checktable(lua_State *L, int idx, const char *fn, int arg);
 /* Errors on a key not in `allowed` (NULL-terminated), suggesting the closest allowed name. */
 void mlL_checkkeys(lua_State *L, int idx, const char *fn, const char *const *allowed);
 lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, const char *fn);
+/* Integers that C keeps in an int: out of range is an error, never a silent wrap. */
+int mlL_optint32(lua_State *L, int idx, const char *key, int def, const char *fn);
+int mlL_checkint32(lua_State *L, int arg, const char *fn);
 lua_Number mlL_optnum(lua_State *L, int idx, const char *key, lua_Number def, const char *fn);
 int mlL_optbool(lua_State *L, int idx, const char *key, int def, const char *fn);
 const char *mlL_optstr(lua_State *L, int idx, const char *key, const char *def, const char *fn);

@@ -231,7 +231,7 @@ static int l_site_mean(lua_State *L) {
         mlL_checktable(L, 4, fn, 4);
         mlL_checkkeys(L, 4, fn, keys);
         n = mlL_optint(L, 4, "n", n, fn);
-        batch = (int)mlL_optint(L, 4, "batch", batch, fn);
+        batch = mlL_optint32(L, 4, "batch", batch, fn);
     }
     if (ml_site_pos_dim(m, s) != 1) return luaL_error(L, "%s: site '%s' is not of shape (B, L, ...)", fn, lua_tostring(L, 3));
     mlL_pushtensor(L, ml_site_mean(m, ds, n, s, batch));
@@ -253,8 +253,8 @@ static int l_short_conv_edit(lua_State *L) {
         static const char *const keys[] = {"layer", "keep", NULL};
         mlL_checktable(L, 3, fn, 3);
         mlL_checkkeys(L, 3, fn, keys);
-        layer = (int)mlL_optint(L, 3, "layer", -1, fn);
-        keep = (int)mlL_optint(L, 3, "keep", kind == ML_CONV_TRUNCATE ? -1 : 0, fn);
+        layer = mlL_optint32(L, 3, "layer", -1, fn);
+        keep = mlL_optint32(L, 3, "keep", kind == ML_CONV_TRUNCATE ? -1 : 0, fn);
     }
     if (kind == ML_CONV_TRUNCATE && keep < 0) return luaL_error(L, "%s: 'truncate' needs option 'keep' >= 0", fn);
     int n = ml_short_conv_edit(m, layer, kind, keep);
@@ -358,7 +358,7 @@ static int l_interchange(lua_State *L) {
     }
     lua_pop(L, 1);
     c->seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
-    c->batch = (int)mlL_optint(L, 3, "batch", 320, fn);
+    c->batch = mlL_optint32(L, 3, "batch", 320, fn);
     c->swap = mlL_optbool(L, 3, "swap", 0, fn);
     c->reference = mlL_optbool(L, 3, "reference", 0, fn);
     int64_t first = mlL_optint(L, 3, "first", 0, fn);
@@ -442,10 +442,12 @@ static int l_argmax(lua_State *L) {
 
 /* r = mech.interp.corrupt(lo, hi, orig, generator): the draw of §6.2 */
 static int l_corrupt(lua_State *L) {
-    int lo = (int)luaL_checkinteger(L, 1), hi = (int)luaL_checkinteger(L, 2), orig = (int)luaL_checkinteger(L, 3);
+    const char *fn = "mech.interp.corrupt";
+    int lo = mlL_checkint32(L, 1, fn), hi = mlL_checkint32(L, 2, fn), orig = mlL_checkint32(L, 3, fn);
     ml_rng *g = luaL_testudata(L, 4, MLL_RNG_MT);
-    if (!g) return mlL_argerror(L, "mech.interp.corrupt", 4, "a mech.Generator");
-    if (hi <= lo) return luaL_error(L, "mech.interp.corrupt: expected lo < hi, got %d, %d", lo, hi);
+    if (!g) return mlL_argerror(L, fn, 4, "a mech.Generator");
+    if (hi <= lo || (int64_t)hi - lo > INT32_MAX)
+        return luaL_error(L, "%s: expected lo < hi with hi - lo < 2^31, got %d, %d", fn, lo, hi);
     lua_pushinteger(L, ml_ic_corrupt(g, lo, hi, orig));
     return 1;
 }

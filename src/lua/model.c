@@ -18,12 +18,24 @@
 
 typedef struct {
     ml_model *m;
+    int in_hook;  /* Lua hooks of this model running now (the model is mid-computation) */
+    bool closing; /* closed inside a hook: freed once the computation is over */
 } model_box;
+
+/* Frees a model closed inside one of its hooks, once no hook of it runs. */
+static void settle_close(model_box *b) {
+    if (b->closing && !b->in_hook) {
+        ml_model_free(b->m);
+        b->m = NULL;
+        b->closing = false;
+    }
+}
 
 static ml_model *check_model(lua_State *L, int arg, const char *fn) {
     model_box *b = luaL_testudata(L, arg, MLL_MODEL_MT);
     if (!b) mlL_argerror(L, fn, arg, "a mech.Model");
-    if (!b->m) luaL_error(L, "%s: the model was closed", fn);
+    settle_close(b);
+    if (!b->m || b->closing) luaL_error(L, "%s: the model was closed", fn);
     return b->m;
 }
 
@@ -35,7 +47,7 @@ static ml_adamw *check_adamw(lua_State *L, int arg, const char *fn) {
 
 static void push_model(lua_State *L, ml_model *m) {
     model_box *b = lua_newuserdatauv(L, sizeof *b, 1);
-    b->m = m;
+    *b = (model_box){.m = m};
     luaL_setmetatable(L, MLL_MODEL_MT);
     lua_newtable(L); /* persistent hooks: site -> {fn, ...} */
     lua_setiuservalue(L, -2, 1);
@@ -64,16 +76,16 @@ static int l_model(lua_State *L) {
     const char *arch = mlL_optstr(L, 1, "arch", "attention", fn);
     ml_model_config_defaults(&c, arch);
     if (strlen(arch) >= sizeof c.arch) return luaL_error(L, "%s: option 'arch' is too long", fn);
-    c.d_model = (int)mlL_optint(L, 1, "d_model", c.d_model, fn);
-    c.n_layers = (int)mlL_optint(L, 1, "n_layers", c.n_layers, fn);
-    c.vocab = (int)mlL_optint(L, 1, "vocab", c.vocab, fn);
-    c.n_heads = (int)mlL_optint(L, 1, "n_heads", c.n_heads, fn);
-    c.max_pos = (int)mlL_optint(L, 1, "max_pos", c.max_pos, fn);
+    c.d_model = mlL_optint32(L, 1, "d_model", c.d_model, fn);
+    c.n_layers = mlL_optint32(L, 1, "n_layers", c.n_layers, fn);
+    c.vocab = mlL_optint32(L, 1, "vocab", c.vocab, fn);
+    c.n_heads = mlL_optint32(L, 1, "n_heads", c.n_heads, fn);
+    c.max_pos = mlL_optint32(L, 1, "max_pos", c.max_pos, fn);
     c.pos_emb = mlL_optbool(L, 1, "pos_emb", c.pos_emb, fn);
-    c.d_conv = (int)mlL_optint(L, 1, "d_conv", c.d_conv, fn);
-    c.d_state = (int)mlL_optint(L, 1, "d_state", c.d_state, fn);
-    c.expand = (int)mlL_optint(L, 1, "expand", c.expand, fn);
-    c.feature_dim = (int)mlL_optint(L, 1, "feature_dim", c.feature_dim, fn);
+    c.d_conv = mlL_optint32(L, 1, "d_conv", c.d_conv, fn);
+    c.d_state = mlL_optint32(L, 1, "d_state", c.d_state, fn);
+    c.expand = mlL_optint32(L, 1, "expand", c.expand, fn);
+    c.feature_dim = mlL_optint32(L, 1, "feature_dim", c.feature_dim, fn);
     c.long_only = mlL_optbool(L, 1, "long_only", c.long_only, fn);
     const char *sm = mlL_optstr(L, 1, "state_mixer", c.state_mixer, fn);
     if (strlen(sm) >= sizeof c.state_mixer) return luaL_error(L, "%s: option 'state_mixer' expected 'mlp', 'glu' or 'none', got '%s'", fn, sm);
@@ -86,10 +98,17 @@ static int l_model(lua_State *L) {
     return 1;
 }
 
-static int m_gc(lua_State *L) {
+static int m_gc(lua_State *L) { /* unreachable: no computation can be using it */
     model_box *b = luaL_checkudata(L, 1, MLL_MODEL_MT);
     ml_model_free(b->m);
     b->m = NULL;
+    return 0;
+}
+
+static int m_close(lua_State *L) { /* inside a hook the running forward still needs the model */
+    model_box *b = luaL_checkudata(L, 1, MLL_MODEL_MT);
+    b->closing = true;
+    settle_close(b);
     return 0;
 }
 
@@ -212,6 +231,7 @@ static void check_site_name(lua_State *L, ml_model *m, const char *name, const c
 
 typedef struct {
     lua_State *L;
+    model_box *box;
     int hooks;   /* stack index: call-specific table site -> fn (or 0) */
     int persist; /* stack index: persistent table site -> {fn...} */
 } hook_ud;
@@ -239,13 +259,17 @@ static bool hook_wants(void *ud, int layer, const char *name) {
 
 /* Calls fn (on top of the stack) with (act, ctx); returns a new reference to a replacement or
  * NULL; on a Lua error sets *err and the core message. */
-static ml_tensor *call_hook(lua_State *L, ml_tensor *act, const char *full, int layer, const char *name, ml_status *err) {
+static ml_tensor *call_hook(hook_ud *h, ml_tensor *act, const char *full, int layer, const char *name, ml_status *err) {
+    lua_State *L = h->L;
     mlL_pushtensor(L, ml_retain(act));
     lua_createtable(L, 0, 3);
     lua_pushstring(L, full), lua_setfield(L, -2, "site");
     lua_pushinteger(L, layer), lua_setfield(L, -2, "layer");
     lua_pushstring(L, name), lua_setfield(L, -2, "name");
-    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+    h->box->in_hook++;
+    int st = lua_pcall(L, 2, 1, 0);
+    h->box->in_hook--;
+    if (st != LUA_OK) {
         ml_fail(ML_ERR_ARG, "hook at %s: %s", full, lua_tostring(L, -1));
         lua_pop(L, 1);
         *err = ML_ERR_ARG;
@@ -278,14 +302,14 @@ static ml_tensor *hook_call(void *ud, int layer, const char *name, ml_tensor *ac
         lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
         for (lua_Integer i = 1; i <= n && !*err; i++) {
             lua_rawgeti(L, -1, i);
-            ml_tensor *rep = call_hook(L, cur, full, layer, name, err);
+            ml_tensor *rep = call_hook(h, cur, full, layer, name, err);
             if (rep) ml_release(cur), cur = rep, replaced = true;
         }
     }
     lua_pop(L, 1);
     if (h->hooks && !*err) {
         if (lua_getfield(L, h->hooks, full) != LUA_TNIL) {
-            ml_tensor *rep = call_hook(L, cur, full, layer, name, err);
+            ml_tensor *rep = call_hook(h, cur, full, layer, name, err);
             if (rep) ml_release(cur), cur = rep, replaced = true;
         } else {
             lua_pop(L, 1);
@@ -302,6 +326,7 @@ static ml_tensor *hook_call(void *ud, int layer, const char *name, ml_tensor *ac
 static bool setup_run(lua_State *L, ml_model *m, int arg, hook_ud *h, ml_run *run, const char *fn) {
     memset(run, 0, sizeof *run);
     h->L = L;
+    h->box = lua_touserdata(L, 1);
     h->hooks = 0;
     lua_getiuservalue(L, 1, 1);
     h->persist = lua_gettop(L);
@@ -366,14 +391,11 @@ static int run_forward(lua_State *L, bool head, const char *fn) {
     ml_run run;
     setup_run(L, m, 3, &h, &run, fn);
     ml_tensor *hid = ml_model_hidden(m, tok, &run);
-    if (!hid) return mlL_raise(L);
-    if (!head) {
-        mlL_pushtensor(L, hid);
-        return 1;
-    }
-    ml_tensor *logits = ml_model_head(m, hid);
-    ml_release(hid);
-    mlL_pushtensor(L, logits);
+    ml_tensor *out = hid && head ? ml_model_head(m, hid) : hid;
+    if (head) ml_release(hid);
+    settle_close(h.box);
+    if (!out) return mlL_raise(L);
+    mlL_pushtensor(L, out);
     return 1;
 }
 
@@ -395,6 +417,7 @@ static int m_loss(lua_State *L) {
     setup_run(L, m, 4, &h, &run, fn);
     ml_tensor *logits, *rows;
     ml_tensor *loss = ml_model_loss(m, tok, tg, &run, &logits, &rows);
+    settle_close(h.box);
     if (!loss) return mlL_raise(L);
     mlL_pushtensor(L, loss);
     mlL_pushtensor(L, logits);
@@ -417,25 +440,22 @@ static int m_add_hook(lua_State *L) {
     }
     lua_pushvalue(L, 3);
     lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-    /* the handle: {model, site, fn} with :remove() */
-    lua_createtable(L, 3, 0);
-    lua_pushvalue(L, 1), lua_rawseti(L, -2, 1);
-    lua_pushvalue(L, 2), lua_rawseti(L, -2, 2);
-    lua_pushvalue(L, 3), lua_rawseti(L, -2, 3);
+    /* the handle: opaque, holding (model, site, fn) as user values, with :remove() */
+    lua_newuserdatauv(L, 0, 3);
+    for (int i = 1; i <= 3; i++) lua_pushvalue(L, i), lua_setiuservalue(L, -2, i);
     luaL_setmetatable(L, MLL_HOOK_MT);
     return 1;
 }
 
 static int hook_remove(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    lua_rawgeti(L, 1, 1);
-    if (lua_isnil(L, -1)) return 0; /* removed already */
+    luaL_checkudata(L, 1, MLL_HOOK_MT);
+    if (lua_getiuservalue(L, 1, 1) == LUA_TNIL) return 0; /* removed already */
     lua_getiuservalue(L, -1, 1);
-    lua_rawgeti(L, 1, 2);
+    lua_getiuservalue(L, 1, 2);
     if (lua_gettable(L, -2) == LUA_TTABLE) {
         int list = lua_gettop(L);
         lua_Integer n = (lua_Integer)lua_rawlen(L, list);
-        lua_rawgeti(L, 1, 3);
+        lua_getiuservalue(L, 1, 3);
         for (lua_Integer i = 1; i <= n; i++) {
             lua_rawgeti(L, list, i);
             if (lua_rawequal(L, -1, -2)) {
@@ -452,7 +472,7 @@ static int hook_remove(lua_State *L) {
         }
     }
     lua_pushnil(L);
-    lua_rawseti(L, 1, 1);
+    lua_setiuservalue(L, 1, 1);
     return 0;
 }
 
@@ -637,7 +657,7 @@ int mlL_open_model(lua_State *L) {
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, m_gc), lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, m_gc), lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, m_close), lua_setfield(L, -2, "__close");
     lua_pushcfunction(L, m_tostring), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 

@@ -287,7 +287,7 @@ static int l_split(lua_State *L) {
     int dim = opt_dim(L, 3, "split", a->ndim, 0);
     int d = ml_dim(dim, a->ndim);
     int64_t len = (d >= 0 && a->ndim > 0) ? a->shape[d] : 0;
-    int64_t count = len == 0 ? 1 : (len + size - 1) / size;
+    int64_t count = len == 0 ? 1 : (len - 1) / size + 1; /* no overflow for huge sizes */
     if (count > 1000000) return luaL_error(L, "split: %I pieces are too many to return", (lua_Integer)count);
     luaL_checkstack(L, (int)count + 2, "split: too many pieces");
     ml_tensor **out = lua_newuserdatauv(L, sizeof(ml_tensor *) * (size_t)count, 0);

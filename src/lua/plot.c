@@ -219,7 +219,7 @@ static int figure(lua_State *L, pl_kind kind, const char *fn) {
     p.width = mlL_optnum(L, 1, "width", 0, fn);
     p.height = mlL_optnum(L, 1, "height", 0, fn);
     p.scale = mlL_optnum(L, 1, "scale", 0, fn);
-    p.ncol = (int)mlL_optint(L, 1, "ncol", 0, fn);
+    p.ncol = mlL_optint32(L, 1, "ncol", 0, fn);
     p.free_y = mlL_optbool(L, 1, "free_y", 0, fn);
     p.alpha = mlL_optnum(L, 1, "alpha", NAN, fn);
     p.line_width = mlL_optnum(L, 1, "line_width", 0, fn);
@@ -356,7 +356,7 @@ static int l_heatmap(lua_State *L) {
     h.vmin = mlL_optnum(L, 1, "vmin", NAN, fn);
     h.vmax = mlL_optnum(L, 1, "vmax", NAN, fn);
     h.values = mlL_optbool(L, 1, "values", 0, fn);
-    h.digits = (int)mlL_optint(L, 1, "digits", 2, fn);
+    h.digits = mlL_optint32(L, 1, "digits", 2, fn);
     h.title = str_field(&c, 1, "title");
     h.xlabel = str_field(&c, 1, "xlabel");
     h.ylabel = str_field(&c, 1, "ylabel");

@@ -91,6 +91,20 @@ void mlL_checkkeys(lua_State *L, int idx, const char *fn, const char *const *all
     }
 }
 
+int mlL_optint32(lua_State *L, int idx, const char *key, int def, const char *fn) {
+    lua_Integer v = mlL_optint(L, idx, key, def, fn);
+    if (v < INT32_MIN || v > INT32_MAX)
+        luaL_error(L, "%s: option '%s' expected an integer in [-2^31, 2^31), got %I", fn, key, v);
+    return (int)v;
+}
+
+int mlL_checkint32(lua_State *L, int arg, const char *fn) {
+    lua_Integer v = luaL_checkinteger(L, arg);
+    if (v < INT32_MIN || v > INT32_MAX)
+        luaL_error(L, "%s: argument %d expected an integer in [-2^31, 2^31), got %I", fn, arg, v);
+    return (int)v;
+}
+
 lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, const char *fn) {
     lua_getfield(L, idx, key);
     lua_Integer v = def;

@@ -434,7 +434,7 @@ int ml_split_tensor(ml_tensor *a, int64_t size, int dim, ml_tensor **out, int ma
     int d = mlo_dim("split", 3, dim, a->ndim);
     if (d < 0) return -1;
     int64_t len = a->shape[d];
-    int64_t count = len == 0 ? 1 : (len + size - 1) / size; /* an empty dim splits into one empty piece */
+    int64_t count = len == 0 ? 1 : (len - 1) / size + 1; /* an empty dim splits into one empty piece */
     if (count > max_out) {
         ml_fail(ML_ERR_ARG, "split: %lld pieces of size %lld along dim %d do not fit in %d outputs", (long long)count,
                 (long long)size, d, max_out);

@@ -1082,8 +1082,8 @@ START_TEST(errors_elementwise) {
     EXPECT_ERR(ml_where(a, a, b), "where: shapes");
     EXPECT_ERR(ml_where(b, a, a), "where: shapes");
     ml_tensor *tall = ml_zeros(ML_F32, 2, (int64_t[]){1 << 20, 1}), *wide = ml_zeros(ML_F32, 2, (int64_t[]){1, 1 << 21});
-    EXPECT_ERR(ml_mul(tall, wide), "mul: argument 1: shape too large");
-    EXPECT_ERR(ml_matmul(tall, wide), "matmul: argument 1: shape too large");
+    EXPECT_ERR(ml_mul(tall, wide), "mul: argument 1: size too large");
+    EXPECT_ERR(ml_matmul(tall, wide), "matmul: argument 1: size too large");
     DROP(tall, wide);
     DROP(a, b);
 }

@@ -108,8 +108,8 @@ END_TEST
 START_TEST(creation_errors) {
     EXPECT_ERR(ml_zeros(ML_F32, 2, (int64_t[]){2, -3}), "argument 1 has size -3 at dim 1, expected a size >= 0");
     EXPECT_ERR(ml_empty(ML_F32, 9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}), "has 9 dimensions, expected at most 8");
-    EXPECT_ERR(ml_zeros(ML_F32, 2, (int64_t[]){INT64_C(1) << 40, 1 << 20}), "shape too large");
-    EXPECT_ERR(ml_zeros(ML_F32, 3, (int64_t[]){INT64_MAX, INT64_MAX, 2}), "shape too large");
+    EXPECT_ERR(ml_zeros(ML_F32, 2, (int64_t[]){INT64_C(1) << 40, 1 << 20}), "size too large");
+    EXPECT_ERR(ml_zeros(ML_F32, 3, (int64_t[]){INT64_MAX, INT64_MAX, 2}), "size too large");
     EXPECT_ERR(ml_arange(ML_F32, 0, 1, 0), "arange: argument 3 expected a finite non-zero step, got 0");
     EXPECT_ERR(ml_arange(ML_F32, 0, 1e300, 1e-300), "arange");
     EXPECT_ERR(ml_arange(ML_F32, 0, INFINITY, 1), "arange");

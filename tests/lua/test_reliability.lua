@@ -1,0 +1,74 @@
+-- Regression tests for the defects of issue 16: each call here crashed, read out of bounds or
+-- silently did the wrong thing before.
+local T = require "check"
+
+T.test("shapes whose sizes or strides overflow are refused as too large", function()
+  local huge = 2 ^ 40
+  T.raises(function() return mech.zeros(0):view(huge, huge) end, "size too large")
+  T.raises(function() return mech.zeros(0):reshape(huge, huge) end, "size too large")
+  T.raises(function() return mech.zeros(0, huge, huge) end, "size too large")
+  T.raises(function() return mech.zeros(1):expand(huge, huge) end, "size too large")
+  -- still fine: an empty view of a size that fits, and a legal -1
+  T.eq(mech.zeros(0):view(0, 4):shape(), { 0, 4 })
+  T.eq(mech.zeros(12):view(-1, 4):shape(), { 3, 4 })
+end)
+
+T.test("slices and splits with huge steps and sizes stay in bounds", function()
+  local t = mech.arange(10)
+  local v = t:slice(0, 2, 10, math.maxinteger)
+  T.eq(v:shape(), { 1 })
+  T.eq(v:item(), 2)
+  T.eq(t:slice(0, 0, 10, 3):shape(), { 4 })
+  local pieces = { t:split(math.maxinteger) }
+  T.eq(#pieces, 1)
+  T.eq(pieces[1]:shape(), { 10 })
+  T.eq(select("#", t:split(3)), 4)
+end)
+
+T.test("integer options beyond the int range are errors, not wrapped", function()
+  T.raises(function() return mech.model { arch = "attention", d_model = 2 ^ 32 + 8, vocab = 16 } end,
+    "option 'd_model' expected an integer in [-2^31, 2^31)")
+  T.raises(function() return mech.model { arch = "attention", d_model = 16, vocab = 2 ^ 32 + 16 } end,
+    "option 'vocab' expected an integer in [-2^31, 2^31)")
+  local g = mech.Generator(1)
+  T.raises(function() return mech.interp.corrupt(0, 2 ^ 32 + 5, 1, g) end, "argument 2 expected an integer in")
+  T.raises(function() return mech.interp.corrupt(-1, 2 ^ 31 - 1, 1, g) end, "hi - lo < 2^31")
+  local r = mech.interp.corrupt(0, 5, 2, g)
+  T.truthy(r >= 0 and r <= 5 and r ~= 2, r)
+end)
+
+T.test("hook handles are opaque: tampering cannot reach the C side", function()
+  local m = mech.model { arch = "attention", d_model = 16, vocab = 16 }
+  local calls = 0
+  local h = m:add_hook("blocks.0.block_input", function() calls = calls + 1 end)
+  T.raises(function() h[1] = 0 end, "attempt to index")
+  T.eq(type(h), "userdata")
+  local tok = mech.tensor({ { 1, 2, 3 } }):int()
+  m:forward(tok)
+  T.eq(calls, 1)
+  h:remove()
+  h:remove() -- twice is fine
+  m:forward(tok)
+  T.eq(calls, 1)
+end)
+
+T.test("a model closed or collected inside its own hook finishes the call, then is closed", function()
+  local tok = mech.tensor({ { 1, 2, 3, 4, 5 } }):int()
+  for _, arch in ipairs { "attention", "mamba", "hyena", "delta_net" } do
+    local ref = mech.model { arch = arch, d_model = 16, vocab = 16, n_layers = 2, seed = 3 }:forward(tok)
+    local m = mech.model { arch = arch, d_model = 16, vocab = 16, n_layers = 2, seed = 3 }
+    local out = m:forward(tok, { ["blocks.0.block_output"] = function()
+      getmetatable(m).__close(m)
+      collectgarbage()
+    end })
+    T.eq((out - ref):abs():max():item(), 0, arch)
+    T.raises(function() return m:forward(tok) end, "the model was closed")
+    -- from a persistent hook, through loss
+    local m2 = mech.model { arch = arch, d_model = 16, vocab = 16, n_layers = 2 }
+    m2:add_hook("blocks.1.block_input", function() getmetatable(m2).__close(m2) end)
+    m2:loss(tok, tok)
+    T.raises(function() return m2:loss(tok, tok) end, "the model was closed")
+  end
+end)
+
+T.done()

@@ -48,18 +48,22 @@ static void check_eligibility(const ml_task *t, const ml_doc *d, ml_split split)
         rightmost[q] = true;
         for (int j = q + 1; j < n; j++) rightmost[q] &= LAB(j) != LAB(q);
     }
+    bool split_held = split == ML_SPLIT_TEST; /* the side of the blacklist this split queries */
     for (int q = 0; q < n; q++) {
-        int last = q; /* SIBLING: the last position sharing q's parent (q itself for the root) */
+        /* SIBLING: the last position right of q sharing its parent whose pair the split allows,
+         * else q itself (for the root too), which the split never rules out. */
+        int last = q;
         if (d->qtype == ML_QT_SIBLING)
-            for (int j = 0; j < n; j++)
-                if (pp[j] == pp[q]) last = j;
+            for (int j = n - 1; j > q && last == q; j--)
+                if (pp[j] == pp[q] && (!ml_task_has_split(t) || ml_task_black(t, LAB(j), LAB(q)) == split_held))
+                    last = j;
         for (int x = 0; x < n; x++) {
             bool rel;
             if (d->qtype == ML_QT_PARENT) rel = pp[q] == 1 + x;
             else if (d->qtype == ML_QT_CHILD) rel = pp[x] == 1 + q;
             else rel = x == last && (!c->unambiguous_queries || rightmost[x]);
             if (!rel || (c->unambiguous_queries && !rightmost[q])) continue;
-            if (ml_task_has_split(t)) {
+            if (ml_task_has_split(t) && d->qtype != ML_QT_SIBLING) {
                 bool held = ml_task_black(t, LAB(x), LAB(q));
                 if (split == ML_SPLIT_TEST ? !held : held) continue;
             }
@@ -140,14 +144,16 @@ static void check_atr_doc(const ml_task *t, const ml_doc *d, ml_split split, boo
     case ML_QT_CHILD:
         EXPECT_OP(d->parent_pos[tio - 1], ==, qio);
         break;
-    default: /* SIBLING: the last position with the query's parent */
+    default: /* SIBLING: the last position with the query's parent (without a split) */
         EXPECT_OP(tio, >=, qio);
-        for (int y = tio; y < n; y++) EXPECT_OP(d->parent_pos[y], !=, d->parent_pos[qio - 1]);
+        if (!ml_task_has_split(t))
+            for (int y = tio; y < n; y++) EXPECT_OP(d->parent_pos[y], !=, d->parent_pos[qio - 1]);
         EXPECT(tio == qio || d->parent_pos[tio - 1] == d->parent_pos[qio - 1]);
         break;
     }
-    /* Split: test queries only held-out pairs, train and dev only the others. */
-    if (ml_task_has_split(t)) {
+    /* Split: test queries only held-out pairs, train and dev only the others; a sibling query
+     * answered by itself is exempt (the original never checks that pair). */
+    if (ml_task_has_split(t) && !(d->qtype == ML_QT_SIBLING && tio == qio)) {
         bool held = ml_task_black(t, tok[tio] - 3, tok[qio] - 3);
         EXPECT_MSG(split == ML_SPLIT_TEST ? held : !held, "split %s queried a pair of the wrong side",
                       ml_split_name(split));
@@ -193,6 +199,37 @@ START_TEST(test_atr_split) {
     EXPECT(memcmp(a->depth_score, b->depth_score, 40 * sizeof(int32_t)) != 0);
     ml_task_release(a);
     ml_task_release(b);
+}
+END_TEST
+
+/* SIBLING with a split (no preset has both): each query keeps the rightmost sibling right of
+ * it whose pair the split allows, else itself, and that self pair is never held out. The
+ * brute-force check recomputes exactly this; the old rule (rightmost sibling, pair dropped when
+ * held out) gives other eligible pairs and fails it. */
+START_TEST(test_atr_sibling_split) {
+    ml_atr_config c = ml_atr_config_default();
+    c.parent = false;
+    c.sibling = true;
+    c.train_test_split = 0.5; /* many held-out pairs, so the rule matters often */
+    {
+        ml_task *t = ml_task_atr(&c, 3);
+        EXPECT_MSG(t != NULL, "%s", ml_last_error());
+        for (int s = 0; s < 3; s++) check_atr_many(t, (ml_split)s, 1500, 1);
+        /* some test document must answer with a sibling that is not the rightmost one */
+        ml_rng r;
+        ml_rng_init(&r, 4, 0);
+        ml_doc d;
+        ml_doc_init(&d);
+        int skipped = 0;
+        for (int i = 0; i < 3000 && !skipped; i++) {
+            EXPECT(ml_task_sample(t, &r, ML_SPLIT_TEST, &d) == ML_OK);
+            int q = d.pos[ML_POS_QUERY_ITEM_ORIG], tg = d.pos[ML_POS_TARGET_ITEM_ORIG];
+            for (int y = tg; y < d.n_yield && tg != q; y++) skipped |= d.parent_pos[y] == d.parent_pos[q - 1];
+        }
+        EXPECT_MSG(skipped, "no test document skipped a held-out rightmost sibling");
+        ml_doc_free(&d);
+        ml_task_release(t);
+    }
 }
 END_TEST
 
@@ -686,6 +723,7 @@ static Suite *suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_atr_presets);
     tcase_add_test(tc, test_atr_split);
+    tcase_add_test(tc, test_atr_sibling_split);
     tcase_add_test(tc, test_atr_options);
     tcase_add_test(tc, test_ar_presets);
     tcase_add_test(tc, test_token_names);

@@ -1,5 +1,7 @@
-/* Times the generation of the paper's training sets (100,032 documents, spec §5.3):
- * pcfg_5_20 (target <= 5 s) and ar_32. Prints one line per task. */
+/* Times the generation of the paper's training sets (100,032 documents, docs/tasks.md):
+ * pcfg_5_20 (target <= 5 s) and ar_32, then the ATR presets again with rng = "numpy" (the
+ * original's stream; target <= 2 s). Prints one line per task.
+ *   build/bench_tasks [n]   (n <= 100032 in numpy mode) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -12,9 +14,9 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int bench(const char *preset, int64_t n) {
+static int bench(const char *preset, ml_task_rng rng, int64_t n) {
     double t0 = now();
-    ml_task *t = ml_task_preset(preset, 42);
+    ml_task *t = ml_task_preset_rng(preset, 42, rng);
     if (!t) {
         fprintf(stderr, "bench_tasks: %s\n", ml_last_error());
         return 1;
@@ -44,9 +46,9 @@ static int bench(const char *preset, int64_t n) {
         ml_release(tg);
     }
     double t4 = now();
-    printf("%-15s task %7.3f s  generate %lld docs %7.3f s (%.2f us/doc, %lld tokens, %lld rejected draws)"
+    printf("%-15s %-6s task %7.3f s  generate %lld docs %7.3f s (%.2f us/doc, %lld tokens, %lld rejected draws)"
            "  batches %6.3f s\n",
-           preset, t1 - t0, (long long)n, t2 - t1, 1e6 * (t2 - t1) / (double)n, (long long)tokens,
+           preset, ml_task_rng_name(rng), t1 - t0, (long long)n, t2 - t1, 1e6 * (t2 - t1) / (double)n, (long long)tokens,
            (long long)rejected, t4 - t3);
     ml_dataset_free(ds);
     ml_task_release(t);
@@ -57,6 +59,8 @@ int main(int argc, char **argv) {
     int64_t n = argc > 1 ? atoll(argv[1]) : ML_TRAIN_DOCS;
     const char *presets[] = {"pcfg_5_20", "ar_32", "pcfg_10_20", "pcfg_easy_8192", "pcfg_tts", "sibling"};
     int rc = 0;
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) rc |= bench(presets[i], n);
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) rc |= bench(presets[i], ML_RNG_PHILOX, n);
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (presets[i][0] == 'p' || presets[i][0] == 's') rc |= bench(presets[i], ML_RNG_NUMPY, n);
     return rc;
 }

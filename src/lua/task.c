@@ -112,8 +112,11 @@ static const char *const atr_keys[] = {"head_position",
                                        "query_type_token",
                                        "min_yield",
                                        "max_yield",
+                                       "rng",
                                        "seed",
                                        NULL};
+
+static const char *const rng_names[] = {"philox", "numpy", NULL}; /* ml_task_rng order */
 
 static int l_atr(lua_State *L) {
     const char *fn = "mech.task.atr";
@@ -145,10 +148,14 @@ static int l_atr(lua_State *L) {
                                  : (ml_qtok)opt_enum(L, 1, "query_type_token", ML_QTOK_AUTO, qtok, fn);
     c.min_yield = opt_int32(L, 1, "min_yield", c.min_yield, fn);
     c.max_yield = opt_int32(L, 1, "max_yield", c.max_yield, fn);
+    c.rng = (ml_task_rng)opt_enum(L, 1, "rng", c.rng, rng_names, fn);
     push_task(L, ml_task_atr(&c, opt_seed(L, 1, fn)));
     return 1;
 }
 
+static const char *const preset_keys[] = {"rng", NULL};
+
+/* mech.task.preset(name, [seed = 42], [{rng = "philox" | "numpy"}]) */
 static int l_preset(lua_State *L) {
     const char *fn = "mech.task.preset";
     if (lua_type(L, 1) != LUA_TSTRING) return mlL_argerror(L, fn, 1, "a preset name");
@@ -158,8 +165,17 @@ static int l_preset(lua_State *L) {
         seed = lua_tointegerx(L, 2, &ok);
         if (!ok) return mlL_argerror(L, fn, 2, "an integer seed");
     }
+    ml_task_rng rng = ML_RNG_PHILOX;
+    if (!lua_isnoneornil(L, 3)) {
+        mlL_checktable(L, 3, fn, 3);
+        mlL_checkkeys(L, 3, fn, preset_keys);
+        rng = (ml_task_rng)opt_enum(L, 3, "rng", rng, rng_names, fn);
+    }
     const char *name = lua_tostring(L, 1);
-    ml_task *t = ml_task_preset(name, (uint64_t)seed);
+    ml_task *t = ml_task_preset_rng(name, (uint64_t)seed, rng);
+    bool known = false;
+    for (int i = 0; ml_task_preset_names[i]; i++) known = known || strcmp(name, ml_task_preset_names[i]) == 0;
+    if (!t && known) return mlL_raise(L); /* e.g. rng = "numpy" with an AR preset or a seed >= 2^32 */
     if (!t) {
         const char *near = mlL_closest(name, ml_task_preset_names);
         return luaL_error(L, "%s: unknown preset '%s' (did you mean '%s'?)", fn, name, near ? near : "?");
@@ -517,6 +533,8 @@ static int l_config(lua_State *L) {
     lua_setfield(L, -2, "query_type_token");
     set_int(L, "min_yield", c->min_yield);
     set_int(L, "max_yield", c->max_yield);
+    lua_pushstring(L, ml_task_rng_name(c->rng));
+    lua_setfield(L, -2, "rng");
     return 1;
 }
 

@@ -1,4 +1,4 @@
-/* Associative recall (spec paper.md §2). */
+/* Associative recall (docs/tasks.md, "AR"). */
 #include <string.h>
 
 #include "tasks/task_impl.h"
@@ -27,7 +27,7 @@ ml_status ml_ar_build(ml_task *t) {
         return ml_fail(ML_ERR_ARG, "%s: train_test_split needs num_kv <= 16384 (blacklist size), got %d", fn,
                        c->num_kv);
     t->n_keys = c->num_kv / 2;
-    /* pad, bos, eos, keys, values, plus the table entry of label -100 (spec §2.2). */
+    /* pad, bos, eos, keys, values, plus the table entry of label -100 (docs/tasks.md, "AR"). */
     t->vocab = c->num_kv + 4;
     if (c->train_test_split > 0.0) {
         ml_rng rng;
@@ -69,7 +69,7 @@ ml_status ml_ar_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *do
     if (ml_doc_reserve(doc, 2 * mmax + 5) != ML_OK) return ML_ERR_MEM;
 
     /* The split is ignored on purpose: blacklisted pairs are never queried in any split (the
-     * original's quirk, spec §2.7). */
+     * original's quirk: docs/tasks.md, "AR", train_test_split). */
     (void)split;
     int rejections = 0, m, n_elig;
     for (;;) {
@@ -108,7 +108,7 @@ ml_status ml_ar_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *do
     doc->pos[ML_POS_DIVIDER] = 2 * m + 1;
     doc->pos[ML_POS_QUERY_ITEM] = 2 * m + 2;
     doc->pos[ML_POS_TARGET_ITEM] = 2 * m + 3;
-    doc->pos[ML_POS_NEXT_KEY] = 2 * q + 3; /* the divider for the last pair (spec §9.2) */
+    doc->pos[ML_POS_NEXT_KEY] = 2 * q + 3; /* the divider for the last pair (docs/tasks.md, "AR") */
     doc->all_targets[0] = tio;
     doc->n_all_targets = 1;
     doc->qtype = c->query_type;

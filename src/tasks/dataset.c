@@ -1,4 +1,4 @@
-/* Pre-generated datasets and the batches of the training loop (spec paper.md §5.3–5.4). */
+/* Pre-generated datasets and the batches of the training loop (docs/tasks.md, "Datasets and batches"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,7 +49,8 @@ static ml_status append(int32_t **buf, int64_t *cap, int64_t used, const int32_t
     return ML_OK;
 }
 
-ml_dataset *ml_dataset_from_rng(ml_task *t, int64_t n, ml_rng *rng, ml_split split) {
+/* n documents of `split` drawn from rng, or from np when it is not NULL. */
+static ml_dataset *build(ml_task *t, int64_t n, ml_rng *rng, ml_np_random *np, ml_split split) {
     if (n < 0 || n > ((int64_t)1 << 31)) {
         ml_fail(ML_ERR_ARG, "task:dataset: the number of documents must be in 0..2^31, got %lld", (long long)n);
         return NULL;
@@ -84,7 +85,7 @@ ml_dataset *ml_dataset_from_rng(ml_task *t, int64_t n, ml_rng *rng, ml_split spl
     for (int64_t i = 0; i < n; i++) {
         /* Ctrl-C is polled now and then: a paper-size set takes a second or more. */
         if ((i & 4095) == 4095 && ml_check_interrupt("task:dataset") != ML_OK) goto fail;
-        if (ml_task_sample(t, rng, split, &doc) != ML_OK) goto fail;
+        if ((np ? ml_atr_sample_np(t, np, split, &doc) : ml_task_sample(t, rng, split, &doc)) != ML_OK) goto fail;
         if (append(&ds->tokens, &tok_cap, used, doc.tokens, doc.len) != ML_OK) goto fail;
         if (tree) {
             if (append(&ds->parent, &tree_cap, used, NULL, doc.len) != ML_OK ||
@@ -112,7 +113,85 @@ fail:
     return NULL;
 }
 
+ml_dataset *ml_dataset_from_rng(ml_task *t, int64_t n, ml_rng *rng, ml_split split) {
+    return build(t, n, rng, NULL, split);
+}
+
+/* ---- rng = numpy: the original's protocol (docs/tasks.md, "Random streams") ----
+ * One stream: the grammar, 100,032 training documents, then 1,024 documents per eval split,
+ * dev before test on tasks with a split (no dev split otherwise). */
+
+static int64_t np_split_docs(ml_split s) { return s == ML_SPLIT_TRAIN ? ML_TRAIN_DOCS : ML_EVAL_SPLIT_DOCS; }
+
+/* The split whose documents precede those of s, or -1 for train. */
+static int np_split_before(const ml_task *t, ml_split s) {
+    if (s == ML_SPLIT_TRAIN) return -1;
+    return s == ML_SPLIT_TEST && ml_task_has_split(t) ? ML_SPLIT_DEV : ML_SPLIT_TRAIN;
+}
+
+static ml_status np_remember_start(ml_task *t, ml_split s, const ml_np_random *r) {
+    if (t->np_start[s]) return ML_OK;
+    if (!(t->np_start[s] = malloc(sizeof *r))) return ml_fail(ML_ERR_MEM, "task:dataset: out of memory");
+    *t->np_start[s] = *r;
+    return ML_OK;
+}
+
+/* The stream where the documents of s begin: drawn once by running through those before it
+ * (the training set's 100,032 documents for an eval split), then kept in the task. */
+static ml_status np_split_start(ml_task *t, ml_split s, ml_np_random *out) {
+    if (!t->np_start[s]) {
+        ml_split before = (ml_split)np_split_before(t, s);
+        ml_np_random r;
+        if (np_split_start(t, before, &r) != ML_OK) return ML_ERR_STATE;
+        ml_doc doc;
+        ml_doc_init(&doc);
+        for (int64_t i = 0; i < np_split_docs(before); i++) {
+            ml_status st = (i & 4095) == 4095 ? ml_check_interrupt("task:dataset") : ML_OK;
+            if (st == ML_OK) st = ml_atr_sample_np(t, &r, before, &doc);
+            if (st != ML_OK) {
+                ml_doc_free(&doc);
+                return st;
+            }
+        }
+        ml_doc_free(&doc);
+        if (np_remember_start(t, s, &r) != ML_OK) return ML_ERR_MEM;
+    }
+    *out = *t->np_start[s];
+    return ML_OK;
+}
+
+/* The first n documents of split s in the protocol's stream. */
+static ml_dataset *np_dataset(ml_task *t, int64_t n, ml_split split) {
+    if ((unsigned)split > ML_SPLIT_TEST) {
+        ml_fail(ML_ERR_ARG, "task:dataset: unknown split %d", (int)split);
+        return NULL;
+    }
+    if (split == ML_SPLIT_DEV && !ml_task_has_split(t)) {
+        ml_fail(ML_ERR_ARG, "task:dataset: %s with rng = \"numpy\" has no dev split (the original draws one only "
+                "for tasks with a train/test split); use \"test\"", t->name);
+        return NULL;
+    }
+    if (n > np_split_docs(split)) {
+        ml_fail(ML_ERR_ARG, "task:dataset: with rng = \"numpy\" the %s split has %lld documents (the original's "
+                "protocol), got n = %lld", ml_split_name(split), (long long)np_split_docs(split), (long long)n);
+        return NULL;
+    }
+    ml_np_random r;
+    if (np_split_start(t, split, &r) != ML_OK) return NULL;
+    ml_dataset *ds = build(t, n, NULL, &r, split);
+    /* A whole split ends where the next one begins: keep that for free. */
+    if (ds && n == np_split_docs(split))
+        for (int s = 0; s < 3; s++)
+            if (np_split_before(t, (ml_split)s) == (int)split && !(s == ML_SPLIT_DEV && !ml_task_has_split(t)) &&
+                np_remember_start(t, (ml_split)s, &r) != ML_OK) {
+                ml_dataset_free(ds);
+                return NULL;
+            }
+    return ds;
+}
+
 ml_dataset *ml_dataset_new(ml_task *t, int64_t n, uint64_t seed, ml_split split) {
+    if (t->kind == ML_TASK_ATR && t->atr.rng == ML_RNG_NUMPY) return np_dataset(t, n, split);
     ml_rng rng;
     ml_rng_init(&rng, seed, ml_split_stream(split));
     return ml_dataset_from_rng(t, n, &rng, split);
@@ -202,7 +281,8 @@ ml_status ml_dataset_batch(const ml_dataset *ds, const int64_t *doc_indices, int
         memcpy(trow, src, (size_t)len * sizeof(int32_t));
         for (int p = len; p < L; p++) trow[p] = ML_PAD;
         for (int p = 0; p < L; p++) yrow[p] = ML_IGNORE;
-        /* Only the answer is trained (spec §2.5, §3.7), predicted one position before it. */
+        /* Only the answer is trained, predicted one position before it (docs/tasks.md, "Datasets
+         * and batches"). */
         int ans = ml_dataset_positions(ds, doc_indices[b])[ML_POS_TARGET_ITEM];
         yrow[ans - 1] = src[ans];
     }

@@ -1,10 +1,10 @@
-/* Associative treecall: the random right-headed PCFG and its documents (spec paper.md §3). */
+/* Associative treecall: the random right-headed PCFG and its documents (docs/tasks.md, "ATR"). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tasks/task_impl.h"
 
-/* ---------------------------------------------------------------- grammar (spec §3.2) ---- */
+/* ----------------------------------------------------- grammar (docs/tasks.md, "Grammar") ---- */
 
 static ml_status check_int(const char *fn, const char *key, int v, int lo, int hi) {
     if (v < lo || v > hi) return ml_fail(ML_ERR_ARG, "%s: %s must be in %d..%d, got %d", fn, key, lo, hi, v);
@@ -35,6 +35,8 @@ static ml_status validate(const ml_atr_config *c, const char *fn) {
     if ((int64_t)c->num_nonterminals * c->num_terminals > ((int64_t)1 << 27))
         return ml_fail(ML_ERR_ARG, "%s: num_nonterminals x num_terminals must be <= 2^27 (head distributions), got %d x %d",
                        fn, c->num_nonterminals, c->num_terminals);
+    if ((unsigned)c->rng > ML_RNG_NUMPY)
+        return ml_fail(ML_ERR_ARG, "%s: rng must be \"philox\" or \"numpy\", got %d", fn, (int)c->rng);
     if (c->train_test_split > 0.0 && c->num_terminals > 16384)
         return ml_fail(ML_ERR_ARG, "%s: train_test_split needs num_terminals <= 16384 (blacklist size), got %d",
                        fn, c->num_terminals);
@@ -42,6 +44,17 @@ static ml_status validate(const ml_atr_config *c, const char *fn) {
         return ml_fail(ML_ERR_ARG, "%s: at least one query type (parent, child, sibling) must be enabled", fn);
     return ML_OK;
 }
+
+/* The source of a task's draws: a Philox stream, or (rng = numpy) the original's RandomState.
+ * Both give uniform integers below n and doubles in [0, 1); what a step draws depends on the
+ * task's mode (docs/tasks.md, "Random streams"), where it comes from on the source. */
+typedef struct {
+    ml_rng *philox;
+    ml_np_random *np;
+} draws;
+
+static uint32_t draw_below(draws *d, uint32_t n) { return d->np ? ml_np_below(d->np, n) : ml_rng_below(d->philox, n); }
+static double draw_double(draws *d) { return d->np ? ml_np_double(d->np) : ml_rng_double(d->philox); }
 
 /* Dirichlet(1, ..., 1) as a cumulative distribution. */
 static void dirichlet_cdf(ml_rng *rng, int n, double *cdf) {
@@ -55,15 +68,18 @@ static void dirichlet_cdf(ml_rng *rng, int n, double *cdf) {
     cdf[n - 1] = 1.0; /* rounding must never leave u above the last bucket */
 }
 
-/* Index of the first bucket whose cumulative probability exceeds u. */
-static int cdf_pick(const double *cdf, int n, double u) {
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int mid = (lo + hi) >> 1;
-        if (u < cdf[mid]) hi = mid;
-        else lo = mid + 1;
-    }
-    return lo;
+/* The numpy blacklist: rand(|Σ|, |Σ|) row-major, pair (row, column) held out when < p. */
+static ml_status draw_blacklist_np(ml_task *t, int64_t side, double p, ml_np_random *npr, const char *fn) {
+    int64_t n = side * side;
+    t->black = calloc((size_t)((n + 63) / 64), sizeof(uint64_t));
+    if (!t->black) return ml_fail(ML_ERR_MEM, "%s: out of memory for the split blacklist", fn);
+    t->black_side = side;
+    for (int64_t i = 0; i < n; i++)
+        if (ml_np_double(npr) < p) {
+            t->black[i >> 6] |= (uint64_t)1 << (i & 63);
+            t->n_prohibited++;
+        }
+    return ML_OK;
 }
 
 ml_status ml_atr_build(ml_task *t) {
@@ -81,11 +97,20 @@ ml_status ml_atr_build(ml_task *t) {
     t->type_token = c->query_type_token == ML_QTOK_ALWAYS ||
                     (c->query_type_token == ML_QTOK_AUTO && t->n_types > 1);
 
+    bool np = c->rng == ML_RNG_NUMPY;
+    if (np && t->seed > UINT32_MAX)
+        return ml_fail(ML_ERR_ARG, "%s: rng = \"numpy\" needs a seed in 0..2^32-1 (numpy's legacy seeding), got %llu",
+                       fn, (unsigned long long)t->seed);
     ml_rng rng;
     ml_rng_init(&rng, t->seed, ML_STREAM_GRAMMAR);
-    /* 1. The blacklist comes first, so a split grammar differs from the unsplit one (§3.8). */
-    if (c->train_test_split > 0.0 && ml_task_draw_blacklist(t, nsig, c->train_test_split, &rng, fn) != ML_OK)
-        return ML_ERR_MEM;
+    ml_np_random npr;
+    ml_np_seed(&npr, (uint32_t)t->seed);
+    draws d = {np ? NULL : &rng, np ? &npr : NULL};
+    /* 1. The blacklist comes first, so a split grammar differs from the unsplit one. */
+    if (c->train_test_split > 0.0) {
+        if (!np && ml_task_draw_blacklist(t, nsig, c->train_test_split, &rng, fn) != ML_OK) return ML_ERR_MEM;
+        if (np && draw_blacklist_np(t, nsig, c->train_test_split, &npr, fn) != ML_OK) return ML_ERR_MEM;
+    }
 
     /* 2. Depth scores. */
     t->depth_score = calloc((size_t)nt, sizeof(int32_t));
@@ -102,34 +127,47 @@ ml_status ml_atr_build(ml_task *t) {
     t->syms = malloc((size_t)max_syms * sizeof(int32_t));
     t->rule_cdf = malloc((size_t)max_rules * sizeof(double));
     if (!c->transparent_nonterminals) t->head_cdf = malloc((size_t)nt * (size_t)nsig * sizeof(double));
+    if (np) t->start_cdf = malloc((size_t)nt * sizeof(double));
     if (!t->depth_score || !t->rule_first || !elig || !t->sym_first || !t->syms || !t->rule_cdf ||
-        (!c->transparent_nonterminals && !t->head_cdf)) {
+        (!c->transparent_nonterminals && !t->head_cdf) || (np && !t->start_cdf)) {
         free(elig);
         return ml_fail(ML_ERR_MEM, "%s: out of memory for the grammar", fn);
     }
     if (c->max_depth > 0)
-        for (int i = 0; i < nt; i++) t->depth_score[i] = 1 + (int32_t)ml_rng_below(&rng, (uint32_t)c->max_depth);
+        for (int i = 0; i < nt; i++) t->depth_score[i] = 1 + (int32_t)draw_below(&d, (uint32_t)c->max_depth);
 
     /* 3. Rules. TERMINAL placeholders (r_Σ) are stored as INT32_MAX until step 4. */
     const int32_t PLACEHOLDER = INT32_MAX;
     double r = c->terminal_occurrence_factor;
+    double *weights = NULL; /* numpy with r_Σ: choice(E(a) + [TERMINAL], p = weights / sum) */
+    if (np && r > 0 && !(weights = malloc(2 * ((size_t)nt + 1) * sizeof(double)))) {
+        free(elig);
+        return ml_fail(ML_ERR_MEM, "%s: out of memory for the grammar", fn);
+    }
     int nrules = 0, nsyms = 0;
     for (int a = 0; a < nt; a++) {
         t->rule_first[a] = nrules;
-        int R = 1 + (int)ml_rng_below(&rng, (uint32_t)c->max_rules_per_nt);
-        int ne = 0; /* E(a): strictly deeper scores, so no recursion (spec §3.2 step 3.2) */
+        int R = 1 + (int)draw_below(&d, (uint32_t)c->max_rules_per_nt);
+        int ne = 0; /* E(a): strictly deeper scores, so no recursion (docs/tasks.md, "Grammar") */
         for (int x = 0; x < nt; x++)
             if (c->max_depth == 0 || t->depth_score[x] > t->depth_score[a]) elig[ne++] = x;
+        if (weights) {
+            for (int x = 0; x <= ne; x++) weights[x] = (x < ne ? 1.0 : r) / (ne + r);
+            ml_np_cdf(weights, ne + 1, weights + ne + 1);
+        }
         for (int k = 0; k < R; k++) {
             t->sym_first[nrules] = nsyms;
-            int size = 1 + (int)ml_rng_below(&rng, (uint32_t)(c->max_rhs_len - 1));
+            int size = 1 + (int)draw_below(&d, (uint32_t)(c->max_rhs_len - 1));
             for (int j = 0; j < size; j++) {
                 int32_t sym;
-                if (r > 0) {
+                if (weights) {
+                    int x = ml_np_search_right(weights + ne + 1, ne + 1, ml_np_double(&npr));
+                    sym = x < ne ? -1 - elig[x] : PLACEHOLDER;
+                } else if (r > 0) {
                     double u = ml_rng_double(&rng) * (ne + r);
                     sym = u < ne ? -1 - elig[(int)u] : PLACEHOLDER;
                 } else {
-                    uint32_t i = ml_rng_below(&rng, (uint32_t)(ne + nsig));
+                    uint32_t i = draw_below(&d, (uint32_t)(ne + nsig));
                     sym = (int)i < ne ? -1 - elig[i] : (int32_t)(i - (uint32_t)ne);
                 }
                 t->syms[nsyms++] = sym;
@@ -140,20 +178,35 @@ ml_status ml_atr_build(ml_task *t) {
     t->rule_first[nt] = nrules;
     t->sym_first[nrules] = nsyms;
     free(elig);
+    free(weights);
     /* 4. Placeholders become uniform terminals, after all rules, in order. */
     for (int i = 0; i < nsyms; i++)
-        if (t->syms[i] == PLACEHOLDER) t->syms[i] = (int32_t)ml_rng_below(&rng, (uint32_t)nsig);
+        if (t->syms[i] == PLACEHOLDER) t->syms[i] = (int32_t)draw_below(&d, (uint32_t)nsig);
     /* 5. Rule probabilities. */
-    for (int a = 0; a < nt; a++)
-        dirichlet_cdf(&rng, t->rule_first[a + 1] - t->rule_first[a], t->rule_cdf + t->rule_first[a]);
+    for (int a = 0; a < nt; a++) {
+        int nr = t->rule_first[a + 1] - t->rule_first[a];
+        if (np) ml_np_dirichlet_ones_cdf(&npr, nr, t->rule_cdf + t->rule_first[a]);
+        else dirichlet_cdf(&rng, nr, t->rule_cdf + t->rule_first[a]);
+    }
     /* 6. Head distributions (transparent NTs have a fixed head of their own: no draws). */
     if (!c->transparent_nonterminals)
-        for (int a = 0; a < nt; a++) dirichlet_cdf(&rng, nsig, t->head_cdf + (size_t)a * nsig);
-    /* 7. The start symbol is uniform: nothing to draw here. */
+        for (int a = 0; a < nt; a++) {
+            if (np) ml_np_dirichlet_ones_cdf(&npr, nsig, t->head_cdf + (size_t)a * nsig);
+            else dirichlet_cdf(&rng, nsig, t->head_cdf + (size_t)a * nsig);
+        }
+    /* 7. The start symbol is uniform: nothing to draw here. The original still picks it with
+     * choice(p = ones / |N|), one double searched in that cumulative distribution. */
+    if (np) {
+        for (int a = 0; a < nt; a++) t->start_cdf[a] = 1.0 / nt;
+        ml_np_cdf(t->start_cdf, nt, t->start_cdf);
+        if (!(t->np_start[ML_SPLIT_TRAIN] = malloc(sizeof npr)))
+            return ml_fail(ML_ERR_MEM, "%s: out of memory", fn);
+        *t->np_start[ML_SPLIT_TRAIN] = npr; /* the training documents follow the grammar */
+    }
     return ML_OK;
 }
 
-/* ----------------------------------------------------------- one yield (spec §3.3) ---- */
+/* ------------------------------------------------------ one yield (docs/tasks.md, "Yields") ---- */
 
 #define GROW(arr, capvar, n)                                                                  \
     do {                                                                                      \
@@ -184,12 +237,13 @@ static ml_status reserve_ids(ml_scratch *s, int n) {
 
 /* Draws one yield into doc->head_id / node_id / depth and s->label. Returns 1 if it was kept,
  * 0 if it was rejected for its length, or -1 (ML error set) on failure. */
-static int draw_yield(const ml_task *t, ml_rng *rng, ml_doc *doc, ml_scratch *s, int *n_out) {
+static int draw_yield(const ml_task *t, draws *d, ml_doc *doc, ml_scratch *s, int *n_out) {
     const ml_atr_config *c = &t->atr;
-    int nsig = c->num_terminals, maxy = c->max_yield;
-    bool right = c->head_position == ML_HEAD_RIGHT;
+    int nsig = c->num_terminals, nt = c->num_nonterminals, maxy = c->max_yield;
+    bool right = c->head_position == ML_HEAD_RIGHT, np = c->rng == ML_RNG_NUMPY;
     int sp = 0, n = 0, next_id = 1;
-    s->stk_sym[0] = -1 - (int32_t)ml_rng_below(rng, (uint32_t)c->num_nonterminals);
+    int start = np ? ml_np_search_right(t->start_cdf, nt, draw_double(d)) : (int)draw_below(d, (uint32_t)nt);
+    s->stk_sym[0] = -1 - (int32_t)start;
     s->stk_id[0] = 0;
     s->stk_head[0] = -1;
     s->stk_depth[0] = 0;
@@ -197,8 +251,9 @@ static int draw_yield(const ml_task *t, ml_rng *rng, ml_doc *doc, ml_scratch *s,
     while (sp > 0) {
         /* Every stacked symbol yields at least one terminal, so n + sp > max_yield already
          * means the yield will be too long: rejecting now accepts exactly the same yields as
-         * the spec's "abort at 1,024 emitted terminals". */
-        if (n + sp > maxy) return 0;
+         * the original's "abort at 1,024 emitted terminals". The numpy mode must spend the
+         * draws the original spends, so it aborts where the original does. */
+        if (np ? n >= maxy : n + sp > maxy) return 0;
         sp--;
         int32_t sym = s->stk_sym[sp], id = s->stk_id[sp], head = s->stk_head[sp], dep = s->stk_depth[sp];
         if (sym >= 0) {
@@ -212,11 +267,12 @@ static int draw_yield(const ml_task *t, ml_rng *rng, ml_doc *doc, ml_scratch *s,
         int a = -1 - sym;
         int this_head = next_id++;
         int r0 = t->rule_first[a], nr = t->rule_first[a + 1] - r0;
-        int rule = r0 + (nr == 1 ? 0 : cdf_pick(t->rule_cdf + r0, nr, ml_rng_double(rng)));
+        /* The original draws a rule even when there is only one. */
+        int rule = r0 + (nr == 1 && !np ? 0 : ml_np_search_right(t->rule_cdf + r0, nr, draw_double(d)));
         int f = t->sym_first[rule], len = t->sym_first[rule + 1] - f;
         int head_label = c->transparent_nonterminals
                              ? nsig + a
-                             : cdf_pick(t->head_cdf + (size_t)a * nsig, nsig, ml_rng_double(rng));
+                             : ml_np_search_right(t->head_cdf + (size_t)a * nsig, nsig, draw_double(d));
         if (reserve_stack(s, sp + len + 1) != ML_OK || reserve_ids(s, next_id + len + 1) != ML_OK) return -1;
         /* Right heads are pushed first and so emitted after the rest of the rule. */
         if (right) {
@@ -236,7 +292,7 @@ static int draw_yield(const ml_task *t, ml_rng *rng, ml_doc *doc, ml_scratch *s,
     return n >= c->min_yield;
 }
 
-/* ------------------------------------------------ queries (spec §3.4–3.5) and layout ---- */
+/* ------------------------------------------- queries (docs/tasks.md, "Queries") and layout ---- */
 
 static bool split_ok(const ml_task *t, ml_split split, int target_label, int query_label) {
     if (!t->black) return true;
@@ -303,7 +359,18 @@ static int distinct(ml_scratch *s, const int32_t *a, int np) {
     return cnt;
 }
 
-ml_status ml_atr_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc) {
+/* The list the original draws the first of target and query from, into s->list: the distinct
+ * values of a[0..np) (0-based yield positions) in the iteration order of a Python set, not in
+ * ascending order. The set is filled in the order the original enumerates its pairs: query by
+ * query for SIBLING (a's order), target by target (ascending) for the other relations. */
+static int distinct_np(ml_scratch *s, const int32_t *a, int np, bool query_order) {
+    if (query_order) return ml_py_set_order(a, np, s->set_table, s->list);
+    int cnt = distinct(s, a, np);
+    memcpy(s->set_keys, s->list, (size_t)cnt * sizeof(int32_t));
+    return ml_py_set_order(s->set_keys, cnt, s->set_table, s->list);
+}
+
+static ml_status atr_sample(const ml_task *t, draws *d, ml_split split, ml_doc *doc) {
     const ml_atr_config *c = &t->atr;
     ml_scratch *s = ml_scratch_get(doc);
     if (!s) return ML_ERR_MEM;
@@ -319,6 +386,12 @@ ml_status ml_atr_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *d
             GROW(s->list, s->n_cap, maxy + 6);
             memset(s->flag, 0, (size_t)grown * sizeof(int32_t));
             s->n_cap = grown;
+        }
+        int set_size = ml_py_set_table_size(maxy);
+        if (c->rng == ML_RNG_NUMPY && s->set_cap < set_size) {
+            GROW(s->set_table, s->set_cap, set_size);
+            GROW(s->set_keys, s->set_cap, set_size);
+            s->set_cap = grown;
         }
         for (int k = 0; k < 3; k++)
             if (s->pair_cap[k] < maxy) {
@@ -340,7 +413,7 @@ ml_status ml_atr_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *d
                            rejections, t->name, ml_split_name(split), (long long)t->n_prohibited);
         /* Ctrl-C reaches long rejection runs (e.g. a huge max_yield without depth limit). */
         if ((rejections & 1023) == 1023 && ml_check_interrupt("task:sample") != ML_OK) return ML_ERR_INTERRUPT;
-        int kept = draw_yield(t, rng, doc, s, &n);
+        int kept = draw_yield(t, d, doc, s, &n);
         if (kept < 0) return ML_ERR_MEM;
         if (!kept) continue;
         /* Index the yield: id -> position, rightmost occurrence of each label and of each
@@ -357,16 +430,18 @@ ml_status ml_atr_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *d
     int avail[3], na = 0;
     for (int k = 0; k < t->n_types; k++)
         if (npairs[k] > 0) avail[na++] = k;
-    int k = avail[na == 1 ? 0 : ml_rng_below(rng, (uint32_t)na)];
+    int k = avail[na == 1 ? 0 : draw_below(d, (uint32_t)na)];
     int np = npairs[k];
     const int32_t *pq = s->pq[k], *pt = s->pt[k];
     bool tfirst = c->sample_first == ML_FIRST_TARGET;
-    int n_first = distinct(s, tfirst ? pt : pq, np);
-    int first = s->list[ml_rng_below(rng, (uint32_t)n_first)];
+    const int32_t *firsts = tfirst ? pt : pq;
+    int n_first = c->rng == ML_RNG_NUMPY ? distinct_np(s, firsts, np, t->types[k] == ML_QT_SIBLING)
+                                         : distinct(s, firsts, np);
+    int first = s->list[draw_below(d, (uint32_t)n_first)];
     int n_second = 0;
     for (int i = 0; i < np; i++)
         if ((tfirst ? pt[i] : pq[i]) == first) s->list[n_second++] = tfirst ? pq[i] : pt[i];
-    int second = s->list[ml_rng_below(rng, (uint32_t)n_second)];
+    int second = s->list[draw_below(d, (uint32_t)n_second)];
     int qy = tfirst ? second : first, tg = tfirst ? first : second;
     int n_q = distinct(s, pq, np), n_t = distinct(s, pt, np);
 
@@ -424,4 +499,14 @@ ml_status ml_atr_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *d
     st->eligible_targets = n_t;
     st->rejections = rejections;
     return ML_OK;
+}
+
+ml_status ml_atr_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc) {
+    draws d = {rng, NULL};
+    return atr_sample(t, &d, split, doc);
+}
+
+ml_status ml_atr_sample_np(const ml_task *t, ml_np_random *np, ml_split split, ml_doc *doc) {
+    draws d = {NULL, np};
+    return atr_sample(t, &d, split, doc);
 }

@@ -1,4 +1,4 @@
-/* The named configurations of spec paper.md §3.10 (ATR) and §2 (AR). */
+/* The named configurations (docs/tasks.md, "Presets" for ATR, "AR" for AR). */
 #include <string.h>
 
 #include "tasks/task_impl.h"
@@ -8,7 +8,9 @@ const char *const ml_task_preset_names[] = {"pcfg_5_20",        "pcfg_10_20", "p
                                             "pcfg_5_8192",      "ar_32",      "ar_32_value",
                                             "ar_32_split",      NULL};
 
-ml_task *ml_task_preset(const char *name, uint64_t seed) {
+ml_task *ml_task_preset(const char *name, uint64_t seed) { return ml_task_preset_rng(name, seed, ML_RNG_PHILOX); }
+
+ml_task *ml_task_preset_rng(const char *name, uint64_t seed, ml_task_rng rng) {
     ml_task *t = NULL;
     if (strncmp(name, "ar_", 3) == 0) {
         ml_ar_config c = ml_ar_config_default(); /* ar_32: 16 pairs of 8192 tokens, key queries */
@@ -16,9 +18,14 @@ ml_task *ml_task_preset(const char *name, uint64_t seed) {
         } else if (strcmp(name, "ar_32_value") == 0) {
             c.query_type = ML_QT_VALUE;
         } else if (strcmp(name, "ar_32_split") == 0) {
-            c.train_test_split = 0.2; /* the AR split suite (spec §2.7, §5.5) */
+            c.train_test_split = 0.2; /* the AR split suite (docs/tasks.md, "AR") */
         } else {
             goto unknown;
+        }
+        if (rng != ML_RNG_PHILOX) {
+            ml_fail(ML_ERR_ARG, "mech.task.preset: rng = \"%s\" is for ATR presets only; %s has the philox stream",
+                    ml_task_rng_name(rng), name);
+            return NULL;
         }
         t = ml_task_ar(&c, seed);
     } else {
@@ -40,10 +47,11 @@ ml_task *ml_task_preset(const char *name, uint64_t seed) {
             c.num_terminals = 8192;
             c.terminal_occurrence_factor = 20;
         } else if (strcmp(name, "pcfg_5_8192") == 0) {
-            c.num_terminals = 8192; /* diagnostic: no r_Σ, yields degenerate (spec §3.2 notes) */
+            c.num_terminals = 8192; /* diagnostic: no r_Σ, yields degenerate (docs/tasks.md, "Grammar") */
         } else {
             goto unknown;
         }
+        c.rng = rng;
         t = ml_task_atr(&c, seed);
     }
     if (t) ml_task_set_name(t, name);

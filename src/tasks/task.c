@@ -20,6 +20,8 @@ const char *ml_qtype_name(ml_qtype q) {
     return (unsigned)q < 5 ? names[q] : "?";
 }
 
+const char *ml_task_rng_name(ml_task_rng rng) { return rng == ML_RNG_NUMPY ? "numpy" : "philox"; }
+
 const char *ml_split_name(ml_split s) {
     static const char *const names[] = {"train", "dev", "test"};
     return (unsigned)s < 3 ? names[s] : "?";
@@ -100,7 +102,7 @@ static void scratch_free(ml_scratch *s) {
     if (!s) return;
     void *ps[] = {s->stk_sym, s->stk_id, s->stk_head, s->stk_depth, s->id_pos, s->grp_last,
                   s->rightmost, s->pq[0], s->pq[1], s->pq[2], s->pt[0], s->pt[1],
-                  s->pt[2], s->label, s->flag, s->list, s->used, s->keys, s->vals, s->elig};
+                  s->pt[2], s->label, s->flag, s->list, s->set_table, s->set_keys, s->used, s->keys, s->vals, s->elig};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     free(s);
 }
@@ -144,6 +146,8 @@ void ml_task_release(ml_task *t) {
     free(t->syms);
     free(t->rule_cdf);
     free(t->head_cdf);
+    free(t->start_cdf);
+    for (int s = 0; s < 3; s++) free(t->np_start[s]);
     free(t);
 }
 
@@ -217,13 +221,13 @@ int64_t ml_task_prohibited_pairs(const ml_task *t) { return t->n_prohibited; }
 
 void ml_task_corrupt_range(const ml_task *t, int *lo, int *hi) {
     if (t->kind == ML_TASK_AR) {
-        /* Key queries draw from the keys, value queries from the values (spec §6.2). */
+        /* Key queries draw from the keys, value queries from the values (docs/interventions.md). */
         int ks = 3, vs = 3 + t->n_keys;
         *lo = t->ar.query_type == ML_QT_VALUE ? vs : ks;
         *hi = *lo + t->n_keys - 1;
     } else {
         *lo = 3;
-        *hi = t->query_start - 1; /* every terminal, transparent ones included (QS of §6.2) */
+        *hi = t->query_start - 1; /* every terminal, transparent ones included (docs/interventions.md) */
     }
 }
 

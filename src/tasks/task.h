@@ -1,13 +1,14 @@
-/* The paper's two tasks (spec paper.md §2–3): associative recall (AR) and associative treecall
+/* The paper's two tasks (docs/tasks.md): associative recall (AR) and associative treecall
  * (ATR, documents drawn from a random right-headed PCFG), their datasets and the batches the
  * training loop consumes. Pure C, no Lua.
  *
- * Randomness. A task is built from a seed: the ATR grammar (and its split blacklist, drawn
- * first as in spec §3.2) comes from stream (seed, ML_STREAM_GRAMMAR); the AR split blacklist
- * from (seed, ML_STREAM_SPLIT). Documents are drawn from an explicit ml_rng stream; a dataset
- * for split s uses (seed, ml_split_stream(s)), so train, dev and test never share draws and an
- * eval set's first 320 documents do not depend on how many were generated. (The original draws
- * everything from one global stream, spec §3.9; mechlab matches its distributions, not its bits.)
+ * Randomness (docs/tasks.md, "Random streams"). A task is built from a seed: the ATR grammar
+ * (and its split blacklist, drawn first) comes from stream (seed, ML_STREAM_GRAMMAR); the AR
+ * split blacklist from (seed, ML_STREAM_SPLIT). Documents are drawn from an explicit ml_rng
+ * stream; a dataset for split s uses (seed, ml_split_stream(s)), so train, dev and test never
+ * share draws and an eval set's first 320 documents do not depend on how many were generated.
+ * ATR tasks with rng = ML_RNG_NUMPY instead draw everything from one stream, as the original
+ * generator did, and reproduce its grammars and documents exactly.
  *
  * Positions are 0-based document positions. A missing position is -1. */
 #ifndef ML_TASK_H
@@ -29,7 +30,7 @@ typedef enum { ML_SPLIT_TRAIN = 0, ML_SPLIT_DEV = 1, ML_SPLIT_TEST = 2 } ml_spli
 /* The query type of one document; its name is the TYPE of the metric labels. */
 typedef enum { ML_QT_KEY = 0, ML_QT_VALUE, ML_QT_PARENT, ML_QT_CHILD, ML_QT_SIBLING } ml_qtype;
 
-/* Named positions (the probing schema). `next_key` (AR only, spec §9.2) is 2q+3: the key of
+/* Named positions (the probing schema). `next_key` (AR only, docs/tasks.md "AR") is 2q+3: the key of
  * the next pair, or the divider for the last pair. `query_type` exists only when the document
  * carries a query-type token. The answer is always predicted at target_item - 1. */
 typedef enum {
@@ -48,8 +49,12 @@ extern const char *const ml_pos_names[ML_NPOS];
 int ml_pos_index(const char *name);
 
 typedef enum { ML_HEAD_RIGHT = 0, ML_HEAD_LEFT = 1 } ml_head_pos;
+/* Random stream of an ATR task (docs/tasks.md, "Random streams"). PHILOX: mechlab's own
+ * independent streams per split. NUMPY: the original generator's single numpy RandomState
+ * stream, so grammar and documents are the original's token for token. */
+typedef enum { ML_RNG_PHILOX = 0, ML_RNG_NUMPY = 1 } ml_task_rng;
 typedef enum { ML_FIRST_TARGET = 0, ML_FIRST_QUERY = 1 } ml_sample_first;
-/* AUTO: a query-type token exactly when several query types are enabled (spec §3.7). */
+/* AUTO: a query-type token exactly when several query types are enabled (docs/tasks.md, "ATR"). */
 typedef enum { ML_QTOK_AUTO = 0, ML_QTOK_NEVER, ML_QTOK_ALWAYS } ml_qtok;
 
 typedef struct {
@@ -76,6 +81,7 @@ typedef struct {
     ml_qtok query_type_token;
     int min_yield;           /* yields shorter than this are rejected (3) */
     int max_yield;           /* yields longer than this are rejected (1024) */
+    ml_task_rng rng;         /* ML_RNG_PHILOX (default) or ML_RNG_NUMPY (seed < 2^32) */
 } ml_atr_config;
 
 /* Defaults: ar_32 and pcfg_5_20 respectively. */
@@ -88,8 +94,11 @@ typedef struct ml_task ml_task;
  * received value) and return NULL on error. The task is refcounted (datasets retain it). */
 ml_task *ml_task_ar(const ml_ar_config *cfg, uint64_t seed);
 ml_task *ml_task_atr(const ml_atr_config *cfg, uint64_t seed);
-/* Named configurations of spec §3.10 (and ar_32, ar_32_value, ar_32_split). */
+/* Named configurations (docs/tasks.md, "Presets"; and ar_32, ar_32_value, ar_32_split). */
 ml_task *ml_task_preset(const char *name, uint64_t seed);
+/* The same with the random stream chosen (ML_RNG_NUMPY: ATR presets only). */
+ml_task *ml_task_preset_rng(const char *name, uint64_t seed, ml_task_rng rng);
+const char *ml_task_rng_name(ml_task_rng rng); /* "philox" or "numpy" */
 extern const char *const ml_task_preset_names[]; /* NULL-terminated */
 ml_task *ml_task_retain(ml_task *t);
 void ml_task_release(ml_task *t); /* NULL is fine */
@@ -102,11 +111,12 @@ const ml_atr_config *ml_task_atr_config(const ml_task *t); /* NULL for AR */
 int ml_task_vocab_size(const ml_task *t); /* AR: num_kv + 4 (the 8196 quirk); ATR: |Σ| + 6 (+|N|) */
 /* Writes the token's name ("<bos>", "k12", "v7", "t3", "qPARENT", ...) into buf; returns buf. */
 const char *ml_task_token_name(const ml_task *t, int id, char buf[32]);
-/* Whether the task has a held-out split (then dev and test are both evaluated, spec §5.4). */
+/* Whether the task has a held-out split (then dev and test are both evaluated,
+ * docs/tasks.md "Datasets and batches"). */
 bool ml_task_has_split(const ml_task *t);
 /* Number of held-out pairs of the blacklist (0 without a split). */
 int64_t ml_task_prohibited_pairs(const ml_task *t);
-/* Corruption pool of spec §6.2: replacements are drawn from [*lo, *hi] (inclusive). */
+/* Corruption pool (docs/interventions.md): replacements are drawn from [*lo, *hi] (inclusive). */
 void ml_task_corrupt_range(const ml_task *t, int *lo, int *hi);
 const char *ml_qtype_name(ml_qtype q);
 const char *ml_split_name(ml_split s);
@@ -114,7 +124,7 @@ const char *ml_split_name(ml_split s);
 bool ml_split_parse(const char *s, ml_split *out);
 uint64_t ml_split_stream(ml_split s);
 
-/* Per-document statistics (spec §3.11 columns). */
+/* Per-document statistics (the columns of docs/tasks.md, "Corpus statistics"). */
 typedef struct {
     int32_t doc_len;           /* tokens */
     int32_t yield_len;         /* n: terminals (AR: context tokens 2m) */
@@ -159,9 +169,11 @@ char *ml_doc_format(const ml_task *t, const ml_doc *doc);
 /* ---- datasets ---- */
 typedef struct ml_dataset ml_dataset;
 
-/* n documents of `split`, drawn from stream (seed, ml_split_stream(split)). */
+/* n documents of `split`, drawn from stream (seed, ml_split_stream(split)). An ATR task with
+ * rng = numpy ignores seed: the first n documents of the split in the original's stream (n at
+ * most ML_TRAIN_DOCS for train, ML_EVAL_SPLIT_DOCS for dev and test; dev only with a split). */
 ml_dataset *ml_dataset_new(ml_task *t, int64_t n, uint64_t seed, ml_split split);
-/* The same from an explicit stream (advanced by the call). */
+/* The same from an explicit Philox stream (advanced by the call; also for rng = numpy tasks). */
 ml_dataset *ml_dataset_from_rng(ml_task *t, int64_t n, ml_rng *rng, ml_split split);
 void ml_dataset_free(ml_dataset *ds); /* NULL is fine; releases the task */
 
@@ -186,10 +198,10 @@ ml_status ml_dataset_batch(const ml_dataset *ds, const int64_t *doc_indices, int
 /* Named positions of the same documents: int32 (batch, ML_NPOS), -1 where absent. */
 ml_status ml_dataset_batch_positions(const ml_dataset *ds, const int64_t *doc_indices, int batch,
                                      ml_tensor **positions);
-/* Documents first .. first+count-1 (the fixed order of spec §5.3). */
+/* Documents first .. first+count-1 (the fixed order of docs/tasks.md, "Datasets and batches"). */
 ml_status ml_dataset_batch_range(const ml_dataset *ds, int64_t first, int count, ml_tensor **tokens,
                                  ml_tensor **targets, ml_tensor **positions);
-/* True answer distribution (spec §3.7; one-hot except CHILD): float32 (batch, V), the
+/* True answer distribution (docs/tasks.md, "Datasets and batches"; one-hot except CHILD): float32 (batch, V), the
  * normalised counts of the tokens at all_target_items_orig. */
 ml_status ml_dataset_batch_target_dist(const ml_dataset *ds, const int64_t *doc_indices, int batch,
                                        ml_tensor **dist);

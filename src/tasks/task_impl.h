@@ -2,6 +2,7 @@
 #ifndef ML_TASK_IMPL_H
 #define ML_TASK_IMPL_H
 
+#include "tasks/numpy_random.h"
 #include "tasks/task.h"
 
 /* Consecutive rejected draws after which sampling gives up (e.g. a test split whose blacklist
@@ -37,6 +38,10 @@ struct ml_task {
     int32_t *syms;
     double *rule_cdf;     /* per rule: cumulative probability within its NT */
     double *head_cdf;     /* n_nt x |Σ| cumulative head distributions (NULL if transparent) */
+
+    /* rng = numpy only */
+    double *start_cdf;           /* the original's uniform start distribution, as choice() sees it */
+    ml_np_random *np_start[3];   /* the stream where each split's documents begin (filled lazily) */
 };
 
 static inline bool ml_task_black(const ml_task *t, int64_t a, int64_t b) {
@@ -45,13 +50,16 @@ static inline bool ml_task_black(const ml_task *t, int64_t a, int64_t b) {
     return (t->black[bit >> 6] >> (bit & 63)) & 1;
 }
 
-/* Draws the blacklist: one draw per pair, held out when the draw is < p (spec §2.7, §3.2). */
+/* Draws the blacklist: one draw per pair, held out when the draw is < p (docs/tasks.md,
+ * "AR" and "Grammar"). */
 ml_status ml_task_draw_blacklist(ml_task *t, int64_t side, double p, ml_rng *rng, const char *fn);
 
 ml_status ml_ar_build(ml_task *t);
 ml_status ml_ar_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc);
 ml_status ml_atr_build(ml_task *t);
 ml_status ml_atr_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc);
+/* rng = numpy: one document drawn from the original's stream. */
+ml_status ml_atr_sample_np(const ml_task *t, ml_np_random *np, ml_split split, ml_doc *doc);
 
 /* Sampler work space, kept in ml_doc.scratch so repeated sampling does not allocate. */
 typedef struct {
@@ -64,6 +72,8 @@ typedef struct {
     int32_t *pq[3], *pt[3]; /* eligible (query, target) pairs per query type */
     int pair_cap[3];
     int32_t *label, *flag, *list; /* per yield position */
+    int32_t *set_table, *set_keys; /* rng = numpy: the Python set of the target draw, its input */
+    int set_cap;
     int n_cap;
     uint8_t *used; /* AR: key/value numbers already drawn */
     int used_cap;

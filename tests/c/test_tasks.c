@@ -211,7 +211,8 @@ START_TEST(test_atr_sibling_split) {
     c.parent = false;
     c.sibling = true;
     c.train_test_split = 0.5; /* many held-out pairs, so the rule matters often */
-    {
+    for (int rng = ML_RNG_PHILOX; rng <= ML_RNG_NUMPY; rng++) {
+        c.rng = (ml_task_rng)rng;
         ml_task *t = ml_task_atr(&c, 3);
         EXPECT_MSG(t != NULL, "%s", ml_last_error());
         for (int s = 0; s < 3; s++) check_atr_many(t, (ml_split)s, 1500, 1);

@@ -190,4 +190,75 @@ T.test("custom configurations", function()
   T.eq(a:config().num_kv, 64)
 end)
 
+-- rng = "numpy": the original generator's documents, token for token (tests/fixtures/
+-- atr_reference_seed1.jsonl: the first 64 documents of every split of five presets at seed 1,
+-- as the original produced them; see tests/fixtures/README.md).
+T.test("rng = numpy reproduces the original's documents and probing schema", function()
+  local json = require "mech.json"
+  local tasks, sets, count, splits = {}, {}, 0, {}
+  for line in io.lines("tests/fixtures/atr_reference_seed1.jsonl") do
+    local f = json.decode(line)
+    local key = f.preset .. "/" .. f.split
+    tasks[f.preset] = tasks[f.preset] or mech.task.preset(f.preset, f.seed, { rng = "numpy" })
+    sets[key] = sets[key] or tasks[f.preset]:dataset(64, { split = f.split })
+    splits[key] = true
+    local d, k, what = sets[key]:doc(f.index), f.schema.keys, key .. " #" .. f.index
+    T.eq(d.tokens, f.tokens, what .. " tokens")
+    T.eq(d.type, f.schema.type, what .. " type")
+    for _, name in ipairs { "bos", "query_item", "target_item", "query_item_orig", "target_item_orig", "divider" } do
+      T.eq(d.positions[name], k[name][1], what .. " " .. name)
+    end
+    T.eq(d.positions.query_type, nil, what .. " query_type") -- the original writes [0]: no such token
+    T.eq(d.positions.all_target_items_orig, k.all_target_items_orig, what .. " all_target_items_orig")
+    -- the answer distribution (written for vocabularies under 100): normalised counts of the
+    -- tokens at all targets
+    local expect = f.schema.queries.query_item.target_distribution
+    if type(expect) == "table" then
+      local dist, targets = {}, d.positions.all_target_items_orig
+      for i = 1, #expect do dist[i] = 0.0 end
+      for _, p in ipairs(targets) do dist[d.tokens[p + 1] + 1] = dist[d.tokens[p + 1] + 1] + 1 end
+      for i = 1, #dist do dist[i] = dist[i] / #targets end
+      T.eq(dist, expect, what .. " target distribution")
+    end
+    T.eq(d.tokens[d.positions.target_item_orig + 1] - 3, f.schema.target_distributions.target_item_orig, what)
+    T.eq(d.tokens[d.positions.query_item_orig + 1] - 3, f.schema.target_distributions.query_item_orig, what)
+    count = count + 1
+  end
+  T.eq(count, 704)
+  local n = 0
+  for _ in pairs(splits) do n = n + 1 end
+  T.eq(n, 11) -- train and test of five presets, and pcfg_tts's dev
+end)
+
+T.test("rng option: default, recorded, errors", function()
+  T.eq(mech.task.preset("pcfg_5_20", 42):config().rng, "philox")
+  local t = mech.task.preset("pcfg_5_20", 42, { rng = "numpy" })
+  T.eq(t:config().rng, "numpy")
+  T.eq(mech.task.atr { rng = "numpy", seed = 1 }:config().rng, "numpy")
+  T.raises(function() mech.task.preset("pcfg_5_20", 42, { rng = "mt" }) end,
+    "option 'rng' expected \"philox\" or \"numpy\", got 'mt'")
+  T.raises(function() mech.task.preset("pcfg_5_20", 42, { rgn = "numpy" }) end, "rgn")
+  T.raises(function() mech.task.preset("ar_32", 42, { rng = "numpy" }) end, "ATR presets only")
+  T.raises(function() mech.task.preset("pcfg_5_20", -1, { rng = "numpy" }) end, "0..2^32%-1")
+  -- the protocol's split sizes; the dataset seed does not change the documents
+  T.eq(t:dataset(nil, { split = "test" }):size(), 320)
+  T.raises(function() t:dataset(1025, { split = "test" }) end, "1024 documents")
+  T.raises(function() t:dataset(8, { split = "dev" }) end, "no dev split")
+  T.eq(t:dataset(2, { seed = 1 }):doc(1).tokens, t:dataset(2, { seed = 2 }):doc(1).tokens)
+end)
+
+T.test("rng = numpy at seed 42 is the paper's data (its published corpus statistics)", function()
+  local t = mech.task.preset("pcfg_5_20", 42, { rng = "numpy" })
+  local test = t:dataset(1024, { split = "test" }):stats()
+  T.near(test.yield_len, 15.96, 0.005)
+  T.eq({ test.yield_len_min, test.yield_len_max }, { 3, 100 })
+  T.near(test.depth, 3.02, 0.005)
+  T.near(test.qt_dist, 2.56, 0.005)
+  T.near(test.eligible_queries, 8.02, 0.005)
+  T.near(t:dataset():stats().doc_len, 19.98, 0.005) -- all 100,032 training documents
+  local tts = mech.task.preset("pcfg_tts", 42, { rng = "numpy" })
+  T.near(tts:dataset(1024, { split = "dev" }):stats().yield_len, 9.17, 0.005)
+  T.near(tts:dataset(1024, { split = "test" }):stats().yield_len, 11.29, 0.005)
+end)
+
 T.done()

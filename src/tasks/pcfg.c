@@ -384,13 +384,13 @@ static ml_status atr_sample(const ml_task *t, draws *d, ml_split split, ml_doc *
             GROW(s->label, s->n_cap, maxy + 6);
             GROW(s->flag, s->n_cap, maxy + 6);
             GROW(s->list, s->n_cap, maxy + 6);
+            GROW(s->set_keys, s->n_cap, maxy + 6);
             memset(s->flag, 0, (size_t)grown * sizeof(int32_t));
             s->n_cap = grown;
         }
         int set_size = ml_py_set_table_size(maxy);
         if (c->rng == ML_RNG_NUMPY && s->set_cap < set_size) {
             GROW(s->set_table, s->set_cap, set_size);
-            GROW(s->set_keys, s->set_cap, set_size);
             s->set_cap = grown;
         }
         for (int k = 0; k < 3; k++)

@@ -48,12 +48,6 @@ static void push_task(lua_State *L, ml_task *t) {
 
 /* ------------------------------------------------------------------- constructors ---- */
 
-static int opt_int32(lua_State *L, int idx, const char *key, int def, const char *fn) {
-    lua_Integer v = mlL_optint(L, idx, key, def, fn);
-    if (v < INT_MIN || v > INT_MAX) luaL_error(L, "%s: option '%s' is out of range, got %I", fn, key, v);
-    return (int)v;
-}
-
 /* A string option that must be one of names[]; returns its index. */
 static int opt_enum(lua_State *L, int idx, const char *key, int def, const char *const *names, const char *fn) {
     const char *s = mlL_optstr(L, idx, key, NULL, fn);
@@ -84,10 +78,10 @@ static int l_ar(lua_State *L) {
     mlL_checktable(L, 1, fn, 1);
     mlL_checkkeys(L, 1, fn, ar_keys);
     ml_ar_config c = ml_ar_config_default();
-    c.num_kv = opt_int32(L, 1, "num_kv", c.num_kv, fn);
-    int len = opt_int32(L, 1, "length", c.max_length, fn);
-    c.min_length = opt_int32(L, 1, "min_length", len, fn);
-    c.max_length = opt_int32(L, 1, "max_length", len, fn);
+    c.num_kv = mlL_optint32(L, 1, "num_kv", c.num_kv, fn);
+    int len = mlL_optint32(L, 1, "length", c.max_length, fn);
+    c.min_length = mlL_optint32(L, 1, "min_length", len, fn);
+    c.max_length = mlL_optint32(L, 1, "max_length", len, fn);
     static const char *const qt[] = {"key", "value", NULL};
     c.query_type = opt_enum(L, 1, "query_type", 0, qt, fn) ? ML_QT_VALUE : ML_QT_KEY;
     c.train_test_split = mlL_optnum(L, 1, "train_test_split", 0.0, fn);
@@ -128,11 +122,11 @@ static int l_atr(lua_State *L) {
     static const char *const first[] = {"target", "query", NULL};
     static const char *const qtok[] = {"auto", "never", "always", NULL};
     c.head_position = (ml_head_pos)opt_enum(L, 1, "head_position", c.head_position, heads, fn);
-    c.max_depth = opt_int32(L, 1, "max_depth", c.max_depth, fn);
-    c.max_rhs_len = opt_int32(L, 1, "max_rhs_len", c.max_rhs_len, fn);
-    c.max_rules_per_nt = opt_int32(L, 1, "max_rules_per_nt", c.max_rules_per_nt, fn);
-    c.num_nonterminals = opt_int32(L, 1, "num_nonterminals", c.num_nonterminals, fn);
-    c.num_terminals = opt_int32(L, 1, "num_terminals", c.num_terminals, fn);
+    c.max_depth = mlL_optint32(L, 1, "max_depth", c.max_depth, fn);
+    c.max_rhs_len = mlL_optint32(L, 1, "max_rhs_len", c.max_rhs_len, fn);
+    c.max_rules_per_nt = mlL_optint32(L, 1, "max_rules_per_nt", c.max_rules_per_nt, fn);
+    c.num_nonterminals = mlL_optint32(L, 1, "num_nonterminals", c.num_nonterminals, fn);
+    c.num_terminals = mlL_optint32(L, 1, "num_terminals", c.num_terminals, fn);
     c.terminal_occurrence_factor = mlL_optnum(L, 1, "terminal_occurrence_factor", 0.0, fn);
     c.transparent_nonterminals = mlL_optbool(L, 1, "transparent_nonterminals", c.transparent_nonterminals, fn);
     c.train_test_split = mlL_optnum(L, 1, "train_test_split", 0.0, fn);
@@ -146,8 +140,8 @@ static int l_atr(lua_State *L) {
     lua_pop(L, 1);
     c.query_type_token = is_bool ? (bval ? ML_QTOK_ALWAYS : ML_QTOK_NEVER)
                                  : (ml_qtok)opt_enum(L, 1, "query_type_token", ML_QTOK_AUTO, qtok, fn);
-    c.min_yield = opt_int32(L, 1, "min_yield", c.min_yield, fn);
-    c.max_yield = opt_int32(L, 1, "max_yield", c.max_yield, fn);
+    c.min_yield = mlL_optint32(L, 1, "min_yield", c.min_yield, fn);
+    c.max_yield = mlL_optint32(L, 1, "max_yield", c.max_yield, fn);
     c.rng = (ml_task_rng)opt_enum(L, 1, "rng", c.rng, rng_names, fn);
     push_task(L, ml_task_atr(&c, opt_seed(L, 1, fn)));
     return 1;

@@ -1,241 +1,232 @@
 #include "plot/canvas.h"
 
+#include <cairo-pdf.h>
+#include <cairo-svg.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "core/error.h"
+#include <time.h>
 
 static inline double clamp01(double v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
-static inline int imin(int a, int b) { return a < b ? a : b; }
-static inline int imax(int a, int b) { return a > b ? a : b; }
 
-pl_canvas *pl_canvas_new(int w, int h, pl_color bg) {
+static pl_canvas *canvas_alloc(int w, int h) {
     if (w <= 0 || h <= 0 || w > 20000 || h > 20000) {
         ml_fail(ML_ERR_ARG, "plot: canvas size %dx%d is out of range (1..20000)", w, h);
         return NULL;
     }
     pl_canvas *c = calloc(1, sizeof *c);
-    if (!c) goto oom;
-    size_t n = (size_t)w * (size_t)h;
-    c->px = malloc(n * 4);
-    c->mask = calloc(n, sizeof *c->mask);
-    c->row = calloc((size_t)w + 2, sizeof *c->row);
-    if (!c->px || !c->mask || !c->row) {
-        pl_canvas_free(c);
-        goto oom;
-    }
-    c->w = w;
-    c->h = h;
-    uint8_t v[4] = {(uint8_t)lround(clamp01(bg.r) * 255), (uint8_t)lround(clamp01(bg.g) * 255),
-                    (uint8_t)lround(clamp01(bg.b) * 255), (uint8_t)lround(clamp01(bg.a) * 255)};
-    for (size_t i = 0; i < n; i++) memcpy(c->px + 4 * i, v, 4);
-    c->dx0 = w, c->dy0 = h, c->dx1 = 0, c->dy1 = 0;
-    pl_unclip(c);
+    if (!c) ml_fail(ML_ERR_MEM, "plot: out of memory for a %dx%d canvas", w, h);
+    else c->w = w, c->h = h;
     return c;
-oom:
-    ml_fail(ML_ERR_MEM, "plot: out of memory for a %dx%d canvas", w, h);
-    return NULL;
+}
+
+/* Takes the surface, makes the context and paints the background; frees c on failure. */
+static pl_canvas *canvas_start(pl_canvas *c, cairo_surface_t *s, double units_per_px, pl_color bg) {
+    c->surface = s;
+    c->cr = cairo_create(s);
+    if (cairo_status(c->cr) != CAIRO_STATUS_SUCCESS) {
+        ml_fail(ML_ERR_MEM, "plot: cannot create a %dx%d canvas: %s", c->w, c->h, cairo_status_to_string(cairo_status(c->cr)));
+        pl_canvas_free(c);
+        return NULL;
+    }
+    cairo_scale(c->cr, units_per_px, units_per_px);
+    cairo_set_line_join(c->cr, CAIRO_LINE_JOIN_ROUND);
+    cairo_set_source_rgba(c->cr, bg.r, bg.g, bg.b, bg.a);
+    cairo_set_operator(c->cr, CAIRO_OPERATOR_SOURCE);
+    cairo_paint(c->cr);
+    cairo_set_operator(c->cr, CAIRO_OPERATOR_OVER);
+    return c;
+}
+
+pl_canvas *pl_canvas_new(int w, int h, pl_color bg) {
+    pl_canvas *c = canvas_alloc(w, h);
+    return c ? canvas_start(c, cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h), 1, bg) : NULL;
+}
+
+static cairo_status_t write_stream(void *closure, const unsigned char *data, unsigned int n) {
+    pl_canvas *c = closure;
+    if (fwrite(data, 1, n, c->fp) == n) return CAIRO_STATUS_SUCCESS;
+    if (!c->write_errno) c->write_errno = errno ? errno : EIO;
+    return CAIRO_STATUS_WRITE_ERROR;
+}
+
+/* The PDF's dates: SOURCE_DATE_EPOCH when set (reproducible builds' convention), else a fixed
+ * date, so that equal figures are equal files. */
+static void pdf_date(char buf[32]) {
+    const char *e = getenv("SOURCE_DATE_EPOCH");
+    char *end;
+    long long t = e && *e ? strtoll(e, &end, 10) : 0;
+    time_t tt = e && *e && !*end && t >= 0 ? (time_t)t : 0;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+pl_canvas *pl_target_canvas(const pl_target *t, double w, double h) {
+    pl_color white = {1, 1, 1, 1};
+    if (t->format == PL_PNG) return pl_canvas_new((int)w, (int)h, white);
+    pl_canvas *c = canvas_alloc((int)w, (int)h);
+    if (!c) return NULL;
+    c->format = t->format, c->fp = t->fp;
+    double pt = 0.72 / (t->scale > 0 ? t->scale : 1); /* points per pixel: 100 px per inch at scale 1 */
+    cairo_surface_t *s;
+    if (t->format == PL_SVG) {
+        s = cairo_svg_surface_create_for_stream(write_stream, c, c->w * pt, c->h * pt);
+    } else {
+        s = cairo_pdf_surface_create_for_stream(write_stream, c, c->w * pt, c->h * pt);
+        char date[32];
+        pdf_date(date);
+        cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATE_DATE, date);
+        cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_MOD_DATE, date);
+        cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATOR, "mechlab");
+    }
+    return canvas_start(c, s, pt, white);
+}
+
+ml_status pl_canvas_finish(pl_canvas *c, const char *path) {
+    cairo_status_t st = cairo_status(c->cr);
+    cairo_surface_finish(c->surface);
+    if (!st) st = cairo_surface_status(c->surface);
+    if (c->write_errno) return ml_fail(ML_ERR_IO, "plot: cannot write '%s': %s", path, strerror(c->write_errno));
+    if (st) return ml_fail(ML_ERR_IO, "plot: cannot write '%s': %s", path, cairo_status_to_string(st));
+    return ML_OK;
+}
+
+static void clear_mask(pl_canvas *c) {
+    for (int i = 0; i < c->nmask; i++) cairo_path_destroy(c->mask[i].path);
+    c->nmask = 0;
 }
 
 void pl_canvas_free(pl_canvas *c) {
     if (!c) return;
-    free(c->px);
+    clear_mask(c);
     free(c->mask);
-    free(c->row);
+    if (c->cr) cairo_destroy(c->cr);
+    if (c->surface) cairo_surface_destroy(c->surface);
     free(c);
 }
 
 void pl_clip(pl_canvas *c, double x0, double y0, double x1, double y1) {
-    c->cx0 = imax(0, (int)lround(x0));
-    c->cy0 = imax(0, (int)lround(y0));
-    c->cx1 = imin(c->w, (int)lround(x1));
-    c->cy1 = imin(c->h, (int)lround(y1));
+    double a = round(x0), b = round(y0);
+    cairo_reset_clip(c->cr);
+    cairo_new_path(c->cr);
+    cairo_rectangle(c->cr, a, b, fmax(0, round(x1) - a), fmax(0, round(y1) - b));
+    cairo_clip(c->cr);
 }
 
-void pl_unclip(pl_canvas *c) {
-    c->cx0 = 0, c->cy0 = 0, c->cx1 = c->w, c->cy1 = c->h;
+void pl_unclip(pl_canvas *c) { cairo_reset_clip(c->cr); }
+
+/* Moves the context's current path into the pending shapes. */
+static void keep_path(pl_canvas *c, double width, double on, double off, int round_cap) {
+    if (c->nmask == c->capmask) {
+        int cap = c->capmask ? 2 * c->capmask : 16;
+        pl_shape *m = realloc(c->mask, sizeof *m * (size_t)cap);
+        if (!m) { /* drop the shape rather than fail the figure half-drawn */
+            cairo_new_path(c->cr);
+            return;
+        }
+        c->mask = m, c->capmask = cap;
+    }
+    c->mask[c->nmask++] = (pl_shape){cairo_copy_path(c->cr), width, on, off, round_cap};
+    cairo_new_path(c->cr);
 }
 
-/* Pixel box [*x0,*x1) x [*y0,*y1) covering the real box, clipped; false if empty. */
-static int pixbox(pl_canvas *c, double x0, double y0, double x1, double y1, int *ix0, int *iy0, int *ix1,
-                  int *iy1) {
-    if (!(x0 <= x1 && y0 <= y1)) return 0; /* also rejects NaN */
-    /* clamp as doubles first: far-off coordinates must not overflow an int */
-    *ix0 = (int)fmin(fmax(floor(x0), c->cx0), c->cx1);
-    *iy0 = (int)fmin(fmax(floor(y0), c->cy0), c->cy1);
-    *ix1 = (int)fmax(fmin(ceil(x1), c->cx1), c->cx0);
-    *iy1 = (int)fmax(fmin(ceil(y1), c->cy1), c->cy0);
-    if (*ix0 >= *ix1 || *iy0 >= *iy1) return 0;
-    c->dx0 = imin(c->dx0, *ix0), c->dy0 = imin(c->dy0, *iy0);
-    c->dx1 = imax(c->dx1, *ix1), c->dy1 = imax(c->dy1, *iy1);
-    return 1;
-}
+static int finite2(double a, double b) { return isfinite(a) && isfinite(b); }
 
-static inline void cover(pl_canvas *c, int x, int y, double v) {
-    float *m = &c->mask[(size_t)y * (size_t)c->w + (size_t)x];
-    if (v > *m) *m = (float)v;
-}
+/* Far-off coordinates (data at 1e300) are pulled in to where they cannot overflow cairo's fixed
+ * point, keeping their direction roughly; they lie outside every canvas anyway. */
+static double tame(double v) { return fmax(-1e6, fmin(1e6, v)); }
 
-/* Coverage of a pixel by a stroke whose centre line is at distance d: the stroke's
- * cross-section intersected with a unit-wide pixel footprint. Strokes thinner than a pixel are
- * drawn one pixel wide and faded in proportion, which keeps them from breaking up. */
-static inline double stroke_cov(double d, double hw) {
-    if (hw >= 0.5) return clamp01(hw + 0.5 - d);
-    return clamp01(1.0 - d) * 2 * hw;
+static void path_polyline(pl_canvas *c, const double *xy, int n, int closed) {
+    cairo_new_path(c->cr);
+    for (int i = 0; i < n; i++) {
+        if (!finite2(xy[2 * i], xy[2 * i + 1])) continue;
+        cairo_line_to(c->cr, tame(xy[2 * i]), tame(xy[2 * i + 1]));
+    }
+    if (closed) cairo_close_path(c->cr);
 }
 
 void pl_mask_segment(pl_canvas *c, double x0, double y0, double x1, double y1, double width) {
-    double hw = width / 2, r = (hw < 0.5 ? 0.5 : hw) + 1;
-    int ix0, iy0, ix1, iy1;
-    if (!pixbox(c, fmin(x0, x1) - r, fmin(y0, y1) - r, fmax(x0, x1) + r, fmax(y0, y1) + r, &ix0, &iy0, &ix1, &iy1))
-        return;
-    double dx = x1 - x0, dy = y1 - y0, len2 = dx * dx + dy * dy;
-    for (int y = iy0; y < iy1; y++)
-        for (int x = ix0; x < ix1; x++) {
-            double px = x + 0.5 - x0, py = y + 0.5 - y0;
-            double t = len2 > 0 ? (px * dx + py * dy) / len2 : 0;
-            t = t < 0 ? 0 : t > 1 ? 1 : t;
-            double ex = px - t * dx, ey = py - t * dy;
-            double v = stroke_cov(sqrt(ex * ex + ey * ey), hw);
-            if (v > 0) cover(c, x, y, v);
-        }
+    double xy[4] = {x0, y0, x1, y1};
+    pl_mask_polyline(c, xy, 2, width, 0);
 }
 
 void pl_mask_polyline(pl_canvas *c, const double *xy, int n, double width, int closed) {
-    if (n == 1) pl_mask_segment(c, xy[0], xy[1], xy[0], xy[1], width);
-    for (int i = 0; i + 1 < n; i++) pl_mask_segment(c, xy[2 * i], xy[2 * i + 1], xy[2 * i + 2], xy[2 * i + 3], width);
-    if (closed && n > 2) pl_mask_segment(c, xy[2 * n - 2], xy[2 * n - 1], xy[0], xy[1], width);
+    if (n < 1 || !(width > 0)) return;
+    path_polyline(c, xy, n, closed && n > 2);
+    int dot = n == 1 || (n == 2 && xy[0] == xy[2] && xy[1] == xy[3]); /* a point shows as a round dot */
+    keep_path(c, width, 0, 0, dot);
 }
 
 void pl_mask_dashed(pl_canvas *c, const double *xy, int n, double width, double on, double off) {
-    if (!(on > 0) || !(off >= 0)) {
+    if (!(on > 0) || !(off > 0)) {
         pl_mask_polyline(c, xy, n, width, 0);
         return;
     }
-    double phase = 0; /* position inside the current on+off period */
-    for (int i = 0; i + 1 < n; i++) {
-        double ax = xy[2 * i], ay = xy[2 * i + 1], bx = xy[2 * i + 2], by = xy[2 * i + 3];
-        double len = hypot(bx - ax, by - ay), s = 0;
-        if (!(len > 0)) continue;
-        while (s < len) {
-            double step = phase < on ? on - phase : on + off - phase;
-            if (step < 1e-6) { /* rounding left a sliver of the current dash or gap: skip it */
-                phase = phase < on ? on : 0;
-                continue;
-            }
-            double e = fmin(len, s + step);
-            if (!(e > s)) break;
-            if (phase < on)
-                pl_mask_segment(c, ax + (bx - ax) * s / len, ay + (by - ay) * s / len, ax + (bx - ax) * e / len,
-                                ay + (by - ay) * e / len, width);
-            phase += e - s;
-            if (phase >= on + off - 1e-9) phase = 0;
-            s = e;
-        }
-    }
+    if (n < 2 || !(width > 0)) return;
+    path_polyline(c, xy, n, 0);
+    keep_path(c, width, on, off, 0);
 }
 
 void pl_mask_disc(pl_canvas *c, double cx, double cy, double r) {
-    int ix0, iy0, ix1, iy1;
-    if (!(r > 0) || !pixbox(c, cx - r - 1, cy - r - 1, cx + r + 1, cy + r + 1, &ix0, &iy0, &ix1, &iy1)) return;
-    for (int y = iy0; y < iy1; y++)
-        for (int x = ix0; x < ix1; x++) {
-            double v = clamp01(r + 0.5 - hypot(x + 0.5 - cx, y + 0.5 - cy));
-            if (r < 0.5) v *= 2 * r; /* tiny dots fade rather than vanish */
-            if (v > 0) cover(c, x, y, v);
-        }
+    if (!finite2(cx, cy) || !(r > 0)) return;
+    cairo_new_path(c->cr);
+    cairo_arc(c->cr, tame(cx), tame(cy), r, 0, 2 * PL_PI);
+    keep_path(c, 0, 0, 0, 0);
 }
 
 void pl_mask_ring(pl_canvas *c, double cx, double cy, double r, double width) {
-    double hw = width / 2, R = r + (hw < 0.5 ? 0.5 : hw) + 1;
-    int ix0, iy0, ix1, iy1;
-    if (!(r >= 0) || !pixbox(c, cx - R, cy - R, cx + R, cy + R, &ix0, &iy0, &ix1, &iy1)) return;
-    for (int y = iy0; y < iy1; y++)
-        for (int x = ix0; x < ix1; x++) {
-            double v = stroke_cov(fabs(hypot(x + 0.5 - cx, y + 0.5 - cy) - r), hw);
-            if (v > 0) cover(c, x, y, v);
-        }
+    if (!finite2(cx, cy) || !(r > 0) || !(width > 0)) return;
+    cairo_new_path(c->cr);
+    cairo_arc(c->cr, tame(cx), tame(cy), r, 0, 2 * PL_PI);
+    cairo_close_path(c->cr);
+    keep_path(c, width, 0, 0, 0);
 }
 
 void pl_mask_rect(pl_canvas *c, double x0, double y0, double x1, double y1) {
-    int ix0, iy0, ix1, iy1;
-    if (!pixbox(c, fmin(x0, x1), fmin(y0, y1), fmax(x0, x1), fmax(y0, y1), &ix0, &iy0, &ix1, &iy1)) return;
-    double ax = fmin(x0, x1), bx = fmax(x0, x1), ay = fmin(y0, y1), by = fmax(y0, y1);
-    for (int y = iy0; y < iy1; y++) {
-        double oy = fmin(by, y + 1.0) - fmax(ay, (double)y);
-        for (int x = ix0; x < ix1; x++) {
-            double ox = fmin(bx, x + 1.0) - fmax(ax, (double)x);
-            if (ox > 0 && oy > 0) cover(c, x, y, clamp01(ox * oy));
-        }
-    }
+    if (isnan(x0) || isnan(y0) || isnan(x1) || isnan(y1) || x0 == x1 || y0 == y1) return;
+    double a = tame(fmin(x0, x1)), b = tame(fmin(y0, y1));
+    x1 = tame(fmax(x0, x1)), y1 = tame(fmax(y0, y1)), x0 = a, y0 = b;
+    cairo_new_path(c->cr);
+    cairo_rectangle(c->cr, x0, y0, x1 - x0, y1 - y0);
+    keep_path(c, 0, 0, 0, 0);
 }
-
-/* Scan conversion with SUB sub-scanlines per pixel row and exact horizontal coverage. */
-enum { SUB = 5, MAXPOLY = 64 };
 
 void pl_mask_polygon(pl_canvas *c, const double *xy, int n) {
-    if (n < 3 || n > MAXPOLY) return;
-    double x0 = xy[0], x1 = xy[0], y0 = xy[1], y1 = xy[1];
-    for (int i = 1; i < n; i++) {
-        x0 = fmin(x0, xy[2 * i]), x1 = fmax(x1, xy[2 * i]);
-        y0 = fmin(y0, xy[2 * i + 1]), y1 = fmax(y1, xy[2 * i + 1]);
-    }
-    int ix0, iy0, ix1, iy1;
-    if (!pixbox(c, x0, y0, x1, y1, &ix0, &iy0, &ix1, &iy1)) return;
-    double xs[MAXPOLY];
-    int dir[MAXPOLY];
-    for (int y = iy0; y < iy1; y++) {
-        memset(c->row + ix0, 0, sizeof(float) * (size_t)(ix1 - ix0));
-        for (int s = 0; s < SUB; s++) {
-            double sy = y + (s + 0.5) / SUB;
-            int k = 0;
-            for (int i = 0; i < n; i++) {
-                double ax = xy[2 * i], ay = xy[2 * i + 1];
-                double bx = xy[2 * ((i + 1) % n)], by = xy[2 * ((i + 1) % n) + 1];
-                if ((ay <= sy) == (by <= sy)) continue;
-                double x = ax + (sy - ay) * (bx - ax) / (by - ay);
-                int d = by > ay ? 1 : -1;
-                int j = k++; /* insertion sort: a handful of crossings */
-                while (j > 0 && xs[j - 1] > x) xs[j] = xs[j - 1], dir[j] = dir[j - 1], j--;
-                xs[j] = x, dir[j] = d;
-            }
-            int wind = 0;
-            for (int i = 0; i + 1 < k; i++) {
-                wind += dir[i];
-                if (!wind) continue;
-                double a = fmax(xs[i], (double)ix0), b = fmin(xs[i + 1], (double)ix1);
-                if (!(a < b)) continue;
-                for (int x = (int)floor(a); x < ix1 && x < b; x++) {
-                    double o = fmin(b, x + 1.0) - fmax(a, (double)x);
-                    if (o > 0) c->row[x] += (float)(o / SUB);
-                }
-            }
-        }
-        for (int x = ix0; x < ix1; x++)
-            if (c->row[x] > 0) cover(c, x, y, clamp01(c->row[x]));
-    }
+    if (n < 3) return;
+    path_polyline(c, xy, n, 1);
+    keep_path(c, 0, 0, 0, 0);
 }
 
-static inline uint8_t to8(double v) { return (uint8_t)lround(clamp01(v) * 255.0); }
+static void draw_shape(cairo_t *cr, const pl_shape *m) {
+    cairo_new_path(cr);
+    cairo_append_path(cr, m->path);
+    if (m->width == 0) {
+        cairo_fill(cr);
+        return;
+    }
+    cairo_set_line_width(cr, m->width);
+    cairo_set_line_cap(cr, m->round_cap ? CAIRO_LINE_CAP_ROUND : CAIRO_LINE_CAP_BUTT);
+    double dash[2] = {m->on, m->off};
+    cairo_set_dash(cr, dash, m->on > 0 ? 2 : 0, 0);
+    cairo_stroke(cr);
+}
 
 void pl_paint(pl_canvas *c, pl_color col) {
-    for (int y = c->dy0; y < c->dy1; y++) {
-        float *m = c->mask + (size_t)y * (size_t)c->w;
-        for (int x = c->dx0; x < c->dx1; x++) {
-            double sa = m[x] * clamp01(col.a);
-            m[x] = 0;
-            if (sa <= 0) continue;
-            uint8_t *p = c->px + 4 * ((size_t)y * (size_t)c->w + (size_t)x);
-            double da = p[3] / 255.0, oa = sa + da * (1 - sa);
-            double w = da * (1 - sa);
-            p[0] = to8((col.r * sa + p[0] / 255.0 * w) / oa);
-            p[1] = to8((col.g * sa + p[1] / 255.0 * w) / oa);
-            p[2] = to8((col.b * sa + p[2] / 255.0 * w) / oa);
-            p[3] = to8(oa);
-        }
+    cairo_t *cr = c->cr;
+    double a = clamp01(col.a);
+    if (c->nmask > 1 && a < 1) { /* translucent union: draw opaque into a group, then fade it */
+        cairo_push_group(cr);
+        cairo_set_source_rgb(cr, clamp01(col.r), clamp01(col.g), clamp01(col.b));
+        for (int i = 0; i < c->nmask; i++) draw_shape(cr, &c->mask[i]);
+        cairo_pop_group_to_source(cr);
+        cairo_paint_with_alpha(cr, a);
+    } else {
+        cairo_set_source_rgba(cr, clamp01(col.r), clamp01(col.g), clamp01(col.b), a);
+        for (int i = 0; i < c->nmask; i++) draw_shape(cr, &c->mask[i]);
     }
-    c->dx0 = c->w, c->dy0 = c->h, c->dx1 = 0, c->dy1 = 0;
+    clear_mask(c);
 }
 
 void pl_fill_rect(pl_canvas *c, double x0, double y0, double x1, double y1, pl_color col) {
@@ -254,8 +245,31 @@ void pl_line(pl_canvas *c, double x0, double y0, double x1, double y1, double wi
     pl_paint(c, col);
 }
 
+/* cairo's ARGB32: native-endian 32-bit words, premultiplied alpha. */
+static void unpremultiply(uint32_t p, uint8_t out[4]) {
+    unsigned a = p >> 24, ch[3] = {(p >> 16) & 255, (p >> 8) & 255, p & 255};
+    for (int k = 0; k < 3; k++) out[k] = (uint8_t)(a ? (ch[k] * 255 + a / 2) / a : 0);
+    out[3] = (uint8_t)a;
+}
+
 pl_color pl_pixel(const pl_canvas *c, int x, int y) {
-    if (x < 0 || y < 0 || x >= c->w || y >= c->h) return (pl_color){0, 0, 0, 0};
-    const uint8_t *p = c->px + 4 * ((size_t)y * (size_t)c->w + (size_t)x);
-    return (pl_color){p[0] / 255.f, p[1] / 255.f, p[2] / 255.f, p[3] / 255.f};
+    pl_color z = {0, 0, 0, 0};
+    if (c->format != PL_PNG || x < 0 || y < 0 || x >= c->w || y >= c->h) return z;
+    cairo_surface_flush(c->surface);
+    const unsigned char *d = cairo_image_surface_get_data(c->surface);
+    uint32_t p;
+    memcpy(&p, d + (size_t)y * (size_t)cairo_image_surface_get_stride(c->surface) + 4 * (size_t)x, 4);
+    uint8_t v[4];
+    unpremultiply(p, v);
+    return (pl_color){v[0] / 255.f, v[1] / 255.f, v[2] / 255.f, v[3] / 255.f};
+}
+
+void pl_canvas_row(const pl_canvas *c, int y, uint8_t *rgba) {
+    cairo_surface_flush(c->surface);
+    const unsigned char *d = cairo_image_surface_get_data(c->surface) + (size_t)y * (size_t)cairo_image_surface_get_stride(c->surface);
+    for (int x = 0; x < c->w; x++) {
+        uint32_t p;
+        memcpy(&p, d + 4 * (size_t)x, 4);
+        unpremultiply(p, rgba + 4 * (size_t)x);
+    }
 }

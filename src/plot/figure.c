@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plot/font.h"
 #include "plot/output.h"
 #include "plot/plot.h"
 #include "plot/theme.h"
@@ -125,7 +126,7 @@ static ml_status validate(fig *f) {
     const char *fn = f->fn;
     if (f->np < 1 || f->np > PL_MAXPANELS || !f->pan)
         return ml_fail(ML_ERR_ARG, "%s: expected 1 to %d panels, got %d", fn, PL_MAXPANELS, f->np);
-    if (p->scale < 0 || p->scale > 10 || isnan(p->scale)) return ml_fail(ML_ERR_ARG, "%s: scale must be in (0, 10], got %g", fn, p->scale);
+    if (!(p->scale == 0 || (p->scale >= 0.1 && p->scale <= 10))) return ml_fail(ML_ERR_ARG, "%s: scale must be in 0.1..10, got %g", fn, p->scale);
     if ((p->width && !(p->width >= 60 && p->width <= 5000)) || (p->height && !(p->height >= 60 && p->height <= 5000)))
         return ml_fail(ML_ERR_ARG, "%s: width and height must be in 60..5000 pixels, got %g x %g", fn, p->width, p->height);
     if (p->logx != 0 && !(p->logx > 1)) return ml_fail(ML_ERR_ARG, "%s: logx must be a base > 1 (2 or 10), got %g", fn, p->logx);
@@ -344,255 +345,315 @@ static void draw_key(fig *f, pl_canvas *c, const pl_series *se, double x, double
 /* Snaps a coordinate to a pixel centre, so 1-pixel rules are crisp. */
 static double crisp(double v) { return floor(v) + 0.5; }
 
-pl_canvas *pl_render(pl_kind kind, const pl_plot *p, int np, const pl_panel *pan, pl_layout *lay) {
+/* ---- layout: data ranges, ticks, legend and margins ---- */
+
+typedef struct {
+    double W, H;
+    int ncol, nrow, cat, legend, xrot;
+    double xlo, xhi, ylo[PL_MAXPANELS], yhi[PL_MAXPANELS];
+    tickset *yt; /* per panel */
+    tickset xt;
+    double strip_h, xaxis_h, pw, ph, colgap, rowgap[PL_MAXPANELS];
+    double left, top, keyw, rowh, lw_right, lw_bottom, lh_right;
+    const char *ltitle;
+    pl_font ft, fl, fti, fs, fg, fgt;
+} frame;
+
+/* The shared x range and each panel's y range (shared unless free_y). */
+static ml_status data_ranges(const fig *f, frame *fr) {
+    const pl_plot *p = f->p;
+    double xlo = INFINITY, xhi = -INFINITY, glo = INFINITY, ghi = -INFINITY;
+    if (fr->cat) {
+        xlo = -0.6, xhi = f->ncat - 0.4;
+    } else {
+        for (int i = 0; i < f->np; i++)
+            for (int j = 0; j < f->pan[i].nseries; j++) {
+                const pl_series *se = &f->pan[i].series[j];
+                for (int k = 0; k < se->n; k++)
+                    if (isfinite(se->x[k]) && isfinite(se->y[k])) xlo = fmin(xlo, se->x[k]), xhi = fmax(xhi, se->x[k]);
+            }
+        expand(&xlo, &xhi, p->xlim, p->logx > 1);
+    }
+    if (!(xhi > xlo) || (p->logx && !(xlo > 0))) return ml_fail(ML_ERR_ARG, "%s: empty x range [%g, %g]", f->fn, xlo, xhi);
+    fr->xlo = xlo, fr->xhi = xhi;
+    for (int i = 0; i < f->np; i++) {
+        fr->ylo[i] = INFINITY, fr->yhi[i] = -INFINITY;
+        yrange_of(f, &f->pan[i], &fr->ylo[i], &fr->yhi[i]);
+        for (int k = 0; k < p->nhlines; k++)
+            if (isfinite(p->hlines[k])) fr->ylo[i] = fmin(fr->ylo[i], p->hlines[k]), fr->yhi[i] = fmax(fr->yhi[i], p->hlines[k]);
+        if (f->kind == PL_BAR && isfinite(fr->ylo[i])) fr->ylo[i] = fmin(fr->ylo[i], 0), fr->yhi[i] = fmax(fr->yhi[i], 0);
+        glo = fmin(glo, fr->ylo[i]), ghi = fmax(ghi, fr->yhi[i]);
+    }
+    for (int i = 0; i < f->np; i++) {
+        if (!p->free_y) fr->ylo[i] = glo, fr->yhi[i] = ghi;
+        int bar0 = f->kind == PL_BAR && fr->ylo[i] == 0; /* bars stand on the panel floor */
+        expand(&fr->ylo[i], &fr->yhi[i], p->ylim, 0);
+        if (bar0 && isnan(p->ylim[0])) fr->ylo[i] = 0;
+        if (!(fr->yhi[i] > fr->ylo[i])) return ml_fail(ML_ERR_ARG, "%s: empty y range [%g, %g]", f->fn, fr->ylo[i], fr->yhi[i]);
+    }
+    return ML_OK;
+}
+
+/* Legend placement and size: right of the panels, or one row at the bottom when it fits. */
+static void plan_legend(const fig *f, frame *fr) {
+    double s = f->s;
+    int legend = f->p->legend;
+    if (legend == PL_LEGEND_AUTO)
+        legend = f->nleg == 0 || f->kind == PL_BOX || (f->kind == PL_BAR && f->nleg < 2) ? PL_LEGEND_NONE : PL_LEGEND_RIGHT;
+    if (f->nleg == 0) legend = PL_LEGEND_NONE;
+    fr->ltitle = f->p->legend_title && f->p->legend_title[0] ? f->p->legend_title : NULL;
+    fr->keyw = (f->kind == PL_LINES ? 20 : 12) * s, fr->rowh = fmax(pl_text_height(&fr->fg), 13 * s);
+    fr->lw_right = fr->lw_bottom = 0;
+    for (int l = 0; l < f->nleg; l++) {
+        double tw = pl_text_width(f->leg[l]->label, &fr->fg);
+        fr->lw_right = fmax(fr->lw_right, fr->keyw + PL_GAP * s + tw);
+        fr->lw_bottom += fr->keyw + PL_GAP * s + tw + 12 * s;
+    }
+    if (fr->ltitle) {
+        fr->lw_right = fmax(fr->lw_right, pl_text_width(fr->ltitle, &fr->fgt));
+        fr->lw_bottom += pl_text_width(fr->ltitle, &fr->fgt) + 10 * s;
+    }
+    fr->lh_right = fr->rowh * (f->nleg + (fr->ltitle ? 1 : 0));
+    if (legend == PL_LEGEND_BOTTOM && fr->lw_bottom > fr->W - 2 * PL_PAD * s) legend = PL_LEGEND_RIGHT;
+    fr->legend = legend;
+}
+
+/* x ticks and their labels (categories rotate when they do not fit their slot). */
+static void plan_xticks(const fig *f, frame *fr) {
+    const pl_plot *p = f->p;
+    double s = f->s, xt_h = pl_text_height(&fr->ft);
+    tickset *xt = &fr->xt;
+    fr->xrot = 0;
+    if (fr->cat) {
+        xt->n = f->ncat, xt->step = 0;
+        double maxw = 0;
+        for (int k = 0; k < f->ncat; k++) {
+            xt->v[k] = k;
+            snprintf(xt->lab[k], sizeof xt->lab[k], "%s", f->cats[k]);
+            maxw = fmax(maxw, pl_text_width(xt->lab[k], &fr->ft));
+        }
+        if (f->ncat > PL_MAXTICKS) xt->n = PL_MAXTICKS;
+        if (maxw > fr->pw / f->ncat - 4 * s) fr->xrot = 1, xt_h = maxw + 2 * s;
+    } else {
+        make_ticks(xt, p->xticks, p->nxticks, fr->xlo, fr->xhi, p->logx, (int)fmax(2, fmin(8, fr->pw / ((p->logx ? 32 : 55) * s))));
+    }
+    fr->xaxis_h = PL_TICKLEN * s + 3 * s + xt_h;
+}
+
+/* Fonts, ticks, legend, margins and the panels' size. */
+static ml_status plan_layout(fig *f, frame *fr) {
+    const pl_plot *p = f->p;
+    double s = f->s;
+    int np = f->np;
+    fr->W = round((p->width > 0 ? p->width : 480) * s), fr->H = round((p->height > 0 ? p->height : 340) * s);
+    fr->cat = f->kind == PL_BOX || f->kind == PL_BAR;
+    fr->ncol = p->ncol > 0 ? (p->ncol < np ? p->ncol : np) : np <= 4 ? np : (int)ceil(sqrt(np));
+    fr->nrow = (np + fr->ncol - 1) / fr->ncol;
+    if (data_ranges(f, fr)) return ml_last_status();
+
+    fr->ft = pl_f(PL_FS_TICK, s, 0, 0, PL_RIGHT, PL_MIDDLE), fr->fl = pl_f(PL_FS_LABEL, s, 0, 0, PL_CENTER, PL_TOP);
+    fr->fti = pl_f(PL_FS_TITLE, s, 1, 0, PL_LEFT, PL_TOP), fr->fs = pl_f(PL_FS_STRIP, s, 0, 0, PL_CENTER, PL_MIDDLE);
+    fr->fg = pl_f(PL_FS_LEGEND, s, 0, 0, PL_LEFT, PL_MIDDLE), fr->fgt = pl_f(PL_FS_LEGEND, s, 1, 0, PL_LEFT, PL_MIDDLE);
+    double lh_label = pl_text_height(&fr->fl), lh_title = pl_text_height(&fr->fti);
+    int strips = 0;
+    for (int i = 0; i < np; i++) strips |= f->pan[i].title && f->pan[i].title[0];
+    fr->strip_h = strips ? round(pl_text_height(&fr->fs) + 6 * s) : 0;
+
+    double est_h = (fr->H - 2 * PL_PAD * s - 60 * s) / fr->nrow - fr->strip_h;
+    int ytarget = (int)fmax(3, fmin(8, est_h / (40 * s)));
+    fr->yt = calloc((size_t)np, sizeof *fr->yt);
+    if (!fr->yt) return ml_fail(ML_ERR_MEM, "plot: out of memory");
+    double ytw = 0;
+    for (int i = 0; i < np; i++) {
+        make_ticks(&fr->yt[i], p->yticks, p->nyticks, fr->ylo[i], fr->yhi[i], 0, ytarget);
+        for (int k = 0; k < fr->yt[i].n; k++) ytw = fmax(ytw, pl_text_width(fr->yt[i].lab[k], &fr->ft));
+    }
+    double yaxis_w = ytw + PL_TICKLEN * s + 3 * s; /* tick labels plus ticks */
+    plan_legend(f, fr);
+
+    fr->left = PL_PAD * s + (p->ylabel && p->ylabel[0] ? lh_label + PL_GAP * s : 0) + yaxis_w;
+    double right = PL_PAD * s + (fr->legend == PL_LEGEND_RIGHT ? fr->lw_right + 12 * s : 0);
+    fr->top = PL_PAD * s + (p->title && p->title[0] ? lh_title + 6 * s : 0);
+    fr->colgap = p->free_y ? yaxis_w + 6 * s : 8 * s;
+    fr->pw = (fr->W - fr->left - right - (fr->ncol - 1) * fr->colgap) / fr->ncol;
+    plan_xticks(f, fr);
+    double bottom = PL_PAD * s + fr->xaxis_h + (p->xlabel && p->xlabel[0] ? lh_label + PL_GAP * s : 0) +
+                    (fr->legend == PL_LEGEND_BOTTOM ? fr->rowh + 8 * s : 0);
+    /* a panel with no panel below it carries x tick labels, so its row needs their room */
+    double gaps = 0;
+    for (int r = 0; r < fr->nrow - 1; r++) {
+        int need = np % fr->ncol && r == fr->nrow - 2;
+        fr->rowgap[r] = need ? fr->xaxis_h + 6 * s : 8 * s;
+        gaps += fr->rowgap[r];
+    }
+    fr->ph = (fr->H - fr->top - bottom - gaps - fr->nrow * fr->strip_h) / fr->nrow;
+    if (fr->pw < 30 * s || fr->ph < 30 * s)
+        return ml_fail(ML_ERR_ARG, "%s: a %gx%g figure leaves no room for %d panels with these labels; make it larger", f->fn,
+                       fr->W / s, fr->H / s, np);
+    return ML_OK;
+}
+
+/* ---- drawing ---- */
+
+static void draw_strip(pl_canvas *c, const frame *fr, const char *title, double x0, double y, double x1, double y0, double ew) {
+    pl_fill_rect(c, x0, y, x1, y0, PL_STRIP);
+    pl_stroke_rect(c, crisp(x0), crisp(y), crisp(x1 - 1), crisp(y0), ew, PL_BORDER);
+    pl_text(c, title, &fr->fs, (x0 + x1) / 2, (y + y0) / 2, PL_INK);
+}
+
+/* Grid: minor lines halfway between major ones, as theme_bw; then the reference lines. */
+static void draw_grid(const fig *f, pl_canvas *c, const frame *fr, const tickset *ty, const pl_box_px *b, double ew) {
+    const pl_plot *p = f->p;
+    double s = f->s;
+    for (int k = 0; k + 1 < ty->n; k++) {
+        double m = crisp(pl_px_y(b, (ty->v[k] + ty->v[k + 1]) / 2));
+        pl_mask_segment(c, b->x0, m, b->x1, m, fmax(1, 0.5 * s));
+    }
+    if (!fr->cat)
+        for (int k = 0; k + 1 < fr->xt.n; k++) {
+            double mid = p->logx ? sqrt(fr->xt.v[k] * fr->xt.v[k + 1]) : (fr->xt.v[k] + fr->xt.v[k + 1]) / 2;
+            double m = crisp(pl_px_x(b, mid));
+            pl_mask_segment(c, m, b->y0, m, b->y1, fmax(1, 0.5 * s));
+        }
+    pl_paint(c, pl_grey(0.95, 1));
+    for (int k = 0; k < ty->n; k++) {
+        double m = crisp(pl_px_y(b, ty->v[k]));
+        pl_mask_segment(c, b->x0, m, b->x1, m, ew);
+    }
+    for (int k = 0; k < fr->xt.n; k++) {
+        double m = crisp(pl_px_x(b, fr->xt.v[k]));
+        pl_mask_segment(c, m, b->y0, m, b->y1, ew);
+    }
+    pl_paint(c, PL_GRID);
+    for (int k = 0; k < p->nhlines; k++) {
+        double m = crisp(pl_px_y(b, p->hlines[k])), xy[4] = {b->x0, m, b->x1, m};
+        pl_mask_dashed(c, xy, 2, ew, 4 * s, 3 * s);
+    }
+    pl_paint(c, pl_grey(0.35, 1));
+}
+
+static void draw_yaxis(const fig *f, pl_canvas *c, const frame *fr, const tickset *ty, const pl_box_px *b, double ew) {
+    double s = f->s;
+    for (int k = 0; k < ty->n; k++) {
+        double m = crisp(pl_px_y(b, ty->v[k]));
+        pl_mask_segment(c, b->x0 - PL_TICKLEN * s, m, b->x0, m, ew);
+    }
+    pl_paint(c, PL_BORDER);
+    for (int k = 0; k < ty->n; k++) pl_text(c, ty->lab[k], &fr->ft, b->x0 - PL_TICKLEN * s - 3 * s, pl_px_y(b, ty->v[k]), PL_TICKINK);
+}
+
+static void draw_xaxis(const fig *f, pl_canvas *c, const frame *fr, const pl_box_px *b, double ew) {
+    double s = f->s;
+    const tickset *xt = &fr->xt;
+    for (int k = 0; k < xt->n; k++) {
+        double m = crisp(pl_px_x(b, xt->v[k]));
+        pl_mask_segment(c, m, b->y1, m, b->y1 + PL_TICKLEN * s, ew);
+    }
+    pl_paint(c, PL_BORDER);
+    pl_font fx = pl_f(PL_FS_TICK, s, 0, fr->xrot ? 90 : 0, fr->xrot ? PL_RIGHT : PL_CENTER, fr->xrot ? PL_MIDDLE : PL_TOP);
+    for (int k = 0; k < xt->n; k++) pl_text(c, xt->lab[k], &fx, pl_px_x(b, xt->v[k]), b->y1 + PL_TICKLEN * s + 3 * s, PL_TICKINK);
+}
+
+/* Panel i at row r, column col, whose strip starts at y: strip, grid, data, border, axes. */
+static void draw_panel(fig *f, pl_canvas *c, const frame *fr, pl_layout *L, int i, int col, double y) {
+    const pl_plot *p = f->p;
+    double ew = fmax(1, round(0.8 * f->s)); /* rules */
+    double x0 = round(fr->left + col * (fr->pw + fr->colgap)), x1 = round(x0 + fr->pw);
+    double y0 = round(y + fr->strip_h), y1 = round(y0 + fr->ph);
+    pl_box_px *b = &L->panel[i];
+    *b = (pl_box_px){x0, y0, x1, y1, fr->xlo, fr->xhi, fr->ylo[i], fr->yhi[i], p->logx};
+    const char *title = f->pan[i].title;
+    if (title && title[0] && fr->strip_h > 0) draw_strip(c, fr, title, x0, y, x1, y0, ew);
+    pl_clip(c, x0, y0, x1, y1);
+    draw_grid(f, c, fr, &fr->yt[i], b, ew);
+    draw_data(f, c, &f->pan[i], b);
+    pl_unclip(c);
+    pl_stroke_rect(c, crisp(x0), crisp(y0), crisp(x1 - 1), crisp(y1 - 1), ew, PL_BORDER);
+    if (col == 0 || p->free_y) draw_yaxis(f, c, fr, &fr->yt[i], b, ew); /* first column, or every panel with free scales */
+    if (i + fr->ncol >= f->np) draw_xaxis(f, c, fr, b, ew);            /* nothing below */
+}
+
+static void draw_titles(const fig *f, pl_canvas *c, const frame *fr, pl_layout *L, const double g[4]) {
+    const pl_plot *p = f->p;
+    double s = f->s;
+    if (p->title && p->title[0]) {
+        pl_text(c, p->title, &fr->fti, g[0], PL_PAD * s, PL_INK);
+        pl_text_box(p->title, &fr->fti, g[0], PL_PAD * s, L->title);
+    }
+    if (p->xlabel && p->xlabel[0]) pl_text(c, p->xlabel, &fr->fl, (g[0] + g[2]) / 2, g[3] + fr->xaxis_h + PL_GAP * s, PL_INK);
+    if (p->ylabel && p->ylabel[0]) {
+        pl_font fy = pl_f(PL_FS_LABEL, s, 0, 90, PL_CENTER, PL_TOP);
+        pl_text(c, p->ylabel, &fy, PL_PAD * s, (g[1] + g[3]) / 2, PL_INK);
+    }
+}
+
+/* The legend beside (right) or under (bottom) the panels' box g. */
+static void draw_legend(fig *f, pl_canvas *c, const frame *fr, pl_layout *L, const double g[4]) {
+    double s = f->s, keyw = fr->keyw, rowh = fr->rowh;
+    if (fr->legend == PL_LEGEND_RIGHT) {
+        double lx = g[2] + 12 * s, ly = round((g[1] + g[3]) / 2 - fr->lh_right / 2);
+        L->legend[0] = lx, L->legend[1] = ly, L->legend[2] = lx + fr->lw_right, L->legend[3] = ly + fr->lh_right;
+        if (fr->ltitle) pl_text(c, fr->ltitle, &fr->fgt, lx, ly + rowh / 2, PL_INK), ly += rowh;
+        for (int l = 0; l < f->nleg; l++, ly += rowh) {
+            draw_key(f, c, f->leg[l], lx + keyw / 2, crisp(ly + rowh / 2));
+            pl_text(c, f->leg[l]->label, &fr->fg, lx + keyw + PL_GAP * s, ly + rowh / 2, PL_INK);
+        }
+    } else if (fr->legend == PL_LEGEND_BOTTOM) {
+        double lx = round((g[0] + g[2]) / 2 - (fr->lw_bottom - 12 * s) / 2), ly = fr->H - PL_PAD * s - rowh / 2;
+        L->legend[0] = lx, L->legend[1] = ly - rowh / 2, L->legend[2] = lx + fr->lw_bottom - 12 * s, L->legend[3] = ly + rowh / 2;
+        if (fr->ltitle) pl_text(c, fr->ltitle, &fr->fgt, lx, ly, PL_INK), lx += pl_text_width(fr->ltitle, &fr->fgt) + 10 * s;
+        for (int l = 0; l < f->nleg; l++) {
+            draw_key(f, c, f->leg[l], lx + keyw / 2, crisp(ly));
+            pl_text(c, f->leg[l]->label, &fr->fg, lx + keyw + PL_GAP * s, ly, PL_INK);
+            lx += keyw + PL_GAP * s + pl_text_width(f->leg[l]->label, &fr->fg) + 12 * s;
+        }
+    }
+}
+
+static pl_canvas *draw_figure(fig *f, const frame *fr, pl_layout *lay, const pl_target *t) {
+    pl_canvas *c = pl_target_canvas(t, fr->W, fr->H);
+    if (!c) return NULL;
+    pl_layout L;
+    memset(&L, 0, sizeof L);
+    L.npanels = f->np;
+    double y = fr->top;
+    for (int r = 0; r < fr->nrow; r++) {
+        for (int col = 0; col < fr->ncol && r * fr->ncol + col < f->np; col++) draw_panel(f, c, fr, &L, r * fr->ncol + col, col, y);
+        y += fr->strip_h + fr->ph + (r < fr->nrow - 1 ? fr->rowgap[r] : 0);
+    }
+    /* the box around all panels (strips included) */
+    double g[4] = {L.panel[0].x0, L.panel[0].y0 - fr->strip_h, L.panel[fr->ncol - 1].x1, L.panel[f->np - 1].y1};
+    for (int i = 0; i < f->np; i++) g[2] = fmax(g[2], L.panel[i].x1), g[3] = fmax(g[3], L.panel[i].y1);
+    draw_titles(f, c, fr, &L, g);
+    draw_legend(f, c, fr, &L, g);
+    if (lay) *lay = L;
+    return c;
+}
+
+pl_canvas *pl_render_to(pl_kind kind, const pl_plot *p, int np, const pl_panel *pan, pl_layout *lay, const pl_target *t) {
     if ((unsigned)kind > PL_BAR || !p) {
         ml_fail(ML_ERR_ARG, "plot: bad figure kind");
         return NULL;
     }
     fig *f = calloc(1, sizeof *f);
-    if (!f) {
-        ml_fail(ML_ERR_MEM, "plot: out of memory");
-        return NULL;
-    }
-    f->kind = kind, f->fn = kind_fn[kind], f->p = p, f->np = np, f->pan = pan;
+    frame *fr = calloc(1, sizeof *fr);
     pl_canvas *c = NULL;
-    tickset *yt = NULL;
-    if (validate(f)) goto done;
-    double s = f->s = p->scale > 0 ? p->scale : 1;
-    double W = round((p->width > 0 ? p->width : 480) * s), H = round((p->height > 0 ? p->height : 340) * s);
-    int cat = kind == PL_BOX || kind == PL_BAR;
-    int ncol = p->ncol > 0 ? (p->ncol < np ? p->ncol : np) : np <= 4 ? np : (int)ceil(sqrt(np));
-    int nrow = (np + ncol - 1) / ncol;
-
-    /* ranges */
-    double xlo = INFINITY, xhi = -INFINITY, glo = INFINITY, ghi = -INFINITY;
-    if (cat) {
-        xlo = -0.6, xhi = f->ncat - 0.4;
-    } else {
-        for (int i = 0; i < np; i++)
-            for (int j = 0; j < pan[i].nseries; j++)
-                for (int k = 0; k < pan[i].series[j].n; k++) {
-                    const pl_series *se = &pan[i].series[j];
-                    if (isfinite(se->x[k]) && isfinite(se->y[k])) xlo = fmin(xlo, se->x[k]), xhi = fmax(xhi, se->x[k]);
-                }
-        expand(&xlo, &xhi, p->xlim, p->logx > 1);
-    }
-    if (!(xhi > xlo) || (p->logx && !(xlo > 0))) {
-        ml_fail(ML_ERR_ARG, "%s: empty x range [%g, %g]", f->fn, xlo, xhi);
-        goto done;
-    }
-    double ylo[PL_MAXPANELS], yhi[PL_MAXPANELS];
-    for (int i = 0; i < np; i++) {
-        ylo[i] = INFINITY, yhi[i] = -INFINITY;
-        yrange_of(f, &pan[i], &ylo[i], &yhi[i]);
-        for (int k = 0; k < p->nhlines; k++)
-            if (isfinite(p->hlines[k])) ylo[i] = fmin(ylo[i], p->hlines[k]), yhi[i] = fmax(yhi[i], p->hlines[k]);
-        if (kind == PL_BAR && isfinite(ylo[i])) ylo[i] = fmin(ylo[i], 0), yhi[i] = fmax(yhi[i], 0);
-        glo = fmin(glo, ylo[i]), ghi = fmax(ghi, yhi[i]);
-    }
-    for (int i = 0; i < np; i++) {
-        if (!p->free_y) ylo[i] = glo, yhi[i] = ghi;
-        int bar0 = kind == PL_BAR && ylo[i] == 0; /* bars stand on the panel floor */
-        expand(&ylo[i], &yhi[i], p->ylim, 0);
-        if (bar0 && isnan(p->ylim[0])) ylo[i] = 0;
-        if (!(yhi[i] > ylo[i])) {
-            ml_fail(ML_ERR_ARG, "%s: empty y range [%g, %g]", f->fn, ylo[i], yhi[i]);
-            goto done;
-        }
-    }
-
-    /* text metrics */
-    pl_font ft = pl_f(PL_FS_TICK, s, 0, 0, PL_RIGHT, PL_MIDDLE), fl = pl_f(PL_FS_LABEL, s, 0, 0, PL_CENTER, PL_TOP);
-    pl_font fti = pl_f(PL_FS_TITLE, s, 1, 0, PL_LEFT, PL_TOP), fs = pl_f(PL_FS_STRIP, s, 0, 0, PL_CENTER, PL_MIDDLE);
-    pl_font fg = pl_f(PL_FS_LEGEND, s, 0, 0, PL_LEFT, PL_MIDDLE), fgt = pl_f(PL_FS_LEGEND, s, 1, 0, PL_LEFT, PL_MIDDLE);
-    double lh_tick = pl_text_height(&ft), lh_label = pl_text_height(&fl), lh_title = pl_text_height(&fti);
-    int strips = 0;
-    for (int i = 0; i < np; i++) strips |= pan[i].title && pan[i].title[0];
-    double strip_h = strips ? round(pl_text_height(&fs) + 6 * s) : 0;
-
-    double est_h = (H - 2 * PL_PAD * s - 60 * s) / nrow - strip_h;
-    int ytarget = (int)fmax(3, fmin(8, est_h / (40 * s)));
-    yt = calloc((size_t)np, sizeof *yt);
-    if (!yt) {
+    if (!f || !fr) {
         ml_fail(ML_ERR_MEM, "plot: out of memory");
-        goto done;
-    }
-    double ytw = 0;
-    for (int i = 0; i < np; i++) {
-        make_ticks(&yt[i], p->yticks, p->nyticks, ylo[i], yhi[i], 0, ytarget);
-        for (int k = 0; k < yt[i].n; k++) ytw = fmax(ytw, pl_text_width(yt[i].lab[k], &ft));
-    }
-    double yaxis_w = ytw + PL_TICKLEN * s + 3 * s; /* tick labels plus ticks */
-
-    /* legend */
-    int legend = p->legend;
-    if (legend == PL_LEGEND_AUTO)
-        legend = f->nleg == 0 || kind == PL_BOX || (kind == PL_BAR && f->nleg < 2) ? PL_LEGEND_NONE : PL_LEGEND_RIGHT;
-    if (f->nleg == 0) legend = PL_LEGEND_NONE;
-    const char *ltitle = p->legend_title && p->legend_title[0] ? p->legend_title : NULL;
-    double keyw = (kind == PL_LINES ? 20 : 12) * s, rowh = fmax(pl_text_height(&fg), 13 * s);
-    double lw_right = 0, lw_bottom = 0, lh_right = 0;
-    for (int l = 0; l < f->nleg; l++) {
-        double tw = pl_text_width(f->leg[l]->label, &fg);
-        lw_right = fmax(lw_right, keyw + PL_GAP * s + tw);
-        lw_bottom += keyw + PL_GAP * s + tw + 12 * s;
-    }
-    if (ltitle) {
-        lw_right = fmax(lw_right, pl_text_width(ltitle, &fgt));
-        lw_bottom += pl_text_width(ltitle, &fgt) + 10 * s;
-    }
-    lh_right = rowh * (f->nleg + (ltitle ? 1 : 0));
-    if (legend == PL_LEGEND_BOTTOM && lw_bottom > W - 2 * PL_PAD * s) legend = PL_LEGEND_RIGHT;
-
-    /* margins */
-    double left = PL_PAD * s + (p->ylabel && p->ylabel[0] ? lh_label + PL_GAP * s : 0) + yaxis_w;
-    double right = PL_PAD * s + (legend == PL_LEGEND_RIGHT ? lw_right + 12 * s : 0);
-    double top = PL_PAD * s + (p->title && p->title[0] ? lh_title + 6 * s : 0);
-    double colgap = p->free_y ? yaxis_w + 6 * s : 8 * s;
-    double pw = (W - left - right - (ncol - 1) * colgap) / ncol;
-
-    /* x ticks and their labels (categories rotate when they do not fit their slot) */
-    tickset xt;
-    int xrot = 0;
-    double xt_h = lh_tick;
-    if (cat) {
-        xt.n = f->ncat, xt.step = 0;
-        double maxw = 0;
-        for (int k = 0; k < f->ncat; k++) {
-            xt.v[k] = k;
-            snprintf(xt.lab[k], sizeof xt.lab[k], "%s", f->cats[k]);
-            maxw = fmax(maxw, pl_text_width(xt.lab[k], &ft));
-        }
-        if (f->ncat > PL_MAXTICKS) xt.n = PL_MAXTICKS;
-        if (maxw > pw / f->ncat - 4 * s) xrot = 1, xt_h = maxw + 2 * s;
     } else {
-        make_ticks(&xt, p->xticks, p->nxticks, xlo, xhi, p->logx, (int)fmax(2, fmin(8, pw / ((p->logx ? 32 : 55) * s))));
+        *f = (fig){.kind = kind, .fn = kind_fn[kind], .p = p, .np = np, .pan = pan};
+        f->s = p->scale > 0 ? p->scale : 1;
+        if (!validate(f) && !pl_font_load() && !plan_layout(f, fr)) c = draw_figure(f, fr, lay, t);
+        free(fr->yt);
     }
-    double xaxis_h = PL_TICKLEN * s + 3 * s + xt_h;
-    double bottom = PL_PAD * s + xaxis_h + (p->xlabel && p->xlabel[0] ? lh_label + PL_GAP * s : 0) +
-                    (legend == PL_LEGEND_BOTTOM ? rowh + 8 * s : 0);
-    /* a panel with no panel below it carries x tick labels, so its row needs their room */
-    double rowgap[PL_MAXPANELS], gaps = 0;
-    for (int r = 0; r < nrow - 1; r++) {
-        int need = np % ncol && r == nrow - 2;
-        rowgap[r] = need ? xaxis_h + 6 * s : 8 * s;
-        gaps += rowgap[r];
-    }
-    double ph = (H - top - bottom - gaps - nrow * strip_h) / nrow;
-    if (pw < 30 * s || ph < 30 * s) {
-        ml_fail(ML_ERR_ARG, "%s: a %gx%g figure leaves no room for %d panels with these labels; make it larger",
-                f->fn, W / s, H / s, np);
-        goto done;
-    }
-
-    c = pl_canvas_new((int)W, (int)H, PL_WHITE);
-    if (!c) goto done;
-    pl_layout L;
-    memset(&L, 0, sizeof L);
-    L.npanels = np;
-    double ew = fmax(1, round(0.8 * s)); /* rules */
-    double y = top;
-    for (int r = 0; r < nrow; r++) {
-        for (int col = 0; col < ncol; col++) {
-            int i = r * ncol + col;
-            if (i >= np) break;
-            double x0 = round(left + col * (pw + colgap)), x1 = round(x0 + pw);
-            double y0 = round(y + strip_h), y1 = round(y0 + ph);
-            pl_box_px *b = &L.panel[i];
-            *b = (pl_box_px){x0, y0, x1, y1, xlo, xhi, ylo[i], yhi[i], p->logx};
-            if (pan[i].title && pan[i].title[0] && strip_h > 0) {
-                pl_fill_rect(c, x0, y, x1, y0, PL_STRIP);
-                pl_stroke_rect(c, crisp(x0), crisp(y), crisp(x1 - 1), crisp(y0), ew, PL_BORDER);
-                pl_text(c, pan[i].title, &fs, (x0 + x1) / 2, (y + y0) / 2, PL_INK);
-            }
-            /* grid: minor lines halfway between major ones, as theme_bw */
-            pl_clip(c, x0, y0, x1, y1);
-            tickset *ty = &yt[i];
-            for (int k = 0; k + 1 < ty->n; k++) {
-                double m = crisp(pl_px_y(b, (ty->v[k] + ty->v[k + 1]) / 2));
-                pl_mask_segment(c, x0, m, x1, m, fmax(1, 0.5 * s));
-            }
-            if (!cat)
-                for (int k = 0; k + 1 < xt.n; k++) {
-                    double mid = p->logx ? sqrt(xt.v[k] * xt.v[k + 1]) : (xt.v[k] + xt.v[k + 1]) / 2;
-                    double m = crisp(pl_px_x(b, mid));
-                    pl_mask_segment(c, m, y0, m, y1, fmax(1, 0.5 * s));
-                }
-            pl_paint(c, pl_grey(0.95, 1));
-            for (int k = 0; k < ty->n; k++) {
-                double m = crisp(pl_px_y(b, ty->v[k]));
-                pl_mask_segment(c, x0, m, x1, m, ew);
-            }
-            for (int k = 0; k < xt.n; k++) {
-                double m = crisp(pl_px_x(b, xt.v[k]));
-                pl_mask_segment(c, m, y0, m, y1, ew);
-            }
-            pl_paint(c, PL_GRID);
-            for (int k = 0; k < p->nhlines; k++) {
-                double m = crisp(pl_px_y(b, p->hlines[k])), xy[4] = {x0, m, x1, m};
-                pl_mask_dashed(c, xy, 2, ew, 4 * s, 3 * s);
-            }
-            pl_paint(c, pl_grey(0.35, 1));
-            draw_data(f, c, &pan[i], b);
-            pl_unclip(c);
-            pl_stroke_rect(c, crisp(x0), crisp(y0), crisp(x1 - 1), crisp(y1 - 1), ew, PL_BORDER);
-            /* y axis: on the first column, or on every panel with free scales */
-            if (col == 0 || p->free_y) {
-                for (int k = 0; k < ty->n; k++) {
-                    double m = crisp(pl_px_y(b, ty->v[k]));
-                    pl_mask_segment(c, x0 - PL_TICKLEN * s, m, x0, m, ew);
-                }
-                pl_paint(c, PL_BORDER);
-                for (int k = 0; k < ty->n; k++)
-                    pl_text(c, ty->lab[k], &ft, x0 - PL_TICKLEN * s - 3 * s, pl_px_y(b, ty->v[k]), PL_TICKINK);
-            }
-            if (i + ncol >= np) { /* nothing below: x axis */
-                for (int k = 0; k < xt.n; k++) {
-                    double m = crisp(pl_px_x(b, xt.v[k]));
-                    pl_mask_segment(c, m, y1, m, y1 + PL_TICKLEN * s, ew);
-                }
-                pl_paint(c, PL_BORDER);
-                pl_font fx = pl_f(PL_FS_TICK, s, 0, xrot ? 90 : 0, xrot ? PL_RIGHT : PL_CENTER, xrot ? PL_MIDDLE : PL_TOP);
-                for (int k = 0; k < xt.n; k++)
-                    pl_text(c, xt.lab[k], &fx, pl_px_x(b, xt.v[k]), y1 + PL_TICKLEN * s + 3 * s, PL_TICKINK);
-            }
-        }
-        y += strip_h + ph + (r < nrow - 1 ? rowgap[r] : 0);
-    }
-    double gx0 = L.panel[0].x0, gx1 = L.panel[ncol - 1].x1, gy0 = L.panel[0].y0 - strip_h, gy1 = L.panel[np - 1].y1;
-    for (int i = 0; i < np; i++) gx1 = fmax(gx1, L.panel[i].x1), gy1 = fmax(gy1, L.panel[i].y1);
-    if (p->title && p->title[0]) {
-        pl_text(c, p->title, &fti, gx0, PL_PAD * s, PL_INK);
-        pl_text_box(p->title, &fti, gx0, PL_PAD * s, L.title);
-    }
-    if (p->xlabel && p->xlabel[0]) pl_text(c, p->xlabel, &fl, (gx0 + gx1) / 2, gy1 + xaxis_h + PL_GAP * s, PL_INK);
-    if (p->ylabel && p->ylabel[0]) {
-        pl_font fy = pl_f(PL_FS_LABEL, s, 0, 90, PL_CENTER, PL_TOP);
-        pl_text(c, p->ylabel, &fy, PL_PAD * s, (gy0 + gy1) / 2, PL_INK);
-    }
-    if (legend == PL_LEGEND_RIGHT) {
-        double lx = gx1 + 12 * s, ly = round((gy0 + gy1) / 2 - lh_right / 2);
-        L.legend[0] = lx, L.legend[1] = ly, L.legend[2] = lx + lw_right, L.legend[3] = ly + lh_right;
-        if (ltitle) pl_text(c, ltitle, &fgt, lx, ly + rowh / 2, PL_INK), ly += rowh;
-        for (int l = 0; l < f->nleg; l++, ly += rowh) {
-            draw_key(f, c, f->leg[l], lx + keyw / 2, crisp(ly + rowh / 2));
-            pl_text(c, f->leg[l]->label, &fg, lx + keyw + PL_GAP * s, ly + rowh / 2, PL_INK);
-        }
-    } else if (legend == PL_LEGEND_BOTTOM) {
-        double lx = round((gx0 + gx1) / 2 - (lw_bottom - 12 * s) / 2), ly = H - PL_PAD * s - rowh / 2;
-        L.legend[0] = lx, L.legend[1] = ly - rowh / 2, L.legend[2] = lx + lw_bottom - 12 * s, L.legend[3] = ly + rowh / 2;
-        if (ltitle) pl_text(c, ltitle, &fgt, lx, ly, PL_INK), lx += pl_text_width(ltitle, &fgt) + 10 * s;
-        for (int l = 0; l < f->nleg; l++) {
-            draw_key(f, c, f->leg[l], lx + keyw / 2, crisp(ly));
-            pl_text(c, f->leg[l]->label, &fg, lx + keyw + PL_GAP * s, ly, PL_INK);
-            lx += keyw + PL_GAP * s + pl_text_width(f->leg[l]->label, &fg) + 12 * s;
-        }
-    }
-    if (lay) *lay = L;
-done:
-    free(yt);
+    free(fr);
     free(f);
     return c;
+}
+
+pl_canvas *pl_render(pl_kind kind, const pl_plot *p, int np, const pl_panel *pan, pl_layout *lay) {
+    pl_target t = {PL_PNG, NULL, p ? p->scale : 1};
+    return pl_render_to(kind, p, np, pan, lay, &t);
 }
 
 static const char *panel_name(const pl_panel *pa, int i, char buf[16]) {
@@ -601,35 +662,39 @@ static const char *panel_name(const pl_panel *pa, int i, char buf[16]) {
     return buf;
 }
 
-static ml_status write_csv(pl_kind kind, const pl_plot *p, int np, const pl_panel *pan) {
-    char *path = pl_csv_path(p->out);
-    if (!path) return ml_fail(ML_ERR_MEM, "plot: out of memory");
-    pl_file f;
-    ml_status st = pl_file_open(&f, path);
-    free(path);
-    if (st) return st;
-    FILE *fp = f.fp;
+typedef struct {
+    pl_kind kind;
+    const pl_plot *p;
+    int np;
+    const pl_panel *pan;
+} figure_args;
+
+static void figure_csv(FILE *fp, const void *arg) {
+    const figure_args *a = arg;
+    pl_kind kind = a->kind;
     fputs(kind == PL_BOX ? "panel,group,value\n" : kind == PL_BAR ? "panel,category,series,value\n" : "panel,series,x,y\n", fp);
     char buf[16];
-    for (int i = 0; i < np; i++)
-        for (int j = 0; j < pan[i].nseries; j++) {
-            const pl_series *se = &pan[i].series[j];
+    for (int i = 0; i < a->np; i++)
+        for (int j = 0; j < a->pan[i].nseries; j++) {
+            const pl_series *se = &a->pan[i].series[j];
             for (int k = 0; k < se->n; k++) {
-                pl_csv_str(fp, panel_name(&pan[i], i, buf), ',');
-                if (kind == PL_BAR) pl_csv_str(fp, p->categories[k], ',');
+                pl_csv_str(fp, panel_name(&a->pan[i], i, buf), ',');
+                if (kind == PL_BAR) pl_csv_str(fp, a->p->categories[k], ',');
                 pl_csv_str(fp, skey(se), ',');
                 if (kind == PL_LINES || kind == PL_SCATTER) pl_csv_num(fp, se->x[k], ',');
                 pl_csv_num(fp, se->y[k], '\n');
             }
         }
-    return pl_file_close(&f, 1);
+}
+
+static pl_canvas *figure_draw(const void *arg, const pl_target *t) {
+    const figure_args *a = arg;
+    return pl_render_to(a->kind, a->p, a->np, a->pan, NULL, t);
 }
 
 ml_status pl_figure(pl_kind kind, const pl_plot *p, int np, const pl_panel *pan) {
-    if (!p || !p->out || !p->out[0]) return ml_fail(ML_ERR_ARG, "%s: no output path", kind <= PL_BAR ? kind_fn[kind] : "plot");
-    pl_canvas *c = pl_render(kind, p, np, pan, NULL);
-    if (!c) return ml_last_status();
-    ml_status st = pl_write_png(c, p->out, 100 * (p->scale > 0 ? p->scale : 1));
-    pl_canvas_free(c);
-    return st ? st : write_csv(kind, p, np, pan);
+    const char *fn = kind <= PL_BAR ? kind_fn[kind] : "plot";
+    if (!p || !p->out || !p->out[0]) return ml_fail(ML_ERR_ARG, "%s: no output path", fn);
+    figure_args a = {kind, p, np, pan};
+    return pl_write_figure(fn, p->out, p->scale, figure_draw, figure_csv, &a);
 }

@@ -1,13 +1,16 @@
-/* The embedded stroke font: hand-designed glyphs on a grid (cap height 10 units, x-height 7,
- * descender -3), drawn as antialiased polylines so they scale to any size and rotate. At
- * angles that are multiples of 90 degrees the glyph's stems, bars and round extremes are
- * snapped to the pixel grid (a small autohinter), which keeps small text crisp.
- * Covers printable ASCII plus a few symbols used in labels (Σ Δ α λ μ σ × · – — − ≤ ≥ → ° ±).
- * Strings are UTF-8; unknown characters draw as a box. */
+/* Text in a real typeface: P052 (URW's Palatino clone, Debian fonts-urw-base35; the paper's
+ * figure font), loaded from its font file with FreeType and drawn by cairo, so PNG, SVG and PDF
+ * get the same glyphs at the same places. Layout uses the font's unhinted advance widths, which
+ * do not depend on the output. Strings are UTF-8; characters the font lacks (and malformed
+ * UTF-8) draw as a box. */
 #ifndef PL_FONT_H
 #define PL_FONT_H
 
+#include "core/error.h"
 #include "plot/canvas.h"
+
+#define PL_FONT_DIR "/usr/share/fonts/opentype/urw-base35"
+#define PL_FONT_PACKAGE "fonts-urw-base35"
 
 enum { PL_LEFT = 0, PL_CENTER = 1, PL_RIGHT = 2 };             /* horizontal anchor */
 enum { PL_BASELINE = 0, PL_TOP = 1, PL_MIDDLE = 2, PL_BOTTOM = 3 }; /* vertical anchor */
@@ -19,6 +22,9 @@ typedef struct {
     int halign, valign;
 } pl_font;
 
+/* Loads the font files once; an error names the missing file and the package to install.
+ * Text calls draw nothing and measure 0 until this has succeeded. */
+ml_status pl_font_load(void);
 /* Advance width of s in pixels. */
 double pl_text_width(const char *s, const pl_font *f);
 /* Line height in pixels (cap height + descender + leading). */

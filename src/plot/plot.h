@@ -1,7 +1,8 @@
 /* Figures for papers, from plain C arrays: heatmaps, line plots with facets, scatter plots,
  * box plots and grouped bar charts, in a theme_bw look (white panels, grey grid, dark panel
- * border, grey facet strips). Each call writes a PNG and, beside it, a CSV of the plotted
- * numbers (same path with .csv), both replaced atomically.
+ * border, grey facet strips). Each call writes the figure as PNG, SVG or PDF (by the output
+ * path's extension, with one layout for all three) and, beside it, a CSV of the plotted numbers
+ * (same path with .csv): both files or neither, each replaced atomically.
  *
  * Sizes are in pixels at scale 1 (100 dpi: a 2.5 in wide figure is 250 px); `scale` multiplies
  * every length for high-resolution output. Errors return a status with a message from
@@ -45,7 +46,7 @@ typedef enum { PL_LEGEND_AUTO = 0, PL_LEGEND_RIGHT, PL_LEGEND_BOTTOM, PL_LEGEND_
 typedef enum { PL_LINES, PL_SCATTER, PL_BOX, PL_BAR } pl_kind;
 
 typedef struct {
-    const char *out;                   /* PNG path (required to write; NULL to only render) */
+    const char *out;                   /* .png, .svg or .pdf path (required to write; NULL to only render) */
     const char *title, *xlabel, *ylabel, *legend_title;
     double width, height, scale;       /* 0: defaults (480 x 340, scale 1) */
     int ncol;                          /* facet columns; 0: one row up to 4 panels */
@@ -80,6 +81,8 @@ typedef struct {
     pl_box_px panel[PL_MAXPANELS];
     double legend[4];                  /* x0 y0 x1 y1; all 0 when there is no legend */
     double colorbar[4];
+    double colorbar_ticks[2];          /* x where the colour bar's tick marks end, x where their labels start */
+    double mask_note[4];               /* heatmap: the box of the masked-cell note; all 0 when none */
     double title[4];
 } pl_layout;
 
@@ -87,13 +90,16 @@ typedef struct {
 double pl_px_x(const pl_box_px *b, double x);
 double pl_px_y(const pl_box_px *b, double y);
 
-/* Renders without writing (NULL on bad input). lay may be NULL. */
+/* Renders a raster without writing (NULL on bad input). lay may be NULL. */
 pl_canvas *pl_render(pl_kind kind, const pl_plot *p, int npanels, const pl_panel *panels, pl_layout *lay);
+/* Renders for a target (a raster, or an SVG/PDF stream). */
+pl_canvas *pl_render_to(pl_kind kind, const pl_plot *p, int npanels, const pl_panel *panels, pl_layout *lay,
+                        const pl_target *t);
 /* Renders and writes p->out and its CSV. */
 ml_status pl_figure(pl_kind kind, const pl_plot *p, int npanels, const pl_panel *panels);
 
 typedef struct {
-    const char *out, *title, *xlabel, *ylabel;
+    const char *out, *title, *xlabel, *ylabel;   /* out: .png, .svg or .pdf */
     const char *cbar_label;            /* colour bar title, or NULL */
     int rows, cols;
     const double *data;                /* rows*cols values, row-major; NaN shows as grey */
@@ -103,12 +109,16 @@ typedef struct {
     double center, vmin, vmax;         /* NaN: automatic; diverging maps centre on `center` (0) */
     int values;                        /* print each cell's value */
     int digits;                        /* decimals of printed values (default 2) */
-    double cell, scale;                /* cell size in pixels (0: automatic), scale */
+    double cell, scale;                /* cell size in pixels: 0 (automatic) or 1..200; scale 0.1..10 */
     int colorbar;                      /* 0 hides the colour bar */
+    const unsigned char *masked;       /* rows*cols flags, or NULL: nonzero cells failed a filter and
+                                          are drawn greyed and hatched, with a note below the map */
+    const char *mask_note;             /* the note's text; NULL: "filtered out" */
 } pl_heatmap_spec;
 
 void pl_heatmap_init(pl_heatmap_spec *h);
 pl_canvas *pl_heatmap_render(const pl_heatmap_spec *h, pl_layout *lay);
+pl_canvas *pl_heatmap_render_to(const pl_heatmap_spec *h, pl_layout *lay, const pl_target *t);
 ml_status pl_heatmap(const pl_heatmap_spec *h);
 /* The colour a heatmap gives value v (tests use it to check cells). */
 pl_color pl_heatmap_color(const pl_heatmap_spec *h, double v);

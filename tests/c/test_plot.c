@@ -190,15 +190,19 @@ START_TEST(test_text_metrics) {
     ck_assert_close(pl_text_width("abc", &g), 2 * pl_text_width("abc", &f), 1e-9, 0);
     ck_assert(pl_text_width("", &f) == 0);
     /* every printable ASCII character has its own glyph: none draws the fallback box */
-    pl_canvas *box = pl_canvas_new(30, 30, WHITE), *c = pl_canvas_new(30, 30, WHITE);
+    pl_canvas *box = pl_canvas_new(30, 30, WHITE);
     pl_text(box, "\x01", &g, 5, 25, BLACK);
     for (int ch = 32; ch < 127; ch++) {
         char s[2] = {(char)ch, 0};
-        memset(c->px, 255, 30 * 30 * 4);
+        pl_canvas *c = pl_canvas_new(30, 30, WHITE);
         pl_text(c, s, &g, 5, 25, BLACK);
-        ck_assert_msg(memcmp(c->px, box->px, 30 * 30 * 4) != 0, "char '%c' has no glyph", ch);
+        int differ = 0;
+        for (int y = 0; y < 30 && !differ; y++)
+            for (int x = 0; x < 30 && !differ; x++) differ = !same_color(pl_pixel(c, x, y), pl_pixel(box, x, y));
+        ck_assert_msg(differ, "char '%c' has no glyph", ch);
+        pl_canvas_free(c);
     }
-    pl_canvas_free(box), pl_canvas_free(c);
+    pl_canvas_free(box);
 }
 END_TEST
 
@@ -255,7 +259,11 @@ START_TEST(test_png_roundtrip_and_atomic) {
     ck_assert_int_eq(im.w, 7);
     ck_assert_int_eq(im.h, 5);
     for (int y = 0; y < 5; y++)
-        for (int x = 0; x < 7; x++) ck_assert_mem_eq(at(&im, x, y), c->px + 4 * (y * 7 + x), 4);
+        for (int x = 0; x < 7; x++) {
+            pl_color q = pl_pixel(c, x, y);
+            const unsigned char *v = at(&im, x, y);
+            ck_assert(same_color(q, (pl_color){v[0] / 255.f, v[1] / 255.f, v[2] / 255.f, 1}) && v[3] == 255);
+        }
     free(im.px);
     /* nothing but the file itself is left in the directory */
     DIR *d = opendir(dir);
@@ -268,8 +276,8 @@ START_TEST(test_png_roundtrip_and_atomic) {
         }
     closedir(d);
     ck_assert_int_eq(files, 1);
-    ck_assert_int_eq(pl_write_png(c, "/nonexistent-dir/x.png", 100), ML_ERR_IO);
-    ck_assert_ptr_nonnull(strstr(ml_last_error(), "/nonexistent-dir/x.png"));
+    ck_assert_int_eq(pl_write_png(c, "/dev/null/x.png", 100), ML_ERR_IO); /* a path under a file */
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "/dev/null/x.png"));
     pl_canvas_free(c);
 }
 END_TEST

@@ -46,8 +46,9 @@ static ml_tensor *tensor_at(ctx *c, int idx, const char *field) {
     return t;
 }
 
-/* The value at idx as a vector of numbers (table or 1-D tensor); *n gets its length. */
-static double *vector_at(ctx *c, int idx, const char *field, int *n) {
+/* The value at idx as a vector of numbers (table or 1-D tensor); *n gets its length. With
+ * `bools`, table entries may also be booleans (1 and 0). */
+static double *vector_of(ctx *c, int idx, const char *field, int *n, int bools) {
     lua_State *L = c->L;
     idx = lua_absindex(L, idx);
     ml_tensor *t = tensor_at(c, idx, field);
@@ -67,13 +68,15 @@ static double *vector_at(ctx *c, int idx, const char *field, int *n) {
     double *v = buf(c, sizeof(double) * (size_t)*n);
     for (int i = 0; i < *n; i++) {
         lua_geti(L, idx, i + 1);
-        if (lua_type(L, -1) != LUA_TNUMBER)
-            luaL_error(L, "%s: field '%s' entry %d expected a number, got %s", c->fn, field, i + 1, got(L, -1));
-        v[i] = lua_tonumber(L, -1);
+        if (bools && lua_isboolean(L, -1)) v[i] = lua_toboolean(L, -1);
+        else if (lua_type(L, -1) == LUA_TNUMBER) v[i] = lua_tonumber(L, -1);
+        else luaL_error(L, "%s: field '%s' entry %d expected a number%s, got %s", c->fn, field, i + 1, bools ? " or boolean" : "", got(L, -1));
         lua_pop(L, 1);
     }
     return v;
 }
+
+static double *vector_at(ctx *c, int idx, const char *field, int *n) { return vector_of(c, idx, field, n, 0); }
 
 static double *opt_vector(ctx *c, int t, const char *field, int *n) {
     lua_getfield(c->L, t, field);
@@ -293,8 +296,100 @@ static int l_scatter(lua_State *L) { return figure(L, PL_SCATTER, "mech.plot.sca
 static int l_box(lua_State *L) { return figure(L, PL_BOX, "mech.plot.box"); }
 static int l_bar(lua_State *L) { return figure(L, PL_BAR, "mech.plot.bar"); }
 
+/* The value at idx as a matrix: a 2-D tensor or a table of equal-length rows (of numbers, or
+ * with `bools` also booleans); row-major, *rows x *cols. */
+static double *matrix_at(ctx *c, int idx, const char *field, int *rows, int *cols, int bools) {
+    lua_State *L = c->L;
+    const char *fn = c->fn, *want = "a matrix (table of equal-length rows or a 2-D tensor)";
+    ml_tensor *t = tensor_at(c, idx, field);
+    double *data = NULL;
+    if (t) {
+        if (t->ndim != 2 || t->shape[0] < 1 || t->shape[1] < 1 || t->shape[0] > 4096 || t->shape[1] > 4096)
+            luaL_error(L, "%s: field '%s' expected %s, got %s", fn, field, want, got(L, idx));
+        *rows = (int)t->shape[0], *cols = (int)t->shape[1];
+        data = buf(c, sizeof(double) * (size_t)*rows * (size_t)*cols);
+        for (long i = 0; i < (long)*rows * *cols; i++) data[i] = ml_get_flat(t, i);
+    } else if (lua_istable(L, idx)) {
+        lua_Integer nr = luaL_len(L, idx);
+        if (nr < 1 || nr > 4096) luaL_error(L, "%s: field '%s' expected %s, got a table of %d rows", fn, field, want, (int)nr);
+        *rows = (int)nr;
+        for (int r = 0; r < *rows; r++) {
+            lua_geti(L, idx, r + 1);
+            int n;
+            char name[64];
+            snprintf(name, sizeof name, "%s[%d]", field, r + 1);
+            if (!lua_istable(L, -1) && !mlL_testtensor(L, -1))
+                luaL_error(L, "%s: field '%s' expected %s, got row %d as %s", fn, field, want, r + 1, got(L, -1));
+            double *row = vector_of(c, -1, name, &n, bools);
+            if (r == 0) {
+                *cols = n;
+                if (n < 1 || n > 4096) luaL_error(L, "%s: field '%s' expected %s, got a first row of %d values", fn, field, want, n);
+                data = buf(c, sizeof(double) * (size_t)*rows * (size_t)n);
+            } else if (n != *cols) {
+                luaL_error(L, "%s: field '%s' expected %s, got row %d with %d values (row 1 has %d)", fn, field, want, r + 1, n, *cols);
+            }
+            memcpy(data + (size_t)r * (size_t)*cols, row, sizeof(double) * (size_t)n);
+            lua_pop(L, 1);
+        }
+    } else {
+        luaL_error(L, "%s: field '%s' expected %s, got %s", fn, field, want, lua_isnil(L, idx) ? "nothing" : got(L, idx));
+    }
+    return data;
+}
+
+/* Heatmap cells to mark: `mask` (true or nonzero = marked) or `filter = {values =, min =, note =}`
+ * (marked where values <= min or NaN: the cell fails "values > min"). */
+static void heatmap_mask(ctx *c, pl_heatmap_spec *h) {
+    lua_State *L = c->L;
+    const char *fn = c->fn;
+    lua_getfield(L, 1, "mask");
+    lua_getfield(L, 1, "filter");
+    int has_mask = !lua_isnil(L, -2), has_filter = !lua_isnil(L, -1);
+    if (has_mask && has_filter) luaL_error(L, "%s: give 'mask' or 'filter', not both", fn);
+    h->mask_note = str_field(c, 1, "mask_note");
+    if (!has_mask && !has_filter) {
+        if (h->mask_note) luaL_error(L, "%s: field 'mask_note' needs a 'mask'", fn);
+        lua_pop(L, 2);
+        return;
+    }
+    int rows, cols, m = lua_gettop(L) - (has_mask ? 1 : 0);
+    double *v, min = 0;
+    const char *field = has_mask ? "mask" : "filter.values";
+    if (has_mask) {
+        v = matrix_at(c, m, "mask", &rows, &cols, 1);
+    } else {
+        if (!lua_istable(L, m)) luaL_error(L, "%s: field 'filter' expected a table {values =, min =, note =}, got %s", fn, got(L, m));
+        static const char *const keys[] = {"values", "min", "note", NULL};
+        mlL_checkkeys(L, m, "mech.plot.heatmap: field 'filter'", keys);
+        lua_getfield(L, m, "values");
+        v = matrix_at(c, lua_gettop(L), "filter.values", &rows, &cols, 0);
+        lua_pop(L, 1);
+        lua_getfield(L, m, "min");
+        if (lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "%s: field 'filter.min' expected a number, got %s", fn, got(L, -1));
+        min = lua_tonumber(L, -1);
+        lua_pop(L, 1);
+        const char *note = str_field(c, m, "note");
+        if (note && h->mask_note) luaL_error(L, "%s: give the note as 'filter.note' or 'mask_note', not both", fn);
+        if (note) h->mask_note = note;
+        if (!h->mask_note) {
+            char b[64];
+            snprintf(b, sizeof b, "fails the filter (\xe2\x89\xa4 %g)", min);
+            lua_pushstring(L, b);
+            h->mask_note = lua_tostring(L, -1);
+            lua_rawseti(L, c->anchor, ++c->n);
+        }
+    }
+    if (rows != h->rows || cols != h->cols)
+        luaL_error(L, "%s: field '%s' is %d x %d, data is %d x %d", fn, field, rows, cols, h->rows, h->cols);
+    unsigned char *marked = buf(c, (size_t)rows * (size_t)cols);
+    for (long i = 0; i < (long)rows * cols; i++) marked[i] = has_mask ? v[i] != 0 && !isnan(v[i]) : !(v[i] > min);
+    h->masked = marked;
+    lua_pop(L, 2);
+}
+
 static const char *const heat_keys[] = {"data", "xlabels", "ylabels", "cmap", "center", "vmin", "vmax", "values",
-                                        "digits", "title", "xlabel", "ylabel", "colorbar", "cell", "scale", "out", NULL};
+                                        "digits", "title", "xlabel", "ylabel", "colorbar", "cell", "scale", "out",
+                                        "mask", "filter", "mask_note", NULL};
 
 static int l_heatmap(lua_State *L) {
     const char *fn = "mech.plot.heatmap";
@@ -306,44 +401,10 @@ static int l_heatmap(lua_State *L) {
     pl_heatmap_spec h;
     pl_heatmap_init(&h);
     h.out = mlL_optstr(L, 1, "out", NULL, fn);
-    if (!h.out) luaL_error(L, "%s: field 'out' (the PNG path) is required", fn);
+    if (!h.out) luaL_error(L, "%s: field 'out' (the .png, .svg or .pdf path) is required", fn);
 
-    /* data: a 2-D tensor or a table of equal-length rows of numbers */
     lua_getfield(L, 1, "data");
-    int d = lua_gettop(L);
-    const char *want = "a matrix (table of equal-length rows or a 2-D tensor)";
-    ml_tensor *t = tensor_at(&c, d, "data");
-    double *data = NULL;
-    if (t) {
-        if (t->ndim != 2 || t->shape[0] < 1 || t->shape[1] < 1 || t->shape[0] > 4096 || t->shape[1] > 4096)
-            luaL_error(L, "%s: field 'data' expected %s, got %s", fn, want, got(L, d));
-        h.rows = (int)t->shape[0], h.cols = (int)t->shape[1];
-        data = buf(&c, sizeof(double) * (size_t)h.rows * (size_t)h.cols);
-        for (long i = 0; i < (long)h.rows * h.cols; i++) data[i] = ml_get_flat(t, i);
-    } else if (lua_istable(L, d)) {
-        h.rows = (int)luaL_len(L, d);
-        if (h.rows < 1 || h.rows > 4096) luaL_error(L, "%s: field 'data' expected %s, got a table of %d rows", fn, want, h.rows);
-        for (int r = 0; r < h.rows; r++) {
-            lua_geti(L, d, r + 1);
-            int n;
-            char field[32];
-            snprintf(field, sizeof field, "data[%d]", r + 1);
-            if (!lua_istable(L, -1) && !mlL_testtensor(L, -1))
-                luaL_error(L, "%s: field 'data' expected %s, got row %d as %s", fn, want, r + 1, got(L, -1));
-            double *row = vector_at(&c, -1, field, &n);
-            if (r == 0) {
-                h.cols = n;
-                if (n < 1 || n > 4096) luaL_error(L, "%s: field 'data' expected %s, got a first row of %d values", fn, want, n);
-                data = buf(&c, sizeof(double) * (size_t)h.rows * (size_t)n);
-            } else if (n != h.cols) {
-                luaL_error(L, "%s: field 'data' expected %s, got row %d with %d values (row 1 has %d)", fn, want, r + 1, n, h.cols);
-            }
-            memcpy(data + (size_t)r * (size_t)h.cols, row, sizeof(double) * (size_t)n);
-            lua_pop(L, 1);
-        }
-    } else {
-        luaL_error(L, "%s: field 'data' expected %s, got %s", fn, want, lua_isnil(L, d) ? "nothing" : got(L, d));
-    }
+    double *data = matrix_at(&c, lua_gettop(L), "data", &h.rows, &h.cols, 0);
     lua_pop(L, 1);
     h.data = data;
     int nx, ny;
@@ -367,6 +428,7 @@ static int l_heatmap(lua_State *L) {
     else if (lua_type(L, -1) == LUA_TSTRING) h.cbar_label = lua_tostring(L, -1);
     else if (!lua_isnil(L, -1)) luaL_error(L, "%s: field 'colorbar' expected a boolean or a label string, got %s", fn, got(L, -1));
     lua_pop(L, 1);
+    heatmap_mask(&c, &h);
     if (pl_heatmap(&h)) luaL_error(L, "mech.%s", ml_last_error());
     lua_pushstring(L, h.out);
     return 1;

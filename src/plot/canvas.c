@@ -46,6 +46,20 @@ pl_canvas *pl_canvas_new(int w, int h, pl_color bg) {
 
 static cairo_status_t write_stream(void *closure, const unsigned char *data, unsigned int n) {
     pl_canvas *c = closure;
+    if (c->format == PL_SVG) {
+        if (c->svg_len + n > c->svg_cap) {
+            size_t cap = 2 * (c->svg_len + n);
+            char *b = realloc(c->svg, cap);
+            if (!b) {
+                c->write_errno = ENOMEM;
+                return CAIRO_STATUS_NO_MEMORY;
+            }
+            c->svg = b, c->svg_cap = cap;
+        }
+        memcpy(c->svg + c->svg_len, data, n);
+        c->svg_len += n;
+        return CAIRO_STATUS_SUCCESS;
+    }
     if (fwrite(data, 1, n, c->fp) == n) return CAIRO_STATUS_SUCCESS;
     if (!c->write_errno) c->write_errno = errno ? errno : EIO;
     return CAIRO_STATUS_WRITE_ERROR;
@@ -84,10 +98,36 @@ pl_canvas *pl_target_canvas(const pl_target *t, double w, double h) {
     return canvas_start(c, s, pt, white);
 }
 
+/* cairo numbers SVG surfaces ("surface87") by a counter global to the process, so the same
+ * figure drawn twice would differ; the ids are renumbered 1, 2, ... in order of appearance. */
+static void write_svg(pl_canvas *c) {
+    enum { MAXIDS = 64 };
+    unsigned long old[MAXIDS];
+    int nids = 0;
+    const char *s = c->svg, *end = c->svg + c->svg_len, *done = s;
+    static const char key[] = "surface";
+    for (; end - s >= (long)sizeof key - 1; s++) {
+        if (memcmp(s, key, sizeof key - 1) != 0) continue;
+        const char *d = s + sizeof key - 1, *e = d;
+        unsigned long id = 0;
+        while (e < end && *e >= '0' && *e <= '9' && e - d < 9) id = id * 10 + (unsigned long)(*e++ - '0');
+        if (e == d || nids == MAXIDS) continue;
+        int k = 0;
+        while (k < nids && old[k] != id) k++;
+        if (k == nids) old[nids++] = id;
+        fwrite(done, 1, (size_t)(d - done), c->fp);
+        fprintf(c->fp, "%d", k + 1);
+        done = e, s = e - 1;
+    }
+    fwrite(done, 1, (size_t)(end - done), c->fp);
+    if (ferror(c->fp) && !c->write_errno) c->write_errno = errno ? errno : EIO;
+}
+
 ml_status pl_canvas_finish(pl_canvas *c, const char *path) {
     cairo_status_t st = cairo_status(c->cr);
     cairo_surface_finish(c->surface);
     if (!st) st = cairo_surface_status(c->surface);
+    if (!st && c->format == PL_SVG) write_svg(c);
     if (c->write_errno) return ml_fail(ML_ERR_IO, "plot: cannot write '%s': %s", path, strerror(c->write_errno));
     if (st) return ml_fail(ML_ERR_IO, "plot: cannot write '%s': %s", path, cairo_status_to_string(st));
     return ML_OK;
@@ -102,6 +142,7 @@ void pl_canvas_free(pl_canvas *c) {
     if (!c) return;
     clear_mask(c);
     free(c->mask);
+    free(c->svg);
     if (c->cr) cairo_destroy(c->cr);
     if (c->surface) cairo_surface_destroy(c->surface);
     free(c);

@@ -37,6 +37,8 @@ typedef struct {
     int nmask, capmask;
     FILE *fp;       /* vector output stream */
     int write_errno;
+    char *svg;      /* SVG is held here until finished, to renumber cairo's surface ids */
+    size_t svg_len, svg_cap;
 } pl_canvas;
 
 /* Where a figure is drawn: a raster canvas (PNG) or a vector stream (SVG, PDF). */

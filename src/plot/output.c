@@ -182,6 +182,8 @@ ml_status pl_png_encode(const pl_canvas *c, FILE *fp, const char *path, double d
     png_sink sink = {fp, 0};
     int ok = png_encode(&sink, c, dpi, opaque, row);
     free(row);
+    errno = 0;
+    if (ok && fflush(fp) != 0) sink.err = errno ? errno : EIO; /* a full disk shows here at the latest */
     if (sink.err) return ml_fail(ML_ERR_IO, "plot: cannot write '%s': %s", path, strerror(sink.err));
     return ok ? ML_OK : ml_last_status();
 }

@@ -2,9 +2,12 @@
 #include <dirent.h>
 #include <math.h>
 #include <png.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "plot/color.h"
@@ -22,13 +25,24 @@ static void setup(void) {
     ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 static void teardown(void) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "chmod -R u+w '%s' && rm -rf '%s'", dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+/* Files in the test directory (not counting subdirectories' contents). */
+static int count_files(void) {
     DIR *d = opendir(dir);
     struct dirent *e;
-    char p[512];
-    while (d && (e = readdir(d)))
-        if (e->d_name[0] != '.') snprintf(p, sizeof p, "%s/%s", dir, e->d_name), unlink(p);
+    int n = 0;
+    while (d && (e = readdir(d))) n += e->d_name[0] != '.';
     if (d) closedir(d);
-    rmdir(dir);
+    return n;
+}
+static void write_text(const char *file, const char *text) {
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
 }
 static const char *path(const char *name) {
     static char p[4][256];
@@ -558,6 +572,276 @@ START_TEST(test_figure_errors) {
 }
 END_TEST
 
+
+/* ---------------------------------------------------------------- vector output, determinism */
+
+/* strstr over binary data (a PDF holds NUL bytes). */
+static const char *find(const char *buf, long n, const char *str) {
+    size_t k = strlen(str);
+    for (long i = 0; i + (long)k <= n; i++)
+        if (memcmp(buf + i, str, k) == 0) return buf + i;
+    return NULL;
+}
+
+static int starts_with(const char *file, const char *magic) {
+    long n;
+    char *s = slurp(file, &n);
+    int ok = n >= (long)strlen(magic) && memcmp(s, magic, strlen(magic)) == 0;
+    free(s);
+    return ok;
+}
+
+START_TEST(test_heatmap_vector_outputs_same_layout) {
+    pl_heatmap_spec h = spec();
+    h.values = 1;
+    pl_layout L;
+    pl_canvas *c = pl_heatmap_render(&h, &L);
+    ck_assert_ptr_nonnull(c);
+    h.out = path("v.svg");
+    ck_assert_int_eq(pl_heatmap(&h), ML_OK);
+    ck_assert(starts_with(path("v.svg"), "<?xml"));
+    ck_assert(access(path("v.csv"), F_OK) == 0);
+    h.out = path("v.PDF");
+    ck_assert_int_eq(pl_heatmap(&h), ML_OK);
+    ck_assert(starts_with(path("v.PDF"), "%PDF-"));
+    /* the page is the PNG's size at 100 pixels per inch (72 points per inch) */
+    long n;
+    char *pdf = slurp(path("v.PDF"), &n);
+    const char *mb = find(pdf, n, "/MediaBox [");
+    ck_assert_ptr_nonnull(mb);
+    double x0, y0, w, hh;
+    ck_assert_int_eq(sscanf(mb, "/MediaBox [ %lf %lf %lf %lf", &x0, &y0, &w, &hh), 4);
+    ck_assert_close(w, c->w * 0.72, 0.01, 0);
+    ck_assert_close(hh, c->h * 0.72, 0.01, 0);
+    free(pdf);
+    char *svg = slurp(path("v.svg"), &n), want[64];
+    snprintf(want, sizeof want, "width=\"%gpt\" height=\"%gpt\"", c->w * 0.72, c->h * 0.72);
+    ck_assert_msg(strstr(svg, want), "SVG size: wanted %s", want);
+    free(svg);
+    pl_canvas_free(c);
+    ck_assert_int_eq(pl_format_of("a/b.Svg"), PL_SVG);
+    ck_assert_int_eq(pl_format_of("a.pdf/b"), PL_PNG);
+}
+END_TEST
+
+/* Writes the same figure twice under two names and checks the bytes are equal. */
+static void check_same_bytes(pl_heatmap_spec h, const char *a, const char *b) {
+    h.out = path(a);
+    ck_assert_int_eq(pl_heatmap(&h), ML_OK);
+    h.out = path(b);
+    ck_assert_int_eq(pl_heatmap(&h), ML_OK);
+    long n1, n2;
+    char *x = slurp(path(a), &n1), *y = slurp(path(b), &n2);
+    ck_assert_int_eq(n1, n2);
+    ck_assert_msg(memcmp(x, y, (size_t)n1) == 0, "%s and %s differ", a, b);
+    free(x), free(y);
+}
+
+START_TEST(test_vector_outputs_deterministic) {
+    pl_heatmap_spec h = spec();
+    h.values = 1, h.title = "Patching \xce\xa3"; /* glyph subsets too */
+    unsetenv("SOURCE_DATE_EPOCH");
+    check_same_bytes(h, "a.svg", "b.svg");
+    check_same_bytes(h, "a.pdf", "b.pdf");
+    long n;
+    char *pdf = slurp(path("a.pdf"), &n);
+    ck_assert_ptr_nonnull(find(pdf, n, "/CreationDate (19700101000000Z)"));
+    free(pdf);
+    setenv("SOURCE_DATE_EPOCH", "86400", 1); /* the reproducible-builds convention is honoured */
+    check_same_bytes(h, "c.pdf", "d.pdf");
+    pdf = slurp(path("c.pdf"), &n);
+    ck_assert_ptr_nonnull(find(pdf, n, "/CreationDate (19700102000000Z)"));
+    free(pdf);
+    unsetenv("SOURCE_DATE_EPOCH");
+}
+END_TEST
+
+/* ---------------------------------------------------------------- tick gap, -0 */
+
+START_TEST(test_colorbar_ticks_clear_of_labels) {
+    for (double s = 1; s <= 3; s++) {
+        pl_heatmap_spec h = spec();
+        h.scale = s;
+        pl_layout L;
+        pl_canvas *c = pl_heatmap_render(&h, &L);
+        ck_assert_ptr_nonnull(c);
+        double tick_end = L.colorbar_ticks[0], label_x = L.colorbar_ticks[1];
+        ck_assert_msg(label_x - tick_end >= 2.5 * s, "gap %g at scale %g", label_x - tick_end, s);
+        /* between the marks and the labels the colour bar's right side is blank */
+        int blank = 1;
+        for (int y = (int)L.colorbar[1]; y < (int)L.colorbar[3]; y++)
+            for (int x = (int)ceil(tick_end) + 1; x < (int)floor(label_x) - 1; x++) blank &= is_white(pl_pixel(c, x, y));
+        ck_assert_msg(blank, "ink between tick marks and labels at scale %g", s);
+        pl_canvas_free(c);
+    }
+}
+END_TEST
+
+START_TEST(test_csv_negative_zero) {
+    double d[2] = {-0.0, -1e-300};
+    pl_heatmap_spec h;
+    pl_heatmap_init(&h);
+    h.rows = 1, h.cols = 2, h.data = d, h.out = path("z.png");
+    ck_assert_int_eq(pl_heatmap(&h), ML_OK);
+    long n;
+    char *csv = slurp(path("z.csv"), &n);
+    ck_assert_str_eq(csv, "row,col,ylabel,xlabel,value\n0,0,0,0,0\n0,1,0,1,-1e-300\n");
+    free(csv);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- writers */
+
+START_TEST(test_writer_makes_parent_directories) {
+    pl_heatmap_spec h = spec();
+    h.out = path("a/b/c/fig.svg");
+    ck_assert_int_eq(pl_heatmap(&h), ML_OK);
+    ck_assert(access(path("a/b/c/fig.svg"), F_OK) == 0 && access(path("a/b/c/fig.csv"), F_OK) == 0);
+}
+END_TEST
+
+START_TEST(test_writer_unwritable_paths) {
+    pl_heatmap_spec h = spec();
+    write_text(path("file"), "x");
+    h.out = path("file/sub/fig.png"); /* under a file */
+    ck_assert_int_eq(pl_heatmap(&h), ML_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "fig.png"));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "Not a directory"));
+    /* a directory that cannot be written: a read-only one, or /sys where root may not create */
+    const char *ro = "/sys/mechlab_fig.png";
+    if (geteuid() != 0) {
+        ck_assert_int_eq(mkdir(path("ro"), 0555), 0);
+        ro = path("ro/fig.png");
+    }
+    h.out = ro;
+    ck_assert_int_eq(pl_heatmap(&h), ML_ERR_IO);
+    ck_assert_msg(strstr(ml_last_error(), ro), "%s", ml_last_error());
+    /* a read-only file is not replaced */
+    write_text(path("keep.png"), "old");
+    chmod(path("keep.png"), 0444);
+    h.out = path("keep.png");
+    ck_assert_int_eq(pl_heatmap(&h), ML_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "read-only"));
+    long n;
+    char *s = slurp(path("keep.png"), &n);
+    ck_assert_str_eq(s, "old");
+    free(s);
+    ck_assert(access(path("keep.csv"), F_OK) != 0);
+}
+END_TEST
+
+START_TEST(test_writer_both_or_neither) {
+    /* the CSV cannot be written: the figure keeps its old bytes and no temp file is left */
+    pl_heatmap_spec h = spec();
+    write_text(path("f.png"), "old figure");
+    write_text(path("f.csv"), "old csv");
+    chmod(path("f.csv"), 0444);
+    h.out = path("f.png");
+    ck_assert_int_eq(pl_heatmap(&h), ML_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "f.csv"));
+    long n;
+    char *s = slurp(path("f.png"), &n);
+    ck_assert_str_eq(s, "old figure");
+    free(s);
+    ck_assert_int_eq(count_files(), 2);
+}
+END_TEST
+
+START_TEST(test_writer_full_disk) {
+    /* /dev/full: every write fails with ENOSPC */
+    pl_canvas *c = pl_canvas_new(300, 200, WHITE);
+    FILE *full = fopen("/dev/full", "wb");
+    if (full) {
+        ck_assert_int_eq(pl_png_encode(c, full, "/x/fig.png", 100), ML_ERR_IO);
+        ck_assert_msg(strstr(ml_last_error(), "cannot write '/x/fig.png': No space left on device"), "%s", ml_last_error());
+        fclose(full);
+    }
+    pl_canvas_free(c);
+    /* a file size limit makes the figure's own write fail (this test runs in its own process) */
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {2000, 2000};
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    pl_heatmap_spec h = spec();
+    h.values = 1, h.scale = 3, h.out = path("big.png");
+    ck_assert_int_eq(pl_heatmap(&h), ML_ERR_IO);
+    ck_assert_msg(strstr(ml_last_error(), "big.png") && !strstr(ml_last_error(), "PNG error"), "%s", ml_last_error());
+    h.out = path("big.pdf");
+    ck_assert_int_eq(pl_heatmap(&h), ML_ERR_IO);
+    ck_assert_msg(strstr(ml_last_error(), "big.pdf"), "%s", ml_last_error());
+    ck_assert_int_eq(count_files(), 0); /* no temp files left behind */
+}
+END_TEST
+
+/* ---------------------------------------------------------------- option ranges, masks */
+
+START_TEST(test_heatmap_tiny_scale_or_cell_is_an_error) {
+    /* these once rounded the cell to 0 pixels and looped forever */
+    pl_heatmap_spec h = spec();
+    h.scale = 0.01;
+    ck_assert_ptr_null(pl_heatmap_render(&h, NULL));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "scale must be in 0.1..10"));
+    h = spec(), h.cell = 0.4;
+    ck_assert_ptr_null(pl_heatmap_render(&h, NULL));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "cell must be 0 (automatic) or 1..200"));
+    h = spec(), h.cell = 2, h.scale = 0.2;
+    ck_assert_ptr_null(pl_heatmap_render(&h, NULL));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "at least 1 pixel"));
+    h = spec(), h.scale = 0.1; /* the smallest scale still draws */
+    pl_canvas *c = pl_heatmap_render(&h, NULL);
+    ck_assert_ptr_nonnull(c);
+    pl_canvas_free(c);
+    double x[2] = {0, 1};
+    pl_series se = {.label = "a", .n = 2, .x = x, .y = x, .marker = PL_MARKER_AUTO};
+    pl_panel pan = {NULL, 1, &se};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.scale = 0.01;
+    ck_assert_ptr_null(pl_render(PL_LINES, &p, 1, &pan, NULL));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "scale must be in 0.1..10"));
+}
+END_TEST
+
+START_TEST(test_heatmap_mask_marks_cells) {
+    unsigned char masked[12] = {0};
+    masked[2] = 1; /* row 0, col 2: 0.9, dark blue otherwise */
+    pl_heatmap_spec h = spec();
+    h.masked = masked, h.mask_note = "attrib_den \xe2\x89\xa4 0.01";
+    pl_layout L;
+    pl_canvas *c = pl_heatmap_render(&h, &L);
+    ck_assert_ptr_nonnull(c);
+    pl_box_px *b = &L.panel[0];
+    double cw = (b->x1 - b->x0) / 4;
+    int grey = 0, hatch = 0, blue = 0;
+    for (int y = (int)b->y0 + 2; y < (int)(b->y0 + cw) - 2; y++)
+        for (int x = (int)(b->x0 + 2 * cw) + 2; x < (int)(b->x0 + 3 * cw) - 2; x++) {
+            pl_color q = pl_pixel(c, x, y);
+            grey += fabs(q.r - q.b) < 0.02 && q.r > 0.85;
+            hatch += fabs(q.r - q.b) < 0.02 && q.r < 0.8;
+            blue += q.b > q.r + 0.2;
+        }
+    ck_assert_int_gt(grey, 20);
+    ck_assert_int_gt(hatch, 10);
+    ck_assert_int_eq(blue, 0);
+    /* an unmasked cell keeps its colour; the note sits under the map, inside the figure */
+    int x = (int)(b->x0 + 0.5 * cw), y = (int)(b->y0 + 2.5 * cw);
+    ck_assert(same_color(pl_pixel(c, x, y), pl_heatmap_color(&h, 1.0)));
+    ck_assert(L.mask_note[1] > b->y1 && L.mask_note[3] <= c->h && L.mask_note[2] <= c->w && L.mask_note[2] > L.mask_note[0]);
+    pl_canvas_free(c);
+    h.out = path("m.png");
+    ck_assert_int_eq(pl_heatmap(&h), ML_OK);
+    long n;
+    char *csv = slurp(path("m.csv"), &n);
+    ck_assert_ptr_nonnull(strstr(csv, "row,col,ylabel,xlabel,value,masked\n0,0,layer 0 block_input,<bos>,0,0\n"));
+    ck_assert_ptr_nonnull(strstr(csv, "0,2,layer 0 block_input,v7,0.9,1\n"));
+    free(csv);
+    /* no cell masked: no note */
+    memset(masked, 0, sizeof masked);
+    c = pl_heatmap_render(&h, &L);
+    ck_assert(L.mask_note[2] == 0);
+    pl_canvas_free(c);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("plot");
     TCase *tc = tcase_create("plot");
@@ -583,6 +867,16 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_scatter_alpha);
     tcase_add_test(tc, test_box_and_bar);
     tcase_add_test(tc, test_figure_errors);
+    tcase_add_test(tc, test_heatmap_vector_outputs_same_layout);
+    tcase_add_test(tc, test_vector_outputs_deterministic);
+    tcase_add_test(tc, test_colorbar_ticks_clear_of_labels);
+    tcase_add_test(tc, test_csv_negative_zero);
+    tcase_add_test(tc, test_writer_makes_parent_directories);
+    tcase_add_test(tc, test_writer_unwritable_paths);
+    tcase_add_test(tc, test_writer_both_or_neither);
+    tcase_add_test(tc, test_writer_full_disk);
+    tcase_add_test(tc, test_heatmap_tiny_scale_or_cell_is_an_error);
+    tcase_add_test(tc, test_heatmap_mask_marks_cells);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,20 +1,26 @@
 -- The patching map of one run (paper Fig. 3-style, every component instead of block_input only):
 -- attribution (paper Eq. 3, ratio of means) for each layer × component at each patched position,
 -- with one item corrupted, read from an interchange CSV on disk (experiments/interchange.lua or
--- the training evaluator's metrics.csv; the last step present is used).
---   mechlab plots/attribution_map.lua out.png results.csv [corrupt=query_item_orig] [title=...]
+-- the training evaluator's metrics.csv; the last step present is used). The output's extension
+-- picks PNG, SVG or PDF. Cells that fail the paper's filter (§6.7: mean original − mean corrupted
+-- restored probability, `attrib_den`, above 0.01) are hatched: their attribution divides by a
+-- near-zero effect. `filter=none` turns that off, `filter=0.05` changes the threshold.
+--   mechlab plots/attribution_map.lua out.png results.csv [corrupt=query_item_orig] [title=...] [filter=0.01]
 local csv = require "mech.csv"
 
 local out, path = arg and arg[1], arg and arg[2]
 if not (out and path) then
-  error("usage: attribution_map.lua out.png results.csv [corrupt=query_item_orig|target_item_orig] [title=...]")
+  error("usage: attribution_map.lua out.png results.csv [corrupt=query_item_orig|target_item_orig] [title=...] [filter=0.01|none]")
 end
-local opts = { corrupt = "query_item_orig", title = nil }
+local opts = { corrupt = "query_item_orig", title = nil, filter = "0.01" }
 for i = 3, #arg do
   local k, v = arg[i]:match("^(%w+)=(.*)$")
-  if not k or not (k == "corrupt" or k == "title") then error("attribution_map.lua: unknown argument '" .. arg[i] .. "'") end
+  if not k or not (k == "corrupt" or k == "title" or k == "filter") then
+    error("attribution_map.lua: unknown argument '" .. arg[i] .. "'")
+  end
   opts[k] = v
 end
+local min_den = opts.filter ~= "none" and (tonumber(opts.filter) or error("attribution_map.lua: filter must be a number or 'none', got '" .. opts.filter .. "'"))
 
 -- the last step's `.attrib` values: {layer}.{TYPE}.{corrupt}.{position}.{component}.attrib
 local rows, last = csv.read_metrics(path), -1
@@ -22,7 +28,7 @@ for _, r in ipairs(rows) do
   if r.metric:match("%.attrib$") and r.step > last then last = r.step end
 end
 if last < 0 then error("attribution_map.lua: no '.attrib' metrics in " .. path) end
-local value, layers, comps, type_name = {}, {}, {}, nil
+local value, den, layers, comps, type_name = {}, {}, {}, {}, nil
 local comp_order = { "block_input", "attention_input", "attention_output", "mlp_input", "mlp_output", "block_output" }
 for _, r in ipairs(rows) do
   local layer, T, corrupt, pos, comp = r.metric:match("^(%d+)%.(%u+)%.([%w_]+)%.([%w_]+)%.([%w_%.]+)%.attrib$")
@@ -31,6 +37,17 @@ for _, r in ipairs(rows) do
     type_name = T
     value[layer .. "/" .. comp .. "/" .. pos] = r.value
     layers[layer], comps[comp] = true, true
+  end
+end
+-- the filter's denominator per label: `.attrib_den` (sweep results), else the interchange CSV's
+-- original and corrupted restored probabilities of the same label
+local restored = {}
+for _, r in ipairs(rows) do
+  if r.step == last then
+    local layer, corrupt, pos, comp = r.metric:match("^(%d+)%.%u+%.([%w_]+)%.([%w_]+)%.([%w_%.]+)%.attrib_den$")
+    if layer and corrupt == opts.corrupt then den[layer .. "/" .. comp .. "/" .. pos] = r.value end
+    local which, rest = r.metric:match("^(%a+)%.(%u+%.[%w_%.]+)%.restored_prob$")
+    if which == "original" or which == "corrupted" then restored[which .. "." .. rest] = r.value end
   end
 end
 if not type_name then error("attribution_map.lua: no attributions with the '" .. opts.corrupt .. "' item corrupted") end
@@ -43,15 +60,25 @@ for _, p in ipairs(positions) do
     if k:sub(-#p[1] - 1) == "/" .. p[1] then cols[#cols + 1], labels[#labels + 1] = p[1], p[2]; break end
   end
 end
-local ylabels, data = {}, {}
+local function den_of(l, comp, pos)
+  local d = den[l .. "/" .. comp .. "/" .. pos]
+  if d then return d end
+  local rest = string.format("%s.%s.%s.%s", type_name, opts.corrupt, pos, comp)
+  local o, c = restored["original." .. rest], restored["corrupted." .. rest]
+  return o and c and o - c or 0 / 0
+end
+local ylabels, data, dens = {}, {}, {}
 local nl = 0
 for l in pairs(layers) do nl = math.max(nl, l + 1) end
 for l = 0, nl - 1 do
   for _, comp in ipairs(comp_order) do
     if comps[comp] then
-      local row = {}
-      for j, pos in ipairs(cols) do row[j] = value[l .. "/" .. comp .. "/" .. pos] or 0 / 0 end
-      ylabels[#ylabels + 1], data[#data + 1] = string.format("layer %d %s", l, comp), row
+      local row, drow = {}, {}
+      for j, pos in ipairs(cols) do
+        row[j] = value[l .. "/" .. comp .. "/" .. pos] or 0 / 0
+        drow[j] = den_of(l, comp, pos)
+      end
+      ylabels[#ylabels + 1], data[#data + 1], dens[#dens + 1] = string.format("layer %d %s", l, comp), row, drow
     end
   end
 end
@@ -59,5 +86,7 @@ end
 local corrupted = opts.corrupt == "query_item_orig" and "key" or "value"
 mech.plot.heatmap { data = data, xlabels = labels, ylabels = ylabels, center = 0, vmin = -1, vmax = 1, values = true,
   title = opts.title or string.format("Attribution, %s corrupted (%s, step %d)", corrupted, type_name, last),
-  xlabel = "patched position", colorbar = "Attrib", out = out }
+  xlabel = "patched position", colorbar = "Attrib", out = out,
+  filter = min_den and { values = dens, min = min_den,
+    note = string.format("fails the filter: original − corrupted restored probability ≤ %g", min_den) } or nil }
 print("wrote " .. out)

@@ -1,6 +1,7 @@
 -- Training curves from run directories on disk: test accuracy (and loss) against step, one line per
 -- run, read from each run's metrics.csv (long format: step,split,metric,value).
 --   mechlab plots/training_curves.lua out.png runs/a runs/b ... [metric=accuracy] [split=test]
+-- (out.svg or out.pdf for vector output)
 local out = arg and arg[1]
 if not out then error("usage: training_curves.lua out.png RUN_DIR... [metric=accuracy] [split=test]") end
 local metric, split, dirs = "accuracy", "test", {}

@@ -8,7 +8,10 @@
  *   mech.plot.box{groups = {{label = "attention", values = {...}}, ...}, hlines = {0, 1}, ...}
  *   mech.plot.bar{categories = {...}, series = {{label = ..., values = {...}}, ...}, ...}
  *
- * Each returns the PNG path; a CSV of the data is written beside it. C buffers live in userdata
+ *   mech.plot.heatmap{..., filter = {values = den, min = 0.01, note = ...}}  -- or mask = booleans
+ *
+ * Each returns the output path; its extension (.png, .svg, .pdf) picks the format, and a CSV of
+ * the data is written beside it (both or neither). C buffers live in userdata
  * anchored in a table on the stack, so a Lua error anywhere frees everything. */
 #include <math.h>
 #include <string.h>

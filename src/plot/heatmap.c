@@ -103,7 +103,7 @@ static int any_masked(const pl_heatmap_spec *h) {
 }
 
 #define MASK_FILL pl_grey(0.9, 1)
-#define MASK_HATCH pl_grey(0.62, 1)
+#define MASK_HATCH pl_grey(0.7, 1)
 #define MASK_INK pl_grey(0.4, 1)
 
 /* Diagonal hatching inside [x0,x1] x [y0,y1], one line every `gap` pixels. */
@@ -210,7 +210,7 @@ static void draw_cells(pl_canvas *c, const pl_heatmap_spec *h, const heat_geom *
             int m = is_masked(h, i);
             pl_color col = m ? MASK_FILL : pl_cmap_at(cm, norm(v, g->lo, g->hi, g->mid));
             pl_fill_rect(c, cx0, cy0, cx0 + cell, cy0 + cell, col);
-            if (m) hatch(c, cx0, cy0, cx0 + cell, cy0 + cell, fmax(2, 4 * s), fmax(0.5, 0.7 * s));
+            if (m) hatch(c, cx0, cy0, cx0 + cell, cy0 + cell, fmax(2, 5 * s), fmax(0.5, 0.7 * s));
             if (h->values && isfinite(v) && g->fv.size >= 5 * s) {
                 fmt_value(v, h->digits, buf, sizeof buf);
                 pl_color ink = m ? MASK_INK : pl_luminance(col) > 0.36 ? pl_grey(0.1, 1) : PL_WHITE;
@@ -241,7 +241,7 @@ static void draw_labels(pl_canvas *c, const pl_heatmap_spec *h, const heat_geom 
 static void draw_mask_note(pl_canvas *c, const pl_heatmap_spec *h, const heat_geom *g, pl_layout *L) {
     double s = g->s, sw = 10 * s, y1 = g->H - PL_PAD * s, y0 = y1 - sw, x0 = g->x0;
     pl_fill_rect(c, x0, y0, x0 + sw, y1, MASK_FILL);
-    hatch(c, x0, y0, x0 + sw, y1, fmax(2, 4 * s), fmax(0.5, 0.7 * s));
+    hatch(c, x0, y0, x0 + sw, y1, fmax(2, 5 * s), fmax(0.5, 0.7 * s));
     pl_stroke_rect(c, x0, y0, x0 + sw, y1, fmax(0.5, 0.6 * s), PL_BORDER);
     const char *note = h->mask_note ? h->mask_note : "filtered out";
     pl_font fn = pl_f(PL_FS_TICK, s, 0, 0, PL_LEFT, PL_MIDDLE);

@@ -115,5 +115,63 @@ T.test("figure argument errors are clear", function()
   T.raises(function() mech.plot.scatter {series = {{x = {1}, y = {1}}}, out = "/dev/null/x.png"} end, "/dev/null/x.png")
 end)
 
+T.test("every kind writes SVG and PDF by the extension, and the same call gives the same bytes", function()
+  local function vec(name, ext)
+    local p = base .. "_" .. name .. "." .. ext
+    made[#made + 1] = p
+    made[#made + 1] = base .. "_" .. name .. ".csv"
+    return p
+  end
+  local xs = {0.1, 0.5, 0.9}
+  local calls = {
+    heatmap = function(o) mech.plot.heatmap {data = M, center = 0, values = true, title = "Σ", out = o} end,
+    lines = function(o) mech.plot.lines {facets = {{title = "a", series = arch_series()}, {title = "b", series = arch_series(true)}}, logx = 2, out = o} end,
+    scatter = function(o) mech.plot.scatter {series = {{label = "a", x = xs, y = xs}, {label = "b", x = xs, y = {1, 0, 1}, path = true}}, out = o} end,
+    box = function(o) mech.plot.box {groups = {{label = "a", values = xs}, {label = "b", values = {1, 2, 3, 9}}}, hlines = {0}, out = o} end,
+    bar = function(o) mech.plot.bar {categories = {"AR", "ATR"}, series = {{label = "1", values = {1, 0.5}}, {label = "2", values = {0.9, 0.7}}}, out = o} end,
+  }
+  for name, call in pairs(calls) do
+    for ext, magic in pairs {svg = "<?xml", pdf = "%PDF-"} do
+      local a, b = vec(name .. "_a", ext), vec(name .. "_b", ext)
+      call(a)
+      call(b)
+      T.eq(read(a):sub(1, #magic), magic, name .. " " .. ext)
+      T.truthy(read(a) == read(b), name .. " " .. ext .. " differs between two equal calls")
+      T.truthy(read(base .. "_" .. name .. "_a.csv"):find("\n", 1, true), name .. " has no CSV")
+    end
+  end
+end)
+
+T.test("heatmap mask and filter mark cells without NaNs in the data", function()
+  local p = out("mask")
+  mech.plot.heatmap {data = M, mask = {{false, false, true, false}, {false, false, false, false}, {false, 0, 1, false}}, mask_note = "below filter", out = p}
+  local csv = read(p:gsub("%.png$", ".csv"))
+  T.truthy(csv:find("row,col,ylabel,xlabel,value,masked\n0,0,0,0,0,0\n0,1,0,1,0.1,0\n0,2,0,2,0.9,1\n", 1, true))
+  T.truthy(csv:find("2,2,2,2,-0.1,1\n", 1, true))
+  local q = out("filter")
+  local den = {{0.5, 0.005, 0.5, 0.5}, {0.5, 0.5, 0 / 0, 0.5}, {0.01, 0.5, 0.5, 0.5}}
+  mech.plot.heatmap {data = M, filter = {values = mech.tensor(den), min = 0.01, note = "attrib_den ≤ 0.01"}, out = q}
+  local marked = {}
+  for r, c, m in read(q:gsub("%.png$", ".csv")):gmatch("\n(%d+),(%d+),[^\n]*,(%d)") do
+    if m == "1" then marked[#marked + 1] = r .. "," .. c end
+  end
+  T.eq(table.concat(marked, " "), "0,1 1,2 2,0") -- 0.005, NaN and 0.01 fail "> 0.01"
+  T.raises(function() mech.plot.heatmap {data = M, mask = {{true}}, out = out("e")} end, "field 'mask' is 1 x 1, data is 3 x 4")
+  T.raises(function() mech.plot.heatmap {data = M, mask = M, filter = {values = M, min = 0}, out = out("e")} end, "'mask' or 'filter', not both")
+  T.raises(function() mech.plot.heatmap {data = M, filter = {values = M}, out = out("e")} end, "field 'filter.min' expected a number")
+  T.raises(function() mech.plot.heatmap {data = M, filter = {values = M, min = 0, mni = 1}, out = out("e")} end, "mni")
+  T.raises(function() mech.plot.heatmap {data = M, mask = {{"x", 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}}, out = out("e")} end, "expected a number or boolean")
+  T.raises(function() mech.plot.heatmap {data = M, mask_note = "n", out = out("e")} end, "'mask_note' needs a 'mask'")
+end)
+
+T.test("tiny scale or cell is an error, not an endless loop; CSVs never carry -0", function()
+  T.raises(function() mech.plot.heatmap {data = M, scale = 0.01, out = out("e")} end, "scale must be in 0.1..10")
+  T.raises(function() mech.plot.heatmap {data = M, cell = 0.4, out = out("e")} end, "cell must be 0 (automatic) or 1..200")
+  T.raises(function() mech.plot.lines {series = {{y = {1, 2}}}, scale = 0.01, out = out("e")} end, "scale must be in 0.1..10")
+  local p = out("negzero")
+  mech.plot.lines {series = {{label = "z", x = {-0.0, 1}, y = {-0.0, 2}}}, out = p}
+  T.truthy(read(p:gsub("%.png$", ".csv")):find("1,z,0,0\n", 1, true))
+end)
+
 for _, p in ipairs(made) do os.remove(p) end
 T.done()

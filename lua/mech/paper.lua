@@ -30,6 +30,13 @@ function paper.pe_for_attention(c)
   c.pos_emb = c.arch == "attention"
 end
 
+--- The runs of the paper's main curves: Attention with positions, the rest without, plus
+--- Attention's NoPE runs at AR's extra learning rates, pooled with its PE runs when the best
+--- learning rate is taken (spec §4.4).
+function paper.main_curve(r)
+  return r.pos_emb == (r.arch == "attention") or (r.arch == "attention" and r.lr >= 1e-2 and r.task == "ar_32")
+end
+
 -- The names of the layer-1 block-input attributions the paper plots (spec §6.7).
 function paper.attrib_label(position, layer, component)
   local pos = ({ value = "target_item_orig", key = "query_item_orig", query = "query_item" })[position] or position
@@ -54,58 +61,191 @@ local function mean_sd(list)
 end
 paper.mean_sd = mean_sd
 
---- Accuracy at the best learning rate per (architecture, width) (spec §5.6, with seeds: the lr
---- with the best mean over seeds). rows: sweep.results; where(row) filters rows (optional).
---- Returns {arch = {d = {mean, sd, n, lr, values = {per seed}}}} and the sorted widths and archs.
+--- Rows of several sweeps' results.csv, concatenated (dirs: {name = dir}, names: which).
+function paper.rows(dirs, names)
+  local all = {}
+  for _, n in ipairs(names) do
+    for _, r in ipairs(sweep.results(dirs[n])) do all[#all + 1] = r end
+  end
+  return all
+end
+
+local arch_order = {}
+for i, a in ipairs(paper.archs) do arch_order[a] = i end
+arch_order.delta_net = #paper.archs + 1
+
+-- Architectures in the paper's order, other keys (numbers, strings) in their natural order.
+local function key_less(x, y)
+  local ox, oy = arch_order[x], arch_order[y]
+  if ox or oy then return (ox or 99) < (oy or 99) end
+  if type(x) == type(y) then return x < y end
+  return type(x) == "number"
+end
+
+--- Accuracy at the best learning rate per (group, width) (spec §5.6, with seeds: the lr with the
+--- best mean over seeds). rows: sweep.results; opts.where(row) filters rows; opts.group(row) is
+--- the line a run belongs to (default its arch). When several selection groups fall on one
+--- (line, width), the best mean wins: that is how the AR curves pool Attention's NoPE runs at
+--- the extra learning rates with its PE runs (spec §4.4).
+--- Returns {line = {d = {mean, sd, n, lr, values = {per seed}}}}, the sorted widths and lines.
 function paper.best_per_width(rows, opts)
   opts = opts or {}
+  local split, kind = opts.split or "test", opts.step_kind or "report"
+  local group = opts.group or function(r) return r.arch end
   local keep = {}
   for _, r in ipairs(rows) do if not opts.where or opts.where(r) then keep[#keep + 1] = r end end
-  local chosen = sweep.select(keep, { metric = "accuracy", split = opts.split or "test",
-    step_kind = opts.step_kind or "report", over = { "lr" } })
+  local chosen = sweep.select(keep, { metric = opts.metric or "accuracy", split = split, step_kind = kind, over = { "lr" } })
   local by_run = {}
   for _, r in ipairs(keep) do
-    if r.metric == "accuracy" and r.split == (opts.split or "test") and r.step_kind == (opts.step_kind or "report") then
-      by_run[r.run] = r.value
-    end
+    if r.metric == (opts.metric or "accuracy") and r.split == split and r.step_kind == kind then by_run[r.run] = r.value end
   end
-  local out, widths, archs, seen_w, seen_a = {}, {}, {}, {}, {}
+  local out, widths, lines, seen_w, seen_l = {}, {}, {}, {}, {}
   for _, c in ipairs(chosen) do
-    local a, d = c.row.arch, c.row.d_model
+    local g, d = group(c.row), c.row.d_model
     local values = {}
     for _, id in ipairs(c.runs) do values[#values + 1] = by_run[id] end
     local m, sd = mean_sd(values)
-    out[a] = out[a] or {}
-    out[a][d] = { mean = m, sd = sd, n = #values, lr = c.over.lr, values = values }
+    out[g] = out[g] or {}
+    if not out[g][d] or m > out[g][d].mean then
+      out[g][d] = { mean = m, sd = sd, n = #values, lr = c.over.lr, values = values, runs = c.runs }
+    end
     if not seen_w[d] then seen_w[d] = true; widths[#widths + 1] = d end
-    if not seen_a[a] then seen_a[a] = true; archs[#archs + 1] = a end
+    if not seen_l[g] then seen_l[g] = true; lines[#lines + 1] = g end
   end
   table.sort(widths)
-  local order = {}
-  for i, a in ipairs(paper.archs) do order[a] = i end
-  order.delta_net = #paper.archs + 1
-  table.sort(archs, function(x, y) return (order[x] or 99) < (order[y] or 99) end)
-  return out, widths, archs
+  table.sort(lines, key_less)
+  return out, widths, lines
 end
 
---- The paper's accuracy-versus-width figure: one line per architecture, the mean over seeds at
---- the best learning rate (the returned table holds each seed's value and the sd).
+--- "mean ± sd" (or the single value), and the same for a list.
+function paper.fmt_mean(values, digits)
+  local m, sd = mean_sd(values)
+  local f = "%." .. (digits or 3) .. "f"
+  if #values > 1 then return string.format(f .. " ± " .. f, m, sd) end
+  return string.format(f, m)
+end
+
+--- One key line per line of an accuracy figure: "Attention: d=32 0.71 ± 0.12 (lr 0.001, 2 seeds), …".
+function paper.accuracy_keys(best, widths, lines, name, prefix)
+  local keys = {}
+  for _, g in ipairs(lines) do
+    local parts = {}
+    for _, d in ipairs(widths) do
+      local e = best[g][d]
+      if e then
+        parts[#parts + 1] = string.format("d=%d %s (lr %g%s)", d, paper.fmt_mean(e.values), e.lr,
+          e.n > 1 and string.format(", %d seeds", e.n) or "")
+      end
+    end
+    keys[#keys + 1] = (prefix or "") .. (name or paper.arch_name)(g) .. ": " .. table.concat(parts, ", ")
+  end
+  return keys
+end
+
+--- The series of one accuracy-versus-width panel: per line, the mean over seeds joined by a path
+--- and, where a cell has several seeds, each seed's point (translucent) under it.
+function paper.accuracy_series(best, widths, lines, opts)
+  opts = opts or {}
+  local name = opts.name or paper.arch_name
+  local series = {}
+  for _, g in ipairs(lines) do
+    local x, y, px, py = {}, {}, {}, {}
+    for _, d in ipairs(widths) do
+      local e = best[g][d]
+      if e then
+        x[#x + 1], y[#y + 1] = d, e.mean
+        if e.n > 1 then for _, v in ipairs(e.values) do px[#px + 1], py[#py + 1] = d, v end end
+      end
+    end
+    local label = (opts.label_prefix or "") .. name(g)
+    if #px > 0 then series[#series + 1] = { label = label, key = g, x = px, y = py, alpha = 0.3 } end
+    series[#series + 1] = { label = label, key = g, x = x, y = y, path = true, alpha = 0.9, dashed = opts.dashed }
+  end
+  return series
+end
+
+--- An accuracy-versus-width figure (log2 widths, 0-1.05) from panels {title =, series =}, or one
+--- panel's series.
+function paper.draw_accuracy(panels, out, opts)
+  opts = opts or {}
+  local spec = { logx = 2, xticks = opts.xticks or paper.widths, ylim = { 0, 1.05 }, title = opts.title,
+    xlabel = "model width d", ylabel = opts.ylabel or "accuracy", legend_title = opts.legend_title or "Arch.",
+    legend = opts.legend, ncol = opts.ncol, palette = opts.palette, width = opts.width or 420,
+    height = opts.height or 340, scale = opts.scale or 2, out = out }
+  if panels[1] and panels[1].series then spec.facets = panels else spec.series = panels end
+  mech.plot.scatter(spec)
+end
+
+--- The paper's accuracy-versus-width figure: one line per architecture at the best learning rate
+--- (every seed's point and their mean). Returns best, widths, lines as best_per_width.
 function paper.accuracy_figure(rows, out, opts)
   opts = opts or {}
-  local best, widths, archs = paper.best_per_width(rows, opts)
-  local series = {}
-  for _, a in ipairs(archs) do
-    local x, y = {}, {}
-    for _, d in ipairs(widths) do
-      local e = best[a][d]
-      if e then x[#x + 1], y[#y + 1] = d, e.mean end
+  local best, widths, lines = paper.best_per_width(rows, opts)
+  paper.draw_accuracy(paper.accuracy_series(best, widths, lines, opts), out, opts)
+  return best, widths, lines
+end
+
+--- The Attrib of every run passing the 0.01 filter (spec §6.7) for one label, by group (default
+--- the arch): {group = {values}}, the number of runs, whether the filter applied (when no run
+--- passes it, every run is shown), and the sorted groups. opts: where, group, threshold (false:
+--- no filter), split.
+function paper.attrib_by_group(rows, label, opts)
+  opts = opts or {}
+  local split = opts.split or "test"
+  local group = opts.group or function(r) return r.arch end
+  local pass, filtered = nil, opts.threshold ~= false
+  if filtered then
+    pass = {}
+    for _, r in ipairs(rows) do
+      if r.metric == label .. ".attrib_den" and r.step_kind == "report" and r.split == split
+          and r.value > (opts.threshold or 0.01) then pass[r.run] = true end
     end
-    series[#series + 1] = { label = opts.label and opts.label(a) or paper.arch_name(a), key = a, x = x, y = y }
+    if next(pass) == nil then filtered = false end -- untrained runs (a smoke profile): show them all
   end
-  mech.plot.lines { series = series, logx = 2, xticks = widths, ylim = { 0, 1.05 }, title = opts.title,
-    xlabel = "model width d", ylabel = opts.ylabel or "accuracy", legend_title = opts.legend_title or "Arch.",
-    palette = opts.palette, width = opts.width or 420, height = opts.height or 340, scale = opts.scale or 2, out = out }
-  return best, widths, archs
+  local by, groups, n = {}, {}, 0
+  for _, r in ipairs(rows) do
+    if r.metric == label .. ".attrib" and r.step_kind == "report" and r.split == split
+        and (not filtered or pass[r.run]) and (not opts.where or opts.where(r)) and r.value == r.value then
+      local g = group(r)
+      if not by[g] then by[g] = {}; groups[#groups + 1] = g end
+      by[g][#by[g] + 1] = r.value
+      n = n + 1
+    end
+  end
+  table.sort(groups, key_less)
+  return by, n, filtered, groups
+end
+
+--- Box-plot facets of Attrib at the layer-1 block input, one facet per (position, setting):
+--- settings = {{title =, rows =, where =, split =}}, positions e.g. {"key", "query", "value"}.
+--- Draws the figure (dashed lines at 0 and 1, free y) and returns key lines (median per group).
+function paper.attrib_boxes(settings, positions, out, opts)
+  opts = opts or {}
+  local cap = { value = "Value", query = "Query", key = "Key" }
+  local name = opts.name or paper.arch_name
+  local facets, keys, unfiltered = {}, {}, false
+  for _, pos in ipairs(positions) do
+    for _, st in ipairs(settings) do
+      local label = opts.label and opts.label(pos) or paper.attrib_label(pos)
+      local by, n, filtered, groups = paper.attrib_by_group(st.rows, label, { where = st.where, split = st.split,
+        group = opts.group, threshold = opts.threshold })
+      if not filtered and opts.threshold ~= false then unfiltered = true end
+      local boxes, parts = {}, {}
+      for _, g in ipairs(groups) do
+        boxes[#boxes + 1] = { label = name(g), values = by[g] }
+        parts[#parts + 1] = string.format("%s %s (%d)", name(g), paper.fmt_mean(by[g], 2), #by[g])
+      end
+      facets[#facets + 1] = { title = "@" .. (cap[pos] or pos) .. (st.title and ("  " .. st.title) or ""), groups = boxes }
+      keys[#keys + 1] = string.format("@%s%s: %d runs; mean ± sd: %s", cap[pos] or pos,
+        st.title and (" " .. st.title) or "", n, table.concat(parts, ", "))
+    end
+  end
+  local title = opts.title
+  if unfiltered then title = (title and title .. " " or "") .. "(no run passes the filter: all shown)" end
+  mech.plot.box { facets = facets, ncol = opts.ncol or #settings, free_y = opts.free_y ~= false, hlines = { 0, 1 },
+    ylim = opts.ylim, ylabel = opts.ylabel or "Attrib", title = title, width = opts.width or 200 * #settings + 120,
+    height = opts.height or 170 * #positions + 80, scale = opts.scale or 2, out = out }
+  return keys
 end
 
 --- Attrib at two positions of one layer and component, one point per run passing the 0.01
@@ -151,11 +291,50 @@ function paper.attrib_scatter(rows, xpos, ypos, out, opts)
   return n, filtered
 end
 
---- The recipes of plots/paper/ by figure name, and the sweep each needs.
+--- The figures of plots/paper/ (recipe plots/paper/<id>.lua) and the sweeps of
+--- experiments/paper/ each needs (a recipe's own `sweeps` must match; tests/lua/test_paper.lua checks).
 paper.figures = {
   { id = "fig3a", sweeps = { "ar" } },
   { id = "fig3b", sweeps = { "ar" } },
   { id = "fig3c", sweeps = { "ar" } },
+  { id = "fig4a", sweeps = { "atr_easy", "atr_hard" } },
+  { id = "fig4b", sweeps = { "atr_easy", "atr_hard" } },
+  { id = "fig5a", sweeps = { "atr_split" } },
+  { id = "fig5b", sweeps = { "atr_split" } },
+  { id = "fig5c", sweeps = { "atr_split" } },
+  { id = "fig6a", sweeps = { "ar", "mamba_conv" } },
+  { id = "fig6b", sweeps = { "ar", "mamba_conv" } },
+  { id = "fig6c", sweeps = { "ar", "based_ablation" } },
+  { id = "fig7", sweeps = { "ar", "atr_easy", "atr_hard" } },
+  { id = "fig8a", sweeps = { "ar", "ar_layers" } },
+  { id = "fig8b", sweeps = { "atr_easy", "atr_1layer" } },
+  { id = "fig9a", sweeps = { "ar", "ar_layers" } },
+  { id = "fig9b", sweeps = { "ar", "ar_layers" } },
+  { id = "fig10", sweeps = { "sibling" } },
+  { id = "v3_delta_net", sweeps = { "ar", "delta_net" } },
+  { id = "v3_lr_heatmap", sweeps = { "ar" } },
+  { id = "v3_atr_mamba_conv", sweeps = { "atr_easy", "atr_mamba_conv" } },
 }
+
+function paper.sweep_file(name) return "experiments/paper/" .. name .. ".lua" end
+function paper.recipe_file(id) return "plots/paper/" .. id .. ".lua" end
+
+-- The PCFG tasks are drawn with numpy's generator where that mode exists (the paper's corpora).
+-- The probe (numpy accepted, a wrong mode refused: on a branch without the option every option
+-- is ignored) goes once numpy mode is merged; then the helper always names it.
+local has_numpy = pcall(mech.task.preset, "pcfg_5_20", 1, { rng = "numpy" })
+    and not pcall(mech.task.preset, "pcfg_5_20", 1, { rng = "no_such_mode" })
+
+--- An ATR task for a sweep: the preset at seed 42 (spec §10.7).
+function paper.atr_task(preset)
+  return { preset = preset, seed = paper.seed, rng = has_numpy and "numpy" or nil }
+end
+
+--- The smoke profile every suite shares: a few steps on a few documents (the test suite runs it).
+function paper.smoke(over)
+  local p = { base = { steps = 20, train_docs = 640, eval_docs = 64, eval_every = 10, checkpoint_every = 10 } }
+  for k, v in pairs(over or {}) do p[k] = v end
+  return p
+end
 
 return paper

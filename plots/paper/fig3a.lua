@@ -7,23 +7,8 @@ local sweep = require "mech.sweep"
 local recipe = { id = "fig3a", sweeps = { "ar" }, title = "AR accuracy vs width (best LR)" }
 
 function recipe.draw(dirs, out)
-  local rows = sweep.results(dirs.ar)
-  local best, widths, archs = paper.accuracy_figure(rows, out, {
-    title = "AR", where = function(r) return r.pos_emb == (r.arch == "attention") end,
-  })
-  local keys = {}
-  for _, a in ipairs(archs) do
-    local parts = {}
-    for _, d in ipairs(widths) do
-      local e = best[a][d]
-      if e then
-        parts[#parts + 1] = e.n > 1 and string.format("d=%d: %.3f ± %.3f (lr %g)", d, e.mean, e.sd, e.lr) or
-            string.format("d=%d: %.3f (lr %g)", d, e.mean, e.lr)
-      end
-    end
-    keys[#keys + 1] = paper.arch_name(a) .. " " .. table.concat(parts, ", ")
-  end
-  return keys
+  local best, widths, archs = paper.accuracy_figure(sweep.results(dirs.ar), out, { title = "AR", where = paper.main_curve })
+  return paper.accuracy_keys(best, widths, archs)
 end
 
 if select("#", ...) > 0 then

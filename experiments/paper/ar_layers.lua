@@ -1,0 +1,22 @@
+-- AR with 1 and 3 layers (paper D.2, D.3; spec suites "AR 1-layer", "AR 3-layer"): six
+-- architectures, five widths, LR7, positions for Attention only, 16 epochs, cosine. 420 runs.
+-- The 2-layer models are experiments/paper/ar.lua's. Feeds Fig. 8a, 9a, 9b (the mixer output at
+-- the query in every layer).
+--   mechlab sweep run experiments/paper/ar_layers.lua --profile quick
+local P = require "mech.paper"
+
+return {
+  name = "ar_layers",
+  description = "AR: 6 architectures x 1 and 3 layers x 5 widths x LR7",
+  base = P.base("ar_32"),
+  grid = { arch = P.archs, n_layers = { 1, 3 }, d_model = P.widths, lr = P.lr7, seed = { P.seed } },
+  cell = P.pe_for_attention,
+  evaluators = { P.interchange },
+  select = { metric = "accuracy", split = "test", over = { "lr" } },
+  profiles = {
+    paper = {},
+    -- the AR quick profile's widths, learning rate and seeds: 48 runs
+    quick = { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { 42, 43 } } },
+    smoke = P.smoke { grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 } } },
+  },
+}

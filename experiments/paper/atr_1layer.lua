@@ -1,0 +1,21 @@
+-- ATR (5, 20) with 1 layer (paper D.2; spec suite "ATR 1-layer"): six architectures, five
+-- widths, LR5, positions for Attention only, 32 epochs, cosine. 150 runs. The 2-layer models
+-- are experiments/paper/atr_easy.lua's. Feeds Fig. 8b.
+--   mechlab sweep run experiments/paper/atr_1layer.lua --profile quick
+local P = require "mech.paper"
+
+return {
+  name = "atr_1layer",
+  description = "ATR (5, 20): 6 architectures x 1 layer x 5 widths x LR5",
+  base = P.base(P.atr_task("pcfg_5_20"), { model = { n_layers = 1 } }),
+  grid = { arch = P.archs, d_model = P.widths, lr = P.lr5, seed = { P.seed } },
+  cell = P.pe_for_attention,
+  evaluators = { P.interchange },
+  select = { metric = "accuracy", split = "test", over = { "lr" } },
+  profiles = {
+    paper = {},
+    -- the ATR easy quick profile's widths, learning rate and seeds: 24 runs
+    quick = { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { 42, 43 } } },
+    smoke = P.smoke { grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 } } },
+  },
+}

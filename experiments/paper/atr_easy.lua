@@ -1,0 +1,27 @@
+-- ATR easy (paper §5.2, D.1; spec suites "ATR easy, PE for all / NoPE"): pcfg_5_20, six
+-- architectures, 2 layers, five widths, LR5, with and without learned positions, 32 epochs,
+-- cosine. 300 runs. Feeds Fig. 4a–b (main curves: Attention with PE, the rest without), 7, 8b.
+--   mechlab sweep run experiments/paper/atr_easy.lua --profile quick
+local P = require "mech.paper"
+
+return {
+  name = "atr_easy",
+  description = "ATR (5, 20): 6 architectures x 5 widths x LR5, PE and NoPE",
+  base = P.base(P.atr_task("pcfg_5_20")),
+  grid = { arch = P.archs, d_model = P.widths, lr = P.lr5, pos_emb = { true, false }, seed = { P.seed } },
+  evaluators = { P.interchange },
+  select = { metric = "accuracy", split = "test", over = { "lr" } },
+  profiles = {
+    paper = {},
+    -- the main curves (Attention with PE, the rest without) at two widths, lr 1e-3 (the AR quick
+    -- profile's), two seeds, the paper's 32 epochs: 24 runs
+    quick = {
+      grid = { d_model = { 32, 64 }, lr = { 1e-3 }, pos_emb = { false }, seed = { 42, 43 } },
+      cell = P.pe_for_attention,
+    },
+    smoke = P.smoke {
+      grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, pos_emb = { false }, seed = { 42 } },
+      cell = P.pe_for_attention,
+    },
+  },
+}

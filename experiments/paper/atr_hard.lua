@@ -1,0 +1,33 @@
+-- ATR at |Σ| = 8192 and at L_max = 10 (paper §5.2, D.1; spec suites "ATR 8192" and "ATR medium,
+-- PE for all / NoPE"): pcfg_easy_8192 with positions for Attention only (150 runs); pcfg_10_20
+-- with positions for all (150) and without (125: no H3). 2 layers, five widths, LR5, 32 epochs,
+-- cosine. 425 runs. Feeds Fig. 4a–b and 7.
+--   mechlab sweep run experiments/paper/atr_hard.lua --profile quick
+local P = require "mech.paper"
+
+local tasks = { P.atr_task("pcfg_easy_8192"), P.atr_task("pcfg_10_20") }
+
+return {
+  name = "atr_hard",
+  description = "ATR (5, 8192) and (10, 20): 6 architectures x 5 widths x LR5",
+  base = P.base(tasks[1]),
+  grid = { task = tasks, arch = P.archs, d_model = P.widths, lr = P.lr5, pos_emb = { true, false }, seed = { P.seed } },
+  cell = function(c)
+    if c.task.preset == "pcfg_easy_8192" and c.pos_emb ~= (c.arch == "attention") then return false end
+    if c.task.preset == "pcfg_10_20" and c.arch == "h3" and not c.pos_emb then return false end
+  end,
+  evaluators = { P.interchange },
+  select = { metric = "accuracy", split = "test", over = { "lr" } },
+  profiles = {
+    paper = {},
+    -- the main curves of both settings at two widths, lr 1e-3, two seeds, 32 epochs: 48 runs
+    quick = {
+      grid = { d_model = { 32, 64 }, lr = { 1e-3 }, pos_emb = { false }, seed = { 42, 43 } },
+      cell = P.pe_for_attention,
+    },
+    smoke = P.smoke {
+      grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, pos_emb = { false }, seed = { 42 } },
+      cell = P.pe_for_attention,
+    },
+  },
+}

@@ -1,0 +1,30 @@
+-- ATR split (paper §5.3; spec suite "ATR split"): pcfg_tts (20% of the (target, query) label
+-- pairs held out for test), six architectures, 2 layers, five widths, LR5, positions for
+-- Attention only, 32 epochs, linear decay; evaluated and intervened on dev and test. 150 runs.
+-- Feeds Fig. 5a–c.
+--   mechlab sweep run experiments/paper/atr_split.lua --profile quick
+local P = require "mech.paper"
+
+local both = {}
+for _, split in ipairs { "dev", "test" } do
+  local ev = {}
+  for k, v in pairs(P.interchange) do ev[k] = v end
+  ev.split = split
+  both[#both + 1] = ev
+end
+
+return {
+  name = "atr_split",
+  description = "ATR split (pcfg_tts): 6 architectures x 5 widths x LR5, dev and test",
+  base = P.base(P.atr_task("pcfg_tts"), { schedule = "linear", eval_splits = { "dev", "test" } }),
+  grid = { arch = P.archs, d_model = P.widths, lr = P.lr5, seed = { P.seed } },
+  cell = P.pe_for_attention,
+  evaluators = both,
+  select = { metric = "accuracy", split = "dev", over = { "lr" } },
+  profiles = {
+    paper = {},
+    -- two widths, lr 1e-3, two seeds, 32 epochs: 24 runs
+    quick = { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { 42, 43 } } },
+    smoke = P.smoke { grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, seed = { 42 } } },
+  },
+}

@@ -1,0 +1,21 @@
+-- Mamba conv ablation on AR (paper §5.4; spec suite "Mamba conv ablation"): Mamba with d_conv 0
+-- (no short conv), 1, 2 and 3, 2 layers, five widths, LR7, no positions, 16 epochs, cosine.
+-- 140 runs; d_conv 4 is the default Mamba of experiments/paper/ar.lua. Feeds Fig. 6a–b.
+--   mechlab sweep run experiments/paper/mamba_conv.lua --profile quick
+local P = require "mech.paper"
+
+return {
+  name = "mamba_conv",
+  description = "AR: Mamba with d_conv 0-3 x 5 widths x LR7, NoPE",
+  base = P.base("ar_32"),
+  grid = { arch = { "mamba" }, d_conv = { 0, 1, 2, 3 }, d_model = P.widths, lr = P.lr7, pos_emb = { false },
+    seed = { P.seed } },
+  evaluators = { P.interchange },
+  select = { metric = "accuracy", split = "test", over = { "lr" } },
+  profiles = {
+    paper = {},
+    -- the AR quick profile's widths, learning rate and seeds (its Mamba is d_conv 4): 16 runs
+    quick = { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { 42, 43 } } },
+    smoke = P.smoke { grid = { d_conv = { 0, 2 }, d_model = { 16 }, lr = { 3e-3 } } },
+  },
+}

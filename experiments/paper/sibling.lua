@@ -1,0 +1,21 @@
+-- Sibling queries (paper D.4; spec suite "Sibling 1/2/3-layer"): the sibling preset, six
+-- architectures, 1, 2 and 3 layers, five widths, LR5, positions for Attention only, 32 epochs,
+-- linear decay. 450 runs. Feeds Fig. 10.
+--   mechlab sweep run experiments/paper/sibling.lua --profile quick
+local P = require "mech.paper"
+
+return {
+  name = "sibling",
+  description = "ATR sibling queries: 6 architectures x 1-3 layers x 5 widths x LR5",
+  base = P.base(P.atr_task("sibling"), { schedule = "linear" }),
+  grid = { arch = P.archs, n_layers = { 1, 2, 3 }, d_model = P.widths, lr = P.lr5, seed = { P.seed } },
+  cell = P.pe_for_attention,
+  evaluators = { P.interchange },
+  select = { metric = "accuracy", split = "test", over = { "lr" } },
+  profiles = {
+    paper = {},
+    -- two widths, lr 1e-3, two seeds, 32 epochs: 72 runs
+    quick = { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { 42, 43 } } },
+    smoke = P.smoke { grid = { arch = { "mamba" }, d_model = { 16 }, lr = { 3e-3 } } },
+  },
+}

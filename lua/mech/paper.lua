@@ -158,8 +158,8 @@ function paper.accuracy_series(best, widths, lines, opts)
       end
     end
     local label = (opts.label_prefix or "") .. name(g)
-    if #px > 0 then series[#series + 1] = { label = label, key = g, x = px, y = py, alpha = 0.3 } end
-    series[#series + 1] = { label = label, key = g, x = x, y = y, path = true, alpha = 0.9, dashed = opts.dashed }
+    if #px > 0 then series[#series + 1] = { label = label, key = tostring(g), x = px, y = py, alpha = 0.3 } end
+    series[#series + 1] = { label = label, key = tostring(g), x = x, y = y, path = true, alpha = 0.9, dashed = opts.dashed }
   end
   return series
 end
@@ -185,6 +185,20 @@ function paper.accuracy_figure(rows, out, opts)
   return best, widths, lines
 end
 
+--- Accuracy against width by depth: one facet per number of layers, the main curves (positions
+--- for Attention only) at the best learning rate. Returns the key lines.
+function paper.depth_figure(rows, depths, out, opts)
+  local panels, keys = {}, {}
+  for _, L in ipairs(depths) do
+    local best, widths, archs = paper.best_per_width(rows, {
+      where = function(r) return r.n_layers == L and paper.main_curve(r) end })
+    panels[#panels + 1] = { title = L == 1 and "1 layer" or (L .. " layers"), series = paper.accuracy_series(best, widths, archs) }
+    for _, k in ipairs(paper.accuracy_keys(best, widths, archs, nil, L .. "L ")) do keys[#keys + 1] = k end
+  end
+  paper.draw_accuracy(panels, out, { title = opts.title, legend = "bottom", width = 220 * #depths + 180, height = 320 })
+  return keys
+end
+
 --- The Attrib of every run passing the 0.01 filter (spec §6.7) for one label, by group (default
 --- the arch): {group = {values}}, the number of runs, whether the filter applied (when no run
 --- passes it, every run is shown), and the sorted groups. opts: where, group, threshold (false:
@@ -193,18 +207,20 @@ function paper.attrib_by_group(rows, label, opts)
   opts = opts or {}
   local split = opts.split or "test"
   local group = opts.group or function(r) return r.arch end
+  -- the query type in the label (KEY on AR, PARENT or SIBLING on ATR) is read as KEY
+  local function metric(r) return (r.metric:gsub("^(%d+)%.%u+%.", "%1.KEY.", 1)) end
   local pass, filtered = nil, opts.threshold ~= false
   if filtered then
     pass = {}
     for _, r in ipairs(rows) do
-      if r.metric == label .. ".attrib_den" and r.step_kind == "report" and r.split == split
+      if r.step_kind == "report" and r.split == split and metric(r) == label .. ".attrib_den"
           and r.value > (opts.threshold or 0.01) then pass[r.run] = true end
     end
     if next(pass) == nil then filtered = false end -- untrained runs (a smoke profile): show them all
   end
   local by, groups, n = {}, {}, 0
   for _, r in ipairs(rows) do
-    if r.metric == label .. ".attrib" and r.step_kind == "report" and r.split == split
+    if r.step_kind == "report" and r.split == split and metric(r) == label .. ".attrib"
         and (not filtered or pass[r.run]) and (not opts.where or opts.where(r)) and r.value == r.value then
       local g = group(r)
       if not by[g] then by[g] = {}; groups[#groups + 1] = g end
@@ -215,6 +231,9 @@ function paper.attrib_by_group(rows, label, opts)
   table.sort(groups, key_less)
   return by, n, filtered, groups
 end
+
+--- Mamba's short-conv width (the results leave the default, 4, empty).
+function paper.mamba_conv(r) return r.d_conv or 4 end
 
 --- Box-plot facets of Attrib at the layer-1 block input, one facet per (position, setting):
 --- settings = {{title =, rows =, where =, split =}}, positions e.g. {"key", "query", "value"}.
@@ -315,6 +334,22 @@ paper.figures = {
   { id = "v3_lr_heatmap", sweeps = { "ar" } },
   { id = "v3_atr_mamba_conv", sweeps = { "atr_easy", "atr_mamba_conv" } },
 }
+
+--- Is a results row of this preset's task (the task column reads "pcfg_5_20-t42[-numpy]")?
+function paper.task_is(r, preset)
+  local t = tostring(r.task)
+  return t == preset or t:sub(1, #preset + 1) == preset .. "-"
+end
+
+--- A recipe run on its own: `mechlab plots/paper/<id>.lua DIR [OUT.png]`, DIR either the entry
+--- point's directory (its sweeps under DIR/sweeps/<name>) or, for a one-sweep figure, the sweep's.
+function paper.main(recipe, dir, out)
+  local dirs = {}
+  for _, s in ipairs(recipe.sweeps) do
+    dirs[s] = mech.sys.exists(dir .. "/sweeps/" .. s) and (dir .. "/sweeps/" .. s) or dir
+  end
+  for _, line in ipairs(recipe.draw(dirs, out or (recipe.id .. ".png"))) do print(line) end
+end
 
 function paper.sweep_file(name) return "experiments/paper/" .. name .. ".lua" end
 function paper.recipe_file(id) return "plots/paper/" .. id .. ".lua" end

@@ -1,6 +1,6 @@
 -- Fig. 3a: AR accuracy against width at the best learning rate per (architecture, width); the
 -- paper's main curves pair Attention with learned positions with every other architecture
--- without.   mechlab plots/paper/fig3a.lua RESULTS_DIR OUT.png
+-- without.   mechlab plots/paper/fig3a.lua DIR [OUT.png]
 local paper = require "mech.paper"
 local sweep = require "mech.sweep"
 
@@ -11,8 +11,5 @@ function recipe.draw(dirs, out)
   return paper.accuracy_keys(best, widths, archs)
 end
 
-if select("#", ...) > 0 then
-  local dir, out = ...
-  for _, line in ipairs(recipe.draw({ ar = dir }, out or "fig3a.png")) do print(line) end
-end
+if select("#", ...) > 0 then paper.main(recipe, ...) end
 return recipe

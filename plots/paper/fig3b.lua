@@ -1,6 +1,6 @@
 -- Fig. 3b: AR, one point per run that passes the 0.01 filter (every learning rate): Attrib @ Value
 -- against Attrib @ Query at the layer-1 block input (spec §6.7).
---   mechlab plots/paper/fig3b.lua RESULTS_DIR OUT.png
+--   mechlab plots/paper/fig3b.lua DIR [OUT.png]
 local paper = require "mech.paper"
 local sweep = require "mech.sweep"
 
@@ -13,8 +13,5 @@ function recipe.draw(dirs, out)
   return { string.format(filtered and "%d runs pass the 0.01 filter" or "%d runs shown: none passes the 0.01 filter", n) }
 end
 
-if select("#", ...) > 0 then
-  local dir, out = ...
-  for _, line in ipairs(recipe.draw({ ar = dir }, out or "fig3b.png")) do print(line) end
-end
+if select("#", ...) > 0 then paper.main(recipe, ...) end
 return recipe

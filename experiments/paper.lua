@@ -1,0 +1,168 @@
+-- The paper, figure by figure: runs every sweep the requested figures need (once, shared between
+-- figures; finished runs are skipped), draws the figures into DIR/figures and writes
+-- DIR/figures/index.md. docs/reproduction.md lists the suites and figures.
+--   mechlab experiments/paper.lua [--profile quick|paper|smoke] [--dir DIR] [--jobs N]
+--                                 [--executor local|slurm|print] [--draw-only] [figure ...]
+local paper = require "mech.paper"
+local sweep = require "mech.sweep"
+
+local usage = [[
+usage: mechlab experiments/paper.lua [--profile quick|paper|smoke] [--dir DIR] [--jobs N]
+                                     [--executor local|slurm|print] [--draw-only] [figure ...]
+  DIR defaults to results/paper-<profile>; the sweeps go to DIR/sweeps/<name>, the figures and
+  index.md to DIR/figures. Without figures, every figure is drawn.]]
+
+local function fail(msg) error("experiments/paper.lua: " .. msg .. "\n" .. usage, 0) end
+
+local args = { ... }
+local opts, wanted = { profile = "quick", executor = "local" }, {}
+local i = 1
+while i <= #args do
+  local a = args[i]
+  local flag = a:match("^%-%-([%w-]+)$")
+  if flag == "draw-only" then opts.draw_only = true
+  elseif flag == "profile" or flag == "dir" or flag == "jobs" or flag == "executor" then
+    i = i + 1
+    if not args[i] then fail("--" .. flag .. " expects a value") end
+    opts[flag] = args[i]
+  elseif flag then fail("unknown option --" .. flag)
+  else wanted[#wanted + 1] = a end
+  i = i + 1
+end
+if opts.jobs then
+  opts.jobs = math.tointeger(tonumber(opts.jobs))
+  if not opts.jobs or opts.jobs < 1 then fail("--jobs expects a positive integer") end
+end
+local dir = opts.dir or ("results/paper-" .. opts.profile)
+
+-- the figures, in the registry's order
+local by_id, figures = {}, {}
+for _, f in ipairs(paper.figures) do by_id[f.id] = f end
+if #wanted == 0 then
+  for _, f in ipairs(paper.figures) do figures[#figures + 1] = f end
+else
+  for _, id in ipairs(wanted) do
+    if not by_id[id] then
+      local ids = {}
+      for _, f in ipairs(paper.figures) do ids[#ids + 1] = f.id end
+      fail(string.format("unknown figure '%s' (the figures: %s)", id, table.concat(ids, " ")))
+    end
+    figures[#figures + 1] = by_id[id]
+  end
+end
+
+-- the sweeps, each once
+local names, seen = {}, {}
+for _, f in ipairs(figures) do
+  for _, s in ipairs(f.sweeps) do
+    if not seen[s] then seen[s] = true; names[#names + 1] = s end
+  end
+end
+local dirs = {}
+for _, s in ipairs(names) do dirs[s] = dir .. "/sweeps/" .. s end
+
+mech.sys.mkdir(dir)
+mech.sys.mkdir(dir .. "/sweeps")
+local failed_runs = 0
+if not opts.draw_only then
+  for _, s in ipairs(names) do
+    local res = sweep.run(paper.sweep_file(s), { profile = opts.profile, dir = dirs[s], jobs = opts.jobs,
+      executor = opts.executor })
+    if res.signal then os.exit(res.signal == "SIGTERM" and 143 or 130) end
+    if res.counts then failed_runs = failed_runs + res.counts.failed end
+  end
+  if opts.executor ~= "local" then
+    print("the runs are submitted; draw the figures once they are done:\n  mechlab experiments/paper.lua --profile "
+      .. opts.profile .. " --dir " .. dir .. " --draw-only " .. table.concat(wanted, " "))
+    return
+  end
+end
+
+-- Seconds since the epoch of an ISO-8601 UTC time ("2026-11-24T13:34:02Z").
+local function iso_seconds(t)
+  local y, mo, d, h, mi, s = tostring(t):match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)")
+  if not y then return nil end
+  return os.time { year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h),
+    min = tonumber(mi), sec = tonumber(s) }
+end
+
+local function hms(s)
+  return string.format("%d:%02d:%02d", s // 3600, s % 3600 // 60, s % 60)
+end
+
+-- A sweep's run counts and wall time (first start to last end of its runs, and the sum of the
+-- runs' own times), from its manifests.
+local function sweep_facts(s)
+  if not mech.sys.exists(dirs[s] .. "/sweep.json") then return nil end
+  local st = sweep.status(dirs[s])
+  local first, last, total = nil, nil, 0
+  for _, r in ipairs(st.runs) do
+    local m = r.manifest
+    local a, b = m and iso_seconds(m.start_time), m and iso_seconds(m.end_time)
+    if a and b then
+      first, last = math.min(first or a, a), math.max(last or b, b)
+      total = total + (b - a)
+    end
+  end
+  return { total = st.total, done = st.counts.done, failed = st.counts.failed,
+    span = first and (last - first) or 0, run_time = total }
+end
+
+local facts = {}
+for _, s in ipairs(names) do facts[s] = sweep_facts(s) end
+
+mech.sys.mkdir(dir .. "/figures")
+local index = { "# The paper's figures, profile `" .. opts.profile .. "`", "",
+  "Drawn by `mechlab experiments/paper.lua` from the sweeps under `" .. dir .. "/sweeps/`. Wall time: the",
+  "span from a sweep's first run start to its last run end (Σ: the runs' own times added up); a sweep",
+  "shared by several figures is counted in each.", "" }
+local failures = {}
+for _, f in ipairs(figures) do
+  local out = dir .. "/figures/" .. f.id .. ".png"
+  local ok, recipe = pcall(dofile, paper.recipe_file(f.id))
+  local keys, missing = nil, {}
+  for _, s in ipairs(f.sweeps) do
+    if not mech.sys.exists(dirs[s] .. "/results.csv") then missing[#missing + 1] = s end
+  end
+  if ok and #missing == 0 then
+    local t0 = mech.sys.time()
+    ok, keys = pcall(recipe.draw, dirs, out)
+    if ok then print(string.format("%s: %s (%.1f s)", f.id, out, mech.sys.time() - t0)) end
+  elseif ok then
+    ok, keys = false, "no results yet for " .. table.concat(missing, ", ")
+  else
+    keys = recipe
+  end
+  index[#index + 1] = "## " .. f.id .. (ok and recipe.title and (": " .. recipe.title) or "")
+  index[#index + 1] = ""
+  if ok then
+    index[#index + 1] = string.format("![%s](%s.png) ([CSV](%s.csv))", f.id, f.id, f.id)
+  else
+    failures[#failures + 1] = f.id
+    index[#index + 1] = "**Not drawn:** " .. tostring(keys)
+    io.stderr:write(f.id .. ": not drawn: " .. tostring(keys) .. "\n")
+  end
+  index[#index + 1] = ""
+  index[#index + 1] = "- command: `mechlab experiments/paper.lua --profile " .. opts.profile .. " " .. f.id .. "`"
+  index[#index + 1] = "- profile: " .. opts.profile
+  local runs, walls = 0, {}
+  for _, s in ipairs(f.sweeps) do
+    local x = facts[s]
+    if x then
+      runs = runs + x.total
+      walls[#walls + 1] = string.format("%s %s (Σ %s; %d/%d done%s)", s, hms(x.span), hms(x.run_time), x.done,
+        x.total, x.failed > 0 and string.format(", %d failed", x.failed) or "")
+    end
+  end
+  index[#index + 1] = string.format("- runs: %d (sweeps: %s)", runs, table.concat(f.sweeps, ", "))
+  index[#index + 1] = "- wall time: " .. (#walls > 0 and table.concat(walls, "; ") or "none measured")
+  if ok then
+    index[#index + 1] = "- key numbers:"
+    for _, line in ipairs(keys) do index[#index + 1] = "  - " .. line end
+  end
+  index[#index + 1] = ""
+end
+mech.sys.write_atomic(dir .. "/figures/index.md", table.concat(index, "\n"))
+print(string.format("%d figures in %s/figures (index.md)%s", #figures - #failures, dir,
+  #failures > 0 and ("; not drawn: " .. table.concat(failures, " ")) or ""))
+if #failures > 0 or failed_runs > 0 then os.exit(1) end

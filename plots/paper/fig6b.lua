@@ -1,0 +1,16 @@
+-- Fig. 6b: Mamba on AR, box plots of Attrib at the layer-1 block input by conv width; facets
+-- @Key, @Query, @Value; every run passing the 0.01 filter (the paper: kernels 0 and 1 have none).
+--   mechlab plots/paper/fig6b.lua DIR [OUT.png]
+local paper = require "mech.paper"
+
+local recipe = { id = "fig6b", sweeps = { "ar", "mamba_conv" }, title = "Mamba on AR: Attrib by conv width" }
+
+function recipe.draw(dirs, out)
+  local rows = paper.rows(dirs, { "ar", "mamba_conv" })
+  return paper.attrib_boxes({ { rows = rows, where = function(r) return r.arch == "mamba" and not r.pos_emb end } },
+    { "key", "query", "value" }, out, { title = "Mamba, AR, layer 1 block input", ncol = 3,
+    group = paper.mamba_conv, name = function(k) return "conv " .. k end, width = 640, height = 300 })
+end
+
+if select("#", ...) > 0 then paper.main(recipe, ...) end
+return recipe

@@ -1,0 +1,208 @@
+-- The paper's suites and figures: the sweep files' grids, the selection helpers of mech.paper on
+-- a hand-made results table, and `mechlab experiments/paper.lua --profile smoke` drawing every
+-- figure with its CSV and index entry.
+local T = require "check"
+local paper = require "mech.paper"
+local sweep = require "mech.sweep"
+
+local function row(over)
+  local r = { sweep = "s", status = "done", task = "ar_32", n_layers = 2, pos_emb = false, split = "test",
+    step_kind = "report", step = 100, metric = "accuracy" }
+  for k, v in pairs(over) do r[k] = v end
+  r.run = r.run or string.format("%s-d%d-k%s-%s-lr%g-s%d", r.arch, r.d_model, tostring(r.d_conv), tostring(r.pos_emb), r.lr, r.seed)
+  return r
+end
+
+T.test("mean_sd: the mean and the sample standard deviation; fmt_mean writes mean ± sd", function()
+  local m, sd = paper.mean_sd { 0.2, 0.4 }
+  T.near(m, 0.3, 1e-12)
+  T.near(sd, math.sqrt(0.02), 1e-12)
+  local m1, sd1 = paper.mean_sd { 0.7 }
+  T.eq(m1, 0.7)
+  T.eq(sd1, 0)
+  T.eq(paper.fmt_mean({ 0.2, 0.4 }, 2), "0.30 ± 0.14")
+  T.eq(paper.fmt_mean({ 0.25 }, 2), "0.25")
+end)
+
+T.test("best_per_width: the learning rate with the best mean over seeds, not the best single run", function()
+  local rows = {
+    -- attention d16: lr 1e-3 has the best single run (0.9) but mean 0.5; lr 3e-3 has mean 0.6
+    row { arch = "attention", pos_emb = true, d_model = 16, lr = 1e-3, seed = 42, value = 0.9 },
+    row { arch = "attention", pos_emb = true, d_model = 16, lr = 1e-3, seed = 43, value = 0.1 },
+    row { arch = "attention", pos_emb = true, d_model = 16, lr = 3e-3, seed = 42, value = 0.5 },
+    row { arch = "attention", pos_emb = true, d_model = 16, lr = 3e-3, seed = 43, value = 0.7 },
+    row { arch = "mamba", d_model = 32, lr = 1e-3, seed = 42, value = 0.2 },
+    row { arch = "mamba", d_model = 32, lr = 1e-3, seed = 43, value = 0.4 },
+    row { arch = "mamba", d_model = 16, lr = 1e-3, seed = 42, value = 0.05 },
+    -- another split and another step kind must not count
+    row { arch = "mamba", d_model = 32, lr = 3e-3, seed = 42, value = 1, split = "dev" },
+    row { arch = "mamba", d_model = 32, lr = 3e-3, seed = 42, value = 1, step_kind = "best" },
+    row { arch = "mamba", d_model = 32, lr = 3e-3, seed = 42, value = 1, metric = "loss" },
+  }
+  local best, widths, archs = paper.best_per_width(rows)
+  T.eq(widths, { 16, 32 })
+  T.eq(archs, { "attention", "mamba" })
+  T.eq(best.attention[16].lr, 3e-3)
+  T.near(best.attention[16].mean, 0.6, 1e-12)
+  T.near(best.attention[16].sd, math.sqrt(0.02), 1e-12)
+  T.eq(best.attention[16].n, 2)
+  T.eq(best.mamba[32].lr, 1e-3)
+  T.near(best.mamba[32].mean, 0.3, 1e-12)
+  T.eq(best.mamba[16].n, 1)
+  local keys = paper.accuracy_keys(best, widths, archs)
+  T.eq(keys[1], "Attention: d=16 0.600 ± 0.141 (lr 0.003, 2 seeds)")
+  T.eq(keys[2], "Mamba: d=16 0.050 (lr 0.001), d=32 0.300 ± 0.141 (lr 0.001, 2 seeds)")
+  -- the dev split chooses by dev accuracy
+  local dev = paper.best_per_width(rows, { split = "dev" })
+  T.eq(dev.mamba[32].lr, 3e-3)
+  T.eq(dev.attention, nil)
+end)
+
+T.test("main_curve pools Attention's NoPE runs at AR's extra learning rates; groups pick the best", function()
+  local rows = {
+    row { arch = "attention", pos_emb = true, d_model = 16, lr = 3e-3, seed = 42, value = 0.4 },
+    row { arch = "attention", pos_emb = false, d_model = 16, lr = 1e-2, seed = 42, value = 0.8 },
+    row { arch = "attention", pos_emb = false, d_model = 16, lr = 3e-3, seed = 42, value = 0.95 }, -- NoPE at LR5: out
+    row { arch = "mamba", pos_emb = true, d_model = 16, lr = 3e-3, seed = 42, value = 0.99 },       -- PE Mamba: out
+    row { arch = "mamba", pos_emb = false, d_model = 16, lr = 3e-3, seed = 42, value = 0.3 },
+  }
+  local best = paper.best_per_width(rows, { where = paper.main_curve })
+  T.eq(best.attention[16].lr, 1e-2)
+  T.near(best.attention[16].mean, 0.8, 1e-12)
+  T.near(best.mamba[16].mean, 0.3, 1e-12)
+  -- grouping by conv width, the default Mamba's empty d_conv read as 4
+  rows = {
+    row { arch = "mamba", d_model = 16, lr = 3e-3, seed = 42, value = 0.7 },
+    row { arch = "mamba", d_model = 16, d_conv = 0, lr = 3e-3, seed = 42, value = 0.02 },
+  }
+  local by_conv, _, convs = paper.best_per_width(rows, { group = paper.mamba_conv })
+  T.eq(convs, { 0, 4 })
+  T.near(by_conv[4][16].mean, 0.7, 1e-12)
+end)
+
+T.test("attrib_by_group: the 0.01 filter per run, every query type read as KEY, all runs when none passes", function()
+  local label = paper.attrib_label("value")
+  T.eq(label, "1.KEY.query_item_orig.target_item_orig.block_input")
+  local function attrib(run, arch, den, value, typ)
+    local l = label:gsub("KEY", typ or "KEY")
+    return row { run = run, arch = arch, d_model = 16, lr = 1e-3, seed = 42, metric = l .. ".attrib_den", value = den },
+      row { run = run, arch = arch, d_model = 16, lr = 1e-3, seed = 42, metric = l .. ".attrib", value = value }
+  end
+  local rows = {}
+  for _, spec in ipairs {
+    { "a1", "attention", 0.5, 0.9 }, { "a2", "attention", 0.005, -3 }, { "m1", "mamba", 0.02, 0.1, "PARENT" },
+    { "m2", "mamba", 0.3, 0 / 0 },
+  } do
+    local d, v = attrib(table.unpack(spec))
+    rows[#rows + 1], rows[#rows + 2] = d, v
+  end
+  local by, n, filtered, groups = paper.attrib_by_group(rows, label)
+  T.eq(filtered, true)
+  T.eq(n, 2) -- a2 is filtered out, m2 has no finite Attrib
+  T.eq(groups, { "attention", "mamba" })
+  T.eq(by.attention, { 0.9 })
+  T.eq(by.mamba, { 0.1 })
+  -- no run passes: every run is shown, and the caller is told
+  local low = {}
+  for i = 1, 2 do local d, v = attrib("x" .. i, "h3", 0.001, i / 10); low[#low + 1] = d; low[#low + 1] = v end
+  by, n, filtered = paper.attrib_by_group(low, label)
+  T.eq(filtered, false)
+  T.eq(n, 2)
+  -- threshold = false: no filter at all
+  by, n = paper.attrib_by_group(rows, label, { threshold = false })
+  T.eq(n, 3)
+end)
+
+T.test("atr_task: the preset at seed 42, numpy mode only where the task module has it", function()
+  local t = paper.atr_task("pcfg_5_20")
+  T.eq(t.preset, "pcfg_5_20")
+  T.eq(t.seed, 42)
+  local has = pcall(mech.task.preset, "pcfg_5_20", 1, { rng = "numpy" })
+      and not pcall(mech.task.preset, "pcfg_5_20", 1, { rng = "no_such_mode" })
+  T.eq(t.rng, has and "numpy" or nil)
+end)
+
+-- spec paper.md §5.5: each suite's runs at the paper's scale
+local paper_runs = { ar = 360, atr_easy = 300, atr_hard = 425, atr_split = 150, mamba_conv = 140, based_ablation = 125,
+  ar_layers = 420, atr_1layer = 150, sibling = 450, delta_net = 25, atr_mamba_conv = 140 }
+
+T.test("every suite: the paper's run count, ≥ 2 seeds in quick, seed 42 only in paper, a small smoke", function()
+  local used = {}
+  for _, f in ipairs(paper.figures) do for _, s in ipairs(f.sweeps) do used[s] = true end end
+  for name, n in pairs(paper_runs) do
+    T.truthy(used[name], name .. " feeds a figure")
+    local file = paper.sweep_file(name)
+    local p = sweep.load(file, "paper")
+    T.eq(#p.runs, n, name .. " paper runs")
+    for _, r in ipairs(p.runs) do T.eq(r.config.seed, 42, name) end
+    local seeds = {}
+    for _, r in ipairs(sweep.load(file, "quick").runs) do seeds[r.config.seed] = true end
+    T.truthy(seeds[42] and seeds[43], name .. " quick seeds")
+    local smoke = sweep.load(file, "smoke").runs
+    T.truthy(#smoke >= 1 and #smoke <= 4, name .. " smoke runs")
+    for _, r in ipairs(smoke) do T.truthy(r.steps <= 20, name .. " smoke steps") end
+  end
+  for name in pairs(used) do T.truthy(paper_runs[name], "the suite " .. name .. " is counted here") end
+end)
+
+T.test("the split and sibling suites use the linear schedule; the split suite evaluates dev and test", function()
+  for _, name in ipairs { "atr_split", "sibling" } do
+    for _, r in ipairs(sweep.load(paper.sweep_file(name), "paper").runs) do T.eq(r.config.schedule, "linear", name) end
+  end
+  for _, r in ipairs(sweep.load(paper.sweep_file("ar"), "paper").runs) do T.eq(r.config.schedule, "cosine") end
+  local r = sweep.load(paper.sweep_file("atr_split"), "paper").runs[1]
+  T.eq(r.config.eval_splits, { "dev", "test" })
+end)
+
+T.test("the registry and the recipes agree on each figure's sweeps", function()
+  for _, f in ipairs(paper.figures) do
+    local recipe = dofile(paper.recipe_file(f.id))
+    T.eq(recipe.id, f.id)
+    T.eq(recipe.sweeps, f.sweeps, f.id)
+    T.eq(type(recipe.draw), "function", f.id)
+  end
+end)
+
+T.test("experiments/paper.lua --profile smoke draws every figure, its CSV and its index entry", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  local t0 = mech.sys.time()
+  local ok = os.execute(string.format("%q experiments/paper.lua --profile smoke --dir %q --jobs 2 > %q 2>&1", arg[-1],
+    dir, dir .. ".log"))
+  local f = io.open(dir .. ".log", "rb")
+  local log = f and f:read("a") or ""
+  if f then f:close() end
+  T.truthy(ok, "experiments/paper.lua failed:\n" .. log)
+  print(string.format("  (smoke profile: %.0f s)", mech.sys.time() - t0))
+  local index = io.open(dir .. "/figures/index.md", "rb")
+  T.truthy(index, "index.md")
+  local text = index:read("a")
+  index:close()
+  for _, fig in ipairs(paper.figures) do
+    for _, ext in ipairs { ".png", ".csv" } do
+      T.truthy(mech.sys.exists(dir .. "/figures/" .. fig.id .. ext), fig.id .. ext)
+    end
+    T.truthy(text:find("## " .. fig.id, 1, true), "index lists " .. fig.id)
+    T.truthy(text:find("(" .. fig.id .. ".png)", 1, true), "index shows " .. fig.id .. ".png")
+  end
+  T.truthy(not text:find("Not drawn", 1, true), "a figure was not drawn")
+  -- a second call trains nothing and draws the same figures
+  ok = os.execute(string.format("%q experiments/paper.lua --profile smoke --dir %q fig3a > %q 2>&1", arg[-1], dir,
+    dir .. ".log"))
+  f = io.open(dir .. ".log", "rb")
+  log = f:read("a")
+  f:close()
+  T.truthy(ok, log)
+  T.truthy(log:find("2 runs, 0 to train", 1, true), log)
+  -- an unknown figure is refused, naming the figures
+  ok = os.execute(string.format("%q experiments/paper.lua --profile smoke --dir %q fig99 > %q 2>&1", arg[-1], dir,
+    dir .. ".log"))
+  f = io.open(dir .. ".log", "rb")
+  log = f:read("a")
+  f:close()
+  T.truthy(not ok)
+  T.truthy(log:find("unknown figure 'fig99'", 1, true) and log:find("fig10", 1, true), log)
+  os.execute(string.format("rm -rf %q %q", dir, dir .. ".log"))
+end)
+
+T.done()

@@ -143,7 +143,8 @@ for _, f in ipairs(figures) do
     io.stderr:write(f.id .. ": not drawn: " .. tostring(keys) .. "\n")
   end
   index[#index + 1] = ""
-  index[#index + 1] = "- command: `mechlab experiments/paper.lua --profile " .. opts.profile .. " " .. f.id .. "`"
+  index[#index + 1] = "- command: `mechlab experiments/paper.lua --profile " .. opts.profile
+    .. (opts.dir and (" --dir " .. opts.dir) or "") .. " " .. f.id .. "`"
   index[#index + 1] = "- profile: " .. opts.profile
   local runs, walls = 0, {}
   for _, s in ipairs(f.sweeps) do

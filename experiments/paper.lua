@@ -112,11 +112,13 @@ local facts = {}
 for _, s in ipairs(names) do facts[s] = sweep_facts(s) end
 
 mech.sys.mkdir(dir .. "/figures")
-local index = { "# The paper's figures, profile `" .. opts.profile .. "`", "",
+local header = { "# The paper's figures, profile `" .. opts.profile .. "`", "",
   "Drawn by `mechlab experiments/paper.lua` from the sweeps under `" .. dir .. "/sweeps/`. Wall time: the",
   "span from a sweep's first run start to its last run end (Σ: the runs' own times added up); a sweep",
   "shared by several figures is counted in each.", "" }
 local failures = {}
+-- each figure's entry goes to DIR/figures/<id>.md; index.md gathers every entry there, so drawing
+-- a few figures keeps the others' entries
 for _, f in ipairs(figures) do
   local out = dir .. "/figures/" .. f.id .. ".png"
   local ok, recipe = pcall(dofile, paper.recipe_file(f.id))
@@ -133,6 +135,7 @@ for _, f in ipairs(figures) do
   else
     keys = recipe
   end
+  local index = {}
   index[#index + 1] = "## " .. f.id .. (ok and recipe.title and (": " .. recipe.title) or "")
   index[#index + 1] = ""
   if ok then
@@ -162,8 +165,16 @@ for _, f in ipairs(figures) do
     for _, line in ipairs(keys) do index[#index + 1] = "  - " .. line end
   end
   index[#index + 1] = ""
+  mech.sys.write_atomic(dir .. "/figures/" .. f.id .. ".md", table.concat(index, "\n"))
 end
-mech.sys.write_atomic(dir .. "/figures/index.md", table.concat(index, "\n"))
+for _, f in ipairs(paper.figures) do
+  local entry = io.open(dir .. "/figures/" .. f.id .. ".md", "rb")
+  if entry then
+    header[#header + 1] = entry:read("a")
+    entry:close()
+  end
+end
+mech.sys.write_atomic(dir .. "/figures/index.md", table.concat(header, "\n"))
 print(string.format("%d figures in %s/figures (index.md)%s", #figures - #failures, dir,
   #failures > 0 and ("; not drawn: " .. table.concat(failures, " ")) or ""))
 if #failures > 0 or failed_runs > 0 then os.exit(1) end

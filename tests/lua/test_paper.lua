@@ -194,6 +194,10 @@ T.test("experiments/paper.lua --profile smoke draws every figure, its CSV and it
   f:close()
   T.truthy(ok, log)
   T.truthy(log:find("2 runs, 0 to train", 1, true), log)
+  index = assert(io.open(dir .. "/figures/index.md", "rb"))
+  text = index:read("a")
+  index:close()
+  T.truthy(text:find("## fig3a", 1, true) and text:find("## fig10", 1, true), "index keeps the other figures")
   -- an unknown figure is refused, naming the figures
   ok = os.execute(string.format("%q experiments/paper.lua --profile smoke --dir %q fig99 > %q 2>&1", arg[-1], dir,
     dir .. ".log"))

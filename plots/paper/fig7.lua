@@ -23,6 +23,12 @@ function recipe.draw(dirs, out)
         keys[#keys + 1] = k
       end
     end
+    -- each architecture's NoPE then PE series, architectures in the paper's order (its colour)
+    local rank = {}
+    for i, a in ipairs(paper.archs) do rank[a] = i end
+    for i, sr in ipairs(series) do sr.rank = (rank[sr.key] or 99) * 1000 + i end
+    table.sort(series, function(a, b) return a.rank < b.rank end)
+    for _, sr in ipairs(series) do sr.rank = nil end
     panels[#panels + 1] = { title = st.title, series = series }
   end
   paper.draw_accuracy(panels, out, { title = "Positions: dashed PE, solid NoPE", legend = "bottom", width = 620,

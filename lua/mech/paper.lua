@@ -232,6 +232,29 @@ function paper.attrib_by_group(rows, label, opts)
   return by, n, filtered, groups
 end
 
+--- The Attrib at the layer-1 block input of the given runs, one value per run found (AR labels).
+function paper.attrib_of_runs(rows, runs, position)
+  local want, metric = {}, paper.attrib_label(position) .. ".attrib"
+  for _, id in ipairs(runs) do want[id] = true end
+  local values = {}
+  for _, r in ipairs(rows) do
+    if want[r.run] and r.metric == metric and r.step_kind == "report" and r.split == "test" then values[#values + 1] = r.value end
+  end
+  return values
+end
+
+--- Key lines of a scatter: per series, the mean ± sd of both coordinates.
+function paper.scatter_keys(series, xname, yname)
+  local keys = {}
+  for _, sr in ipairs(series) do
+    if #sr.x > 0 then
+      keys[#keys + 1] = string.format("%s: %s %s, %s %s (%d runs)", sr.label, xname, paper.fmt_mean(sr.x, 2), yname,
+        paper.fmt_mean(sr.y, 2), #sr.x)
+    end
+  end
+  return keys
+end
+
 --- Mamba's short-conv width (the results leave the default, 4, empty).
 function paper.mamba_conv(r) return r.d_conv or 4 end
 
@@ -269,7 +292,8 @@ end
 
 --- Attrib at two positions of one layer and component, one point per run passing the 0.01
 --- filter (spec §6.7), coloured and shaped by architecture. Returns the number of points and
---- whether the filter was applied (when no run passes it, every run is shown and the title says so).
+--- whether the filter was applied (when no run passes it, every run is shown and the title says so)
+--- and the plotted series.
 function paper.attrib_scatter(rows, xpos, ypos, out, opts)
   opts = opts or {}
   local layer, comp = opts.layer or 1, opts.component or "block_input"
@@ -307,7 +331,7 @@ function paper.attrib_scatter(rows, xpos, ypos, out, opts)
   mech.plot.scatter { series = series, title = title, xlabel = "Attrib @ " .. (cap[xpos] or xpos),
     ylabel = "Attrib @ " .. (cap[ypos] or ypos), legend_title = "Arch.", width = opts.width or 420,
     height = opts.height or 340, scale = opts.scale or 2, out = out }
-  return n, filtered
+  return n, filtered, series
 end
 
 --- The figures of plots/paper/ (recipe plots/paper/<id>.lua) and the sweeps of

@@ -6,9 +6,28 @@ local sweep = require "mech.sweep"
 
 local recipe = { id = "fig3a", sweeps = { "ar" }, title = "AR accuracy vs width (best LR)" }
 
+-- The key lines add the per-width attribution table of spec §6.7: Attrib at the layer-1 block input
+-- of the selected runs (mean ± sd over seeds).
 function recipe.draw(dirs, out)
-  local best, widths, archs = paper.accuracy_figure(sweep.results(dirs.ar), out, { title = "AR", where = paper.main_curve })
-  return paper.accuracy_keys(best, widths, archs)
+  local rows = sweep.results(dirs.ar)
+  local best, widths, archs = paper.accuracy_figure(rows, out, { title = "AR", where = paper.main_curve })
+  local keys = paper.accuracy_keys(best, widths, archs)
+  for _, a in ipairs(archs) do
+    local parts = {}
+    for _, d in ipairs(widths) do
+      local e = best[a][d]
+      if e then
+        local at = {}
+        for _, pos in ipairs { "value", "query", "key" } do
+          local v = paper.attrib_of_runs(rows, e.runs, pos)
+          at[#at + 1] = #v > 0 and paper.fmt_mean(v, 2) or "-"
+        end
+        parts[#parts + 1] = string.format("d=%d V %s Q %s K %s", d, table.unpack(at))
+      end
+    end
+    keys[#keys + 1] = paper.arch_name(a) .. " Attrib at the best LR: " .. table.concat(parts, ", ")
+  end
+  return keys
 end
 
 if select("#", ...) > 0 then paper.main(recipe, ...) end

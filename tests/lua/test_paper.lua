@@ -111,6 +111,10 @@ T.test("attrib_by_group: the 0.01 filter per run, every query type read as KEY, 
   -- threshold = false: no filter at all
   by, n = paper.attrib_by_group(rows, label, { threshold = false })
   T.eq(n, 3)
+  -- the attribution of chosen runs (AR labels only: m1's PARENT label is not read)
+  T.eq(paper.attrib_of_runs(rows, { "a1", "a2", "m1" }, "value"), { 0.9, -3 })
+  T.eq(paper.scatter_keys({ { label = "Based", x = { 0.9, 1.1 }, y = { 0, 0 } }, { label = "H3", x = {}, y = {} } },
+    "@Value", "@Query"), { "Based: @Value 1.00 ± 0.14, @Query 0.00 ± 0.00 (2 runs)" })
 end)
 
 T.test("atr_task: the preset at seed 42, numpy mode only where the task module has it", function()

@@ -82,6 +82,9 @@ local function key_less(x, y)
   return type(x) == "number"
 end
 
+--- Sorts a list of architectures (or other line keys) into the paper's order, in place.
+function paper.sort_keys(list) table.sort(list, key_less); return list end
+
 --- Accuracy at the best learning rate per (group, width) (spec §5.6, with seeds: the lr with the
 --- best mean over seeds). rows: sweep.results; opts.where(row) filters rows; opts.group(row) is
 --- the line a run belongs to (default its arch). When several selection groups fall on one
@@ -314,9 +317,7 @@ function paper.attrib_scatter(rows, xpos, ypos, out, opts)
       if not seen[r.arch] then seen[r.arch] = true; archs[#archs + 1] = r.arch end
     end
   end
-  local order = {}
-  for i, a in ipairs(paper.archs) do order[a] = i end
-  table.sort(archs, function(a, b) return (order[a] or 99) < (order[b] or 99) end)
+  table.sort(archs, key_less)
   local series, n = {}, 0
   for _, a in ipairs(archs) do
     local x, y = {}, {}

@@ -19,9 +19,7 @@ function recipe.draw(dirs, out)
       if not seen[r.arch] then seen[r.arch] = true; archs[#archs + 1] = r.arch end
     end
   end
-  local order = {}
-  for i, a in ipairs(paper.archs) do order[a] = i end
-  table.sort(archs, function(a, b) return (order[a] or 99) < (order[b] or 99) end)
+  paper.sort_keys(archs)
   local keys_sorted = {}
   for k in pairs(points) do keys_sorted[#keys_sorted + 1] = k end
   table.sort(keys_sorted)

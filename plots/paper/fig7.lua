@@ -24,11 +24,15 @@ function recipe.draw(dirs, out)
       end
     end
     -- each architecture's NoPE then PE series, architectures in the paper's order (its colour)
-    local rank = {}
-    for i, a in ipairs(paper.archs) do rank[a] = i end
-    for i, sr in ipairs(series) do sr.rank = (rank[sr.key] or 99) * 1000 + i end
-    table.sort(series, function(a, b) return a.rank < b.rank end)
-    for _, sr in ipairs(series) do sr.rank = nil end
+    local keys_in_order, by_key = {}, {}
+    for _, sr in ipairs(series) do
+      if not by_key[sr.key] then by_key[sr.key] = {}; keys_in_order[#keys_in_order + 1] = sr.key end
+      table.insert(by_key[sr.key], sr)
+    end
+    series = {}
+    for _, k in ipairs(paper.sort_keys(keys_in_order)) do
+      for _, sr in ipairs(by_key[k]) do series[#series + 1] = sr end
+    end
     panels[#panels + 1] = { title = st.title, series = series }
   end
   paper.draw_accuracy(panels, out, { title = "Positions: dashed PE, solid NoPE", legend = "bottom", width = 620,

@@ -19,9 +19,7 @@ function recipe.draw(dirs, out)
       end
     end
   end
-  local order = {}
-  for i, a in ipairs(paper.archs) do order[a] = i end
-  table.sort(archs, function(a, b) return (order[a] or 99) < (order[b] or 99) end)
+  paper.sort_keys(archs)
   table.sort(lrs)
   table.sort(widths)
   local data, ylabels, keys = {}, {}, {}

@@ -379,15 +379,10 @@ end
 function paper.sweep_file(name) return "experiments/paper/" .. name .. ".lua" end
 function paper.recipe_file(id) return "plots/paper/" .. id .. ".lua" end
 
--- The PCFG tasks are drawn with numpy's generator where that mode exists (the paper's corpora).
--- The probe (numpy accepted, a wrong mode refused: on a branch without the option every option
--- is ignored) goes once numpy mode is merged; then the helper always names it.
-local has_numpy = pcall(mech.task.preset, "pcfg_5_20", 1, { rng = "numpy" })
-    and not pcall(mech.task.preset, "pcfg_5_20", 1, { rng = "no_such_mode" })
-
---- An ATR task for a sweep: the preset at seed 42 (spec §10.7).
+--- An ATR task for a sweep: the preset at seed 42 with the original generator's random stream,
+--- so that grammars and documents are the paper's own (docs/tasks.md, "Random streams").
 function paper.atr_task(preset)
-  return { preset = preset, seed = paper.seed, rng = has_numpy and "numpy" or nil }
+  return { preset = preset, seed = paper.seed, rng = "numpy" }
 end
 
 --- The smoke profile every suite shares: a few steps on a few documents (the test suite runs it).

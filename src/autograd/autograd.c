@@ -82,6 +82,7 @@ static void node_free_saved(ml_node *n) {
 }
 
 void ml_attach(ml_tensor *out, ml_node *node) {
+    ml_set_history_release(ml_node_release); /* before the first tensor has a grad_fn */
     if (out->grad_fn) ml_node_release(out->grad_fn);
     out->grad_fn = node;
     node->out_ndim = out->ndim;

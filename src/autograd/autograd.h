@@ -11,6 +11,7 @@
 #ifndef ML_AUTOGRAD_H
 #define ML_AUTOGRAD_H
 
+#include "autograd/views.h"
 #include "core/tensor.h"
 
 enum { ML_NODE_MAX_IN = 8, ML_NODE_MAX_SAVED = 8 };

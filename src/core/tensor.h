@@ -6,8 +6,9 @@
  * ownership of their arguments. On failure they return NULL and set the error message
  * (core/error.h), naming the function as Lua users call it ("matmul: ...").
  *
- * Autograd (autograd/autograd.h): a tensor that requires grad or has a grad_fn is part of the
- * graph; differentiable ops record a node when grad mode is on and an input needs grad. */
+ * core knows nothing of autograd: requires_grad, grad and grad_fn are fields it stores and frees,
+ * and the differentiable views and copies (ml_view, ml_reshape, ml_clone, ml_copy_, ...) are
+ * declared in autograd/views.h on top of the raw views here (docs/ARCHITECTURE.md, "Core"). */
 #ifndef ML_TENSOR_H
 #define ML_TENSOR_H
 
@@ -51,6 +52,10 @@ typedef struct ml_tensor {
 /* ---- lifetime ---- */
 ml_tensor *ml_retain(ml_tensor *t);
 void ml_release(ml_tensor *t); /* NULL is fine */
+/* How ml_release drops a tensor's grad_fn. Autograd installs it before it attaches the first
+ * node, so core can free a graph without knowing what a node is. */
+typedef void (*ml_history_release_fn)(ml_node *node);
+void ml_set_history_release(ml_history_release_fn fn);
 /* Total bytes of live storage (for the Lua collector's accounting and the memory benchmark). */
 size_t ml_storage_live_bytes(void);
 
@@ -90,27 +95,29 @@ double ml_get_flat(const ml_tensor *t, int64_t i);
 /* Byte offset helper: element offset (in elements from ml_f32/ml_i32 base) of logical index i. */
 int64_t ml_flat_offset(const ml_tensor *t, int64_t i);
 
-/* ---- views: share storage; differentiable ---- */
-ml_tensor *ml_narrow(ml_tensor *t, int dim, int64_t start, int64_t length);
-ml_tensor *ml_slice(ml_tensor *t, int dim, int64_t start, int64_t stop, int64_t step);
-ml_tensor *ml_select(ml_tensor *t, int dim, int64_t index); /* drops dim */
-ml_tensor *ml_transpose(ml_tensor *t, int d0, int d1);
-ml_tensor *ml_permute(ml_tensor *t, const int *perm);        /* perm has t->ndim entries */
-ml_tensor *ml_view(ml_tensor *t, int ndim, const int64_t *shape);    /* one -1 allowed; needs compatible strides */
-ml_tensor *ml_reshape(ml_tensor *t, int ndim, const int64_t *shape); /* view when possible, else copy */
-ml_tensor *ml_expand(ml_tensor *t, int ndim, const int64_t *shape);  /* broadcast; -1 keeps a size */
-ml_tensor *ml_unsqueeze(ml_tensor *t, int dim);
-ml_tensor *ml_squeeze(ml_tensor *t, int dim);                /* dim must have size 1 */
+/* ---- raw views: share storage, no history (autograd/views.h has the checked, differentiable ones) ---- */
+typedef enum { ML_VIEW_NARROW, ML_VIEW_SLICE, ML_VIEW_SELECT, ML_VIEW_PERMUTE, ML_VIEW_VIEW, ML_VIEW_EXPAND } ml_view_kind;
+/* A view described by its kind and parameters, so a backward can re-create it on another base. */
+typedef struct {
+    ml_view_kind kind;
+    int dim;
+    int64_t a, b, c; /* narrow: start, length; slice: start, stop, step; select: index in c */
+    int perm[ML_MAX_DIMS];
+    int ndim;                     /* view, expand: the new shape */
+    int64_t shape[ML_MAX_DIMS];
+} ml_view_spec;
+/* The view v of t (arguments already checked by the caller). NULL without a message when t's
+ * strides cannot express a ML_VIEW_VIEW reshape, or when out of memory. */
+ml_tensor *ml_view_apply(ml_tensor *t, const ml_view_spec *v);
 
-/* ---- copies ---- */
-ml_tensor *ml_contiguous(ml_tensor *t); /* retains t itself if already contiguous */
-ml_tensor *ml_clone(ml_tensor *t);      /* always a fresh contiguous copy; differentiable */
+/* ---- copies without history ---- */
+ml_tensor *ml_copy_contiguous(const ml_tensor *t, ml_dtype dtype); /* fresh contiguous copy in dtype */
 ml_tensor *ml_detach(ml_tensor *t);     /* shares storage, no grad history */
-ml_tensor *ml_to_dtype(ml_tensor *t, ml_dtype dtype);
-/* In place (not recorded by autograd; refused on leaves that require grad while grad mode is
- * on, as PyTorch does). src broadcasts to dst's shape; dtypes are converted. */
-ml_status ml_copy_(ml_tensor *dst, ml_tensor *src);
-ml_status ml_fill_(ml_tensor *dst, double value);
+ml_tensor *ml_to_dtype(ml_tensor *t, ml_dtype dtype); /* retains t when it has the dtype already */
+/* Writes src (broadcast to dst's shape, dtype converted) into dst: no checks, no version bump;
+ * src must not overlap dst. */
+void ml_copy_raw(ml_tensor *dst, const ml_tensor *src);
+void ml_fill_raw(ml_tensor *dst, double value); /* no checks, no version bump */
 
 /* ---- broadcasting ---- */
 /* Computes the broadcast shape of a and b (PyTorch rules); fn names the caller in errors. */

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "autograd/views.h"
 #include "io/csv.h"
 #include "io/json.h"
 

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "autograd/views.h"
 #include "core/threads.h"
 
 #if defined(__SSE2__)

@@ -11,12 +11,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "host/process.h"
 #include "core/threads.h"
 #include "interp/interp.h"
 #include "tasks/task.h"
 
 int main(int argc, char **argv) {
-    ml_threads_exec_passive(argv); /* workers that sleep when idle (core/threads.h) */
+    mh_exec_passive(argv); /* workers that sleep when idle (host/process.h) */
+    mh_tune_malloc();
     const char *archs[16];
     int n = 0;
     bool reference = false;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "host/process.h"
 #include "core/threads.h"
 #include "ops/kernels.h"
 
@@ -149,7 +150,8 @@ static void bench(int D) {
 }
 
 int main(int argc, char **argv) {
-    ml_threads_exec_passive(argv); /* workers that sleep when idle (core/threads.h) */
+    mh_exec_passive(argv); /* workers that sleep when idle (host/process.h) */
+    mh_tune_malloc();
     int threads = argc > 1 ? atoi(argv[1]) : 1;
     if (argc > 2) reps = atoi(argv[2]);
     ml_set_threads(threads);

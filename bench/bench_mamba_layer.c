@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "host/process.h"
 #include "autograd/autograd.h"
 #include "core/threads.h"
 #include "ops/mixer_ops.h"
@@ -120,6 +121,7 @@ static void bench(int D, int layers, int reps, int fused) {
 }
 
 int main(int argc, char **argv) {
+    mh_tune_malloc(); /* host/process.h */
     int threads = argc > 1 ? atoi(argv[1]) : 1, reps = argc > 2 ? atoi(argv[2]) : 20;
     int layers = argc > 3 ? atoi(argv[3]) : 2;
     if (layers < 1 || layers > 4) layers = 2;

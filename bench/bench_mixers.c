@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "host/process.h"
 #include "core/threads.h"
 #include "nn/train.h"
 #include "tasks/task.h"
@@ -24,6 +25,7 @@ static double clock_s(clockid_t id) {
 }
 
 int main(int argc, char **argv) {
+    mh_tune_malloc(); /* host/process.h */
     static const char *const all[] = {"attention", "base_conv", "based", "h3", "hyena", "mamba", "delta_net"};
     enum { N_ALL = sizeof all / sizeof all[0] };
     const char *archs[N_ALL];

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "host/process.h"
 #include "tasks/task.h"
 
 static double now(void) {
@@ -56,6 +57,7 @@ static int bench(const char *preset, ml_task_rng rng, int64_t n) {
 }
 
 int main(int argc, char **argv) {
+    mh_tune_malloc(); /* host/process.h */
     int64_t n = argc > 1 ? atoll(argv[1]) : ML_TRAIN_DOCS;
     const char *presets[] = {"pcfg_5_20", "ar_32", "pcfg_10_20", "pcfg_easy_8192", "pcfg_tts", "sibling"};
     int rc = 0;

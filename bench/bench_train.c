@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "host/process.h"
 #include "core/threads.h"
 #include "nn/nn.h"
 #include "nn/train.h"
@@ -48,7 +49,8 @@ static double forward_flops(const ml_model *m, double B, double L, double N) {
 }
 
 int main(int argc, char **argv) {
-    ml_threads_exec_passive(argv); /* workers that sleep when idle (core/threads.h) */
+    mh_exec_passive(argv); /* workers that sleep when idle (host/process.h) */
+    mh_tune_malloc();
     const char *archs_default[] = {"attention"};
     const char **archs = argc > 1 ? (const char **)argv + 1 : archs_default;
     int n_archs = argc > 1 ? argc - 1 : 1;

@@ -84,4 +84,17 @@ T.test("check: a failing test is counted, the file goes on, done() exits 1", fun
   T.eq({ok, how, code}, {nil, "exit", 1})
 end)
 
+T.test("mech.pp formats values as the REPL prints them", function()
+  local pp = require "mech.pp"
+  T.eq(pp.format(1, "a", nil), "1\ta\tnil")
+  T.eq(pp.format({1, 2, x = "s", ["not ok"] = true}), '{1, 2, ["not ok"] = true, x = "s"}')
+  T.eq(pp.format({{{1}}}), "{{{...}}}")
+  local long = {}
+  for i = 1, 40 do long[i] = i end
+  T.truthy(pp.format(long):find("... (10 more)}", 1, true))
+  local cyc = {}
+  cyc.self = cyc
+  T.eq(pp.format(cyc), "{self = <cycle>}")
+end)
+
 T.done()

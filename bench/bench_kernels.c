@@ -130,23 +130,6 @@ static void bench(int D) {
         free(aim), free(Kd), free(kv), free(y), free(dy), free(dkv), free(dkd), free(Dh), free(dDh);
         for (int i = 0; i < 5; i++) free(g[i]);
     }
-    { /* Hyena filter: W = 64, C = D */
-        int W = 64;
-        float *z = buf((size_t)L * 3, -1, 1), *W1 = buf((size_t)W * 3, -0.1, 0.1), *b1 = buf(W, 0, 0);
-        float *W2 = buf((size_t)W * W, -0.1, 0.1), *b2 = buf(W, 0, 0), *W3 = buf((size_t)W * W, -0.1, 0.1);
-        float *b3 = buf(W, 0, 0), *fr = buf(W, 1, 1), *W4 = buf((size_t)D * W, -0.1, 0.1), *t = buf(L, 0, 0.04);
-        float *dl = buf(D, -15, -3), *k = buf((size_t)L * D, 0, 0), *dk = buf((size_t)L * D, -1, 1);
-        mlk_hyena_filter_params p = {z, W1, b1, W2, b2, W3, b3, fr, W4, t, dl};
-        mlk_hyena_filter_grads g = {buf((size_t)L * 3, 0, 0), buf((size_t)W * 3, 0, 0), buf(W, 0, 0),
-                                    buf((size_t)W * W, 0, 0),  buf(W, 0, 0),              buf((size_t)W * W, 0, 0),
-                                    buf(W, 0, 0),              buf(W, 0, 0),              buf((size_t)D * W, 0, 0)};
-        TIME(f, mlk_hyena_filter_fwd(L, W, D, &p, k));
-        TIME(b, mlk_hyena_filter_bwd(L, W, D, &p, dk, &g));
-        row("Hyena filter (order 64)", D, f, b);
-        free(z), free(W1), free(b1), free(W2), free(b2), free(W3), free(b3), free(fr), free(W4), free(t), free(dl);
-        free(k), free(dk), free(g.z), free(g.W1), free(g.b1), free(g.W2), free(g.b2), free(g.W3), free(g.b3);
-        free(g.f), free(g.W4);
-    }
 }
 
 int main(int argc, char **argv) {

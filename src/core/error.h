@@ -40,10 +40,9 @@ void ml_clear_error(void);
 enum { ML_SHAPE_STR = 200 };
 const char *ml_shape_str(char buf[ML_SHAPE_STR], int ndim, const int64_t *shape);
 
-/* Ctrl-C: the host's SIGINT handler sets the flag; long C loops poll ml_interrupted() and
- * return ML_ERR_INTERRUPT (via ml_check_interrupt) so control goes back to the REPL. */
+/* Ctrl-C: the host's SIGINT handler sets the flag; long C loops poll it through
+ * ml_check_interrupt and return ML_ERR_INTERRUPT so control goes back to the REPL. */
 extern volatile sig_atomic_t ml_interrupt_flag;
-static inline bool ml_interrupted(void) { return ml_interrupt_flag != 0; }
 /* Returns ML_ERR_INTERRUPT with message "<where>: interrupted" and clears the flag if set. */
 ml_status ml_check_interrupt(const char *where);
 

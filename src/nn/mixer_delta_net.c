@@ -224,9 +224,10 @@ static ml_tensor *dn_rec_step(ml_model *m, int l, void *state, void *rec, ml_ten
         }
         float *bt = ml_f32(br);
         for (int i = 0; i < n; i++) bt[i] = 1.0f / (1.0f + expf(-bt[i]));
-        mlk_delta_step((int)B, s->H, s->dk, s->dk, (float)(1.0 / sqrt((double)s->dk)), r->S, ml_f32(c[0]),
-                       ml_f32(c[1]), ml_f32(c[2]), bt, ml_f32(o));
-        ml_tensor *o3 = ml_reshape(o, 3, (int64_t[]){B, s->H, s->dk});
+        bool stepped = mlk_delta_step((int)B, s->H, s->dk, s->dk, (float)(1.0 / sqrt((double)s->dk)), r->S,
+                                      ml_f32(c[0]), ml_f32(c[1]), ml_f32(c[2]), bt, ml_f32(o)) == 0;
+        if (!stepped) ml_fail(ML_ERR_MEM, "out of memory"); /* the state is unchanged */
+        ml_tensor *o3 = stepped ? ml_reshape(o, 3, (int64_t[]){B, s->H, s->dk}) : NULL;
         ml_tensor *on = o3 ? ml_rms_norm(o3, ml_model_p(m, s->onorm), 1e-5) : NULL;
         ml_tensor *on2 = on ? ml_reshape(on, 2, (int64_t[]){B, D}) : NULL;
         out = on2 ? ml_linear(on2, ml_model_p(m, s->wo), NULL) : NULL;

@@ -115,20 +115,21 @@ int mlk_delta_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
     return 0;
 }
 
-void mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const float *q, const float *k,
-                    const float *v, const float *beta, float *o) {
+int mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const float *q, const float *k,
+                   const float *v, const float *beta, float *o) {
     enum { TMP = 4096 };
     float tmp[2 * TMP];
+    float *ut = Dv <= TMP ? tmp : mlk_falloc(2 * (size_t)Dv); /* before any state is written */
+    if (!ut) return -1;
     size_t SS = (size_t)Dk * Dv;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             size_t bh = (size_t)b * H + h;
-            float *ut = Dv <= TMP ? tmp : mlk_falloc(2 * Dv);
-            if (!ut) return; /* Dv > 4096 and no memory: leave the state unchanged */
             delta_token(Dk, Dv, scale, S + bh * SS, S + bh * SS, q + bh * Dk, k + bh * Dk, v + bh * Dv, beta[bh], o + bh * Dv, ut,
                         ut + Dv);
-            if (ut != tmp) free(ut);
         }
+    if (ut != tmp) free(ut);
+    return 0;
 }
 
 /* Backward of one (batch, head). Every product is written as an axpy over contiguous rows (no

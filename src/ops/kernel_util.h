@@ -33,7 +33,6 @@
 
 /* Scratch of n floats (doubles); never a zero-size request, so empty inputs are not "out of memory". */
 static inline float *mlk_falloc(size_t n) { return malloc(sizeof(float) * (n ? n : 1)); }
-static inline double *mlk_dalloc(size_t n) { return malloc(sizeof(double) * (n ? n : 1)); }
 
 /* This thread's index inside an OpenMP parallel region (0 without OpenMP): picks its scratch. */
 static inline int mlk_thread_id(void) {
@@ -50,7 +49,7 @@ static inline int mlk_threads_for(double work) { return work < 65536.0 ? 1 : ml_
 /* exp(x) for x ≤ 88 by range reduction and a degree-7 polynomial: relative error about 1 ulp on
  * [−87, 88], inputs below are flushed to 0, NaN passes through. Written with plain arithmetic so
  * that `omp simd` loops vectorise it (libm's expf is an opaque call that stops vectorisation).
- * Callers' arguments are ≤ 0 (decays, e^{−|x|}); mlk_expf adds the upper clamp. */
+ * Callers' arguments are ≤ 0 (decays, e^{−|x|}), so there is no upper clamp. */
 static inline float mlk_expf_neg(float x) {
     float in = x;
     x = x < -87.0f ? -87.0f : x;
@@ -75,9 +74,6 @@ static inline float mlk_expf_neg(float x) {
     scale.i = (int32_t)((uint32_t)((int32_t)kf + 127) << 23);
     return in == in ? (x <= -87.0f ? 0.0f : p * scale.f) : in;
 }
-
-/* expf on the whole line: arguments above 88 give e^88 (about FLT_MAX / 2). */
-static inline float mlk_expf(float x) { return mlk_expf_neg(x > 88.0f ? 88.0f : x); }
 
 /* log(u) for u in [1, 2]: 2·atanh(s), s = (u − 1)/(u + 1) <= 1/3, series to s^13 (error < 1e-8). */
 static inline float mlk_log_1_2(float u) {

@@ -123,8 +123,9 @@ int mlk_delta_quad_fwd(int B, int L, int H, int Dk, int Dv, float scale, const f
 int mlk_delta_quad_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k,
                        const float *v, const float *beta, const float *vold, const float *dout, float *dq, float *dk,
                        float *dv, float *dbeta);
-/* One token: S [B,H,Dk,Dv] in place; q, k: [B,H,Dk]; v, o: [B,H,Dv]; beta: [B,H]. */
-void mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const float *q, const float *k,
+/* One token: S [B,H,Dk,Dv] in place; q, k: [B,H,Dk]; v, o: [B,H,Dv]; beta: [B,H]. Returns 0, or
+ * -1 when scratch allocation fails (S and o untouched). */
+int mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const float *q, const float *k,
                     const float *v, const float *beta, float *o);
 /* Row-wise L2 normalisation y = x/√(‖x‖² + eps) over the last dim: x, y, dx, dy: [n, d]. */
 void mlk_l2norm_fwd(int n, int d, float eps, const float *x, float *y);
@@ -159,28 +160,5 @@ void mlk_h3_outer_bwd(int BL, int H, const float *kt, const float *v, const floa
  * q, o: [B,L,2H], yk: [B,L,4H]. */
 void mlk_h3_gate_fwd(int BL, int H, const float *q, const float *yk, float *o);
 void mlk_h3_gate_bwd(int BL, int H, const float *q, const float *yk, const float *dout, float *dq, float *dyk);
-
-/* ---- implicit long-conv filters (§5, §8), hyena.c ----
- * Hyena (order W = filter_order, emb 3, three Sin layers with one shared frequency vector f):
- *   a1 = sin(f⊙(W1 z_i + b1)), a2 = sin(f⊙(W2 a1 + b2)), a3 = sin(f⊙(W3 a2 + b3)), h_i = W4 a3,
- *   k[i,c] = h_i[c]·exp(−t_i·|deltas_c|),  i < L.
- * z: [L,3] (rows of the 1024-grid);  W1: [W,3];  b1, b2, b3, f: [W];  W2, W3: [W,W];  W4: [C,W];
- * t: [L];  deltas: [C];  k: [L,C]. Gradients (any may be NULL) shaped like their parameters.
- * Returns 0, or -1 when scratch allocation fails. */
-typedef struct {
-    const float *z, *W1, *b1, *W2, *b2, *W3, *b3, *f, *W4, *t, *deltas;
-} mlk_hyena_filter_params;
-typedef struct {
-    float *z, *W1, *b1, *W2, *b2, *W3, *b3, *f, *W4;
-} mlk_hyena_filter_grads;
-int mlk_hyena_filter_fwd(int L, int W, int C, const mlk_hyena_filter_params *p, float *k);
-int mlk_hyena_filter_bwd(int L, int W, int C, const mlk_hyena_filter_params *p, const float *dk,
-                         const mlk_hyena_filter_grads *g);
-/* BaseConv's implicit filter: k[i,c] = (Wb·relu(Wa z_i + a) + bb)[c].
- * z: [L,E] (E = 3);  Wa: [W,E];  a: [W];  Wb: [C,W];  bb: [C];  k: [L,C]. */
-int mlk_relu_filter_fwd(int L, int E, int W, int C, const float *z, const float *Wa, const float *a, const float *Wb,
-                        const float *bb, float *k);
-int mlk_relu_filter_bwd(int L, int E, int W, int C, const float *z, const float *Wa, const float *a, const float *Wb,
-                        const float *bb, const float *dk, float *dz, float *dWa, float *da, float *dWb, float *dbb);
 
 #endif

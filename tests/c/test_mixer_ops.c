@@ -356,7 +356,11 @@ END_TEST
 
 /* ------------------------------------------------------------------ Hyena filter */
 
-START_TEST(hyena_filter_matches_fused_kernel) {
+static ml_tensor *g_hyena(void *decay, ml_tensor **x) {
+    return ml_hyena_filter(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], decay);
+}
+
+START_TEST(hyena_filter_gradcheck) {
     int L = 5, W = 4, C = 3;
     ml_tensor *p[9] = {ug(110, -1, 1, 2, L, 3),  ug(111, -1, 1, 2, W, 3), ug(112, -0.5, 0.5, 1, W),
                        ug(113, -1, 1, 2, W, W),  ug(114, -0.5, 0.5, 1, W), ug(115, -1, 1, 2, W, W),
@@ -365,30 +369,9 @@ START_TEST(hyena_filter_matches_fused_kernel) {
     for (int i = 0; i < L; i++) tv[i] = (float)i / 1023.0f * 50.0f;
     ml_tensor *t = ml_from_f32(1, (int64_t[]){L}, tv), *dl = ml_from_f32(1, (int64_t[]){C}, dv);
     ml_tensor *decay = ml_hyena_decay(t, dl, L);
-    ml_tensor *k = ml_hyena_filter(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], decay);
-    ck_assert_ptr_nonnull(k);
-    mlk_hyena_filter_params kp = {ml_f32(p[0]), ml_f32(p[1]), ml_f32(p[2]), ml_f32(p[3]), ml_f32(p[4]),
-                                  ml_f32(p[5]), ml_f32(p[6]), ml_f32(p[7]), ml_f32(p[8]), tv, dv};
-    float kref[15], dk[15];
-    ck_assert_int_eq(mlk_hyena_filter_fwd(L, W, C, &kp, kref), 0);
-    for (int i = 0; i < L * C; i++) ck_assert_close(ml_f32(k)[i], kref[i], 1e-6, 1e-5);
-    /* the autograd gradients of sum(w ⊙ k) equal the fused backward */
-    ml_rng r;
-    ml_rng_init(&r, 5, 5);
-    ml_tensor *w = ml_uniform(2, (int64_t[]){L, C}, -1, 1, &r), *wk = ml_mul(k, w), *loss = ml_sum_all(wk);
-    ck_assert_int_eq(ml_backward(loss, NULL), ML_OK);
-    for (int i = 0; i < L * C; i++) dk[i] = ml_f32(w)[i];
-    size_t ns[9] = {(size_t)L * 3, (size_t)W * 3, W, (size_t)W * W, W, (size_t)W * W, W, W, (size_t)C * W};
-    float *g[9];
-    for (int i = 0; i < 9; i++) g[i] = calloc(ns[i], sizeof(float));
-    mlk_hyena_filter_grads kg = {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8]};
-    ck_assert_int_eq(mlk_hyena_filter_bwd(L, W, C, &kp, dk, &kg), 0);
-    for (int i = 0; i < 9; i++) {
-        ck_assert_ptr_nonnull(p[i]->grad);
-        for (size_t j = 0; j < ns[i]; j++) ck_assert_close(ml_f32(p[i]->grad)[j], g[i][j], 1e-5, 1e-4);
-        free(g[i]);
-    }
-    ml_release(k), ml_release(w), ml_release(wk), ml_release(loss), ml_release(t), ml_release(dl), ml_release(decay);
+    ck_assert_ptr_nonnull(decay);
+    gc("hyena_filter", g_hyena, decay, 9, p);
+    ml_release(t), ml_release(dl), ml_release(decay);
     release_n(9, p);
 }
 END_TEST
@@ -433,7 +416,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, based_gradcheck_and_pattern);
     tcase_add_test(tc, delta_rule_gradcheck_and_states);
     tcase_add_test(tc, h3_gradchecks);
-    tcase_add_test(tc, hyena_filter_matches_fused_kernel);
+    tcase_add_test(tc, hyena_filter_gradcheck);
     tcase_add_test(tc, empty_sequences);
     suite_add_tcase(s, tc);
     return s;

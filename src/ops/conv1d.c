@@ -1,7 +1,4 @@
 /* Causal depthwise short convolution SC_K (spec §1): forward, backward, recurrent step. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3", "fp-contract=fast") /* vectorised channel loops; FMA in the AVX2/AVX-512 clones */
-#endif
 #include <string.h>
 
 #include "ops/kernel_util.h"

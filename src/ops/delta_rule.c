@@ -1,8 +1,5 @@
 /* DeltaNet's delta rule (spec §11): sequential forward, exact backward through the recurrence
  * (states recomputed per (batch, head) in scratch), step; and the row L2 norm used on q and k. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3", "fp-contract=fast") /* vectorised row loops; FMA in the AVX2/AVX-512 clones */
-#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

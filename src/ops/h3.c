@@ -2,9 +2,6 @@
  * backward to their parameters, the diagonal SSM's recurrent step, and the head-dim-2 outer
  * product and output gate. The long convolutions themselves are mlk_longconv (G = 1 for the
  * shift kernel on k̃, G = 4 for the diagonal kernel on kv). */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3", "fp-contract=fast", "cx-limited-range") /* vectorised mode loops; plain complex products */
-#endif
 #include <complex.h>
 #include <math.h>
 #include <stdlib.h>

@@ -16,8 +16,10 @@
 #endif
 
 /* Hot per-batch-element workers are compiled for AVX-512, AVX2 and baseline x86-64 and picked at
- * load time. Results do not depend on the pick where a loop has no cross-lane reduction (the
- * scan's loops run over channels, one lane per channel; -std=c11 forbids FMA contraction). */
+ * load time. The kernel files are built at -O3 with FMA contraction (CMakeLists.txt), so the
+ * AVX2/AVX-512 clones fuse multiply-adds that the baseline clone rounds twice, and `omp simd`
+ * reductions sum in 8 or 16 lanes: bits are the same for the same machine (vector unit) and
+ * thread count, not across machines (docs/kernels.md, "Determinism"). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(MLK_NO_CLONES)
 #define MLK_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else

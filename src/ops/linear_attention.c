@@ -1,9 +1,6 @@
 /* Based linear attention with the Taylor feature map (spec §6): quadratic view forward/backward
  * via the closed form φ(q)·φ(k) = 1 + s + s²/2 (s = q·k/√F), the explicit feature map, and the
  * recurrent step over the KV and normaliser states. Parallel over (batch, head). */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3", "fp-contract=fast") /* vectorised value loops; FMA in the clones */
-#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,5 @@
 /* Direct causal long convolution LC(u; k) (spec §1, §12), O(B·L²·C), exact: forward, backward,
  * step over a history. Channel c uses filter column c / G; an optional per-filter skip dskip·u. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3", "fp-contract=fast") /* vectorised channel loops; FMA in the clones */
-#endif
 #include <stdlib.h>
 #include <string.h>
 

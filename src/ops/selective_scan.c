@@ -1,9 +1,6 @@
 /* Mamba's selective scan (spec §9): sequential forward, exact reverse-scan backward, single step,
  * and the implicit attention matrix. One batch element per OpenMP iteration; the states of one
  * element (L·E·N floats, 300 KB at E=128, N=16, L=37) stay in L2 between forward and backward. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3", "fp-contract=fast") /* vectorised expf loops (not at -O2); FMA in the AVX2/AVX-512 clones */
-#endif
 #include <stdlib.h>
 #include <string.h>
 

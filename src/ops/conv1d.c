@@ -1,4 +1,4 @@
-/* Causal depthwise short convolution SC_K (spec §1): forward, backward, recurrent step. */
+/* Causal depthwise short convolution SC_K (docs/kernels.md, "Convolutions"): forward, backward, recurrent step. */
 #include <string.h>
 
 #include "ops/kernel_util.h"

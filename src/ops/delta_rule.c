@@ -1,5 +1,6 @@
-/* DeltaNet's delta rule (spec §11): sequential forward, exact backward through the recurrence
- * (states recomputed per (batch, head) in scratch), step; and the row L2 norm used on q and k. */
+/* DeltaNet's delta rule (docs/mixers.md, "DeltaNet"; docs/kernels.md, "The delta rule's two
+ * forms"): sequential forward, exact backward through the recurrence (states recomputed per
+ * (batch, head) in scratch), step; and the row L2 norm used on q and k. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* H3 (spec §7): the shift-SSM kernel, the diagonal S4D kernel (bilinear, complex modes) with
+/* H3 (docs/mixers.md, "H3"): the shift-SSM kernel, the diagonal S4D kernel (bilinear, complex modes) with
  * backward to their parameters, the diagonal SSM's recurrent step, and the head-dim-2 outer
  * product and output gate. The long convolutions themselves are mlk_longconv (G = 1 for the
  * shift kernel on k̃, G = 4 for the diagonal kernel on kv). */

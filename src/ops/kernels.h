@@ -1,5 +1,6 @@
-/* Raw kernels of the sequence mixers (spec/architectures.md §1, §5–9, §11, §12): plain C on
- * contiguous float arrays, no tensors, no autograd. The autograd ops (ops/mixer_ops.h) wrap them.
+/* Raw kernels of the sequence mixers (the maths of each mixer: docs/mixers.md; conventions:
+ * docs/kernels.md): plain C on contiguous float arrays, no tensors, no autograd. The autograd
+ * ops (ops/mixer_ops.h) wrap them.
  *
  * Conventions shared by every kernel:
  *  - Activations are token-major: x[B,L,C] means x[(b*L + t)*C + c].
@@ -19,7 +20,7 @@
 
 #include <stddef.h>
 
-/* ---- causal depthwise short convolution SC_K (§1), conv1d.c ----
+/* ---- causal depthwise short convolution SC_K (docs/kernels.md, "Convolutions"), conv1d.c ----
  * y[b,t,c] = bias[c] + Σ_{j<K} w[c,j]·x[b, t-(K-1)+j, c]   (x = 0 before t = 0)
  * x, y, dx, dy: [B,L,C];  w, dw: [C,K];  bias, dbias: [C] (bias may be NULL). */
 void mlk_conv1d_fwd(int B, int L, int C, int K, const float *x, const float *w, const float *bias, float *y);
@@ -36,7 +37,7 @@ void mlk_conv1d_bwd_ld(int B, int L, int C, int K, const float *x, int ldx, cons
 void mlk_conv1d_step(int B, int C, int K, float *state, const float *x, const float *w, const float *bias,
                      float *y);
 
-/* ---- direct causal long convolution LC (§1, §12), longconv.c ----
+/* ---- direct causal long convolution LC (docs/kernels.md, "Convolutions"), longconv.c ----
  * Channel c of u uses filter column f = c / G (G channels share one filter; G = 1: per channel):
  *   y[b,t,c] = Σ_{s≤t} k[s, c/G]·u[b,t-s,c]  +  dskip[c/G]·u[b,t,c]
  * u, y, du, dy: [B,L,C];  k, dk: [L, C/G];  dskip, ddskip: [C/G] (dskip may be NULL: no skip term).
@@ -49,7 +50,7 @@ void mlk_longconv_bwd(int B, int L, int C, int G, const float *u, const float *k
 void mlk_longconv_step(int B, int Lmax, int C, int G, int t, const float *hist, const float *k, const float *dskip,
                        float *y);
 
-/* ---- Mamba selective scan (§9), selective_scan.c ----
+/* ---- Mamba selective scan (docs/mixers.md, "Mamba"), selective_scan.c ----
  * h_t[e,n] = exp(Δ[t,e]·A[e,n])·h_{t-1}[e,n] + Δ[t,e]·Bm[t,n]·u[t,e],   h_{-1} = h0 (or 0)
  * y[t,e]   = Σ_n Cm[t,n]·h_t[e,n] + D[e]·u[t,e]
  * u, delta, y: [B,L,E] (delta after softplus, ≥ 0);  A: [E,N] (= −exp(A_log), ≤ 0: the decays use an
@@ -73,7 +74,7 @@ void mlk_sscan_step(int B, int E, int N, float *h, const float *u, const float *
 void mlk_sscan_attention(int B, int L, int E, int N, const float *delta, const float *A, const float *Bm,
                          const float *Cm, const float *D, float *alpha);
 
-/* ---- Based linear attention with the Taylor feature map (§6), linear_attention.c ----
+/* ---- Based linear attention with the Taylor feature map (docs/mixers.md, "Based"), linear_attention.c ----
  * Per head: s = q_t·k_s/√F, A[t,s] = φ(q_t)·φ(k_s) = 1 + s + s²/2 (s ≤ t), 0 above the diagonal,
  * y_t = Σ_{s≤t} A[t,s]·v_s / (Σ_{s≤t} A[t,s] + eps),  eps = 1e-12 in the paper.
  * q, k: [B,L,H,F];  v, y: [B,L,H,Dv]. The quadratic form is evaluated with the closed form of the
@@ -96,7 +97,7 @@ void mlk_taylor_bwd(int n, int F, const float *x, const float *dphi, float *dx);
 void mlk_based_step(int B, int H, int F, int Dv, float eps, float *S, float *z, const float *q, const float *k,
                     const float *v, float *y);
 
-/* ---- DeltaNet delta rule (§11), delta_rule.c ----
+/* ---- DeltaNet delta rule (docs/mixers.md, "DeltaNet"), delta_rule.c ----
  * Per head, S ∈ R^{Dk×Dv} (row-major S[i*Dv + j]), S_{-1} = S0 (or 0):
  *   vold_t = S_{t-1}ᵀ k_t,  u_t = β_t (v_t − vold_t),  S_t = S_{t-1} + k_t u_tᵀ,  o_t = scale·S_tᵀ q_t
  * q and k are used as given (the mixer L2-normalises them first, mlk_l2norm_*).
@@ -131,7 +132,7 @@ int mlk_delta_step(int B, int H, int Dk, int Dv, float scale, float *S, const fl
 void mlk_l2norm_fwd(int n, int d, float eps, const float *x, float *y);
 void mlk_l2norm_bwd(int n, int d, float eps, const float *x, const float *dy, float *dx);
 
-/* ---- H3 (§7), h3.c ----
+/* ---- H3 (docs/mixers.md, "H3"), h3.c ----
  * Shift-SSM kernel: K[s,c] = Σ_{n=0}^{N-1-s} Bs[c,n]·Cs[c,n+s], s < L ≤ N.
  * Bs, Cs, dBs, dCs: [C,N];  K, dK: [L,C]. */
 void mlk_h3_shift_kernel_fwd(int C, int N, int L, const float *Bs, const float *Cs, float *K);

@@ -1,4 +1,4 @@
-/* Based linear attention with the Taylor feature map (spec §6): quadratic view forward/backward
+/* Based linear attention with the Taylor feature map (docs/mixers.md, "Based"): quadratic view forward/backward
  * via the closed form φ(q)·φ(k) = 1 + s + s²/2 (s = q·k/√F), the explicit feature map, and the
  * recurrent step over the KV and normaliser states. Parallel over (batch, head). */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* Direct causal long convolution LC(u; k) (spec §1, §12), O(B·L²·C), exact: forward, backward,
+/* Direct causal long convolution LC(u; k) (docs/kernels.md, "Convolutions"), O(B·L²·C), exact: forward, backward,
  * step over a history. Channel c uses filter column c / G; an optional per-filter skip dskip·u. */
 #include <stdlib.h>
 #include <string.h>

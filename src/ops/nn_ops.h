@@ -1,6 +1,6 @@
 /* Fused, differentiable ops of the language-model backbone, each with a hand-written backward:
- * LayerNorm, RMSNorm (architectures.md §2.4), causal multi-head softmax attention over a fused
- * qkv projection (§4), and cross-entropy over chosen rows (§2.3). */
+ * LayerNorm, RMSNorm and cross-entropy over chosen rows (docs/kernels.md, "Norms and the loss"),
+ * causal multi-head softmax attention over a fused qkv projection (docs/mixers.md, "Attention"). */
 #ifndef ML_NN_OPS_H
 #define ML_NN_OPS_H
 

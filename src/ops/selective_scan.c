@@ -1,4 +1,4 @@
-/* Mamba's selective scan (spec §9): sequential forward, exact reverse-scan backward, single step,
+/* Mamba's selective scan (docs/mixers.md, "Mamba"): sequential forward, exact reverse-scan backward, single step,
  * and the implicit attention matrix. One batch element per OpenMP iteration; the states of one
  * element (L·E·N floats, 300 KB at E=128, N=16, L=37) stay in L2 between forward and backward. */
 #include <stdlib.h>

@@ -141,12 +141,12 @@ size_t mlk_delta_store_limit = (size_t)1 << 20;
  * multiple of 4 KB apart make loads and stores alias in L1 (4K aliasing), which cost 3x here. */
 enum { SKEW = 48 };
 
-MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv, float scale, const float *q,
-                                     const float *k, const float *v, const float *beta, const float *S0,
-                                     const float *vold, const float *dout, float *dq, float *dk, float *dv,
-                                     float *dbeta, float *STall, float *dS, float *dST, float *uall, float *vall,
-                                     float *du, float *dvo, float *qs, float *dqa, float *dka, int rev) {
-    size_t SS = (size_t)Dk * Dv, SP = rev ? 0 : SS + SKEW, bh = (size_t)b * H + h; /* rev: one matrix, in place */
+/* The forward again, kept for the backward: STall[t+1] = S_tᵀ (in place when rev), the
+ * u_t = β_t(v_t − vold_t) in uall and vold_t in vall. */
+MLK_INLINE void bwd_replay(int b, int h, int L, int H, int Dk, int Dv, const float *k, const float *v,
+                           const float *beta, const float *S0, const float *vold, float *STall, float *uall,
+                           float *vall, size_t SP) {
+    size_t SS = (size_t)Dk * Dv, bh = (size_t)b * H + h;
     /* ST_{-1} = S0ᵀ */
     if (S0)
         for (int i = 0; i < Dk; i++)
@@ -174,6 +174,123 @@ MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv,
             for (int i = 0; i < Dk; i++) Stj[i] = Spj[i] + uj * kt[i]; /* S_t = S_{t-1} + k uᵀ */
         }
     }
+}
+
+/* dS += q̃ doᵀ (dS becomes ∂ℓ/∂S_t); du = dSᵀ k. */
+MLK_INLINE void bwd_dS_du(int Dk, int Dv, const float *qs, const float *kt, const float *dot, float *dS, float *du) {
+    for (int j0 = 0; j0 < Dv; j0 += IB) {
+        int w = Dv - j0 < IB ? Dv - j0 : IB;
+        if (w == IB) {
+            float a[IB] = {0};
+            for (int i = 0; i < Dk; i++) {
+                float *dSi = dS + (size_t)i * Dv + j0;
+                const float *dj = dot + j0;
+                const float qi = qs[i], ki = kt[i];
+#pragma omp simd
+                for (int jj = 0; jj < IB; jj++) {
+                    float g = dSi[jj] + qi * dj[jj];
+                    dSi[jj] = g;
+                    a[jj] += ki * g;
+                }
+            }
+            for (int jj = 0; jj < IB; jj++) du[j0 + jj] = a[jj];
+        } else {
+            for (int j = j0; j < Dv; j++) du[j] = 0.0f;
+            for (int i = 0; i < Dk; i++) {
+                float *dSi = dS + (size_t)i * Dv;
+                const float qi = qs[i], ki = kt[i];
+                for (int j = j0; j < Dv; j++) {
+                    float g = dSi[j] + qi * dot[j];
+                    dSi[j] = g;
+                    du[j] += ki * g;
+                }
+            }
+        }
+    }
+}
+
+/* The same update of the transposed copy dST, with dq̃ = S_t do into dqa and dk = dS u into dka. */
+MLK_INLINE void bwd_dST_dq_dk(int Dk, int Dv, const float *qs, const float *St, const float *ut, const float *dot,
+                              float *dST, float *dqa, float *dka) {
+    for (int i0 = 0; i0 < Dk; i0 += IB) {
+        if (Dk - i0 >= IB) {
+            float aq[IB] = {0}, ak[IB] = {0};
+            for (int j = 0; j < Dv; j++) {
+                float *dSj = dST + (size_t)j * Dk + i0;
+                const float *Stj = St + (size_t)j * Dk + i0, *qsi = qs + i0;
+                const float dj = dot[j], uj = ut[j];
+#pragma omp simd
+                for (int ii = 0; ii < IB; ii++) {
+                    float g = dSj[ii] + dj * qsi[ii];
+                    dSj[ii] = g;
+                    aq[ii] += dj * Stj[ii];
+                    ak[ii] += uj * g;
+                }
+            }
+            for (int ii = 0; ii < IB; ii++) dqa[i0 + ii] = aq[ii], dka[i0 + ii] = ak[ii];
+        } else {
+            for (int i = i0; i < Dk; i++) dqa[i] = dka[i] = 0.0f;
+            for (int j = 0; j < Dv; j++) {
+                float *dSj = dST + (size_t)j * Dk;
+                const float *Stj = St + (size_t)j * Dk;
+                const float dj = dot[j], uj = ut[j];
+                for (int i = i0; i < Dk; i++) {
+                    float g = dSj[i] + dj * qs[i];
+                    dSj[i] = g;
+                    dqa[i] += dj * Stj[i];
+                    dka[i] += uj * g;
+                }
+            }
+        }
+    }
+}
+
+/* Through vold = S_{t-1}ᵀ k: dka += S_{t-1} dvold; dS += k dvoldᵀ in both copies (now ∂ℓ/∂S_{t-1}). */
+MLK_INLINE void bwd_through_vold(int Dk, int Dv, const float *Sp, const float *kt, const float *dvo, float *dS,
+                                 float *dST, float *dka) {
+    for (int i0 = 0; i0 < Dk; i0 += IB) {
+        int w = Dk - i0 < IB ? Dk - i0 : IB;
+        if (w == IB) {
+            float ak[IB];
+            for (int ii = 0; ii < IB; ii++) ak[ii] = dka[i0 + ii];
+            for (int j = 0; j < Dv; j++) {
+                float *dSj = dST + (size_t)j * Dk + i0;
+                const float *Spj = Sp + (size_t)j * Dk + i0, *ki = kt + i0;
+                const float dj = dvo[j];
+#pragma omp simd
+                for (int ii = 0; ii < IB; ii++) {
+                    ak[ii] += dj * Spj[ii];
+                    dSj[ii] += dj * ki[ii];
+                }
+            }
+            for (int ii = 0; ii < IB; ii++) dka[i0 + ii] = ak[ii];
+        } else {
+            for (int j = 0; j < Dv; j++) {
+                float *dSj = dST + (size_t)j * Dk;
+                const float *Spj = Sp + (size_t)j * Dk;
+                const float dj = dvo[j];
+                for (int i = i0; i < Dk; i++) {
+                    dka[i] += dj * Spj[i];
+                    dSj[i] += dj * kt[i];
+                }
+            }
+        }
+    }
+    for (int i = 0; i < Dk; i++) {
+        float *dSi = dS + (size_t)i * Dv;
+        const float ki = kt[i];
+#pragma omp simd
+        for (int j = 0; j < Dv; j++) dSi[j] += ki * dvo[j];
+    }
+}
+
+MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv, float scale, const float *q,
+                                     const float *k, const float *v, const float *beta, const float *S0,
+                                     const float *vold, const float *dout, float *dq, float *dk, float *dv,
+                                     float *dbeta, float *STall, float *dS, float *dST, float *uall, float *vall,
+                                     float *du, float *dvo, float *qs, float *dqa, float *dka, int rev) {
+    size_t SS = (size_t)Dk * Dv, SP = rev ? 0 : SS + SKEW; /* rev: one matrix, in place */
+    bwd_replay(b, h, L, H, Dk, Dv, k, v, beta, S0, vold, STall, uall, vall, SP);
     memset(dS, 0, sizeof(float) * SS);
     memset(dST, 0, sizeof(float) * SS);
     for (int t = L - 1; t >= 0; t--) {
@@ -184,69 +301,8 @@ MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv,
         const float bt = beta[r];
         /* rev: STall holds S_t here and becomes S_{t-1} = S_t − k u_tᵀ after the dq/dk pass */
         for (int i = 0; i < Dk; i++) qs[i] = scale * qt[i];
-        /* dS += q̃ doᵀ (now ∂ℓ/∂S_t); du = dSᵀ k (column blocks of du in registers) */
-        for (int j0 = 0; j0 < Dv; j0 += IB) {
-            int w = Dv - j0 < IB ? Dv - j0 : IB;
-            if (w == IB) {
-                float a[IB] = {0};
-                for (int i = 0; i < Dk; i++) {
-                    float *dSi = dS + (size_t)i * Dv + j0;
-                    const float *dj = dot + j0;
-                    const float qi = qs[i], ki = kt[i];
-#pragma omp simd
-                    for (int jj = 0; jj < IB; jj++) {
-                        float g = dSi[jj] + qi * dj[jj];
-                        dSi[jj] = g;
-                        a[jj] += ki * g;
-                    }
-                }
-                for (int jj = 0; jj < IB; jj++) du[j0 + jj] = a[jj];
-            } else {
-                for (int j = j0; j < Dv; j++) du[j] = 0.0f;
-                for (int i = 0; i < Dk; i++) {
-                    float *dSi = dS + (size_t)i * Dv;
-                    const float qi = qs[i], ki = kt[i];
-                    for (int j = j0; j < Dv; j++) {
-                        float g = dSi[j] + qi * dot[j];
-                        dSi[j] = g;
-                        du[j] += ki * g;
-                    }
-                }
-            }
-        }
-        /* the same in the transposed copy; dq̃ = S_t do; dk = dS u. Columns i go in blocks of IB
-         * whose dq/dk accumulators stay in registers while j runs over the rows. */
-        for (int i0 = 0; i0 < Dk; i0 += IB) {
-            if (Dk - i0 >= IB) {
-                float aq[IB] = {0}, ak[IB] = {0};
-                for (int j = 0; j < Dv; j++) {
-                    float *dSj = dST + (size_t)j * Dk + i0;
-                    const float *Stj = St + (size_t)j * Dk + i0, *qsi = qs + i0;
-                    const float dj = dot[j], uj = ut[j];
-#pragma omp simd
-                    for (int ii = 0; ii < IB; ii++) {
-                        float g = dSj[ii] + dj * qsi[ii];
-                        dSj[ii] = g;
-                        aq[ii] += dj * Stj[ii];
-                        ak[ii] += uj * g;
-                    }
-                }
-                for (int ii = 0; ii < IB; ii++) dqa[i0 + ii] = aq[ii], dka[i0 + ii] = ak[ii];
-            } else {
-                for (int i = i0; i < Dk; i++) dqa[i] = dka[i] = 0.0f;
-                for (int j = 0; j < Dv; j++) {
-                    float *dSj = dST + (size_t)j * Dk;
-                    const float *Stj = St + (size_t)j * Dk;
-                    const float dj = dot[j], uj = ut[j];
-                    for (int i = i0; i < Dk; i++) {
-                        float g = dSj[i] + dj * qs[i];
-                        dSj[i] = g;
-                        dqa[i] += dj * Stj[i];
-                        dka[i] += uj * g;
-                    }
-                }
-            }
-        }
+        bwd_dS_du(Dk, Dv, qs, kt, dot, dS, du); /* dS is now ∂ℓ/∂S_t */
+        bwd_dST_dq_dk(Dk, Dv, qs, St, ut, dot, dST, dqa, dka);
         /* through u = β(v − vold) */
         float db = 0.0f;
         for (int j = 0; j < Dv; j++) {
@@ -262,41 +318,7 @@ MLK_CLONES static void delta_bwd_one(int b, int h, int L, int H, int Dk, int Dv,
 #pragma omp simd
                 for (int i = 0; i < Dk; i++) Sj[i] -= uj * kt[i];
             }
-        /* vold = S_{t-1}ᵀ k: dk += S_{t-1} dvold; dS += k dvoldᵀ in both copies (now ∂ℓ/∂S_{t-1}) */
-        for (int i0 = 0; i0 < Dk; i0 += IB) {
-            int w = Dk - i0 < IB ? Dk - i0 : IB;
-            if (w == IB) {
-                float ak[IB];
-                for (int ii = 0; ii < IB; ii++) ak[ii] = dka[i0 + ii];
-                for (int j = 0; j < Dv; j++) {
-                    float *dSj = dST + (size_t)j * Dk + i0;
-                    const float *Spj = Sp + (size_t)j * Dk + i0, *ki = kt + i0;
-                    const float dj = dvo[j];
-#pragma omp simd
-                    for (int ii = 0; ii < IB; ii++) {
-                        ak[ii] += dj * Spj[ii];
-                        dSj[ii] += dj * ki[ii];
-                    }
-                }
-                for (int ii = 0; ii < IB; ii++) dka[i0 + ii] = ak[ii];
-            } else {
-                for (int j = 0; j < Dv; j++) {
-                    float *dSj = dST + (size_t)j * Dk;
-                    const float *Spj = Sp + (size_t)j * Dk;
-                    const float dj = dvo[j];
-                    for (int i = i0; i < Dk; i++) {
-                        dka[i] += dj * Spj[i];
-                        dSj[i] += dj * kt[i];
-                    }
-                }
-            }
-        }
-        for (int i = 0; i < Dk; i++) {
-            float *dSi = dS + (size_t)i * Dv;
-            const float ki = kt[i];
-#pragma omp simd
-            for (int j = 0; j < Dv; j++) dSi[j] += ki * dvo[j];
-        }
+        bwd_through_vold(Dk, Dv, Sp, kt, dvo, dS, dST, dka); /* now ∂ℓ/∂S_{t-1} */
         if (dq)
             for (int i = 0; i < Dk; i++) dq[r * Dk + i] = scale * dqa[i];
         if (dk) memcpy(dk + r * Dk, dka, sizeof(float) * Dk);

@@ -26,12 +26,12 @@ static double clock_s(clockid_t id) {
 
 int main(int argc, char **argv) {
     mh_tune_malloc(); /* host/process.h */
-    static const char *const all[] = {"attention", "base_conv", "based", "h3", "hyena", "mamba", "delta_net"};
-    enum { N_ALL = sizeof all / sizeof all[0] };
-    const char *archs[N_ALL];
+    enum { N_MAX = 64 };
+    const char *archs[N_MAX];
     int N_ARCHS = 0, attn = -1;
-    for (int i = 4; i < argc && N_ARCHS < N_ALL; i++) archs[N_ARCHS++] = argv[i];
-    if (!N_ARCHS) memcpy(archs, all, sizeof all), N_ARCHS = N_ALL;
+    for (int i = 4; i < argc && N_ARCHS < N_MAX; i++) archs[N_ARCHS++] = argv[i];
+    if (!N_ARCHS)
+        for (int i = 0; i < ml_mixer_count() && i < N_MAX; i++) archs[N_ARCHS++] = ml_mixer_at(i)->name;
     for (int a = 0; a < N_ARCHS; a++)
         if (!strcmp(archs[a], "attention")) attn = a;
     int D = argc > 1 ? atoi(argv[1]) : 64, steps = argc > 2 ? atoi(argv[2]) : 40, rounds = argc > 3 ? atoi(argv[3]) : 3;
@@ -52,9 +52,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_mixers: %s\n", ml_last_error());
             return 1;
         }
-    ml_model *models[N_ALL];
-    ml_adamw opts[N_ALL];
-    double best_cpu[N_ALL], best_wall[N_ALL];
+    ml_model *models[N_MAX];
+    ml_adamw opts[N_MAX];
+    double best_cpu[N_MAX], best_wall[N_MAX];
     for (int a = 0; a < N_ARCHS; a++) {
         ml_model_config cfg;
         ml_model_config_defaults(&cfg, archs[a]);

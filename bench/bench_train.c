@@ -6,14 +6,12 @@
  * pass as twice the forward (one product for each operand's gradient), so a step is 3x forward.
  * On a shared machine wall time measures the neighbours too: the process CPU time per step is
  * printed beside it (with 2 threads it adds both threads' time). */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "host/process.h"
 #include "core/threads.h"
-#include "nn/nn.h"
 #include "nn/train.h"
 #include "tasks/task.h"
 
@@ -23,27 +21,13 @@ static double clock_s(clockid_t id) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Forward matmul FLOPs of one batch; N supervised rows get logits. Counted per layer from the
- * mixer's projections (plus attention's and Based's L² products and the implicit filters' MLPs);
- * scans and direct convolutions are not matrix products and are left out. */
+/* Forward matmul FLOPs of one batch; N supervised rows get logits: each layer's mixer counts its
+ * own (ml_mixer_type.flops), plus the MLP and the tied head. */
 static double forward_flops(const ml_model *m, double B, double L, double N) {
-    double D = m->cfg.d_model, V = m->cfg.vocab, H = m->cfg.n_heads, f = 0, BL = B * L;
+    double D = m->cfg.d_model, V = m->cfg.vocab, f = 0;
     for (int l = 0; l < m->cfg.n_layers; l++) {
-        const char *mx = m->layers[l].mixer->name;
-        if (!strcmp(mx, "attention")) f += 2 * BL * D * 3 * D + 2 * 2 * B * L * L * D + 2 * BL * D * D;
-        else if (!strcmp(mx, "base_conv")) {
-            f += 2 * BL * D * D;                                                      /* projection */
-            if (ml_base_conv_kernel(&m->cfg, l) < 0) f += 2 * L * (3 * 16 + 16 * D); /* filter MLP */
-        } else if (!strcmp(mx, "based")) {
-            double F = m->cfg.feature_dim;
-            f += 2 * 2 * BL * D * F * H + 2 * 2 * BL * D * D + 2 * B * L * L * (F * H + D);
-        } else if (!strcmp(mx, "h3")) f += 4 * 2 * BL * D * D;
-        else if (!strcmp(mx, "hyena")) f += 2 * BL * D * 4 * D + 2 * L * (3 * 64 + 2 * 64 * 64 + 64 * D);
-        else if (!strcmp(mx, "mamba")) {
-            double E = m->cfg.expand * D, Nst = m->cfg.d_state, R = ceil(D / 16);
-            f += 2 * BL * (D * 2 * E + E * (R + 2 * Nst) + R * E + E * D);
-        } else if (!strcmp(mx, "delta_net")) f += 2 * BL * D * (4 * D + H);
-        if (m->p_fc1_w[l] >= 0) f += 2 * 2 * BL * D * 4 * D;
+        f += m->layers[l].mixer->flops(m, l, B, L);
+        if (m->p_fc1_w[l] >= 0) f += 2 * 2 * B * L * D * 4 * D;
     }
     return f + 2 * N * D * V;
 }

@@ -441,17 +441,6 @@ ml_tensor *mli_index_select0(ml_tensor *t, ml_tensor *idx) { return ml_index_sel
 
 /* ------------------------------------------------------------------ surgery */
 
-static bool is_short_conv(const char *name) {
-    static const char *const suffixes[] = {"sequence_mixer.conv1d.weight", "conv.conv.weight", "short_filter.weight",
-                                           "q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight", NULL};
-    size_t n = strlen(name);
-    for (int i = 0; suffixes[i]; i++) {
-        size_t k = strlen(suffixes[i]);
-        if (n >= k && !strcmp(name + n - k, suffixes[i])) return true;
-    }
-    return false;
-}
-
 int ml_short_conv_edit(ml_model *m, int layer, ml_conv_edit kind, int keep) {
     if (layer < -1 || layer >= m->cfg.n_layers) {
         ml_fail(ML_ERR_ARG, "short_conv_edit: layer %d out of range [-1, %d)", layer, m->cfg.n_layers);
@@ -464,7 +453,7 @@ int ml_short_conv_edit(ml_model *m, int layer, ml_conv_edit kind, int keep) {
     int edited = 0;
     for (int i = 0; i < m->n_params; i++) {
         ml_param *p = &m->params[i];
-        if ((layer >= 0 && p->layer != layer) || !is_short_conv(p->name) || p->ndim != 3) continue;
+        if ((layer >= 0 && p->layer != layer) || p->kind != ML_P_CONV_W || p->ndim != 3) continue;
         int64_t C = p->shape[0] * p->shape[1], K = p->shape[2];
         float *w = ml_f32(m->flat) + p->offset;
         for (int64_t c = 0; c < C; c++)

@@ -60,14 +60,6 @@ static const char *const model_keys[] = {"arch",     "d_model",     "n_layers", 
                                          "max_pos",  "pos_emb",     "d_conv",    "d_state",     "expand",
                                          "feature_dim", "long_only", "state_mixer", "seed", NULL};
 
-/* Paper mixer names that are variants of a registered mixer. */
-static void apply_alias(ml_model_config *c) {
-    if (!strcmp(c->arch, "mamba_without_conv")) strcpy(c->arch, "mamba"), c->no_conv = true;
-    else if (!strcmp(c->arch, "mamba_no_causal_conv1d")) strcpy(c->arch, "mamba"), c->d_conv = c->d_conv < 0 ? 1 : c->d_conv;
-    else if (!strcmp(c->arch, "base_conv_long_only")) strcpy(c->arch, "base_conv"), c->long_only = true;
-    else if (!strcmp(c->arch, "based_long_only")) strcpy(c->arch, "based"), c->long_only = true;
-}
-
 static int l_model(lua_State *L) {
     const char *fn = "mech.model";
     mlL_checktable(L, 1, fn, 1);
@@ -91,7 +83,6 @@ static int l_model(lua_State *L) {
     if (strlen(sm) >= sizeof c.state_mixer) return luaL_error(L, "%s: option 'state_mixer' expected 'mlp', 'glu' or 'none', got '%s'", fn, sm);
     if (sm != c.state_mixer) strcpy(c.state_mixer, sm); /* the default points at the field itself */
     c.seed = (uint64_t)mlL_optint(L, 1, "seed", (lua_Integer)c.seed, fn);
-    apply_alias(&c);
     ml_model *m = ml_model_new(&c);
     if (!m) return mlL_raise(L);
     push_model(L, m);
@@ -677,9 +668,9 @@ int mlL_open_model(lua_State *L) {
                                      {"load", l_load}, {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
     lua_newtable(L);
-    for (const char *const *n = ml_mixer_names(); *n; n++) {
-        lua_pushstring(L, *n);
-        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    for (int i = 0; i < ml_mixer_count(); i++) {
+        lua_pushstring(L, ml_mixer_at(i)->name);
+        lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "architectures");
     return 0;

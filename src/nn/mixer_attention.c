@@ -141,8 +141,16 @@ done:
     return y;
 }
 
+/* The fused QKV and output projections, and the two L² products (QKᵀ and PV). */
+static double attn_flops(const ml_model *m, int l, double B, double L) {
+    (void)l;
+    double D = m->cfg.d_model;
+    return 2 * B * L * D * 3 * D + 2 * 2 * B * L * L * D + 2 * B * L * D * D;
+}
+
 const ml_mixer_type ml_mixer_attention = {
     .name = "attention",
+    .flops = attn_flops,
     .build = attn_build,
     .forward = attn_forward,
     .free_state = free,

@@ -7,7 +7,7 @@
  *   u_proj = u·W_pᵀ + b_p                                   (B, L, D)
  *   y      = u_conv ⊙ u_proj + u                            (B, L, D)
  *
- * The layer's kernel comes from ml_base_conv_kernel (§2.6: [3, −1, 3, −1] for "base_conv", 3 in
+ * The layer's kernel comes from layer_kernel (§2.6: [3, −1, 3, −1] for "base_conv", 3 in
  * Based's BaseConv layers, d_conv overrides, long_only). z (1, 1024, 3) is a parameter: created
  * with requires_grad=False in the original but trained in practice (§2.8).
  *
@@ -67,12 +67,23 @@ void ml_implicit_pos_features(int lmax, float *z, float *t) {
     free(lin);
 }
 
+/* BaseConv kernel of layer l: "base_conv" passes kernel_size=[3, −1, 3, −1] (entry l; −1 = the
+ * implicit long conv), a hybrid (Based) a short 3 in its BaseConv layers; d_conv overrides both
+ * (for every layer), long_only makes every BaseConv long. 0 is refused by bc_build. */
+static int layer_kernel(const ml_model_config *cfg, int layer) {
+    if (cfg->long_only) return -1;
+    if (cfg->d_conv >= 0) return cfg->d_conv;
+    const ml_mixer_type *arch = ml_mixer_find(cfg->arch);
+    if (arch && arch->even_layers) return 3;
+    return layer % 2 == 0 ? 3 : -1;
+}
+
 static ml_status bc_build(ml_model *m, int l, void **state) {
     bc_state *s = calloc(1, sizeof *s);
     if (!s) return ml_fail(ML_ERR_MEM, "model: out of memory");
     *state = s;
     int64_t D = m->cfg.d_model;
-    s->K = ml_base_conv_kernel(&m->cfg, l);
+    s->K = layer_kernel(&m->cfg, l);
     if (s->K == 0)
         return ml_fail(ML_ERR_ARG, "model: option 'd_conv' must be >= 1 for a BaseConv layer (arch '%s'), got 0",
                        m->cfg.arch);
@@ -204,8 +215,19 @@ done:
     return y;
 }
 
+/* The projection, and with the long conv its filter MLP (3 -> 16 -> D) over L positions. */
+static double bc_flops(const ml_model *m, int l, double B, double L) {
+    double D = m->cfg.d_model, f = 2 * B * L * D * D;
+    if (layer_kernel(&m->cfg, l) < 0) f += 2 * L * (FILTER_EMB * FILTER_HIDDEN + FILTER_HIDDEN * D);
+    return f;
+}
+
+static void long_only(ml_model_config *cfg) { cfg->long_only = true; }
+
 const ml_mixer_type ml_mixer_base_conv = {
     .name = "base_conv",
+    .aliases = {{"base_conv_long_only", long_only}},
+    .flops = bc_flops,
     .build = bc_build,
     .init = bc_init,
     .forward = bc_forward,

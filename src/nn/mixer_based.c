@@ -290,8 +290,20 @@ static ml_tensor *based_rec_step(ml_model *m, int l, void *state, void *rec, ml_
     return out;
 }
 
+/* The feature-map projections (q, k), v and out, and the quadratic form over L² pairs. */
+static double based_flops(const ml_model *m, int l, double B, double L) {
+    (void)l;
+    double D = m->cfg.d_model, F = m->cfg.feature_dim, H = m->cfg.n_heads;
+    return 2 * 2 * B * L * D * F * H + 2 * 2 * B * L * D * D + 2 * B * L * L * (F * H + D);
+}
+
+static void long_only(ml_model_config *cfg) { cfg->long_only = true; }
+
 const ml_mixer_type ml_mixer_based = {
     .name = "based",
+    .aliases = {{"based_long_only", long_only}},
+    .even_layers = &ml_mixer_base_conv,
+    .flops = based_flops,
     .build = based_build,
     .forward = based_forward,
     .free_state = free,

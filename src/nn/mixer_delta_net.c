@@ -238,8 +238,16 @@ static ml_tensor *dn_rec_step(ml_model *m, int l, void *state, void *rec, ml_ten
     return out;
 }
 
+/* The q, k, v, beta and output projections. */
+static double dn_flops(const ml_model *m, int l, double B, double L) {
+    (void)l;
+    double D = m->cfg.d_model, H = m->cfg.n_heads;
+    return 2 * B * L * D * (4 * D + H);
+}
+
 const ml_mixer_type ml_mixer_delta_net = {
     .name = "delta_net",
+    .flops = dn_flops,
     .build = dn_build,
     .forward = dn_forward,
     .free_state = free,

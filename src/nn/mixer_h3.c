@@ -208,8 +208,16 @@ done:
     return out;
 }
 
+/* The q, k, v and output projections. */
+static double h3_flops(const ml_model *m, int l, double B, double L) {
+    (void)l;
+    double D = m->cfg.d_model;
+    return 4 * 2 * B * L * D * D;
+}
+
 const ml_mixer_type ml_mixer_h3 = {
     .name = "h3",
+    .flops = h3_flops,
     .build = h3_build,
     .init = h3_init,
     .forward = h3_forward,

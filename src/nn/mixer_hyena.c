@@ -181,8 +181,16 @@ done:
     return out;
 }
 
+/* The in (3D) and out projections, and the filter MLP (3 -> W -> W -> W -> D) over L positions. */
+static double hy_flops(const ml_model *m, int l, double B, double L) {
+    (void)l;
+    double D = m->cfg.d_model;
+    return 2 * B * L * D * 4 * D + 2 * L * (HY_EMB * HY_ORDER + 2 * HY_ORDER * HY_ORDER + HY_ORDER * D);
+}
+
 const ml_mixer_type ml_mixer_hyena = {
     .name = "hyena",
+    .flops = hy_flops,
     .build = hy_build,
     .init = hy_init,
     .forward = hy_forward,

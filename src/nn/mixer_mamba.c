@@ -39,13 +39,21 @@ typedef struct {
     int w_in, cw, cb, w_x, w_dt, b_dt, a_log, dskip, w_out;
 } mamba_state;
 
+/* The conv width: d_conv overrides the default 4; mamba_without_conv (no_conv) gets no d_conv and
+ * builds the default width-4 conv it never uses (*used false); d_conv 0 means the same variant. */
+static int conv_width(const ml_model_config *cfg, bool *used) {
+    bool no = cfg->no_conv || cfg->d_conv == 0;
+    *used = !no;
+    return no || cfg->d_conv < 0 ? 4 : cfg->d_conv;
+}
+
 static ml_status mamba_build(ml_model *m, int l, void **state) {
     mamba_state *s = calloc(1, sizeof *s);
     if (!s) return ml_fail(ML_ERR_MEM, "model: out of memory");
     *state = s;
     int64_t D = m->cfg.d_model, E = (int64_t)m->cfg.expand * D, N = m->cfg.d_state, R = (D + 15) / 16;
     s->E = (int)E, s->N = (int)N, s->R = (int)R;
-    s->K = ml_mamba_conv_width(&m->cfg, &s->conv);
+    s->K = conv_width(&m->cfg, &s->conv);
     int64_t K = s->K;
     s->w_in = ml_model_add_param(m, l, "in_proj.weight", 2, (int64_t[]){2 * E, D}, ML_P_LINEAR_W, D);
     s->cw = ml_model_add_param(m, l, "conv1d.weight", 3, (int64_t[]){E, 1, K}, ML_P_CONV_W, K);
@@ -286,8 +294,23 @@ done:
     return out;
 }
 
+/* in_proj, x_proj, dt_proj and out_proj. */
+static double mamba_flops(const ml_model *m, int l, double B, double L) {
+    (void)l;
+    double D = m->cfg.d_model, E = m->cfg.expand * D, N = m->cfg.d_state, R = ceil(D / 16);
+    return 2 * B * L * (D * 2 * E + E * (R + 2 * N) + R * E + E * D);
+}
+
+static void without_conv(ml_model_config *cfg) { cfg->no_conv = true; }
+/* the nn.Conv1d path of width 1 unless d_conv says otherwise (the same maths as the causal one) */
+static void no_causal_conv1d(ml_model_config *cfg) {
+    if (cfg->d_conv < 0) cfg->d_conv = 1;
+}
+
 const ml_mixer_type ml_mixer_mamba = {
     .name = "mamba",
+    .aliases = {{"mamba_without_conv", without_conv}, {"mamba_no_causal_conv1d", no_causal_conv1d}},
+    .flops = mamba_flops,
     .build = mamba_build,
     .init = mamba_init,
     .forward = mamba_forward,

@@ -1,43 +1,37 @@
-/* The mixer registry: architecture name -> mixer of each layer (architectures.md §2.6). */
+/* The mixer registry: every architecture, listed once (architectures.md §2.6). Adding a mixer
+ * adds its descriptor here and to nn.h. */
 #include <string.h>
 
 #include "nn/nn.h"
 
 static const ml_mixer_type *const registry[] = {&ml_mixer_attention, &ml_mixer_base_conv, &ml_mixer_based,
                                                 &ml_mixer_h3,        &ml_mixer_hyena,     &ml_mixer_mamba,
-                                                &ml_mixer_delta_net, NULL};
-static const char *const names[] = {"attention", "base_conv", "based", "h3", "hyena", "mamba", "delta_net", NULL};
+                                                &ml_mixer_delta_net};
+enum { N_MIXERS = sizeof registry / sizeof registry[0] };
 
-const char *const *ml_mixer_names(void) { return names; }
+int ml_mixer_count(void) { return N_MIXERS; }
+
+const ml_mixer_type *ml_mixer_at(int i) { return i >= 0 && i < N_MIXERS ? registry[i] : NULL; }
 
 const ml_mixer_type *ml_mixer_find(const char *arch) {
-    for (int i = 0; registry[i]; i++)
+    for (int i = 0; i < N_MIXERS; i++)
         if (!strcmp(registry[i]->name, arch)) return registry[i];
     return NULL;
 }
 
-/* Hybrid(configs=[BaseConv, Based]) picks configs[layer % 2]; every other arch is one mixer. */
+void ml_mixer_resolve_alias(ml_model_config *cfg) {
+    for (int i = 0; i < N_MIXERS; i++)
+        for (int a = 0; a < ML_MIXER_MAX_ALIASES && registry[i]->aliases[a].name; a++)
+            if (!strcmp(registry[i]->aliases[a].name, cfg->arch)) {
+                strcpy(cfg->arch, registry[i]->name); /* no longer than the alias */
+                registry[i]->aliases[a].apply(cfg);
+                return;
+            }
+}
+
 const ml_mixer_type *ml_mixer_for_layer(const ml_model_config *cfg, int layer) {
-    if (!strcmp(cfg->arch, "based")) return layer % 2 == 0 ? &ml_mixer_base_conv : &ml_mixer_based;
-    return ml_mixer_find(cfg->arch);
-}
-
-/* BaseConv kernel of layer l: "base_conv" passes kernel_size=[3, −1, 3, −1] (entry l; −1 = the
- * implicit long conv), "based" a short 3 in its BaseConv layers; d_conv overrides both (for every
- * layer), long_only makes every BaseConv long. */
-int ml_base_conv_kernel(const ml_model_config *cfg, int layer) {
-    if (cfg->long_only) return -1;
-    if (cfg->d_conv >= 0) return cfg->d_conv;
-    if (!strcmp(cfg->arch, "based")) return 3;
-    return layer % 2 == 0 ? 3 : -1;
-}
-
-/* Mamba's conv width: d_conv overrides the default 4; mamba_without_conv (no_conv) gets no
- * d_conv and builds the default width-4 conv it never uses; d_conv 0 means the same variant. */
-int ml_mamba_conv_width(const ml_model_config *cfg, bool *used) {
-    bool no = cfg->no_conv || cfg->d_conv == 0;
-    *used = !no;
-    return no || cfg->d_conv < 0 ? 4 : cfg->d_conv;
+    const ml_mixer_type *t = ml_mixer_find(cfg->arch);
+    return t && t->even_layers && layer % 2 == 0 ? t->even_layers : t;
 }
 
 bool ml_at_site(ml_run *run, int layer, const char *name, ml_tensor **x) {

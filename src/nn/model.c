@@ -31,9 +31,9 @@ void ml_model_config_defaults(ml_model_config *cfg, const char *arch) {
 static ml_status check_config(const ml_model_config *c) {
     if (!ml_mixer_find(c->arch)) {
         char list[256] = "";
-        for (const char *const *n = ml_mixer_names(); *n; n++) {
-            strncat(list, *n, sizeof list - strlen(list) - 3);
-            if (n[1]) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        for (int i = 0; i < ml_mixer_count(); i++) {
+            strncat(list, ml_mixer_at(i)->name, sizeof list - strlen(list) - 3);
+            if (i + 1 < ml_mixer_count()) strncat(list, ", ", sizeof list - strlen(list) - 1);
         }
         return ml_fail(ML_ERR_ARG, "model: option 'arch' expected one of %s, got '%s'", list, c->arch);
     }
@@ -79,7 +79,7 @@ int ml_model_add_param(ml_model *m, int layer, const char *rel_name, int ndim, c
     else if (m->building_layer == layer)
         /* a mixer declaring: its names live under sequence_mixer (Hybrid adds "mixer.") */
         snprintf(p->name, sizeof p->name, "backbone.layers.%d.sequence_mixer.%s%s", layer,
-                 strcmp(m->cfg.arch, "based") ? "" : "mixer.", rel_name);
+                 ml_mixer_find(m->cfg.arch)->even_layers ? "mixer." : "", rel_name);
     else snprintf(p->name, sizeof p->name, "backbone.layers.%d.%s", layer, rel_name);
     p->ndim = ndim;
     p->numel = 1;
@@ -212,7 +212,10 @@ static ml_status build_block(ml_model *m, int l) {
     return ML_OK;
 }
 
-ml_model *ml_model_new(const ml_model_config *cfg) {
+ml_model *ml_model_new(const ml_model_config *config) {
+    ml_model_config resolved = *config;
+    ml_mixer_resolve_alias(&resolved);
+    const ml_model_config *cfg = &resolved;
     if (check_config(cfg)) return NULL;
     ml_model *m = calloc(1, sizeof *m);
     if (!m) {

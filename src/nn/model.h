@@ -73,11 +73,30 @@ typedef struct {
 typedef struct ml_model ml_model;
 typedef struct ml_run ml_run;
 
+/* A paper name for a variant of a mixer (mamba_without_conv, based_long_only, …): building it
+ * builds the mixer with `apply` run on the config first. */
+typedef struct {
+    const char *name;
+    void (*apply)(ml_model_config *cfg);
+} ml_mixer_alias;
+
+enum { ML_MIXER_MAX_ALIASES = 3 };
+
+/* One sequence mixer: everything the model, the binding, the tests and the benches need to know
+ * about it. Each lives in its own file (nn/mixer_X.c) and is listed once in nn/mixers.c. */
 typedef struct ml_mixer_type {
     const char *name;
+    ml_mixer_alias aliases[ML_MIXER_MAX_ALIASES]; /* unused entries: name NULL */
+    /* Hybrid(configs=[even_layers, this]): layers 0, 2, … build even_layers, and the mixer's
+     * parameters live under "sequence_mixer.mixer."; NULL for a plain mixer. */
+    const struct ml_mixer_type *even_layers;
+    /* Forward matrix-product FLOPs of layer `layer` on a (B, L) batch, 2 per multiply-add (the
+     * benches' GFLOP/s); scans and direct convolutions are not counted. */
+    double (*flops)(const ml_model *m, int layer, double B, double L);
     /* Declares layer `layer`'s parameters (ml_model_add_param with names relative to
      * "backbone.layers.{l}.sequence_mixer.") and internal sites (ml_model_add_site, names
-     * "mixer.x"); may allocate per-layer state into *state. */
+     * "mixer.x"); may allocate per-layer state into *state. Short causal convolutions are declared
+     * ML_P_CONV_W / ML_P_CONV_B: the interventions on short convs find them by that kind. */
     ml_status (*build)(ml_model *m, int layer, void **state);
     /* Custom initialisation of ML_P_CUSTOM parameters (and any override); may be NULL. */
     void (*init)(ml_model *m, int layer, void *state, ml_rng *rng);
@@ -137,7 +156,8 @@ ml_tensor *ml_site(ml_run *run, int layer, const char *name, ml_tensor *act);
 bool ml_site_wanted(ml_run *run, int layer, const char *name);
 
 /* ---- building ---- */
-/* Validates cfg (messages name the key) and builds + initialises the model. */
+/* Resolves a paper alias in cfg->arch (ml_mixer_resolve_alias), validates the config (messages
+ * name the key) and builds + initialises the model. */
 ml_model *ml_model_new(const ml_model_config *cfg);
 void ml_model_free(ml_model *m);
 /* Fills cfg with the defaults of the paper (2 layers, D=64, 1 head, V=8196, PE on, mlp). */
@@ -205,9 +225,13 @@ ml_tensor *ml_model_hidden_recurrent(ml_model *m, ml_tensor *tokens);
 int64_t ml_model_count(const ml_model *m);
 
 /* ---- the mixer registry ---- */
+/* The registered architectures in a fixed order: ml_mixer_at(i) for i in [0, ml_mixer_count()). */
+int ml_mixer_count(void);
+const ml_mixer_type *ml_mixer_at(int i);
+/* The mixer named arch (not an alias), or NULL. */
 const ml_mixer_type *ml_mixer_find(const char *arch);
-/* NULL-terminated list of architecture names (for messages and completion). */
-const char *const *ml_mixer_names(void);
+/* If cfg->arch is an alias, rewrites it to its mixer's name and applies the alias's settings. */
+void ml_mixer_resolve_alias(ml_model_config *cfg);
 /* The mixer of layer l for arch (Based alternates BaseConv and Based). */
 const ml_mixer_type *ml_mixer_for_layer(const ml_model_config *cfg, int layer);
 

@@ -13,15 +13,10 @@ ml_tensor *ml_state_mixer_forward(ml_model *m, int l, ml_tensor *x, ml_run *run)
 /* Helpers for mixers: x = site(x) in place; false on error (x released and set to NULL). */
 bool ml_at_site(ml_run *run, int layer, const char *name, ml_tensor **x);
 
-/* The registered sequence mixers (one file each). */
+/* The registered sequence mixers (one file each; listed in mixers.c). */
 extern const ml_mixer_type ml_mixer_attention, ml_mixer_base_conv, ml_mixer_based, ml_mixer_h3, ml_mixer_hyena,
     ml_mixer_mamba, ml_mixer_delta_net;
 
-/* Per-layer choices of §2.6 (mixers.c): the BaseConv kernel width of layer l (−1 = implicit long
- * conv; 0 = invalid, refused by the BaseConv build) and Mamba's conv width (*used false for the
- * conv-less variant, whose width-4 conv parameters exist but are unused). */
-int ml_base_conv_kernel(const ml_model_config *cfg, int layer);
-int ml_mamba_conv_width(const ml_model_config *cfg, bool *used);
 
 /* Positional features of the implicit filters (§5, §8), on the l_max grid: z[i] = [t_i, cos ω_i,
  * −sin ω_i] with t = linspace(0, 1, l_max) and ω_i = 2π·10⁻⁴·i/l_max (z: [l_max, 3], t: [l_max]). */

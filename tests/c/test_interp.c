@@ -51,8 +51,6 @@ static void free_cache(ml_model *m, ml_tensor **acts) {
     free(acts);
 }
 
-static const char *const archs[] = {"attention", "mamba", "delta_net", "based", "hyena", "base_conv", "h3"};
-enum { N_ARCHS = 7 };
 
 /* ---------------------------------------------------------------- invariants */
 
@@ -61,19 +59,20 @@ enum { N_ARCHS = 7 };
 START_TEST(clean_into_clean) {
     ml_task *t = small_ar();
     ml_dataset *ds = ml_dataset_new(t, 3, 1, ML_SPLIT_TEST);
-    for (int a = 0; a < N_ARCHS; a++) {
-        ml_model *m = tiny(archs[a], ml_task_vocab_size(t), 2);
+    for (int a = 0; a < ml_mixer_count(); a++) {
+        const char *arch = ml_mixer_at(a)->name;
+        ml_model *m = tiny(arch, ml_task_vocab_size(t), 2);
         ml_tensor *tok = tokens_of(ds, 0, 3), *h0 = ml_model_hidden(m, tok, NULL), *h1;
         ml_tensor **acts = cache_all(m, tok, &h1);
-        ck_assert_msg(ml_equal(h0, h1), "%s: an observing hook changed the output", archs[a]);
+        ck_assert_msg(ml_equal(h0, h1), "%s: an observing hook changed the output", arch);
         int32_t pos[3] = {2, 5, 12};
         for (int s = 0; s < m->n_sites; s++) {
             if (ml_site_pos_dim(m, s) < 0) continue;
             ml_patch p = {.site = s, .source = acts[s], .pos = pos};
             ml_tensor *hf = ml_patch_fast(m, acts, &p, NULL), *hr = ml_patch_full(m, tok, &p);
-            ck_assert_msg(hf && hr, "%s %s: %s", archs[a], m->sites[s].name, ml_last_error());
+            ck_assert_msg(hf && hr, "%s %s: %s", arch, m->sites[s].name, ml_last_error());
             ck_assert_msg(ml_equal(hf, h0) && ml_equal(hr, h0), "%s blocks.%d.%s: clean into clean changed bits",
-                          archs[a], m->site_layer[s], m->sites[s].name);
+                          arch, m->site_layer[s], m->sites[s].name);
             ml_release(hf), ml_release(hr);
         }
         free_cache(m, acts);
@@ -89,13 +88,14 @@ END_TEST
 START_TEST(block_input_all_positions_is_the_source) {
     ml_task *t = small_ar();
     ml_dataset *ds = ml_dataset_new(t, 4, 1, ML_SPLIT_TEST);
-    for (int a = 0; a < N_ARCHS; a++) {
-        ml_model *m = tiny(archs[a], ml_task_vocab_size(t), 2);
+    for (int a = 0; a < ml_mixer_count(); a++) {
+        const char *arch = ml_mixer_at(a)->name;
+        ml_model *m = tiny(arch, ml_task_vocab_size(t), 2);
         ml_tensor *base = tokens_of(ds, 0, 2), *src = tokens_of(ds, 2, 2), *hs;
         ml_tensor **sacts = cache_all(m, src, &hs), **bacts = cache_all(m, base, NULL);
         ml_patch p = {.site = ml_site_lookup(m, 0, "block_input"), .source = sacts[ml_site_lookup(m, 0, "block_input")]};
         ml_tensor *hf = ml_patch_fast(m, bacts, &p, NULL), *hr = ml_patch_full(m, base, &p);
-        ck_assert_msg(ml_equal(hf, hs) && ml_equal(hr, hs), "%s: not the source's bits", archs[a]);
+        ck_assert_msg(ml_equal(hf, hs) && ml_equal(hr, hs), "%s: not the source's bits", arch);
         ml_release(hf), ml_release(hr), ml_release(hs), ml_release(base), ml_release(src);
         free_cache(m, sacts), free_cache(m, bacts);
         ml_model_free(m);
@@ -112,8 +112,9 @@ START_TEST(fast_equals_full) {
     ml_dataset *ds = ml_dataset_new(t, 6, 1, ML_SPLIT_TEST);
     ml_rng r;
     ml_rng_init(&r, 11, 0);
-    for (int a = 0; a < N_ARCHS; a++) {
-        ml_model *m = tiny(archs[a], ml_task_vocab_size(t), 2);
+    for (int a = 0; a < ml_mixer_count(); a++) {
+        const char *arch = ml_mixer_at(a)->name;
+        ml_model *m = tiny(arch, ml_task_vocab_size(t), 2);
         ml_tensor *base = tokens_of(ds, 0, 3), *src = tokens_of(ds, 3, 3);
         ml_tensor **sacts = cache_all(m, src, NULL), **bacts = cache_all(m, base, NULL);
         int32_t rows_v[3] = {11, 12, 7};
@@ -123,8 +124,8 @@ START_TEST(fast_equals_full) {
             int32_t pos[3] = {(int32_t)ml_rng_below(&r, 13), (int32_t)ml_rng_below(&r, 13), 7};
             ml_patch p = {.site = s, .source = sacts[s], .pos = pos};
             ml_tensor *hf = ml_patch_fast(m, bacts, &p, NULL), *hr = ml_patch_full(m, base, &p);
-            ck_assert_msg(hf && hr, "%s %s: %s", archs[a], m->sites[s].name, ml_last_error());
-            ck_assert_msg(ml_equal(hf, hr), "%s blocks.%d.%s: fast path differs from the full forward", archs[a],
+            ck_assert_msg(hf && hr, "%s %s: %s", arch, m->sites[s].name, ml_last_error());
+            ck_assert_msg(ml_equal(hf, hr), "%s blocks.%d.%s: fast path differs from the full forward", arch,
                           m->site_layer[s], m->sites[s].name);
             ml_tensor *hrow = ml_patch_fast(m, bacts, &p, rows);
             ck_assert_msg(hrow != NULL, "%s", ml_last_error());

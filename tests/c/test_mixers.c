@@ -55,6 +55,62 @@ static ml_model *tiny(const variant *v, int D, int layers, int heads, bool pe, u
     return m;
 }
 
+/* ---------------------------------------------------------------- the registry */
+
+/* Every descriptor is complete, names and aliases are unique, and an alias builds what its
+ * variant row spells out field by field. */
+START_TEST(registry_descriptors) {
+    ck_assert_int_ge(ml_mixer_count(), 7);
+    ck_assert_ptr_null(ml_mixer_at(ml_mixer_count()));
+    ck_assert_ptr_null(ml_mixer_find("mamba_without_conv")); /* an alias is not a mixer */
+    for (int i = 0; i < ml_mixer_count(); i++) {
+        const ml_mixer_type *t = ml_mixer_at(i);
+        ck_assert_msg(t->build && t->forward && t->rec_new && t->rec_step && t->rec_free && t->flops, "%s", t->name);
+        ck_assert_ptr_eq(ml_mixer_find(t->name), t);
+        for (int a = 0; a < ML_MIXER_MAX_ALIASES && t->aliases[a].name; a++) {
+            ck_assert_ptr_null(ml_mixer_find(t->aliases[a].name));
+            ml_model_config c;
+            ml_model_config_defaults(&c, t->aliases[a].name);
+            ml_mixer_resolve_alias(&c);
+            ck_assert_str_eq(c.arch, t->name);
+        }
+    }
+    for (int v = 0; v < N_VARIANTS; v++) {
+        bool alias = ml_mixer_find(variants[v].label) == NULL && !strchr(variants[v].label, ' ');
+        if (!alias) continue;
+        ml_model_config c;
+        ml_model_config_defaults(&c, variants[v].label);
+        c.pos_emb = false;
+        ml_model *m = ml_model_new(&c);
+        ck_assert_msg(m != NULL, "%s: %s", variants[v].label, ml_last_error());
+        ck_assert_str_eq(m->cfg.arch, variants[v].arch);
+        ck_assert_int_eq(m->cfg.no_conv, variants[v].no_conv);
+        ck_assert_int_eq(m->cfg.long_only, variants[v].long_only);
+        ck_assert_int_eq(ml_model_count(m), variants[v].nope);
+        ml_model_free(m);
+    }
+}
+END_TEST
+
+/* The benches' FLOP count of a layer is the mixer's own formula (attention: QKV, out, two L²). */
+START_TEST(registry_flops) {
+    ml_model_config c;
+    ml_model_config_defaults(&c, "attention");
+    c.vocab = 16;
+    ml_model *m = ml_model_new(&c);
+    ck_assert_ptr_nonnull(m);
+    double D = 64, B = 2, L = 10;
+    ck_assert_double_eq(m->layers[0].mixer->flops(m, 0, B, L), 2 * B * L * D * 3 * D + 4 * B * L * L * D + 2 * B * L * D * D);
+    ml_model_free(m);
+    ml_model_config_defaults(&c, "base_conv");
+    c.vocab = 16;
+    m = ml_model_new(&c);
+    ck_assert_ptr_nonnull(m); /* layer 1 is the long conv: its filter MLP counts too */
+    ck_assert_double_gt(m->layers[1].mixer->flops(m, 1, B, L), m->layers[0].mixer->flops(m, 0, B, L));
+    ml_model_free(m);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- (a, b) counts and names */
 
 START_TEST(param_counts) {
@@ -539,8 +595,7 @@ static void ar_batch(int B, uint64_t seed, ml_tensor **tok, ml_tensor **tg) {
 }
 
 START_TEST(learns_associative_recall) {
-    static const char *const archs[] = {"attention", "base_conv", "based", "h3", "hyena", "mamba", "delta_net"};
-    const char *arch = archs[_i];
+    const char *arch = ml_mixer_at(_i)->name;
     variant v = {arch, arch, -1, false, false, 0, 0};
     ml_model *m = tiny(&v, 16, 2, 1, true, 1);
     ml_adamw opt;
@@ -562,6 +617,8 @@ static Suite *suite(void) {
     Suite *s = suite_create("mixers");
     TCase *tc = tcase_create("mixers");
     tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, registry_descriptors);
+    tcase_add_test(tc, registry_flops);
     tcase_add_loop_test(tc, param_counts, 0, N_VARIANTS);
     tcase_add_test(tc, param_counts_atr);
     tcase_add_test(tc, param_names);
@@ -573,7 +630,7 @@ static Suite *suite(void) {
     tcase_add_loop_test(tc, hooks_invariants, 0, N_VARIANTS);
     tcase_add_test(tc, state_patching);
     tcase_add_test(tc, based_explicit_forms);
-    tcase_add_loop_test(tc, learns_associative_recall, 0, 7);
+    tcase_add_loop_test(tc, learns_associative_recall, 0, ml_mixer_count());
     suite_add_tcase(s, tc);
     return s;
 }

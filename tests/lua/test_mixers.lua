@@ -3,7 +3,7 @@
 -- training steps, and errors for bad options.
 local T = require "check"
 
-local archs = { "attention", "base_conv", "based", "h3", "hyena", "mamba", "delta_net" }
+local archs = mech.architectures
 
 T.test("the paper's architectures and variants have the spec's parameter counts", function()
   local nope = {

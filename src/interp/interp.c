@@ -12,25 +12,6 @@
 
 /* ------------------------------------------------------------------ sites */
 
-int ml_site_lookup(const ml_model *m, int layer, const char *name) {
-    if (layer < 0 || layer >= m->cfg.n_layers) return -1;
-    for (int i = m->layers[layer].site_first; i < m->layers[layer].site_end; i++)
-        if (!strcmp(m->sites[i].name, name)) return i;
-    return -1;
-}
-
-int ml_site_parse(const ml_model *m, const char *full) {
-    if (strncmp(full, "blocks.", 7)) return -1;
-    char *end;
-    long l = strtol(full + 7, &end, 10);
-    if (end == full + 7 || *end != '.' || l < 0 || l >= m->cfg.n_layers) return -1;
-    return ml_site_lookup(m, (int)l, end + 1);
-}
-
-void ml_site_fullname(const ml_model *m, int site, char *buf, size_t n) {
-    snprintf(buf, n, "blocks.%d.%s", m->site_layer[site], m->sites[site].name);
-}
-
 int ml_site_pos_dim(const ml_model *m, int site) {
     const ml_site_decl *s = &m->sites[site];
     if (s->ndim < 2 || s->shape[0] != -1) return -1;
@@ -145,25 +126,20 @@ typedef struct {
     const bool *want;
     ml_tensor **acts, **leaves; /* leaves: zero tensors whose gradient is the site's */
     const ml_patch *patch;
-    int patch_layer;
-    const char *patch_name;
     const int32_t *batch_map, *rows;
 } hook_ud;
 
-static int hook_site(hook_ud *h, int layer, const char *name) { return ml_site_lookup(h->m, layer, name); }
-
-static bool hook_wants(void *ud, int layer, const char *name) {
+static bool hook_wants(void *ud, int site) {
     hook_ud *h = ud;
-    if (h->patch && layer == h->patch_layer && !strcmp(name, h->patch_name)) return true;
+    if (h->patch && site == h->patch->site) return true;
     if (!h->want) return h->acts != NULL;
-    int i = hook_site(h, layer, name);
-    return i >= 0 && h->want[i];
+    return h->want[site];
 }
 
-static ml_tensor *hook_fn(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err) {
+static ml_tensor *hook_fn(void *ud, int site, ml_tensor *act, ml_status *err) {
     hook_ud *h = ud;
     ml_tensor *rep = NULL;
-    if (h->patch && layer == h->patch_layer && !strcmp(name, h->patch_name)) {
+    if (h->patch && site == h->patch->site) {
         rep = apply_patch(h->m, h->patch, act, h->batch_map, h->rows);
         if (!rep) {
             *err = ml_last_status();
@@ -171,8 +147,8 @@ static ml_tensor *hook_fn(void *ud, int layer, const char *name, ml_tensor *act,
         }
     }
     if (h->acts) {
-        int i = hook_site(h, layer, name);
-        if (i >= 0 && (!h->want || h->want[i])) {
+        int i = site;
+        if (!h->want || h->want[i]) {
             ml_tensor *cur = rep ? rep : act;
             ml_release(h->acts[i]);
             if (h->leaves) { /* act + 0: the same values, and the zero leaf's gradient is the site's */
@@ -306,7 +282,7 @@ ml_tensor *ml_patch_full(ml_model *m, ml_tensor *tokens, const ml_patch *p) {
         ml_fail(ML_ERR_ARG, "patch: site index %d out of range", p->site);
         return NULL;
     }
-    hook_ud h = {.m = m, .patch = p, .patch_layer = m->site_layer[p->site], .patch_name = m->sites[p->site].name};
+    hook_ud h = {.m = m, .patch = p};
     ml_run run = make_run(&h);
     bool old = ml_set_grad_enabled(false);
     ml_tensor *hid = ml_model_hidden(m, tokens, &run);
@@ -343,8 +319,8 @@ static ml_tensor *patch_fast(ml_model *m, ml_tensor *const *base, const ml_patch
     }
     bool internal;
     int l = m->site_layer[p->site], e = patch_entry(m, p->site, &internal);
-    int s_entry = ml_site_lookup(m, l, ml_entry_names[e]), s_in = ml_site_lookup(m, l, "block_input");
-    int s_ao = ml_site_lookup(m, l, "attention_output");
+    const int *entry = m->layers[l].entry_site;
+    int s_entry = entry[e], s_in = entry[ML_ENTRY_BLOCK_INPUT], s_ao = entry[ML_ENTRY_ATTENTION_OUTPUT];
     bool need_r = e != ML_ENTRY_BLOCK_INPUT && e != ML_ENTRY_BLOCK_OUTPUT;
     bool need_mid = e == ML_ENTRY_MLP_INPUT || e == ML_ENTRY_MLP_OUTPUT;
     if (s_entry < 0 || !base[s_entry] || (need_r && !base[s_in]) || (need_mid && (s_ao < 0 || !base[s_ao])) ||
@@ -361,8 +337,7 @@ static ml_tensor *patch_fast(ml_model *m, ml_tensor *const *base, const ml_patch
     else if (act && need_r) resid = ml_retain(base[s_in]);
     ml_tensor *hid = NULL;
     if (act && (resid || !need_r)) {
-        hook_ud h = {.m = m, .patch = p, .patch_layer = l, .patch_name = m->sites[p->site].name,
-                     .batch_map = batch_map, .rows = rw};
+        hook_ud h = {.m = m, .patch = p, .batch_map = batch_map, .rows = rw};
         ml_run run = make_run(&h);
         ml_resume rs = {.layer = l, .entry = e, .act = act, .resid = resid, .rows = rows};
         bool old = ml_set_grad_enabled(false);

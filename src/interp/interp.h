@@ -25,9 +25,6 @@ typedef struct ml_task ml_task;
 typedef struct ml_dataset ml_dataset;
 
 /* ---- sites ---- */
-int ml_site_lookup(const ml_model *m, int layer, const char *name); /* index or -1 */
-int ml_site_parse(const ml_model *m, const char *full);             /* "blocks.{l}.{name}" -> index or -1 */
-void ml_site_fullname(const ml_model *m, int site, char *buf, size_t n);
 /* The dimension that holds the position, or -1 when the site has no batch-and-position layout
  * (filters); such sites cannot be patched per position. */
 int ml_site_pos_dim(const ml_model *m, int site);

@@ -45,6 +45,10 @@ int mlL_optbool(lua_State *L, int idx, const char *key, int def, const char *fn)
 const char *mlL_optstr(lua_State *L, int idx, const char *key, const char *def, const char *fn);
 /* Closest string in `names` to `s` by edit distance (for "did you mean" messages). */
 const char *mlL_closest(const char *s, const char *const *names);
+/* A full site name ("blocks.{l}.{name}") -> its id; an unknown one raises an error naming `fn`
+ * and the closest site. */
+struct ml_model;
+int mlL_checksite(lua_State *L, const struct ml_model *m, const char *name, const char *fn);
 /* Reads a shape from arguments first..top (numbers) or one table of numbers at `first`. */
 int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX_DIMS]);
 

@@ -41,24 +41,6 @@ static ml_tensor *check_tokens(lua_State *L, ml_model *m, int arg, const char *f
     return c;
 }
 
-/* A site name (full "blocks.l.name") -> index, or an error naming the closest. */
-static int check_site(lua_State *L, ml_model *m, const char *name, const char *fn) {
-    int s = ml_site_parse(m, name);
-    if (s >= 0) return s;
-    const char **names = malloc(sizeof *names * (size_t)(m->n_sites + 1));
-    char *store = malloc(96 * (size_t)(m->n_sites + 1));
-    if (!names || !store) {
-        free(names), free(store);
-        luaL_error(L, "%s: out of memory", fn);
-    }
-    for (int i = 0; i < m->n_sites; i++) ml_site_fullname(m, i, store + 96 * i, 96), names[i] = store + 96 * i;
-    names[m->n_sites] = NULL;
-    lua_pushfstring(L, "%s: unknown hook site '%s' (did you mean '%s'? model:hook_names() lists them)", fn, name,
-                    mlL_closest(name, names));
-    free(names), free(store);
-    return lua_error(L);
-}
-
 /* Zeroed scratch memory owned by the stack (freed by the collector even when an error unwinds). */
 static void *scratch(lua_State *L, size_t n) {
     void *p = lua_newuserdatauv(L, n ? n : 1, 0);
@@ -71,14 +53,14 @@ static bool *names_mask(lua_State *L, ml_model *m, int opt, const char *key, con
     bool *want = scratch(L, (size_t)m->n_sites + 1);
     int t = lua_getfield(L, opt, key);
     if (t == LUA_TNIL) memset(want, 1, (size_t)m->n_sites);
-    else if (t == LUA_TSTRING) want[check_site(L, m, lua_tostring(L, -1), fn)] = true;
+    else if (t == LUA_TSTRING) want[mlL_checksite(L, m, lua_tostring(L, -1), fn)] = true;
     else if (t == LUA_TTABLE) {
         for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
             if (lua_type(L, -1) != LUA_TSTRING) {
                 luaL_error(L, "%s: option '%s' expected a list of site names, got a %s at index %d", fn, key,
                            luaL_typename(L, -1), (int)i);
             }
-            want[check_site(L, m, lua_tostring(L, -1), fn)] = true;
+            want[mlL_checksite(L, m, lua_tostring(L, -1), fn)] = true;
             lua_pop(L, 1);
         }
         lua_pop(L, 1);
@@ -194,7 +176,7 @@ static int l_patch(lua_State *L) {
     int top = lua_gettop(L);
     const char *site = mlL_optstr(L, 3, "site", NULL, fn);
     if (!site) return luaL_error(L, "%s: option 'site' is required", fn);
-    int s = check_site(L, m, site, fn);
+    int s = mlL_checksite(L, m, site, fn);
     lua_getfield(L, 3, "source");
     ml_tensor *src = mlL_testtensor(L, -1);
     if (!src) return luaL_error(L, "%s: option 'source' expected a tensor, got %s", fn, luaL_typename(L, -1));
@@ -223,7 +205,7 @@ static int l_site_mean(lua_State *L) {
     const char *fn = "mech.interp.site_mean";
     ml_model *m = check_model(L, 1, fn);
     ml_dataset *ds = check_dataset(L, 2, fn);
-    int s = check_site(L, m, luaL_checkstring(L, 3), fn);
+    int s = mlL_checksite(L, m, luaL_checkstring(L, 3), fn);
     int64_t n = ml_dataset_size(ds);
     int batch = 64;
     if (!lua_isnoneornil(L, 4)) {
@@ -325,7 +307,7 @@ static int l_interchange(lua_State *L) {
         for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
             if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "%s: option 'sites' expected names, got a %s", fn, luaL_typename(L, -1));
             if (c->n_sites == ML_IC_MAX_SITES) return luaL_error(L, "%s: at most %d sites", fn, ML_IC_MAX_SITES);
-            c->sites[c->n_sites++] = check_site(L, m, lua_tostring(L, -1), fn);
+            c->sites[c->n_sites++] = mlL_checksite(L, m, lua_tostring(L, -1), fn);
             lua_pop(L, 1);
         }
         lua_pop(L, 1);

@@ -170,16 +170,12 @@ static int m_zero_grad(lua_State *L) {
 
 /* ------------------------------------------------------------------ sites & hooks */
 
-static void site_full_name(const ml_model *m, int i, char *buf, size_t n) {
-    snprintf(buf, n, "blocks.%d.%s", m->site_layer[i], m->sites[i].name);
-}
-
 static int m_hook_names(lua_State *L) {
     ml_model *m = check_model(L, 1, "hook_names");
     lua_createtable(L, m->n_sites, 0);
     for (int i = 0; i < m->n_sites; i++) {
         char name[96];
-        site_full_name(m, i, name, sizeof name);
+        ml_site_fullname(m, i, name, sizeof name);
         lua_createtable(L, 0, 2);
         lua_pushstring(L, name);
         lua_setfield(L, -2, "name");
@@ -197,32 +193,10 @@ static int m_hook_names(lua_State *L) {
     return 1;
 }
 
-/* Raises an error for an unknown site name, suggesting the nearest ones. */
-static void check_site_name(lua_State *L, ml_model *m, const char *name, const char *fn) {
-    char buf[96];
-    const char **names = malloc(sizeof *names * (size_t)(m->n_sites + 1));
-    char *store = malloc(96 * (size_t)(m->n_sites + 1));
-    if (!names || !store) {
-        free(names), free(store);
-        luaL_error(L, "%s: out of memory", fn);
-    }
-    for (int i = 0; i < m->n_sites; i++) {
-        site_full_name(m, i, store + 96 * i, 96);
-        names[i] = store + 96 * i;
-        if (!strcmp(names[i], name)) {
-            free(names), free(store);
-            return;
-        }
-    }
-    names[m->n_sites] = NULL;
-    snprintf(buf, sizeof buf, "%s", mlL_closest(name, names) ? mlL_closest(name, names) : "");
-    free(names), free(store);
-    luaL_error(L, "%s: unknown hook site '%s' (did you mean '%s'? model:hook_names() lists them)", fn, name, buf);
-}
-
 typedef struct {
     lua_State *L;
     model_box *box;
+    const ml_model *m;
     int hooks;   /* stack index: call-specific table site -> fn (or 0) */
     int persist; /* stack index: persistent table site -> {fn...} */
 } hook_ud;
@@ -242,10 +216,11 @@ static int has_hook(hook_ud *h, const char *full) {
     return found;
 }
 
-static bool hook_wants(void *ud, int layer, const char *name) {
+static bool hook_wants(void *ud, int site) {
+    hook_ud *h = ud;
     char full[96];
-    snprintf(full, sizeof full, "blocks.%d.%s", layer, name);
-    return has_hook(ud, full);
+    ml_site_fullname(h->m, site, full, sizeof full);
+    return has_hook(h, full);
 }
 
 /* Calls fn (on top of the stack) with (act, ctx); returns a new reference to a replacement or
@@ -280,11 +255,13 @@ static ml_tensor *call_hook(hook_ud *h, ml_tensor *act, const char *full, int la
     return rep;
 }
 
-static ml_tensor *hook_call(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err) {
+static ml_tensor *hook_call(void *ud, int site, ml_tensor *act, ml_status *err) {
     hook_ud *h = ud;
     lua_State *L = h->L;
     char full[96];
-    snprintf(full, sizeof full, "blocks.%d.%s", layer, name);
+    ml_site_fullname(h->m, site, full, sizeof full);
+    int layer = h->m->site_layer[site];
+    const char *name = h->m->sites[site].name;
     ml_tensor *cur = ml_retain(act);
     bool replaced = false;
     /* persistent hooks first, in registration order, then the call's own */
@@ -318,6 +295,7 @@ static bool setup_run(lua_State *L, ml_model *m, int arg, hook_ud *h, ml_run *ru
     memset(run, 0, sizeof *run);
     h->L = L;
     h->box = lua_touserdata(L, 1);
+    h->m = m;
     h->hooks = 0;
     lua_getiuservalue(L, 1, 1);
     h->persist = lua_gettop(L);
@@ -333,7 +311,7 @@ static bool setup_run(lua_State *L, ml_model *m, int arg, hook_ud *h, ml_run *ru
         lua_pushnil(L);
         while (lua_next(L, h->hooks)) {
             if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: hook table keys must be site names", fn);
-            check_site_name(L, m, lua_tostring(L, -2), fn);
+            mlL_checksite(L, m, lua_tostring(L, -2), fn);
             if (!lua_isfunction(L, -1)) luaL_error(L, "%s: hook for '%s' expected a function, got %s", fn, lua_tostring(L, -2), luaL_typename(L, -1));
             any = true;
             lua_pop(L, 1);
@@ -420,7 +398,7 @@ static int m_loss(lua_State *L) {
 static int m_add_hook(lua_State *L) {
     ml_model *m = check_model(L, 1, "add_hook");
     const char *site = luaL_checkstring(L, 2);
-    check_site_name(L, m, site, "add_hook");
+    mlL_checksite(L, m, site, "add_hook");
     luaL_checktype(L, 3, LUA_TFUNCTION);
     lua_getiuservalue(L, 1, 1);
     if (lua_getfield(L, -1, site) != LUA_TTABLE) {

@@ -1,8 +1,10 @@
 /* Shared helpers of the binding: argument checks, option tables, error messages. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lua/binding.h"
+#include "nn/model.h"
 
 int mlL_raise(lua_State *L) {
     lua_pushstring(L, ml_last_error());
@@ -179,4 +181,23 @@ int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX
         shape[n++] = v;
     }
     return n;
+}
+
+int mlL_checksite(lua_State *L, const ml_model *m, const char *name, const char *fn) {
+    int s = ml_site_parse(m, name);
+    if (s >= 0) return s;
+    enum { W = 96 };
+    const char **names = malloc(sizeof *names * (size_t)(m->n_sites + 1));
+    char *store = malloc(W * (size_t)(m->n_sites + 1));
+    if (!names || !store) {
+        free(names), free(store);
+        return luaL_error(L, "%s: out of memory", fn);
+    }
+    for (int i = 0; i < m->n_sites; i++) ml_site_fullname(m, i, store + W * i, W), names[i] = store + W * i;
+    names[m->n_sites] = NULL;
+    const char *near = mlL_closest(name, names);
+    lua_pushfstring(L, "%s: unknown hook site '%s' (did you mean '%s'? model:hook_names() lists them)", fn, name,
+                    near ? near : "");
+    free(names), free(store);
+    return lua_error(L);
 }

@@ -17,8 +17,11 @@
 #include "ops/nn_ops.h"
 #include "ops/ops.h"
 
+enum { S_Q, S_K, S_V, S_SCORES, S_PATTERN, S_CTX, N_SITES }; /* the mixer's sites, in declaration order */
+
 typedef struct {
     int wqkv, wo, bo;
+    int site[N_SITES];          /* ids of the sites below */
 } attn_state;
 
 static ml_status attn_build(ml_model *m, int l, void **state) {
@@ -30,20 +33,20 @@ static ml_status attn_build(ml_model *m, int l, void **state) {
     s->wo = ml_model_add_param(m, l, "out_proj.weight", 2, (int64_t[]){D, D}, ML_P_LINEAR_W, D);
     s->bo = ml_model_add_param(m, l, "out_proj.bias", 1, &D, ML_P_LINEAR_B, D);
     int64_t BLD[3] = {-1, -2, D}, BHLL[4] = {-1, H, -2, -2};
-    ml_model_add_site(m, l, "mixer.q", 3, BLD);
-    ml_model_add_site(m, l, "mixer.k", 3, BLD);
-    ml_model_add_site(m, l, "mixer.v", 3, BLD);
-    ml_model_add_site(m, l, "mixer.scores", 4, BHLL);
-    ml_model_add_site(m, l, "mixer.pattern", 4, BHLL);
-    return ml_model_add_site(m, l, "mixer.ctx", 3, BLD);
+    s->site[S_Q] = ml_model_add_site(m, l, "mixer.q", 3, BLD);
+    s->site[S_K] = ml_model_add_site(m, l, "mixer.k", 3, BLD);
+    s->site[S_V] = ml_model_add_site(m, l, "mixer.v", 3, BLD);
+    s->site[S_SCORES] = ml_model_add_site(m, l, "mixer.scores", 4, BHLL);
+    s->site[S_PATTERN] = ml_model_add_site(m, l, "mixer.pattern", 4, BHLL);
+    s->site[S_CTX] = ml_model_add_site(m, l, "mixer.ctx", 3, BLD);
+    return ML_OK;
 }
 
 /* q, k, v as sites: split, hook, join again (cat copies exact bits, so observing changes nothing). */
-static ml_tensor *qkv_sites(int l, ml_tensor *qkv, int64_t D, ml_run *run) {
+static ml_tensor *qkv_sites(const ml_model *m, const attn_state *s, ml_tensor *qkv, int64_t D, ml_run *run) {
     ml_tensor *parts[3] = {ml_narrow(qkv, 2, 0, D), ml_narrow(qkv, 2, D, D), ml_narrow(qkv, 2, 2 * D, D)};
-    static const char *const names[3] = {"mixer.q", "mixer.k", "mixer.v"};
     bool ok = parts[0] && parts[1] && parts[2];
-    for (int i = 0; ok && i < 3; i++) ok = ml_at_site(run, l, names[i], &parts[i]);
+    for (int i = 0; ok && i < 3; i++) ok = ml_at_site(m, run, s->site[S_Q + i], &parts[i]);
     ml_tensor *out = ok ? ml_cat(3, parts, 2) : NULL;
     for (int i = 0; i < 3; i++) ml_release(parts[i]);
     return out;
@@ -53,17 +56,17 @@ static ml_tensor *attn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml
     attn_state *s = state;
     int H = m->cfg.n_heads;
     ml_tensor *qkv = ml_linear(x, ml_model_p(m, s->wqkv), NULL);
-    if (qkv && (ml_site_wanted(run, l, "mixer.q") || ml_site_wanted(run, l, "mixer.k") ||
-                ml_site_wanted(run, l, "mixer.v"))) {
-        ml_tensor *j = qkv_sites(l, qkv, m->cfg.d_model, run);
+    if (qkv && (ml_site_wanted(run, s->site[S_Q]) || ml_site_wanted(run, s->site[S_K]) ||
+                ml_site_wanted(run, s->site[S_V]))) {
+        ml_tensor *j = qkv_sites(m, s, qkv, m->cfg.d_model, run);
         ml_release(qkv);
         qkv = j;
     }
     if (!qkv) return NULL;
     ml_tensor *S = ml_attention_scores(qkv, H), *P = NULL, *ctx = NULL, *y = NULL;
-    if (S && ml_at_site(run, l, "mixer.scores", &S)) P = ml_causal_softmax(S);
-    if (P && ml_at_site(run, l, "mixer.pattern", &P)) ctx = ml_attention_apply(P, qkv, H);
-    if (ctx && ml_at_site(run, l, "mixer.ctx", &ctx)) y = ml_linear(ctx, ml_model_p(m, s->wo), ml_model_p(m, s->bo));
+    if (S && ml_at_site(m, run, s->site[S_SCORES], &S)) P = ml_causal_softmax(S);
+    if (P && ml_at_site(m, run, s->site[S_PATTERN], &P)) ctx = ml_attention_apply(P, qkv, H);
+    if (ctx && ml_at_site(m, run, s->site[S_CTX], &ctx)) y = ml_linear(ctx, ml_model_p(m, s->wo), ml_model_p(m, s->bo));
     ml_release(qkv), ml_release(S), ml_release(P), ml_release(ctx);
     return y;
 }

@@ -27,12 +27,15 @@
 
 enum { FILTER_HIDDEN = 16, FILTER_EMB = 3 };
 
+enum { S_SHORT_CONV, S_FILTER, S_LONG_CONV, S_PROJ, S_PRODUCT, N_SITES }; /* the mixer's sites, in declaration order */
+
 typedef struct {
     int K;                      /* ≥ 1 short, −1 long */
     int wp, bp;                 /* projection */
     int cw, cb;                 /* short conv */
     int z, wa, ba, wb, bb;      /* long conv: pos_emb.z, mlp.0, mlp.2 */
     ml_tensor *ones;            /* (D): the long conv's "+ u" as its skip vector */
+    int site[N_SITES];          /* ids of the sites below */
 } bc_state;
 
 static void bc_free(void *state) {
@@ -88,12 +91,13 @@ static ml_status bc_build(ml_model *m, int l, void **state) {
         return ml_fail(ML_ERR_ARG, "model: option 'd_conv' must be >= 1 for a BaseConv layer (arch '%s'), got 0",
                        m->cfg.arch);
     int64_t BLD[3] = {-1, -2, D};
+    for (int i = 0; i < N_SITES; i++) s->site[i] = -1; /* short or long: the other's sites stay absent */
     s->wp = ml_model_add_param(m, l, "projection.weight", 2, (int64_t[]){D, D}, ML_P_LINEAR_W, D);
     s->bp = ml_model_add_param(m, l, "projection.bias", 1, &D, ML_P_LINEAR_B, D);
     if (s->K > 0) {
         s->cw = ml_model_add_param(m, l, "conv.conv.weight", 3, (int64_t[]){D, 1, s->K}, ML_P_CONV_W, s->K);
         s->cb = ml_model_add_param(m, l, "conv.conv.bias", 1, &D, ML_P_CONV_B, s->K);
-        ml_model_add_site(m, l, "mixer.short_conv", 3, BLD);
+        s->site[S_SHORT_CONV] = ml_model_add_site(m, l, "mixer.short_conv", 3, BLD);
     } else {
         int64_t H = FILTER_HIDDEN, E = FILTER_EMB;
         s->z = ml_model_add_param(m, l, "conv.pos_emb.z", 3, (int64_t[]){1, ML_FILTER_LMAX, E}, ML_P_CUSTOM, 0);
@@ -102,11 +106,12 @@ static ml_status bc_build(ml_model *m, int l, void **state) {
         s->wb = ml_model_add_param(m, l, "conv.mlp.2.weight", 2, (int64_t[]){D, H}, ML_P_LINEAR_W, H);
         s->bb = ml_model_add_param(m, l, "conv.mlp.2.bias", 1, &D, ML_P_LINEAR_B, H);
         if (!(s->ones = ml_full(ML_F32, 1, &D, 1.0))) return ml_last_status();
-        ml_model_add_site(m, l, "mixer.filter", 2, (int64_t[]){-2, D});
-        ml_model_add_site(m, l, "mixer.long_conv", 3, BLD);
+        s->site[S_FILTER] = ml_model_add_site(m, l, "mixer.filter", 2, (int64_t[]){-2, D});
+        s->site[S_LONG_CONV] = ml_model_add_site(m, l, "mixer.long_conv", 3, BLD);
     }
-    ml_model_add_site(m, l, "mixer.proj", 3, BLD);
-    return ml_model_add_site(m, l, "mixer.product", 3, BLD);
+    s->site[S_PROJ] = ml_model_add_site(m, l, "mixer.proj", 3, BLD);
+    s->site[S_PRODUCT] = ml_model_add_site(m, l, "mixer.product", 3, BLD);
+    return ML_OK;
 }
 
 static void bc_init(ml_model *m, int l, void *state, ml_rng *rng) {
@@ -131,22 +136,22 @@ static ml_tensor *bc_forward(ml_model *m, int l, void *state, ml_tensor *u, ml_r
     ml_tensor *conv = NULL, *proj = NULL, *prod = NULL, *y = NULL;
     if (s->K > 0) {
         conv = ml_causal_conv1d(u, ml_model_p(m, s->cw), ml_model_p(m, s->cb));
-        if (!conv || !ml_at_site(run, l, "mixer.short_conv", &conv)) goto done;
+        if (!conv || !ml_at_site(m, run, s->site[S_SHORT_CONV], &conv)) goto done;
     } else {
         if (L > ML_FILTER_LMAX) {
             ml_fail(ML_ERR_SHAPE, "base_conv: sequence length %lld exceeds l_max %d", (long long)L, ML_FILTER_LMAX);
             goto done;
         }
         ml_tensor *k = bc_filter(m, s, L);
-        if (!k || !ml_at_site(run, l, "mixer.filter", &k)) goto done;
+        if (!k || !ml_at_site(m, run, s->site[S_FILTER], &k)) goto done;
         conv = ml_long_conv(u, k, s->ones, 1);
         ml_release(k);
-        if (!conv || !ml_at_site(run, l, "mixer.long_conv", &conv)) goto done;
+        if (!conv || !ml_at_site(m, run, s->site[S_LONG_CONV], &conv)) goto done;
     }
     proj = ml_linear(u, ml_model_p(m, s->wp), ml_model_p(m, s->bp));
-    if (!proj || !ml_at_site(run, l, "mixer.proj", &proj)) goto done;
+    if (!proj || !ml_at_site(m, run, s->site[S_PROJ], &proj)) goto done;
     prod = ml_mul(conv, proj);
-    if (!prod || !ml_at_site(run, l, "mixer.product", &prod)) goto done;
+    if (!prod || !ml_at_site(m, run, s->site[S_PRODUCT], &prod)) goto done;
     y = ml_add(prod, u);
 done:
     ml_release(conv), ml_release(proj), ml_release(prod);

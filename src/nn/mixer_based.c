@@ -29,9 +29,12 @@
 
 static const double BASED_EPS = 1e-12;
 
+enum { S_Q, S_K, S_V, S_FEAT_Q, S_FEAT_K, S_KV_STATE, S_PATTERN, S_Y, N_SITES }; /* the mixer's sites, in declaration order */
+
 typedef struct {
     int wq, wk, wv, wo;
     int H, F, P, Dv;
+    int site[N_SITES];          /* ids of the sites below */
 } based_state;
 
 static ml_status based_build(ml_model *m, int l, void **state) {
@@ -48,14 +51,15 @@ static ml_status based_build(ml_model *m, int l, void **state) {
     s->wv = ml_model_add_param(m, l, "proj_v.weight", 2, (int64_t[]){D, D}, ML_P_LINEAR_W, D);
     s->wo = ml_model_add_param(m, l, "proj_o.weight", 2, (int64_t[]){D, D}, ML_P_LINEAR_W, D);
     int64_t BLF[3] = {-1, -2, F * H}, BLD[3] = {-1, -2, D}, BLHP[4] = {-1, -2, H, s->P};
-    ml_model_add_site(m, l, "mixer.q", 3, BLF);
-    ml_model_add_site(m, l, "mixer.k", 3, BLF);
-    ml_model_add_site(m, l, "mixer.v", 3, BLD);
-    ml_model_add_site(m, l, "mixer.feat_q", 4, BLHP);
-    ml_model_add_site(m, l, "mixer.feat_k", 4, BLHP);
-    ml_model_add_site(m, l, "mixer.kv_state", 5, (int64_t[]){-1, -2, H, s->P, s->Dv});
-    ml_model_add_site(m, l, "mixer.pattern", 4, (int64_t[]){-1, H, -2, -2});
-    return ml_model_add_site(m, l, "mixer.y", 3, BLD);
+    s->site[S_Q] = ml_model_add_site(m, l, "mixer.q", 3, BLF);
+    s->site[S_K] = ml_model_add_site(m, l, "mixer.k", 3, BLF);
+    s->site[S_V] = ml_model_add_site(m, l, "mixer.v", 3, BLD);
+    s->site[S_FEAT_Q] = ml_model_add_site(m, l, "mixer.feat_q", 4, BLHP);
+    s->site[S_FEAT_K] = ml_model_add_site(m, l, "mixer.feat_k", 4, BLHP);
+    s->site[S_KV_STATE] = ml_model_add_site(m, l, "mixer.kv_state", 5, (int64_t[]){-1, -2, H, s->P, s->Dv});
+    s->site[S_PATTERN] = ml_model_add_site(m, l, "mixer.pattern", 4, (int64_t[]){-1, H, -2, -2});
+    s->site[S_Y] = ml_model_add_site(m, l, "mixer.y", 3, BLD);
+    return ML_OK;
 }
 
 /* φ(x) per head: x (B, L, H·F) -> (B, L, H, P). */
@@ -176,31 +180,31 @@ static ml_tensor *based_forward(ml_model *m, int l, void *state, ml_tensor *x, m
     ml_tensor *q = ml_linear(x, ml_model_p(m, s->wq), NULL), *k = NULL, *v = NULL;
     ml_tensor *fq = NULL, *fk = NULL, *S = NULL, *pat = NULL, *y = NULL, *out = NULL;
     ml_tensor *A = NULL, *den = NULL;
-    if (!q || !ml_at_site(run, l, "mixer.q", &q)) goto done;
+    if (!q || !ml_at_site(m, run, s->site[S_Q], &q)) goto done;
     k = ml_linear(x, ml_model_p(m, s->wk), NULL);
-    if (!k || !ml_at_site(run, l, "mixer.k", &k)) goto done;
+    if (!k || !ml_at_site(m, run, s->site[S_K], &k)) goto done;
     v = ml_linear(x, ml_model_p(m, s->wv), NULL);
-    if (!v || !ml_at_site(run, l, "mixer.v", &v)) goto done;
+    if (!v || !ml_at_site(m, run, s->site[S_V], &v)) goto done;
     bool explicit_form = false; /* a replaced feature map, state or pattern */
-    bool want_f = ml_site_wanted(run, l, "mixer.feat_q") || ml_site_wanted(run, l, "mixer.feat_k") ||
-                  ml_site_wanted(run, l, "mixer.kv_state");
+    bool want_f = ml_site_wanted(run, s->site[S_FEAT_Q]) || ml_site_wanted(run, s->site[S_FEAT_K]) ||
+                  ml_site_wanted(run, s->site[S_KV_STATE]);
     if (want_f) {
         ml_tensor *oq, *ok;
         if (!(fq = features(q, H, s->F)) || !(fk = features(k, H, s->F))) goto done;
         oq = fq, ok = fk;
         ml_retain(oq), ml_retain(ok);
-        bool okq = ml_at_site(run, l, "mixer.feat_q", &fq), okk = okq && ml_at_site(run, l, "mixer.feat_k", &fk);
+        bool okq = ml_at_site(m, run, s->site[S_FEAT_Q], &fq), okk = okq && ml_at_site(m, run, s->site[S_FEAT_K], &fk);
         /* a replacement with the same bits (a copy) keeps the fused path */
         explicit_form = okk && ((fq != oq && !ml_equal(fq, oq)) || (fk != ok && !ml_equal(fk, ok)));
         ml_release(oq), ml_release(ok);
         if (!okk) goto done;
     }
-    if (ml_site_wanted(run, l, "mixer.kv_state")) {
+    if (ml_site_wanted(run, s->site[S_KV_STATE])) {
         bool old = ml_set_grad_enabled(false);
         S = kv_states(fk, v, H, s->P, s->Dv);
         ml_set_grad_enabled(old);
         ml_tensor *orig = ml_retain(S);
-        bool ok = S && ml_at_site(run, l, "mixer.kv_state", &S);
+        bool ok = S && ml_at_site(m, run, s->site[S_KV_STATE], &S);
         bool replaced = ok && S != orig && !ml_equal(S, orig);
         if (replaced) { /* the pattern site still fires, with the explicit (unpatched) pattern */
             ml_tensor *yf = NULL;
@@ -222,12 +226,12 @@ static ml_tensor *based_forward(ml_model *m, int l, void *state, ml_tensor *x, m
     if (!y && explicit_form) {
         if (!(A = explicit_scores(fq, fk, &den)) || !(pat = ml_div(A, den))) goto done;
     } else if (!y) {
-        y = ml_based_linear_attention(q, k, v, H, BASED_EPS, ml_site_wanted(run, l, "mixer.pattern") ? &pat : NULL);
+        y = ml_based_linear_attention(q, k, v, H, BASED_EPS, ml_site_wanted(run, s->site[S_PATTERN]) ? &pat : NULL);
         if (!y) goto done;
     }
     if (pat) {
         ml_tensor *orig = ml_retain(pat);
-        bool ok = ml_at_site(run, l, "mixer.pattern", &pat);
+        bool ok = ml_at_site(m, run, s->site[S_PATTERN], &pat);
         bool replaced = ok && ((pat != orig && !ml_equal(pat, orig)) || (explicit_form && !y));
         ml_release(orig);
         if (!ok) goto done;
@@ -239,7 +243,7 @@ static ml_tensor *based_forward(ml_model *m, int l, void *state, ml_tensor *x, m
             if (!y) goto done;
         }
     }
-    if (!ml_at_site(run, l, "mixer.y", &y)) goto done;
+    if (!ml_at_site(m, run, s->site[S_Y], &y)) goto done;
     out = ml_linear(y, ml_model_p(m, s->wo), NULL);
 done:
     ml_release(q), ml_release(k), ml_release(v), ml_release(fq), ml_release(fk), ml_release(S);

@@ -25,9 +25,12 @@
 #include "ops/nn_ops.h"
 #include "ops/ops.h"
 
+enum { S_Q, S_K, S_V, S_BETA, S_STATE, S_O, N_SITES }; /* the mixer's sites, in declaration order */
+
 typedef struct {
     int H, dk, K;
     int wq, wk, wv, wb, cq, ck, cv, onorm, wo;
+    int site[N_SITES];          /* ids of the sites below */
 } dn_state;
 
 static ml_status dn_build(ml_model *m, int l, void **state) {
@@ -48,12 +51,13 @@ static ml_status dn_build(ml_model *m, int l, void **state) {
     s->onorm = ml_model_add_param(m, l, "o_norm.weight", 1, &dk, ML_P_ONES, 0);
     s->wo = ml_model_add_param(m, l, "o_proj.weight", 2, (int64_t[]){D, D}, ML_P_LINEAR_W, D);
     int64_t BLD[3] = {-1, -2, D};
-    ml_model_add_site(m, l, "mixer.q", 3, BLD);
-    ml_model_add_site(m, l, "mixer.k", 3, BLD);
-    ml_model_add_site(m, l, "mixer.v", 3, BLD);
-    ml_model_add_site(m, l, "mixer.beta", 3, (int64_t[]){-1, -2, H});
-    ml_model_add_site(m, l, "mixer.state", 5, (int64_t[]){-1, -2, H, dk, dk});
-    return ml_model_add_site(m, l, "mixer.o", 3, BLD);
+    s->site[S_Q] = ml_model_add_site(m, l, "mixer.q", 3, BLD);
+    s->site[S_K] = ml_model_add_site(m, l, "mixer.k", 3, BLD);
+    s->site[S_V] = ml_model_add_site(m, l, "mixer.v", 3, BLD);
+    s->site[S_BETA] = ml_model_add_site(m, l, "mixer.beta", 3, (int64_t[]){-1, -2, H});
+    s->site[S_STATE] = ml_model_add_site(m, l, "mixer.state", 5, (int64_t[]){-1, -2, H, dk, dk});
+    s->site[S_O] = ml_model_add_site(m, l, "mixer.o", 3, BLD);
+    return ML_OK;
 }
 
 /* silu(SC_K(x·Wᵀ)) (B, L, D) */
@@ -137,18 +141,18 @@ static ml_tensor *dn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_r
     double scale = 1.0 / sqrt((double)s->dk);
     ml_tensor *q = NULL, *k = NULL, *v = NULL, *qn = NULL, *kn = NULL, *br = NULL, *beta = NULL, *o = NULL;
     ml_tensor *st = NULL, *o4 = NULL, *on = NULL, *on3 = NULL, *out = NULL;
-    if (!(q = proj_conv(x, ml_model_p(m, s->wq), ml_model_p(m, s->cq))) || !ml_at_site(run, l, "mixer.q", &q)) goto done;
-    if (!(k = proj_conv(x, ml_model_p(m, s->wk), ml_model_p(m, s->ck))) || !ml_at_site(run, l, "mixer.k", &k)) goto done;
-    if (!(v = proj_conv(x, ml_model_p(m, s->wv), ml_model_p(m, s->cv))) || !ml_at_site(run, l, "mixer.v", &v)) goto done;
+    if (!(q = proj_conv(x, ml_model_p(m, s->wq), ml_model_p(m, s->cq))) || !ml_at_site(m, run, s->site[S_Q], &q)) goto done;
+    if (!(k = proj_conv(x, ml_model_p(m, s->wk), ml_model_p(m, s->ck))) || !ml_at_site(m, run, s->site[S_K], &k)) goto done;
+    if (!(v = proj_conv(x, ml_model_p(m, s->wv), ml_model_p(m, s->cv))) || !ml_at_site(m, run, s->site[S_V], &v)) goto done;
     if (!(qn = l2_heads(q, H)) || !(kn = l2_heads(k, H))) goto done;
     if (!(br = ml_linear(x, ml_model_p(m, s->wb), NULL)) || !(beta = ml_unary(ML_SIGMOID, br)) ||
-        !ml_at_site(run, l, "mixer.beta", &beta))
+        !ml_at_site(m, run, s->site[S_BETA], &beta))
         goto done;
-    bool want_s = ml_site_wanted(run, l, "mixer.state");
+    bool want_s = ml_site_wanted(run, s->site[S_STATE]);
     if (!(o = ml_delta_rule(qn, kn, v, beta, H, scale, NULL, want_s ? &st : NULL, NULL))) goto done;
     if (want_s) {
         ml_tensor *orig = ml_retain(st);
-        bool ok = ml_at_site(run, l, "mixer.state", &st);
+        bool ok = ml_at_site(m, run, s->site[S_STATE], &st);
         if (ok && st != orig) {
             ml_tensor *po = patched_rule(o, st, orig, qn, kn, v, beta, H, scale);
             ml_release(o);
@@ -158,7 +162,7 @@ static ml_tensor *dn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_r
         ml_release(orig);
         if (!ok) goto done;
     }
-    if (!ml_at_site(run, l, "mixer.o", &o)) goto done;
+    if (!ml_at_site(m, run, s->site[S_O], &o)) goto done;
     if (!(o4 = ml_reshape(o, 4, (int64_t[]){o->shape[0], o->shape[1], H, s->dk}))) goto done;
     if (!(on = ml_rms_norm(o4, ml_model_p(m, s->onorm), 1e-5)) || !(on3 = ml_reshape(on, 3, o->shape))) goto done;
     out = ml_linear(on3, ml_model_p(m, s->wo), NULL);

@@ -30,11 +30,14 @@
 
 enum { H3_N = 1024 };
 
+enum { S_Q, S_K, S_V, S_SHIFT_FILTER, S_SHORT_CONV, S_KV, S_FILTER, S_LONG_CONV, S_O, N_SITES }; /* the mixer's sites, in declaration order */
+
 typedef struct {
     int H, N, M;
     int wq, bq, wk, bk, wv, bv, wo, bo;
     int sh_b, sh_c, sh_d;                 /* shift SSM */
     int dg_c, dg_logdt, dg_b, dg_ar, dg_ai, dg_d; /* diagonal SSM */
+    int site[N_SITES];          /* ids of the sites below */
 } h3_state;
 
 static ml_status h3_build(ml_model *m, int l, void **state) {
@@ -66,15 +69,16 @@ static ml_status h3_build(ml_model *m, int l, void **state) {
     s->wo = ml_model_add_param(m, l, "output_linear.weight", 2, (int64_t[]){D, D}, ML_P_LINEAR_W, D);
     s->bo = ml_model_add_param(m, l, "output_linear.bias", 1, &D, ML_P_LINEAR_B, D);
     int64_t BLD[3] = {-1, -2, D}, BL4H[3] = {-1, -2, 4 * H};
-    ml_model_add_site(m, l, "mixer.q", 3, BLD);
-    ml_model_add_site(m, l, "mixer.k", 3, BLD);
-    ml_model_add_site(m, l, "mixer.v", 3, BLD);
-    ml_model_add_site(m, l, "mixer.shift_filter", 2, (int64_t[]){-2, D});
-    ml_model_add_site(m, l, "mixer.short_conv", 3, BLD);
-    ml_model_add_site(m, l, "mixer.kv", 3, BL4H);
-    ml_model_add_site(m, l, "mixer.filter", 2, (int64_t[]){-2, H});
-    ml_model_add_site(m, l, "mixer.long_conv", 3, BL4H);
-    return ml_model_add_site(m, l, "mixer.o", 3, BLD);
+    s->site[S_Q] = ml_model_add_site(m, l, "mixer.q", 3, BLD);
+    s->site[S_K] = ml_model_add_site(m, l, "mixer.k", 3, BLD);
+    s->site[S_V] = ml_model_add_site(m, l, "mixer.v", 3, BLD);
+    s->site[S_SHIFT_FILTER] = ml_model_add_site(m, l, "mixer.shift_filter", 2, (int64_t[]){-2, D});
+    s->site[S_SHORT_CONV] = ml_model_add_site(m, l, "mixer.short_conv", 3, BLD);
+    s->site[S_KV] = ml_model_add_site(m, l, "mixer.kv", 3, BL4H);
+    s->site[S_FILTER] = ml_model_add_site(m, l, "mixer.filter", 2, (int64_t[]){-2, H});
+    s->site[S_LONG_CONV] = ml_model_add_site(m, l, "mixer.long_conv", 3, BL4H);
+    s->site[S_O] = ml_model_add_site(m, l, "mixer.o", 3, BLD);
+    return ML_OK;
 }
 
 static void h3_init(ml_model *m, int l, void *state, ml_rng *rng) {
@@ -115,20 +119,20 @@ static ml_tensor *h3_forward(ml_model *m, int l, void *state, ml_tensor *u, ml_r
         ml_fail(ML_ERR_SHAPE, "h3: sequence length %d exceeds d_state %d", L, s->N);
         return NULL;
     }
-    if (!(q = ml_linear(u, ml_model_p(m, s->wq), ml_model_p(m, s->bq))) || !ml_at_site(run, l, "mixer.q", &q)) goto done;
-    if (!(k = ml_linear(u, ml_model_p(m, s->wk), ml_model_p(m, s->bk))) || !ml_at_site(run, l, "mixer.k", &k)) goto done;
-    if (!(v = ml_linear(u, ml_model_p(m, s->wv), ml_model_p(m, s->bv))) || !ml_at_site(run, l, "mixer.v", &v)) goto done;
+    if (!(q = ml_linear(u, ml_model_p(m, s->wq), ml_model_p(m, s->bq))) || !ml_at_site(m, run, s->site[S_Q], &q)) goto done;
+    if (!(k = ml_linear(u, ml_model_p(m, s->wk), ml_model_p(m, s->bk))) || !ml_at_site(m, run, s->site[S_K], &k)) goto done;
+    if (!(v = ml_linear(u, ml_model_p(m, s->wv), ml_model_p(m, s->bv))) || !ml_at_site(m, run, s->site[S_V], &v)) goto done;
     ksh = ml_h3_shift_kernel(ml_model_p(m, s->sh_b), ml_model_p(m, s->sh_c), L);
-    if (!ksh || !ml_at_site(run, l, "mixer.shift_filter", &ksh)) goto done;
+    if (!ksh || !ml_at_site(m, run, s->site[S_SHIFT_FILTER], &ksh)) goto done;
     kt = ml_long_conv(k, ksh, ml_model_p(m, s->sh_d), 1);
-    if (!kt || !ml_at_site(run, l, "mixer.short_conv", &kt)) goto done;
-    if (!(kv = ml_h3_outer(kt, v)) || !ml_at_site(run, l, "mixer.kv", &kv)) goto done;
+    if (!kt || !ml_at_site(m, run, s->site[S_SHORT_CONV], &kt)) goto done;
+    if (!(kv = ml_h3_outer(kt, v)) || !ml_at_site(m, run, s->site[S_KV], &kv)) goto done;
     kdg = ml_s4d_kernel(ml_model_p(m, s->dg_c), ml_model_p(m, s->dg_logdt), ml_model_p(m, s->dg_b),
                         ml_model_p(m, s->dg_ar), ml_model_p(m, s->dg_ai), L);
-    if (!kdg || !ml_at_site(run, l, "mixer.filter", &kdg)) goto done;
+    if (!kdg || !ml_at_site(m, run, s->site[S_FILTER], &kdg)) goto done;
     yk = ml_long_conv(kv, kdg, ml_model_p(m, s->dg_d), 4);
-    if (!yk || !ml_at_site(run, l, "mixer.long_conv", &yk)) goto done;
-    if (!(o = ml_h3_gate(q, yk)) || !ml_at_site(run, l, "mixer.o", &o)) goto done;
+    if (!yk || !ml_at_site(m, run, s->site[S_LONG_CONV], &yk)) goto done;
+    if (!(o = ml_h3_gate(q, yk)) || !ml_at_site(m, run, s->site[S_O], &o)) goto done;
     out = ml_linear(o, ml_model_p(m, s->wo), ml_model_p(m, s->bo));
 done:
     ml_release(q), ml_release(k), ml_release(v), ml_release(ksh), ml_release(kt), ml_release(kv);

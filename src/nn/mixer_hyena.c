@@ -29,10 +29,13 @@
 
 enum { HY_ORDER = 64, HY_EMB = 3, HY_SHORT = 3 };
 
+enum { S_SHORT_CONV, S_V_GATED, S_FILTER, S_LONG_CONV, S_Y, N_SITES }; /* the mixer's sites, in declaration order */
+
 typedef struct {
     int w_in, b_in, w_out, b_out, sw, sb;
     int fbias, z, w1, b1, freq, w2, b2, w3, b3, w4;
     ml_tensor *decay; /* (1024, D) = exp(−t_i·|δ_c|) */
+    int site[N_SITES];          /* ids of the sites below */
 } hy_state;
 
 static void hy_free(void *state) {
@@ -75,11 +78,12 @@ static ml_status hy_build(ml_model *m, int l, void **state) {
     free(z), free(t), free(dl);
     if (!s->decay) return ml_last_status() ? ml_last_status() : ml_fail(ML_ERR_MEM, "model: out of memory");
     int64_t BLD[3] = {-1, -2, D};
-    ml_model_add_site(m, l, "mixer.short_conv", 3, (int64_t[]){-1, -2, 3 * D});
-    ml_model_add_site(m, l, "mixer.v_gated", 3, BLD);
-    ml_model_add_site(m, l, "mixer.filter", 2, (int64_t[]){-2, D});
-    ml_model_add_site(m, l, "mixer.long_conv", 3, BLD);
-    return ml_model_add_site(m, l, "mixer.y", 3, BLD);
+    s->site[S_SHORT_CONV] = ml_model_add_site(m, l, "mixer.short_conv", 3, (int64_t[]){-1, -2, 3 * D});
+    s->site[S_V_GATED] = ml_model_add_site(m, l, "mixer.v_gated", 3, BLD);
+    s->site[S_FILTER] = ml_model_add_site(m, l, "mixer.filter", 2, (int64_t[]){-2, D});
+    s->site[S_LONG_CONV] = ml_model_add_site(m, l, "mixer.long_conv", 3, BLD);
+    s->site[S_Y] = ml_model_add_site(m, l, "mixer.y", 3, BLD);
+    return ML_OK;
 }
 
 static void hy_init(ml_model *m, int l, void *state, ml_rng *rng) {
@@ -112,12 +116,12 @@ static ml_tensor *hy_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_r
     }
     if (!(p = ml_linear(x, ml_model_p(m, s->w_in), ml_model_p(m, s->b_in)))) goto done;
     pc = ml_causal_conv1d(p, ml_model_p(m, s->sw), ml_model_p(m, s->sb));
-    if (!pc || !ml_at_site(run, l, "mixer.short_conv", &pc)) goto done;
+    if (!pc || !ml_at_site(m, run, s->site[S_SHORT_CONV], &pc)) goto done;
     if (!(x1 = ml_narrow(pc, 2, 0, D)) || !(x2 = ml_narrow(pc, 2, D, D)) || !(v = ml_narrow(pc, 2, 2 * D, D))) goto done;
-    if (!(vg = ml_mul(v, x1)) || !ml_at_site(run, l, "mixer.v_gated", &vg)) goto done;
-    if (!(k = hy_filter(m, s, L)) || !ml_at_site(run, l, "mixer.filter", &k)) goto done;
-    if (!(yc = ml_long_conv(vg, k, NULL, 1)) || !ml_at_site(run, l, "mixer.long_conv", &yc)) goto done;
-    if (!(y = ml_mul(yc, x2)) || !ml_at_site(run, l, "mixer.y", &y)) goto done;
+    if (!(vg = ml_mul(v, x1)) || !ml_at_site(m, run, s->site[S_V_GATED], &vg)) goto done;
+    if (!(k = hy_filter(m, s, L)) || !ml_at_site(m, run, s->site[S_FILTER], &k)) goto done;
+    if (!(yc = ml_long_conv(vg, k, NULL, 1)) || !ml_at_site(m, run, s->site[S_LONG_CONV], &yc)) goto done;
+    if (!(y = ml_mul(yc, x2)) || !ml_at_site(m, run, s->site[S_Y], &y)) goto done;
     out = ml_linear(y, ml_model_p(m, s->w_out), ml_model_p(m, s->b_out));
 done:
     ml_release(p), ml_release(pc), ml_release(x1), ml_release(x2), ml_release(v), ml_release(vg), ml_release(k);

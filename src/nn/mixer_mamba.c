@@ -33,10 +33,13 @@
 #include "ops/mixer_ops.h"
 #include "ops/ops.h"
 
+enum { S_X, S_Z, S_CONV, S_U, S_DT, S_B, S_C, S_SSM_STATE, S_Y, S_GATE, S_YG, N_SITES }; /* the mixer's sites, in declaration order */
+
 typedef struct {
     int E, N, R, K;
     bool conv;                  /* false: mamba_without_conv */
     int w_in, cw, cb, w_x, w_dt, b_dt, a_log, dskip, w_out;
+    int site[N_SITES];          /* ids of the sites below */
 } mamba_state;
 
 /* The conv width: d_conv overrides the default 4; mamba_without_conv (no_conv) gets no d_conv and
@@ -66,17 +69,18 @@ static ml_status mamba_build(ml_model *m, int l, void **state) {
     s->w_out = ml_model_add_param(m, l, "out_proj.weight", 2, (int64_t[]){D, E}, ML_P_LINEAR_W, E);
     if (s->b_dt >= 0) m->params[s->b_dt].keep_bias = true;
     int64_t BLE[3] = {-1, -2, E}, BLN[3] = {-1, -2, N};
-    ml_model_add_site(m, l, "mixer.x", 3, BLE);
-    ml_model_add_site(m, l, "mixer.z", 3, BLE);
-    ml_model_add_site(m, l, "mixer.conv", 3, BLE);
-    ml_model_add_site(m, l, "mixer.u", 3, BLE);
-    ml_model_add_site(m, l, "mixer.dt", 3, BLE);
-    ml_model_add_site(m, l, "mixer.B", 3, BLN);
-    ml_model_add_site(m, l, "mixer.C", 3, BLN);
-    ml_model_add_site(m, l, "mixer.ssm_state", 4, (int64_t[]){-1, -2, E, N});
-    ml_model_add_site(m, l, "mixer.y", 3, BLE);
-    ml_model_add_site(m, l, "mixer.gate", 3, BLE);
-    return ml_model_add_site(m, l, "mixer.yg", 3, BLE);
+    s->site[S_X] = ml_model_add_site(m, l, "mixer.x", 3, BLE);
+    s->site[S_Z] = ml_model_add_site(m, l, "mixer.z", 3, BLE);
+    s->site[S_CONV] = ml_model_add_site(m, l, "mixer.conv", 3, BLE);
+    s->site[S_U] = ml_model_add_site(m, l, "mixer.u", 3, BLE);
+    s->site[S_DT] = ml_model_add_site(m, l, "mixer.dt", 3, BLE);
+    s->site[S_B] = ml_model_add_site(m, l, "mixer.B", 3, BLN);
+    s->site[S_C] = ml_model_add_site(m, l, "mixer.C", 3, BLN);
+    s->site[S_SSM_STATE] = ml_model_add_site(m, l, "mixer.ssm_state", 4, (int64_t[]){-1, -2, E, N});
+    s->site[S_Y] = ml_model_add_site(m, l, "mixer.y", 3, BLE);
+    s->site[S_GATE] = ml_model_add_site(m, l, "mixer.gate", 3, BLE);
+    s->site[S_YG] = ml_model_add_site(m, l, "mixer.yg", 3, BLE);
+    return ML_OK;
 }
 
 static void mamba_init(ml_model *m, int l, void *state, ml_rng *rng) {
@@ -175,28 +179,28 @@ static ml_tensor *mamba_forward(ml_model *m, int l, void *state, ml_tensor *x, m
     ml_tensor *w_in = ml_model_p(m, s->w_in), *w_x = ml_model_p(m, s->w_x);
     ml_tensor *xi = NULL, *z = NULL, *xc = NULL, *u = NULL, *xd = NULL, *delta = NULL, *dr = NULL, *dt = NULL;
     ml_tensor *Bm = NULL, *Cm = NULL, *A = NULL, *y = NULL, *hs = NULL, *g = NULL, *yg = NULL, *out = NULL;
-    if (!(xi = linear_rows(x, w_in, 0, E, NULL)) || !ml_at_site(run, l, "mixer.x", &xi)) goto done;
-    if (!(z = linear_rows(x, w_in, E, E, NULL)) || !ml_at_site(run, l, "mixer.z", &z)) goto done;
+    if (!(xi = linear_rows(x, w_in, 0, E, NULL)) || !ml_at_site(m, run, s->site[S_X], &xi)) goto done;
+    if (!(z = linear_rows(x, w_in, E, E, NULL)) || !ml_at_site(m, run, s->site[S_Z], &z)) goto done;
     xc = s->conv ? ml_causal_conv1d(xi, ml_model_p(m, s->cw), ml_model_p(m, s->cb)) : ml_retain(xi);
-    if (!xc || !ml_at_site(run, l, "mixer.conv", &xc)) goto done;
-    if (!(u = ml_unary(ML_SILU, xc)) || !ml_at_site(run, l, "mixer.u", &u)) goto done;
+    if (!xc || !ml_at_site(m, run, s->site[S_CONV], &xc)) goto done;
+    if (!(u = ml_unary(ML_SILU, xc)) || !ml_at_site(m, run, s->site[S_U], &u)) goto done;
     /* x_proj's output is narrow (R + 2N): one product and views of it (u's gradient then
      * gathers one contribution instead of three) */
     if (!(xd = ml_linear(u, w_x, NULL)) || !(delta = ml_narrow(xd, 2, 0, R))) goto done;
     dr = ml_linear(delta, ml_model_p(m, s->w_dt), ml_model_p(m, s->b_dt));
-    if (!dr || !(dt = ml_unary(ML_SOFTPLUS, dr)) || !ml_at_site(run, l, "mixer.dt", &dt)) goto done;
-    if (!(Bm = ml_narrow(xd, 2, R, N)) || !ml_at_site(run, l, "mixer.B", &Bm)) goto done;
-    if (!(Cm = ml_narrow(xd, 2, R + N, N)) || !ml_at_site(run, l, "mixer.C", &Cm)) goto done;
+    if (!dr || !(dt = ml_unary(ML_SOFTPLUS, dr)) || !ml_at_site(m, run, s->site[S_DT], &dt)) goto done;
+    if (!(Bm = ml_narrow(xd, 2, R, N)) || !ml_at_site(m, run, s->site[S_B], &Bm)) goto done;
+    if (!(Cm = ml_narrow(xd, 2, R + N, N)) || !ml_at_site(m, run, s->site[S_C], &Cm)) goto done;
     ml_tensor *ea = ml_unary(ML_EXP, ml_model_p(m, s->a_log));
     A = ea ? ml_unary(ML_NEG, ea) : NULL;
     ml_release(ea);
     if (!A) goto done;
-    bool want_h = ml_site_wanted(run, l, "mixer.ssm_state");
+    bool want_h = ml_site_wanted(run, s->site[S_SSM_STATE]);
     y = ml_selective_scan(u, dt, A, Bm, Cm, ml_model_p(m, s->dskip), NULL, want_h ? &hs : NULL, NULL);
     if (!y) goto done;
     if (want_h) {
         ml_tensor *orig = ml_retain(hs);
-        bool ok = ml_at_site(run, l, "mixer.ssm_state", &hs);
+        bool ok = ml_at_site(m, run, s->site[S_SSM_STATE], &hs);
         if (ok && hs != orig) {
             y = swap(y, patched_scan(y, hs, orig, u, dt, A, Bm, Cm, ml_model_p(m, s->dskip)));
             ok = y != NULL;
@@ -204,9 +208,9 @@ static ml_tensor *mamba_forward(ml_model *m, int l, void *state, ml_tensor *x, m
         ml_release(orig);
         if (!ok) goto done;
     }
-    if (!ml_at_site(run, l, "mixer.y", &y)) goto done;
-    if (!(g = ml_unary(ML_SILU, z)) || !ml_at_site(run, l, "mixer.gate", &g)) goto done;
-    if (!(yg = ml_mul(y, g)) || !ml_at_site(run, l, "mixer.yg", &yg)) goto done;
+    if (!ml_at_site(m, run, s->site[S_Y], &y)) goto done;
+    if (!(g = ml_unary(ML_SILU, z)) || !ml_at_site(m, run, s->site[S_GATE], &g)) goto done;
+    if (!(yg = ml_mul(y, g)) || !ml_at_site(m, run, s->site[S_YG], &yg)) goto done;
     out = ml_linear(yg, ml_model_p(m, s->w_out), NULL);
 done:
     ml_release(xi), ml_release(z), ml_release(xc), ml_release(u), ml_release(xd), ml_release(delta), ml_release(dr);

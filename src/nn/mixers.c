@@ -34,8 +34,8 @@ const ml_mixer_type *ml_mixer_for_layer(const ml_model_config *cfg, int layer) {
     return t && t->even_layers && layer % 2 == 0 ? t->even_layers : t;
 }
 
-bool ml_at_site(ml_run *run, int layer, const char *name, ml_tensor **x) {
-    ml_tensor *y = ml_site(run, layer, name, *x);
+bool ml_at_site(const ml_model *m, ml_run *run, int site, ml_tensor **x) {
+    ml_tensor *y = ml_site(m, run, site, *x);
     ml_release(*x);
     *x = y;
     return y != NULL;

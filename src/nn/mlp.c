@@ -22,14 +22,16 @@ ml_status ml_build_state_mixer(ml_model *m, int l) {
         m->p_fc2_w[l] = ml_model_add_param(m, l, "state_mixer.fc2.weight", 2, (int64_t[]){D, H}, ML_P_LINEAR_W, H);
         m->p_fc2_b[l] = ml_model_add_param(m, l, "state_mixer.fc2.bias", 1, &D, ML_P_LINEAR_B, H);
     }
-    if (ml_model_add_site(m, l, "mlp.hidden_pre", 3, hBLH) || ml_model_add_site(m, l, "mlp.hidden_post", 3, hBLH))
+    int *site = m->layers[l].mlp_site;
+    if ((site[0] = ml_model_add_site(m, l, "mlp.hidden_pre", 3, hBLH)) < 0 ||
+        (site[1] = ml_model_add_site(m, l, "mlp.hidden_post", 3, hBLH)) < 0)
         return ml_last_status();
     return ML_OK;
 }
 
 ml_tensor *ml_state_mixer_forward(ml_model *m, int l, ml_tensor *x, ml_run *run) {
     ml_tensor *pre = ml_linear(x, ml_model_p(m, m->p_fc1_w[l]), ml_model_p(m, m->p_fc1_b[l]));
-    if (!pre || !ml_at_site(run, l, "mlp.hidden_pre", &pre)) return NULL;
+    if (!pre || !ml_at_site(m, run, m->layers[l].mlp_site[0], &pre)) return NULL;
     ml_tensor *hid, *y;
     if (m->p_fc3_w[l] >= 0) { /* GLU: gate on the second projection */
         ml_tensor *g = ml_linear(x, ml_model_p(m, m->p_fc2_w[l]), ml_model_p(m, m->p_fc2_b[l]));
@@ -40,7 +42,7 @@ ml_tensor *ml_state_mixer_forward(ml_model *m, int l, ml_tensor *x, ml_run *run)
         hid = ml_unary(ML_GELU, pre);
     }
     ml_release(pre);
-    if (!hid || !ml_at_site(run, l, "mlp.hidden_post", &hid)) return NULL;
+    if (!hid || !ml_at_site(m, run, m->layers[l].mlp_site[1], &hid)) return NULL;
     int w = m->p_fc3_w[l] >= 0 ? m->p_fc3_w[l] : m->p_fc2_w[l];
     int b = m->p_fc3_w[l] >= 0 ? m->p_fc3_b[l] : m->p_fc2_b[l];
     y = ml_linear(hid, ml_model_p(m, w), ml_model_p(m, b));

@@ -92,22 +92,44 @@ int ml_model_add_param(ml_model *m, int layer, const char *rel_name, int ndim, c
     return m->n_params++;
 }
 
-ml_status ml_model_add_site(ml_model *m, int layer, const char *name, int ndim, const int64_t *shape) {
+int ml_model_add_site(ml_model *m, int layer, const char *name, int ndim, const int64_t *shape) {
     if (m->n_sites == m->cap_sites) {
         int cap = m->cap_sites ? 2 * m->cap_sites : 64;
         ml_site_decl *s = realloc(m->sites, sizeof *s * (size_t)cap);
         int *sl = realloc(m->site_layer, sizeof *sl * (size_t)cap);
         if (s) m->sites = s;
         if (sl) m->site_layer = sl;
-        if (!s || !sl) return ml_fail(ML_ERR_MEM, "model: out of memory");
+        if (!s || !sl) {
+            m->build_status = ml_fail(ML_ERR_MEM, "model: out of memory");
+            return -1;
+        }
         m->cap_sites = cap;
     }
     ml_site_decl *s = &m->sites[m->n_sites];
     snprintf(s->name, sizeof s->name, "%s", name);
     s->ndim = ndim;
     for (int d = 0; d < ndim; d++) s->shape[d] = shape[d];
-    m->site_layer[m->n_sites++] = layer;
-    return ML_OK;
+    m->site_layer[m->n_sites] = layer;
+    return m->n_sites++;
+}
+
+int ml_site_lookup(const ml_model *m, int layer, const char *name) {
+    if (layer < 0 || layer >= m->cfg.n_layers) return -1;
+    for (int i = m->layers[layer].site_first; i < m->layers[layer].site_end; i++)
+        if (!strcmp(m->sites[i].name, name)) return i;
+    return -1;
+}
+
+int ml_site_parse(const ml_model *m, const char *full) {
+    if (strncmp(full, "blocks.", 7)) return -1;
+    char *end;
+    long l = strtol(full + 7, &end, 10);
+    if (end == full + 7 || *end != '.' || l < 0 || l >= m->cfg.n_layers) return -1;
+    return ml_site_lookup(m, (int)l, end + 1);
+}
+
+void ml_site_fullname(const ml_model *m, int site, char *buf, size_t n) {
+    snprintf(buf, n, "blocks.%d.%s", m->site_layer[site], m->sites[site].name);
 }
 
 int ml_model_find_param(const ml_model *m, const char *name) {
@@ -182,9 +204,13 @@ static ml_status build_block(ml_model *m, int l) {
     L->mixer = ml_mixer_for_layer(c, l);
     L->param_first = m->n_params;
     L->site_first = m->n_sites;
+    for (int e = 0; e < ML_ENTRY_COUNT; e++) L->entry_site[e] = -1;
+    L->mlp_site[0] = L->mlp_site[1] = -1;
     int64_t BLD[3] = {-1, -2, D};
-    ml_model_add_site(m, l, "block_input", 3, BLD);
-    ml_model_add_site(m, l, "attention_input", 3, BLD);
+#define ENTRY(e)                                                                                \
+    if ((L->entry_site[e] = ml_model_add_site(m, l, ml_entry_names[e], 3, BLD)) < 0) return ml_last_status();
+    ENTRY(ML_ENTRY_BLOCK_INPUT)
+    ENTRY(ML_ENTRY_ATTENTION_INPUT)
     if (L->mixer->mamba_block) {
         m->p_norm1_w[l] = ml_model_add_param(m, l, "norm.weight", 1, &D, ML_P_ONES, 0);
         m->p_norm1_b[l] = -1;
@@ -195,18 +221,19 @@ static ml_status build_block(ml_model *m, int l) {
     m->building_layer = l;
     ml_status st = L->mixer->build(m, l, &L->state);
     m->building_layer = -1;
-    if (st) return st;
-    ml_model_add_site(m, l, "attention_output", 3, BLD);
+    if (st || m->build_status) return st ? st : m->build_status; /* a site the mixer could not declare */
+    ENTRY(ML_ENTRY_ATTENTION_OUTPUT)
     m->p_norm2_w[l] = m->p_norm2_b[l] = m->p_fc1_w[l] = m->p_fc3_w[l] = -1;
     if (!L->mixer->mamba_block) {
         m->p_norm2_w[l] = ml_model_add_param(m, l, "norm2.weight", 1, &D, ML_P_ONES, 0);
         m->p_norm2_b[l] = ml_model_add_param(m, l, "norm2.bias", 1, &D, ML_P_ZEROS, 0);
         bool mixes = strcmp(c->state_mixer, "none") != 0;
-        if (mixes) ml_model_add_site(m, l, "mlp_input", 3, BLD);
+        if (mixes) ENTRY(ML_ENTRY_MLP_INPUT)
         if (ml_build_state_mixer(m, l)) return ml_last_status();
-        if (mixes) ml_model_add_site(m, l, "mlp_output", 3, BLD);
+        if (mixes) ENTRY(ML_ENTRY_MLP_OUTPUT)
     }
-    ml_model_add_site(m, l, "block_output", 3, BLD);
+    ENTRY(ML_ENTRY_BLOCK_OUTPUT)
+#undef ENTRY
     L->param_end = m->n_params;
     L->site_end = m->n_sites;
     return ML_OK;
@@ -289,11 +316,11 @@ void ml_model_zero_grad(ml_model *m) {
 
 /* ------------------------------------------------------------------ hooks */
 
-ml_tensor *ml_site(ml_run *run, int layer, const char *name, ml_tensor *act) {
+ml_tensor *ml_site(const ml_model *m, ml_run *run, int site, ml_tensor *act) {
     if (!act) return NULL;
     if (!run || !run->hook) return ml_retain(act);
     ml_status err = ML_OK;
-    ml_tensor *rep = run->hook(run->ud, layer, name, act, &err);
+    ml_tensor *rep = run->hook(run->ud, site, act, &err);
     if (err) {
         ml_release(rep);
         run->status = err;
@@ -301,8 +328,9 @@ ml_tensor *ml_site(ml_run *run, int layer, const char *name, ml_tensor *act) {
     }
     if (!rep) return ml_retain(act);
     if (!ml_same_shape(rep, act) || rep->dtype != act->dtype) {
-        char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
-        ml_fail(ML_ERR_SHAPE, "hook at blocks.%d.%s returned a %s tensor of shape %s, expected %s %s", layer, name,
+        char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR], name[ML_NAME_MAX];
+        ml_site_fullname(m, site, name, sizeof name);
+        ml_fail(ML_ERR_SHAPE, "hook at %s returned a %s tensor of shape %s, expected %s %s", name,
                 ml_dtype_name(rep->dtype), ml_shape_str(s1, rep->ndim, rep->shape), ml_dtype_name(act->dtype),
                 ml_shape_str(s2, act->ndim, act->shape));
         ml_release(rep);
@@ -312,9 +340,9 @@ ml_tensor *ml_site(ml_run *run, int layer, const char *name, ml_tensor *act) {
     return rep;
 }
 
-bool ml_site_wanted(ml_run *run, int layer, const char *name) {
-    if (!run || !run->hook) return false;
-    return run->wants ? run->wants(run->ud, layer, name) : true;
+bool ml_site_wanted(ml_run *run, int site) {
+    if (!run || !run->hook || site < 0) return false;
+    return run->wants ? run->wants(run->ud, site) : true;
 }
 
 /* ------------------------------------------------------------------ forward */
@@ -379,16 +407,16 @@ static ml_tensor *block_resume(ml_model *m, int l, int entry, ml_tensor *act, ml
     default: r = e; goto block_output;
     }
 block_input:
-    if (!ml_at_site(run, l, "block_input", &r)) return NULL;
+    if (!ml_at_site(m, run, L->entry_site[ML_ENTRY_BLOCK_INPUT], &r)) return NULL;
     a = L->mixer->mamba_block ? ml_rms_norm(r, ml_model_p(m, m->p_norm1_w[l]), 1e-5)
                               : ml_layer_norm(r, ml_model_p(m, m->p_norm1_w[l]), ml_model_p(m, m->p_norm1_b[l]), 1e-5);
     if (!a) goto fail;
 attention_input:
-    if (!ml_at_site(run, l, "attention_input", &a)) goto fail;
+    if (!ml_at_site(m, run, L->entry_site[ML_ENTRY_ATTENTION_INPUT], &a)) goto fail;
     y = L->mixer->forward(m, l, L->state, a, run);
     if (!y) goto fail;
 attention_output:
-    if (!ml_at_site(run, l, "attention_output", &y)) goto fail;
+    if (!ml_at_site(m, run, L->entry_site[ML_ENTRY_ATTENTION_OUTPUT], &y)) goto fail;
     if (rows) { /* the readout rows from here on (elementwise ops: the same bits per row) */
         ml_tensor *rg = gather_rows(r, rows), *yg = rg ? gather_rows(y, rows) : NULL;
         ml_release(r), ml_release(y);
@@ -407,18 +435,18 @@ attention_output:
         goto add_z;
     }
 mlp_input:
-    if (!ml_at_site(run, l, "mlp_input", &c)) goto fail;
+    if (!ml_at_site(m, run, L->entry_site[ML_ENTRY_MLP_INPUT], &c)) goto fail;
     z = ml_state_mixer_forward(m, l, c, run);
     if (!z) goto fail;
 mlp_output:
-    if (!ml_at_site(run, l, "mlp_output", &z)) goto fail;
+    if (!ml_at_site(m, run, L->entry_site[ML_ENTRY_MLP_OUTPUT], &z)) goto fail;
 add_z:
     sum = ml_add(r, z);
     ml_release(r);
     r = sum;
     if (!r) goto fail;
 block_output:
-    if (!ml_at_site(run, l, "block_output", &r)) goto fail;
+    if (!ml_at_site(m, run, L->entry_site[ML_ENTRY_BLOCK_OUTPUT], &r)) goto fail;
     ml_release(a), ml_release(y), ml_release(c), ml_release(z);
     return r;
 fail:

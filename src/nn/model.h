@@ -119,6 +119,8 @@ typedef struct {
     void *state;
     int param_first, param_end; /* the layer's parameters, norms and MLP included */
     int site_first, site_end;
+    int entry_site[6]; /* ids of the six paper sites (ml_entry order); -1 where the block has none */
+    int mlp_site[2];   /* mlp.hidden_pre, mlp.hidden_post; -1 without an MLP */
 } ml_layer;
 
 struct ml_model {
@@ -132,6 +134,7 @@ struct ml_model {
     int *site_layer;
     int n_sites, cap_sites;
     int building_layer;  /* while building: the layer whose mixer is declaring */
+    ml_status build_status; /* while building: set when a site could not be declared */
     /* backbone parameter indices */
     int p_wte, p_wpe, p_lnf_w, p_lnf_b;
     int p_norm1_w[ML_MAX_LAYERS], p_norm1_b[ML_MAX_LAYERS], p_norm2_w[ML_MAX_LAYERS], p_norm2_b[ML_MAX_LAYERS];
@@ -140,20 +143,26 @@ struct ml_model {
 };
 
 /* ---- hooks ---- */
+/* Sites are integer ids (indices into m->sites) given out by ml_model_add_site while the model is
+ * built; code on the hot path passes ids, and names exist only at the edges (Lua, messages). */
 /* Called at every site. Return NULL to keep the activation (observe), or a new reference to a
  * replacement (same shape and dtype; checked by ml_site). On a Lua error etc. set *err. */
-typedef ml_tensor *(*ml_hook_fn)(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err);
+typedef ml_tensor *(*ml_hook_fn)(void *ud, int site, ml_tensor *act, ml_status *err);
 struct ml_run {
     ml_hook_fn hook; /* NULL: no hooks (the fast path) */
     void *ud;
-    /* Optional: does the run want site `name` of `layer` (to pick decomposed compute paths)? */
-    bool (*wants)(void *ud, int layer, const char *name);
+    /* Optional: does the run want site `site` (to pick decomposed compute paths)? */
+    bool (*wants)(void *ud, int site);
     ml_status status; /* first error raised by a hook */
 };
 /* Returns a new reference to the activation to use from here on (act or its replacement), or
  * NULL with an error (bad replacement shape, hook error). */
-ml_tensor *ml_site(ml_run *run, int layer, const char *name, ml_tensor *act);
-bool ml_site_wanted(ml_run *run, int layer, const char *name);
+ml_tensor *ml_site(const ml_model *m, ml_run *run, int site, ml_tensor *act);
+bool ml_site_wanted(ml_run *run, int site);
+/* The one spelling of a site's full name, "blocks.{layer}.{name}", and its parsers. */
+void ml_site_fullname(const ml_model *m, int site, char *buf, size_t n);
+int ml_site_lookup(const ml_model *m, int layer, const char *name); /* id or -1 */
+int ml_site_parse(const ml_model *m, const char *full);             /* "blocks.{l}.{name}" -> id or -1 */
 
 /* ---- building ---- */
 /* Resolves a paper alias in cfg->arch (ml_mixer_resolve_alias), validates the config (messages
@@ -165,7 +174,9 @@ void ml_model_config_defaults(ml_model_config *cfg, const char *arch);
 /* Used by mixers' build(): returns the parameter index or -1 on error. */
 int ml_model_add_param(ml_model *m, int layer, const char *rel_name, int ndim, const int64_t *shape, ml_param_kind kind,
                        int64_t fan);
-ml_status ml_model_add_site(ml_model *m, int layer, const char *name, int ndim, const int64_t *shape);
+/* Declares a site of layer `layer` (name relative to "blocks.{l}.", shape with -1 = B, -2 = L);
+ * returns its id, or -1 with an error. */
+int ml_model_add_site(ml_model *m, int layer, const char *name, int ndim, const int64_t *shape);
 static inline ml_tensor *ml_model_p(const ml_model *m, int idx) { return m->params[idx].t; }
 int ml_model_find_param(const ml_model *m, const char *name);
 /* Re-initialises every parameter from cfg.seed (as at construction). */

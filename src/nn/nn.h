@@ -11,7 +11,7 @@ ml_status ml_build_state_mixer(ml_model *m, int l);
 ml_tensor *ml_state_mixer_forward(ml_model *m, int l, ml_tensor *x, ml_run *run);
 
 /* Helpers for mixers: x = site(x) in place; false on error (x released and set to NULL). */
-bool ml_at_site(ml_run *run, int layer, const char *name, ml_tensor **x);
+bool ml_at_site(const ml_model *m, ml_run *run, int site, ml_tensor **x);
 
 /* The registered sequence mixers (one file each; listed in mixers.c). */
 extern const ml_mixer_type ml_mixer_attention, ml_mixer_base_conv, ml_mixer_based, ml_mixer_h3, ml_mixer_hyena,

@@ -434,8 +434,10 @@ typedef struct {
     ml_model *m;
 } hook_ud;
 
-static ml_tensor *test_hook(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err) {
+static ml_tensor *test_hook(void *ud, int site, ml_tensor *act, ml_status *err) {
     hook_ud *h = ud;
+    int layer = h->m->site_layer[site];
+    const char *name = h->m->sites[site].name;
     int i = ml_test_site_index(h->m, layer, name);
     ck_assert_msg(i >= 0, "undeclared site blocks.%d.%s fired", layer, name);
     h->calls[i]++;
@@ -481,10 +483,13 @@ END_TEST
 typedef struct {
     const char *site;
     int layer, p, calls;
+    const ml_model *m;
 } patch_ud;
 
-static ml_tensor *patch_hook(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err) {
+static ml_tensor *patch_hook(void *ud, int site, ml_tensor *act, ml_status *err) {
     patch_ud *pu = ud;
+    int layer = pu->m->site_layer[site];
+    const char *name = pu->m->sites[site].name;
     if (layer != pu->layer || strcmp(name, pu->site)) return NULL;
     pu->calls++;
     ml_tensor *r = ml_clone(act);
@@ -509,7 +514,7 @@ START_TEST(state_patching) {
         ml_tensor *tok = ml_test_tokens(2, L, 13, 2);
         for (int t = p; t < L; t++) ml_i32(tok)[L + t] = ml_i32(tok)[t];
         ml_tensor *h0 = ml_model_hidden(m, tok, NULL);
-        patch_ud pu = {cases[a].site, cases[a].layer, p, 0};
+        patch_ud pu = {cases[a].site, cases[a].layer, p, 0, m};
         ml_run run = {.hook = patch_hook, .ud = &pu};
         ml_tensor *h1 = ml_model_hidden(m, tok, &run);
         ck_assert_msg(h1 != NULL, "%s: %s", cases[a].v.label, ml_last_error());
@@ -538,10 +543,13 @@ END_TEST
 typedef struct {
     const char *site;
     int calls;
+    const ml_model *m;
 } nudge_ud;
 
-static ml_tensor *nudge_hook(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err) {
+static ml_tensor *nudge_hook(void *ud, int site, ml_tensor *act, ml_status *err) {
     nudge_ud *nu = ud;
+    int layer = nu->m->site_layer[site];
+    const char *name = nu->m->sites[site].name;
     if (layer != 1 || strcmp(name, nu->site)) return NULL;
     nu->calls++;
     ml_tensor *r = ml_clone(act);
@@ -558,7 +566,7 @@ START_TEST(based_explicit_forms) {
         perturb(m, 0.05, 5);
         ml_tensor *tok = ml_test_tokens(2, 7, 13, 9), *h0 = ml_model_hidden(m, tok, NULL);
         for (int k = 0; k < 3; k++) {
-            nudge_ud nu = {sites[k], 0};
+            nudge_ud nu = {sites[k], 0, m};
             ml_run run = {.hook = nudge_hook, .ud = &nu};
             ml_tensor *h1 = ml_model_hidden(m, tok, &run);
             ck_assert_msg(h1 != NULL, "%s: %s", sites[k], ml_last_error());

@@ -195,6 +195,38 @@ START_TEST(grad_whole_model) {
 }
 END_TEST
 
+/* Sites are ids: the one formatter and the parser are inverse, and each block's entry ids name
+ * its paper sites (mlp_input/_output absent without a state mixer). */
+START_TEST(site_ids) {
+    ml_model *m = tiny("attention", 2, true);
+    char full[96];
+    for (int i = 0; i < m->n_sites; i++) {
+        ml_site_fullname(m, i, full, sizeof full);
+        ck_assert_int_eq(ml_site_parse(m, full), i);
+        ck_assert_int_eq(ml_site_lookup(m, m->site_layer[i], m->sites[i].name), i);
+    }
+    ck_assert_int_eq(ml_site_parse(m, "blocks.2.block_input"), -1);
+    ck_assert_int_eq(ml_site_parse(m, "blocks.x.block_input"), -1);
+    for (int l = 0; l < 2; l++)
+        for (int e = 0; e < ML_ENTRY_COUNT; e++) {
+            ml_site_fullname(m, m->layers[l].entry_site[e], full, sizeof full);
+            char want[96];
+            snprintf(want, sizeof want, "blocks.%d.%s", l, ml_entry_names[e]);
+            ck_assert_str_eq(full, want);
+        }
+    ml_model_free(m);
+    ml_model_config c;
+    ml_model_config_defaults(&c, "attention");
+    c.vocab = 13, c.d_model = 8, c.n_layers = 1;
+    snprintf(c.state_mixer, sizeof c.state_mixer, "none");
+    m = ml_model_new(&c);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(m->layers[0].entry_site[ML_ENTRY_MLP_INPUT], -1);
+    ck_assert_int_eq(m->layers[0].mlp_site[0], -1);
+    ml_model_free(m);
+}
+END_TEST
+
 /* Hooks: observing changes nothing; returning an identical copy changes nothing; every site
  * fires exactly once per forward; a wrong-shape replacement is an error naming the site. */
 typedef struct {
@@ -203,8 +235,10 @@ typedef struct {
     ml_model *m;
 } hook_ud;
 
-static ml_tensor *test_hook(void *ud, int layer, const char *name, ml_tensor *act, ml_status *err) {
+static ml_tensor *test_hook(void *ud, int site, ml_tensor *act, ml_status *err) {
     hook_ud *h = ud;
+    int layer = h->m->site_layer[site];
+    const char *name = h->m->sites[site].name;
     int i = ml_test_site_index(h->m, layer, name);
     ck_assert_msg(i >= 0, "undeclared site blocks.%d.%s fired", layer, name);
     h->calls[i]++;
@@ -387,6 +421,7 @@ static Suite *suite(void) {
     tcase_add_test(mdl, param_counts_attention);
     tcase_add_test(mdl, init_statistics);
     tcase_add_test(mdl, grad_whole_model);
+    tcase_add_test(mdl, site_ids);
     tcase_add_test(mdl, hooks_invariants);
     tcase_add_test(mdl, training_reduces_loss);
     tcase_add_test(mdl, checkpoint_exact_resume);

@@ -56,33 +56,39 @@ static void push_model(lua_State *L, ml_model *m) {
 
 /* ------------------------------------------------------------------ construction */
 
-static const char *const model_keys[] = {"arch",     "d_model",     "n_layers",  "vocab",       "n_heads",
-                                         "max_pos",  "pos_emb",     "d_conv",    "d_state",     "expand",
-                                         "feature_dim", "long_only", "state_mixer", "seed", NULL};
-
+/* mech.model{...}: the keys, defaults and checks come from the options table (nn/options.c); an
+ * option the chosen architecture does not read is an error naming it. */
 static int l_model(lua_State *L) {
     const char *fn = "mech.model";
     mlL_checktable(L, 1, fn, 1);
-    mlL_checkkeys(L, 1, fn, model_keys);
+    const char *keys[64];
+    int nk = 0;
+    for (int i = 0; i < ml_model_option_count() && nk < 63; i++)
+        if (ml_model_option_at(i)->key) keys[nk++] = ml_model_option_at(i)->name;
+    keys[nk] = NULL;
+    mlL_checkkeys(L, 1, fn, keys);
     ml_model_config c;
     const char *arch = mlL_optstr(L, 1, "arch", "attention", fn);
     ml_model_config_defaults(&c, arch);
     if (strlen(arch) >= sizeof c.arch) return luaL_error(L, "%s: option 'arch' is too long", fn);
-    c.d_model = mlL_optint32(L, 1, "d_model", c.d_model, fn);
-    c.n_layers = mlL_optint32(L, 1, "n_layers", c.n_layers, fn);
-    c.vocab = mlL_optint32(L, 1, "vocab", c.vocab, fn);
-    c.n_heads = mlL_optint32(L, 1, "n_heads", c.n_heads, fn);
-    c.max_pos = mlL_optint32(L, 1, "max_pos", c.max_pos, fn);
-    c.pos_emb = mlL_optbool(L, 1, "pos_emb", c.pos_emb, fn);
-    c.d_conv = mlL_optint32(L, 1, "d_conv", c.d_conv, fn);
-    c.d_state = mlL_optint32(L, 1, "d_state", c.d_state, fn);
-    c.expand = mlL_optint32(L, 1, "expand", c.expand, fn);
-    c.feature_dim = mlL_optint32(L, 1, "feature_dim", c.feature_dim, fn);
-    c.long_only = mlL_optbool(L, 1, "long_only", c.long_only, fn);
-    const char *sm = mlL_optstr(L, 1, "state_mixer", c.state_mixer, fn);
-    if (strlen(sm) >= sizeof c.state_mixer) return luaL_error(L, "%s: option 'state_mixer' expected 'mlp', 'glu' or 'none', got '%s'", fn, sm);
-    if (sm != c.state_mixer) strcpy(c.state_mixer, sm); /* the default points at the field itself */
-    c.seed = (uint64_t)mlL_optint(L, 1, "seed", (lua_Integer)c.seed, fn);
+    ml_model_config resolved = c;
+    ml_mixer_resolve_alias(&resolved);
+    const ml_mixer_type *mixer = ml_mixer_find(resolved.arch); /* NULL: ml_model_new names the choices */
+    for (int i = 0; i < ml_model_option_count(); i++) {
+        const ml_model_option *o = ml_model_option_at(i);
+        if (!o->key || !strcmp(o->name, "arch")) continue;
+        bool given = lua_getfield(L, 1, o->name) != LUA_TNIL;
+        lua_pop(L, 1);
+        if (!given) continue;
+        if (mixer && !ml_mixer_reads(mixer, o))
+            return luaL_error(L, "%s: option '%s' does not apply to arch '%s'", fn, o->name, arch);
+        if (o->type == ML_OPT_BOOL) ml_option_set(&c, o, mlL_optbool(L, 1, o->name, 0, fn));
+        else if (o->type != ML_OPT_STRING) ml_option_set(&c, o, mlL_optint(L, 1, o->name, 0, fn));
+        else {
+            const char *v = mlL_optstr(L, 1, o->name, "", fn);
+            if (!ml_option_set_str(&c, o, v)) return luaL_error(L, "%s: option '%s' is too long: '%s'", fn, o->name, v);
+        }
+    }
     ml_model *m = ml_model_new(&c);
     if (!m) return mlL_raise(L);
     push_model(L, m);
@@ -113,17 +119,14 @@ static int m_tostring(lua_State *L) {
 
 static int m_config(lua_State *L) {
     ml_model *m = check_model(L, 1, "config");
-    const ml_model_config *c = &m->cfg;
     lua_newtable(L);
-    lua_pushstring(L, c->arch), lua_setfield(L, -2, "arch");
-#define SETI(f) lua_pushinteger(L, c->f), lua_setfield(L, -2, #f)
-    SETI(d_model), SETI(n_layers), SETI(vocab), SETI(n_heads), SETI(max_pos), SETI(d_conv), SETI(d_state);
-    SETI(expand), SETI(feature_dim), SETI(seed);
-#undef SETI
-    lua_pushboolean(L, c->pos_emb), lua_setfield(L, -2, "pos_emb");
-    lua_pushboolean(L, c->long_only), lua_setfield(L, -2, "long_only");
-    lua_pushboolean(L, c->no_conv), lua_setfield(L, -2, "no_conv");
-    lua_pushstring(L, c->state_mixer), lua_setfield(L, -2, "state_mixer");
+    for (int i = 0; i < ml_model_option_count(); i++) {
+        const ml_model_option *o = ml_model_option_at(i);
+        if (o->type == ML_OPT_STRING) lua_pushstring(L, ml_option_str(&m->cfg, o));
+        else if (o->type == ML_OPT_BOOL) lua_pushboolean(L, (int)ml_option_get(&m->cfg, o));
+        else lua_pushinteger(L, ml_option_get(&m->cfg, o));
+        lua_setfield(L, -2, o->name);
+    }
     return 1;
 }
 

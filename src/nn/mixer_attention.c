@@ -153,6 +153,7 @@ static double attn_flops(const ml_model *m, int l, double B, double L) {
 
 const ml_mixer_type ml_mixer_attention = {
     .name = "attention",
+    .options = {"n_heads"},
     .flops = attn_flops,
     .build = attn_build,
     .forward = attn_forward,

@@ -231,6 +231,7 @@ static void long_only(ml_model_config *cfg) { cfg->long_only = true; }
 
 const ml_mixer_type ml_mixer_base_conv = {
     .name = "base_conv",
+    .options = {"d_conv", "long_only"},
     .aliases = {{"base_conv_long_only", long_only}},
     .flops = bc_flops,
     .build = bc_build,

@@ -305,6 +305,7 @@ static void long_only(ml_model_config *cfg) { cfg->long_only = true; }
 
 const ml_mixer_type ml_mixer_based = {
     .name = "based",
+    .options = {"n_heads", "feature_dim", "d_conv", "long_only"},
     .aliases = {{"based_long_only", long_only}},
     .even_layers = &ml_mixer_base_conv,
     .flops = based_flops,

@@ -251,6 +251,7 @@ static double dn_flops(const ml_model *m, int l, double B, double L) {
 
 const ml_mixer_type ml_mixer_delta_net = {
     .name = "delta_net",
+    .options = {"n_heads", "d_conv"},
     .flops = dn_flops,
     .build = dn_build,
     .forward = dn_forward,

@@ -313,6 +313,7 @@ static void no_causal_conv1d(ml_model_config *cfg) {
 
 const ml_mixer_type ml_mixer_mamba = {
     .name = "mamba",
+    .options = {"d_conv", "d_state", "expand"},
     .aliases = {{"mamba_without_conv", without_conv}, {"mamba_no_causal_conv1d", no_causal_conv1d}},
     .flops = mamba_flops,
     .build = mamba_build,

@@ -11,23 +11,6 @@
 
 /* ------------------------------------------------------------------ config */
 
-void ml_model_config_defaults(ml_model_config *cfg, const char *arch) {
-    memset(cfg, 0, sizeof *cfg);
-    snprintf(cfg->arch, sizeof cfg->arch, "%s", arch ? arch : "attention");
-    cfg->d_model = 64;
-    cfg->n_layers = 2;
-    cfg->vocab = 8196;
-    cfg->n_heads = 1;
-    cfg->max_pos = 1024;
-    cfg->pos_emb = true;
-    cfg->d_conv = -1;
-    cfg->d_state = 16;
-    cfg->expand = 2;
-    cfg->feature_dim = 8;
-    snprintf(cfg->state_mixer, sizeof cfg->state_mixer, "mlp");
-    cfg->seed = 42;
-}
-
 static ml_status check_config(const ml_model_config *c) {
     if (!ml_mixer_find(c->arch)) {
         char list[256] = "";
@@ -37,20 +20,7 @@ static ml_status check_config(const ml_model_config *c) {
         }
         return ml_fail(ML_ERR_ARG, "model: option 'arch' expected one of %s, got '%s'", list, c->arch);
     }
-#define RANGE(field, lo, hi)                                                                                     \
-    if (c->field < (lo) || c->field > (hi))                                                                      \
-        return ml_fail(ML_ERR_ARG, "model: option '" #field "' expected an integer in [%d, %d], got %d", (int)(lo), \
-                       (int)(hi), (int)c->field);
-    RANGE(d_model, 1, 8192)
-    RANGE(n_layers, 1, ML_MAX_LAYERS)
-    RANGE(vocab, 2, 1 << 24)
-    RANGE(n_heads, 1, 1024)
-    RANGE(max_pos, 1, 1 << 20)
-    RANGE(d_conv, -1, 64)
-    RANGE(d_state, 1, 4096)
-    RANGE(expand, 1, 16)
-    RANGE(feature_dim, 1, 64)
-#undef RANGE
+    if (ml_model_config_check_ranges(c)) return ml_last_status();
     if (c->d_model % c->n_heads)
         return ml_fail(ML_ERR_ARG, "model: option 'n_heads' (%d) must divide 'd_model' (%d)", c->n_heads, c->d_model);
     if (strcmp(c->state_mixer, "mlp") && strcmp(c->state_mixer, "glu") && strcmp(c->state_mixer, "none"))

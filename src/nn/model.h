@@ -73,6 +73,28 @@ typedef struct {
 typedef struct ml_model ml_model;
 typedef struct ml_run ml_run;
 
+/* ---- model options (options.c): one table for defaults, ranges, Lua keys and JSON ---- */
+typedef enum { ML_OPT_INT, ML_OPT_BOOL, ML_OPT_U64, ML_OPT_STRING } ml_option_type;
+typedef struct {
+    const char *name;
+    ml_option_type type;
+    size_t offset, size;      /* the field of ml_model_config */
+    int64_t def, lo, hi;      /* default and range (ML_OPT_INT is checked against it) */
+    const char *str_def;      /* ML_OPT_STRING default */
+    bool common;              /* read by every architecture; otherwise by those that list it */
+    bool key;                 /* a key of mech.model (no_conv is set by an alias only) */
+} ml_model_option;
+int ml_model_option_count(void);
+const ml_model_option *ml_model_option_at(int i);
+const ml_model_option *ml_model_option_find(const char *name); /* NULL if none */
+int64_t ml_option_get(const ml_model_config *c, const ml_model_option *o);
+void ml_option_set(ml_model_config *c, const ml_model_option *o, int64_t v);
+/* false if s does not fit the field */
+bool ml_option_set_str(ml_model_config *c, const ml_model_option *o, const char *s);
+const char *ml_option_str(const ml_model_config *c, const ml_model_option *o);
+/* Every ML_OPT_INT option within its range; the error names the option. */
+ml_status ml_model_config_check_ranges(const ml_model_config *c);
+
 /* A paper name for a variant of a mixer (mamba_without_conv, based_long_only, …): building it
  * builds the mixer with `apply` run on the config first. */
 typedef struct {
@@ -80,13 +102,16 @@ typedef struct {
     void (*apply)(ml_model_config *cfg);
 } ml_mixer_alias;
 
-enum { ML_MIXER_MAX_ALIASES = 3 };
+enum { ML_MIXER_MAX_ALIASES = 3, ML_MIXER_MAX_OPTIONS = 6 };
 
 /* One sequence mixer: everything the model, the binding, the tests and the benches need to know
  * about it. Each lives in its own file (nn/mixer_X.c) and is listed once in nn/mixers.c. */
 typedef struct ml_mixer_type {
     const char *name;
     ml_mixer_alias aliases[ML_MIXER_MAX_ALIASES]; /* unused entries: name NULL */
+    /* The options it reads besides the common ones (a hybrid lists its layers' union); giving
+     * mech.model another is an error naming it. */
+    const char *options[ML_MIXER_MAX_OPTIONS];
     /* Hybrid(configs=[even_layers, this]): layers 0, 2, … build even_layers, and the mixer's
      * parameters live under "sequence_mixer.mixer."; NULL for a plain mixer. */
     const struct ml_mixer_type *even_layers;
@@ -241,6 +266,8 @@ int ml_mixer_count(void);
 const ml_mixer_type *ml_mixer_at(int i);
 /* The mixer named arch (not an alias), or NULL. */
 const ml_mixer_type *ml_mixer_find(const char *arch);
+/* Does the mixer read option o (a common option or one it lists)? */
+bool ml_mixer_reads(const ml_mixer_type *t, const ml_model_option *o);
 /* If cfg->arch is an alias, rewrites it to its mixer's name and applies the alias's settings. */
 void ml_mixer_resolve_alias(ml_model_config *cfg);
 /* The mixer of layer l for arch (Based alternates BaseConv and Based). */

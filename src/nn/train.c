@@ -42,26 +42,20 @@ ml_status ml_eval_batch(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_b
 char *ml_config_to_json(const ml_model_config *c) {
     ml_json *o = ml_json_object();
     if (!o) return NULL;
-    ml_json_set(o, "arch", ml_json_string(c->arch));
-    ml_json_set(o, "d_model", ml_json_int(c->d_model));
-    ml_json_set(o, "n_layers", ml_json_int(c->n_layers));
-    ml_json_set(o, "vocab", ml_json_int(c->vocab));
-    ml_json_set(o, "n_heads", ml_json_int(c->n_heads));
-    ml_json_set(o, "max_pos", ml_json_int(c->max_pos));
-    ml_json_set(o, "pos_emb", ml_json_bool(c->pos_emb));
-    ml_json_set(o, "d_conv", ml_json_int(c->d_conv));
-    ml_json_set(o, "d_state", ml_json_int(c->d_state));
-    ml_json_set(o, "expand", ml_json_int(c->expand));
-    ml_json_set(o, "feature_dim", ml_json_int(c->feature_dim));
-    ml_json_set(o, "long_only", ml_json_bool(c->long_only));
-    ml_json_set(o, "no_conv", ml_json_bool(c->no_conv));
-    ml_json_set(o, "state_mixer", ml_json_string(c->state_mixer));
-    ml_json_set(o, "seed", ml_json_int((int64_t)c->seed));
+    for (int i = 0; i < ml_model_option_count(); i++) {
+        const ml_model_option *opt = ml_model_option_at(i);
+        int64_t v = ml_option_get(c, opt);
+        ml_json_set(o, opt->name, opt->type == ML_OPT_STRING ? ml_json_string(ml_option_str(c, opt))
+                                  : opt->type == ML_OPT_BOOL ? ml_json_bool(v != 0)
+                                                             : ml_json_int(v));
+    }
     char *s = ml_json_write(o, 0, NULL);
     ml_json_free(o);
     return s;
 }
 
+/* Missing keys keep their defaults (older checkpoints); integers beyond [-1, 2^24] are refused
+ * here and ranges are checked when the model is built. */
 ml_status ml_config_from_json(const char *text, ml_model_config *c) {
     ml_json *o = ml_json_parse(text, strlen(text), NULL);
     if (!o) return ml_fail_context(ML_ERR_FORMAT, "config");
@@ -76,38 +70,33 @@ ml_status ml_config_from_json(const char *text, ml_model_config *c) {
         goto done;
     }
     ml_model_config_defaults(c, arch->str);
-    struct {
-        const char *key;
-        int *field;
-    } ints[] = {{"d_model", &c->d_model}, {"n_layers", &c->n_layers}, {"vocab", &c->vocab},
-                {"n_heads", &c->n_heads}, {"max_pos", &c->max_pos},   {"d_conv", &c->d_conv},
-                {"d_state", &c->d_state}, {"expand", &c->expand},     {"feature_dim", &c->feature_dim}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        const ml_json *v = ml_json_get(o, ints[i].key);
-        if (!v) continue;
-        if (v->type != ML_JSON_NUMBER || !v->is_int || v->integer < -1 || v->integer > (1 << 24)) {
-            st = ml_fail(ML_ERR_FORMAT, "config: '%s' expected an integer", ints[i].key);
-            goto done;
+    for (int i = 0; i < ml_model_option_count(); i++) {
+        const ml_model_option *opt = ml_model_option_at(i);
+        const ml_json *v = ml_json_get(o, opt->name);
+        if (!v || !strcmp(opt->name, "arch")) continue;
+        switch (opt->type) {
+        case ML_OPT_INT:
+            if (v->type != ML_JSON_NUMBER || !v->is_int || v->integer < -1 || v->integer > (1 << 24)) {
+                st = ml_fail(ML_ERR_FORMAT, "config: '%s' expected an integer", opt->name);
+                goto done;
+            }
+            ml_option_set(c, opt, v->integer);
+            break;
+        case ML_OPT_BOOL:
+            if (v->type != ML_JSON_BOOL) {
+                st = ml_fail(ML_ERR_FORMAT, "config: '%s' expected a boolean", opt->name);
+                goto done;
+            }
+            ml_option_set(c, opt, v->boolean);
+            break;
+        case ML_OPT_U64:
+            if (v->type == ML_JSON_NUMBER && v->is_int) ml_option_set(c, opt, v->integer);
+            break;
+        case ML_OPT_STRING:
+            if (v->type == ML_JSON_STRING) snprintf((char *)c + opt->offset, opt->size, "%s", v->str);
+            break;
         }
-        *ints[i].field = (int)v->integer;
     }
-    struct {
-        const char *key;
-        bool *field;
-    } bools[] = {{"pos_emb", &c->pos_emb}, {"long_only", &c->long_only}, {"no_conv", &c->no_conv}};
-    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++) {
-        const ml_json *v = ml_json_get(o, bools[i].key);
-        if (!v) continue;
-        if (v->type != ML_JSON_BOOL) {
-            st = ml_fail(ML_ERR_FORMAT, "config: '%s' expected a boolean", bools[i].key);
-            goto done;
-        }
-        *bools[i].field = v->boolean;
-    }
-    const ml_json *sm = ml_json_get(o, "state_mixer");
-    if (sm && sm->type == ML_JSON_STRING) snprintf(c->state_mixer, sizeof c->state_mixer, "%s", sm->str);
-    const ml_json *seed = ml_json_get(o, "seed");
-    if (seed && seed->type == ML_JSON_NUMBER && seed->is_int) c->seed = (uint64_t)seed->integer;
 done:
     ml_json_free(o);
     return st;

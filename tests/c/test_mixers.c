@@ -67,6 +67,10 @@ START_TEST(registry_descriptors) {
         const ml_mixer_type *t = ml_mixer_at(i);
         ck_assert_msg(t->build && t->forward && t->rec_new && t->rec_step && t->rec_free && t->flops, "%s", t->name);
         ck_assert_ptr_eq(ml_mixer_find(t->name), t);
+        for (int o = 0; o < ML_MIXER_MAX_OPTIONS && t->options[o]; o++) { /* options it reads: real, not common */
+            const ml_model_option *opt = ml_model_option_find(t->options[o]);
+            ck_assert_msg(opt && !opt->common, "%s: option %s", t->name, t->options[o]);
+        }
         for (int a = 0; a < ML_MIXER_MAX_ALIASES && t->aliases[a].name; a++) {
             ck_assert_ptr_null(ml_mixer_find(t->aliases[a].name));
             ml_model_config c;

@@ -169,6 +169,42 @@ T.test("bad token ids and shapes are errors, not crashes", function()
   collectgarbage("collect")
 end)
 
+T.test("an option the architecture does not read is an error naming it", function()
+  T.raises(function() mech.model { arch = "attention", d_state = 8 } end,
+    "mech.model: option 'd_state' does not apply to arch 'attention'")
+  T.raises(function() mech.model { arch = "mamba", n_heads = 2 } end, "option 'n_heads' does not apply to arch 'mamba'")
+  T.raises(function() mech.model { arch = "h3", d_conv = 2 } end, "option 'd_conv' does not apply to arch 'h3'")
+  -- an alias reads what its mixer reads; common options apply everywhere
+  T.eq(mech.model { arch = "mamba_without_conv", d_state = 8, vocab = 16 }:config().d_state, 8)
+  T.eq(mech.model { arch = "based_long_only", feature_dim = 4, vocab = 16 }:config().feature_dim, 4)
+  local c = mech.model { arch = "hyena", d_model = 16, vocab = 16, pos_emb = false, seed = 3 }:config()
+  T.eq(c.d_model, 16); T.eq(c.pos_emb, false); T.eq(c.seed, 3); T.eq(c.d_conv, -1); T.eq(c.no_conv, false)
+end)
+
+T.test("checkpoints written before the mixer descriptors load, with the same logits and config", function()
+  local dir = "tests/fixtures/checkpoints_v1/"
+  local tokens = mech.tensor({ { 1, 5, 6, 7, 8, 2, 5, 0 }, { 3, 9, 10, 11, 12, 2, 11, 4 } }, { dtype = "int32" })
+  local names = {}
+  for _, a in ipairs(mech.architectures) do names[#names + 1] = a end
+  names[#names + 1] = "mamba_without_conv"
+  for _, name in ipairs(names) do
+    local m, opt, meta = mech.load(dir .. name .. ".safetensors")
+    T.truthy(opt ~= nil, name .. ": optimiser state")
+    local want = {}
+    for v in meta.logits:gmatch("[^,]+") do want[#want + 1] = tonumber(v) end
+    local got = m:forward(tokens):reshape(-1):tolist()
+    T.eq(#got, #want, name)
+    for i = 1, #want do T.truthy(math.abs(got[i] - want[i]) <= 1e-5 * (1 + math.abs(want[i])), name .. " logit " .. i) end
+    -- saving again writes the same config text (the options table keeps the JSON's keys and order)
+    local path = os.tmpname()
+    m:save(path, { optimizer = opt })
+    local _, _, meta2 = mech.load(path)
+    os.remove(path)
+    T.eq(meta2["mechlab.config"], meta["mechlab.config"], name)
+  end
+  T.eq(mech.load(dir .. "mamba_without_conv.safetensors"):config().no_conv, true)
+end)
+
 T.test("train.run validates its config", function()
   T.raises(function() train.run { lr = "fast" } end, "'lr' expected a number")
   T.raises(function() train.run { eval_evry = 10 } end, "unknown config key 'eval_evry' (did you mean 'eval_every'?)")

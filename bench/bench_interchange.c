@@ -1,4 +1,4 @@
-/* The paper's interchange sweep (paper.md §6.3) on 320 ar_32 test documents (V = 8196, L = 37):
+/* The paper's interchange sweep (docs/interventions.md, "The interchange evaluator") on 320 ar_32 test documents (V = 8196, L = 37):
  * 6 components x 2 layers x 2 label types x 6 positions (Mamba: 4 components) for 2-layer D = 64
  * models (untrained: the work does not depend on the weights). Prints the sweep's seconds, the
  * number of patched examples and patched forwards per CPU second (one forward = one combination on

@@ -1,4 +1,4 @@
-/* Forward + backward of Mamba mixers (spec §9) built from the autograd ops, at the paper's AR
+/* Forward + backward of Mamba mixers (docs/mixers.md, "Mamba") built from the autograd ops, at the paper's AR
  * size (B=32, L=37, D=64 and 256, E=2D, N=16, K=4): a prototype of the mixer that checks the fused
  * ops compose at speed. Excludes the embedding, norms and LM head. Usage: bench_mamba_layer
  * [threads] [reps] [layers]. Prints the best time over reps. */

@@ -1,10 +1,11 @@
-/* The paper's interchange evaluator (paper.md §6; interp.h).
+/* The paper's interchange evaluator (docs/interventions.md, "The interchange evaluator"; interp.h).
  *
  * For every combination (site = component x layer, label_type, patch position) and every
  * document: the clean document o has one token replaced at its label_type position (the draw of
- * §6.2, fresh per example and per combination) to give the corrupted c; the base run is c, the
- * source run o (swapped with `swap`); the base run is patched at the position with the source's
- * value, and the answer's probability and logit are read at target_item − 1.
+ * docs/interventions.md, "Corruption", fresh per example and per combination) to give the
+ * corrupted c; the base run is c, the source run o (swapped with `swap`); the base run is patched
+ * at the position with the source's value, and the answer's probability and logit are read at
+ * target_item − 1.
  *
  * Cost. The clean run is cached once per batch (every swept site). Per combination the
  * corrupted run keeps the activations the resume needs at the patched layer and, in its last
@@ -23,18 +24,12 @@
 #include <time.h>
 
 #include "interp/interp.h"
+#include "interp/interp_private.h"
+#include "ops/ops.h"
 #include "ops/kernel_util.h"
 #include "tasks/task.h"
 
 _Static_assert((int)ML_IC_MAX_POS == (int)ML_NPOS, "one slot per named position");
-
-ml_tensor *mli_patch_fast_mapped(ml_model *m, ml_tensor *const *base, const ml_patch *p, ml_tensor *rows,
-                                 const int32_t *batch_map);
-bool mli_unit_differs(const ml_model *m, int site, ml_tensor *a, int64_t ba, ml_tensor *b, int64_t bb, int64_t pos,
-                      const int32_t *rows_a);
-ml_tensor *mli_resume_cache(ml_model *m, const ml_resume *rs, const bool *want, ml_tensor **acts);
-ml_tensor *mli_readout(ml_model *m, ml_tensor *hid, const int32_t *rows);
-ml_tensor *mli_index_select0(ml_tensor *t, ml_tensor *idx);
 
 /* ------------------------------------------------------------------ configuration */
 
@@ -376,9 +371,9 @@ ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_
                     if (nchg < B) { /* only the examples that change */
                         int64_t nn = nchg;
                         idx = ml_from_i32(1, &nn, map);
-                        sub_rows = idx ? mli_index_select0(rows, idx) : NULL;
+                        sub_rows = idx ? ml_index_select(rows, 0, idx) : NULL;
                         for (int i = 0; i < ns; i++)
-                            sub[i] = base_acts[i] && idx ? mli_index_select0(base_acts[i], idx) : NULL;
+                            sub[i] = base_acts[i] && idx ? ml_index_select(base_acts[i], 0, idx) : NULL;
                         bmap = map, use = sub;
                     }
                     /* the hook and the entry read source/pos through the map: the source stays whole */
@@ -547,14 +542,164 @@ static double mean_of(const float *x, const ml_ic_result *r, int k, int type) {
     return n ? s / n : NAN;
 }
 
+/* The five per-example metrics of every combination, means over the examples of `type`. */
+static void combo_means(mlist *l, const ml_model *m, const ml_ic_result *r, int type, const char *T) {
+    for (int k = 0; k < r->n_combos; k++) {
+        int site = r->combo_site[k], layer = m->site_layer[site];
+        const char *comp = m->sites[site].name, *lt = ml_pos_names[r->combo_lt[k]], *pn = ml_pos_names[r->combo_pos[k]];
+        double rp = mean_of(r->restored_prob, r, k, type), cp = mean_of(r->corrupted_prob, r, k, type);
+        double rl = mean_of(r->restored_logit, r, k, type), cl = mean_of(r->corrupted_logit, r, k, type);
+        put(l, rp, "%d.%s.%s.%s.%s.restored_prob", layer, T, lt, pn, comp);
+        put(l, rp - cp, "%d.%s.%s.%s.%s.prob_diff", layer, T, lt, pn, comp);
+        put(l, rl, "%d.%s.%s.%s.%s.restored_logit", layer, T, lt, pn, comp);
+        put(l, rl - cl, "%d.%s.%s.%s.%s.logit_diff", layer, T, lt, pn, comp);
+        put(l, mean_of(r->kl_div, r, k, type), "%d.%s.%s.%s.%s.kl_div", layer, T, lt, pn, comp);
+    }
+}
+
+/* The layer-less corrupted./original. means (averaged over the layers, as the original appends
+ * them) and each combination's attrib with that denominator. */
+static void layerless_means(mlist *l, const ml_model *m, const ml_ic_result *r, int type, const char *T,
+                            double orig_p, double orig_l) {
+    for (int k = 0; k < r->n_combos; k++) {
+        int site = r->combo_site[k];
+        const char *comp = m->sites[site].name, *lt = ml_pos_names[r->combo_lt[k]], *pn = ml_pos_names[r->combo_pos[k]];
+        bool first = true;
+        for (int j = 0; j < k && first; j++)
+            first = !(r->combo_lt[j] == r->combo_lt[k] && r->combo_pos[j] == r->combo_pos[k] &&
+                      !strcmp(m->sites[r->combo_site[j]].name, comp));
+        if (!first) continue;
+        double cp = 0, cl = 0;
+        int nl = 0;
+        for (int j = k; j < r->n_combos; j++)
+            if (r->combo_lt[j] == r->combo_lt[k] && r->combo_pos[j] == r->combo_pos[k] &&
+                !strcmp(m->sites[r->combo_site[j]].name, comp))
+                cp += mean_of(r->corrupted_prob, r, j, type), cl += mean_of(r->corrupted_logit, r, j, type), nl++;
+        cp /= nl, cl /= nl;
+        put(l, cp, "corrupted.%s.%s.%s.%s.restored_prob", T, lt, pn, comp);
+        put(l, cl, "corrupted.%s.%s.%s.%s.restored_logit", T, lt, pn, comp);
+        put(l, orig_p, "original.%s.%s.%s.%s.restored_prob", T, lt, pn, comp);
+        put(l, orig_l, "original.%s.%s.%s.%s.restored_logit", T, lt, pn, comp);
+        for (int j = k; j < r->n_combos; j++)
+            if (r->combo_lt[j] == r->combo_lt[k] && r->combo_pos[j] == r->combo_pos[k] &&
+                !strcmp(m->sites[r->combo_site[j]].name, comp)) {
+                double d = mean_of(r->restored_prob, r, j, type) - mean_of(r->corrupted_prob, r, j, type);
+                put(l, ml_ic_attrib(d, orig_p, cp, 0.01, NULL), "%d.%s.%s.%s.%s.attrib",
+                    m->site_layer[r->combo_site[j]], T, lt, pn, comp);
+            }
+    }
+}
+
+/* max_perc: per (site, label type), each example's argmax over positions (vals, names: scratch). */
+static void max_perc(mlist *l, const ml_model *m, const ml_ic_result *r, int type, const char *T, int nt,
+                     double *vals, const char **names) {
+    int N = r->n_docs;
+    for (int k = 0; k < r->n_combos; k++) {
+        int site = r->combo_site[k], lt = r->combo_lt[k];
+        if (find_combo(r, site, lt, r->combo_pos[k]) != k) continue;
+        bool first = true;
+        for (int j = 0; j < k && first; j++) first = !(r->combo_site[j] == site && r->combo_lt[j] == lt);
+        if (!first) continue;
+        int np = 0, ks[ML_NPOS];
+        for (int j = k; j < r->n_combos; j++)
+            if (r->combo_site[j] == site && r->combo_lt[j] == lt && np < ML_NPOS) ks[np++] = j;
+        int counts[ML_NPOS + 1] = {0};
+        for (int i = 0; i < N; i++) {
+            if (r->qtype[i] != type) continue;
+            for (int a = 0; a < np; a++) {
+                size_t o = (size_t)ks[a] * N + i;
+                vals[a] = (double)r->restored_prob[o] - (double)r->corrupted_prob[o];
+                names[a] = ml_pos_names[r->combo_pos[ks[a]]];
+            }
+            counts[ml_ic_argmax(vals, names, np)]++;
+        }
+        int layer = m->site_layer[site];
+        const char *comp = m->sites[site].name, *lts = ml_pos_names[lt];
+        for (int a = 0; a <= np; a++)
+            put(l, (double)counts[a] / nt, "%d.%s.%s.%s.%s.max_perc", layer, T, lts,
+                a < np ? ml_pos_names[r->combo_pos[ks[a]]] : "nothing", comp);
+    }
+}
+
+/* max_perc_layer: per (component, label type, position), each example's argmax over layers. */
+static void max_perc_layer(mlist *l, const ml_model *m, const ml_ic_result *r, int type, const char *T, int nt,
+                           double *vals, const char **names) {
+    static const char *const layer_names[ML_MAX_LAYERS] = {"0", "1", "2",  "3",  "4",  "5",  "6",  "7",
+                                                           "8", "9", "10", "11", "12", "13", "14", "15"};
+    int N = r->n_docs;
+    for (int k = 0; k < r->n_combos; k++) {
+        const char *comp = m->sites[r->combo_site[k]].name;
+        int lt = r->combo_lt[k], pk = r->combo_pos[k];
+        bool first = true;
+        for (int j = 0; j < k && first; j++)
+            first = !(r->combo_lt[j] == lt && r->combo_pos[j] == pk && !strcmp(m->sites[r->combo_site[j]].name, comp));
+        if (!first) continue;
+        int nl = 0, ks[ML_MAX_LAYERS];
+        for (int j = k; j < r->n_combos; j++)
+            if (r->combo_lt[j] == lt && r->combo_pos[j] == pk && !strcmp(m->sites[r->combo_site[j]].name, comp) &&
+                nl < ML_MAX_LAYERS)
+                ks[nl++] = j;
+        int counts[ML_MAX_LAYERS + 1] = {0};
+        for (int i = 0; i < N; i++) {
+            if (r->qtype[i] != type) continue;
+            for (int a = 0; a < nl; a++) {
+                size_t o = (size_t)ks[a] * N + i;
+                vals[a] = (double)r->restored_prob[o] - (double)r->corrupted_prob[o];
+                names[a] = layer_names[m->site_layer[r->combo_site[ks[a]]]];
+            }
+            counts[ml_ic_argmax(vals, names, nl)]++;
+        }
+        for (int a = 0; a <= nl; a++)
+            put(l, (double)counts[a] / nt, "%s.%s.%s.%s.%s.max_perc_layer",
+                a < nl ? layer_names[m->site_layer[r->combo_site[ks[a]]]] : "nothing", T, ml_pos_names[lt],
+                ml_pos_names[pk], comp);
+    }
+}
+
+/* Memorisation scores (PARENT documents): the max over layers of a mean. */
+static void memo_scores(mlist *l, const ml_model *m, const ml_ic_result *r, int type, const char *T) {
+    static const struct {
+        const char *name, *comp, *metric;
+        int pos;
+    } memo[] = {
+        {"memo_in", "attention_input", "restored_prob", ML_POS_QUERY_ITEM_ORIG},
+        {"memo_out", "attention_output", "restored_prob", ML_POS_QUERY_ITEM_ORIG},
+        {"memo_div_in", "attention_input", "restored_prob", ML_POS_DIVIDER},
+        {"memo_div_out", "attention_output", "restored_prob", ML_POS_DIVIDER},
+        {"memo_in_diff", "attention_input", "prob_diff", ML_POS_QUERY_ITEM_ORIG},
+        {"memo_out_diff", "attention_output", "prob_diff", ML_POS_QUERY_ITEM_ORIG},
+        {"memo_div_in_diff", "attention_input", "prob_diff", ML_POS_DIVIDER},
+        {"memo_div_out_diff", "attention_output", "prob_diff", ML_POS_DIVIDER},
+        {"memo_logit_in", "attention_input", "restored_logit", ML_POS_QUERY_ITEM_ORIG},
+        {"memo_logit_out", "attention_output", "restored_logit", ML_POS_QUERY_ITEM_ORIG},
+        {"memo_logit_div_in", "attention_input", "restored_logit", ML_POS_DIVIDER},
+        {"memo_logit_div_out", "attention_output", "restored_logit", ML_POS_DIVIDER},
+        {"memo_logit_in_diff", "attention_input", "logit_diff", ML_POS_QUERY_ITEM_ORIG},
+        {"memo_logit_out_diff", "attention_output", "logit_diff", ML_POS_QUERY_ITEM_ORIG},
+        {"memo_logit_div_in_diff", "attention_input", "logit_diff", ML_POS_DIVIDER},
+        {"memo_logit_div_out_diff", "attention_output", "logit_diff", ML_POS_DIVIDER},
+    };
+    for (size_t q = 0; q < sizeof memo / sizeof memo[0]; q++) {
+        double best = -INFINITY;
+        for (int k = 0; k < r->n_combos; k++) {
+            if (r->combo_lt[k] != ML_POS_TARGET_ITEM_ORIG || r->combo_pos[k] != memo[q].pos ||
+                strcmp(m->sites[r->combo_site[k]].name, memo[q].comp))
+                continue;
+            bool logit = strstr(memo[q].metric, "logit") != NULL, diff = strstr(memo[q].metric, "diff") != NULL;
+            double v = mean_of(logit ? r->restored_logit : r->restored_prob, r, k, type);
+            if (diff) v -= mean_of(logit ? r->corrupted_logit : r->corrupted_prob, r, k, type);
+            best = v > best ? v : best;
+        }
+        if (best > -INFINITY) put(l, best, "%s.memo_score", memo[q].name);
+    }
+}
+
 ml_status ml_ic_metrics(const ml_model *m, const ml_ic_result *r, ml_metric **out, int *n_out) {
     *out = NULL, *n_out = 0;
     mlist l = {0};
     int N = r->n_docs;
     double *vals = malloc(sizeof(double) * (ML_NPOS + ML_MAX_LAYERS + 2));
     const char **names = malloc(sizeof(char *) * (ML_NPOS + ML_MAX_LAYERS + 2));
-    static const char *const layer_names[ML_MAX_LAYERS] = {"0", "1", "2",  "3",  "4",  "5",  "6",  "7",
-                                                           "8", "9", "10", "11", "12", "13", "14", "15"};
     if (!vals || !names) {
         free(vals), free(names);
         return ml_fail(ML_ERR_MEM, "interchange: out of memory");
@@ -568,137 +713,11 @@ ml_status ml_ic_metrics(const ml_model *m, const ml_ic_result *r, ml_metric **ou
         for (int i = 0; i < N; i++)
             if (r->qtype[i] == type) orig_p += r->original_prob[i], orig_l += r->original_logit[i];
         orig_p /= nt, orig_l /= nt;
-        for (int k = 0; k < r->n_combos; k++) {
-            int site = r->combo_site[k], layer = m->site_layer[site];
-            const char *comp = m->sites[site].name, *lt = ml_pos_names[r->combo_lt[k]], *pn = ml_pos_names[r->combo_pos[k]];
-            double rp = mean_of(r->restored_prob, r, k, type), cp = mean_of(r->corrupted_prob, r, k, type);
-            double rl = mean_of(r->restored_logit, r, k, type), cl = mean_of(r->corrupted_logit, r, k, type);
-            put(&l, rp, "%d.%s.%s.%s.%s.restored_prob", layer, T, lt, pn, comp);
-            put(&l, rp - cp, "%d.%s.%s.%s.%s.prob_diff", layer, T, lt, pn, comp);
-            put(&l, rl, "%d.%s.%s.%s.%s.restored_logit", layer, T, lt, pn, comp);
-            put(&l, rl - cl, "%d.%s.%s.%s.%s.logit_diff", layer, T, lt, pn, comp);
-            put(&l, mean_of(r->kl_div, r, k, type), "%d.%s.%s.%s.%s.kl_div", layer, T, lt, pn, comp);
-        }
-        /* corrupted./original.: the label without the layer, averaged over the layers (as the
-         * original appends them), and attrib per label with that denominator */
-        for (int k = 0; k < r->n_combos; k++) {
-            int site = r->combo_site[k];
-            const char *comp = m->sites[site].name, *lt = ml_pos_names[r->combo_lt[k]], *pn = ml_pos_names[r->combo_pos[k]];
-            bool first = true;
-            for (int j = 0; j < k && first; j++)
-                first = !(r->combo_lt[j] == r->combo_lt[k] && r->combo_pos[j] == r->combo_pos[k] &&
-                          !strcmp(m->sites[r->combo_site[j]].name, comp));
-            if (!first) continue;
-            double cp = 0, cl = 0;
-            int nl = 0;
-            for (int j = k; j < r->n_combos; j++)
-                if (r->combo_lt[j] == r->combo_lt[k] && r->combo_pos[j] == r->combo_pos[k] &&
-                    !strcmp(m->sites[r->combo_site[j]].name, comp))
-                    cp += mean_of(r->corrupted_prob, r, j, type), cl += mean_of(r->corrupted_logit, r, j, type), nl++;
-            cp /= nl, cl /= nl;
-            put(&l, cp, "corrupted.%s.%s.%s.%s.restored_prob", T, lt, pn, comp);
-            put(&l, cl, "corrupted.%s.%s.%s.%s.restored_logit", T, lt, pn, comp);
-            put(&l, orig_p, "original.%s.%s.%s.%s.restored_prob", T, lt, pn, comp);
-            put(&l, orig_l, "original.%s.%s.%s.%s.restored_logit", T, lt, pn, comp);
-            for (int j = k; j < r->n_combos; j++)
-                if (r->combo_lt[j] == r->combo_lt[k] && r->combo_pos[j] == r->combo_pos[k] &&
-                    !strcmp(m->sites[r->combo_site[j]].name, comp)) {
-                    double d = mean_of(r->restored_prob, r, j, type) - mean_of(r->corrupted_prob, r, j, type);
-                    put(&l, ml_ic_attrib(d, orig_p, cp, 0.01, NULL), "%d.%s.%s.%s.%s.attrib",
-                        m->site_layer[r->combo_site[j]], T, lt, pn, comp);
-                }
-        }
-        /* max_perc: per (site, label type), argmax over positions */
-        for (int k = 0; k < r->n_combos; k++) {
-            int site = r->combo_site[k], lt = r->combo_lt[k];
-            if (find_combo(r, site, lt, r->combo_pos[k]) != k) continue;
-            bool first = true;
-            for (int j = 0; j < k && first; j++) first = !(r->combo_site[j] == site && r->combo_lt[j] == lt);
-            if (!first) continue;
-            int np = 0, ks[ML_NPOS];
-            for (int j = k; j < r->n_combos; j++)
-                if (r->combo_site[j] == site && r->combo_lt[j] == lt && np < ML_NPOS) ks[np++] = j;
-            int counts[ML_NPOS + 1] = {0};
-            for (int i = 0; i < N; i++) {
-                if (r->qtype[i] != type) continue;
-                for (int a = 0; a < np; a++) {
-                    size_t o = (size_t)ks[a] * N + i;
-                    vals[a] = (double)r->restored_prob[o] - (double)r->corrupted_prob[o];
-                    names[a] = ml_pos_names[r->combo_pos[ks[a]]];
-                }
-                counts[ml_ic_argmax(vals, names, np)]++;
-            }
-            int layer = m->site_layer[site];
-            const char *comp = m->sites[site].name, *lts = ml_pos_names[lt];
-            for (int a = 0; a <= np; a++)
-                put(&l, (double)counts[a] / nt, "%d.%s.%s.%s.%s.max_perc", layer, T, lts,
-                    a < np ? ml_pos_names[r->combo_pos[ks[a]]] : "nothing", comp);
-        }
-        /* max_perc_layer: per (component, label type, position), argmax over layers */
-        for (int k = 0; k < r->n_combos; k++) {
-            const char *comp = m->sites[r->combo_site[k]].name;
-            int lt = r->combo_lt[k], pk = r->combo_pos[k];
-            bool first = true;
-            for (int j = 0; j < k && first; j++)
-                first = !(r->combo_lt[j] == lt && r->combo_pos[j] == pk && !strcmp(m->sites[r->combo_site[j]].name, comp));
-            if (!first) continue;
-            int nl = 0, ks[ML_MAX_LAYERS];
-            for (int j = k; j < r->n_combos; j++)
-                if (r->combo_lt[j] == lt && r->combo_pos[j] == pk && !strcmp(m->sites[r->combo_site[j]].name, comp) &&
-                    nl < ML_MAX_LAYERS)
-                    ks[nl++] = j;
-            int counts[ML_MAX_LAYERS + 1] = {0};
-            for (int i = 0; i < N; i++) {
-                if (r->qtype[i] != type) continue;
-                for (int a = 0; a < nl; a++) {
-                    size_t o = (size_t)ks[a] * N + i;
-                    vals[a] = (double)r->restored_prob[o] - (double)r->corrupted_prob[o];
-                    names[a] = layer_names[m->site_layer[r->combo_site[ks[a]]]];
-                }
-                counts[ml_ic_argmax(vals, names, nl)]++;
-            }
-            for (int a = 0; a <= nl; a++)
-                put(&l, (double)counts[a] / nt, "%s.%s.%s.%s.%s.max_perc_layer",
-                    a < nl ? layer_names[m->site_layer[r->combo_site[ks[a]]]] : "nothing", T, ml_pos_names[lt],
-                    ml_pos_names[pk], comp);
-        }
-        /* memorisation scores (PARENT): max over layers of the mean */
-        if (type == ML_QT_PARENT) {
-            static const struct {
-                const char *name, *comp, *metric;
-                int pos;
-            } memo[] = {
-                {"memo_in", "attention_input", "restored_prob", ML_POS_QUERY_ITEM_ORIG},
-                {"memo_out", "attention_output", "restored_prob", ML_POS_QUERY_ITEM_ORIG},
-                {"memo_div_in", "attention_input", "restored_prob", ML_POS_DIVIDER},
-                {"memo_div_out", "attention_output", "restored_prob", ML_POS_DIVIDER},
-                {"memo_in_diff", "attention_input", "prob_diff", ML_POS_QUERY_ITEM_ORIG},
-                {"memo_out_diff", "attention_output", "prob_diff", ML_POS_QUERY_ITEM_ORIG},
-                {"memo_div_in_diff", "attention_input", "prob_diff", ML_POS_DIVIDER},
-                {"memo_div_out_diff", "attention_output", "prob_diff", ML_POS_DIVIDER},
-                {"memo_logit_in", "attention_input", "restored_logit", ML_POS_QUERY_ITEM_ORIG},
-                {"memo_logit_out", "attention_output", "restored_logit", ML_POS_QUERY_ITEM_ORIG},
-                {"memo_logit_div_in", "attention_input", "restored_logit", ML_POS_DIVIDER},
-                {"memo_logit_div_out", "attention_output", "restored_logit", ML_POS_DIVIDER},
-                {"memo_logit_in_diff", "attention_input", "logit_diff", ML_POS_QUERY_ITEM_ORIG},
-                {"memo_logit_out_diff", "attention_output", "logit_diff", ML_POS_QUERY_ITEM_ORIG},
-                {"memo_logit_div_in_diff", "attention_input", "logit_diff", ML_POS_DIVIDER},
-                {"memo_logit_div_out_diff", "attention_output", "logit_diff", ML_POS_DIVIDER},
-            };
-            for (size_t q = 0; q < sizeof memo / sizeof memo[0]; q++) {
-                double best = -INFINITY;
-                for (int k = 0; k < r->n_combos; k++) {
-                    if (r->combo_lt[k] != ML_POS_TARGET_ITEM_ORIG || r->combo_pos[k] != memo[q].pos ||
-                        strcmp(m->sites[r->combo_site[k]].name, memo[q].comp))
-                        continue;
-                    bool logit = strstr(memo[q].metric, "logit") != NULL, diff = strstr(memo[q].metric, "diff") != NULL;
-                    double v = mean_of(logit ? r->restored_logit : r->restored_prob, r, k, type);
-                    if (diff) v -= mean_of(logit ? r->corrupted_logit : r->corrupted_prob, r, k, type);
-                    best = v > best ? v : best;
-                }
-                if (best > -INFINITY) put(&l, best, "%s.memo_score", memo[q].name);
-            }
-        }
+        combo_means(&l, m, r, type, T);
+        layerless_means(&l, m, r, type, T, orig_p, orig_l);
+        max_perc(&l, m, r, type, T, nt, vals, names);
+        max_perc_layer(&l, m, r, type, T, nt, vals, names);
+        if (type == ML_QT_PARENT) memo_scores(&l, m, r, type, T);
     }
     free(vals), free(names);
     if (l.oom) {

@@ -1,5 +1,6 @@
 /* Caching, patching, ablations and model surgery (interp.h). The evaluator is in interchange.c. */
 #include "interp/interp.h"
+#include "interp/interp_private.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -352,15 +353,10 @@ ml_tensor *ml_patch_fast(ml_model *m, ml_tensor *const *base_acts, const ml_patc
     return patch_fast(m, base_acts, p, rows, NULL);
 }
 
-/* exported to interchange.c */
-ml_tensor *mli_patch_fast_mapped(ml_model *m, ml_tensor *const *base, const ml_patch *p, ml_tensor *rows,
-                                 const int32_t *batch_map);
 ml_tensor *mli_patch_fast_mapped(ml_model *m, ml_tensor *const *base, const ml_patch *p, ml_tensor *rows,
                                  const int32_t *batch_map) {
     return patch_fast(m, base, p, rows, batch_map);
 }
-bool mli_unit_differs(const ml_model *m, int site, ml_tensor *a, int64_t ba, ml_tensor *b, int64_t bb, int64_t pos,
-                      const int32_t *rows_a);
 /* Does unit (ba, pos) of a (possibly gathered: rows_a says which position it kept) differ from
  * unit (bb, pos) of b (full length)? A gathered act that did not keep pos cannot change the
  * readout, so it counts as equal. */
@@ -378,7 +374,6 @@ bool mli_unit_differs(const ml_model *m, int site, ml_tensor *a, int64_t ba, ml_
 }
 
 /* The resume (interchange.c's base runs with readout rows) with the caching hook. */
-ml_tensor *mli_resume_cache(ml_model *m, const ml_resume *rs, const bool *want, ml_tensor **acts);
 ml_tensor *mli_resume_cache(ml_model *m, const ml_resume *rs, const bool *want, ml_tensor **acts) {
     hook_ud h = {.m = m, .want = want, .acts = acts};
     ml_run run = make_run(&h);
@@ -387,7 +382,6 @@ ml_tensor *mli_resume_cache(ml_model *m, const ml_resume *rs, const bool *want, 
 
 /* ------------------------------------------------------------------ ablations */
 
-ml_tensor *mli_readout(ml_model *m, ml_tensor *hid, const int32_t *rows);
 /* Readout logits (B, V) of hidden states at rows (gathered (B, 1, D) or full (B, L, D)). */
 ml_tensor *mli_readout(ml_model *m, ml_tensor *hid, const int32_t *rows) {
     int64_t B = hid->shape[0], L = hid->shape[1], D = m->cfg.d_model;
@@ -411,8 +405,6 @@ ml_tensor *mli_readout(ml_model *m, ml_tensor *hid, const int32_t *rows) {
     return out;
 }
 
-ml_tensor *mli_index_select0(ml_tensor *t, ml_tensor *idx);
-ml_tensor *mli_index_select0(ml_tensor *t, ml_tensor *idx) { return ml_index_select(t, 0, idx); }
 
 /* ------------------------------------------------------------------ surgery */
 

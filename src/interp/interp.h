@@ -1,4 +1,4 @@
-/* Interventions (DESIGN.md §4, paper.md §6): caching, patching, ablations, model surgery and the
+/* Interventions (docs/interventions.md): caching, patching, ablations, model surgery and the
  * paper's interchange evaluator. Pure C on top of the model's hook sites (nn/model.h).
  *
  * A site is addressed by its index into m->sites (layer and name together); "blocks.{l}.{name}"
@@ -77,7 +77,7 @@ int ml_short_conv_edit(ml_model *m, int layer, ml_conv_edit kind, int keep);
  * from a cache holding that layer's mixer.dt, mixer.B and mixer.C. */
 ml_tensor *ml_mamba_attention(ml_model *m, int layer, ml_tensor *const *acts);
 
-/* ---- the interchange evaluator (paper.md §6) ---- */
+/* ---- the interchange evaluator (docs/interventions.md) ---- */
 enum { ML_IC_MAX_SITES = 512, ML_IC_MAX_POS = 8 /* ML_NPOS */ };
 typedef struct {
     int n_sites;
@@ -114,7 +114,7 @@ typedef struct {
 ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_t count, const ml_ic_config *c);
 void ml_ic_result_free(ml_ic_result *r);
 
-/* The draw of §6.2: r = lo + U[0, hi - lo), +1 if r >= orig (pool [lo, hi] from
+/* The corruption draw (docs/interventions.md, "Corruption"): r = lo + U[0, hi - lo), +1 if r >= orig (pool [lo, hi] from
  * ml_task_corrupt_range). */
 int32_t ml_ic_corrupt(ml_rng *rng, int lo, int hi, int32_t orig);
 

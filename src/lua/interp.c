@@ -422,7 +422,7 @@ static int l_argmax(lua_State *L) {
     return 1;
 }
 
-/* r = mech.interp.corrupt(lo, hi, orig, generator): the draw of §6.2 */
+/* r = mech.interp.corrupt(lo, hi, orig, generator): the corruption draw (docs/interventions.md) */
 static int l_corrupt(lua_State *L) {
     const char *fn = "mech.interp.corrupt";
     int lo = mlL_checkint32(L, 1, fn), hi = mlL_checkint32(L, 2, fn), orig = mlL_checkint32(L, 3, fn);

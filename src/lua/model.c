@@ -10,6 +10,7 @@
 
 #include "io/safetensors.h"
 #include "lua/binding.h"
+#include "nn/checkpoint.h"
 #include "nn/train.h"
 
 #define MLL_MODEL_MT "mech.Model"

@@ -416,7 +416,7 @@ static int l_sample(lua_State *L) {
 static const char *const dataset_keys[] = {"seed", "split", NULL};
 
 /* task:dataset([n], [{seed = task seed, split = "train"}]); n defaults to the paper's sizes:
- * 100,032 training documents, 320 for an eval split (spec §5.3–5.4). */
+ * 100,032 training documents, 320 for an eval split (docs/tasks.md, "Datasets and batches"). */
 static int l_dataset(lua_State *L) {
     const char *fn = "task:dataset";
     task_box *b = check_task(L, 1, fn);

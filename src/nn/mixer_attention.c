@@ -1,4 +1,4 @@
-/* Multi-head causal softmax attention, Zoology's MHA (architectures.md §4).
+/* Multi-head causal softmax attention, Zoology's MHA (docs/mixers.md, "Attention").
  *
  *   x (B, L, D) --Wqkv (3D, D), no bias--> qkv (B, L, 3D) = [q | k | v]
  *   S = q·kᵀ/√d_h (B, H, L, L), −10000 above the diagonal;  P = softmax(S)

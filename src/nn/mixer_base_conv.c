@@ -1,4 +1,4 @@
-/* BaseConv (architectures.md §5): a convolution gated by a linear projection, with an internal skip.
+/* BaseConv (docs/mixers.md, "BaseConv"): a convolution gated by a linear projection, with an internal skip.
  *
  *   u (B, L, D) = LN1 output
  *   short (kernel K ≥ 1):  u_conv = SC_K(u; conv.conv.weight (D, 1, K), conv.conv.bias (D))
@@ -7,9 +7,10 @@
  *   u_proj = u·W_pᵀ + b_p                                   (B, L, D)
  *   y      = u_conv ⊙ u_proj + u                            (B, L, D)
  *
- * The layer's kernel comes from layer_kernel (§2.6: [3, −1, 3, −1] for "base_conv", 3 in
- * Based's BaseConv layers, d_conv overrides, long_only). z (1, 1024, 3) is a parameter: created
- * with requires_grad=False in the original but trained in practice (§2.8).
+ * The layer's kernel comes from layer_kernel ([3, −1, 3, −1] for "base_conv", 3 in Based's
+ * BaseConv layers, d_conv overrides, long_only; docs/mixers.md, "Layer choices and variants").
+ * z (1, 1024, 3) is a parameter: created with requires_grad=False in the original but trained in
+ * practice.
  *
  * Sites: mixer.short_conv or (mixer.filter (L, D), mixer.long_conv) — the conv output u_conv
  * (B, L, D); mixer.proj (B, L, D); mixer.product = u_conv ⊙ u_proj (B, L, D).

@@ -1,4 +1,4 @@
-/* Based linear attention with the Taylor feature map (architectures.md §6); arch "based" is
+/* Based linear attention with the Taylor feature map (docs/mixers.md, "Based"); arch "based" is
  * Hybrid(BaseConv, Based): even layers are BaseConv (mixer_base_conv.c), odd layers this mixer.
  *
  *   x (B, L, D) = LN1 output;  F = feature_dim (8), H = n_heads, P = 1 + F + F² (73), Dv = D/H

@@ -1,4 +1,4 @@
-/* DeltaNet (architectures.md §11: flash-linear-attention's DeltaNet layer with its defaults).
+/* DeltaNet (docs/mixers.md, "DeltaNet": flash-linear-attention's DeltaNet layer with its defaults).
  *
  *   x (B, L, D) = LN1 output;  H = n_heads, d_k = d_v = D/H, K = conv_size (4, or d_conv)
  *   q = silu(SC_K(x·W_qᵀ)), k = silu(SC_K(x·W_kᵀ)), v = silu(SC_K(x·W_vᵀ))   (B, L, D)  no biases

@@ -1,4 +1,4 @@
-/* H3 (architectures.md §7): a shift SSM on k, an outer product with v inside 2-dim heads, a
+/* H3 (docs/mixers.md, "H3"): a shift SSM on k, an outer product with v inside 2-dim heads, a
  * diagonal S4D SSM on it, and a gate by q. d_state N = 1024, head_dim 2, H = D/2 heads.
  *
  *   u (B, L, D) = LN1 output

@@ -1,4 +1,4 @@
-/* Hyena, order 2 (architectures.md §8): short conv over three projections, two gates around an
+/* Hyena, order 2 (docs/mixers.md, "Hyena"): short conv over three projections, two gates around an
  * implicit long convolution.
  *
  *   x (B, L, D) = LN1 output;  W = filter_order (64)

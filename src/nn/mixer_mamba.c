@@ -1,4 +1,4 @@
-/* Mamba (architectures.md §9, mamba_ssm 2.2.4) and its conv ablations; a MambaBlock mixer.
+/* Mamba (docs/mixers.md, "Mamba"; mamba_ssm 2.2.4) and its conv ablations; a MambaBlock mixer.
  *
  *   x (B, L, D) = RMSNorm output;  E = expand·D, N = d_state, R = ceil(D/16), K = conv width
  *   [xi | z] = x·W_inᵀ                           (B, L, 2E)    in_proj, no bias
@@ -10,10 +10,10 @@
  *   ys_t = h_t Cs_t + Dskip ⊙ u_t                 (B, L, E)
  *   out = (ys ⊙ silu(z))·W_outᵀ                  (B, L, D)     out_proj, no bias
  *
- * Variants (§9): d_conv K ∈ 1..4 (K = 1 is the nn.Conv1d path of mamba_no_causal_conv1d, the
+ * Variants: d_conv K ∈ 1..4 (K = 1 is the nn.Conv1d path of mamba_no_causal_conv1d, the
  * same maths); mamba_without_conv / d_conv 0: u = silu(xi), the width-4 conv parameters exist
  * (and count) but are unused and get no gradient.
- * Init: the Mamba regime of §2.5 (model.c) plus dt_proj.bias = softplus⁻¹(dt₀), dt₀ log-uniform
+ * Init: the Mamba regime of docs/mixers.md, "Initialisation" (model.c) plus dt_proj.bias = softplus⁻¹(dt₀), dt₀ log-uniform
  * in [1e-3, 1e-1] floored at 1e-4 (kept: "_no_reinit"), A_log = log(1..N), D = 1.
  *
  * Sites: mixer.x, mixer.z (B, L, E) in_proj halves; mixer.conv (B, L, E) the conv output xc;

@@ -1,4 +1,4 @@
-/* The mixer registry: every architecture, listed once (architectures.md §2.6). Adding a mixer
+/* The mixer registry: every architecture, listed once (docs/mixers.md, "Layer choices and variants"). Adding a mixer
  * adds its descriptor here and to nn.h. */
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* State mixers (architectures.md §3). Shapes: x (B, L, D) -> hidden (B, L, 4D) -> y (B, L, D).
+/* State mixers (docs/mixers.md, "State mixers"). Shapes: x (B, L, D) -> hidden (B, L, 4D) -> y (B, L, D).
  *   MLP: y = W2·gelu(W1·x + b1) + b2
  *   GLU: y = W3·[(W1x + b1) ⊙ gelu(W2x + b2)] + b3 */
 #include <string.h>

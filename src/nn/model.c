@@ -110,7 +110,7 @@ int ml_model_find_param(const ml_model *m, const char *name) {
 
 int64_t ml_model_count(const ml_model *m) { return m->n_total; }
 
-/* ------------------------------------------------------------------ initialisation (§2.5) */
+/* ------------------------------------------------------------------ initialisation (docs/mixers.md, "Initialisation") */
 
 static bool name_has(const char *name, const char *s) { return strstr(name, s) != NULL; }
 
@@ -401,7 +401,7 @@ attention_output:
     c = ml_layer_norm(r, ml_model_p(m, m->p_norm2_w[l]), ml_model_p(m, m->p_norm2_b[l]), 1e-5);
     if (!c) goto fail;
     if (!mlp) {
-        z = ml_retain(c); /* state mixer None: the branch adds LN2(r) (§2.2) */
+        z = ml_retain(c); /* state mixer None: the branch adds LN2(r) (docs/mixers.md, "State mixers") */
         goto add_z;
     }
 mlp_input:

@@ -1,4 +1,4 @@
-/* Language models: a config plus a parameter set (architectures.md §2).
+/* Language models: a config plus a parameter set (docs/mixers.md; docs/training.md, "Models").
  *
  * Parameters live in one flat float32 buffer (`flat`, shape [n]) with one named leaf view per
  * parameter; their gradients likewise live in one flat buffer (`grad_flat`) that each leaf's
@@ -39,7 +39,7 @@ typedef struct {
     uint64_t seed;         /* initialisation seed */
 } ml_model_config;
 
-/* How a parameter is initialised: the module it belongs to decides (architectures.md §2.5). */
+/* How a parameter is initialised: the module it belongs to decides (docs/mixers.md, "Initialisation"). */
 typedef enum {
     ML_P_LINEAR_W,  /* nn.Linear weight; fan = in_features */
     ML_P_LINEAR_B,  /* nn.Linear bias;   fan = in_features */

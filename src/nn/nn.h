@@ -5,7 +5,7 @@
 
 #include "nn/model.h"
 
-/* State mixer of a TransformerBlock (architectures.md §3): MLP or GLU with hidden 4D; "none"
+/* State mixer of a TransformerBlock (docs/mixers.md, "State mixers"): MLP or GLU with hidden 4D; "none"
  * declares nothing. Sites mlp.hidden_pre / mlp.hidden_post (B, L, 4D). */
 ml_status ml_build_state_mixer(ml_model *m, int l);
 ml_tensor *ml_state_mixer_forward(ml_model *m, int l, ml_tensor *x, ml_run *run);
@@ -18,7 +18,7 @@ extern const ml_mixer_type ml_mixer_attention, ml_mixer_base_conv, ml_mixer_base
     ml_mixer_mamba, ml_mixer_delta_net;
 
 
-/* Positional features of the implicit filters (§5, §8), on the l_max grid: z[i] = [t_i, cos ω_i,
+/* Positional features of the implicit filters (docs/mixers.md, "Convolutions"), on the l_max grid: z[i] = [t_i, cos ω_i,
  * −sin ω_i] with t = linspace(0, 1, l_max) and ω_i = 2π·10⁻⁴·i/l_max (z: [l_max, 3], t: [l_max]). */
 enum { ML_FILTER_LMAX = 1024 };
 

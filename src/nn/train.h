@@ -1,8 +1,9 @@
-/* One training update and one evaluation batch, in C (the hot path of the training loop), and
- * checkpoints (safetensors with the config and optimiser state in the metadata). */
+/* One training update and one evaluation batch, in C (the hot path of the training loop).
+ * Checkpoints are in nn/checkpoint.h (included here for the callers that use both). */
 #ifndef ML_TRAIN_H
 #define ML_TRAIN_H
 
+#include "nn/checkpoint.h"
 #include "nn/model.h"
 #include "optim/optim.h"
 
@@ -18,20 +19,5 @@ ml_status ml_train_step(ml_model *m, ml_adamw *opt, ml_tensor *tokens, ml_tensor
                         ml_batch_stats *stats);
 /* The same statistics without gradients or update. */
 ml_status ml_eval_batch(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_batch_stats *stats);
-
-/* Config <-> JSON text (malloc'd) for checkpoints and manifests. */
-char *ml_config_to_json(const ml_model_config *cfg);
-ml_status ml_config_from_json(const char *text, ml_model_config *cfg);
-
-/* Saves parameters under their state-dict names, the optimiser moments (when opt is not NULL)
- * as optimizer.exp_avg / optimizer.exp_avg_sq, and metadata: mechlab.config (JSON), the
- * optimiser's hyper-parameters and step, plus n_meta caller pairs. Atomic. */
-ml_status ml_checkpoint_save(const char *path, const ml_model *m, const ml_adamw *opt, int n_meta,
-                             const char *const *keys, const char *const *values);
-/* Loads a checkpoint into a new model (and, when opt is not NULL and the file has moments, a new
- * optimiser state). Everything is validated before anything is returned: on error nothing is
- * allocated. *meta receives the open file for reading caller metadata (close it). */
-typedef struct ml_safetensors ml_safetensors;
-ml_model *ml_checkpoint_load(const char *path, ml_adamw *opt, bool *has_opt, ml_safetensors **meta);
 
 #endif

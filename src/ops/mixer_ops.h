@@ -1,4 +1,4 @@
-/* Differentiable ops of the sequence mixers (architectures.md §1, §5–9, §11, §12), wrapping the raw
+/* Differentiable ops of the sequence mixers (docs/mixers.md), wrapping the raw
  * kernels of ops/kernels.h. Activations are token-major (B, L, channels); heads live in the last
  * dim (channel = h·d + i), as in the original code. Every op validates dtypes and shapes (errors
  * name the op and the 1-based argument), reads contiguous copies of its inputs, and records a node
@@ -21,19 +21,19 @@
 
 #include "autograd/autograd.h"
 
-/* Causal depthwise conv SC_K (§1). x (B, L, C), w (C, K) or (C, 1, K) [w[:, K−1] multiplies the
+/* Causal depthwise conv SC_K (docs/mixers.md, "Convolutions"). x (B, L, C), w (C, K) or (C, 1, K) [w[:, K−1] multiplies the
  * current token], bias (C) or NULL -> (B, L, C). */
 ml_tensor *ml_causal_conv1d(ml_tensor *x, ml_tensor *w, ml_tensor *bias);
 
 /* SiLU(SC_K(x)) fused (Mamba's conv with activation "silu"; DeltaNet's q/k/v convs). */
 ml_tensor *ml_causal_conv1d_silu(ml_tensor *x, ml_tensor *w, ml_tensor *bias);
 
-/* Direct causal long conv (§1, §12): y[b,t,c] = Σ_{s≤t} k[s, c/G]·u[b,t−s,c] + dskip[c/G]·u[b,t,c].
+/* Direct causal long conv (docs/mixers.md, "Convolutions"): y[b,t,c] = Σ_{s≤t} k[s, c/G]·u[b,t−s,c] + dskip[c/G]·u[b,t,c].
  * u (B, L, C); k (Lk, C/G) position-major with Lk ≥ L (rows ≥ L are unused: filters defined on the
  * 1024-grid can be passed whole); dskip (C/G) or NULL; G ≥ 1 channels share a filter. */
 ml_tensor *ml_long_conv(ml_tensor *u, ml_tensor *k, ml_tensor *dskip, int G);
 
-/* Mamba's selective scan (§9). u, delta (B, L, E) (delta after softplus); A (E, N) (= −exp(A_log));
+/* Mamba's selective scan (docs/mixers.md, "Mamba"). u, delta (B, L, E) (delta after softplus); A (E, N) (= −exp(A_log));
  * Bm, Cm (B, L, N); D (E) or NULL; h0 (B, E, N) or NULL (zeros). Returns y (B, L, E).
  * states (optional out): every h_t (B, L, E, N); hlast (optional out): h_{L−1} (B, E, N); both detached. */
 ml_tensor *ml_selective_scan(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm,
@@ -48,7 +48,7 @@ ml_tensor *ml_selective_scan_ex(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml
  * when D is given). Not differentiable (an analysis quantity). */
 ml_tensor *ml_selective_scan_attention(ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm, ml_tensor *D);
 
-/* Based linear attention, Taylor feature map, quadratic causal view (§6). q, k (B, L, H·F) with
+/* Based linear attention, Taylor feature map, quadratic causal view (docs/mixers.md, "Based"). q, k (B, L, H·F) with
  * F ≤ 16; v (B, L, H·Dv). y_t = Σ_{s≤t} A[t,s] v_s / (Σ_{s≤t} A[t,s] + eps), A = φ(q_t)·φ(k_s).
  * pattern (optional out): A[t,s]/den_t (B, H, L, L), detached. Returns (B, L, H·Dv). */
 ml_tensor *ml_based_linear_attention(ml_tensor *q, ml_tensor *k, ml_tensor *v, int n_heads, double eps,
@@ -60,7 +60,7 @@ ml_tensor *ml_based_kv_state(ml_tensor *k, ml_tensor *v, int n_heads, ml_tensor 
 /* The Taylor feature map φ: x (..., F) -> (..., 1 + F + F²) (the feat_q / feat_k hook sites). */
 ml_tensor *ml_taylor_features(ml_tensor *x);
 
-/* DeltaNet's delta rule (§11), per head: vold = S_{t−1}ᵀk_t, u = β(v − vold), S_t = S_{t−1} + k uᵀ,
+/* DeltaNet's delta rule (docs/mixers.md, "DeltaNet"), per head: vold = S_{t−1}ᵀk_t, u = β(v − vold), S_t = S_{t−1} + k uᵀ,
  * o_t = scale·S_tᵀ q_t. q, k (B, L, H·Dk) (already L2-normalised); v (B, L, H·Dv); beta (B, L, H);
  * S0 (B, H, Dk, Dv) or NULL. Returns o (B, L, H·Dv). states (optional out): (B, L, H, Dk, Dv);
  * Slast (optional out): (B, H, Dk, Dv); both detached. */
@@ -69,7 +69,7 @@ ml_tensor *ml_delta_rule(ml_tensor *q, ml_tensor *k, ml_tensor *v, ml_tensor *be
 /* x / sqrt(‖x‖² + eps) over the last dim (view (B, L, H, d) to normalise per head). */
 ml_tensor *ml_l2_normalize(ml_tensor *x, double eps);
 
-/* H3 (§7). Shift-SSM kernel K (L, C) from B (C, N) and C (C, N) or (1, C, N); L ≤ N. */
+/* H3 (docs/mixers.md, "H3"). Shift-SSM kernel K (L, C) from B (C, N) and C (C, N) or (1, C, N); L ≤ N. */
 ml_tensor *ml_h3_shift_kernel(ml_tensor *B, ml_tensor *C, int L);
 /* Diagonal S4D kernel K (L, H) from C (H, M, 2) or (1, H, M, 2), log_dt (H), B (H, M, 2),
  * inv_A_real (H, M), A_imag (H, M). */
@@ -82,7 +82,7 @@ ml_tensor *ml_h3_outer(ml_tensor *kt, ml_tensor *v);
  * in the original's transposed (d2, h) output channel order. */
 ml_tensor *ml_h3_gate(ml_tensor *q, ml_tensor *yk);
 
-/* Hyena's implicit filter (§8), composed from generic ops: z (L, 3); W1 (W, 3); b1, b2, b3 (W);
+/* Hyena's implicit filter (docs/mixers.md, "Hyena"), composed from generic ops: z (L, 3); W1 (W, 3); b1, b2, b3 (W);
  * W2, W3 (W, W); f (W) or (1, W), the shared Sin frequencies; W4 (C, W); decay (L, C) from
  * ml_hyena_decay. Returns k (L, C) = (W4·sin(f⊙(W3·sin(f⊙(W2·sin(f⊙(W1 z + b1)) + b2)) + b3)))⊙decay. */
 ml_tensor *ml_hyena_filter(ml_tensor *z, ml_tensor *W1, ml_tensor *b1, ml_tensor *W2, ml_tensor *b2, ml_tensor *W3,

@@ -1,4 +1,4 @@
-/* Every sequence mixer of the paper (architectures.md §4–9, §11, §13) on every variant: parameter
+/* Every sequence mixer of the paper (docs/mixers.md) on every variant: parameter
  * counts and names, whole-model gradients, the recurrent form against the parallel one, hook
  * invariants, state patching, and that each architecture learns a tiny associative recall. */
 #include <math.h>
@@ -15,7 +15,7 @@ typedef struct {
     const char *label, *arch;
     int d_conv;
     bool no_conv, long_only;
-    int64_t pe, nope; /* §13.1 totals at D = 64, 2 layers, V = 8196 */
+    int64_t pe, nope; /* docs/mixers.md, "Parameter counts": totals at D = 64, 2 layers, V = 8196 */
 } variant;
 
 static const variant variants[] = {
@@ -104,7 +104,8 @@ START_TEST(registry_flops) {
     ml_model *m = ml_model_new(&c);
     ck_assert_ptr_nonnull(m);
     double D = 64, B = 2, L = 10;
-    ck_assert_double_eq(m->layers[0].mixer->flops(m, 0, B, L), 2 * B * L * D * 3 * D + 4 * B * L * L * D + 2 * B * L * D * D);
+    ck_assert_double_eq(m->layers[0].mixer->flops(m, 0, B, L),
+                        2 * B * L * D * 3 * D + 4 * B * L * L * D + 2 * B * L * D * D);
     ml_model_free(m);
     ml_model_config_defaults(&c, "base_conv");
     c.vocab = 16;
@@ -128,7 +129,7 @@ START_TEST(param_counts) {
         int64_t want = pe ? v->pe : v->nope;
         ck_assert_msg(ml_model_count(m) == want, "%s pe=%d: %lld parameters, expected %lld", v->label, pe,
                       (long long)ml_model_count(m), (long long)want);
-        /* V = 8195 is exactly D lower (§13.1) */
+        /* V = 8195 is exactly D lower (docs/mixers.md, "Parameter counts") */
         ml_model_free(m);
         c.vocab = 8195;
         m = ml_model_new(&c);
@@ -139,7 +140,7 @@ START_TEST(param_counts) {
 END_TEST
 
 START_TEST(param_counts_atr) {
-    /* §13.3: the totals the original runs report (ATR, V = 26, NoPE) */
+    /* the totals the original runs report (ATR, V = 26, NoPE) */
     struct {
         const char *arch;
         int D, layers;
@@ -154,7 +155,7 @@ START_TEST(param_counts_atr) {
         ck_assert_int_eq(ml_model_count(m), cases[i].want);
         ml_model_free(m);
     }
-    /* §13.2 closed forms at other widths: H3 and Mamba mixers */
+    /* closed forms at other widths: H3 and Mamba mixers */
     int widths[5] = {16, 32, 64, 128, 256};
     int64_t h3[5] = {58464, 118976, 246144, 525056, 1181184}, mamba[5] = {3360, 9920, 32640, 116480, 437760};
     for (int i = 0; i < 5; i++) {
@@ -272,7 +273,7 @@ START_TEST(param_names) {
 }
 END_TEST
 
-/* Initialisation details of §5, §7, §8, §9 that the generic rule does not cover. */
+/* Initialisation details of BaseConv, H3, Hyena and Mamba that the generic rule does not cover. */
 static const float *param(ml_model *m, const char *name) {
     int i = ml_model_find_param(m, name);
     ck_assert_msg(i >= 0, "no parameter %s", name);
@@ -329,7 +330,7 @@ START_TEST(config_errors) {
     c.feature_dim = 17;
     ck_assert_ptr_null(ml_model_new(&c));
     ck_assert_msg(strstr(ml_last_error(), "feature_dim"), "%s", ml_last_error());
-    /* §2.6: mamba_without_conv ignores d_conv */
+    /* docs/mixers.md, "Layer choices and variants": mamba_without_conv ignores d_conv */
     ml_model_config_defaults(&c, "mamba");
     c.no_conv = true, c.d_conv = 2, c.pos_emb = false;
     ml_model *m = ml_model_new(&c);

@@ -64,7 +64,7 @@ START_TEST(grad_cross_entropy) {
 }
 END_TEST
 
-/* The staged attention against a direct transcription of architectures.md §4. */
+/* The staged attention against a direct transcription of docs/mixers.md, "Attention". */
 START_TEST(attention_matches_reference) {
     int64_t B = 2, L = 5, H = 2, D = 6, dh = D / H;
     ml_tensor *qkv = randn(3, (int64_t[]){B, L, 3 * D}, 21, false);
@@ -116,7 +116,7 @@ static ml_model *tiny(const char *arch, int layers, bool pe) {
 }
 
 START_TEST(param_counts_attention) {
-    /* architectures.md §13.1 and the issue: D = 64, 2 layers */
+    /* docs/mixers.md, "Parameter counts": D = 64, 2 layers */
     struct {
         int vocab;
         bool pe;
@@ -130,7 +130,7 @@ START_TEST(param_counts_attention) {
         ck_assert_int_eq(ml_model_count(m), cases[i].want);
         ml_model_free(m);
     }
-    /* ATR check value (§13.3): 2-layer attention, D = 256, PE, V = 26 */
+    /* ATR check value (the original runs): 2-layer attention, D = 256, PE, V = 26 */
     ml_model_config c;
     ml_model_config_defaults(&c, "attention");
     c.vocab = 26, c.d_model = 256;

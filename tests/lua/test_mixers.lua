@@ -1,5 +1,5 @@
 -- Every sequence mixer from Lua: construction with the paper's names and options, parameter
--- counts (architectures.md §13.1), hook sites (each fires once; replacements reach the output),
+-- counts (docs/mixers.md, "Parameter counts"), hook sites (each fires once; replacements reach the output),
 -- training steps, and errors for bad options.
 local T = require "check"
 
@@ -16,7 +16,7 @@ T.test("the paper's architectures and variants have the spec's parameter counts"
   end
   local variants = {
     { { arch = "mamba_without_conv" }, 590080 },
-    { { arch = "mamba_without_conv", d_conv = 2 }, 590080 }, -- ignores d_conv (§2.6)
+    { { arch = "mamba_without_conv", d_conv = 2 }, 590080 }, -- ignores d_conv (docs/mixers.md)
     { { arch = "mamba_no_causal_conv1d", d_conv = 1 }, 589312 },
     { { arch = "mamba_no_causal_conv1d" }, 589312 },
     { { arch = "mamba", d_conv = 2 }, 589568 },

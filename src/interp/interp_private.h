@@ -1,0 +1,21 @@
+/* Private to src/interp: what interp.c (patching, caching) lends interchange.c (the evaluator). */
+#ifndef ML_INTERP_PRIVATE_H
+#define ML_INTERP_PRIVATE_H
+
+#include "interp/interp.h"
+
+/* ml_patch_fast where row b of the base cache stands for example batch_map[b] of the patch's
+ * positions and source (NULL: the identity). */
+ml_tensor *mli_patch_fast_mapped(ml_model *m, ml_tensor *const *base, const ml_patch *p, ml_tensor *rows,
+                                 const int32_t *batch_map);
+/* Does unit (ba, pos) of a (possibly gathered: rows_a says which position it kept) differ from
+ * unit (bb, pos) of b (full length)? A gathered act that did not keep pos cannot change the
+ * readout, so it counts as equal. */
+bool mli_unit_differs(const ml_model *m, int site, ml_tensor *a, int64_t ba, ml_tensor *b, int64_t bb, int64_t pos,
+                      const int32_t *rows_a);
+/* The resume (the evaluator's base runs with readout rows) caching the sites in want into acts. */
+ml_tensor *mli_resume_cache(ml_model *m, const ml_resume *rs, const bool *want, ml_tensor **acts);
+/* Readout logits (B, V) of hidden states at rows (gathered (B, 1, D) or full (B, L, D)). */
+ml_tensor *mli_readout(ml_model *m, ml_tensor *hid, const int32_t *rows);
+
+#endif

@@ -315,6 +315,8 @@ local function run_locked(c, t0, prior, ckpt_path)
       ["train.lr"] = string.format("%.17g", c.lr), ["train.warmup"] = string.format("%.17g", c.warmup),
       ["train.seed"] = tostring(c.seed), ["task.name"] = task:name(),
     } })
+    manifest.step = step -- what a resume would start from; `sweep status` shows it
+    write_manifest()
   end
 
   local last_loss, last_acc, t_loop, done_steps = 0 / 0, 0, mech.sys.time(), 0

@@ -84,7 +84,8 @@ static int l_model(lua_State *L) {
         if (mixer && !ml_mixer_reads(mixer, o))
             return luaL_error(L, "%s: option '%s' does not apply to arch '%s'", fn, o->name, arch);
         if (o->type == ML_OPT_BOOL) ml_option_set(&c, o, mlL_optbool(L, 1, o->name, 0, fn));
-        else if (o->type != ML_OPT_STRING) ml_option_set(&c, o, mlL_optint(L, 1, o->name, 0, fn));
+        else if (o->type == ML_OPT_INT) ml_option_set(&c, o, mlL_optint32(L, 1, o->name, 0, fn));
+        else if (o->type == ML_OPT_U64) ml_option_set(&c, o, mlL_optint(L, 1, o->name, 0, fn));
         else {
             const char *v = mlL_optstr(L, 1, o->name, "", fn);
             if (!ml_option_set_str(&c, o, v)) return luaL_error(L, "%s: option '%s' is too long: '%s'", fn, o->name, v);

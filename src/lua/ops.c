@@ -206,7 +206,7 @@ static int l_softmax(lua_State *L) {
 static int indexing(lua_State *L, const char *fn, ml_tensor *(*op)(ml_tensor *, int, ml_tensor *)) {
     ml_tensor *a = operand(L, 1, fn, ML_F32);
     int dim = dim_arg(L, 2, fn, a->ndim);
-    ml_tensor *idx = operand(L, 3, fn, ML_I32);
+    ml_tensor *idx = mlL_checkints(L, 3, fn, NULL);
     mlL_pushtensor(L, op(a, dim, idx));
     return 1;
 }
@@ -217,7 +217,7 @@ static int l_index_select(lua_State *L) { return indexing(L, "index_select", ml_
 static int l_scatter_add(lua_State *L) {
     ml_tensor *a = operand(L, 1, "scatter_add", ML_F32);
     int dim = dim_arg(L, 2, "scatter_add", a->ndim);
-    ml_tensor *idx = operand(L, 3, "scatter_add", ML_I32);
+    ml_tensor *idx = mlL_checkints(L, 3, "scatter_add", NULL);
     ml_tensor *src = operand(L, 4, "scatter_add", a->dtype);
     mlL_pushtensor(L, ml_scatter_add(a, dim, idx, src));
     return 1;
@@ -225,7 +225,7 @@ static int l_scatter_add(lua_State *L) {
 
 /* embedding(weight, ids) */
 static int l_embedding(lua_State *L) {
-    ml_tensor *w = operand(L, 1, "embedding", ML_F32), *ids = operand(L, 2, "embedding", ML_I32);
+    ml_tensor *w = operand(L, 1, "embedding", ML_F32), *ids = mlL_checkints(L, 2, "embedding", NULL);
     mlL_pushtensor(L, ml_embedding(w, ids));
     return 1;
 }

@@ -58,12 +58,13 @@ static int t_gc(lua_State *L) {
 
 /* ------------------------------------------------------------------ from Lua values */
 
-/* Walks a nested table to find its shape (rectangular check happens while filling). */
-static int table_shape(lua_State *L, int idx, int64_t *shape, const char *fn, int arg) {
+/* Walks a nested table to find its shape (rectangular check happens while filling). `what`
+ * names the value in errors: "argument 2", "option 'rows'". */
+static int table_shape(lua_State *L, int idx, int64_t *shape, const char *fn, const char *what) {
     int nd = 0;
     lua_pushvalue(L, idx);
     while (lua_istable(L, -1)) {
-        if (nd == ML_MAX_DIMS) luaL_error(L, "%s: argument %d is nested deeper than %d levels", fn, arg, ML_MAX_DIMS);
+        if (nd == ML_MAX_DIMS) luaL_error(L, "%s: %s is nested deeper than %d levels", fn, what, ML_MAX_DIMS);
         shape[nd++] = (int64_t)luaL_len(L, -1);
         if (shape[nd - 1] == 0) break;
         lua_geti(L, -1, 1);
@@ -73,21 +74,33 @@ static int table_shape(lua_State *L, int idx, int64_t *shape, const char *fn, in
     return nd;
 }
 
-static void fill_from_table(lua_State *L, int idx, ml_tensor *t, int dim, int64_t *pos, const char *fn, int arg) {
+/* Fills t (contiguous) from the nested table at idx. ints_only: leaves must be integers in
+ * int32 range (index arguments); otherwise numbers, truncated for an int32 t as PyTorch does. */
+static void fill_from_table(lua_State *L, int idx, ml_tensor *t, int dim, int64_t *pos, const char *fn,
+                            const char *what, bool ints_only) {
     int64_t n = (int64_t)luaL_len(L, idx);
     if (n != t->shape[dim])
-        luaL_error(L, "%s: argument %d is not rectangular: a row at depth %d has %I entries, expected %I", fn, arg,
-                   dim, (lua_Integer)n, (lua_Integer)t->shape[dim]);
+        luaL_error(L, "%s: %s is not rectangular: a row at depth %d has %I entries, expected %I", fn, what, dim,
+                   (lua_Integer)n, (lua_Integer)t->shape[dim]);
     for (int64_t i = 0; i < n; i++) {
         lua_geti(L, idx, i + 1);
         if (dim + 1 < t->ndim) {
-            if (!lua_istable(L, -1)) luaL_error(L, "%s: argument %d is not rectangular: expected a table at depth %d, got %s", fn, arg, dim + 1, luaL_typename(L, -1));
-            fill_from_table(L, lua_gettop(L), t, dim + 1, pos, fn, arg);
+            if (!lua_istable(L, -1))
+                luaL_error(L, "%s: %s is not rectangular: expected a table at depth %d, got %s", fn, what, dim + 1,
+                           luaL_typename(L, -1));
+            fill_from_table(L, lua_gettop(L), t, dim + 1, pos, fn, what, ints_only);
+        } else if (ints_only) {
+            int ok;
+            lua_Integer v = lua_tointegerx(L, -1, &ok);
+            if (!ok || lua_type(L, -1) != LUA_TNUMBER || v < INT32_MIN || v > INT32_MAX)
+                luaL_error(L, "%s: %s expected integers in int32 range, got %s at a leaf", fn, what,
+                           lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+            ml_i32(t)[(*pos)++] = (int32_t)v;
         } else {
             int ok;
             lua_Number v = lua_tonumberx(L, -1, &ok);
             if (!ok || lua_type(L, -1) != LUA_TNUMBER)
-                luaL_error(L, "%s: argument %d expected numbers, got %s at a leaf", fn, arg, luaL_typename(L, -1));
+                luaL_error(L, "%s: %s expected numbers, got %s at a leaf", fn, what, luaL_typename(L, -1));
             if (t->dtype == ML_F32) ml_f32(t)[*pos] = (float)v;
             else ml_i32(t)[*pos] = (int32_t)v;
             (*pos)++;
@@ -96,7 +109,24 @@ static void fill_from_table(lua_State *L, int idx, ml_tensor *t, int dim, int64_
     }
 }
 
+/* A new tensor of dtype from the (nested) table at idx. */
+static ml_tensor *from_table(lua_State *L, int idx, const char *fn, const char *what, ml_dtype dtype, bool ints_only) {
+    idx = lua_absindex(L, idx);
+    int64_t shape[ML_MAX_DIMS];
+    int nd = table_shape(L, idx, shape, fn, what);
+    ml_tensor *out = ml_empty(dtype, nd, shape);
+    if (!out) mlL_raise(L);
+    /* Box it first so that a Lua error during filling cannot leak it. */
+    mlL_pushtensor(L, out);
+    int64_t pos = 0;
+    if (ml_numel(out) > 0) fill_from_table(L, idx, out, 0, &pos, fn, what, ints_only);
+    ml_retain(out);
+    lua_pop(L, 1);
+    return out;
+}
+
 ml_tensor *mlL_totensor(lua_State *L, int arg, const char *fn, ml_dtype dtype) {
+    arg = lua_absindex(L, arg);
     ml_tensor *t = mlL_testtensor(L, arg);
     if (t) return ml_retain(t);
     if (lua_type(L, arg) == LUA_TNUMBER) {
@@ -105,17 +135,35 @@ ml_tensor *mlL_totensor(lua_State *L, int arg, const char *fn, ml_dtype dtype) {
         return s;
     }
     if (!lua_istable(L, arg)) mlL_argerror(L, fn, arg, "a tensor, a number or a table of numbers");
-    int64_t shape[ML_MAX_DIMS];
-    int nd = table_shape(L, arg, shape, fn, arg);
-    ml_tensor *out = ml_empty(dtype, nd, shape);
-    if (!out) mlL_raise(L);
-    /* Box it first so that a Lua error during filling cannot leak it. */
-    mlL_pushtensor(L, out);
-    int64_t pos = 0;
-    if (ml_numel(out) > 0) fill_from_table(L, lua_absindex(L, arg), out, 0, &pos, fn, arg);
-    ml_retain(out);
-    lua_pop(L, 1);
-    return out;
+    char what[32];
+    snprintf(what, sizeof what, "argument %d", arg);
+    return from_table(L, arg, fn, what, dtype, false);
+}
+
+ml_tensor *mlL_checkints(lua_State *L, int idx, const char *fn, const char *key) {
+    idx = lua_absindex(L, idx);
+    char what[80];
+    if (key) snprintf(what, sizeof what, "option '%.40s'", key);
+    else snprintf(what, sizeof what, "argument %d", idx);
+    ml_tensor *t = NULL;
+    if (luaL_testudata(L, idx, MLL_TENSOR_MT)) {
+        t = mlL_checktensor(L, idx, fn); /* reports a closed tensor */
+        if (t->dtype == ML_I32) return t;
+    } else if (lua_type(L, idx) == LUA_TNUMBER) {
+        int ok;
+        lua_Integer v = lua_tointegerx(L, idx, &ok);
+        if (ok && v >= INT32_MIN && v <= INT32_MAX && !(t = ml_scalar(ML_I32, (double)v))) mlL_raise(L);
+    } else if (lua_istable(L, idx)) {
+        t = from_table(L, idx, fn, what, ML_I32, true);
+    }
+    if (!t || t->dtype != ML_I32) {
+        char got[160];
+        luaL_error(L, "%s: %s expected an int32 tensor or a table of integers, got %s", fn, what,
+                   mlL_describe(L, idx, got, sizeof got));
+    }
+    mlL_pushtensor(L, t);
+    lua_replace(L, idx);
+    return t;
 }
 
 /* ------------------------------------------------------------------ constructors */

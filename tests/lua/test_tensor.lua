@@ -110,6 +110,27 @@ T.test("errors name the function, argument, expectation and what came", function
   T.raises(function() mech.zeros(1e6, 1e6, 1e6) end, "too large")
 end)
 
+T.test("tables of integers stand for int32 tensors (token ids, targets, rows, indices)", function()
+  local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 } -- 13 tokens a document
+  local model = mech.model { arch = "attention", d_model = 16, n_layers = 1, vocab = task:vocab_size(), seed = 5 }
+  local tokens = task:dataset(2, { seed = 1 }):batch(0, 2)
+  local s = "blocks.0.block_input"
+  local answers = { tokens:get(0, 12), tokens:get(1, 12) }
+  local _, _, want = model:run_with_cache(tokens, { names = { s }, grads = true,
+    targets = mech.tensor(answers, { dtype = "int32" }), rows = mech.tensor({ 11, 11 }, { dtype = "int32" }) })
+  local logits, _, got = model:run_with_cache(tokens:tolist(), { names = { s }, grads = true, targets = answers,
+    rows = { 11, 11 } })
+  T.truthy(got[s]:equal(want[s]), "the same gradients from tables")
+  T.truthy(logits:equal(model:forward(tokens)))
+  local patched = mech.interp.patch(model, tokens:tolist(), { site = s, source = mech.zeros(13, 16) })
+  T.eq(patched:shape(), { 2, 13, task:vocab_size() })
+  T.raises(function() model:run_with_cache(tokens, { grads = true, targets = answers, rows = { 11, 1.5 } }) end,
+    "run_with_cache: option 'rows' expected integers in int32 range, got 1.5 at a leaf")
+  T.raises(function() model:run_with_cache(tokens, { grads = true, targets = mech.zeros(2) }) end,
+    "run_with_cache: option 'targets' expected an int32 tensor or a table of integers, got a float32 tensor of shape [2]")
+  T.raises(function() model:run_with_cache({ { 1, 2 }, { 3 } }) end, "run_with_cache: argument 2 is not rectangular")
+end)
+
 T.test("__close releases storage at scope end", function()
   collectgarbage("collect")
   local before = mech.memory_bytes()

@@ -499,39 +499,123 @@ static int t_newindex(lua_State *L) {
 
 /* ------------------------------------------------------------------ printing */
 
-static void fmt_elem(luaL_Buffer *B, const ml_tensor *t, int64_t off) {
-    char buf[48];
-    if (t->dtype == ML_I32) snprintf(buf, sizeof buf, "%d", ml_i32(t)[off]);
-    else {
-        float x = ml_f32(t)[off];
-        if (x != 0 && (fabsf(x) >= 1e5f || fabsf(x) < 1e-4f)) snprintf(buf, sizeof buf, "%.4e", (double)x);
-        else snprintf(buf, sizeof buf, "%.4f", (double)x);
-    }
-    luaL_addstring(B, buf);
+/* As PyTorch prints: every element up to `threshold` elements; above it each dim longer than
+ * 2·edgeitems shows edgeitems at each end. One format for the whole tensor (chosen from the
+ * elements shown): integral floats as "3.", fixed with `precision` decimals, or scientific when
+ * the magnitudes span more than 10³, exceed 10⁸ or go below 10⁻⁴; every element padded to the
+ * widest; rows wrapped at `linewidth` columns. The options live in the registry. */
+typedef struct {
+    double threshold;
+    int edgeitems, precision, linewidth;
+} print_options;
+
+static const struct {
+    const char *name;
+    print_options o;
+} print_profiles[] = {{"default", {1000, 3, 4, 80}}, {"short", {1000, 2, 2, 80}}, {"full", {HUGE_VAL, 3, 4, 80}}};
+
+#define PRINT_OPTIONS_KEY "mech.printoptions"
+
+static print_options *print_opts(lua_State *L) {
+    lua_getfield(L, LUA_REGISTRYINDEX, PRINT_OPTIONS_KEY);
+    print_options *o = lua_touserdata(L, -1); /* created at module open: never NULL */
+    lua_pop(L, 1);
+    return o;
 }
 
-enum { EDGE = 3 }; /* items shown at each end of a long dim */
+typedef struct {
+    const ml_tensor *t;
+    print_options o;
+    bool summarize, sci, int_mode;
+    int width;
+    double amax, amin; /* nonzero finite magnitudes shown */
+    bool all_int;
+    luaL_Buffer *B;
+} printer;
 
-static void fmt_rec(luaL_Buffer *B, const ml_tensor *t, int dim, int64_t off, int indent) {
+/* The element at off in the chosen format; returns its length. */
+static int fmt_value(const printer *p, int64_t off, char *buf, size_t n) {
+    if (p->t->dtype == ML_I32) return snprintf(buf, n, "%d", ml_i32(p->t)[off]);
+    double x = ml_f32(p->t)[off];
+    if (isnan(x)) return snprintf(buf, n, "nan");
+    if (isinf(x)) return snprintf(buf, n, x > 0 ? "inf" : "-inf");
+    if (p->sci) return snprintf(buf, n, "%.*e", p->o.precision, x);
+    if (p->int_mode) return snprintf(buf, n, "%.0f.", x);
+    return snprintf(buf, n, "%.*f", p->o.precision, x);
+}
+
+/* Calls leaf(p, off) for every element shown, in order. */
+static void each_shown(printer *p, int dim, int64_t off, void (*leaf)(printer *, int64_t)) {
+    const ml_tensor *t = p->t;
     if (dim == t->ndim) {
-        fmt_elem(B, t, off);
+        leaf(p, off);
         return;
     }
-    int64_t n = t->shape[dim];
+    int64_t n = t->shape[dim], edge = p->o.edgeitems;
+    for (int64_t i = 0; i < n; i++) {
+        if (p->summarize && n > 2 * edge && i == edge) i = n - edge;
+        each_shown(p, dim + 1, off + i * t->stride[dim], leaf);
+    }
+}
+
+static void scan_value(printer *p, int64_t off) {
+    double x = fabs((double)ml_f32(p->t)[off]);
+    if (!isfinite(x)) return;
+    if (x != floor(x)) p->all_int = false;
+    if (x == 0) return;
+    if (x > p->amax) p->amax = x;
+    if (x < p->amin) p->amin = x;
+}
+
+static void measure_value(printer *p, int64_t off) {
+    char buf[64];
+    int w = fmt_value(p, off, buf, sizeof buf);
+    if (w > p->width) p->width = w;
+}
+
+static void add_indent(printer *p, int indent) {
+    for (int s = 0; s < indent; s++) luaL_addchar(p->B, ' ');
+}
+
+static void print_rec(printer *p, int dim, int64_t off) {
+    const ml_tensor *t = p->t;
+    luaL_Buffer *B = p->B;
+    char buf[64];
+    if (dim == t->ndim) {
+        int w = fmt_value(p, off, buf, sizeof buf);
+        add_indent(p, p->width - w);
+        luaL_addlstring(B, buf, (size_t)w);
+        return;
+    }
+    int64_t n = t->shape[dim], edge = p->o.edgeitems;
+    bool last = dim + 1 == t->ndim;
+    int indent = dim + 1;
+    /* elements of the last dim per line: what fits in linewidth after the brackets, at least one */
+    int64_t per_line = (p->o.linewidth - indent) / (p->width + 2);
+    if (per_line < 1) per_line = 1;
+    int64_t on_line = 0;
     luaL_addchar(B, '[');
     for (int64_t i = 0; i < n; i++) {
-        if (n > 2 * EDGE && i == EDGE) {
-            luaL_addstring(B, dim + 1 == t->ndim ? "..., " : "...,\n");
-            if (dim + 1 < t->ndim)
-                for (int s = 0; s < indent + 1; s++) luaL_addchar(B, ' ');
-            i = n - EDGE;
+        if (i > 0) {
+            if (!last) {
+                luaL_addchar(B, ',');
+                for (int k = dim + 1; k < t->ndim; k++) luaL_addchar(B, '\n');
+                add_indent(p, indent);
+            } else if (on_line == per_line) {
+                luaL_addstring(B, ",\n");
+                add_indent(p, indent);
+                on_line = 0;
+            } else {
+                luaL_addstring(B, ", ");
+            }
         }
-        fmt_rec(B, t, dim + 1, off + i * t->stride[dim], indent + 1);
-        if (i + 1 < n) {
-            luaL_addstring(B, dim + 1 == t->ndim ? ", " : ",\n");
-            if (dim + 1 < t->ndim)
-                for (int s = 0; s < indent + 1; s++) luaL_addchar(B, ' ');
+        if (p->summarize && n > 2 * edge && i == edge) {
+            luaL_addstring(B, "...");
+            i = n - edge - 1; /* the loop's i++ moves to the first tail item */
+        } else {
+            print_rec(p, dim + 1, off + i * t->stride[dim]);
         }
+        on_line++;
     }
     luaL_addchar(B, ']');
 }
@@ -544,14 +628,67 @@ static int t_tostring(lua_State *L) {
     }
     ml_tensor *t = b->t;
     luaL_Buffer B;
+    printer p = {.t = t, .o = *print_opts(L), .amax = 0, .amin = HUGE_VAL, .all_int = true, .B = &B};
+    p.summarize = (double)ml_numel(t) > p.o.threshold;
+    if (t->dtype == ML_F32) {
+        each_shown(&p, 0, 0, scan_value);
+        bool any = p.amax > 0;
+        p.int_mode = p.all_int;
+        p.sci = any && (p.amax > 1e8 || (!p.int_mode && (p.amax / p.amin > 1e3 || p.amin < 1e-4)));
+    }
+    each_shown(&p, 0, 0, measure_value);
     luaL_buffinit(L, &B);
     char s[ML_SHAPE_STR], head[400];
     snprintf(head, sizeof head, "tensor(shape=%s, dtype=%s%s%s%s)\n", ml_shape_str(s, t->ndim, t->shape),
              ml_dtype_name(t->dtype), t->grad_fn ? ", grad_fn=" : "", t->grad_fn ? t->grad_fn->name : "",
              t->requires_grad ? ", requires_grad=true" : "");
     luaL_addstring(&B, head);
-    fmt_rec(&B, t, 0, 0, 0);
+    print_rec(&p, 0, 0);
     luaL_pushresult(&B);
+    return 1;
+}
+
+/* mech.set_printoptions{threshold=, edgeitems=, precision=, linewidth=, profile=}: keys left out
+ * keep their value; profile ("default", "short", "full") sets all four first. */
+static int l_set_printoptions(lua_State *L) {
+    const char *fn = "mech.set_printoptions";
+    static const char *const keys[] = {"threshold", "edgeitems", "precision", "linewidth", "profile", NULL};
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checkkeys(L, 1, fn, keys);
+    print_options o = *print_opts(L);
+    const char *profile = mlL_optstr(L, 1, "profile", NULL, fn);
+    if (profile) {
+        size_t k = 0, n = sizeof print_profiles / sizeof *print_profiles;
+        while (k < n && strcmp(print_profiles[k].name, profile)) k++;
+        if (k == n) return luaL_error(L, "%s: option 'profile' expected 'default', 'short' or 'full', got '%s'", fn, profile);
+        o = print_profiles[k].o;
+    }
+    o.threshold = mlL_optnum(L, 1, "threshold", o.threshold, fn);
+    if (!(o.threshold >= 0)) return luaL_error(L, "%s: option 'threshold' expected a number >= 0 (math.huge: never summarise), got %f", fn, o.threshold);
+    static const struct {
+        const char *key;
+        int lo, hi;
+    } ranges[] = {{"edgeitems", 1, 1000}, {"precision", 0, 16}, {"linewidth", 1, 100000}};
+    int *fields[] = {&o.edgeitems, &o.precision, &o.linewidth};
+    for (int i = 0; i < 3; i++) {
+        lua_Integer v = mlL_optint(L, 1, ranges[i].key, *fields[i], fn);
+        if (v < ranges[i].lo || v > ranges[i].hi)
+            return luaL_error(L, "%s: option '%s' expected an integer in [%d, %d], got %I", fn, ranges[i].key,
+                              ranges[i].lo, ranges[i].hi, v);
+        *fields[i] = (int)v;
+    }
+    *print_opts(L) = o;
+    return 0;
+}
+
+/* mech.get_printoptions() -> {threshold=, edgeitems=, precision=, linewidth=} (set_printoptions takes it back) */
+static int l_get_printoptions(lua_State *L) {
+    const print_options *o = print_opts(L);
+    lua_createtable(L, 0, 4);
+    lua_pushnumber(L, o->threshold), lua_setfield(L, -2, "threshold");
+    lua_pushinteger(L, o->edgeitems), lua_setfield(L, -2, "edgeitems");
+    lua_pushinteger(L, o->precision), lua_setfield(L, -2, "precision");
+    lua_pushinteger(L, o->linewidth), lua_setfield(L, -2, "linewidth");
     return 1;
 }
 
@@ -944,12 +1081,15 @@ int mlL_open_tensor(lua_State *L) {
     lua_pushinteger(L, 0);
     lua_call(L, 1, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, "mech.default_rng");
+    *(print_options *)lua_newuserdatauv(L, sizeof(print_options), 0) = print_profiles[0].o;
+    lua_setfield(L, LUA_REGISTRYINDEX, PRINT_OPTIONS_KEY);
 
     static const luaL_Reg funcs[] = {
         {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full}, {"arange", l_arange},
         {"rand", l_rand}, {"randn", l_randn}, {"Generator", l_generator}, {"manual_seed", l_manual_seed},
         {"no_grad", l_no_grad}, {"grad_enabled", l_grad_enabled}, {"gradcheck", l_gradcheck},
-        {"threads", l_threads}, {"is_tensor", l_is_tensor}, {"memory_bytes", l_memory}, {NULL, NULL}};
+        {"threads", l_threads}, {"is_tensor", l_is_tensor}, {"memory_bytes", l_memory},
+        {"set_printoptions", l_set_printoptions}, {"get_printoptions", l_get_printoptions}, {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
     return 0;
 }

@@ -455,6 +455,17 @@ static int t_index(lua_State *L) {
             lua_pushboolean(L, t->grad_fn == NULL);
             return 1;
         }
+        if (!strcmp(k, "T")) { /* every dim reversed, as PyTorch's .T (and numpy's) */
+            int perm[ML_MAX_DIMS];
+            for (int d = 0; d < t->ndim; d++) perm[d] = t->ndim - 1 - d;
+            mlL_pushtensor(L, ml_permute(t, perm));
+            return 1;
+        }
+        if (!strcmp(k, "mT")) { /* the last two dims swapped, as PyTorch's .mT */
+            if (t->ndim < 2) return luaL_error(L, "mT: expected a tensor with at least 2 dimensions, got %d", t->ndim);
+            mlL_pushtensor(L, ml_transpose(t, -2, -1));
+            return 1;
+        }
         return luaL_error(L, "tensor has no method or field '%s'", k);
     }
     return push_element_or_view(L, apply_index(L, t, 2, "index"));

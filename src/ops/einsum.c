@@ -112,6 +112,9 @@ static ml_status label_operand(plan *P, int k, ml_tensor *t, term *x) {
         if (P->size[l] < 0 || P->size[l] == 1) {
             P->size[l] = t->shape[d];
             P->size_arg[l] = k + 2;
+        } else if (t->shape[d] != 1 && t->shape[d] != P->size[l] && P->size_arg[l] == k + 2) {
+            return ml_fail(ML_ERR_SHAPE, "einsum: label '%c' repeats in argument %d with sizes %lld and %lld",
+                           label_char(l), k + 2, (long long)P->size[l], (long long)t->shape[d]);
         } else if (t->shape[d] != 1 && t->shape[d] != P->size[l]) {
             char what[16] = "a \"...\" dim";
             if (l < LETTERS) snprintf(what, sizeof what, "label '%c'", label_char(l));

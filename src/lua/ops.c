@@ -165,7 +165,7 @@ static int l_extremum(lua_State *L) {
 
 /* var / std(t, dim = all, keepdim = false, correction = 1); upvalue 1: true for std */
 static int l_var(lua_State *L) {
-    bool std = lua_toboolean(L, lua_upvalueindex(1));
+    bool std = lua_tointeger(L, lua_upvalueindex(1)) != 0;
     const char *fn = std ? "std" : "var";
     ml_tensor *a = operand(L, 1, fn, ML_F32);
     int dim = opt_dim(L, 2, fn, a->ndim, ML_ALL_DIMS);

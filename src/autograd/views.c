@@ -312,6 +312,26 @@ ml_tensor *ml_squeeze(ml_tensor *t, int dim) {
     return ml_reshape(t, t->ndim - 1, shape);
 }
 
+ml_tensor *ml_flatten(ml_tensor *t, int start_dim, int end_dim) {
+    if (t->ndim == 0) return ml_reshape(t, 1, (int64_t[]){1});
+    int s = check_dim("flatten", 2, start_dim, t->ndim);
+    if (s < 0) return NULL;
+    int e = check_dim("flatten", 3, end_dim, t->ndim);
+    if (e < 0) return NULL;
+    if (s > e) {
+        ml_fail(ML_ERR_ARG, "flatten: argument 2 (start_dim %d) expected a dimension at or before argument 3 (end_dim %d)",
+                s, e);
+        return NULL;
+    }
+    int64_t shape[ML_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (d <= s || d > e) shape[n++] = t->shape[d];
+        else shape[n - 1] *= t->shape[d];
+    }
+    return ml_reshape(t, n, shape);
+}
+
 /* ------------------------------------------------------------------ copies with history */
 
 static ml_status identity_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {

@@ -18,6 +18,9 @@ ml_tensor *ml_reshape(ml_tensor *t, int ndim, const int64_t *shape); /* view whe
 ml_tensor *ml_expand(ml_tensor *t, int ndim, const int64_t *shape);  /* broadcast; -1 keeps a size */
 ml_tensor *ml_unsqueeze(ml_tensor *t, int dim);
 ml_tensor *ml_squeeze(ml_tensor *t, int dim);                /* dim must have size 1 */
+/* Merges dims start_dim..end_dim into one (a view when the strides allow, else a copy); a 0-dim
+ * tensor becomes [1], as in PyTorch. */
+ml_tensor *ml_flatten(ml_tensor *t, int start_dim, int end_dim);
 
 /* ---- copies ---- */
 ml_tensor *ml_contiguous(ml_tensor *t); /* retains t itself if already contiguous */

@@ -25,10 +25,20 @@ void mlL_pushtensor(lua_State *L, ml_tensor *t);
 /* Converts a tensor or a (nested) table of numbers, or a number, to a tensor (new reference). */
 ml_tensor *mlL_totensor(lua_State *L, int arg, const char *fn, ml_dtype dtype_if_table);
 
+/* Index-like arguments (indices, token ids, targets, rows): an int32 tensor, or an integer or a
+ * (nested) table of integers converted to one, which replaces the value at idx on the stack (the
+ * pointer is borrowed and lives as long as that slot). `key` names an option ("rows") in errors;
+ * NULL names idx as the argument. Anything else (a float32 tensor, 0.5 in a table) raises
+ * "fn: argument N expected an int32 tensor or a table of integers, got ...". */
+ml_tensor *mlL_checkints(lua_State *L, int idx, const char *fn, const char *key);
+
 /* Raises the core's last error as a Lua error. Never returns. */
 int mlL_raise(lua_State *L);
 /* Raises "fn: argument N expected <expected>, got <what came>" (type name or value). */
 int mlL_argerror(lua_State *L, const char *fn, int arg, const char *expected);
+/* A short description of the value at idx for "got ..." messages: "a float32 tensor of shape
+ * [2,3]", "'text'", "nil", ... (written into buf). */
+const char *mlL_describe(lua_State *L, int idx, char *buf, size_t n);
 /* Tells Lua's collector about memory held outside the Lua heap (tensor storage). */
 void mlL_account(lua_State *L, size_t nbytes);
 

@@ -26,8 +26,8 @@ static ml_dataset *check_dataset(lua_State *L, int arg, const char *fn) {
 }
 
 static ml_tensor *check_tokens(lua_State *L, ml_model *m, int arg, const char *fn) {
-    ml_tensor *t = mlL_testtensor(L, arg);
-    if (!t || t->dtype != ML_I32 || (t->ndim != 1 && t->ndim != 2)) mlL_argerror(L, fn, arg, "int32 token ids of shape [B,L]");
+    ml_tensor *t = mlL_checkints(L, arg, fn, NULL);
+    if (t->ndim != 1 && t->ndim != 2) mlL_argerror(L, fn, arg, "int32 token ids of shape [B,L]");
     ml_tensor *c = t->ndim == 1 ? ml_unsqueeze(t, 0) : ml_contiguous(t);
     if (!c) mlL_raise(L);
     for (int64_t i = 0, n = ml_numel(c); i < n; i++) {
@@ -104,11 +104,9 @@ static int m_run_with_cache(lua_State *L) {
         int64_t B = tok->shape[0], L_ = tok->shape[1];
         if (lua_getfield(L, 3, "targets") == LUA_TNIL)
             return luaL_error(L, "%s: grads = true needs option 'targets' (int32, one answer token per sequence)", fn);
-        tg = mlL_totensor(L, -1, fn, ML_I32);
-        mlL_pushtensor(L, tg);
-        if (lua_getfield(L, 3, "rows") != LUA_TNIL) rows = mlL_totensor(L, -1, fn, ML_I32);
-        else rows = ml_full(ML_I32, 1, &B, (double)(L_ - 1));
-        mlL_pushtensor(L, rows);
+        tg = mlL_checkints(L, -1, fn, "targets");
+        if (lua_getfield(L, 3, "rows") != LUA_TNIL) rows = mlL_checkints(L, -1, fn, "rows");
+        else mlL_pushtensor(L, rows = ml_full(ML_I32, 1, &B, (double)(L_ - 1)));
         const char *obj = mlL_optstr(L, 3, "objective", "logprob", fn);
         if (strcmp(obj, "logprob") && strcmp(obj, "prob"))
             return luaL_error(L, "%s: option 'objective' expected 'logprob' or 'prob', got '%s'", fn, obj);

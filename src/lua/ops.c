@@ -45,8 +45,8 @@ static int opt_dim(lua_State *L, int idx, const char *fn, int ndim, int def) {
     return lua_isnoneornil(L, idx) ? def : dim_arg(L, idx, fn, ndim);
 }
 
-static bool opt_bool(lua_State *L, int idx, const char *fn) {
-    if (lua_isnoneornil(L, idx)) return false;
+static bool opt_bool(lua_State *L, int idx, const char *fn, bool def) {
+    if (lua_isnoneornil(L, idx)) return def;
     if (!lua_isboolean(L, idx)) mlL_argerror(L, fn, idx, "a boolean");
     return lua_toboolean(L, idx);
 }
@@ -136,7 +136,7 @@ static int l_reduce(lua_State *L) {
     const char *fn = red_names[op];
     ml_tensor *a = operand(L, 1, fn, ML_F32);
     int dim = opt_dim(L, 2, fn, a->ndim, ML_ALL_DIMS);
-    bool keep = opt_bool(L, 3, fn);
+    bool keep = opt_bool(L, 3, fn, false);
     mlL_pushtensor(L, ml_reduce(op, a, dim, keep));
     return 1;
 }
@@ -157,20 +157,94 @@ static int l_extremum(lua_State *L) {
         return 1;
     }
     int dim = dim_arg(L, 2, fn, a->ndim);
-    bool keep = opt_bool(L, 3, fn);
+    bool keep = opt_bool(L, 3, fn, false);
     mlL_pushtensor(L, ml_reduce(op, a, dim, keep));
     mlL_pushtensor(L, ml_reduce(op == ML_MAX ? ML_ARGMAX : ML_ARGMIN, a, dim, keep));
     return 2;
 }
 
-/* var(t, dim = all, keepdim = false, correction = 1) */
+/* var / std(t, dim = all, keepdim = false, correction = 1); upvalue 1: true for std */
 static int l_var(lua_State *L) {
-    ml_tensor *a = operand(L, 1, "var", ML_F32);
-    int dim = opt_dim(L, 2, "var", a->ndim, ML_ALL_DIMS);
-    bool keep = opt_bool(L, 3, "var");
-    lua_Integer corr = lua_isnoneornil(L, 4) ? 1 : int_arg(L, 4, "var", "an integer correction");
-    if (corr < 0 || corr > INT_MAX) return mlL_argerror(L, "var", 4, "a correction >= 0");
-    mlL_pushtensor(L, ml_var(a, dim, keep, (int)corr));
+    bool std = lua_tointeger(L, lua_upvalueindex(1)) != 0;
+    const char *fn = std ? "std" : "var";
+    ml_tensor *a = operand(L, 1, fn, ML_F32);
+    int dim = opt_dim(L, 2, fn, a->ndim, ML_ALL_DIMS);
+    bool keep = opt_bool(L, 3, fn, false);
+    lua_Integer corr = lua_isnoneornil(L, 4) ? 1 : int_arg(L, 4, fn, "an integer correction");
+    if (corr < 0 || corr > INT_MAX) return mlL_argerror(L, fn, 4, "a correction >= 0");
+    mlL_pushtensor(L, (std ? ml_std : ml_var)(a, dim, keep, (int)corr));
+    return 1;
+}
+
+/* norm(t, p = 2, dim = all, keepdim = false); p may be math.huge or -math.huge */
+static int l_norm(lua_State *L) {
+    ml_tensor *a = operand(L, 1, "norm", ML_F32);
+    double p = opt_num(L, 2, "norm", 2);
+    int dim = opt_dim(L, 3, "norm", a->ndim, ML_ALL_DIMS);
+    bool keep = opt_bool(L, 4, "norm", false);
+    mlL_pushtensor(L, ml_norm(a, p, dim, keep));
+    return 1;
+}
+
+/* cumsum(t, dim) */
+static int l_cumsum(lua_State *L) {
+    ml_tensor *a = operand(L, 1, "cumsum", ML_F32);
+    mlL_pushtensor(L, ml_cumsum(a, dim_arg(L, 2, "cumsum", a->ndim)));
+    return 1;
+}
+
+/* ------------------------------------------------------------------ sorting */
+
+/* sort(t, dim = -1, descending = false) -> values, indices */
+static int l_sort(lua_State *L) {
+    ml_tensor *a = operand(L, 1, "sort", ML_F32);
+    int dim = opt_dim(L, 2, "sort", a->ndim, -1);
+    ml_tensor *v, *i;
+    if (ml_sort(a, dim, opt_bool(L, 3, "sort", false), &v, &i)) return mlL_raise(L);
+    mlL_pushtensor(L, v);
+    mlL_pushtensor(L, i);
+    return 2;
+}
+
+/* argsort(t, dim = -1, descending = false) -> indices */
+static int l_argsort(lua_State *L) {
+    ml_tensor *a = operand(L, 1, "argsort", ML_F32);
+    int dim = opt_dim(L, 2, "argsort", a->ndim, -1);
+    mlL_pushtensor(L, ml_argsort(a, dim, opt_bool(L, 3, "argsort", false)));
+    return 1;
+}
+
+/* topk(t, k, dim = -1, largest = true) -> values, indices (sorted) */
+static int l_topk(lua_State *L) {
+    ml_tensor *a = operand(L, 1, "topk", ML_F32);
+    lua_Integer k = int_arg(L, 2, "topk", "an integer k");
+    int dim = opt_dim(L, 3, "topk", a->ndim, -1);
+    ml_tensor *v, *i;
+    if (ml_topk(a, k, dim, opt_bool(L, 4, "topk", true), &v, &i)) return mlL_raise(L);
+    mlL_pushtensor(L, v);
+    mlL_pushtensor(L, i);
+    return 2;
+}
+
+/* ------------------------------------------------------------------ shapes and einsum */
+
+/* flatten(t, start_dim = 0, end_dim = -1) */
+static int l_flatten(lua_State *L) {
+    ml_tensor *a = operand(L, 1, "flatten", ML_F32);
+    int s = opt_dim(L, 2, "flatten", a->ndim, 0), e = opt_dim(L, 3, "flatten", a->ndim, -1);
+    mlL_pushtensor(L, ml_flatten(a, s, e));
+    return 1;
+}
+
+/* mech.einsum(spec, a, b, ...) */
+static int l_einsum(lua_State *L) {
+    const char *spec = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
+    if (!spec) return mlL_argerror(L, "einsum", 1, "a spec string such as \"ij,jk->ik\"");
+    int n = lua_gettop(L) - 1;
+    if (n < 1 || n > 16) return luaL_error(L, "einsum: expected 1 to 16 tensors after the spec, got %d", n);
+    ml_tensor *ts[16];
+    for (int k = 0; k < n; k++) ts[k] = operand(L, k + 2, "einsum", ML_F32);
+    mlL_pushtensor(L, ml_einsum(spec, n, ts));
     return 1;
 }
 
@@ -206,7 +280,7 @@ static int l_softmax(lua_State *L) {
 static int indexing(lua_State *L, const char *fn, ml_tensor *(*op)(ml_tensor *, int, ml_tensor *)) {
     ml_tensor *a = operand(L, 1, fn, ML_F32);
     int dim = dim_arg(L, 2, fn, a->ndim);
-    ml_tensor *idx = operand(L, 3, fn, ML_I32);
+    ml_tensor *idx = mlL_checkints(L, 3, fn, NULL);
     mlL_pushtensor(L, op(a, dim, idx));
     return 1;
 }
@@ -217,7 +291,7 @@ static int l_index_select(lua_State *L) { return indexing(L, "index_select", ml_
 static int l_scatter_add(lua_State *L) {
     ml_tensor *a = operand(L, 1, "scatter_add", ML_F32);
     int dim = dim_arg(L, 2, "scatter_add", a->ndim);
-    ml_tensor *idx = operand(L, 3, "scatter_add", ML_I32);
+    ml_tensor *idx = mlL_checkints(L, 3, "scatter_add", NULL);
     ml_tensor *src = operand(L, 4, "scatter_add", a->dtype);
     mlL_pushtensor(L, ml_scatter_add(a, dim, idx, src));
     return 1;
@@ -225,7 +299,7 @@ static int l_scatter_add(lua_State *L) {
 
 /* embedding(weight, ids) */
 static int l_embedding(lua_State *L) {
-    ml_tensor *w = operand(L, 1, "embedding", ML_F32), *ids = operand(L, 2, "embedding", ML_I32);
+    ml_tensor *w = operand(L, 1, "embedding", ML_F32), *ids = mlL_checkints(L, 2, "embedding", NULL);
     mlL_pushtensor(L, ml_embedding(w, ids));
     return 1;
 }
@@ -328,7 +402,14 @@ int mlL_open_ops(lua_State *L) {
     entries[n++] = (entry){"argmin", l_reduce, ML_ARGMIN};
     entries[n++] = (entry){"max", l_extremum, ML_MAX};
     entries[n++] = (entry){"min", l_extremum, ML_MIN};
-    entries[n++] = (entry){"var", l_var, -1};
+    entries[n++] = (entry){"var", l_var, 0};
+    entries[n++] = (entry){"std", l_var, 1};
+    entries[n++] = (entry){"norm", l_norm, -1};
+    entries[n++] = (entry){"cumsum", l_cumsum, -1};
+    entries[n++] = (entry){"sort", l_sort, -1};
+    entries[n++] = (entry){"argsort", l_argsort, -1};
+    entries[n++] = (entry){"topk", l_topk, -1};
+    entries[n++] = (entry){"flatten", l_flatten, -1};
     entries[n++] = (entry){"clamp", l_clamp, -1};
     entries[n++] = (entry){"allclose", l_allclose, -1};
     entries[n++] = (entry){"matmul", l_matmul, -1};
@@ -356,6 +437,8 @@ int mlL_open_ops(lua_State *L) {
     lua_setfield(L, mech, "where");
     lua_pushcfunction(L, m_where);
     lua_setfield(L, methods, "where");
+    lua_pushcfunction(L, l_einsum); /* a function of several tensors, as torch.einsum: no method */
+    lua_setfield(L, mech, "einsum");
     lua_pop(L, 1);
 
     /* arithmetic metamethods: a number may stand on either side */

@@ -58,12 +58,13 @@ static int t_gc(lua_State *L) {
 
 /* ------------------------------------------------------------------ from Lua values */
 
-/* Walks a nested table to find its shape (rectangular check happens while filling). */
-static int table_shape(lua_State *L, int idx, int64_t *shape, const char *fn, int arg) {
+/* Walks a nested table to find its shape (rectangular check happens while filling). `what`
+ * names the value in errors: "argument 2", "option 'rows'". */
+static int table_shape(lua_State *L, int idx, int64_t *shape, const char *fn, const char *what) {
     int nd = 0;
     lua_pushvalue(L, idx);
     while (lua_istable(L, -1)) {
-        if (nd == ML_MAX_DIMS) luaL_error(L, "%s: argument %d is nested deeper than %d levels", fn, arg, ML_MAX_DIMS);
+        if (nd == ML_MAX_DIMS) luaL_error(L, "%s: %s is nested deeper than %d levels", fn, what, ML_MAX_DIMS);
         shape[nd++] = (int64_t)luaL_len(L, -1);
         if (shape[nd - 1] == 0) break;
         lua_geti(L, -1, 1);
@@ -73,21 +74,33 @@ static int table_shape(lua_State *L, int idx, int64_t *shape, const char *fn, in
     return nd;
 }
 
-static void fill_from_table(lua_State *L, int idx, ml_tensor *t, int dim, int64_t *pos, const char *fn, int arg) {
+/* Fills t (contiguous) from the nested table at idx. ints_only: leaves must be integers in
+ * int32 range (index arguments); otherwise numbers, truncated for an int32 t as PyTorch does. */
+static void fill_from_table(lua_State *L, int idx, ml_tensor *t, int dim, int64_t *pos, const char *fn,
+                            const char *what, bool ints_only) {
     int64_t n = (int64_t)luaL_len(L, idx);
     if (n != t->shape[dim])
-        luaL_error(L, "%s: argument %d is not rectangular: a row at depth %d has %I entries, expected %I", fn, arg,
-                   dim, (lua_Integer)n, (lua_Integer)t->shape[dim]);
+        luaL_error(L, "%s: %s is not rectangular: a row at depth %d has %I entries, expected %I", fn, what, dim,
+                   (lua_Integer)n, (lua_Integer)t->shape[dim]);
     for (int64_t i = 0; i < n; i++) {
         lua_geti(L, idx, i + 1);
         if (dim + 1 < t->ndim) {
-            if (!lua_istable(L, -1)) luaL_error(L, "%s: argument %d is not rectangular: expected a table at depth %d, got %s", fn, arg, dim + 1, luaL_typename(L, -1));
-            fill_from_table(L, lua_gettop(L), t, dim + 1, pos, fn, arg);
+            if (!lua_istable(L, -1))
+                luaL_error(L, "%s: %s is not rectangular: expected a table at depth %d, got %s", fn, what, dim + 1,
+                           luaL_typename(L, -1));
+            fill_from_table(L, lua_gettop(L), t, dim + 1, pos, fn, what, ints_only);
+        } else if (ints_only) {
+            int ok;
+            lua_Integer v = lua_tointegerx(L, -1, &ok);
+            if (!ok || lua_type(L, -1) != LUA_TNUMBER || v < INT32_MIN || v > INT32_MAX)
+                luaL_error(L, "%s: %s expected integers in int32 range, got %s at a leaf", fn, what,
+                           lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+            ml_i32(t)[(*pos)++] = (int32_t)v;
         } else {
             int ok;
             lua_Number v = lua_tonumberx(L, -1, &ok);
             if (!ok || lua_type(L, -1) != LUA_TNUMBER)
-                luaL_error(L, "%s: argument %d expected numbers, got %s at a leaf", fn, arg, luaL_typename(L, -1));
+                luaL_error(L, "%s: %s expected numbers, got %s at a leaf", fn, what, luaL_typename(L, -1));
             if (t->dtype == ML_F32) ml_f32(t)[*pos] = (float)v;
             else ml_i32(t)[*pos] = (int32_t)v;
             (*pos)++;
@@ -96,7 +109,24 @@ static void fill_from_table(lua_State *L, int idx, ml_tensor *t, int dim, int64_
     }
 }
 
+/* A new tensor of dtype from the (nested) table at idx. */
+static ml_tensor *from_table(lua_State *L, int idx, const char *fn, const char *what, ml_dtype dtype, bool ints_only) {
+    idx = lua_absindex(L, idx);
+    int64_t shape[ML_MAX_DIMS];
+    int nd = table_shape(L, idx, shape, fn, what);
+    ml_tensor *out = ml_empty(dtype, nd, shape);
+    if (!out) mlL_raise(L);
+    /* Box it first so that a Lua error during filling cannot leak it. */
+    mlL_pushtensor(L, out);
+    int64_t pos = 0;
+    if (ml_numel(out) > 0) fill_from_table(L, idx, out, 0, &pos, fn, what, ints_only);
+    ml_retain(out);
+    lua_pop(L, 1);
+    return out;
+}
+
 ml_tensor *mlL_totensor(lua_State *L, int arg, const char *fn, ml_dtype dtype) {
+    arg = lua_absindex(L, arg);
     ml_tensor *t = mlL_testtensor(L, arg);
     if (t) return ml_retain(t);
     if (lua_type(L, arg) == LUA_TNUMBER) {
@@ -105,17 +135,35 @@ ml_tensor *mlL_totensor(lua_State *L, int arg, const char *fn, ml_dtype dtype) {
         return s;
     }
     if (!lua_istable(L, arg)) mlL_argerror(L, fn, arg, "a tensor, a number or a table of numbers");
-    int64_t shape[ML_MAX_DIMS];
-    int nd = table_shape(L, arg, shape, fn, arg);
-    ml_tensor *out = ml_empty(dtype, nd, shape);
-    if (!out) mlL_raise(L);
-    /* Box it first so that a Lua error during filling cannot leak it. */
-    mlL_pushtensor(L, out);
-    int64_t pos = 0;
-    if (ml_numel(out) > 0) fill_from_table(L, lua_absindex(L, arg), out, 0, &pos, fn, arg);
-    ml_retain(out);
-    lua_pop(L, 1);
-    return out;
+    char what[32];
+    snprintf(what, sizeof what, "argument %d", arg);
+    return from_table(L, arg, fn, what, dtype, false);
+}
+
+ml_tensor *mlL_checkints(lua_State *L, int idx, const char *fn, const char *key) {
+    idx = lua_absindex(L, idx);
+    char what[80];
+    if (key) snprintf(what, sizeof what, "option '%.40s'", key);
+    else snprintf(what, sizeof what, "argument %d", idx);
+    ml_tensor *t = NULL;
+    if (luaL_testudata(L, idx, MLL_TENSOR_MT)) {
+        t = mlL_checktensor(L, idx, fn); /* reports a closed tensor */
+        if (t->dtype == ML_I32) return t;
+    } else if (lua_type(L, idx) == LUA_TNUMBER) {
+        int ok;
+        lua_Integer v = lua_tointegerx(L, idx, &ok);
+        if (ok && v >= INT32_MIN && v <= INT32_MAX && !(t = ml_scalar(ML_I32, (double)v))) mlL_raise(L);
+    } else if (lua_istable(L, idx)) {
+        t = from_table(L, idx, fn, what, ML_I32, true);
+    }
+    if (!t || t->dtype != ML_I32) {
+        char got[160];
+        luaL_error(L, "%s: %s expected an int32 tensor or a table of integers, got %s", fn, what,
+                   mlL_describe(L, idx, got, sizeof got));
+    }
+    mlL_pushtensor(L, t);
+    lua_replace(L, idx);
+    return t;
 }
 
 /* ------------------------------------------------------------------ constructors */
@@ -407,6 +455,17 @@ static int t_index(lua_State *L) {
             lua_pushboolean(L, t->grad_fn == NULL);
             return 1;
         }
+        if (!strcmp(k, "T")) { /* every dim reversed, as PyTorch's .T (and numpy's) */
+            int perm[ML_MAX_DIMS];
+            for (int d = 0; d < t->ndim; d++) perm[d] = t->ndim - 1 - d;
+            mlL_pushtensor(L, ml_permute(t, perm));
+            return 1;
+        }
+        if (!strcmp(k, "mT")) { /* the last two dims swapped, as PyTorch's .mT */
+            if (t->ndim < 2) return luaL_error(L, "mT: expected a tensor with at least 2 dimensions, got %d", t->ndim);
+            mlL_pushtensor(L, ml_transpose(t, -2, -1));
+            return 1;
+        }
         return luaL_error(L, "tensor has no method or field '%s'", k);
     }
     return push_element_or_view(L, apply_index(L, t, 2, "index"));
@@ -451,39 +510,123 @@ static int t_newindex(lua_State *L) {
 
 /* ------------------------------------------------------------------ printing */
 
-static void fmt_elem(luaL_Buffer *B, const ml_tensor *t, int64_t off) {
-    char buf[48];
-    if (t->dtype == ML_I32) snprintf(buf, sizeof buf, "%d", ml_i32(t)[off]);
-    else {
-        float x = ml_f32(t)[off];
-        if (x != 0 && (fabsf(x) >= 1e5f || fabsf(x) < 1e-4f)) snprintf(buf, sizeof buf, "%.4e", (double)x);
-        else snprintf(buf, sizeof buf, "%.4f", (double)x);
-    }
-    luaL_addstring(B, buf);
+/* As PyTorch prints: every element up to `threshold` elements; above it each dim longer than
+ * 2·edgeitems shows edgeitems at each end. One format for the whole tensor (chosen from the
+ * elements shown): integral floats as "3.", fixed with `precision` decimals, or scientific when
+ * the magnitudes span more than 10³, exceed 10⁸ or go below 10⁻⁴; every element padded to the
+ * widest; rows wrapped at `linewidth` columns. The options live in the registry. */
+typedef struct {
+    double threshold;
+    int edgeitems, precision, linewidth;
+} print_options;
+
+static const struct {
+    const char *name;
+    print_options o;
+} print_profiles[] = {{"default", {1000, 3, 4, 80}}, {"short", {1000, 2, 2, 80}}, {"full", {HUGE_VAL, 3, 4, 80}}};
+
+#define PRINT_OPTIONS_KEY "mech.printoptions"
+
+static print_options *print_opts(lua_State *L) {
+    lua_getfield(L, LUA_REGISTRYINDEX, PRINT_OPTIONS_KEY);
+    print_options *o = lua_touserdata(L, -1); /* created at module open: never NULL */
+    lua_pop(L, 1);
+    return o;
 }
 
-enum { EDGE = 3 }; /* items shown at each end of a long dim */
+typedef struct {
+    const ml_tensor *t;
+    print_options o;
+    bool summarize, sci, int_mode;
+    int width;
+    double amax, amin; /* nonzero finite magnitudes shown */
+    bool all_int;
+    luaL_Buffer *B;
+} printer;
 
-static void fmt_rec(luaL_Buffer *B, const ml_tensor *t, int dim, int64_t off, int indent) {
+/* The element at off in the chosen format; returns its length. */
+static int fmt_value(const printer *p, int64_t off, char *buf, size_t n) {
+    if (p->t->dtype == ML_I32) return snprintf(buf, n, "%d", ml_i32(p->t)[off]);
+    double x = ml_f32(p->t)[off];
+    if (isnan(x)) return snprintf(buf, n, "nan");
+    if (isinf(x)) return snprintf(buf, n, x > 0 ? "inf" : "-inf");
+    if (p->sci) return snprintf(buf, n, "%.*e", p->o.precision, x);
+    if (p->int_mode) return snprintf(buf, n, "%.0f.", x);
+    return snprintf(buf, n, "%.*f", p->o.precision, x);
+}
+
+/* Calls leaf(p, off) for every element shown, in order. */
+static void each_shown(printer *p, int dim, int64_t off, void (*leaf)(printer *, int64_t)) {
+    const ml_tensor *t = p->t;
     if (dim == t->ndim) {
-        fmt_elem(B, t, off);
+        leaf(p, off);
         return;
     }
-    int64_t n = t->shape[dim];
+    int64_t n = t->shape[dim], edge = p->o.edgeitems;
+    for (int64_t i = 0; i < n; i++) {
+        if (p->summarize && n > 2 * edge && i == edge) i = n - edge;
+        each_shown(p, dim + 1, off + i * t->stride[dim], leaf);
+    }
+}
+
+static void scan_value(printer *p, int64_t off) {
+    double x = fabs((double)ml_f32(p->t)[off]);
+    if (!isfinite(x)) return;
+    if (x != floor(x)) p->all_int = false;
+    if (x == 0) return;
+    if (x > p->amax) p->amax = x;
+    if (x < p->amin) p->amin = x;
+}
+
+static void measure_value(printer *p, int64_t off) {
+    char buf[64];
+    int w = fmt_value(p, off, buf, sizeof buf);
+    if (w > p->width) p->width = w;
+}
+
+static void add_indent(printer *p, int indent) {
+    for (int s = 0; s < indent; s++) luaL_addchar(p->B, ' ');
+}
+
+static void print_rec(printer *p, int dim, int64_t off) {
+    const ml_tensor *t = p->t;
+    luaL_Buffer *B = p->B;
+    char buf[64];
+    if (dim == t->ndim) {
+        int w = fmt_value(p, off, buf, sizeof buf);
+        add_indent(p, p->width - w);
+        luaL_addlstring(B, buf, (size_t)w);
+        return;
+    }
+    int64_t n = t->shape[dim], edge = p->o.edgeitems;
+    bool last = dim + 1 == t->ndim;
+    int indent = dim + 1;
+    /* elements of the last dim per line: what fits in linewidth after the brackets, at least one */
+    int64_t per_line = (p->o.linewidth - indent) / (p->width + 2);
+    if (per_line < 1) per_line = 1;
+    int64_t on_line = 0;
     luaL_addchar(B, '[');
     for (int64_t i = 0; i < n; i++) {
-        if (n > 2 * EDGE && i == EDGE) {
-            luaL_addstring(B, dim + 1 == t->ndim ? "..., " : "...,\n");
-            if (dim + 1 < t->ndim)
-                for (int s = 0; s < indent + 1; s++) luaL_addchar(B, ' ');
-            i = n - EDGE;
+        if (i > 0) {
+            if (!last) {
+                luaL_addchar(B, ',');
+                for (int k = dim + 1; k < t->ndim; k++) luaL_addchar(B, '\n');
+                add_indent(p, indent);
+            } else if (on_line == per_line) {
+                luaL_addstring(B, ",\n");
+                add_indent(p, indent);
+                on_line = 0;
+            } else {
+                luaL_addstring(B, ", ");
+            }
         }
-        fmt_rec(B, t, dim + 1, off + i * t->stride[dim], indent + 1);
-        if (i + 1 < n) {
-            luaL_addstring(B, dim + 1 == t->ndim ? ", " : ",\n");
-            if (dim + 1 < t->ndim)
-                for (int s = 0; s < indent + 1; s++) luaL_addchar(B, ' ');
+        if (p->summarize && n > 2 * edge && i == edge) {
+            luaL_addstring(B, "...");
+            i = n - edge - 1; /* the loop's i++ moves to the first tail item */
+        } else {
+            print_rec(p, dim + 1, off + i * t->stride[dim]);
         }
+        on_line++;
     }
     luaL_addchar(B, ']');
 }
@@ -496,14 +639,67 @@ static int t_tostring(lua_State *L) {
     }
     ml_tensor *t = b->t;
     luaL_Buffer B;
+    printer p = {.t = t, .o = *print_opts(L), .amax = 0, .amin = HUGE_VAL, .all_int = true, .B = &B};
+    p.summarize = (double)ml_numel(t) > p.o.threshold;
+    if (t->dtype == ML_F32) {
+        each_shown(&p, 0, 0, scan_value);
+        bool any = p.amax > 0;
+        p.int_mode = p.all_int;
+        p.sci = any && (p.amax > 1e8 || (!p.int_mode && (p.amax / p.amin > 1e3 || p.amin < 1e-4)));
+    }
+    each_shown(&p, 0, 0, measure_value);
     luaL_buffinit(L, &B);
     char s[ML_SHAPE_STR], head[400];
     snprintf(head, sizeof head, "tensor(shape=%s, dtype=%s%s%s%s)\n", ml_shape_str(s, t->ndim, t->shape),
              ml_dtype_name(t->dtype), t->grad_fn ? ", grad_fn=" : "", t->grad_fn ? t->grad_fn->name : "",
              t->requires_grad ? ", requires_grad=true" : "");
     luaL_addstring(&B, head);
-    fmt_rec(&B, t, 0, 0, 0);
+    print_rec(&p, 0, 0);
     luaL_pushresult(&B);
+    return 1;
+}
+
+/* mech.set_printoptions{threshold=, edgeitems=, precision=, linewidth=, profile=}: keys left out
+ * keep their value; profile ("default", "short", "full") sets all four first. */
+static int l_set_printoptions(lua_State *L) {
+    const char *fn = "mech.set_printoptions";
+    static const char *const keys[] = {"threshold", "edgeitems", "precision", "linewidth", "profile", NULL};
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checkkeys(L, 1, fn, keys);
+    print_options o = *print_opts(L);
+    const char *profile = mlL_optstr(L, 1, "profile", NULL, fn);
+    if (profile) {
+        size_t k = 0, n = sizeof print_profiles / sizeof *print_profiles;
+        while (k < n && strcmp(print_profiles[k].name, profile)) k++;
+        if (k == n) return luaL_error(L, "%s: option 'profile' expected 'default', 'short' or 'full', got '%s'", fn, profile);
+        o = print_profiles[k].o;
+    }
+    o.threshold = mlL_optnum(L, 1, "threshold", o.threshold, fn);
+    if (!(o.threshold >= 0)) return luaL_error(L, "%s: option 'threshold' expected a number >= 0 (math.huge: never summarise), got %f", fn, o.threshold);
+    static const struct {
+        const char *key;
+        int lo, hi;
+    } ranges[] = {{"edgeitems", 1, 1000}, {"precision", 0, 16}, {"linewidth", 1, 100000}};
+    int *fields[] = {&o.edgeitems, &o.precision, &o.linewidth};
+    for (int i = 0; i < 3; i++) {
+        lua_Integer v = mlL_optint(L, 1, ranges[i].key, *fields[i], fn);
+        if (v < ranges[i].lo || v > ranges[i].hi)
+            return luaL_error(L, "%s: option '%s' expected an integer in [%d, %d], got %I", fn, ranges[i].key,
+                              ranges[i].lo, ranges[i].hi, v);
+        *fields[i] = (int)v;
+    }
+    *print_opts(L) = o;
+    return 0;
+}
+
+/* mech.get_printoptions() -> {threshold=, edgeitems=, precision=, linewidth=} (set_printoptions takes it back) */
+static int l_get_printoptions(lua_State *L) {
+    const print_options *o = print_opts(L);
+    lua_createtable(L, 0, 4);
+    lua_pushnumber(L, o->threshold), lua_setfield(L, -2, "threshold");
+    lua_pushinteger(L, o->edgeitems), lua_setfield(L, -2, "edgeitems");
+    lua_pushinteger(L, o->precision), lua_setfield(L, -2, "precision");
+    lua_pushinteger(L, o->linewidth), lua_setfield(L, -2, "linewidth");
     return 1;
 }
 
@@ -896,12 +1092,15 @@ int mlL_open_tensor(lua_State *L) {
     lua_pushinteger(L, 0);
     lua_call(L, 1, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, "mech.default_rng");
+    *(print_options *)lua_newuserdatauv(L, sizeof(print_options), 0) = print_profiles[0].o;
+    lua_setfield(L, LUA_REGISTRYINDEX, PRINT_OPTIONS_KEY);
 
     static const luaL_Reg funcs[] = {
         {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full}, {"arange", l_arange},
         {"rand", l_rand}, {"randn", l_randn}, {"Generator", l_generator}, {"manual_seed", l_manual_seed},
         {"no_grad", l_no_grad}, {"grad_enabled", l_grad_enabled}, {"gradcheck", l_gradcheck},
-        {"threads", l_threads}, {"is_tensor", l_is_tensor}, {"memory_bytes", l_memory}, {NULL, NULL}};
+        {"threads", l_threads}, {"is_tensor", l_is_tensor}, {"memory_bytes", l_memory},
+        {"set_printoptions", l_set_printoptions}, {"get_printoptions", l_get_printoptions}, {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
     return 0;
 }

@@ -12,8 +12,7 @@ int mlL_raise(lua_State *L) {
     return lua_error(L);
 }
 
-/* A short description of the value at idx for "got ..." messages. */
-static const char *describe(lua_State *L, int idx, char *buf, size_t n) {
+const char *mlL_describe(lua_State *L, int idx, char *buf, size_t n) {
     ml_tensor *t = mlL_testtensor(L, idx);
     if (t) {
         char s[ML_SHAPE_STR];
@@ -33,7 +32,7 @@ static const char *describe(lua_State *L, int idx, char *buf, size_t n) {
 
 int mlL_argerror(lua_State *L, const char *fn, int arg, const char *expected) {
     char got[160];
-    describe(L, arg, got, sizeof got);
+    mlL_describe(L, arg, got, sizeof got);
     return luaL_error(L, "%s: argument %d expected %s, got %s", fn, arg, expected, got);
 }
 
@@ -115,7 +114,7 @@ lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, 
         v = lua_tointegerx(L, -1, &ok);
         if (!ok) {
             char got[160];
-            describe(L, lua_gettop(L), got, sizeof got);
+            mlL_describe(L, lua_gettop(L), got, sizeof got);
             luaL_error(L, "%s: option '%s' expected an integer, got %s", fn, key, got);
         }
     }

@@ -1,5 +1,5 @@
 /* Private helpers shared by the generic ops (elementwise.c, reduce.c, matmul.c, softmax.c,
- * index.c): argument checks with uniform messages, contiguous copies that record nothing, and
+ * index.c, sort.c, norm.c, cumsum.c, einsum.c): argument checks with uniform messages, contiguous copies that record nothing, and
  * stride coalescing for the strided loops. */
 #ifndef ML_OP_UTIL_H
 #define ML_OP_UTIL_H
@@ -10,6 +10,7 @@
 
 #include "autograd/autograd.h"
 #include "core/tensor.h"
+#include "ops/ops.h"
 
 /* A contiguous version of t that never records a graph node (forward kernels read raw data;
  * the op's own node carries the gradient). New reference. */
@@ -51,6 +52,38 @@ static inline int mlo_dim(const char *fn, int arg, int dim, int ndim) {
                     ndim - 1, dim);
     }
     return d;
+}
+
+/* A tensor seen as [outer, n, inner] around one dim (n the dim's size), or around all dims
+ * (dim = ML_ALL_DIMS; also dim 0 or -1 of a 0-dim tensor), and the shape of a reduction over it
+ * (the dim dropped, or kept as 1). */
+typedef struct {
+    int64_t outer, n, inner;
+    int out_ndim;
+    int64_t out_shape[ML_MAX_DIMS];
+} mlo_layout;
+
+/* Resolves dim (argument `arg` of fn) for a; returns false with an error set. */
+static inline bool mlo_reduce_layout(const char *fn, int arg, const ml_tensor *a, int dim, bool keepdim,
+                                     mlo_layout *L) {
+    bool all = dim == ML_ALL_DIMS || (a->ndim == 0 && (dim == 0 || dim == -1));
+    int d = -1;
+    if (!all && (d = mlo_dim(fn, arg, dim, a->ndim)) < 0) return false;
+    L->outer = 1;
+    L->n = 1;
+    L->inner = 1;
+    L->out_ndim = 0;
+    for (int i = 0; i < a->ndim; i++) {
+        if (all || i == d) {
+            L->n *= a->shape[i];
+            if (keepdim) L->out_shape[L->out_ndim++] = 1;
+        } else {
+            if (i < d) L->outer *= a->shape[i];
+            else L->inner *= a->shape[i];
+            L->out_shape[L->out_ndim++] = a->shape[i];
+        }
+    }
+    return true;
 }
 
 /* Strides of t seen with the broadcast shape of nd dims: 0 along broadcast dims. */

@@ -42,7 +42,33 @@ ml_tensor *ml_where(ml_tensor *cond, ml_tensor *a, ml_tensor *b); /* cond: any d
 typedef enum { ML_SUM, ML_MEAN, ML_MAX, ML_MIN, ML_ARGMAX, ML_ARGMIN, ML_VAR } ml_redop;
 ml_tensor *ml_reduce(ml_redop op, ml_tensor *a, int dim, bool keepdim);
 ml_tensor *ml_var(ml_tensor *a, int dim, bool keepdim, int correction); /* correction 1 = unbiased */
+ml_tensor *ml_std(ml_tensor *a, int dim, bool keepdim, int correction); /* √var */
 ml_tensor *ml_sum_all(ml_tensor *a);
+/* Vector p-norm along dim (or all): (Σ|x|^p)^(1/p) in double; p = INFINITY: max|x|, -INFINITY:
+ * min|x|, 0: the count of nonzeros. Always float32. The gradient is 0 where x = 0 or the norm is
+ * 0, and split evenly between ties for ±INFINITY. */
+ml_tensor *ml_norm(ml_tensor *a, double p, int dim, bool keepdim);
+
+/* ---- scans ---- */
+/* Running sum along dim: out[.., k, ..] = Σ_{j≤k} a[.., j, ..] (double accumulation); int32 stays
+ * int32 (an overflow is an error). */
+ml_tensor *ml_cumsum(ml_tensor *a, int dim);
+
+/* ---- sorting (stable: equal values keep their order; NaN counts as larger than any number) ---- */
+/* values and indices (int32) of a sorted along dim; values are a gather, so they carry gradients. */
+ml_status ml_sort(ml_tensor *a, int dim, bool descending, ml_tensor **values, ml_tensor **indices);
+ml_tensor *ml_argsort(ml_tensor *a, int dim, bool descending);
+/* The k largest (or smallest) along dim, in sorted order: values and int32 indices. */
+ml_status ml_topk(ml_tensor *a, int64_t k, int dim, bool largest, ml_tensor **values, ml_tensor **indices);
+
+/* ---- einsum ---- */
+/* Einstein summation over n float32 operands: spec like "bld,bmd->blm" (letters a-z, A-Z; "..."
+ * for broadcast dims; spaces ignored). Without "->" the output is the labels used once, in
+ * alphabetical order (uppercase first), after the "..." dims. A label repeated in one operand
+ * takes its diagonal; size-1 dims broadcast. Built from permute, reshape, sum and batched
+ * matmul (operands contracted left to right), so gradients come from those ops. Errors name
+ * the spec as argument 1 and operand i as argument i + 2. */
+ml_tensor *ml_einsum(const char *spec, int n, ml_tensor *const *operands);
 
 /* ---- linear algebra (cblas_sgemm; transposed views are passed as transposes, not copied) ---- */
 /* PyTorch matmul semantics: 1-D·1-D dot, 2-D·2-D, batched with broadcasting of batch dims. */

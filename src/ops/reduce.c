@@ -1,4 +1,4 @@
-/* Reductions along one dim (or all): sum, mean, max, min, argmax, argmin, var. The input is seen
+/* Reductions along one dim (or all): sum, mean, max, min, argmax, argmin, var, std. The input is seen
  * as [outer, n, inner] (n the reduced dim) on a contiguous copy; sums accumulate in double in a
  * fixed order, so results do not depend on threads or layout. */
 #include <math.h>
@@ -11,34 +11,6 @@
 static const char *const red_names[] = {"sum", "mean", "max", "min", "argmax", "argmin", "var"};
 static const char *const red_bw_names[] = {"SumBackward", "MeanBackward", "MaxBackward", "MinBackward",
                                            "ArgmaxBackward", "ArgminBackward", "VarBackward"};
-
-typedef struct {
-    int64_t outer, n, inner;
-    int out_ndim;
-    int64_t out_shape[ML_MAX_DIMS];
-} rlayout;
-
-/* Resolves dim and the output shape; returns false with an error set. */
-static bool layout(const char *fn, const ml_tensor *a, int dim, bool keepdim, rlayout *L) {
-    int all = dim == ML_ALL_DIMS || (a->ndim == 0 && (dim == 0 || dim == -1));
-    int d = -1;
-    if (!all && (d = mlo_dim(fn, 2, dim, a->ndim)) < 0) return false;
-    L->outer = 1;
-    L->n = 1;
-    L->inner = 1;
-    L->out_ndim = 0;
-    for (int i = 0; i < a->ndim; i++) {
-        if (all || i == d) {
-            L->n *= a->shape[i];
-            if (keepdim) L->out_shape[L->out_ndim++] = 1;
-        } else {
-            if (i < d) L->outer *= a->shape[i];
-            else L->inner *= a->shape[i];
-            L->out_shape[L->out_ndim++] = a->shape[i];
-        }
-    }
-    return true;
-}
 
 /* ------------------------------------------------------------------ backward */
 
@@ -95,8 +67,8 @@ static ml_tensor *reduce_impl(ml_redop op, ml_tensor *a, int dim, bool keepdim, 
         return NULL;
     }
     const char *fn = red_names[op];
-    rlayout L;
-    if (!layout(fn, a, dim, keepdim, &L)) return NULL;
+    mlo_layout L;
+    if (!mlo_reduce_layout(fn, 2, a, dim, keepdim, &L)) return NULL;
     bool arg = op == ML_ARGMAX || op == ML_ARGMIN;
     bool extremum = arg || op == ML_MAX || op == ML_MIN;
     if (extremum && L.n == 0 && L.outer * L.inner > 0) {
@@ -204,6 +176,14 @@ ml_tensor *ml_reduce(ml_redop op, ml_tensor *a, int dim, bool keepdim) { return 
 
 ml_tensor *ml_var(ml_tensor *a, int dim, bool keepdim, int correction) {
     return reduce_impl(ML_VAR, a, dim, keepdim, correction);
+}
+
+ml_tensor *ml_std(ml_tensor *a, int dim, bool keepdim, int correction) {
+    ml_tensor *v = reduce_impl(ML_VAR, a, dim, keepdim, correction);
+    if (!v) return NULL;
+    ml_tensor *s = ml_unary(ML_SQRT, v);
+    ml_release(v);
+    return s;
 }
 
 ml_tensor *ml_sum_all(ml_tensor *a) { return reduce_impl(ML_SUM, a, ML_ALL_DIMS, false, 1); }

@@ -755,6 +755,178 @@ START_TEST(index_values) {
 }
 END_TEST
 
+START_TEST(sort_topk_values) {
+    ml_tensor *a = TF(SH(2, 3), 3, 1, 2, NAN, -1, 5), *v, *i;
+    ck_assert_int_eq(ml_sort(a, -1, false, &v, &i), ML_OK);
+    EXPECT(v, 1, 2, 3, -1, 5, NAN); /* NaN sorts above every number */
+    EXPECT(i, 1, 2, 0, 1, 2, 0);
+    ck_assert_int_eq(i->dtype, ML_I32);
+    DROP(v, i);
+    ck_assert_int_eq(ml_sort(a, 0, true, &v, &i), ML_OK);
+    EXPECT(v, NAN, 1, 5, 3, -1, 2);
+    EXPECT(i, 1, 0, 1, 0, 1, 0);
+    DROP(v, i);
+    ml_tensor *ties = TF(SH(5), 1, 2, 1, 2, 0); /* stable: equal values keep their order */
+    ml_tensor *r = ml_argsort(ties, 0, false);
+    EXPECT(r, 4, 0, 2, 1, 3);
+    ml_release(r);
+    r = ml_argsort(ties, -1, true);
+    EXPECT(r, 1, 3, 0, 2, 4);
+    ml_release(r);
+    ck_assert_int_eq(ml_topk(a, 2, 1, true, &v, &i), ML_OK);
+    EXPECT_SHAPE(v, 2, 2);
+    EXPECT(v, 3, 2, NAN, 5);
+    EXPECT(i, 0, 2, 0, 2);
+    DROP(v, i);
+    ck_assert_int_eq(ml_topk(a, 1, 0, false, &v, &i), ML_OK);
+    EXPECT_SHAPE(v, 1, 3);
+    EXPECT(v, 3, -1, 2);
+    EXPECT(i, 0, 1, 0);
+    DROP(v, i);
+    ck_assert_int_eq(ml_topk(a, 0, 1, true, &v, &i), ML_OK);
+    EXPECT_SHAPE(v, 2, 0);
+    DROP(v, i);
+    ml_tensor *ia = TI(SH(4), 5, -3, 9, 0); /* int32 stays int32 */
+    ck_assert_int_eq(ml_sort(ia, 0, false, &v, &i), ML_OK);
+    ck_assert_int_eq(v->dtype, ML_I32);
+    EXPECT(v, -3, 0, 5, 9);
+    DROP(v, i, a, ties, ia);
+}
+END_TEST
+
+START_TEST(norm_std_cumsum_values) {
+    ml_tensor *b = TF(SH(2, 2), 3, -4, 1, 2), *r;
+    r = ml_norm(b, 2, ML_ALL_DIMS, false);
+    EXPECT_SCALAR_SHAPE(r);
+    EXPECT(r, sqrt(30.0));
+    ml_release(r);
+    r = ml_norm(b, 1, 1, false);
+    EXPECT(r, 7, 3);
+    ml_release(r);
+    r = ml_norm(b, INFINITY, 0, true);
+    EXPECT_SHAPE(r, 1, 2);
+    EXPECT(r, 3, 4);
+    ml_release(r);
+    r = ml_norm(b, -INFINITY, ML_ALL_DIMS, false);
+    EXPECT(r, 1);
+    ml_release(r);
+    r = ml_norm(b, 0, -1, false);
+    EXPECT(r, 2, 2);
+    ml_release(r);
+    r = ml_norm(b, 3, 1, false);
+    EXPECT(r, cbrt(91.0), cbrt(9.0));
+    ml_release(r);
+    ml_tensor *ib = TI(SH(2), 3, 4);
+    r = ml_norm(ib, 2, 0, false); /* int32 in, float32 out */
+    ck_assert_int_eq(r->dtype, ML_F32);
+    EXPECT(r, 5);
+    ml_release(r);
+    r = ml_std(b, 0, false, 1);
+    EXPECT(r, sqrt(2.0), sqrt(18.0));
+    ml_release(r);
+    r = ml_std(b, ML_ALL_DIMS, false, 0);
+    EXPECT(r, sqrt(7.25));
+    ml_release(r);
+    r = ml_cumsum(b, 0);
+    EXPECT_SHAPE(r, 2, 2);
+    EXPECT(r, 3, -4, 4, -2);
+    ml_release(r);
+    ml_tensor *bt = ml_transpose(b, 0, 1);
+    r = ml_cumsum(bt, -1); /* rows of the transposed view: (3, 1), (-4, 2) */
+    EXPECT(r, 3, 4, -4, -2);
+    ml_release(r);
+    ml_tensor *ic = TI(SH(3), 1, 2, 3);
+    r = ml_cumsum(ic, 0);
+    ck_assert_int_eq(r->dtype, ML_I32);
+    EXPECT(r, 1, 3, 6);
+    ml_release(r);
+    DROP(b, ib, bt, ic);
+}
+END_TEST
+
+START_TEST(flatten_values) {
+    ml_tensor *a = ml_zeros(ML_F32, 4, (int64_t[]){2, 3, 4, 5}), *r;
+    r = ml_flatten(a, 0, -1);
+    EXPECT_SHAPE(r, 120);
+    ml_release(r);
+    r = ml_flatten(a, 1, 2);
+    EXPECT_SHAPE(r, 2, 12, 5);
+    ml_release(r);
+    r = ml_flatten(a, -2, -1);
+    EXPECT_SHAPE(r, 2, 3, 20);
+    ml_release(r);
+    r = ml_flatten(a, 2, 2);
+    EXPECT_SHAPE(r, 2, 3, 4, 5);
+    ml_release(r);
+    ml_tensor *s = ml_scalar(ML_F32, 7);
+    r = ml_flatten(s, 0, -1);
+    EXPECT_SHAPE(r, 1);
+    EXPECT(r, 7);
+    DROP(r, a, s);
+}
+END_TEST
+
+/* einsum against the same contraction written with matmul, transpose and sum */
+START_TEST(einsum_values) {
+    ml_tensor *x = rn(150, 3, 2, 3, 4), *y = rn(151, 3, 2, 5, 4), *r, *want;
+    ml_set_requires_grad(x, false), ml_set_requires_grad(y, false);
+    r = ml_einsum("bld,bmd->blm", 2, (ml_tensor *[]){x, y});
+    ml_tensor *yt = ml_transpose(y, 1, 2);
+    want = ml_matmul(x, yt);
+    EXPECT_SHAPE(r, 2, 3, 5);
+    ck_assert(ml_allclose(r, want, 1e-5, 1e-6));
+    DROP(r, want, yt);
+    ml_tensor *m = TF(SH(3, 3), 1, 2, 3, 4, 5, 6, 7, 8, 9);
+    r = ml_einsum("ii", 1, &m); /* implicit output: i used twice, so the trace */
+    EXPECT_SCALAR_SHAPE(r);
+    EXPECT(r, 15);
+    ml_release(r);
+    r = ml_einsum("ii->i", 1, &m);
+    EXPECT(r, 1, 5, 9);
+    ml_release(r);
+    r = ml_einsum(" i j -> j i ", 1, &m);
+    EXPECT(r, 1, 4, 7, 2, 5, 8, 3, 6, 9);
+    ck_assert(ml_is_contiguous(r));
+    ml_release(r);
+    r = ml_einsum("ji", 1, &m); /* implicit: alphabetical, so a transpose */
+    EXPECT(r, 1, 4, 7, 2, 5, 8, 3, 6, 9);
+    ml_release(r);
+    r = ml_einsum("ij->j", 1, &m);
+    EXPECT(r, 12, 15, 18);
+    ml_release(r);
+    ml_tensor *u = TF(SH(2), 1, 2), *v = TF(SH(3), 1, 10, 100);
+    r = ml_einsum("i,j->ij", 2, (ml_tensor *[]){u, v});
+    EXPECT_SHAPE(r, 2, 3);
+    EXPECT(r, 1, 10, 100, 2, 20, 200);
+    ml_release(r);
+    r = ml_einsum("i,i", 2, (ml_tensor *[]){u, u});
+    EXPECT(r, 5);
+    ml_release(r);
+    r = ml_einsum("ij,j->i", 2, (ml_tensor *[]){m, v});
+    EXPECT(r, 321, 654, 987);
+    ml_release(r);
+    r = ml_einsum("ij,jk,k->i", 3, (ml_tensor *[]){m, m, v}); /* (m·m)·v */
+    ml_tensor *mm = ml_matmul(m, m), *mmv = ml_matmul(mm, v);
+    ck_assert(ml_allclose(r, mmv, 1e-6, 1e-6));
+    DROP(r, mm, mmv);
+    ml_tensor *col = TF(SH(3, 1), 1, 2, 3);
+    r = ml_einsum("ij,ij->ij", 2, (ml_tensor *[]){m, col}); /* size-1 dims broadcast */
+    EXPECT(r, 1, 2, 3, 8, 10, 12, 21, 24, 27);
+    ml_release(r);
+    ml_tensor *batch = rn(152, 3, 4, 2, 3);
+    ml_set_requires_grad(batch, false);
+    r = ml_einsum("...ij,jk->...ik", 2, (ml_tensor *[]){batch, m});
+    want = ml_matmul(batch, m);
+    EXPECT_SHAPE(r, 4, 2, 3);
+    ck_assert(ml_allclose(r, want, 1e-5, 1e-6));
+    DROP(r, want);
+    r = ml_einsum("b...->...", 1, &batch); /* "..." dims kept, b summed */
+    want = ml_reduce(ML_SUM, batch, 0, false);
+    ck_assert(ml_allclose(r, want, 1e-5, 1e-6));
+    DROP(r, want, x, y, m, u, v, col, batch);
+}
+END_TEST
+
 START_TEST(cat_stack_split_values) {
     ml_tensor *a = TF(SH(2, 2), 1, 2, 3, 4), *b = TF(SH(2, 1), 5, 6), *c = TF(SH(1, 2), 7, 8);
     ml_tensor *r = ml_cat(2, (ml_tensor *[]){a, b}, 1);
@@ -1017,6 +1189,97 @@ START_TEST(grad_indexing) {
 }
 END_TEST
 
+GFN(g_sort1, {
+    ml_tensor *v, *i;
+    if (ml_sort(x[0], 1, false, &v, &i)) return NULL;
+    ml_release(i);
+    return v;
+})
+GFN(g_sort0_desc, {
+    ml_tensor *v, *i;
+    if (ml_sort(x[0], 0, true, &v, &i)) return NULL;
+    ml_release(i);
+    return v;
+})
+GFN(g_topk, {
+    ml_tensor *v, *i;
+    if (ml_topk(x[0], 2, -1, true, &v, &i)) return NULL;
+    ml_release(i);
+    return v;
+})
+GFN(g_topk_smallest, {
+    ml_tensor *v, *i;
+    if (ml_topk(x[0], 1, 0, false, &v, &i)) return NULL;
+    ml_release(i);
+    return v;
+})
+
+typedef struct {
+    double p;
+    int dim;
+    bool keepdim;
+} norm_ud;
+static ml_tensor *g_norm(void *ud, ml_tensor **x) {
+    norm_ud *u = ud;
+    return ml_norm(x[0], u->p, u->dim, u->keepdim);
+}
+GFN(g_std, return ml_std(x[0], 1, false, 1);)
+GFN(g_std_all, return ml_std(x[0], ML_ALL_DIMS, true, 0);)
+GFN(g_cumsum0, return ml_cumsum(x[0], 0);)
+GFN(g_cumsum_last, return ml_cumsum(x[0], -1);)
+GFN(g_cumsum_view, {
+    ml_tensor *t = ml_transpose(x[0], 0, 1);
+    ml_tensor *r = ml_cumsum(t, 1);
+    ml_release(t);
+    return r;
+})
+GFN(g_flatten, {
+    ml_tensor *t = ml_transpose(x[0], 0, 2); /* not viewable: copied */
+    ml_tensor *r = ml_flatten(t, 1, 2);
+    ml_release(t);
+    return r;
+})
+static ml_tensor *g_einsum(void *ud, ml_tensor **x) {
+    const char *spec = ud;
+    int n = 1;
+    for (const char *c = spec; *c && *c != '-'; c++) n += *c == ',';
+    return ml_einsum(spec, n, x);
+}
+
+START_TEST(grad_sort_norm_scan_einsum) {
+    int64_t s34[] = {3, 4}, s234[] = {2, 3, 4};
+    GC(g_sort1, spaced(160, 0.1f, 0.0f, 2, s34));
+    GC(g_sort0_desc, spaced(161, 0.1f, 0.0f, 2, s34));
+    GC(g_topk, spaced(162, 0.1f, 0.0f, 3, s234));
+    GC(g_topk_smallest, spaced(163, 0.1f, 0.0f, 2, s34));
+    norm_ud norms[] = {{2, 1, false}, {2, ML_ALL_DIMS, false}, {1, 0, true},         {3, -1, false},
+                       {0.5, 1, false}, {INFINITY, 1, false}, {-INFINITY, 0, false}, {0, 1, false}};
+    for (size_t k = 0; k < sizeof norms / sizeof *norms; k++) {
+        /* spaced and shifted: no ties, nothing at 0 */
+        ml_tensor *x = spaced(170 + k, 0.1f, 0.05f, 2, s34);
+        ml_status st = ml_gradcheck(g_norm, &norms[k], 1, &x, 1e-3, 3e-3, 2e-2);
+        ck_assert_msg(st == ML_OK, "norm p = %g, dim %d: %s", norms[k].p, norms[k].dim, ml_last_error());
+        ml_release(x);
+    }
+    GC(g_std, rn(180, 2, 3, 4));
+    GC(g_std_all, rn(181, 3, 2, 3, 2));
+    GC(g_cumsum0, rn(182, 2, 3, 4));
+    GC(g_cumsum_last, rn(183, 3, 2, 3, 4));
+    GC(g_cumsum_view, rn(184, 2, 3, 4));
+    GC(g_flatten, rn(185, 3, 2, 3, 4));
+    GC_UD(g_einsum, "bld,bmd->blm", rn(190, 3, 2, 3, 4), rn(191, 3, 2, 5, 4));
+    GC_UD(g_einsum, "ij,jk->ik", rn(192, 2, 3, 4), rn(193, 2, 4, 2));
+    GC_UD(g_einsum, "i,j->ij", rn(194, 1, 3), rn(195, 1, 4));
+    GC_UD(g_einsum, "ijk->kij", rn(196, 3, 2, 3, 4));
+    GC_UD(g_einsum, "ii->i", rn(197, 2, 3, 3));
+    GC_UD(g_einsum, "ij,ij->", rn(198, 2, 3, 4), rn(199, 2, 3, 4));
+    GC_UD(g_einsum, "...ij,jk->...ik", rn(200, 3, 2, 3, 4), rn(201, 2, 4, 2));
+    GC_UD(g_einsum, "ij,jk,kl->il", rn(202, 2, 2, 3), rn(203, 2, 3, 4), rn(204, 2, 4, 2));
+    GC_UD(g_einsum, "bhqd,bhkd->bhqk", rn(205, 4, 2, 2, 3, 4), rn(206, 4, 2, 2, 5, 4));
+    GC_UD(g_einsum, "ij,ij->ij", rn(207, 2, 3, 1), rn(208, 2, 3, 4)); /* broadcast size 1 */
+}
+END_TEST
+
 /* ------------------------------------------------------------------ graph-level properties */
 
 START_TEST(determinism_same_bits) {
@@ -1193,6 +1456,55 @@ START_TEST(errors_join_split) {
 }
 END_TEST
 
+START_TEST(errors_sort_norm_scan_einsum) {
+    ml_tensor *a = ml_zeros(ML_F32, 2, (int64_t[]){2, 3}), *s = ml_scalar(ML_F32, 1), *v, *i;
+    ml_tensor *e = ml_zeros(ML_F32, 2, (int64_t[]){2, 0}), *ia = ml_zeros(ML_I32, 2, (int64_t[]){2, 3});
+    ck_assert_int_ne(ml_sort(a, 2, false, &v, &i), ML_OK);
+    ck_assert_ptr_null(v);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "sort: argument 2 expected a dimension in [-2, 1], got 2"));
+    ck_assert_int_ne(ml_topk(a, 4, -1, true, &v, &i), ML_OK);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "topk: argument 2 expected k in [0, 3] (the size of dim 1), got 4"));
+    ck_assert_int_ne(ml_topk(a, -1, 0, true, &v, &i), ML_OK);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "topk: argument 2 expected k in [0, 2]"));
+    ck_assert_int_ne(ml_topk(a, 1, 5, true, &v, &i), ML_OK);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "topk: argument 3 expected a dimension in [-2, 1], got 5"));
+    EXPECT_ERR(ml_argsort(s, 0, false), "argsort: argument 2 expected a dimension, but the tensor has 0 dimensions");
+    EXPECT_ERR(ml_norm(a, NAN, 0, false), "norm: argument 2 expected a number p");
+    EXPECT_ERR(ml_norm(a, 2, -3, false), "norm: argument 3 expected a dimension in [-2, 1], got -3");
+    EXPECT_ERR(ml_norm(e, INFINITY, 1, false), "norm: argument 1 has an empty dimension");
+    EXPECT_ERR(ml_std(a, 0, false, -1), "var: argument 4 expected a correction >= 0, got -1");
+    EXPECT_ERR(ml_cumsum(a, 2), "cumsum: argument 2 expected a dimension in [-2, 1], got 2");
+    EXPECT_ERR(ml_cumsum(s, 0), "cumsum: argument 2 expected a dimension, but the tensor has 0 dimensions");
+    ml_tensor *big = ml_full(ML_I32, 1, (int64_t[]){3}, 1e9);
+    EXPECT_ERR(ml_cumsum(big, 0), "cumsum: the running sum 3000000000 of an int32 tensor overflows int32");
+    EXPECT_ERR(ml_flatten(a, 1, 0), "flatten: argument 2 (start_dim 1) expected a dimension at or before argument 3 (end_dim 0)");
+    EXPECT_ERR(ml_flatten(a, 0, 2), "flatten: argument 3 expected a dimension in [-2, 1], got 2");
+    ml_tensor *b = ml_zeros(ML_F32, 2, (int64_t[]){4, 5}), *sq = ml_zeros(ML_F32, 2, (int64_t[]){2, 3});
+    EXPECT_ERR(ml_einsum("ij,jk->ik", 2, (ml_tensor *[]){a, b}), "einsum: label 'j' has size 4 in argument 3, but 3 in argument 2");
+    EXPECT_ERR(ml_einsum("ij,jk", 1, &a), "einsum: argument 1 (\"ij,jk\") has 2 operand terms, but 1 tensors were given");
+    EXPECT_ERR(ml_einsum("ijk", 1, &a), "einsum: argument 2 has 2 dimensions, but its term 1 in argument 1 (\"ijk\") names 3");
+    EXPECT_ERR(ml_einsum("...ijk", 1, &a), "einsum: argument 2 has 2 dimensions, but its term 1 in argument 1 (\"...ijk\") names 3 and \"...\"");
+    EXPECT_ERR(ml_einsum("ij->iz", 1, &a), "einsum: argument 1 (\"ij->iz\") has output label 'z' that no operand has");
+    EXPECT_ERR(ml_einsum("ij->ii", 1, &a), "has output label 'i' twice");
+    EXPECT_ERR(ml_einsum("i2", 1, &a), "einsum: argument 1 (\"i2\") has '2' at position 1, expected a letter");
+    EXPECT_ERR(ml_einsum("ij-ji", 1, &a), "has '-' at position 2, expected \"->\"");
+    EXPECT_ERR(ml_einsum("i......", 1, &a), "has two \"...\" in one term");
+    EXPECT_ERR(ml_einsum("ii", 1, &sq), "einsum: label 'i' repeats in argument 2 with sizes 2 and 3");
+    ml_tensor *row = ml_zeros(ML_F32, 2, (int64_t[]){1, 3});
+    EXPECT_ERR(ml_einsum("ii", 1, &row), "einsum: label 'i' repeats in argument 2 with sizes 1 and 3");
+    EXPECT_ERR(ml_einsum("ij", 1, &ia), "einsum: argument 2 expected a float32 tensor, got int32");
+    EXPECT_ERR(ml_einsum("ij", 0, &a), "einsum: expected 1 to 16 operands after the spec, got 0");
+    ml_tensor *d8 = ml_zeros(ML_F32, 8, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1});
+    EXPECT_ERR(ml_einsum("abcdefgh,ijklmnop", 2, (ml_tensor *[]){d8, d8}), "asks for 16 output dimensions, at most 8");
+    ml_tensor *d5 = ml_zeros(ML_F32, 5, (int64_t[]){1, 1, 1, 1, 1});
+    ml_tensor *fits = ml_einsum("abcdefgh,ijklmnop->a", 2, (ml_tensor *[]){d8, d8}); /* b..h, i..p summed first */
+    ck_assert_ptr_nonnull(fits);
+    EXPECT_ERR(ml_einsum("abcde,fghij,abcdf->ghij", 3, (ml_tensor *[]){d5, d5, d5}),
+               "einsum: an intermediate product has more than 8 dimensions; reorder the operands");
+    DROP(a, s, e, ia, big, b, sq, d8, row, d5, fits);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("ops");
     TCase *v = tcase_create("values");
@@ -1212,6 +1524,10 @@ static Suite *suite(void) {
     tcase_add_test(v, softmax_values);
     tcase_add_test(v, index_values);
     tcase_add_test(v, cat_stack_split_values);
+    tcase_add_test(v, sort_topk_values);
+    tcase_add_test(v, norm_std_cumsum_values);
+    tcase_add_test(v, flatten_values);
+    tcase_add_test(v, einsum_values);
     suite_add_tcase(s, v);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, grad_binary);
@@ -1221,6 +1537,7 @@ static Suite *suite(void) {
     tcase_add_test(g, grad_matmul_linear);
     tcase_add_test(g, grad_softmax);
     tcase_add_test(g, grad_indexing);
+    tcase_add_test(g, grad_sort_norm_scan_einsum);
     tcase_add_loop_test(g, determinism_same_bits, 1, 3);
     tcase_add_test(g, saved_tensor_modified_is_an_error);
     tcase_add_test(g, no_grad_records_nothing);
@@ -1232,6 +1549,7 @@ static Suite *suite(void) {
     tcase_add_test(e, errors_softmax);
     tcase_add_test(e, errors_indexing);
     tcase_add_test(e, errors_join_split);
+    tcase_add_test(e, errors_sort_norm_scan_einsum);
     suite_add_tcase(s, e);
     return s;
 }

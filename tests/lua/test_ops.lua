@@ -217,6 +217,101 @@ T.test("mech.gradcheck on ops composed in Lua", function()
   T.truthy(ok, err)
 end)
 
+-- ------------------------------------------------------------------ sorting, norms, scans, einsum
+
+T.test("sort, argsort and topk return values and 0-based indices", function()
+  local a = t {{3, 1, 2}, {0, -1, 5}}
+  local v, i = a:sort()
+  T.near(list(v), {{1, 2, 3}, {-1, 0, 5}})
+  T.eq(list(i), {{1, 2, 0}, {1, 0, 2}})
+  v, i = mech.sort(a, 0, true)
+  T.near(list(v), {{3, 1, 5}, {0, -1, 2}})
+  T.eq(list(i), {{0, 0, 1}, {1, 1, 0}})
+  T.eq(list(a:argsort(-1, true)), {{0, 2, 1}, {2, 0, 1}})
+  T.eq(list(mech.argsort(t {2, 1, 2, 1})), {1, 3, 0, 2}, "stable on ties")
+  v, i = a:topk(2)
+  T.near(list(v), {{3, 2}, {5, 0}})
+  T.eq(list(i), {{0, 2}, {2, 0}})
+  v, i = a:topk(1, 0, false)
+  T.near(list(v), {{0, -1, 2}})
+  T.eq(list(i), {{1, 1, 0}})
+  T.eq(i:dtype(), "int32")
+  local x = leaf {4, 1, 3}
+  v = x:topk(2)
+  v:sum():backward()
+  T.near(list(x.grad), {1, 0, 1}, 1e-6, "the gradient reaches the chosen elements")
+end)
+
+T.test("norm, std, var and cumsum", function()
+  local b = t {{3, -4}, {1, 2}}
+  T.near(b:norm():item(), math.sqrt(30), 1e-6)
+  T.near(list(b:norm(1, 1)), {7, 3})
+  T.near(list(mech.norm(b, math.huge, 0, true)), {{3, 4}})
+  T.near(b:norm(-math.huge):item(), 1)
+  T.near(b:norm(0):item(), 4)
+  T.near(list(b:std(0)), {math.sqrt(2), math.sqrt(18)}, 1e-6)
+  T.near(b:std(nil, false, 0):item(), math.sqrt(7.25), 1e-6)
+  T.near(list(mech.std(b, 1, true)), {{math.sqrt(24.5)}, {math.sqrt(0.5)}}, 1e-6)
+  T.near(list(b:cumsum(0)), {{3, -4}, {4, -2}})
+  T.near(list(mech.cumsum(b, -1)), {{3, -1}, {1, 3}})
+  T.eq(list(mech.arange(4):cumsum(0)), {0, 1, 3, 6})
+  T.eq(mech.arange(4):cumsum(0):dtype(), "int32")
+end)
+
+T.test("flatten, t.T and t.mT", function()
+  local a = mech.arange(24):reshape(2, 3, 4)
+  T.eq(a:flatten():shape(), {24})
+  T.eq(a:flatten(1):shape(), {2, 12})
+  T.eq(mech.flatten(a, 0, 1):shape(), {6, 4})
+  T.eq(a:flatten(-2, -1):shape(), {2, 12})
+  T.eq(a.T:shape(), {4, 3, 2}, "T reverses every dim")
+  T.eq(a.T[{3, 2, 1}], a[{1, 2, 3}])
+  T.eq(a.mT:shape(), {2, 4, 3}, "mT swaps the last two")
+  T.eq(a.mT[{1, 3, 2}], a[{1, 2, 3}])
+  local m = t {{1, 2}, {3, 4}}
+  T.near(list(m.T), {{1, 3}, {2, 4}})
+  T.eq(t {1, 2}.T:shape(), {2})
+  T.raises(function() return t {1, 2}.mT end, "mT: expected a tensor with at least 2 dimensions, got 1")
+end)
+
+T.test("einsum for the common contractions", function()
+  local x, y = mech.randn(2, 3, 4), mech.randn(2, 5, 4)
+  T.truthy(mech.einsum("bld,bmd->blm", x, y):allclose(x:matmul(y.mT), 1e-5, 1e-6), "bld,bmd->blm")
+  local a, b = mech.randn(3, 4), mech.randn(4, 2)
+  T.truthy(mech.einsum("ij,jk->ik", a, b):allclose(a:matmul(b), 1e-5, 1e-6), "matmul")
+  T.truthy(mech.einsum("ij,jk", a, b):allclose(a:matmul(b), 1e-5, 1e-6), "implicit output")
+  T.truthy(mech.einsum("bij,bjk->bik", x, y.mT):allclose(x:matmul(y.mT), 1e-5, 1e-6), "batched matmul")
+  T.near(list(mech.einsum("i,j->ij", {1, 2}, {1, 10, 100})), {{1, 10, 100}, {2, 20, 200}})
+  T.truthy(mech.einsum("ij->ji", a):equal(a.T:contiguous()), "transpose")
+  T.truthy(mech.einsum("bld->dlb", x):equal(x:permute(2, 1, 0):contiguous()), "permutation")
+  T.near(mech.einsum("ij->", a):item(), a:sum():item(), 1e-5)
+  T.near(list(mech.einsum("ij->j", a)), list(a:sum(0)), 1e-5)
+  T.near(mech.einsum("ii", t {{1, 2}, {3, 4}}):item(), 5)
+  T.near(list(mech.einsum("ii->i", t {{1, 2}, {3, 4}})), {1, 4})
+  T.eq(mech.einsum("...ij,jk->...ik", x, mech.randn(4, 6)):shape(), {2, 3, 6})
+end)
+
+T.test("gradchecks of the new ops from Lua", function()
+  local opts = {eps = 1e-3, atol = 3e-3, rtol = 2e-2}
+  local function distinct(...) -- no ties and nothing at 0: kinks of sort, topk and norm stay away
+    local n = 1
+    for _, s in ipairs {...} do n = n * s end
+    local spaced = (mech.randn(n):argsort():float() - n / 2 + 0.5) * 0.1 -- a shuffled grid, 0.05 off 0
+    return spaced:reshape(...):requires_grad_()
+  end
+  T.truthy(mech.gradcheck(function(a) return (a:sort(1)) end, {distinct(3, 4)}, opts))
+  T.truthy(mech.gradcheck(function(a) return (a:topk(2, 0)) end, {distinct(3, 4)}, opts))
+  for _, p in ipairs {2, 1, 3, math.huge} do
+    local ok, err = mech.gradcheck(function(a) return a:norm(p, 1) end, {distinct(3, 4)}, opts)
+    T.truthy(ok, "p = " .. p .. ": " .. tostring(err))
+  end
+  T.truthy(mech.gradcheck(function(a) return a:std(0) end, {mech.randn(3, 4, {requires_grad = true})}, opts))
+  T.truthy(mech.gradcheck(function(a) return a:cumsum(1) end, {mech.randn(3, 4, {requires_grad = true})}, opts))
+  T.truthy(mech.gradcheck(function(a) return a.T:flatten() end, {mech.randn(3, 4, {requires_grad = true})}, opts))
+  T.truthy(mech.gradcheck(function(a, b) return mech.einsum("bld,bmd->blm", a, b) end,
+    {mech.randn(2, 3, 4, {requires_grad = true}), mech.randn(2, 5, 4, {requires_grad = true})}, opts))
+end)
+
 -- ------------------------------------------------------------------ error paths
 
 T.test("wrong types name the function and the argument", function()
@@ -236,7 +331,20 @@ T.test("wrong types name the function and the argument", function()
   T.raises(function() return a:split(0) end, "split: argument 2 expected a size > 0, got 0")
   T.raises(function() return a:var(0, false, -1) end, "var: argument 4 expected a correction >= 0")
   T.raises(function() return a:allclose(a, "x") end, "allclose: argument 3 expected a number")
-  T.raises(function() return a:gather(0, "i") end, "gather: argument 3 expected a tensor")
+  T.raises(function() return a:topk("k") end, "topk: argument 2 expected an integer k, got 'k'")
+  T.raises(function() return a:topk(9) end, "topk: argument 2 expected k in [0, 2] (the size of dim 1), got 9")
+  T.raises(function() return a:sort(0, "yes") end, "sort: argument 3 expected a boolean, got 'yes'")
+  T.raises(function() return a:norm("fro") end, "norm: argument 2 expected a number, got 'fro'")
+  T.raises(function() return a:cumsum() end, "cumsum: argument 2 expected an integer dimension, got no value")
+  T.raises(function() return a:cumsum(2) end, "cumsum: argument 2 expected a dimension in [-2, 1], got 2")
+  T.raises(function() return a:flatten(1, 0) end, "flatten: argument 2 (start_dim 1) expected a dimension at or before argument 3")
+  T.raises(function() return a:std(0, false, -1) end, "std: argument 4 expected a correction >= 0")
+  T.raises(function() return mech.einsum(a, a) end, "einsum: argument 1 expected a spec string such as \"ij,jk->ik\", got a float32 tensor")
+  T.raises(function() return mech.einsum("ij,jk->ik", a, mech.zeros(3, 2)) end,
+    "einsum: label 'j' has size 3 in argument 3, but 2 in argument 2")
+  T.raises(function() return mech.einsum("ij") end, "einsum: expected 1 to 16 tensors after the spec, got 0")
+  T.raises(function() return mech.einsum("ij", "x") end, "einsum: argument 2 expected a tensor, a number or a table of numbers, got 'x'")
+  T.raises(function() return a:gather(0, "i") end, "gather: argument 3 expected an int32 tensor or a table of integers, got 'i'")
   T.raises(function() return a:add({{1, 2}, {3}}) end, "not rectangular")
 end)
 
@@ -250,7 +358,12 @@ T.test("shape, dim and dtype errors come from the core with context", function()
   T.raises(function() return a:sum(1000) end, "sum: argument 2 expected a dimension in [-2, 1], got 1000")
   T.raises(function() return a:max(-3) end, "max: argument 2 expected a dimension in [-2, 1], got -3")
   T.raises(function() return a:softmax(5) end, "softmax: argument 2 expected a dimension in [-2, 1], got 5")
-  T.raises(function() return a:gather(0, t {{0.0}}) end, "gather: argument 3 expected an int32 tensor, got float32")
+  T.raises(function() return a:gather(0, t {{0.0}}) end,
+    "gather: argument 3 expected an int32 tensor or a table of integers, got a float32 tensor of shape [1,1]")
+  T.raises(function() return a:gather(0, {{0.5}}) end, "gather: argument 3 expected integers in int32 range, got 0.5 at a leaf")
+  T.raises(function() return a:index_select(0, {2 ^ 40}) end, "index_select: argument 3 expected integers in int32 range")
+  T.raises(function() return a:embedding("x") end,
+    "embedding: argument 2 expected an int32 tensor or a table of integers, got 'x'")
   T.raises(function() return a:gather(0, {{9}}) end, "gather: index 9 out of range for dim 0 of size 2")
   T.raises(function() return a:index_select(1, {0, 9}) end, "index_select: index 9 out of range for dim 1 of size 3")
   T.raises(function() return a:index_select(0, {{0}}) end, "index_select: argument 3 has shape [1,1], expected a 1-D index")
@@ -281,7 +394,8 @@ T.test("odd arguments to every op raise errors, never crash", function()
   local names = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
     "neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "silu", "softplus", "sin", "cos",
     "sum", "mean", "max", "min", "argmax", "argmin", "var", "clamp", "allclose", "matmul", "linear", "softmax",
-    "log_softmax", "gather", "index_select", "scatter_add", "embedding", "cat", "stack", "split", "where"}
+    "log_softmax", "gather", "index_select", "scatter_add", "embedding", "cat", "stack", "split", "where",
+    "std", "norm", "cumsum", "sort", "argsort", "topk", "flatten", "einsum"}
   local closed = t {1}
   do local c <close> = t {2}; closed = c end
   local values = table.pack(nil, 0, -1, 7, 1e300, 0 / 0, "s", true, {}, {{}}, {1, 2}, {{1}, {2, 3}}, print,

@@ -43,15 +43,62 @@ T.test("views share storage; writes go through", function()
   T.eq(t[{ 0, 0 }], 4)
 end)
 
-T.test("printing is summarised", function()
-  local s = tostring(mech.zeros(20, 30))
+-- the data lines of a printed tensor (after the header line)
+local function body(t) return (tostring(t):gsub("^[^\n]*\n", "")) end
+
+T.test("printing shows every element up to the threshold, then summarises", function()
+  T.eq(body(mech.arange(7)), "[0, 1, 2, 3, 4, 5, 6]")
+  local s = tostring(mech.zeros(20, 30)) -- 600 elements: all of them
   T.truthy(s:find("tensor(shape=[20,30], dtype=float32)", 1, true), s)
-  T.truthy(s:find("...", 1, true), "ellipsis")
+  T.falsy(s:find("...", 1, true), "no ellipsis below 1000 elements")
   local lines = 0
   for _ in s:gmatch("\n") do lines = lines + 1 end
-  T.truthy(lines <= 9, "at most a few rows: " .. lines)
+  T.truthy(lines >= 20, "one line per row at least: " .. lines)
+  T.eq(body(mech.arange(2000)), "[   0,    1,    2, ..., 1997, 1998, 1999]")
+  local big = tostring(mech.zeros(40, 30)) -- 1200 elements: 3 rows at each end
+  T.truthy(big:find("...", 1, true), "ellipsis")
+  local rows = 0
+  for _ in big:gmatch("%[0%.") do rows = rows + 1 end
+  T.eq(rows, 6, big)
   local x = mech.ones(2, { requires_grad = true })
   T.truthy(tostring(x * 2):find("grad_fn=", 1, true))
+end)
+
+T.test("one format per tensor, as PyTorch prints", function()
+  T.eq(body(mech.arange(3):float()), "[0., 1., 2.]")
+  T.eq(body(mech.tensor { -1.5, 2.25 }), "[-1.5000,  2.2500]")
+  T.eq(body(mech.tensor { 1e-5, 1, 100 }), "[1.0000e-05, 1.0000e+00, 1.0000e+02]")
+  T.eq(body(mech.tensor { 0 / 0, 1 / 0, -1 / 0, 2 }), "[ nan,  inf, -inf,   2.]")
+  T.eq(body(mech.arange(6):reshape(2, 3)), "[[0, 1, 2],\n [3, 4, 5]]")
+  T.eq(body(mech.arange(8):reshape(2, 2, 2)), "[[[0, 1],\n  [2, 3]],\n\n [[4, 5],\n  [6, 7]]]")
+  T.eq(body(mech.tensor(3.5)), "3.5000")
+  T.eq(body(mech.zeros(0)), "[]")
+end)
+
+T.test("set_printoptions and get_printoptions", function()
+  local saved = mech.get_printoptions()
+  T.eq(saved, { threshold = 1000, edgeitems = 3, precision = 4, linewidth = 80 })
+  mech.set_printoptions { threshold = 5, edgeitems = 1 }
+  T.eq(body(mech.arange(7)), "[0, ..., 6]")
+  T.eq(body(mech.arange(4)), "[0, 1, 2, 3]", "at the threshold: everything")
+  T.eq(mech.get_printoptions().precision, 4, "keys left out keep their value")
+  mech.set_printoptions { precision = 2, threshold = math.huge }
+  T.eq(body(mech.tensor { 1 / 3, 2 }), "[0.33, 2.00]")
+  T.falsy(tostring(mech.zeros(50, 50)):find("...", 1, true), "math.huge: never summarised")
+  mech.set_printoptions { linewidth = 20, precision = 4, threshold = 1000 }
+  T.eq(body(mech.arange(8)), "[0, 1, 2, 3, 4, 5,\n 6, 7]")
+  mech.set_printoptions { profile = "default" }
+  T.eq(mech.get_printoptions(), saved)
+  mech.set_printoptions { profile = "full" }
+  T.eq(mech.get_printoptions().threshold, math.huge)
+  T.raises(function() mech.set_printoptions { precision = -1 } end,
+    "mech.set_printoptions: option 'precision' expected an integer in [0, 16], got -1")
+  T.raises(function() mech.set_printoptions { edgeitem = 2 } end, "unknown option 'edgeitem' (did you mean 'edgeitems'?)")
+  T.raises(function() mech.set_printoptions { threshold = -1 } end, "option 'threshold' expected a number >= 0")
+  T.raises(function() mech.set_printoptions { profile = "long" } end, "option 'profile' expected 'default', 'short' or 'full'")
+  T.raises(function() mech.set_printoptions(3) end, "mech.set_printoptions: argument 1 expected a table, got 3")
+  mech.set_printoptions(saved)
+  T.eq(mech.get_printoptions(), saved, "a table from get_printoptions restores")
 end)
 
 T.test("autograd through views and arithmetic", function()
@@ -108,6 +155,27 @@ T.test("errors name the function, argument, expectation and what came", function
   T.raises(function() t.shape(nil) end, "argument 1 expected a tensor, got nil")
   T.raises(function() mech.tensor({ 1 }, { requires_grad = true, dtype = "int32" }) end, "only float32")
   T.raises(function() mech.zeros(1e6, 1e6, 1e6) end, "too large")
+end)
+
+T.test("tables of integers stand for int32 tensors (token ids, targets, rows, indices)", function()
+  local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 } -- 13 tokens a document
+  local model = mech.model { arch = "attention", d_model = 16, n_layers = 1, vocab = task:vocab_size(), seed = 5 }
+  local tokens = task:dataset(2, { seed = 1 }):batch(0, 2)
+  local s = "blocks.0.block_input"
+  local answers = { tokens:get(0, 12), tokens:get(1, 12) }
+  local _, _, want = model:run_with_cache(tokens, { names = { s }, grads = true,
+    targets = mech.tensor(answers, { dtype = "int32" }), rows = mech.tensor({ 11, 11 }, { dtype = "int32" }) })
+  local logits, _, got = model:run_with_cache(tokens:tolist(), { names = { s }, grads = true, targets = answers,
+    rows = { 11, 11 } })
+  T.truthy(got[s]:equal(want[s]), "the same gradients from tables")
+  T.truthy(logits:equal(model:forward(tokens)))
+  local patched = mech.interp.patch(model, tokens:tolist(), { site = s, source = mech.zeros(13, 16) })
+  T.eq(patched:shape(), { 2, 13, task:vocab_size() })
+  T.raises(function() model:run_with_cache(tokens, { grads = true, targets = answers, rows = { 11, 1.5 } }) end,
+    "run_with_cache: option 'rows' expected integers in int32 range, got 1.5 at a leaf")
+  T.raises(function() model:run_with_cache(tokens, { grads = true, targets = mech.zeros(2) }) end,
+    "run_with_cache: option 'targets' expected an int32 tensor or a table of integers, got a float32 tensor of shape [2]")
+  T.raises(function() model:run_with_cache({ { 1, 2 }, { 3 } }) end, "run_with_cache: argument 2 is not rectangular")
 end)
 
 T.test("__close releases storage at scope end", function()

@@ -1,0 +1,68 @@
+/* Running sums along one dim over a contiguous copy seen as [outer, n, inner], accumulated in
+ * double (int64 for int32) in index order. The backward of a running sum is the running sum of
+ * g taken from the end: dx[k] = Σ_{j≥k} g[j]. */
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+static ml_status cumsum_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
+    int64_t outer = node->iarg[0], n = node->iarg[1], inner = node->iarg[2];
+    ml_tensor *gx = ml_empty(ML_F32, node->in_ndim[0], node->in_shape[0]);
+    if (!gx) return ML_ERR_MEM;
+    const float *pg = ml_f32(g);
+    float *d = ml_f32(gx);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            double s = 0;
+            for (int64_t k = n - 1; k >= 0; k--) {
+                int64_t at = (o * n + k) * inner + i;
+                s += pg[at];
+                d[at] = (float)s;
+            }
+        }
+    gin[0] = gx;
+    return ML_OK;
+}
+
+ml_tensor *ml_cumsum(ml_tensor *a, int dim) {
+    mlo_layout L;
+    if (mlo_dim("cumsum", 2, dim, a->ndim) < 0 || !mlo_reduce_layout("cumsum", 2, a, dim, true, &L)) return NULL;
+    ml_tensor *x = mlo_dense(a);
+    ml_tensor *out = x ? ml_empty(a->dtype, a->ndim, a->shape) : NULL;
+    if (!out) {
+        ml_release(x);
+        return NULL;
+    }
+    for (int64_t o = 0; o < L.outer; o++)
+        for (int64_t i = 0; i < L.inner; i++) {
+            double s = 0;
+            int64_t si = 0;
+            for (int64_t k = 0; k < L.n; k++) {
+                int64_t at = (o * L.n + k) * L.inner + i;
+                if (a->dtype == ML_F32) {
+                    s += ml_f32(x)[at];
+                    ml_f32(out)[at] = (float)s;
+                    continue;
+                }
+                si += ml_i32(x)[at];
+                if (si < INT32_MIN || si > INT32_MAX) {
+                    ml_fail(ML_ERR_ARG, "cumsum: the running sum %lld of an int32 tensor overflows int32; convert to float32",
+                            (long long)si);
+                    ml_release(x);
+                    ml_release(out);
+                    return NULL;
+                }
+                ml_i32(out)[at] = (int32_t)si;
+            }
+        }
+    ml_release(x);
+    if (ml_needs_grad(a)) {
+        ml_node *node = ml_node_new("CumsumBackward", cumsum_backward, 1, &a);
+        if (node) {
+            node->iarg[0] = L.outer;
+            node->iarg[1] = L.n;
+            node->iarg[2] = L.inner;
+        }
+        out = mlo_attach(out, node);
+    }
+    return out;
+}

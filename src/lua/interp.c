@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <lualib.h>
+
 #include "interp/interp.h"
 #include "lua/binding.h"
 #include "tasks/task.h"
@@ -48,27 +50,264 @@ static void *scratch(lua_State *L, size_t n) {
     return p;
 }
 
-/* The `names` option: nil = every site; a list of full names. The mask is left on the stack. */
+/* ------------------------------------------------------------------ names */
+
+/* TransformerLens hook names and get_act_name's short names -> mechlab's site names (the table of
+ * docs/interventions.md, "TransformerLens names"). The residual between the mixer and the MLP
+ * (hook_resid_mid) is not a site: it is block_input + attention_output. */
+static const struct {
+    const char *tl, *tl_short, *site;
+} tl_names[] = {
+    {"hook_resid_pre", "resid_pre", "block_input"},     {"ln1.hook_normalized", NULL, "attention_input"},
+    {"hook_attn_out", "attn_out", "attention_output"},  {"ln2.hook_normalized", NULL, "mlp_input"},
+    {"hook_mlp_out", "mlp_out", "mlp_output"},          {"hook_resid_post", "resid_post", "block_output"},
+    {"attn.hook_q", "q", "mixer.q"},                    {"attn.hook_k", "k", "mixer.k"},
+    {"attn.hook_v", "v", "mixer.v"},                    {"attn.hook_z", "z", "mixer.ctx"},
+    {"attn.hook_attn_scores", "attn_scores", "mixer.scores"}, {"attn.hook_pattern", "pattern", "mixer.pattern"},
+    {"mlp.hook_pre", "pre", "mlp.hidden_pre"},          {"mlp.hook_post", "post", "mlp.hidden_post"},
+};
+
+const char *mlL_site_component(const char *name) {
+    for (size_t i = 0; i < sizeof tl_names / sizeof tl_names[0]; i++)
+        if (!strcmp(name, tl_names[i].tl) || (tl_names[i].tl_short && !strcmp(name, tl_names[i].tl_short)))
+            return tl_names[i].site;
+    return name;
+}
+
+/* "blocks.{l}.{component}" with the component's TransformerLens name mapped: the mechlab spelling
+ * of `name` in buf (name itself when it is not of that form). */
+static const char *canonical_site(const char *name, char *buf, size_t n) {
+    int layer, len = 0;
+    if (sscanf(name, "blocks.%d.%n", &layer, &len) != 1 || len == 0) return name;
+    snprintf(buf, n, "blocks.%d.%s", layer, mlL_site_component(name + len));
+    return buf;
+}
+
+int mlL_site_alias(const ml_model *m, const char *name) {
+    char buf[128];
+    const char *c = canonical_site(name, buf, sizeof buf);
+    return c == name ? -1 : ml_site_parse(m, c);
+}
+
+/* Whether Lua pattern `pat` matches `s` anywhere (string.find, so patterns behave as in Lua); a
+ * malformed pattern raises its error naming `fn`. */
+static bool pattern_finds(lua_State *L, const char *s, const char *pat, const char *fn) {
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, LUA_STRLIBNAME);
+    lua_getfield(L, -1, "find");
+    lua_pushstring(L, s);
+    lua_pushstring(L, pat);
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) luaL_error(L, "%s: bad pattern '%s': %s", fn, pat, lua_tostring(L, -1));
+    bool found = !lua_isnil(L, -1);
+    lua_pop(L, 3);
+    return found;
+}
+
+/* Whether the filter at `idx` (a name, a Lua pattern or a function name -> truthy) keeps `name`. */
+static bool filter_keeps(lua_State *L, int idx, const char *name, const char *fn) {
+    if (lua_isfunction(L, idx)) {
+        lua_pushvalue(L, idx);
+        lua_pushstring(L, name);
+        lua_call(L, 1, 1);
+        bool keep = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        return keep;
+    }
+    const char *f = lua_tostring(L, idx);
+    char buf[128];
+    return !strcmp(name, canonical_site(f, buf, sizeof buf)) || pattern_finds(L, name, f, fn);
+}
+
+/* Marks in want the sites one entry of a `names` option selects (the value at idx): a site name
+ * (mechlab's or TransformerLens's), else a Lua pattern over the full names, or a function.
+ * A string that selects nothing is an error with the closest name. */
+static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const char *key, const char *fn) {
+    idx = lua_absindex(L, idx);
+    if (lua_type(L, idx) == LUA_TSTRING) {
+        int s = ml_site_parse(m, lua_tostring(L, idx));
+        if (s < 0) s = mlL_site_alias(m, lua_tostring(L, idx));
+        if (s >= 0) {
+            want[s] = true;
+            return;
+        }
+    } else if (!lua_isfunction(L, idx)) {
+        luaL_error(L, "%s: option '%s' expected site names, Lua patterns or a function, got %s", fn, key,
+                   luaL_typename(L, idx));
+    }
+    bool any = false;
+    for (int i = 0; i < m->n_sites; i++) {
+        char name[96];
+        ml_site_fullname(m, i, name, sizeof name);
+        if (filter_keeps(L, idx, name, fn)) want[i] = any = true;
+    }
+    if (!any && lua_type(L, idx) == LUA_TSTRING) mlL_checksite(L, m, lua_tostring(L, idx), fn); /* raises */
+}
+
+/* The `names` option: nil = every site; a name, pattern or function, or a list of names and
+ * patterns. The mask is left on the stack. */
 static bool *names_mask(lua_State *L, ml_model *m, int opt, const char *key, const char *fn) {
     bool *want = scratch(L, (size_t)m->n_sites + 1);
     int t = lua_getfield(L, opt, key);
     if (t == LUA_TNIL) memset(want, 1, (size_t)m->n_sites);
-    else if (t == LUA_TSTRING) want[mlL_checksite(L, m, lua_tostring(L, -1), fn)] = true;
     else if (t == LUA_TTABLE) {
         for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
             if (lua_type(L, -1) != LUA_TSTRING) {
-                luaL_error(L, "%s: option '%s' expected a list of site names, got a %s at index %d", fn, key,
-                           luaL_typename(L, -1), (int)i);
+                luaL_error(L, "%s: option '%s' expected a list of site names or patterns, got a %s at index %d", fn,
+                           key, luaL_typename(L, -1), (int)i);
             }
-            want[mlL_checksite(L, m, lua_tostring(L, -1), fn)] = true;
+            select_sites(L, m, -1, want, key, fn);
             lua_pop(L, 1);
         }
         lua_pop(L, 1);
     } else {
-        luaL_error(L, "%s: option '%s' expected a site name or a list of them, got %s", fn, key, luaL_typename(L, -1));
+        select_sites(L, m, -1, want, key, fn);
     }
     lua_pop(L, 1);
     return want;
+}
+
+/* ------------------------------------------------------------------ caches */
+
+/* A cache is a plain table {full site name = tensor} (so pairs works) whose metatable adds the
+ * methods below; indexing it with a name it lacks is an error naming the closest cached name,
+ * and TransformerLens names index it too. New methods go in cache_methods (mlL_open_interp). */
+#define MLL_CACHE_MT "mech.Cache"
+
+static void check_cache(lua_State *L, int arg, const char *fn) {
+    bool ok = lua_istable(L, arg) && luaL_getmetafield(L, arg, "__name") == LUA_TSTRING;
+    if (ok) {
+        ok = !strcmp(lua_tostring(L, -1), MLL_CACHE_MT);
+        lua_pop(L, 1);
+    }
+    if (!ok) mlL_argerror(L, fn, arg, "a mech.Cache");
+}
+
+/* The cached names, sorted: a NULL-terminated array whose strings are anchored in a list left on
+ * the stack (under the array's own userdata). */
+static const char **cache_keys(lua_State *L, int cache, int *n_out) {
+    cache = lua_absindex(L, cache);
+    lua_newtable(L);
+    int list = lua_gettop(L), n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, cache)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) == LUA_TSTRING) lua_pushvalue(L, -1), lua_rawseti(L, list, ++n);
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, LUA_TABLIBNAME);
+    lua_getfield(L, -1, "sort");
+    lua_pushvalue(L, list);
+    lua_call(L, 1, 0);
+    lua_pop(L, 2);
+    const char **keys = scratch(L, sizeof *keys * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, list, i + 1);
+        keys[i] = lua_tostring(L, -1); /* anchored in list */
+        lua_pop(L, 1);
+    }
+    *n_out = n;
+    return keys;
+}
+
+/* rawget(t, key) pushed; returns its type (caches are read raw: their __index raises). */
+static int rawfield(lua_State *L, int t, const char *key) {
+    t = lua_absindex(L, t);
+    lua_pushstring(L, key);
+    return lua_rawget(L, t);
+}
+
+/* Pushes cache[key] (mechlab or TransformerLens spelling) or raises naming the closest key. */
+static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn) {
+    char buf[128];
+    cache = lua_absindex(L, cache);
+    if (rawfield(L, cache, canonical_site(key, buf, sizeof buf)) != LUA_TNIL) return;
+    int n;
+    const char **keys = cache_keys(L, cache, &n);
+    const char *near = mlL_closest(key, keys);
+    luaL_error(L, "%s: '%s' is not in this cache%s%s%s; cache:names() lists the %d it holds", fn, key,
+               near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", n);
+}
+
+/* cache[key] for a key the table lacks: a method, else an activation under another spelling. */
+static int cache_index(lua_State *L) {
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return luaL_error(L, "cache: keys are site names such as 'blocks.0.block_input', got %s", luaL_typename(L, 2));
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    cache_fetch(L, 1, lua_tostring(L, 2), "cache");
+    return 1;
+}
+
+/* cache:get(component[, layer]): cache:get("block_input", 1), cache:get("resid_pre", 1) */
+static int cache_get(lua_State *L) {
+    const char *fn = "cache:get";
+    check_cache(L, 1, fn);
+    const char *c = luaL_checkstring(L, 2);
+    if (lua_isnoneornil(L, 3)) {
+        cache_fetch(L, 1, c, fn);
+        return 1;
+    }
+    int layer = mlL_checkint32(L, 3, fn);
+    char key[128];
+    snprintf(key, sizeof key, "blocks.%d.%s", layer, mlL_site_component(c));
+    cache_fetch(L, 1, key, fn);
+    return 1;
+}
+
+/* cache:has(name) -> whether cache[name] gives an activation */
+static int cache_has(lua_State *L) {
+    check_cache(L, 1, "cache:has");
+    char buf[128];
+    lua_pushboolean(L, rawfield(L, 1, canonical_site(luaL_checkstring(L, 2), buf, sizeof buf)) != LUA_TNIL);
+    return 1;
+}
+
+/* cache:names([filter]) -> the cached names, sorted; filter: a name, a Lua pattern or a function */
+static int cache_names(lua_State *L) {
+    const char *fn = "cache:names";
+    check_cache(L, 1, fn);
+    lua_settop(L, 2);
+    bool filtered = !lua_isnil(L, 2);
+    if (filtered && lua_type(L, 2) != LUA_TSTRING && !lua_isfunction(L, 2))
+        return mlL_argerror(L, fn, 2, "a name, a Lua pattern or a function");
+    int n;
+    const char **keys = cache_keys(L, 1, &n);
+    lua_newtable(L);
+    for (int i = 0, k = 0; i < n; i++)
+        if (!filtered || filter_keeps(L, 2, keys[i], fn)) lua_pushstring(L, keys[i]), lua_rawseti(L, -2, ++k);
+    return 1;
+}
+
+/* Appends "(d0, d1, ...)" to b. */
+static void add_shape(luaL_Buffer *b, const ml_tensor *t) {
+    luaL_addchar(b, '(');
+    for (int d = 0; d < t->ndim; d++) {
+        char num[32];
+        snprintf(num, sizeof num, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+        luaL_addstring(b, num);
+    }
+    luaL_addchar(b, ')');
+}
+
+/* One line per activation: its name and shape. */
+static int cache_tostring(lua_State *L) {
+    int n;
+    const char **keys = cache_keys(L, 1, &n);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_pushfstring(L, "mech.Cache with %d activations%s", n, n ? ":" : "");
+    luaL_addvalue(&b);
+    for (int i = 0; i < n; i++) {
+        lua_pushfstring(L, "\n  %s ", keys[i]);
+        luaL_addvalue(&b);
+        for (int pad = (int)strlen(keys[i]); pad < 32; pad++) luaL_addchar(&b, ' ');
+        rawfield(L, 1, keys[i]);
+        ml_tensor *t = mlL_testtensor(L, -1);
+        lua_pop(L, 1);
+        if (t) add_shape(&b, t);
+    }
+    luaL_pushresult(&b);
+    return 1;
 }
 
 static void push_site_table(lua_State *L, ml_model *m, ml_tensor **t) {
@@ -81,6 +320,7 @@ static void push_site_table(lua_State *L, ml_model *m, ml_tensor **t) {
             t[i] = NULL;
             lua_setfield(L, -2, name);
         }
+    luaL_setmetatable(L, MLL_CACHE_MT);
 }
 
 /* logits, cache[, grads] = model:run_with_cache(tokens[, {names=, grads=, targets=, rows=, objective=}]) */
@@ -443,6 +683,13 @@ int mlL_open_interp(lua_State *L) {
     } else {
         lua_pop(L, lua_istable(L, -1) ? 1 : 0);
     }
+    lua_pop(L, 1);
+    static const luaL_Reg cache_methods[] = {{"get", cache_get}, {"has", cache_has}, {"names", cache_names}, {NULL, NULL}};
+    luaL_newmetatable(L, MLL_CACHE_MT);
+    luaL_newlib(L, cache_methods);
+    lua_pushcclosure(L, cache_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, cache_tostring), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {{"patch", l_patch},         {"site_mean", l_site_mean}, {"short_conv_edit", l_short_conv_edit},
                                    {"mamba_attention", l_mamba_attention}, {"interchange", l_interchange},

@@ -1,0 +1,132 @@
+-- The researcher's API: caches (errors with did-you-mean, get, names filters, TransformerLens
+-- names), reset_hooks, parameters by hook-style name, the logit lens, to_str_tokens, the patching
+-- map and its plot, the chance warning, and help.
+local T = require "check"
+
+local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 } -- V = 68, 13 tokens
+local ds = task:dataset(8, { seed = 1, split = "test" })
+local tok = ds:batch(0, 4)
+
+local function tiny(arch)
+  return mech.model { arch = arch or "attention", d_model = 16, n_layers = 2, vocab = task:vocab_size(), seed = 5 }
+end
+
+T.test("cache: an unknown key is an error naming the closest cached name", function()
+  local m = tiny()
+  local _, cache = m:run_with_cache(tok, { names = { "blocks.0.attention_output", "blocks.1.block_input" } })
+  T.raises(function() return cache["blocks.0.atention_output"] end, "did you mean 'blocks.0.attention_output'")
+  T.raises(function() return cache["blocks.1.mlp_output"] end, "is not in this cache")
+  T.raises(function() return cache[3] end, "keys are site names")
+  T.eq(cache["blocks.0.attention_output"]:shape(), { 4, 13, 16 })
+  local n = 0
+  for name, t in pairs(cache) do
+    n = n + 1
+    T.eq(t:shape(), { 4, 13, 16 }, name)
+  end
+  T.eq(n, 2)
+  T.truthy(cache:has("blocks.1.block_input"))
+  T.falsy(cache:has("blocks.1.mlp_output"))
+  T.eq(cache:names(), { "blocks.0.attention_output", "blocks.1.block_input" })
+  -- the gradients table is a cache too
+  local _, _, grads = m:run_with_cache(tok, { names = "blocks.1.block_input", grads = true,
+    targets = mech.tensor({ 1, 2, 3, 4 }, { dtype = "int32" }) })
+  T.raises(function() return grads["blocks.1.block_inpt"] end, "did you mean 'blocks.1.block_input'")
+end)
+
+T.test("cache:get(component, layer) with mechlab and TransformerLens names", function()
+  local m = tiny()
+  local _, cache = m:run_with_cache(tok)
+  local bi = cache["blocks.1.block_input"]
+  T.truthy(rawequal(cache:get("block_input", 1), bi))
+  T.truthy(rawequal(cache:get("resid_pre", 1), bi))
+  T.truthy(rawequal(cache:get("hook_resid_pre", 1), bi))
+  T.truthy(rawequal(cache["blocks.1.hook_resid_pre"], bi))
+  T.truthy(rawequal(cache:get("blocks.1.hook_resid_pre"), bi))
+  T.truthy(rawequal(cache:get("resid_post", 0), cache["blocks.0.block_output"]))
+  T.truthy(rawequal(cache:get("attn_out", 0), cache["blocks.0.attention_output"]))
+  T.truthy(rawequal(cache:get("mlp_out", 1), cache["blocks.1.mlp_output"]))
+  T.truthy(rawequal(cache:get("pattern", 0), cache["blocks.0.mixer.pattern"]))
+  T.truthy(rawequal(cache["blocks.0.attn.hook_q"], cache["blocks.0.mixer.q"]))
+  T.truthy(rawequal(cache["blocks.0.ln1.hook_normalized"], cache["blocks.0.attention_input"]))
+  T.truthy(rawequal(cache["blocks.0.mlp.hook_post"], cache["blocks.0.mlp.hidden_post"]))
+  T.raises(function() cache:get("resid_pre", 7) end, "'blocks.7.block_input' is not in this cache")
+  T.raises(function() cache:get("block_inptu", 0) end, "did you mean 'blocks.0.block_input'")
+  T.raises(function() cache.get({}, "x") end, "expected a mech.Cache")
+end)
+
+T.test("names: patterns, functions and TransformerLens names select sites", function()
+  local m = tiny()
+  local _, c = m:run_with_cache(tok, { names = "mlp_output" })
+  T.eq(c:names(), { "blocks.0.mlp_output", "blocks.1.mlp_output" })
+  _, c = m:run_with_cache(tok, { names = "^blocks%.1%.mixer%.[qk]$" })
+  T.eq(c:names(), { "blocks.1.mixer.k", "blocks.1.mixer.q" })
+  _, c = m:run_with_cache(tok, { names = function(name) return name:match("pattern$") ~= nil end })
+  T.eq(c:names(), { "blocks.0.mixer.pattern", "blocks.1.mixer.pattern" })
+  _, c = m:run_with_cache(tok, { names = { "blocks.0.hook_resid_pre", "blocks.1.attn.hook_pattern" } })
+  T.eq(c:names(), { "blocks.0.block_input", "blocks.1.mixer.pattern" })
+  T.eq(c:names("pattern"), { "blocks.1.mixer.pattern" })
+  T.eq(c:names(function(n) return n:find("blocks.0", 1, true) end), { "blocks.0.block_input" })
+  T.raises(function() m:run_with_cache(tok, { names = "blocks.0.atention_output" }) end,
+    "did you mean 'blocks.0.attention_output'")
+  T.raises(function() m:run_with_cache(tok, { names = "blocks[" }) end, "bad pattern")
+  T.raises(function() m:run_with_cache(tok, { names = 3 }) end, "site names, Lua patterns or a function")
+end)
+
+T.test("hooks take TransformerLens names; reset_hooks removes every added hook", function()
+  local m = tiny()
+  local base = m:forward(tok)
+  local seen = {}
+  m:add_hook("blocks.0.hook_resid_pre", function(_, ctx) seen[#seen + 1] = ctx.site end)
+  local h = m:add_hook("blocks.1.hook_mlp_out", function(a) return a * 0 end)
+  T.falsy(m:forward(tok):equal(base))
+  T.eq(seen, { "blocks.0.block_input" })
+  m:reset_hooks()
+  T.truthy(m:forward(tok):equal(base))
+  T.eq(#seen, 1)
+  h:remove() -- a handle of a reset hook is a no-op
+  local zeroed = m:run_with_hooks(tok, { ["blocks.1.hook_mlp_out"] = function(a) return a * 0 end })
+  T.truthy(zeroed:equal(m:run_with_hooks(tok, { ["blocks.1.mlp_output"] = function(a) return a * 0 end })))
+  T.raises(function()
+    m:run_with_hooks(tok, { ["blocks.1.hook_mlp_out"] = print, ["blocks.1.mlp_output"] = print })
+  end, "two hooks for site 'blocks.1.mlp_output'")
+end)
+
+T.test("hook_names and caches print one site a line with its shape", function()
+  local m = tiny()
+  local s = tostring(m:hook_names())
+  T.truthy(s:find("28 hook sites:", 1, true), s)
+  T.truthy(s:find("\n  blocks.0.mixer.pattern%s+%(B, 1, L, L%)"), s)
+  local _, c = m:run_with_cache(tok, { names = "blocks.1.mixer.pattern" })
+  T.eq(tostring(c), "mech.Cache with 1 activations:\n  blocks.1.mixer.pattern           (4, 1, 13, 13)")
+  T.eq(require("mech.pp").format(c), tostring(c))
+  T.eq(m:hook_names()[1].name, "blocks.0.block_input") -- still a list of {name, shape}
+end)
+
+T.test("param: state-dict names and hook-style names reach the same tensor", function()
+  local mamba = tiny("mamba")
+  local a = mamba:param("blocks.1.mixer.A_log")
+  T.eq(a:shape(), mamba:param("backbone.layers.1.sequence_mixer.A_log"):shape())
+  mech.no_grad(function() a:fill_(0.5) end) -- shares storage with the model
+  T.eq(mamba:param("backbone.layers.1.sequence_mixer.A_log"):get(0, 0), 0.5)
+  local m = tiny()
+  T.eq(m:param("blocks.0.mlp.fc1.weight"):shape(), { 64, 16 })
+  T.eq(m:param("blocks.0.norm1.weight"):shape(), { 16 })
+  T.eq(m:param("embed.W_E"):shape(), { task:vocab_size(), 16 })
+  T.raises(function() mamba:param("blocks.1.mixer.A_lg") end, "did you mean 'backbone.layers.1.sequence_mixer.A_log'")
+end)
+
+T.test("unembed: the logit lens on the last residual gives forward's logits", function()
+  for _, arch in ipairs { "attention", "mamba" } do
+    local m = tiny(arch)
+    local _, cache = m:run_with_cache(tok, { names = "blocks.1.block_output" })
+    local r = cache:get("resid_post", 1)
+    T.truthy(m:unembed(r):equal(m:forward(tok)), arch)
+    local one = m:unembed(r:select(0, 2)) -- (L, D) -> (L, V)
+    T.eq(one:shape(), { 13, task:vocab_size() })
+    T.truthy(one:allclose(m:forward(tok):select(0, 2), 1e-5, 1e-6), arch)
+  end
+  local m = tiny()
+  T.raises(function() m:unembed(mech.zeros(4, 13, 8)) end, "expected a float32 residual of shape (B, L, 16) or (L, 16)")
+end)
+
+T.done()

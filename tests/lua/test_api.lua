@@ -129,4 +129,134 @@ T.test("unembed: the logit lens on the last residual gives forward's logits", fu
   T.raises(function() m:unembed(mech.zeros(4, 13, 8)) end, "expected a float32 residual of shape (B, L, 16) or (L, 16)")
 end)
 
+T.test("to_str_tokens: a tensor (L) or (B, L), or a table of ids", function()
+  local names = task:to_str_tokens(tok)
+  T.eq(#names, 4)
+  T.eq(#names[1], 13)
+  T.eq(names[1][1], task:token_name(tok:get(0, 0)))
+  T.eq(names[2][5], task:token_name(tok:get(1, 4)))
+  T.eq(task:to_str_tokens(tok:select(0, 1)), names[2])
+  T.eq(task:to_str_tokens({ tok:get(0, 0), tok:get(0, 1) }), { names[1][1], names[1][2] })
+  T.raises(function() task:to_str_tokens({ 1, 999 }) end, "token id 999 out of range for vocabulary size 68")
+  T.raises(function() task:to_str_tokens("x") end, "task:to_str_tokens: argument 1 expected token ids")
+  T.raises(function() task:to_str_tokens(mech.zeros(3)) end, "int32 token ids")
+end)
+
+local ic = require "mech.interchange"
+
+-- documents 0..3 with the first key (position 1) replaced by another key
+local function corrupt_first_key()
+  local clean = ds:batch(0, 4)
+  local corrupted = clean:clone()
+  for b = 0, 3 do corrupted:set(clean:get(b, 1) == 5 and 6 or 5, b, 1) end
+  return clean, corrupted
+end
+
+-- p(target) at each example's readout row, averaged (the map's "prob" metric, from logits)
+local function mean_prob(logits, rows, targets)
+  local lp, s = mech.log_softmax(logits, 2), 0
+  for b = 0, rows:size(0) - 1 do s = s + math.exp(lp:get(b, rows:get(b), targets:get(b))) end
+  return s / rows:size(0)
+end
+
+T.test("patching_map: every cell is a patch of the clean activation into the corrupted run", function()
+  for _, arch in ipairs { "attention", "mamba" } do
+    local m = tiny(arch)
+    local clean, corrupted = corrupt_first_key()
+    local rows, targets = ic.readout(ds, 0, 4)
+    local map = mech.interp.patching_map(m, clean, corrupted, { rows = rows, targets = targets, chance = 0 })
+    local comps = arch == "mamba" and 4 or 6
+    T.eq(map.values:shape(), { 2 * comps, 13 }, arch)
+    T.eq(#map.row_labels, 2 * comps)
+    T.eq(map.row_labels[comps + 1], "layer 1 block_input")
+    T.eq(map.sites[comps + 1], "blocks.1.block_input")
+    T.eq(map.col_labels[4], "3")
+    T.eq(map.positions[4], 3)
+    local p_clean = mean_prob(m:forward(clean), rows, targets)
+    local p_corr = mean_prob(m:forward(corrupted), rows, targets)
+    T.near(map.clean, p_clean, 1e-6)
+    T.near(map.corrupted, p_corr, 1e-6)
+    T.near(map.den, p_clean - p_corr, 1e-6)
+    T.eq(map.passes, map.den > 0.01)
+    local _, cc = m:run_with_cache(clean)
+    for r, site in ipairs(map.sites) do
+      for _, pos in ipairs { 1, 5, 10 } do
+        local lg = mech.interp.patch(m, corrupted, { site = site, source = cc[site], pos = pos, reference = true })
+        local v = mean_prob(lg, rows, targets)
+        T.near(map.patched:get(r - 1, pos), v, 1e-5, arch .. " " .. site .. " at " .. pos)
+      end
+    end
+    -- the corrupted key sits at position 1: at layer 0 nothing before it can change the readout,
+    -- and restoring the whole residual there restores the clean run
+    T.eq(map.values:get(0, 0), 0)
+    T.near(map.values:get(0, 1), 1, 1e-3)
+    T.eq(map.warning, nil)
+  end
+end)
+
+T.test("patching_map: layers, components (TransformerLens names too), positions, metrics, errors", function()
+  local m = tiny()
+  local clean, corrupted = corrupt_first_key()
+  local map = mech.interp.patching_map(m, clean, corrupted,
+    { layers = { 1 }, components = { "resid_pre", "mixer.q", "attn_out" }, positions = { 1, -2 }, metric = "logit" })
+  T.eq(map.sites, { "blocks.1.block_input", "blocks.1.mixer.q", "blocks.1.attention_output" })
+  T.eq(map.positions, { 1, 11 })
+  T.eq(map.metric, "logit")
+  local seen
+  local fmap = mech.interp.patching_map(m, clean, corrupted, { layers = { 0 }, components = { "block_input" },
+    positions = { 1 }, metric = function(logits) seen = logits:shape(); return logits:get(0, 11, 3) end })
+  T.eq(seen, { 4, 13, task:vocab_size() })
+  T.eq(fmap.metric, "function")
+  T.near(fmap.values:get(0, 0), 1, 1e-4)
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { components = { "mlp_outptu" } }) end,
+    "did you mean 'blocks.0.mlp_output'")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { layers = { 2 } }) end, "layers in [0, 2)")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { positions = { 13 } }) end, "integers in [-13, 13)")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { metric = "kl" }) end, "expected 'prob', 'logprob', 'logit'")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { rows = { 1, 2 } }) end, "a list of 4 integers")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { targets = 999 }) end, "token ids in [0, 68)")
+  T.raises(function() mech.interp.patching_map(m, clean, (ds:batch(0, 3))) end, "of the clean tokens' shape")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { posiitons = {} }) end, "did you mean 'positions'")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { metric = function() return "x" end }) end,
+    "returned string, expected a number")
+end)
+
+T.test("a model at chance: the map and ic.evaluate say its attributions are noise", function()
+  local m = tiny() -- untrained: 0 % accuracy
+  local clean, corrupted = ic.corrupt(ds, 0, 4)
+  local map = mech.interp.patching_map(m, clean, corrupted, { layers = { 0 }, positions = { 1 } })
+  T.eq(map.accuracy, 0)
+  T.truthy(map.warning and map.warning:find("attributions are noise", 1, true), map.warning)
+  local res = ic.evaluate(m, ds, { layers = { 1 }, components = { "block_input" } })
+  T.eq(res.accuracy, 0)
+  T.truthy(res.chance > 0)
+  T.truthy(res.warning and res.warning:find("attributions are noise", 1, true), res.warning)
+  local label = "1.KEY.query_item_orig.target_item_orig.block_input"
+  T.eq(res.passes[label], select(2, ic.attrib(res, label)))
+end)
+
+T.test("map:plot and plots/attribution_map.lua draw through mech.interp.plot_map", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir))
+  local m = tiny()
+  local clean, corrupted = ic.corrupt(ds, 0, 4)
+  local map = mech.interp.patching_map(m, clean, corrupted, { chance = 0 })
+  map:plot { out = dir .. "/map.png" }
+  T.truthy(io.open(dir .. "/map.png"), "map.png")
+  local csv = io.open(dir .. "/map.csv"):read("a") -- the plotted numbers
+  T.truthy(csv:find("layer 1 block_output", 1, true), csv:sub(1, 200))
+  T.raises(function() mech.interp.plot_map({ values = map.values }, { out = dir .. "/x.png" }) end, "field 'col_labels'")
+  T.raises(function() map:plot { out = dir .. "/x.png", colour = "red" } end, "unknown option 'colour'")
+  -- the paper's attribution figure from an evaluator CSV
+  local res = ic.evaluate(m, ds, { layers = { 0, 1 } })
+  ic.write_csv(res, dir .. "/ic.csv", 0, "test")
+  arg = { dir .. "/attr.png", dir .. "/ic.csv" }
+  dofile("plots/attribution_map.lua")
+  T.truthy(io.open(dir .. "/attr.png"), "attr.png")
+  local rows = io.open(dir .. "/attr.csv"):read("a")
+  T.truthy(rows:find("layer 0 attention_output", 1, true), rows:sub(1, 200))
+  os.execute("rm -rf " .. dir)
+end)
+
 T.done()

@@ -356,6 +356,13 @@ void mh_repl(lua_State *L) {
     lua_remove(L, -2);
     g_formatter_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     make_env(L);
+    lua_getglobal(L, "help"); /* help(x) as in Python's REPL, unless a script defined one */
+    if (lua_isnil(L, -1)) {
+        lua_getglobal(L, "mech");
+        if (lua_istable(L, -1)) lua_getfield(L, -1, "help"), lua_setglobal(L, "help");
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
     int base = lua_gettop(L);
     for (;;) {
         int status = LUA_OK;

@@ -1040,6 +1040,19 @@ static int l_corrupt(lua_State *L) {
     return 1;
 }
 
+/* mech.help([x]): prints the entry of x from the registry lua/mech/help.lua (the REPL also
+ * names it `help`). */
+static int l_help(lua_State *L) {
+    lua_settop(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "mech.help");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "help");
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 0);
+    return 0;
+}
+
 int mlL_open_interp(lua_State *L) {
     static const luaL_Reg methods[] = {{"run_with_cache", m_run_with_cache}, {"run_with_hooks", m_run_with_hooks}, {NULL, NULL}};
     luaL_getmetatable(L, "mech.Model");
@@ -1069,5 +1082,7 @@ int mlL_open_interp(lua_State *L) {
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
     lua_setfield(L, -2, "interp");
+    lua_pushcfunction(L, l_help);
+    lua_setfield(L, -2, "help");
     return 0;
 }

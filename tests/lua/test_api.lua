@@ -259,4 +259,63 @@ T.test("map:plot and plots/attribution_map.lua draw through mech.interp.plot_map
   os.execute("rm -rf " .. dir)
 end)
 
+local help = require "mech.help"
+
+T.test("help: docs/api.md is the registry's text (regenerate: mechlab tools/gen_api_docs.lua)", function()
+  local f = assert(io.open("docs/api.md", "rb"))
+  local page = f:read("a")
+  f:close()
+  T.truthy(page == help.markdown(), "docs/api.md differs from lua/mech/help.lua: run mechlab tools/gen_api_docs.lua")
+end)
+
+T.test("help: every function of mech, method of its classes and function of mech.interchange has an entry", function()
+  local missing = {}
+  local function walk(t, prefix, seen)
+    for k, v in pairs(t) do
+      if type(v) == "function" and not help.by_name[prefix .. k] then missing[#missing + 1] = prefix .. k
+      elseif type(v) == "table" and not seen[v] then
+        seen[v] = true
+        walk(v, prefix .. k .. ".", seen)
+      end
+    end
+  end
+  walk(mech, "mech.", { [mech] = true })
+  for prefix, class in pairs(help.method_class) do
+    local n = 0
+    for name, v in pairs(help.methods(class)) do
+      n = n + 1
+      if type(v) == "function" and not help.by_name[prefix .. ":" .. name] then missing[#missing + 1] = prefix .. ":" .. name end
+    end
+    T.truthy(n > 0, class .. " has methods")
+  end
+  for name, v in pairs(ic) do
+    if type(v) == "function" and not help.by_name["ic." .. name] then missing[#missing + 1] = "ic." .. name end
+  end
+  table.sort(missing)
+  T.eq(missing, {}, "functions without an entry in lua/mech/help.lua")
+  for _, e in ipairs(help.entries) do -- and every entry documents something that exists
+    T.truthy(help.value_of(e), "entry " .. e.name .. " names nothing")
+    T.truthy(e.signature ~= "" and e.description ~= "" and e.example ~= "", e.name)
+  end
+end)
+
+T.test("help(x): by value, by name, by topic, for a model or a cache, with did-you-mean", function()
+  local m = tiny()
+  local _, cache = m:run_with_cache(tok, { names = "block_input" })
+  T.truthy(help.text(mech.zeros):find("^mech%.zeros%(shape"), help.text(mech.zeros))
+  T.truthy(help.text(m.forward):find("^model:forward"), help.text(m.forward))
+  T.truthy(help.text(cache.get):find("^cache:get"))
+  T.truthy(help.text(mech.interp.patching_map):find("Example: local map = mech.interp.patching_map", 1, true))
+  T.truthy(help.text(ic.evaluate):find("^ic%.evaluate"))
+  T.truthy(help.text("model:unembed"):find("logit lens", 1, true))
+  T.truthy(help.text("zeros"):find("^mech%.zeros"))
+  T.truthy(help.text(m):find("model:run_with_cache", 1, true))
+  T.truthy(help.text(cache):find("cache:names", 1, true))
+  T.truthy(help.text(tok):find("mech.matmul", 1, true))
+  T.truthy(help.text("mech.interp"):find("mech.interp.patching_map", 1, true))
+  T.truthy(help.text():find("mech.interp", 1, true))
+  T.eq(help.text("modle"), "help: no entry 'modle' (did you mean 'model'?)")
+  T.eq(help.text(print), "help: no entry for this function (help() lists the topics)")
+end)
+
 T.done()

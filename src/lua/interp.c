@@ -117,7 +117,15 @@ static bool filter_keeps(lua_State *L, int idx, const char *name, const char *fn
     }
     const char *f = lua_tostring(L, idx);
     char buf[128];
-    return !strcmp(name, canonical_site(f, buf, sizeof buf)) || pattern_finds(L, name, f, fn);
+    if (!strcmp(name, canonical_site(f, buf, sizeof buf)) || pattern_finds(L, name, f, fn)) return true;
+    int layer, len = 0; /* the pattern may be written against the TransformerLens spelling */
+    if (sscanf(name, "blocks.%d.%n", &layer, &len) != 1 || len == 0) return false;
+    for (size_t i = 0; i < sizeof tl_names / sizeof tl_names[0]; i++)
+        if (!strcmp(name + len, tl_names[i].site)) {
+            snprintf(buf, sizeof buf, "blocks.%d.%s", layer, tl_names[i].tl);
+            if (pattern_finds(L, buf, f, fn)) return true;
+        }
+    return false;
 }
 
 /* Marks in want the sites one entry of a `names` option selects (the value at idx): a site name

@@ -65,6 +65,9 @@ T.test("names: patterns, functions and TransformerLens names select sites", func
   _, c = m:run_with_cache(tok, { names = { "blocks.0.hook_resid_pre", "blocks.1.attn.hook_pattern" } })
   T.eq(c:names(), { "blocks.0.block_input", "blocks.1.mixer.pattern" })
   T.eq(c:names("pattern"), { "blocks.1.mixer.pattern" })
+  T.eq(c:names("hook_resid_pre"), { "blocks.0.block_input" }) -- patterns match TransformerLens spellings too
+  local _, post = m:run_with_cache(tok, { names = "resid_post" })
+  T.eq(post:names(), { "blocks.0.block_output", "blocks.1.block_output" })
   T.eq(c:names(function(n) return n:find("blocks.0", 1, true) end), { "blocks.0.block_input" })
   T.raises(function() m:run_with_cache(tok, { names = "blocks.0.atention_output" }) end,
     "did you mean 'blocks.0.attention_output'")

@@ -85,6 +85,7 @@ for l = 0, nl - 1 do
 end
 
 local corrupted = opts.corrupt == "query_item_orig" and "key" or "value"
-mech.interp.plot_map({ values = data, row_labels = ylabels, col_labels = labels, dens = dens, threshold = min_den },
+mech.interp.plot_map({ values = data, row_labels = ylabels, col_labels = labels, dens = dens, threshold = min_den,
+    filter_note = min_den and string.format("fails the filter: original − corrupted restored probability ≤ %g", min_den) },
   { out = out, title = opts.title or string.format("Attribution, %s corrupted (%s, step %d)", corrupted, type_name, last) })
 print("wrote " .. out)

@@ -191,7 +191,7 @@ E("mech.interp.patching_map", "mech.interp.patching_map(model, clean, corrupted[
   "Patches each layer × component's clean activation into the corrupted run at each position: map.values (layer·component, position) is (patched − corrupted) / (clean − corrupted) of the metric (\"prob\", \"logprob\", \"logit\" of targets at rows, or a function(logits)); with labels, passes (the 0.01 filter) and a warning when the model is at chance.",
   "local map = mech.interp.patching_map(model, clean, corrupted, { layers = { 1 }, positions = { 1, 5 } })")
 E("mech.interp.plot_map", "mech.interp.plot_map(map, {out=, title=, filter=, vmin=, vmax=})",
-  "Draws a patching map as a heatmap (PNG, SVG or PDF and a CSV of the numbers); cells failing the filter are hatched.",
+  "Draws a patching map (values, row_labels, col_labels; threshold with den or dens, filter_note) as a heatmap (PNG, SVG or PDF and a CSV of the numbers); cells failing the filter are hatched.",
   'mech.interp.plot_map(map, { out = "map.png" })')
 E("map:plot", "map:plot{out=, title=, filter=, vmin=, vmax=}", "mech.interp.plot_map on this map.", 'map:plot { out = "map.png" }')
 E("mech.interp.site_mean", "mech.interp.site_mean(model, dataset, site[, {n=, batch=}]) -> (L, ...)",

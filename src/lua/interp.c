@@ -821,7 +821,7 @@ static int l_patching_map(lua_State *L) {
 /* mech.interp.plot_map(map, {out=, title=, filter=true, vmin=-1, vmax=1}) or map:plot{...}: the
  * map's values as a heatmap (rows: map.row_labels, columns: map.col_labels) through
  * mech.plot.heatmap. With map.threshold, cells whose denominator (map.dens, a matrix, else
- * map.den for every cell) is not above it are hatched. */
+ * map.den for every cell) is not above it are hatched, explained by map.filter_note. */
 static int l_plot_map(lua_State *L) {
     const char *fn = "mech.interp.plot_map";
     static const char *const keys[] = {"out", "title", "filter", "vmin", "vmax", NULL};
@@ -872,7 +872,11 @@ static int l_plot_map(lua_State *L) {
         }
         lua_setfield(L, -2, "values");
         lua_pushnumber(L, min), lua_setfield(L, -2, "min");
-        lua_pushfstring(L, "fails the filter: clean - corrupted metric <= %f", min), lua_setfield(L, -2, "note");
+        if (lua_getfield(L, 1, "filter_note") == LUA_TNIL) {
+            lua_pop(L, 1);
+            lua_pushfstring(L, "fails the filter: clean - corrupted metric <= %f", min);
+        }
+        lua_setfield(L, -2, "note");
         lua_setfield(L, args, "filter");
     }
     lua_pop(L, 1);

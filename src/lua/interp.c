@@ -76,12 +76,23 @@ const char *mlL_site_component(const char *name) {
     return name;
 }
 
+/* "blocks.{l}.rest": sets *layer and returns rest, or NULL for a name of another form. */
+static const char *block_rest(const char *name, int *layer) {
+    if (strncmp(name, "blocks.", 7)) return NULL;
+    char *end;
+    long l = strtol(name + 7, &end, 10);
+    if (end == name + 7 || *end != '.' || l < 0 || l > 1000000) return NULL;
+    *layer = (int)l;
+    return end + 1;
+}
+
 /* "blocks.{l}.{component}" with the component's TransformerLens name mapped: the mechlab spelling
  * of `name` in buf (name itself when it is not of that form). */
 static const char *canonical_site(const char *name, char *buf, size_t n) {
-    int layer, len = 0;
-    if (sscanf(name, "blocks.%d.%n", &layer, &len) != 1 || len == 0) return name;
-    snprintf(buf, n, "blocks.%d.%s", layer, mlL_site_component(name + len));
+    int layer;
+    const char *rest = block_rest(name, &layer);
+    if (!rest) return name;
+    snprintf(buf, n, "blocks.%d.%s", layer, mlL_site_component(rest));
     return buf;
 }
 
@@ -118,10 +129,11 @@ static bool filter_keeps(lua_State *L, int idx, const char *name, const char *fn
     const char *f = lua_tostring(L, idx);
     char buf[128];
     if (!strcmp(name, canonical_site(f, buf, sizeof buf)) || pattern_finds(L, name, f, fn)) return true;
-    int layer, len = 0; /* the pattern may be written against the TransformerLens spelling */
-    if (sscanf(name, "blocks.%d.%n", &layer, &len) != 1 || len == 0) return false;
+    int layer; /* the pattern may be written against the TransformerLens spelling */
+    const char *rest = block_rest(name, &layer);
+    if (!rest) return false;
     for (size_t i = 0; i < sizeof tl_names / sizeof tl_names[0]; i++)
-        if (!strcmp(name + len, tl_names[i].site)) {
+        if (!strcmp(rest, tl_names[i].site)) {
             snprintf(buf, sizeof buf, "blocks.%d.%s", layer, tl_names[i].tl);
             if (pattern_finds(L, buf, f, fn)) return true;
         }

@@ -154,8 +154,8 @@ E("model:run_with_hooks", "model:run_with_hooks(tokens, {[site] = fn(act, ctx)})
 E("model:add_hook", "model:add_hook(site, fn) -> handle", "A hook that stays until handle:remove(), the handle goes out of a `<close>` scope, or model:reset_hooks().",
   'local h <close> = model:add_hook("blocks.0.hook_resid_pre", function(a) print(a:shape()[2]) end)')
 E("model:reset_hooks", "model:reset_hooks()", "Removes every hook added with model:add_hook.", "model:reset_hooks()")
-E("model:hook_names", "model:hook_names() -> {{name=, shape=}, ...}", "Every hook site with its shape (B and L for batch and length); prints one a line.",
-  "print(model:hook_names())")
+E("model:hook_names", "model:hook_names([filter]) -> {{name=, shape=}, ...}", "Every hook site with its shape (B and L for batch and length), or those a name, Lua pattern or function keeps; prints one a line.",
+  'print(model:hook_names("mixer"))')
 E("model:param", "model:param(name) -> tensor", "A parameter by state-dict name or hook-style name (\"blocks.1.mixer.A_log\", \"embed.W_E\"); it shares the model's storage.",
   'local A_log = model:param("blocks.1.mixer.A_log")')
 E("model:named_parameters", "model:named_parameters() -> {{name, tensor}, ...}", "Every parameter with its state-dict name.",

@@ -116,8 +116,7 @@ static bool pattern_finds(lua_State *L, const char *s, const char *pat, const ch
     return found;
 }
 
-/* Whether the filter at `idx` (a name, a Lua pattern or a function name -> truthy) keeps `name`. */
-static bool filter_keeps(lua_State *L, int idx, const char *name, const char *fn) {
+bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn) {
     if (lua_isfunction(L, idx)) {
         lua_pushvalue(L, idx);
         lua_pushstring(L, name);
@@ -160,7 +159,7 @@ static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const c
     for (int i = 0; i < m->n_sites; i++) {
         char name[96];
         ml_site_fullname(m, i, name, sizeof name);
-        if (filter_keeps(L, idx, name, fn)) want[i] = any = true;
+        if (mlL_name_filter(L, idx, name, fn)) want[i] = any = true;
     }
     if (!any && lua_type(L, idx) == LUA_TSTRING) mlL_checksite(L, m, lua_tostring(L, idx), fn); /* raises */
 }
@@ -297,7 +296,7 @@ static int cache_names(lua_State *L) {
     const char **keys = cache_keys(L, 1, &n);
     lua_newtable(L);
     for (int i = 0, k = 0; i < n; i++)
-        if (!filtered || filter_keeps(L, 2, keys[i], fn)) lua_pushstring(L, keys[i]), lua_rawseti(L, -2, ++k);
+        if (!filtered || mlL_name_filter(L, 2, keys[i], fn)) lua_pushstring(L, keys[i]), lua_rawseti(L, -2, ++k);
     return 1;
 }
 

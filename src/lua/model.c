@@ -230,12 +230,19 @@ static int m_zero_grad(lua_State *L) {
 
 /* ------------------------------------------------------------------ sites & hooks */
 
+/* model:hook_names([filter]) -> {{name=, shape=}, ...}; filter as run_with_cache's names */
 static int m_hook_names(lua_State *L) {
-    ml_model *m = check_model(L, 1, "hook_names");
+    const char *fn = "hook_names";
+    ml_model *m = check_model(L, 1, fn);
+    lua_settop(L, 2);
+    bool filtered = !lua_isnil(L, 2);
+    if (filtered && lua_type(L, 2) != LUA_TSTRING && !lua_isfunction(L, 2))
+        return mlL_argerror(L, fn, 2, "a name, a Lua pattern or a function");
     lua_createtable(L, m->n_sites, 0);
-    for (int i = 0; i < m->n_sites; i++) {
+    for (int i = 0, k = 0; i < m->n_sites; i++) {
         char name[96];
         ml_site_fullname(m, i, name, sizeof name);
+        if (filtered && !mlL_name_filter(L, 2, name, fn)) continue;
         lua_createtable(L, 0, 2);
         lua_pushstring(L, name);
         lua_setfield(L, -2, "name");
@@ -248,7 +255,7 @@ static int m_hook_names(lua_State *L) {
             lua_rawseti(L, -2, d + 1);
         }
         lua_setfield(L, -2, "shape");
-        lua_rawseti(L, -2, i + 1);
+        lua_rawseti(L, -2, ++k);
     }
     luaL_setmetatable(L, MLL_HOOK_NAMES_MT);
     return 1;

@@ -103,6 +103,12 @@ T.test("hook_names and caches print one site a line with its shape", function()
   T.eq(tostring(c), "mech.Cache with 1 activations:\n  blocks.1.mixer.pattern           (4, 1, 13, 13)")
   T.eq(require("mech.pp").format(c), tostring(c))
   T.eq(m:hook_names()[1].name, "blocks.0.block_input") -- still a list of {name, shape}
+  local sel = m:hook_names("^blocks%.1%.mixer%.[qk]$")
+  T.eq({ #sel, sel[1].name, sel[2].name }, { 2, "blocks.1.mixer.q", "blocks.1.mixer.k" })
+  T.eq(sel[1].shape, { "B", "L", 16 })
+  T.eq(#m:hook_names(function(n) return n:find("attn_out", 1, true) end), 0) -- functions see mechlab names
+  T.eq(#m:hook_names("hook_attn_out"), 2)
+  T.raises(function() m:hook_names(3) end, "hook_names: argument 2 expected a name, a Lua pattern or a function")
 end)
 
 T.test("param: state-dict names and hook-style names reach the same tensor", function()

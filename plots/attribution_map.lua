@@ -2,7 +2,8 @@
 -- attribution (paper Eq. 3, ratio of means) for each layer × component at each patched position,
 -- with one item corrupted, read from an interchange CSV on disk (experiments/interchange.lua or
 -- the training evaluator's metrics.csv; the last step present is used). The output's extension
--- picks PNG, SVG or PDF. Cells that fail the paper's filter (§6.7: mean original − mean corrupted
+-- picks PNG, SVG or PDF; the drawing is mech.interp.plot_map's, as for mech.interp.patching_map's
+-- maps. Cells that fail the paper's filter (§6.7: mean original − mean corrupted
 -- restored probability, `attrib_den`, above 0.01) are hatched: their attribution divides by a
 -- near-zero effect. `filter=none` turns that off, `filter=0.05` changes the threshold.
 --   mechlab plots/attribution_map.lua out.png results.csv [corrupt=query_item_orig] [title=...] [filter=0.01]
@@ -84,9 +85,7 @@ for l = 0, nl - 1 do
 end
 
 local corrupted = opts.corrupt == "query_item_orig" and "key" or "value"
-mech.plot.heatmap { data = data, xlabels = labels, ylabels = ylabels, center = 0, vmin = -1, vmax = 1, values = true,
-  title = opts.title or string.format("Attribution, %s corrupted (%s, step %d)", corrupted, type_name, last),
-  xlabel = "patched position", colorbar = "Attrib", out = out,
-  filter = min_den and { values = dens, min = min_den,
-    note = string.format("fails the filter: original − corrupted restored probability ≤ %g", min_den) } or nil }
+mech.interp.plot_map({ values = data, row_labels = ylabels, col_labels = labels, dens = dens, threshold = min_den,
+    filter_note = min_den and string.format("fails the filter: original − corrupted restored probability ≤ %g", min_den) },
+  { out = out, title = opts.title or string.format("Attribution, %s corrupted (%s, step %d)", corrupted, type_name, last) })
 print("wrote " .. out)

@@ -86,7 +86,29 @@ function ic.evaluate(model, dataset, opts)
   })
   res.by_name = {}
   for _, kv in ipairs(res.metrics) do res.by_name[kv[1]] = kv[2] end
+  res.passes = {}
+  for _, kv in ipairs(res.metrics) do
+    local label = kv[1]:match("^(%d+%..+)%.attrib$")
+    if label then res.passes[label] = select(2, ic.attrib(res, label)) end
+  end
+  ic.check_accuracy(res, model, dataset, opts.first or 0, opts.count, "interchange.evaluate")
   return res
+end
+
+--- Sets res.accuracy (the model's accuracy on the task's supervised rows of documents [first,
+--- first + count)) and res.chance (1 / the number of candidate answers, the corruption pool);
+--- below twice chance, res.warning says the attributions are noise and it goes to stderr.
+function ic.check_accuracy(res, model, dataset, first, count, fn)
+  count = count or #dataset - first
+  local tokens, targets = dataset:batch(first, count)
+  local s = model:evaluate(tokens, targets)
+  local lo, hi = dataset:task():corrupt_range()
+  res.accuracy, res.chance = s.correct / math.max(s.n, 1), 1 / (hi - lo + 1)
+  if res.accuracy < 2 * res.chance then
+    res.warning = string.format("the model's accuracy (%.3g) is at chance (%.3g): its attributions are noise",
+      res.accuracy, res.chance)
+    io.stderr:write(fn, ": warning: ", res.warning, "\n")
+  end
 end
 
 --- Appends every metric to a metrics CSV (a path, or a mech.sys.metrics writer) at `step`.
@@ -135,6 +157,39 @@ end
 local function pos_col(name)
   for i, n in ipairs(mech.task.positions) do if n == name then return i - 1 end end
   fail("interchange", "unknown position name '" .. tostring(name) .. "'")
+end
+
+--- The readout of documents [first, first + n) of a dataset: rows (int32 (n), target_item − 1,
+--- where the answer is predicted) and targets (int32 (n), the answers), for
+--- mech.interp.patching_map{rows =, targets =}.
+function ic.readout(dataset, first, n)
+  local tokens = dataset:batch(first, n)
+  local pos = dataset:positions(first, n)
+  local ti = pos_col("target_item")
+  local rows, targets = {}, {}
+  for b = 0, n - 1 do
+    rows[b + 1] = pos:get(b, ti) - 1
+    targets[b + 1] = tokens:get(b, rows[b + 1] + 1)
+  end
+  return mech.tensor(rows, { dtype = "int32" }), mech.tensor(targets, { dtype = "int32" })
+end
+
+--- Clean and corrupted tokens of documents [first, first + n): the item at the named position
+--- (default "query_item_orig", the key; "target_item_orig" the value) replaced by the paper's
+--- corruption draw (docs/interventions.md, "Corruption") from mech.Generator(seed or 42).
+function ic.corrupt(dataset, first, n, opts)
+  opts = opts or {}
+  local clean = dataset:batch(first, n)
+  local pos = dataset:positions(first, n)
+  local c = pos_col(opts.position or "query_item_orig")
+  local lo, hi = dataset:task():corrupt_range()
+  local gen = mech.Generator(opts.seed or 42, 7) -- ML_STREAM_INTERP
+  local corrupted = clean:clone()
+  for b = 0, n - 1 do
+    local p = pos:get(b, c)
+    corrupted:set(mech.interp.corrupt(lo, hi, clean:get(b, p), gen), b, p)
+  end
+  return clean, corrupted
 end
 
 --- Attention mass from a named query position to a named key position, per layer: the mean

@@ -127,6 +127,58 @@ static const char *last_sep(const char *s) {
     return sep;
 }
 
+/* Pushes the REPL's environment (its kept locals, then the globals through __index), or the
+ * globals when there is none. */
+static void push_env(lua_State *L) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, "mechlab.repl_env") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_pushglobaltable(L);
+    }
+}
+
+/* Replaces the value on top with the value of the path "a.b.c" (len bytes) from the REPL's
+ * environment, or nil. Runs no code (safe_field). */
+static void push_path(lua_State *L, const char *p, size_t len) {
+    const char *end = p + len;
+    push_env(L);
+    while (p <= end && !lua_isnil(L, -1)) {
+        const char *e = memchr(p, '.', (size_t)(end - p));
+        if (!e) e = end;
+        if (!is_ident(p, (size_t)(e - p))) {
+            lua_pop(L, 1);
+            lua_pushnil(L);
+            return;
+        }
+        safe_field(L, p, (size_t)(e - p));
+        p = e + 1;
+    }
+}
+
+/* Protected: the string keys of the table at path index 1 that start with index 2 (inside
+ * `t["...`: cache and hook names), as a set table. */
+static int collect_string_keys(lua_State *L) {
+    size_t plen, tlen;
+    const char *path = lua_tolstring(L, 1, &plen), *text = lua_tolstring(L, 2, &tlen);
+    lua_newtable(L);
+    int res = lua_gettop(L);
+    push_path(L, path, plen);
+    if (lua_type(L, -1) != LUA_TTABLE) return 1;
+    int t = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        size_t klen;
+        const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &klen) : NULL;
+        if (k && klen >= tlen && memcmp(k, text, tlen) == 0) {
+            lua_pushvalue(L, -1);
+            lua_pushboolean(L, 1);
+            lua_rawset(L, res);
+        }
+    }
+    lua_settop(L, res);
+    return 1;
+}
+
 /* Protected: collects the completions of the word at index 1 into a set table (returned).
  * "a.b.c" completes fields of a.b, "a.b:c" methods of a.b, a bare word globals and keywords. */
 static int collect_completions(lua_State *L) {
@@ -138,7 +190,7 @@ static int collect_completions(lua_State *L) {
     int res = lua_gettop(L);
     const char *sep = last_sep(text);
     if (!sep) {
-        lua_pushglobaltable(L);
+        push_env(L);
         add_members(L, res, "", 0, text, false);
         for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++) {
             if (strncmp(keywords[i], text, strlen(text)) != 0) continue;
@@ -149,14 +201,7 @@ static int collect_completions(lua_State *L) {
     }
     /* "a:b.c" is not a path, and ".x" follows something we cannot see, like "f()" */
     if (sep == text || memchr(text, ':', (size_t)(sep - text))) return 1;
-    lua_pushglobaltable(L);
-    for (const char *p = text; p < sep;) {
-        const char *e = memchr(p, '.', (size_t)(sep - p));
-        if (!e) e = sep;
-        if (!is_ident(p, (size_t)(e - p))) return 1;
-        safe_field(L, p, (size_t)(e - p));
-        p = e + 1;
-    }
+    push_path(L, text, (size_t)(sep - text));
     if (lua_isnil(L, -1)) return 1;
     add_members(L, res, text, (size_t)(sep - text + 1), sep + 1, *sep == ':');
     lua_settop(L, res);
@@ -169,17 +214,34 @@ static char *next_completion(const char *text, int state) {
     return g_next_cand < g_ncands ? strdup(g_cands[g_next_cand++]) : NULL;
 }
 
+/* Inside a string key, `path["text` or `path['text`: the length of path (its start in *from),
+ * else -1. */
+static int string_key_path(int start, int *from) {
+    const char *line = rl_line_buffer;
+    if (start < 2 || (line[start - 1] != '"' && line[start - 1] != '\'') || line[start - 2] != '[') return -1;
+    int b = start - 2;
+    while (b > 0 && (is_ident(line + b - 1, 1) || (line[b - 1] >= '0' && line[b - 1] <= '9') || line[b - 1] == '.')) b--;
+    *from = b;
+    return start - 2 - b;
+}
+
 static char **complete(const char *text, int start, int end) {
-    (void)start;
     (void)end;
     rl_attempted_completion_over = 1; /* never fall back to file names */
     rl_completion_append_character = '\0';
     free_cands();
     lua_State *L = g_state;
     int top = lua_gettop(L);
-    lua_pushcfunction(L, collect_completions);
-    lua_pushstring(L, text);
-    if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+    int from, plen = string_key_path(start, &from);
+    if (plen > 0) {
+        lua_pushcfunction(L, collect_string_keys);
+        lua_pushlstring(L, rl_line_buffer + from, (size_t)plen);
+        lua_pushstring(L, text);
+    } else {
+        lua_pushcfunction(L, collect_completions);
+        lua_pushstring(L, text);
+    }
+    if (lua_pcall(L, plen > 0 ? 2 : 1, 1, 0) == LUA_OK) {
         size_t n = 0;
         lua_pushnil(L);
         while (lua_next(L, -2)) {

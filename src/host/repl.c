@@ -30,6 +30,8 @@
 #endif
 
 enum { HISTORY_MAX = 1000 };
+#define KEEP_LOCALS "__mechlab_keep_locals" /* see keep_locals */
+#define REPL_ENV "mechlab.repl_env"          /* registry key of E (complete.c completes its names too) */
 
 /* ------------------------------------------------------------------------------------------ */
 /* REPL: reading lines                                                                          */
@@ -239,6 +241,12 @@ static read_status load_chunk(lua_State *L, int *status) {
     for (;;) {
         if (!chunk) luaL_error(L, "not enough memory");
         *status = luaL_loadbuffer(L, chunk, strlen(chunk), "=stdin");
+        if (*status == LUA_OK) { /* the same chunk keeping its top-level locals, when it compiles */
+            char *kept = append_line(strdup(chunk), ";" KEEP_LOCALS "()");
+            if (kept && luaL_loadbuffer(L, kept, strlen(kept), "=stdin") == LUA_OK) lua_remove(L, -2);
+            else if (kept) lua_pop(L, 1);
+            free(kept);
+        }
         if (!incomplete(L, *status)) break;
         rs = read_line(L, false, &line);
         if (rs == READ_EOF) break; /* report the syntax error of the unfinished chunk */
@@ -257,6 +265,47 @@ static read_status load_chunk(lua_State *L, int *status) {
 }
 
 static int g_formatter_ref = LUA_NOREF;
+
+/* Locals that persist between lines: every chunk runs with _ENV = a table E whose __index and
+ * __newindex are the globals, and a statement chunk ends with a call of KEEP_LOCALS, which copies
+ * the chunk's top-level locals into E. So `local x = 1` on one line gives x on the next, a
+ * global assignment still sets the global, and assigning a kept local updates E. */
+
+static int keep_locals(lua_State *L) {
+    lua_Debug ar;
+    if (!lua_getstack(L, 1, &ar)) return 0;
+    const char *name;
+    for (int i = 1; (name = lua_getlocal(L, &ar, i)) != NULL; i++) {
+        if (name[0] == '(') { /* temporaries and varargs */
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_pushstring(L, name);
+        lua_insert(L, -2);
+        lua_rawset(L, lua_upvalueindex(1));
+    }
+    return 0;
+}
+
+static void make_env(lua_State *L) {
+    lua_newtable(L);
+    lua_createtable(L, 0, 2);
+    lua_pushglobaltable(L);
+    lua_setfield(L, -2, "__index");
+    lua_pushglobaltable(L);
+    lua_setfield(L, -2, "__newindex");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_pushcclosure(L, keep_locals, 1);
+    lua_setfield(L, -2, KEEP_LOCALS);
+    lua_setfield(L, LUA_REGISTRYINDEX, REPL_ENV);
+}
+
+/* Runs the compiled chunk on top with _ENV = E. */
+static void use_env(lua_State *L) {
+    lua_getfield(L, LUA_REGISTRYINDEX, REPL_ENV);
+    if (!lua_setupvalue(L, -2, 1)) lua_pop(L, 1);
+}
 
 static void print_results(lua_State *L, int base) {
     int n = lua_gettop(L) - base;
@@ -306,13 +355,24 @@ void mh_repl(lua_State *L) {
     lua_getfield(L, -1, "format");
     lua_remove(L, -2);
     g_formatter_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    make_env(L);
+    lua_getglobal(L, "help"); /* help(x) as in Python's REPL, unless a script defined one */
+    if (lua_isnil(L, -1)) {
+        lua_getglobal(L, "mech");
+        if (lua_istable(L, -1)) lua_getfield(L, -1, "help"), lua_setglobal(L, "help");
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
     int base = lua_gettop(L);
     for (;;) {
         int status = LUA_OK;
         read_status rs = load_chunk(L, &status);
         if (rs == READ_EOF) break;
         if (rs == READ_INTR) continue;
-        if (status == LUA_OK) status = mh_docall(L, 0, LUA_MULTRET);
+        if (status == LUA_OK) {
+            use_env(L);
+            status = mh_docall(L, 0, LUA_MULTRET);
+        }
         if (status == LUA_OK)
             print_results(L, base);
         else

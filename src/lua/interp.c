@@ -5,8 +5,12 @@
  *
  * Models and datasets are the userdata of model.c and task.c; both boxes start with the core
  * pointer (model_box {ml_model *m}, dataset_box {ml_dataset *ds}), which is all this file reads. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <lualib.h>
 
 #include "interp/interp.h"
 #include "lua/binding.h"
@@ -48,27 +52,284 @@ static void *scratch(lua_State *L, size_t n) {
     return p;
 }
 
-/* The `names` option: nil = every site; a list of full names. The mask is left on the stack. */
+/* ------------------------------------------------------------------ names */
+
+/* TransformerLens hook names and get_act_name's short names -> mechlab's site names (the table of
+ * docs/interventions.md, "TransformerLens names"). The residual between the mixer and the MLP
+ * (hook_resid_mid) is not a site: it is block_input + attention_output. */
+static const struct {
+    const char *tl, *tl_short, *site;
+} tl_names[] = {
+    {"hook_resid_pre", "resid_pre", "block_input"},     {"ln1.hook_normalized", NULL, "attention_input"},
+    {"hook_attn_out", "attn_out", "attention_output"},  {"ln2.hook_normalized", NULL, "mlp_input"},
+    {"hook_mlp_out", "mlp_out", "mlp_output"},          {"hook_resid_post", "resid_post", "block_output"},
+    {"attn.hook_q", "q", "mixer.q"},                    {"attn.hook_k", "k", "mixer.k"},
+    {"attn.hook_v", "v", "mixer.v"},                    {"attn.hook_z", "z", "mixer.ctx"},
+    {"attn.hook_attn_scores", "attn_scores", "mixer.scores"}, {"attn.hook_pattern", "pattern", "mixer.pattern"},
+    {"mlp.hook_pre", "pre", "mlp.hidden_pre"},          {"mlp.hook_post", "post", "mlp.hidden_post"},
+};
+
+const char *mlL_site_component(const char *name) {
+    for (size_t i = 0; i < sizeof tl_names / sizeof tl_names[0]; i++)
+        if (!strcmp(name, tl_names[i].tl) || (tl_names[i].tl_short && !strcmp(name, tl_names[i].tl_short)))
+            return tl_names[i].site;
+    return name;
+}
+
+/* "blocks.{l}.rest": sets *layer and returns rest, or NULL for a name of another form. */
+static const char *block_rest(const char *name, int *layer) {
+    if (strncmp(name, "blocks.", 7)) return NULL;
+    char *end;
+    long l = strtol(name + 7, &end, 10);
+    if (end == name + 7 || *end != '.' || l < 0 || l > 1000000) return NULL;
+    *layer = (int)l;
+    return end + 1;
+}
+
+/* "blocks.{l}.{component}" with the component's TransformerLens name mapped: the mechlab spelling
+ * of `name` in buf (name itself when it is not of that form). */
+static const char *canonical_site(const char *name, char *buf, size_t n) {
+    int layer;
+    const char *rest = block_rest(name, &layer);
+    if (!rest) return name;
+    snprintf(buf, n, "blocks.%d.%s", layer, mlL_site_component(rest));
+    return buf;
+}
+
+int mlL_site_alias(const ml_model *m, const char *name) {
+    char buf[128];
+    const char *c = canonical_site(name, buf, sizeof buf);
+    return c == name ? -1 : ml_site_parse(m, c);
+}
+
+/* Whether Lua pattern `pat` matches `s` anywhere (string.find, so patterns behave as in Lua); a
+ * malformed pattern raises its error naming `fn`. */
+static bool pattern_finds(lua_State *L, const char *s, const char *pat, const char *fn) {
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, LUA_STRLIBNAME);
+    lua_getfield(L, -1, "find");
+    lua_pushstring(L, s);
+    lua_pushstring(L, pat);
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) luaL_error(L, "%s: bad pattern '%s': %s", fn, pat, lua_tostring(L, -1));
+    bool found = !lua_isnil(L, -1);
+    lua_pop(L, 3);
+    return found;
+}
+
+bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn) {
+    if (lua_isfunction(L, idx)) {
+        lua_pushvalue(L, idx);
+        lua_pushstring(L, name);
+        lua_call(L, 1, 1);
+        bool keep = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        return keep;
+    }
+    const char *f = lua_tostring(L, idx);
+    char buf[128];
+    if (!strcmp(name, canonical_site(f, buf, sizeof buf)) || pattern_finds(L, name, f, fn)) return true;
+    int layer; /* the pattern may be written against the TransformerLens spelling */
+    const char *rest = block_rest(name, &layer);
+    if (!rest) return false;
+    for (size_t i = 0; i < sizeof tl_names / sizeof tl_names[0]; i++)
+        if (!strcmp(rest, tl_names[i].site)) {
+            snprintf(buf, sizeof buf, "blocks.%d.%s", layer, tl_names[i].tl);
+            if (pattern_finds(L, buf, f, fn)) return true;
+        }
+    return false;
+}
+
+/* Marks in want the sites one entry of a `names` option selects (the value at idx): a site name
+ * (mechlab's or TransformerLens's), else a Lua pattern over the full names, or a function.
+ * A string that selects nothing is an error with the closest name. */
+static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const char *key, const char *fn) {
+    idx = lua_absindex(L, idx);
+    if (lua_type(L, idx) == LUA_TSTRING) {
+        int s = ml_site_parse(m, lua_tostring(L, idx));
+        if (s < 0) s = mlL_site_alias(m, lua_tostring(L, idx));
+        if (s >= 0) {
+            want[s] = true;
+            return;
+        }
+    } else if (!lua_isfunction(L, idx)) {
+        luaL_error(L, "%s: option '%s' expected site names, Lua patterns or a function, got %s", fn, key,
+                   luaL_typename(L, idx));
+    }
+    bool any = false;
+    for (int i = 0; i < m->n_sites; i++) {
+        char name[96];
+        ml_site_fullname(m, i, name, sizeof name);
+        if (mlL_name_filter(L, idx, name, fn)) want[i] = any = true;
+    }
+    if (!any && lua_type(L, idx) == LUA_TSTRING) mlL_checksite(L, m, lua_tostring(L, idx), fn); /* raises */
+}
+
+/* The `names` option: nil = every site; a name, pattern or function, or a list of names and
+ * patterns. The mask is left on the stack. */
 static bool *names_mask(lua_State *L, ml_model *m, int opt, const char *key, const char *fn) {
     bool *want = scratch(L, (size_t)m->n_sites + 1);
     int t = lua_getfield(L, opt, key);
     if (t == LUA_TNIL) memset(want, 1, (size_t)m->n_sites);
-    else if (t == LUA_TSTRING) want[mlL_checksite(L, m, lua_tostring(L, -1), fn)] = true;
     else if (t == LUA_TTABLE) {
         for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
             if (lua_type(L, -1) != LUA_TSTRING) {
-                luaL_error(L, "%s: option '%s' expected a list of site names, got a %s at index %d", fn, key,
-                           luaL_typename(L, -1), (int)i);
+                luaL_error(L, "%s: option '%s' expected a list of site names or patterns, got a %s at index %d", fn,
+                           key, luaL_typename(L, -1), (int)i);
             }
-            want[mlL_checksite(L, m, lua_tostring(L, -1), fn)] = true;
+            select_sites(L, m, -1, want, key, fn);
             lua_pop(L, 1);
         }
         lua_pop(L, 1);
     } else {
-        luaL_error(L, "%s: option '%s' expected a site name or a list of them, got %s", fn, key, luaL_typename(L, -1));
+        select_sites(L, m, -1, want, key, fn);
     }
     lua_pop(L, 1);
     return want;
+}
+
+/* ------------------------------------------------------------------ caches */
+
+/* A cache is a plain table {full site name = tensor} (so pairs works) whose metatable adds the
+ * methods below; indexing it with a name it lacks is an error naming the closest cached name,
+ * and TransformerLens names index it too. New methods go in cache_methods (mlL_open_interp). */
+#define MLL_CACHE_MT "mech.Cache"
+#define MLL_PATCHING_MAP_MT "mech.PatchingMap" /* map:plot{...} */
+
+static void check_cache(lua_State *L, int arg, const char *fn) {
+    bool ok = lua_istable(L, arg) && luaL_getmetafield(L, arg, "__name") == LUA_TSTRING;
+    if (ok) {
+        ok = !strcmp(lua_tostring(L, -1), MLL_CACHE_MT);
+        lua_pop(L, 1);
+    }
+    if (!ok) mlL_argerror(L, fn, arg, "a mech.Cache");
+}
+
+/* The cached names, sorted: a NULL-terminated array whose strings are anchored in a list left on
+ * the stack (under the array's own userdata). */
+static const char **cache_keys(lua_State *L, int cache, int *n_out) {
+    cache = lua_absindex(L, cache);
+    lua_newtable(L);
+    int list = lua_gettop(L), n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, cache)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) == LUA_TSTRING) lua_pushvalue(L, -1), lua_rawseti(L, list, ++n);
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, LUA_TABLIBNAME);
+    lua_getfield(L, -1, "sort");
+    lua_pushvalue(L, list);
+    lua_call(L, 1, 0);
+    lua_pop(L, 2);
+    const char **keys = scratch(L, sizeof *keys * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, list, i + 1);
+        keys[i] = lua_tostring(L, -1); /* anchored in list */
+        lua_pop(L, 1);
+    }
+    *n_out = n;
+    return keys;
+}
+
+/* rawget(t, key) pushed; returns its type (caches are read raw: their __index raises). */
+static int rawfield(lua_State *L, int t, const char *key) {
+    t = lua_absindex(L, t);
+    lua_pushstring(L, key);
+    return lua_rawget(L, t);
+}
+
+/* Pushes cache[key] (mechlab or TransformerLens spelling) or raises naming the closest key. */
+static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn) {
+    char buf[128];
+    cache = lua_absindex(L, cache);
+    if (rawfield(L, cache, canonical_site(key, buf, sizeof buf)) != LUA_TNIL) return;
+    int n;
+    const char **keys = cache_keys(L, cache, &n);
+    const char *near = mlL_closest(key, keys);
+    luaL_error(L, "%s: '%s' is not in this cache%s%s%s; cache:names() lists the %d it holds", fn, key,
+               near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", n);
+}
+
+/* cache[key] for a key the table lacks: a method, else an activation under another spelling. */
+static int cache_index(lua_State *L) {
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return luaL_error(L, "cache: keys are site names such as 'blocks.0.block_input', got %s", luaL_typename(L, 2));
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    cache_fetch(L, 1, lua_tostring(L, 2), "cache");
+    return 1;
+}
+
+/* cache:get(component[, layer]): cache:get("block_input", 1), cache:get("resid_pre", 1) */
+static int cache_get(lua_State *L) {
+    const char *fn = "cache:get";
+    check_cache(L, 1, fn);
+    const char *c = luaL_checkstring(L, 2);
+    if (lua_isnoneornil(L, 3)) {
+        cache_fetch(L, 1, c, fn);
+        return 1;
+    }
+    int layer = mlL_checkint32(L, 3, fn);
+    char key[128];
+    snprintf(key, sizeof key, "blocks.%d.%s", layer, mlL_site_component(c));
+    cache_fetch(L, 1, key, fn);
+    return 1;
+}
+
+/* cache:has(name) -> whether cache[name] gives an activation */
+static int cache_has(lua_State *L) {
+    check_cache(L, 1, "cache:has");
+    char buf[128];
+    lua_pushboolean(L, rawfield(L, 1, canonical_site(luaL_checkstring(L, 2), buf, sizeof buf)) != LUA_TNIL);
+    return 1;
+}
+
+/* cache:names([filter]) -> the cached names, sorted; filter: a name, a Lua pattern or a function */
+static int cache_names(lua_State *L) {
+    const char *fn = "cache:names";
+    check_cache(L, 1, fn);
+    lua_settop(L, 2);
+    bool filtered = !lua_isnil(L, 2);
+    if (filtered && lua_type(L, 2) != LUA_TSTRING && !lua_isfunction(L, 2))
+        return mlL_argerror(L, fn, 2, "a name, a Lua pattern or a function");
+    int n;
+    const char **keys = cache_keys(L, 1, &n);
+    lua_newtable(L);
+    for (int i = 0, k = 0; i < n; i++)
+        if (!filtered || mlL_name_filter(L, 2, keys[i], fn)) lua_pushstring(L, keys[i]), lua_rawseti(L, -2, ++k);
+    return 1;
+}
+
+/* Appends "(d0, d1, ...)" to b. */
+static void add_shape(luaL_Buffer *b, const ml_tensor *t) {
+    luaL_addchar(b, '(');
+    for (int d = 0; d < t->ndim; d++) {
+        char num[32];
+        snprintf(num, sizeof num, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+        luaL_addstring(b, num);
+    }
+    luaL_addchar(b, ')');
+}
+
+/* One line per activation: its name and shape. */
+static int cache_tostring(lua_State *L) {
+    int n;
+    const char **keys = cache_keys(L, 1, &n);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_pushfstring(L, "mech.Cache with %d activations%s", n, n ? ":" : "");
+    luaL_addvalue(&b);
+    for (int i = 0; i < n; i++) {
+        lua_pushfstring(L, "\n  %s ", keys[i]);
+        luaL_addvalue(&b);
+        for (int pad = (int)strlen(keys[i]); pad < 32; pad++) luaL_addchar(&b, ' ');
+        rawfield(L, 1, keys[i]);
+        ml_tensor *t = mlL_testtensor(L, -1);
+        lua_pop(L, 1);
+        if (t) add_shape(&b, t);
+    }
+    luaL_pushresult(&b);
+    return 1;
 }
 
 static void push_site_table(lua_State *L, ml_model *m, ml_tensor **t) {
@@ -81,6 +342,7 @@ static void push_site_table(lua_State *L, ml_model *m, ml_tensor **t) {
             t[i] = NULL;
             lua_setfield(L, -2, name);
         }
+    luaL_setmetatable(L, MLL_CACHE_MT);
 }
 
 /* logits, cache[, grads] = model:run_with_cache(tokens[, {names=, grads=, targets=, rows=, objective=}]) */
@@ -264,6 +526,373 @@ static int l_mamba_attention(lua_State *L) {
     return 1;
 }
 
+/* ------------------------------------------------------------------ the patching map */
+
+/* Option `key` of the table at opt: an integer for every example, a list of B integers or an
+ * int32 tensor of B elements, into out[B]. Returns false when the option is absent. */
+static bool read_per_example(lua_State *L, int opt, const char *key, int64_t B, int32_t *out, const char *fn) {
+    if (lua_getfield(L, opt, key) == LUA_TNIL) {
+        lua_pop(L, 1);
+        return false;
+    }
+    ml_tensor *t = mlL_testtensor(L, -1);
+    bool ok = true;
+    if (lua_isinteger(L, -1)) {
+        for (int64_t b = 0; b < B; b++) out[b] = (int32_t)lua_tointeger(L, -1);
+    } else if (t) {
+        ok = t->dtype == ML_I32 && ml_numel(t) == B;
+        for (int64_t b = 0; ok && b < B; b++) out[b] = (int32_t)ml_get_flat(t, b);
+    } else if (lua_istable(L, -1) && (int64_t)lua_rawlen(L, -1) == B) {
+        for (int64_t b = 0; ok && b < B; b++) {
+            lua_rawgeti(L, -1, b + 1);
+            ok = lua_isinteger(L, -1);
+            out[b] = (int32_t)lua_tointeger(L, -1);
+            lua_pop(L, 1);
+        }
+    } else {
+        ok = false;
+    }
+    if (!ok)
+        luaL_error(L, "%s: option '%s' expected an integer, a list of %d integers or an int32 tensor of %d, got %s", fn,
+                   key, (int)B, (int)B, luaL_typename(L, -1));
+    lua_pop(L, 1);
+    return true;
+}
+
+enum { METRIC_PROB, METRIC_LOGPROB, METRIC_LOGIT, METRIC_FUNCTION };
+
+/* The built-in metric of targets[b] read at row rows[b] of hidden states h (B, L, D), or of
+ * h (B, 1, D) already cut to the readout rows: the mean over examples of p, log p or the logit.
+ * *correct: how many examples' argmax is the target. */
+static double readout_metric(lua_State *L, ml_model *m, ml_tensor *h, const int32_t *rows, const int32_t *targets,
+                             int kind, int *correct) {
+    int64_t B = h->shape[0], Lh = h->shape[1], D = h->shape[2];
+    ml_tensor *hc = ml_contiguous(h), *x = ml_empty(ML_F32, 2, (int64_t[]){B, D}), *lg = NULL;
+    if (hc && x) {
+        for (int64_t b = 0; b < B; b++)
+            memcpy(ml_f32(x) + b * D, ml_f32(hc) + (b * Lh + (Lh == 1 ? 0 : rows[b])) * D, sizeof(float) * (size_t)D);
+        lg = ml_model_head(m, x);
+    }
+    ml_release(hc), ml_release(x);
+    if (!lg) mlL_raise(L);
+    int64_t V = lg->shape[1];
+    double sum = 0;
+    *correct = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const float *row = ml_f32(lg) + b * V;
+        int64_t best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (row[v] > row[best]) best = v;
+        double z = 0;
+        for (int64_t v = 0; v < V; v++) z += exp((double)row[v] - row[best]);
+        double logp = (double)row[targets[b]] - row[best] - log(z);
+        sum += kind == METRIC_PROB ? exp(logp) : kind == METRIC_LOGPROB ? logp : row[targets[b]];
+        *correct += best == targets[b];
+    }
+    ml_release(lg);
+    return sum / (double)B;
+}
+
+/* metric(logits (B, L, V)) -> number, for a metric given as a function (at stack index f) */
+static double function_metric(lua_State *L, ml_model *m, ml_tensor *h, int f, const char *fn) {
+    lua_pushvalue(L, f);
+    mlL_pushtensor(L, ml_model_head(m, h));
+    lua_call(L, 1, 1);
+    int ok;
+    double v = lua_tonumberx(L, -1, &ok);
+    if (!ok) luaL_error(L, "%s: option 'metric' returned %s, expected a number", fn, luaL_typename(L, -1));
+    lua_pop(L, 1);
+    return v;
+}
+
+/* Runs tokens caching the sites in want; the activations are anchored in a table pushed on the
+ * stack (acts[i] borrows them) and the hidden states are pushed above it. */
+static ml_tensor *cached_run(lua_State *L, ml_model *m, ml_tensor *tok, const bool *want, ml_tensor **acts) {
+    ml_tensor *hid = NULL;
+    ml_status st = ml_run_cache(m, tok, want, acts, &hid);
+    lua_createtable(L, m->n_sites, 0);
+    for (int i = 0; i < m->n_sites; i++)
+        if (acts[i]) mlL_pushtensor(L, acts[i]), lua_rawseti(L, -2, i + 1);
+    if (st) mlL_raise(L);
+    mlL_pushtensor(L, hid);
+    return hid;
+}
+
+/* map = mech.interp.patching_map(model, clean, corrupted[, {layers=, components=, positions=,
+ *   metric=, rows=, targets=, threshold=0.01, chance=}])
+ * Patches each (layer, component) site's clean activation at one position (the same for every
+ * example) into the corrupted run and reads the metric at the readout rows; see
+ * docs/interventions.md, "Patching maps". */
+static int l_patching_map(lua_State *L) {
+    const char *fn = "mech.interp.patching_map";
+    static const char *const keys[] = {"layers", "components", "positions", "metric", "rows",
+                                       "targets", "threshold", "chance", NULL};
+    ml_model *m = check_model(L, 1, fn);
+    lua_settop(L, 4);
+    if (lua_isnil(L, 4)) lua_newtable(L), lua_replace(L, 4);
+    mlL_checktable(L, 4, fn, 4);
+    mlL_checkkeys(L, 4, fn, keys);
+    ml_tensor *clean = check_tokens(L, m, 2, fn), *corr = check_tokens(L, m, 3, fn);
+    if (!ml_same_shape(clean, corr)) {
+        char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
+        return luaL_error(L, "%s: argument 3 expected corrupted tokens of the clean tokens' shape %s, got %s", fn,
+                          ml_shape_str(s1, clean->ndim, clean->shape), ml_shape_str(s2, corr->ndim, corr->shape));
+    }
+    int64_t B = clean->shape[0], Lq = clean->shape[1];
+    int V = m->cfg.vocab, n_layers = m->cfg.n_layers;
+
+    /* rows: layers x components (the components a layer has) */
+    int nl = 0, nc = 0;
+    int *layers = scratch(L, sizeof *layers * (size_t)(n_layers + 1));
+    if (lua_getfield(L, 4, "layers") == LUA_TNIL) {
+        for (int l = 0; l < n_layers; l++) layers[nl++] = l;
+    } else {
+        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'layers' expected a list of layers", fn);
+        for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
+            int ok;
+            lua_Integer l = lua_tointegerx(L, -1, &ok);
+            if (!ok || l < 0 || l >= n_layers || nl == n_layers)
+                return luaL_error(L, "%s: option 'layers' expected distinct layers in [0, %d), got %s", fn, n_layers,
+                                  luaL_tolstring(L, -1, NULL));
+            layers[nl++] = (int)l;
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    bool given = lua_getfield(L, 4, "components") != LUA_TNIL;
+    if (given && !lua_istable(L, -1)) return luaL_error(L, "%s: option 'components' expected a list of names", fn);
+    int max_c = given ? (int)lua_rawlen(L, -1) : ML_ENTRY_COUNT;
+    const char **comps = scratch(L, sizeof *comps * (size_t)(max_c + 1));
+    for (int i = 0; i < max_c; i++) {
+        if (given && lua_rawgeti(L, -2, i + 1) != LUA_TSTRING) /* the list is under the scratch */
+            return luaL_error(L, "%s: option 'components' expected names, got a %s", fn, luaL_typename(L, -1));
+        comps[nc++] = given ? mlL_site_component(lua_tostring(L, -1)) : ml_entry_names[i];
+        if (given) lua_pop(L, 1); /* the strings stay anchored in the list */
+    }
+    int *sites = scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), R = 0;
+    for (int i = 0; i < nl; i++)
+        for (int c = 0; c < nc; c++) {
+            int s = ml_site_lookup(m, layers[i], comps[c]);
+            if (s < 0) continue;
+            if (ml_site_pos_dim(m, s) < 0)
+                return luaL_error(L, "%s: component '%s' has no position dimension; it cannot be patched per position", fn,
+                                  comps[c]);
+            sites[R++] = s;
+        }
+    for (int c = 0; given && c < nc; c++) { /* a component no layer has: the closest name */
+        bool found = false;
+        for (int i = 0; i < nl && !found; i++) found = ml_site_lookup(m, layers[i], comps[c]) >= 0;
+        if (!found) mlL_checksite(L, m, lua_pushfstring(L, "blocks.%d.%s", nl ? layers[0] : 0, comps[c]), fn);
+    }
+    if (R == 0) return luaL_error(L, "%s: no site to patch", fn);
+
+    /* columns: positions */
+    int np = 0;
+    int32_t *positions;
+    if (lua_getfield(L, 4, "positions") == LUA_TNIL) {
+        positions = scratch(L, sizeof *positions * (size_t)Lq);
+        for (int64_t p = 0; p < Lq; p++) positions[np++] = (int32_t)p;
+    } else {
+        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'positions' expected a list of integers", fn);
+        int t = lua_gettop(L);
+        positions = scratch(L, sizeof *positions * (lua_rawlen(L, t) + 1));
+        for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
+            int ok;
+            lua_Integer p = lua_tointegerx(L, -1, &ok);
+            if (ok && p < 0) p += Lq;
+            if (!ok || p < 0 || p >= Lq)
+                return luaL_error(L, "%s: option 'positions' expected integers in [-%d, %d), got %s", fn, (int)Lq,
+                                  (int)Lq, luaL_tolstring(L, -1, NULL));
+            positions[np++] = (int32_t)p;
+        }
+        lua_pop(L, 1);
+    }
+    if (np == 0) return luaL_error(L, "%s: option 'positions' is empty", fn);
+
+    /* the readout: row rows[b] must predict targets[b] (default: the last token from the one before) */
+    int32_t *rows = scratch(L, sizeof *rows * (size_t)B), *targets = scratch(L, sizeof *targets * (size_t)B);
+    if (!read_per_example(L, 4, "rows", B, rows, fn)) {
+        if (Lq < 2) return luaL_error(L, "%s: option 'rows' is needed for sequences of length 1", fn);
+        for (int64_t b = 0; b < B; b++) rows[b] = (int32_t)(Lq - 2);
+    }
+    if (!read_per_example(L, 4, "targets", B, targets, fn))
+        for (int64_t b = 0; b < B; b++) targets[b] = (int32_t)ml_get_flat(clean, b * Lq + Lq - 1);
+    for (int64_t b = 0; b < B; b++) {
+        if (rows[b] < 0 || rows[b] >= Lq)
+            return luaL_error(L, "%s: option 'rows' expected rows in [0, %d), got %d", fn, (int)Lq, (int)rows[b]);
+        if (targets[b] < 0 || targets[b] >= V)
+            return luaL_error(L, "%s: option 'targets' expected token ids in [0, %d), got %d", fn, V, (int)targets[b]);
+    }
+    ml_tensor *rows_t = ml_empty(ML_I32, 1, &B);
+    mlL_pushtensor(L, rows_t);
+    memcpy(ml_i32(rows_t), rows, sizeof *rows * (size_t)B);
+
+    int kind = METRIC_PROB, metric_fn = 0;
+    static const char *const metric_names[] = {"prob", "logprob", "logit"};
+    if (lua_getfield(L, 4, "metric") == LUA_TFUNCTION) {
+        kind = METRIC_FUNCTION, metric_fn = lua_gettop(L);
+    } else if (!lua_isnil(L, -1)) {
+        const char *s = lua_tostring(L, -1);
+        kind = -1;
+        for (int k = 0; s && k < 3; k++)
+            if (!strcmp(s, metric_names[k])) kind = k;
+        if (kind < 0 || lua_type(L, -1) != LUA_TSTRING)
+            return luaL_error(L, "%s: option 'metric' expected 'prob', 'logprob', 'logit' or a function(logits), got %s",
+                              fn, s ? s : luaL_typename(L, -1));
+    }
+    double threshold = mlL_optnum(L, 4, "threshold", 0.01, fn);
+    double chance = mlL_optnum(L, 4, "chance", 1.0 / V, fn);
+
+    /* the clean run caches the sources, the corrupted run what a resume needs */
+    bool *want_clean = scratch(L, (size_t)m->n_sites), *want_corr = scratch(L, (size_t)m->n_sites);
+    for (int r = 0; r < R; r++) want_clean[sites[r]] = true, ml_patch_needs(m, sites[r], want_corr);
+    ml_tensor **clean_acts = scratch(L, sizeof *clean_acts * (size_t)m->n_sites);
+    ml_tensor **corr_acts = scratch(L, sizeof *corr_acts * (size_t)m->n_sites);
+    ml_tensor *clean_hid = cached_run(L, m, clean, want_clean, clean_acts);
+    ml_tensor *corr_hid = cached_run(L, m, corr, want_corr, corr_acts);
+    int correct, ignored;
+    double clean_v = readout_metric(L, m, clean_hid, rows, targets, kind == METRIC_FUNCTION ? METRIC_PROB : kind, &correct);
+    double corr_v = readout_metric(L, m, corr_hid, rows, targets, kind == METRIC_FUNCTION ? METRIC_PROB : kind, &ignored);
+    int32_t *pos = scratch(L, sizeof *pos * (size_t)B);
+    if (kind == METRIC_FUNCTION) {
+        clean_v = function_metric(L, m, clean_hid, metric_fn, fn);
+        corr_v = function_metric(L, m, corr_hid, metric_fn, fn);
+    }
+    double den = clean_v - corr_v, accuracy = (double)correct / (double)B;
+
+    ml_tensor *patched = ml_empty(ML_F32, 2, (int64_t[]){R, np}), *values = ml_empty(ML_F32, 2, (int64_t[]){R, np});
+    mlL_pushtensor(L, patched);
+    mlL_pushtensor(L, values);
+    int values_idx = lua_gettop(L);
+    for (int r = 0; r < R; r++) {
+        /* the metric through this site's resume without a patch, so cells the patch cannot change
+         * are exactly 0 (resuming at another site may differ in the last bits) */
+        double base = corr_v;
+        if (kind != METRIC_FUNCTION) {
+            for (int64_t b = 0; b < B; b++) pos[b] = -1;
+            ml_patch none = {.site = sites[r], .source = clean_acts[sites[r]], .pos = pos};
+            mlL_pushtensor(L, ml_patch_fast(m, corr_acts, &none, rows_t));
+            base = readout_metric(L, m, mlL_checktensor(L, -1, fn), rows, targets, kind, &ignored);
+            lua_pop(L, 1);
+        }
+        for (int j = 0; j < np; j++) {
+            for (int64_t b = 0; b < B; b++) pos[b] = positions[j];
+            ml_patch p = {.site = sites[r], .source = clean_acts[sites[r]], .pos = pos};
+            ml_tensor *hid = ml_patch_fast(m, corr_acts, &p, kind == METRIC_FUNCTION ? NULL : rows_t);
+            mlL_pushtensor(L, hid);
+            double v = kind == METRIC_FUNCTION ? function_metric(L, m, hid, metric_fn, fn)
+                                               : readout_metric(L, m, hid, rows, targets, kind, &ignored);
+            lua_pop(L, 1);
+            ml_f32(patched)[r * np + j] = (float)v;
+            ml_f32(values)[r * np + j] = (float)((v - base) / den);
+        }
+    }
+
+    lua_createtable(L, 0, 16);
+    lua_pushvalue(L, values_idx), lua_setfield(L, -2, "values");
+    lua_pushvalue(L, values_idx - 1), lua_setfield(L, -2, "patched");
+    lua_createtable(L, R, 0);
+    lua_createtable(L, R, 0);
+    for (int r = 0; r < R; r++) {
+        char name[96];
+        ml_site_fullname(m, sites[r], name, sizeof name);
+        lua_pushstring(L, name), lua_rawseti(L, -3, r + 1);
+        lua_pushfstring(L, "layer %d %s", m->site_layer[sites[r]], m->sites[sites[r]].name), lua_rawseti(L, -2, r + 1);
+    }
+    lua_setfield(L, -3, "row_labels");
+    lua_setfield(L, -2, "sites");
+    lua_createtable(L, np, 0);
+    lua_createtable(L, np, 0);
+    for (int j = 0; j < np; j++) {
+        lua_pushinteger(L, positions[j]), lua_rawseti(L, -3, j + 1);
+        lua_pushfstring(L, "%d", (int)positions[j]), lua_rawseti(L, -2, j + 1);
+    }
+    lua_setfield(L, -3, "col_labels");
+    lua_setfield(L, -2, "positions");
+    lua_pushstring(L, kind == METRIC_FUNCTION ? "function" : metric_names[kind]), lua_setfield(L, -2, "metric");
+    lua_pushnumber(L, clean_v), lua_setfield(L, -2, "clean");
+    lua_pushnumber(L, corr_v), lua_setfield(L, -2, "corrupted");
+    lua_pushnumber(L, den), lua_setfield(L, -2, "den");
+    lua_pushnumber(L, threshold), lua_setfield(L, -2, "threshold");
+    lua_pushboolean(L, den > threshold), lua_setfield(L, -2, "passes");
+    lua_pushnumber(L, accuracy), lua_setfield(L, -2, "accuracy");
+    lua_pushnumber(L, chance), lua_setfield(L, -2, "chance");
+    if (accuracy < 2 * chance) {
+        lua_pushfstring(L, "the model's accuracy on the clean tokens (%f) is at chance (%f): its attributions are noise",
+                        accuracy, chance);
+        fprintf(stderr, "%s: warning: %s\n", fn, lua_tostring(L, -1));
+        lua_setfield(L, -2, "warning");
+    }
+    luaL_setmetatable(L, MLL_PATCHING_MAP_MT);
+    return 1;
+}
+
+/* mech.interp.plot_map(map, {out=, title=, filter=true, vmin=-1, vmax=1}) or map:plot{...}: the
+ * map's values as a heatmap (rows: map.row_labels, columns: map.col_labels) through
+ * mech.plot.heatmap. With map.threshold, cells whose denominator (map.dens, a matrix, else
+ * map.den for every cell) is not above it are hatched, explained by map.filter_note. */
+static int l_plot_map(lua_State *L) {
+    const char *fn = "mech.interp.plot_map";
+    static const char *const keys[] = {"out", "title", "filter", "vmin", "vmax", NULL};
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checktable(L, 2, fn, 2);
+    mlL_checkkeys(L, 2, fn, keys);
+    lua_settop(L, 2);
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    if (lua_getfield(L, -1, "mech") != LUA_TTABLE || lua_getfield(L, -1, "plot") != LUA_TTABLE ||
+        lua_getfield(L, -1, "heatmap") != LUA_TFUNCTION)
+        return luaL_error(L, "%s: mech.plot.heatmap is not loaded", fn);
+    lua_createtable(L, 0, 12);
+    int args = lua_gettop(L);
+    static const char *const from_map[][2] = {{"values", "data"}, {"col_labels", "xlabels"}, {"row_labels", "ylabels"}};
+    for (int i = 0; i < 3; i++) {
+        if (lua_getfield(L, 1, from_map[i][0]) == LUA_TNIL)
+            return luaL_error(L, "%s: argument 1 expected a patching map with field '%s'", fn, from_map[i][0]);
+        lua_setfield(L, args, from_map[i][1]);
+    }
+    lua_pushnumber(L, mlL_optnum(L, 2, "vmin", -1, fn)), lua_setfield(L, args, "vmin");
+    lua_pushnumber(L, mlL_optnum(L, 2, "vmax", 1, fn)), lua_setfield(L, args, "vmax");
+    lua_pushinteger(L, 0), lua_setfield(L, args, "center");
+    lua_pushboolean(L, 1), lua_setfield(L, args, "values");
+    lua_pushliteral(L, "patched position"), lua_setfield(L, args, "xlabel");
+    lua_pushliteral(L, "attribution"), lua_setfield(L, args, "colorbar");
+    lua_getfield(L, 2, "out"), lua_setfield(L, args, "out");
+    if (lua_getfield(L, 2, "title") == LUA_TNIL) {
+        lua_pop(L, 1);
+        lua_getfield(L, 1, "metric");
+        lua_pushfstring(L, "Patching map (%s restored)", lua_isstring(L, -1) ? lua_tostring(L, -1) : "metric");
+        lua_remove(L, -2);
+    }
+    lua_setfield(L, args, "title");
+    lua_getfield(L, 1, "threshold");
+    bool filter = mlL_optbool(L, 2, "filter", 1, fn) && lua_isnumber(L, -1);
+    if (filter) {
+        double min = lua_tonumber(L, -1);
+        lua_createtable(L, 0, 3);
+        if (lua_getfield(L, 1, "dens") == LUA_TNIL) { /* one denominator for every cell */
+            lua_getfield(L, 1, "values");
+            ml_tensor *v = mlL_testtensor(L, -1);
+            lua_getfield(L, 1, "den");
+            if (!v || v->ndim != 2 || !lua_isnumber(L, -1))
+                return luaL_error(L, "%s: argument 1 with a threshold expected a values tensor and 'den' or 'dens'", fn);
+            mlL_pushtensor(L, ml_full(ML_F32, 2, v->shape, lua_tonumber(L, -1)));
+            lua_replace(L, -4);
+            lua_pop(L, 2);
+        }
+        lua_setfield(L, -2, "values");
+        lua_pushnumber(L, min), lua_setfield(L, -2, "min");
+        if (lua_getfield(L, 1, "filter_note") == LUA_TNIL) {
+            lua_pop(L, 1);
+            lua_pushfstring(L, "fails the filter: clean - corrupted metric <= %f", min);
+        }
+        lua_setfield(L, -2, "note");
+        lua_setfield(L, args, "filter");
+    }
+    lua_pop(L, 1);
+    lua_call(L, 1, 0);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ the evaluator */
 
 static int pos_arg(lua_State *L, int idx, const char *fn, const char *what) {
@@ -432,6 +1061,19 @@ static int l_corrupt(lua_State *L) {
     return 1;
 }
 
+/* mech.help([x]): prints the entry of x from the registry lua/mech/help.lua (the REPL also
+ * names it `help`). */
+static int l_help(lua_State *L) {
+    lua_settop(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "mech.help");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "help");
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 0);
+    return 0;
+}
+
 int mlL_open_interp(lua_State *L) {
     static const luaL_Reg methods[] = {{"run_with_cache", m_run_with_cache}, {"run_with_hooks", m_run_with_hooks}, {NULL, NULL}};
     luaL_getmetatable(L, "mech.Model");
@@ -442,11 +1084,26 @@ int mlL_open_interp(lua_State *L) {
         lua_pop(L, lua_istable(L, -1) ? 1 : 0);
     }
     lua_pop(L, 1);
+    static const luaL_Reg cache_methods[] = {{"get", cache_get}, {"has", cache_has}, {"names", cache_names}, {NULL, NULL}};
+    luaL_newmetatable(L, MLL_CACHE_MT);
+    luaL_newlib(L, cache_methods);
+    lua_pushcclosure(L, cache_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, cache_tostring), lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, MLL_PATCHING_MAP_MT);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, l_plot_map), lua_setfield(L, -2, "plot");
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
     static const luaL_Reg fns[] = {{"patch", l_patch},         {"site_mean", l_site_mean}, {"short_conv_edit", l_short_conv_edit},
                                    {"mamba_attention", l_mamba_attention}, {"interchange", l_interchange},
+                                   {"patching_map", l_patching_map}, {"plot_map", l_plot_map},
                                    {"kl_div", l_kl_div},       {"argmax", l_argmax},       {"corrupt", l_corrupt},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
     lua_setfield(L, -2, "interp");
+    lua_pushcfunction(L, l_help);
+    lua_setfield(L, -2, "help");
     return 0;
 }

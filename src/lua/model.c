@@ -12,9 +12,11 @@
 #include "lua/binding.h"
 #include "nn/checkpoint.h"
 #include "nn/train.h"
+#include "ops/nn_ops.h"
 
 #define MLL_MODEL_MT "mech.Model"
 #define MLL_HOOK_MT "mech.HookHandle"
+#define MLL_HOOK_NAMES_MT "mech.HookNames"
 #define MLL_ADAMW_MT "mech.AdamW"
 
 typedef struct {
@@ -151,20 +153,73 @@ static int m_named_parameters(lua_State *L) {
     return 1;
 }
 
+/* A parameter by its state-dict name or by the hook-style name of its module:
+ * "blocks.{l}.mixer.X" -> the layer's sequence mixer (a hybrid's even layers nest it under
+ * "mixer."), "blocks.{l}.mlp.X" -> its state mixer, "blocks.{l}.X" -> the layer's own (norms);
+ * "embed.W_E" / "pos_embed.W_pos" / "ln_final.w" / "ln_final.b" as TransformerLens spells them. */
+static int resolve_param(const ml_model *m, const char *name, char *buf, size_t n) {
+    snprintf(buf, n, "%s", name);
+    int i = ml_model_find_param(m, name);
+    if (i >= 0) return i;
+    static const char *const tl[][2] = {{"embed.W_E", "backbone.embeddings.word_embeddings.weight"},
+                                        {"pos_embed.W_pos", "backbone.embeddings.position_embeddings.weight"},
+                                        {"ln_final.w", "backbone.ln_f.weight"},
+                                        {"ln_final.b", "backbone.ln_f.bias"}};
+    for (size_t k = 0; k < sizeof tl / sizeof tl[0]; k++)
+        if (!strcmp(name, tl[k][0])) return ml_model_find_param(m, tl[k][1]);
+    if (strncmp(name, "blocks.", 7)) return -1;
+    char *end;
+    long layer = strtol(name + 7, &end, 10);
+    if (end == name + 7 || *end != '.' || layer < 0 || layer >= m->cfg.n_layers) return -1;
+    const char *rest = end + 1;
+    if (!strncmp(rest, "mixer.", 6)) {
+        snprintf(buf, n, "backbone.layers.%ld.sequence_mixer.mixer.%s", layer, rest + 6);
+        if ((i = ml_model_find_param(m, buf)) >= 0) return i;
+        snprintf(buf, n, "backbone.layers.%ld.sequence_mixer.%s", layer, rest + 6);
+    } else if (!strncmp(rest, "mlp.", 4)) {
+        snprintf(buf, n, "backbone.layers.%ld.state_mixer.%s", layer, rest + 4);
+    } else {
+        snprintf(buf, n, "backbone.layers.%ld.%s", layer, rest);
+    }
+    return ml_model_find_param(m, buf); /* buf: the state-dict spelling, for a did-you-mean */
+}
+
+/* model:param(name): by state-dict name ("backbone.layers.1.sequence_mixer.A_log") or hook-style
+ * name ("blocks.1.mixer.A_log"); the tensor shares the model's storage. */
 static int m_param(lua_State *L) {
     ml_model *m = check_model(L, 1, "param");
     const char *name = luaL_checkstring(L, 2);
-    int i = ml_model_find_param(m, name);
+    char spelled[160];
+    int i = resolve_param(m, name, spelled, sizeof spelled);
     if (i < 0) {
         const char **names = malloc(sizeof *names * (size_t)(m->n_params + 1));
         if (!names) return luaL_error(L, "param: out of memory");
         for (int k = 0; k < m->n_params; k++) names[k] = m->params[k].name;
         names[m->n_params] = NULL;
-        lua_pushfstring(L, "param: no parameter named '%s' (did you mean '%s'?)", name, mlL_closest(name, names));
+        lua_pushfstring(L, "param: no parameter named '%s' (did you mean '%s'? model:named_parameters() lists them)",
+                        name, mlL_closest(spelled, names));
         free(names);
         return lua_error(L);
     }
     mlL_pushtensor(L, ml_retain(m->params[i].t));
+    return 1;
+}
+
+/* model:unembed(x) -> logits: the final LayerNorm and the tied head on a residual x (B, L, D) or
+ * (L, D), e.g. a cached block_output (the logit lens) -> (B, L, V) / (L, V). */
+static int m_unembed(lua_State *L) {
+    const char *fn = "unembed";
+    ml_model *m = check_model(L, 1, fn);
+    ml_tensor *x = mlL_checktensor(L, 2, fn);
+    if (x->dtype != ML_F32 || x->ndim < 2 || x->ndim > 3 || x->shape[x->ndim - 1] != m->cfg.d_model) {
+        char s[ML_SHAPE_STR];
+        return luaL_error(L, "%s: argument 1 expected a float32 residual of shape (B, L, %d) or (L, %d), got %s %s", fn,
+                          m->cfg.d_model, m->cfg.d_model, ml_dtype_name(x->dtype), ml_shape_str(s, x->ndim, x->shape));
+    }
+    ml_tensor *h = ml_layer_norm(x, ml_model_p(m, m->p_lnf_w), ml_model_p(m, m->p_lnf_b), 1e-5);
+    ml_tensor *logits = h ? ml_model_head(m, h) : NULL;
+    ml_release(h);
+    mlL_pushtensor(L, logits);
     return 1;
 }
 
@@ -175,12 +230,19 @@ static int m_zero_grad(lua_State *L) {
 
 /* ------------------------------------------------------------------ sites & hooks */
 
+/* model:hook_names([filter]) -> {{name=, shape=}, ...}; filter as run_with_cache's names */
 static int m_hook_names(lua_State *L) {
-    ml_model *m = check_model(L, 1, "hook_names");
+    const char *fn = "hook_names";
+    ml_model *m = check_model(L, 1, fn);
+    lua_settop(L, 2);
+    bool filtered = !lua_isnil(L, 2);
+    if (filtered && lua_type(L, 2) != LUA_TSTRING && !lua_isfunction(L, 2))
+        return mlL_argerror(L, fn, 2, "a name, a Lua pattern or a function");
     lua_createtable(L, m->n_sites, 0);
-    for (int i = 0; i < m->n_sites; i++) {
+    for (int i = 0, k = 0; i < m->n_sites; i++) {
         char name[96];
         ml_site_fullname(m, i, name, sizeof name);
+        if (filtered && !mlL_name_filter(L, 2, name, fn)) continue;
         lua_createtable(L, 0, 2);
         lua_pushstring(L, name);
         lua_setfield(L, -2, "name");
@@ -193,7 +255,32 @@ static int m_hook_names(lua_State *L) {
             lua_rawseti(L, -2, d + 1);
         }
         lua_setfield(L, -2, "shape");
-        lua_rawseti(L, -2, i + 1);
+        lua_rawseti(L, -2, ++k);
+    }
+    luaL_setmetatable(L, MLL_HOOK_NAMES_MT);
+    return 1;
+}
+
+/* A hook_names() list prints one site a line with its shape. */
+static int hook_names_tostring(lua_State *L) {
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+    lua_pushfstring(L, "%I hook sites:", n);
+    for (lua_Integer i = 1; i <= n; i++) {
+        char line[256];
+        int len = 0, top = lua_gettop(L);
+        lua_rawgeti(L, 1, i);
+        lua_getfield(L, -1, "name");
+        len += snprintf(line, sizeof line, "\n  %-32s (", lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
+        lua_getfield(L, -2, "shape");
+        for (lua_Integer d = 1; lua_istable(L, -1) && lua_rawgeti(L, -1, d) != LUA_TNIL && len < 200; d++) {
+            const char *dim = lua_tostring(L, -1);
+            len += snprintf(line + len, sizeof line - (size_t)len, d > 1 ? ", %s" : "%s", dim ? dim : "?");
+            lua_pop(L, 1);
+        }
+        lua_settop(L, top);
+        snprintf(line + len, sizeof line - (size_t)len, ")");
+        lua_pushstring(L, line);
+        lua_concat(L, 2);
     }
     return 1;
 }
@@ -312,14 +399,21 @@ static bool setup_run(lua_State *L, ml_model *m, int arg, hook_ud *h, ml_run *ru
     }
     if (!lua_isnoneornil(L, arg)) {
         if (!lua_istable(L, arg)) mlL_argerror(L, fn, arg, "a table of hooks {site = function}");
-        h->hooks = lua_absindex(L, arg);
+        /* the call's hooks under mechlab's full names (keys may be TransformerLens names) */
+        arg = lua_absindex(L, arg);
+        lua_newtable(L);
+        h->hooks = lua_gettop(L);
         lua_pushnil(L);
-        while (lua_next(L, h->hooks)) {
+        while (lua_next(L, arg)) {
             if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: hook table keys must be site names", fn);
-            mlL_checksite(L, m, lua_tostring(L, -2), fn);
+            char full[96];
+            ml_site_fullname(m, mlL_checksite(L, m, lua_tostring(L, -2), fn), full, sizeof full);
             if (!lua_isfunction(L, -1)) luaL_error(L, "%s: hook for '%s' expected a function, got %s", fn, lua_tostring(L, -2), luaL_typename(L, -1));
-            any = true;
+            if (lua_getfield(L, h->hooks, full) != LUA_TNIL)
+                luaL_error(L, "%s: two hooks for site '%s' (one named '%s')", fn, full, lua_tostring(L, -3));
             lua_pop(L, 1);
+            lua_setfield(L, h->hooks, full);
+            any = true;
         }
     }
     if (any) {
@@ -402,9 +496,12 @@ static int m_loss(lua_State *L) {
 /* handle = model:add_hook(site, fn) */
 static int m_add_hook(lua_State *L) {
     ml_model *m = check_model(L, 1, "add_hook");
-    const char *site = luaL_checkstring(L, 2);
-    mlL_checksite(L, m, site, "add_hook");
-    luaL_checktype(L, 3, LUA_TFUNCTION);
+    char site[96];
+    ml_site_fullname(m, mlL_checksite(L, m, luaL_checkstring(L, 2), "add_hook"), site, sizeof site);
+    if (!lua_isfunction(L, 3)) return mlL_argerror(L, "add_hook", 3, "a function(activation, ctx)");
+    lua_settop(L, 3);
+    lua_pushstring(L, site);
+    lua_replace(L, 2); /* the handle keeps the full name */
     lua_getiuservalue(L, 1, 1);
     if (lua_getfield(L, -1, site) != LUA_TTABLE) {
         lua_pop(L, 1);
@@ -419,6 +516,14 @@ static int m_add_hook(lua_State *L) {
     for (int i = 1; i <= 3; i++) lua_pushvalue(L, i), lua_setiuservalue(L, -2, i);
     luaL_setmetatable(L, MLL_HOOK_MT);
     return 1;
+}
+
+/* model:reset_hooks(): removes every hook added with add_hook (their handles become no-ops) */
+static int m_reset_hooks(lua_State *L) {
+    check_model(L, 1, "reset_hooks");
+    lua_newtable(L);
+    lua_setiuservalue(L, 1, 1);
+    return 0;
 }
 
 static int hook_remove(lua_State *L) {
@@ -626,7 +731,8 @@ int mlL_open_model(lua_State *L) {
         {"param", m_param},         {"zero_grad", m_zero_grad},   {"hook_names", m_hook_names},
         {"forward", m_forward},     {"hidden", m_hidden},         {"loss", m_loss},
         {"add_hook", m_add_hook},   {"train_step", m_train_step}, {"evaluate", m_evaluate},
-        {"save", m_save},           {NULL, NULL}};
+        {"save", m_save},           {"reset_hooks", m_reset_hooks}, {"unembed", m_unembed},
+        {NULL, NULL}};
     luaL_newmetatable(L, MLL_MODEL_MT);
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");
@@ -640,6 +746,10 @@ int mlL_open_model(lua_State *L) {
     lua_pushcfunction(L, hook_remove), lua_setfield(L, -2, "remove");
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, hook_remove), lua_setfield(L, -2, "__close");
+    lua_pop(L, 1);
+
+    luaL_newmetatable(L, MLL_HOOK_NAMES_MT);
+    lua_pushcfunction(L, hook_names_tostring), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 
     luaL_newmetatable(L, MLL_ADAMW_MT);

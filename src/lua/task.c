@@ -465,6 +465,49 @@ static int l_token_name(lua_State *L) {
     return 1;
 }
 
+/* Pushes the name of token id (an integer) or raises naming the function. */
+static void push_token_name(lua_State *L, task_box *b, lua_Integer id, const char *fn) {
+    int v = ml_task_vocab_size(b->t);
+    if (id < 0 || id >= v) luaL_error(L, "%s: token id %I out of range for vocabulary size %d", fn, id, v);
+    char buf[32];
+    lua_pushstring(L, ml_task_token_name(b->t, (int)id, buf));
+}
+
+/* task:to_str_tokens(tokens) -> the names of token ids: a list for one sequence (a table or a 1-D
+ * tensor), a list of lists for a batch (B, L) */
+static int l_to_str_tokens(lua_State *L) {
+    const char *fn = "task:to_str_tokens";
+    task_box *b = check_task(L, 1, fn);
+    ml_tensor *t = mlL_testtensor(L, 2);
+    if (t) {
+        if (t->dtype != ML_I32 || t->ndim < 1 || t->ndim > 2) return mlL_argerror(L, fn, 1, "int32 token ids of shape (L) or (B, L)");
+        int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->shape[t->ndim - 1];
+        if (t->ndim == 2) lua_createtable(L, (int)rows, 0);
+        for (int64_t r = 0; r < rows; r++) {
+            lua_createtable(L, (int)cols, 0);
+            for (int64_t c = 0; c < cols; c++) {
+                push_token_name(L, b, (lua_Integer)ml_get_flat(t, r * cols + c), fn);
+                lua_rawseti(L, -2, c + 1);
+            }
+            if (t->ndim == 2) lua_rawseti(L, -2, r + 1);
+        }
+        return 1;
+    }
+    if (!lua_istable(L, 2)) return mlL_argerror(L, fn, 1, "token ids (an int32 tensor or a list of integers)");
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
+    lua_createtable(L, (int)n, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 2, i);
+        int ok;
+        lua_Integer id = lua_tointegerx(L, -1, &ok);
+        if (!ok) return luaL_error(L, "%s: argument 1 expected integer token ids, got %s at index %I", fn, luaL_typename(L, -1), i);
+        lua_pop(L, 1);
+        push_token_name(L, b, id, fn);
+        lua_rawseti(L, -2, i);
+    }
+    return 1;
+}
+
 static int l_name(lua_State *L) {
     lua_pushstring(L, ml_task_name(check_task(L, 1, "task:name")->t));
     return 1;
@@ -757,6 +800,7 @@ static const luaL_Reg task_methods[] = {{"sample", l_sample},
                                         {"dataset", l_dataset},
                                         {"vocab_size", l_vocab_size},
                                         {"token_name", l_token_name},
+                                        {"to_str_tokens", l_to_str_tokens},
                                         {"show", l_task_show},
                                         {"name", l_name},
                                         {"kind", l_kind},

@@ -21,7 +21,8 @@ T.test("run_with_cache: the logits of forward, bit for bit, and the asked sites"
   T.truthy(logits:equal(m:forward(tok)))
   T.eq(cache["blocks.1.attention_output"]:shape(), { 3, 13, 16 })
   T.eq(cache["blocks.0.mixer.pattern"]:shape(), { 3, 1, 13, 13 })
-  T.eq(cache["blocks.0.block_input"], nil)
+  T.falsy(cache:has("blocks.0.block_input"))
+  T.raises(function() return cache["blocks.0.block_input"] end, "is not in this cache")
   local _, all = m:run_with_cache(tok)
   local n = 0
   for _ in pairs(all) do n = n + 1 end

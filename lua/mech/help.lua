@@ -1,0 +1,443 @@
+-- mech.help: the one registry of mechlab's Lua API. Each entry: name, signature, a short
+-- description and an example. help(x) / mech.help(x) print from it, and docs/api.md is generated
+-- from it (`mechlab tools/gen_api_docs.lua`; tests/lua/test_api.lua fails when they differ or
+-- when a function of `mech` or a method of its classes has no entry).
+--   help(mech.zeros)  help("model")  help("cache:get")  help(model)  help()
+local H = {}
+
+-- Topics, in the order of docs/api.md: key, title, what an entry's name starts with.
+H.topics = {
+  { key = "mech", title = "Tensors and autograd (`mech.*`)", prefix = "mech." },
+  { key = "model", title = "Models (`mech.model`, `model:*`)", prefix = "model:" },
+  { key = "cache", title = "Caches (`cache:*`)", prefix = "cache:" },
+  { key = "hook", title = "Hook handles (`handle:*`)", prefix = "handle:" },
+  { key = "mech.interp", title = "Interventions (`mech.interp.*`)", prefix = "mech.interp." },
+  { key = "map", title = "Patching maps (`map:*`)", prefix = "map:" },
+  { key = "interchange", title = "The paper's evaluator (`require \"mech.interchange\"`)", prefix = "ic." },
+  { key = "mech.task", title = "Tasks (`mech.task.*`, `task:*`)", prefix = "mech.task." },
+  { key = "task", title = "Task methods (`task:*`)", prefix = "task:" },
+  { key = "dataset", title = "Datasets (`dataset:*`)", prefix = "dataset:" },
+  { key = "generator", title = "Random generators (`gen:*`)", prefix = "gen:" },
+  { key = "mech.plot", title = "Figures (`mech.plot.*`)", prefix = "mech.plot." },
+  { key = "mech.sys", title = "System services (`mech.sys.*`)", prefix = "mech.sys." },
+}
+
+-- The class of a userdata or table (its metatable's __name) -> topic key.
+H.classes = { ["mech.Model"] = "model", ["mech.Cache"] = "cache", ["mech.HookHandle"] = "hook",
+  ["mech.PatchingMap"] = "map", ["mech.Task"] = "task", ["mech.Dataset"] = "dataset",
+  ["mech.Generator"] = "generator", ["mech.Tensor"] = "mech" }
+
+H.entries = {}
+local function E(name, signature, description, example)
+  H.entries[#H.entries + 1] = { name = name, signature = signature, description = description, example = example }
+end
+
+-- An elementwise or reduction op: mech.NAME(t, ...) and t:NAME(...) (docs/tensors.md).
+local function op(name, args, what, example)
+  E("mech." .. name, "mech." .. name .. "(" .. args .. ") -> tensor", what ..
+    " Also a method: `t:" .. name .. "(...)`; docs/tensors.md gives dtypes and gradients.", example)
+end
+
+-- ---------------------------------------------------------------- tensors
+E("mech.tensor", "mech.tensor(values[, {dtype=, requires_grad=}]) -> tensor",
+  "A tensor from a number or a nested table of numbers (float32 unless `dtype = \"int32\"`).",
+  'local t = mech.tensor({{1, 2}, {3, 4}}, { dtype = "int32" })')
+E("mech.zeros", "mech.zeros(shape...[, {dtype=, requires_grad=}]) -> tensor",
+  "A tensor of zeros; the shape is numbers or one table.", "local z = mech.zeros(2, 3)")
+E("mech.ones", "mech.ones(shape...[, {dtype=, requires_grad=}]) -> tensor", "A tensor of ones.",
+  "local o = mech.ones({2, 3})")
+E("mech.full", "mech.full(shape..., value[, {dtype=, requires_grad=}]) -> tensor",
+  "A tensor filled with `value`.", 'local m = mech.full(2, 3, -100, { dtype = "int32" })')
+E("mech.arange", "mech.arange([start,] stop[, step][, {dtype=}]) -> tensor",
+  "The numbers start, start + step, ... below stop, as 1-D tensor.", "local r = mech.arange(5)")
+E("mech.rand", "mech.rand(shape...[, {generator=, requires_grad=}]) -> tensor",
+  "Uniform numbers in [0, 1) from the default generator (mech.manual_seed) or `generator`.",
+  "local u = mech.rand(2, 3)")
+E("mech.randn", "mech.randn(shape...[, {generator=, requires_grad=}]) -> tensor",
+  "Standard normal numbers from the default generator or `generator`.",
+  "local x = mech.randn(2, 3, { generator = mech.Generator(1) })")
+E("mech.Generator", "mech.Generator(seed[, stream]) -> gen",
+  "A Philox random stream: the same numbers on every machine and thread count.",
+  "local g = mech.Generator(42); print(g:uniform())")
+E("mech.manual_seed", "mech.manual_seed(seed)", "Reseeds the default generator of mech.rand and mech.randn.",
+  "mech.manual_seed(0)")
+E("mech.no_grad", "mech.no_grad(fn, ...) -> fn's results",
+  "Calls fn(...) with gradient recording off (as torch.no_grad); needed to edit parameters in place.",
+  "mech.no_grad(function() model:param('embed.W_E'):fill_(0) end)")
+E("mech.grad_enabled", "mech.grad_enabled() -> boolean", "Whether operations record gradients now.",
+  "print(mech.grad_enabled())")
+E("mech.gradcheck", "mech.gradcheck(fn, {inputs...}[, {eps=, atol=, rtol=}]) -> true or message",
+  "Compares fn's autograd gradients with central differences (double-precision accumulation).",
+  "print(mech.gradcheck(function(x) return (x * x):sum() end, { mech.randn(3, { requires_grad = true }) }))")
+E("mech.threads", "mech.threads([n]) -> n", "Sets (with n) and returns the thread count of OpenBLAS and the loops.",
+  "mech.threads(1)")
+E("mech.is_tensor", "mech.is_tensor(x) -> boolean", "Whether x is a live mech.Tensor.", "print(mech.is_tensor(mech.zeros(1)))")
+E("mech.memory_bytes", "mech.memory_bytes() -> bytes", "Bytes held by live tensor storages.", "print(mech.memory_bytes())")
+for _, o in ipairs {
+  { "add", "a, b", "a + b, broadcasting.", "local c = mech.add(mech.ones(2), 1)" },
+  { "sub", "a, b", "a − b, broadcasting.", "local c = mech.sub(mech.ones(2), 1)" },
+  { "mul", "a, b", "a · b, broadcasting.", "local c = mech.mul(mech.ones(2), 3)" },
+  { "div", "a, b", "a / b, broadcasting; always float32.", "local c = mech.div(mech.ones(2), 4)" },
+  { "pow", "a, b", "aᵇ, broadcasting.", "local c = mech.pow(mech.arange(3), 2)" },
+  { "maximum", "a, b", "Elementwise maximum.", "local c = mech.maximum(mech.randn(3), 0)" },
+  { "minimum", "a, b", "Elementwise minimum.", "local c = mech.minimum(mech.randn(3), 0)" },
+  { "eq", "a, b", "int32 0/1 mask of a == b.", "local m = mech.eq(mech.arange(3), 1)" },
+  { "ne", "a, b", "int32 0/1 mask of a ~= b.", "local m = mech.ne(mech.arange(3), 1)" },
+  { "lt", "a, b", "int32 0/1 mask of a < b.", "local m = mech.lt(mech.arange(3), 1)" },
+  { "le", "a, b", "int32 0/1 mask of a <= b.", "local m = mech.le(mech.arange(3), 1)" },
+  { "gt", "a, b", "int32 0/1 mask of a > b.", "local m = mech.gt(mech.arange(3), 1)" },
+  { "ge", "a, b", "int32 0/1 mask of a >= b.", "local m = mech.ge(mech.arange(3), 1)" },
+  { "neg", "a", "−a.", "local c = mech.neg(mech.ones(2))" },
+  { "exp", "a", "eˣ elementwise.", "local c = mech.exp(mech.zeros(2))" },
+  { "log", "a", "ln x elementwise.", "local c = mech.log(mech.ones(2))" },
+  { "sqrt", "a", "√x elementwise.", "local c = mech.sqrt(mech.ones(2))" },
+  { "abs", "a", "|x| elementwise.", "local c = mech.abs(mech.randn(2))" },
+  { "tanh", "a", "tanh x elementwise.", "local c = mech.tanh(mech.randn(2))" },
+  { "sigmoid", "a", "1 / (1 + e⁻ˣ) elementwise.", "local c = mech.sigmoid(mech.randn(2))" },
+  { "relu", "a", "max(x, 0) elementwise.", "local c = mech.relu(mech.randn(2))" },
+  { "gelu", "a", "GELU (exact erf form) elementwise.", "local c = mech.gelu(mech.randn(2))" },
+  { "silu", "a", "x · σ(x) elementwise.", "local c = mech.silu(mech.randn(2))" },
+  { "softplus", "a", "ln(1 + eˣ) elementwise.", "local c = mech.softplus(mech.randn(2))" },
+  { "sin", "a", "sin x elementwise.", "local c = mech.sin(mech.randn(2))" },
+  { "cos", "a", "cos x elementwise.", "local c = mech.cos(mech.randn(2))" },
+  { "clamp", "a, lo, hi", "min(max(x, lo), hi); nil leaves a side unbounded.", "local c = mech.clamp(mech.randn(3), -1, 1)" },
+  { "where", "cond, a, b", "a where cond ≠ 0, else b (broadcasting).", "local c = mech.where(mech.gt(mech.randn(3), 0), 1, -1)" },
+  { "allclose", "a, b[, rtol, atol]", "Whether a and b have one shape and are close everywhere (returns a boolean).",
+    "print(mech.allclose(mech.ones(2), mech.ones(2)))" },
+  { "sum", "a[, dim[, keepdim]]", "Sum of all elements, or along dim.", "local s = mech.sum(mech.ones(2, 3), 1)" },
+  { "mean", "a[, dim[, keepdim]]", "Mean of all elements, or along dim.", "local s = mech.mean(mech.ones(2, 3), 0)" },
+  { "var", "a[, dim[, keepdim]]", "Variance (unbiased) of all elements, or along dim.", "local v = mech.var(mech.randn(10))" },
+  { "max", "a[, dim[, keepdim]]", "Maximum; along dim also the int32 indices (values, indices).",
+    "local v, i = mech.max(mech.randn(2, 3), 1)" },
+  { "min", "a[, dim[, keepdim]]", "Minimum; along dim also the int32 indices.", "local v, i = mech.min(mech.randn(2, 3), 1)" },
+  { "argmax", "a[, dim[, keepdim]]", "int32 indices of the maxima.", "local i = mech.argmax(mech.randn(2, 3), 1)" },
+  { "argmin", "a[, dim[, keepdim]]", "int32 indices of the minima.", "local i = mech.argmin(mech.randn(2, 3), 1)" },
+  { "matmul", "a, b", "Matrix product with batch broadcasting (PyTorch's rules).", "local c = mech.matmul(mech.randn(2, 3), mech.randn(3, 4))" },
+  { "linear", "x, w[, bias]", "x · wᵀ + bias (w is (out, in), as nn.Linear).", "local y = mech.linear(mech.randn(2, 3), mech.randn(4, 3))" },
+  { "softmax", "a, dim", "Softmax along dim.", "local p = mech.softmax(mech.randn(2, 5), 1)" },
+  { "log_softmax", "a, dim", "Log-softmax along dim.", "local lp = mech.log_softmax(mech.randn(2, 5), 1)" },
+  { "gather", "a, dim, index", "Elements of a at int32 `index` along dim (torch.gather).", "local g = mech.gather(mech.randn(2, 3), 1, {{0}, {2}})" },
+  { "index_select", "a, dim, index", "The slices of a at the int32 indices along dim.", "local r = mech.index_select(mech.randn(4, 3), 0, {0, 2})" },
+  { "scatter_add", "a, dim, index, src", "a with src added at index along dim (torch.scatter_add).",
+    "local s = mech.scatter_add(mech.zeros(3), 0, {0, 0, 2}, mech.ones(3))" },
+  { "embedding", "weight, ids", "Rows of weight (V, D) at the int32 ids.", "local e = mech.embedding(mech.randn(10, 4), {1, 2})" },
+  { "cat", "{a, b, ...}[, dim]", "Concatenation along dim (default 0).", "local c = mech.cat({ mech.ones(2), mech.zeros(3) })" },
+  { "stack", "{a, b, ...}[, dim]", "Stacks tensors of one shape along a new dim.", "local s = mech.stack({ mech.ones(2), mech.zeros(2) })" },
+  { "split", "a, size[, dim]", "Views of a in pieces of `size` along dim (a table).", "local parts = mech.split(mech.arange(6), 2)" },
+} do op(o[1], o[2], o[3], o[4]) end
+
+-- ---------------------------------------------------------------- models
+E("mech.model", "mech.model{arch=, d_model=, n_layers=, vocab=, seed=, ...} -> model",
+  "Builds a language model; `mech.architectures` lists the archs and docs/mixers.md the options. An option the arch does not read is an error.",
+  'local model = mech.model { arch = "mamba", d_model = 16, n_layers = 2, vocab = 68, seed = 1 }')
+E("mech.load", "mech.load(path) -> model, optimiser or nil, metadata",
+  "Loads a checkpoint written by model:save (safetensors with the config in the metadata).",
+  'local model, opt, meta = mech.load("run/checkpoint.safetensors")')
+E("mech.adamw", "mech.adamw(model[, {beta1=, beta2=, eps=, weight_decay=}]) -> optimiser",
+  "An AdamW optimiser over every parameter of the model.", "local opt = mech.adamw(model, { weight_decay = 0.1 })")
+E("mech.lr_schedule", "mech.lr_schedule{kind=, lr=, total=, warmup=} -> function(step) -> lr",
+  "A learning-rate schedule (cosine, linear or constant with linear warmup).",
+  'local lr = mech.lr_schedule { kind = "cosine", lr = 1e-3, total = 1000 }')
+E("model:forward", "model:forward(tokens[, hooks]) -> logits (B, L, V)",
+  "Runs int32 tokens (B, L) or (L); hooks is a table {[site] = fn(act, ctx)} (see model:run_with_hooks).",
+  "local logits = model:forward(tokens)")
+E("model:hidden", "model:hidden(tokens[, hooks]) -> h (B, L, D)", "The final hidden states (after the final norm, before the head).",
+  "local h = model:hidden(tokens)")
+E("model:unembed", "model:unembed(x) -> logits", "The final LayerNorm and the tied head on a residual (B, L, D) or (L, D): the logit lens on any cached residual.",
+  'local lens = model:unembed(cache:get("resid_post", 0))')
+E("model:run_with_cache", "model:run_with_cache(tokens[, {names=, grads=, targets=, rows=, objective=}]) -> logits, cache[, grads]",
+  "Runs and keeps activations in a mech.Cache. names: a site, a Lua pattern, a function(name) -> keep, or a list (TransformerLens names work); grads = true also returns d objective / d activation.",
+  'local logits, cache = model:run_with_cache(tokens, { names = "block_input" })')
+E("model:run_with_hooks", "model:run_with_hooks(tokens, {[site] = fn(act, ctx)}) -> logits",
+  "A forward with hooks for this call: fn observes (returns nothing) or returns a replacement of the same shape; ctx = {site, layer, name}.",
+  'local logits = model:run_with_hooks(tokens, { ["blocks.1.mlp_output"] = function(a) return a * 0 end })')
+E("model:add_hook", "model:add_hook(site, fn) -> handle", "A hook that stays until handle:remove(), the handle goes out of a `<close>` scope, or model:reset_hooks().",
+  'local h <close> = model:add_hook("blocks.0.hook_resid_pre", function(a) print(a:shape()[2]) end)')
+E("model:reset_hooks", "model:reset_hooks()", "Removes every hook added with model:add_hook.", "model:reset_hooks()")
+E("model:hook_names", "model:hook_names([filter]) -> {{name=, shape=}, ...}", "Every hook site with its shape (B and L for batch and length), or those a name, Lua pattern or function keeps; prints one a line.",
+  'print(model:hook_names("mixer"))')
+E("model:param", "model:param(name) -> tensor", "A parameter by state-dict name or hook-style name (\"blocks.1.mixer.A_log\", \"embed.W_E\"); it shares the model's storage.",
+  'local A_log = model:param("blocks.1.mixer.A_log")')
+E("model:named_parameters", "model:named_parameters() -> {{name, tensor}, ...}", "Every parameter with its state-dict name.",
+  "for _, p in ipairs(model:named_parameters()) do print(p[1]) end")
+E("model:config", "model:config() -> table", "The model's options (those of mech.model).", "print(model:config().arch)")
+E("model:n_params", "model:n_params() -> count", "The parameter count as PyTorch counts it (tied embedding once).", "print(model:n_params())")
+E("model:zero_grad", "model:zero_grad()", "Sets every parameter gradient to zero.", "model:zero_grad()")
+E("model:loss", "model:loss(tokens, targets[, hooks]) -> loss, logits (N, V), rows (N)",
+  "Mean cross-entropy at the rows whose target is not -100; also the logits there and their flat indices.",
+  "local loss = model:loss(tokens, targets)")
+E("model:train_step", "model:train_step(opt, tokens, targets, lr) -> {loss, correct, n, prob_sum}",
+  "One AdamW step on a batch.", "local stats = model:train_step(opt, tokens, targets, 1e-3)")
+E("model:evaluate", "model:evaluate(tokens, targets) -> {loss, correct, n, prob_sum}",
+  "Loss and argmax accuracy at the supervised rows, without gradients.", "local s = model:evaluate(tokens, targets); print(s.correct / s.n)")
+E("model:save", "model:save(path[, {optimizer=, meta=}])", "Writes a checkpoint atomically (safetensors; config and metadata inside).",
+  'model:save("tiny.safetensors", { meta = { note = "tour" } })')
+
+-- ---------------------------------------------------------------- caches and hooks
+E("cache:get", "cache:get(component[, layer]) -> tensor",
+  "An activation by component and layer, in mechlab's or TransformerLens's names (\"block_input\", \"resid_pre\", \"hook_resid_pre\"); a missing one is an error naming the closest.",
+  'local r = cache:get("resid_pre", 1)   -- cache["blocks.1.block_input"]')
+E("cache:has", "cache:has(name) -> boolean", "Whether the cache holds the site (`cache[name]` raises for a missing one).",
+  'print(cache:has("blocks.0.mixer.q"))')
+E("cache:names", "cache:names([filter]) -> {name, ...}", "The cached site names, sorted; filter: a name, a Lua pattern or a function(name) -> keep.",
+  'for _, n in ipairs(cache:names("mixer")) do print(n, cache[n]:shape()[2]) end')
+E("handle:remove", "handle:remove()", "Removes the hook that model:add_hook returned this handle for (again: nothing).", "h:remove()")
+
+-- ---------------------------------------------------------------- interventions
+E("mech.interp.patch", "mech.interp.patch(model, tokens, {site=, source=, pos=, reference=}) -> logits",
+  "Runs tokens with the site's activation overwritten by source (B, ...) or a per-position (L, ...) value at pos (nil: every position; an integer; or one per example). Interchange, mean, zero and resample ablations.",
+  'local logits = mech.interp.patch(model, corrupted, { site = "blocks.1.block_input", source = cache["blocks.1.block_input"], pos = 5 })')
+E("mech.interp.patching_map", "mech.interp.patching_map(model, clean, corrupted[, {layers=, components=, positions=, metric=, rows=, targets=, threshold=, chance=}]) -> map",
+  "Patches each layer × component's clean activation into the corrupted run at each position: map.values (layer·component, position) is (patched − corrupted) / (clean − corrupted) of the metric (\"prob\", \"logprob\", \"logit\" of targets at rows, or a function(logits)); with labels, passes (the 0.01 filter) and a warning when the model is at chance.",
+  "local map = mech.interp.patching_map(model, clean, corrupted, { layers = { 1 }, positions = { 1, 5 } })")
+E("mech.interp.plot_map", "mech.interp.plot_map(map, {out=, title=, filter=, vmin=, vmax=})",
+  "Draws a patching map (values, row_labels, col_labels; threshold with den or dens, filter_note) as a heatmap (PNG, SVG or PDF and a CSV of the numbers); cells failing the filter are hatched.",
+  'mech.interp.plot_map(map, { out = "map.png" })')
+E("map:plot", "map:plot{out=, title=, filter=, vmin=, vmax=}", "mech.interp.plot_map on this map.", 'map:plot { out = "map.png" }')
+E("mech.interp.site_mean", "mech.interp.site_mean(model, dataset, site[, {n=, batch=}]) -> (L, ...)",
+  "The mean activation of a site per position over a dataset (a mean-ablation source).",
+  'local mean = mech.interp.site_mean(model, ds, "blocks.1.block_input")')
+E("mech.interp.short_conv_edit", "mech.interp.short_conv_edit(model, \"identity\" | \"zero\" | \"truncate\"[, {layer=, keep=}]) -> kernels edited",
+  "Surgery on the short convolutions (Mamba conv1d, BaseConv/Based, Hyena, DeltaNet) of one layer or all (-1).",
+  'mech.interp.short_conv_edit(mamba, "truncate", { layer = 1, keep = 2 })')
+E("mech.interp.mamba_attention", "mech.interp.mamba_attention(model, tokens, layer) -> alpha (B, E, L, L)",
+  "Mamba's implicit attention: y[b,t,e] = Σ_s α[b,e,t,s]·u[b,s,e].", "local alpha = mech.interp.mamba_attention(mamba, tokens, 0)")
+E("mech.interp.interchange", "mech.interp.interchange(model, dataset[, {sites=, label_types=, positions=, seed=, batch=, first=, count=, swap=, reference=}]) -> result",
+  "The paper's interchange sweep in C (ic.evaluate adds the site choice and names).", "local r = mech.interp.interchange(model, ds, { sites = { \"blocks.1.block_input\" } })")
+E("mech.interp.kl_div", "mech.interp.kl_div(corrupted_logits, intervened_logits) -> number", "KL(corrupted ‖ intervened) / |V| of two logit vectors (the paper's metric).",
+  "print(mech.interp.kl_div(mech.randn(5), mech.randn(5)))")
+E("mech.interp.argmax", "mech.interp.argmax({values}, {names}) -> index", "max_perc's winner: 1-based, #names + 1 for \"nothing\"; ties to the larger name.",
+  'print(mech.interp.argmax({ 0.1, 0.3 }, { "a", "b" }))')
+E("mech.interp.corrupt", "mech.interp.corrupt(lo, hi, orig, gen) -> token", "The paper's corruption draw from the pool [lo, hi] (task:corrupt_range()), never orig.",
+  "print(mech.interp.corrupt(4, 35, 10, mech.Generator(42, 7)))")
+E("ic.evaluate", "ic.evaluate(model, dataset[, {layers=, components=, sites=, mixer_sites=, label_types=, positions=, seed=, batch=, first=, count=, swap=}]) -> res",
+  "The paper's interchange evaluation: res.by_name[metric], res.passes[label] (the 0.01 filter), res.accuracy, res.chance and res.warning when the model is at chance.",
+  "local res = ic.evaluate(model, ds, { layers = { 1 } })")
+E("ic.sites", "ic.sites(model[, {sites=, layers=, components=, mixer_sites=}]) -> {site, ...}", "The sites a sweep patches.",
+  "local sites = ic.sites(model, { layers = { 0 } })")
+E("ic.attrib", "ic.attrib(res, label[, threshold]) -> value, passes", "Attribution (Eq. 3, ratio of means) of a label and whether it passes the filter.",
+  'print(ic.attrib(res, "1.KEY.query_item_orig.target_item_orig.block_input"))')
+E("ic.check_accuracy", "ic.check_accuracy(res, model, dataset, first, count, fn)", "Sets res.accuracy and res.chance; at chance sets res.warning and prints it to stderr.",
+  'ic.check_accuracy(res, model, ds, 0, 16, "mine")')
+E("ic.write_csv", "ic.write_csv(res, path_or_writer, step, split)", "Appends every metric to a long-format metrics CSV.", 'ic.write_csv(res, "ic.csv", 0, "test")')
+E("ic.evaluator", "ic.evaluator{every=, split=, on_result=, ...} -> evaluator", "The sweep as a training-loop evaluator (train.run{evaluators = ...}).",
+  "local ev = ic.evaluator { every = 1000, layers = { 1 } }")
+E("ic.readout", "ic.readout(dataset, first, n) -> rows, targets", "Where documents' answers are read (target_item − 1) and the answers, as int32 tensors (patching_map's rows and targets).",
+  "local rows, targets = ic.readout(ds, 0, 8)")
+E("ic.corrupt", "ic.corrupt(dataset, first, n[, {position=, seed=}]) -> clean, corrupted", "Token batches with the named item (default the key, query_item_orig) corrupted by the paper's draw.",
+  "local clean, corrupted = ic.corrupt(ds, 0, 8)")
+E("ic.attention_mass", "ic.attention_mass(model, dataset[, {query=, key=, n=}]) -> {[layer] = mass}",
+  "Mean attention weight from a named query position to a named key position (attention, Based, Mamba's implicit attention).",
+  "local mass = ic.attention_mass(model, ds)")
+E("ic.type_name", "ic.type_name(task) -> string", "The TYPE in metric labels (KEY, VALUE, PARENT, ...).", "print(ic.type_name(task))")
+E("ic.attribution_patching", "ic.attribution_patching(model, dataset[, {real=, n=, seed=, ...}]) -> {estimates, correlation, n}",
+  "Gradient attribution patching (activation × gradient) and its correlation with real patching.",
+  "local ap = ic.attribution_patching(model, ds, { real = res })")
+
+-- ---------------------------------------------------------------- tasks
+E("mech.task.ar", "mech.task.ar{num_kv=, length=, min_length=, max_length=, query_type=, ...} -> task",
+  "The associative-recall task (docs/tasks.md).", "local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 }")
+E("mech.task.atr", "mech.task.atr{...} -> task", "The ATR PCFG task (docs/tasks.md lists the options).", "local atr = mech.task.atr {}")
+E("mech.task.preset", "mech.task.preset(name[, seed][, {rng=}]) -> task", "A task of the paper by name (mech.task.presets() lists them).",
+  'local t = mech.task.preset("ar_32")')
+E("mech.task.presets", "mech.task.presets() -> {name, ...}", "The preset names.", "print(#mech.task.presets())")
+E("mech.task.show", "mech.task.show(doc) -> string", "A document as text.", "print(mech.task.show(task:sample(1)))")
+E("task:sample", "task:sample([seed | gen][, split]) -> doc", "One document.", "local doc = task:sample(1)")
+E("task:dataset", "task:dataset([n][, {seed=, split=}]) -> dataset", "n documents (default: the paper's sizes).", 'local ds = task:dataset(16, { seed = 1, split = "test" })')
+E("task:vocab_size", "task:vocab_size() -> V", "The vocabulary size (a model's vocab).", "print(task:vocab_size())")
+E("task:token_name", "task:token_name(id) -> string", "The name of one token id.", "print(task:token_name(5))")
+E("task:to_str_tokens", "task:to_str_tokens(tokens) -> {name, ...}", "Token names of a sequence (a table or tensor (L)) or of a batch (B, L) as a list of lists.",
+  "print(table.concat(task:to_str_tokens(ds:batch(0, 1))[1], \" \"))")
+E("task:show", "task:show() -> string", "The task's description.", "print(task:show())")
+E("task:name", "task:name() -> string", "The task's name.", "print(task:name())")
+E("task:kind", "task:kind() -> \"ar\" | \"atr\"", "The task family.", "print(task:kind())")
+E("task:config", "task:config() -> table", "The options (those mech.task.ar / atr accept).", "print(task:config().num_kv)")
+E("task:has_split", "task:has_split(split) -> boolean", "Whether documents are split into train/test.", 'print(task:has_split("test"))')
+E("task:corrupt_range", "task:corrupt_range() -> lo, hi", "The corruption pool of the interchange evaluator.", "print(task:corrupt_range())")
+E("dataset:batch", "dataset:batch(first, count) -> tokens, targets, positions", "Documents [first, first + count) as int32 tensors (B, L), padded.",
+  "local tokens, targets = ds:batch(0, 4)")
+E("dataset:batch_at", "dataset:batch_at({i, ...}) -> tokens, targets, positions", "The documents at 0-based indices.", "local tokens = ds:batch_at({ 0, 5 })")
+E("dataset:positions", "dataset:positions(first, count) -> (count, #mech.task.positions)", "Named positions of each document (-1 where absent).",
+  "local pos = ds:positions(0, 4)")
+E("dataset:target_dist", "dataset:target_dist(first, count) -> (count, V)", "The distribution of correct answers per document.", "local d = ds:target_dist(0, 4)")
+E("dataset:doc", "dataset:doc(i) -> doc", "Document i (0-based).", "local doc = ds:doc(0)")
+E("dataset:show", "dataset:show(i) -> string", "Document i as text.", "print(ds:show(0))")
+E("dataset:stats", "dataset:stats() -> table", "Means of per-document statistics and the length range.", "print(ds:stats().doc_len)")
+E("dataset:size", "dataset:size() -> n", "The number of documents (also #ds).", "print(ds:size())")
+E("dataset:task", "dataset:task() -> task", "The task the documents come from.", "print(ds:task():name())")
+E("dataset:split", "dataset:split() -> string", "\"train\" or \"test\".", "print(ds:split())")
+E("dataset:max_len", "dataset:max_len() -> L", "The longest document's length.", "print(ds:max_len())")
+E("gen:uniform", "gen:uniform() -> number", "The next uniform number in [0, 1).", "print(mech.Generator(1):uniform())")
+E("gen:normal", "gen:normal() -> number", "The next standard normal number.", "print(mech.Generator(1):normal())")
+E("gen:below", "gen:below(n) -> integer", "A uniform integer in [0, n).", "print(mech.Generator(1):below(10))")
+
+-- ---------------------------------------------------------------- figures and system
+for _, p in ipairs {
+  { "heatmap", "{data=, xlabels=, ylabels=, center=, values=, filter=, title=, out=, ...}", "A heatmap of a matrix (table of rows or 2-D tensor)." },
+  { "lines", "{series = {{label=, x=, y=}, ...}, logx=, title=, out=, ...}", "Line plots (or facets = {...})." },
+  { "scatter", "{series = {{label=, x=, y=}, ...}, title=, out=, ...}", "A scatter plot." },
+  { "box", "{groups = {{label=, values=}, ...}, hlines=, title=, out=, ...}", "Box plots of groups." },
+  { "bar", "{groups = {{label=, values=}, ...}, title=, out=, ...}", "A bar chart." },
+} do
+  E("mech.plot." .. p[1], "mech.plot." .. p[1] .. p[2], p[3] .. " Writes PNG, SVG or PDF (by `out`'s extension) and a CSV of the plotted numbers (docs/figures.md).",
+    "mech.plot." .. p[1] .. " { out = \"fig.png\", ... }")
+end
+for _, s in ipairs {
+  { "isatty", "([fd]) -> boolean", "Whether fd (default 1) is a terminal." },
+  { "time", "() -> seconds", "A monotonic clock." },
+  { "utc", "() -> string", "Wall-clock time as ISO 8601 UTC." },
+  { "mkdir", "(path)", "mkdir -p." },
+  { "exists", "(path) -> boolean", "Whether a path exists." },
+  { "write_atomic", "(path, text)", "Writes a file atomically (temporary file, then rename)." },
+  { "metrics", "(path) -> writer", "A long-format metrics CSV (step, split, metric, value) appended with writer:append(...)." },
+  { "lock", "(path) -> lock or nil, holder", "An exclusive lock on a run directory (flock)." },
+  { "catch_signals", "()", "SIGINT and SIGTERM only set a flag until release_signals()." },
+  { "release_signals", "()", "Restores SIGINT and SIGTERM." },
+  { "interrupted", "() -> boolean", "Whether a caught signal arrived." },
+  { "spawn", "({exe, args...}, log_path) -> pid", "Runs a program with its output in a log file." },
+  { "wait", "([pid[, block]]) -> pid, code, signal", "Reaps a child process." },
+  { "kill", "(pid[, signal])", "Sends a signal to a process." },
+  { "getpid", "() -> pid", "This process's id." },
+  { "hostname", "() -> string", "The machine's name." },
+  { "cores", "() -> n", "The number of online processors." },
+  { "executable", "() -> path", "The running mechlab." },
+  { "sleep", "(seconds)", "Sleeps." },
+} do
+  E("mech.sys." .. s[1], "mech.sys." .. s[1] .. s[2], s[3], "print(mech.sys." .. s[1] .. (s[2]:match("^%(%)") and "())" or " ~= nil)"))
+end
+E("mech.help", "mech.help([x])", "Prints the signature, description and example of a function, a method (\"model:forward\"), a topic (\"model\", \"cache\", \"mech.interp\") or of what x is (a function, a model, a cache); in the REPL also `help(x)`.",
+  'mech.help("cache:get")')
+
+-- ---------------------------------------------------------------- lookup and text
+local by_name = {}
+for _, e in ipairs(H.entries) do by_name[e.name] = e end
+H.by_name = by_name
+
+local function topic_of(key)
+  for _, t in ipairs(H.topics) do if t.key == key then return t end end
+end
+
+local function entries_of(t)
+  local out = {}
+  for _, e in ipairs(H.entries) do
+    if e.name:sub(1, #t.prefix) == t.prefix and (t.key ~= "mech" or not e.name:match("^mech%.%a+%.")) then
+      out[#out + 1] = e
+    end
+  end
+  return out
+end
+H.entries_of = entries_of
+
+local function entry_text(e)
+  return e.signature .. "\n  " .. e.description .. "\n  Example: " .. e.example
+end
+
+-- Method prefixes of entry names -> the class whose methods they are (its metatable's __name).
+H.method_class = { model = "mech.Model", cache = "mech.Cache", handle = "mech.HookHandle", map = "mech.PatchingMap",
+  task = "mech.Task", dataset = "mech.Dataset", gen = "mech.Generator" }
+
+--- The methods table of a class: its metatable's __index table, or the first upvalue of an
+--- __index function (mech.Cache keeps its methods there).
+function H.methods(class)
+  local mt = debug.getregistry()[class]
+  local idx = type(mt) == "table" and rawget(mt, "__index")
+  if type(idx) == "function" then idx = select(2, debug.getupvalue(idx, 1)) end
+  return type(idx) == "table" and idx or {}
+end
+
+-- The value an entry documents: a mech.* function, a method, or a function of mech.interchange.
+local function value_of(e)
+  local prefix, method = e.name:match("^(%a+):([%w_]+)$")
+  if prefix then return H.methods(H.method_class[prefix])[method] end
+  local icname = e.name:match("^ic%.([%w_]+)$")
+  if icname then return require("mech.interchange")[icname] end
+  local v = require "mech"
+  for part in e.name:gmatch("[^.]+") do
+    if part ~= "mech" then v = type(v) == "table" and rawget(v, part) or nil end
+  end
+  return v
+end
+H.value_of = value_of
+
+local function find_function(f)
+  for _, e in ipairs(H.entries) do if value_of(e) == f then return e end end
+end
+
+--- The help text of x (see mech.help).
+function H.text(x)
+  if x == nil then
+    local lines = { "help(x): x is a function, a value (model, cache, tensor, ...), a name such as \"model:forward\", or a topic:" }
+    for _, t in ipairs(H.topics) do lines[#lines + 1] = string.format("  %-12s %s", t.key, t.title) end
+    return table.concat(lines, "\n")
+  end
+  if type(x) == "function" then
+    local e = find_function(x)
+    return e and entry_text(e) or "help: no entry for this function (help() lists the topics)"
+  end
+  if type(x) ~= "string" then
+    local mt = getmetatable(x)
+    local class = type(mt) == "table" and rawget(mt, "__name")
+    if x == require("mech") then x = "mech" elseif class and H.classes[class] then x = H.classes[class]
+    else return "help: no entry for a " .. type(x) .. " (help() lists the topics)" end
+  end
+  if by_name[x] then return entry_text(by_name[x]) end
+  if by_name["mech." .. x] and not topic_of(x) then return entry_text(by_name["mech." .. x]) end
+  local t = topic_of(x)
+  if t then
+    local lines = { t.title .. ":" }
+    if x == "model" then lines[#lines + 1] = "  " .. by_name["mech.model"].signature end
+    if x == "task" then lines[#lines + 1] = "  see also help(\"mech.task\")" end
+    for _, e in ipairs(entries_of(t)) do lines[#lines + 1] = "  " .. e.signature end
+    lines[#lines + 1] = "help(\"name\") shows one entry with its example."
+    return table.concat(lines, "\n")
+  end
+  local names = {}
+  for _, e in ipairs(H.entries) do names[#names + 1] = e.name end
+  for _, tp in ipairs(H.topics) do names[#names + 1] = tp.key end
+  local best, bd = nil, math.huge
+  for _, n in ipairs(names) do -- closest by edit distance
+    local a, b = x, n
+    local prev = {}
+    for j = 0, #b do prev[j] = j end
+    for i = 1, #a do
+      local cur = { [0] = i }
+      for j = 1, #b do
+        cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a:byte(i) == b:byte(j) and 0 or 1))
+      end
+      prev = cur
+    end
+    if prev[#b] < bd then best, bd = n, prev[#b] end
+  end
+  return string.format("help: no entry '%s' (did you mean '%s'?)", x, best)
+end
+
+--- Prints the help text of x.
+function H.help(x) print(H.text(x)) end
+
+--- docs/api.md: every topic's entries with signature, description and example.
+function H.markdown()
+  local out = { "# Lua API reference",
+    "",
+    "Generated from `lua/mech/help.lua` by `mechlab tools/gen_api_docs.lua`; do not edit by hand",
+    "(the test suite fails when this page and the registry differ). In the REPL, `help(x)` shows",
+    "the same entries: `help(mech.zeros)`, `help(\"model:forward\")`, `help(model)`, `help(\"cache\")`.",
+    "Examples are fragments: `model`, `tokens`, `cache`, `ds` and friends are those of docs/repl.md.",
+    "Tensor methods are the `mech.*` ops taken as methods (`t:sum(1)`); docs/tensors.md has the rest." }
+  for _, t in ipairs(H.topics) do
+    out[#out + 1] = ""
+    out[#out + 1] = "## " .. t.title
+    for _, e in ipairs(entries_of(t)) do
+      out[#out + 1] = ""
+      out[#out + 1] = "### `" .. e.signature .. "`"
+      out[#out + 1] = ""
+      out[#out + 1] = e.description
+      out[#out + 1] = ""
+      out[#out + 1] = "```lua fragment"
+      out[#out + 1] = e.example
+      out[#out + 1] = "```"
+    end
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+return H

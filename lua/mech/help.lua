@@ -124,7 +124,23 @@ for _, o in ipairs {
   { "cat", "{a, b, ...}[, dim]", "Concatenation along dim (default 0).", "local c = mech.cat({ mech.ones(2), mech.zeros(3) })" },
   { "stack", "{a, b, ...}[, dim]", "Stacks tensors of one shape along a new dim.", "local s = mech.stack({ mech.ones(2), mech.zeros(2) })" },
   { "split", "a, size[, dim]", "Views of a in pieces of `size` along dim (a table).", "local parts = mech.split(mech.arange(6), 2)" },
+  { "std", "a[, dim[, keepdim[, correction]]]", "Standard deviation of all elements, or along dim.", "local s = mech.std(mech.randn(10))" },
+  { "norm", "a[, p[, dim[, keepdim]]]", "Vector p-norm (default 2; math.huge: max |x|; 0: count of nonzeros).",
+    "local n = mech.norm(mech.randn(2, 3), 2, 1)" },
+  { "cumsum", "a, dim", "Running sum along dim.", "local c = mech.cumsum(mech.arange(5), 0)" },
+  { "sort", "a[, dim[, descending]]", "Sorted values along dim and their int32 indices (two results; stable).",
+    "local v, i = mech.sort(mech.randn(5))" },
+  { "argsort", "a[, dim[, descending]]", "The int32 indices that sort a along dim.", "local i = mech.argsort(mech.randn(5))" },
+  { "topk", "a, k[, dim[, largest]]", "The k largest (or smallest) values along dim and their int32 indices.",
+    "local v, i = mech.topk(mech.randn(10), 3)" },
+  { "flatten", "a[, start_dim[, end_dim]]", "Dims start_dim..end_dim merged into one.", "local f = mech.flatten(mech.randn(2, 3, 4), 1)" },
 } do op(o[1], o[2], o[3], o[4]) end
+E("mech.einsum", "mech.einsum(spec, a, b, ...) -> tensor", "Einstein summation as torch.einsum (docs/tensors.md).",
+  'local c = mech.einsum("ij,jk->ik", mech.randn(2, 3), mech.randn(3, 4))')
+E("mech.set_printoptions", "mech.set_printoptions{threshold=, edgeitems=, precision=, linewidth=, profile=}",
+  "How tensors print (PyTorch's options; profile \"default\", \"short\" or \"full\").", "mech.set_printoptions { precision = 2 }")
+E("mech.get_printoptions", "mech.get_printoptions() -> table", "The current print options (set_printoptions takes the table back).",
+  "local saved = mech.get_printoptions()")
 
 -- ---------------------------------------------------------------- models
 E("mech.model", "mech.model{arch=, d_model=, n_layers=, vocab=, seed=, ...} -> model",

@@ -9,7 +9,6 @@ local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 } -- V =
 local ds = task:dataset(12, { seed = 1, split = "test" })
 
 local function tiny(arch)
-  -- state_mixer spelled out: model.c copies the default onto itself (strcpy overlap under ASan; reported)
   return mech.model { arch = arch or "attention", d_model = 16, n_layers = 2, vocab = task:vocab_size(), seed = 5,
     state_mixer = "mlp" }
 end

@@ -303,6 +303,8 @@ static double based_flops(const ml_model *m, int l, double B, double L) {
 
 static void long_only(ml_model_config *cfg) { cfg->long_only = true; }
 
+extern const ml_mixer_type ml_mixer_base_conv; /* its even layers (mixer_base_conv.c) */
+
 const ml_mixer_type ml_mixer_based = {
     .name = "based",
     .options = {"n_heads", "feature_dim", "d_conv", "long_only"},

@@ -196,6 +196,7 @@ typedef struct {
     const ml_ic_config *cfg;
     ml_ic_result *res;
     int N, V, batch;
+    bool reference; /* full forwards with a patch hook (cfg->reference, or persistent hooks on the model) */
     bool *want_clean, *want_base;     /* which sites each cache keeps */
     ml_tensor **clean, **base, **sub; /* activations by site id; sub: the base's rows that change */
     int32_t *map, *ppos;              /* per example of a batch: which change, their patch position */
@@ -231,6 +232,10 @@ static void ic_run_free(ic_run *r) {
 static ml_status ic_run_init(ic_run *r, ml_model *m, const ml_ic_config *cfg, int N) {
     int ns = m->n_sites;
     *r = (ic_run){.m = m, .cfg = cfg, .N = N, .V = m->cfg.vocab, .batch = cfg->batch > 0 ? cfg->batch : 320};
+    /* The fast path resumes from cached activations that went through m->hooks already (they would
+     * fire twice at the resumed site) and shows later sites only the readout rows: with hooks on
+     * the model, every run is a whole forward. */
+    r->reference = cfg->reference || m->hooks;
     r->res = result_new(cfg->n_sites * cfg->n_label_types * cfg->n_positions, N);
     r->want_clean = calloc((size_t)ns, 1), r->want_base = calloc((size_t)ns, 1);
     r->clean = calloc((size_t)ns, sizeof *r->clean), r->base = calloc((size_t)ns, sizeof *r->base);
@@ -340,7 +345,7 @@ static ml_tensor *base_run(ic_run *r, const ic_batch *bt, int site, ml_tensor *c
     ml_tensor *hid, *logits;
     if (!r->cfg->swap) {
         ml_patch_needs(r->m, site, r->want_base);
-        hid = run_capture(&r->cb, ctok, r->cfg->reference ? NULL : bt->rows);
+        hid = run_capture(&r->cb, ctok, r->reference ? NULL : bt->rows);
         logits = hid ? mli_readout(r->m, hid, ml_i32(bt->rows)) : NULL;
         *src = r->clean, *base = r->base;
     } else {
@@ -359,12 +364,12 @@ static ml_tensor *base_run(ic_run *r, const ic_batch *bt, int site, ml_tensor *c
 static int mark_changed(ic_run *r, const ic_batch *bt, int k, ml_tensor *const *src, ml_tensor *const *base) {
     int site = r->res->combo_site[k], nchg = 0;
     size_t row0 = (size_t)k * r->N + (size_t)bt->f0;
-    const int32_t *pp = ml_i32(bt->pos), *rw = r->cfg->reference ? NULL : ml_i32(bt->rows);
+    const int32_t *pp = ml_i32(bt->pos), *rw = r->reference ? NULL : ml_i32(bt->rows);
     for (int b = 0; b < bt->B; b++) {
         int q = pp[b * ML_NPOS + r->res->combo_pos[k]];
         r->ppos[b] = q;
         bool in = q >= 0 && q < bt->Lt;
-        bool chg = r->cfg->reference ? in : in && mli_unit_differs(r->m, site, base[site], b, src[site], b, q, rw);
+        bool chg = r->reference ? in : in && mli_unit_differs(r->m, site, base[site], b, src[site], b, q, rw);
         r->res->changed[row0 + b] = chg;
         if (chg) r->map[nchg++] = b;
     }
@@ -376,7 +381,7 @@ static int mark_changed(ic_run *r, const ic_batch *bt, int k, ml_tensor *const *
 static ml_tensor *patched_logits(ic_run *r, const ic_batch *bt, int site, ml_tensor *ctok, ml_tensor *const *src,
                                  ml_tensor *const *base, int nchg) {
     ml_patch pt = {.site = site, .source = src[site], .pos = r->ppos};
-    if (r->cfg->reference) {
+    if (r->reference) {
         ml_tensor *h2 = ml_patch_full(r->m, r->cfg->swap ? bt->tok : ctok, &pt);
         ml_tensor *logits = h2 ? mli_readout(r->m, h2, ml_i32(bt->rows)) : NULL;
         ml_release(h2);
@@ -414,7 +419,7 @@ static void score_rows(ic_run *r, const ic_batch *bt, int k, ml_tensor *base_log
         float pc = (float)exp(xc[ans] - lc);
         res->corrupted_prob[row0 + b] = pc, res->corrupted_logit[row0 + b] = xc[ans];
         const float *xi = NULL;
-        if (r->cfg->reference) xi = int_logits && res->changed[row0 + b] ? ml_f32(int_logits) + (int64_t)b * V : NULL;
+        if (r->reference) xi = int_logits && res->changed[row0 + b] ? ml_f32(int_logits) + (int64_t)b * V : NULL;
         else if (j < nchg && r->map[j] == b) xi = ml_f32(int_logits) + (int64_t)(j++) * V;
         if (xi) {
             double li = ml_logsumexp_row(xi, V);
@@ -443,7 +448,7 @@ static ml_status run_combo(ic_run *r, const ic_batch *bt, int k) {
     ml_status st = nchg > 0 && !int_logits ? failed() : ML_OK;
     if (!st) {
         score_rows(r, bt, k, base_logits, int_logits, nchg);
-        r->res->patched_forwards += r->cfg->reference ? bt->B : nchg;
+        r->res->patched_forwards += r->reference ? bt->B : nchg;
     }
     ml_release(int_logits), ml_release(base_logits), ml_release(ctok);
     capture_clear(&r->cb);

@@ -456,10 +456,11 @@ MLK_CLONES static double shifted_exp(int64_t V, const float *x, float mx, float 
     return sum;
 }
 
-static float row_max(const float *x, int64_t V) {
+/* The maximum of x (V ≥ 1 entries), vectorised (the loss's argmax loop is scalar: it needs the index). */
+MLK_CLONES static float row_max(const float *x, int64_t V) {
     float mx = x[0];
-    for (int64_t c = 1; c < V; c++)
-        if (x[c] > mx) mx = x[c];
+#pragma omp simd reduction(max : mx)
+    for (int64_t c = 1; c < V; c++) mx = x[c] > mx ? x[c] : mx;
     return mx;
 }
 

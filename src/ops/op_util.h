@@ -1,7 +1,6 @@
-/* Private helpers shared by the ops of src/ops: argument checks with uniform messages, contiguous
- * copies that record nothing, stride coalescing for the strided loops (elementwise.c, reduce.c,
- * matmul.c, softmax.c, index.c), and what the differentiable mixer ops beside their kernels
- * (conv1d.c, longconv.c, selective_scan.c, linear_attention.c, delta_rule.c, h3.c) share. */
+/* Private helpers shared by the generic ops (elementwise.c, reduce.c, matmul.c, softmax.c,
+ * index.c): argument checks with uniform messages, contiguous copies that record nothing, and
+ * stride coalescing for the strided loops. */
 #ifndef ML_OP_UTIL_H
 #define ML_OP_UTIL_H
 
@@ -102,7 +101,8 @@ static inline ml_tensor *mlo_attach(ml_tensor *out, ml_node *node) {
     return out;
 }
 
-/* ------------------------------------------------ for the differentiable mixer ops (mixer_ops.h) */
+/* ---- shared by the differentiable mixer ops (mixer_ops.h), each at the end of its kernel's file
+ * (conv1d.c, longconv.c, selective_scan.c, linear_attention.c, delta_rule.c, h3.c) */
 
 /* Fails unless t has nd dims equal to want (−1 = any). desc says what was expected, e.g.
  * "[C,K] with C=64". */

@@ -1,4 +1,4 @@
---- The paper's interchange evaluation from Lua (paper.md §6; docs/interventions.md).
+--- The paper's interchange evaluation from Lua (docs/interventions.md, "The interchange evaluator").
 --
 --   local ic = require "mech.interchange"
 --   local res = ic.evaluate(model, dataset, { layers = {1}, components = {"block_input"} })

@@ -32,19 +32,20 @@ end
 
 --- The runs of the paper's main curves: Attention with positions, the rest without, plus
 --- Attention's NoPE runs at AR's extra learning rates, pooled with its PE runs when the best
---- learning rate is taken (spec §4.4).
+--- learning rate is taken (docs/reproduction.md, "Model selection and the filter").
 function paper.main_curve(r)
   return r.pos_emb == (r.arch == "attention") or (r.arch == "attention" and r.lr >= 1e-2 and r.task == "ar_32")
 end
 
--- The names of the layer-1 block-input attributions the paper plots (spec §6.7).
+-- The names of the layer-1 block-input attributions the paper plots (docs/reproduction.md,
+-- "Model selection and the filter").
 function paper.attrib_label(position, layer, component)
   local pos = ({ value = "target_item_orig", key = "query_item_orig", query = "query_item" })[position] or position
   return string.format("%d.KEY.query_item_orig.%s.%s", layer or 1, pos, component or "block_input")
 end
 
 ------------------------------------------------------------------------------------------------
--- Figures (spec: the paper's §7.1 design: Set2 by architecture, log2 widths, accuracy 0-1.05)
+-- Figures in the paper's design (docs/figures.md): Set2 by architecture, log2 widths, accuracy 0-1.05
 
 local sweep = require "mech.sweep"
 
@@ -85,11 +86,12 @@ end
 --- Sorts a list of architectures (or other line keys) into the paper's order, in place.
 function paper.sort_keys(list) table.sort(list, key_less); return list end
 
---- Accuracy at the best learning rate per (group, width) (spec §5.6, with seeds: the lr with the
+--- Accuracy at the best learning rate per (group, width) (docs/reproduction.md, "Model selection
+--- and the filter"; with seeds: the lr with the
 --- best mean over seeds). rows: sweep.results; opts.where(row) filters rows; opts.group(row) is
 --- the line a run belongs to (default its arch). When several selection groups fall on one
 --- (line, width), the best mean wins: that is how the AR curves pool Attention's NoPE runs at
---- the extra learning rates with its PE runs (spec §4.4).
+--- the extra learning rates with its PE runs.
 --- Returns {line = {d = {mean, sd, n, lr, values = {per seed}}}}, the sorted widths and lines.
 function paper.best_per_width(rows, opts)
   opts = opts or {}
@@ -202,9 +204,10 @@ function paper.depth_figure(rows, depths, out, opts)
   return keys
 end
 
---- The Attrib of every run passing the 0.01 filter (spec §6.7) for one label, by group (default
---- the arch): {group = {values}}, the number of runs, whether the filter applied (when no run
---- passes it, every run is shown), and the sorted groups. opts: where, group, threshold (false:
+--- The Attrib of every run passing the 0.01 filter (docs/reproduction.md, "Model selection and
+--- the filter") for one label, by group (default the arch): {group = {values}}, the number of
+--- runs, whether the filter applied (when no run passes it, every run is shown), and the sorted
+--- groups. opts: where, group, threshold (false:
 --- no filter), split.
 function paper.attrib_by_group(rows, label, opts)
   opts = opts or {}
@@ -294,9 +297,9 @@ function paper.attrib_boxes(settings, positions, out, opts)
 end
 
 --- Attrib at two positions of one layer and component, one point per run passing the 0.01
---- filter (spec §6.7), coloured and shaped by architecture. Returns the number of points and
---- whether the filter was applied (when no run passes it, every run is shown and the title says so)
---- and the plotted series.
+--- filter (docs/reproduction.md, "Model selection and the filter"), coloured and shaped by
+--- architecture. Returns the number of points and whether the filter was applied (when no run
+--- passes it, every run is shown and the title says so) and the plotted series.
 function paper.attrib_scatter(rows, xpos, ypos, out, opts)
   opts = opts or {}
   local layer, comp = opts.layer or 1, opts.component or "block_input"

@@ -888,7 +888,8 @@ local function key_of(row, ignore)
   return table.concat(parts, "|")
 end
 
---- The paper's selection (§5.6 of the spec: the best learning rate per architecture and width):
+--- The paper's selection (the best learning rate per architecture and width; docs/reproduction.md,
+--- "Model selection and the filter"):
 --- rows of one metric/split/step_kind are grouped by every axis but `over` and seed; within a
 --- group, the `over` values with the highest mean over seeds win. Returns a list of
 --- {runs = {ids}, value = mean, over = {axis = value}, row = a representative row}, and a set of
@@ -934,8 +935,9 @@ function sweep.select(rows, rule)
   return chosen, selected
 end
 
---- The runs passing the paper's filter for one interchange label (spec §6.7): mean original
---- restored probability − mean corrupted restored probability > threshold (0.01) at `step_kind`.
+--- The runs passing the paper's filter for one interchange label (docs/reproduction.md, "Model
+--- selection and the filter"): mean original restored probability − mean corrupted restored
+--- probability > threshold (0.01) at `step_kind`.
 function sweep.filter(rows, label, threshold, step_kind)
   threshold, step_kind = threshold or 0.01, step_kind or "report"
   local pass = {}

@@ -1,4 +1,4 @@
---- Training loop (paper.md §5): one call with a config table.
+--- Training loop (docs/training.md, "The training loop"): one call with a config table.
 --
 --   local train = require "mech.train"
 --   local run = train.run{

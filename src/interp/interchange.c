@@ -25,8 +25,8 @@
 
 #include "interp/interp.h"
 #include "interp/interp_private.h"
+#include "ops/nn_ops.h"
 #include "ops/ops.h"
-#include "ops/kernel_util.h"
 #include "tasks/task.h"
 
 _Static_assert((int)ML_IC_MAX_POS == (int)ML_NPOS, "one slot per named position");
@@ -72,44 +72,14 @@ static uint64_t fnv1a(const char *s) {
 
 /* ------------------------------------------------------------------ metrics of one row */
 
-/* The softmaxes over |V| = 8196 logits are a quarter of a sweep with libm's scalar expf: these
- * loops use the ops' vectorisable mlk_expf_neg and are compiled per ISA. */
-MLK_CLONES static float row_max(const float *x, int64_t V) {
-    float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-    for (int64_t v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
-    return mx;
+/* KL(softmax(c) ‖ softmax(x)) as "batchmean" over one vocabulary-length vector; lc, lx: their log-sum-exps. */
+static double kl_lse(const float *c, const float *x, int64_t V, double lc, double lx) {
+    return ml_kl_div_row(c, x, V, lc, lx) / (double)V;
 }
 
-/* log Σ exp(x) over V entries. */
-MLK_CLONES static float sum_exp(const float *x, int64_t V, float mx) {
-    float s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t v = 0; v < V; v++) s += mlk_expf_neg(x[v] - mx);
-    return s;
+double ml_ic_kl_div(const float *c, const float *x, int64_t V) {
+    return kl_lse(c, x, V, ml_logsumexp_row(c, V), ml_logsumexp_row(x, V));
 }
-
-static double logsumexp(const float *x, int64_t V) {
-    float mx = row_max(x, V);
-    float s = sum_exp(x, V, mx);
-    return mx + log((double)s);
-}
-
-MLK_CLONES static float weighted_gap(const float *c, const float *x, int64_t V, float l) {
-    float w = 0;
-#pragma omp simd reduction(+ : w)
-    for (int64_t v = 0; v < V; v++) w += mlk_expf_neg(c[v] - l) * (c[v] - x[v]);
-    return w;
-}
-
-static double kl_lse(const float *c, const float *x, int64_t V, double lc) {
-    /* Σ p_c (lp_c − lp_x) = Σ p_c (c − x) + lse(x) − lse(c), with p_c = exp(c − lse(c)) */
-    double lx = logsumexp(x, V);
-    float w = weighted_gap(c, x, V, (float)lc);
-    return ((double)w + lx - lc) / (double)V; /* "batchmean" over one vocabulary-length vector */
-}
-
-double ml_ic_kl_div(const float *c, const float *x, int64_t V) { return kl_lse(c, x, V, logsumexp(c, V)); }
 
 int ml_ic_argmax(const double *value, const char *const *names, int n) {
     /* Python's max over (value, name) tuples from (0, "nothing") */
@@ -215,36 +185,71 @@ static ml_tensor *run_capture(capture *c, ml_tensor *tokens, ml_tensor *rows) {
     return hid;
 }
 
-ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_t count, const ml_ic_config *cfg) {
-    if (check_config(m, cfg)) return NULL;
-    if (first < 0 || count < 1 || first + count > ml_dataset_size(ds)) {
-        ml_fail(ML_ERR_ARG, "interchange: documents [%lld, %lld) outside the dataset's %lld", (long long)first,
-                (long long)(first + count), (long long)ml_dataset_size(ds));
-        return NULL;
-    }
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    const ml_task *task = ml_dataset_task(ds);
-    if (ml_task_vocab_size(task) > m->cfg.vocab) {
-        ml_fail(ML_ERR_ARG, "interchange: the task's vocabulary (%d) is larger than the model's (%d)",
-                ml_task_vocab_size(task), m->cfg.vocab);
-        return NULL;
-    }
-    int lo, hi;
-    ml_task_corrupt_range(task, &lo, &hi);
-    int n_combos = cfg->n_sites * cfg->n_label_types * cfg->n_positions;
-    int N = (int)count, V = m->cfg.vocab, ns = m->n_sites;
-    ml_ic_result *res = result_new(n_combos, N);
-    bool *want_clean = calloc((size_t)ns, 1), *want_base = calloc((size_t)ns, 1);
-    ml_tensor **clean = calloc((size_t)ns, sizeof *clean), **base = calloc((size_t)ns, sizeof *base);
-    ml_tensor **sub = calloc((size_t)ns, sizeof *sub);
-    int32_t *map = malloc(sizeof(int32_t) * (size_t)(cfg->batch > 0 ? cfg->batch : 320) + 4);
-    int32_t *ppos = malloc(sizeof(int32_t) * (size_t)(cfg->batch > 0 ? cfg->batch : 320) + 4);
-    if (!res || !want_clean || !want_base || !clean || !base || !sub || !map || !ppos) {
-        ml_fail(ML_ERR_MEM, "interchange: out of memory");
-        goto fail;
-    }
-    /* combinations, site-major (component, layer), then label type, then position */
+/* The status of a step that failed (out of memory when the callee set none). */
+static ml_status failed(void) {
+    return ml_last_status() ? ml_last_status() : ml_fail(ML_ERR_MEM, "interchange: out of memory");
+}
+
+/* One evaluation: the model, the configuration, the result, and the caches by site id. */
+typedef struct {
+    ml_model *m;
+    const ml_ic_config *cfg;
+    ml_ic_result *res;
+    int N, V, batch;
+    bool reference; /* full forwards with a patch hook (cfg->reference, or persistent hooks on the model) */
+    bool *want_clean, *want_base;     /* which sites each cache keeps */
+    ml_tensor **clean, **base, **sub; /* activations by site id; sub: the base's rows that change */
+    int32_t *map, *ppos;              /* per example of a batch: which change, their patch position */
+    capture cc, cb;
+} ic_run;
+
+/* One batch of documents, cut after the readout row. */
+typedef struct {
+    int64_t f0; /* its first document, counted from the run's first */
+    int B, Lt;
+    ml_tensor *tok_full, *tg, *pos; /* the dataset's batch */
+    ml_tensor *tok, *rows;          /* tokens (B, Lt); readout rows (B) = target_item − 1 */
+    int32_t *ans;                   /* the answer token per document */
+    ml_tensor *clean_logits;        /* (B, V) at the readout rows */
+} ic_batch;
+
+static ml_status check_run(const ml_model *m, const ml_dataset *ds, int64_t first, int64_t count,
+                           const ml_ic_config *cfg) {
+    if (check_config(m, cfg)) return ml_last_status();
+    if (first < 0 || count < 1 || first + count > ml_dataset_size(ds))
+        return ml_fail(ML_ERR_ARG, "interchange: documents [%lld, %lld) outside the dataset's %lld", (long long)first,
+                       (long long)(first + count), (long long)ml_dataset_size(ds));
+    if (ml_task_vocab_size(ml_dataset_task(ds)) > m->cfg.vocab)
+        return ml_fail(ML_ERR_ARG, "interchange: the task's vocabulary (%d) is larger than the model's (%d)",
+                       ml_task_vocab_size(ml_dataset_task(ds)), m->cfg.vocab);
+    return ML_OK;
+}
+
+static void ic_run_free(ic_run *r) {
+    free(r->want_clean), free(r->want_base), free(r->clean), free(r->base), free(r->sub), free(r->map), free(r->ppos);
+}
+
+static ml_status ic_run_init(ic_run *r, ml_model *m, const ml_ic_config *cfg, int N) {
+    int ns = m->n_sites;
+    *r = (ic_run){.m = m, .cfg = cfg, .N = N, .V = m->cfg.vocab, .batch = cfg->batch > 0 ? cfg->batch : 320};
+    /* The fast path resumes from cached activations that went through m->hooks already (they would
+     * fire twice at the resumed site) and shows later sites only the readout rows: with hooks on
+     * the model, every run is a whole forward. */
+    r->reference = cfg->reference || m->hooks;
+    r->res = result_new(cfg->n_sites * cfg->n_label_types * cfg->n_positions, N);
+    r->want_clean = calloc((size_t)ns, 1), r->want_base = calloc((size_t)ns, 1);
+    r->clean = calloc((size_t)ns, sizeof *r->clean), r->base = calloc((size_t)ns, sizeof *r->base);
+    r->sub = calloc((size_t)ns, sizeof *r->sub);
+    r->map = malloc(sizeof(int32_t) * (size_t)r->batch + 4), r->ppos = malloc(sizeof(int32_t) * (size_t)r->batch + 4);
+    r->cc = (capture){m, r->want_clean, r->clean}, r->cb = (capture){m, r->want_base, r->base};
+    if (r->res && r->want_clean && r->want_base && r->clean && r->base && r->sub && r->map && r->ppos) return ML_OK;
+    ml_ic_result_free(r->res), r->res = NULL;
+    ic_run_free(r);
+    return ml_fail(ML_ERR_MEM, "interchange: out of memory");
+}
+
+/* Combinations, site-major (component, layer), then label type, then position. */
+static void lay_out_combos(ml_ic_result *res, const ml_ic_config *cfg) {
     for (int s = 0, k = 0; s < cfg->n_sites; s++)
         for (int a = 0; a < cfg->n_label_types; a++)
             for (int p = 0; p < cfg->n_positions; p++, k++) {
@@ -252,13 +257,19 @@ ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_
                 res->combo_lt[k] = cfg->label_types[a];
                 res->combo_pos[k] = cfg->positions[p];
             }
-    /* the corruptions, drawn up front */
-    for (int k = 0; k < n_combos; k++) {
+}
+
+/* Every combination's corrupted token per document, drawn up front from its own stream. */
+static void draw_corruptions(const ml_model *m, const ml_dataset *ds, int64_t first, ml_ic_result *res,
+                             uint64_t seed) {
+    int lo, hi, N = res->n_docs;
+    ml_task_corrupt_range(ml_dataset_task(ds), &lo, &hi);
+    for (int k = 0; k < res->n_combos; k++) {
         char label[160];
         snprintf(label, sizeof label, "%d.%s.%s.%s", m->site_layer[res->combo_site[k]], ml_pos_names[res->combo_lt[k]],
                  ml_pos_names[res->combo_pos[k]], m->sites[res->combo_site[k]].name);
         ml_rng rng;
-        ml_rng_init(&rng, cfg->seed ^ fnv1a(label), ML_STREAM_INTERP);
+        ml_rng_init(&rng, seed ^ fnv1a(label), ML_STREAM_INTERP);
         for (int i = 0; i < N; i++) {
             int len;
             const int32_t *tok = ml_dataset_tokens(ds, first + i, &len);
@@ -266,173 +277,221 @@ ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_
             res->corrupt_token[(size_t)k * N + i] = pc >= 0 ? ml_ic_corrupt(&rng, lo, hi, tok[pc]) : -1;
         }
     }
-    for (int i = 0; i < N; i++) res->qtype[i] = (uint8_t)ml_dataset_qtype(ds, first + i);
-    for (int s = 0; s < cfg->n_sites; s++) want_clean[cfg->sites[s]] = true;
-    if (cfg->swap) /* the clean run is the base: it needs the resume sites too */
-        for (int s = 0; s < cfg->n_sites; s++) ml_patch_needs(m, cfg->sites[s], want_clean);
-
-    int batch = cfg->batch > 0 ? cfg->batch : 320;
-    capture cc = {m, want_clean, clean}, cb = {m, want_base, base};
-    bool old_grad = ml_set_grad_enabled(false);
-    for (int64_t f0 = 0; f0 < N; f0 += batch) {
-        int B = (int)(N - f0 < batch ? N - f0 : batch);
-        ml_tensor *tok_full = NULL, *tg = NULL, *pos = NULL, *tok = NULL, *rows = NULL, *clean_logits = NULL;
-        ml_tensor *ctok = NULL, *hid = NULL, *blog = NULL;
-        bool ok = ml_dataset_batch_range(ds, first + f0, B, &tok_full, &tg, &pos) == ML_OK;
-        int64_t B64 = B;
-        if (ok) ok = (rows = ml_empty(ML_I32, 1, &B64)) != NULL;
-        int32_t *rw = ok ? ml_i32(rows) : NULL, Lt = 0;
-        int32_t *pp = ok ? ml_i32(pos) : NULL;
-        for (int b = 0; ok && b < B; b++) {
-            int32_t t = pp[b * ML_NPOS + ML_POS_TARGET_ITEM] - 1;
-            if (t < 0) {
-                ml_fail(ML_ERR_ARG, "interchange: document %lld has no target_item", (long long)(first + f0 + b));
-                ok = false;
-                break;
-            }
-            rw[b] = t;
-            Lt = t + 1 > Lt ? t + 1 : Lt;
-        }
-        if (ok) { /* cut after the readout row */
-            ml_tensor *nw = ml_narrow(tok_full, 1, 0, Lt);
-            tok = nw ? ml_contiguous(nw) : NULL;
-            ml_release(nw);
-            ok = tok != NULL;
-        }
-        int32_t *ans = malloc(sizeof(int32_t) * (size_t)B + 4);
-        if (ok && ans)
-            for (int b = 0; b < B; b++) ans[b] = ml_i32(tok_full)[(int64_t)b * tok_full->shape[1] + rw[b] + 1];
-        ok = ok && ans;
-        /* the clean run */
-        if (ok) {
-            hid = run_capture(&cc, tok, NULL);
-            clean_logits = hid ? mli_readout(m, hid, rw) : NULL;
-            ml_release(hid), hid = NULL;
-            ok = clean_logits != NULL;
-        }
-        for (int b = 0; ok && b < B; b++) {
-            const float *x = ml_f32(clean_logits) + (int64_t)b * V;
-            double lse = logsumexp(x, V);
-            res->original_prob[f0 + b] = (float)exp(x[ans[b]] - lse);
-            res->original_logit[f0 + b] = x[ans[b]];
-        }
-        for (int k = 0; ok && k < n_combos; k++) {
-            int site = res->combo_site[k], lt = res->combo_lt[k], pk = res->combo_pos[k];
-            size_t row0 = (size_t)k * N + (size_t)f0;
-            /* corrupted tokens */
-            ctok = ml_clone(tok);
-            ok = ctok != NULL;
-            for (int b = 0; ok && b < B; b++) {
-                int pc = pp[b * ML_NPOS + lt];
-                if (pc >= 0 && pc < Lt) ml_i32(ctok)[(int64_t)b * Lt + pc] = res->corrupt_token[row0 + b];
-            }
-            if (!ok) break;
-            /* base and source runs */
-            ml_tensor *const *src_acts, *const *base_acts;
-            ml_tensor *base_logits = NULL;
-            if (!cfg->swap) {
-                memset(want_base, 0, (size_t)ns);
-                ml_patch_needs(m, site, want_base);
-                hid = run_capture(&cb, ctok, cfg->reference ? NULL : rows);
-                base_logits = hid ? mli_readout(m, hid, rw) : NULL;
-                src_acts = clean, base_acts = base;
-            } else {
-                memset(want_base, 0, (size_t)ns);
-                want_base[site] = true;
-                hid = run_capture(&cb, ctok, NULL);
-                base_logits = hid ? ml_retain(clean_logits) : NULL;
-                src_acts = base, base_acts = clean;
-            }
-            ml_release(hid), hid = NULL;
-            if (!(ok = base_logits != NULL)) break;
-            /* which examples the patch can change */
-            int nchg = 0;
-            for (int b = 0; b < B; b++) {
-                int q = pp[b * ML_NPOS + pk];
-                ppos[b] = q;
-                bool chg = q >= 0 && q < Lt &&
-                           mli_unit_differs(m, site, base_acts[site], b, src_acts[site], b, q,
-                                            cfg->reference ? NULL : rw);
-                if (cfg->reference) chg = q >= 0 && q < Lt; /* the reference patches everything */
-                res->changed[row0 + b] = chg;
-                if (chg) map[nchg++] = b;
-            }
-            ml_tensor *int_logits = NULL;
-            if (nchg > 0) {
-                ml_patch pt = {.site = site, .source = src_acts[site], .pos = ppos};
-                if (cfg->reference) {
-                    ml_tensor *h2 = ml_patch_full(m, cfg->swap ? tok : ctok, &pt);
-                    int_logits = h2 ? mli_readout(m, h2, rw) : NULL;
-                    ml_release(h2);
-                } else {
-                    ml_tensor *sub_rows = NULL, *idx = NULL;
-                    const int32_t *bmap = NULL;
-                    ml_tensor *const *use = base_acts;
-                    if (nchg < B) { /* only the examples that change */
-                        int64_t nn = nchg;
-                        idx = ml_from_i32(1, &nn, map);
-                        sub_rows = idx ? ml_index_select(rows, 0, idx) : NULL;
-                        for (int i = 0; i < ns; i++)
-                            sub[i] = base_acts[i] && idx ? ml_index_select(base_acts[i], 0, idx) : NULL;
-                        bmap = map, use = sub;
-                    }
-                    /* the hook and the entry read source/pos through the map: the source stays whole */
-                    ml_tensor *h2 = mli_patch_fast_mapped(m, use, &pt, nchg < B ? sub_rows : rows, bmap);
-                    int_logits = h2 ? mli_readout(m, h2, nchg < B ? ml_i32(sub_rows) : rw) : NULL;
-                    ml_release(h2), ml_release(sub_rows), ml_release(idx);
-                    for (int i = 0; i < ns; i++) ml_release(sub[i]), sub[i] = NULL;
-                }
-                if (!int_logits) {
-                    ml_release(base_logits);
-                    ok = false;
-                    break;
-                }
-                res->patched_forwards += cfg->reference ? B : nchg;
-            }
-            for (int b = 0, j = 0; b < B; b++) {
-                const float *xc = ml_f32(base_logits) + (int64_t)b * V;
-                double lc = logsumexp(xc, V);
-                float pc = (float)exp(xc[ans[b]] - lc);
-                res->corrupted_prob[row0 + b] = pc, res->corrupted_logit[row0 + b] = xc[ans[b]];
-                const float *xi = NULL;
-                if (cfg->reference) xi = int_logits && res->changed[row0 + b] ? ml_f32(int_logits) + (int64_t)b * V : NULL;
-                else if (j < nchg && map[j] == b) xi = ml_f32(int_logits) + (int64_t)(j++) * V;
-                if (xi) {
-                    double li = logsumexp(xi, V);
-                    res->restored_prob[row0 + b] = (float)exp(xi[ans[b]] - li);
-                    res->restored_logit[row0 + b] = xi[ans[b]];
-                    res->kl_div[row0 + b] = (float)kl_lse(xc, xi, V, lc);
-                } else { /* the patch changes nothing: the base run itself */
-                    res->restored_prob[row0 + b] = pc, res->restored_logit[row0 + b] = xc[ans[b]];
-                    res->kl_div[row0 + b] = 0;
-                }
-            }
-            ml_release(int_logits), ml_release(base_logits), ml_release(ctok), ctok = NULL;
-            capture_clear(&cb);
-        }
-        capture_clear(&cc), capture_clear(&cb);
-        free(ans);
-        ml_release(ctok), ml_release(tok_full), ml_release(tg), ml_release(pos), ml_release(tok), ml_release(rows);
-        ml_release(clean_logits), ml_release(blog);
-        if (!ok) {
-            ml_set_grad_enabled(old_grad);
-            goto fail;
-        }
-    }
-    ml_set_grad_enabled(old_grad);
-    free(want_clean), free(want_base), free(clean), free(base), free(sub), free(map), free(ppos);
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    res->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    return res;
-fail:
-    if (ml_last_status() == ML_OK) ml_fail(ML_ERR_MEM, "interchange: out of memory");
-    free(want_clean), free(want_base), free(clean), free(base), free(sub), free(map), free(ppos);
-    ml_ic_result_free(res);
-    return NULL;
 }
 
-/* ------------------------------------------------------------------ mean ablation */
+static void batch_free(ic_batch *bt) {
+    ml_release(bt->tok_full), ml_release(bt->tg), ml_release(bt->pos), ml_release(bt->tok), ml_release(bt->rows);
+    ml_release(bt->clean_logits);
+    free(bt->ans);
+    *bt = (ic_batch){0};
+}
+
+/* Loads documents [first + f0, first + f0 + B): readout rows, answers, tokens cut after the last
+ * readout row. */
+static ml_status batch_load(const ml_dataset *ds, int64_t first, int64_t f0, int B, ic_batch *bt) {
+    *bt = (ic_batch){.f0 = f0, .B = B};
+    if (ml_dataset_batch_range(ds, first + f0, B, &bt->tok_full, &bt->tg, &bt->pos)) return failed();
+    int64_t B64 = B;
+    if (!(bt->rows = ml_empty(ML_I32, 1, &B64))) return failed();
+    int32_t *rw = ml_i32(bt->rows), *pp = ml_i32(bt->pos);
+    for (int b = 0; b < B; b++) {
+        int32_t t = pp[b * ML_NPOS + ML_POS_TARGET_ITEM] - 1;
+        if (t < 0)
+            return ml_fail(ML_ERR_ARG, "interchange: document %lld has no target_item", (long long)(first + f0 + b));
+        rw[b] = t;
+        bt->Lt = t + 1 > bt->Lt ? t + 1 : bt->Lt;
+    }
+    ml_tensor *nw = ml_narrow(bt->tok_full, 1, 0, bt->Lt);
+    bt->tok = nw ? ml_contiguous(nw) : NULL;
+    ml_release(nw);
+    if (!bt->tok) return failed();
+    if (!(bt->ans = malloc(sizeof(int32_t) * (size_t)B + 4))) return ml_fail(ML_ERR_MEM, "interchange: out of memory");
+    for (int b = 0; b < B; b++) bt->ans[b] = ml_i32(bt->tok_full)[(int64_t)b * bt->tok_full->shape[1] + rw[b] + 1];
+    return ML_OK;
+}
+
+/* The clean run: caches every swept site, reads the original probability and logit. */
+static ml_status batch_clean_run(ic_run *r, ic_batch *bt) {
+    ml_tensor *hid = run_capture(&r->cc, bt->tok, NULL);
+    bt->clean_logits = hid ? mli_readout(r->m, hid, ml_i32(bt->rows)) : NULL;
+    ml_release(hid);
+    if (!bt->clean_logits) return failed();
+    for (int b = 0; b < bt->B; b++) {
+        const float *x = ml_f32(bt->clean_logits) + (int64_t)b * r->V;
+        r->res->original_prob[bt->f0 + b] = (float)exp(x[bt->ans[b]] - ml_logsumexp_row(x, r->V));
+        r->res->original_logit[bt->f0 + b] = x[bt->ans[b]];
+    }
+    return ML_OK;
+}
+
+/* The tokens of combination k: one token per document replaced at the label type's position. */
+static ml_tensor *corrupt_tokens(const ic_run *r, const ic_batch *bt, int k) {
+    ml_tensor *ctok = ml_clone(bt->tok);
+    if (!ctok) return NULL;
+    size_t row0 = (size_t)k * r->N + (size_t)bt->f0;
+    const int32_t *pp = ml_i32(bt->pos);
+    for (int b = 0; b < bt->B; b++) {
+        int pc = pp[b * ML_NPOS + r->res->combo_lt[k]];
+        if (pc >= 0 && pc < bt->Lt) ml_i32(ctok)[(int64_t)b * bt->Lt + pc] = r->res->corrupt_token[row0 + b];
+    }
+    return ctok;
+}
+
+/* The base run of combination k (the corrupted run; with swap, the clean one, and the corrupted
+ * run is the source). Returns the base logits (B, V); *src, *base: the caches to patch from and into. */
+static ml_tensor *base_run(ic_run *r, const ic_batch *bt, int site, ml_tensor *ctok, ml_tensor *const **src,
+                           ml_tensor *const **base) {
+    memset(r->want_base, 0, (size_t)r->m->n_sites);
+    ml_tensor *hid, *logits;
+    if (!r->cfg->swap) {
+        ml_patch_needs(r->m, site, r->want_base);
+        hid = run_capture(&r->cb, ctok, r->reference ? NULL : bt->rows);
+        logits = hid ? mli_readout(r->m, hid, ml_i32(bt->rows)) : NULL;
+        *src = r->clean, *base = r->base;
+    } else {
+        r->want_base[site] = true;
+        hid = run_capture(&r->cb, ctok, NULL);
+        logits = hid ? ml_retain(bt->clean_logits) : NULL;
+        *src = r->base, *base = r->clean;
+    }
+    ml_release(hid);
+    return logits;
+}
+
+/* Marks which examples the patch of combination k can change (their patched unit differs from
+ * the source's; the reference patches every one); fills r->map with them and r->ppos with every
+ * example's patch position. Returns how many change. */
+static int mark_changed(ic_run *r, const ic_batch *bt, int k, ml_tensor *const *src, ml_tensor *const *base) {
+    int site = r->res->combo_site[k], nchg = 0;
+    size_t row0 = (size_t)k * r->N + (size_t)bt->f0;
+    const int32_t *pp = ml_i32(bt->pos), *rw = r->reference ? NULL : ml_i32(bt->rows);
+    for (int b = 0; b < bt->B; b++) {
+        int q = pp[b * ML_NPOS + r->res->combo_pos[k]];
+        r->ppos[b] = q;
+        bool in = q >= 0 && q < bt->Lt;
+        bool chg = r->reference ? in : in && mli_unit_differs(r->m, site, base[site], b, src[site], b, q, rw);
+        r->res->changed[row0 + b] = chg;
+        if (chg) r->map[nchg++] = b;
+    }
+    return nchg;
+}
+
+/* Readout logits of the patched run: (B, V) for the reference (the whole model with a hook), else
+ * (nchg, V) for the examples in r->map (resumed at the patched layer from the base cache). */
+static ml_tensor *patched_logits(ic_run *r, const ic_batch *bt, int site, ml_tensor *ctok, ml_tensor *const *src,
+                                 ml_tensor *const *base, int nchg) {
+    ml_patch pt = {.site = site, .source = src[site], .pos = r->ppos};
+    if (r->reference) {
+        ml_tensor *h2 = ml_patch_full(r->m, r->cfg->swap ? bt->tok : ctok, &pt);
+        ml_tensor *logits = h2 ? mli_readout(r->m, h2, ml_i32(bt->rows)) : NULL;
+        ml_release(h2);
+        return logits;
+    }
+    if (nchg == bt->B) { /* every example changes: the whole base cache */
+        ml_tensor *h2 = mli_patch_fast_mapped(r->m, base, &pt, bt->rows, NULL);
+        ml_tensor *logits = h2 ? mli_readout(r->m, h2, ml_i32(bt->rows)) : NULL;
+        ml_release(h2);
+        return logits;
+    }
+    /* only the examples that change; the hook and the entry read source and position through the
+     * map, so the source stays whole */
+    int64_t nn = nchg;
+    ml_tensor *idx = ml_from_i32(1, &nn, r->map), *logits = NULL;
+    ml_tensor *sub_rows = idx ? ml_index_select(bt->rows, 0, idx) : NULL;
+    for (int i = 0; i < r->m->n_sites; i++) r->sub[i] = base[i] && idx ? ml_index_select(base[i], 0, idx) : NULL;
+    ml_tensor *h2 = sub_rows ? mli_patch_fast_mapped(r->m, r->sub, &pt, sub_rows, r->map) : NULL;
+    logits = h2 ? mli_readout(r->m, h2, ml_i32(sub_rows)) : NULL;
+    ml_release(h2), ml_release(sub_rows), ml_release(idx);
+    for (int i = 0; i < r->m->n_sites; i++) ml_release(r->sub[i]), r->sub[i] = NULL;
+    return logits;
+}
+
+/* Probabilities, logits and KL of combination k per document: the corrupted run's, and the
+ * patched run's where the patch changed the example (else the corrupted run's, KL 0). */
+static void score_rows(ic_run *r, const ic_batch *bt, int k, ml_tensor *base_logits, ml_tensor *int_logits, int nchg) {
+    ml_ic_result *res = r->res;
+    size_t row0 = (size_t)k * r->N + (size_t)bt->f0;
+    int V = r->V;
+    for (int b = 0, j = 0; b < bt->B; b++) {
+        int32_t ans = bt->ans[b];
+        const float *xc = ml_f32(base_logits) + (int64_t)b * V;
+        double lc = ml_logsumexp_row(xc, V);
+        float pc = (float)exp(xc[ans] - lc);
+        res->corrupted_prob[row0 + b] = pc, res->corrupted_logit[row0 + b] = xc[ans];
+        const float *xi = NULL;
+        if (r->reference) xi = int_logits && res->changed[row0 + b] ? ml_f32(int_logits) + (int64_t)b * V : NULL;
+        else if (j < nchg && r->map[j] == b) xi = ml_f32(int_logits) + (int64_t)(j++) * V;
+        if (xi) {
+            double li = ml_logsumexp_row(xi, V);
+            res->restored_prob[row0 + b] = (float)exp(xi[ans] - li);
+            res->restored_logit[row0 + b] = xi[ans];
+            res->kl_div[row0 + b] = (float)kl_lse(xc, xi, V, lc, li);
+        } else { /* the patch changes nothing: the base run itself */
+            res->restored_prob[row0 + b] = pc, res->restored_logit[row0 + b] = xc[ans];
+            res->kl_div[row0 + b] = 0;
+        }
+    }
+}
+
+/* Combination k on one batch: corrupt, run the base (and source), patch, score. */
+static ml_status run_combo(ic_run *r, const ic_batch *bt, int k) {
+    int site = r->res->combo_site[k];
+    ml_tensor *const *src, *const *base;
+    ml_tensor *ctok = corrupt_tokens(r, bt, k);
+    ml_tensor *base_logits = ctok ? base_run(r, bt, site, ctok, &src, &base) : NULL;
+    if (!base_logits) {
+        ml_release(ctok);
+        return failed();
+    }
+    int nchg = mark_changed(r, bt, k, src, base);
+    ml_tensor *int_logits = nchg > 0 ? patched_logits(r, bt, site, ctok, src, base, nchg) : NULL;
+    ml_status st = nchg > 0 && !int_logits ? failed() : ML_OK;
+    if (!st) {
+        score_rows(r, bt, k, base_logits, int_logits, nchg);
+        r->res->patched_forwards += r->reference ? bt->B : nchg;
+    }
+    ml_release(int_logits), ml_release(base_logits), ml_release(ctok);
+    capture_clear(&r->cb);
+    return st;
+}
+
+static ml_status run_batch(ic_run *r, const ml_dataset *ds, int64_t first, int64_t f0, int B) {
+    ic_batch bt;
+    ml_status st = batch_load(ds, first, f0, B, &bt);
+    if (!st) st = batch_clean_run(r, &bt);
+    for (int k = 0; !st && k < r->res->n_combos; k++) st = run_combo(r, &bt, k);
+    capture_clear(&r->cc), capture_clear(&r->cb);
+    batch_free(&bt);
+    return st;
+}
+
+ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_t count, const ml_ic_config *cfg) {
+    if (check_run(m, ds, first, count, cfg)) return NULL;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ic_run r;
+    if (ic_run_init(&r, m, cfg, (int)count)) return NULL;
+    lay_out_combos(r.res, cfg);
+    draw_corruptions(m, ds, first, r.res, cfg->seed);
+    for (int i = 0; i < r.N; i++) r.res->qtype[i] = (uint8_t)ml_dataset_qtype(ds, first + i);
+    for (int s = 0; s < cfg->n_sites; s++) r.want_clean[cfg->sites[s]] = true;
+    if (cfg->swap) /* the clean run is the base: it needs the resume sites too */
+        for (int s = 0; s < cfg->n_sites; s++) ml_patch_needs(m, cfg->sites[s], r.want_clean);
+    bool old_grad = ml_set_grad_enabled(false);
+    ml_status st = ML_OK;
+    for (int64_t f0 = 0; !st && f0 < r.N; f0 += r.batch)
+        st = run_batch(&r, ds, first, f0, (int)(r.N - f0 < r.batch ? r.N - f0 : r.batch));
+    ml_set_grad_enabled(old_grad);
+    ic_run_free(&r);
+    if (st) {
+        ml_ic_result_free(r.res);
+        return NULL;
+    }
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    r.res->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return r.res;
+}
 
 ml_tensor *ml_site_mean(ml_model *m, const ml_dataset *ds, int64_t n, int site, int batch) {
     if (site < 0 || site >= m->n_sites || ml_site_pos_dim(m, site) != 1) {

@@ -318,6 +318,10 @@ static ml_tensor *patch_fast(ml_model *m, ml_tensor *const *base, const ml_patch
         ml_fail(ML_ERR_ARG, "patch: site index %d out of range", p->site);
         return NULL;
     }
+    if (m->hooks) { /* the base cache went through them: they would fire twice at the resumed site */
+        ml_fail(ML_ERR_ARG, "patch: the fast path cannot run with the model's persistent hooks on; use ml_patch_full");
+        return NULL;
+    }
     bool internal;
     int l = m->site_layer[p->site], e = patch_entry(m, p->site, &internal);
     const int *entry = m->layers[l].entry_site;

@@ -53,7 +53,8 @@ ml_tensor *ml_patch_full(ml_model *m, ml_tensor *tokens, const ml_patch *p);
 /* Fast: resumes from base_acts, the base run's cache (it needs the paper sites of the patched
  * layer: block_input, attention_input, attention_output, mlp_input, mlp_output, block_output as
  * the architecture has them). rows (optional int32 (B)): keep only the readout rows after the last
- * mixer (then the result is (B, 1, D)). Equals ml_patch_full bit for bit when rows is NULL. */
+ * mixer (then the result is (B, 1, D)). Equals ml_patch_full bit for bit when rows is NULL. An
+ * error while m->hooks is set (the cache went through them; the resume would run them twice). */
 ml_tensor *ml_patch_fast(ml_model *m, ml_tensor *const *base_acts, const ml_patch *p, ml_tensor *rows);
 /* Which sites ml_patch_fast needs for a patch at `site` (sets want[i] = true for them). */
 void ml_patch_needs(const ml_model *m, int site, bool *want);

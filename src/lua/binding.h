@@ -69,6 +69,9 @@ const char *mlL_site_component(const char *name);
 bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn);
 /* "blocks.{l}.{TransformerLens component}" -> the site id, or -1. */
 int mlL_site_alias(const struct ml_model *m, const char *name);
+/* Wraps the functions table[names[i]] (argument 1: a model) so that the model's persistent hooks
+ * (model:add_hook) are on for every run inside them (src/lua/model.c). */
+void mlL_hooked(lua_State *L, int table, const char *const *names);
 /* Reads a shape from arguments first..top (numbers) or one table of numbers at `first`. */
 int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX_DIMS]);
 

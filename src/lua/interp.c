@@ -445,7 +445,7 @@ static int l_patch(lua_State *L) {
     int32_t *pos = read_positions(L, -1, tok->shape[0], fn);
     ml_patch p = {.site = s, .source = src, .pos = pos};
     ml_tensor *hid = NULL;
-    if (reference) hid = ml_patch_full(m, tok, &p);
+    if (reference || m->hooks) hid = ml_patch_full(m, tok, &p); /* the fast path cannot run hooks */
     else {
         bool *want = scratch(L, (size_t)m->n_sites);
         ml_tensor **acts = scratch(L, sizeof *acts * (size_t)m->n_sites);
@@ -1079,6 +1079,7 @@ int mlL_open_interp(lua_State *L) {
     luaL_getmetatable(L, "mech.Model");
     if (lua_istable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE) {
         luaL_setfuncs(L, methods, 0);
+        mlL_hooked(L, -1, (const char *const[]){"run_with_cache", NULL});
         lua_pop(L, 1);
     } else {
         lua_pop(L, lua_istable(L, -1) ? 1 : 0);
@@ -1102,6 +1103,7 @@ int mlL_open_interp(lua_State *L) {
                                    {"kl_div", l_kl_div},       {"argmax", l_argmax},       {"corrupt", l_corrupt},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
+    mlL_hooked(L, -1, (const char *const[]){"patch", "site_mean", "mamba_attention", "interchange", NULL});
     lua_setfield(L, -2, "interp");
     lua_pushcfunction(L, l_help);
     lua_setfield(L, -2, "help");

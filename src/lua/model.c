@@ -289,30 +289,17 @@ typedef struct {
     lua_State *L;
     model_box *box;
     const ml_model *m;
-    int hooks;   /* stack index: call-specific table site -> fn (or 0) */
-    int persist; /* stack index: persistent table site -> {fn...} */
+    int hooks;   /* the call's own hooks: stack index of a table site -> fn (0: none) */
+    int persist; /* the persistent hooks: registry reference to the table site -> {fn...} */
 } hook_ud;
-
-static int has_hook(hook_ud *h, const char *full) {
-    lua_State *L = h->L;
-    int found = 0;
-    if (h->hooks) {
-        found = lua_getfield(L, h->hooks, full) != LUA_TNIL;
-        lua_pop(L, 1);
-    }
-    if (!found) {
-        lua_getfield(L, h->persist, full);
-        found = lua_istable(L, -1) && lua_rawlen(L, -1) > 0;
-        lua_pop(L, 1);
-    }
-    return found;
-}
 
 static bool hook_wants(void *ud, int site) {
     hook_ud *h = ud;
     char full[96];
     ml_site_fullname(h->m, site, full, sizeof full);
-    return has_hook(h, full);
+    bool found = lua_getfield(h->L, h->hooks, full) != LUA_TNIL;
+    lua_pop(h->L, 1);
+    return found;
 }
 
 /* Calls fn (on top of the stack) with (act, ctx); returns a new reference to a replacement or
@@ -347,74 +334,40 @@ static ml_tensor *call_hook(hook_ud *h, ml_tensor *act, const char *full, int la
     return rep;
 }
 
+/* The call's own hook at a site (model:forward(tokens, hooks), model:loss(..., hooks)). */
 static ml_tensor *hook_call(void *ud, int site, ml_tensor *act, ml_status *err) {
     hook_ud *h = ud;
-    lua_State *L = h->L;
     char full[96];
     ml_site_fullname(h->m, site, full, sizeof full);
-    int layer = h->m->site_layer[site];
-    const char *name = h->m->sites[site].name;
-    ml_tensor *cur = ml_retain(act);
-    bool replaced = false;
-    /* persistent hooks first, in registration order, then the call's own */
-    lua_getfield(L, h->persist, full);
-    if (lua_istable(L, -1)) {
-        lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-        for (lua_Integer i = 1; i <= n && !*err; i++) {
-            lua_rawgeti(L, -1, i);
-            ml_tensor *rep = call_hook(h, cur, full, layer, name, err);
-            if (rep) ml_release(cur), cur = rep, replaced = true;
-        }
-    }
-    lua_pop(L, 1);
-    if (h->hooks && !*err) {
-        if (lua_getfield(L, h->hooks, full) != LUA_TNIL) {
-            ml_tensor *rep = call_hook(h, cur, full, layer, name, err);
-            if (rep) ml_release(cur), cur = rep, replaced = true;
-        } else {
-            lua_pop(L, 1);
-        }
-    }
-    if (*err || !replaced) {
-        ml_release(cur);
+    if (lua_getfield(h->L, h->hooks, full) == LUA_TNIL) {
+        lua_pop(h->L, 1);
         return NULL;
     }
-    return cur;
+    return call_hook(h, act, full, h->m->site_layer[site], h->m->sites[site].name, err);
 }
 
-/* Sets up a run from the optional hooks table at index `arg`. Returns whether any hook exists. */
+/* Sets up a run from the optional hooks table at index `arg`. Returns whether it has hooks. */
 static bool setup_run(lua_State *L, ml_model *m, int arg, hook_ud *h, ml_run *run, const char *fn) {
     memset(run, 0, sizeof *run);
-    h->L = L;
-    h->box = lua_touserdata(L, 1);
-    h->m = m;
-    h->hooks = 0;
-    lua_getiuservalue(L, 1, 1);
-    h->persist = lua_gettop(L);
+    *h = (hook_ud){.L = L, .box = lua_touserdata(L, 1), .m = m};
+    if (lua_isnoneornil(L, arg)) return false;
+    if (!lua_istable(L, arg)) mlL_argerror(L, fn, arg, "a table of hooks {site = function}");
+    /* the call's hooks under mechlab's full names (keys may be TransformerLens names) */
+    arg = lua_absindex(L, arg);
+    lua_newtable(L);
+    h->hooks = lua_gettop(L);
     bool any = false;
     lua_pushnil(L);
-    while (lua_next(L, h->persist)) {
-        any = any || (lua_istable(L, -1) && lua_rawlen(L, -1) > 0);
+    while (lua_next(L, arg)) {
+        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: hook table keys must be site names", fn);
+        char full[96];
+        ml_site_fullname(m, mlL_checksite(L, m, lua_tostring(L, -2), fn), full, sizeof full);
+        if (!lua_isfunction(L, -1)) luaL_error(L, "%s: hook for '%s' expected a function, got %s", fn, lua_tostring(L, -2), luaL_typename(L, -1));
+        if (lua_getfield(L, h->hooks, full) != LUA_TNIL)
+            luaL_error(L, "%s: two hooks for site '%s' (one named '%s')", fn, full, lua_tostring(L, -3));
         lua_pop(L, 1);
-    }
-    if (!lua_isnoneornil(L, arg)) {
-        if (!lua_istable(L, arg)) mlL_argerror(L, fn, arg, "a table of hooks {site = function}");
-        /* the call's hooks under mechlab's full names (keys may be TransformerLens names) */
-        arg = lua_absindex(L, arg);
-        lua_newtable(L);
-        h->hooks = lua_gettop(L);
-        lua_pushnil(L);
-        while (lua_next(L, arg)) {
-            if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: hook table keys must be site names", fn);
-            char full[96];
-            ml_site_fullname(m, mlL_checksite(L, m, lua_tostring(L, -2), fn), full, sizeof full);
-            if (!lua_isfunction(L, -1)) luaL_error(L, "%s: hook for '%s' expected a function, got %s", fn, lua_tostring(L, -2), luaL_typename(L, -1));
-            if (lua_getfield(L, h->hooks, full) != LUA_TNIL)
-                luaL_error(L, "%s: two hooks for site '%s' (one named '%s')", fn, full, lua_tostring(L, -3));
-            lua_pop(L, 1);
-            lua_setfield(L, h->hooks, full);
-            any = true;
-        }
+        lua_setfield(L, h->hooks, full);
+        any = true;
     }
     if (any) {
         run->hook = hook_call;
@@ -422,6 +375,88 @@ static bool setup_run(lua_State *L, ml_model *m, int arg, hook_ud *h, ml_run *ru
         run->ud = h;
     }
     return any;
+}
+
+/* ---- persistent hooks (model:add_hook): m->hooks while a method or mech.interp function runs */
+
+/* Pushes the persistent hooks of the site (a list, possibly empty) or nil. */
+static int push_persistent(hook_ud *h, const char *full) {
+    lua_rawgeti(h->L, LUA_REGISTRYINDEX, h->persist);
+    lua_getfield(h->L, -1, full);
+    lua_remove(h->L, -2);
+    return lua_istable(h->L, -1) ? (int)lua_rawlen(h->L, -1) : 0;
+}
+
+static bool persist_wants(void *ud, int site) {
+    hook_ud *h = ud;
+    char full[96];
+    ml_site_fullname(h->m, site, full, sizeof full);
+    int n = push_persistent(h, full);
+    lua_pop(h->L, 1);
+    return n > 0;
+}
+
+/* The persistent hooks of a site in registration order, each seeing the previous one's result. */
+static ml_tensor *persist_call(void *ud, int site, ml_tensor *act, ml_status *err) {
+    hook_ud *h = ud;
+    lua_State *L = h->L;
+    char full[96];
+    ml_site_fullname(h->m, site, full, sizeof full);
+    ml_tensor *cur = NULL;
+    int n = push_persistent(h, full);
+    for (int i = 1; i <= n && !*err; i++) {
+        lua_rawgeti(L, -1, i);
+        ml_tensor *rep = call_hook(h, cur ? cur : act, full, h->m->site_layer[site], h->m->sites[site].name, err);
+        if (rep) ml_release(cur), cur = rep;
+    }
+    lua_pop(L, 1);
+    if (*err) ml_release(cur), cur = NULL;
+    return cur;
+}
+
+static bool has_persistent(lua_State *L, int model) {
+    lua_getiuservalue(L, model, 1);
+    bool any = false;
+    lua_pushnil(L);
+    while (!any && lua_next(L, -2)) {
+        any = lua_istable(L, -1) && lua_rawlen(L, -1) > 0;
+        lua_pop(L, any ? 2 : 1);
+    }
+    lua_pop(L, 1);
+    return any;
+}
+
+/* The closure mlL_hooked makes: calls upvalue 1 with the arguments, with the persistent hooks of
+ * the model in argument 1 as m->hooks. The call runs under lua_pcall so that m->hooks is restored
+ * on an error too (it points into this frame). */
+static int with_hooks(lua_State *L) {
+    model_box *b = luaL_testudata(L, 1, MLL_MODEL_MT);
+    if (b) settle_close(b);
+    ml_model *m = b && !b->closing ? b->m : NULL;
+    if (!m || (!m->hooks && !has_persistent(L, 1))) return lua_tocfunction(L, lua_upvalueindex(1))(L);
+    int nargs = lua_gettop(L);
+    hook_ud h = {.L = L, .box = b, .m = m, .persist = LUA_NOREF};
+    ml_run run = {.hook = persist_call, .wants = persist_wants, .ud = &h};
+    lua_getiuservalue(L, 1, 1);
+    h.persist = luaL_ref(L, LUA_REGISTRYINDEX);
+    ml_run *outer = m->hooks;
+    m->hooks = has_persistent(L, 1) ? &run : NULL;
+    lua_pushvalue(L, lua_upvalueindex(1));
+    for (int i = 1; i <= nargs; i++) lua_pushvalue(L, i);
+    int st = lua_pcall(L, nargs, LUA_MULTRET, 0);
+    if (b->m == m) m->hooks = outer; /* unless the call closed the model */
+    luaL_unref(L, LUA_REGISTRYINDEX, h.persist);
+    if (st != LUA_OK) return lua_error(L);
+    return lua_gettop(L) - nargs;
+}
+
+void mlL_hooked(lua_State *L, int table, const char *const *names) {
+    table = lua_absindex(L, table);
+    for (; *names; names++) {
+        lua_getfield(L, table, *names);
+        lua_pushcclosure(L, with_hooks, 1);
+        lua_setfield(L, table, *names);
+    }
 }
 
 static ml_tensor *tokens_arg(lua_State *L, int arg, const char *fn) {
@@ -735,6 +770,7 @@ int mlL_open_model(lua_State *L) {
         {NULL, NULL}};
     luaL_newmetatable(L, MLL_MODEL_MT);
     luaL_newlib(L, methods);
+    mlL_hooked(L, -1, (const char *const[]){"forward", "hidden", "loss", "train_step", "evaluate", NULL});
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, m_gc), lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, m_close), lua_setfield(L, -2, "__close");

@@ -56,8 +56,8 @@ static ml_tensor *attn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml
     attn_state *s = state;
     int H = m->cfg.n_heads;
     ml_tensor *qkv = ml_linear(x, ml_model_p(m, s->wqkv), NULL);
-    if (qkv && (ml_site_wanted(run, s->site[S_Q]) || ml_site_wanted(run, s->site[S_K]) ||
-                ml_site_wanted(run, s->site[S_V]))) {
+    if (qkv && (ml_site_wanted(m, run, s->site[S_Q]) || ml_site_wanted(m, run, s->site[S_K]) ||
+                ml_site_wanted(m, run, s->site[S_V]))) {
         ml_tensor *j = qkv_sites(m, s, qkv, m->cfg.d_model, run);
         ml_release(qkv);
         qkv = j;

@@ -186,8 +186,8 @@ static ml_tensor *based_forward(ml_model *m, int l, void *state, ml_tensor *x, m
     v = ml_linear(x, ml_model_p(m, s->wv), NULL);
     if (!v || !ml_at_site(m, run, s->site[S_V], &v)) goto done;
     bool explicit_form = false; /* a replaced feature map, state or pattern */
-    bool want_f = ml_site_wanted(run, s->site[S_FEAT_Q]) || ml_site_wanted(run, s->site[S_FEAT_K]) ||
-                  ml_site_wanted(run, s->site[S_KV_STATE]);
+    bool want_f = ml_site_wanted(m, run, s->site[S_FEAT_Q]) || ml_site_wanted(m, run, s->site[S_FEAT_K]) ||
+                  ml_site_wanted(m, run, s->site[S_KV_STATE]);
     if (want_f) {
         ml_tensor *oq, *ok;
         if (!(fq = features(q, H, s->F)) || !(fk = features(k, H, s->F))) goto done;
@@ -199,7 +199,7 @@ static ml_tensor *based_forward(ml_model *m, int l, void *state, ml_tensor *x, m
         ml_release(oq), ml_release(ok);
         if (!okk) goto done;
     }
-    if (ml_site_wanted(run, s->site[S_KV_STATE])) {
+    if (ml_site_wanted(m, run, s->site[S_KV_STATE])) {
         bool old = ml_set_grad_enabled(false);
         S = kv_states(fk, v, H, s->P, s->Dv);
         ml_set_grad_enabled(old);
@@ -226,7 +226,7 @@ static ml_tensor *based_forward(ml_model *m, int l, void *state, ml_tensor *x, m
     if (!y && explicit_form) {
         if (!(A = explicit_scores(fq, fk, &den)) || !(pat = ml_div(A, den))) goto done;
     } else if (!y) {
-        y = ml_based_linear_attention(q, k, v, H, BASED_EPS, ml_site_wanted(run, s->site[S_PATTERN]) ? &pat : NULL);
+        y = ml_based_linear_attention(q, k, v, H, BASED_EPS, ml_site_wanted(m, run, s->site[S_PATTERN]) ? &pat : NULL);
         if (!y) goto done;
     }
     if (pat) {
@@ -302,6 +302,8 @@ static double based_flops(const ml_model *m, int l, double B, double L) {
 }
 
 static void long_only(ml_model_config *cfg) { cfg->long_only = true; }
+
+extern const ml_mixer_type ml_mixer_base_conv; /* its even layers (mixer_base_conv.c) */
 
 const ml_mixer_type ml_mixer_based = {
     .name = "based",

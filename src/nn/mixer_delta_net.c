@@ -148,7 +148,7 @@ static ml_tensor *dn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_r
     if (!(br = ml_linear(x, ml_model_p(m, s->wb), NULL)) || !(beta = ml_unary(ML_SIGMOID, br)) ||
         !ml_at_site(m, run, s->site[S_BETA], &beta))
         goto done;
-    bool want_s = ml_site_wanted(run, s->site[S_STATE]);
+    bool want_s = ml_site_wanted(m, run, s->site[S_STATE]);
     if (!(o = ml_delta_rule(qn, kn, v, beta, H, scale, NULL, want_s ? &st : NULL, NULL))) goto done;
     if (want_s) {
         ml_tensor *orig = ml_retain(st);

@@ -38,6 +38,57 @@ typedef struct {
     int site[N_SITES];          /* ids of the sites below */
 } hy_state;
 
+/* The implicit filter, composed from generic ops (so autograd needs no glue of its own). */
+
+/* sin(f ⊙ (x·Wᵀ + b)) from generic ops; NULL on error. */
+static ml_tensor *sin_layer(ml_tensor *x, ml_tensor *W, ml_tensor *b, ml_tensor *f) {
+    ml_tensor *pre = ml_linear(x, W, b);
+    if (!pre) return NULL;
+    ml_tensor *scaled = ml_mul(pre, f);
+    ml_release(pre);
+    if (!scaled) return NULL;
+    ml_tensor *a = ml_unary(ML_SIN, scaled);
+    ml_release(scaled);
+    return a;
+}
+
+ml_tensor *ml_hyena_filter(ml_tensor *z, ml_tensor *W1, ml_tensor *b1, ml_tensor *W2, ml_tensor *b2, ml_tensor *W3,
+                           ml_tensor *b3, ml_tensor *f, ml_tensor *W4, ml_tensor *decay) {
+    ml_tensor *a1 = sin_layer(z, W1, b1, f);
+    if (!a1) return NULL;
+    ml_tensor *a2 = sin_layer(a1, W2, b2, f);
+    ml_release(a1);
+    if (!a2) return NULL;
+    ml_tensor *a3 = sin_layer(a2, W3, b3, f);
+    ml_release(a2);
+    if (!a3) return NULL;
+    ml_tensor *h = ml_linear(a3, W4, NULL);
+    ml_release(a3);
+    if (!h) return NULL;
+    ml_tensor *k = ml_mul(h, decay);
+    ml_release(h);
+    return k;
+}
+
+ml_tensor *ml_hyena_decay(ml_tensor *t, ml_tensor *deltas, int L) {
+    const char *fn = "hyena_decay";
+    if (t->dtype != ML_F32 || deltas->dtype != ML_F32)
+        return ml_fail(ML_ERR_DTYPE, "%s: argument %d expected a float32 tensor, got %s", fn, t->dtype != ML_F32 ? 1 : 2,
+                       ml_dtype_name(t->dtype != ML_F32 ? t->dtype : deltas->dtype)),
+               NULL;
+    if (L < 0 || ml_numel(t) < L)
+        return ml_fail(ML_ERR_ARG, "%s: argument 3 (length) must be in [0, %lld], got %d", fn, (long long)ml_numel(t),
+                       L),
+               NULL;
+    int64_t C = ml_numel(deltas);
+    ml_tensor *out = ml_empty(ML_F32, 2, (int64_t[]){L, C});
+    if (!out) return ml_fail(ML_ERR_MEM, "%s: out of memory", fn), NULL;
+    for (int64_t i = 0; i < L; i++)
+        for (int64_t c = 0; c < C; c++)
+            ml_f32(out)[i * C + c] = expf(-(float)ml_get_flat(t, i) * fabsf((float)ml_get_flat(deltas, c)));
+    return out;
+}
+
 static void hy_free(void *state) {
     hy_state *s = state;
     if (s) ml_release(s->decay);

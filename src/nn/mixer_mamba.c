@@ -195,7 +195,7 @@ static ml_tensor *mamba_forward(ml_model *m, int l, void *state, ml_tensor *x, m
     A = ea ? ml_unary(ML_NEG, ea) : NULL;
     ml_release(ea);
     if (!A) goto done;
-    bool want_h = ml_site_wanted(run, s->site[S_SSM_STATE]);
+    bool want_h = ml_site_wanted(m, run, s->site[S_SSM_STATE]);
     y = ml_selective_scan(u, dt, A, Bm, Cm, ml_model_p(m, s->dskip), NULL, want_h ? &hs : NULL, NULL);
     if (!y) goto done;
     if (want_h) {

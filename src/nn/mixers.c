@@ -1,8 +1,11 @@
 /* The mixer registry: every architecture, listed once (docs/mixers.md, "Layer choices and variants"). Adding a mixer
- * adds its descriptor here and to nn.h. */
+ * adds its descriptor (defined at the end of its file mixer_X.c) to the two lists below. */
 #include <string.h>
 
 #include "nn/nn.h"
+
+extern const ml_mixer_type ml_mixer_attention, ml_mixer_base_conv, ml_mixer_based, ml_mixer_h3, ml_mixer_hyena,
+    ml_mixer_mamba, ml_mixer_delta_net;
 
 static const ml_mixer_type *const registry[] = {&ml_mixer_attention, &ml_mixer_base_conv, &ml_mixer_based,
                                                 &ml_mixer_h3,        &ml_mixer_hyena,     &ml_mixer_mamba,

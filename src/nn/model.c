@@ -286,8 +286,8 @@ void ml_model_zero_grad(ml_model *m) {
 
 /* ------------------------------------------------------------------ hooks */
 
-ml_tensor *ml_site(const ml_model *m, ml_run *run, int site, ml_tensor *act) {
-    if (!act) return NULL;
+/* One run's hook at a site: a new reference to act or its replacement, or NULL with an error. */
+static ml_tensor *site_hook(const ml_model *m, ml_run *run, int site, ml_tensor *act) {
     if (!run || !run->hook) return ml_retain(act);
     ml_status err = ML_OK;
     ml_tensor *rep = run->hook(run->ud, site, act, &err);
@@ -310,9 +310,26 @@ ml_tensor *ml_site(const ml_model *m, ml_run *run, int site, ml_tensor *act) {
     return rep;
 }
 
-bool ml_site_wanted(ml_run *run, int site) {
-    if (!run || !run->hook || site < 0) return false;
+ml_tensor *ml_site(const ml_model *m, ml_run *run, int site, ml_tensor *act) {
+    if (!act) return NULL;
+    if (!m->hooks) return site_hook(m, run, site, act);
+    ml_tensor *cur = site_hook(m, m->hooks, site, act);
+    if (!cur) {
+        if (run) run->status = m->hooks->status; /* the run failed: its caller reads run->status */
+        return NULL;
+    }
+    ml_tensor *out = site_hook(m, run, site, cur);
+    ml_release(cur);
+    return out;
+}
+
+static bool run_wants(ml_run *run, int site) {
+    if (!run || !run->hook) return false;
     return run->wants ? run->wants(run->ud, site) : true;
+}
+
+bool ml_site_wanted(const ml_model *m, ml_run *run, int site) {
+    return site >= 0 && (run_wants(m->hooks, site) || run_wants(run, site));
 }
 
 /* ------------------------------------------------------------------ forward */

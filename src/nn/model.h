@@ -165,6 +165,9 @@ struct ml_model {
     int p_norm1_w[ML_MAX_LAYERS], p_norm1_b[ML_MAX_LAYERS], p_norm2_w[ML_MAX_LAYERS], p_norm2_b[ML_MAX_LAYERS];
     int p_fc1_w[ML_MAX_LAYERS], p_fc1_b[ML_MAX_LAYERS], p_fc2_w[ML_MAX_LAYERS], p_fc2_b[ML_MAX_LAYERS];
     int p_fc3_w[ML_MAX_LAYERS], p_fc3_b[ML_MAX_LAYERS];
+    /* Hooks every run of this model calls at each site before the run's own (the Lua binding
+     * sets the persistent hooks of model:add_hook here for the duration of a call); NULL: none. */
+    ml_run *hooks;
 };
 
 /* ---- hooks ---- */
@@ -180,10 +183,11 @@ struct ml_run {
     bool (*wants)(void *ud, int site);
     ml_status status; /* first error raised by a hook */
 };
-/* Returns a new reference to the activation to use from here on (act or its replacement), or
- * NULL with an error (bad replacement shape, hook error). */
+/* Returns a new reference to the activation to use from here on (act or its replacement, after
+ * m->hooks and then run's hook), or NULL with an error (bad replacement shape, hook error). */
 ml_tensor *ml_site(const ml_model *m, ml_run *run, int site, ml_tensor *act);
-bool ml_site_wanted(ml_run *run, int site);
+/* Does m->hooks or run want the site (mixers compute its value only then)? */
+bool ml_site_wanted(const ml_model *m, ml_run *run, int site);
 /* The one spelling of a site's full name, "blocks.{layer}.{name}", and its parsers. */
 void ml_site_fullname(const ml_model *m, int site, char *buf, size_t n);
 int ml_site_lookup(const ml_model *m, int layer, const char *name); /* id or -1 */

@@ -3,6 +3,8 @@
 
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
+#include "ops/mixer_ops.h"
+#include "ops/op_util.h"
 
 enum { WT_MAX = 4096 }; /* transposed-weight buffer on the stack covers C·K ≤ 4096 (all paper sizes) */
 
@@ -161,4 +163,133 @@ void mlk_conv1d_step(int B, int C, int K, float *state, const float *x, const fl
             }
         }
     }
+}
+
+/* ------------------------------------------------------------------ the differentiable op (ops/mixer_ops.h) */
+
+/* The SiLU of the fused conv, as vectorised loops compiled for AVX2/AVX-512, on the sigmoid of
+ * kernel_util.h that ml_unary uses. */
+/* y = x ⊙ σ(x) */
+MLK_CLONES static void pw_silu(size_t n, const float *x, float *y) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i] * mlk_sigmoid(x[i]);
+}
+/* gx = g ⊙ silu'(x), silu'(x) = σ(x)(1 + x(1 − σ(x))) */
+MLK_CLONES static void pw_silu_bwd(size_t n, const float *x, const float *g, float *gx) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float sg = mlk_sigmoid(x[i]);
+        gx[i] = g[i] * sg * (1.0f + x[i] * (1.0f - sg));
+    }
+}
+
+static ml_status conv1d_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *x = ml_node_saved(n, 0), *w = ml_node_saved(n, 1);
+    if (!x || !w) return ml_last_status();
+    int B = (int)x->shape[0], L = (int)x->shape[1], C = (int)x->shape[2], K = (int)n->iarg[0];
+    for (int i = 0; i < 3; i++)
+        gin[i] = mlo_grad_like(n, i);
+    if (mlo_grads_ok(n, gin)) return ml_last_status();
+    mlk_conv1d_bwd_ld(B, L, C, K, ml_f32(x), (int)n->iarg[1], ml_f32(w), ml_f32(g), mlo_gp(gin[0]), mlo_gp(gin[1]),
+                      mlo_gp(gin[2]));
+    return ML_OK;
+}
+
+ml_tensor *ml_causal_conv1d(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
+    const char *fn = "causal_conv1d";
+    ml_tensor *ins[3] = {x, w, bias};
+    char d[128];
+    if (mlo_check_f32s(fn, 3, ins)) return NULL;
+    if (x->ndim != 3)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 1 has %d dimensions, expected [B,L,C]", fn, x->ndim), NULL;
+    int64_t C = x->shape[2];
+    int64_t K = w->ndim >= 1 ? w->shape[w->ndim - 1] : 0;
+    mlo_descf(d, sizeof d, "[C,K] or [C,1,K] with C=%lld", (long long)C);
+    if (w->ndim == 3 ? mlo_want_shape(fn, 2, w, 3, (int64_t[]){C, 1, -1}, d)
+                     : mlo_want_shape(fn, 2, w, 2, (int64_t[]){C, -1}, d))
+        return NULL;
+    if (K < 1) return ml_fail(ML_ERR_SHAPE, "%s: argument 2 has kernel width 0", fn), NULL;
+    if (bias && mlo_want_shape(fn, 3, bias, 1, &C, mlo_descf(d, sizeof d, "[C] with C=%lld", (long long)C)))
+        return NULL;
+    if (mlo_check_int_sizes(fn, x)) return NULL;
+    int64_t ldx = mlo_row_stride(x); /* a column slice (Mamba's x-branch) is read in place */
+    ml_tensor *xc = ldx ? ml_retain(x) : mlo_dense(x), *wc = mlo_dense(w), *bc = bias ? mlo_dense(bias) : NULL;
+    if (!ldx) ldx = C;
+    ml_tensor *out = ml_empty(ML_F32, 3, x->shape);
+    if (!xc || !wc || (bias && !bc) || !out || ldx > (1 << 30)) {
+        ml_tensor *all[4] = {xc, wc, bc, out};
+        mlo_release_all(4, all);
+        return mlo_oom(fn);
+    }
+    mlk_conv1d_fwd_ld((int)x->shape[0], (int)x->shape[1], (int)C, (int)K, ml_f32(xc), (int)ldx, ml_f32(wc),
+                      bc ? ml_f32(bc) : NULL, ml_f32(out));
+    if (ml_any_needs_grad(3, ins)) {
+        ml_node *nd = ml_node_new("CausalConv1dBackward", conv1d_backward, 3, ins);
+        if (nd) {
+            ml_node_save(nd, 0, xc);
+            ml_node_save(nd, 1, wc);
+            nd->iarg[0] = K;
+            nd->iarg[1] = ldx;
+        }
+        out = mlo_attach(out, nd);
+    }
+    ml_tensor *tmp[3] = {xc, wc, bc};
+    mlo_release_all(3, tmp);
+    return out;
+}
+
+/* Conv followed by SiLU (Mamba's causal_conv1d with activation "silu", DeltaNet's q/k/v convs).
+ * Saved: 0 x, 1 w, 2 the pre-activation conv output. */
+static ml_status conv1d_silu_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *x = ml_node_saved(n, 0), *w = ml_node_saved(n, 1), *pre = ml_node_saved(n, 2);
+    if (!x || !w || !pre) return ml_last_status();
+    int B = (int)x->shape[0], L = (int)x->shape[1], C = (int)x->shape[2], K = (int)n->iarg[0];
+    int ldx = (int)n->iarg[1];
+    size_t nx = (size_t)B * L * C;
+    float *gp_pre = mlk_falloc(nx);
+    if (!gp_pre) return ml_fail(ML_ERR_MEM, "causal_conv1d_silu backward: out of memory");
+    pw_silu_bwd(nx, ml_f32(pre), ml_f32(g), gp_pre);
+    for (int i = 0; i < 3; i++)
+        gin[i] = mlo_grad_like(n, i);
+    if (mlo_grads_ok(n, gin)) {
+        free(gp_pre);
+        return ml_last_status();
+    }
+    mlk_conv1d_bwd_ld(B, L, C, K, ml_f32(x), ldx, ml_f32(w), gp_pre, mlo_gp(gin[0]), mlo_gp(gin[1]), mlo_gp(gin[2]));
+    free(gp_pre);
+    return ML_OK;
+}
+
+ml_tensor *ml_causal_conv1d_silu(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
+    bool old = ml_set_grad_enabled(false); /* the plain conv without a node, then the fused node */
+    ml_tensor *pre = ml_causal_conv1d(x, w, bias);
+    ml_set_grad_enabled(old);
+    if (!pre) {
+        ml_fail_context(ml_last_status(), "causal_conv1d_silu");
+        return NULL;
+    }
+    ml_tensor *out = ml_empty(ML_F32, 3, pre->shape);
+    if (!out) {
+        ml_release(pre);
+        return mlo_oom("causal_conv1d_silu");
+    }
+    pw_silu((size_t)ml_numel(pre), ml_f32(pre), ml_f32(out));
+    ml_tensor *ins[3] = {x, w, bias};
+    if (ml_any_needs_grad(3, ins)) {
+        ml_node *nd = ml_node_new("CausalConv1dSiluBackward", conv1d_silu_backward, 3, ins);
+        if (nd) {
+            int64_t ldx = mlo_row_stride(x);
+            ml_tensor *xc = ldx ? ml_retain(x) : mlo_dense(x), *wc = mlo_dense(w);
+            ml_node_save(nd, 0, xc);
+            ml_node_save(nd, 1, wc);
+            ml_node_save(nd, 2, pre);
+            ml_release(xc), ml_release(wc);
+            nd->iarg[0] = w->shape[w->ndim - 1];
+            nd->iarg[1] = ldx ? ldx : x->shape[2];
+        }
+        out = mlo_attach(out, nd);
+    }
+    ml_release(pre);
+    return out;
 }

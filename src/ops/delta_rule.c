@@ -7,6 +7,8 @@
 
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
+#include "ops/mixer_ops.h"
+#include "ops/op_util.h"
 
 enum { IB = 16 }; /* column block: one AVX-512 vector of accumulators kept in registers */
 
@@ -613,4 +615,157 @@ void mlk_l2norm_bwd(int n, int d, float eps, const float *x, const float *dy, fl
         float c = dot8f(d, xi, gi) * inv * inv * inv; /* dx = dy/r − x·(x·dy)/r³ */
         for (int j = 0; j < d; j++) dx[(size_t)i * d + j] = gi[j] * inv - xi[j] * c;
     }
+}
+
+/* ------------------------------------------------------------------ the differentiable op (ops/mixer_ops.h) */
+
+static ml_status delta_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *s[6];
+    for (int i = 0; i < 6; i++) {
+        s[i] = i != 4 || n->iarg[1] ? ml_node_saved(n, i) : NULL;
+        if ((i != 4 || n->iarg[1]) && !s[i]) return ml_last_status();
+    }
+    int H = (int)n->iarg[0], B = (int)s[0]->shape[0], L = (int)s[0]->shape[1];
+    int Dk = (int)s[0]->shape[2] / H, Dv = (int)s[2]->shape[2] / H;
+    for (int i = 0; i < 5; i++)
+        gin[i] = mlo_grad_like(n, i);
+    if (mlo_grads_ok(n, gin)) return ml_last_status();
+    float scale = (float)n->farg[0];
+    int fail = n->iarg[2]
+                   ? mlk_delta_quad_bwd(B, L, H, Dk, Dv, scale, ml_f32(s[0]), ml_f32(s[1]), ml_f32(s[2]), ml_f32(s[3]),
+                                        ml_f32(s[5]), ml_f32(g), mlo_gp(gin[0]), mlo_gp(gin[1]), mlo_gp(gin[2]),
+                                        mlo_gp(gin[3]))
+                   : mlk_delta_bwd(B, L, H, Dk, Dv, scale, ml_f32(s[0]), ml_f32(s[1]), ml_f32(s[2]), ml_f32(s[3]),
+                                   s[4] ? ml_f32(s[4]) : NULL, ml_f32(s[5]), ml_f32(g), mlo_gp(gin[0]), mlo_gp(gin[1]),
+                                   mlo_gp(gin[2]), mlo_gp(gin[3]), mlo_gp(gin[4]));
+    if (fail) {
+        for (int i = 0; i < 5; i++)
+            ml_release(gin[i]), gin[i] = NULL;
+        return ml_fail(ML_ERR_MEM, "delta_rule backward: out of memory");
+    }
+    return ML_OK;
+}
+
+ml_tensor *ml_delta_rule(ml_tensor *q, ml_tensor *k, ml_tensor *v, ml_tensor *beta, int n_heads, double scale,
+                         ml_tensor *S0, ml_tensor **states, ml_tensor **Slast) {
+    const char *fn = "delta_rule";
+    ml_tensor *ins[5] = {q, k, v, beta, S0};
+    char d[128];
+    if (states) *states = NULL;
+    if (Slast) *Slast = NULL;
+    if (mlo_check_f32s(fn, 5, ins)) return NULL;
+    if (q->ndim != 3)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 1 has %d dimensions, expected [B,L,H*Dk]", fn, q->ndim), NULL;
+    int64_t B = q->shape[0], L = q->shape[1];
+    if (n_heads < 1 || q->shape[2] % n_heads != 0 || q->shape[2] == 0)
+        return ml_fail(ML_ERR_ARG, "%s: argument 5 (heads) must divide the key width %lld, got %d", fn,
+                       (long long)q->shape[2], n_heads),
+               NULL;
+    int64_t H = n_heads, Dk = q->shape[2] / H;
+    if (mlo_want_shape(fn, 2, k, 3, q->shape, "the shape of argument 1")) return NULL;
+    if (mlo_want_shape(fn, 3, v, 3, (int64_t[]){B, L, -1},
+                       mlo_descf(d, sizeof d, "[B,L,H*Dv] with B=%lld, L=%lld", (long long)B, (long long)L)))
+        return NULL;
+    if (v->shape[2] % H != 0 || v->shape[2] == 0)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 3 width %lld is not divisible by %lld heads", fn,
+                       (long long)v->shape[2], (long long)H),
+               NULL;
+    int64_t Dv = v->shape[2] / H;
+    if (mlo_want_shape(fn, 4, beta, 3, (int64_t[]){B, L, H},
+                       mlo_descf(d, sizeof d, "[B,L,H]=[%lld,%lld,%lld]", (long long)B, (long long)L, (long long)H)))
+        return NULL;
+    if (S0 && mlo_want_shape(fn, 7, S0, 4, (int64_t[]){B, H, Dk, Dv},
+                             mlo_descf(d, sizeof d, "[B,H,Dk,Dv]=[%lld,%lld,%lld,%lld]", (long long)B, (long long)H,
+                                       (long long)Dk, (long long)Dv)))
+        return NULL;
+    if (mlo_check_int_sizes(fn, q) || mlo_check_int_sizes(fn, v)) return NULL;
+    ml_tensor *c[5];
+    for (int i = 0; i < 5; i++)
+        c[i] = ins[i] ? mlo_dense(ins[i]) : NULL;
+    ml_tensor *out = ml_empty(ML_F32, 3, v->shape);
+    ml_tensor *st = states ? ml_empty(ML_F32, 5, (int64_t[]){B, L, H, Dk, Dv}) : NULL;
+    ml_tensor *sl = Slast ? ml_empty(ML_F32, 4, (int64_t[]){B, H, Dk, Dv}) : NULL;
+    bool rec = ml_any_needs_grad(5, ins);
+    /* From S = 0 o comes from the quadratic form whenever it is the faster one, whether or not the
+     * states are asked for too (so asking for them changes no bit of o); they come from the recurrence. */
+    bool quad = !S0 && mlk_delta_quad_ok((int)L, (int)Dk, (int)Dv);
+    ml_tensor *vo = rec ? ml_empty(ML_F32, 3, v->shape) : NULL;                /* vold, saved for the backward */
+    ml_tensor *o2 = quad && (st || sl) ? ml_empty(ML_F32, 3, v->shape) : NULL; /* the recurrence's o, unused */
+    bool ok = out && (!states || st) && (!Slast || sl) && (!rec || vo) && (!(quad && (st || sl)) || o2);
+    for (int i = 0; i < 5; i++)
+        ok = ok && (!ins[i] || c[i]);
+    const float *qp = ok ? ml_f32(c[0]) : NULL, *kp = ok ? ml_f32(c[1]) : NULL, *vp = ok ? ml_f32(c[2]) : NULL;
+    const float *bp = ok ? ml_f32(c[3]) : NULL;
+    if (ok && quad &&
+        mlk_delta_quad_fwd((int)B, (int)L, (int)H, (int)Dk, (int)Dv, (float)scale, qp, kp, vp, bp, ml_f32(out),
+                           vo ? ml_f32(vo) : NULL))
+        ok = false;
+    if (ok && (!quad || st || sl) &&
+        mlk_delta_fwd((int)B, (int)L, (int)H, (int)Dk, (int)Dv, (float)scale, qp, kp, vp, bp,
+                      c[4] ? ml_f32(c[4]) : NULL, ml_f32(quad ? o2 : out), st ? ml_f32(st) : NULL,
+                      vo && !quad ? ml_f32(vo) : NULL, sl ? ml_f32(sl) : NULL))
+        ok = false;
+    ml_release(o2);
+    if (!ok) {
+        mlo_release_all(5, c);
+        ml_release(out), ml_release(st), ml_release(sl), ml_release(vo);
+        return mlo_oom(fn);
+    }
+    if (rec) {
+        ml_node *nd = ml_node_new("DeltaRuleBackward", delta_backward, 5, ins);
+        if (nd) {
+            for (int i = 0; i < 5; i++)
+                ml_node_save(nd, i, c[i]);
+            ml_node_save(nd, 5, vo);
+            nd->iarg[0] = H;
+            nd->iarg[1] = c[4] != NULL;
+            nd->iarg[2] = quad;
+            nd->farg[0] = scale;
+        }
+        out = mlo_attach(out, nd);
+    }
+    mlo_release_all(5, c);
+    ml_release(vo);
+    if (!out) {
+        ml_release(st), ml_release(sl);
+        return NULL;
+    }
+    if (states) *states = st;
+    if (Slast) *Slast = sl;
+    return out;
+}
+
+static ml_status l2norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *x = ml_node_saved(n, 0);
+    if (!x) return ml_last_status();
+    int d = (int)x->shape[x->ndim - 1];
+    gin[0] = mlo_grad_like(n, 0);
+    if (mlo_grads_ok(n, gin)) return ml_last_status();
+    mlk_l2norm_bwd((int)(ml_numel(x) / d), d, (float)n->farg[0], ml_f32(x), ml_f32(g), ml_f32(gin[0]));
+    return ML_OK;
+}
+
+ml_tensor *ml_l2_normalize(ml_tensor *x, double eps) {
+    const char *fn = "l2_normalize";
+    if (mlo_check_f32(fn, 1, x)) return NULL;
+    if (x->ndim < 1 || x->shape[x->ndim - 1] < 1)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 1 must have a non-empty last dimension", fn), NULL;
+    if (mlo_check_int_sizes(fn, x)) return NULL;
+    int d = (int)x->shape[x->ndim - 1];
+    ml_tensor *xc = mlo_dense(x), *out = ml_empty(ML_F32, x->ndim, x->shape);
+    if (!xc || !out) {
+        ml_release(xc), ml_release(out);
+        return mlo_oom(fn);
+    }
+    mlk_l2norm_fwd((int)(ml_numel(x) / d), d, (float)eps, ml_f32(xc), ml_f32(out));
+    if (ml_needs_grad(x)) {
+        ml_node *nd = ml_node_new("L2NormalizeBackward", l2norm_backward, 1, &x);
+        if (nd) {
+            ml_node_save(nd, 0, xc);
+            nd->farg[0] = eps;
+        }
+        out = mlo_attach(out, nd);
+    }
+    ml_release(xc);
+    return out;
 }

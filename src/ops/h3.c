@@ -9,6 +9,8 @@
 
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
+#include "ops/mixer_ops.h"
+#include "ops/op_util.h"
 
 /* Register tiles of the shift kernel: SH_SB lags per loaded B vector in the forward; SH_NB
  * positions (4 AVX-512 vectors) of dB or dC per sweep over the lags in the backward. */
@@ -473,3 +475,170 @@ MLK_CLONES static void gate_bwd(int BL, int H, const float *restrict q, const fl
 void mlk_h3_gate_bwd(int BL, int H, const float *q, const float *yk, const float *dout, float *dq, float *dyk) {
     gate_bwd(BL, H, q, yk, dout, dq, dyk);
 }
+
+/* ------------------------------------------------------------------ the differentiable op (ops/mixer_ops.h) */
+
+static ml_status shift_kernel_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *B = ml_node_saved(n, 0), *C = ml_node_saved(n, 1);
+    if (!B || !C) return ml_last_status();
+    int Ch = (int)B->shape[0], N = (int)B->shape[1], L = (int)n->iarg[0];
+    for (int i = 0; i < 2; i++)
+        gin[i] = mlo_grad_like(n, i);
+    if (mlo_grads_ok(n, gin)) return ml_last_status();
+    mlk_h3_shift_kernel_bwd(Ch, N, L, ml_f32(B), ml_f32(C), ml_f32(g), mlo_gp(gin[0]), mlo_gp(gin[1]));
+    return ML_OK;
+}
+
+ml_tensor *ml_h3_shift_kernel(ml_tensor *B, ml_tensor *C, int L) {
+    const char *fn = "h3_shift_kernel";
+    ml_tensor *ins[2] = {B, C};
+    char d[128];
+    if (mlo_check_f32s(fn, 2, ins)) return NULL;
+    if (mlo_want_shape(fn, 1, B, 2, (int64_t[]){-1, -1}, "[C,N]")) return NULL;
+    int64_t Ch = B->shape[0], N = B->shape[1];
+    mlo_descf(d, sizeof d, "[C,N] or [1,C,N] with C=%lld, N=%lld", (long long)Ch, (long long)N);
+    if (C->ndim == 3 ? mlo_want_shape(fn, 2, C, 3, (int64_t[]){1, Ch, N}, d) : mlo_want_shape(fn, 2, C, 2, B->shape, d))
+        return NULL;
+    if (L < 0 || L > N)
+        return ml_fail(ML_ERR_ARG, "%s: argument 3 (length) must be in [0, N=%lld], got %d", fn, (long long)N, L), NULL;
+    if (mlo_check_int_sizes(fn, B)) return NULL;
+    ml_tensor *bc = mlo_dense(B), *cc = mlo_dense(C), *out = ml_empty(ML_F32, 2, (int64_t[]){L, Ch});
+    if (!bc || !cc || !out) {
+        ml_tensor *all[3] = {bc, cc, out};
+        mlo_release_all(3, all);
+        return mlo_oom(fn);
+    }
+    mlk_h3_shift_kernel_fwd((int)Ch, (int)N, L, ml_f32(bc), ml_f32(cc), ml_f32(out));
+    if (ml_any_needs_grad(2, ins)) {
+        ml_node *nd = ml_node_new("H3ShiftKernelBackward", shift_kernel_backward, 2, ins);
+        if (nd) {
+            ml_node_save(nd, 0, bc);
+            ml_node_save(nd, 1, cc);
+            nd->iarg[0] = L;
+        }
+        out = mlo_attach(out, nd);
+    }
+    ml_release(bc), ml_release(cc);
+    return out;
+}
+
+static ml_status s4d_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *s[5];
+    for (int i = 0; i < 5; i++)
+        if (!(s[i] = ml_node_saved(n, i))) return ml_last_status();
+    int H = (int)s[1]->shape[0], M = (int)s[3]->shape[1], L = (int)n->iarg[0];
+    for (int i = 0; i < 5; i++)
+        gin[i] = mlo_grad_like(n, i);
+    if (mlo_grads_ok(n, gin)) return ml_last_status();
+    if (mlk_s4d_kernel_bwd(H, M, L, ml_f32(s[0]), ml_f32(s[1]), ml_f32(s[2]), ml_f32(s[3]), ml_f32(s[4]), ml_f32(g),
+                           mlo_gp(gin[0]), mlo_gp(gin[1]), mlo_gp(gin[2]), mlo_gp(gin[3]), mlo_gp(gin[4]))) {
+        for (int i = 0; i < 5; i++)
+            ml_release(gin[i]), gin[i] = NULL;
+        return ml_fail(ML_ERR_MEM, "s4d_kernel backward: out of memory");
+    }
+    return ML_OK;
+}
+
+ml_tensor *ml_s4d_kernel(ml_tensor *C, ml_tensor *log_dt, ml_tensor *B, ml_tensor *inv_A_real, ml_tensor *A_imag,
+                         int L) {
+    const char *fn = "s4d_kernel";
+    ml_tensor *ins[5] = {C, log_dt, B, inv_A_real, A_imag};
+    char d[128];
+    if (mlo_check_f32s(fn, 5, ins)) return NULL;
+    if (mlo_want_shape(fn, 2, log_dt, 1, (int64_t[]){-1}, "[H]")) return NULL;
+    int64_t H = log_dt->shape[0];
+    if (mlo_want_shape(fn, 4, inv_A_real, 2, (int64_t[]){H, -1},
+                       mlo_descf(d, sizeof d, "[H,M] with H=%lld", (long long)H)))
+        return NULL;
+    int64_t M = inv_A_real->shape[1];
+    mlo_descf(d, sizeof d, "[H,M,2] or [1,H,M,2] with H=%lld, M=%lld", (long long)H, (long long)M);
+    if (C->ndim == 4 ? mlo_want_shape(fn, 1, C, 4, (int64_t[]){1, H, M, 2}, d)
+                     : mlo_want_shape(fn, 1, C, 3, (int64_t[]){H, M, 2}, d))
+        return NULL;
+    if (mlo_want_shape(fn, 3, B, 3, (int64_t[]){H, M, 2}, d)) return NULL;
+    if (mlo_want_shape(fn, 5, A_imag, 2, (int64_t[]){H, M},
+                       mlo_descf(d, sizeof d, "[H,M]=[%lld,%lld]", (long long)H, (long long)M)))
+        return NULL;
+    if (L < 0) return ml_fail(ML_ERR_ARG, "%s: argument 6 (length) must be >= 0, got %d", fn, L), NULL;
+    if (mlo_check_int_sizes(fn, inv_A_real)) return NULL;
+    ml_tensor *c[5];
+    for (int i = 0; i < 5; i++)
+        c[i] = mlo_dense(ins[i]);
+    ml_tensor *out = ml_empty(ML_F32, 2, (int64_t[]){L, H});
+    bool ok = out != NULL;
+    for (int i = 0; i < 5; i++)
+        ok = ok && c[i];
+    if (ok && mlk_s4d_kernel_fwd((int)H, (int)M, L, ml_f32(c[0]), ml_f32(c[1]), ml_f32(c[2]), ml_f32(c[3]),
+                                 ml_f32(c[4]), ml_f32(out)))
+        ok = false;
+    if (!ok) {
+        mlo_release_all(5, c);
+        ml_release(out);
+        return mlo_oom(fn);
+    }
+    if (ml_any_needs_grad(5, ins)) {
+        ml_node *nd = ml_node_new("S4DKernelBackward", s4d_backward, 5, ins);
+        if (nd) {
+            for (int i = 0; i < 5; i++)
+                ml_node_save(nd, i, c[i]);
+            nd->iarg[0] = L;
+        }
+        out = mlo_attach(out, nd);
+    }
+    mlo_release_all(5, c);
+    return out;
+}
+
+static ml_status h3_outer_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *a = ml_node_saved(n, 0), *b = ml_node_saved(n, 1);
+    if (!a || !b) return ml_last_status();
+    int H = (int)(a->shape[2] / 2), BL = (int)(a->shape[0] * a->shape[1]);
+    for (int i = 0; i < 2; i++)
+        gin[i] = mlo_grad_like(n, i);
+    if (mlo_grads_ok(n, gin)) return ml_last_status();
+    if (n->iarg[0] == 0)
+        mlk_h3_outer_bwd(BL, H, ml_f32(a), ml_f32(b), ml_f32(g), mlo_gp(gin[0]), mlo_gp(gin[1]));
+    else
+        mlk_h3_gate_bwd(BL, H, ml_f32(a), ml_f32(b), ml_f32(g), mlo_gp(gin[0]), mlo_gp(gin[1]));
+    return ML_OK;
+}
+
+/* Shared by ml_h3_outer (gate = 0) and ml_h3_gate (gate = 1). */
+static ml_tensor *h3_pair(const char *fn, ml_tensor *a, ml_tensor *b, int gate) {
+    ml_tensor *ins[2] = {a, b};
+    char d[128];
+    if (mlo_check_f32s(fn, 2, ins)) return NULL;
+    if (a->ndim != 3 || a->shape[2] % 2 != 0)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 1 must be [B,L,2H] (an even last dimension)", fn), NULL;
+    int64_t Bz = a->shape[0], L = a->shape[1], H = a->shape[2] / 2;
+    int64_t wb = gate ? 4 * H : 2 * H;
+    if (mlo_want_shape(fn, 2, b, 3, (int64_t[]){Bz, L, wb},
+                       mlo_descf(d, sizeof d, "[%lld,%lld,%lld]", (long long)Bz, (long long)L, (long long)wb)))
+        return NULL;
+    if (mlo_check_int_sizes(fn, b)) return NULL;
+    ml_tensor *ac = mlo_dense(a), *bc = mlo_dense(b);
+    ml_tensor *out = ml_empty(ML_F32, 3, (int64_t[]){Bz, L, gate ? 2 * H : 4 * H});
+    if (!ac || !bc || !out) {
+        ml_tensor *all[3] = {ac, bc, out};
+        mlo_release_all(3, all);
+        return mlo_oom(fn);
+    }
+    if (gate)
+        mlk_h3_gate_fwd((int)(Bz * L), (int)H, ml_f32(ac), ml_f32(bc), ml_f32(out));
+    else
+        mlk_h3_outer_fwd((int)(Bz * L), (int)H, ml_f32(ac), ml_f32(bc), ml_f32(out));
+    if (ml_any_needs_grad(2, ins)) {
+        ml_node *nd = ml_node_new(gate ? "H3GateBackward" : "H3OuterBackward", h3_outer_backward, 2, ins);
+        if (nd) {
+            ml_node_save(nd, 0, ac);
+            ml_node_save(nd, 1, bc);
+            nd->iarg[0] = gate;
+        }
+        out = mlo_attach(out, nd);
+    }
+    ml_release(ac), ml_release(bc);
+    return out;
+}
+
+ml_tensor *ml_h3_outer(ml_tensor *kt, ml_tensor *v) { return h3_pair("h3_outer", kt, v, 0); }
+ml_tensor *ml_h3_gate(ml_tensor *q, ml_tensor *yk) { return h3_pair("h3_gate", q, yk, 1); }

@@ -7,6 +7,8 @@
 
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
+#include "ops/mixer_ops.h"
+#include "ops/op_util.h"
 
 /* short dot products (the F = 8 features) */
 MLK_INLINE float dotf(int n, const float *a, const float *b) {
@@ -201,4 +203,166 @@ void mlk_based_step(int B, int H, int F, int Dv, float eps, float *S, float *z, 
             }
             for (int j = 0; j < Dv; j++) yb[j] /= dn;
         }
+}
+
+/* ------------------------------------------------------------------ the differentiable op (ops/mixer_ops.h) */
+
+static ml_status based_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *q = ml_node_saved(n, 0), *k = ml_node_saved(n, 1), *v = ml_node_saved(n, 2);
+    if (!q || !k || !v) return ml_last_status();
+    int H = (int)n->iarg[0], B = (int)q->shape[0], L = (int)q->shape[1];
+    int F = (int)q->shape[2] / H, Dv = (int)v->shape[2] / H;
+    for (int i = 0; i < 3; i++)
+        gin[i] = mlo_grad_like(n, i);
+    if (mlo_grads_ok(n, gin)) return ml_last_status();
+    if (mlk_based_bwd(B, L, H, F, Dv, (float)n->farg[0], ml_f32(q), ml_f32(k), ml_f32(v), ml_f32(g), mlo_gp(gin[0]),
+                      mlo_gp(gin[1]), mlo_gp(gin[2]))) {
+        for (int i = 0; i < 3; i++)
+            ml_release(gin[i]), gin[i] = NULL;
+        return ml_fail(ML_ERR_MEM, "based_linear_attention backward: out of memory");
+    }
+    return ML_OK;
+}
+
+ml_tensor *ml_based_linear_attention(ml_tensor *q, ml_tensor *k, ml_tensor *v, int n_heads, double eps,
+                                     ml_tensor **pattern) {
+    const char *fn = "based_linear_attention";
+    ml_tensor *ins[3] = {q, k, v};
+    char d[128];
+    if (pattern) *pattern = NULL;
+    if (mlo_check_f32s(fn, 3, ins)) return NULL;
+    if (q->ndim != 3)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 1 has %d dimensions, expected [B,L,H*F]", fn, q->ndim), NULL;
+    int64_t B = q->shape[0], L = q->shape[1];
+    if (n_heads < 1 || q->shape[2] % n_heads != 0 || q->shape[2] / n_heads > MLK_BASED_MAXF || q->shape[2] == 0)
+        return ml_fail(ML_ERR_ARG, "%s: argument 4 (heads) must divide the feature width %lld into heads of at most %d",
+                       fn, (long long)q->shape[2], MLK_BASED_MAXF),
+               NULL;
+    if (mlo_want_shape(fn, 2, k, 3, q->shape, "the shape of argument 1")) return NULL;
+    if (mlo_want_shape(fn, 3, v, 3, (int64_t[]){B, L, -1},
+                       mlo_descf(d, sizeof d, "[B,L,H*Dv] with B=%lld, L=%lld", (long long)B, (long long)L)))
+        return NULL;
+    if (v->shape[2] % n_heads != 0)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 3 width %lld is not divisible by %d heads", fn,
+                       (long long)v->shape[2], n_heads),
+               NULL;
+    if (mlo_check_int_sizes(fn, v)) return NULL;
+    int H = n_heads, F = (int)(q->shape[2] / H), Dv = (int)(v->shape[2] / H);
+    ml_tensor *qc = mlo_dense(q), *kc = mlo_dense(k), *vc = mlo_dense(v);
+    ml_tensor *out = ml_empty(ML_F32, 3, v->shape);
+    ml_tensor *pat = pattern ? ml_empty(ML_F32, 4, (int64_t[]){B, H, L, L}) : NULL;
+    if (!qc || !kc || !vc || !out || (pattern && !pat)) {
+        ml_tensor *all[5] = {qc, kc, vc, out, pat};
+        mlo_release_all(5, all);
+        return mlo_oom(fn);
+    }
+    mlk_based_fwd_ex((int)B, (int)L, H, F, Dv, (float)eps, ml_f32(qc), ml_f32(kc), ml_f32(vc), ml_f32(out), NULL,
+                     pat ? ml_f32(pat) : NULL);
+    if (ml_any_needs_grad(3, ins)) {
+        ml_node *nd = ml_node_new("BasedLinearAttentionBackward", based_backward, 3, ins);
+        if (nd) {
+            ml_node_save(nd, 0, qc);
+            ml_node_save(nd, 1, kc);
+            ml_node_save(nd, 2, vc);
+            nd->iarg[0] = H;
+            nd->farg[0] = eps;
+        }
+        out = mlo_attach(out, nd);
+    }
+    ml_tensor *tmp[3] = {qc, kc, vc};
+    mlo_release_all(3, tmp);
+    if (!out) {
+        ml_release(pat);
+        return NULL;
+    }
+    if (pattern) *pattern = pat;
+    return out;
+}
+
+ml_tensor *ml_based_kv_state(ml_tensor *k, ml_tensor *v, int n_heads, ml_tensor **zsum) {
+    const char *fn = "based_kv_state";
+    ml_tensor *ins[2] = {k, v};
+    char d[128];
+    if (zsum) *zsum = NULL;
+    if (mlo_check_f32s(fn, 2, ins)) return NULL;
+    if (k->ndim != 3)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 1 has %d dimensions, expected [B,L,H*F]", fn, k->ndim), NULL;
+    int64_t B = k->shape[0], L = k->shape[1];
+    if (n_heads < 1 || k->shape[2] % n_heads != 0 || k->shape[2] / n_heads > MLK_BASED_MAXF || k->shape[2] == 0)
+        return ml_fail(ML_ERR_ARG, "%s: argument 3 (heads) must divide the feature width %lld into heads of at most %d",
+                       fn, (long long)k->shape[2], MLK_BASED_MAXF),
+               NULL;
+    if (mlo_want_shape(fn, 2, v, 3, (int64_t[]){B, L, -1},
+                       mlo_descf(d, sizeof d, "[B,L,H*Dv] with B=%lld, L=%lld", (long long)B, (long long)L)))
+        return NULL;
+    if (v->shape[2] % n_heads != 0)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 2 width %lld is not divisible by %d heads", fn,
+                       (long long)v->shape[2], n_heads),
+               NULL;
+    int64_t H = n_heads, F = k->shape[2] / H, Dv = v->shape[2] / H, P = mlk_taylor_dim((int)F);
+    ml_tensor *kc = mlo_dense(k), *vc = mlo_dense(v);
+    ml_tensor *S = ml_empty(ML_F32, 5, (int64_t[]){B, L, H, P, Dv});
+    ml_tensor *z = zsum ? ml_empty(ML_F32, 4, (int64_t[]){B, L, H, P}) : NULL;
+    float *phi = mlk_falloc((size_t)P);
+    if (!kc || !vc || !S || (zsum && !z) || !phi) {
+        ml_tensor *all[4] = {kc, vc, S, z};
+        mlo_release_all(4, all);
+        free(phi);
+        return mlo_oom(fn);
+    }
+    size_t PD = (size_t)P * Dv;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < L; t++)
+            for (int64_t h = 0; h < H; h++) {
+                size_t r = ((size_t)b * L + t) * H + h; /* row (b,t,h) */
+                float *St = ml_f32(S) + r * PD, *zt = z ? ml_f32(z) + r * P : NULL;
+                const float *vt = ml_f32(vc) + r * Dv;
+                mlk_taylor_fwd(1, (int)F, ml_f32(kc) + r * F, phi);
+                for (int64_t p = 0; p < P; p++) {
+                    /* S_t = S_{t-1} + φ(k_t) v_tᵀ, accumulated in token order like the step form */
+                    const float *Sp = t > 0 ? St - (size_t)H * PD + p * Dv : NULL;
+                    for (int64_t j = 0; j < Dv; j++)
+                        St[p * Dv + j] = (Sp ? Sp[j] : 0.0f) + phi[p] * vt[j];
+                    if (zt) zt[p] = (t > 0 ? zt[p - (int64_t)H * P] : 0.0f) + phi[p];
+                }
+            }
+    free(phi);
+    ml_release(kc), ml_release(vc);
+    if (zsum) *zsum = z;
+    return S;
+}
+
+static ml_status taylor_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *x = ml_node_saved(n, 0);
+    if (!x) return ml_last_status();
+    int F = (int)x->shape[x->ndim - 1];
+    gin[0] = mlo_grad_like(n, 0);
+    if (mlo_grads_ok(n, gin)) return ml_last_status();
+    mlk_taylor_bwd((int)(ml_numel(x) / F), F, ml_f32(x), ml_f32(g), ml_f32(gin[0]));
+    return ML_OK;
+}
+
+ml_tensor *ml_taylor_features(ml_tensor *x) {
+    const char *fn = "taylor_features";
+    if (mlo_check_f32(fn, 1, x)) return NULL;
+    if (x->ndim < 1 || x->shape[x->ndim - 1] < 1 || x->shape[x->ndim - 1] > MLK_BASED_MAXF)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 1 must have a last dimension of 1..%d features", fn, MLK_BASED_MAXF),
+               NULL;
+    int F = (int)x->shape[x->ndim - 1];
+    int64_t shape[ML_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof(int64_t) * x->ndim);
+    shape[x->ndim - 1] = mlk_taylor_dim(F);
+    ml_tensor *xc = mlo_dense(x), *out = ml_empty(ML_F32, x->ndim, shape);
+    if (!xc || !out) {
+        ml_release(xc), ml_release(out);
+        return mlo_oom(fn);
+    }
+    mlk_taylor_fwd((int)(ml_numel(x) / F), F, ml_f32(xc), ml_f32(out));
+    if (ml_needs_grad(x)) {
+        ml_node *nd = ml_node_new("TaylorFeaturesBackward", taylor_backward, 1, &x);
+        if (nd) ml_node_save(nd, 0, xc);
+        out = mlo_attach(out, nd);
+    }
+    ml_release(xc);
+    return out;
 }

@@ -5,6 +5,8 @@
 
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
+#include "ops/mixer_ops.h"
+#include "ops/op_util.h"
 
 /* yt[c] += kf[c/G]·ut[c] over C channels (kf: one filter row, C/G entries). */
 static inline void axpy_grouped(int C, int G, const float *kf, const float *ut, float *yt) {
@@ -353,4 +355,68 @@ void mlk_longconv_step(int B, int Lmax, int C, int G, int t, const float *hist, 
         for (int s = 0; s <= t; s++) axpy_grouped(C, G, k + (size_t)s * F, hb + (size_t)(t - s) * C, yb);
         if (dskip) axpy_grouped(C, G, dskip, hb + (size_t)t * C, yb);
     }
+}
+
+/* ------------------------------------------------------------------ the differentiable op (ops/mixer_ops.h) */
+
+static ml_status long_conv_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *u = ml_node_saved(n, 0), *k = ml_node_saved(n, 1), *ds = ml_node_saved(n, 2);
+    if (!u || !k || (n->iarg[1] && !ds)) return ml_last_status();
+    int B = (int)u->shape[0], L = (int)u->shape[1], C = (int)u->shape[2], G = (int)n->iarg[0];
+    gin[0] = mlo_grad_like(n, 0);
+    gin[1] = ml_node_input_needs_grad(n, 1) ? ml_zeros(ML_F32, n->in_ndim[1], n->in_shape[1]) : NULL; /* rows ≥ L: 0 */
+    gin[2] = mlo_grad_like(n, 2);
+    if (mlo_grads_ok(n, gin)) return ml_last_status();
+    mlk_longconv_bwd(B, L, C, G, ml_f32(u), ml_f32(k), ds ? ml_f32(ds) : NULL, ml_f32(g), mlo_gp(gin[0]),
+                     mlo_gp(gin[1]), mlo_gp(gin[2]));
+    return ML_OK;
+}
+
+ml_tensor *ml_long_conv(ml_tensor *u, ml_tensor *k, ml_tensor *dskip, int G) {
+    const char *fn = "long_conv";
+    ml_tensor *ins[3] = {u, k, dskip};
+    char d[128];
+    if (mlo_check_f32s(fn, 3, ins)) return NULL;
+    if (u->ndim != 3)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 1 has %d dimensions, expected [B,L,C]", fn, u->ndim), NULL;
+    int64_t L = u->shape[1], C = u->shape[2];
+    if (G < 1 || C % G != 0)
+        return ml_fail(ML_ERR_ARG, "%s: argument 4 (channels per filter) must divide C=%lld, got %d", fn, (long long)C,
+                       G),
+               NULL;
+    int64_t F = C / G;
+    if (mlo_want_shape(fn, 2, k, 2, (int64_t[]){-1, F},
+                       mlo_descf(d, sizeof d, "[Lk,F] with F=%lld, Lk>=%lld", (long long)F, (long long)L)))
+        return NULL;
+    if (k->shape[0] < L) {
+        char b1[ML_SHAPE_STR];
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 2 has shape %s, expected at least L=%lld rows", fn,
+                       ml_shape_str(b1, 2, k->shape), (long long)L),
+               NULL;
+    }
+    if (dskip && mlo_want_shape(fn, 3, dskip, 1, &F, mlo_descf(d, sizeof d, "[F] with F=%lld", (long long)F)))
+        return NULL;
+    if (mlo_check_int_sizes(fn, u)) return NULL;
+    ml_tensor *uc = mlo_dense(u), *kc = mlo_dense(k), *dc = dskip ? mlo_dense(dskip) : NULL;
+    ml_tensor *out = ml_empty(ML_F32, 3, u->shape);
+    if (!uc || !kc || (dskip && !dc) || !out) {
+        ml_tensor *all[4] = {uc, kc, dc, out};
+        mlo_release_all(4, all);
+        return mlo_oom(fn);
+    }
+    mlk_longconv_fwd((int)u->shape[0], (int)L, (int)C, G, ml_f32(uc), ml_f32(kc), dc ? ml_f32(dc) : NULL, ml_f32(out));
+    if (ml_any_needs_grad(3, ins)) {
+        ml_node *nd = ml_node_new("LongConvBackward", long_conv_backward, 3, ins);
+        if (nd) {
+            ml_node_save(nd, 0, uc);
+            ml_node_save(nd, 1, kc);
+            ml_node_save(nd, 2, dc);
+            nd->iarg[0] = G;
+            nd->iarg[1] = dc != NULL;
+        }
+        out = mlo_attach(out, nd);
+    }
+    ml_tensor *tmp[3] = {uc, kc, dc};
+    mlo_release_all(3, tmp);
+    return out;
 }

@@ -13,9 +13,9 @@
  *    the state after step p is exactly the patched one and y_p = C_p·h_p + D·u_p is recomputed);
  *  - the filters of long convolutions are ordinary tensors (hook the filter, or the conv output).
  *
- * The Hyena and BaseConv filter MLPs are composed from generic ops (ml_linear, ML_SIN, ml_mul),
- * see ml_hyena_filter(); the fused kernels mlk_hyena_filter_* / mlk_relu_filter_* compute the
- * same numbers without a graph. */
+ * Each op lives beside the kernel it wraps (conv1d.c, longconv.c, selective_scan.c,
+ * linear_attention.c, delta_rule.c, h3.c). The Hyena and BaseConv filter MLPs need no op here:
+ * they are composed from generic ops in their mixers (ml_hyena_filter in nn/mixer_hyena.c). */
 #ifndef ML_MIXER_OPS_H
 #define ML_MIXER_OPS_H
 
@@ -81,13 +81,5 @@ ml_tensor *ml_h3_outer(ml_tensor *kt, ml_tensor *v);
 /* o[b,t, d2·H + h] = Σ_d1 q[b,t,2h+d1]·yk[b,t,h·4+d1·2+d2]: q (B, L, 2H), yk (B, L, 4H) -> (B, L, 2H)
  * in the original's transposed (d2, h) output channel order. */
 ml_tensor *ml_h3_gate(ml_tensor *q, ml_tensor *yk);
-
-/* Hyena's implicit filter (docs/mixers.md, "Hyena"), composed from generic ops: z (L, 3); W1 (W, 3); b1, b2, b3 (W);
- * W2, W3 (W, W); f (W) or (1, W), the shared Sin frequencies; W4 (C, W); decay (L, C) from
- * ml_hyena_decay. Returns k (L, C) = (W4·sin(f⊙(W3·sin(f⊙(W2·sin(f⊙(W1 z + b1)) + b2)) + b3)))⊙decay. */
-ml_tensor *ml_hyena_filter(ml_tensor *z, ml_tensor *W1, ml_tensor *b1, ml_tensor *W2, ml_tensor *b2, ml_tensor *W3,
-                           ml_tensor *b3, ml_tensor *f, ml_tensor *W4, ml_tensor *decay);
-/* decay[i, c] = exp(−t_i·|deltas_c|), i < L: t (≥ L entries, any shape), deltas (C entries, any shape). */
-ml_tensor *ml_hyena_decay(ml_tensor *t, ml_tensor *deltas, int L);
 
 #endif

@@ -442,6 +442,11 @@ static ml_status cross_entropy_backward(ml_node *n, ml_tensor *g, ml_tensor **gi
  * their sum. Vectorised (kernel_util.h): the softmax over 8196 classes is on every step. */
 MLK_CLONES static double shifted_exp(int64_t V, const float *x, float mx, float *e) {
     double sum = 0;
+    if (!e) { /* the sum alone (ml_logsumexp_row), added in the same order */
+#pragma omp simd reduction(+ : sum)
+        for (int64_t c = 0; c < V; c++) sum += mlk_expf_neg(x[c] - mx);
+        return sum;
+    }
 #pragma omp simd reduction(+ : sum)
     for (int64_t c = 0; c < V; c++) {
         float v = mlk_expf_neg(x[c] - mx);
@@ -449,6 +454,33 @@ MLK_CLONES static double shifted_exp(int64_t V, const float *x, float mx, float 
         sum += v;
     }
     return sum;
+}
+
+/* The maximum of x (V ≥ 1 entries), vectorised (the loss's argmax loop is scalar: it needs the index). */
+MLK_CLONES static float row_max(const float *x, int64_t V) {
+    float mx = x[0];
+#pragma omp simd reduction(max : mx)
+    for (int64_t c = 1; c < V; c++) mx = x[c] > mx ? x[c] : mx;
+    return mx;
+}
+
+double ml_logsumexp_row(const float *x, int64_t V) {
+    if (V < 1) return -INFINITY;
+    float mx = row_max(x, V);
+    return (double)mx + log(shifted_exp(V, x, mx, NULL));
+}
+
+/* Σ_v exp(c[v] − lc)·(c[v] − x[v]) */
+MLK_CLONES static float weighted_gap(const float *c, const float *x, int64_t V, float lc) {
+    float w = 0;
+#pragma omp simd reduction(+ : w)
+    for (int64_t v = 0; v < V; v++) w += mlk_expf_neg(c[v] - lc) * (c[v] - x[v]);
+    return w;
+}
+
+double ml_kl_div_row(const float *c, const float *x, int64_t V, double lc, double lx) {
+    /* Σ p_c (lp_c − lp_x) = Σ p_c (c − x) + lse(x) − lse(c), with p_c = exp(c − lse(c)) */
+    return (double)weighted_gap(c, x, V, (float)lc) + lx - lc;
 }
 
 ml_tensor *ml_cross_entropy(ml_tensor *logits, ml_tensor *targets) {

@@ -31,4 +31,11 @@ ml_tensor *ml_cross_entropy(ml_tensor *logits, ml_tensor *targets);
  * over the classes (first maximum); ignored rows get 0 and -1. */
 ml_tensor *ml_cross_entropy_stats(ml_tensor *logits, ml_tensor *targets, float *row_prob, int32_t *row_argmax);
 
+/* Rows of logits for the evaluators (interp), vectorised like the loss (vocabularies are 8196 wide):
+ * log Σ_v exp(x[v]) over V logits (x (V)), computed as cross_entropy does; and
+ * KL(softmax(c) ‖ softmax(x)) = Σ_v p_c[v]·(log p_c[v] − log p_x[v]) over rows c, x (V), given their
+ * log-sum-exps lc and lx (callers need them for probabilities anyway). */
+double ml_logsumexp_row(const float *x, int64_t V);
+double ml_kl_div_row(const float *c, const float *x, int64_t V, double lc, double lx);
+
 #endif

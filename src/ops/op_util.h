@@ -4,8 +4,10 @@
 #ifndef ML_OP_UTIL_H
 #define ML_OP_UTIL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "autograd/autograd.h"
@@ -130,6 +132,80 @@ static inline ml_tensor *mlo_attach(ml_tensor *out, ml_node *node) {
     }
     ml_attach(out, node);
     return out;
+}
+
+/* ---- shared by the differentiable mixer ops (mixer_ops.h), each at the end of its kernel's file
+ * (conv1d.c, longconv.c, selective_scan.c, linear_attention.c, delta_rule.c, h3.c) */
+
+/* Fails unless t has nd dims equal to want (−1 = any). desc says what was expected, e.g.
+ * "[C,K] with C=64". */
+static inline ml_status mlo_want_shape(const char *fn, int arg, const ml_tensor *t, int nd,
+                                        const int64_t *want, const char *desc) {
+    bool ok = t->ndim == nd;
+    for (int i = 0; ok && i < nd; i++) ok = want[i] < 0 || t->shape[i] == want[i];
+    if (ok) return ML_OK;
+    char buf[ML_SHAPE_STR];
+    return ml_fail(ML_ERR_SHAPE, "%s: argument %d has shape %s, expected %s", fn, arg,
+                   ml_shape_str(buf, t->ndim, t->shape), desc);
+}
+
+/* Formats an expected-shape description into a static-size buffer. */
+static inline const char *mlo_descf(char *buf, size_t n, const char *fmt, ...) ML_PRINTF(3, 4);
+static inline const char *mlo_descf(char *buf, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+static inline ml_status mlo_check_f32s(const char *fn, int n, ml_tensor *const *ts) {
+    for (int i = 0; i < n; i++)
+        if (ts[i] && mlo_check_f32(fn, i + 1, ts[i])) return ml_last_status();
+    return ML_OK;
+}
+
+/* Dims must fit the kernels' int sizes. */
+static inline ml_status mlo_check_int_sizes(const char *fn, const ml_tensor *t) {
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] > (1 << 30)) return ml_fail(ML_ERR_SHAPE, "%s: dimension %d is too large", fn, i + 1);
+    return ML_OK;
+}
+
+/* Row stride of a [B,L,C] view whose rows are contiguous and evenly spaced (such as a column slice
+ * of a wider [B,L,·] tensor), which the kernels read in place; 0 when it needs a dense copy. */
+static inline int64_t mlo_row_stride(const ml_tensor *t) {
+    if (t->ndim != 3 || t->shape[2] < 1) return 0;
+    if (t->shape[2] > 1 && t->stride[2] != 1) return 0;
+    int64_t ld = t->shape[1] > 1 ? t->stride[1] : (t->shape[0] > 1 ? t->stride[0] : t->shape[2]);
+    if (ld < t->shape[2]) return 0;
+    if (t->shape[0] > 1 && t->stride[0] != t->shape[1] * ld) return 0;
+    return ld;
+}
+
+static inline void mlo_release_all(int n, ml_tensor **ts) {
+    for (int i = 0; i < n; i++) ml_release(ts[i]);
+}
+
+static inline ml_tensor *mlo_oom(const char *fn) {
+    ml_fail(ML_ERR_MEM, "%s: out of memory", fn);
+    return NULL;
+}
+
+/* Gradient buffer shaped like input i of node n, or NULL when that input needs none. */
+static inline ml_tensor *mlo_grad_like(ml_node *n, int i) {
+    return ml_node_input_needs_grad(n, i) ? ml_empty(ML_F32, n->in_ndim[i], n->in_shape[i]) : NULL;
+}
+static inline float *mlo_gp(ml_tensor *g) { return g ? ml_f32(g) : NULL; }
+
+/* Checks that every requested gradient buffer was allocated. */
+static inline ml_status mlo_grads_ok(ml_node *n, ml_tensor **gin) {
+    for (int i = 0; i < n->n_in; i++)
+        if (ml_node_input_needs_grad(n, i) && !gin[i]) {
+            for (int j = 0; j < n->n_in; j++) ml_release(gin[j]), gin[j] = NULL;
+            return ml_fail(ML_ERR_MEM, "%s: out of memory", n->name);
+        }
+    return ML_OK;
 }
 
 #endif

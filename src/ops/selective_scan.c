@@ -6,6 +6,8 @@
 
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
+#include "ops/mixer_ops.h"
+#include "ops/op_util.h"
 
 /* Internally a state is channel-minor, hT[n*E + e] ([N,E]), so every inner loop runs over the E
  * channels of one state index n: contiguous, vectorised, and with no cross-lane reduction (the
@@ -367,4 +369,209 @@ void mlk_sscan_attention(int B, int L, int E, int N, const float *delta, const f
                 }
             }
         }
+}
+
+/* ------------------------------------------------------------------ the differentiable op (ops/mixer_ops.h) */
+
+/* The softplus (threshold 20, as torch and the mamba kernel) and the SiLU gate of the fused scan,
+ * as vectorised loops compiled for AVX2/AVX-512, on kernel_util.h's sigmoid and softplus that
+ * ml_unary uses. */
+MLK_CLONES static void pw_softplus(size_t n, const float *x, float *y) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        y[i] = mlk_softplus(x[i]);
+}
+/* g ⊙ softplus'(x) in place: σ(x), 1 above the threshold */
+MLK_CLONES static void pw_softplus_bwd(size_t n, const float *x, float *g) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        g[i] *= x[i] > 20.0f ? 1.0f : mlk_sigmoid(x[i]);
+}
+/* out[r,:] = ys[r,:] ⊙ silu(z[r,:]) over R rows of E (z rows ldz apart) */
+MLK_CLONES static void pw_gate(size_t R, int E, const float *ys, const float *z, size_t ldz, float *out) {
+    for (size_t r = 0; r < R; r++) {
+        const float *zr = z + r * ldz, *yr = ys + r * E;
+        float *o = out + r * E;
+#pragma omp simd
+        for (int e = 0; e < E; e++)
+            o[e] = yr[e] * (zr[e] * mlk_sigmoid(zr[e]));
+    }
+}
+/* gated backward: gs = g ⊙ silu(z), dz = g ⊙ ys ⊙ silu'(z) (dz may be NULL) */
+MLK_CLONES static void pw_gate_bwd(size_t R, int E, const float *ys, const float *z, size_t ldz, const float *g,
+                                   float *gs, float *dz) {
+    for (size_t r = 0; r < R; r++) {
+        const float *zr = z + r * ldz, *yr = ys + r * E, *gr = g + r * E;
+        float *gsr = gs + r * E, *dzr = dz ? dz + r * E : NULL;
+#pragma omp simd
+        for (int e = 0; e < E; e++) {
+            float zi = zr[e], sg = mlk_sigmoid(zi);
+            gsr[e] = gr[e] * zi * sg;
+            if (dzr) dzr[e] = gr[e] * yr[e] * sg * (1.0f + zi * (1.0f - sg));
+        }
+    }
+}
+/* Saved: 0 u, 1 delta input, 2 A, 3 Bm, 4 Cm, 5 D, 6 h0, 7 z (possibly a column slice, rows iarg[2]
+ * apart); ctx: [ys | Δ] (B·L·E floats each; ys when gated, Δ when softplus).
+ * iarg[0]: bit i set when saved input i exists; iarg[1]: softplus applied to the delta input. */
+static ml_status sscan_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *s[8];
+    for (int i = 0; i < 8; i++) {
+        s[i] = (n->iarg[0] >> i) & 1 ? ml_node_saved(n, i) : NULL;
+        if (((n->iarg[0] >> i) & 1) && !s[i]) return ml_last_status();
+    }
+    int B = (int)s[0]->shape[0], L = (int)s[0]->shape[1], E = (int)s[0]->shape[2], N = (int)s[2]->shape[1];
+    size_t nE = (size_t)B * L * E;
+    bool sp = n->iarg[1] != 0;
+    for (int i = 0; i < 8; i++)
+        gin[i] = mlo_grad_like(n, i);
+    if (mlo_grads_ok(n, gin)) return ml_last_status();
+    /* scratch: the gradient reaching the scan output (when gated) */
+    float *gs = s[7] ? mlk_falloc(nE) : NULL;
+    if (s[7] && !gs) {
+        for (int i = 0; i < 8; i++)
+            ml_release(gin[i]), gin[i] = NULL;
+        return ml_fail(ML_ERR_MEM, "selective_scan backward: out of memory");
+    }
+    const float *draw = ml_f32(s[1]), *go = ml_f32(g), *ys = n->ctx, *dl = sp ? (float *)n->ctx + nE : NULL;
+    if (s[7]) { /* out = ys ⊙ silu(z): g_ys = g ⊙ silu(z), dz = g ⊙ ys ⊙ silu'(z) */
+        pw_gate_bwd((size_t)B * L, E, ys, ml_f32(s[7]), (size_t)n->iarg[2], go, gs, mlo_gp(gin[7]));
+    }
+    float *p[7];
+    for (int i = 0; i < 7; i++)
+        p[i] = s[i] ? ml_f32(s[i]) : NULL;
+    int rc = mlk_sscan_bwd(B, L, E, N, p[0], sp ? dl : p[1], p[2], p[3], p[4], p[5], p[6], NULL, s[7] ? gs : go,
+                           mlo_gp(gin[0]), mlo_gp(gin[1]), mlo_gp(gin[2]), mlo_gp(gin[3]), mlo_gp(gin[4]),
+                           mlo_gp(gin[5]), mlo_gp(gin[6]));
+    if (!rc && sp && gin[1]) pw_softplus_bwd(nE, draw, ml_f32(gin[1])); /* dΔraw = dΔ ⊙ σ(Δraw) */
+    free(gs);
+    if (rc) {
+        for (int i = 0; i < 8; i++)
+            ml_release(gin[i]), gin[i] = NULL;
+        return ml_fail(ML_ERR_MEM, "selective_scan backward: out of memory");
+    }
+    return ML_OK;
+}
+
+/* h0_arg: h0's argument number as the caller's user sees it (7 in ml_selective_scan, 8 in _ex). */
+static ml_tensor *selective_scan_impl(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm,
+                                      ml_tensor *D, ml_tensor *z, ml_tensor *h0, bool delta_softplus,
+                                      ml_tensor **states, ml_tensor **hlast, int h0_arg) {
+    const char *fn = "selective_scan";
+    ml_tensor *ins[8] = {u, delta, A, Bm, Cm, D, h0, z};
+    char d[128];
+    if (states) *states = NULL;
+    if (hlast) *hlast = NULL;
+    if (mlo_check_f32s(fn, 8, ins)) return NULL;
+    if (u->ndim != 3)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 1 has %d dimensions, expected [B,L,E]", fn, u->ndim), NULL;
+    int64_t B = u->shape[0], L = u->shape[1], E = u->shape[2];
+    int64_t N = A->ndim == 2 ? A->shape[1] : -1;
+    mlo_descf(d, sizeof d, "[B,L,E]=[%lld,%lld,%lld] like argument 1", (long long)B, (long long)L, (long long)E);
+    if (mlo_want_shape(fn, 2, delta, 3, u->shape, d)) return NULL;
+    if (z && mlo_want_shape(fn, 7, z, 3, u->shape, d)) return NULL;
+    if (mlo_want_shape(fn, 3, A, 2, (int64_t[]){E, -1}, mlo_descf(d, sizeof d, "[E,N] with E=%lld", (long long)E)))
+        return NULL;
+    mlo_descf(d, sizeof d, "[B,L,N]=[%lld,%lld,%lld]", (long long)B, (long long)L, (long long)N);
+    if (mlo_want_shape(fn, 4, Bm, 3, (int64_t[]){B, L, N}, d) || mlo_want_shape(fn, 5, Cm, 3, (int64_t[]){B, L, N}, d))
+        return NULL;
+    if (D && mlo_want_shape(fn, 6, D, 1, &E, mlo_descf(d, sizeof d, "[E] with E=%lld", (long long)E))) return NULL;
+    if (h0 &&
+        mlo_want_shape(fn, h0_arg, h0, 3, (int64_t[]){B, E, N},
+                       mlo_descf(d, sizeof d, "[B,E,N]=[%lld,%lld,%lld]", (long long)B, (long long)E, (long long)N)))
+        return NULL;
+    if (mlo_check_int_sizes(fn, u) || mlo_check_int_sizes(fn, A)) return NULL;
+    size_t nE = (size_t)B * L * E;
+    int64_t ldz = z ? mlo_row_stride(z) : 0; /* the gate may be a column slice of in_proj's output */
+    ml_tensor *c[8] = {0};
+    for (int i = 0; i < 8; i++)
+        c[i] = ins[i] ? (i == 7 && ldz ? ml_retain(z) : mlo_dense(ins[i])) : NULL;
+    if (z && !ldz) ldz = E;
+    ml_tensor *out = ml_empty(ML_F32, 3, u->shape);
+    ml_tensor *hs = states ? ml_empty(ML_F32, 4, (int64_t[]){B, L, E, N}) : NULL;
+    ml_tensor *hl = hlast ? ml_empty(ML_F32, 3, (int64_t[]){B, E, N}) : NULL;
+    bool rec = ml_any_needs_grad(8, ins);
+    /* ctx of the node: [ys | Δ], the ungated output (gated) and Δ after softplus (softplus) */
+    float *ctx = (z || delta_softplus) ? mlk_falloc(nE * 2) : NULL;
+    float *ys = z ? ctx : NULL, *dl = delta_softplus ? ctx + nE : NULL;
+    bool ok = out && (!states || hs) && (!hlast || hl) && (!(z || delta_softplus) || ctx);
+    for (int i = 0; i < 8; i++)
+        ok = ok && (!ins[i] || c[i]);
+    if (ok) {
+        const float *draw = ml_f32(c[1]);
+        if (dl) pw_softplus(nE, draw, dl);
+        float *p[7];
+        for (int i = 0; i < 7; i++)
+            p[i] = c[i] ? ml_f32(c[i]) : NULL;
+        if (mlk_sscan_fwd((int)B, (int)L, (int)E, (int)N, p[0], dl ? dl : p[1], p[2], p[3], p[4], p[5], p[6],
+                          ys ? ys : ml_f32(out), hs ? ml_f32(hs) : NULL, hl ? ml_f32(hl) : NULL))
+            ok = false;
+        if (ok && z) pw_gate((size_t)B * L, (int)E, ys, ml_f32(c[7]), (size_t)ldz, ml_f32(out));
+    }
+    if (!ok) {
+        mlo_release_all(8, c);
+        free(ctx);
+        ml_release(out), ml_release(hs), ml_release(hl);
+        return mlo_oom(fn);
+    }
+    if (rec) {
+        ml_node *nd = ml_node_new("SelectiveScanBackward", sscan_backward, 8, ins);
+        if (nd) {
+            for (int i = 0; i < 8; i++) {
+                ml_node_save(nd, i, c[i]);
+                if (c[i]) nd->iarg[0] |= 1 << i; /* which optional inputs exist */
+            }
+            nd->iarg[1] = delta_softplus;
+            nd->iarg[2] = ldz;
+            nd->ctx = ctx, nd->ctx_free = free, ctx = NULL;
+        }
+        out = mlo_attach(out, nd);
+    }
+    free(ctx);
+    mlo_release_all(8, c);
+    if (!out) {
+        ml_release(hs), ml_release(hl);
+        return NULL;
+    }
+    if (states) *states = hs;
+    if (hlast) *hlast = hl;
+    return out;
+}
+
+ml_tensor *ml_selective_scan_ex(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm,
+                                ml_tensor *D, ml_tensor *z, ml_tensor *h0, bool delta_softplus, ml_tensor **states,
+                                ml_tensor **hlast) {
+    return selective_scan_impl(u, delta, A, Bm, Cm, D, z, h0, delta_softplus, states, hlast, 8);
+}
+
+ml_tensor *ml_selective_scan(ml_tensor *u, ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm, ml_tensor *D,
+                             ml_tensor *h0, ml_tensor **states, ml_tensor **hlast) {
+    return selective_scan_impl(u, delta, A, Bm, Cm, D, NULL, h0, false, states, hlast, 7);
+}
+
+ml_tensor *ml_selective_scan_attention(ml_tensor *delta, ml_tensor *A, ml_tensor *Bm, ml_tensor *Cm, ml_tensor *D) {
+    const char *fn = "selective_scan_attention";
+    ml_tensor *ins[5] = {delta, A, Bm, Cm, D};
+    char d[128];
+    if (mlo_check_f32s(fn, 5, ins)) return NULL;
+    if (delta->ndim != 3)
+        return ml_fail(ML_ERR_SHAPE, "%s: argument 1 has %d dimensions, expected [B,L,E]", fn, delta->ndim), NULL;
+    int64_t B = delta->shape[0], L = delta->shape[1], E = delta->shape[2];
+    int64_t N = A->ndim == 2 ? A->shape[1] : -1;
+    if (mlo_want_shape(fn, 2, A, 2, (int64_t[]){E, -1}, mlo_descf(d, sizeof d, "[E,N] with E=%lld", (long long)E)))
+        return NULL;
+    if (N > 256) return ml_fail(ML_ERR_SHAPE, "%s: at most 256 states supported, got N=%lld", fn, (long long)N), NULL;
+    mlo_descf(d, sizeof d, "[B,L,N]=[%lld,%lld,%lld]", (long long)B, (long long)L, (long long)N);
+    if (mlo_want_shape(fn, 3, Bm, 3, (int64_t[]){B, L, N}, d) || mlo_want_shape(fn, 4, Cm, 3, (int64_t[]){B, L, N}, d))
+        return NULL;
+    if (D && mlo_want_shape(fn, 5, D, 1, &E, mlo_descf(d, sizeof d, "[E] with E=%lld", (long long)E))) return NULL;
+    ml_tensor *c[5];
+    for (int i = 0; i < 5; i++)
+        c[i] = ins[i] ? mlo_dense(ins[i]) : NULL;
+    ml_tensor *out = ml_empty(ML_F32, 4, (int64_t[]){B, E, L, L});
+    if (out)
+        mlk_sscan_attention((int)B, (int)L, (int)E, (int)N, ml_f32(c[0]), ml_f32(c[1]), ml_f32(c[2]), ml_f32(c[3]),
+                            c[4] ? ml_f32(c[4]) : NULL, ml_f32(out));
+    mlo_release_all(5, c);
+    return out ? out : mlo_oom(fn);
 }

@@ -7,6 +7,7 @@
 
 #include "autograd/autograd.h"
 #include "core/tensor.h"
+#include "nn/nn.h"
 #include "ops/kernels.h"
 #include "ops/mixer_ops.h"
 #include "ops/ops.h"

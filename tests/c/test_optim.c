@@ -354,7 +354,7 @@ static const double PI = 3.14159265358979323846; /* M_PI is not strict C11 */
 
 START_TEST(test_schedule_warmup_length) {
     ml_schedule s;
-    /* paper.md §5.2: W = floor(0.1 T). */
+    /* warm-up W = floor(0.1 T) (docs/training.md, "Optimiser and schedules"). */
     ck_assert_int_eq(ml_schedule_init(&s, ML_SCHED_COSINE_WARMUP, 1e-3, 50016, 0.1), ML_OK);
     ck_assert_int_eq(s.warmup_steps, 5001);
     ck_assert_int_eq(ml_schedule_init(&s, ML_SCHED_LINEAR_WARMUP, 1e-3, 100032, 0.1), ML_OK);

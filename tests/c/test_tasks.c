@@ -33,7 +33,7 @@ static ml_task *preset(const char *name, uint64_t seed) {
 
 /* ------------------------------------------------------------------ ATR invariants ---- */
 
-/* Recomputes the eligible pairs of spec §3.4–3.5 by brute force from the tree (positions and
+/* Recomputes the eligible pairs (docs/tasks.md, "Queries") by brute force from the tree (positions and
  * parents only, O(n^2)), independently of the sampler, and checks the document against them. */
 static void check_eligibility(const ml_task *t, const ml_doc *d, ml_split split) {
     const ml_atr_config *c = ml_task_atr_config(t);
@@ -194,7 +194,7 @@ START_TEST(test_atr_split) {
     EXPECT_OP(ml_task_prohibited_pairs(t), <, 120);
     for (int s = 0; s < 3; s++) check_atr_many(t, (ml_split)s, 2000, 2);
     ml_task_release(t);
-    /* the split grammar is drawn after the blacklist, so it differs from pcfg_5_20 (§3.8) */
+    /* the split grammar is drawn after the blacklist, so it differs from pcfg_5_20 (docs/tasks.md) */
     ml_task *a = preset("pcfg_5_20", 42), *b = preset("pcfg_tts", 42);
     EXPECT(memcmp(a->depth_score, b->depth_score, 40 * sizeof(int32_t)) != 0);
     ml_task_release(a);
@@ -320,7 +320,7 @@ static void check_ar_doc(const ml_task *t, const ml_doc *d) {
     EXPECT_OP(d->n_all_targets, ==, 1);
     EXPECT_OP(d->all_targets[0], ==, tio);
     EXPECT_OP(d->stats.query_key_dist, ==, 2 * m + 2 - qio);
-    /* blacklisted pairs are never queried, in any split (the quirk of spec §2.7) */
+    /* blacklisted pairs are never queried, in any split (the quirk of docs/tasks.md, "AR") */
     EXPECT(!ml_task_black(t, tok[key] - 3, tok[key + 1] - 3 - K));
 }
 
@@ -609,13 +609,13 @@ START_TEST(test_validation) {
 }
 END_TEST
 
-/* ---------------------------------------------------------- corpus statistics (§3.11) ---- */
+/* ---------------------------------------------------------- corpus statistics (docs/tasks.md) -- */
 
 /* The spec's table describes 1,024 test documents of the one grammar that the original draws
  * at seed 42; our generator draws other grammars, so a single grammar cannot be compared
- * bit for bit (spec §3.11 says to compare ranges across seeds). For each preset we draw K = 16
- * grammars (seeds 1..16), take the mean of each column over 1,024 test documents of each, and
- * require the spec's value to lie within 4.5 standard deviations (across grammars) of the mean
+ * bit for bit: ranges across seeds are (docs/tasks.md, "Corpus statistics"). For each preset we
+ * draw K = 16 grammars (seeds 1..16), take the mean of each column over 1,024 test documents of
+ * each, and require the spec's value to lie within 4.5 standard deviations (across grammars) of the mean
  * of those 16 means. Why so wide: the spec's value is ONE draw from a right-skewed distribution
  * (a few grammars nest deeply). Measured distances, in those standard deviations:
  *   pcfg_tts dev/test and pcfg_10_20: all columns within 1.6 (close to our median);
@@ -663,7 +663,7 @@ static void compare(const char *name, ml_split split, const double ref[STAT_NCOL
 }
 
 START_TEST(test_corpus_statistics) {
-    /* n, depth, q-t, query->key, branching, eligible queries, eligible targets (spec §3.11) */
+    /* n, depth, q-t, query->key, branching, eligible queries, eligible targets (docs/tasks.md) */
     const double p5[] = {15.96, 3.02, 2.56, 8.35, 2.83, 8.02, 4.01};
     const double p10[] = {38.39, 2.94, 4.02, 13.50, 4.36, 11.09, 4.27};
     const double e8k[] = {14.35, 2.68, 2.72, 9.25, 2.69, 12.45, 4.69};
@@ -687,7 +687,7 @@ START_TEST(test_corpus_statistics) {
     EXPECT(mt[STAT_EQ] < 0.6 * mu[STAT_EQ]); /* few held-out pairs per test document */
     ml_task *t = preset("pcfg_5_8192", 42);
     ml_dataset *ds = ml_dataset_new(t, 1024, 42, ML_SPLIT_TEST);
-    for (int i = 0; i < 1024; i++) { /* without r_Σ the yields degenerate (spec §3.2 notes) */
+    for (int i = 0; i < 1024; i++) { /* without r_Σ the yields degenerate (docs/tasks.md, "Grammar") */
         EXPECT_OP(ml_dataset_stats(ds, i)->yield_len, <=, 12);
         EXPECT_OP(ml_dataset_stats(ds, i)->yield_len, >=, 3);
     }

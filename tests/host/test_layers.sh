@@ -1,6 +1,7 @@
 #!/bin/sh
 # The layering of src/ (docs/ARCHITECTURE.md, "Layers"): a file may include headers of its own
-# directory and of lower layers, never of a higher layer or of a sibling in its own layer. Fails listing every include that goes up.
+# directory and of lower layers, never of a higher layer or of a sibling in its own layer, and a
+# directory's private headers (below) only from its own files. Fails listing every such include.
 # Usage: tests/host/test_layers.sh [path/to/src]
 SRC=${1:-src}
 rank() {
@@ -16,6 +17,8 @@ rank() {
     *) echo unknown ;;
     esac
 }
+# Headers private to their directory: the ops' shared helpers, what interp.c lends interchange.c.
+PRIVATE="ops/kernel_util.h ops/op_util.h interp/interp_private.h"
 bad=0
 files=$(find "$SRC" -name '*.[ch]' | sort)
 [ -n "$files" ] || { echo "no sources under $SRC"; exit 1; }
@@ -34,6 +37,14 @@ for f in $files; do
             echo "$f includes $inc/: $layer must not depend on it"
             bad=1
         fi
+    done
+    for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
+        case " $PRIVATE " in
+        *" $inc "*) if [ "${inc%%/*}" != "$layer" ]; then
+            echo "$f includes $inc: private to $SRC/${inc%%/*}/"
+            bad=1
+        fi ;;
+        esac
     done
 done
 [ $bad -eq 0 ] && echo "layers ok: $(echo "$files" | wc -l) files"

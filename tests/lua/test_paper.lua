@@ -121,7 +121,7 @@ T.test("atr_task: the preset at seed 42 with the original generator's stream", f
   T.eq(paper.atr_task("pcfg_5_20"), { preset = "pcfg_5_20", seed = 42, rng = "numpy" })
 end)
 
--- spec paper.md §5.5: each suite's runs at the paper's scale
+-- each suite's runs at the paper's scale (docs/reproduction.md, "The suites")
 local paper_runs = { ar = 360, atr_easy = 300, atr_hard = 425, atr_split = 150, mamba_conv = 140, based_ablation = 125,
   ar_layers = 420, atr_1layer = 150, sibling = 450, delta_net = 25, atr_mamba_conv = 140 }
 

@@ -81,6 +81,7 @@ static void push_site_table(lua_State *L, ml_model *m, ml_tensor **t) {
             t[i] = NULL;
             lua_setfield(L, -2, name);
         }
+    luaL_setmetatable(L, MLL_CACHE_MT); /* cache:save(path) */
 }
 
 /* logits, cache[, grads] = model:run_with_cache(tokens[, {names=, grads=, targets=, rows=, objective=}]) */

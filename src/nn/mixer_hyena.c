@@ -9,8 +9,9 @@
  *   yc = LC(v ⊙ x1; k)                                (B, L, D)    (+ 0·v': bias=False zeroes the skip)
  *   y  = yc ⊙ x2;   out = y·W_outᵀ + b_out
  *
- * f is one Sin frequency vector shared by the three sine layers; z (1, 1024, 3) is trainable; t
- * and δ (linspace(ln(0.01)/1.5, ln(0.01)/0.3, D)) are buffers. filter_fn.bias exists (N(0, 1)) but
+ * f is one Sin frequency vector shared by the three sine layers (PyTorch's state dict names it
+ * implicit_filter.1/.3/.5.freq: torch keys); z (1, 1024, 3) is trainable; t and δ
+ * (linspace(ln(0.01)/1.5, ln(0.01)/0.3, D)) are buffers, also torch keys. filter_fn.bias exists (N(0, 1)) but
  * is multiplied by 0 in the original, so it never enters and its gradient is 0.
  *
  * Sites: mixer.short_conv pc (B, L, 3D) = [x1 | x2 | v]; mixer.v_gated v⊙x1 (B, L, D);
@@ -65,18 +66,28 @@ static ml_status hy_build(ml_model *m, int l, void **state) {
     s->w3 = ml_model_add_param(m, l, "filter_fn.implicit_filter.4.weight", 2, (int64_t[]){W, W}, ML_P_LINEAR_W, W);
     s->b3 = ml_model_add_param(m, l, "filter_fn.implicit_filter.4.bias", 1, &W, ML_P_LINEAR_B, W);
     s->w4 = ml_model_add_param(m, l, "filter_fn.implicit_filter.6.weight", 2, (int64_t[]){D, W}, ML_P_LINEAR_W, W);
-    /* buffers: t (the 1024-grid) and the modulation δ, folded into one decay table */
+    /* The Sin module is one module at three places of the PyTorch Sequential: three state-dict keys. */
+    if (ml_model_add_alias(m, l, "filter_fn.implicit_filter.3.freq", s->freq) ||
+        ml_model_add_alias(m, l, "filter_fn.implicit_filter.5.freq", s->freq))
+        return ml_last_status();
+    /* buffers: t (the 1024-grid) and the modulation δ, folded into one decay table; PyTorch's
+     * state dict holds them as (1, 1024, 1) and (1, 1, D) */
     float *z = malloc(sizeof(float) * ML_FILTER_LMAX * 3), *t = malloc(sizeof(float) * ML_FILTER_LMAX);
     float *dl = malloc(sizeof(float) * (size_t)D);
+    ml_tensor *tt = NULL, *dd = NULL;
     if (z && t && dl) {
         ml_implicit_pos_features(ML_FILTER_LMAX, z, t);
         ml_linspace_f32(log(1e-2) / 1.5, log(1e-2) / 0.3, (int)D, dl);
-        ml_tensor *tt = ml_from_f32(1, (int64_t[]){ML_FILTER_LMAX}, t), *dd = ml_from_f32(1, &D, dl);
+        tt = ml_from_f32(1, (int64_t[]){ML_FILTER_LMAX}, t), dd = ml_from_f32(1, &D, dl);
         if (tt && dd) s->decay = ml_hyena_decay(tt, dd, ML_FILTER_LMAX);
-        ml_release(tt), ml_release(dd);
     }
     free(z), free(t), free(dl);
-    if (!s->decay) return ml_last_status() ? ml_last_status() : ml_fail(ML_ERR_MEM, "model: out of memory");
+    ml_status st = ML_OK;
+    if (!s->decay) st = ml_last_status() ? ml_last_status() : ml_fail(ML_ERR_MEM, "model: out of memory");
+    if (!st) st = ml_model_add_buffer(m, l, "filter_fn.pos_emb.t", ml_view(tt, 3, (int64_t[]){1, ML_FILTER_LMAX, 1}));
+    if (!st) st = ml_model_add_buffer(m, l, "filter_fn.modulation.deltas", ml_view(dd, 3, (int64_t[]){1, 1, D}));
+    ml_release(tt), ml_release(dd);
+    if (st) return st;
     int64_t BLD[3] = {-1, -2, D};
     s->site[S_SHORT_CONV] = ml_model_add_site(m, l, "mixer.short_conv", 3, (int64_t[]){-1, -2, 3 * D});
     s->site[S_V_GATED] = ml_model_add_site(m, l, "mixer.v_gated", 3, BLD);

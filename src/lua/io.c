@@ -7,9 +7,10 @@
 #include "io/safetensors.h"
 #include "lua/binding.h"
 
-/* Writes the string-keyed tensors of the table at idx to path (atomically). */
-static void save_table(lua_State *L, int idx, const char *path, const char *fn) {
-    int n = 0;
+/* Writes the string-keyed tensors of the table at idx to path (atomically), with the string
+ * pairs of the table at meta_idx (0: none) as metadata. */
+static void save_table(lua_State *L, int idx, int meta_idx, const char *path, const char *fn) {
+    int n = 0, n_meta = 0;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         if (lua_type(L, -2) != LUA_TSTRING)
@@ -19,26 +20,33 @@ static void save_table(lua_State *L, int idx, const char *path, const char *fn) 
         n++;
         lua_pop(L, 1);
     }
-    /* Scratch arrays owned by the stack, so an error below frees them. */
-    const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n ? n : 1), 0);
-    ml_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(n ? n : 1), 0);
+    if (meta_idx)
+        for (lua_pushnil(L); lua_next(L, meta_idx); lua_pop(L, 1), n_meta++)
+            if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+                luaL_error(L, "%s: metadata expected string keys and string values, got %s = %s", fn,
+                           luaL_typename(L, -2), luaL_typename(L, -1));
+    /* Scratch arrays owned by the stack, so an error below frees them; the tables anchor the
+     * strings and tensors they point to. */
+    const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n + 2 * n_meta + 1), 0);
+    ml_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(n + 1), 0);
+    const char **keys = names + n, **values = names + n + n_meta;
     int i = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) { /* the table anchors the names and tensors */
-        names[i] = lua_tostring(L, -2);
-        ts[i++] = mlL_testtensor(L, -1);
-        lua_pop(L, 1);
-    }
-    if (ml_safetensors_write(path, n, names, ts, 0, NULL, NULL)) mlL_raise(L);
+    for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1), i++) names[i] = lua_tostring(L, -2), ts[i] = mlL_testtensor(L, -1);
+    i = 0;
+    if (meta_idx)
+        for (lua_pushnil(L); lua_next(L, meta_idx); lua_pop(L, 1), i++)
+            keys[i] = lua_tostring(L, -2), values[i] = lua_tostring(L, -1);
+    if (ml_safetensors_write(path, n, names, ts, n_meta, keys, values)) mlL_raise(L);
     lua_pop(L, 2);
 }
 
-/* mech.save_tensors(path, {name = tensor, ...}) */
+/* mech.save_tensors(path, {name = tensor, ...}[, {metadata key = string, ...}]) */
 static int l_save_tensors(lua_State *L) {
     const char *fn = "mech.save_tensors";
     const char *path = luaL_checkstring(L, 1);
     mlL_checktable(L, 2, fn, 2);
-    save_table(L, 2, path, fn);
+    if (!lua_isnoneornil(L, 3)) mlL_checktable(L, 3, fn, 3);
+    save_table(L, 2, lua_isnoneornil(L, 3) ? 0 : 3, path, fn);
     return 0;
 }
 
@@ -72,7 +80,7 @@ static int cache_save(lua_State *L) {
     const char *fn = "cache:save";
     if (!lua_istable(L, 1)) mlL_argerror(L, fn, 1, "a cache table (from run_with_cache)");
     const char *path = luaL_checkstring(L, 2);
-    save_table(L, 1, path, fn);
+    save_table(L, 1, 0, path, fn);
     return 0;
 }
 

@@ -286,11 +286,11 @@ static ml_status check_torch_key(const ml_safetensors *f, const char *path, cons
         if (!same) break;
     }
     ml_status st = ML_OK;
+    char what[ML_NAME_MAX + 2] = "what mechlab computes (to 1e-6)";
+    if (k->alias_of >= 0) snprintf(what, sizeof what, "'%s'", m->params[k->alias_of].name);
     if (i < n)
         st = ml_fail(ML_ERR_FORMAT, "load: %s: %s '%s' differs from %s at element %lld (%.9g, expected %.9g)", path,
-                     k->alias_of >= 0 ? "alias" : "buffer", k->name,
-                     k->alias_of >= 0 ? m->params[k->alias_of].name : "what mechlab computes (to 1e-6)", (long long)i,
-                     (double)b[i], (double)a[i]);
+                     k->alias_of >= 0 ? "alias" : "buffer", k->name, what, (long long)i, (double)b[i], (double)a[i]);
     ml_release(got);
     return st;
 }

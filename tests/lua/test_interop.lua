@@ -207,6 +207,19 @@ T.test("a small file claiming a huge model is refused at once", function()
   T.truthy(mech.sys.time() - t0 < 1, "refused in " .. (mech.sys.time() - t0) .. " s")
   os.remove(huge)
   os.remove(good)
+  -- planning a model costs no memory of its size: Hyena's filter tables are made per forward
+  local h = mech.model { arch = "hyena", d_model = 8, n_layers = 1, vocab = 10, pos_emb = false }
+  h:save(good)
+  local wide = edited(good, function(_, meta)
+    local c = json.decode(meta["mechlab.config"])
+    c.d_model, c.n_layers = 8192, 16
+    meta["mechlab.config"] = json.encode(c)
+  end)
+  t0 = mech.sys.time()
+  T.raises(function() mech.load(wide) end, "expected float32 [10,8192]")
+  T.truthy(mech.sys.time() - t0 < 0.2, "refused in " .. (mech.sys.time() - t0) .. " s")
+  os.remove(wide)
+  os.remove(good)
 end)
 
 T.done()

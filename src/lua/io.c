@@ -50,20 +50,27 @@ static int l_save_tensors(lua_State *L) {
     return 0;
 }
 
+/* An open file owned by the stack, closed by the collector if an error unwinds first. */
+#define FILE_MT "mech.SafetensorsFile"
+static int file_gc(lua_State *L) {
+    ml_safetensors **box = luaL_checkudata(L, 1, FILE_MT);
+    ml_safetensors_close(*box);
+    *box = NULL;
+    return 0;
+}
+
 /* mech.load_tensors(path) -> {name = tensor, ...}, {metadata key = value, ...} */
 static int l_load_tensors(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
-    ml_safetensors *f = ml_safetensors_open(path);
+    ml_safetensors **box = lua_newuserdatauv(L, sizeof *box, 0);
+    *box = NULL;
+    luaL_setmetatable(L, FILE_MT);
+    ml_safetensors *f = *box = ml_safetensors_open(path);
     if (!f) return mlL_raise(L);
     lua_newtable(L);
     for (int i = 0; i < ml_safetensors_count(f); i++) {
-        ml_tensor *t = ml_safetensors_get(f, ml_safetensors_name(f, i));
-        if (!t) {
-            ml_safetensors_close(f);
-            return mlL_raise(L);
-        }
-        lua_pushstring(L, ml_safetensors_name(f, i)); /* (memory errors here would leak f: Lua aborts on those) */
-        mlL_pushtensor(L, t);
+        lua_pushstring(L, ml_safetensors_name(f, i));
+        mlL_pushtensor(L, ml_safetensors_get(f, ml_safetensors_name(f, i))); /* raises on NULL */
         lua_settable(L, -3);
     }
     lua_newtable(L);
@@ -72,6 +79,7 @@ static int l_load_tensors(lua_State *L) {
         lua_setfield(L, -2, ml_safetensors_meta_key(f, i));
     }
     ml_safetensors_close(f);
+    *box = NULL;
     return 2;
 }
 
@@ -87,6 +95,10 @@ static int cache_save(lua_State *L) {
 int mlL_open_io(lua_State *L) {
     static const luaL_Reg funcs[] = {{"save_tensors", l_save_tensors}, {"load_tensors", l_load_tensors}, {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
+    luaL_newmetatable(L, FILE_MT);
+    lua_pushcfunction(L, file_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
     luaL_newmetatable(L, MLL_CACHE_MT);
     lua_newtable(L);
     lua_pushcfunction(L, cache_save);

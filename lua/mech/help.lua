@@ -146,9 +146,15 @@ E("mech.get_printoptions", "mech.get_printoptions() -> table", "The current prin
 E("mech.model", "mech.model{arch=, d_model=, n_layers=, vocab=, seed=, ...} -> model",
   "Builds a language model; `mech.architectures` lists the archs and docs/mixers.md the options. An option the arch does not read is an error.",
   'local model = mech.model { arch = "mamba", d_model = 16, n_layers = 2, vocab = 68, seed = 1 }')
-E("mech.load", "mech.load(path) -> model, optimiser or nil, metadata",
-  "Loads a checkpoint written by model:save (safetensors with the config in the metadata).",
+E("mech.load", "mech.load(path[, {arch=, d_model=, ...}]) -> model, optimiser or nil, metadata",
+  "Loads a checkpoint written by model:save (safetensors with the config in the metadata), or with the options table a plain PyTorch state dict (docs/interop.md).",
   'local model, opt, meta = mech.load("run/checkpoint.safetensors")')
+E("mech.save_tensors", "mech.save_tensors(path, {name = tensor, ...}[, {key = string}])",
+  "Writes float32/int32 tensors (and string metadata) to safetensors, atomically.",
+  'mech.save_tensors(os.tmpname(), { x = mech.randn(2, 3) })')
+E("mech.load_tensors", "mech.load_tensors(path) -> {name = tensor}, metadata",
+  "Reads the float32/int32 tensors of a safetensors file (int64 and float16 are refused: convert in PyTorch).",
+  'local p = os.tmpname(); mech.save_tensors(p, { x = mech.ones(2) }); local t = mech.load_tensors(p)')
 E("mech.adamw", "mech.adamw(model[, {beta1=, beta2=, eps=, weight_decay=}]) -> optimiser",
   "An AdamW optimiser over every parameter of the model.", "local opt = mech.adamw(model, { weight_decay = 0.1 })")
 E("mech.lr_schedule", "mech.lr_schedule{kind=, lr=, total=, warmup=} -> function(step) -> lr",
@@ -186,7 +192,8 @@ E("model:train_step", "model:train_step(opt, tokens, targets, lr) -> {loss, corr
   "One AdamW step on a batch.", "local stats = model:train_step(opt, tokens, targets, 1e-3)")
 E("model:evaluate", "model:evaluate(tokens, targets) -> {loss, correct, n, prob_sum}",
   "Loss and argmax accuracy at the supervised rows, without gradients.", "local s = model:evaluate(tokens, targets); print(s.correct / s.n)")
-E("model:save", "model:save(path[, {optimizer=, meta=}])", "Writes a checkpoint atomically (safetensors; config and metadata inside).",
+E("model:save", "model:save(path[, {optimizer=, meta=, torch=}])",
+  "Writes a checkpoint atomically (safetensors; config and metadata inside); torch = true writes PyTorch's full state dict (tied head, buffers) for a strict load_state_dict.",
   'model:save("tiny.safetensors", { meta = { note = "tour" } })')
 
 -- ---------------------------------------------------------------- caches and hooks
@@ -197,6 +204,8 @@ E("cache:has", "cache:has(name) -> boolean", "Whether the cache holds the site (
   'print(cache:has("blocks.0.mixer.q"))')
 E("cache:names", "cache:names([filter]) -> {name, ...}", "The cached site names, sorted; filter: a name, a Lua pattern or a function(name) -> keep.",
   'for _, n in ipairs(cache:names("mixer")) do print(n, cache[n]:shape()[2]) end')
+E("cache:save", "cache:save(path)", "Writes the cached activations to safetensors under their full site names (numpy and PyTorch read it).",
+  'cache:save(os.tmpname())')
 E("handle:remove", "handle:remove()", "Removes the hook that model:add_hook returned this handle for (again: nothing).", "h:remove()")
 
 -- ---------------------------------------------------------------- interventions

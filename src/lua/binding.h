@@ -17,6 +17,7 @@
 
 #define MLL_TENSOR_MT "mech.Tensor"
 #define MLL_RNG_MT "mech.Generator" /* userdata holding an ml_rng */
+#define MLL_CACHE_MT "mech.Cache"   /* metatable of run_with_cache's tables (src/lua/interp.c) */
 
 /* Tensor userdata: a box holding one reference. */
 ml_tensor *mlL_checktensor(lua_State *L, int arg, const char *fn);
@@ -88,6 +89,9 @@ int mlL_open_sys(lua_State *L);    /* src/lua/sys.c: mech.sys (clock, tty, files
 int mlL_open_task(lua_State *L);   /* src/lua/task.c: mech.task (AR, ATR, datasets, batches) */
 int mlL_open_interp(lua_State *L); /* src/lua/interp.c: run_with_cache/_hooks, mech.interp */
 int mlL_open_plot(lua_State *L);   /* src/lua/plot.c: mech.plot (figures to PNG + CSV) */
+int mlL_open_io(lua_State *L);     /* src/lua/io.c: mech.save_tensors / load_tensors, cache:save */
+/* cache:save(path) (src/lua/io.c), a method of mech.Cache. */
+int mlL_cache_save(lua_State *L);
 
 int luaopen_mech(lua_State *L);
 

@@ -192,7 +192,6 @@ static bool *names_mask(lua_State *L, ml_model *m, int opt, const char *key, con
 /* A cache is a plain table {full site name = tensor} (so pairs works) whose metatable adds the
  * methods below; indexing it with a name it lacks is an error naming the closest cached name,
  * and TransformerLens names index it too. New methods go in cache_methods (mlL_open_interp). */
-#define MLL_CACHE_MT "mech.Cache"
 #define MLL_PATCHING_MAP_MT "mech.PatchingMap" /* map:plot{...} */
 
 static void check_cache(lua_State *L, int arg, const char *fn) {
@@ -1085,7 +1084,8 @@ int mlL_open_interp(lua_State *L) {
         lua_pop(L, lua_istable(L, -1) ? 1 : 0);
     }
     lua_pop(L, 1);
-    static const luaL_Reg cache_methods[] = {{"get", cache_get}, {"has", cache_has}, {"names", cache_names}, {NULL, NULL}};
+    static const luaL_Reg cache_methods[] = {{"get", cache_get}, {"has", cache_has}, {"names", cache_names},
+                                                   {"save", mlL_cache_save}, {NULL, NULL}};
     luaL_newmetatable(L, MLL_CACHE_MT);
     luaL_newlib(L, cache_methods);
     lua_pushcclosure(L, cache_index, 1);

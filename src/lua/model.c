@@ -59,40 +59,47 @@ static void push_model(lua_State *L, ml_model *m) {
 
 /* ------------------------------------------------------------------ construction */
 
-/* mech.model{...}: the keys, defaults and checks come from the options table (nn/options.c); an
- * option the chosen architecture does not read is an error naming it. */
-static int l_model(lua_State *L) {
-    const char *fn = "mech.model";
-    mlL_checktable(L, 1, fn, 1);
+/* Reads the model options of the table at idx into c (the keys, defaults and checks come from the
+ * options table, nn/options.c); an option the chosen architecture does not read is an error
+ * naming it. given[i] (may be NULL) is set for each option present. */
+static void read_options(lua_State *L, int idx, const char *fn, ml_model_config *c, bool *given) {
     const char *keys[64];
     int nk = 0;
     for (int i = 0; i < ml_model_option_count() && nk < 63; i++)
         if (ml_model_option_at(i)->key) keys[nk++] = ml_model_option_at(i)->name;
     keys[nk] = NULL;
-    mlL_checkkeys(L, 1, fn, keys);
-    ml_model_config c;
-    const char *arch = mlL_optstr(L, 1, "arch", "attention", fn);
-    ml_model_config_defaults(&c, arch);
-    if (strlen(arch) >= sizeof c.arch) return luaL_error(L, "%s: option 'arch' is too long", fn);
-    ml_model_config resolved = c;
+    mlL_checkkeys(L, idx, fn, keys);
+    const char *arch = mlL_optstr(L, idx, "arch", "attention", fn);
+    ml_model_config_defaults(c, arch);
+    if (strlen(arch) >= sizeof c->arch) luaL_error(L, "%s: option 'arch' is too long", fn);
+    ml_model_config resolved = *c;
     ml_mixer_resolve_alias(&resolved);
     const ml_mixer_type *mixer = ml_mixer_find(resolved.arch); /* NULL: ml_model_new names the choices */
     for (int i = 0; i < ml_model_option_count(); i++) {
         const ml_model_option *o = ml_model_option_at(i);
-        if (!o->key || !strcmp(o->name, "arch")) continue;
-        bool given = lua_getfield(L, 1, o->name) != LUA_TNIL;
+        if (!o->key) continue;
+        bool present = lua_getfield(L, idx, o->name) != LUA_TNIL;
         lua_pop(L, 1);
-        if (!given) continue;
+        if (given && i < ML_LOAD_MAX_OPTIONS) given[i] = present;
+        if (!present || !strcmp(o->name, "arch")) continue;
         if (mixer && !ml_mixer_reads(mixer, o))
-            return luaL_error(L, "%s: option '%s' does not apply to arch '%s'", fn, o->name, arch);
-        if (o->type == ML_OPT_BOOL) ml_option_set(&c, o, mlL_optbool(L, 1, o->name, 0, fn));
-        else if (o->type == ML_OPT_INT) ml_option_set(&c, o, mlL_optint32(L, 1, o->name, 0, fn));
-        else if (o->type == ML_OPT_U64) ml_option_set(&c, o, mlL_optint(L, 1, o->name, 0, fn));
+            luaL_error(L, "%s: option '%s' does not apply to arch '%s'", fn, o->name, arch);
+        if (o->type == ML_OPT_BOOL) ml_option_set(c, o, mlL_optbool(L, idx, o->name, 0, fn));
+        else if (o->type == ML_OPT_INT) ml_option_set(c, o, mlL_optint32(L, idx, o->name, 0, fn));
+        else if (o->type == ML_OPT_U64) ml_option_set(c, o, mlL_optint(L, idx, o->name, 0, fn));
         else {
-            const char *v = mlL_optstr(L, 1, o->name, "", fn);
-            if (!ml_option_set_str(&c, o, v)) return luaL_error(L, "%s: option '%s' is too long: '%s'", fn, o->name, v);
+            const char *v = mlL_optstr(L, idx, o->name, "", fn);
+            if (!ml_option_set_str(c, o, v)) luaL_error(L, "%s: option '%s' is too long: '%s'", fn, o->name, v);
         }
     }
+}
+
+/* mech.model{...} */
+static int l_model(lua_State *L) {
+    const char *fn = "mech.model";
+    mlL_checktable(L, 1, fn, 1);
+    ml_model_config c;
+    read_options(L, 1, fn, &c, NULL);
     ml_model *m = ml_model_new(&c);
     if (!m) return mlL_raise(L);
     push_model(L, m);
@@ -694,18 +701,20 @@ static int l_lr_schedule(lua_State *L) {
 
 /* ------------------------------------------------------------------ checkpoints */
 
-/* model:save(path[, {optimizer=opt, meta={key=string,...}}]) */
+/* model:save(path[, {optimizer=opt, meta={key=string,...}, torch=false}]) */
 static int m_save(lua_State *L) {
     const char *fn = "save";
     ml_model *m = check_model(L, 1, fn);
     const char *path = luaL_checkstring(L, 2);
     ml_adamw *opt = NULL;
+    bool torch = false;
     int n = 0;
     const char *keys[64], *vals[64];
     if (!lua_isnoneornil(L, 3)) {
-        static const char *const ok[] = {"optimizer", "meta", NULL};
+        static const char *const ok[] = {"optimizer", "meta", "torch", NULL};
         mlL_checktable(L, 3, fn, 3);
         mlL_checkkeys(L, 3, fn, ok);
+        torch = mlL_optbool(L, 3, "torch", 0, fn);
         if (lua_getfield(L, 3, "optimizer") != LUA_TNIL) opt = check_adamw(L, lua_gettop(L), fn);
         if (lua_getfield(L, 3, "meta") != LUA_TNIL) {
             int t = lua_gettop(L);
@@ -731,17 +740,25 @@ static int m_save(lua_State *L) {
             }
         }
     }
-    if (ml_checkpoint_save(path, m, opt, n, keys, vals)) return mlL_raise(L);
+    if (ml_checkpoint_save(path, m, opt, torch, n, keys, vals)) return mlL_raise(L);
     return 0;
 }
 
-/* mech.load(path) -> model, optimiser or nil, metadata table */
+/* mech.load(path[, {arch=..., d_model=..., ...}]) -> model, optimiser or nil, metadata table.
+ * The options are the model's for a file without mechlab metadata; for a mechlab checkpoint the
+ * ones given must match its config. */
 static int l_load(lua_State *L) {
+    const char *fn = "mech.load";
     const char *path = luaL_checkstring(L, 1);
+    ml_load_options options = {0};
+    if (!lua_isnoneornil(L, 2)) {
+        mlL_checktable(L, 2, fn, 2);
+        read_options(L, 2, fn, &options.cfg, options.given);
+    }
     ml_adamw o;
     bool has_opt;
     ml_safetensors *meta;
-    ml_model *m = ml_checkpoint_load(path, &o, &has_opt, &meta);
+    ml_model *m = ml_checkpoint_load(path, lua_isnoneornil(L, 2) ? NULL : &options, &o, &has_opt, &meta);
     if (!m) return mlL_raise(L);
     push_model(L, m);
     if (has_opt) {

@@ -9,8 +9,9 @@
  *   yc = LC(v ⊙ x1; k)                                (B, L, D)    (+ 0·v': bias=False zeroes the skip)
  *   y  = yc ⊙ x2;   out = y·W_outᵀ + b_out
  *
- * f is one Sin frequency vector shared by the three sine layers; z (1, 1024, 3) is trainable; t
- * and δ (linspace(ln(0.01)/1.5, ln(0.01)/0.3, D)) are buffers. filter_fn.bias exists (N(0, 1)) but
+ * f is one Sin frequency vector shared by the three sine layers (PyTorch's state dict names it
+ * implicit_filter.1/.3/.5.freq: torch keys); z (1, 1024, 3) is trainable; t and δ
+ * (linspace(ln(0.01)/1.5, ln(0.01)/0.3, D)) are buffers, also torch keys. filter_fn.bias exists (N(0, 1)) but
  * is multiplied by 0 in the original, so it never enters and its gradient is 0.
  *
  * Sites: mixer.short_conv pc (B, L, 3D) = [x1 | x2 | v]; mixer.v_gated v⊙x1 (B, L, D);
@@ -34,7 +35,7 @@ enum { S_SHORT_CONV, S_V_GATED, S_FILTER, S_LONG_CONV, S_Y, N_SITES }; /* the mi
 typedef struct {
     int w_in, b_in, w_out, b_out, sw, sb;
     int fbias, z, w1, b1, freq, w2, b2, w3, b3, w4;
-    ml_tensor *decay; /* (1024, D) = exp(−t_i·|δ_c|) */
+    ml_tensor *t, *deltas; /* buffers (1024) and (D); the decay exp(−t_i·|δ_c|) is made per forward */
     int site[N_SITES];          /* ids of the sites below */
 } hy_state;
 
@@ -91,7 +92,7 @@ ml_tensor *ml_hyena_decay(ml_tensor *t, ml_tensor *deltas, int L) {
 
 static void hy_free(void *state) {
     hy_state *s = state;
-    if (s) ml_release(s->decay);
+    if (s) ml_release(s->t), ml_release(s->deltas);
     free(s);
 }
 
@@ -116,18 +117,25 @@ static ml_status hy_build(ml_model *m, int l, void **state) {
     s->w3 = ml_model_add_param(m, l, "filter_fn.implicit_filter.4.weight", 2, (int64_t[]){W, W}, ML_P_LINEAR_W, W);
     s->b3 = ml_model_add_param(m, l, "filter_fn.implicit_filter.4.bias", 1, &W, ML_P_LINEAR_B, W);
     s->w4 = ml_model_add_param(m, l, "filter_fn.implicit_filter.6.weight", 2, (int64_t[]){D, W}, ML_P_LINEAR_W, W);
-    /* buffers: t (the 1024-grid) and the modulation δ, folded into one decay table */
+    /* The Sin module is one module at three places of the PyTorch Sequential: three state-dict keys. */
+    if (ml_model_add_alias(m, l, "filter_fn.implicit_filter.3.freq", s->freq) ||
+        ml_model_add_alias(m, l, "filter_fn.implicit_filter.5.freq", s->freq))
+        return ml_last_status();
+    /* buffers: t (the 1024-grid) and the modulation δ; PyTorch's state dict holds them as
+     * (1, 1024, 1) and (1, 1, D). The decay table is made per forward from the rows it needs, so
+     * that planning a model (ml_model_plan) costs no memory of the order of 1024·D. */
     float *z = malloc(sizeof(float) * ML_FILTER_LMAX * 3), *t = malloc(sizeof(float) * ML_FILTER_LMAX);
     float *dl = malloc(sizeof(float) * (size_t)D);
     if (z && t && dl) {
         ml_implicit_pos_features(ML_FILTER_LMAX, z, t);
         ml_linspace_f32(log(1e-2) / 1.5, log(1e-2) / 0.3, (int)D, dl);
-        ml_tensor *tt = ml_from_f32(1, (int64_t[]){ML_FILTER_LMAX}, t), *dd = ml_from_f32(1, &D, dl);
-        if (tt && dd) s->decay = ml_hyena_decay(tt, dd, ML_FILTER_LMAX);
-        ml_release(tt), ml_release(dd);
+        s->t = ml_from_f32(1, (int64_t[]){ML_FILTER_LMAX}, t), s->deltas = ml_from_f32(1, &D, dl);
     }
     free(z), free(t), free(dl);
-    if (!s->decay) return ml_last_status() ? ml_last_status() : ml_fail(ML_ERR_MEM, "model: out of memory");
+    if (!s->t || !s->deltas) return ml_last_status() ? ml_last_status() : ml_fail(ML_ERR_MEM, "model: out of memory");
+    if (ml_model_add_buffer(m, l, "filter_fn.pos_emb.t", ml_view(s->t, 3, (int64_t[]){1, ML_FILTER_LMAX, 1})) ||
+        ml_model_add_buffer(m, l, "filter_fn.modulation.deltas", ml_view(s->deltas, 3, (int64_t[]){1, 1, D})))
+        return ml_last_status();
     int64_t BLD[3] = {-1, -2, D};
     s->site[S_SHORT_CONV] = ml_model_add_site(m, l, "mixer.short_conv", 3, (int64_t[]){-1, -2, 3 * D});
     s->site[S_V_GATED] = ml_model_add_site(m, l, "mixer.v_gated", 3, BLD);
@@ -147,7 +155,7 @@ static void hy_init(ml_model *m, int l, void *state, ml_rng *rng) {
 /* The filter k (L, D) on the first L rows of the grid. */
 static ml_tensor *hy_filter(ml_model *m, hy_state *s, int64_t L) {
     ml_tensor *z2 = ml_view(ml_model_p(m, s->z), 2, (int64_t[]){ML_FILTER_LMAX, HY_EMB});
-    ml_tensor *zl = z2 ? ml_narrow(z2, 0, 0, L) : NULL, *dl = ml_narrow(s->decay, 0, 0, L);
+    ml_tensor *zl = z2 ? ml_narrow(z2, 0, 0, L) : NULL, *dl = ml_hyena_decay(s->t, s->deltas, (int)L);
     ml_tensor *k = zl && dl ? ml_hyena_filter(zl, ml_model_p(m, s->w1), ml_model_p(m, s->b1), ml_model_p(m, s->w2),
                                               ml_model_p(m, s->b2), ml_model_p(m, s->w3), ml_model_p(m, s->b3),
                                               ml_model_p(m, s->freq), ml_model_p(m, s->w4), dl)

@@ -31,6 +31,44 @@ static ml_status check_config(const ml_model_config *c) {
 
 /* ------------------------------------------------------------------ parameters & sites */
 
+/* The state-dict name of `rel` declared for `layer` (-1: backbone level). */
+static void full_name(const ml_model *m, int layer, const char *rel, char out[ML_NAME_MAX]) {
+    if (layer < 0) snprintf(out, ML_NAME_MAX, "%s", rel);
+    else if (m->building_layer == layer)
+        /* a mixer declaring: its names live under sequence_mixer (Hybrid adds "mixer.") */
+        snprintf(out, ML_NAME_MAX, "backbone.layers.%d.sequence_mixer.%s%s", layer,
+                 ml_mixer_find(m->cfg.arch)->even_layers ? "mixer." : "", rel);
+    else snprintf(out, ML_NAME_MAX, "backbone.layers.%d.%s", layer, rel);
+}
+
+static ml_status add_torch_key(ml_model *m, int layer, const char *rel_name, int alias_of, ml_tensor *buffer) {
+    if (m->n_torch_keys == m->cap_torch_keys) {
+        int cap = m->cap_torch_keys ? 2 * m->cap_torch_keys : 8;
+        ml_torch_key *k = realloc(m->torch_keys, sizeof *k * (size_t)cap);
+        if (!k) {
+            ml_release(buffer);
+            return ml_fail(ML_ERR_MEM, "model: out of memory");
+        }
+        m->torch_keys = k;
+        m->cap_torch_keys = cap;
+    }
+    ml_torch_key *k = &m->torch_keys[m->n_torch_keys++];
+    full_name(m, layer, rel_name, k->name);
+    k->alias_of = alias_of;
+    k->buffer = buffer;
+    return ML_OK;
+}
+
+ml_status ml_model_add_alias(ml_model *m, int layer, const char *rel_name, int param) {
+    if (param < 0 || param >= m->n_params) return ml_fail(ML_ERR_ARG, "model: alias '%s' of no parameter", rel_name);
+    return add_torch_key(m, layer, rel_name, param, NULL);
+}
+
+ml_status ml_model_add_buffer(ml_model *m, int layer, const char *rel_name, ml_tensor *values) {
+    if (!values) return ml_last_status() ? ml_last_status() : ml_fail(ML_ERR_MEM, "model: out of memory");
+    return add_torch_key(m, layer, rel_name, -1, values);
+}
+
 int ml_model_add_param(ml_model *m, int layer, const char *rel_name, int ndim, const int64_t *shape, ml_param_kind kind,
                        int64_t fan) {
     if (m->n_params == m->cap_params) {
@@ -45,12 +83,7 @@ int ml_model_add_param(ml_model *m, int layer, const char *rel_name, int ndim, c
     }
     ml_param *p = &m->params[m->n_params];
     memset(p, 0, sizeof *p);
-    if (layer < 0) snprintf(p->name, sizeof p->name, "%s", rel_name);
-    else if (m->building_layer == layer)
-        /* a mixer declaring: its names live under sequence_mixer (Hybrid adds "mixer.") */
-        snprintf(p->name, sizeof p->name, "backbone.layers.%d.sequence_mixer.%s%s", layer,
-                 ml_mixer_find(m->cfg.arch)->even_layers ? "mixer." : "", rel_name);
-    else snprintf(p->name, sizeof p->name, "backbone.layers.%d.%s", layer, rel_name);
+    full_name(m, layer, rel_name, p->name);
     p->ndim = ndim;
     p->numel = 1;
     for (int d = 0; d < ndim; d++) p->shape[d] = shape[d], p->numel *= shape[d];
@@ -209,7 +242,7 @@ static ml_status build_block(ml_model *m, int l) {
     return ML_OK;
 }
 
-ml_model *ml_model_new(const ml_model_config *config) {
+ml_model *ml_model_plan(const ml_model_config *config) {
     ml_model_config resolved = *config;
     ml_mixer_resolve_alias(&resolved);
     const ml_model_config *cfg = &resolved;
@@ -233,6 +266,15 @@ ml_model *ml_model_new(const ml_model_config *config) {
     m->p_lnf_b = ml_model_add_param(m, -1, "backbone.ln_f.bias", 1, &D, ML_P_ZEROS, 0);
     for (int i = 0; i < m->n_params; i++)
         if (m->params[i].numel < 0) goto fail;
+    if (ml_model_add_alias(m, -1, "lm_head.weight", m->p_wte)) goto fail; /* the tied head */
+    return m;
+fail:
+    if (ml_last_status() == ML_OK) ml_fail(ML_ERR_MEM, "model: out of memory");
+    ml_model_free(m);
+    return NULL;
+}
+
+ml_status ml_model_alloc(ml_model *m) {
     m->flat = ml_zeros(ML_F32, 1, &m->n_total);
     m->grad_flat = ml_zeros(ML_F32, 1, &m->n_total);
     if (!m->flat || !m->grad_flat) goto fail;
@@ -251,11 +293,18 @@ ml_model *ml_model_new(const ml_model_config *config) {
         p->t->grad = gv;
     }
     ml_model_init(m);
-    return m;
+    return ML_OK;
 fail:
-    if (ml_last_status() == ML_OK) ml_fail(ML_ERR_MEM, "model: out of memory");
-    ml_model_free(m);
-    return NULL;
+    return ml_last_status() != ML_OK ? ml_last_status() : ml_fail(ML_ERR_MEM, "model: out of memory");
+}
+
+ml_model *ml_model_new(const ml_model_config *config) {
+    ml_model *m = ml_model_plan(config);
+    if (m && ml_model_alloc(m)) {
+        ml_model_free(m);
+        return NULL;
+    }
+    return m;
 }
 
 void ml_model_free(ml_model *m) {
@@ -263,6 +312,8 @@ void ml_model_free(ml_model *m) {
     for (int l = 0; l < m->cfg.n_layers; l++)
         if (m->layers[l].mixer && m->layers[l].mixer->free_state) m->layers[l].mixer->free_state(m->layers[l].state);
     for (int i = 0; i < m->n_params; i++) ml_release(m->params[i].t);
+    for (int i = 0; i < m->n_torch_keys; i++) ml_release(m->torch_keys[i].buffer);
+    free(m->torch_keys);
     ml_release(m->flat);
     ml_release(m->grad_flat);
     free(m->params);

@@ -73,6 +73,16 @@ typedef struct {
 typedef struct ml_model ml_model;
 typedef struct ml_run ml_run;
 
+/* A key of the PyTorch state dict that is not a parameter of its own (docs/interop.md): a second
+ * name of a parameter (lm_head.weight, Hyena's shared Sin freq) or a buffer the model computes
+ * (Hyena's filter_fn.pos_emb.t and filter_fn.modulation.deltas). A checkpoint saved for PyTorch
+ * holds them; loading accepts them only when they equal the model's values. */
+typedef struct {
+    char name[ML_NAME_MAX];
+    int alias_of;      /* the parameter it names again, or -1 for a buffer */
+    ml_tensor *buffer; /* the buffer's values (owned); NULL for an alias */
+} ml_torch_key;
+
 /* ---- model options (options.c): one table for defaults, ranges, Lua keys and JSON ---- */
 typedef enum { ML_OPT_INT, ML_OPT_BOOL, ML_OPT_U64, ML_OPT_STRING } ml_option_type;
 typedef struct {
@@ -158,6 +168,8 @@ struct ml_model {
     ml_site_decl *sites; /* all layers' sites, layer by layer */
     int *site_layer;
     int n_sites, cap_sites;
+    ml_torch_key *torch_keys; /* aliases and buffers, in declaration order */
+    int n_torch_keys, cap_torch_keys;
     int building_layer;  /* while building: the layer whose mixer is declaring */
     ml_status build_status; /* while building: set when a site could not be declared */
     /* backbone parameter indices */
@@ -197,6 +209,12 @@ int ml_site_parse(const ml_model *m, const char *full);             /* "blocks.{
 /* Resolves a paper alias in cfg->arch (ml_mixer_resolve_alias), validates the config (messages
  * name the key) and builds + initialises the model. */
 ml_model *ml_model_new(const ml_model_config *cfg);
+/* ml_model_new in two steps: the plan declares every parameter (name, shape, offset, n_total),
+ * site and torch key without allocating the parameters (params[i].t stay NULL), so a file can be
+ * checked against a config before paying for the model; ml_model_alloc then allocates and
+ * initialises them. A plan that is never allocated is freed with ml_model_free. */
+ml_model *ml_model_plan(const ml_model_config *cfg);
+ml_status ml_model_alloc(ml_model *m);
 void ml_model_free(ml_model *m);
 /* Fills cfg with the defaults of the paper (2 layers, D=64, 1 head, V=8196, PE on, mlp). */
 void ml_model_config_defaults(ml_model_config *cfg, const char *arch);
@@ -206,6 +224,11 @@ int ml_model_add_param(ml_model *m, int layer, const char *rel_name, int ndim, c
 /* Declares a site of layer `layer` (name relative to "blocks.{l}.", shape with -1 = B, -2 = L);
  * returns its id, or -1 with an error. */
 int ml_model_add_site(ml_model *m, int layer, const char *name, int ndim, const int64_t *shape);
+/* Torch keys (names relative as for ml_model_add_param): an alias of parameter `param`, or a
+ * buffer whose values the model takes over (its reference, also on failure). Return ML_OK or an
+ * error. */
+ml_status ml_model_add_alias(ml_model *m, int layer, const char *rel_name, int param);
+ml_status ml_model_add_buffer(ml_model *m, int layer, const char *rel_name, ml_tensor *values);
 static inline ml_tensor *ml_model_p(const ml_model *m, int idx) { return m->params[idx].t; }
 int ml_model_find_param(const ml_model *m, const char *name);
 /* Re-initialises every parameter from cfg.seed (as at construction). */

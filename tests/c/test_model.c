@@ -307,14 +307,14 @@ START_TEST(checkpoint_exact_resume) {
     ml_adamw ob;
     ml_adamw_init(&ob, b->n_total, 0.9, 0.999, 1e-8, 0);
     for (int i = 0; i < 4; i++) ml_train_step(b, &ob, tok, tg, 1e-3 * (i + 1), &st);
-    ck_assert_msg(ml_checkpoint_save(path, b, &ob, 1, (const char *[]){"train.step"}, (const char *[]){"4"}) == ML_OK,
+    ck_assert_msg(ml_checkpoint_save(path, b, &ob, false, 1, (const char *[]){"train.step"}, (const char *[]){"4"}) == ML_OK,
                   "%s", ml_last_error());
     ml_model_free(b);
     ml_adamw_free(&ob);
     ml_adamw oc;
     bool has;
     ml_safetensors *meta;
-    ml_model *c = ml_checkpoint_load(path, &oc, &has, &meta);
+    ml_model *c = ml_checkpoint_load(path, NULL, &oc, &has, &meta);
     ck_assert_msg(c != NULL, "%s", ml_last_error());
     ck_assert(has);
     ck_assert_str_eq(ml_safetensors_meta(meta, "train.step"), "4");
@@ -335,20 +335,20 @@ START_TEST(checkpoint_refuses_bad_files) {
     int fd = mkstemp(path);
     close(fd);
     ml_model *m = tiny("attention", 1, false);
-    ck_assert_int_eq(ml_checkpoint_save(path, m, NULL, 0, NULL, NULL), ML_OK);
+    ck_assert_int_eq(ml_checkpoint_save(path, m, NULL, false, 0, NULL, NULL), ML_OK);
     /* truncate: the loader must refuse it */
     FILE *f = fopen(path, "rb");
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fclose(f);
     ck_assert_int_eq(truncate(path, n - 5), 0);
-    ck_assert_ptr_null(ml_checkpoint_load(path, NULL, NULL, NULL));
+    ck_assert_ptr_null(ml_checkpoint_load(path, NULL, NULL, NULL, NULL));
     /* a safetensors file without a mechlab config */
     ml_tensor *t = ml_zeros(ML_F32, 1, (int64_t[]){3});
     ck_assert_int_eq(ml_safetensors_write(path, 1, (const char *[]){"x"}, &t, 0, NULL, NULL), ML_OK);
-    ck_assert_ptr_null(ml_checkpoint_load(path, NULL, NULL, NULL));
+    ck_assert_ptr_null(ml_checkpoint_load(path, NULL, NULL, NULL, NULL));
     ck_assert_msg(strstr(ml_last_error(), "mechlab.config"), "%s", ml_last_error());
-    ck_assert_ptr_null(ml_checkpoint_load("/nonexistent/dir/x.safetensors", NULL, NULL, NULL));
+    ck_assert_ptr_null(ml_checkpoint_load("/nonexistent/dir/x.safetensors", NULL, NULL, NULL, NULL));
     ml_release(t);
     ml_model_free(m);
     unlink(path);
@@ -359,7 +359,7 @@ END_TEST
  * gen_attention_lm.py): the same weights, loaded by state-dict name, give the same logits, loss
  * and gradients. */
 START_TEST(matches_pytorch_fixture) {
-    ml_model *m = ml_checkpoint_load(ML_FIXTURES_DIR "/attention_lm.safetensors", NULL, NULL, NULL);
+    ml_model *m = ml_checkpoint_load(ML_FIXTURES_DIR "/attention_lm.safetensors", NULL, NULL, NULL, NULL);
     ck_assert_msg(m != NULL, "%s", ml_last_error());
     ml_safetensors *meta = ml_safetensors_open(ML_FIXTURES_DIR "/attention_lm_expected.safetensors");
     ck_assert_msg(meta != NULL, "%s", ml_last_error());

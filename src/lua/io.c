@@ -1,0 +1,104 @@
+/* Tensors to and from files other programs read (docs/interop.md): mech.save_tensors,
+ * mech.load_tensors and cache:save for the tables run_with_cache returns. The format is
+ * safetensors (io/safetensors.h): numpy and PyTorch read it with safetensors' own loaders. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/safetensors.h"
+#include "lua/binding.h"
+
+/* Writes the string-keyed tensors of the table at idx to path (atomically), with the string
+ * pairs of the table at meta_idx (0: none) as metadata. */
+static void save_table(lua_State *L, int idx, int meta_idx, const char *path, const char *fn) {
+    int n = 0, n_meta = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_error(L, "%s: tensor names must be strings, got a %s key", fn, luaL_typename(L, -2));
+        if (!mlL_testtensor(L, -1))
+            luaL_error(L, "%s: '%s' expected a mech.Tensor, got %s", fn, lua_tostring(L, -2), luaL_typename(L, -1));
+        n++;
+        lua_pop(L, 1);
+    }
+    if (meta_idx)
+        for (lua_pushnil(L); lua_next(L, meta_idx); lua_pop(L, 1), n_meta++)
+            if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+                luaL_error(L, "%s: metadata expected string keys and string values, got %s = %s", fn,
+                           luaL_typename(L, -2), luaL_typename(L, -1));
+    /* Scratch arrays owned by the stack, so an error below frees them; the tables anchor the
+     * strings and tensors they point to. */
+    const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n + 2 * n_meta + 1), 0);
+    ml_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(n + 1), 0);
+    const char **keys = names + n, **values = names + n + n_meta;
+    int i = 0;
+    for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1), i++) names[i] = lua_tostring(L, -2), ts[i] = mlL_testtensor(L, -1);
+    i = 0;
+    if (meta_idx)
+        for (lua_pushnil(L); lua_next(L, meta_idx); lua_pop(L, 1), i++)
+            keys[i] = lua_tostring(L, -2), values[i] = lua_tostring(L, -1);
+    if (ml_safetensors_write(path, n, names, ts, n_meta, keys, values)) mlL_raise(L);
+    lua_pop(L, 2);
+}
+
+/* mech.save_tensors(path, {name = tensor, ...}[, {metadata key = string, ...}]) */
+static int l_save_tensors(lua_State *L) {
+    const char *fn = "mech.save_tensors";
+    const char *path = luaL_checkstring(L, 1);
+    mlL_checktable(L, 2, fn, 2);
+    if (!lua_isnoneornil(L, 3)) mlL_checktable(L, 3, fn, 3);
+    save_table(L, 2, lua_isnoneornil(L, 3) ? 0 : 3, path, fn);
+    return 0;
+}
+
+/* An open file owned by the stack, closed by the collector if an error unwinds first. */
+#define FILE_MT "mech.SafetensorsFile"
+static int file_gc(lua_State *L) {
+    ml_safetensors **box = luaL_checkudata(L, 1, FILE_MT);
+    ml_safetensors_close(*box);
+    *box = NULL;
+    return 0;
+}
+
+/* mech.load_tensors(path) -> {name = tensor, ...}, {metadata key = value, ...} */
+static int l_load_tensors(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    ml_safetensors **box = lua_newuserdatauv(L, sizeof *box, 0);
+    *box = NULL;
+    luaL_setmetatable(L, FILE_MT);
+    ml_safetensors *f = *box = ml_safetensors_open(path);
+    if (!f) return mlL_raise(L);
+    lua_newtable(L);
+    for (int i = 0; i < ml_safetensors_count(f); i++) {
+        lua_pushstring(L, ml_safetensors_name(f, i));
+        mlL_pushtensor(L, ml_safetensors_get(f, ml_safetensors_name(f, i))); /* raises on NULL */
+        lua_settable(L, -3);
+    }
+    lua_newtable(L);
+    for (int i = 0; i < ml_safetensors_meta_count(f); i++) {
+        lua_pushstring(L, ml_safetensors_meta_value(f, i));
+        lua_setfield(L, -2, ml_safetensors_meta_key(f, i));
+    }
+    ml_safetensors_close(f);
+    *box = NULL;
+    return 2;
+}
+
+/* cache:save(path): the sites' activations under their full names ("blocks.0.mixer.q"); a method
+ * of mech.Cache (src/lua/interp.c). */
+int mlL_cache_save(lua_State *L) {
+    const char *fn = "cache:save";
+    if (!lua_istable(L, 1)) mlL_argerror(L, fn, 1, "a cache table (from run_with_cache)");
+    const char *path = luaL_checkstring(L, 2);
+    save_table(L, 1, 0, path, fn);
+    return 0;
+}
+
+int mlL_open_io(lua_State *L) {
+    static const luaL_Reg funcs[] = {{"save_tensors", l_save_tensors}, {"load_tensors", l_load_tensors}, {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
+    luaL_newmetatable(L, FILE_MT);
+    lua_pushcfunction(L, file_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+    return 0;
+}

@@ -29,7 +29,7 @@ ml_tensor *mlL_totensor(lua_State *L, int arg, const char *fn, ml_dtype dtype_if
 int mlL_raise(lua_State *L);
 /* Raises "fn: argument N expected <expected>, got <what came>" (type name or value). */
 int mlL_argerror(lua_State *L, const char *fn, int arg, const char *expected);
-/* Tells Lua's collector about memory held outside the Lua heap (tensor storage). */
+/* Tells Lua's collector about memory held outside the Lua heap (tensors, models, datasets). */
 void mlL_account(lua_State *L, size_t nbytes);
 
 /* Option tables: fn names the caller, idx the table's stack index. */

@@ -40,7 +40,10 @@ void mlL_pushtensor(lua_State *L, ml_tensor *t) {
     tensor_box *b = lua_newuserdatauv(L, sizeof *b, 0);
     b->t = t;
     luaL_setmetatable(L, MLL_TENSOR_MT);
-    if (t->storage->refcount == 1) mlL_account(L, t->storage->nbytes);
+    /* the tensor itself, and its storage when it is new (a view's is counted already) */
+    size_t bytes = sizeof *t;
+    if (t->storage->refcount == 1) bytes += sizeof *t->storage + (t->storage->nbytes + 63) / 64 * 64;
+    mlL_account(L, bytes);
 }
 
 void mlL_tensor_methods(lua_State *L) {

@@ -122,4 +122,44 @@ T.test("loops of small tensors stay bounded: every tensor is reported to the col
   T.truthy(most < 2 ^ 20, most)
 end)
 
+T.test("a NaN weight stops train_step naming the step and the parameter; the model is left as it was", function()
+  local task = mech.task.ar { num_kv = 8, length = 8 }
+  local tokens, targets = task:dataset(16):batch(0, 16)
+  local m = mech.model { arch = "attention", d_model = 16, n_layers = 1, vocab = task:vocab_size(), seed = 1 }
+  local opt = mech.adamw(m)
+  T.eq(m:nonfinite(), nil)
+  for _ = 1, 2 do T.truthy(m:train_step(opt, tokens, targets, 1e-3).nonfinite == nil) end
+  local name = "backbone.layers.0.norm1.weight"
+  mech.no_grad(function() m:param(name)[{ 3 }] = 0 / 0 end)
+  T.eq(m:nonfinite(), name)
+  local emb = m:param("backbone.embeddings.word_embeddings.weight"):clone()
+  T.raises(function() m:train_step(opt, tokens, targets, 1e-3) end,
+    "train_step: the loss became nan at step 2; first non-finite parameter: " .. name)
+  T.eq((m:param("backbone.embeddings.word_embeddings.weight") - emb):abs():max():item(), 0)
+  -- "record" updates as usual and says which parameter
+  local st = m:train_step(opt, tokens, targets, 1e-3, "record")
+  T.truthy(st.loss ~= st.loss)
+  T.eq(st.nonfinite, name)
+  T.raises(function() m:train_step(opt, tokens, targets, 1e-3, "ignore") end,
+    'train_step: argument 6 expected "stop" or "record", got \'ignore\'')
+  T.raises(function() m:train_step(opt, tokens, targets, 1e-3, 1) end, 'argument 6 expected "stop" or "record"')
+end)
+
+T.test("train.run writes no checkpoint holding a non-finite parameter", function()
+  local train = require "mech.train"
+  local dir = os.tmpname()
+  os.remove(dir)
+  local cfg = { model = { arch = "attention", d_model = 16, n_layers = 1 }, task = "ar_32", train_docs = 320,
+    eval_docs = 32, batch_size = 16, steps = 40, eval_every = 20, checkpoint_every = 20, quiet = true, out = dir,
+    -- breaks a parameter after the last update, where no loss would see it
+    evaluators = { { every = 40, fn = function(step, model)
+      if step == 40 then mech.no_grad(function() model:param("backbone.layers.0.norm1.weight")[{ 0 }] = 1 / 0 end) end
+    end } } }
+  T.raises(function() train.run(cfg) end,
+    "train.run: parameter backbone.layers.0.norm1.weight is not finite at step 40; the checkpoint was not written")
+  local saved = mech.load(dir .. "/checkpoint.safetensors") -- the last good one (step 40, before the break) stays
+  T.eq(saved:nonfinite(), nil)
+  os.execute("rm -rf '" .. dir .. "'")
+end)
+
 T.done()

@@ -162,4 +162,46 @@ T.test("train.run writes no checkpoint holding a non-finite parameter", function
   os.execute("rm -rf '" .. dir .. "'")
 end)
 
+T.test("absurd sizes are refused up front", function()
+  T.raises(function() return mech.zeros(2 ^ 20, 2 ^ 20) end,
+    "a tensor of shape [1048576,1048576] (4096.0 GiB) is too large: at most 2^31 elements (8 GiB)")
+  T.raises(function() return mech.randn(2 ^ 31 + 1) end, "is too large")
+  local wide = mech.ones(1):expand(2 ^ 20, 2 ^ 20) -- a view of that shape is fine; a copy is not
+  T.eq(wide:shape(), { 2 ^ 20, 2 ^ 20 })
+  T.raises(function() return wide * 2 end, "is too large")
+  T.raises(function() return wide:contiguous() end, "is too large")
+end)
+
+T.test("an ATR config that can never produce a document fails after a bounded number of tries", function()
+  local t0 = mech.sys.time()
+  T.raises(function() return mech.task.atr { min_yield = 1000, max_yield = 1024, max_depth = 2 }:dataset(4) end,
+    "task:sample: 200000 consecutive atr documents rejected")
+  T.truthy(mech.sys.time() - t0 < 20, mech.sys.time() - t0)
+end)
+
+T.test("Ctrl-C reaches a long C loop", function()
+  local log = os.tmpname()
+  -- 200,000 rejections of long yields take seconds; SIGINT ends them at the next check
+  local pid = mech.sys.spawn({ arg[-1], "-e",
+    "io.stderr:write('started\\n'); mech.task.atr { max_depth = 0, min_yield = 900, max_yield = 1024 }:dataset(4)" }, log)
+  local t0 = mech.sys.time()
+  repeat
+    mech.sys.sleep(0.02)
+    local f = io.open(log)
+    local text = f and f:read("a") or ""
+    if f then f:close() end
+  until text:find("started", 1, true) or mech.sys.time() - t0 > 20
+  mech.sys.sleep(0.3)
+  local t1 = mech.sys.time()
+  mech.sys.kill(pid, "SIGINT")
+  local _, code = mech.sys.wait(pid)
+  T.truthy(mech.sys.time() - t1 < 5, mech.sys.time() - t1)
+  T.truthy(code ~= 0, code)
+  local f = assert(io.open(log))
+  local text = f:read("a")
+  f:close()
+  os.remove(log)
+  T.truthy(text:find("task:sample: interrupted", 1, true), text)
+end)
+
 T.done()

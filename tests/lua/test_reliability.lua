@@ -204,4 +204,92 @@ T.test("Ctrl-C reaches a long C loop", function()
   T.truthy(text:find("task:sample: interrupted", 1, true), text)
 end)
 
+-- The kill test: SIGKILL (no chance to save or clean up) at random points of a run that writes a
+-- checkpoint every step, and once exactly while a checkpoint is being written; then resume.
+-- (test_train_records.lua covers SIGTERM, test_sweep.lua a killed sweep worker.)
+T.test("SIGKILL at random points, during checkpoint writes too: whole files, same bits, every step once", function()
+  local train = require "mech.train"
+  local json = require "mech.json"
+  local root = os.tmpname()
+  os.remove(root)
+  mech.sys.mkdir(root)
+  local dir = root .. "/run"
+  local function read(path)
+    local f = io.open(path, "rb")
+    if not f then return nil end
+    local text = f:read("a")
+    f:close()
+    return text
+  end
+  local function temp_files()
+    local n, p = 0, io.popen("ls -A '" .. dir .. "' 2>/dev/null")
+    for name in p:lines() do if name:find(".tmp.", 1, true) then n = n + 1 end end
+    p:close()
+    return n
+  end
+  local cfg = string.format([[{ model = { arch = "mamba", d_model = 16, n_layers = 1 }, task = "ar_32",
+    train_docs = 320, eval_docs = 32, batch_size = 16, steps = 400, eval_every = 10, log_every = 1, lr = 3e-3,
+    checkpoint_every = 1, quiet = true, threads = 1, seed = 5, out = %q, resume = true }]], dir)
+  local script = root .. "/train.lua"
+  local f = assert(io.open(script, "w"))
+  f:write("require('mech.train').run(" .. cfg .. ")\n")
+  f:close()
+
+  math.randomseed(16)
+  local kills, in_write, last_step = 0, 0, -1
+  for round = 1, 6 do
+    local pid = mech.sys.spawn({ arg[-1], script }, root .. "/log.txt")
+    local t0 = mech.sys.time()
+    if round == 6 then -- wait for a temp file: the kill lands inside a checkpoint write
+      while temp_files() == 0 and mech.sys.time() - t0 < 10 do end
+    else -- once it has saved past the last kill's checkpoint (a slow machine still progresses), at random
+      repeat
+        mech.sys.sleep(0.02)
+        local m = read(dir .. "/manifest.json")
+        local step = m and json.decode(m).step or -1
+      until step > math.max(last_step, 0) or mech.sys.time() - t0 > 30
+      mech.sys.sleep(math.random() * 0.05)
+    end
+    mech.sys.kill(pid, "SIGKILL")
+    local _, _, signame = mech.sys.wait(pid)
+    if signame == "SIGKILL" then kills = kills + 1 end
+    if temp_files() > 0 then in_write = in_write + 1 end
+    T.truthy(temp_files() <= 1, "temp files pile up: " .. temp_files())
+    -- the checkpoint on disk is whole: it loads, with its optimiser, at a step that only grows
+    if mech.sys.exists(dir .. "/checkpoint.safetensors") then
+      local model, opt, meta = mech.load(dir .. "/checkpoint.safetensors")
+      T.truthy(model and opt, "checkpoint without optimiser state")
+      local step = tonumber(meta["train.step"])
+      T.truthy(step >= last_step, string.format("checkpoint went back from step %d to %d", last_step, step))
+      last_step = step
+    end
+  end
+  T.truthy(kills >= 5, "kills: " .. kills)
+  io.stderr:write(string.format("      %d kills, %d inside a checkpoint write, last checkpoint at step %d\n", kills,
+    in_write, last_step))
+  T.truthy(in_write >= 1, "no kill landed inside a checkpoint write")
+  T.truthy(last_step > 0 and last_step < 400, "last checkpoint at step " .. last_step)
+
+  local resumed = train.run(load("return " .. cfg)())
+  T.eq(resumed.status, "done")
+  T.eq(temp_files(), 0)
+  local straight_cfg = load("return " .. cfg)()
+  straight_cfg.out, straight_cfg.resume, straight_cfg.checkpoint_every = root .. "/straight", nil, nil
+  train.run(straight_cfg)
+  local a, b = mech.load(dir .. "/checkpoint.safetensors"), mech.load(root .. "/straight/checkpoint.safetensors")
+  for _, np in ipairs(a:named_parameters()) do
+    T.eq((np[2] - b:param(np[1])):abs():max():item(), 0, np[1])
+  end
+  -- metrics.csv: every (step, split, metric) once, and the same rows as the straight run's
+  local seen = {}
+  for line in read(dir .. "/metrics.csv"):gmatch("[^\n]+") do
+    local key = line:match("^[^,]*,[^,]*,[^,]*")
+    T.truthy(not seen[key], "duplicated row " .. line)
+    seen[key] = true
+  end
+  T.eq(read(dir .. "/metrics.csv"), read(root .. "/straight/metrics.csv"))
+  T.eq(json.decode(read(dir .. "/manifest.json")).status, "done")
+  os.execute("rm -rf '" .. root .. "'")
+end)
+
 T.done()

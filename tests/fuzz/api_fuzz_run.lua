@@ -1,8 +1,8 @@
 --- Runs the API fuzzer (tests/fuzz/api_fuzz.lua) in child processes and judges them. A seed fails
 --- when its child dies (a crash, or a sanitizer report: the sanitizer build aborts on the first
---- one), when LeakSanitizer reports a leak at exit, when a call runs longer than `slow` seconds
---- (the call log gains no line: the child is killed), or when the fuzzer itself reports a slow
---- call. The failing call is the last line of its log, printed with the child's output.
+--- one), when LeakSanitizer reports a leak at exit, when the fuzzer reports a call that took
+--- more than `slow` seconds of CPU time, or when a call hangs (the call log gains no line for
+--- 3·slow + 10 s of wall time: the child is killed). The failing call is the last line of its log, printed with the child's output.
 ---
 ---   mechlab tests/fuzz/api_fuzz_run.lua [seeds=1] [seconds=30] [calls=N] [slow=5|20] [memory_mb=4096]
 ---
@@ -64,7 +64,7 @@ local function run_seed(seed)
     local size = f and f:seek("end") or 0
     if f then f:close() end
     if size ~= last_size then last_size, last_change = size, mech.sys.time() end
-    if mech.sys.time() - last_change > slow + 5 then
+    if mech.sys.time() - last_change > 3 * slow + 10 then
       mech.sys.kill(pid, "SIGKILL")
       mech.sys.wait(pid)
       code, signame = nil, "hang"
@@ -82,7 +82,7 @@ local function run_seed(seed)
     os.execute("rm -rf " .. quote(dir))
     return nil
   end
-  local what = signame == "hang" and string.format("no call finished for %g s", slow + 5)
+  local what = signame == "hang" and string.format("no call finished for %g s", 3 * slow + 10)
     or signame and ("killed by " .. signame) or ("exit status " .. tostring(code))
   return string.format("seed %d FAILED (%s)%s\n  last call: %s\n  output (%s):\n%s", seed, what,
     report and ("\n  report: " .. report) or "", last_call, out, output:sub(-3000))

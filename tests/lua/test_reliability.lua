@@ -205,7 +205,8 @@ T.test("Ctrl-C reaches a long C loop", function()
 end)
 
 -- The kill test: SIGKILL (no chance to save or clean up) at random points of a run that writes a
--- checkpoint every step, and once exactly while a checkpoint is being written; then resume.
+-- checkpoint every step, and once while a checkpoint is being written (stopped with SIGSTOP at
+-- random moments until one falls inside a write); then resume.
 -- (test_train_records.lua covers SIGTERM, test_sweep.lua a killed sweep worker.)
 T.test("SIGKILL at random points, during checkpoint writes too: whole files, same bits, every step once", function()
   local train = require "mech.train"
@@ -240,8 +241,13 @@ T.test("SIGKILL at random points, during checkpoint writes too: whole files, sam
   for round = 1, 6 do
     local pid = mech.sys.spawn({ arg[-1], script }, root .. "/log.txt")
     local t0 = mech.sys.time()
-    if round == 6 then -- wait for a temp file: the kill lands inside a checkpoint write
-      while temp_files() == 0 and mech.sys.time() - t0 < 10 do end
+    if round == 6 then -- freeze it at random moments until one falls inside a checkpoint write
+      repeat
+        mech.sys.sleep(math.random() * 0.02)
+        mech.sys.kill(pid, "SIGSTOP")
+        local writing = temp_files() > 0
+        if not writing then mech.sys.kill(pid, "SIGCONT") end
+      until writing or mech.sys.time() - t0 > 120
     else -- once it has saved past the last kill's checkpoint (a slow machine still progresses), at random
       repeat
         mech.sys.sleep(0.02)

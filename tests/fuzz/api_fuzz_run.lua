@@ -52,7 +52,9 @@ local function run_seed(seed)
   local log, out = dir .. "/calls.log", dir .. "/output.txt"
   local limit = sanitized
     and string.format("ASAN_OPTIONS=allocator_may_return_null=1:max_allocation_size_mb=%d ", memory_mb)
-    or string.format("ulimit -v %d && ", (memory_mb + 1024) * 1024) -- + the program's own mappings
+    -- + the program's own mappings and OpenBLAS's buffers: when its mmap fails, OpenBLAS retries
+    -- forever (blas_memory_alloc), so the address space must leave it room beside a big tensor
+    or string.format("ulimit -v %d && ", (2 * memory_mb + 2048) * 1024)
   local cmd = string.format("cd %s && %sexec %s %s seed=%d calls=%d seconds=%g slow=%g dir=%s log=%s",
     quote(dir), limit, quote(arg[-1]), quote(fuzzer), seed, calls, seconds, slow, quote(dir .. "/files"), quote(log))
   local pid = mech.sys.spawn({ "/bin/sh", "-c", cmd }, out)

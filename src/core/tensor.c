@@ -142,7 +142,7 @@ ml_tensor *ml_empty(ml_dtype dtype, int ndim, const int64_t *shape) {
     double gib = (double)n * 4 / (1 << 30);
     if (n > ML_MAX_ALLOC_NUMEL || (double)n * 4 > physical_memory_bytes()) {
         char str[ML_SHAPE_STR];
-        ml_fail(ML_ERR_MEM, "a tensor of shape %s (%.1f GiB) is too large: at most 2^31 elements (8 GiB) and "
+        ml_fail(ML_ERR_MEM, "a tensor of shape %s (%.1f GiB) is too large: at most 2^30 elements (4 GiB) and "
                 "this machine's %.1f GiB of memory", ml_shape_str(str, ndim, shape), gib,
                 physical_memory_bytes() / (1 << 30));
         return NULL;

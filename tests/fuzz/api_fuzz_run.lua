@@ -53,7 +53,7 @@ local function run_seed(seed)
   local limit = sanitized
     and string.format("ASAN_OPTIONS=allocator_may_return_null=1:max_allocation_size_mb=%d ", memory_mb)
     -- + the program's own mappings and OpenBLAS's buffers: when its mmap fails, OpenBLAS retries
-    -- forever (blas_memory_alloc), so the address space must leave it room beside a big tensor
+    -- forever (blas_memory_alloc), so the address space must leave it room beside big tensors
     or string.format("ulimit -v %d && ", (2 * memory_mb + 2048) * 1024)
   local cmd = string.format("cd %s && %sexec %s %s seed=%d calls=%d seconds=%g slow=%g dir=%s log=%s",
     quote(dir), limit, quote(arg[-1]), quote(fuzzer), seed, calls, seconds, slow, quote(dir .. "/files"), quote(log))

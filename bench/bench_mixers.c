@@ -71,10 +71,10 @@ int main(int argc, char **argv) {
     ml_batch_stats st;
     for (int r = 0; r < rounds; r++)
         for (int a = 0; a < N_ARCHS; a++) {
-            for (int i = 0; i < 3; i++) ml_train_step(models[a], &opts[a], tok[i], tg[i], 1e-3, &st); /* warm */
+            for (int i = 0; i < 3; i++) ml_train_step(models[a], &opts[a], tok[i], tg[i], 1e-3, ML_NONFINITE_STOP, &st); /* warm */
             double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
             for (int i = 0; i < steps; i++)
-                if (ml_train_step(models[a], &opts[a], tok[i % 8], tg[i % 8], 1e-3, &st)) {
+                if (ml_train_step(models[a], &opts[a], tok[i % 8], tg[i % 8], 1e-3, ML_NONFINITE_STOP, &st)) {
                     fprintf(stderr, "bench_mixers: %s\n", ml_last_error());
                     return 1;
                 }

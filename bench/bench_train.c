@@ -64,11 +64,11 @@ int main(int argc, char **argv) {
                 ml_batch_stats st;
                 ml_tensor *tok[8], *tg[8], *pos[8];
                 for (int b = 0; b < 8; b++) ml_dataset_batch_range(ds, 32 * b, 32, &tok[b], &tg[b], &pos[b]);
-                for (int i = 0; i < 20; i++) ml_train_step(m, &opt, tok[i % 8], tg[i % 8], 1e-3, &st); /* warm up */
+                for (int i = 0; i < 20; i++) ml_train_step(m, &opt, tok[i % 8], tg[i % 8], 1e-3, ML_NONFINITE_STOP, &st); /* warm up */
                 int steps = di ? 20 : 60;
                 double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
                 for (int i = 0; i < steps; i++)
-                    if (ml_train_step(m, &opt, tok[i % 8], tg[i % 8], 1e-3, &st)) {
+                    if (ml_train_step(m, &opt, tok[i % 8], tg[i % 8], 1e-3, ML_NONFINITE_STOP, &st)) {
                         fprintf(stderr, "bench_train: %s\n", ml_last_error());
                         return 1;
                     }

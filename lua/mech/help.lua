@@ -188,8 +188,11 @@ E("model:zero_grad", "model:zero_grad()", "Sets every parameter gradient to zero
 E("model:loss", "model:loss(tokens, targets[, hooks]) -> loss, logits (N, V), rows (N)",
   "Mean cross-entropy at the rows whose target is not -100; also the logits there and their flat indices.",
   "local loss = model:loss(tokens, targets)")
-E("model:train_step", "model:train_step(opt, tokens, targets, lr) -> {loss, correct, n, prob_sum}",
-  "One AdamW step on a batch.", "local stats = model:train_step(opt, tokens, targets, 1e-3)")
+E("model:train_step", "model:train_step(opt, tokens, targets, lr[, \"record\"]) -> {loss, correct, n, prob_sum[, nonfinite]}",
+  "One AdamW step on a batch. A non-finite loss stops it before the update with an error naming the step and the first non-finite parameter; with \"record\" it goes on and the stats name it.",
+  "local stats = model:train_step(opt, tokens, targets, 1e-3)")
+E("model:nonfinite", "model:nonfinite() -> name or nil", "The first parameter (state-dict name) holding a NaN or infinity, or nil.",
+  "print(model:nonfinite())")
 E("model:evaluate", "model:evaluate(tokens, targets) -> {loss, correct, n, prob_sum}",
   "Loss and argmax accuracy at the supervised rows, without gradients.", "local s = model:evaluate(tokens, targets); print(s.correct / s.n)")
 E("model:save", "model:save(path[, {optimizer=, meta=, torch=}])",

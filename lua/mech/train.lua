@@ -83,8 +83,8 @@ local function check_config(cfg)
   if c.steps ~= nil and (math.type(c.steps) ~= "integer" or c.steps < 0) then
     error("train.run: 'steps' expected an integer >= 0, got " .. tostring(c.steps), 3)
   end
-  if c.on_nonfinite ~= nil and c.on_nonfinite ~= "stop" and c.on_nonfinite ~= "continue" then
-    error("train.run: 'on_nonfinite' expected \"stop\" or \"continue\", got " .. tostring(c.on_nonfinite), 3)
+  if c.on_nonfinite ~= nil and c.on_nonfinite ~= "stop" and c.on_nonfinite ~= "record" then
+    error("train.run: 'on_nonfinite' expected \"stop\" or \"record\", got " .. tostring(c.on_nonfinite), 3)
   end
   if c.resume ~= nil and c.resume ~= true and c.resume ~= false and type(c.resume) ~= "string" then
     error("train.run: 'resume' expected true or a checkpoint path, got " .. type(c.resume), 3)
@@ -205,16 +205,6 @@ local function recorded_model(model)
   return m
 end
 
--- The first parameter with a NaN or infinity (x − x is 0 for finite x, NaN otherwise).
-local function first_nonfinite(model)
-  for _, np in ipairs(model:named_parameters()) do
-    local t = np[2]
-    if (t - t):sum():item() ~= 0 then return np[1] end
-  end
-end
-
-local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge end
-
 ------------------------------------------------------------------------------------------------
 
 -- The run itself, with the run directory (if any) prepared and locked.
@@ -256,6 +246,7 @@ local function run_locked(c, t0, prior, ckpt_path)
     version = mech.version, git = mech.git, host = mech.sys.hostname(), pid = mech.sys.getpid(),
     command = command_line(), threads = mech.threads(), params = model:n_params(), steps = total,
     start_time = prior and prior.start_time or started, status = "running", step = start, resumed_from = start,
+    nonfinite = prior and prior.nonfinite,
   }
   local function write_manifest()
     if c.out then mech.sys.write_atomic(c.out .. "/manifest.json", json.encode(manifest, "  ") .. "\n") end
@@ -310,6 +301,12 @@ local function run_locked(c, t0, prior, ckpt_path)
 
   local function save(step)
     if not c.out then return end
+    -- a checkpoint never holds NaN unnoticed (an update can break the parameters with a finite loss)
+    local bad = c.on_nonfinite ~= "record" and model:nonfinite()
+    if bad then
+      error(string.format("train.run: parameter %s is not finite at step %d; the checkpoint was not written", bad,
+        step), 0)
+    end
     model:save(ckpt_path, { optimizer = opt, meta = {
       ["train.step"] = tostring(step), ["train.total"] = tostring(total), ["train.schedule"] = c.schedule,
       ["train.lr"] = string.format("%.17g", c.lr), ["train.warmup"] = string.format("%.17g", c.warmup),
@@ -359,15 +356,13 @@ local function run_locked(c, t0, prior, ckpt_path)
       end
       local first = c.batch_size * (s % per_epoch)
       local tokens, targets = train_ds:batch(first, c.batch_size)
-      local st = model:train_step(opt, tokens, targets, sched(s))
+      local st = model:train_step(opt, tokens, targets, sched(s), c.on_nonfinite)
       last_loss, last_acc = st.loss, st.correct / math.max(st.n, 1)
       done_steps = done_steps + 1
       reached = s + 1
-      if not finite(st.loss) then
-        local bad = first_nonfinite(model)
-        local msg = string.format("train.run: the training loss became %s at step %d (%s)", tostring(st.loss), s,
-          bad and ("first non-finite parameter: " .. bad) or "every parameter is still finite")
-        if c.on_nonfinite ~= "continue" then error(msg, 0) end
+      if st.nonfinite then -- on_nonfinite = "record" (else train_step raised)
+        manifest.nonfinite = manifest.nonfinite or { step = s, parameter = st.nonfinite,
+          loss = st.loss ~= st.loss and "nan" or tostring(st.loss) }
         if metrics then metrics:append(s + 1, "train", "nonfinite", 1) end
       end
       if metrics and (s + 1) % c.log_every == 0 then

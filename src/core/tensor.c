@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/iter.h"
 
@@ -129,10 +130,23 @@ static ml_tensor *tensor_alloc(ml_dtype dtype, int ndim, const int64_t *shape, m
     return t;
 }
 
+static double physical_memory_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (double)pages * (double)size : INFINITY;
+}
+
 ml_tensor *ml_empty(ml_dtype dtype, int ndim, const int64_t *shape) {
     if (ml_check_shape("empty", 1, ndim, shape)) return NULL;
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) n *= shape[d];
+    double gib = (double)n * 4 / (1 << 30);
+    if (n > ML_MAX_ALLOC_NUMEL || (double)n * 4 > physical_memory_bytes()) {
+        char str[ML_SHAPE_STR];
+        ml_fail(ML_ERR_MEM, "a tensor of shape %s (%.1f GiB) is too large: at most 2^30 elements (4 GiB) and "
+                "this machine's %.1f GiB of memory", ml_shape_str(str, ndim, shape), gib,
+                physical_memory_bytes() / (1 << 30));
+        return NULL;
+    }
     ml_storage *s = storage_new((size_t)n * 4);
     if (!s) {
         ml_fail(ML_ERR_MEM, "out of memory allocating %lld elements", (long long)n);

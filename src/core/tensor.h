@@ -24,6 +24,10 @@
  * counted as 1 (an empty tensor's strides): sizes, strides and offsets never overflow int64. */
 #define ML_MAX_NUMEL (INT64_C(1) << 40)
 #define ML_MAX_EXTENT (INT64_C(1) << 62)
+/* The most elements one new storage may hold (4 GiB of float32): a larger request, or one above
+ * the machine's physical memory, is refused up front instead of running for minutes or being
+ * killed. Views (expand) may still describe up to ML_MAX_NUMEL elements. */
+#define ML_MAX_ALLOC_NUMEL (INT64_C(1) << 30)
 
 typedef enum { ML_F32 = 0, ML_I32 = 1 } ml_dtype;
 

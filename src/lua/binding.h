@@ -42,7 +42,7 @@ int mlL_argerror(lua_State *L, const char *fn, int arg, const char *expected);
 /* A short description of the value at idx for "got ..." messages: "a float32 tensor of shape
  * [2,3]", "'text'", "nil", ... (written into buf). */
 const char *mlL_describe(lua_State *L, int idx, char *buf, size_t n);
-/* Tells Lua's collector about memory held outside the Lua heap (tensor storage). */
+/* Tells Lua's collector about memory held outside the Lua heap (tensors, models, datasets). */
 void mlL_account(lua_State *L, size_t nbytes);
 
 /* Option tables: fn names the caller, idx the table's stack index. */

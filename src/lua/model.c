@@ -4,6 +4,7 @@
  * nothing) or returns a replacement of the same shape. ctx = {site=, layer=, name=}. Names are
  * validated against model:hook_names(); an unknown name suggests the closest. Persistent hooks
  * come from model:add_hook(name, fn), which returns a handle with :remove() and __close. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -608,17 +609,35 @@ static int push_stats(lua_State *L, const ml_batch_stats *s) {
     return 1;
 }
 
-/* model:train_step(opt, tokens, targets, lr) -> {loss, correct, n, prob_sum} */
+/* model:train_step(opt, tokens, targets, lr [, on_nonfinite = "stop" | "record"])
+ *   -> {loss, correct, n, prob_sum [, nonfinite = first non-finite parameter or "loss"]} */
 static int m_train_step(lua_State *L) {
     const char *fn = "train_step";
     ml_model *m = check_model(L, 1, fn);
     ml_adamw *opt = check_adamw(L, 2, fn);
     ml_tensor *tok = mlL_checktensor(L, 3, fn), *tg = mlL_checktensor(L, 4, fn);
     lua_Number lr = luaL_checknumber(L, 5);
+    const char *policy = lua_isnoneornil(L, 6) ? "stop" : lua_type(L, 6) == LUA_TSTRING ? lua_tostring(L, 6) : "";
+    bool record = !strcmp(policy, "record");
+    if (!record && strcmp(policy, "stop")) mlL_argerror(L, fn, 6, "\"stop\" or \"record\"");
     check_token_range(L, m, tok, fn);
     ml_batch_stats s;
-    if (ml_train_step(m, opt, tok, tg, lr, &s)) return mlL_raise(L);
-    return push_stats(L, &s);
+    if (ml_train_step(m, opt, tok, tg, lr, record ? ML_NONFINITE_KEEP : ML_NONFINITE_STOP, &s)) return mlL_raise(L);
+    push_stats(L, &s);
+    if (!isfinite(s.loss)) {
+        lua_pushstring(L, s.nonfinite >= 0 ? m->params[s.nonfinite].name : "loss");
+        lua_setfield(L, -2, "nonfinite");
+    }
+    return 1;
+}
+
+/* model:nonfinite() -> the first parameter (state-dict name) holding a NaN or an infinity, or nil */
+static int m_nonfinite(lua_State *L) {
+    ml_model *m = check_model(L, 1, "nonfinite");
+    int i = ml_model_first_nonfinite(m);
+    if (i < 0) lua_pushnil(L);
+    else lua_pushstring(L, m->params[i].name);
+    return 1;
 }
 
 static int m_evaluate(lua_State *L) {
@@ -784,7 +803,7 @@ int mlL_open_model(lua_State *L) {
         {"forward", m_forward},     {"hidden", m_hidden},         {"loss", m_loss},
         {"add_hook", m_add_hook},   {"train_step", m_train_step}, {"evaluate", m_evaluate},
         {"save", m_save},           {"reset_hooks", m_reset_hooks}, {"unembed", m_unembed},
-        {NULL, NULL}};
+        {"nonfinite", m_nonfinite}, {NULL, NULL}};
     luaL_newmetatable(L, MLL_MODEL_MT);
     luaL_newlib(L, methods);
     mlL_hooked(L, -1, (const char *const[]){"forward", "hidden", "loss", "train_step", "evaluate", NULL});

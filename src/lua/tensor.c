@@ -40,7 +40,10 @@ void mlL_pushtensor(lua_State *L, ml_tensor *t) {
     tensor_box *b = lua_newuserdatauv(L, sizeof *b, 0);
     b->t = t;
     luaL_setmetatable(L, MLL_TENSOR_MT);
-    if (t->storage->refcount == 1) mlL_account(L, t->storage->nbytes);
+    /* the tensor itself, and its storage when it is new (a view's is counted already) */
+    size_t bytes = sizeof *t;
+    if (t->storage->refcount == 1) bytes += sizeof *t->storage + (t->storage->nbytes + 63) / 64 * 64;
+    mlL_account(L, bytes);
 }
 
 void mlL_tensor_methods(lua_State *L) {
@@ -366,55 +369,57 @@ static bool parse_slice(const char *s, int64_t *a, int64_t *b, int64_t *st, int6
     return *p == 0;
 }
 
-/* Applies the index at stack idx to t (new reference); *is_elem says all dims were selected. */
+/* Applies the index at stack idx to t (new reference). The view being built is held in a box
+ * on the stack, so that a Lua error midway (a bad entry, an index table whose __index or __len
+ * raises) leaves it to the collector instead of leaking it. */
 static ml_tensor *apply_index(lua_State *L, ml_tensor *t, int idx, const char *fn) {
-    ml_tensor *cur = ml_retain(t);
+    idx = lua_absindex(L, idx);
+    tensor_box *cur = lua_newuserdatauv(L, sizeof *cur, 0);
+    cur->t = ml_retain(t);
+    luaL_setmetatable(L, MLL_TENSOR_MT);
     if (lua_type(L, idx) == LUA_TNUMBER) {
-        if (!lua_isinteger(L, idx)) { ml_release(cur); luaL_error(L, "%s: index expected an integer, got %s", fn, lua_tostring(L, idx)); }
-        if (t->ndim == 0) { ml_release(cur); luaL_error(L, "%s: cannot index a 0-dim tensor", fn); }
-        ml_tensor *out = ml_select(cur, 0, lua_tointeger(L, idx));
-        ml_release(cur);
+        if (!lua_isinteger(L, idx)) luaL_error(L, "%s: index expected an integer, got %s", fn, lua_tostring(L, idx));
+        if (t->ndim == 0) luaL_error(L, "%s: cannot index a 0-dim tensor", fn);
+        ml_tensor *out = ml_select(t, 0, lua_tointeger(L, idx));
         if (!out) mlL_raise(L);
+        lua_pop(L, 1);
         return out;
     }
-    if (!lua_istable(L, idx)) {
-        ml_release(cur);
+    if (!lua_istable(L, idx))
         luaL_error(L, "%s: index expected an integer or a table of indices/slices, got %s", fn, luaL_typename(L, idx));
-    }
-    int n = (int)luaL_len(L, idx);
-    if (n > t->ndim) {
-        ml_release(cur);
-        luaL_error(L, "%s: %d indices for a tensor with %d dimensions", fn, n, t->ndim);
-    }
+    lua_Integer n = luaL_len(L, idx);
+    if (n > t->ndim) luaL_error(L, "%s: %I indices for a tensor with %d dimensions", fn, n, t->ndim);
     int dim = 0;
     for (int k = 1; k <= n; k++) {
         lua_geti(L, idx, k);
         ml_tensor *next = NULL;
         int64_t a, b, st;
         if (lua_type(L, -1) == LUA_TNUMBER && lua_isinteger(L, -1)) {
-            next = ml_select(cur, dim, lua_tointeger(L, -1));
-        } else if (lua_type(L, -1) == LUA_TSTRING && parse_slice(lua_tostring(L, -1), &a, &b, &st, cur->shape[dim])) {
-            next = ml_slice(cur, dim++, a, b, st);
+            next = ml_select(cur->t, dim, lua_tointeger(L, -1));
+        } else if (lua_type(L, -1) == LUA_TSTRING && parse_slice(lua_tostring(L, -1), &a, &b, &st, cur->t->shape[dim])) {
+            next = ml_slice(cur->t, dim++, a, b, st);
         } else if (lua_istable(L, -1)) {
             lua_geti(L, -1, 1);
             lua_geti(L, -2, 2);
             lua_geti(L, -3, 3);
             a = luaL_optinteger(L, -3, 0);
-            b = luaL_optinteger(L, -2, cur->shape[dim]);
+            b = luaL_optinteger(L, -2, cur->t->shape[dim]);
             st = luaL_optinteger(L, -1, 1);
             lua_pop(L, 3);
-            next = ml_slice(cur, dim++, a, b, st);
+            next = ml_slice(cur->t, dim++, a, b, st);
         } else {
-            ml_release(cur);
             luaL_error(L, "%s: index entry %d expected an integer, a slice string like \"1:3\" or a table {start, stop[, step]}, got %s",
                        fn, k, luaL_typename(L, -1));
         }
         lua_pop(L, 1);
-        ml_release(cur);
         if (!next) mlL_raise(L);
-        cur = next;
+        ml_release(cur->t);
+        cur->t = next;
     }
-    return cur;
+    ml_tensor *out = cur->t;
+    cur->t = NULL;
+    lua_pop(L, 1);
+    return out;
 }
 
 static int push_element_or_view(lua_State *L, ml_tensor *v) {
@@ -483,8 +488,12 @@ static int t_newindex(lua_State *L) {
             if (!lua_isnil(L, 3)) {
                 ml_tensor *g = mlL_checktensor(L, 3, "grad assignment");
                 if (!ml_same_shape(g, t) || g->dtype != ML_F32) return luaL_error(L, "grad assignment: expected a float32 tensor of the tensor's shape");
+                /* A copy of the values, detached: a grad with history (x.grad = x * 2) would
+                 * hold x through its graph, a cycle of refcounts the collector cannot see. */
+                ml_tensor *copy = ml_copy_contiguous(g, ML_F32);
+                if (!copy) return mlL_raise(L);
                 ml_release(t->grad);
-                t->grad = ml_clone(g);
+                t->grad = copy;
             } else {
                 ml_zero_grad(t);
             }

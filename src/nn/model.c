@@ -322,6 +322,16 @@ void ml_model_free(ml_model *m) {
     free(m);
 }
 
+int ml_model_first_nonfinite(const ml_model *m) {
+    const float *flat = ml_f32(m->flat);
+    for (int i = 0; i < m->n_params; i++) {
+        const float *p = flat + m->params[i].offset;
+        for (int64_t j = 0; j < m->params[i].numel; j++)
+            if (!isfinite(p[j])) return i;
+    }
+    return -1;
+}
+
 void ml_model_zero_grad(ml_model *m) {
     memset(ml_f32(m->grad_flat), 0, sizeof(float) * (size_t)m->n_total);
     m->grad_flat->storage->version++;

@@ -281,6 +281,9 @@ typedef struct {
 ml_tensor *ml_model_loss_stats(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_run *run,
                                ml_tensor **rows_logits, ml_tensor **rows_index, ml_row_stats *stats);
 void ml_model_zero_grad(ml_model *m);
+/* The first parameter, in state-dict order, holding a NaN or an infinity; -1 when all are finite.
+ * One pass over the flat buffer: for checkpoints and for a loss that went non-finite. */
+int ml_model_first_nonfinite(const ml_model *m);
 /* The same hidden states as ml_model_hidden, computed token by token through every mixer's
  * recurrent form (no hooks, no gradients). */
 ml_tensor *ml_model_hidden_recurrent(ml_model *m, ml_tensor *tokens);

@@ -281,7 +281,7 @@ START_TEST(training_reduces_loss) {
     ml_tensor *tok = ml_test_tokens(16, 6, 13, 7), *tg = toy_targets(tok, 13);
     ml_batch_stats first, st;
     ck_assert_int_eq(ml_eval_batch(m, tok, tg, &first), ML_OK);
-    for (int i = 0; i < 150; i++) ck_assert_int_eq(ml_train_step(m, &opt, tok, tg, 1e-2, &st), ML_OK);
+    for (int i = 0; i < 150; i++) ck_assert_int_eq(ml_train_step(m, &opt, tok, tg, 1e-2, ML_NONFINITE_STOP, &st), ML_OK);
     ck_assert_int_eq(ml_eval_batch(m, tok, tg, &st), ML_OK);
     ck_assert_msg(st.loss < 0.2 * first.loss, "loss %g -> %g", first.loss, st.loss);
     ck_assert_int_eq(st.correct, 16);
@@ -301,12 +301,12 @@ START_TEST(checkpoint_exact_resume) {
     ml_model *a = tiny("attention", 2, true);
     ml_adamw oa;
     ml_adamw_init(&oa, a->n_total, 0.9, 0.999, 1e-8, 0);
-    for (int i = 0; i < 10; i++) ml_train_step(a, &oa, tok, tg, 1e-3 * (i + 1), &st);
+    for (int i = 0; i < 10; i++) ml_train_step(a, &oa, tok, tg, 1e-3 * (i + 1), ML_NONFINITE_STOP, &st);
     /* k = 4, save, load, 6 more */
     ml_model *b = tiny("attention", 2, true);
     ml_adamw ob;
     ml_adamw_init(&ob, b->n_total, 0.9, 0.999, 1e-8, 0);
-    for (int i = 0; i < 4; i++) ml_train_step(b, &ob, tok, tg, 1e-3 * (i + 1), &st);
+    for (int i = 0; i < 4; i++) ml_train_step(b, &ob, tok, tg, 1e-3 * (i + 1), ML_NONFINITE_STOP, &st);
     ck_assert_msg(ml_checkpoint_save(path, b, &ob, false, 1, (const char *[]){"train.step"}, (const char *[]){"4"}) == ML_OK,
                   "%s", ml_last_error());
     ml_model_free(b);
@@ -319,7 +319,7 @@ START_TEST(checkpoint_exact_resume) {
     ck_assert(has);
     ck_assert_str_eq(ml_safetensors_meta(meta, "train.step"), "4");
     ml_safetensors_close(meta);
-    for (int i = 4; i < 10; i++) ml_train_step(c, &oc, tok, tg, 1e-3 * (i + 1), &st);
+    for (int i = 4; i < 10; i++) ml_train_step(c, &oc, tok, tg, 1e-3 * (i + 1), ML_NONFINITE_STOP, &st);
     ck_assert_msg(ml_equal(a->flat, c->flat), "resumed parameters differ");
     ck_assert(ml_equal(oa.m, oc.m) && ml_equal(oa.v, oc.v));
     ck_assert_int_eq(oa.step, oc.step);

@@ -153,10 +153,16 @@ T.test("a failed run is recorded with its error and the sweep goes on", function
   local res = sweep.run(d, { dir = tmp .. "/fail", jobs = 2 })
   T.eq(res.counts.done, 1)
   T.eq(res.counts.failed, 1)
-  T.truthy(res.failed[1].error:find("non-finite", 1, true) or res.failed[1].error:find("became", 1, true),
-    res.failed[1].error)
+  local step = tonumber(res.failed[1].error:match("^train_step: the loss became nan at step (%d+); "))
+  T.truthy(step, res.failed[1].error)
   local st = sweep.status(tmp .. "/fail")
   T.eq(st.counts.failed, 1)
+  for _, r in ipairs(st.runs) do -- the manifest keeps the step and the message
+    if r.state == "failed" then
+      T.eq(r.manifest.step, step)
+      T.eq(r.manifest.error, res.failed[1].error)
+    end
+  end
 end)
 
 T.test("a killed worker's run resumes to the bits of an uninterrupted one", function()

@@ -500,6 +500,9 @@ static int l_short_conv_edit(lua_State *L) {
     if (kind == ML_CONV_TRUNCATE && keep < 0) return luaL_error(L, "%s: 'truncate' needs option 'keep' >= 0", fn);
     int n = ml_short_conv_edit(m, layer, kind, keep);
     if (n < 0) return mlL_raise(L);
+    if (n == 0) /* nothing edited: the caller's experiment would silently measure the unedited model */
+        return luaL_error(L, "%s: the model (arch '%s') has no short convolution%s", fn, m->cfg.arch,
+                          layer >= 0 ? " in that layer" : "");
     lua_pushinteger(L, n);
     return 1;
 }

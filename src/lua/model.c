@@ -467,18 +467,15 @@ void mlL_hooked(lua_State *L, int table, const char *const *names) {
     }
 }
 
+/* Token ids at `arg` (an int32 tensor or a table of integers; one document may be 1-D) as a new
+ * reference of shape (B, L). */
 static ml_tensor *tokens_arg(lua_State *L, int arg, const char *fn) {
-    ml_tensor *t = mlL_totensor(L, arg, fn, ML_I32);
-    if (t->dtype != ML_I32) {
-        ml_release(t);
-        mlL_argerror(L, fn, arg, "int32 token ids of shape [B,L]");
-    }
-    if (t->ndim == 1) { /* one document */
-        ml_tensor *u = ml_unsqueeze(t, 0);
-        ml_release(t);
-        t = u;
-    }
-    return t;
+    ml_tensor *t = luaL_testudata(L, arg, MLL_TENSOR_MT) ? mlL_checktensor(L, arg, fn) : NULL;
+    if (t && t->dtype != ML_I32) mlL_argerror(L, fn, arg, "int32 token ids of shape [B,L]");
+    t = mlL_checkints(L, arg, fn, NULL); /* anchored at arg */
+    ml_tensor *u = t->ndim == 1 ? ml_unsqueeze(t, 0) : ml_retain(t);
+    if (!u) mlL_raise(L);
+    return u;
 }
 
 /* Token ids must index the embedding (t must be anchored on the Lua stack: this may raise). */
@@ -615,7 +612,7 @@ static int m_train_step(lua_State *L) {
     const char *fn = "train_step";
     ml_model *m = check_model(L, 1, fn);
     ml_adamw *opt = check_adamw(L, 2, fn);
-    ml_tensor *tok = mlL_checktensor(L, 3, fn), *tg = mlL_checktensor(L, 4, fn);
+    ml_tensor *tok = mlL_checkints(L, 3, fn, NULL), *tg = mlL_checkints(L, 4, fn, NULL);
     lua_Number lr = luaL_checknumber(L, 5);
     const char *policy = lua_isnoneornil(L, 6) ? "stop" : lua_type(L, 6) == LUA_TSTRING ? lua_tostring(L, 6) : "";
     bool record = !strcmp(policy, "record");
@@ -643,7 +640,7 @@ static int m_nonfinite(lua_State *L) {
 static int m_evaluate(lua_State *L) {
     const char *fn = "evaluate";
     ml_model *m = check_model(L, 1, fn);
-    ml_tensor *tok = mlL_checktensor(L, 2, fn), *tg = mlL_checktensor(L, 3, fn);
+    ml_tensor *tok = mlL_checkints(L, 2, fn, NULL), *tg = mlL_checkints(L, 3, fn, NULL);
     check_token_range(L, m, tok, fn);
     ml_batch_stats s;
     if (ml_eval_batch(m, tok, tg, &s)) return mlL_raise(L);

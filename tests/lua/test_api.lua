@@ -327,4 +327,17 @@ T.test("help(x): by value, by name, by topic, for a model or a cache, with did-y
   T.eq(help.text(print), "help: no entry for this function (help() lists the topics)")
 end)
 
+T.test("token ids as tables of integers everywhere; what would be silent is an error", function()
+  local m = mech.model { arch = "attention", d_model = 16, n_layers = 1, vocab = 20, seed = 1 }
+  local tok, tg = { { 1, 2, 3, 4 } }, { { 2, 3, 4, 5 } }
+  local ref = m:train_step(mech.adamw(m), mech.tensor(tok, { dtype = "int32" }), mech.tensor(tg, { dtype = "int32" }), 1e-3)
+  local m2 = mech.model { arch = "attention", d_model = 16, n_layers = 1, vocab = 20, seed = 1 }
+  T.eq(m2:train_step(mech.adamw(m2), tok, tg, 1e-3).loss, ref.loss)
+  T.eq(m2:evaluate(tok, tg).n, m2:evaluate(mech.tensor(tok, { dtype = "int32" }), mech.tensor(tg, { dtype = "int32" })).n)
+  T.raises(function() m:forward({ { 1, 2.5, 3 } }) end, "forward: argument 2 expected integers in int32 range, got 2.5")
+  T.raises(function() m:train_step(mech.adamw(m), { { 1, 2 } }, "x", 1e-3) end, "train_step: argument 4 expected an int32 tensor")
+  T.raises(function() mech.interp.short_conv_edit(m, "identity") end,
+    "short_conv_edit: the model %(arch 'attention'%) has no short convolution")
+end)
+
 T.done()

@@ -155,12 +155,22 @@ static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const c
         luaL_error(L, "%s: option '%s' expected site names, Lua patterns or a function, got %s", fn, key,
                    luaL_typename(L, idx));
     }
-    bool any = false;
-    for (int i = 0; i < m->n_sites; i++) {
+    /* the names first: a filter function may close the model, so it runs after the last read */
+    int n = m->n_sites;
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
         char name[96];
         ml_site_fullname(m, i, name, sizeof name);
-        if (mlL_name_filter(L, idx, name, fn)) want[i] = any = true;
+        lua_pushstring(L, name);
+        lua_rawseti(L, -2, i + 1);
     }
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        if (mlL_name_filter(L, idx, lua_tostring(L, -1), fn)) want[i] = any = true;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
     if (!any && lua_type(L, idx) == LUA_TSTRING) mlL_checksite(L, m, lua_tostring(L, idx), fn); /* raises */
 }
 
@@ -356,6 +366,7 @@ static int m_run_with_cache(lua_State *L) {
     ml_tensor *tok = check_tokens(L, m, 2, fn);
     bool grads = mlL_optbool(L, 3, "grads", 0, fn);
     bool *want = names_mask(L, m, 3, "names", fn);
+    m = check_model(L, 1, fn); /* a names function may have closed it */
     ml_tensor **acts = scratch(L, sizeof *acts * ((size_t)m->n_sites + 1));
     ml_tensor **g = scratch(L, sizeof *g * ((size_t)m->n_sites + 1));
     ml_tensor *hid = NULL, *rows = NULL, *tg = NULL;

@@ -246,11 +246,11 @@ static int m_hook_names(lua_State *L) {
     bool filtered = !lua_isnil(L, 2);
     if (filtered && lua_type(L, 2) != LUA_TSTRING && !lua_isfunction(L, 2))
         return mlL_argerror(L, fn, 2, "a name, a Lua pattern or a function");
-    lua_createtable(L, m->n_sites, 0);
-    for (int i = 0, k = 0; i < m->n_sites; i++) {
+    /* every site first: a filter function may close the model, so it runs after the last read */
+    lua_createtable(L, m->n_sites, 0); /* 3: all sites */
+    for (int i = 0; i < m->n_sites; i++) {
         char name[96];
         ml_site_fullname(m, i, name, sizeof name);
-        if (filtered && !mlL_name_filter(L, 2, name, fn)) continue;
         lua_createtable(L, 0, 2);
         lua_pushstring(L, name);
         lua_setfield(L, -2, "name");
@@ -263,7 +263,17 @@ static int m_hook_names(lua_State *L) {
             lua_rawseti(L, -2, d + 1);
         }
         lua_setfield(L, -2, "shape");
-        lua_rawseti(L, -2, ++k);
+        lua_rawseti(L, -2, i + 1);
+    }
+    int n = m->n_sites;
+    lua_createtable(L, n, 0); /* 4: the kept ones */
+    for (int i = 1, k = 0; i <= n; i++) {
+        lua_rawgeti(L, 3, i);
+        lua_getfield(L, -1, "name");
+        bool keep = !filtered || mlL_name_filter(L, 2, lua_tostring(L, -1), fn);
+        lua_pop(L, 1);
+        if (keep) lua_rawseti(L, 4, ++k);
+        else lua_pop(L, 1);
     }
     luaL_setmetatable(L, MLL_HOOK_NAMES_MT);
     return 1;

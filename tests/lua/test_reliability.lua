@@ -298,4 +298,15 @@ T.test("SIGKILL at random points, during checkpoint writes too: whole files, sam
   os.execute("rm -rf '" .. root .. "'")
 end)
 
+T.test("a names filter that closes the model is a clean error, not a read of freed memory", function()
+  local function fresh() return mech.model { arch = "hyena", d_model = 8, n_layers = 2, vocab = 36, seed = 1 } end
+  local m = fresh()
+  local names = m:hook_names(function(n) getmetatable(m).__close(m) return n:find("mixer") ~= nil end)
+  T.truthy(#names > 0)
+  T.raises(function() m:hook_names() end, "closed")
+  local m2 = fresh()
+  T.raises(function() m2:run_with_cache({ { 1, 2, 3 } }, { names = function() getmetatable(m2).__close(m2) return true end }) end,
+    "run_with_cache: the model was closed")
+end)
+
 T.done()

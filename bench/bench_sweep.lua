@@ -185,6 +185,11 @@ if all or parts.grid then
     line[#line + 1] = string.format("%s %.1f/%.1f", a, step_ms(a, 64, 2, "ar_32"), step_ms(a, 256, 2, "ar_32"))
   end
   print("grid: ms per AR step at D = 64 / 256: " .. table.concat(line, ", "))
+  line = {}
+  for _, a in ipairs(archs) do
+    line[#line + 1] = string.format("%s %.1f/%.1f", a, step_ms(a, 32, 2, "pcfg_5_20"), step_ms(a, 64, 2, "pcfg_5_20"))
+  end
+  print("grid: ms per ATR easy step at D = 32 / 64: " .. table.concat(line, ", "))
 end
 
 os.execute("rm -rf '" .. tmp .. "'")

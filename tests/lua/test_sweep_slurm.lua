@@ -73,7 +73,7 @@ end)
 
 T.test("a task cancelled mid-run and submitted again resumes to the same bits", function()
   local d = def { name = "slc", grid = { arch = { "mamba" }, lr = { 3e-3 } } }
-  d.base.steps, d.base.checkpoint_every, d.base.log_every = 2000, 25, 5
+  d.base.steps, d.base.checkpoint_every, d.base.log_every, d.base.eval_every = 2000, 25, 5, 100
   local id = sweep.load(d).runs[1].id
   local res = sweep.run(d, { dir = tmp .. "/cancel", executor = "slurm" })
   local rdir = tmp .. "/cancel/runs/" .. id

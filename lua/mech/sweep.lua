@@ -455,20 +455,36 @@ local function run_local(dir, todo, opts)
   for i = #todo, 1, -1 do queue[#queue + 1] = todo[i] end -- a stack, popped in sweep order
   local st = sweep.status(dir)
   local counts = st.counts
-  local steps_of = {}
-  for _, r in ipairs(st.runs) do steps_of[r.id] = r.steps end
+  -- steps: a run's length; from: the step it starts at (its checkpoint's, when it resumes)
+  local steps_of, from = {}, {}
+  for _, r in ipairs(st.runs) do
+    steps_of[r.id] = r.steps
+    from[r.id] = r.manifest and r.manifest.status ~= "done" and r.manifest.step or 0
+  end
   local t0, steps_done, remaining_steps = mech.sys.time(), 0, 0
-  for _, r in ipairs(todo) do remaining_steps = remaining_steps + steps_of[r.id] end
+  for _, r in ipairs(todo) do remaining_steps = remaining_steps + steps_of[r.id] - from[r.id] end
   local tty = mech.sys.isatty(1)
   local last_print, failed_ids, signal, stopping = 0, {}, nil, false
+
+  -- steps trained so far by the running runs, from their manifests (updated at each checkpoint)
+  local function running_steps()
+    local n = 0
+    for _, r in pairs(running) do
+      local m = read_manifest(dir, r.id)
+      if m and m.step then n = n + math.max(0, m.step - from[r.id]) end
+    end
+    return n
+  end
 
   local function show(force)
     local now = mech.sys.time()
     if not force and now - last_print < (tty and 1 or 30) then return end
     last_print = now
-    local rate = steps_done / math.max(now - t0, 1e-9)
+    local live = running_steps()
+    local trained = steps_done + live
+    local rate = trained / math.max(now - t0, 1e-9)
     local line = string.format("sweep %s: %s  %s steps/s  ETA %s", st.name, counts_line(counts, st.total),
-      steps_done > 0 and string.format("%.1f", rate) or "--", steps_done > 0 and fmt_time(remaining_steps / rate) or "--:--")
+      trained > 0 and string.format("%.1f", rate) or "--", trained > 0 and fmt_time((remaining_steps - live) / rate) or "--:--")
     if tty then io.write("\r\27[K" .. line); io.flush() else print(line) end
   end
 
@@ -499,10 +515,9 @@ local function run_local(dir, todo, opts)
           or "failed"
       if state == "running" then state = "pending" end -- claimed by another process: its business
       counts[state] = counts[state] + 1
-      remaining_steps = remaining_steps - steps_of[r.id]
+      remaining_steps = remaining_steps - (steps_of[r.id] - from[r.id])
       if state == "done" then
-        local m = read_manifest(dir, r.id)
-        steps_done = steps_done + (m and m.step and m.step - (m.resumed_from or 0) or steps_of[r.id])
+        steps_done = steps_done + steps_of[r.id] - from[r.id]
       elseif state == "failed" then
         local m = read_manifest(dir, r.id)
         failed_ids[#failed_ids + 1] = { id = r.id, error = m and m.error or
@@ -518,7 +533,7 @@ local function run_local(dir, todo, opts)
   show(true)
   if tty then io.write("\n") end
   for _, f in ipairs(failed_ids) do print("failed: " .. f.id .. ": " .. tostring(f.error)) end
-  return { counts = counts, failed = failed_ids, signal = signal, wall = mech.sys.time() - t0 }
+  return { counts = counts, failed = failed_ids, signal = signal, wall = mech.sys.time() - t0, steps = steps_done }
 end
 
 local function print_commands(dir, todo)

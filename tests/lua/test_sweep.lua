@@ -286,11 +286,17 @@ return { name = "term",
   local st = sweep.status(dir)
   T.eq(st.counts.interrupted + st.counts.done, 2)
   T.truthy(st.counts.interrupted >= 1, "no run was interrupted")
+  local left = 0 -- the steps the resumption trains (what its progress display counts)
   for _, r in ipairs(st.runs) do
-    if r.state == "interrupted" then T.eq(r.manifest.status, "interrupted") end
+    if r.state == "interrupted" then
+      T.eq(r.manifest.status, "interrupted")
+      left = left + 400 - r.manifest.step
+    end
     T.truthy(mech.sys.exists(dir .. "/runs/" .. r.id .. "/checkpoint.safetensors"), "no checkpoint saved by " .. r.id)
   end
-  T.eq(sweep.run(file, { dir = dir, jobs = 2 }).counts.done, 2)
+  local again = sweep.run(file, { dir = dir, jobs = 2 })
+  T.eq(again.counts.done, 2)
+  T.eq(again.steps, left)
   for _, id in ipairs(ids) do
     T.truthy(same_params(tmp .. "/term-ref/runs/" .. id .. "/checkpoint.safetensors", dir .. "/runs/" .. id .. "/checkpoint.safetensors"), id)
     T.eq(read(dir .. "/runs/" .. id .. "/metrics.csv"), read(tmp .. "/term-ref/runs/" .. id .. "/metrics.csv"))

@@ -168,11 +168,7 @@ for _, f in ipairs(figures) do
   mech.sys.write_atomic(dir .. "/figures/" .. f.id .. ".md", table.concat(index, "\n"))
 end
 for _, f in ipairs(paper.figures) do
-  local entry = io.open(dir .. "/figures/" .. f.id .. ".md", "rb")
-  if entry then
-    header[#header + 1] = entry:read("a")
-    entry:close()
-  end
+  header[#header + 1] = mech.sys.read_file(dir .. "/figures/" .. f.id .. ".md")
 end
 mech.sys.write_atomic(dir .. "/figures/index.md", table.concat(header, "\n"))
 print(string.format("%d figures in %s/figures (index.md)%s", #figures - #failures, dir,

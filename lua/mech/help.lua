@@ -316,6 +316,7 @@ for _, s in ipairs {
   { "utc", "() -> string", "Wall-clock time as ISO 8601 UTC." },
   { "mkdir", "(path)", "mkdir -p." },
   { "exists", "(path) -> boolean", "Whether a path exists." },
+  { "read_file", "(path) -> text or nil, message", "The whole file as a string (nil and a message when it cannot be read, as io.open)." },
   { "write_atomic", "(path, text)", "Writes a file atomically (temporary file, then rename)." },
   { "metrics", "(path) -> writer", "A long-format metrics CSV (step, split, metric, value) appended with writer:append(...)." },
   { "lock", "(path) -> lock or nil, holder", "An exclusive lock on a run directory (flock)." },

@@ -141,10 +141,8 @@ end
 
 --- Reads and decodes a JSON file; nil and a message when it cannot be read.
 function json.read(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local text = f:read("a")
-  f:close()
+  local text, err = mech.sys.read_file(path)
+  if not text then return nil, err end
   return json.decode(text, path)
 end
 

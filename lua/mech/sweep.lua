@@ -40,13 +40,7 @@ local function deep_merge(a, b)
   return t
 end
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local read_file = mech.sys.read_file -- nil when the file is missing
 
 local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
@@ -625,13 +619,7 @@ local function run_columns(s, r, m)
 end
 
 -- metrics.csv as text; values stay text (written once, in the shortest exact form).
-local function read_metrics(path)
-  local f = io.open(path, "rb")
-  if not f then return "" end
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local function read_metrics(path) return read_file(path) or "" end
 
 -- A file written in pieces and renamed into place when whole: aggregate's outputs reach
 -- hundreds of MB at the paper's scale, too much to build as one string first.

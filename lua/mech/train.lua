@@ -145,13 +145,7 @@ end
 
 local run_files = { "manifest.json", "metrics.csv", "checkpoint.safetensors", "checkpoint-report.safetensors" }
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local read_file = mech.sys.read_file -- nil when the file is missing
 
 -- Temp files of checkpoint writes a kill interrupted (`checkpoint.safetensors.tmp.*`).
 local function remove_temp_files(dir)

@@ -58,6 +58,33 @@ static int s_exists(lua_State *L) {
     return 1;
 }
 
+/* text = mech.sys.read_file(path): the whole file, or nil and a message (as io.open) */
+static int s_read_file(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        luaL_pushfail(L);
+        lua_pushfstring(L, "mech.sys.read_file: cannot open '%s': %s", path, strerror(errno));
+        return 2;
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    size_t n;
+    do {
+        n = fread(luaL_prepbuffer(&b), 1, LUAL_BUFFERSIZE, f);
+        luaL_addsize(&b, n);
+    } while (n == LUAL_BUFFERSIZE);
+    int failed = ferror(f), err = errno;
+    fclose(f);
+    luaL_pushresult(&b);
+    if (failed) {
+        luaL_pushfail(L);
+        lua_pushfstring(L, "mech.sys.read_file: cannot read '%s': %s", path, strerror(err));
+        return 2;
+    }
+    return 1;
+}
+
 static int s_write_atomic(lua_State *L) {
     size_t n;
     const char *path = luaL_checkstring(L, 1);
@@ -319,7 +346,8 @@ int mlL_open_sys(lua_State *L) {
     lua_pop(L, 1);
     static const luaL_Reg funcs[] = {
         {"isatty", s_isatty},   {"time", s_time},         {"mkdir", s_mkdir},
-        {"exists", s_exists},   {"write_atomic", s_write_atomic}, {"metrics", s_metrics},
+        {"exists", s_exists},   {"read_file", s_read_file}, {"write_atomic", s_write_atomic},
+        {"metrics", s_metrics},
         {"lock", s_lock},       {"catch_signals", s_catch_signals}, {"release_signals", s_release_signals},
         {"interrupted", s_interrupted}, {"spawn", s_spawn}, {"wait", s_wait},
         {"kill", s_kill},       {"getpid", s_getpid},     {"hostname", s_hostname},

@@ -36,13 +36,7 @@ local scratch = os.tmpname()
 os.remove(scratch)
 mech.sys.mkdir(scratch)
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return "" end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return mech.sys.read_file(path) or "" end
 local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 -- one seed in a child; returns nil when it passed, else what went wrong

@@ -34,12 +34,7 @@ local dir = opts.dir or string.format("%s/mechlab-ckfuzz-%d-%d", shm and "/dev/s
 mech.sys.mkdir(dir)
 local mutant_path, note_path = dir .. "/mutant.safetensors", dir .. "/mutant.txt"
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return assert(mech.sys.read_file(path)) end
 
 local function write(path, bytes)
   local f = assert(io.open(path, "wb"))

@@ -17,12 +17,7 @@ end
 local root = cwd() -- the repository (CTest runs the Lua tests there)
 local limit = 300
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return assert(mech.sys.read_file(path)) end
 
 -- The ```lua blocks of a page: {code, line (of the fence), fragment}.
 local function blocks(text)

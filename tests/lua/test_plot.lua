@@ -10,12 +10,7 @@ local function out(name)
   made[#made + 1] = p:gsub("%.png$", ".csv")
   return p
 end
-local function read(p)
-  local f = assert(io.open(p, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(p) return assert(mech.sys.read_file(p)) end
 local function is_png(p) return read(p):sub(1, 8) == "\137PNG\r\n\26\n" end
 
 local toks = {"<bos>", "k12", "v7", "k3"}

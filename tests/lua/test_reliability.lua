@@ -162,6 +162,22 @@ T.test("train.run writes no checkpoint holding a non-finite parameter", function
   os.execute("rm -rf '" .. dir .. "'")
 end)
 
+T.test("mech.sys.read_file: whole files, binary too; nil and a message when it cannot read", function()
+  local path = os.tmpname()
+  local bytes = {}
+  for i = 0, 20000 do bytes[#bytes + 1] = string.char(i % 256) end -- NULs, past one buffer
+  mech.sys.write_atomic(path, table.concat(bytes))
+  T.eq(mech.sys.read_file(path), table.concat(bytes))
+  os.remove(path)
+  local text, msg = mech.sys.read_file(path)
+  T.eq(text, nil)
+  T.truthy(msg:find("mech.sys.read_file: cannot open '" .. path .. "'", 1, true), msg)
+  text, msg = mech.sys.read_file("/")
+  T.eq(text, nil)
+  T.truthy(msg:find("cannot read '/'", 1, true), msg)
+  T.raises(function() mech.sys.read_file({}) end, "string expected")
+end)
+
 T.test("absurd sizes are refused up front", function()
   T.raises(function() return mech.zeros(2 ^ 20, 2 ^ 20) end,
     "a tensor of shape [1048576,1048576] (4096.0 GiB) is too large: at most 2^30 elements (4 GiB)")
@@ -215,13 +231,7 @@ T.test("SIGKILL at random points, during checkpoint writes too: whole files, sam
   os.remove(root)
   mech.sys.mkdir(root)
   local dir = root .. "/run"
-  local function read(path)
-    local f = io.open(path, "rb")
-    if not f then return nil end
-    local text = f:read("a")
-    f:close()
-    return text
-  end
+  local read = mech.sys.read_file
   local function temp_files()
     local n, p = 0, io.popen("ls -A '" .. dir .. "' 2>/dev/null")
     for name in p:lines() do if name:find(".tmp.", 1, true) then n = n + 1 end end

@@ -7,12 +7,7 @@ local tmp = os.tmpname()
 os.remove(tmp)
 mech.sys.mkdir(tmp)
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return assert(mech.sys.read_file(path)) end
 
 -- A small sweep: 2 archs × 2 learning rates, 20 steps each.
 local function def(over)

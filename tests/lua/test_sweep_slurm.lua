@@ -11,12 +11,7 @@ local tmp = os.tmpname()
 os.remove(tmp)
 mech.sys.mkdir(tmp)
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return assert(mech.sys.read_file(path)) end
 
 local function queued(jobs)
   local p = io.popen("squeue -h -o %i -j " .. table.concat(jobs, ",") .. " 2>/dev/null")

@@ -8,12 +8,7 @@ local tmp = os.tmpname()
 os.remove(tmp)
 mech.sys.mkdir(tmp)
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return assert(mech.sys.read_file(path)) end
 
 local function config(over)
   local c = { model = { arch = "mamba", d_model = 16, n_layers = 1 }, task = "ar_32", train_docs = 320, eval_docs = 32,

@@ -242,6 +242,9 @@ local function run_locked(c, t0, prior, ckpt_path)
     start_time = prior and prior.start_time or started, status = "running", step = start, resumed_from = start,
     nonfinite = prior and prior.nonfinite,
   }
+  -- wall time over every segment of a resumed run, up to its latest checkpoint or end
+  local wall_before = resume_from and prior and prior.wall_s or 0
+  local function wall_s() return wall_before + mech.sys.time() - t0 end
   local function write_manifest()
     if c.out then mech.sys.write_atomic(c.out .. "/manifest.json", json.encode(manifest, "  ") .. "\n") end
   end
@@ -307,6 +310,7 @@ local function run_locked(c, t0, prior, ckpt_path)
       ["train.seed"] = tostring(c.seed), ["task.name"] = task:name(),
     } })
     manifest.step = step -- what a resume would start from; `sweep status` shows it
+    manifest.wall_s = wall_s()
     write_manifest()
   end
 
@@ -317,7 +321,7 @@ local function run_locked(c, t0, prior, ckpt_path)
   local function finish(status, err)
     if metrics then metrics:close(); metrics = nil end
     manifest.status, manifest.error, manifest.step = status, err, reached
-    manifest.end_time, manifest.wall_s = mech.sys.utc(), mech.sys.time() - t0
+    manifest.end_time, manifest.wall_s = mech.sys.utc(), wall_s()
     manifest.steps_per_s = rate()
     manifest.final = final and final[eval_sets[1].split] or nil
     manifest.eval = final

@@ -64,6 +64,7 @@ T.test("resume cuts metrics.csv back to the checkpoint: no step twice, the bits 
   train.run(config { out = straight })
   local r = train.run(config { out = split, stop_at = 17, checkpoint_every = 5 })
   T.eq(r.status, "stopped")
+  local first = json.decode(read(split .. "/manifest.json"))
   -- a killed run would leave rows after its last checkpoint, and a temp file: simulate both
   local f = assert(io.open(split .. "/metrics.csv", "a"))
   f:write("18,train,loss,9\n20,test,accuracy,0.5\n")
@@ -71,6 +72,9 @@ T.test("resume cuts metrics.csv back to the checkpoint: no step twice, the bits 
   assert(io.open(split .. "/checkpoint.safetensors.tmp.123", "w")):close()
   local r2 = train.run(config { out = split, resume = true })
   T.eq(r2.status, "done")
+  local m = json.decode(read(split .. "/manifest.json"))
+  T.truthy(m.wall_s > first.wall_s, "the wall time adds up the segments")
+  T.eq(m.resumed_from, 17) -- stop_at checkpoints where it stops
   T.eq(read(split .. "/metrics.csv"), read(straight .. "/metrics.csv"))
   T.truthy(same_params(straight .. "/checkpoint.safetensors", split .. "/checkpoint.safetensors"))
   T.truthy(not mech.sys.exists(split .. "/checkpoint.safetensors.tmp.123"), "temp files are removed")

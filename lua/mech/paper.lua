@@ -83,6 +83,17 @@ local function key_less(x, y)
   return type(x) == "number"
 end
 
+-- Each architecture's Set2 colour and marker, fixed by the paper's order, so that an architecture
+-- looks the same in every figure, whichever others are present.
+local arch_colors = { "#66c2a5", "#fc8d62", "#8da0cb", "#e78ac3", "#a6d854", "#ffd92f", "#e5c494" }
+local arch_markers = { "circle", "triangle", "square", "diamond", "triangle_down", "plus", "cross" }
+
+--- The colour and marker of an architecture (nil for other line keys: the figure's palette).
+function paper.arch_style(a)
+  local i = arch_order[a]
+  if i then return arch_colors[i], arch_markers[i] end
+end
+
 --- Sorts a list of architectures (or other line keys) into the paper's order, in place.
 function paper.sort_keys(list) table.sort(list, key_less); return list end
 
@@ -163,8 +174,12 @@ function paper.accuracy_series(best, widths, lines, opts)
       end
     end
     local label = (opts.label_prefix or "") .. name(g)
-    if #px > 0 then series[#series + 1] = { label = label, key = tostring(g), x = px, y = py, alpha = 0.3 } end
-    series[#series + 1] = { label = label, key = tostring(g), x = x, y = y, path = true, alpha = 0.9, dashed = opts.dashed }
+    local color, marker = paper.arch_style(g)
+    if #px > 0 then
+      series[#series + 1] = { label = label, key = tostring(g), x = px, y = py, alpha = 0.3, color = color, marker = marker }
+    end
+    series[#series + 1] = { label = label, key = tostring(g), x = x, y = y, path = true, alpha = 0.9, dashed = opts.dashed,
+      color = color, marker = marker }
   end
   return series
 end
@@ -329,12 +344,22 @@ function paper.attrib_scatter(rows, xpos, ypos, out, opts)
     table.sort(ids)
     for _, id in ipairs(ids) do x[#x + 1], y[#y + 1] = pts[id].x, pts[id].y end
     n = n + #x
-    series[#series + 1] = { label = paper.arch_name(a), key = a, x = x, y = y }
+    local color, marker = paper.arch_style(a)
+    series[#series + 1] = { label = paper.arch_name(a), key = a, x = x, y = y, color = color, marker = marker }
+  end
+  -- both axes span at least -0.1 .. 1.1, so that 0 (no effect) and 1 (full restoration) are in
+  -- view and a spread of 0.01 does not fill the panel
+  local function lim(field)
+    local lo, hi = -0.1, 1.1
+    for _, s in ipairs(series) do
+      for _, v in ipairs(s[field]) do lo, hi = math.min(lo, v - 0.05), math.max(hi, v + 0.05) end
+    end
+    return { lo, hi }
   end
   local cap = { value = "Value", query = "Query", key = "Key" }
   mech.plot.scatter { series = series, title = title, xlabel = "Attrib @ " .. (cap[xpos] or xpos),
     ylabel = "Attrib @ " .. (cap[ypos] or ypos), legend_title = "Arch.", width = opts.width or 420,
-    height = opts.height or 340, scale = opts.scale or 2, out = out }
+    height = opts.height or 340, scale = opts.scale or 2, xlim = lim("x"), ylim = lim("y"), out = out }
   return n, filtered, series
 end
 

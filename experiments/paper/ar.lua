@@ -20,10 +20,7 @@ return {
     -- Attention at d = 32, lr 1e-3 was still learning when its schedule ran out (test accuracy
     -- 0.71 and 0.46 for seeds 42 and 43 at 25,008 steps; it needs ~14,000 steps to start), and
     -- lr 3e-3 failed (0.03) for both seeds.
-    quick = {
-      grid = { d_model = { 32, 64 }, lr = { 1e-3 }, pos_emb = { false }, seed = { 42, 43 } },
-      cell = P.pe_for_attention,
-    },
+    quick = P.quick { grid = { pos_emb = { false }, seed = { 42, 43 } }, cell = P.pe_for_attention },
     smoke = {
       grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, pos_emb = { false }, seed = { 42 } },
       cell = P.pe_for_attention,

@@ -18,10 +18,7 @@ return {
     -- (`bench/bench_sweep.lua grid`: the six architectures take 29.5 ms a step together at D = 32,
     -- 77.4 ms at D = 64) make it 3 core-hours, ~95 min on 2 cores; a second seed would double that,
     -- past the 2 hours a quick profile may take.
-    quick = {
-      grid = { d_model = { 32, 64 }, lr = { 1e-3 }, pos_emb = { false }, seed = { 42 } },
-      cell = P.pe_for_attention,
-    },
+    quick = P.quick { grid = { pos_emb = { false } }, cell = P.pe_for_attention },
     smoke = P.smoke {
       grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, pos_emb = { false }, seed = { 42 } },
       cell = P.pe_for_attention,

@@ -25,7 +25,7 @@ return {
   profiles = {
     paper = {},
     -- the AR quick profile's widths, learning rate and seeds: 20 runs
-    quick = { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { 42, 43 } } },
+    quick = P.quick { grid = { seed = { 42, 43 } } },
     smoke = P.smoke { grid = { arch = { "based" }, d_conv = { 1, 3 }, d_model = { 16 }, lr = { 3e-3 } } },
   },
 }

@@ -14,7 +14,7 @@ return {
   profiles = {
     paper = {},
     -- the AR quick profile's widths, learning rate and seeds: 4 runs
-    quick = { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { 42, 43 } } },
+    quick = P.quick { grid = { seed = { 42, 43 } } },
     smoke = P.smoke { grid = { d_model = { 16 }, lr = { 3e-3 } } },
   },
 }

@@ -15,7 +15,7 @@ return {
   profiles = {
     paper = {},
     -- the AR quick profile's widths, learning rate and seeds (its Mamba is d_conv 4): 16 runs
-    quick = { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { 42, 43 } } },
+    quick = P.quick { grid = { seed = { 42, 43 } } },
     smoke = P.smoke { grid = { d_conv = { 0, 2 }, d_model = { 16 }, lr = { 3e-3 } } },
   },
 }

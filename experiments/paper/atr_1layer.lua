@@ -15,7 +15,8 @@ return {
   profiles = {
     paper = {},
     -- the ATR easy quick profile's widths, learning rate and seed, 32 epochs: 12 runs. Reduced to
-    -- fit 2 hours: one seed: PROJECTED.
+    -- fit 2 hours: one seed: 2.78 core-hours, projected 1.46 h on 2 cores (`bench/bench_sweep.lua
+    -- quick`).
     quick = P.quick(),
     smoke = P.smoke { grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 } } },
   },

@@ -15,7 +15,8 @@ return {
   profiles = {
     paper = {},
     -- two widths, lr 1e-3: 36 runs. Reduced to fit 2 hours: one seed, then 7 epochs (21,882
-    -- steps) of the paper's 32 (not measured whether the result survives): PROJECTED.
+    -- steps) of the paper's 32 (not measured whether the result survives): 3.41 core-hours,
+    -- projected 1.79 h on 2 cores (`bench/bench_sweep.lua quick`; 8 epochs would be 2.05 h).
     quick = P.quick { base = { epochs = 7 } },
     smoke = P.smoke { grid = { arch = { "mamba" }, d_model = { 16 }, lr = { 3e-3 } } },
   },

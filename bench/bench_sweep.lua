@@ -1,9 +1,10 @@
--- The sweep engine's costs, and the projected cost of the paper's whole grid.
---   build/mechlab bench/bench_sweep.lua [part ...]     parts: workers overhead aggregate eval grid
+-- The sweep engine's costs, and the projected cost of the paper's whole grid and quick profiles.
+--   build/mechlab bench/bench_sweep.lua [part ...]     parts: workers overhead aggregate eval grid quick
 -- Run it on an otherwise idle machine; it prints numbers and asserts nothing.
 local sweep = require "mech.sweep"
 local train = require "mech.train"
 local json = require "mech.json"
+local paper = require "mech.paper"
 
 local parts = {}
 for _, a in ipairs(arg or {}) do parts[a] = true end
@@ -13,6 +14,34 @@ local tmp = os.tmpname()
 os.remove(tmp)
 mech.sys.mkdir(tmp)
 local function now() return mech.sys.time() end
+
+-- CPU milliseconds per training step (one thread, batch 32) of a model config (arch, d_model,
+-- n_layers, ...) on a task (a preset name or {preset, seed, rng}), measured once per distinct
+-- (task, model): 4 warm-up steps, then `timed` steps.
+local step_cache, task_data = {}, {}
+local function step_ms(task, model, timed)
+  local key = json.encode { task, model }
+  if step_cache[key] then return step_cache[key] end
+  local task_key = json.encode(task)
+  if not task_data[task_key] then
+    local t = train.make_task { task = task, seed = 42 }
+    task_data[task_key] = { task = t, ds = t:dataset(64 * 32, { seed = 1, split = "train" }) }
+  end
+  local t = task_data[task_key]
+  local config = { vocab = t.task:vocab_size() }
+  for k, v in pairs(model) do config[k] = v end
+  local m = mech.model(config)
+  local opt = mech.adamw(m)
+  local function step(i)
+    local tokens, targets = t.ds:batch(32 * (i % 64), 32)
+    m:train_step(opt, tokens, targets, 1e-3)
+  end
+  for i = 0, 3 do step(i) end
+  local t0 = os.clock() -- CPU time: one thread's step costs the same on a machine busy with sweeps
+  for i = 0, timed - 1 do step(i) end
+  step_cache[key] = (os.clock() - t0) / timed * 1000
+  return step_cache[key]
+end
 
 local function tiny(name, grid, base)
   local b = { task = "ar_32", model = { n_layers = 2 }, train_docs = 3200, eval_docs = 64, batch_size = 32,
@@ -123,27 +152,9 @@ end
 if all or parts.grid then
   -- the paper's grid (spec §5.5) in core-hours, from step times measured here (one thread) on
   -- each suite's own task
-  local data, ms = {}, {}
-  local function step_ms(arch, d, layers, preset)
-    local key = table.concat({ arch, d, layers, preset }, "/")
-    if ms[key] then return ms[key] end
-    if not data[preset] then
-      local task = mech.task.preset(preset, 42)
-      data[preset] = { task = task, ds = task:dataset(64 * 32, { seed = 1, split = "train" }) }
-    end
-    local t = data[preset]
-    local m = mech.model { arch = arch, d_model = d, n_layers = layers, vocab = t.task:vocab_size() }
-    local opt = mech.adamw(m)
-    local n = d >= 128 and 8 or 20
-    local function step(i)
-      local tokens, targets = t.ds:batch(32 * (i % 64), 32)
-      m:train_step(opt, tokens, targets, 1e-3)
-    end
-    for i = 0, 3 do step(i) end
-    local t0 = now()
-    for i = 0, n - 1 do step(i) end
-    ms[key] = (now() - t0) / n * 1000
-    return ms[key]
+  local function grid_ms(arch, d, layers, preset)
+    local task = preset == "ar_32" and preset or paper.atr_task(preset) -- the sweeps' own PCFG documents
+    return step_ms(task, { arch = arch, d_model = d, n_layers = layers }, d >= 128 and 8 or 20)
   end
   local archs = { "attention", "hyena", "base_conv", "based", "h3", "mamba" }
   local widths = { 16, 32, 64, 128, 256 }
@@ -171,7 +182,7 @@ if all or parts.grid then
     local seconds, runs = 0, 0
     for _, arch in ipairs(list) do
       for _, d in ipairs(widths) do
-        seconds = seconds + step_ms(arch, d, layers, preset) / 1000 * 3126 * epochs * lrs
+        seconds = seconds + grid_ms(arch, d, layers, preset) / 1000 * 3126 * epochs * lrs
         runs = runs + lrs
       end
     end
@@ -182,14 +193,57 @@ if all or parts.grid then
     total_runs, total_h))
   local line = {}
   for _, a in ipairs(archs) do
-    line[#line + 1] = string.format("%s %.1f/%.1f", a, step_ms(a, 64, 2, "ar_32"), step_ms(a, 256, 2, "ar_32"))
+    line[#line + 1] = string.format("%s %.1f/%.1f", a, grid_ms(a, 64, 2, "ar_32"), grid_ms(a, 256, 2, "ar_32"))
   end
   print("grid: ms per AR step at D = 64 / 256: " .. table.concat(line, ", "))
   line = {}
   for _, a in ipairs(archs) do
-    line[#line + 1] = string.format("%s %.1f/%.1f", a, step_ms(a, 32, 2, "pcfg_5_20"), step_ms(a, 64, 2, "pcfg_5_20"))
+    line[#line + 1] = string.format("%s %.1f/%.1f", a, grid_ms(a, 32, 2, "pcfg_5_20"), grid_ms(a, 64, 2, "pcfg_5_20"))
   end
   print("grid: ms per ATR easy step at D = 32 / 64: " .. table.concat(line, ", "))
+end
+
+if all or parts.quick then
+  -- every paper sweep's quick profile, from the step times of its own (task, model) configs
+  -- measured here (one thread, training steps only: evaluation adds a few percent). A sweep's
+  -- wall on 2 cores is its core-hours / 1.9 (2 workers give 1.9x one) or its longest run, if
+  -- longer; a figure's group is the sweeps it needs, run one after another.
+  local files = io.popen("ls experiments/paper/*.lua")
+  local wall = {}
+  for file in files:lines() do
+    local s = sweep.load(file, "quick")
+    local steps, seconds, longest = 0, 0, 0
+    for _, r in ipairs(s.runs) do
+      local ms = step_ms(r.config.task, r.config.model, r.config.model.d_model >= 64 and 10 or 20)
+      steps = steps + r.steps
+      seconds = seconds + ms / 1000 * r.steps
+      longest = math.max(longest, ms / 1000 * r.steps)
+    end
+    wall[s.name] = math.max(seconds / 1.9, longest) / 3600
+    print(string.format("quick: %-16s %3d runs %9d steps %5.2f core-hours %5.2f h on 2 cores", s.name, #s.runs, steps,
+      seconds / 3600, wall[s.name]))
+  end
+  files:close()
+  local groups, seen = {}, {}
+  for _, f in ipairs(paper.figures) do
+    local key = table.concat(f.sweeps, " + ")
+    if not seen[key] then
+      seen[key] = { figures = {}, sweeps = f.sweeps }
+      groups[#groups + 1] = key
+    end
+    table.insert(seen[key].figures, f.id)
+  end
+  -- the main suites feed most figures and train once: a group's wall is also given without them
+  local main = { ar = true, atr_easy = true }
+  for _, key in ipairs(groups) do
+    local g, h, added = seen[key], 0, 0
+    for _, name in ipairs(g.sweeps) do
+      h = h + wall[name]
+      if not main[name] then added = added + wall[name] end
+    end
+    print(string.format("quick: %-30s %5.2f h on 2 cores, %5.2f h without ar and atr_easy (%s)", key, h, added,
+      table.concat(g.figures, " ")))
+  end
 end
 
 os.execute("rm -rf '" .. tmp .. "'")

@@ -14,8 +14,10 @@ return {
   select = { metric = "accuracy", split = "test", over = { "lr" } },
   profiles = {
     paper = {},
-    -- the ATR easy quick profile's widths, learning rate and seeds: 24 runs
-    quick = { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { 42, 43 } } },
+    -- the ATR easy quick profile's widths, learning rate and seed, 32 epochs: 12 runs. Reduced to
+    -- fit 2 hours: one seed: 2.78 core-hours, projected 1.46 h on 2 cores (`bench/bench_sweep.lua
+    -- quick`).
+    quick = P.quick(),
     smoke = P.smoke { grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 } } },
   },
 }

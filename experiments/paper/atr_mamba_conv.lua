@@ -15,8 +15,10 @@ return {
   select = { metric = "accuracy", split = "test", over = { "lr" } },
   profiles = {
     paper = {},
-    -- the ATR easy quick profile's widths, learning rate and seeds: 16 runs
-    quick = { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { 42, 43 } } },
+    -- the ATR easy quick profile's widths, learning rate and seed, 32 epochs: 8 runs. Reduced to
+    -- fit 2 hours: one seed: 3.63 core-hours, projected 1.91 h on 2 cores (`bench/bench_sweep.lua
+    -- quick`).
+    quick = P.quick(),
     smoke = P.smoke { grid = { d_conv = { 0, 2 }, d_model = { 16 }, lr = { 3e-3 } } },
   },
 }

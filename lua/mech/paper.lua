@@ -413,6 +413,21 @@ function paper.atr_task(preset)
   return { preset = preset, seed = paper.seed, rng = "numpy" }
 end
 
+--- The quick profile a suite extends (docs/reproduction.md, "Profiles"): widths 32 and 64, lr
+--- 1e-3, one seed (42). over.grid adds or replaces axes (seed = {42, 43} for two seeds); other
+--- keys (base, cell) are the profile's own.
+function paper.quick(over)
+  local p = { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { paper.seed } } }
+  for k, v in pairs(over or {}) do
+    if k == "grid" then
+      for axis, values in pairs(v) do p.grid[axis] = values end
+    else
+      p[k] = v
+    end
+  end
+  return p
+end
+
 --- The smoke profile every suite shares: a few steps on a few documents (the test suite runs it).
 function paper.smoke(over)
   local p = { base = { steps = 20, train_docs = 640, eval_docs = 64, eval_every = 10, checkpoint_every = 10 } }

@@ -107,6 +107,8 @@ local function make_task(c)
   end
   return c.task
 end
+--- The task object of a config's `task` (a preset name, {preset, seed, rng, ...} or a task object).
+train.make_task = make_task
 
 --- Evaluates `model` on dataset `ds` in batches; returns {accuracy, loss, prob, n}.
 function train.evaluate(model, ds, batch)

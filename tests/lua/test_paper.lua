@@ -125,7 +125,7 @@ end)
 local paper_runs = { ar = 360, atr_easy = 300, atr_hard = 425, atr_split = 150, mamba_conv = 140, based_ablation = 125,
   ar_layers = 420, atr_1layer = 150, sibling = 450, delta_net = 25, atr_mamba_conv = 140 }
 
-T.test("every suite: the paper's run count, ≥ 2 seeds in quick, seed 42 only in paper, a small smoke", function()
+T.test("every suite: the paper's run count, seed 42 only in paper, a small smoke; AR quick has 2 seeds", function()
   local used = {}
   for _, f in ipairs(paper.figures) do for _, s in ipairs(f.sweeps) do used[s] = true end end
   for name, n in pairs(paper_runs) do
@@ -134,14 +134,56 @@ T.test("every suite: the paper's run count, ≥ 2 seeds in quick, seed 42 only i
     local p = sweep.load(file, "paper")
     T.eq(#p.runs, n, name .. " paper runs")
     for _, r in ipairs(p.runs) do T.eq(r.config.seed, 42, name) end
-    local seeds = {}
-    for _, r in ipairs(sweep.load(file, "quick").runs) do seeds[r.config.seed] = true end
-    T.truthy(seeds[42] and seeds[43], name .. " quick seeds")
     local smoke = sweep.load(file, "smoke").runs
     T.truthy(#smoke >= 1 and #smoke <= 4, name .. " smoke runs")
     for _, r in ipairs(smoke) do T.truthy(r.steps <= 20, name .. " smoke steps") end
   end
   for name in pairs(used) do T.truthy(paper_runs[name], "the suite " .. name .. " is counted here") end
+  local seeds = {}
+  for _, r in ipairs(sweep.load(paper.sweep_file("ar"), "quick").runs) do seeds[r.config.seed] = true end
+  T.eq(seeds, { [42] = true, [43] = true }, "ar quick seeds")
+end)
+
+T.test("P.quick: widths 32 and 64, lr 1e-3, seed 42; a suite's axes added, its base and cell kept", function()
+  T.eq(paper.quick(), { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { 42 } } })
+  local cell = function() end
+  T.eq(paper.quick { grid = { seed = { 42, 43 }, pos_emb = { false } }, base = { epochs = 5 }, cell = cell },
+    { grid = { d_model = { 32, 64 }, lr = { 1e-3 }, seed = { 42, 43 }, pos_emb = { false } }, base = { epochs = 5 },
+      cell = cell })
+end)
+
+-- What a suite's figures compare (its runs differ in these, besides width, learning rate, seed and
+-- positions): the quick profile keeps every value the paper profile has, at two widths.
+local compared = { "task", "arch", "n_layers", "d_conv", "long_only" }
+
+local function compared_cells(runs)
+  local cells, widths = {}, {}
+  for _, r in ipairs(runs) do
+    local parts = {}
+    for _, k in ipairs(compared) do
+      local v = r.config[k] or r.config.model[k]
+      parts[#parts + 1] = k .. "=" .. tostring(type(v) == "table" and v.preset or v)
+    end
+    cells[table.concat(parts, " ")] = true
+    widths[r.config.model.d_model] = true
+  end
+  return cells, widths
+end
+
+T.test("every suite's quick profile keeps every architecture, task, depth and kernel, at widths 32 and 64", function()
+  for name in pairs(paper_runs) do
+    local file = paper.sweep_file(name)
+    local want = compared_cells(sweep.load(file, "paper").runs)
+    local have, widths = compared_cells(sweep.load(file, "quick").runs)
+    T.eq(have, want, name)
+    T.eq(widths, { [32] = true, [64] = true }, name)
+  end
+  -- a quick profile that drops an architecture or a kernel differs from its paper profile
+  for name, axis in pairs { ar = { arch = { "attention", "mamba" } }, mamba_conv = { d_conv = { 0, 1, 2 } } } do
+    local def = dofile(paper.sweep_file(name))
+    for k, v in pairs(axis) do def.profiles.quick.grid[k] = v end
+    T.falsy(T.equal(compared_cells(sweep.load(def, "quick").runs), compared_cells(sweep.load(def, "paper").runs)), name)
+  end
 end)
 
 T.test("the split and sibling suites use the linear schedule; the split suite evaluates dev and test", function()

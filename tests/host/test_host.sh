@@ -152,14 +152,28 @@ check "Ctrl-C stops a running script: exit 1, interrupted" '[ $rc -eq 1 ] && has
 "$M" -e 'while true do pcall(function() while true do end end) end' >"$TMP/out" 2>"$TMP/err" </dev/null &
 wait_for $!
 check "a second Ctrl-C stops code that catches the first" '[ $rc -eq 1 ] && has_err "interrupted"'
-{ echo 'while true do end'; sleep 0.8; echo 'print("alive")'; } | "$M" -i >"$TMP/out" 2>"$TMP/err" &
-wait_for $!
+# One Ctrl-C once the command has started (it writes "started" to stderr first): on a loaded
+# machine a fixed delay could land before the command, or a second Ctrl-C after it.
+interrupt_once() {
+    i=0
+    while kill -0 "$1" 2>/dev/null && ! grep -q started "$TMP/err" && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+    sleep 0.2
+    kill -INT "$1" 2>/dev/null
+    i=0
+    while kill -0 "$1" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+    if kill -0 "$1" 2>/dev/null; then kill -KILL "$1"; fi
+    wait "$1"
+    rc=$?
+}
+{ echo 'io.stderr:write("started ") while true do end'; sleep 0.8; echo 'print("alive")'; } |
+    "$M" -i >"$TMP/out" 2>"$TMP/err" &
+interrupt_once $!
 check "Ctrl-C in the piped REPL stops the command, not the REPL" '[ $rc -eq 0 ] && has_err "interrupted" && out_is alive'
 
 # A long C loop (dataset generation polls ml_interrupt_flag) stops with its own error.
-{ echo 't = mech.task.preset("pcfg_5_20", 1)'; echo 'ds = t:dataset(10000000, {seed = 1})'
+{ echo 't = mech.task.preset("pcfg_5_20", 1)'; echo 'io.stderr:write("started ") ds = t:dataset(10000000, {seed = 1})'
   sleep 0.8; echo 'print("alive", ds)'; } | "$M" -i >"$TMP/out" 2>"$TMP/err" &
-wait_for $!
+interrupt_once $!
 check "Ctrl-C in the REPL stops a C loop, not the REPL" '[ $rc -eq 0 ] && has_err "dataset: interrupted" && out_is "alive	nil"'
 
 # --- the readline REPL through a pseudo-terminal ----------------------------------------------

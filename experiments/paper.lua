@@ -91,7 +91,8 @@ local function hms(s)
 end
 
 -- A sweep's run counts and wall time (first start to last end of its runs, and the sum of the
--- runs' own times), from its manifests.
+-- runs' own times: their manifests' wall_s, which adds up the segments of a resumed run), from
+-- its manifests.
 local function sweep_facts(s)
   if not mech.sys.exists(dirs[s] .. "/sweep.json") then return nil end
   local st = sweep.status(dirs[s])
@@ -101,7 +102,7 @@ local function sweep_facts(s)
     local a, b = m and iso_seconds(m.start_time), m and iso_seconds(m.end_time)
     if a and b then
       first, last = math.min(first or a, a), math.max(last or b, b)
-      total = total + (b - a)
+      total = total + math.floor(m.wall_s or b - a)
     end
   end
   return { total = st.total, done = st.counts.done, failed = st.counts.failed,

@@ -310,6 +310,9 @@ for _, p in ipairs {
   E("mech.plot." .. p[1], "mech.plot." .. p[1] .. p[2], p[3] .. " Writes PNG, SVG or PDF (by `out`'s extension) and a CSV of the plotted numbers (docs/figures.md).",
     "mech.plot." .. p[1] .. " { out = \"fig.png\", ... }")
 end
+E("mech.plot.color", "mech.plot.color(palette, i [, n]) -> \"#rrggbb\"",
+  "A palette's colour (set2, tab10, blues) for series i (0-based) of n, as the figures draw it; for a series' `color`.",
+  'print(mech.plot.color("set2", 1))')
 for _, s in ipairs {
   { "isatty", "([fd]) -> boolean", "Whether fd (default 1) is a terminal." },
   { "time", "() -> seconds", "A monotonic clock." },

@@ -85,13 +85,12 @@ end
 
 -- Each architecture's Set2 colour and marker, fixed by the paper's order, so that an architecture
 -- looks the same in every figure, whichever others are present.
-local arch_colors = { "#66c2a5", "#fc8d62", "#8da0cb", "#e78ac3", "#a6d854", "#ffd92f", "#e5c494" }
 local arch_markers = { "circle", "triangle", "square", "diamond", "triangle_down", "plus", "cross" }
 
 --- The colour and marker of an architecture (nil for other line keys: the figure's palette).
 function paper.arch_style(a)
   local i = arch_order[a]
-  if i then return arch_colors[i], arch_markers[i] end
+  if i then return mech.plot.color("set2", i - 1), arch_markers[i] end
 end
 
 --- Sorts a list of architectures (or other line keys) into the paper's order, in place.

@@ -14,9 +14,11 @@
  * the data is written beside it (both or neither). C buffers live in userdata
  * anchored in a table on the stack, so a Lua error anywhere frees everything. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "lua/binding.h"
+#include "plot/color.h"
 #include "plot/plot.h"
 
 typedef struct {
@@ -437,9 +439,29 @@ static int l_heatmap(lua_State *L) {
     return 1;
 }
 
+/* mech.plot.color(palette, i [, n]) -> "#rrggbb": the figures' own colour for series i (0-based) of n,
+ * so that a script can keep one series' colour across figures. */
+static int l_color(lua_State *L) {
+    const char *fn = "mech.plot.color";
+    const char *name = luaL_checkstring(L, 1);
+    int pal = pl_palette_find(name);
+    if (pal < 0) return luaL_error(L, "%s: argument 1 (palette) expected one of %s, got '%s'", fn, pl_palette_names(), name);
+    int i = mlL_checkint32(L, 2, fn);
+    int n = lua_isnoneornil(L, 3) ? i + 1 : mlL_checkint32(L, 3, fn);
+    if (i < 0 || n < 1 || i >= n)
+        return luaL_error(L, "%s: expected 0 <= i < n, got i = %d, n = %d", fn, i, n);
+    pl_color c = pl_palette_at(pal, i, n);
+    char hex[8];
+    snprintf(hex, sizeof hex, "#%02x%02x%02x", (unsigned)lroundf(c.r * 255), (unsigned)lroundf(c.g * 255),
+             (unsigned)lroundf(c.b * 255));
+    lua_pushstring(L, hex);
+    return 1;
+}
+
 int mlL_open_plot(lua_State *L) {
     static const luaL_Reg fns[] = {{"heatmap", l_heatmap}, {"lines", l_lines}, {"scatter", l_scatter},
-                                   {"box", l_box},         {"bar", l_bar},     {NULL, NULL}};
+                                   {"box", l_box},         {"bar", l_bar},     {"color", l_color},
+                                   {NULL, NULL}};
     luaL_newlib(L, fns);
     lua_setfield(L, -2, "plot");
     return 0;

@@ -110,6 +110,19 @@ T.test("figure argument errors are clear", function()
   T.raises(function() mech.plot.scatter {series = {{x = {1}, y = {1}}}, out = "/dev/null/x.png"} end, "/dev/null/x.png")
 end)
 
+T.test("plot.color gives the figures' palette colours; bad arguments are clear", function()
+  T.eq(mech.plot.color("set2", 0), "#66c2a5")
+  T.eq(mech.plot.color("Set2", 7), "#b3b3b3")
+  T.eq(mech.plot.color("set2", 8), "#66c2a5") -- qualitative palettes cycle
+  T.eq(mech.plot.color("tab10", 1), "#f28e2b")
+  T.eq(mech.plot.color("blues", 0, 2), mech.plot.color("blues", 0, 5)) -- the lightest shade is fixed
+  T.eq(mech.plot.color("blues", 1, 2), "#08306b")
+  T.raises(function() mech.plot.color("rainbow", 0) end, "argument 1 (palette) expected one of set2")
+  T.raises(function() mech.plot.color("set2", -1) end, "expected 0 <= i < n, got i = -1")
+  T.raises(function() mech.plot.color("blues", 3, 3) end, "got i = 3, n = 3")
+  T.raises(function() mech.plot.color("set2", 0.5) end, "number has no integer representation")
+end)
+
 T.test("every kind writes SVG and PDF by the extension, and the same call gives the same bytes", function()
   local function vec(name, ext)
     local p = base .. "_" .. name .. "." .. ext

@@ -127,10 +127,15 @@ for _, f in ipairs(figures) do
   for _, s in ipairs(f.sweeps) do
     if not mech.sys.exists(dirs[s] .. "/results.csv") then missing[#missing + 1] = s end
   end
-  if ok and #missing == 0 then
+  -- a figure with some of its sweeps done is drawn with what there is (their panels empty), so
+  -- that a suite can be looked at before the others have run
+  if ok and #missing < #f.sweeps then
     local t0 = mech.sys.time()
     ok, keys = pcall(recipe.draw, dirs, out)
-    if ok then print(string.format("%s: %s (%.1f s)", f.id, out, mech.sys.time() - t0)) end
+    if ok then
+      print(string.format("%s: %s (%.1f s)%s", f.id, out, mech.sys.time() - t0,
+        #missing > 0 and ("; partial, no results yet for " .. table.concat(missing, ", ")) or ""))
+    end
   elseif ok then
     ok, keys = false, "no results yet for " .. table.concat(missing, ", ")
   else
@@ -161,6 +166,9 @@ for _, f in ipairs(figures) do
   end
   index[#index + 1] = string.format("- runs: %d (sweeps: %s)", runs, table.concat(f.sweeps, ", "))
   index[#index + 1] = "- wall time: " .. (#walls > 0 and table.concat(walls, "; ") or "none measured")
+  if ok and #missing > 0 then
+    index[#index + 1] = "- partial: no results yet for " .. table.concat(missing, ", ") .. " (its panels are empty)"
+  end
   if ok then
     index[#index + 1] = "- key numbers:"
     for _, line in ipairs(keys) do index[#index + 1] = "  - " .. line end

@@ -62,13 +62,26 @@ local function mean_sd(list)
 end
 paper.mean_sd = mean_sd
 
---- Rows of several sweeps' results.csv, concatenated (dirs: {name = dir}, names: which).
+--- The rows of one sweep's results.csv (dirs: {name = dir}), or none while that sweep has no
+--- results yet: a figure draws its other sweeps' panels and leaves these empty.
+function paper.results(dirs, name)
+  local dir = dirs[name]
+  if not dir or not mech.sys.exists(dir .. "/results.csv") then return {} end
+  return sweep.results(dir)
+end
+
+--- Rows of several sweeps' results.csv, concatenated (names: which).
 function paper.rows(dirs, names)
   local all = {}
   for _, n in ipairs(names) do
-    for _, r in ipairs(sweep.results(dirs[n])) do all[#all + 1] = r end
+    for _, r in ipairs(paper.results(dirs, n)) do all[#all + 1] = r end
   end
   return all
+end
+
+--- A panel's title, marked when the panel has no rows yet.
+function paper.panel_title(title, rows)
+  return #rows == 0 and (title .. " (no results yet)") or title
 end
 
 local arch_order = {}
@@ -297,7 +310,8 @@ function paper.attrib_boxes(settings, positions, out, opts)
         boxes[#boxes + 1] = { label = name(g), values = by[g] }
         parts[#parts + 1] = string.format("%s %s (%d)", name(g), paper.fmt_mean(by[g], 2), #by[g])
       end
-      facets[#facets + 1] = { title = "@" .. (cap[pos] or pos) .. (st.title and ("  " .. st.title) or ""), groups = boxes }
+      local title = "@" .. (cap[pos] or pos) .. (st.title and ("  " .. st.title) or "")
+      facets[#facets + 1] = { title = paper.panel_title(title, st.rows), groups = boxes }
       keys[#keys + 1] = string.format("@%s%s: %d runs; mean ± sd: %s", cap[pos] or pos,
         st.title and (" " .. st.title) or "", n, table.concat(parts, ", "))
     end

@@ -2,14 +2,13 @@
 -- paper's main curves pair Attention with learned positions with every other architecture
 -- without.   mechlab plots/paper/fig3a.lua DIR [OUT.png]
 local paper = require "mech.paper"
-local sweep = require "mech.sweep"
 
 local recipe = { id = "fig3a", sweeps = { "ar" }, title = "AR accuracy vs width (best LR)" }
 
 -- The key lines add the per-width attribution table of spec §6.7: Attrib at the layer-1 block input
 -- of the selected runs (mean ± sd over seeds).
 function recipe.draw(dirs, out)
-  local rows = sweep.results(dirs.ar)
+  local rows = paper.results(dirs, "ar")
   local best, widths, archs = paper.accuracy_figure(rows, out, { title = "AR", where = paper.main_curve })
   local keys = paper.accuracy_keys(best, widths, archs)
   for _, a in ipairs(archs) do

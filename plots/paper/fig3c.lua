@@ -2,12 +2,11 @@
 -- against Attrib @ Key at the layer-1 block input (spec §6.7).
 --   mechlab plots/paper/fig3c.lua DIR [OUT.png]
 local paper = require "mech.paper"
-local sweep = require "mech.sweep"
 
 local recipe = { id = "fig3c", sweeps = { "ar" }, title = "AR: Attrib @ Query vs @ Key, layer-1 block input" }
 
 function recipe.draw(dirs, out)
-  local n, filtered, series = paper.attrib_scatter(sweep.results(dirs.ar), "query", "key", out, {
+  local n, filtered, series = paper.attrib_scatter(paper.results(dirs, "ar"), "query", "key", out, {
     title = "AR, layer 1 block input", where = function(r) return r.pos_emb == (r.arch == "attention") end,
   })
   local keys = { string.format(filtered and "%d runs pass the 0.01 filter" or "%d runs shown: none passes the 0.01 filter", n) }

@@ -3,12 +3,11 @@
 -- that passes the 0.01 filter (spec §6.7).
 --   mechlab plots/paper/fig4b.lua DIR [OUT.png]
 local paper = require "mech.paper"
-local sweep = require "mech.sweep"
 
 local recipe = { id = "fig4b", sweeps = { "atr_easy", "atr_hard" }, title = "ATR: Attrib at the layer-1 block input" }
 
 function recipe.draw(dirs, out)
-  local easy, hard = sweep.results(dirs.atr_easy), sweep.results(dirs.atr_hard)
+  local easy, hard = paper.results(dirs, "atr_easy"), paper.results(dirs, "atr_hard")
   local function main(preset) return function(r) return paper.task_is(r, preset) and paper.main_curve(r) end end
   return paper.attrib_boxes({
     { title = "(5, 20)", rows = easy, where = main("pcfg_5_20") },

@@ -3,7 +3,6 @@
 -- seeds); facets dev | test, the test panel showing the same runs.
 --   mechlab plots/paper/fig5a.lua DIR [OUT.png]
 local paper = require "mech.paper"
-local sweep = require "mech.sweep"
 
 local recipe = { id = "fig5a", sweeps = { "atr_split" }, title = "ATR split: dev and test accuracy of the best-dev runs" }
 
@@ -28,7 +27,7 @@ function recipe.select(rows)
 end
 
 function recipe.draw(dirs, out)
-  local dev, test, widths, archs = recipe.select(sweep.results(dirs.atr_split))
+  local dev, test, widths, archs = recipe.select(paper.results(dirs, "atr_split"))
   paper.draw_accuracy({
     { title = "dev", series = paper.accuracy_series(dev, widths, archs) },
     { title = "test", series = paper.accuracy_series(test, widths, archs) },

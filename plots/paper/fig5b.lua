@@ -23,7 +23,7 @@ function recipe.draw(dirs, out)
   local keys_sorted = {}
   for k in pairs(points) do keys_sorted[#keys_sorted + 1] = k end
   table.sort(keys_sorted)
-  local dev_sel, test_sel, widths = dofile(paper.recipe_file("fig5a")).select(sweep.results(dirs.atr_split))
+  local dev_sel, test_sel, widths = dofile(paper.recipe_file("fig5a")).select(paper.results(dirs, "atr_split"))
   local series, keys = {}, {}
   for _, a in ipairs(archs) do
     local x, y = {}, {}

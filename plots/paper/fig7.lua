@@ -2,15 +2,14 @@
 -- facets AR, ATR (5, 20), ATR (10, 20); solid = NoPE, dashed = PE, colour by architecture.
 --   mechlab plots/paper/fig7.lua DIR [OUT.png]
 local paper = require "mech.paper"
-local sweep = require "mech.sweep"
 
 local recipe = { id = "fig7", sweeps = { "ar", "atr_easy", "atr_hard" }, title = "PE (dashed) vs NoPE (solid)" }
 
 function recipe.draw(dirs, out)
   local settings = {
-    { title = "AR, L = 32", rows = sweep.results(dirs.ar), preset = "ar_32" },
-    { title = "(5, 20)", rows = sweep.results(dirs.atr_easy), preset = "pcfg_5_20" },
-    { title = "(10, 20)", rows = sweep.results(dirs.atr_hard), preset = "pcfg_10_20" },
+    { title = "AR, L = 32", rows = paper.results(dirs, "ar"), preset = "ar_32" },
+    { title = "(5, 20)", rows = paper.results(dirs, "atr_easy"), preset = "pcfg_5_20" },
+    { title = "(10, 20)", rows = paper.results(dirs, "atr_hard"), preset = "pcfg_10_20" },
   }
   local panels, keys = {}, {}
   for _, st in ipairs(settings) do
@@ -33,7 +32,7 @@ function recipe.draw(dirs, out)
     for _, k in ipairs(paper.sort_keys(keys_in_order)) do
       for _, sr in ipairs(by_key[k]) do series[#series + 1] = sr end
     end
-    panels[#panels + 1] = { title = st.title, series = series }
+    panels[#panels + 1] = { title = paper.panel_title(st.title, st.rows), series = series }
   end
   paper.draw_accuracy(panels, out, { title = "Positions: dashed PE, solid NoPE", legend = "bottom", width = 620,
     height = 320 })

@@ -2,13 +2,12 @@
 -- rate) of the main curves, the mean over seeds: how sensitive each cell is to the learning rate.
 --   mechlab plots/paper/v3_lr_heatmap.lua DIR [OUT.png]
 local paper = require "mech.paper"
-local sweep = require "mech.sweep"
 
 local recipe = { id = "v3_lr_heatmap", sweeps = { "ar" }, title = "v3: AR accuracy by learning rate and width" }
 
 function recipe.draw(dirs, out)
   local cells, archs, lrs, widths, seen = {}, {}, {}, {}, {}
-  for _, r in ipairs(sweep.results(dirs.ar)) do
+  for _, r in ipairs(paper.results(dirs, "ar")) do
     if r.metric == "accuracy" and r.split == "test" and r.step_kind == "report" and paper.main_curve(r) then
       local k = r.arch .. "|" .. r.lr .. "|" .. r.d_model
       cells[k] = cells[k] or {}

@@ -89,6 +89,34 @@ local function same_params(a, b)
   return true
 end
 
+T.test("the progress line counts the directory, runs of another process on it included", function()
+  -- another `sweep run` on the same directory holds one run (here: this test, by its lock) and
+  -- ends it while this one trains the other; the last line must count it
+  local file, dir = tmp .. "/share.lua", tmp .. "/share"
+  mech.sys.write_atomic(file, [[
+return { name = "share",
+  base = { task = "ar_32", model = { n_layers = 1, d_model = 16 }, train_docs = 320, eval_docs = 32, batch_size = 16,
+    steps = 300, eval_every = 100, seed = 3 },
+  grid = { arch = { "attention", "mamba" } } }
+]])
+  sweep.run(file, { dir = dir, executor = "print" })
+  local runs = sweep.load(file).runs
+  local mine, theirs = runs[1].id, runs[2].id
+  mech.sys.mkdir(dir .. "/runs/" .. theirs)
+  local lock = assert(mech.sys.lock(dir .. "/runs/" .. theirs .. "/lock"))
+  local pid = mech.sys.spawn({ arg[-1], "sweep", "run", file, "--dir", dir, "--jobs", "1" }, tmp .. "/share.log")
+  local t0 = mech.sys.time()
+  while sweep.status(dir).runs[1].state ~= "running" and mech.sys.time() - t0 < 60 do mech.sys.sleep(0.01) end
+  T.eq(sweep.status(dir).runs[1].state, "running", mine)
+  mech.sys.write_atomic(dir .. "/runs/" .. theirs .. "/manifest.json", '{"status": "failed", "error": "theirs"}')
+  lock:release()
+  local _, code = mech.sys.wait(pid)
+  T.eq(code, 1) -- the directory holds a failed run
+  local log = read(tmp .. "/share.log")
+  local last = log:match("(sweep share: [^\n]*)\n[^\n]*$") or log
+  T.truthy(last:find("1/2 done, 0 running, 1 failed, 0 interrupted, 0 pending", 1, true), log)
+end)
+
 T.test("the local executor: 2 workers give the bits of 1; results are tidy", function()
   local r2 = sweep.run(def(), { dir = tmp .. "/two", jobs = 2 })
   local r1 = sweep.run(def(), { dir = tmp .. "/one", jobs = 1 })

@@ -37,6 +37,9 @@ function paper.main_curve(r)
   return r.pos_emb == (r.arch == "attention") or (r.arch == "attention" and r.lr >= 1e-2 and r.task == "ar_32")
 end
 
+-- The positions' names in figure titles and axes.
+local position_names = { value = "Value", query = "Query", key = "Key", next_key = "Next key" }
+
 -- The names of the layer-1 block-input attributions the paper plots (docs/reproduction.md,
 -- "Model selection and the filter").
 function paper.attrib_label(position, layer, component)
@@ -292,16 +295,16 @@ end
 function paper.mamba_conv(r) return r.d_conv or 4 end
 
 --- Box-plot facets of Attrib at the layer-1 block input, one facet per (position, setting):
---- settings = {{title =, rows =, where =, split =}}, positions e.g. {"key", "query", "value"}.
+--- settings = {{title =, rows =, where =, split =}}, positions e.g. {"key", "query", "value"};
+--- opts.label(position, setting) names the attribution (default: paper.attrib_label(position)).
 --- Draws the figure (dashed lines at 0 and 1, free y) and returns key lines (median per group).
 function paper.attrib_boxes(settings, positions, out, opts)
   opts = opts or {}
-  local cap = { value = "Value", query = "Query", key = "Key" }
   local name = opts.name or paper.arch_name
   local facets, keys, unfiltered = {}, {}, false
   for _, pos in ipairs(positions) do
     for _, st in ipairs(settings) do
-      local label = opts.label and opts.label(pos) or paper.attrib_label(pos)
+      local label = opts.label and opts.label(pos, st) or paper.attrib_label(pos)
       local by, n, filtered, groups = paper.attrib_by_group(st.rows, label, { where = st.where, split = st.split,
         group = opts.group, threshold = opts.threshold })
       if not filtered and opts.threshold ~= false then unfiltered = true end
@@ -310,9 +313,9 @@ function paper.attrib_boxes(settings, positions, out, opts)
         boxes[#boxes + 1] = { label = name(g), values = by[g] }
         parts[#parts + 1] = string.format("%s %s (%d)", name(g), paper.fmt_mean(by[g], 2), #by[g])
       end
-      local title = "@" .. (cap[pos] or pos) .. (st.title and ("  " .. st.title) or "")
+      local title = "@" .. (position_names[pos] or pos) .. (st.title and ("  " .. st.title) or "")
       facets[#facets + 1] = { title = paper.panel_title(title, st.rows), groups = boxes }
-      keys[#keys + 1] = string.format("@%s%s: %d runs; mean ± sd: %s", cap[pos] or pos,
+      keys[#keys + 1] = string.format("@%s%s: %d runs; mean ± sd: %s", position_names[pos] or pos,
         st.title and (" " .. st.title) or "", n, table.concat(parts, ", "))
     end
   end
@@ -369,9 +372,8 @@ function paper.attrib_scatter(rows, xpos, ypos, out, opts)
     end
     return { lo, hi }
   end
-  local cap = { value = "Value", query = "Query", key = "Key" }
-  mech.plot.scatter { series = series, title = title, xlabel = "Attrib @ " .. (cap[xpos] or xpos),
-    ylabel = "Attrib @ " .. (cap[ypos] or ypos), legend_title = "Arch.", width = opts.width or 420,
+  mech.plot.scatter { series = series, title = title, xlabel = "Attrib @ " .. (position_names[xpos] or xpos),
+    ylabel = "Attrib @ " .. (position_names[ypos] or ypos), legend_title = "Arch.", width = opts.width or 420,
     height = opts.height or 340, scale = opts.scale or 2, xlim = lim("x"), ylim = lim("y"), out = out }
   return n, filtered, series
 end
@@ -399,6 +401,7 @@ paper.figures = {
   { id = "v3_delta_net", sweeps = { "ar", "delta_net" } },
   { id = "v3_lr_heatmap", sweeps = { "ar" } },
   { id = "v3_atr_mamba_conv", sweeps = { "atr_easy", "atr_mamba_conv" } },
+  { id = "v3_next_key", sweeps = { "ar", "mamba_conv" } },
 }
 
 --- Is a results row of this preset's task (the task column reads "pcfg_5_20-t42[-numpy]")?

@@ -258,6 +258,17 @@ T.test("experiments/paper.lua --profile smoke draws every figure, its CSV and it
   f:close()
   T.truthy(not ok)
   T.truthy(log:find("unknown figure 'fig99'", 1, true) and log:find("fig10", 1, true), log)
+  -- experiments/mamba_next_key.lua on the AR sweep's Mamba run: a row per site and position
+  ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q out=%q > %q 2>&1", arg[-1], dir .. "/sweeps/ar",
+    dir .. "/next_key", dir .. ".log"))
+  log = mech.sys.read_file(dir .. ".log")
+  T.truthy(ok and log:find("1 runs in", 1, true), log)
+  local csv = mech.sys.read_file(dir .. "/next_key_runs.csv")
+  T.truthy(csv and csv:find("^run,d_conv,d_model,seed,accuracy,site,position,attrib,passes\n"), csv)
+  T.truthy(csv:find(",4,16,42,[^,]*,mixer%.conv,next_key,"), csv)
+  T.truthy(mech.sys.exists(dir .. "/next_key.png"))
+  ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q > %q 2>&1", arg[-1], dir .. "/figures", dir .. ".log"))
+  T.truthy(not ok)
   -- a figure with one of its sweeps not done yet is drawn from the others, its entry says so; one
   -- with none is not drawn (under the sanitizers mamba_conv was never run)
   os.rename(dir .. "/sweeps/mamba_conv/results.csv", dir .. "/mamba_conv.csv")

@@ -1,0 +1,117 @@
+-- v3's next-key claim (paper.md §9.2) inside Mamba's mixer: the short conv moves the key to the
+-- next key's position (2q + 3), and restoring that position at layer 0 restores the most. The
+-- sweeps' evaluation patches the block-level sites only (plots/paper/v3_next_key.lua draws
+-- them); this one reruns the interchange evaluation on every finished Mamba run's report
+-- checkpoint at layer 0 with the mixer-internal sites (the conv output `mixer.conv`, the SSM's
+-- input `mixer.u`, its state, ...), the key corrupted, and gives the mean Attrib per conv width,
+-- site and position over the runs that pass the 0.01 filter.
+--   mechlab experiments/mamba_next_key.lua SWEEP_DIR ... [out=mamba_next_key]
+-- writes OUT_runs.csv (one row per run, site and position) and OUT.png (the means as a heatmap,
+-- with their CSV, OUT.csv).
+local ic = require "mech.interchange"
+local json = require "mech.json"
+local paper = require "mech.paper"
+local train = require "mech.train"
+
+local dirs, out = {}, "mamba_next_key"
+for _, a in ipairs(arg or {}) do
+  local v = a:match("^out=(.+)$")
+  if v then out = v else dirs[#dirs + 1] = a end
+end
+if #dirs == 0 then error("usage: mechlab experiments/mamba_next_key.lua SWEEP_DIR ... [out=mamba_next_key]", 0) end
+
+local positions = { { "query_item_orig", "key" }, { "target_item_orig", "value" }, { "next_key", "next key" },
+  { "query_item", "query" } }
+
+local function done_mamba_runs(dir)
+  local st = (require "mech.sweep").status(dir)
+  local list = {}
+  for _, r in ipairs(st.runs) do
+    local c = r.manifest and r.manifest.config
+    if r.state == "done" and c and c.model.arch == "mamba" and not c.model.pos_emb then
+      list[#list + 1] = { dir = dir .. "/runs/" .. r.id, id = r.id, config = c }
+    end
+  end
+  return list
+end
+
+-- by[conv][site][position] = {Attrib of each run}, of the runs that pass the filter and of all
+local rows, by, by_all = {}, {}, {}
+local sites, seen_site, convs, seen_conv = {}, {}, {}, {}
+local t0, n_runs = mech.sys.time(), 0
+for _, dir in ipairs(dirs) do
+  for _, run in ipairs(done_mamba_runs(dir)) do
+    local c = run.config
+    local conv = c.model.d_conv or 4
+    local ds = train.make_task(c):dataset(c.eval_docs, { seed = c.seed, split = "test" })
+    local model = mech.load(run.dir .. "/checkpoint-report.safetensors")
+    local res = ic.evaluate(model, ds, { layers = { 0 }, mixer_sites = true, label_types = { "query_item_orig" }, seed = 42 })
+    for _, p in ipairs(positions) do
+      for name in pairs(res.by_name) do
+        local site = name:match("^0%.KEY%.query_item_orig%." .. p[1] .. "%.(.+)%.attrib$")
+        if site then
+          local a, pass = ic.attrib(res, "0.KEY.query_item_orig." .. p[1] .. "." .. site)
+          rows[#rows + 1] = { run.id, conv, c.model.d_model, c.seed, res.accuracy, site, p[1], a, pass }
+          if not seen_conv[conv] then seen_conv[conv] = true; convs[#convs + 1] = conv end
+          if not seen_site[site] then seen_site[site] = true; sites[#sites + 1] = site end
+          for _, t in ipairs(pass and { by, by_all } or { by_all }) do
+            t[conv] = t[conv] or {}
+            t[conv][site] = t[conv][site] or {}
+            t[conv][site][p[1]] = t[conv][site][p[1]] or {}
+            table.insert(t[conv][site][p[1]], a)
+          end
+        end
+      end
+    end
+    n_runs = n_runs + 1
+    print(string.format("%s: accuracy %.3f (%.1f s)", run.id, res.accuracy, res.seconds))
+  end
+end
+if #rows == 0 then error("mamba_next_key.lua: no finished Mamba run without positions in " .. table.concat(dirs, ", "), 0) end
+
+table.sort(rows, function(x, y)
+  if x[1] ~= y[1] then return x[1] < y[1] end
+  if x[6] ~= y[6] then return x[6] < y[6] end
+  return x[7] < y[7]
+end)
+local csv = { "run,d_conv,d_model,seed,accuracy,site,position,attrib,passes" }
+for _, r in ipairs(rows) do
+  csv[#csv + 1] = string.format("%s,%d,%d,%d,%.6g,%s,%s,%.6g,%s", r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
+    tostring(r[9]))
+end
+mech.sys.write_atomic(out .. "_runs.csv", table.concat(csv, "\n") .. "\n")
+
+-- the heatmap: a row per site, a column per (conv width, position); the mean over the runs that
+-- pass the filter (over all runs when none does: untrained models)
+local filtered = next(by) ~= nil
+if not filtered then by = by_all end
+table.sort(convs)
+table.sort(sites)
+local data, xlabels = {}, {}
+for _, conv in ipairs(convs) do
+  for _, p in ipairs(positions) do xlabels[#xlabels + 1] = string.format("conv %d %s", conv, p[2]) end
+end
+for i, site in ipairs(sites) do
+  data[i] = {}
+  for _, conv in ipairs(convs) do
+    for _, p in ipairs(positions) do
+      local v = by[conv] and by[conv][site] and by[conv][site][p[1]]
+      data[i][#data[i] + 1] = v and (paper.mean_sd(v)) or 0 / 0
+    end
+  end
+end
+mech.plot.heatmap { data = data, xlabels = xlabels, ylabels = sites, center = 0, values = true, digits = 2,
+  title = "Mamba, AR, layer 0: Attrib (key corrupted), mean over " .. (filtered and "filtered runs" or
+    "all runs (none passes the filter)"), colorbar = "Attrib",
+  out = out .. ".png" }
+print(string.format("%d runs in %.0f s; %s_runs.csv, %s.png", n_runs, mech.sys.time() - t0, out, out))
+for _, conv in ipairs(convs) do
+  local at = by[conv] and by[conv]["mixer.conv"]
+  local n = at and at.next_key and #at.next_key or 0
+  local line = {}
+  for _, p in ipairs(positions) do
+    local v = at and at[p[1]]
+    line[#line + 1] = string.format("%s %s", p[2], v and paper.fmt_mean(v, 2) or "-")
+  end
+  print(string.format("conv %d, mixer.conv (%d runs): %s", conv, n, table.concat(line, ", ")))
+end

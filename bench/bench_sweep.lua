@@ -122,6 +122,10 @@ if all or parts.aggregate then
   print(string.format("aggregate: %d run directories (%d metric rows each) in %.2f s: %d result rows " ..
     "(%.2f s with no run's rows extracted yet: %.1f ms a run, paid by its worker)", n, #metric_lines - 1,
     now() - t0, rows, first, 1000 * first / n))
+  -- the scan a `sweep run` progress line does (at most every 10 s): every run's manifest and lock
+  t0 = now()
+  local st = sweep.status(dir)
+  print(string.format("status: %d run directories in %.2f s (%d done)", n, now() - t0, st.counts.done))
 end
 
 if all or parts.eval then

@@ -11,6 +11,7 @@
 local ic = require "mech.interchange"
 local json = require "mech.json"
 local paper = require "mech.paper"
+local sweep = require "mech.sweep"
 local train = require "mech.train"
 
 local dirs, out = {}, "mamba_next_key"
@@ -24,7 +25,7 @@ local positions = { { "query_item_orig", "key" }, { "target_item_orig", "value" 
   { "query_item", "query" } }
 
 local function done_mamba_runs(dir)
-  local st = (require "mech.sweep").status(dir)
+  local st = sweep.status(dir)
   local list = {}
   for _, r in ipairs(st.runs) do
     local c = r.manifest and r.manifest.config

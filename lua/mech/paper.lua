@@ -297,7 +297,8 @@ function paper.mamba_conv(r) return r.d_conv or 4 end
 --- Box-plot facets of Attrib at the layer-1 block input, one facet per (position, setting):
 --- settings = {{title =, rows =, where =, split =}}, positions e.g. {"key", "query", "value"};
 --- opts.label(position, setting) names the attribution (default: paper.attrib_label(position)).
---- Draws the figure (dashed lines at 0 and 1, free y) and returns key lines (median per group).
+--- Draws the figure (dashed lines at 0 and 1, free y) and returns key lines (mean ± sd per group)
+--- and whether it showed every run because none passed the filter (an empty panel never counts).
 function paper.attrib_boxes(settings, positions, out, opts)
   opts = opts or {}
   local name = opts.name or paper.arch_name
@@ -307,7 +308,7 @@ function paper.attrib_boxes(settings, positions, out, opts)
       local label = opts.label and opts.label(pos, st) or paper.attrib_label(pos)
       local by, n, filtered, groups = paper.attrib_by_group(st.rows, label, { where = st.where, split = st.split,
         group = opts.group, threshold = opts.threshold })
-      if not filtered and opts.threshold ~= false then unfiltered = true end
+      if not filtered and n > 0 and opts.threshold ~= false then unfiltered = true end -- not an empty panel
       local boxes, parts = {}, {}
       for _, g in ipairs(groups) do
         boxes[#boxes + 1] = { label = name(g), values = by[g] }
@@ -324,7 +325,7 @@ function paper.attrib_boxes(settings, positions, out, opts)
   mech.plot.box { facets = facets, ncol = opts.ncol or #settings, free_y = opts.free_y ~= false, hlines = { 0, 1 },
     ylim = opts.ylim, ylabel = opts.ylabel or "Attrib", title = title, width = opts.width or 200 * #settings + 120,
     height = opts.height or 170 * #positions + 80, scale = opts.scale or 2, out = out }
-  return keys
+  return keys, unfiltered
 end
 
 --- Attrib at two positions of one layer and component, one point per run passing the 0.01

@@ -108,6 +108,15 @@ T.test("attrib_by_group: the 0.01 filter per run, every query type read as KEY, 
   by, n, filtered = paper.attrib_by_group(low, label)
   T.eq(filtered, false)
   T.eq(n, 2)
+  -- a box figure with a panel of filtered runs and an empty one (a sweep not run yet) still
+  -- applies the filter; with only unfiltered runs it says so
+  local base = os.tmpname()
+  local png = base .. ".png"
+  local _, unfiltered = paper.attrib_boxes({ { title = "a", rows = rows }, { title = "b", rows = {} } }, { "value" }, png)
+  T.eq(unfiltered, false)
+  _, unfiltered = paper.attrib_boxes({ { title = "a", rows = low }, { title = "b", rows = {} } }, { "value" }, png)
+  T.eq(unfiltered, true)
+  for _, f in ipairs { base, png, base .. ".csv" } do os.remove(f) end
   -- threshold = false: no filter at all
   by, n = paper.attrib_by_group(rows, label, { threshold = false })
   T.eq(n, 3)

@@ -278,6 +278,19 @@ T.test("experiments/paper.lua --profile smoke draws every figure, its CSV and it
   T.truthy(mech.sys.exists(dir .. "/next_key.png"))
   ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q > %q 2>&1", arg[-1], dir .. "/figures", dir .. ".log"))
   T.truthy(not ok)
+  -- experiments/attention_mass.lua on the AR sweep's Attention run: a row per layer and position
+  ok = os.execute(string.format("%q experiments/attention_mass.lua %q out=%q n=16 > %q 2>&1", arg[-1],
+    dir .. "/sweeps/ar", dir .. "/mass", dir .. ".log"))
+  log = mech.sys.read_file(dir .. ".log")
+  T.truthy(ok and log:find("1 runs; ", 1, true) and log:find("layer 1: value ", 1, true), log)
+  csv = mech.sys.read_file(dir .. "/mass.csv")
+  T.truthy(csv:find("^run,arch,d_model,pos_emb,seed,layer,position,mass\n"), csv)
+  T.truthy(csv:find(",attention,16,true,42,1,value,") and csv:find(",attention,16,true,42,0,query,"), csv)
+  for _, bad in ipairs { dir .. "/figures", "n=x " .. dir .. "/sweeps/ar" } do
+    ok = os.execute(string.format("%q experiments/attention_mass.lua %s > %q 2>&1", arg[-1], bad, dir .. ".log"))
+    T.truthy(not ok, bad)
+  end
+  T.truthy(mech.sys.read_file(dir .. ".log"):find("n= expects a count, got 'x'", 1, true))
   -- a figure with one of its sweeps not done yet is drawn from the others, its entry says so; one
   -- with none is not drawn (under the sanitizers mamba_conv was never run)
   os.rename(dir .. "/sweeps/mamba_conv/results.csv", dir .. "/mamba_conv.csv")

@@ -1,0 +1,58 @@
+-- Where the query looks: for every finished Attention and Based run of the given sweeps, the mean
+-- attention weight (their `mixer.pattern`, summed over heads; the paper's models have one) from
+-- the query position to the value, the key and the query itself, per layer, on the run's test
+-- documents. It reads an Attrib at the layer-1 block input: induction attends from the query to
+-- the value in layer 1; a layer-0 head that already attends there retrieves directly, and then
+-- patching the query's layer-1 input restores the answer (Attrib @ Query).
+--   mechlab experiments/attention_mass.lua SWEEP_DIR ... [out=attention_mass] [n=256]
+-- writes OUT.csv (a row per run, layer and position) and prints a line per run.
+local ic = require "mech.interchange"
+local sweep = require "mech.sweep"
+local train = require "mech.train"
+
+local usage = "usage: mechlab experiments/attention_mass.lua SWEEP_DIR ... [out=attention_mass] [n=256]"
+local dirs, out, n = {}, "attention_mass", 256
+for _, a in ipairs(arg or {}) do
+  local k, v = a:match("^(%w+)=(.*)$")
+  if k == "out" then out = v
+  elseif k == "n" then n = math.tointeger(tonumber(v)) or error(usage .. "\n(n= expects a count, got '" .. v .. "')", 0)
+  elseif k then error(usage .. "\n(unknown option '" .. k .. "=')", 0)
+  else dirs[#dirs + 1] = a end
+end
+if #dirs == 0 then error(usage, 0) end
+
+-- (position name, label); Mamba's implicit attention is a (B, E, L, L) tensor per layer, too large
+-- for a test set: ic.attention_mass on a few documents gives it
+local positions = { { "target_item_orig", "value" }, { "query_item_orig", "key" }, { "query_item", "query" } }
+local archs = { attention = true, based = true }
+
+local csv, n_runs = { "run,arch,d_model,pos_emb,seed,layer,position,mass" }, 0
+for _, dir in ipairs(dirs) do
+  for _, r in ipairs(sweep.status(dir).runs) do
+    local c = r.manifest and r.manifest.config
+    if r.state == "done" and archs[c.model.arch] then
+      local ds = train.make_task(c):dataset(math.min(n, c.eval_docs), { seed = c.seed, split = "test" })
+      local model = mech.load(dir .. "/runs/" .. r.id .. "/checkpoint-report.safetensors")
+      local by_layer = {}
+      for _, p in ipairs(positions) do
+        local mass = ic.attention_mass(model, ds, { query = "query_item", key = p[1] })
+        for l = 0, c.model.n_layers - 1 do
+          if mass[l] then
+            csv[#csv + 1] = string.format("%s,%s,%d,%s,%d,%d,%s,%.6g", r.id, c.model.arch, c.model.d_model,
+              tostring(c.model.pos_emb or false), c.seed, l, p[2], mass[l])
+            by_layer[l] = (by_layer[l] and by_layer[l] .. ", " or "") .. string.format("%s %.3f", p[2], mass[l])
+          end
+        end
+      end
+      local line = {}
+      for l = 0, c.model.n_layers - 1 do
+        if by_layer[l] then line[#line + 1] = string.format("layer %d: %s", l, by_layer[l]) end
+      end
+      print(string.format("%s: %s", r.id, table.concat(line, "; ")))
+      n_runs = n_runs + 1
+    end
+  end
+end
+if n_runs == 0 then error("attention_mass.lua: no finished Attention or Based run in " .. table.concat(dirs, ", "), 0) end
+mech.sys.write_atomic(out .. ".csv", table.concat(csv, "\n") .. "\n")
+print(string.format("%d runs; %s.csv", n_runs, out))

@@ -15,6 +15,12 @@ usage: mechlab experiments/paper.lua [--profile quick|paper|smoke] [--dir DIR] [
 local function fail(msg) error("experiments/paper.lua: " .. msg .. "\n" .. usage, 0) end
 
 local args = { ... }
+-- the command as given, for the figure index: running it again does the same thing
+local given = { "mechlab", "experiments/paper.lua" }
+for _, a in ipairs(args) do
+  given[#given + 1] = a:match("^[%w%./_=:,+-]+$") and a or ("'" .. a:gsub("'", "'\\''") .. "'")
+end
+given = table.concat(given, " ")
 local opts, wanted = { profile = "quick", executor = "local" }, {}
 local i = 1
 while i <= #args do
@@ -152,8 +158,7 @@ for _, f in ipairs(figures) do
     io.stderr:write(f.id .. ": not drawn: " .. tostring(keys) .. "\n")
   end
   index[#index + 1] = ""
-  index[#index + 1] = "- command: `mechlab experiments/paper.lua --profile " .. opts.profile
-    .. (opts.dir and (" --dir " .. opts.dir) or "") .. " " .. f.id .. "`"
+  index[#index + 1] = "- command: `" .. given .. "`"
   index[#index + 1] = "- profile: " .. opts.profile
   local runs, walls = 0, {}
   for _, s in ipairs(f.sweeps) do

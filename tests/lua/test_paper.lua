@@ -300,6 +300,9 @@ T.test("experiments/paper.lua --profile smoke draws every figure, its CSV and it
   T.truthy(ok and log:find("partial, no results yet for mamba_conv", 1, true), log)
   text = mech.sys.read_file(dir .. "/figures/fig6a.md")
   T.truthy(text:find("(fig6a.png)", 1, true) and text:find("- partial: no results yet for mamba_conv", 1, true), text)
+  -- the entry records the command as given: running it again draws, it does not train
+  T.truthy(text:find("- command: `mechlab experiments/paper.lua --profile smoke --dir " .. dir .. " --draw-only fig6a`",
+    1, true), text)
   os.rename(dir .. "/sweeps/ar/results.csv", dir .. "/ar.csv")
   ok = os.execute(string.format("%q experiments/paper.lua --profile smoke --dir %q --draw-only fig6a > %q 2>&1", arg[-1],
     dir, dir .. ".log"))

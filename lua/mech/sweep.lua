@@ -370,6 +370,9 @@ local run_rows -- (dir, sweep, run): the run's rows of results.csv and curves.cs
 --- interrupted by SIGINT/SIGTERM after saving a checkpoint.
 function sweep.exec(dir, id)
   if type(dir) ~= "string" then fail("exec", "argument 1 expected a sweep directory, got " .. type(dir)) end
+  if type(id) ~= "string" or id == "" then
+    fail("exec", "argument 2 expected a run id, got " .. (id == "" and "an empty string" or type(id)))
+  end
   local s = read_sweep(dir, "exec")
   local run
   for _, r in ipairs(s.runs) do if r.id == id then run = r end end
@@ -391,6 +394,9 @@ function sweep.exec(dir, id)
   config.out, config.resume, config.lock, config.progress = rdir, true, lock, false
   config.evaluators = make_evaluators(s.evaluators, run, rdir)
   print(string.format("sweep exec: run %s of sweep %s (%s)", id, s.name, mech.sys.utc()))
+  if prior and (prior.step or 0) > 0 then
+    print(string.format("sweep exec: resuming run %s from its checkpoint at step %d", id, prior.step))
+  end
   local ok, res = pcall(train.run, config)
   lock:release()
   if not ok then
@@ -404,7 +410,11 @@ function sweep.exec(dir, id)
     pcall(run_rows, dir, s, run) -- a cache for aggregate; it rebuilds what is missing
     return 1
   end
-  if res.status == "interrupted" then return exit_codes[res.signal] or 130 end
+  if res.status == "interrupted" then
+    print(string.format("sweep exec: run %s interrupted by %s at step %d of %d; its checkpoint is saved and the next "
+      .. "`sweep run` resumes it (%s)", id, res.signal, res.step, res.steps, mech.sys.utc()))
+    return exit_codes[res.signal] or 130
+  end
   pcall(run_rows, dir, s, run)
   return 0
 end
@@ -573,7 +583,7 @@ function sweep.run(file_or_table, opts)
     if not ok then fail("run", "the slurm executor is not available: " .. tostring(slurm)) end
     local ids = {}
     for _, r in ipairs(todo) do ids[#ids + 1] = r.id end
-    return slurm.submit(dir, ids, opts)
+    return slurm.submit(d.name, dir, ids, opts)
   end
   print(string.format("sweep %s (profile %s): %d runs, %d to train, in %s", d.name, d.profile or "default", #runs,
     #todo, dir))
@@ -807,7 +817,7 @@ function sweep.aggregate(dir)
   curves.close()
 
   local counts = { done = 0, running = 0, failed = 0, interrupted = 0, pending = 0 }
-  local lines = { string.format("sweep %s, profile %s: %d runs", s.name, tostring(s.profile), #s.runs) }
+  local lines = { string.format("sweep %s, profile %s: %d runs", s.name, s.profile or "default", #s.runs) }
   local width = 3
   for _, e in ipairs(summary) do
     counts[e.state] = counts[e.state] + 1
@@ -1014,7 +1024,7 @@ function sweep.main(...)
   elseif cmd == "status" then
     if #args ~= 2 then error("mechlab sweep status: expected a sweep directory\n" .. usage, 0) end
     local st = sweep.status(args[2])
-    print(string.format("sweep %s (profile %s): %s", st.name, tostring(st.profile), counts_line(st.counts, st.total)))
+    print(string.format("sweep %s (profile %s): %s", st.name, st.profile or "default", counts_line(st.counts, st.total)))
     for _, r in ipairs(st.runs) do
       if r.state ~= "done" and r.state ~= "pending" then
         local m = r.manifest

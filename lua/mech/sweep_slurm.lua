@@ -1,8 +1,10 @@
 --- The SLURM executor of mech.sweep: one job array with a task per pending run, and an
 --- aggregation job that waits for the array. docs/slurm.md explains the choices.
 ---
----   DIR/slurm/runs.txt           the run ids, one per line; task i trains line i (0-based)
----   DIR/slurm/array.sbatch       the array's batch script (written for each submission)
+---   DIR/slurm/array-<n>.sbatch   the n-th submission's batch script; it holds its own run ids and
+---                                task i trains the i-th (0-based). SLURM keeps a copy of the script
+---                                from submission on, so a later submission never changes what the
+---                                tasks of an earlier one, still pending, will train
 ---   DIR/slurm/<job>_<task>.out   each task's own messages (the run's output goes to runs/<id>/log.txt)
 local json = require "mech.json"
 
@@ -51,13 +53,22 @@ local function time_limit(dir, ids, opts)
   return math.max(600, steps / step_rate(dir, ids, opts) * margin + 300)
 end
 
---- Submits the runs `ids` of the sweep in `dir` (already prepared by sweep.run) as a job array.
+local function plural(n, word) return string.format("%d %s%s", n, word, n == 1 and "" or "s") end
+
+-- A path for this submission's script that no earlier submission used.
+local function new_script(sdir)
+  local n = 1
+  while mech.sys.exists(string.format("%s/array-%d.sbatch", sdir, n)) do n = n + 1 end
+  return string.format("%s/array-%d.sbatch", sdir, n)
+end
+
+--- Submits the runs `ids` of the sweep `name` in `dir` (already prepared by sweep.run) as a job array.
 --- opts: max_parallel (the %K throttle, default 64), steps_per_s, time_margin (1.5), partition,
 --- account. Returns {array_job, aggregate_job, script, tasks}.
-function slurm.submit(dir, ids, opts)
+function slurm.submit(name, dir, ids, opts)
   opts = opts or {}
   if #ids == 0 then
-    print("sweep (slurm): every run is done or running; nothing to submit")
+    print(string.format("sweep %s (slurm): every run is done or running; nothing to submit", name))
     return { tasks = 0 }
   end
   local _, has_sbatch = sh("command -v sbatch")
@@ -68,7 +79,6 @@ function slurm.submit(dir, ids, opts)
   local abs = dir:sub(1, 1) == "/" and dir or (os.getenv("PWD") or ".") .. "/" .. dir
   local sdir = abs .. "/slurm"
   mech.sys.mkdir(sdir)
-  mech.sys.write_atomic(sdir .. "/runs.txt", table.concat(ids, "\n") .. "\n")
   local exe = mech.sys.executable()
   local throttle = opts.max_parallel or 64
   local limit = time_limit(dir, ids, opts)
@@ -85,9 +95,14 @@ function slurm.submit(dir, ids, opts)
   }
   if opts.partition then lines[#lines + 1] = "#SBATCH --partition=" .. opts.partition end
   if opts.account then lines[#lines + 1] = "#SBATCH --account=" .. opts.account end
+  local quoted = {}
+  for i, id in ipairs(ids) do quoted[i] = q(id) end
   for _, l in ipairs {
     "export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1",
-    string.format("id=$(sed -n \"$((SLURM_ARRAY_TASK_ID + 1))p\" %s)", q(sdir .. "/runs.txt")),
+    "ids=(" .. table.concat(quoted, " ") .. ")",
+    "id=${ids[$SLURM_ARRAY_TASK_ID]}",
+    -- never train or log under an empty id (runs/log.txt)
+    "if [ -z \"$id\" ]; then echo \"task $SLURM_ARRAY_TASK_ID of a ${#ids[@]}-task array has no run\" >&2; exit 1; fi",
     string.format("mkdir -p %s/runs/\"$id\"", q(abs)),
     -- the run is a child, so that this shell can hear SLURM's USR1 and pass it on as SIGTERM
     string.format("%s sweep exec %s \"$id\" >>%s/runs/\"$id\"/log.txt 2>&1 &", q(exe), q(abs), q(abs)),
@@ -105,7 +120,7 @@ function slurm.submit(dir, ids, opts)
     "[ $status = 75 ] && exit 0",
     "exit $status",
   } do lines[#lines + 1] = l end
-  local script = sdir .. "/array.sbatch"
+  local script = new_script(sdir)
   mech.sys.write_atomic(script, table.concat(lines, "\n") .. "\n")
   local out, ok = sh("sbatch --parsable " .. q(script))
   local array = out:match("^(%d+)")
@@ -115,8 +130,8 @@ function slurm.submit(dir, ids, opts)
     .. "--dependency=afterany:%s --output=%s --wrap=%s", array, q(sdir .. "/aggregate.out"), q(agg_cmd)))
   local agg = out2:match("^(%d+)")
   if not ok2 or not agg then fail("sbatch refused the aggregation job: " .. out2) end
-  print(string.format("sweep (slurm): array job %s (%d tasks, at most %d at once, time limit %s), aggregation job %s",
-    array, #ids, throttle, hms(limit), agg))
+  print(string.format("sweep %s (slurm): array job %s (%s, at most %d at once, time limit %s), aggregation job %s",
+    name, array, plural(#ids, "task"), throttle, hms(limit), agg))
   return { array_job = array, aggregate_job = agg, script = script, tasks = #ids }
 end
 

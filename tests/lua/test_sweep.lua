@@ -230,6 +230,14 @@ T.test("a killed worker's run resumes to the bits of an uninterrupted one", func
     seen[line:match("^[^,]*,[^,]*,[^,]*")] = true
   end
   T.eq(read(tmp .. "/ref/runs/" .. id .. "/metrics.csv"), read(rdir .. "/metrics.csv"))
+  -- the run's log says where it was stopped and where it resumed
+  local log, pid = read(rdir .. "/log.txt"), id:gsub("%p", "%%%0")
+  T.truthy(log:find("sweep exec: run " .. pid .. " interrupted by SIGTERM at step %d+ of 400; its checkpoint is saved"),
+    log)
+  local _, resumed = log:gsub("sweep exec: resuming run " .. pid .. " from its checkpoint at step %d+", "")
+  T.eq(resumed, 2, log) -- after the kill and after the SIGTERM
+  -- an empty run id never reaches the run directories
+  T.raises(function() sweep.exec(tmp .. "/kill", "") end, "argument 2 expected a run id, got an empty string")
 end)
 
 -- A sweep file holding def()'s definition (for tests that start mechlab processes).
@@ -332,6 +340,7 @@ T.test("status and aggregate read run directories only; the command line works",
   p:close()
   T.truthy(out:find("1/2 done", 1, true), out)
   T.truthy(out:find("failed", 1, true), out)
+  T.truthy(out:find("(profile default)", 1, true), out) -- a sweep without profiles, as `sweep run` names it
   p = io.popen(string.format("%q sweep aggregate %q 2>&1", arg[-1], tmp .. "/fail"))
   out = p:read("a")
   p:close()

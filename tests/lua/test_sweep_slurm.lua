@@ -95,5 +95,40 @@ T.test("a task cancelled mid-run and submitted again resumes to the same bits", 
   T.eq(read(tmp .. "/straight/runs/" .. id .. "/metrics.csv"), read(rdir .. "/metrics.csv"))
 end)
 
+-- The state of every task of a job array, from the controller (it keeps finished jobs for MinJobAge).
+local function task_states(array)
+  local p = io.popen("scontrol show job -o " .. array .. " 2>&1")
+  local states = {}
+  for line in p:lines() do
+    local task, state = line:match("ArrayTaskId=(%d+) .*JobState=(%u+)")
+    if task then states[tonumber(task)] = state end
+  end
+  p:close()
+  return states
+end
+
+T.test("a second submission while the first array is pending leaves its tasks their own runs", function()
+  local d = def { name = "sl2", grid = { arch = { "attention", "mamba", "based" }, lr = { 3e-3 } } }
+  d.base.steps = 300
+  local dir = tmp .. "/twice"
+  local first = sweep.run(d, { dir = dir, executor = "slurm", max_parallel = 1 })
+  T.eq(first.tasks, 3)
+  -- once the first task trains, the second submission has the two others: a list shorter than the
+  -- first array's, whose pending task 2 once read an empty line of the shared runs.txt
+  local t0 = mech.sys.time()
+  repeat mech.sys.sleep(0.05)
+  until sweep.status(dir).counts.running > 0 or mech.sys.time() - t0 > 60
+  local second = sweep.run(d, { dir = dir, executor = "slurm", max_parallel = 1 })
+  T.eq(second.tasks, 2)
+  T.truthy(second.script ~= first.script, "each submission keeps its own script")
+  wait_jobs({ first.array_job, first.aggregate_job, second.array_job, second.aggregate_job }, 180)
+  T.eq(sweep.status(dir).counts.done, 3)
+  for _, array in ipairs { first.array_job, second.array_job } do
+    local states = task_states(array)
+    for i = 0, (array == first.array_job and 2 or 1) do T.eq(states[i], "COMPLETED", "task " .. array .. "_" .. i) end
+  end
+  T.falsy(mech.sys.exists(dir .. "/runs/log.txt"), "a task trained under an empty run id")
+end)
+
 os.execute("rm -rf '" .. tmp .. "'")
 T.done()

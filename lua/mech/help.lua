@@ -339,6 +339,9 @@ for _, s in ipairs {
 end
 E("mech.help", "mech.help([x])", "Prints the signature, description and example of a function, a method (\"model:forward\"), a topic (\"model\", \"cache\", \"mech.interp\") or of what x is (a function, a model, a cache); in the REPL also `help(x)`.",
   'mech.help("cache:get")')
+E("mech.find", "mech.find(path) -> path or nil, message",
+  "A file of mechlab's distribution (a script, a sweep file, a figure recipe) by its path in the repository: path itself when it names a file here, else the same path under `mech.home`, the directory holding mechlab's lua/, experiments/ and plots/ (an installation's share/mechlab, found from the executable; a build's source tree). How `mechlab experiments/paper.lua` runs from any directory.",
+  'print(mech.find("experiments/paper/ar.lua"), mech.home)')
 
 -- ---------------------------------------------------------------- lookup and text
 local by_name = {}

@@ -421,8 +421,10 @@ function paper.main(recipe, dir, out)
   for _, line in ipairs(recipe.draw(dirs, out or (recipe.id .. ".png"))) do print(line) end
 end
 
-function paper.sweep_file(name) return "experiments/paper/" .. name .. ".lua" end
-function paper.recipe_file(id) return "plots/paper/" .. id .. ".lua" end
+-- Found as mech.find does: a copy under the working directory first, else the installation's.
+local function found(path) return mech.find(path) or path end
+function paper.sweep_file(name) return found("experiments/paper/" .. name .. ".lua") end
+function paper.recipe_file(id) return found("plots/paper/" .. id .. ".lua") end
 
 --- An ATR task for a sweep: the preset at seed 42 with the original generator's random stream,
 --- so that grammars and documents are the paper's own (docs/tasks.md, "Random streams").

@@ -257,11 +257,11 @@ local function load_definition(file_or_table, fn)
   if type(file_or_table) ~= "string" then
     fail(fn, "argument 1 expected a sweep file path or a definition table, got " .. type(file_or_table), 4)
   end
-  local chunk, err = loadfile(file_or_table)
-  if not chunk then
-    if not io.open(file_or_table) then fail(fn, "no sweep file '" .. file_or_table .. "'", 4) end
-    fail(fn, err, 4)
-  end
+  local path, missing = mech.find(file_or_table) -- here, else in mechlab's home (an installation)
+  if not path then fail(fn, "no sweep file: " .. missing, 4) end
+  local chunk, err = loadfile(path)
+  if not chunk then fail(fn, err, 4) end
+  file_or_table = path
   local ok, def = pcall(chunk)
   if not ok then fail(fn, file_or_table .. ": " .. tostring(def), 4) end
   return def, file_or_table

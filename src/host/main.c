@@ -172,12 +172,27 @@ static int load_command(lua_State *L, const char *name) {
     return -1;
 }
 
+/* A script that names no file here is looked up in mechlab's home (mech.find), so the
+ * experiments of an installation run from any directory. Returns fname or, found there, buf. */
+static const char *find_script(lua_State *L, const char *fname, char *buf, size_t size) {
+    if (access(fname, F_OK) == 0) return fname;
+    lua_getglobal(L, "mech");
+    lua_getfield(L, -1, "find");
+    lua_pushstring(L, fname);
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING &&
+        (size_t)snprintf(buf, size, "%s", lua_tostring(L, -1)) < size)
+        fname = buf;
+    lua_pop(L, 2);
+    return fname;
+}
+
 static int run_script(lua_State *L, const options *o) {
     const char *fname = o->argv[o->script];
     /* "-" is stdin unless it came after "--" (then it is a file named "-") */
     if (strcmp(fname, "-") == 0 && strcmp(o->argv[o->script - 1], "--") != 0) fname = NULL;
     int status = fname ? load_command(L, fname) : -1;
-    if (status == -1) status = luaL_loadfile(L, fname);
+    char found[4096];
+    if (status == -1) status = luaL_loadfile(L, fname ? find_script(L, fname, found, sizeof found) : NULL);
     if (status == LUA_OK) {
         int n = o->argc - o->script - 1;
         luaL_checkstack(L, n + 3, "too many arguments to script");

@@ -23,6 +23,10 @@ return {
     -- (`bench/bench_sweep.lua quick`): over 2 hours, kept (two seeds are required, and its runs
     -- were trained under these ids).
     quick = P.quick { grid = { pos_emb = { false }, seed = { 42, 43 } }, cell = P.pe_for_attention },
+    -- the learning-rate slice (issue 28): the quick profile's main curves at four learning rates,
+    -- one seed, so that Fig. 3a takes the best LR as the paper does and the v3 LR heatmap has
+    -- columns: 48 runs.
+    lr_slice = P.quick { grid = { pos_emb = { false }, lr = { 3e-4, 1e-3, 3e-3, 1e-2 } }, cell = P.pe_for_attention },
     smoke = {
       grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, pos_emb = { false }, seed = { 42 } },
       cell = P.pe_for_attention,

@@ -7,12 +7,13 @@
 ---                                tasks of an earlier one, still pending, will train
 ---   DIR/slurm/<job>_<task>.out   each task's own messages (the run's output goes to runs/<id>/log.txt)
 local json = require "mech.json"
+local util = require "mech.util"
 
 local slurm = {}
 
 local function fail(msg) error("sweep (slurm): " .. msg, 3) end
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local q, hms = util.shell_quote, util.hms
 
 -- Runs a command; its output and whether it exited 0.
 local function sh(cmd)
@@ -20,11 +21,6 @@ local function sh(cmd)
   local out = p:read("a")
   local ok = p:close()
   return out, ok
-end
-
-local function hms(seconds)
-  seconds = math.ceil(seconds)
-  return string.format("%d:%02d:%02d", seconds // 3600, seconds // 60 % 60, seconds % 60)
 end
 
 -- Steps per second a run can count on: the slowest finished run of this sweep, else opts.steps_per_s,

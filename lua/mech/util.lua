@@ -1,0 +1,70 @@
+--- Small helpers the Lua library shares: did-you-mean, deep copies, shell quoting, durations.
+local util = {}
+
+-- Longer names are compared by this many leading characters: a suggestion needs no more, and a
+-- huge argument must not cost a quadratic table.
+local MAX_COMPARED = 64
+
+--- The Levenshtein distance of two strings (of their first 64 characters).
+function util.distance(a, b)
+  a, b = a:sub(1, MAX_COMPARED), b:sub(1, MAX_COMPARED)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur, ai = { [0] = i }, a:byte(i)
+    for j = 1, #b do
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ai == b:byte(j) and 0 or 1))
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+--- The key of `set` (a table whose keys are names) nearest to `name`; ties go to the first in
+--- sort order, so that a message is the same on every run.
+function util.closest(name, set)
+  local best, bd = nil, math.huge
+  name = tostring(name)
+  for k in pairs(set) do
+    local d = util.distance(name, k)
+    if d < bd or (d == bd and k < best) then best, bd = k, d end
+  end
+  return best
+end
+
+--- A deep copy of plain data (tables copied, other values shared).
+function util.copy(v)
+  if type(v) ~= "table" then return v end
+  local t = {}
+  for k, x in pairs(v) do t[k] = util.copy(x) end
+  return t
+end
+
+--- b's keys over a copy of a; tables with keys are merged key by key, lists replaced whole.
+function util.deep_merge(a, b)
+  local t = util.copy(a)
+  for k, v in pairs(b) do
+    if type(v) == "table" and type(t[k]) == "table" and #v == 0 and next(v) ~= nil then t[k] = util.deep_merge(t[k], v)
+    else t[k] = util.copy(v) end
+  end
+  return t
+end
+
+--- s as one word of a POSIX shell command line.
+function util.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+--- Whole seconds as H:MM:SS.
+function util.hms(seconds)
+  seconds = math.ceil(seconds)
+  return string.format("%d:%02d:%02d", seconds // 3600, seconds // 60 % 60, seconds % 60)
+end
+
+--- A progress line's time: MM:SS, H:MM:SS from an hour on, --:-- when unknown (nil, NaN, inf).
+function util.clock(seconds)
+  if not seconds or seconds ~= seconds or seconds == math.huge then return "--:--" end
+  seconds = math.floor(seconds + 0.5)
+  if seconds >= 3600 then return util.hms(seconds) end
+  return string.format("%02d:%02d", seconds // 60, seconds % 60)
+end
+
+return util

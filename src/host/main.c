@@ -37,7 +37,7 @@ typedef struct {
 static void print_usage(FILE *f) {
     fprintf(f,
             "usage: %s [options] [script [args...]]\n"
-            "       %s sweep run|status|aggregate|exec ...   (docs/sweeps.md; 'sweep help')\n"
+            "       %s sweep run|status|aggregate|exec ...   (docs/sweeps.md; 'sweep --help')\n"
             "Runs a Lua 5.4 script with the mech module loaded, or starts the REPL.\n"
             "Options:\n"
             "  -e code        execute the string 'code' (may be repeated)\n"

@@ -350,6 +350,17 @@ T.test("status and aggregate read run directories only; the command line works",
   p:close()
   T.truthy(out:find("unknown command 'frobnicate'", 1, true), out)
   T.truthy(out:find("exit 1", 1, true), out)
+  -- lua-argparse: --help for each command (exit 0), and a mistyped option suggests the right one
+  p = io.popen(string.format("%q sweep run --help 2>&1; echo \"exit $?\"", arg[-1]))
+  out = p:read("a")
+  p:close()
+  T.truthy(out:find("Usage: mechlab sweep run", 1, true) and out:find("--max-parallel", 1, true), out)
+  T.truthy(out:find("exit 0", 1, true), out)
+  p = io.popen(string.format("%q sweep status %q --jbos 2 2>&1; echo \"exit $?\"", arg[-1], tmp .. "/fail"))
+  out = p:read("a")
+  p:close()
+  T.truthy(out:find("unknown option '--jbos'", 1, true) and out:find("mechlab sweep status --help", 1, true), out)
+  T.truthy(out:find("exit 1", 1, true) and not out:find("traceback", 1, true), out)
 end)
 
 T.test("aggregate uses the rows each worker cached, and only while they match the run", function()

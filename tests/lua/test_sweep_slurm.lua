@@ -40,6 +40,20 @@ local function def(over)
   return d
 end
 
+-- fn's printed lines, as one string (the submission line goes to stdout).
+local function printed(fn)
+  local lines, saved = {}, print
+  print = function(...) -- luacheck: ignore
+    local parts = table.pack(...)
+    for i = 1, parts.n do parts[i] = tostring(parts[i]) end
+    lines[#lines + 1] = table.concat(parts, "\t")
+  end
+  local ok, res = pcall(fn)
+  print = saved
+  if not ok then error(res, 0) end
+  return table.concat(lines, "\n"), res
+end
+
 local function same_params(a, b)
   local ma, mb = mech.load(a), mech.load(b)
   for _, np in ipairs(ma:named_parameters()) do
@@ -85,8 +99,9 @@ T.test("a task cancelled mid-run and submitted again resumes to the same bits", 
   T.eq(st.counts.interrupted, 1)
   local step = st.runs[1].manifest.step
   T.truthy(step > 0 and step < 2000, "stopped at step " .. tostring(step))
-  local again = sweep.run(d, { dir = tmp .. "/cancel", executor = "slurm" })
+  local out, again = printed(function() return sweep.run(d, { dir = tmp .. "/cancel", executor = "slurm" }) end)
   T.eq(again.tasks, 1)
+  T.truthy(out:find("sweep slc (slurm): array job " .. again.array_job .. " (1 task, at most", 1, true), out)
   wait_jobs({ again.array_job, again.aggregate_job }, 120)
   T.eq(sweep.status(tmp .. "/cancel").counts.done, 1)
   sweep.run(d, { dir = tmp .. "/straight", jobs = 1 })
@@ -118,8 +133,9 @@ T.test("a second submission while the first array is pending leaves its tasks th
   local t0 = mech.sys.time()
   repeat mech.sys.sleep(0.05)
   until sweep.status(dir).counts.running > 0 or mech.sys.time() - t0 > 60
-  local second = sweep.run(d, { dir = dir, executor = "slurm", max_parallel = 1 })
+  local out, second = printed(function() return sweep.run(d, { dir = dir, executor = "slurm", max_parallel = 1 }) end)
   T.eq(second.tasks, 2)
+  T.truthy(out:find("sweep sl2 (slurm): array job " .. second.array_job .. " (2 tasks, at most 1 at once", 1, true), out)
   T.truthy(second.script ~= first.script, "each submission keeps its own script")
   wait_jobs({ first.array_job, first.aggregate_job, second.array_job, second.aggregate_job }, 180)
   T.eq(sweep.status(dir).counts.done, 3)

@@ -1,4 +1,4 @@
--- The paper's AR configuration for the 2-layer attention model (paper.md §5): ar_32, D = 64,
+-- The paper's AR configuration for the 2-layer attention model (spec §5): ar_32, D = 64,
 -- learned positions, 16 epochs of 100,032 documents, batch 32, AdamW with cosine decay after 10 %
 -- warm-up, evaluation on 320 test documents every 200 steps. Usage:
 --   mechlab experiments/ar_attention.lua [lr=1e-3] [d_model=64] [out=runs/ar_attention]

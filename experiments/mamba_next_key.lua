@@ -1,4 +1,4 @@
--- v3's next-key claim (paper.md §9.2) inside Mamba's mixer: the short conv moves the key to the
+-- v3's next-key claim (spec §9.2) inside Mamba's mixer: the short conv moves the key to the
 -- next key's position (2q + 3), and restoring that position at layer 0 restores the most. The
 -- sweeps' evaluation patches the block-level sites only (plots/paper/v3_next_key.lua draws
 -- them); this one reruns the interchange evaluation on every finished Mamba run's report

@@ -1,4 +1,4 @@
--- Mamba without its short convolution on ATR (paper.md §9.3): with the convolution Mamba
+-- Mamba without its short convolution on ATR (spec §9.3): with the convolution Mamba
 -- retrieves directly at the last state; without it, does it learn attention-like induction?
 -- Trains `mamba_without_conv` (d_conv 0, NoPE) on pcfg_5_20, runs the paper's interchange sweep
 -- during training and on the final model, and draws the figures.
@@ -15,7 +15,7 @@ for _, a in ipairs(arg or {}) do
   opts[k] = math.tointeger(tonumber(v)) or tonumber(v) or v
 end
 
--- 1. training, with the sweep every 1000 steps (paper.md §5.4) into metrics.csv
+-- 1. training, with the sweep every 1000 steps (spec §5.4) into metrics.csv
 local run = train.run {
   model = { arch = opts.arch, d_model = opts.d_model, n_layers = 2, pos_emb = false },
   task = opts.task, train_docs = 100032, eval_docs = 320, batch_size = 32,

@@ -3,7 +3,7 @@
 -- with one item corrupted, read from an interchange CSV on disk (experiments/interchange.lua or
 -- the training evaluator's metrics.csv; the last step present is used). The output's extension
 -- picks PNG, SVG or PDF; the drawing is mech.interp.plot_map's, as for mech.interp.patching_map's
--- maps. Cells that fail the paper's filter (§6.7: mean original − mean corrupted
+-- maps. Cells that fail the paper's filter (spec §6.7: mean original − mean corrupted
 -- restored probability, `attrib_den`, above 0.01) are hatched: their attribution divides by a
 -- near-zero effect. `filter=none` turns that off, `filter=0.05` changes the threshold.
 --   mechlab plots/attribution_map.lua out.png results.csv [corrupt=query_item_orig] [title=...] [filter=0.01]

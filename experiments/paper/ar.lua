@@ -1,4 +1,4 @@
--- AR (paper §5.1, D.1; spec suites "AR, PE for all", "AR, NoPE", "AR, extra LRs"): six
+-- AR (spec §8.2.1, §8.2.5; spec §5.5 suites "AR, PE for all", "AR, NoPE", "AR, extra LRs"): six
 -- architectures, 2 layers, five widths, with and without learned positions, LR5, plus the two
 -- extra learning rates without positions (Attention too). 360 runs. Feeds Fig. 3a–c, 6a, 7.
 --   mechlab sweep run experiments/paper/ar.lua --profile quick

@@ -1,4 +1,4 @@
--- AR with 1 and 3 layers (paper D.2, D.3; spec suites "AR 1-layer", "AR 3-layer"): six
+-- AR with 1 and 3 layers (spec §8.2.6, §8.2.7; spec §5.5 suites "AR 1-layer", "AR 3-layer"): six
 -- architectures, five widths, LR7, positions for Attention only, 16 epochs, cosine. 420 runs.
 -- The 2-layer models are experiments/paper/ar.lua's. Feeds Fig. 8a, 9a, 9b (the mixer output at
 -- the query in every layer).

@@ -1,4 +1,4 @@
--- ATR (5, 20) with 1 layer (paper D.2; spec suite "ATR 1-layer"): six architectures, five
+-- ATR (5, 20) with 1 layer (spec §8.2.6; spec §5.5 suite "ATR 1-layer"): six architectures, five
 -- widths, LR5, positions for Attention only, 32 epochs, cosine. 150 runs. The 2-layer models
 -- are experiments/paper/atr_easy.lua's. Feeds Fig. 8b.
 --   mechlab sweep run experiments/paper/atr_1layer.lua --profile quick

@@ -1,4 +1,4 @@
--- ATR easy (paper §5.2, D.1; spec suites "ATR easy, PE for all / NoPE"): pcfg_5_20, six
+-- ATR easy (spec §8.2.2, §8.2.5; spec §5.5 suites "ATR easy, PE for all / NoPE"): pcfg_5_20, six
 -- architectures, 2 layers, five widths, LR5, with and without learned positions, 32 epochs,
 -- cosine. 300 runs. Feeds Fig. 4a–b (main curves: Attention with PE, the rest without), 7, 8b.
 --   mechlab sweep run experiments/paper/atr_easy.lua --profile quick

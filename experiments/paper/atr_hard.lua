@@ -1,7 +1,7 @@
--- ATR at |Σ| = 8192 and at L_max = 10 (paper §5.2, D.1; spec suites "ATR 8192" and "ATR medium,
--- PE for all / NoPE"): pcfg_easy_8192 with positions for Attention only (150 runs); pcfg_10_20
--- with positions for all (150) and without (125: no H3). 2 layers, five widths, LR5, 32 epochs,
--- cosine. 425 runs. Feeds Fig. 4a–b and 7.
+-- ATR at |Σ| = 8192 and at L_max = 10 (spec §8.2.2, §8.2.5; spec §5.5 suites "ATR 8192" and "ATR
+-- medium, PE for all / NoPE"): pcfg_easy_8192 with positions for Attention only (150 runs);
+-- pcfg_10_20 with positions for all (150) and without (125: no H3). 2 layers, five widths, LR5, 32
+-- epochs, cosine. 425 runs. Feeds Fig. 4a–b and 7.
 --   mechlab sweep run experiments/paper/atr_hard.lua --profile quick
 local P = require "mech.paper"
 

@@ -1,7 +1,7 @@
--- v3: Mamba conv ablation on ATR (spec §9.3; suite "v3: ATR Mamba conv ablation"): pcfg_5_20,
--- Mamba with d_conv 0, 1, 2, 3, 2 layers, five widths, LR7, no positions and cosine (spec §10.3:
--- v3 does not say; as in the AR ablation), 32 epochs. 140 runs; d_conv 4 is the Mamba of
--- experiments/paper/atr_easy.lua. The expected signature: high Attrib @ Value without the conv.
+-- v3: Mamba conv ablation on ATR (spec §9.3; spec §5.5 suite "v3: ATR Mamba conv ablation"):
+-- pcfg_5_20, Mamba with d_conv 0, 1, 2, 3, 2 layers, five widths, LR7, no positions and cosine
+-- (spec §10.3: v3 does not say; as in the AR ablation), 32 epochs. 140 runs; d_conv 4 is the Mamba
+-- of experiments/paper/atr_easy.lua. The expected signature: high Attrib @ Value without the conv.
 --   mechlab sweep run experiments/paper/atr_mamba_conv.lua --profile quick
 local P = require "mech.paper"
 

@@ -1,4 +1,4 @@
--- ATR split (paper §5.3; spec suite "ATR split"): pcfg_tts (20% of the (target, query) label
+-- ATR split (spec §8.2.3; spec §5.5 suite "ATR split"): pcfg_tts (20% of the (target, query) label
 -- pairs held out for test), six architectures, 2 layers, five widths, LR5, positions for
 -- Attention only, 32 epochs, linear decay; evaluated and intervened on dev and test. 150 runs.
 -- Feeds Fig. 5a–c.

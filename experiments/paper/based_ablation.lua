@@ -1,4 +1,4 @@
--- Based ablations on AR (paper §5.4; spec suites "Based long-conv ablation" and "Based kernel
+-- Based ablations on AR (spec §8.2.4; spec §5.5 suites "Based long-conv ablation" and "Based kernel
 -- ablation"): Based and BaseConv with a long conv in every BaseConv layer (50 runs), and Based
 -- with BaseConv kernel 1, 2 or 4 (75 runs; kernel 3 is the default Based of
 -- experiments/paper/ar.lua). 2 layers, five widths, LR5, no positions, 16 epochs, cosine.

@@ -1,5 +1,5 @@
--- v3: DeltaNet on AR (spec §9.1; suite "v3: AR with DeltaNet"): 2 layers, five widths, LR5,
--- no positions (spec §10.1: v3 does not say), 16 epochs, cosine. 25 runs. Drawn beside the AR
+-- v3: DeltaNet on AR (spec §9.1; spec §5.5 suite "v3: AR with DeltaNet"): 2 layers, five widths,
+-- LR5, no positions (spec §10.1: v3 does not say), 16 epochs, cosine. 25 runs. Drawn beside the AR
 -- main curves of experiments/paper/ar.lua.
 --   mechlab sweep run experiments/paper/delta_net.lua --profile quick
 local P = require "mech.paper"

@@ -1,6 +1,6 @@
--- Mamba conv ablation on AR (paper §5.4; spec suite "Mamba conv ablation"): Mamba with d_conv 0
--- (no short conv), 1, 2 and 3, 2 layers, five widths, LR7, no positions, 16 epochs, cosine.
--- 140 runs; d_conv 4 is the default Mamba of experiments/paper/ar.lua. Feeds Fig. 6a–b.
+-- Mamba conv ablation on AR (spec §8.2.4; spec §5.5 suite "Mamba conv ablation"): Mamba with d_conv
+-- 0 (no short conv), 1, 2 and 3, 2 layers, five widths, LR7, no positions, 16 epochs, cosine. 140
+-- runs; d_conv 4 is the default Mamba of experiments/paper/ar.lua. Feeds Fig. 6a–b.
 --   mechlab sweep run experiments/paper/mamba_conv.lua --profile quick
 local P = require "mech.paper"
 

@@ -1,4 +1,4 @@
--- Sibling queries (paper D.4; spec suite "Sibling 1/2/3-layer"): the sibling preset, six
+-- Sibling queries (spec §8.2.8; spec §5.5 suite "Sibling 1/2/3-layer"): the sibling preset, six
 -- architectures, 1, 2 and 3 layers, five widths, LR5, positions for Attention only, 32 epochs,
 -- linear decay. 450 runs. Feeds Fig. 10.
 --   mechlab sweep run experiments/paper/sibling.lua --profile quick

@@ -1,6 +1,6 @@
 -- mechlab's default job: train a 2-layer attention model on a reduced AR task, then look inside.
 --
--- The reduced task keeps the paper's AR layout (paper.md §2) with fewer pairs and tokens so it
+-- The reduced task keeps the paper's AR layout (spec §2) with fewer pairs and tokens so it
 -- trains in a few minutes on two cores. After training, a hook on layer 1's attention pattern
 -- measures where the query position looks: an induction circuit puts its weight on the value
 -- that followed the queried key (target_item_orig).

@@ -1,4 +1,4 @@
--- The paper's interchange evaluation (paper.md §6) of one checkpoint, stand-alone:
+-- The paper's interchange evaluation (spec §6) of one checkpoint, stand-alone:
 --   mechlab experiments/interchange.lua <checkpoint.safetensors> [out.csv] [split=test] [docs=320]
 --                                       [mixer_sites=false] [threads=1]
 -- The task is the checkpoint's (metadata task.name / train.seed, else ar_32 at seed 42); the eval

@@ -78,6 +78,34 @@ int ml_short_conv_edit(ml_model *m, int layer, ml_conv_edit kind, int keep);
  * from a cache holding that layer's mixer.dt, mixer.B and mixer.C. */
 ml_tensor *ml_mamba_attention(ml_model *m, int layer, ml_tensor *const *acts);
 
+/* ---- patching maps (docs/interventions.md, "Patching maps") ---- */
+typedef enum { ML_PM_PROB, ML_PM_LOGPROB, ML_PM_LOGIT, ML_PM_FUNCTION } ml_pm_metric;
+/* A caller's metric of hidden states (B, L, D) (e.g. a Lua function of the logits); on failure
+ * it sets *err and the core's message. */
+typedef double (*ml_pm_metric_fn)(void *ud, ml_model *m, ml_tensor *hidden, ml_status *err);
+typedef struct {
+    const int *sites;          /* map rows: site ids with a position dimension */
+    int n_sites;
+    const int32_t *positions;  /* map columns: the patched position (the same for every example) */
+    int n_positions;
+    const int32_t *rows;       /* [B]: the readout row of each example */
+    const int32_t *targets;    /* [B]: the token it must predict */
+    ml_pm_metric metric;       /* mean over examples of p, log p or the logit of the target */
+    ml_pm_metric_fn fn;        /* metric == ML_PM_FUNCTION: called on the full hidden states */
+    void *ud;
+} ml_pm_config;
+typedef struct {
+    int n_rows, n_cols;
+    float *patched;            /* [n_rows * n_cols]: the metric with the cell's patch */
+    float *values;             /* (patched − the site's unpatched resume) / den */
+    double clean, corrupted;   /* the metric of the two runs */
+    double den;                /* clean − corrupted */
+    double accuracy;           /* share of clean examples whose readout argmax is the target */
+} ml_pm_result;
+/* Patches each site's clean activation at each position into the corrupted run (B, L tokens). */
+ml_pm_result *ml_patching_map(ml_model *m, ml_tensor *clean, ml_tensor *corrupted, const ml_pm_config *c);
+void ml_pm_result_free(ml_pm_result *r);
+
 /* ---- the interchange evaluator (docs/interventions.md) ---- */
 enum { ML_IC_MAX_SITES = 512, ML_IC_MAX_POS = 8 /* ML_NPOS */ };
 typedef struct {

@@ -62,14 +62,9 @@ const char *mlL_closest(const char *s, const char *const *names);
  * and the closest site. */
 struct ml_model;
 int mlL_checksite(lua_State *L, const struct ml_model *m, const char *name, const char *fn);
-/* TransformerLens names (src/lua/interp.c): a component such as "hook_resid_pre", "attn.hook_q"
- * or get_act_name's "resid_pre" -> mechlab's ("block_input", "mixer.q"); other names unchanged. */
-const char *mlL_site_component(const char *name);
 /* Whether the filter at idx keeps the full site name `name`: a name (either spelling), a Lua
  * pattern matched anywhere in the name or its TransformerLens spelling, or a function(name). */
 bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn);
-/* "blocks.{l}.{TransformerLens component}" -> the site id, or -1. */
-int mlL_site_alias(const struct ml_model *m, const char *name);
 /* Wraps the functions table[names[i]] (argument 1: a model) so that the model's persistent hooks
  * (model:add_hook) are on for every run inside them (src/lua/model.c). */
 void mlL_hooked(lua_State *L, int table, const char *const *names);

@@ -13,6 +13,7 @@
 #include <lualib.h>
 
 #include "interp/interp.h"
+#include "nn/sites.h"
 #include "lua/binding.h"
 #include "tasks/task.h"
 
@@ -54,54 +55,6 @@ static void *scratch(lua_State *L, size_t n) {
 
 /* ------------------------------------------------------------------ names */
 
-/* TransformerLens hook names and get_act_name's short names -> mechlab's site names (the table of
- * docs/interventions.md, "TransformerLens names"). The residual between the mixer and the MLP
- * (hook_resid_mid) is not a site: it is block_input + attention_output. */
-static const struct {
-    const char *tl, *tl_short, *site;
-} tl_names[] = {
-    {"hook_resid_pre", "resid_pre", "block_input"},     {"ln1.hook_normalized", NULL, "attention_input"},
-    {"hook_attn_out", "attn_out", "attention_output"},  {"ln2.hook_normalized", NULL, "mlp_input"},
-    {"hook_mlp_out", "mlp_out", "mlp_output"},          {"hook_resid_post", "resid_post", "block_output"},
-    {"attn.hook_q", "q", "mixer.q"},                    {"attn.hook_k", "k", "mixer.k"},
-    {"attn.hook_v", "v", "mixer.v"},                    {"attn.hook_z", "z", "mixer.ctx"},
-    {"attn.hook_attn_scores", "attn_scores", "mixer.scores"}, {"attn.hook_pattern", "pattern", "mixer.pattern"},
-    {"mlp.hook_pre", "pre", "mlp.hidden_pre"},          {"mlp.hook_post", "post", "mlp.hidden_post"},
-};
-
-const char *mlL_site_component(const char *name) {
-    for (size_t i = 0; i < sizeof tl_names / sizeof tl_names[0]; i++)
-        if (!strcmp(name, tl_names[i].tl) || (tl_names[i].tl_short && !strcmp(name, tl_names[i].tl_short)))
-            return tl_names[i].site;
-    return name;
-}
-
-/* "blocks.{l}.rest": sets *layer and returns rest, or NULL for a name of another form. */
-static const char *block_rest(const char *name, int *layer) {
-    if (strncmp(name, "blocks.", 7)) return NULL;
-    char *end;
-    long l = strtol(name + 7, &end, 10);
-    if (end == name + 7 || *end != '.' || l < 0 || l > 1000000) return NULL;
-    *layer = (int)l;
-    return end + 1;
-}
-
-/* "blocks.{l}.{component}" with the component's TransformerLens name mapped: the mechlab spelling
- * of `name` in buf (name itself when it is not of that form). */
-static const char *canonical_site(const char *name, char *buf, size_t n) {
-    int layer;
-    const char *rest = block_rest(name, &layer);
-    if (!rest) return name;
-    snprintf(buf, n, "blocks.%d.%s", layer, mlL_site_component(rest));
-    return buf;
-}
-
-int mlL_site_alias(const ml_model *m, const char *name) {
-    char buf[128];
-    const char *c = canonical_site(name, buf, sizeof buf);
-    return c == name ? -1 : ml_site_parse(m, c);
-}
-
 /* Whether Lua pattern `pat` matches `s` anywhere (string.find, so patterns behave as in Lua); a
  * malformed pattern raises its error naming `fn`. */
 static bool pattern_finds(lua_State *L, const char *s, const char *pat, const char *fn) {
@@ -126,17 +79,13 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn) {
         return keep;
     }
     const char *f = lua_tostring(L, idx);
-    char buf[128];
-    if (!strcmp(name, canonical_site(f, buf, sizeof buf)) || pattern_finds(L, name, f, fn)) return true;
+    char buf[ML_SITE_NAME_MAX];
+    if (!strcmp(name, ml_site_canonical(f, buf, sizeof buf)) || pattern_finds(L, name, f, fn)) return true;
     int layer; /* the pattern may be written against the TransformerLens spelling */
-    const char *rest = block_rest(name, &layer);
-    if (!rest) return false;
-    for (size_t i = 0; i < sizeof tl_names / sizeof tl_names[0]; i++)
-        if (!strcmp(rest, tl_names[i].site)) {
-            snprintf(buf, sizeof buf, "blocks.%d.%s", layer, tl_names[i].tl);
-            if (pattern_finds(L, buf, f, fn)) return true;
-        }
-    return false;
+    const char *rest = ml_site_split(name, &layer), *tl = rest ? ml_site_tl_name(rest) : NULL;
+    if (!tl) return false;
+    ml_site_format(buf, sizeof buf, layer, tl);
+    return pattern_finds(L, buf, f, fn);
 }
 
 /* Marks in want the sites one entry of a `names` option selects (the value at idx): a site name
@@ -145,8 +94,7 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn) {
 static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const char *key, const char *fn) {
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) == LUA_TSTRING) {
-        int s = ml_site_parse(m, lua_tostring(L, idx));
-        if (s < 0) s = mlL_site_alias(m, lua_tostring(L, idx));
+        int s = ml_site_resolve(m, lua_tostring(L, idx));
         if (s >= 0) {
             want[s] = true;
             return;
@@ -249,9 +197,9 @@ static int rawfield(lua_State *L, int t, const char *key) {
 
 /* Pushes cache[key] (mechlab or TransformerLens spelling) or raises naming the closest key. */
 static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn) {
-    char buf[128];
+    char buf[ML_SITE_NAME_MAX];
     cache = lua_absindex(L, cache);
-    if (rawfield(L, cache, canonical_site(key, buf, sizeof buf)) != LUA_TNIL) return;
+    if (rawfield(L, cache, ml_site_canonical(key, buf, sizeof buf)) != LUA_TNIL) return;
     int n;
     const char **keys = cache_keys(L, cache, &n);
     const char *near = mlL_closest(key, keys);
@@ -279,8 +227,8 @@ static int cache_get(lua_State *L) {
         return 1;
     }
     int layer = mlL_checkint32(L, 3, fn);
-    char key[128];
-    snprintf(key, sizeof key, "blocks.%d.%s", layer, mlL_site_component(c));
+    char key[ML_SITE_NAME_MAX];
+    ml_site_format(key, sizeof key, layer, ml_site_component(c));
     cache_fetch(L, 1, key, fn);
     return 1;
 }
@@ -288,8 +236,8 @@ static int cache_get(lua_State *L) {
 /* cache:has(name) -> whether cache[name] gives an activation */
 static int cache_has(lua_State *L) {
     check_cache(L, 1, "cache:has");
-    char buf[128];
-    lua_pushboolean(L, rawfield(L, 1, canonical_site(luaL_checkstring(L, 2), buf, sizeof buf)) != LUA_TNIL);
+    char buf[ML_SITE_NAME_MAX];
+    lua_pushboolean(L, rawfield(L, 1, ml_site_canonical(luaL_checkstring(L, 2), buf, sizeof buf)) != LUA_TNIL);
     return 1;
 }
 
@@ -541,6 +489,13 @@ static int l_mamba_attention(lua_State *L) {
 
 /* ------------------------------------------------------------------ the patching map */
 
+/* A (rows, cols) float32 tensor of x. */
+static void push_floats(lua_State *L, const float *x, int rows, int cols) {
+    ml_tensor *t = ml_from_f32(2, (int64_t[]){rows, cols}, x);
+    mlL_pushtensor(L, t);
+}
+
+
 /* Option `key` of the table at opt: an integer for every example, a list of B integers or an
  * int32 tensor of B elements, into out[B]. Returns false when the option is absent. */
 static bool read_per_example(lua_State *L, int opt, const char *key, int64_t B, int32_t *out, const char *fn) {
@@ -572,70 +527,206 @@ static bool read_per_example(lua_State *L, int opt, const char *key, int64_t B, 
     return true;
 }
 
-enum { METRIC_PROB, METRIC_LOGPROB, METRIC_LOGIT, METRIC_FUNCTION };
-
-/* The built-in metric of targets[b] read at row rows[b] of hidden states h (B, L, D), or of
- * h (B, 1, D) already cut to the readout rows: the mean over examples of p, log p or the logit.
- * *correct: how many examples' argmax is the target. */
-static double readout_metric(lua_State *L, ml_model *m, ml_tensor *h, const int32_t *rows, const int32_t *targets,
-                             int kind, int *correct) {
-    int64_t B = h->shape[0], Lh = h->shape[1], D = h->shape[2];
-    ml_tensor *hc = ml_contiguous(h), *x = ml_empty(ML_F32, 2, (int64_t[]){B, D}), *lg = NULL;
-    if (hc && x) {
-        for (int64_t b = 0; b < B; b++)
-            memcpy(ml_f32(x) + b * D, ml_f32(hc) + (b * Lh + (Lh == 1 ? 0 : rows[b])) * D, sizeof(float) * (size_t)D);
-        lg = ml_model_head(m, x);
+/* Option 'layers' (default: every layer) into layers; returns how many. */
+static int map_layers(lua_State *L, const ml_model *m, int opt, int *layers, const char *fn) {
+    int nl = 0, n_layers = m->cfg.n_layers;
+    if (lua_getfield(L, opt, "layers") == LUA_TNIL) {
+        for (int l = 0; l < n_layers; l++) layers[nl++] = l;
+    } else {
+        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'layers' expected a list of layers", fn);
+        for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
+            int ok;
+            lua_Integer l = lua_tointegerx(L, -1, &ok);
+            if (!ok || l < 0 || l >= n_layers || nl == n_layers)
+                return luaL_error(L, "%s: option 'layers' expected distinct layers in [0, %d), got %s", fn, n_layers,
+                                  luaL_tolstring(L, -1, NULL));
+            layers[nl++] = (int)l;
+        }
+        lua_pop(L, 1);
     }
-    ml_release(hc), ml_release(x);
-    if (!lg) mlL_raise(L);
-    int64_t V = lg->shape[1];
-    double sum = 0;
-    *correct = 0;
-    for (int64_t b = 0; b < B; b++) {
-        const float *row = ml_f32(lg) + b * V;
-        int64_t best = 0;
-        for (int64_t v = 1; v < V; v++)
-            if (row[v] > row[best]) best = v;
-        double z = 0;
-        for (int64_t v = 0; v < V; v++) z += exp((double)row[v] - row[best]);
-        double logp = (double)row[targets[b]] - row[best] - log(z);
-        sum += kind == METRIC_PROB ? exp(logp) : kind == METRIC_LOGPROB ? logp : row[targets[b]];
-        *correct += best == targets[b];
-    }
-    ml_release(lg);
-    return sum / (double)B;
+    lua_pop(L, 1);
+    return nl;
 }
 
-/* metric(logits (B, L, V)) -> number, for a metric given as a function (at stack index f) */
-static double function_metric(lua_State *L, ml_model *m, ml_tensor *h, int f, const char *fn) {
-    lua_pushvalue(L, f);
-    mlL_pushtensor(L, ml_model_head(m, h));
-    lua_call(L, 1, 1);
-    int ok;
-    double v = lua_tonumberx(L, -1, &ok);
-    if (!ok) luaL_error(L, "%s: option 'metric' returned %s, expected a number", fn, luaL_typename(L, -1));
+/* The map's rows: layers x option 'components' (default: the six paper sites), the components
+ * each layer has. A component no layer has is an error naming the closest site. */
+static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, const char *fn) {
+    int *layers = scratch(L, sizeof *layers * (size_t)(m->cfg.n_layers + 1)), top = lua_gettop(L);
+    int nl = map_layers(L, m, opt, layers, fn), nc = 0;
+    bool given = lua_getfield(L, opt, "components") != LUA_TNIL;
+    if (given && !lua_istable(L, -1)) luaL_error(L, "%s: option 'components' expected a list of names", fn);
+    int max_c = given ? (int)lua_rawlen(L, -1) : ML_ENTRY_COUNT;
+    const char **comps = scratch(L, sizeof *comps * (size_t)(max_c + 1));
+    for (int i = 0; i < max_c; i++) {
+        if (given && lua_rawgeti(L, top + 1, i + 1) != LUA_TSTRING)
+            luaL_error(L, "%s: option 'components' expected names, got a %s", fn, luaL_typename(L, -1));
+        comps[nc++] = given ? ml_site_component(lua_tostring(L, -1)) : ml_entry_names[i];
+        if (given) lua_pop(L, 1); /* the strings stay anchored in the list */
+    }
+    int *sites = scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), R = 0;
+    for (int i = 0; i < nl; i++)
+        for (int c = 0; c < nc; c++) {
+            int s = ml_site_lookup(m, layers[i], comps[c]);
+            if (s >= 0 && ml_site_pos_dim(m, s) < 0)
+                luaL_error(L, "%s: component '%s' has no position dimension; it cannot be patched per position", fn,
+                           comps[c]);
+            if (s >= 0) sites[R++] = s;
+        }
+    for (int c = 0; given && c < nc; c++) {
+        bool found = false;
+        for (int i = 0; i < nl && !found; i++) found = ml_site_lookup(m, layers[i], comps[c]) >= 0;
+        char name[ML_SITE_NAME_MAX];
+        ml_site_format(name, sizeof name, nl ? layers[0] : 0, comps[c]);
+        if (!found) mlL_checksite(L, m, name, fn); /* raises */
+    }
+    if (R == 0) luaL_error(L, "%s: no site to patch", fn);
+    *n_out = R;
+    return sites;
+}
+
+/* The map's columns: option 'positions' (negative counts from the end; default: every one). */
+static int32_t *map_positions(lua_State *L, int opt, int64_t Lq, int *n_out, const char *fn) {
+    int np = 0;
+    int32_t *positions;
+    if (lua_getfield(L, opt, "positions") == LUA_TNIL) {
+        positions = scratch(L, sizeof *positions * (size_t)Lq);
+        for (int64_t p = 0; p < Lq; p++) positions[np++] = (int32_t)p;
+    } else {
+        if (!lua_istable(L, -1)) luaL_error(L, "%s: option 'positions' expected a list of integers", fn);
+        int t = lua_gettop(L);
+        positions = scratch(L, sizeof *positions * (lua_rawlen(L, t) + 1));
+        for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
+            int ok;
+            lua_Integer p = lua_tointegerx(L, -1, &ok);
+            if (ok && p < 0) p += Lq;
+            if (!ok || p < 0 || p >= Lq)
+                luaL_error(L, "%s: option 'positions' expected integers in [-%d, %d), got %s", fn, (int)Lq, (int)Lq,
+                           luaL_tolstring(L, -1, NULL));
+            positions[np++] = (int32_t)p;
+        }
+    }
+    if (np == 0) luaL_error(L, "%s: option 'positions' is empty", fn);
+    *n_out = np;
+    return positions;
+}
+
+/* The readout: row rows[b] must predict targets[b] (default: the last token from the one before). */
+static void map_readout(lua_State *L, const ml_model *m, ml_tensor *clean, int opt, ml_pm_config *c, const char *fn) {
+    int64_t B = clean->shape[0], Lq = clean->shape[1];
+    int V = m->cfg.vocab;
+    int32_t *rows = scratch(L, sizeof *rows * (size_t)B), *targets = scratch(L, sizeof *targets * (size_t)B);
+    if (!read_per_example(L, opt, "rows", B, rows, fn)) {
+        if (Lq < 2) luaL_error(L, "%s: option 'rows' is needed for sequences of length 1", fn);
+        for (int64_t b = 0; b < B; b++) rows[b] = (int32_t)(Lq - 2);
+    }
+    if (!read_per_example(L, opt, "targets", B, targets, fn))
+        for (int64_t b = 0; b < B; b++) targets[b] = (int32_t)ml_get_flat(clean, b * Lq + Lq - 1);
+    for (int64_t b = 0; b < B; b++) {
+        if (rows[b] < 0 || rows[b] >= Lq)
+            luaL_error(L, "%s: option 'rows' expected rows in [0, %d), got %d", fn, (int)Lq, (int)rows[b]);
+        if (targets[b] < 0 || targets[b] >= V)
+            luaL_error(L, "%s: option 'targets' expected token ids in [0, %d), got %d", fn, V, (int)targets[b]);
+    }
+    c->rows = rows, c->targets = targets;
+}
+
+static const char *const metric_names[] = {"prob", "logprob", "logit", "function"};
+
+/* A metric given as a Lua function(logits (B, L, V)) -> number: called under lua_pcall so that an
+ * error unwinds through the C evaluator's cleanup; the error value waits in slot `err`. */
+typedef struct {
+    lua_State *L;
+    int f, err;
+    const char *fn;
+} lua_metric;
+
+static double call_lua_metric(void *ud, ml_model *m, ml_tensor *hid, ml_status *err) {
+    lua_metric *lm = ud;
+    lua_State *L = lm->L;
+    ml_tensor *logits = ml_model_head(m, hid);
+    if (!logits) return *err = ml_last_status(), 0;
+    lua_pushvalue(L, lm->f);
+    mlL_pushtensor(L, logits);
+    int status = lua_pcall(L, 1, 1, 0), isnum = 0;
+    double v = status == LUA_OK ? lua_tonumberx(L, -1, &isnum) : 0;
+    if (!isnum && lua_isnil(L, lm->err)) { /* the first failure is the one raised */
+        if (status == LUA_OK)
+            lua_pushfstring(L, "%s: option 'metric' returned %s, expected a number", lm->fn, luaL_typename(L, -1));
+        else
+            lua_pushvalue(L, -1);
+        lua_replace(L, lm->err);
+    }
     lua_pop(L, 1);
+    if (!isnum) *err = ML_ERR_ARG, ml_fail(ML_ERR_ARG, "%s: the metric function failed", lm->fn);
     return v;
 }
 
-/* Runs tokens caching the sites in want; the activations are anchored in a table pushed on the
- * stack (acts[i] borrows them) and the hidden states are pushed above it. */
-static ml_tensor *cached_run(lua_State *L, ml_model *m, ml_tensor *tok, const bool *want, ml_tensor **acts) {
-    ml_tensor *hid = NULL;
-    ml_status st = ml_run_cache(m, tok, want, acts, &hid);
-    lua_createtable(L, m->n_sites, 0);
-    for (int i = 0; i < m->n_sites; i++)
-        if (acts[i]) mlL_pushtensor(L, acts[i]), lua_rawseti(L, -2, i + 1);
-    if (st) mlL_raise(L);
-    mlL_pushtensor(L, hid);
-    return hid;
+/* Option 'metric': a built-in name or a function (its adaptor set up in lm). */
+static void map_metric(lua_State *L, int opt, ml_pm_config *c, lua_metric *lm, const char *fn) {
+    c->metric = ML_PM_PROB;
+    if (lua_getfield(L, opt, "metric") == LUA_TFUNCTION) {
+        lm->L = L, lm->f = lua_gettop(L), lm->fn = fn;
+        lua_pushnil(L);
+        lm->err = lua_gettop(L);
+        c->metric = ML_PM_FUNCTION, c->fn = call_lua_metric, c->ud = lm;
+        return;
+    }
+    if (lua_isnil(L, -1)) return;
+    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    for (int k = 0; s && k < ML_PM_FUNCTION; k++)
+        if (!strcmp(s, metric_names[k])) {
+            c->metric = (ml_pm_metric)k;
+            return;
+        }
+    luaL_error(L, "%s: option 'metric' expected 'prob', 'logprob', 'logit' or a function(logits), got %s", fn,
+               s ? s : luaL_typename(L, -1));
+}
+
+/* The map as a table (docs/interventions.md, "Patching maps") with the PatchingMap methods. */
+static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, const ml_pm_result *r, double threshold,
+                     double chance, const char *fn) {
+    int R = r->n_rows, np = r->n_cols;
+    lua_createtable(L, 0, 16);
+    push_floats(L, r->values, R, np), lua_setfield(L, -2, "values");
+    push_floats(L, r->patched, R, np), lua_setfield(L, -2, "patched");
+    lua_createtable(L, R, 0);
+    lua_createtable(L, R, 0);
+    for (int i = 0; i < R; i++) {
+        char name[ML_SITE_NAME_MAX];
+        ml_site_fullname(m, c->sites[i], name, sizeof name);
+        lua_pushstring(L, name), lua_rawseti(L, -3, i + 1);
+        lua_pushfstring(L, "layer %d %s", m->site_layer[c->sites[i]], m->sites[c->sites[i]].name);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -3, "row_labels");
+    lua_setfield(L, -2, "sites");
+    lua_createtable(L, np, 0);
+    lua_createtable(L, np, 0);
+    for (int j = 0; j < np; j++) {
+        lua_pushinteger(L, c->positions[j]), lua_rawseti(L, -3, j + 1);
+        lua_pushfstring(L, "%d", (int)c->positions[j]), lua_rawseti(L, -2, j + 1);
+    }
+    lua_setfield(L, -3, "col_labels");
+    lua_setfield(L, -2, "positions");
+    lua_pushstring(L, metric_names[c->metric]), lua_setfield(L, -2, "metric");
+    lua_pushnumber(L, r->clean), lua_setfield(L, -2, "clean");
+    lua_pushnumber(L, r->corrupted), lua_setfield(L, -2, "corrupted");
+    lua_pushnumber(L, r->den), lua_setfield(L, -2, "den");
+    lua_pushnumber(L, threshold), lua_setfield(L, -2, "threshold");
+    lua_pushboolean(L, r->den > threshold), lua_setfield(L, -2, "passes");
+    lua_pushnumber(L, r->accuracy), lua_setfield(L, -2, "accuracy");
+    lua_pushnumber(L, chance), lua_setfield(L, -2, "chance");
+    if (r->accuracy < 2 * chance) {
+        lua_pushfstring(L, "the model's accuracy on the clean tokens (%f) is at chance (%f): its attributions are noise",
+                        r->accuracy, chance);
+        fprintf(stderr, "%s: warning: %s\n", fn, lua_tostring(L, -1));
+        lua_setfield(L, -2, "warning");
+    }
+    luaL_setmetatable(L, MLL_PATCHING_MAP_MT);
 }
 
 /* map = mech.interp.patching_map(model, clean, corrupted[, {layers=, components=, positions=,
- *   metric=, rows=, targets=, threshold=0.01, chance=}])
- * Patches each (layer, component) site's clean activation at one position (the same for every
- * example) into the corrupted run and reads the metric at the readout rows; see
- * docs/interventions.md, "Patching maps". */
+ *   metric=, rows=, targets=, threshold=0.01, chance=}]): ml_patching_map (src/interp). */
 static int l_patching_map(lua_State *L) {
     const char *fn = "mech.interp.patching_map";
     static const char *const keys[] = {"layers", "components", "positions", "metric", "rows",
@@ -651,192 +742,21 @@ static int l_patching_map(lua_State *L) {
         return luaL_error(L, "%s: argument 3 expected corrupted tokens of the clean tokens' shape %s, got %s", fn,
                           ml_shape_str(s1, clean->ndim, clean->shape), ml_shape_str(s2, corr->ndim, corr->shape));
     }
-    int64_t B = clean->shape[0], Lq = clean->shape[1];
-    int V = m->cfg.vocab, n_layers = m->cfg.n_layers;
-
-    /* rows: layers x components (the components a layer has) */
-    int nl = 0, nc = 0;
-    int *layers = scratch(L, sizeof *layers * (size_t)(n_layers + 1));
-    if (lua_getfield(L, 4, "layers") == LUA_TNIL) {
-        for (int l = 0; l < n_layers; l++) layers[nl++] = l;
-    } else {
-        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'layers' expected a list of layers", fn);
-        for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
-            int ok;
-            lua_Integer l = lua_tointegerx(L, -1, &ok);
-            if (!ok || l < 0 || l >= n_layers || nl == n_layers)
-                return luaL_error(L, "%s: option 'layers' expected distinct layers in [0, %d), got %s", fn, n_layers,
-                                  luaL_tolstring(L, -1, NULL));
-            layers[nl++] = (int)l;
-        }
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    bool given = lua_getfield(L, 4, "components") != LUA_TNIL;
-    if (given && !lua_istable(L, -1)) return luaL_error(L, "%s: option 'components' expected a list of names", fn);
-    int max_c = given ? (int)lua_rawlen(L, -1) : ML_ENTRY_COUNT;
-    const char **comps = scratch(L, sizeof *comps * (size_t)(max_c + 1));
-    for (int i = 0; i < max_c; i++) {
-        if (given && lua_rawgeti(L, -2, i + 1) != LUA_TSTRING) /* the list is under the scratch */
-            return luaL_error(L, "%s: option 'components' expected names, got a %s", fn, luaL_typename(L, -1));
-        comps[nc++] = given ? mlL_site_component(lua_tostring(L, -1)) : ml_entry_names[i];
-        if (given) lua_pop(L, 1); /* the strings stay anchored in the list */
-    }
-    int *sites = scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), R = 0;
-    for (int i = 0; i < nl; i++)
-        for (int c = 0; c < nc; c++) {
-            int s = ml_site_lookup(m, layers[i], comps[c]);
-            if (s < 0) continue;
-            if (ml_site_pos_dim(m, s) < 0)
-                return luaL_error(L, "%s: component '%s' has no position dimension; it cannot be patched per position", fn,
-                                  comps[c]);
-            sites[R++] = s;
-        }
-    for (int c = 0; given && c < nc; c++) { /* a component no layer has: the closest name */
-        bool found = false;
-        for (int i = 0; i < nl && !found; i++) found = ml_site_lookup(m, layers[i], comps[c]) >= 0;
-        if (!found) mlL_checksite(L, m, lua_pushfstring(L, "blocks.%d.%s", nl ? layers[0] : 0, comps[c]), fn);
-    }
-    if (R == 0) return luaL_error(L, "%s: no site to patch", fn);
-
-    /* columns: positions */
-    int np = 0;
-    int32_t *positions;
-    if (lua_getfield(L, 4, "positions") == LUA_TNIL) {
-        positions = scratch(L, sizeof *positions * (size_t)Lq);
-        for (int64_t p = 0; p < Lq; p++) positions[np++] = (int32_t)p;
-    } else {
-        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'positions' expected a list of integers", fn);
-        int t = lua_gettop(L);
-        positions = scratch(L, sizeof *positions * (lua_rawlen(L, t) + 1));
-        for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
-            int ok;
-            lua_Integer p = lua_tointegerx(L, -1, &ok);
-            if (ok && p < 0) p += Lq;
-            if (!ok || p < 0 || p >= Lq)
-                return luaL_error(L, "%s: option 'positions' expected integers in [-%d, %d), got %s", fn, (int)Lq,
-                                  (int)Lq, luaL_tolstring(L, -1, NULL));
-            positions[np++] = (int32_t)p;
-        }
-        lua_pop(L, 1);
-    }
-    if (np == 0) return luaL_error(L, "%s: option 'positions' is empty", fn);
-
-    /* the readout: row rows[b] must predict targets[b] (default: the last token from the one before) */
-    int32_t *rows = scratch(L, sizeof *rows * (size_t)B), *targets = scratch(L, sizeof *targets * (size_t)B);
-    if (!read_per_example(L, 4, "rows", B, rows, fn)) {
-        if (Lq < 2) return luaL_error(L, "%s: option 'rows' is needed for sequences of length 1", fn);
-        for (int64_t b = 0; b < B; b++) rows[b] = (int32_t)(Lq - 2);
-    }
-    if (!read_per_example(L, 4, "targets", B, targets, fn))
-        for (int64_t b = 0; b < B; b++) targets[b] = (int32_t)ml_get_flat(clean, b * Lq + Lq - 1);
-    for (int64_t b = 0; b < B; b++) {
-        if (rows[b] < 0 || rows[b] >= Lq)
-            return luaL_error(L, "%s: option 'rows' expected rows in [0, %d), got %d", fn, (int)Lq, (int)rows[b]);
-        if (targets[b] < 0 || targets[b] >= V)
-            return luaL_error(L, "%s: option 'targets' expected token ids in [0, %d), got %d", fn, V, (int)targets[b]);
-    }
-    ml_tensor *rows_t = ml_empty(ML_I32, 1, &B);
-    mlL_pushtensor(L, rows_t);
-    memcpy(ml_i32(rows_t), rows, sizeof *rows * (size_t)B);
-
-    int kind = METRIC_PROB, metric_fn = 0;
-    static const char *const metric_names[] = {"prob", "logprob", "logit"};
-    if (lua_getfield(L, 4, "metric") == LUA_TFUNCTION) {
-        kind = METRIC_FUNCTION, metric_fn = lua_gettop(L);
-    } else if (!lua_isnil(L, -1)) {
-        const char *s = lua_tostring(L, -1);
-        kind = -1;
-        for (int k = 0; s && k < 3; k++)
-            if (!strcmp(s, metric_names[k])) kind = k;
-        if (kind < 0 || lua_type(L, -1) != LUA_TSTRING)
-            return luaL_error(L, "%s: option 'metric' expected 'prob', 'logprob', 'logit' or a function(logits), got %s",
-                              fn, s ? s : luaL_typename(L, -1));
-    }
+    ml_pm_config c = {0};
+    lua_metric lm = {0};
+    c.sites = map_sites(L, m, 4, &c.n_sites, fn);
+    c.positions = map_positions(L, 4, clean->shape[1], &c.n_positions, fn);
+    map_readout(L, m, clean, 4, &c, fn);
+    map_metric(L, 4, &c, &lm, fn);
     double threshold = mlL_optnum(L, 4, "threshold", 0.01, fn);
-    double chance = mlL_optnum(L, 4, "chance", 1.0 / V, fn);
-
-    /* the clean run caches the sources, the corrupted run what a resume needs */
-    bool *want_clean = scratch(L, (size_t)m->n_sites), *want_corr = scratch(L, (size_t)m->n_sites);
-    for (int r = 0; r < R; r++) want_clean[sites[r]] = true, ml_patch_needs(m, sites[r], want_corr);
-    ml_tensor **clean_acts = scratch(L, sizeof *clean_acts * (size_t)m->n_sites);
-    ml_tensor **corr_acts = scratch(L, sizeof *corr_acts * (size_t)m->n_sites);
-    ml_tensor *clean_hid = cached_run(L, m, clean, want_clean, clean_acts);
-    ml_tensor *corr_hid = cached_run(L, m, corr, want_corr, corr_acts);
-    int correct, ignored;
-    double clean_v = readout_metric(L, m, clean_hid, rows, targets, kind == METRIC_FUNCTION ? METRIC_PROB : kind, &correct);
-    double corr_v = readout_metric(L, m, corr_hid, rows, targets, kind == METRIC_FUNCTION ? METRIC_PROB : kind, &ignored);
-    int32_t *pos = scratch(L, sizeof *pos * (size_t)B);
-    if (kind == METRIC_FUNCTION) {
-        clean_v = function_metric(L, m, clean_hid, metric_fn, fn);
-        corr_v = function_metric(L, m, corr_hid, metric_fn, fn);
+    double chance = mlL_optnum(L, 4, "chance", 1.0 / m->cfg.vocab, fn);
+    ml_pm_result *r = ml_patching_map(m, clean, corr, &c);
+    if (!r) {
+        if (lm.err && !lua_isnil(L, lm.err)) lua_pushvalue(L, lm.err), lua_error(L);
+        return mlL_raise(L);
     }
-    double den = clean_v - corr_v, accuracy = (double)correct / (double)B;
-
-    ml_tensor *patched = ml_empty(ML_F32, 2, (int64_t[]){R, np}), *values = ml_empty(ML_F32, 2, (int64_t[]){R, np});
-    mlL_pushtensor(L, patched);
-    mlL_pushtensor(L, values);
-    int values_idx = lua_gettop(L);
-    for (int r = 0; r < R; r++) {
-        /* the metric through this site's resume without a patch, so cells the patch cannot change
-         * are exactly 0 (resuming at another site may differ in the last bits) */
-        double base = corr_v;
-        if (kind != METRIC_FUNCTION) {
-            for (int64_t b = 0; b < B; b++) pos[b] = -1;
-            ml_patch none = {.site = sites[r], .source = clean_acts[sites[r]], .pos = pos};
-            mlL_pushtensor(L, ml_patch_fast(m, corr_acts, &none, rows_t));
-            base = readout_metric(L, m, mlL_checktensor(L, -1, fn), rows, targets, kind, &ignored);
-            lua_pop(L, 1);
-        }
-        for (int j = 0; j < np; j++) {
-            for (int64_t b = 0; b < B; b++) pos[b] = positions[j];
-            ml_patch p = {.site = sites[r], .source = clean_acts[sites[r]], .pos = pos};
-            ml_tensor *hid = ml_patch_fast(m, corr_acts, &p, kind == METRIC_FUNCTION ? NULL : rows_t);
-            mlL_pushtensor(L, hid);
-            double v = kind == METRIC_FUNCTION ? function_metric(L, m, hid, metric_fn, fn)
-                                               : readout_metric(L, m, hid, rows, targets, kind, &ignored);
-            lua_pop(L, 1);
-            ml_f32(patched)[r * np + j] = (float)v;
-            ml_f32(values)[r * np + j] = (float)((v - base) / den);
-        }
-    }
-
-    lua_createtable(L, 0, 16);
-    lua_pushvalue(L, values_idx), lua_setfield(L, -2, "values");
-    lua_pushvalue(L, values_idx - 1), lua_setfield(L, -2, "patched");
-    lua_createtable(L, R, 0);
-    lua_createtable(L, R, 0);
-    for (int r = 0; r < R; r++) {
-        char name[96];
-        ml_site_fullname(m, sites[r], name, sizeof name);
-        lua_pushstring(L, name), lua_rawseti(L, -3, r + 1);
-        lua_pushfstring(L, "layer %d %s", m->site_layer[sites[r]], m->sites[sites[r]].name), lua_rawseti(L, -2, r + 1);
-    }
-    lua_setfield(L, -3, "row_labels");
-    lua_setfield(L, -2, "sites");
-    lua_createtable(L, np, 0);
-    lua_createtable(L, np, 0);
-    for (int j = 0; j < np; j++) {
-        lua_pushinteger(L, positions[j]), lua_rawseti(L, -3, j + 1);
-        lua_pushfstring(L, "%d", (int)positions[j]), lua_rawseti(L, -2, j + 1);
-    }
-    lua_setfield(L, -3, "col_labels");
-    lua_setfield(L, -2, "positions");
-    lua_pushstring(L, kind == METRIC_FUNCTION ? "function" : metric_names[kind]), lua_setfield(L, -2, "metric");
-    lua_pushnumber(L, clean_v), lua_setfield(L, -2, "clean");
-    lua_pushnumber(L, corr_v), lua_setfield(L, -2, "corrupted");
-    lua_pushnumber(L, den), lua_setfield(L, -2, "den");
-    lua_pushnumber(L, threshold), lua_setfield(L, -2, "threshold");
-    lua_pushboolean(L, den > threshold), lua_setfield(L, -2, "passes");
-    lua_pushnumber(L, accuracy), lua_setfield(L, -2, "accuracy");
-    lua_pushnumber(L, chance), lua_setfield(L, -2, "chance");
-    if (accuracy < 2 * chance) {
-        lua_pushfstring(L, "the model's accuracy on the clean tokens (%f) is at chance (%f): its attributions are noise",
-                        accuracy, chance);
-        fprintf(stderr, "%s: warning: %s\n", fn, lua_tostring(L, -1));
-        lua_setfield(L, -2, "warning");
-    }
-    luaL_setmetatable(L, MLL_PATCHING_MAP_MT);
+    push_map(L, m, &c, r, threshold, chance, fn);
+    ml_pm_result_free(r);
     return 1;
 }
 
@@ -916,11 +836,6 @@ static int pos_arg(lua_State *L, int idx, const char *fn, const char *what) {
                    ml_pos_names[0], ml_pos_names[1], ml_pos_names[2], ml_pos_names[3], ml_pos_names[4],
                    ml_pos_names[5], ml_pos_names[6], ml_pos_names[7], s ? s : luaL_typename(L, idx));
     return p;
-}
-
-static void push_floats(lua_State *L, const float *x, int rows, int cols) {
-    ml_tensor *t = ml_from_f32(2, (int64_t[]){rows, cols}, x);
-    mlL_pushtensor(L, t);
 }
 
 /* res = mech.interp.interchange(model, dataset, {sites=, label_types=, positions=, seed=, batch=,

@@ -175,19 +175,17 @@ static int resolve_param(const ml_model *m, const char *name, char *buf, size_t 
                                         {"ln_final.b", "backbone.ln_f.bias"}};
     for (size_t k = 0; k < sizeof tl / sizeof tl[0]; k++)
         if (!strcmp(name, tl[k][0])) return ml_model_find_param(m, tl[k][1]);
-    if (strncmp(name, "blocks.", 7)) return -1;
-    char *end;
-    long layer = strtol(name + 7, &end, 10);
-    if (end == name + 7 || *end != '.' || layer < 0 || layer >= m->cfg.n_layers) return -1;
-    const char *rest = end + 1;
+    int layer;
+    const char *rest = ml_site_split(name, &layer);
+    if (!rest || layer >= m->cfg.n_layers) return -1;
     if (!strncmp(rest, "mixer.", 6)) {
-        snprintf(buf, n, "backbone.layers.%ld.sequence_mixer.mixer.%s", layer, rest + 6);
+        snprintf(buf, n, "backbone.layers.%d.sequence_mixer.mixer.%s", layer, rest + 6);
         if ((i = ml_model_find_param(m, buf)) >= 0) return i;
-        snprintf(buf, n, "backbone.layers.%ld.sequence_mixer.%s", layer, rest + 6);
+        snprintf(buf, n, "backbone.layers.%d.sequence_mixer.%s", layer, rest + 6);
     } else if (!strncmp(rest, "mlp.", 4)) {
-        snprintf(buf, n, "backbone.layers.%ld.state_mixer.%s", layer, rest + 4);
+        snprintf(buf, n, "backbone.layers.%d.state_mixer.%s", layer, rest + 4);
     } else {
-        snprintf(buf, n, "backbone.layers.%ld.%s", layer, rest);
+        snprintf(buf, n, "backbone.layers.%d.%s", layer, rest);
     }
     return ml_model_find_param(m, buf); /* buf: the state-dict spelling, for a did-you-mean */
 }

@@ -193,8 +193,7 @@ int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX
 }
 
 int mlL_checksite(lua_State *L, const ml_model *m, const char *name, const char *fn) {
-    int s = ml_site_parse(m, name);
-    if (s < 0) s = mlL_site_alias(m, name);
+    int s = ml_site_resolve(m, name);
     if (s >= 0) return s;
     enum { W = 96 };
     const char **names = malloc(sizeof *names * (size_t)(m->n_sites + 1));

@@ -116,25 +116,6 @@ int ml_model_add_site(ml_model *m, int layer, const char *name, int ndim, const 
     return m->n_sites++;
 }
 
-int ml_site_lookup(const ml_model *m, int layer, const char *name) {
-    if (layer < 0 || layer >= m->cfg.n_layers) return -1;
-    for (int i = m->layers[layer].site_first; i < m->layers[layer].site_end; i++)
-        if (!strcmp(m->sites[i].name, name)) return i;
-    return -1;
-}
-
-int ml_site_parse(const ml_model *m, const char *full) {
-    if (strncmp(full, "blocks.", 7)) return -1;
-    char *end;
-    long l = strtol(full + 7, &end, 10);
-    if (end == full + 7 || *end != '.' || l < 0 || l >= m->cfg.n_layers) return -1;
-    return ml_site_lookup(m, (int)l, end + 1);
-}
-
-void ml_site_fullname(const ml_model *m, int site, char *buf, size_t n) {
-    snprintf(buf, n, "blocks.%d.%s", m->site_layer[site], m->sites[site].name);
-}
-
 int ml_model_find_param(const ml_model *m, const char *name) {
     for (int i = 0; i < m->n_params; i++)
         if (!strcmp(m->params[i].name, name)) return i;

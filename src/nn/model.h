@@ -18,6 +18,7 @@
 
 #include "autograd/autograd.h"
 #include "core/rng.h"
+#include "nn/sites.h"
 
 enum { ML_MAX_LAYERS = 16, ML_NAME_MAX = 112, ML_MAX_SITES = 48 };
 
@@ -200,10 +201,7 @@ struct ml_run {
 ml_tensor *ml_site(const ml_model *m, ml_run *run, int site, ml_tensor *act);
 /* Does m->hooks or run want the site (mixers compute its value only then)? */
 bool ml_site_wanted(const ml_model *m, ml_run *run, int site);
-/* The one spelling of a site's full name, "blocks.{layer}.{name}", and its parsers. */
-void ml_site_fullname(const ml_model *m, int site, char *buf, size_t n);
-int ml_site_lookup(const ml_model *m, int layer, const char *name); /* id or -1 */
-int ml_site_parse(const ml_model *m, const char *full);             /* "blocks.{l}.{name}" -> id or -1 */
+/* Site names and their parsers ("blocks.{layer}.{name}", TransformerLens aliases): nn/sites.h. */
 
 /* ---- building ---- */
 /* Resolves a paper alias in cfg->arch (ml_mixer_resolve_alias), validates the config (messages

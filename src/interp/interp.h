@@ -143,6 +143,34 @@ typedef struct {
 ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_t count, const ml_ic_config *c);
 void ml_ic_result_free(ml_ic_result *r);
 
+/* ---- dataset analyses (docs/interventions.md, "Attention mass", "Attribution patching") ---- */
+/* Per layer, the mean over documents [0, n) of the attention weight from named position `query`
+ * to named position `key` (ml_pos): summed over heads of mixer.pattern (Attention, Based), or
+ * Mamba's implicit attention |α| normalised per row and averaged over channels. has[l]: whether
+ * layer l has an attention to read (mass[l] is 0 where not). mass, has: [n_layers]. */
+ml_status ml_attention_mass(ml_model *m, const ml_dataset *ds, int64_t n, int query, int key, double *mass,
+                            bool *has);
+
+typedef struct {
+    const int *sites;             /* site ids with a position dimension */
+    int n_sites;
+    int n_label_types;
+    int label_types[2];           /* the corrupted item (ml_pos), one corrupted run each */
+    int n_positions;
+    int positions[ML_IC_MAX_POS]; /* where the estimate is read (ml_pos) */
+    uint64_t seed;                /* corruption stream (seed, ML_STREAM_INTERP), drawn label type by label type */
+} ml_ap_config;
+typedef struct {
+    int n_label_types, n_sites, n_positions;
+    /* [(lt * n_sites + site) * n_positions + pos]: the mean over documents of Σ (clean − corrupted)
+     * activation × d p(answer) / d activation at the position (all other dimensions summed) */
+    double *estimate;
+} ml_ap_result;
+/* Gradient attribution patching on documents [0, n) of ds: the clean run and one corrupted run
+ * with a backward pass per label type estimate every (site, position)'s prob_diff. */
+ml_ap_result *ml_attribution_patching(ml_model *m, const ml_dataset *ds, int64_t n, const ml_ap_config *c);
+void ml_ap_result_free(ml_ap_result *r);
+
 /* The corruption draw (docs/interventions.md, "Corruption"): r = lo + U[0, hi - lo), +1 if r >= orig (pool [lo, hi] from
  * ml_task_corrupt_range). */
 int32_t ml_ic_corrupt(ml_rng *rng, int lo, int hi, int32_t orig);

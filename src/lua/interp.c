@@ -826,7 +826,7 @@ static int l_plot_map(lua_State *L) {
     return 0;
 }
 
-/* ------------------------------------------------------------------ the evaluator */
+/* ------------------------------------------------------------------ the evaluators */
 
 static int pos_arg(lua_State *L, int idx, const char *fn, const char *what) {
     const char *s = lua_tostring(L, idx);
@@ -838,78 +838,43 @@ static int pos_arg(lua_State *L, int idx, const char *fn, const char *what) {
     return p;
 }
 
-/* res = mech.interp.interchange(model, dataset, {sites=, label_types=, positions=, seed=, batch=,
- *   first=, count=, swap=, reference=})
- * sites: full site names (default: the paper's components at every layer). Returns
- * {metrics = {{name, value}, ...}, combos = {{site, layer, component, label_type, position}},
- *  restored_prob, corrupted_prob, restored_logit, corrupted_logit, kl_div (combos x docs tensors),
- *  original_prob, original_logit (docs), seconds, patched_examples} */
-static int l_interchange(lua_State *L) {
-    const char *fn = "mech.interp.interchange";
-    static const char *const keys[] = {"sites", "label_types", "positions", "seed", "batch", "first",
-                                       "count", "swap", "reference", NULL};
-    ml_model *m = check_model(L, 1, fn);
-    ml_dataset *ds = check_dataset(L, 2, fn);
-    lua_settop(L, 3);
-    if (lua_isnil(L, 3)) lua_newtable(L), lua_replace(L, 3);
-    mlL_checktable(L, 3, fn, 3);
-    mlL_checkkeys(L, 3, fn, keys);
-    ml_ic_config *c = lua_newuserdatauv(L, sizeof *c, 0); /* collected with the call */
-    ml_ic_config_paper(c, m, ml_dataset_task(ds));
-    if (lua_getfield(L, 3, "sites") != LUA_TNIL) {
-        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'sites' expected a list of site names", fn);
-        c->n_sites = 0;
-        for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
-            if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "%s: option 'sites' expected names, got a %s", fn, luaL_typename(L, -1));
-            if (c->n_sites == ML_IC_MAX_SITES) return luaL_error(L, "%s: at most %d sites", fn, ML_IC_MAX_SITES);
-            c->sites[c->n_sites++] = mlL_checksite(L, m, lua_tostring(L, -1), fn);
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
+/* Option 'sites' (a list of site names, either spelling) into sites[max]; false when absent. */
+static bool opt_sites(lua_State *L, const ml_model *m, int opt, int *sites, int *n, int max, const char *fn) {
+    if (lua_getfield(L, opt, "sites") == LUA_TNIL) return lua_pop(L, 1), false;
+    if (!lua_istable(L, -1)) luaL_error(L, "%s: option 'sites' expected a list of site names", fn);
+    *n = 0;
+    for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
+        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: option 'sites' expected names, got a %s", fn, luaL_typename(L, -1));
+        if (*n == max) luaL_error(L, "%s: at most %d sites", fn, max);
+        sites[(*n)++] = mlL_checksite(L, m, lua_tostring(L, -1), fn);
     }
-    lua_pop(L, 1);
-    if (lua_getfield(L, 3, "label_types") != LUA_TNIL) {
-        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'label_types' expected a list of names", fn);
-        c->n_label_types = 0;
-        for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
-            if (c->n_label_types == 2) return luaL_error(L, "%s: option 'label_types' takes at most 2 names", fn);
-            int p = pos_arg(L, -1, fn, "option 'label_types'");
-            if (p != ML_POS_QUERY_ITEM_ORIG && p != ML_POS_TARGET_ITEM_ORIG)
-                return luaL_error(L, "%s: option 'label_types' expected query_item_orig or target_item_orig, got %s", fn,
-                                  ml_pos_names[p]);
-            c->label_types[c->n_label_types++] = p;
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
+    lua_pop(L, 2);
+    return true;
+}
+
+/* Option `key` (a list of position names) into out[max]; label types must name the key or the
+ * value item. False when absent. */
+static bool opt_pos_list(lua_State *L, int opt, const char *key, int *out, int *n, int max, const char *fn) {
+    if (lua_getfield(L, opt, key) == LUA_TNIL) return lua_pop(L, 1), false;
+    bool lt = !strcmp(key, "label_types");
+    char what[48];
+    snprintf(what, sizeof what, "option '%s'", key);
+    if (!lua_istable(L, -1)) luaL_error(L, "%s: option '%s' expected a list of names", fn, key);
+    *n = 0;
+    for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
+        if (*n == max) luaL_error(L, "%s: option '%s' takes at most %d names", fn, key, max);
+        int p = pos_arg(L, -1, fn, what);
+        if (lt && p != ML_POS_QUERY_ITEM_ORIG && p != ML_POS_TARGET_ITEM_ORIG)
+            luaL_error(L, "%s: option 'label_types' expected query_item_orig or target_item_orig, got %s", fn,
+                       ml_pos_names[p]);
+        out[(*n)++] = p;
     }
-    lua_pop(L, 1);
-    if (lua_getfield(L, 3, "positions") != LUA_TNIL) {
-        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'positions' expected a list of names", fn);
-        c->n_positions = 0;
-        for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
-            if (c->n_positions == ML_IC_MAX_POS) return luaL_error(L, "%s: too many positions", fn);
-            c->positions[c->n_positions++] = pos_arg(L, -1, fn, "option 'positions'");
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    c->seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
-    c->batch = mlL_optint32(L, 3, "batch", 320, fn);
-    c->swap = mlL_optbool(L, 3, "swap", 0, fn);
-    c->reference = mlL_optbool(L, 3, "reference", 0, fn);
-    int64_t first = mlL_optint(L, 3, "first", 0, fn);
-    int64_t count = mlL_optint(L, 3, "count", ml_dataset_size(ds) - first, fn);
-    if (c->batch < 1) return luaL_error(L, "%s: option 'batch' expected a positive integer", fn);
-    ml_ic_result *r = ml_ic_run(m, ds, first, count, c);
-    if (!r) return mlL_raise(L);
-    ml_metric *v;
-    int n;
-    if (ml_ic_metrics(m, r, &v, &n)) {
-        ml_ic_result_free(r);
-        return mlL_raise(L);
-    }
-    lua_createtable(L, 0, 12);
+    lua_pop(L, 2);
+    return true;
+}
+
+/* {{name, value}, ...} of the evaluator's aggregate metrics. */
+static void push_metrics(lua_State *L, const ml_metric *v, int n) {
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
         lua_createtable(L, 2, 0);
@@ -917,16 +882,25 @@ static int l_interchange(lua_State *L) {
         lua_pushnumber(L, v[i].value), lua_rawseti(L, -2, 2);
         lua_rawseti(L, -2, i + 1);
     }
-    free(v);
-    lua_setfield(L, -2, "metrics");
+}
+
+/* Sets the site's full name, layer and component in the table on top. */
+static void set_site_fields(lua_State *L, const ml_model *m, int site) {
+    char name[ML_SITE_NAME_MAX];
+    ml_site_fullname(m, site, name, sizeof name);
+    lua_pushstring(L, name), lua_setfield(L, -2, "site");
+    lua_pushinteger(L, m->site_layer[site]), lua_setfield(L, -2, "layer");
+    lua_pushstring(L, m->sites[site].name), lua_setfield(L, -2, "component");
+}
+
+/* The evaluator's result as mech.interp.interchange documents it. */
+static void push_ic_result(lua_State *L, const ml_model *m, const ml_ic_result *r, const ml_metric *v, int n) {
+    lua_createtable(L, 0, 12);
+    push_metrics(L, v, n), lua_setfield(L, -2, "metrics");
     lua_createtable(L, r->n_combos, 0);
     for (int k = 0; k < r->n_combos; k++) {
-        char name[96];
-        ml_site_fullname(m, r->combo_site[k], name, sizeof name);
         lua_createtable(L, 0, 5);
-        lua_pushstring(L, name), lua_setfield(L, -2, "site");
-        lua_pushinteger(L, m->site_layer[r->combo_site[k]]), lua_setfield(L, -2, "layer");
-        lua_pushstring(L, m->sites[r->combo_site[k]].name), lua_setfield(L, -2, "component");
+        set_site_fields(L, m, r->combo_site[k]);
         lua_pushstring(L, ml_pos_names[r->combo_lt[k]]), lua_setfield(L, -2, "label_type");
         lua_pushstring(L, ml_pos_names[r->combo_pos[k]]), lua_setfield(L, -2, "position");
         lua_rawseti(L, -2, k + 1);
@@ -944,7 +918,109 @@ static int l_interchange(lua_State *L) {
     lua_pushnumber(L, r->seconds), lua_setfield(L, -2, "seconds");
     lua_pushinteger(L, r->patched_forwards), lua_setfield(L, -2, "patched_examples");
     lua_pushinteger(L, r->n_combos), lua_setfield(L, -2, "n_combos");
+}
+
+/* res = mech.interp.interchange(model, dataset, {sites=, label_types=, positions=, seed=, batch=,
+ *   first=, count=, swap=, reference=}): ml_ic_run and ml_ic_metrics (src/interp/interchange.c).
+ * sites: full site names (default: the paper's components at every layer). */
+static int l_interchange(lua_State *L) {
+    const char *fn = "mech.interp.interchange";
+    static const char *const keys[] = {"sites", "label_types", "positions", "seed", "batch", "first",
+                                       "count", "swap", "reference", NULL};
+    ml_model *m = check_model(L, 1, fn);
+    ml_dataset *ds = check_dataset(L, 2, fn);
+    lua_settop(L, 3);
+    if (lua_isnil(L, 3)) lua_newtable(L), lua_replace(L, 3);
+    mlL_checktable(L, 3, fn, 3);
+    mlL_checkkeys(L, 3, fn, keys);
+    ml_ic_config *c = lua_newuserdatauv(L, sizeof *c, 0); /* collected with the call */
+    ml_ic_config_paper(c, m, ml_dataset_task(ds));
+    opt_sites(L, m, 3, c->sites, &c->n_sites, ML_IC_MAX_SITES, fn);
+    opt_pos_list(L, 3, "label_types", c->label_types, &c->n_label_types, 2, fn);
+    opt_pos_list(L, 3, "positions", c->positions, &c->n_positions, ML_IC_MAX_POS, fn);
+    c->seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
+    c->batch = mlL_optint32(L, 3, "batch", 320, fn);
+    c->swap = mlL_optbool(L, 3, "swap", 0, fn);
+    c->reference = mlL_optbool(L, 3, "reference", 0, fn);
+    int64_t first = mlL_optint(L, 3, "first", 0, fn);
+    int64_t count = mlL_optint(L, 3, "count", ml_dataset_size(ds) - first, fn);
+    if (c->batch < 1) return luaL_error(L, "%s: option 'batch' expected a positive integer", fn);
+    ml_ic_result *r = ml_ic_run(m, ds, first, count, c);
+    if (!r) return mlL_raise(L);
+    ml_metric *v;
+    int n;
+    if (ml_ic_metrics(m, r, &v, &n)) {
+        ml_ic_result_free(r);
+        return mlL_raise(L);
+    }
+    push_ic_result(L, m, r, v, n);
+    free(v);
     ml_ic_result_free(r);
+    return 1;
+}
+
+/* Option 'n': documents [0, n) of ds (default: all). */
+static int64_t opt_docs(lua_State *L, int opt, const ml_dataset *ds, const char *fn) {
+    int64_t size = ml_dataset_size(ds), n = mlL_optint(L, opt, "n", size, fn);
+    if (n < 1) luaL_error(L, "%s: option 'n' expected a positive number of documents, got %d", fn, (int)n);
+    return n < size ? n : size;
+}
+
+/* mass = mech.interp.attention_mass(model, dataset[, {query="query_item", key="target_item_orig",
+ *   n=}]) -> {[layer] = mass} for the layers with an attention (ml_attention_mass). */
+static int l_attention_mass(lua_State *L) {
+    const char *fn = "mech.interp.attention_mass";
+    static const char *const keys[] = {"query", "key", "n", NULL};
+    ml_model *m = check_model(L, 1, fn);
+    ml_dataset *ds = check_dataset(L, 2, fn);
+    lua_settop(L, 3);
+    if (lua_isnil(L, 3)) lua_newtable(L), lua_replace(L, 3);
+    mlL_checktable(L, 3, fn, 3);
+    mlL_checkkeys(L, 3, fn, keys);
+    lua_getfield(L, 3, "query");
+    int q = lua_isnil(L, -1) ? ML_POS_QUERY_ITEM : pos_arg(L, -1, fn, "option 'query'");
+    lua_getfield(L, 3, "key");
+    int k = lua_isnil(L, -1) ? ML_POS_TARGET_ITEM_ORIG : pos_arg(L, -1, fn, "option 'key'");
+    double mass[ML_MAX_LAYERS];
+    bool has[ML_MAX_LAYERS];
+    if (ml_attention_mass(m, ds, opt_docs(L, 3, ds, fn), q, k, mass, has)) return mlL_raise(L);
+    lua_newtable(L);
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (has[l]) lua_pushnumber(L, mass[l]), lua_rawseti(L, -2, l);
+    return 1;
+}
+
+/* est = mech.interp.attribution_patching(model, dataset, {sites=, label_types=, positions=, seed=42,
+ *   n=}) -> {{site=, layer=, component=, label_type=, position=, estimate=}, ...}
+ * (ml_attribution_patching; label types x sites x positions, in that order). */
+static int l_attribution_patching(lua_State *L) {
+    const char *fn = "mech.interp.attribution_patching";
+    static const char *const keys[] = {"sites", "label_types", "positions", "seed", "n", NULL};
+    ml_model *m = check_model(L, 1, fn);
+    ml_dataset *ds = check_dataset(L, 2, fn);
+    mlL_checktable(L, 3, fn, 3);
+    mlL_checkkeys(L, 3, fn, keys);
+    ml_ap_config c = {.n_label_types = 2, .label_types = {ML_POS_QUERY_ITEM_ORIG, ML_POS_TARGET_ITEM_ORIG}};
+    int *sites = scratch(L, sizeof *sites * ML_IC_MAX_SITES);
+    if (!opt_sites(L, m, 3, sites, &c.n_sites, ML_IC_MAX_SITES, fn)) return luaL_error(L, "%s: option 'sites' is required", fn);
+    if (!opt_pos_list(L, 3, "positions", c.positions, &c.n_positions, ML_IC_MAX_POS, fn))
+        return luaL_error(L, "%s: option 'positions' is required", fn);
+    opt_pos_list(L, 3, "label_types", c.label_types, &c.n_label_types, 2, fn);
+    c.sites = sites, c.seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
+    ml_ap_result *r = ml_attribution_patching(m, ds, opt_docs(L, 3, ds, fn), &c);
+    if (!r) return mlL_raise(L);
+    lua_createtable(L, c.n_label_types * c.n_sites * c.n_positions, 0);
+    for (int k = 0, i = 0; k < c.n_label_types; k++)
+        for (int s = 0; s < c.n_sites; s++)
+            for (int j = 0; j < c.n_positions; j++, i++) {
+                lua_createtable(L, 0, 6);
+                set_site_fields(L, m, c.sites[s]);
+                lua_pushstring(L, ml_pos_names[c.label_types[k]]), lua_setfield(L, -2, "label_type");
+                lua_pushstring(L, ml_pos_names[c.positions[j]]), lua_setfield(L, -2, "position");
+                lua_pushnumber(L, r->estimate[i]), lua_setfield(L, -2, "estimate");
+                lua_rawseti(L, -2, i + 1);
+            }
+    ml_ap_result_free(r);
     return 1;
 }
 
@@ -1029,10 +1105,12 @@ int mlL_open_interp(lua_State *L) {
     static const luaL_Reg fns[] = {{"patch", l_patch},         {"site_mean", l_site_mean}, {"short_conv_edit", l_short_conv_edit},
                                    {"mamba_attention", l_mamba_attention}, {"interchange", l_interchange},
                                    {"patching_map", l_patching_map}, {"plot_map", l_plot_map},
+                                   {"attention_mass", l_attention_mass}, {"attribution_patching", l_attribution_patching},
                                    {"kl_div", l_kl_div},       {"argmax", l_argmax},       {"corrupt", l_corrupt},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
-    mlL_hooked(L, -1, (const char *const[]){"patch", "site_mean", "mamba_attention", "interchange", NULL});
+    mlL_hooked(L, -1, (const char *const[]){"patch", "site_mean", "mamba_attention", "interchange", "attention_mass",
+                                             "attribution_patching", NULL});
     lua_setfield(L, -2, "interp");
     lua_pushcfunction(L, l_help);
     lua_setfield(L, -2, "help");

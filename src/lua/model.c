@@ -161,42 +161,13 @@ static int m_named_parameters(lua_State *L) {
     return 1;
 }
 
-/* A parameter by its state-dict name or by the hook-style name of its module:
- * "blocks.{l}.mixer.X" -> the layer's sequence mixer (a hybrid's even layers nest it under
- * "mixer."), "blocks.{l}.mlp.X" -> its state mixer, "blocks.{l}.X" -> the layer's own (norms);
- * "embed.W_E" / "pos_embed.W_pos" / "ln_final.w" / "ln_final.b" as TransformerLens spells them. */
-static int resolve_param(const ml_model *m, const char *name, char *buf, size_t n) {
-    snprintf(buf, n, "%s", name);
-    int i = ml_model_find_param(m, name);
-    if (i >= 0) return i;
-    static const char *const tl[][2] = {{"embed.W_E", "backbone.embeddings.word_embeddings.weight"},
-                                        {"pos_embed.W_pos", "backbone.embeddings.position_embeddings.weight"},
-                                        {"ln_final.w", "backbone.ln_f.weight"},
-                                        {"ln_final.b", "backbone.ln_f.bias"}};
-    for (size_t k = 0; k < sizeof tl / sizeof tl[0]; k++)
-        if (!strcmp(name, tl[k][0])) return ml_model_find_param(m, tl[k][1]);
-    int layer;
-    const char *rest = ml_site_split(name, &layer);
-    if (!rest || layer >= m->cfg.n_layers) return -1;
-    if (!strncmp(rest, "mixer.", 6)) {
-        snprintf(buf, n, "backbone.layers.%d.sequence_mixer.mixer.%s", layer, rest + 6);
-        if ((i = ml_model_find_param(m, buf)) >= 0) return i;
-        snprintf(buf, n, "backbone.layers.%d.sequence_mixer.%s", layer, rest + 6);
-    } else if (!strncmp(rest, "mlp.", 4)) {
-        snprintf(buf, n, "backbone.layers.%d.state_mixer.%s", layer, rest + 4);
-    } else {
-        snprintf(buf, n, "backbone.layers.%d.%s", layer, rest);
-    }
-    return ml_model_find_param(m, buf); /* buf: the state-dict spelling, for a did-you-mean */
-}
-
 /* model:param(name): by state-dict name ("backbone.layers.1.sequence_mixer.A_log") or hook-style
  * name ("blocks.1.mixer.A_log"); the tensor shares the model's storage. */
 static int m_param(lua_State *L) {
     ml_model *m = check_model(L, 1, "param");
     const char *name = luaL_checkstring(L, 2);
     char spelled[160];
-    int i = resolve_param(m, name, spelled, sizeof spelled);
+    int i = ml_model_resolve_param(m, name, spelled, sizeof spelled);
     if (i < 0) {
         const char **names = malloc(sizeof *names * (size_t)(m->n_params + 1));
         if (!names) return luaL_error(L, "param: out of memory");

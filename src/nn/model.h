@@ -229,6 +229,12 @@ ml_status ml_model_add_alias(ml_model *m, int layer, const char *rel_name, int p
 ml_status ml_model_add_buffer(ml_model *m, int layer, const char *rel_name, ml_tensor *values);
 static inline ml_tensor *ml_model_p(const ml_model *m, int idx) { return m->params[idx].t; }
 int ml_model_find_param(const ml_model *m, const char *name);
+/* A parameter by its state-dict name or by the hook-style name of its module:
+ * "blocks.{l}.mixer.X" -> the layer's sequence mixer (a hybrid's even layers nest it under
+ * "mixer."), "blocks.{l}.mlp.X" -> its state mixer, "blocks.{l}.X" -> the layer's own (norms);
+ * "embed.W_E" / "pos_embed.W_pos" / "ln_final.w" / "ln_final.b" as TransformerLens spells them.
+ * Returns the index or -1; buf gets the state-dict spelling tried (for a did-you-mean). */
+int ml_model_resolve_param(const ml_model *m, const char *name, char *buf, size_t n);
 /* Re-initialises every parameter from cfg.seed (as at construction). */
 void ml_model_init(ml_model *m);
 

@@ -265,6 +265,9 @@ E("ic.corrupt", "ic.corrupt(dataset, first, n[, {position=, seed=}]) -> clean, c
 E("ic.attention_mass", "ic.attention_mass(model, dataset[, {query=, key=, n=}]) -> {[layer] = mass}",
   "Mean attention weight from a named query position to a named key position (attention, Based, Mamba's implicit attention).",
   "local mass = ic.attention_mass(model, ds)")
+E("ic.plot_map", "ic.plot_map(map[, {out=, title=, filter=, vmin=, vmax=}])",
+  "The drawing behind mech.interp.plot_map and map:plot (which check their options first): the map's values as a mech.plot.heatmap, cells failing the filter hatched.",
+  'ic.plot_map(map, { out = "map.png" })')
 E("ic.type_name", "ic.type_name(task) -> string", "The TYPE in metric labels (KEY, VALUE, PARENT, ...).", "print(ic.type_name(task))")
 E("ic.attribution_patching", "ic.attribution_patching(model, dataset[, {real=, n=, seed=, ...}]) -> {estimates, correlation, n}",
   "Gradient attribution patching (activation × gradient) and its correlation with real patching.",

@@ -203,6 +203,36 @@ function ic.attention_mass(model, dataset, opts)
   return mech.interp.attention_mass(model, dataset, { query = opts.query, key = opts.key, n = opts.n })
 end
 
+--- Draws a patching map (values, row_labels, col_labels; threshold with den or dens, filter_note,
+--- metric) as a mech.plot.heatmap; cells whose denominator is not above the threshold are hatched.
+--- mech.interp.plot_map and map:plot check their options and call this.
+function ic.plot_map(map, opts)
+  local fn = "mech.interp.plot_map"
+  opts = opts or {}
+  for _, k in ipairs { "values", "col_labels", "row_labels" } do
+    if map[k] == nil then fail(fn, "argument 1 expected a patching map with field '" .. k .. "'") end
+  end
+  local title = opts.title
+  if title == nil then
+    title = string.format("Patching map (%s restored)", type(map.metric) == "string" and map.metric or "metric")
+  end
+  local args = { data = map.values, xlabels = map.col_labels, ylabels = map.row_labels, vmin = opts.vmin or -1,
+    vmax = opts.vmax or 1, center = 0, values = true, xlabel = "patched position", colorbar = "attribution",
+    out = opts.out, title = title }
+  if opts.filter ~= false and type(map.threshold) == "number" then
+    local dens = map.dens
+    if dens == nil then -- one denominator for every cell
+      if not (mech.is_tensor(map.values) and map.values:dim() == 2 and type(map.den) == "number") then
+        fail(fn, "argument 1 with a threshold expected a values tensor and 'den' or 'dens'")
+      end
+      dens = mech.full(map.values:shape(), map.den)
+    end
+    args.filter = { values = dens, min = map.threshold,
+      note = map.filter_note or string.format("fails the filter: clean - corrupted metric <= %.14g", map.threshold) }
+  end
+  mech.plot.heatmap(args)
+end
+
 --- The TYPE of a task's metric labels (its first enabled query type for ATR).
 function ic.type_name(task)
   local c = task:config()

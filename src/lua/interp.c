@@ -760,10 +760,9 @@ static int l_patching_map(lua_State *L) {
     return 1;
 }
 
-/* mech.interp.plot_map(map, {out=, title=, filter=true, vmin=-1, vmax=1}) or map:plot{...}: the
- * map's values as a heatmap (rows: map.row_labels, columns: map.col_labels) through
- * mech.plot.heatmap. With map.threshold, cells whose denominator (map.dens, a matrix, else
- * map.den for every cell) is not above it are hatched, explained by map.filter_note. */
+/* mech.interp.plot_map(map, {out=, title=, filter=true, vmin=-1, vmax=1}) or map:plot{...}: checks
+ * the arguments; the drawing (a mech.plot.heatmap of the map) is ic.plot_map in
+ * lua/mech/interchange.lua. */
 static int l_plot_map(lua_State *L) {
     const char *fn = "mech.interp.plot_map";
     static const char *const keys[] = {"out", "title", "filter", "vmin", "vmax", NULL};
@@ -771,58 +770,14 @@ static int l_plot_map(lua_State *L) {
     mlL_checktable(L, 2, fn, 2);
     mlL_checkkeys(L, 2, fn, keys);
     lua_settop(L, 2);
-    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    if (lua_getfield(L, -1, "mech") != LUA_TTABLE || lua_getfield(L, -1, "plot") != LUA_TTABLE ||
-        lua_getfield(L, -1, "heatmap") != LUA_TFUNCTION)
-        return luaL_error(L, "%s: mech.plot.heatmap is not loaded", fn);
-    lua_createtable(L, 0, 12);
-    int args = lua_gettop(L);
-    static const char *const from_map[][2] = {{"values", "data"}, {"col_labels", "xlabels"}, {"row_labels", "ylabels"}};
-    for (int i = 0; i < 3; i++) {
-        if (lua_getfield(L, 1, from_map[i][0]) == LUA_TNIL)
-            return luaL_error(L, "%s: argument 1 expected a patching map with field '%s'", fn, from_map[i][0]);
-        lua_setfield(L, args, from_map[i][1]);
-    }
-    lua_pushnumber(L, mlL_optnum(L, 2, "vmin", -1, fn)), lua_setfield(L, args, "vmin");
-    lua_pushnumber(L, mlL_optnum(L, 2, "vmax", 1, fn)), lua_setfield(L, args, "vmax");
-    lua_pushinteger(L, 0), lua_setfield(L, args, "center");
-    lua_pushboolean(L, 1), lua_setfield(L, args, "values");
-    lua_pushliteral(L, "patched position"), lua_setfield(L, args, "xlabel");
-    lua_pushliteral(L, "attribution"), lua_setfield(L, args, "colorbar");
-    lua_getfield(L, 2, "out"), lua_setfield(L, args, "out");
-    if (lua_getfield(L, 2, "title") == LUA_TNIL) {
-        lua_pop(L, 1);
-        lua_getfield(L, 1, "metric");
-        lua_pushfstring(L, "Patching map (%s restored)", lua_isstring(L, -1) ? lua_tostring(L, -1) : "metric");
-        lua_remove(L, -2);
-    }
-    lua_setfield(L, args, "title");
-    lua_getfield(L, 1, "threshold");
-    bool filter = mlL_optbool(L, 2, "filter", 1, fn) && lua_isnumber(L, -1);
-    if (filter) {
-        double min = lua_tonumber(L, -1);
-        lua_createtable(L, 0, 3);
-        if (lua_getfield(L, 1, "dens") == LUA_TNIL) { /* one denominator for every cell */
-            lua_getfield(L, 1, "values");
-            ml_tensor *v = mlL_testtensor(L, -1);
-            lua_getfield(L, 1, "den");
-            if (!v || v->ndim != 2 || !lua_isnumber(L, -1))
-                return luaL_error(L, "%s: argument 1 with a threshold expected a values tensor and 'den' or 'dens'", fn);
-            mlL_pushtensor(L, ml_full(ML_F32, 2, v->shape, lua_tonumber(L, -1)));
-            lua_replace(L, -4);
-            lua_pop(L, 2);
-        }
-        lua_setfield(L, -2, "values");
-        lua_pushnumber(L, min), lua_setfield(L, -2, "min");
-        if (lua_getfield(L, 1, "filter_note") == LUA_TNIL) {
-            lua_pop(L, 1);
-            lua_pushfstring(L, "fails the filter: clean - corrupted metric <= %f", min);
-        }
-        lua_setfield(L, -2, "note");
-        lua_setfield(L, args, "filter");
-    }
-    lua_pop(L, 1);
-    lua_call(L, 1, 0);
+    mlL_optnum(L, 2, "vmin", -1, fn), mlL_optnum(L, 2, "vmax", 1, fn), mlL_optbool(L, 2, "filter", 1, fn);
+    mlL_optstr(L, 2, "title", NULL, fn);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "mech.interchange");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "plot_map");
+    lua_pushvalue(L, 1), lua_pushvalue(L, 2);
+    lua_call(L, 2, 0);
     return 0;
 }
 

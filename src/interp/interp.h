@@ -58,6 +58,9 @@ ml_tensor *ml_patch_full(ml_model *m, ml_tensor *tokens, const ml_patch *p);
 ml_tensor *ml_patch_fast(ml_model *m, ml_tensor *const *base_acts, const ml_patch *p, ml_tensor *rows);
 /* Which sites ml_patch_fast needs for a patch at `site` (sets want[i] = true for them). */
 void ml_patch_needs(const ml_model *m, int site, bool *want);
+/* The patched run of tokens: the fast path (a cache of what ml_patch_needs, then ml_patch_fast)
+ * unless `reference` or m->hooks is set (hooks run once, in a full forward). -> hidden (B, L, D) */
+ml_tensor *ml_patch_run(ml_model *m, ml_tensor *tokens, const ml_patch *p, bool reference);
 /* The mean activation of `site` over documents [0, n) of ds, per position: (L, ...) with the
  * dataset's longest length, the mean over the documents long enough for each position. */
 ml_tensor *ml_site_mean(ml_model *m, const ml_dataset *ds, int64_t n, int site, int batch);
@@ -77,6 +80,8 @@ int ml_short_conv_edit(ml_model *m, int layer, ml_conv_edit kind, int keep);
 /* Mamba's implicit attention α (B, E, L, L) of layer `layer` (y[b,t,e] = Σ_s α[b,e,t,s]·u[b,s,e])
  * from a cache holding that layer's mixer.dt, mixer.B and mixer.C. */
 ml_tensor *ml_mamba_attention(ml_model *m, int layer, ml_tensor *const *acts);
+/* The same on tokens (B, L): runs the cache it needs. */
+ml_tensor *ml_mamba_attention_run(ml_model *m, ml_tensor *tokens, int layer);
 
 /* ---- patching maps (docs/interventions.md, "Patching maps") ---- */
 typedef enum { ML_PM_PROB, ML_PM_LOGPROB, ML_PM_LOGIT, ML_PM_FUNCTION } ml_pm_metric;

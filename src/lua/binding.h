@@ -65,6 +65,11 @@ int mlL_checksite(lua_State *L, const struct ml_model *m, const char *name, cons
 /* Whether the filter at idx keeps the full site name `name`: a name (either spelling), a Lua
  * pattern matched anywhere in the name or its TransformerLens spelling, or a function(name). */
 bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn);
+/* The live model at arg (src/lua/model.c), else an error naming fn. */
+struct ml_model *mlL_checkmodel(lua_State *L, int arg, const char *fn);
+/* Token ids for model m at arg: an int32 tensor or a table of integers, (B, L) or one document
+ * (L), each in [0, vocab). Returns a contiguous (B, L) tensor pushed on the stack (anchored). */
+ml_tensor *mlL_checktokens(lua_State *L, const struct ml_model *m, int arg, const char *fn);
 /* Wraps the functions table[names[i]] (argument 1: a model) so that the model's persistent hooks
  * (model:add_hook) are on for every run inside them (src/lua/model.c). */
 void mlL_hooked(lua_State *L, int table, const char *const *names);

@@ -1,10 +1,12 @@
-/* Interventions from Lua (src/interp): model:run_with_cache, model:run_with_hooks and the
- * mech.interp table (patching, ablations, conv surgery, Mamba's implicit attention, the paper's
- * interchange evaluator). The Lua face with CSV writing and the training-loop evaluator is
+/* Interventions from Lua (src/interp): model:run_with_cache, model:run_with_hooks, caches and the
+ * mech.interp table (patching, ablations, conv surgery, Mamba's implicit attention, patching
+ * maps, attention mass, attribution patching, the paper's interchange evaluator). Every
+ * function here checks its arguments, calls src/interp and converts the result; the Lua face
+ * with site choice, labels, CSV writing and the training-loop evaluator is
  * lua/mech/interchange.lua.
  *
- * Models and datasets are the userdata of model.c and task.c; both boxes start with the core
- * pointer (model_box {ml_model *m}, dataset_box {ml_dataset *ds}), which is all this file reads. */
+ * Models come from mlL_checkmodel (model.c); a dataset box starts with its core pointer
+ * (dataset_box {ml_dataset *ds}, task.c), which is all this file reads of it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,33 +19,10 @@
 #include "lua/binding.h"
 #include "tasks/task.h"
 
-static ml_model *check_model(lua_State *L, int arg, const char *fn) {
-    ml_model **b = luaL_testudata(L, arg, "mech.Model");
-    if (!b) mlL_argerror(L, fn, arg, "a mech.Model");
-    if (!*b) luaL_error(L, "%s: the model was closed", fn);
-    return *b;
-}
-
 static ml_dataset *check_dataset(lua_State *L, int arg, const char *fn) {
     ml_dataset **b = luaL_testudata(L, arg, "mech.Dataset");
     if (!b || !*b) mlL_argerror(L, fn, arg, "a mech.Dataset");
     return *b;
-}
-
-static ml_tensor *check_tokens(lua_State *L, ml_model *m, int arg, const char *fn) {
-    ml_tensor *t = mlL_checkints(L, arg, fn, NULL);
-    if (t->ndim != 1 && t->ndim != 2) mlL_argerror(L, fn, arg, "int32 token ids of shape [B,L]");
-    ml_tensor *c = t->ndim == 1 ? ml_unsqueeze(t, 0) : ml_contiguous(t);
-    if (!c) mlL_raise(L);
-    for (int64_t i = 0, n = ml_numel(c); i < n; i++) {
-        int32_t v = (int32_t)ml_get_flat(c, i);
-        if (v < 0 || v >= m->cfg.vocab) {
-            ml_release(c);
-            luaL_error(L, "%s: token id %d out of range for vocabulary size %d", fn, v, m->cfg.vocab);
-        }
-    }
-    mlL_pushtensor(L, c); /* anchored on the stack */
-    return c;
 }
 
 /* Zeroed scratch memory owned by the stack (freed by the collector even when an error unwinds). */
@@ -306,15 +285,15 @@ static void push_site_table(lua_State *L, ml_model *m, ml_tensor **t) {
 static int m_run_with_cache(lua_State *L) {
     const char *fn = "run_with_cache";
     static const char *const keys[] = {"names", "grads", "targets", "rows", "objective", NULL};
-    ml_model *m = check_model(L, 1, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
     lua_settop(L, 3);
     if (lua_isnil(L, 3)) lua_newtable(L), lua_replace(L, 3);
     mlL_checktable(L, 3, fn, 2);
     mlL_checkkeys(L, 3, fn, keys);
-    ml_tensor *tok = check_tokens(L, m, 2, fn);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     bool grads = mlL_optbool(L, 3, "grads", 0, fn);
     bool *want = names_mask(L, m, 3, "names", fn);
-    m = check_model(L, 1, fn); /* a names function may have closed it */
+    m = mlL_checkmodel(L, 1, fn); /* a names function may have closed it */
     ml_tensor **acts = scratch(L, sizeof *acts * ((size_t)m->n_sites + 1));
     ml_tensor **g = scratch(L, sizeof *g * ((size_t)m->n_sites + 1));
     ml_tensor *hid = NULL, *rows = NULL, *tg = NULL;
@@ -351,7 +330,7 @@ static int m_run_with_cache(lua_State *L) {
 
 /* model:run_with_hooks(tokens, {[site] = fn, ...}) -> logits (model:forward with hooks) */
 static int m_run_with_hooks(lua_State *L) {
-    check_model(L, 1, "run_with_hooks");
+    mlL_checkmodel(L, 1, "run_with_hooks");
     lua_settop(L, 3);
     if (!lua_isnil(L, 3) && !lua_istable(L, 3)) mlL_argerror(L, "run_with_hooks", 3, "a table of hooks {site = function}");
     luaL_getmetafield(L, 1, "__index");
@@ -387,10 +366,10 @@ static int32_t *read_positions(lua_State *L, int idx, int64_t B, const char *fn)
 static int l_patch(lua_State *L) {
     const char *fn = "mech.interp.patch";
     static const char *const keys[] = {"site", "source", "pos", "reference", NULL};
-    ml_model *m = check_model(L, 1, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
     mlL_checktable(L, 3, fn, 3);
     mlL_checkkeys(L, 3, fn, keys);
-    ml_tensor *tok = check_tokens(L, m, 2, fn);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     int top = lua_gettop(L);
     const char *site = mlL_optstr(L, 3, "site", NULL, fn);
     if (!site) return luaL_error(L, "%s: option 'site' is required", fn);
@@ -402,15 +381,7 @@ static int l_patch(lua_State *L) {
     lua_getfield(L, 3, "pos");
     int32_t *pos = read_positions(L, -1, tok->shape[0], fn);
     ml_patch p = {.site = s, .source = src, .pos = pos};
-    ml_tensor *hid = NULL;
-    if (reference || m->hooks) hid = ml_patch_full(m, tok, &p); /* the fast path cannot run hooks */
-    else {
-        bool *want = scratch(L, (size_t)m->n_sites);
-        ml_tensor **acts = scratch(L, sizeof *acts * (size_t)m->n_sites);
-        ml_patch_needs(m, s, want);
-        if (ml_run_cache(m, tok, want, acts, NULL) == ML_OK) hid = ml_patch_fast(m, acts, &p, NULL);
-        for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]);
-    }
+    ml_tensor *hid = ml_patch_run(m, tok, &p, reference);
     ml_tensor *logits = hid ? ml_model_head(m, hid) : NULL;
     ml_release(hid);
     lua_settop(L, top);
@@ -421,7 +392,7 @@ static int l_patch(lua_State *L) {
 /* mean = mech.interp.site_mean(model, dataset, site[, {n=, batch=}]) -> (L, ...) */
 static int l_site_mean(lua_State *L) {
     const char *fn = "mech.interp.site_mean";
-    ml_model *m = check_model(L, 1, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_dataset *ds = check_dataset(L, 2, fn);
     int s = mlL_checksite(L, m, luaL_checkstring(L, 3), fn);
     int64_t n = ml_dataset_size(ds);
@@ -441,7 +412,7 @@ static int l_site_mean(lua_State *L) {
 /* n = mech.interp.short_conv_edit(model, "identity" | "zero" | "truncate"[, {layer=-1, keep=}]) */
 static int l_short_conv_edit(lua_State *L) {
     const char *fn = "mech.interp.short_conv_edit";
-    ml_model *m = check_model(L, 1, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
     const char *k = luaL_checkstring(L, 2);
     ml_conv_edit kind;
     if (!strcmp(k, "identity")) kind = ML_CONV_IDENTITY;
@@ -469,20 +440,12 @@ static int l_short_conv_edit(lua_State *L) {
 /* alpha = mech.interp.mamba_attention(model, tokens, layer) -> (B, E, L, L) */
 static int l_mamba_attention(lua_State *L) {
     const char *fn = "mech.interp.mamba_attention";
-    ml_model *m = check_model(L, 1, fn);
-    ml_tensor *tok = check_tokens(L, m, 2, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     lua_Integer layer = luaL_checkinteger(L, 3);
     if (layer < 0 || layer >= m->cfg.n_layers)
         return luaL_error(L, "%s: argument 3 expected a layer in [0, %d), got %d", fn, m->cfg.n_layers, (int)layer);
-    bool *want = scratch(L, (size_t)m->n_sites + 1);
-    ml_tensor **acts = scratch(L, sizeof *acts * ((size_t)m->n_sites + 1)), *a = NULL;
-    static const char *const need[] = {"mixer.dt", "mixer.B", "mixer.C"};
-    for (int i = 0; i < 3; i++) {
-        int s = ml_site_lookup(m, (int)layer, need[i]);
-        if (s >= 0) want[s] = true;
-    }
-    if (ml_run_cache(m, tok, want, acts, NULL) == ML_OK) a = ml_mamba_attention(m, (int)layer, acts);
-    for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]);
+    ml_tensor *a = ml_mamba_attention_run(m, tok, (int)layer);
     mlL_pushtensor(L, a);
     return 1;
 }
@@ -731,12 +694,12 @@ static int l_patching_map(lua_State *L) {
     const char *fn = "mech.interp.patching_map";
     static const char *const keys[] = {"layers", "components", "positions", "metric", "rows",
                                        "targets", "threshold", "chance", NULL};
-    ml_model *m = check_model(L, 1, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
     lua_settop(L, 4);
     if (lua_isnil(L, 4)) lua_newtable(L), lua_replace(L, 4);
     mlL_checktable(L, 4, fn, 4);
     mlL_checkkeys(L, 4, fn, keys);
-    ml_tensor *clean = check_tokens(L, m, 2, fn), *corr = check_tokens(L, m, 3, fn);
+    ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = mlL_checktokens(L, m, 3, fn);
     if (!ml_same_shape(clean, corr)) {
         char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
         return luaL_error(L, "%s: argument 3 expected corrupted tokens of the clean tokens' shape %s, got %s", fn,
@@ -882,7 +845,7 @@ static int l_interchange(lua_State *L) {
     const char *fn = "mech.interp.interchange";
     static const char *const keys[] = {"sites", "label_types", "positions", "seed", "batch", "first",
                                        "count", "swap", "reference", NULL};
-    ml_model *m = check_model(L, 1, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_dataset *ds = check_dataset(L, 2, fn);
     lua_settop(L, 3);
     if (lua_isnil(L, 3)) lua_newtable(L), lua_replace(L, 3);
@@ -926,7 +889,7 @@ static int64_t opt_docs(lua_State *L, int opt, const ml_dataset *ds, const char 
 static int l_attention_mass(lua_State *L) {
     const char *fn = "mech.interp.attention_mass";
     static const char *const keys[] = {"query", "key", "n", NULL};
-    ml_model *m = check_model(L, 1, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_dataset *ds = check_dataset(L, 2, fn);
     lua_settop(L, 3);
     if (lua_isnil(L, 3)) lua_newtable(L), lua_replace(L, 3);
@@ -951,7 +914,7 @@ static int l_attention_mass(lua_State *L) {
 static int l_attribution_patching(lua_State *L) {
     const char *fn = "mech.interp.attribution_patching";
     static const char *const keys[] = {"sites", "label_types", "positions", "seed", "n", NULL};
-    ml_model *m = check_model(L, 1, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_dataset *ds = check_dataset(L, 2, fn);
     mlL_checktable(L, 3, fn, 3);
     mlL_checkkeys(L, 3, fn, keys);

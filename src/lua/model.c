@@ -43,6 +43,8 @@ static ml_model *check_model(lua_State *L, int arg, const char *fn) {
     return b->m;
 }
 
+ml_model *mlL_checkmodel(lua_State *L, int arg, const char *fn) { return check_model(L, arg, fn); }
+
 static ml_adamw *check_adamw(lua_State *L, int arg, const char *fn) {
     ml_adamw *o = luaL_testudata(L, arg, MLL_ADAMW_MT);
     if (!o) mlL_argerror(L, fn, arg, "a mech.AdamW optimiser");
@@ -506,9 +508,7 @@ static void check_token_range(lua_State *L, ml_model *m, const ml_tensor *t, con
 static int run_forward(lua_State *L, bool head, const char *fn) {
     ml_model *m = check_model(L, 1, fn);
     lua_settop(L, 3); /* 3 = hooks (or nil); temporaries go above */
-    ml_tensor *tok = tokens_arg(L, 2, fn);
-    mlL_pushtensor(L, tok); /* owned by the stack from here on */
-    check_token_range(L, m, tok, fn);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     hook_ud h;
     ml_run run;
     setup_run(L, m, 3, &h, &run, fn);
@@ -529,9 +529,7 @@ static int m_loss(lua_State *L) {
     const char *fn = "loss";
     ml_model *m = check_model(L, 1, fn);
     lua_settop(L, 4);
-    ml_tensor *tok = tokens_arg(L, 2, fn);
-    mlL_pushtensor(L, tok);
-    check_token_range(L, m, tok, fn);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     ml_tensor *tg = tokens_arg(L, 3, fn);
     mlL_pushtensor(L, tg);
     hook_ud h;

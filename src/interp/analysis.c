@@ -28,34 +28,23 @@ static bool is_mamba_layer(const ml_model *m, int l) {
     return t && t == ml_mixer_find("mamba");
 }
 
-/* Σ_b Σ_h P[b, h, tq, sk] / n of an explicit pattern (B, H, L, L). */
-static double pattern_mass(const ml_tensor *P, const ml_tensor *pos, int64_t n, int q, int k) {
-    int64_t H = P->shape[1], L = P->shape[2];
+/* The mean over documents of the weight from tq to sk of an attention (B, H, L, L): an explicit
+ * pattern summed over heads, or Mamba's implicit α (H = channels) as |α[tq, sk]| over the row's
+ * Σ_s |α[tq, s]|, averaged over channels. */
+static double layer_mass(const ml_tensor *a, bool implicit, const ml_tensor *pos, int64_t n, int q, int k) {
+    int64_t H = a->shape[1], L = a->shape[2];
     double mass = 0;
     for (int64_t b = 0; b < n; b++) {
         int32_t tq = doc_pos(pos, b, q), sk = doc_pos(pos, b, k);
-        if (tq < 0 || sk < 0) continue;
-        for (int64_t h = 0; h < H; h++) mass += ml_f32(P)[((b * H + h) * L + tq) * L + sk];
-    }
-    return mass / (double)n;
-}
-
-/* Mamba's implicit attention α (B, E, L, L): per channel, |α[tq, sk]| over the row's Σ_s |α[tq, s]|,
- * averaged over documents and channels. */
-static double implicit_mass(const ml_tensor *a, const ml_tensor *pos, int64_t n, int q, int k) {
-    int64_t E = a->shape[1], L = a->shape[2];
-    double mass = 0;
-    for (int64_t b = 0; b < n; b++) {
-        int32_t tq = doc_pos(pos, b, q), sk = doc_pos(pos, b, k);
-        if (tq < 0 || sk < 0) continue;
-        for (int64_t e = 0; e < E; e++) {
-            const float *row = ml_f32(a) + ((b * E + e) * L + tq) * L;
+        for (int64_t h = 0; tq >= 0 && sk >= 0 && h < H; h++) {
+            const float *row = ml_f32(a) + ((b * H + h) * L + tq) * L;
             double tot = 0;
-            for (int64_t s = 0; s < L; s++) tot += fabs((double)row[s]);
-            if (tot > 0) mass += fabs((double)row[sk]) / tot;
+            for (int64_t s = 0; implicit && s < L; s++) tot += fabs((double)row[s]);
+            if (!implicit) mass += row[sk];
+            else if (tot > 0) mass += fabs((double)row[sk]) / tot;
         }
     }
-    return mass / (double)(n * E);
+    return mass / (double)(implicit ? n * H : n);
 }
 
 ml_status ml_attention_mass(ml_model *m, const ml_dataset *ds, int64_t n, int query, int key, double *mass,
@@ -77,7 +66,7 @@ ml_status ml_attention_mass(ml_model *m, const ml_dataset *ds, int64_t n, int qu
         int s = ml_site_lookup(m, l, "mixer.pattern");
         ml_tensor *a = !has[l] ? NULL : s >= 0 ? ml_contiguous(acts[s]) : ml_mamba_attention(m, l, acts);
         if (has[l] && !a) st = ml_last_status();
-        else if (a) mass[l] = s >= 0 ? pattern_mass(a, pos, n, query, key) : implicit_mass(a, pos, n, query, key);
+        else if (a) mass[l] = layer_mass(a, s < 0, pos, n, query, key);
         ml_release(a);
     }
     for (int i = 0; acts && i < m->n_sites; i++) ml_release(acts[i]);

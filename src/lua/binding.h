@@ -49,6 +49,9 @@ void mlL_account(lua_State *L, size_t nbytes);
 void mlL_checktable(lua_State *L, int idx, const char *fn, int arg);
 /* Errors on a key not in `allowed` (NULL-terminated), suggesting the closest allowed name. */
 void mlL_checkkeys(lua_State *L, int idx, const char *fn, const char *const *allowed);
+/* An options table as the last argument, at idx (the top is set there; `arg` is its number in
+ * messages): nil becomes an empty table; anything else must be a table with keys in `allowed`. */
+void mlL_opttable(lua_State *L, int idx, const char *fn, int arg, const char *const *allowed);
 lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, const char *fn);
 /* Integers that C keeps in an int: out of range is an error, never a silent wrap. */
 int mlL_optint32(lua_State *L, int idx, const char *key, int def, const char *fn);

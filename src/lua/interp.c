@@ -286,10 +286,7 @@ static int m_run_with_cache(lua_State *L) {
     const char *fn = "run_with_cache";
     static const char *const keys[] = {"names", "grads", "targets", "rows", "objective", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
-    lua_settop(L, 3);
-    if (lua_isnil(L, 3)) lua_newtable(L), lua_replace(L, 3);
-    mlL_checktable(L, 3, fn, 2);
-    mlL_checkkeys(L, 3, fn, keys);
+    mlL_opttable(L, 3, fn, 2, keys);
     ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     bool grads = mlL_optbool(L, 3, "grads", 0, fn);
     bool *want = names_mask(L, m, 3, "names", fn);
@@ -695,10 +692,7 @@ static int l_patching_map(lua_State *L) {
     static const char *const keys[] = {"layers", "components", "positions", "metric", "rows",
                                        "targets", "threshold", "chance", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
-    lua_settop(L, 4);
-    if (lua_isnil(L, 4)) lua_newtable(L), lua_replace(L, 4);
-    mlL_checktable(L, 4, fn, 4);
-    mlL_checkkeys(L, 4, fn, keys);
+    mlL_opttable(L, 4, fn, 4, keys);
     ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = mlL_checktokens(L, m, 3, fn);
     if (!ml_same_shape(clean, corr)) {
         char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
@@ -847,10 +841,7 @@ static int l_interchange(lua_State *L) {
                                        "count", "swap", "reference", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_dataset *ds = check_dataset(L, 2, fn);
-    lua_settop(L, 3);
-    if (lua_isnil(L, 3)) lua_newtable(L), lua_replace(L, 3);
-    mlL_checktable(L, 3, fn, 3);
-    mlL_checkkeys(L, 3, fn, keys);
+    mlL_opttable(L, 3, fn, 3, keys);
     ml_ic_config *c = lua_newuserdatauv(L, sizeof *c, 0); /* collected with the call */
     ml_ic_config_paper(c, m, ml_dataset_task(ds));
     opt_sites(L, m, 3, c->sites, &c->n_sites, ML_IC_MAX_SITES, fn);
@@ -891,10 +882,7 @@ static int l_attention_mass(lua_State *L) {
     static const char *const keys[] = {"query", "key", "n", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_dataset *ds = check_dataset(L, 2, fn);
-    lua_settop(L, 3);
-    if (lua_isnil(L, 3)) lua_newtable(L), lua_replace(L, 3);
-    mlL_checktable(L, 3, fn, 3);
-    mlL_checkkeys(L, 3, fn, keys);
+    mlL_opttable(L, 3, fn, 3, keys);
     lua_getfield(L, 3, "query");
     int q = lua_isnil(L, -1) ? ML_POS_QUERY_ITEM : pos_arg(L, -1, fn, "option 'query'");
     lua_getfield(L, 3, "key");

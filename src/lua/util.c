@@ -226,3 +226,10 @@ ml_tensor *mlL_checktokens(lua_State *L, const ml_model *m, int arg, const char 
     }
     return c;
 }
+
+void mlL_opttable(lua_State *L, int idx, const char *fn, int arg, const char *const *allowed) {
+    lua_settop(L, idx);
+    if (lua_isnil(L, idx)) lua_newtable(L), lua_replace(L, idx);
+    mlL_checktable(L, idx, fn, arg);
+    mlL_checkkeys(L, idx, fn, allowed);
+}

@@ -523,21 +523,16 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, const char
         comps[nc++] = given ? ml_site_component(lua_tostring(L, -1)) : ml_entry_names[i];
         if (given) lua_pop(L, 1); /* the strings stay anchored in the list */
     }
-    int *sites = scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), R = 0;
-    for (int i = 0; i < nl; i++)
-        for (int c = 0; c < nc; c++) {
-            int s = ml_site_lookup(m, layers[i], comps[c]);
-            if (s >= 0 && ml_site_pos_dim(m, s) < 0)
-                luaL_error(L, "%s: component '%s' has no position dimension; it cannot be patched per position", fn,
-                           comps[c]);
-            if (s >= 0) sites[R++] = s;
-        }
-    for (int c = 0; given && c < nc; c++) {
-        bool found = false;
-        for (int i = 0; i < nl && !found; i++) found = ml_site_lookup(m, layers[i], comps[c]) >= 0;
+    int *sites = scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), missing;
+    int R = ml_site_grid(m, layers, nl, comps, nc, sites, &missing);
+    for (int r = 0; r < R; r++)
+        if (ml_site_pos_dim(m, sites[r]) < 0)
+            luaL_error(L, "%s: component '%s' has no position dimension; it cannot be patched per position", fn,
+                       m->sites[sites[r]].name);
+    if (given && missing >= 0) { /* raises naming the closest site */
         char name[ML_SITE_NAME_MAX];
-        ml_site_format(name, sizeof name, nl ? layers[0] : 0, comps[c]);
-        if (!found) mlL_checksite(L, m, name, fn); /* raises */
+        ml_site_format(name, sizeof name, nl ? layers[0] : 0, comps[missing]);
+        mlL_checksite(L, m, name, fn);
     }
     if (R == 0) luaL_error(L, "%s: no site to patch", fn);
     *n_out = R;

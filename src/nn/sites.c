@@ -1,6 +1,7 @@
 /* Site names: see sites.h. */
 #include "nn/sites.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,4 +87,21 @@ int ml_site_resolve(const ml_model *m, const char *name) {
     if (!rest) return -1;
     int s = ml_site_lookup(m, layer, rest);
     return s >= 0 ? s : ml_site_lookup(m, layer, ml_site_component(rest));
+}
+
+int ml_site_grid(const ml_model *m, const int *layers, int nl, const char *const *components, int nc, int *out,
+                 int *missing) {
+    int n = 0;
+    if (missing) *missing = -1;
+    for (int i = 0; i < nl; i++)
+        for (int c = 0; c < nc; c++) {
+            int s = ml_site_lookup(m, layers[i], ml_site_component(components[c]));
+            if (s >= 0) out[n++] = s;
+        }
+    for (int c = 0; missing && *missing < 0 && c < nc; c++) {
+        bool found = false;
+        for (int i = 0; i < nl && !found; i++) found = ml_site_lookup(m, layers[i], ml_site_component(components[c])) >= 0;
+        if (!found) *missing = c;
+    }
+    return n;
 }

@@ -38,4 +38,10 @@ int ml_site_lookup(const ml_model *m, int layer, const char *component);
 int ml_site_parse(const ml_model *m, const char *full);
 int ml_site_resolve(const ml_model *m, const char *name);
 
+/* The sites of layers × components (either spelling), layer by layer in the components' order,
+ * skipping what a layer lacks, into out (nl·nc entries); returns how many. *missing (may be NULL):
+ * the first component no layer has, or -1. */
+int ml_site_grid(const ml_model *m, const int *layers, int nl, const char *const *components, int nc, int *out,
+                 int *missing);
+
 #endif

@@ -261,6 +261,15 @@ START_TEST(site_names_and_aliases) {
     ck_assert_int_eq(ml_site_resolve(m, "blocks.2.hook_resid_pre"), -1);
     ck_assert_int_eq(ml_site_resolve(m, "blocks.0.hook_nothing"), -1);
     ck_assert_int_eq(ml_site_lookup(m, -1, "block_input"), -1);
+    int layers[2] = {1, 0}, out[6], missing;
+    const char *comps[3] = {"resid_pre", "mixer.nothing", "mixer.q"};
+    ck_assert_int_eq(ml_site_grid(m, layers, 2, comps, 3, out, &missing), 4);
+    ck_assert_int_eq(missing, 1);
+    int want[4] = {ml_site_lookup(m, 1, "block_input"), ml_site_lookup(m, 1, "mixer.q"),
+                   ml_site_lookup(m, 0, "block_input"), ml_site_lookup(m, 0, "mixer.q")};
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(out[i], want[i]);
+    ck_assert_int_eq(ml_site_grid(m, layers, 1, comps + 2, 1, out, &missing), 1);
+    ck_assert_int_eq(missing, -1);
     ml_model_free(m);
 }
 END_TEST

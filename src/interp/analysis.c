@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "interp/interp.h"
+#include "interp/interp_private.h"
 #include "ops/ops.h"
 #include "tasks/task.h"
 
@@ -57,8 +58,7 @@ ml_status ml_attention_mass(ml_model *m, const ml_dataset *ds, int64_t n, int qu
         int s = ml_site_lookup(m, l, "mixer.pattern");
         has[l] = s >= 0 || is_mamba_layer(m, l);
         if (s >= 0) want[s] = true;
-        else if (has[l])
-            for (int i = m->layers[l].site_first; i < m->layers[l].site_end; i++) want[i] = true;
+        else if (has[l]) mli_mamba_attention_needs(m, l, want);
     }
     if (st == ML_OK) st = ml_run_cache(m, tokens, want, acts, NULL);
     for (int l = 0; st == ML_OK && l < n_layers; l++) {

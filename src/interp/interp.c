@@ -483,14 +483,18 @@ ml_tensor *ml_patch_run(ml_model *m, ml_tensor *tokens, const ml_patch *p, bool 
     return hid;
 }
 
-ml_tensor *ml_mamba_attention_run(ml_model *m, ml_tensor *tokens, int layer) {
-    bool *want = calloc((size_t)m->n_sites + 1, 1);
-    ml_tensor **acts = calloc((size_t)m->n_sites + 1, sizeof *acts), *a = NULL;
+void mli_mamba_attention_needs(const ml_model *m, int layer, bool *want) {
     static const char *const need[] = {"mixer.dt", "mixer.B", "mixer.C"};
-    for (int i = 0; want && i < 3; i++) {
+    for (int i = 0; i < 3; i++) {
         int s = ml_site_lookup(m, layer, need[i]);
         if (s >= 0) want[s] = true;
     }
+}
+
+ml_tensor *ml_mamba_attention_run(ml_model *m, ml_tensor *tokens, int layer) {
+    bool *want = calloc((size_t)m->n_sites + 1, 1);
+    ml_tensor **acts = calloc((size_t)m->n_sites + 1, sizeof *acts), *a = NULL;
+    if (want) mli_mamba_attention_needs(m, layer, want);
     if (!want || !acts) ml_fail(ML_ERR_MEM, "mamba_attention: out of memory");
     else if (ml_run_cache(m, tokens, want, acts, NULL) == ML_OK) a = ml_mamba_attention(m, layer, acts);
     for (int i = 0; acts && i < m->n_sites; i++) ml_release(acts[i]);

@@ -176,8 +176,10 @@ E("model:run_with_hooks", "model:run_with_hooks(tokens, {[site] = fn(act, ctx)})
 E("model:add_hook", "model:add_hook(site, fn) -> handle", "A hook that stays until handle:remove(), the handle goes out of a `<close>` scope, or model:reset_hooks().",
   'local h <close> = model:add_hook("blocks.0.hook_resid_pre", function(a) print(a:shape()[2]) end)')
 E("model:reset_hooks", "model:reset_hooks()", "Removes every hook added with model:add_hook.", "model:reset_hooks()")
-E("model:hook_names", "model:hook_names([filter]) -> {{name=, shape=}, ...}", "Every hook site with its shape (B and L for batch and length), or those a name, Lua pattern or function keeps; prints one a line.",
-  'print(model:hook_names("mixer"))')
+E("model:hook_names", "model:hook_names([filter]) -> {{id=, name=, layer=, component=, shape=}, ...}", "Every hook site: its integer id, full name, layer, component and shape (B and L for batch and length), or those a name, Lua pattern or function keeps; prints one a line.",
+  'for _, s in ipairs(model:hook_names("mixer")) do print(s.id, s.layer, s.component) end')
+E("model:site", "model:site(layer, component) -> name", "The full site name \"blocks.{layer}.{component}\" (TransformerLens component names too); a bad layer is an error naming the layer count, a bad component one naming the layer's closest.",
+  'print(model:site(0, "resid_pre"))   -- blocks.0.block_input')
 E("model:param", "model:param(name) -> tensor", "A parameter by state-dict name or hook-style name (\"blocks.1.mixer.A_log\", \"embed.W_E\"); it shares the model's storage.",
   'local A_log = model:param("blocks.1.mixer.A_log")')
 E("model:named_parameters", "model:named_parameters() -> {{name, tensor}, ...}", "Every parameter with its state-dict name.",
@@ -230,6 +232,12 @@ E("mech.interp.short_conv_edit", "mech.interp.short_conv_edit(model, \"identity\
   'mech.interp.short_conv_edit(mamba, "truncate", { layer = 1, keep = 2 })')
 E("mech.interp.mamba_attention", "mech.interp.mamba_attention(model, tokens, layer) -> alpha (B, E, L, L)",
   "Mamba's implicit attention: y[b,t,e] = Σ_s α[b,e,t,s]·u[b,s,e].", "local alpha = mech.interp.mamba_attention(mamba, tokens, 0)")
+E("mech.interp.attention_mass", "mech.interp.attention_mass(model, dataset[, {query=, key=, n=}]) -> {[layer] = mass}",
+  "Per layer, the mean attention weight from a named query position (default query_item) to a named key position (default target_item_orig) over the first n documents: mixer.pattern summed over heads, or Mamba's implicit attention normalised per row; layers without an attention are absent.",
+  'local mass = mech.interp.attention_mass(model, ds, { key = "target_item_orig" })')
+E("mech.interp.attribution_patching", "mech.interp.attribution_patching(model, dataset, {sites=, positions=, label_types=, seed=, n=}) -> {{site=, layer=, component=, label_type=, position=, estimate=}, ...}",
+  "Gradient attribution patching in C: per label type one corrupted run and one backward pass of Σ p(answer); estimate = mean over documents of (clean − corrupted)·gradient at the named position (ic.attribution_patching names and correlates them).",
+  'local est = mech.interp.attribution_patching(model, ds, { sites = { "blocks.1.block_input" }, positions = { "query_item" } })')
 E("mech.interp.interchange", "mech.interp.interchange(model, dataset[, {sites=, label_types=, positions=, seed=, batch=, first=, count=, swap=, reference=}]) -> result",
   "The paper's interchange sweep in C (ic.evaluate adds the site choice and names).", "local r = mech.interp.interchange(model, ds, { sites = { \"blocks.1.block_input\" } })")
 E("mech.interp.kl_div", "mech.interp.kl_div(corrupted_logits, intervened_logits) -> number", "KL(corrupted ‖ intervened) / |V| of two logit vectors (the paper's metric).",
@@ -257,6 +265,9 @@ E("ic.corrupt", "ic.corrupt(dataset, first, n[, {position=, seed=}]) -> clean, c
 E("ic.attention_mass", "ic.attention_mass(model, dataset[, {query=, key=, n=}]) -> {[layer] = mass}",
   "Mean attention weight from a named query position to a named key position (attention, Based, Mamba's implicit attention).",
   "local mass = ic.attention_mass(model, ds)")
+E("ic.plot_map", "ic.plot_map(map[, {out=, title=, filter=, vmin=, vmax=}])",
+  "The drawing behind mech.interp.plot_map and map:plot (which check their options first): the map's values as a mech.plot.heatmap, cells failing the filter hatched.",
+  'ic.plot_map(map, { out = "map.png" })')
 E("ic.type_name", "ic.type_name(task) -> string", "The TYPE in metric labels (KEY, VALUE, PARENT, ...).", "print(ic.type_name(task))")
 E("ic.attribution_patching", "ic.attribution_patching(model, dataset[, {real=, n=, seed=, ...}]) -> {estimates, correlation, n}",
   "Gradient attribution patching (activation × gradient) and its correlation with real patching.",

@@ -18,13 +18,15 @@ ic.components = { "block_input", "attention_input", "attention_output", "mlp_inp
 
 local function fail(fn, msg) error(fn .. ": " .. msg, 3) end
 
-local function site_set(model)
-  local set, list = {}, {}
+-- The model's sites by full name and by layer and component (model:hook_names() entries).
+local function site_index(model)
+  local by_name, by_layer = {}, {}
   for _, h in ipairs(model:hook_names()) do
-    set[h.name] = h
-    list[#list + 1] = h
+    by_name[h.name] = h
+    by_layer[h.layer] = by_layer[h.layer] or {}
+    by_layer[h.layer][h.component] = h
   end
-  return set, list
+  return by_name, by_layer
 end
 
 --- The sites of a sweep: explicit `sites`, else components x layers (names the model lacks are
@@ -33,10 +35,10 @@ end
 function ic.sites(model, opts)
   local fn = "interchange.sites"
   opts = opts or {}
-  local set, list = site_set(model)
+  local by_name, by_layer = site_index(model)
   if opts.sites then
     for _, s in ipairs(opts.sites) do
-      if not set[s] then fail(fn, "unknown site '" .. tostring(s) .. "' (model:hook_names() lists them)") end
+      if not by_name[s] then fail(fn, "unknown site '" .. tostring(s) .. "' (model:hook_names() lists them)") end
     end
     return opts.sites
   end
@@ -51,16 +53,15 @@ function ic.sites(model, opts)
   local out = {}
   for _, c in ipairs(opts.components or ic.components) do
     for _, l in ipairs(layers) do
-      local name = string.format("blocks.%d.%s", l, c)
-      if set[name] then out[#out + 1] = name end
+      local h = by_layer[l] and by_layer[l][c]
+      if h then out[#out + 1] = h.name end
     end
   end
   if opts.mixer_sites then
     local want = {}
     for _, l in ipairs(layers) do want[l] = true end
-    for _, h in ipairs(list) do
-      local l, rest = h.name:match("^blocks%.(%d+)%.(mixer%..+)$")
-      if l and want[tonumber(l)] and h.shape[1] == "B" then
+    for _, h in ipairs(model:hook_names()) do
+      if want[h.layer] and h.component:find("^mixer%.") and h.shape[1] == "B" then
         for d = 2, #h.shape do
           if h.shape[d] == "L" then out[#out + 1] = h.name break end
         end
@@ -196,46 +197,40 @@ end
 --- over documents of the pattern's weight P[t_query, s_key] (summed over heads / averaged over
 --- channels for Mamba's implicit attention, whose |α| is normalised per row). Attention uses
 --- mixer.pattern, Based mixer.pattern (its normalised linear-attention pattern), Mamba
---- mech.interp.mamba_attention. Returns {[layer] = mass}.
+--- mech.interp.mamba_attention. Returns {[layer] = mass}. The loop is mech.interp.attention_mass.
 function ic.attention_mass(model, dataset, opts)
   opts = opts or {}
-  local q, k = pos_col(opts.query or "query_item"), pos_col(opts.key or "target_item_orig")
-  local n = math.min(opts.n or #dataset, #dataset)
-  local tokens = dataset:batch(0, n)
-  local pos = dataset:positions(0, n)
-  local set = site_set(model)
-  local out = {}
-  for l = 0, model:config().n_layers - 1 do
-    local name = string.format("blocks.%d.mixer.pattern", l)
-    local mass = 0
-    if set[name] then
-      local _, cache = model:run_with_cache(tokens, { names = { name } })
-      local P = cache[name] -- (B, H, L, L)
-      local H = P:size(1)
-      for b = 0, n - 1 do
-        local tq, sk = pos:get(b, q), pos:get(b, k)
-        for h = 0, H - 1 do mass = mass + P:get(b, h, tq, sk) end
-      end
-      out[l] = mass / n
-    elseif set[string.format("blocks.%d.mixer.dt", l)] then
-      local a = mech.interp.mamba_attention(model, tokens, l) -- (B, E, L, L)
-      local E, L = a:size(1), a:size(2)
-      for b = 0, n - 1 do
-        local tq, sk = pos:get(b, q), pos:get(b, k)
-        for e = 0, E - 1 do
-          local tot, at = 0, 0
-          for s = 0, L - 1 do
-            local v = math.abs(a:get(b, e, tq, s))
-            tot = tot + v
-            if s == sk then at = v end
-          end
-          if tot > 0 then mass = mass + at / tot end
-        end
-      end
-      out[l] = mass / (n * E)
-    end
+  return mech.interp.attention_mass(model, dataset, { query = opts.query, key = opts.key, n = opts.n })
+end
+
+--- Draws a patching map (values, row_labels, col_labels; threshold with den or dens, filter_note,
+--- metric) as a mech.plot.heatmap; cells whose denominator is not above the threshold are hatched.
+--- mech.interp.plot_map and map:plot check their options and call this.
+function ic.plot_map(map, opts)
+  local fn = "mech.interp.plot_map"
+  opts = opts or {}
+  for _, k in ipairs { "values", "col_labels", "row_labels" } do
+    if map[k] == nil then fail(fn, "argument 1 expected a patching map with field '" .. k .. "'") end
   end
-  return out
+  local title = opts.title
+  if title == nil then
+    title = string.format("Patching map (%s restored)", type(map.metric) == "string" and map.metric or "metric")
+  end
+  local args = { data = map.values, xlabels = map.col_labels, ylabels = map.row_labels, vmin = opts.vmin or -1,
+    vmax = opts.vmax or 1, center = 0, values = true, xlabel = "patched position", colorbar = "attribution",
+    out = opts.out, title = title }
+  if opts.filter ~= false and type(map.threshold) == "number" then
+    local dens = map.dens
+    if dens == nil then -- one denominator for every cell
+      if not (mech.is_tensor(map.values) and map.values:dim() == 2 and type(map.den) == "number") then
+        fail(fn, "argument 1 with a threshold expected a values tensor and 'den' or 'dens'")
+      end
+      dens = mech.full(map.values:shape(), map.den)
+    end
+    args.filter = { values = dens, min = map.threshold,
+      note = map.filter_note or string.format("fails the filter: clean - corrupted metric <= %.14g", map.threshold) }
+  end
+  mech.plot.heatmap(args)
 end
 
 --- The TYPE of a task's metric labels (its first enabled query type for ATR).
@@ -245,80 +240,47 @@ function ic.type_name(task)
   return c.parent and "PARENT" or c.child and "CHILD" or "SIBLING"
 end
 
+-- Pearson's r of the estimates against real patching's prob_diff, over the labels both have.
+local function correlation(estimates, by_name)
+  local xs, ys = {}, {}
+  for label, est in pairs(estimates) do
+    local real = by_name[label .. ".prob_diff"]
+    if real then xs[#xs + 1], ys[#ys + 1] = est, real end
+  end
+  local m = #xs
+  local mx, my = 0, 0
+  for i = 1, m do mx, my = mx + xs[i], my + ys[i] end
+  mx, my = mx / math.max(m, 1), my / math.max(m, 1)
+  local sxy, sxx, syy = 0, 0, 0
+  for i = 1, m do
+    sxy = sxy + (xs[i] - mx) * (ys[i] - my)
+    sxx, syy = sxx + (xs[i] - mx) ^ 2, syy + (ys[i] - my) ^ 2
+  end
+  return (sxx > 0 and syy > 0) and sxy / math.sqrt(sxx * syy) or 0 / 0, m
+end
+
 --- Gradient attribution patching (activation x gradient): estimates every (site, position)
 --- prob_diff of the sweep from one corrupted run and one backward pass per label type, and
 --- reports its agreement with real patching (`real`: a result of ic.evaluate on the same
 --- documents). Returns {estimates = {[label] = mean estimate}, correlation = r, n = pairs}.
+--- The runs and sums are mech.interp.attribution_patching; this names the labels.
 function ic.attribution_patching(model, dataset, opts)
   opts = opts or {}
-  local sites = ic.sites(model, opts)
-  local n = math.min(opts.n or #dataset, #dataset)
   local task = dataset:task()
-  local lo, hi = task:corrupt_range()
-  local gen = mech.Generator(opts.seed or 42, 7) -- ML_STREAM_INTERP
-  local tokens = dataset:batch(0, n)
-  local pos = dataset:positions(0, n)
-  local ti = pos_col("target_item")
-  local rows, answers = {}, {}
-  for b = 0, n - 1 do
-    rows[b + 1] = pos:get(b, ti) - 1
-    answers[b + 1] = tokens:get(b, rows[b + 1] + 1)
+  local positions = opts.positions
+  if not positions then
+    positions = { "query_item_orig", "target_item_orig", "query_item", "target_item", "divider" }
+    if task:kind() == "ar" then positions[#positions + 1] = "next_key" end
   end
-  local rows_t, ans_t = mech.tensor(rows, { dtype = "int32" }), mech.tensor(answers, { dtype = "int32" })
-  local _, clean = model:run_with_cache(tokens, { names = sites })
-  local types = opts.label_types or { "query_item_orig", "target_item_orig" }
-  local positions = opts.positions or { "query_item_orig", "target_item_orig", "query_item", "target_item", "divider" }
-  if task:kind() == "ar" and not opts.positions then positions[#positions + 1] = "next_key" end
-  local estimates = {}
-  for _, lt in ipairs(types) do
-    local corrupted = tokens:clone()
-    local c = pos_col(lt)
-    for b = 0, n - 1 do
-      local p = pos:get(b, c)
-      corrupted:set(mech.interp.corrupt(lo, hi, tokens:get(b, p), gen), b, p)
-    end
-    local _, acts, grads = model:run_with_cache(corrupted,
-      { names = sites, grads = true, rows = rows_t, targets = ans_t, objective = "prob" })
-    for _, s in ipairs(sites) do
-      local prod = (clean[s] - acts[s]) * grads[s] -- (B, L, ...) or (B, H, L, L)
-      local layer, comp = s:match("^blocks%.(%d+)%.(.+)$")
-      -- sum every dimension but batch and position
-      local pd
-      for d, v in ipairs(model:hook_names()) do if v.name == s then
-        for i = 2, #v.shape do if v.shape[i] == "L" then pd = i - 1 break end end
-      end end
-      local t = prod
-      for d = t:dim() - 1, 1, -1 do if d ~= pd then t = t:sum(d) end end -- -> (B, L)
-      for _, pn in ipairs(positions) do
-        local pc, tot = pos_col(pn), 0
-        for b = 0, n - 1 do
-          local p = pos:get(b, pc)
-          if p >= 0 and p < t:size(1) then tot = tot + t:get(b, p) end
-        end
-        local label = string.format("%s.%s.%s.%s.%s", layer, ic.type_name(task), lt, pn, comp)
-        estimates[label] = tot / n
-      end
-    end
+  local list = mech.interp.attribution_patching(model, dataset, { sites = ic.sites(model, opts),
+    label_types = opts.label_types, positions = positions, seed = opts.seed, n = opts.n })
+  local estimates, type_name = {}, ic.type_name(task)
+  for _, e in ipairs(list) do
+    local label = string.format("%d.%s.%s.%s.%s", e.layer, type_name, e.label_type, e.position, e.component)
+    estimates[label] = e.estimate
   end
   local out = { estimates = estimates }
-  if opts.real then
-    local xs, ys = {}, {}
-    for label, est in pairs(estimates) do
-      local real = opts.real.by_name[label .. ".prob_diff"]
-      if real then xs[#xs + 1], ys[#ys + 1] = est, real end
-    end
-    local m = #xs
-    local mx, my = 0, 0
-    for i = 1, m do mx, my = mx + xs[i], my + ys[i] end
-    mx, my = mx / math.max(m, 1), my / math.max(m, 1)
-    local sxy, sxx, syy = 0, 0, 0
-    for i = 1, m do
-      sxy = sxy + (xs[i] - mx) * (ys[i] - my)
-      sxx, syy = sxx + (xs[i] - mx) ^ 2, syy + (ys[i] - my) ^ 2
-    end
-    out.correlation = (sxx > 0 and syy > 0) and sxy / math.sqrt(sxx * syy) or 0 / 0
-    out.n = m
-  end
+  if opts.real then out.correlation, out.n = correlation(estimates, opts.real.by_name) end
   return out
 end
 

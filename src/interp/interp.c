@@ -468,3 +468,36 @@ ml_tensor *ml_mamba_attention(ml_model *m, int layer, ml_tensor *const *acts) {
     ml_set_grad_enabled(old);
     return out;
 }
+
+ml_tensor *ml_patch_run(ml_model *m, ml_tensor *tokens, const ml_patch *p, bool reference) {
+    if (reference || m->hooks) return ml_patch_full(m, tokens, p); /* the fast path cannot run hooks */
+    bool *want = calloc((size_t)m->n_sites + 1, 1);
+    ml_tensor **acts = calloc((size_t)m->n_sites + 1, sizeof *acts), *hid = NULL;
+    if (!want || !acts) ml_fail(ML_ERR_MEM, "patch: out of memory");
+    else {
+        ml_patch_needs(m, p->site, want);
+        if (ml_run_cache(m, tokens, want, acts, NULL) == ML_OK) hid = ml_patch_fast(m, acts, p, NULL);
+    }
+    for (int i = 0; acts && i < m->n_sites; i++) ml_release(acts[i]);
+    free(want), free(acts);
+    return hid;
+}
+
+void mli_mamba_attention_needs(const ml_model *m, int layer, bool *want) {
+    static const char *const need[] = {"mixer.dt", "mixer.B", "mixer.C"};
+    for (int i = 0; i < 3; i++) {
+        int s = ml_site_lookup(m, layer, need[i]);
+        if (s >= 0) want[s] = true;
+    }
+}
+
+ml_tensor *ml_mamba_attention_run(ml_model *m, ml_tensor *tokens, int layer) {
+    bool *want = calloc((size_t)m->n_sites + 1, 1);
+    ml_tensor **acts = calloc((size_t)m->n_sites + 1, sizeof *acts), *a = NULL;
+    if (want) mli_mamba_attention_needs(m, layer, want);
+    if (!want || !acts) ml_fail(ML_ERR_MEM, "mamba_attention: out of memory");
+    else if (ml_run_cache(m, tokens, want, acts, NULL) == ML_OK) a = ml_mamba_attention(m, layer, acts);
+    for (int i = 0; acts && i < m->n_sites; i++) ml_release(acts[i]);
+    free(want), free(acts);
+    return a;
+}

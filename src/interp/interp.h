@@ -58,6 +58,9 @@ ml_tensor *ml_patch_full(ml_model *m, ml_tensor *tokens, const ml_patch *p);
 ml_tensor *ml_patch_fast(ml_model *m, ml_tensor *const *base_acts, const ml_patch *p, ml_tensor *rows);
 /* Which sites ml_patch_fast needs for a patch at `site` (sets want[i] = true for them). */
 void ml_patch_needs(const ml_model *m, int site, bool *want);
+/* The patched run of tokens: the fast path (a cache of what ml_patch_needs, then ml_patch_fast)
+ * unless `reference` or m->hooks is set (hooks run once, in a full forward). -> hidden (B, L, D) */
+ml_tensor *ml_patch_run(ml_model *m, ml_tensor *tokens, const ml_patch *p, bool reference);
 /* The mean activation of `site` over documents [0, n) of ds, per position: (L, ...) with the
  * dataset's longest length, the mean over the documents long enough for each position. */
 ml_tensor *ml_site_mean(ml_model *m, const ml_dataset *ds, int64_t n, int site, int batch);
@@ -77,6 +80,36 @@ int ml_short_conv_edit(ml_model *m, int layer, ml_conv_edit kind, int keep);
 /* Mamba's implicit attention α (B, E, L, L) of layer `layer` (y[b,t,e] = Σ_s α[b,e,t,s]·u[b,s,e])
  * from a cache holding that layer's mixer.dt, mixer.B and mixer.C. */
 ml_tensor *ml_mamba_attention(ml_model *m, int layer, ml_tensor *const *acts);
+/* The same on tokens (B, L): runs the cache it needs. */
+ml_tensor *ml_mamba_attention_run(ml_model *m, ml_tensor *tokens, int layer);
+
+/* ---- patching maps (docs/interventions.md, "Patching maps") ---- */
+typedef enum { ML_PM_PROB, ML_PM_LOGPROB, ML_PM_LOGIT, ML_PM_FUNCTION } ml_pm_metric;
+/* A caller's metric of hidden states (B, L, D) (e.g. a Lua function of the logits); on failure
+ * it sets *err and the core's message. */
+typedef double (*ml_pm_metric_fn)(void *ud, ml_model *m, ml_tensor *hidden, ml_status *err);
+typedef struct {
+    const int *sites;          /* map rows: site ids with a position dimension */
+    int n_sites;
+    const int32_t *positions;  /* map columns: the patched position (the same for every example) */
+    int n_positions;
+    const int32_t *rows;       /* [B]: the readout row of each example */
+    const int32_t *targets;    /* [B]: the token it must predict */
+    ml_pm_metric metric;       /* mean over examples of p, log p or the logit of the target */
+    ml_pm_metric_fn fn;        /* metric == ML_PM_FUNCTION: called on the full hidden states */
+    void *ud;
+} ml_pm_config;
+typedef struct {
+    int n_rows, n_cols;
+    float *patched;            /* [n_rows * n_cols]: the metric with the cell's patch */
+    float *values;             /* (patched − the site's unpatched resume) / den */
+    double clean, corrupted;   /* the metric of the two runs */
+    double den;                /* clean − corrupted */
+    double accuracy;           /* share of clean examples whose readout argmax is the target */
+} ml_pm_result;
+/* Patches each site's clean activation at each position into the corrupted run (B, L tokens). */
+ml_pm_result *ml_patching_map(ml_model *m, ml_tensor *clean, ml_tensor *corrupted, const ml_pm_config *c);
+void ml_pm_result_free(ml_pm_result *r);
 
 /* ---- the interchange evaluator (docs/interventions.md) ---- */
 enum { ML_IC_MAX_SITES = 512, ML_IC_MAX_POS = 8 /* ML_NPOS */ };
@@ -114,6 +147,34 @@ typedef struct {
 /* Runs the sweep on documents [first, first + count) of ds. */
 ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_t count, const ml_ic_config *c);
 void ml_ic_result_free(ml_ic_result *r);
+
+/* ---- dataset analyses (docs/interventions.md, "Attention mass", "Attribution patching") ---- */
+/* Per layer, the mean over documents [0, n) of the attention weight from named position `query`
+ * to named position `key` (ml_pos): summed over heads of mixer.pattern (Attention, Based), or
+ * Mamba's implicit attention |α| normalised per row and averaged over channels. has[l]: whether
+ * layer l has an attention to read (mass[l] is 0 where not). mass, has: [n_layers]. */
+ml_status ml_attention_mass(ml_model *m, const ml_dataset *ds, int64_t n, int query, int key, double *mass,
+                            bool *has);
+
+typedef struct {
+    const int *sites;             /* site ids with a position dimension */
+    int n_sites;
+    int n_label_types;
+    int label_types[2];           /* the corrupted item (ml_pos), one corrupted run each */
+    int n_positions;
+    int positions[ML_IC_MAX_POS]; /* where the estimate is read (ml_pos) */
+    uint64_t seed;                /* corruption stream (seed, ML_STREAM_INTERP), drawn label type by label type */
+} ml_ap_config;
+typedef struct {
+    int n_label_types, n_sites, n_positions;
+    /* [(lt * n_sites + site) * n_positions + pos]: the mean over documents of Σ (clean − corrupted)
+     * activation × d p(answer) / d activation at the position (all other dimensions summed) */
+    double *estimate;
+} ml_ap_result;
+/* Gradient attribution patching on documents [0, n) of ds: the clean run and one corrupted run
+ * with a backward pass per label type estimate every (site, position)'s prob_diff. */
+ml_ap_result *ml_attribution_patching(ml_model *m, const ml_dataset *ds, int64_t n, const ml_ap_config *c);
+void ml_ap_result_free(ml_ap_result *r);
 
 /* The corruption draw (docs/interventions.md, "Corruption"): r = lo + U[0, hi - lo), +1 if r >= orig (pool [lo, hi] from
  * ml_task_corrupt_range). */

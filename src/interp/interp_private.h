@@ -18,4 +18,7 @@ ml_tensor *mli_resume_cache(ml_model *m, const ml_resume *rs, const bool *want, 
 /* Readout logits (B, V) of hidden states at rows (gathered (B, 1, D) or full (B, L, D)). */
 ml_tensor *mli_readout(ml_model *m, ml_tensor *hid, const int32_t *rows);
 
+/* Marks the sites ml_mamba_attention reads of layer `layer` (its dt, B and C) in want. */
+void mli_mamba_attention_needs(const ml_model *m, int layer, bool *want);
+
 #endif

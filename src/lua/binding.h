@@ -49,6 +49,9 @@ void mlL_account(lua_State *L, size_t nbytes);
 void mlL_checktable(lua_State *L, int idx, const char *fn, int arg);
 /* Errors on a key not in `allowed` (NULL-terminated), suggesting the closest allowed name. */
 void mlL_checkkeys(lua_State *L, int idx, const char *fn, const char *const *allowed);
+/* An options table as the last argument, at idx (the top is set there; `arg` is its number in
+ * messages): nil becomes an empty table; anything else must be a table with keys in `allowed`. */
+void mlL_opttable(lua_State *L, int idx, const char *fn, int arg, const char *const *allowed);
 lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, const char *fn);
 /* Integers that C keeps in an int: out of range is an error, never a silent wrap. */
 int mlL_optint32(lua_State *L, int idx, const char *key, int def, const char *fn);
@@ -62,14 +65,14 @@ const char *mlL_closest(const char *s, const char *const *names);
  * and the closest site. */
 struct ml_model;
 int mlL_checksite(lua_State *L, const struct ml_model *m, const char *name, const char *fn);
-/* TransformerLens names (src/lua/interp.c): a component such as "hook_resid_pre", "attn.hook_q"
- * or get_act_name's "resid_pre" -> mechlab's ("block_input", "mixer.q"); other names unchanged. */
-const char *mlL_site_component(const char *name);
 /* Whether the filter at idx keeps the full site name `name`: a name (either spelling), a Lua
  * pattern matched anywhere in the name or its TransformerLens spelling, or a function(name). */
 bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn);
-/* "blocks.{l}.{TransformerLens component}" -> the site id, or -1. */
-int mlL_site_alias(const struct ml_model *m, const char *name);
+/* The live model at arg (src/lua/model.c), else an error naming fn. */
+struct ml_model *mlL_checkmodel(lua_State *L, int arg, const char *fn);
+/* Token ids for model m at arg: an int32 tensor or a table of integers, (B, L) or one document
+ * (L), each in [0, vocab). Returns a contiguous (B, L) tensor pushed on the stack (anchored). */
+ml_tensor *mlL_checktokens(lua_State *L, const struct ml_model *m, int arg, const char *fn);
 /* Wraps the functions table[names[i]] (argument 1: a model) so that the model's persistent hooks
  * (model:add_hook) are on for every run inside them (src/lua/model.c). */
 void mlL_hooked(lua_State *L, int table, const char *const *names);

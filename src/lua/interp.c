@@ -1,10 +1,12 @@
-/* Interventions from Lua (src/interp): model:run_with_cache, model:run_with_hooks and the
- * mech.interp table (patching, ablations, conv surgery, Mamba's implicit attention, the paper's
- * interchange evaluator). The Lua face with CSV writing and the training-loop evaluator is
+/* Interventions from Lua (src/interp): model:run_with_cache, model:run_with_hooks, caches and the
+ * mech.interp table (patching, ablations, conv surgery, Mamba's implicit attention, patching
+ * maps, attention mass, attribution patching, the paper's interchange evaluator). Every
+ * function here checks its arguments, calls src/interp and converts the result; the Lua face
+ * with site choice, labels, CSV writing and the training-loop evaluator is
  * lua/mech/interchange.lua.
  *
- * Models and datasets are the userdata of model.c and task.c; both boxes start with the core
- * pointer (model_box {ml_model *m}, dataset_box {ml_dataset *ds}), which is all this file reads. */
+ * Models come from mlL_checkmodel (model.c); a dataset box starts with its core pointer
+ * (dataset_box {ml_dataset *ds}, task.c), which is all this file reads of it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,36 +15,14 @@
 #include <lualib.h>
 
 #include "interp/interp.h"
+#include "nn/sites.h"
 #include "lua/binding.h"
 #include "tasks/task.h"
-
-static ml_model *check_model(lua_State *L, int arg, const char *fn) {
-    ml_model **b = luaL_testudata(L, arg, "mech.Model");
-    if (!b) mlL_argerror(L, fn, arg, "a mech.Model");
-    if (!*b) luaL_error(L, "%s: the model was closed", fn);
-    return *b;
-}
 
 static ml_dataset *check_dataset(lua_State *L, int arg, const char *fn) {
     ml_dataset **b = luaL_testudata(L, arg, "mech.Dataset");
     if (!b || !*b) mlL_argerror(L, fn, arg, "a mech.Dataset");
     return *b;
-}
-
-static ml_tensor *check_tokens(lua_State *L, ml_model *m, int arg, const char *fn) {
-    ml_tensor *t = mlL_checkints(L, arg, fn, NULL);
-    if (t->ndim != 1 && t->ndim != 2) mlL_argerror(L, fn, arg, "int32 token ids of shape [B,L]");
-    ml_tensor *c = t->ndim == 1 ? ml_unsqueeze(t, 0) : ml_contiguous(t);
-    if (!c) mlL_raise(L);
-    for (int64_t i = 0, n = ml_numel(c); i < n; i++) {
-        int32_t v = (int32_t)ml_get_flat(c, i);
-        if (v < 0 || v >= m->cfg.vocab) {
-            ml_release(c);
-            luaL_error(L, "%s: token id %d out of range for vocabulary size %d", fn, v, m->cfg.vocab);
-        }
-    }
-    mlL_pushtensor(L, c); /* anchored on the stack */
-    return c;
 }
 
 /* Zeroed scratch memory owned by the stack (freed by the collector even when an error unwinds). */
@@ -53,54 +33,6 @@ static void *scratch(lua_State *L, size_t n) {
 }
 
 /* ------------------------------------------------------------------ names */
-
-/* TransformerLens hook names and get_act_name's short names -> mechlab's site names (the table of
- * docs/interventions.md, "TransformerLens names"). The residual between the mixer and the MLP
- * (hook_resid_mid) is not a site: it is block_input + attention_output. */
-static const struct {
-    const char *tl, *tl_short, *site;
-} tl_names[] = {
-    {"hook_resid_pre", "resid_pre", "block_input"},     {"ln1.hook_normalized", NULL, "attention_input"},
-    {"hook_attn_out", "attn_out", "attention_output"},  {"ln2.hook_normalized", NULL, "mlp_input"},
-    {"hook_mlp_out", "mlp_out", "mlp_output"},          {"hook_resid_post", "resid_post", "block_output"},
-    {"attn.hook_q", "q", "mixer.q"},                    {"attn.hook_k", "k", "mixer.k"},
-    {"attn.hook_v", "v", "mixer.v"},                    {"attn.hook_z", "z", "mixer.ctx"},
-    {"attn.hook_attn_scores", "attn_scores", "mixer.scores"}, {"attn.hook_pattern", "pattern", "mixer.pattern"},
-    {"mlp.hook_pre", "pre", "mlp.hidden_pre"},          {"mlp.hook_post", "post", "mlp.hidden_post"},
-};
-
-const char *mlL_site_component(const char *name) {
-    for (size_t i = 0; i < sizeof tl_names / sizeof tl_names[0]; i++)
-        if (!strcmp(name, tl_names[i].tl) || (tl_names[i].tl_short && !strcmp(name, tl_names[i].tl_short)))
-            return tl_names[i].site;
-    return name;
-}
-
-/* "blocks.{l}.rest": sets *layer and returns rest, or NULL for a name of another form. */
-static const char *block_rest(const char *name, int *layer) {
-    if (strncmp(name, "blocks.", 7)) return NULL;
-    char *end;
-    long l = strtol(name + 7, &end, 10);
-    if (end == name + 7 || *end != '.' || l < 0 || l > 1000000) return NULL;
-    *layer = (int)l;
-    return end + 1;
-}
-
-/* "blocks.{l}.{component}" with the component's TransformerLens name mapped: the mechlab spelling
- * of `name` in buf (name itself when it is not of that form). */
-static const char *canonical_site(const char *name, char *buf, size_t n) {
-    int layer;
-    const char *rest = block_rest(name, &layer);
-    if (!rest) return name;
-    snprintf(buf, n, "blocks.%d.%s", layer, mlL_site_component(rest));
-    return buf;
-}
-
-int mlL_site_alias(const ml_model *m, const char *name) {
-    char buf[128];
-    const char *c = canonical_site(name, buf, sizeof buf);
-    return c == name ? -1 : ml_site_parse(m, c);
-}
 
 /* Whether Lua pattern `pat` matches `s` anywhere (string.find, so patterns behave as in Lua); a
  * malformed pattern raises its error naming `fn`. */
@@ -126,17 +58,13 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn) {
         return keep;
     }
     const char *f = lua_tostring(L, idx);
-    char buf[128];
-    if (!strcmp(name, canonical_site(f, buf, sizeof buf)) || pattern_finds(L, name, f, fn)) return true;
+    char buf[ML_SITE_NAME_MAX];
+    if (!strcmp(name, ml_site_canonical(f, buf, sizeof buf)) || pattern_finds(L, name, f, fn)) return true;
     int layer; /* the pattern may be written against the TransformerLens spelling */
-    const char *rest = block_rest(name, &layer);
-    if (!rest) return false;
-    for (size_t i = 0; i < sizeof tl_names / sizeof tl_names[0]; i++)
-        if (!strcmp(rest, tl_names[i].site)) {
-            snprintf(buf, sizeof buf, "blocks.%d.%s", layer, tl_names[i].tl);
-            if (pattern_finds(L, buf, f, fn)) return true;
-        }
-    return false;
+    const char *rest = ml_site_split(name, &layer), *tl = rest ? ml_site_tl_name(rest) : NULL;
+    if (!tl) return false;
+    ml_site_format(buf, sizeof buf, layer, tl);
+    return pattern_finds(L, buf, f, fn);
 }
 
 /* Marks in want the sites one entry of a `names` option selects (the value at idx): a site name
@@ -145,8 +73,7 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn) {
 static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const char *key, const char *fn) {
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) == LUA_TSTRING) {
-        int s = ml_site_parse(m, lua_tostring(L, idx));
-        if (s < 0) s = mlL_site_alias(m, lua_tostring(L, idx));
+        int s = ml_site_resolve(m, lua_tostring(L, idx));
         if (s >= 0) {
             want[s] = true;
             return;
@@ -249,9 +176,9 @@ static int rawfield(lua_State *L, int t, const char *key) {
 
 /* Pushes cache[key] (mechlab or TransformerLens spelling) or raises naming the closest key. */
 static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn) {
-    char buf[128];
+    char buf[ML_SITE_NAME_MAX];
     cache = lua_absindex(L, cache);
-    if (rawfield(L, cache, canonical_site(key, buf, sizeof buf)) != LUA_TNIL) return;
+    if (rawfield(L, cache, ml_site_canonical(key, buf, sizeof buf)) != LUA_TNIL) return;
     int n;
     const char **keys = cache_keys(L, cache, &n);
     const char *near = mlL_closest(key, keys);
@@ -279,8 +206,8 @@ static int cache_get(lua_State *L) {
         return 1;
     }
     int layer = mlL_checkint32(L, 3, fn);
-    char key[128];
-    snprintf(key, sizeof key, "blocks.%d.%s", layer, mlL_site_component(c));
+    char key[ML_SITE_NAME_MAX];
+    ml_site_format(key, sizeof key, layer, ml_site_component(c));
     cache_fetch(L, 1, key, fn);
     return 1;
 }
@@ -288,8 +215,8 @@ static int cache_get(lua_State *L) {
 /* cache:has(name) -> whether cache[name] gives an activation */
 static int cache_has(lua_State *L) {
     check_cache(L, 1, "cache:has");
-    char buf[128];
-    lua_pushboolean(L, rawfield(L, 1, canonical_site(luaL_checkstring(L, 2), buf, sizeof buf)) != LUA_TNIL);
+    char buf[ML_SITE_NAME_MAX];
+    lua_pushboolean(L, rawfield(L, 1, ml_site_canonical(luaL_checkstring(L, 2), buf, sizeof buf)) != LUA_TNIL);
     return 1;
 }
 
@@ -358,15 +285,12 @@ static void push_site_table(lua_State *L, ml_model *m, ml_tensor **t) {
 static int m_run_with_cache(lua_State *L) {
     const char *fn = "run_with_cache";
     static const char *const keys[] = {"names", "grads", "targets", "rows", "objective", NULL};
-    ml_model *m = check_model(L, 1, fn);
-    lua_settop(L, 3);
-    if (lua_isnil(L, 3)) lua_newtable(L), lua_replace(L, 3);
-    mlL_checktable(L, 3, fn, 2);
-    mlL_checkkeys(L, 3, fn, keys);
-    ml_tensor *tok = check_tokens(L, m, 2, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    mlL_opttable(L, 3, fn, 2, keys);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     bool grads = mlL_optbool(L, 3, "grads", 0, fn);
     bool *want = names_mask(L, m, 3, "names", fn);
-    m = check_model(L, 1, fn); /* a names function may have closed it */
+    m = mlL_checkmodel(L, 1, fn); /* a names function may have closed it */
     ml_tensor **acts = scratch(L, sizeof *acts * ((size_t)m->n_sites + 1));
     ml_tensor **g = scratch(L, sizeof *g * ((size_t)m->n_sites + 1));
     ml_tensor *hid = NULL, *rows = NULL, *tg = NULL;
@@ -403,7 +327,7 @@ static int m_run_with_cache(lua_State *L) {
 
 /* model:run_with_hooks(tokens, {[site] = fn, ...}) -> logits (model:forward with hooks) */
 static int m_run_with_hooks(lua_State *L) {
-    check_model(L, 1, "run_with_hooks");
+    mlL_checkmodel(L, 1, "run_with_hooks");
     lua_settop(L, 3);
     if (!lua_isnil(L, 3) && !lua_istable(L, 3)) mlL_argerror(L, "run_with_hooks", 3, "a table of hooks {site = function}");
     luaL_getmetafield(L, 1, "__index");
@@ -439,10 +363,10 @@ static int32_t *read_positions(lua_State *L, int idx, int64_t B, const char *fn)
 static int l_patch(lua_State *L) {
     const char *fn = "mech.interp.patch";
     static const char *const keys[] = {"site", "source", "pos", "reference", NULL};
-    ml_model *m = check_model(L, 1, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
     mlL_checktable(L, 3, fn, 3);
     mlL_checkkeys(L, 3, fn, keys);
-    ml_tensor *tok = check_tokens(L, m, 2, fn);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     int top = lua_gettop(L);
     const char *site = mlL_optstr(L, 3, "site", NULL, fn);
     if (!site) return luaL_error(L, "%s: option 'site' is required", fn);
@@ -454,15 +378,7 @@ static int l_patch(lua_State *L) {
     lua_getfield(L, 3, "pos");
     int32_t *pos = read_positions(L, -1, tok->shape[0], fn);
     ml_patch p = {.site = s, .source = src, .pos = pos};
-    ml_tensor *hid = NULL;
-    if (reference || m->hooks) hid = ml_patch_full(m, tok, &p); /* the fast path cannot run hooks */
-    else {
-        bool *want = scratch(L, (size_t)m->n_sites);
-        ml_tensor **acts = scratch(L, sizeof *acts * (size_t)m->n_sites);
-        ml_patch_needs(m, s, want);
-        if (ml_run_cache(m, tok, want, acts, NULL) == ML_OK) hid = ml_patch_fast(m, acts, &p, NULL);
-        for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]);
-    }
+    ml_tensor *hid = ml_patch_run(m, tok, &p, reference);
     ml_tensor *logits = hid ? ml_model_head(m, hid) : NULL;
     ml_release(hid);
     lua_settop(L, top);
@@ -473,7 +389,7 @@ static int l_patch(lua_State *L) {
 /* mean = mech.interp.site_mean(model, dataset, site[, {n=, batch=}]) -> (L, ...) */
 static int l_site_mean(lua_State *L) {
     const char *fn = "mech.interp.site_mean";
-    ml_model *m = check_model(L, 1, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_dataset *ds = check_dataset(L, 2, fn);
     int s = mlL_checksite(L, m, luaL_checkstring(L, 3), fn);
     int64_t n = ml_dataset_size(ds);
@@ -493,7 +409,7 @@ static int l_site_mean(lua_State *L) {
 /* n = mech.interp.short_conv_edit(model, "identity" | "zero" | "truncate"[, {layer=-1, keep=}]) */
 static int l_short_conv_edit(lua_State *L) {
     const char *fn = "mech.interp.short_conv_edit";
-    ml_model *m = check_model(L, 1, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
     const char *k = luaL_checkstring(L, 2);
     ml_conv_edit kind;
     if (!strcmp(k, "identity")) kind = ML_CONV_IDENTITY;
@@ -521,25 +437,24 @@ static int l_short_conv_edit(lua_State *L) {
 /* alpha = mech.interp.mamba_attention(model, tokens, layer) -> (B, E, L, L) */
 static int l_mamba_attention(lua_State *L) {
     const char *fn = "mech.interp.mamba_attention";
-    ml_model *m = check_model(L, 1, fn);
-    ml_tensor *tok = check_tokens(L, m, 2, fn);
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     lua_Integer layer = luaL_checkinteger(L, 3);
     if (layer < 0 || layer >= m->cfg.n_layers)
         return luaL_error(L, "%s: argument 3 expected a layer in [0, %d), got %d", fn, m->cfg.n_layers, (int)layer);
-    bool *want = scratch(L, (size_t)m->n_sites + 1);
-    ml_tensor **acts = scratch(L, sizeof *acts * ((size_t)m->n_sites + 1)), *a = NULL;
-    static const char *const need[] = {"mixer.dt", "mixer.B", "mixer.C"};
-    for (int i = 0; i < 3; i++) {
-        int s = ml_site_lookup(m, (int)layer, need[i]);
-        if (s >= 0) want[s] = true;
-    }
-    if (ml_run_cache(m, tok, want, acts, NULL) == ML_OK) a = ml_mamba_attention(m, (int)layer, acts);
-    for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]);
+    ml_tensor *a = ml_mamba_attention_run(m, tok, (int)layer);
     mlL_pushtensor(L, a);
     return 1;
 }
 
 /* ------------------------------------------------------------------ the patching map */
+
+/* A (rows, cols) float32 tensor of x. */
+static void push_floats(lua_State *L, const float *x, int rows, int cols) {
+    ml_tensor *t = ml_from_f32(2, (int64_t[]){rows, cols}, x);
+    mlL_pushtensor(L, t);
+}
+
 
 /* Option `key` of the table at opt: an integer for every example, a list of B integers or an
  * int32 tensor of B elements, into out[B]. Returns false when the option is absent. */
@@ -572,92 +487,10 @@ static bool read_per_example(lua_State *L, int opt, const char *key, int64_t B, 
     return true;
 }
 
-enum { METRIC_PROB, METRIC_LOGPROB, METRIC_LOGIT, METRIC_FUNCTION };
-
-/* The built-in metric of targets[b] read at row rows[b] of hidden states h (B, L, D), or of
- * h (B, 1, D) already cut to the readout rows: the mean over examples of p, log p or the logit.
- * *correct: how many examples' argmax is the target. */
-static double readout_metric(lua_State *L, ml_model *m, ml_tensor *h, const int32_t *rows, const int32_t *targets,
-                             int kind, int *correct) {
-    int64_t B = h->shape[0], Lh = h->shape[1], D = h->shape[2];
-    ml_tensor *hc = ml_contiguous(h), *x = ml_empty(ML_F32, 2, (int64_t[]){B, D}), *lg = NULL;
-    if (hc && x) {
-        for (int64_t b = 0; b < B; b++)
-            memcpy(ml_f32(x) + b * D, ml_f32(hc) + (b * Lh + (Lh == 1 ? 0 : rows[b])) * D, sizeof(float) * (size_t)D);
-        lg = ml_model_head(m, x);
-    }
-    ml_release(hc), ml_release(x);
-    if (!lg) mlL_raise(L);
-    int64_t V = lg->shape[1];
-    double sum = 0;
-    *correct = 0;
-    for (int64_t b = 0; b < B; b++) {
-        const float *row = ml_f32(lg) + b * V;
-        int64_t best = 0;
-        for (int64_t v = 1; v < V; v++)
-            if (row[v] > row[best]) best = v;
-        double z = 0;
-        for (int64_t v = 0; v < V; v++) z += exp((double)row[v] - row[best]);
-        double logp = (double)row[targets[b]] - row[best] - log(z);
-        sum += kind == METRIC_PROB ? exp(logp) : kind == METRIC_LOGPROB ? logp : row[targets[b]];
-        *correct += best == targets[b];
-    }
-    ml_release(lg);
-    return sum / (double)B;
-}
-
-/* metric(logits (B, L, V)) -> number, for a metric given as a function (at stack index f) */
-static double function_metric(lua_State *L, ml_model *m, ml_tensor *h, int f, const char *fn) {
-    lua_pushvalue(L, f);
-    mlL_pushtensor(L, ml_model_head(m, h));
-    lua_call(L, 1, 1);
-    int ok;
-    double v = lua_tonumberx(L, -1, &ok);
-    if (!ok) luaL_error(L, "%s: option 'metric' returned %s, expected a number", fn, luaL_typename(L, -1));
-    lua_pop(L, 1);
-    return v;
-}
-
-/* Runs tokens caching the sites in want; the activations are anchored in a table pushed on the
- * stack (acts[i] borrows them) and the hidden states are pushed above it. */
-static ml_tensor *cached_run(lua_State *L, ml_model *m, ml_tensor *tok, const bool *want, ml_tensor **acts) {
-    ml_tensor *hid = NULL;
-    ml_status st = ml_run_cache(m, tok, want, acts, &hid);
-    lua_createtable(L, m->n_sites, 0);
-    for (int i = 0; i < m->n_sites; i++)
-        if (acts[i]) mlL_pushtensor(L, acts[i]), lua_rawseti(L, -2, i + 1);
-    if (st) mlL_raise(L);
-    mlL_pushtensor(L, hid);
-    return hid;
-}
-
-/* map = mech.interp.patching_map(model, clean, corrupted[, {layers=, components=, positions=,
- *   metric=, rows=, targets=, threshold=0.01, chance=}])
- * Patches each (layer, component) site's clean activation at one position (the same for every
- * example) into the corrupted run and reads the metric at the readout rows; see
- * docs/interventions.md, "Patching maps". */
-static int l_patching_map(lua_State *L) {
-    const char *fn = "mech.interp.patching_map";
-    static const char *const keys[] = {"layers", "components", "positions", "metric", "rows",
-                                       "targets", "threshold", "chance", NULL};
-    ml_model *m = check_model(L, 1, fn);
-    lua_settop(L, 4);
-    if (lua_isnil(L, 4)) lua_newtable(L), lua_replace(L, 4);
-    mlL_checktable(L, 4, fn, 4);
-    mlL_checkkeys(L, 4, fn, keys);
-    ml_tensor *clean = check_tokens(L, m, 2, fn), *corr = check_tokens(L, m, 3, fn);
-    if (!ml_same_shape(clean, corr)) {
-        char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
-        return luaL_error(L, "%s: argument 3 expected corrupted tokens of the clean tokens' shape %s, got %s", fn,
-                          ml_shape_str(s1, clean->ndim, clean->shape), ml_shape_str(s2, corr->ndim, corr->shape));
-    }
-    int64_t B = clean->shape[0], Lq = clean->shape[1];
-    int V = m->cfg.vocab, n_layers = m->cfg.n_layers;
-
-    /* rows: layers x components (the components a layer has) */
-    int nl = 0, nc = 0;
-    int *layers = scratch(L, sizeof *layers * (size_t)(n_layers + 1));
-    if (lua_getfield(L, 4, "layers") == LUA_TNIL) {
+/* Option 'layers' (default: every layer) into layers; returns how many. */
+static int map_layers(lua_State *L, const ml_model *m, int opt, int *layers, const char *fn) {
+    int nl = 0, n_layers = m->cfg.n_layers;
+    if (lua_getfield(L, opt, "layers") == LUA_TNIL) {
         for (int l = 0; l < n_layers; l++) layers[nl++] = l;
     } else {
         if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'layers' expected a list of layers", fn);
@@ -672,41 +505,49 @@ static int l_patching_map(lua_State *L) {
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
-    bool given = lua_getfield(L, 4, "components") != LUA_TNIL;
-    if (given && !lua_istable(L, -1)) return luaL_error(L, "%s: option 'components' expected a list of names", fn);
+    return nl;
+}
+
+/* The map's rows: layers x option 'components' (default: the six paper sites), the components
+ * each layer has. A component no layer has is an error naming the closest site. */
+static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, const char *fn) {
+    int *layers = scratch(L, sizeof *layers * (size_t)(m->cfg.n_layers + 1)), top = lua_gettop(L);
+    int nl = map_layers(L, m, opt, layers, fn), nc = 0;
+    bool given = lua_getfield(L, opt, "components") != LUA_TNIL;
+    if (given && !lua_istable(L, -1)) luaL_error(L, "%s: option 'components' expected a list of names", fn);
     int max_c = given ? (int)lua_rawlen(L, -1) : ML_ENTRY_COUNT;
     const char **comps = scratch(L, sizeof *comps * (size_t)(max_c + 1));
     for (int i = 0; i < max_c; i++) {
-        if (given && lua_rawgeti(L, -2, i + 1) != LUA_TSTRING) /* the list is under the scratch */
-            return luaL_error(L, "%s: option 'components' expected names, got a %s", fn, luaL_typename(L, -1));
-        comps[nc++] = given ? mlL_site_component(lua_tostring(L, -1)) : ml_entry_names[i];
+        if (given && lua_rawgeti(L, top + 1, i + 1) != LUA_TSTRING)
+            luaL_error(L, "%s: option 'components' expected names, got a %s", fn, luaL_typename(L, -1));
+        comps[nc++] = given ? ml_site_component(lua_tostring(L, -1)) : ml_entry_names[i];
         if (given) lua_pop(L, 1); /* the strings stay anchored in the list */
     }
-    int *sites = scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), R = 0;
-    for (int i = 0; i < nl; i++)
-        for (int c = 0; c < nc; c++) {
-            int s = ml_site_lookup(m, layers[i], comps[c]);
-            if (s < 0) continue;
-            if (ml_site_pos_dim(m, s) < 0)
-                return luaL_error(L, "%s: component '%s' has no position dimension; it cannot be patched per position", fn,
-                                  comps[c]);
-            sites[R++] = s;
-        }
-    for (int c = 0; given && c < nc; c++) { /* a component no layer has: the closest name */
-        bool found = false;
-        for (int i = 0; i < nl && !found; i++) found = ml_site_lookup(m, layers[i], comps[c]) >= 0;
-        if (!found) mlL_checksite(L, m, lua_pushfstring(L, "blocks.%d.%s", nl ? layers[0] : 0, comps[c]), fn);
+    int *sites = scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), missing;
+    int R = ml_site_grid(m, layers, nl, comps, nc, sites, &missing);
+    for (int r = 0; r < R; r++)
+        if (ml_site_pos_dim(m, sites[r]) < 0)
+            luaL_error(L, "%s: component '%s' has no position dimension; it cannot be patched per position", fn,
+                       m->sites[sites[r]].name);
+    if (given && missing >= 0) { /* raises naming the closest site */
+        char name[ML_SITE_NAME_MAX];
+        ml_site_format(name, sizeof name, nl ? layers[0] : 0, comps[missing]);
+        mlL_checksite(L, m, name, fn);
     }
-    if (R == 0) return luaL_error(L, "%s: no site to patch", fn);
+    if (R == 0) luaL_error(L, "%s: no site to patch", fn);
+    *n_out = R;
+    return sites;
+}
 
-    /* columns: positions */
+/* The map's columns: option 'positions' (negative counts from the end; default: every one). */
+static int32_t *map_positions(lua_State *L, int opt, int64_t Lq, int *n_out, const char *fn) {
     int np = 0;
     int32_t *positions;
-    if (lua_getfield(L, 4, "positions") == LUA_TNIL) {
+    if (lua_getfield(L, opt, "positions") == LUA_TNIL) {
         positions = scratch(L, sizeof *positions * (size_t)Lq);
         for (int64_t p = 0; p < Lq; p++) positions[np++] = (int32_t)p;
     } else {
-        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'positions' expected a list of integers", fn);
+        if (!lua_istable(L, -1)) luaL_error(L, "%s: option 'positions' expected a list of integers", fn);
         int t = lua_gettop(L);
         positions = scratch(L, sizeof *positions * (lua_rawlen(L, t) + 1));
         for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
@@ -714,136 +555,166 @@ static int l_patching_map(lua_State *L) {
             lua_Integer p = lua_tointegerx(L, -1, &ok);
             if (ok && p < 0) p += Lq;
             if (!ok || p < 0 || p >= Lq)
-                return luaL_error(L, "%s: option 'positions' expected integers in [-%d, %d), got %s", fn, (int)Lq,
-                                  (int)Lq, luaL_tolstring(L, -1, NULL));
+                luaL_error(L, "%s: option 'positions' expected integers in [-%d, %d), got %s", fn, (int)Lq, (int)Lq,
+                           luaL_tolstring(L, -1, NULL));
             positions[np++] = (int32_t)p;
         }
-        lua_pop(L, 1);
     }
-    if (np == 0) return luaL_error(L, "%s: option 'positions' is empty", fn);
+    if (np == 0) luaL_error(L, "%s: option 'positions' is empty", fn);
+    *n_out = np;
+    return positions;
+}
 
-    /* the readout: row rows[b] must predict targets[b] (default: the last token from the one before) */
+/* The readout: row rows[b] must predict targets[b] (default: the last token from the one before). */
+static void map_readout(lua_State *L, const ml_model *m, ml_tensor *clean, int opt, ml_pm_config *c, const char *fn) {
+    int64_t B = clean->shape[0], Lq = clean->shape[1];
+    int V = m->cfg.vocab;
     int32_t *rows = scratch(L, sizeof *rows * (size_t)B), *targets = scratch(L, sizeof *targets * (size_t)B);
-    if (!read_per_example(L, 4, "rows", B, rows, fn)) {
-        if (Lq < 2) return luaL_error(L, "%s: option 'rows' is needed for sequences of length 1", fn);
+    if (!read_per_example(L, opt, "rows", B, rows, fn)) {
+        if (Lq < 2) luaL_error(L, "%s: option 'rows' is needed for sequences of length 1", fn);
         for (int64_t b = 0; b < B; b++) rows[b] = (int32_t)(Lq - 2);
     }
-    if (!read_per_example(L, 4, "targets", B, targets, fn))
+    if (!read_per_example(L, opt, "targets", B, targets, fn))
         for (int64_t b = 0; b < B; b++) targets[b] = (int32_t)ml_get_flat(clean, b * Lq + Lq - 1);
     for (int64_t b = 0; b < B; b++) {
         if (rows[b] < 0 || rows[b] >= Lq)
-            return luaL_error(L, "%s: option 'rows' expected rows in [0, %d), got %d", fn, (int)Lq, (int)rows[b]);
+            luaL_error(L, "%s: option 'rows' expected rows in [0, %d), got %d", fn, (int)Lq, (int)rows[b]);
         if (targets[b] < 0 || targets[b] >= V)
-            return luaL_error(L, "%s: option 'targets' expected token ids in [0, %d), got %d", fn, V, (int)targets[b]);
+            luaL_error(L, "%s: option 'targets' expected token ids in [0, %d), got %d", fn, V, (int)targets[b]);
     }
-    ml_tensor *rows_t = ml_empty(ML_I32, 1, &B);
-    mlL_pushtensor(L, rows_t);
-    memcpy(ml_i32(rows_t), rows, sizeof *rows * (size_t)B);
+    c->rows = rows, c->targets = targets;
+}
 
-    int kind = METRIC_PROB, metric_fn = 0;
-    static const char *const metric_names[] = {"prob", "logprob", "logit"};
-    if (lua_getfield(L, 4, "metric") == LUA_TFUNCTION) {
-        kind = METRIC_FUNCTION, metric_fn = lua_gettop(L);
-    } else if (!lua_isnil(L, -1)) {
-        const char *s = lua_tostring(L, -1);
-        kind = -1;
-        for (int k = 0; s && k < 3; k++)
-            if (!strcmp(s, metric_names[k])) kind = k;
-        if (kind < 0 || lua_type(L, -1) != LUA_TSTRING)
-            return luaL_error(L, "%s: option 'metric' expected 'prob', 'logprob', 'logit' or a function(logits), got %s",
-                              fn, s ? s : luaL_typename(L, -1));
+static const char *const metric_names[] = {"prob", "logprob", "logit", "function"};
+
+/* A metric given as a Lua function(logits (B, L, V)) -> number: called under lua_pcall so that an
+ * error unwinds through the C evaluator's cleanup; the error value waits in slot `err`. */
+typedef struct {
+    lua_State *L;
+    int f, err;
+    const char *fn;
+} lua_metric;
+
+static double call_lua_metric(void *ud, ml_model *m, ml_tensor *hid, ml_status *err) {
+    lua_metric *lm = ud;
+    lua_State *L = lm->L;
+    ml_tensor *logits = ml_model_head(m, hid);
+    if (!logits) return *err = ml_last_status(), 0;
+    lua_pushvalue(L, lm->f);
+    mlL_pushtensor(L, logits);
+    int status = lua_pcall(L, 1, 1, 0), isnum = 0;
+    double v = status == LUA_OK ? lua_tonumberx(L, -1, &isnum) : 0;
+    if (!isnum && lua_isnil(L, lm->err)) { /* the first failure is the one raised */
+        if (status == LUA_OK)
+            lua_pushfstring(L, "%s: option 'metric' returned %s, expected a number", lm->fn, luaL_typename(L, -1));
+        else
+            lua_pushvalue(L, -1);
+        lua_replace(L, lm->err);
     }
-    double threshold = mlL_optnum(L, 4, "threshold", 0.01, fn);
-    double chance = mlL_optnum(L, 4, "chance", 1.0 / V, fn);
+    lua_pop(L, 1);
+    if (!isnum) *err = ML_ERR_ARG, ml_fail(ML_ERR_ARG, "%s: the metric function failed", lm->fn);
+    return v;
+}
 
-    /* the clean run caches the sources, the corrupted run what a resume needs */
-    bool *want_clean = scratch(L, (size_t)m->n_sites), *want_corr = scratch(L, (size_t)m->n_sites);
-    for (int r = 0; r < R; r++) want_clean[sites[r]] = true, ml_patch_needs(m, sites[r], want_corr);
-    ml_tensor **clean_acts = scratch(L, sizeof *clean_acts * (size_t)m->n_sites);
-    ml_tensor **corr_acts = scratch(L, sizeof *corr_acts * (size_t)m->n_sites);
-    ml_tensor *clean_hid = cached_run(L, m, clean, want_clean, clean_acts);
-    ml_tensor *corr_hid = cached_run(L, m, corr, want_corr, corr_acts);
-    int correct, ignored;
-    double clean_v = readout_metric(L, m, clean_hid, rows, targets, kind == METRIC_FUNCTION ? METRIC_PROB : kind, &correct);
-    double corr_v = readout_metric(L, m, corr_hid, rows, targets, kind == METRIC_FUNCTION ? METRIC_PROB : kind, &ignored);
-    int32_t *pos = scratch(L, sizeof *pos * (size_t)B);
-    if (kind == METRIC_FUNCTION) {
-        clean_v = function_metric(L, m, clean_hid, metric_fn, fn);
-        corr_v = function_metric(L, m, corr_hid, metric_fn, fn);
+/* Option 'metric': a built-in name or a function (its adaptor set up in lm). */
+static void map_metric(lua_State *L, int opt, ml_pm_config *c, lua_metric *lm, const char *fn) {
+    c->metric = ML_PM_PROB;
+    if (lua_getfield(L, opt, "metric") == LUA_TFUNCTION) {
+        lm->L = L, lm->f = lua_gettop(L), lm->fn = fn;
+        lua_pushnil(L);
+        lm->err = lua_gettop(L);
+        c->metric = ML_PM_FUNCTION, c->fn = call_lua_metric, c->ud = lm;
+        return;
     }
-    double den = clean_v - corr_v, accuracy = (double)correct / (double)B;
-
-    ml_tensor *patched = ml_empty(ML_F32, 2, (int64_t[]){R, np}), *values = ml_empty(ML_F32, 2, (int64_t[]){R, np});
-    mlL_pushtensor(L, patched);
-    mlL_pushtensor(L, values);
-    int values_idx = lua_gettop(L);
-    for (int r = 0; r < R; r++) {
-        /* the metric through this site's resume without a patch, so cells the patch cannot change
-         * are exactly 0 (resuming at another site may differ in the last bits) */
-        double base = corr_v;
-        if (kind != METRIC_FUNCTION) {
-            for (int64_t b = 0; b < B; b++) pos[b] = -1;
-            ml_patch none = {.site = sites[r], .source = clean_acts[sites[r]], .pos = pos};
-            mlL_pushtensor(L, ml_patch_fast(m, corr_acts, &none, rows_t));
-            base = readout_metric(L, m, mlL_checktensor(L, -1, fn), rows, targets, kind, &ignored);
-            lua_pop(L, 1);
+    if (lua_isnil(L, -1)) return;
+    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    for (int k = 0; s && k < ML_PM_FUNCTION; k++)
+        if (!strcmp(s, metric_names[k])) {
+            c->metric = (ml_pm_metric)k;
+            return;
         }
-        for (int j = 0; j < np; j++) {
-            for (int64_t b = 0; b < B; b++) pos[b] = positions[j];
-            ml_patch p = {.site = sites[r], .source = clean_acts[sites[r]], .pos = pos};
-            ml_tensor *hid = ml_patch_fast(m, corr_acts, &p, kind == METRIC_FUNCTION ? NULL : rows_t);
-            mlL_pushtensor(L, hid);
-            double v = kind == METRIC_FUNCTION ? function_metric(L, m, hid, metric_fn, fn)
-                                               : readout_metric(L, m, hid, rows, targets, kind, &ignored);
-            lua_pop(L, 1);
-            ml_f32(patched)[r * np + j] = (float)v;
-            ml_f32(values)[r * np + j] = (float)((v - base) / den);
-        }
-    }
+    luaL_error(L, "%s: option 'metric' expected 'prob', 'logprob', 'logit' or a function(logits), got %s", fn,
+               s ? s : luaL_typename(L, -1));
+}
 
+/* The map as a table (docs/interventions.md, "Patching maps") with the PatchingMap methods. */
+static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, const ml_pm_result *r, double threshold,
+                     double chance, const char *fn) {
+    int R = r->n_rows, np = r->n_cols;
     lua_createtable(L, 0, 16);
-    lua_pushvalue(L, values_idx), lua_setfield(L, -2, "values");
-    lua_pushvalue(L, values_idx - 1), lua_setfield(L, -2, "patched");
+    push_floats(L, r->values, R, np), lua_setfield(L, -2, "values");
+    push_floats(L, r->patched, R, np), lua_setfield(L, -2, "patched");
     lua_createtable(L, R, 0);
     lua_createtable(L, R, 0);
-    for (int r = 0; r < R; r++) {
-        char name[96];
-        ml_site_fullname(m, sites[r], name, sizeof name);
-        lua_pushstring(L, name), lua_rawseti(L, -3, r + 1);
-        lua_pushfstring(L, "layer %d %s", m->site_layer[sites[r]], m->sites[sites[r]].name), lua_rawseti(L, -2, r + 1);
+    for (int i = 0; i < R; i++) {
+        char name[ML_SITE_NAME_MAX];
+        ml_site_fullname(m, c->sites[i], name, sizeof name);
+        lua_pushstring(L, name), lua_rawseti(L, -3, i + 1);
+        lua_pushfstring(L, "layer %d %s", m->site_layer[c->sites[i]], m->sites[c->sites[i]].name);
+        lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -3, "row_labels");
     lua_setfield(L, -2, "sites");
     lua_createtable(L, np, 0);
     lua_createtable(L, np, 0);
     for (int j = 0; j < np; j++) {
-        lua_pushinteger(L, positions[j]), lua_rawseti(L, -3, j + 1);
-        lua_pushfstring(L, "%d", (int)positions[j]), lua_rawseti(L, -2, j + 1);
+        lua_pushinteger(L, c->positions[j]), lua_rawseti(L, -3, j + 1);
+        lua_pushfstring(L, "%d", (int)c->positions[j]), lua_rawseti(L, -2, j + 1);
     }
     lua_setfield(L, -3, "col_labels");
     lua_setfield(L, -2, "positions");
-    lua_pushstring(L, kind == METRIC_FUNCTION ? "function" : metric_names[kind]), lua_setfield(L, -2, "metric");
-    lua_pushnumber(L, clean_v), lua_setfield(L, -2, "clean");
-    lua_pushnumber(L, corr_v), lua_setfield(L, -2, "corrupted");
-    lua_pushnumber(L, den), lua_setfield(L, -2, "den");
+    lua_pushstring(L, metric_names[c->metric]), lua_setfield(L, -2, "metric");
+    lua_pushnumber(L, r->clean), lua_setfield(L, -2, "clean");
+    lua_pushnumber(L, r->corrupted), lua_setfield(L, -2, "corrupted");
+    lua_pushnumber(L, r->den), lua_setfield(L, -2, "den");
     lua_pushnumber(L, threshold), lua_setfield(L, -2, "threshold");
-    lua_pushboolean(L, den > threshold), lua_setfield(L, -2, "passes");
-    lua_pushnumber(L, accuracy), lua_setfield(L, -2, "accuracy");
+    lua_pushboolean(L, r->den > threshold), lua_setfield(L, -2, "passes");
+    lua_pushnumber(L, r->accuracy), lua_setfield(L, -2, "accuracy");
     lua_pushnumber(L, chance), lua_setfield(L, -2, "chance");
-    if (accuracy < 2 * chance) {
+    if (r->accuracy < 2 * chance) {
         lua_pushfstring(L, "the model's accuracy on the clean tokens (%f) is at chance (%f): its attributions are noise",
-                        accuracy, chance);
+                        r->accuracy, chance);
         fprintf(stderr, "%s: warning: %s\n", fn, lua_tostring(L, -1));
         lua_setfield(L, -2, "warning");
     }
     luaL_setmetatable(L, MLL_PATCHING_MAP_MT);
+}
+
+/* map = mech.interp.patching_map(model, clean, corrupted[, {layers=, components=, positions=,
+ *   metric=, rows=, targets=, threshold=0.01, chance=}]): ml_patching_map (src/interp). */
+static int l_patching_map(lua_State *L) {
+    const char *fn = "mech.interp.patching_map";
+    static const char *const keys[] = {"layers", "components", "positions", "metric", "rows",
+                                       "targets", "threshold", "chance", NULL};
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    mlL_opttable(L, 4, fn, 4, keys);
+    ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = mlL_checktokens(L, m, 3, fn);
+    if (!ml_same_shape(clean, corr)) {
+        char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
+        return luaL_error(L, "%s: argument 3 expected corrupted tokens of the clean tokens' shape %s, got %s", fn,
+                          ml_shape_str(s1, clean->ndim, clean->shape), ml_shape_str(s2, corr->ndim, corr->shape));
+    }
+    ml_pm_config c = {0};
+    lua_metric lm = {0};
+    c.sites = map_sites(L, m, 4, &c.n_sites, fn);
+    c.positions = map_positions(L, 4, clean->shape[1], &c.n_positions, fn);
+    map_readout(L, m, clean, 4, &c, fn);
+    map_metric(L, 4, &c, &lm, fn);
+    double threshold = mlL_optnum(L, 4, "threshold", 0.01, fn);
+    double chance = mlL_optnum(L, 4, "chance", 1.0 / m->cfg.vocab, fn);
+    ml_pm_result *r = ml_patching_map(m, clean, corr, &c);
+    if (!r) {
+        if (lm.err && !lua_isnil(L, lm.err)) lua_pushvalue(L, lm.err), lua_error(L);
+        return mlL_raise(L);
+    }
+    push_map(L, m, &c, r, threshold, chance, fn);
+    ml_pm_result_free(r);
     return 1;
 }
 
-/* mech.interp.plot_map(map, {out=, title=, filter=true, vmin=-1, vmax=1}) or map:plot{...}: the
- * map's values as a heatmap (rows: map.row_labels, columns: map.col_labels) through
- * mech.plot.heatmap. With map.threshold, cells whose denominator (map.dens, a matrix, else
- * map.den for every cell) is not above it are hatched, explained by map.filter_note. */
+/* mech.interp.plot_map(map, {out=, title=, filter=true, vmin=-1, vmax=1}) or map:plot{...}: checks
+ * the arguments; the drawing (a mech.plot.heatmap of the map) is ic.plot_map in
+ * lua/mech/interchange.lua. */
 static int l_plot_map(lua_State *L) {
     const char *fn = "mech.interp.plot_map";
     static const char *const keys[] = {"out", "title", "filter", "vmin", "vmax", NULL};
@@ -851,62 +722,18 @@ static int l_plot_map(lua_State *L) {
     mlL_checktable(L, 2, fn, 2);
     mlL_checkkeys(L, 2, fn, keys);
     lua_settop(L, 2);
-    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    if (lua_getfield(L, -1, "mech") != LUA_TTABLE || lua_getfield(L, -1, "plot") != LUA_TTABLE ||
-        lua_getfield(L, -1, "heatmap") != LUA_TFUNCTION)
-        return luaL_error(L, "%s: mech.plot.heatmap is not loaded", fn);
-    lua_createtable(L, 0, 12);
-    int args = lua_gettop(L);
-    static const char *const from_map[][2] = {{"values", "data"}, {"col_labels", "xlabels"}, {"row_labels", "ylabels"}};
-    for (int i = 0; i < 3; i++) {
-        if (lua_getfield(L, 1, from_map[i][0]) == LUA_TNIL)
-            return luaL_error(L, "%s: argument 1 expected a patching map with field '%s'", fn, from_map[i][0]);
-        lua_setfield(L, args, from_map[i][1]);
-    }
-    lua_pushnumber(L, mlL_optnum(L, 2, "vmin", -1, fn)), lua_setfield(L, args, "vmin");
-    lua_pushnumber(L, mlL_optnum(L, 2, "vmax", 1, fn)), lua_setfield(L, args, "vmax");
-    lua_pushinteger(L, 0), lua_setfield(L, args, "center");
-    lua_pushboolean(L, 1), lua_setfield(L, args, "values");
-    lua_pushliteral(L, "patched position"), lua_setfield(L, args, "xlabel");
-    lua_pushliteral(L, "attribution"), lua_setfield(L, args, "colorbar");
-    lua_getfield(L, 2, "out"), lua_setfield(L, args, "out");
-    if (lua_getfield(L, 2, "title") == LUA_TNIL) {
-        lua_pop(L, 1);
-        lua_getfield(L, 1, "metric");
-        lua_pushfstring(L, "Patching map (%s restored)", lua_isstring(L, -1) ? lua_tostring(L, -1) : "metric");
-        lua_remove(L, -2);
-    }
-    lua_setfield(L, args, "title");
-    lua_getfield(L, 1, "threshold");
-    bool filter = mlL_optbool(L, 2, "filter", 1, fn) && lua_isnumber(L, -1);
-    if (filter) {
-        double min = lua_tonumber(L, -1);
-        lua_createtable(L, 0, 3);
-        if (lua_getfield(L, 1, "dens") == LUA_TNIL) { /* one denominator for every cell */
-            lua_getfield(L, 1, "values");
-            ml_tensor *v = mlL_testtensor(L, -1);
-            lua_getfield(L, 1, "den");
-            if (!v || v->ndim != 2 || !lua_isnumber(L, -1))
-                return luaL_error(L, "%s: argument 1 with a threshold expected a values tensor and 'den' or 'dens'", fn);
-            mlL_pushtensor(L, ml_full(ML_F32, 2, v->shape, lua_tonumber(L, -1)));
-            lua_replace(L, -4);
-            lua_pop(L, 2);
-        }
-        lua_setfield(L, -2, "values");
-        lua_pushnumber(L, min), lua_setfield(L, -2, "min");
-        if (lua_getfield(L, 1, "filter_note") == LUA_TNIL) {
-            lua_pop(L, 1);
-            lua_pushfstring(L, "fails the filter: clean - corrupted metric <= %f", min);
-        }
-        lua_setfield(L, -2, "note");
-        lua_setfield(L, args, "filter");
-    }
-    lua_pop(L, 1);
-    lua_call(L, 1, 0);
+    mlL_optnum(L, 2, "vmin", -1, fn), mlL_optnum(L, 2, "vmax", 1, fn), mlL_optbool(L, 2, "filter", 1, fn);
+    mlL_optstr(L, 2, "title", NULL, fn);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "mech.interchange");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "plot_map");
+    lua_pushvalue(L, 1), lua_pushvalue(L, 2);
+    lua_call(L, 2, 0);
     return 0;
 }
 
-/* ------------------------------------------------------------------ the evaluator */
+/* ------------------------------------------------------------------ the evaluators */
 
 static int pos_arg(lua_State *L, int idx, const char *fn, const char *what) {
     const char *s = lua_tostring(L, idx);
@@ -918,83 +745,43 @@ static int pos_arg(lua_State *L, int idx, const char *fn, const char *what) {
     return p;
 }
 
-static void push_floats(lua_State *L, const float *x, int rows, int cols) {
-    ml_tensor *t = ml_from_f32(2, (int64_t[]){rows, cols}, x);
-    mlL_pushtensor(L, t);
+/* Option 'sites' (a list of site names, either spelling) into sites[max]; false when absent. */
+static bool opt_sites(lua_State *L, const ml_model *m, int opt, int *sites, int *n, int max, const char *fn) {
+    if (lua_getfield(L, opt, "sites") == LUA_TNIL) return lua_pop(L, 1), false;
+    if (!lua_istable(L, -1)) luaL_error(L, "%s: option 'sites' expected a list of site names", fn);
+    *n = 0;
+    for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
+        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: option 'sites' expected names, got a %s", fn, luaL_typename(L, -1));
+        if (*n == max) luaL_error(L, "%s: at most %d sites", fn, max);
+        sites[(*n)++] = mlL_checksite(L, m, lua_tostring(L, -1), fn);
+    }
+    lua_pop(L, 2);
+    return true;
 }
 
-/* res = mech.interp.interchange(model, dataset, {sites=, label_types=, positions=, seed=, batch=,
- *   first=, count=, swap=, reference=})
- * sites: full site names (default: the paper's components at every layer). Returns
- * {metrics = {{name, value}, ...}, combos = {{site, layer, component, label_type, position}},
- *  restored_prob, corrupted_prob, restored_logit, corrupted_logit, kl_div (combos x docs tensors),
- *  original_prob, original_logit (docs), seconds, patched_examples} */
-static int l_interchange(lua_State *L) {
-    const char *fn = "mech.interp.interchange";
-    static const char *const keys[] = {"sites", "label_types", "positions", "seed", "batch", "first",
-                                       "count", "swap", "reference", NULL};
-    ml_model *m = check_model(L, 1, fn);
-    ml_dataset *ds = check_dataset(L, 2, fn);
-    lua_settop(L, 3);
-    if (lua_isnil(L, 3)) lua_newtable(L), lua_replace(L, 3);
-    mlL_checktable(L, 3, fn, 3);
-    mlL_checkkeys(L, 3, fn, keys);
-    ml_ic_config *c = lua_newuserdatauv(L, sizeof *c, 0); /* collected with the call */
-    ml_ic_config_paper(c, m, ml_dataset_task(ds));
-    if (lua_getfield(L, 3, "sites") != LUA_TNIL) {
-        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'sites' expected a list of site names", fn);
-        c->n_sites = 0;
-        for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
-            if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "%s: option 'sites' expected names, got a %s", fn, luaL_typename(L, -1));
-            if (c->n_sites == ML_IC_MAX_SITES) return luaL_error(L, "%s: at most %d sites", fn, ML_IC_MAX_SITES);
-            c->sites[c->n_sites++] = mlL_checksite(L, m, lua_tostring(L, -1), fn);
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
+/* Option `key` (a list of position names) into out[max]; label types must name the key or the
+ * value item. False when absent. */
+static bool opt_pos_list(lua_State *L, int opt, const char *key, int *out, int *n, int max, const char *fn) {
+    if (lua_getfield(L, opt, key) == LUA_TNIL) return lua_pop(L, 1), false;
+    bool lt = !strcmp(key, "label_types");
+    char what[48];
+    snprintf(what, sizeof what, "option '%s'", key);
+    if (!lua_istable(L, -1)) luaL_error(L, "%s: option '%s' expected a list of names", fn, key);
+    *n = 0;
+    for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
+        if (*n == max) luaL_error(L, "%s: option '%s' takes at most %d names", fn, key, max);
+        int p = pos_arg(L, -1, fn, what);
+        if (lt && p != ML_POS_QUERY_ITEM_ORIG && p != ML_POS_TARGET_ITEM_ORIG)
+            luaL_error(L, "%s: option 'label_types' expected query_item_orig or target_item_orig, got %s", fn,
+                       ml_pos_names[p]);
+        out[(*n)++] = p;
     }
-    lua_pop(L, 1);
-    if (lua_getfield(L, 3, "label_types") != LUA_TNIL) {
-        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'label_types' expected a list of names", fn);
-        c->n_label_types = 0;
-        for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
-            if (c->n_label_types == 2) return luaL_error(L, "%s: option 'label_types' takes at most 2 names", fn);
-            int p = pos_arg(L, -1, fn, "option 'label_types'");
-            if (p != ML_POS_QUERY_ITEM_ORIG && p != ML_POS_TARGET_ITEM_ORIG)
-                return luaL_error(L, "%s: option 'label_types' expected query_item_orig or target_item_orig, got %s", fn,
-                                  ml_pos_names[p]);
-            c->label_types[c->n_label_types++] = p;
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    if (lua_getfield(L, 3, "positions") != LUA_TNIL) {
-        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'positions' expected a list of names", fn);
-        c->n_positions = 0;
-        for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
-            if (c->n_positions == ML_IC_MAX_POS) return luaL_error(L, "%s: too many positions", fn);
-            c->positions[c->n_positions++] = pos_arg(L, -1, fn, "option 'positions'");
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    c->seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
-    c->batch = mlL_optint32(L, 3, "batch", 320, fn);
-    c->swap = mlL_optbool(L, 3, "swap", 0, fn);
-    c->reference = mlL_optbool(L, 3, "reference", 0, fn);
-    int64_t first = mlL_optint(L, 3, "first", 0, fn);
-    int64_t count = mlL_optint(L, 3, "count", ml_dataset_size(ds) - first, fn);
-    if (c->batch < 1) return luaL_error(L, "%s: option 'batch' expected a positive integer", fn);
-    ml_ic_result *r = ml_ic_run(m, ds, first, count, c);
-    if (!r) return mlL_raise(L);
-    ml_metric *v;
-    int n;
-    if (ml_ic_metrics(m, r, &v, &n)) {
-        ml_ic_result_free(r);
-        return mlL_raise(L);
-    }
-    lua_createtable(L, 0, 12);
+    lua_pop(L, 2);
+    return true;
+}
+
+/* {{name, value}, ...} of the evaluator's aggregate metrics. */
+static void push_metrics(lua_State *L, const ml_metric *v, int n) {
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
         lua_createtable(L, 2, 0);
@@ -1002,16 +789,25 @@ static int l_interchange(lua_State *L) {
         lua_pushnumber(L, v[i].value), lua_rawseti(L, -2, 2);
         lua_rawseti(L, -2, i + 1);
     }
-    free(v);
-    lua_setfield(L, -2, "metrics");
+}
+
+/* Sets the site's full name, layer and component in the table on top. */
+static void set_site_fields(lua_State *L, const ml_model *m, int site) {
+    char name[ML_SITE_NAME_MAX];
+    ml_site_fullname(m, site, name, sizeof name);
+    lua_pushstring(L, name), lua_setfield(L, -2, "site");
+    lua_pushinteger(L, m->site_layer[site]), lua_setfield(L, -2, "layer");
+    lua_pushstring(L, m->sites[site].name), lua_setfield(L, -2, "component");
+}
+
+/* The evaluator's result as mech.interp.interchange documents it. */
+static void push_ic_result(lua_State *L, const ml_model *m, const ml_ic_result *r, const ml_metric *v, int n) {
+    lua_createtable(L, 0, 12);
+    push_metrics(L, v, n), lua_setfield(L, -2, "metrics");
     lua_createtable(L, r->n_combos, 0);
     for (int k = 0; k < r->n_combos; k++) {
-        char name[96];
-        ml_site_fullname(m, r->combo_site[k], name, sizeof name);
         lua_createtable(L, 0, 5);
-        lua_pushstring(L, name), lua_setfield(L, -2, "site");
-        lua_pushinteger(L, m->site_layer[r->combo_site[k]]), lua_setfield(L, -2, "layer");
-        lua_pushstring(L, m->sites[r->combo_site[k]].name), lua_setfield(L, -2, "component");
+        set_site_fields(L, m, r->combo_site[k]);
         lua_pushstring(L, ml_pos_names[r->combo_lt[k]]), lua_setfield(L, -2, "label_type");
         lua_pushstring(L, ml_pos_names[r->combo_pos[k]]), lua_setfield(L, -2, "position");
         lua_rawseti(L, -2, k + 1);
@@ -1029,7 +825,103 @@ static int l_interchange(lua_State *L) {
     lua_pushnumber(L, r->seconds), lua_setfield(L, -2, "seconds");
     lua_pushinteger(L, r->patched_forwards), lua_setfield(L, -2, "patched_examples");
     lua_pushinteger(L, r->n_combos), lua_setfield(L, -2, "n_combos");
+}
+
+/* res = mech.interp.interchange(model, dataset, {sites=, label_types=, positions=, seed=, batch=,
+ *   first=, count=, swap=, reference=}): ml_ic_run and ml_ic_metrics (src/interp/interchange.c).
+ * sites: full site names (default: the paper's components at every layer). */
+static int l_interchange(lua_State *L) {
+    const char *fn = "mech.interp.interchange";
+    static const char *const keys[] = {"sites", "label_types", "positions", "seed", "batch", "first",
+                                       "count", "swap", "reference", NULL};
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    ml_dataset *ds = check_dataset(L, 2, fn);
+    mlL_opttable(L, 3, fn, 3, keys);
+    ml_ic_config *c = lua_newuserdatauv(L, sizeof *c, 0); /* collected with the call */
+    ml_ic_config_paper(c, m, ml_dataset_task(ds));
+    opt_sites(L, m, 3, c->sites, &c->n_sites, ML_IC_MAX_SITES, fn);
+    opt_pos_list(L, 3, "label_types", c->label_types, &c->n_label_types, 2, fn);
+    opt_pos_list(L, 3, "positions", c->positions, &c->n_positions, ML_IC_MAX_POS, fn);
+    c->seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
+    c->batch = mlL_optint32(L, 3, "batch", 320, fn);
+    c->swap = mlL_optbool(L, 3, "swap", 0, fn);
+    c->reference = mlL_optbool(L, 3, "reference", 0, fn);
+    int64_t first = mlL_optint(L, 3, "first", 0, fn);
+    int64_t count = mlL_optint(L, 3, "count", ml_dataset_size(ds) - first, fn);
+    if (c->batch < 1) return luaL_error(L, "%s: option 'batch' expected a positive integer", fn);
+    ml_ic_result *r = ml_ic_run(m, ds, first, count, c);
+    if (!r) return mlL_raise(L);
+    ml_metric *v;
+    int n;
+    if (ml_ic_metrics(m, r, &v, &n)) {
+        ml_ic_result_free(r);
+        return mlL_raise(L);
+    }
+    push_ic_result(L, m, r, v, n);
+    free(v);
     ml_ic_result_free(r);
+    return 1;
+}
+
+/* Option 'n': documents [0, n) of ds (default: all). */
+static int64_t opt_docs(lua_State *L, int opt, const ml_dataset *ds, const char *fn) {
+    int64_t size = ml_dataset_size(ds), n = mlL_optint(L, opt, "n", size, fn);
+    if (n < 1) luaL_error(L, "%s: option 'n' expected a positive number of documents, got %d", fn, (int)n);
+    return n < size ? n : size;
+}
+
+/* mass = mech.interp.attention_mass(model, dataset[, {query="query_item", key="target_item_orig",
+ *   n=}]) -> {[layer] = mass} for the layers with an attention (ml_attention_mass). */
+static int l_attention_mass(lua_State *L) {
+    const char *fn = "mech.interp.attention_mass";
+    static const char *const keys[] = {"query", "key", "n", NULL};
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    ml_dataset *ds = check_dataset(L, 2, fn);
+    mlL_opttable(L, 3, fn, 3, keys);
+    lua_getfield(L, 3, "query");
+    int q = lua_isnil(L, -1) ? ML_POS_QUERY_ITEM : pos_arg(L, -1, fn, "option 'query'");
+    lua_getfield(L, 3, "key");
+    int k = lua_isnil(L, -1) ? ML_POS_TARGET_ITEM_ORIG : pos_arg(L, -1, fn, "option 'key'");
+    double mass[ML_MAX_LAYERS];
+    bool has[ML_MAX_LAYERS];
+    if (ml_attention_mass(m, ds, opt_docs(L, 3, ds, fn), q, k, mass, has)) return mlL_raise(L);
+    lua_newtable(L);
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (has[l]) lua_pushnumber(L, mass[l]), lua_rawseti(L, -2, l);
+    return 1;
+}
+
+/* est = mech.interp.attribution_patching(model, dataset, {sites=, label_types=, positions=, seed=42,
+ *   n=}) -> {{site=, layer=, component=, label_type=, position=, estimate=}, ...}
+ * (ml_attribution_patching; label types x sites x positions, in that order). */
+static int l_attribution_patching(lua_State *L) {
+    const char *fn = "mech.interp.attribution_patching";
+    static const char *const keys[] = {"sites", "label_types", "positions", "seed", "n", NULL};
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    ml_dataset *ds = check_dataset(L, 2, fn);
+    mlL_checktable(L, 3, fn, 3);
+    mlL_checkkeys(L, 3, fn, keys);
+    ml_ap_config c = {.n_label_types = 2, .label_types = {ML_POS_QUERY_ITEM_ORIG, ML_POS_TARGET_ITEM_ORIG}};
+    int *sites = scratch(L, sizeof *sites * ML_IC_MAX_SITES);
+    if (!opt_sites(L, m, 3, sites, &c.n_sites, ML_IC_MAX_SITES, fn)) return luaL_error(L, "%s: option 'sites' is required", fn);
+    if (!opt_pos_list(L, 3, "positions", c.positions, &c.n_positions, ML_IC_MAX_POS, fn))
+        return luaL_error(L, "%s: option 'positions' is required", fn);
+    opt_pos_list(L, 3, "label_types", c.label_types, &c.n_label_types, 2, fn);
+    c.sites = sites, c.seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
+    ml_ap_result *r = ml_attribution_patching(m, ds, opt_docs(L, 3, ds, fn), &c);
+    if (!r) return mlL_raise(L);
+    lua_createtable(L, c.n_label_types * c.n_sites * c.n_positions, 0);
+    for (int k = 0, i = 0; k < c.n_label_types; k++)
+        for (int s = 0; s < c.n_sites; s++)
+            for (int j = 0; j < c.n_positions; j++, i++) {
+                lua_createtable(L, 0, 6);
+                set_site_fields(L, m, c.sites[s]);
+                lua_pushstring(L, ml_pos_names[c.label_types[k]]), lua_setfield(L, -2, "label_type");
+                lua_pushstring(L, ml_pos_names[c.positions[j]]), lua_setfield(L, -2, "position");
+                lua_pushnumber(L, r->estimate[i]), lua_setfield(L, -2, "estimate");
+                lua_rawseti(L, -2, i + 1);
+            }
+    ml_ap_result_free(r);
     return 1;
 }
 
@@ -1114,10 +1006,12 @@ int mlL_open_interp(lua_State *L) {
     static const luaL_Reg fns[] = {{"patch", l_patch},         {"site_mean", l_site_mean}, {"short_conv_edit", l_short_conv_edit},
                                    {"mamba_attention", l_mamba_attention}, {"interchange", l_interchange},
                                    {"patching_map", l_patching_map}, {"plot_map", l_plot_map},
+                                   {"attention_mass", l_attention_mass}, {"attribution_patching", l_attribution_patching},
                                    {"kl_div", l_kl_div},       {"argmax", l_argmax},       {"corrupt", l_corrupt},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
-    mlL_hooked(L, -1, (const char *const[]){"patch", "site_mean", "mamba_attention", "interchange", NULL});
+    mlL_hooked(L, -1, (const char *const[]){"patch", "site_mean", "mamba_attention", "interchange", "attention_mass",
+                                             "attribution_patching", NULL});
     lua_setfield(L, -2, "interp");
     lua_pushcfunction(L, l_help);
     lua_setfield(L, -2, "help");

@@ -43,6 +43,8 @@ static ml_model *check_model(lua_State *L, int arg, const char *fn) {
     return b->m;
 }
 
+ml_model *mlL_checkmodel(lua_State *L, int arg, const char *fn) { return check_model(L, arg, fn); }
+
 static ml_adamw *check_adamw(lua_State *L, int arg, const char *fn) {
     ml_adamw *o = luaL_testudata(L, arg, MLL_ADAMW_MT);
     if (!o) mlL_argerror(L, fn, arg, "a mech.AdamW optimiser");
@@ -161,44 +163,13 @@ static int m_named_parameters(lua_State *L) {
     return 1;
 }
 
-/* A parameter by its state-dict name or by the hook-style name of its module:
- * "blocks.{l}.mixer.X" -> the layer's sequence mixer (a hybrid's even layers nest it under
- * "mixer."), "blocks.{l}.mlp.X" -> its state mixer, "blocks.{l}.X" -> the layer's own (norms);
- * "embed.W_E" / "pos_embed.W_pos" / "ln_final.w" / "ln_final.b" as TransformerLens spells them. */
-static int resolve_param(const ml_model *m, const char *name, char *buf, size_t n) {
-    snprintf(buf, n, "%s", name);
-    int i = ml_model_find_param(m, name);
-    if (i >= 0) return i;
-    static const char *const tl[][2] = {{"embed.W_E", "backbone.embeddings.word_embeddings.weight"},
-                                        {"pos_embed.W_pos", "backbone.embeddings.position_embeddings.weight"},
-                                        {"ln_final.w", "backbone.ln_f.weight"},
-                                        {"ln_final.b", "backbone.ln_f.bias"}};
-    for (size_t k = 0; k < sizeof tl / sizeof tl[0]; k++)
-        if (!strcmp(name, tl[k][0])) return ml_model_find_param(m, tl[k][1]);
-    if (strncmp(name, "blocks.", 7)) return -1;
-    char *end;
-    long layer = strtol(name + 7, &end, 10);
-    if (end == name + 7 || *end != '.' || layer < 0 || layer >= m->cfg.n_layers) return -1;
-    const char *rest = end + 1;
-    if (!strncmp(rest, "mixer.", 6)) {
-        snprintf(buf, n, "backbone.layers.%ld.sequence_mixer.mixer.%s", layer, rest + 6);
-        if ((i = ml_model_find_param(m, buf)) >= 0) return i;
-        snprintf(buf, n, "backbone.layers.%ld.sequence_mixer.%s", layer, rest + 6);
-    } else if (!strncmp(rest, "mlp.", 4)) {
-        snprintf(buf, n, "backbone.layers.%ld.state_mixer.%s", layer, rest + 4);
-    } else {
-        snprintf(buf, n, "backbone.layers.%ld.%s", layer, rest);
-    }
-    return ml_model_find_param(m, buf); /* buf: the state-dict spelling, for a did-you-mean */
-}
-
 /* model:param(name): by state-dict name ("backbone.layers.1.sequence_mixer.A_log") or hook-style
  * name ("blocks.1.mixer.A_log"); the tensor shares the model's storage. */
 static int m_param(lua_State *L) {
     ml_model *m = check_model(L, 1, "param");
     const char *name = luaL_checkstring(L, 2);
     char spelled[160];
-    int i = resolve_param(m, name, spelled, sizeof spelled);
+    int i = ml_model_resolve_param(m, name, spelled, sizeof spelled);
     if (i < 0) {
         const char **names = malloc(sizeof *names * (size_t)(m->n_params + 1));
         if (!names) return luaL_error(L, "param: out of memory");
@@ -238,7 +209,58 @@ static int m_zero_grad(lua_State *L) {
 
 /* ------------------------------------------------------------------ sites & hooks */
 
-/* model:hook_names([filter]) -> {{name=, shape=}, ...}; filter as run_with_cache's names */
+/* Pushes site i's entry {id=, name=, layer=, component=, shape=} (shape: "B", "L" or sizes). */
+static void push_site_entry(lua_State *L, const ml_model *m, int i) {
+    char name[ML_SITE_NAME_MAX];
+    ml_site_fullname(m, i, name, sizeof name);
+    lua_createtable(L, 0, 5);
+    lua_pushinteger(L, i), lua_setfield(L, -2, "id");
+    lua_pushstring(L, name), lua_setfield(L, -2, "name");
+    lua_pushinteger(L, m->site_layer[i]), lua_setfield(L, -2, "layer");
+    lua_pushstring(L, m->sites[i].name), lua_setfield(L, -2, "component");
+    lua_createtable(L, m->sites[i].ndim, 0);
+    for (int d = 0; d < m->sites[i].ndim; d++) {
+        int64_t s = m->sites[i].shape[d];
+        if (s == -1) lua_pushliteral(L, "B");
+        else if (s == -2) lua_pushliteral(L, "L");
+        else lua_pushinteger(L, s);
+        lua_rawseti(L, -2, d + 1);
+    }
+    lua_setfield(L, -2, "shape");
+}
+
+/* model:site(layer, component) -> "blocks.{layer}.{component}" (TransformerLens component names
+ * too); an error names the layer count or the layer's closest component. */
+static int m_site(lua_State *L) {
+    const char *fn = "site";
+    ml_model *m = check_model(L, 1, fn);
+    int ok;
+    lua_Integer layer = lua_tointegerx(L, 2, &ok);
+    if (!ok || layer < 0 || layer >= m->cfg.n_layers) {
+        char got[64];
+        return luaL_error(L, "%s: argument 1 expected a layer in [0, %d) (the model has %d layers), got %s", fn,
+                          m->cfg.n_layers, m->cfg.n_layers, mlL_describe(L, 2, got, sizeof got));
+    }
+    const char *c = luaL_checkstring(L, 3);
+    int s = ml_site_lookup(m, (int)layer, ml_site_component(c));
+    if (s < 0) {
+        const ml_layer *ly = &m->layers[layer];
+        const char *names[ML_MAX_SITES + 1];
+        int n = 0;
+        for (int i = ly->site_first; i < ly->site_end && n < ML_MAX_SITES; i++) names[n++] = m->sites[i].name;
+        names[n] = NULL;
+        const char *near = mlL_closest(c, names);
+        return luaL_error(L, "%s: layer %d has no component '%s' (did you mean '%s'? model:hook_names() lists the sites)",
+                          fn, (int)layer, c, near ? near : "");
+    }
+    char name[ML_SITE_NAME_MAX];
+    ml_site_fullname(m, s, name, sizeof name);
+    lua_pushstring(L, name);
+    return 1;
+}
+
+/* model:hook_names([filter]) -> {{id=, name=, layer=, component=, shape=}, ...}; filter as
+ * run_with_cache's names */
 static int m_hook_names(lua_State *L) {
     const char *fn = "hook_names";
     ml_model *m = check_model(L, 1, fn);
@@ -248,23 +270,7 @@ static int m_hook_names(lua_State *L) {
         return mlL_argerror(L, fn, 2, "a name, a Lua pattern or a function");
     /* every site first: a filter function may close the model, so it runs after the last read */
     lua_createtable(L, m->n_sites, 0); /* 3: all sites */
-    for (int i = 0; i < m->n_sites; i++) {
-        char name[96];
-        ml_site_fullname(m, i, name, sizeof name);
-        lua_createtable(L, 0, 2);
-        lua_pushstring(L, name);
-        lua_setfield(L, -2, "name");
-        lua_createtable(L, m->sites[i].ndim, 0);
-        for (int d = 0; d < m->sites[i].ndim; d++) {
-            int64_t s = m->sites[i].shape[d];
-            if (s == -1) lua_pushliteral(L, "B");
-            else if (s == -2) lua_pushliteral(L, "L");
-            else lua_pushinteger(L, s);
-            lua_rawseti(L, -2, d + 1);
-        }
-        lua_setfield(L, -2, "shape");
-        lua_rawseti(L, -2, i + 1);
-    }
+    for (int i = 0; i < m->n_sites; i++) push_site_entry(L, m, i), lua_rawseti(L, -2, i + 1);
     int n = m->n_sites;
     lua_createtable(L, n, 0); /* 4: the kept ones */
     for (int i = 1, k = 0; i <= n; i++) {
@@ -502,9 +508,7 @@ static void check_token_range(lua_State *L, ml_model *m, const ml_tensor *t, con
 static int run_forward(lua_State *L, bool head, const char *fn) {
     ml_model *m = check_model(L, 1, fn);
     lua_settop(L, 3); /* 3 = hooks (or nil); temporaries go above */
-    ml_tensor *tok = tokens_arg(L, 2, fn);
-    mlL_pushtensor(L, tok); /* owned by the stack from here on */
-    check_token_range(L, m, tok, fn);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     hook_ud h;
     ml_run run;
     setup_run(L, m, 3, &h, &run, fn);
@@ -525,9 +529,7 @@ static int m_loss(lua_State *L) {
     const char *fn = "loss";
     ml_model *m = check_model(L, 1, fn);
     lua_settop(L, 4);
-    ml_tensor *tok = tokens_arg(L, 2, fn);
-    mlL_pushtensor(L, tok);
-    check_token_range(L, m, tok, fn);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     ml_tensor *tg = tokens_arg(L, 3, fn);
     mlL_pushtensor(L, tg);
     hook_ud h;
@@ -806,7 +808,7 @@ static int l_load(lua_State *L) {
 int mlL_open_model(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"config", m_config},       {"n_params", m_n_params},     {"named_parameters", m_named_parameters},
-        {"param", m_param},         {"zero_grad", m_zero_grad},   {"hook_names", m_hook_names},
+        {"param", m_param},         {"zero_grad", m_zero_grad},   {"hook_names", m_hook_names}, {"site", m_site},
         {"forward", m_forward},     {"hidden", m_hidden},         {"loss", m_loss},
         {"add_hook", m_add_hook},   {"train_step", m_train_step}, {"evaluate", m_evaluate},
         {"save", m_save},           {"reset_hooks", m_reset_hooks}, {"unembed", m_unembed},

@@ -203,6 +203,44 @@ static const char *const fig_keys[] = {"series", "groups", "facets", "categories
                                        "xlim", "ylim", "xticks", "yticks", "hlines", "palette", "alpha", "line_width",
                                        "marker_size", "markers", "out", NULL};
 
+/* The figure's panels: the one list (`series` or `groups`) or the facets, each {title =, list =};
+ * *np gets their number. */
+static pl_panel *read_panels(ctx *c, pl_kind kind, const char *list, int *np) {
+    lua_State *L = c->L;
+    const char *fn = c->fn;
+    lua_getfield(L, 1, "facets");
+    int has_facets = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, 1, list);
+    int has_list = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (has_facets == has_list) luaL_error(L, "%s: give either '%s' or 'facets' (a list of {title = ..., %s = ...})", fn, list, list);
+    pl_panel *pan;
+    if (has_list) {
+        pan = buf(c, sizeof *pan);
+        pan->title = NULL;
+        pan->series = read_list(c, kind, 1, list, &pan->nseries);
+    } else {
+        lua_getfield(L, 1, "facets");
+        if (!lua_istable(L, -1)) luaL_error(L, "%s: field 'facets' expected a list of tables, got %s", fn, got(L, -1));
+        *np = (int)luaL_len(L, -1);
+        if (*np < 1 || *np > PL_MAXPANELS) luaL_error(L, "%s: field 'facets' must have 1 to %d entries, got %d", fn, PL_MAXPANELS, *np);
+        pan = buf(c, sizeof *pan * (size_t)*np);
+        const char *const facet_keys[] = {"title", list, NULL};
+        for (int i = 0; i < *np; i++) {
+            lua_geti(L, -1, i + 1);
+            int t = lua_gettop(L);
+            if (!lua_istable(L, t)) luaL_error(L, "%s: facet %d expected a table {title = ..., %s = ...}, got %s", fn, i + 1, list, got(L, t));
+            mlL_checkkeys(L, t, fn, facet_keys);
+            pan[i].title = str_field(c, t, "title");
+            pan[i].series = read_list(c, kind, t, list, &pan[i].nseries);
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    return pan;
+}
+
 static int figure(lua_State *L, pl_kind kind, const char *fn) {
     mlL_checktable(L, 1, fn, 1);
     lua_settop(L, 1);
@@ -257,37 +295,8 @@ static int figure(lua_State *L, pl_kind kind, const char *fn) {
     if (kind != PL_BAR && p.categories) luaL_error(L, "%s: field 'categories' belongs to mech.plot.bar", fn);
     p.ncat = ncat;
 
-    lua_getfield(L, 1, "facets");
-    int has_facets = !lua_isnil(L, -1);
-    lua_pop(L, 1);
-    lua_getfield(L, 1, list);
-    int has_list = !lua_isnil(L, -1);
-    lua_pop(L, 1);
-    if (has_facets == has_list) luaL_error(L, "%s: give either '%s' or 'facets' (a list of {title = ..., %s = ...})", fn, list, list);
     int np = 1;
-    pl_panel *pan;
-    if (has_list) {
-        pan = buf(&c, sizeof *pan);
-        pan->title = NULL;
-        pan->series = read_list(&c, kind, 1, list, &pan->nseries);
-    } else {
-        lua_getfield(L, 1, "facets");
-        if (!lua_istable(L, -1)) luaL_error(L, "%s: field 'facets' expected a list of tables, got %s", fn, got(L, -1));
-        np = (int)luaL_len(L, -1);
-        if (np < 1 || np > PL_MAXPANELS) luaL_error(L, "%s: field 'facets' must have 1 to %d entries, got %d", fn, PL_MAXPANELS, np);
-        pan = buf(&c, sizeof *pan * (size_t)np);
-        const char *const facet_keys[] = {"title", list, NULL};
-        for (int i = 0; i < np; i++) {
-            lua_geti(L, -1, i + 1);
-            int t = lua_gettop(L);
-            if (!lua_istable(L, t)) luaL_error(L, "%s: facet %d expected a table {title = ..., %s = ...}, got %s", fn, i + 1, list, got(L, t));
-            mlL_checkkeys(L, t, fn, facet_keys);
-            pan[i].title = str_field(&c, t, "title");
-            pan[i].series = read_list(&c, kind, t, list, &pan[i].nseries);
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
+    pl_panel *pan = read_panels(&c, kind, list, &np);
     if (pl_figure(kind, &p, np, pan)) {
         const char *msg = ml_last_error();
         luaL_error(L, "mech.%s", msg); /* the core names "plot.lines: ..." */

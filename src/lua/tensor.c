@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "autograd/autograd.h"
+#include "core/format.h"
 #include "core/threads.h"
 #include "lua/binding.h"
 
@@ -519,15 +520,9 @@ static int t_newindex(lua_State *L) {
 
 /* ------------------------------------------------------------------ printing */
 
-/* As PyTorch prints: every element up to `threshold` elements; above it each dim longer than
- * 2·edgeitems shows edgeitems at each end. One format for the whole tensor (chosen from the
- * elements shown): integral floats as "3.", fixed with `precision` decimals, or scientific when
- * the magnitudes span more than 10³, exceed 10⁸ or go below 10⁻⁴; every element padded to the
- * widest; rows wrapped at `linewidth` columns. The options live in the registry. */
-typedef struct {
-    double threshold;
-    int edgeitems, precision, linewidth;
-} print_options;
+/* As PyTorch prints (ml_tensor_format, core/format.h), with the options of mech.set_printoptions
+ * kept in the registry. */
+typedef ml_print_options print_options;
 
 static const struct {
     const char *name;
@@ -543,103 +538,6 @@ static print_options *print_opts(lua_State *L) {
     return o;
 }
 
-typedef struct {
-    const ml_tensor *t;
-    print_options o;
-    bool summarize, sci, int_mode;
-    int width;
-    double amax, amin; /* nonzero finite magnitudes shown */
-    bool all_int;
-    luaL_Buffer *B;
-} printer;
-
-/* The element at off in the chosen format; returns its length. */
-static int fmt_value(const printer *p, int64_t off, char *buf, size_t n) {
-    if (p->t->dtype == ML_I32) return snprintf(buf, n, "%d", ml_i32(p->t)[off]);
-    double x = ml_f32(p->t)[off];
-    if (isnan(x)) return snprintf(buf, n, "nan");
-    if (isinf(x)) return snprintf(buf, n, x > 0 ? "inf" : "-inf");
-    if (p->sci) return snprintf(buf, n, "%.*e", p->o.precision, x);
-    if (p->int_mode) return snprintf(buf, n, "%.0f.", x);
-    return snprintf(buf, n, "%.*f", p->o.precision, x);
-}
-
-/* Calls leaf(p, off) for every element shown, in order. */
-static void each_shown(printer *p, int dim, int64_t off, void (*leaf)(printer *, int64_t)) {
-    const ml_tensor *t = p->t;
-    if (dim == t->ndim) {
-        leaf(p, off);
-        return;
-    }
-    int64_t n = t->shape[dim], edge = p->o.edgeitems;
-    for (int64_t i = 0; i < n; i++) {
-        if (p->summarize && n > 2 * edge && i == edge) i = n - edge;
-        each_shown(p, dim + 1, off + i * t->stride[dim], leaf);
-    }
-}
-
-static void scan_value(printer *p, int64_t off) {
-    double x = fabs((double)ml_f32(p->t)[off]);
-    if (!isfinite(x)) return;
-    if (x != floor(x)) p->all_int = false;
-    if (x == 0) return;
-    if (x > p->amax) p->amax = x;
-    if (x < p->amin) p->amin = x;
-}
-
-static void measure_value(printer *p, int64_t off) {
-    char buf[64];
-    int w = fmt_value(p, off, buf, sizeof buf);
-    if (w > p->width) p->width = w;
-}
-
-static void add_indent(printer *p, int indent) {
-    for (int s = 0; s < indent; s++) luaL_addchar(p->B, ' ');
-}
-
-static void print_rec(printer *p, int dim, int64_t off) {
-    const ml_tensor *t = p->t;
-    luaL_Buffer *B = p->B;
-    char buf[64];
-    if (dim == t->ndim) {
-        int w = fmt_value(p, off, buf, sizeof buf);
-        add_indent(p, p->width - w);
-        luaL_addlstring(B, buf, (size_t)w);
-        return;
-    }
-    int64_t n = t->shape[dim], edge = p->o.edgeitems;
-    bool last = dim + 1 == t->ndim;
-    int indent = dim + 1;
-    /* elements of the last dim per line: what fits in linewidth after the brackets, at least one */
-    int64_t per_line = (p->o.linewidth - indent) / (p->width + 2);
-    if (per_line < 1) per_line = 1;
-    int64_t on_line = 0;
-    luaL_addchar(B, '[');
-    for (int64_t i = 0; i < n; i++) {
-        if (i > 0) {
-            if (!last) {
-                luaL_addchar(B, ',');
-                for (int k = dim + 1; k < t->ndim; k++) luaL_addchar(B, '\n');
-                add_indent(p, indent);
-            } else if (on_line == per_line) {
-                luaL_addstring(B, ",\n");
-                add_indent(p, indent);
-                on_line = 0;
-            } else {
-                luaL_addstring(B, ", ");
-            }
-        }
-        if (p->summarize && n > 2 * edge && i == edge) {
-            luaL_addstring(B, "...");
-            i = n - edge - 1; /* the loop's i++ moves to the first tail item */
-        } else {
-            print_rec(p, dim + 1, off + i * t->stride[dim]);
-        }
-        on_line++;
-    }
-    luaL_addchar(B, ']');
-}
-
 static int t_tostring(lua_State *L) {
     tensor_box *b = luaL_checkudata(L, 1, MLL_TENSOR_MT);
     if (!b->t) {
@@ -647,24 +545,14 @@ static int t_tostring(lua_State *L) {
         return 1;
     }
     ml_tensor *t = b->t;
-    luaL_Buffer B;
-    printer p = {.t = t, .o = *print_opts(L), .amax = 0, .amin = HUGE_VAL, .all_int = true, .B = &B};
-    p.summarize = (double)ml_numel(t) > p.o.threshold;
-    if (t->dtype == ML_F32) {
-        each_shown(&p, 0, 0, scan_value);
-        bool any = p.amax > 0;
-        p.int_mode = p.all_int;
-        p.sci = any && (p.amax > 1e8 || (!p.int_mode && (p.amax / p.amin > 1e3 || p.amin < 1e-4)));
-    }
-    each_shown(&p, 0, 0, measure_value);
-    luaL_buffinit(L, &B);
-    char s[ML_SHAPE_STR], head[400];
-    snprintf(head, sizeof head, "tensor(shape=%s, dtype=%s%s%s%s)\n", ml_shape_str(s, t->ndim, t->shape),
-             ml_dtype_name(t->dtype), t->grad_fn ? ", grad_fn=" : "", t->grad_fn ? t->grad_fn->name : "",
-             t->requires_grad ? ", requires_grad=true" : "");
-    luaL_addstring(&B, head);
-    print_rec(&p, 0, 0);
-    luaL_pushresult(&B);
+    char s[ML_SHAPE_STR], *body = ml_tensor_format(t, print_opts(L));
+    if (!body) return mlL_raise(L);
+    lua_pushfstring(L, "tensor(shape=%s, dtype=%s%s%s%s)\n", ml_shape_str(s, t->ndim, t->shape),
+                    ml_dtype_name(t->dtype), t->grad_fn ? ", grad_fn=" : "", t->grad_fn ? t->grad_fn->name : "",
+                    t->requires_grad ? ", requires_grad=true" : "");
+    lua_pushstring(L, body);
+    free(body);
+    lua_concat(L, 2);
     return 1;
 }
 

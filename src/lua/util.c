@@ -193,8 +193,7 @@ int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX
 }
 
 int mlL_checksite(lua_State *L, const ml_model *m, const char *name, const char *fn) {
-    int s = ml_site_parse(m, name);
-    if (s < 0) s = mlL_site_alias(m, name);
+    int s = ml_site_resolve(m, name);
     if (s >= 0) return s;
     enum { W = 96 };
     const char **names = malloc(sizeof *names * (size_t)(m->n_sites + 1));
@@ -210,4 +209,27 @@ int mlL_checksite(lua_State *L, const ml_model *m, const char *name, const char 
                     near ? near : "");
     free(names), free(store);
     return lua_error(L);
+}
+
+ml_tensor *mlL_checktokens(lua_State *L, const ml_model *m, int arg, const char *fn) {
+    ml_tensor *t = mlL_testtensor(L, arg);
+    if (t && t->dtype != ML_I32) mlL_argerror(L, fn, arg, "int32 token ids of shape [B,L]");
+    t = mlL_checkints(L, arg, fn, NULL);
+    if (t->ndim != 1 && t->ndim != 2) mlL_argerror(L, fn, arg, "int32 token ids of shape [B,L]");
+    ml_tensor *c = t->ndim == 1 ? ml_unsqueeze(t, 0) : ml_contiguous(t);
+    if (!c) mlL_raise(L);
+    mlL_pushtensor(L, c); /* anchored on the stack before the checks may raise */
+    for (int64_t i = 0, n = ml_numel(c); i < n; i++) {
+        int32_t v = ml_i32(c)[i];
+        if (v < 0 || v >= m->cfg.vocab)
+            luaL_error(L, "%s: token id %d out of range for vocabulary size %d", fn, (int)v, m->cfg.vocab);
+    }
+    return c;
+}
+
+void mlL_opttable(lua_State *L, int idx, const char *fn, int arg, const char *const *allowed) {
+    lua_settop(L, idx);
+    if (lua_isnil(L, idx)) lua_newtable(L), lua_replace(L, idx);
+    mlL_checktable(L, idx, fn, arg);
+    mlL_checkkeys(L, idx, fn, allowed);
 }

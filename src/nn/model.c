@@ -116,29 +116,35 @@ int ml_model_add_site(ml_model *m, int layer, const char *name, int ndim, const 
     return m->n_sites++;
 }
 
-int ml_site_lookup(const ml_model *m, int layer, const char *name) {
-    if (layer < 0 || layer >= m->cfg.n_layers) return -1;
-    for (int i = m->layers[layer].site_first; i < m->layers[layer].site_end; i++)
-        if (!strcmp(m->sites[i].name, name)) return i;
-    return -1;
-}
-
-int ml_site_parse(const ml_model *m, const char *full) {
-    if (strncmp(full, "blocks.", 7)) return -1;
-    char *end;
-    long l = strtol(full + 7, &end, 10);
-    if (end == full + 7 || *end != '.' || l < 0 || l >= m->cfg.n_layers) return -1;
-    return ml_site_lookup(m, (int)l, end + 1);
-}
-
-void ml_site_fullname(const ml_model *m, int site, char *buf, size_t n) {
-    snprintf(buf, n, "blocks.%d.%s", m->site_layer[site], m->sites[site].name);
-}
-
 int ml_model_find_param(const ml_model *m, const char *name) {
     for (int i = 0; i < m->n_params; i++)
         if (!strcmp(m->params[i].name, name)) return i;
     return -1;
+}
+
+int ml_model_resolve_param(const ml_model *m, const char *name, char *buf, size_t n) {
+    snprintf(buf, n, "%s", name);
+    int i = ml_model_find_param(m, name);
+    if (i >= 0) return i;
+    static const char *const tl[][2] = {{"embed.W_E", "backbone.embeddings.word_embeddings.weight"},
+                                        {"pos_embed.W_pos", "backbone.embeddings.position_embeddings.weight"},
+                                        {"ln_final.w", "backbone.ln_f.weight"},
+                                        {"ln_final.b", "backbone.ln_f.bias"}};
+    for (size_t k = 0; k < sizeof tl / sizeof tl[0]; k++)
+        if (!strcmp(name, tl[k][0])) return ml_model_find_param(m, tl[k][1]);
+    int layer;
+    const char *rest = ml_site_split(name, &layer);
+    if (!rest || layer >= m->cfg.n_layers) return -1;
+    if (!strncmp(rest, "mixer.", 6)) {
+        snprintf(buf, n, "backbone.layers.%d.sequence_mixer.mixer.%s", layer, rest + 6);
+        if ((i = ml_model_find_param(m, buf)) >= 0) return i;
+        snprintf(buf, n, "backbone.layers.%d.sequence_mixer.%s", layer, rest + 6);
+    } else if (!strncmp(rest, "mlp.", 4)) {
+        snprintf(buf, n, "backbone.layers.%d.state_mixer.%s", layer, rest + 4);
+    } else {
+        snprintf(buf, n, "backbone.layers.%d.%s", layer, rest);
+    }
+    return ml_model_find_param(m, buf); /* buf: the state-dict spelling, for a did-you-mean */
 }
 
 int64_t ml_model_count(const ml_model *m) { return m->n_total; }

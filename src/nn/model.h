@@ -18,6 +18,7 @@
 
 #include "autograd/autograd.h"
 #include "core/rng.h"
+#include "nn/sites.h"
 
 enum { ML_MAX_LAYERS = 16, ML_NAME_MAX = 112, ML_MAX_SITES = 48 };
 
@@ -200,10 +201,7 @@ struct ml_run {
 ml_tensor *ml_site(const ml_model *m, ml_run *run, int site, ml_tensor *act);
 /* Does m->hooks or run want the site (mixers compute its value only then)? */
 bool ml_site_wanted(const ml_model *m, ml_run *run, int site);
-/* The one spelling of a site's full name, "blocks.{layer}.{name}", and its parsers. */
-void ml_site_fullname(const ml_model *m, int site, char *buf, size_t n);
-int ml_site_lookup(const ml_model *m, int layer, const char *name); /* id or -1 */
-int ml_site_parse(const ml_model *m, const char *full);             /* "blocks.{l}.{name}" -> id or -1 */
+/* Site names and their parsers ("blocks.{layer}.{name}", TransformerLens aliases): nn/sites.h. */
 
 /* ---- building ---- */
 /* Resolves a paper alias in cfg->arch (ml_mixer_resolve_alias), validates the config (messages
@@ -231,6 +229,12 @@ ml_status ml_model_add_alias(ml_model *m, int layer, const char *rel_name, int p
 ml_status ml_model_add_buffer(ml_model *m, int layer, const char *rel_name, ml_tensor *values);
 static inline ml_tensor *ml_model_p(const ml_model *m, int idx) { return m->params[idx].t; }
 int ml_model_find_param(const ml_model *m, const char *name);
+/* A parameter by its state-dict name or by the hook-style name of its module:
+ * "blocks.{l}.mixer.X" -> the layer's sequence mixer (a hybrid's even layers nest it under
+ * "mixer."), "blocks.{l}.mlp.X" -> its state mixer, "blocks.{l}.X" -> the layer's own (norms);
+ * "embed.W_E" / "pos_embed.W_pos" / "ln_final.w" / "ln_final.b" as TransformerLens spells them.
+ * Returns the index or -1; buf gets the state-dict spelling tried (for a did-you-mean). */
+int ml_model_resolve_param(const ml_model *m, const char *name, char *buf, size_t n);
 /* Re-initialises every parameter from cfg.seed (as at construction). */
 void ml_model_init(ml_model *m);
 

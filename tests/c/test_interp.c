@@ -412,6 +412,168 @@ START_TEST(zero_and_mean_ablation) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- patching maps and analyses */
+
+/* The mean over examples of p(targets[b]) at row rows[b] of hidden states (B, L, D), computed
+ * here from the logits without the library's readout. */
+static double mean_prob_at(ml_model *m, ml_tensor *hid, const int32_t *rows, const int32_t *targets) {
+    ml_tensor *lg = ml_model_head(m, hid), *c = ml_contiguous(lg);
+    int64_t B = c->shape[0], L = c->shape[1], V = c->shape[2];
+    double sum = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const float *x = ml_f32(c) + (b * L + rows[b]) * V;
+        double mx = x[0], z = 0;
+        for (int64_t v = 1; v < V; v++) mx = fmax(mx, x[v]);
+        for (int64_t v = 0; v < V; v++) z += exp(x[v] - mx);
+        sum += exp(x[targets[b]] - mx) / z;
+    }
+    ml_release(lg), ml_release(c);
+    return sum / (double)B;
+}
+
+typedef struct {
+    int calls, fail_at;
+} count_ud;
+
+static double counting_metric(void *ud, ml_model *m, ml_tensor *hid, ml_status *err) {
+    (void)m;
+    count_ud *u = ud;
+    if (++u->calls == u->fail_at) {
+        *err = ml_fail(ML_ERR_ARG, "the test's metric fails");
+        return 0;
+    }
+    return (double)ml_get_flat(hid, 0);
+}
+
+/* Every cell of ml_patching_map is the full forward with the clean activation patched in at that
+ * position; a patch the corrupted run cannot feel is exactly 0 and restoring the whole corrupted
+ * token's residual is 1. A function metric is called once per run; its failure is the map's. */
+START_TEST(patching_map_cells) {
+    ml_task *t = small_ar();
+    ml_dataset *ds = ml_dataset_new(t, 4, 1, ML_SPLIT_TEST);
+    ml_model *m = tiny("attention", ml_task_vocab_size(t), 2);
+    ml_tensor *clean = tokens_of(ds, 0, 4), *corr = ml_clone(clean);
+    int lo, hi;
+    ml_task_corrupt_range(t, &lo, &hi);
+    ml_rng rng;
+    ml_rng_init(&rng, 42, ML_STREAM_INTERP);
+    int32_t rows[4], targets[4];
+    for (int b = 0; b < 4; b++) {
+        ml_i32(corr)[b * 13 + 1] = ml_ic_corrupt(&rng, lo, hi, ml_i32(clean)[b * 13 + 1]);
+        rows[b] = 11, targets[b] = ml_i32(clean)[b * 13 + 12];
+    }
+    int sites[3] = {ml_site_lookup(m, 0, "block_input"), ml_site_lookup(m, 1, "attention_output"),
+                    ml_site_lookup(m, 0, "mixer.q")};
+    int32_t positions[3] = {1, 5, 11};
+    ml_pm_config c = {.sites = sites, .n_sites = 3, .positions = positions, .n_positions = 3, .rows = rows,
+                      .targets = targets, .metric = ML_PM_PROB};
+    ml_pm_result *r = ml_patching_map(m, clean, corr, &c);
+    ck_assert_msg(r != NULL, "%s", ml_last_error());
+    ml_tensor *hc = ml_model_hidden(m, clean, NULL), *hx = ml_model_hidden(m, corr, NULL);
+    ck_assert_close(r->clean, mean_prob_at(m, hc, rows, targets), 1e-6, 1e-5);
+    ck_assert_close(r->den, r->clean - mean_prob_at(m, hx, rows, targets), 1e-6, 1e-5);
+    ml_tensor **acts = cache_all(m, clean, NULL);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            int32_t pos[4] = {positions[j], positions[j], positions[j], positions[j]};
+            ml_patch p = {.site = sites[i], .source = acts[sites[i]], .pos = pos};
+            ml_tensor *h = ml_patch_full(m, corr, &p);
+            ck_assert_close(r->patched[i * 3 + j], mean_prob_at(m, h, rows, targets), 1e-6, 1e-5);
+            ml_release(h);
+        }
+    ck_assert(r->values[1] == 0.0f); /* block_input of layer 0 at position 5: the same token */
+    ck_assert_close(r->values[0], 1.0, 1e-3, 0);
+    ml_pm_result_free(r);
+    count_ud u = {0, 0};
+    c.metric = ML_PM_FUNCTION, c.fn = counting_metric, c.ud = &u;
+    r = ml_patching_map(m, clean, corr, &c);
+    ck_assert_msg(r != NULL, "%s", ml_last_error());
+    ck_assert_int_eq(u.calls, 2 + 3 * 3);
+    ml_pm_result_free(r);
+    u = (count_ud){0, 5};
+    ck_assert_ptr_null(ml_patching_map(m, clean, corr, &c));
+    ck_assert_str_eq(ml_last_error(), "the test's metric fails");
+    free_cache(m, acts);
+    ml_release(hc), ml_release(hx), ml_release(clean), ml_release(corr);
+    ml_model_free(m);
+    ml_dataset_free(ds);
+    ml_task_release(t);
+}
+END_TEST
+
+/* Attention mass is the pattern's weight between the two named positions, summed over heads and
+ * averaged over documents; a layer with no attention (H3) has none; Mamba's is a share. */
+START_TEST(attention_mass_reads_the_pattern) {
+    ml_task *t = small_ar();
+    ml_dataset *ds = ml_dataset_new(t, 6, 1, ML_SPLIT_TEST);
+    ml_model *m = tiny("attention", ml_task_vocab_size(t), 2);
+    double mass[2];
+    bool has[2];
+    ck_assert(ml_attention_mass(m, ds, 6, ML_POS_QUERY_ITEM, ML_POS_TARGET_ITEM_ORIG, mass, has) == ML_OK);
+    ml_tensor *tok, *tg, *pos;
+    ck_assert(ml_dataset_batch_range(ds, 0, 6, &tok, &tg, &pos) == ML_OK);
+    ml_tensor **acts = cache_all(m, tok, NULL);
+    for (int l = 0; l < 2; l++) {
+        ml_tensor *P = acts[ml_site_lookup(m, l, "mixer.pattern")];
+        double want = 0;
+        for (int64_t b = 0; b < 6; b++)
+            for (int64_t h = 0; h < P->shape[1]; h++)
+                want += ml_get(P, (int64_t[]){b, h, ml_i32(pos)[b * ML_NPOS + ML_POS_QUERY_ITEM],
+                                               ml_i32(pos)[b * ML_NPOS + ML_POS_TARGET_ITEM_ORIG]});
+        ck_assert(has[l]);
+        ck_assert_close(mass[l], want / 6, 1e-12, 1e-9);
+    }
+    free_cache(m, acts);
+    ml_model_free(m);
+    m = tiny("h3", ml_task_vocab_size(t), 2);
+    ck_assert(ml_attention_mass(m, ds, 6, ML_POS_QUERY_ITEM, ML_POS_TARGET_ITEM_ORIG, mass, has) == ML_OK);
+    ck_assert(!has[0] && !has[1]);
+    ml_model_free(m);
+    m = tiny("mamba", ml_task_vocab_size(t), 2);
+    ck_assert(ml_attention_mass(m, ds, 6, ML_POS_QUERY_ITEM, ML_POS_TARGET_ITEM_ORIG, mass, has) == ML_OK);
+    ck_assert(has[0] && has[1] && mass[1] > 0 && mass[1] <= 1);
+    ck_assert(ml_attention_mass(m, ds, 0, ML_POS_QUERY_ITEM, ML_POS_TARGET_ITEM_ORIG, mass, has) != ML_OK);
+    ml_model_free(m);
+    ml_release(tok), ml_release(tg), ml_release(pos);
+    ml_dataset_free(ds);
+    ml_task_release(t);
+}
+END_TEST
+
+/* Attribution patching: where the corrupted and the clean activation agree (the embedding away
+ * from the corrupted key) the estimate is exactly 0; at the key it is not; sites without a
+ * position dimension are refused. */
+START_TEST(attribution_patching_estimates) {
+    ml_task *t = small_ar();
+    ml_dataset *ds = ml_dataset_new(t, 6, 1, ML_SPLIT_TEST);
+    ml_model *m = tiny("attention", ml_task_vocab_size(t), 2);
+    int sites[2] = {ml_site_lookup(m, 0, "block_input"), ml_site_lookup(m, 1, "mixer.pattern")};
+    ml_ap_config c = {.sites = sites, .n_sites = 2, .n_label_types = 1, .label_types = {ML_POS_QUERY_ITEM_ORIG},
+                      .n_positions = 2, .positions = {ML_POS_QUERY_ITEM_ORIG, ML_POS_DIVIDER}, .seed = 42};
+    ml_ap_result *r = ml_attribution_patching(m, ds, 6, &c);
+    ck_assert_msg(r != NULL, "%s", ml_last_error());
+    ck_assert_int_eq(r->n_sites * r->n_positions * r->n_label_types, 4);
+    ck_assert(r->estimate[0] != 0 && isfinite(r->estimate[0]));
+    ck_assert(r->estimate[1] == 0);
+    ck_assert(isfinite(r->estimate[2]) && isfinite(r->estimate[3]));
+    ml_ap_result_free(r);
+    for (int a = 0; a < ml_mixer_count(); a++) { /* a site without a position dimension, if any */
+        ml_model *mm = tiny(ml_mixer_at(a)->name, ml_task_vocab_size(t), 1);
+        for (int s = 0; s < mm->n_sites; s++)
+            if (ml_site_pos_dim(mm, s) < 0) {
+                c.sites = &s, c.n_sites = 1;
+                ck_assert_ptr_null(ml_attribution_patching(mm, ds, 6, &c));
+                ck_assert(strstr(ml_last_error(), "no position dimension"));
+                break;
+            }
+        ml_model_free(mm);
+    }
+    ml_model_free(m);
+    ml_dataset_free(ds);
+    ml_task_release(t);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("interp");
     TCase *inv = tcase_create("invariants");
@@ -434,6 +596,9 @@ static Suite *suite(void) {
     tcase_add_test(ev, evaluator_bad_config);
     tcase_add_test(ev, conv_surgery);
     tcase_add_test(ev, zero_and_mean_ablation);
+    tcase_add_test(ev, patching_map_cells);
+    tcase_add_test(ev, attention_mass_reads_the_pattern);
+    tcase_add_test(ev, attribution_patching_estimates);
     suite_add_tcase(s, ev);
     return s;
 }

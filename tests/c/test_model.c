@@ -227,6 +227,53 @@ START_TEST(site_ids) {
 }
 END_TEST
 
+/* nn/sites: the one builder and parser of "blocks.{l}.{component}" and the TransformerLens
+ * aliases: every alias resolves to the id of its mechlab component, and nothing else does. */
+START_TEST(site_names_and_aliases) {
+    ml_model *m = tiny("attention", 2, true);
+    char buf[ML_SITE_NAME_MAX];
+    ml_site_format(buf, sizeof buf, 1, "mixer.q");
+    ck_assert_str_eq(buf, "blocks.1.mixer.q");
+    int layer = -1;
+    ck_assert_str_eq(ml_site_split("blocks.12.mlp.hidden_pre", &layer), "mlp.hidden_pre");
+    ck_assert_int_eq(layer, 12);
+    const char *bad[] = {"block.1.x", "blocks..x", "blocks.1x", "blocks.-1.x", "blocks.1", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) ck_assert_ptr_null(ml_site_split(bad[i], &layer));
+    ck_assert_str_eq(ml_site_component("hook_resid_pre"), "block_input");
+    ck_assert_str_eq(ml_site_component("resid_pre"), "block_input");
+    ck_assert_str_eq(ml_site_component("attn.hook_z"), "mixer.ctx");
+    ck_assert_str_eq(ml_site_component("pattern"), "mixer.pattern");
+    ck_assert_str_eq(ml_site_component("mixer.q"), "mixer.q"); /* not an alias: unchanged */
+    ck_assert_str_eq(ml_site_tl_name("mlp.hidden_post"), "mlp.hook_post");
+    ck_assert_ptr_null(ml_site_tl_name("mixer.dt"));
+    ck_assert_str_eq(ml_site_canonical("blocks.0.ln2.hook_normalized", buf, sizeof buf), "blocks.0.mlp_input");
+    ck_assert_str_eq(ml_site_canonical("embed.W_E", buf, sizeof buf), "embed.W_E");
+    for (int i = 0; i < m->n_sites; i++) {
+        const char *tl = ml_site_tl_name(m->sites[i].name);
+        ml_site_fullname(m, i, buf, sizeof buf);
+        ck_assert_int_eq(ml_site_resolve(m, buf), i);
+        if (!tl) continue;
+        ck_assert_str_eq(ml_site_component(tl), m->sites[i].name);
+        ml_site_format(buf, sizeof buf, m->site_layer[i], tl);
+        ck_assert_int_eq(ml_site_resolve(m, buf), i);
+        ck_assert_int_eq(ml_site_parse(m, buf), -1); /* the parser itself takes mechlab's spelling only */
+    }
+    ck_assert_int_eq(ml_site_resolve(m, "blocks.2.hook_resid_pre"), -1);
+    ck_assert_int_eq(ml_site_resolve(m, "blocks.0.hook_nothing"), -1);
+    ck_assert_int_eq(ml_site_lookup(m, -1, "block_input"), -1);
+    int layers[2] = {1, 0}, out[6], missing;
+    const char *comps[3] = {"resid_pre", "mixer.nothing", "mixer.q"};
+    ck_assert_int_eq(ml_site_grid(m, layers, 2, comps, 3, out, &missing), 4);
+    ck_assert_int_eq(missing, 1);
+    int want[4] = {ml_site_lookup(m, 1, "block_input"), ml_site_lookup(m, 1, "mixer.q"),
+                   ml_site_lookup(m, 0, "block_input"), ml_site_lookup(m, 0, "mixer.q")};
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(out[i], want[i]);
+    ck_assert_int_eq(ml_site_grid(m, layers, 1, comps + 2, 1, out, &missing), 1);
+    ck_assert_int_eq(missing, -1);
+    ml_model_free(m);
+}
+END_TEST
+
 /* Hooks: observing changes nothing; returning an identical copy changes nothing; every site
  * fires exactly once per forward; a wrong-shape replacement is an error naming the site. */
 typedef struct {
@@ -422,6 +469,7 @@ static Suite *suite(void) {
     tcase_add_test(mdl, init_statistics);
     tcase_add_test(mdl, grad_whole_model);
     tcase_add_test(mdl, site_ids);
+    tcase_add_test(mdl, site_names_and_aliases);
     tcase_add_test(mdl, hooks_invariants);
     tcase_add_test(mdl, training_reduces_loss);
     tcase_add_test(mdl, checkpoint_exact_resume);

@@ -210,4 +210,41 @@ T.test("metric helpers: kl_div / |V|, max_perc ties, the corruption rule", funct
   for _, v in ipairs { 3, 5, 6 } do T.truthy(math.abs(counts[v] - 2000) < 200, tostring(counts[v])) end
 end)
 
+T.test("attention mass and attribution patching in C: the wrappers' numbers, options and errors", function()
+  local att, mamba = tiny(), tiny("mamba")
+  local mass = mech.interp.attention_mass(att, ds, { query = "query_item", key = "target_item_orig", n = 6 })
+  T.eq(mass, ic.attention_mass(att, ds, { query = "query_item", key = "target_item_orig", n = 6 }))
+  local _, cache = att:run_with_cache(ds:batch(0, 6), { names = "pattern" })
+  local pos = ds:positions(0, 6)
+  for l = 0, 1 do
+    local P, want = cache:get("pattern", l), 0
+    for b = 0, 5 do
+      for h = 0, P:size(1) - 1 do want = want + P:get(b, h, pos:get(b, 4), pos:get(b, 2)) end
+    end
+    T.near(mass[l], want / 6, 1e-9, "layer " .. l)
+  end
+  T.eq(next(mech.interp.attention_mass(tiny("h3"), ds)), nil) -- no attention to read
+  T.raises(function() mech.interp.attention_mass(att, ds, { key = "keyy" }) end,
+    "mech.interp.attention_mass: option 'key' expected a position name")
+  T.raises(function() mech.interp.attention_mass(att, ds, { n = 0 }) end, "option 'n' expected a positive number")
+  T.raises(function() mech.interp.attention_mass(att, ds, { quer = 1 }) end, "did you mean 'query'")
+  T.raises(function() mech.interp.attention_mass(ds, att) end, "argument 1 expected a mech.Model")
+  local est = mech.interp.attribution_patching(mamba, ds, { sites = { "blocks.0.block_input", "blocks.1.mixer.x" },
+    positions = { "query_item_orig", "divider" }, label_types = { "query_item_orig" }, n = 4 })
+  T.eq(#est, 4)
+  T.eq({ est[3].site, est[3].layer, est[3].component, est[3].label_type, est[3].position },
+    { "blocks.1.mixer.x", 1, "mixer.x", "query_item_orig", "query_item_orig" })
+  T.eq(est[2].estimate, 0) -- the embedding at the divider: clean and corrupted agree
+  T.truthy(est[1].estimate ~= 0)
+  local ap = ic.attribution_patching(mamba, ds, { sites = { "blocks.0.block_input" }, label_types = { "query_item_orig" },
+    positions = { "divider" }, n = 4 })
+  T.eq(ap.estimates["0.KEY.query_item_orig.divider.block_input"], 0)
+  T.raises(function() mech.interp.attribution_patching(att, ds, { positions = { "divider" } }) end, "option 'sites' is required")
+  T.raises(function() mech.interp.attribution_patching(att, ds, { sites = {} }) end, "option 'positions' is required")
+  T.raises(function() mech.interp.attribution_patching(att, ds, { sites = { "blocks.9.block_input" }, positions = {} }) end,
+    "unknown hook site 'blocks.9.block_input'")
+  T.raises(function() mech.interp.attribution_patching(att, ds, { sites = { "blocks.0.block_input" }, positions = { "divider" },
+    label_types = { "divider" } }) end, "expected query_item_orig or target_item_orig, got divider")
+end)
+
 T.done()

@@ -37,6 +37,30 @@ T.test("bad configs are errors naming the key", function()
   T.raises(function() mech.model { state_mixer = "moe" } end, "state_mixer")
 end)
 
+T.test("sites: model:site builds the name, hook_names entries carry id, layer and component", function()
+  local m = tiny()
+  T.eq(m:site(1, "block_input"), "blocks.1.block_input")
+  T.eq(m:site(0, "hook_resid_pre"), "blocks.0.block_input") -- TransformerLens names
+  T.eq(m:site(0, "q"), "blocks.0.mixer.q")
+  T.raises(function() m:site(2, "block_input") end, "site: argument 1 expected a layer in [0, 2) (the model has 2 layers), got 2")
+  T.raises(function() m:site(-1, "block_input") end, "the model has 2 layers")
+  T.raises(function() m:site("x", "block_input") end, "expected a layer in [0, 2)")
+  T.raises(function() m:site(0, "mlp_outptu") end, "site: layer 0 has no component 'mlp_outptu' (did you mean 'mlp_output'?")
+  T.raises(function() m:site(0) end, "bad argument")
+  local sites = m:hook_names()
+  for i, s in ipairs(sites) do
+    T.eq(s.id, i - 1)
+    T.eq(m:site(s.layer, s.component), s.name)
+  end
+  T.eq(sites[1].layer, 0)
+  T.eq(sites[1].component, "block_input")
+  local q = m:hook_names("blocks.1.attn.hook_q")
+  T.eq(#q, 1)
+  T.eq({ q[1].layer, q[1].component }, { 1, "mixer.q" })
+  local mamba = tiny { arch = "mamba" }
+  T.raises(function() mamba:site(0, "mixer.q") end, "layer 0 has no component 'mixer.q'")
+end)
+
 T.test("hook sites: listed with shapes, each fires once, unknown names suggest", function()
   local m = tiny()
   local sites = m:hook_names()

@@ -1,0 +1,20 @@
+/* Tensor text as PyTorch prints it (mech.Tensor's tostring): every element up to `threshold`
+ * elements; above it each dim longer than 2·edgeitems shows edgeitems at each end. One format for
+ * the whole tensor (chosen from the elements shown): integral floats as "3.", fixed with
+ * `precision` decimals, or scientific when the magnitudes span more than 10³, exceed 10⁸ or go
+ * below 10⁻⁴; every element padded to the widest; rows wrapped at `linewidth` columns. */
+#ifndef ML_FORMAT_H
+#define ML_FORMAT_H
+
+#include "core/tensor.h"
+
+typedef struct {
+    double threshold;
+    int edgeitems, precision, linewidth;
+} ml_print_options;
+
+/* The nested-bracket text of t's elements ("[[1., 2.],\n [3., 4.]]"): a malloc'd string, or
+ * NULL with an error when memory runs out. */
+char *ml_tensor_format(const ml_tensor *t, const ml_print_options *o);
+
+#endif

@@ -1,0 +1,150 @@
+/* Patching maps (docs/interventions.md, "Patching maps"): every (site, position) cell patches the
+ * clean run's activation into the corrupted run (the fast path, resuming from the corrupted
+ * cache) and reads the metric at the readout rows. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interp/interp.h"
+#include "interp/interp_private.h"
+#include "ops/nn_ops.h"
+#include "ops/ops.h"
+
+/* The built-in metric at the readout rows of hidden states hid (B, L, D), or of hid (B, 1, D)
+ * already cut to them: the mean over examples of p, log p or the logit of the target. *correct
+ * (may be NULL): how many examples' argmax is the target. */
+static bool readout_metric(ml_model *m, ml_tensor *hid, const ml_pm_config *c, ml_pm_metric kind, double *out,
+                           int *correct) {
+    ml_tensor *lg = mli_readout(m, hid, c->rows);
+    if (!lg) return false;
+    int64_t B = lg->shape[0], V = lg->shape[1];
+    double sum = 0;
+    int n_correct = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const float *x = ml_f32(lg) + b * V;
+        int64_t best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (x[v] > x[best]) best = v;
+        int32_t t = c->targets[b];
+        double logp = (double)x[t] - ml_logsumexp_row(x, V);
+        sum += kind == ML_PM_PROB ? exp(logp) : kind == ML_PM_LOGPROB ? logp : (double)x[t];
+        n_correct += best == t;
+    }
+    ml_release(lg);
+    if (correct) *correct = n_correct;
+    *out = sum / (double)B;
+    return true;
+}
+
+/* The configured metric of hid; false with the error set when it fails. */
+static bool metric(ml_model *m, ml_tensor *hid, const ml_pm_config *c, double *out) {
+    if (c->metric != ML_PM_FUNCTION) return readout_metric(m, hid, c, c->metric, out, NULL);
+    ml_status err = ML_OK;
+    *out = c->fn(c->ud, m, hid, &err);
+    return err == ML_OK;
+}
+
+typedef struct {
+    ml_tensor **clean, **corr; /* the two runs' caches [n_sites] */
+    ml_tensor *clean_hid, *corr_hid, *rows;
+    int32_t *pos;
+} pm_work;
+
+static void work_free(const ml_model *m, pm_work *w) {
+    for (int i = 0; i < m->n_sites; i++) {
+        if (w->clean) ml_release(w->clean[i]);
+        if (w->corr) ml_release(w->corr[i]);
+    }
+    free(w->clean), free(w->corr), free(w->pos);
+    ml_release(w->clean_hid), ml_release(w->corr_hid), ml_release(w->rows);
+}
+
+/* The clean run caches the patched sites, the corrupted run what a resume at them needs. */
+static bool run_both(ml_model *m, ml_tensor *clean, ml_tensor *corr, const ml_pm_config *c, pm_work *w) {
+    int64_t B = clean->shape[0];
+    bool *want = calloc((size_t)m->n_sites * 2 + 1, 1);
+    w->clean = calloc((size_t)m->n_sites + 1, sizeof *w->clean);
+    w->corr = calloc((size_t)m->n_sites + 1, sizeof *w->corr);
+    w->pos = malloc(sizeof *w->pos * (size_t)B);
+    w->rows = ml_empty(ML_I32, 1, &B);
+    bool ok = want && w->clean && w->corr && w->pos && w->rows;
+    if (!ok) {
+        free(want);
+        if (w->rows) ml_fail(ML_ERR_MEM, "patching_map: out of memory");
+        return false;
+    }
+    memcpy(ml_i32(w->rows), c->rows, sizeof *c->rows * (size_t)B);
+    bool *want_corr = want + m->n_sites;
+    for (int r = 0; r < c->n_sites; r++) want[c->sites[r]] = true, ml_patch_needs(m, c->sites[r], want_corr);
+    ok = ml_run_cache(m, clean, want, w->clean, &w->clean_hid) == ML_OK &&
+         ml_run_cache(m, corr, want_corr, w->corr, &w->corr_hid) == ML_OK;
+    free(want);
+    return ok;
+}
+
+/* Row r of the map: the site's resume without a patch is the baseline, so cells the patch
+ * cannot change are exactly 0 (resuming at another site may differ in the last bits). */
+static bool map_row(ml_model *m, const ml_pm_config *c, pm_work *w, int r, ml_pm_result *res, int64_t B) {
+    int site = c->sites[r];
+    bool fn = c->metric == ML_PM_FUNCTION;
+    double base = res->corrupted, v;
+    if (!fn) {
+        for (int64_t b = 0; b < B; b++) w->pos[b] = -1;
+        ml_patch none = {.site = site, .source = w->clean[site], .pos = w->pos};
+        ml_tensor *hid = ml_patch_fast(m, w->corr, &none, w->rows);
+        bool ok = hid && readout_metric(m, hid, c, c->metric, &base, NULL);
+        ml_release(hid);
+        if (!ok) return false;
+    }
+    for (int j = 0; j < c->n_positions; j++) {
+        for (int64_t b = 0; b < B; b++) w->pos[b] = c->positions[j];
+        ml_patch p = {.site = site, .source = w->clean[site], .pos = w->pos};
+        ml_tensor *hid = ml_patch_fast(m, w->corr, &p, fn ? NULL : w->rows);
+        bool ok = hid && metric(m, hid, c, &v);
+        ml_release(hid);
+        if (!ok) return false;
+        res->patched[r * c->n_positions + j] = (float)v;
+        res->values[r * c->n_positions + j] = (float)((v - base) / res->den);
+    }
+    return true;
+}
+
+ml_pm_result *ml_patching_map(ml_model *m, ml_tensor *clean, ml_tensor *corrupted, const ml_pm_config *c) {
+    if (clean->ndim != 2 || !ml_same_shape(clean, corrupted) || c->n_sites < 1 || c->n_positions < 1) {
+        ml_fail(ML_ERR_ARG, "patching_map: expected clean and corrupted tokens of one shape (B, L), sites and positions");
+        return NULL;
+    }
+    int64_t B = clean->shape[0];
+    size_t cells = (size_t)c->n_sites * (size_t)c->n_positions;
+    ml_pm_result *res = calloc(1, sizeof *res);
+    pm_work w = {0};
+    if (res) res->patched = malloc(sizeof(float) * cells), res->values = malloc(sizeof(float) * cells);
+    if (!res || !res->patched || !res->values) {
+        ml_pm_result_free(res);
+        ml_fail(ML_ERR_MEM, "patching_map: out of memory");
+        return NULL;
+    }
+    res->n_rows = c->n_sites, res->n_cols = c->n_positions;
+    /* the accuracy is the built-in readout's; a function metric then replaces the two values */
+    int correct = 0;
+    ml_pm_metric kind = c->metric == ML_PM_FUNCTION ? ML_PM_PROB : c->metric;
+    bool ok = run_both(m, clean, corrupted, c, &w) &&
+              readout_metric(m, w.clean_hid, c, kind, &res->clean, &correct) &&
+              readout_metric(m, w.corr_hid, c, kind, &res->corrupted, NULL);
+    if (ok && c->metric == ML_PM_FUNCTION)
+        ok = metric(m, w.clean_hid, c, &res->clean) && metric(m, w.corr_hid, c, &res->corrupted);
+    res->den = res->clean - res->corrupted;
+    res->accuracy = (double)correct / (double)B;
+    for (int r = 0; ok && r < c->n_sites; r++) ok = map_row(m, c, &w, r, res, B);
+    work_free(m, &w);
+    if (!ok) {
+        ml_pm_result_free(res);
+        return NULL;
+    }
+    return res;
+}
+
+void ml_pm_result_free(ml_pm_result *r) {
+    if (!r) return;
+    free(r->patched), free(r->values), free(r);
+}

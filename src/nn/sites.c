@@ -1,0 +1,107 @@
+/* Site names: see sites.h. */
+#include "nn/sites.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/model.h"
+
+/* The table of docs/interventions.md, "TransformerLens names": hook name, get_act_name's short
+ * name (NULL: none) and mechlab's component. */
+static const struct {
+    const char *tl, *tl_short, *site;
+} tl_names[] = {
+    {"hook_resid_pre", "resid_pre", "block_input"},
+    {"ln1.hook_normalized", NULL, "attention_input"},
+    {"hook_attn_out", "attn_out", "attention_output"},
+    {"ln2.hook_normalized", NULL, "mlp_input"},
+    {"hook_mlp_out", "mlp_out", "mlp_output"},
+    {"hook_resid_post", "resid_post", "block_output"},
+    {"attn.hook_q", "q", "mixer.q"},
+    {"attn.hook_k", "k", "mixer.k"},
+    {"attn.hook_v", "v", "mixer.v"},
+    {"attn.hook_z", "z", "mixer.ctx"},
+    {"attn.hook_attn_scores", "attn_scores", "mixer.scores"},
+    {"attn.hook_pattern", "pattern", "mixer.pattern"},
+    {"mlp.hook_pre", "pre", "mlp.hidden_pre"},
+    {"mlp.hook_post", "post", "mlp.hidden_post"},
+};
+enum { N_TL = sizeof tl_names / sizeof tl_names[0] };
+
+void ml_site_format(char *buf, size_t n, int layer, const char *component) {
+    snprintf(buf, n, "blocks.%d.%s", layer, component);
+}
+
+void ml_site_fullname(const ml_model *m, int site, char *buf, size_t n) {
+    ml_site_format(buf, n, m->site_layer[site], m->sites[site].name);
+}
+
+const char *ml_site_split(const char *name, int *layer) {
+    if (strncmp(name, "blocks.", 7)) return NULL;
+    char *end;
+    long l = strtol(name + 7, &end, 10);
+    if (end == name + 7 || *end != '.' || l < 0 || l > 1000000) return NULL;
+    *layer = (int)l;
+    return end + 1;
+}
+
+const char *ml_site_component(const char *name) {
+    for (int i = 0; i < N_TL; i++)
+        if (!strcmp(name, tl_names[i].tl) || (tl_names[i].tl_short && !strcmp(name, tl_names[i].tl_short)))
+            return tl_names[i].site;
+    return name;
+}
+
+const char *ml_site_tl_name(const char *component) {
+    for (int i = 0; i < N_TL; i++)
+        if (!strcmp(component, tl_names[i].site)) return tl_names[i].tl;
+    return NULL;
+}
+
+const char *ml_site_canonical(const char *name, char *buf, size_t n) {
+    int layer;
+    const char *rest = ml_site_split(name, &layer);
+    if (!rest) return name;
+    ml_site_format(buf, n, layer, ml_site_component(rest));
+    return buf;
+}
+
+int ml_site_lookup(const ml_model *m, int layer, const char *component) {
+    if (layer < 0 || layer >= m->cfg.n_layers) return -1;
+    for (int i = m->layers[layer].site_first; i < m->layers[layer].site_end; i++)
+        if (!strcmp(m->sites[i].name, component)) return i;
+    return -1;
+}
+
+int ml_site_parse(const ml_model *m, const char *full) {
+    int layer;
+    const char *rest = ml_site_split(full, &layer);
+    return rest ? ml_site_lookup(m, layer, rest) : -1;
+}
+
+int ml_site_resolve(const ml_model *m, const char *name) {
+    int layer;
+    const char *rest = ml_site_split(name, &layer);
+    if (!rest) return -1;
+    int s = ml_site_lookup(m, layer, rest);
+    return s >= 0 ? s : ml_site_lookup(m, layer, ml_site_component(rest));
+}
+
+int ml_site_grid(const ml_model *m, const int *layers, int nl, const char *const *components, int nc, int *out,
+                 int *missing) {
+    int n = 0;
+    if (missing) *missing = -1;
+    for (int i = 0; i < nl; i++)
+        for (int c = 0; c < nc; c++) {
+            int s = ml_site_lookup(m, layers[i], ml_site_component(components[c]));
+            if (s >= 0) out[n++] = s;
+        }
+    for (int c = 0; missing && *missing < 0 && c < nc; c++) {
+        bool found = false;
+        for (int i = 0; i < nl && !found; i++) found = ml_site_lookup(m, layers[i], ml_site_component(components[c])) >= 0;
+        if (!found) *missing = c;
+    }
+    return n;
+}

@@ -619,6 +619,8 @@ int mlL_open_optim(lua_State *L) {
                                        {NULL, NULL}};
     luaL_newmetatable(L, MLL_OPTIM_MT);
     luaL_newlib(L, methods);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "methods"); /* as mech.Tensor's: the fuzzer and help find them there too */
     lua_pushcclosure(L, o_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, o_gc), lua_setfield(L, -2, "__gc");

@@ -119,12 +119,16 @@ ml_status ml_optimizer_step(ml_optimizer *o) {
                            fn, i, ml_dtype_name(g->dtype), ml_shape_str(b1, g->ndim, g->shape),
                            ml_is_contiguous(g) ? "" : ", non-contiguous", ml_shape_str(b2, p->ndim, p->shape));
     }
+    /* SGD's first update of a momentum buffer copies the gradient in: which buffers are new */
+    bool *fresh = calloc((size_t)(o->n_params ? o->n_params : 1), sizeof *fresh);
+    if (!fresh) goto oom;
     for (int gi = 0; gi < o->n_groups; gi++) {
         const ml_optim_group *G = &o->groups[gi];
         bool adamw = o->kind == ML_OPTIM_ADAMW;
         for (int i = G->first; i < G->first + G->count; i++) {
             ml_optim_state *s = &o->state[i];
             if (!s->param->grad) continue;
+            fresh[i] = !s->buf1;
             if ((adamw || G->h.momentum != 0) && !s->buf1 && !(s->buf1 = zeros_like(s->param))) goto oom;
             if (adamw && !s->buf2 && !(s->buf2 = zeros_like(s->param))) goto oom;
         }
@@ -144,15 +148,22 @@ ml_status ml_optimizer_step(ml_optimizer *o) {
                 s->buf2->storage->version++;
             } else {
                 ml_sgd_kernel(h->momentum, h->dampening, h->nesterov, h->weight_decay, ml_f32(p), ml_f32(p->grad),
-                              s->buf1 ? ml_f32(s->buf1) : NULL, s->step == 0, n, h->lr);
+                              s->buf1 ? ml_f32(s->buf1) : NULL, fresh[i], n, h->lr);
                 s->step++;
             }
             if (s->buf1) s->buf1->storage->version++;
             p->storage->version++;
         }
     }
+    free(fresh);
     return ML_OK;
 oom:
+    for (int i = 0; fresh && i < o->n_params; i++) /* undo this step's allocations: nothing changed */
+        if (fresh[i]) {
+            ml_release(o->state[i].buf1), ml_release(o->state[i].buf2);
+            o->state[i].buf1 = o->state[i].buf2 = NULL;
+        }
+    free(fresh);
     return ml_fail(ML_ERR_MEM, "%s: out of memory for the optimiser state", fn);
 }
 

@@ -350,6 +350,61 @@ START_TEST(test_adamw_matches_torch) {
 }
 END_TEST
 
+/* torch.optim.SGD (tests/fixtures/gen_sgd.py): the optimiser object over one leaf tensor, each
+ * step continued from PyTorch's parameters and buffer. PyTorch's add with alpha may fuse the
+ * multiply-add (FMA), mechlab rounds twice: a few float ulps apart. */
+START_TEST(test_sgd_matches_torch) {
+    FILE *fp = open_fixture("sgd_torch.txt");
+    ck_assert_msg(fp != NULL, "cannot open tests/fixtures/sgd_torch.txt");
+    char line[256];
+    ck_assert(fgets(line, sizeof line, fp) != NULL); /* "# torch <version>" */
+    int cases = 0, nesterov;
+    char tag[16], name[32];
+    while (fscanf(fp, "%15s", tag) == 1) {
+        ck_assert_str_eq(tag, "case");
+        int n, steps;
+        ml_optim_hparams h = ml_optim_defaults(ML_OPTIM_SGD);
+        ck_assert_int_eq(fscanf(fp, "%31s %d %la %la %d %la %d", name, &n, &h.momentum, &h.dampening, &nesterov,
+                                &h.weight_decay, &steps), 7);
+        h.nesterov = nesterov != 0;
+        ck_assert(n > 0 && n <= 64);
+        int64_t shape[1] = {n};
+        ml_tensor *p = ml_zeros(ML_F32, 1, shape);
+        ml_set_requires_grad(p, true);
+        p->grad = ml_zeros(ML_F32, 1, shape);
+        ck_assert(read_floats(fp, "p0", n, ml_f32(p)));
+        ml_optimizer *o = ml_optimizer_new(ML_OPTIM_SGD, 1, &h, (int[]){1}, &p);
+        ck_assert_ptr_nonnull(o);
+        float ep[64], eb[64];
+        for (int k = 1; k <= steps; k++) {
+            int kk;
+            ck_assert_int_eq(fscanf(fp, "%15s %d %la", tag, &kk, &o->groups[0].h.lr), 3);
+            ck_assert_str_eq(tag, "step");
+            ck_assert_int_eq(kk, k);
+            ck_assert(read_floats(fp, "g", n, ml_f32(p->grad)) && read_floats(fp, "p", n, ep) &&
+                      read_floats(fp, "b", n, eb));
+            ck_assert_int_eq(ml_optimizer_step(o), ML_OK);
+            const float *buf = o->state[0].buf1 ? ml_f32(o->state[0].buf1) : NULL;
+            ck_assert(!buf == (h.momentum == 0));
+            for (int i = 0; i < n; i++) {
+                ck_assert_msg(fabsf(ml_f32(p)[i] - ep[i]) <= 1e-6f * fabsf(ep[i]) + 1e-7f,
+                              "%s step %d p[%d] = %a, torch %a", name, k, i, ml_f32(p)[i], ep[i]);
+                if (buf)
+                    ck_assert_msg(fabsf(buf[i] - eb[i]) <= 1e-6f * fabsf(eb[i]) + 1e-30f,
+                                  "%s step %d buf[%d] = %a, torch %a", name, k, i, buf[i], eb[i]);
+            }
+            memcpy(ml_f32(p), ep, (size_t)n * sizeof *ep);
+            if (buf) memcpy(ml_f32(o->state[0].buf1), eb, (size_t)n * sizeof *eb);
+        }
+        ml_optimizer_free(o);
+        ml_release(p);
+        cases++;
+    }
+    ck_assert_int_eq(cases, 4);
+    fclose(fp);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ optimiser objects */
 
 /* A leaf float32 tensor of n values f(i) that requires grad. */
@@ -630,6 +685,7 @@ static Suite *suite(void) {
     tcase_add_test(a, test_optimizer_checks);
     tcase_add_test(a, test_optimizer_set_state_resumes);
     tcase_add_test(a, test_clip_grad_norm);
+    tcase_add_test(a, test_sgd_matches_torch);
     suite_add_tcase(s, a);
     TCase *t = tcase_create("schedule");
     tcase_add_test(t, test_schedule_warmup_length);

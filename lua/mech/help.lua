@@ -182,7 +182,7 @@ E("opt:zero_grad", "opt:zero_grad([set_to_none = true])",
   "Drops every parameter's .grad (or zeroes it with false).", "opt:zero_grad()")
 E("opt:set_lr", "opt:set_lr(lr[, group])", "Sets the learning rate of every group, or of one (0-based); with mech.lr_schedule: opt:set_lr(sched(step)).",
   "opt:set_lr(1e-4)")
-E("opt:get_lr", "opt:get_lr([group = 0]) -> lr", "The learning rate of a group (also `opt.lr` for group 0).", "print(opt:get_lr())")
+E("opt:get_lr", "opt:get_lr([group = 0]) -> lr", "The learning rate of a group (also `opt.lr` for group 0; `opt.lr = x` sets every group's).", "print(opt:get_lr())")
 E("opt:param_groups", "opt:param_groups() -> {{lr=, weight_decay=, ..., params = {tensor, ...}}, ...}",
   "The groups: copies of their options and their tensors.", "for _, g in ipairs(opt:param_groups()) do print(g.lr, #g.params) end")
 E("opt:parameters", "opt:parameters() -> {tensor, ...}", "Every tensor the optimizer updates, in order.",

@@ -573,7 +573,7 @@ static int o_tostring(lua_State *L) {
     return 1;
 }
 
-/* Fields: kind, n_groups, n_params, lr (group 0's); then the methods. */
+/* Fields: kind, n_groups, n_params, lr (group 0's; setting it sets every group's); then the methods. */
 static int o_index(lua_State *L) {
     ml_optimizer *o = check_opt(L, 1, "index");
     const char *k = lua_tostring(L, 2);
@@ -586,6 +586,21 @@ static int o_index(lua_State *L) {
         lua_rawget(L, lua_upvalueindex(1));
     }
     return 1;
+}
+
+/* opt.lr = x sets every group's lr (opt:set_lr(x)); no other field can be set. */
+static int o_newindex(lua_State *L) {
+    ml_optimizer *o = check_opt(L, 1, "set_lr");
+    const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
+    if (!k || strcmp(k, "lr"))
+        return luaL_error(L, "mech.optim: field '%s' cannot be set (only lr; opt:set_lr(lr, group) sets one group's)",
+                          k ? k : luaL_typename(L, 2));
+    if (lua_type(L, 3) != LUA_TNUMBER || !(lua_tonumber(L, 3) >= 0) || isinf(lua_tonumber(L, 3))) {
+        char got[160];
+        return luaL_error(L, "opt.lr: expected a finite learning rate >= 0, got %s", mlL_describe(L, 3, got, sizeof got));
+    }
+    for (int g = 0; g < o->n_groups; g++) o->groups[g].h.lr = lua_tonumber(L, 3);
+    return 0;
 }
 
 /* mech.optim.clip_grad_norm(params, max_norm) -> the global L2 norm of the gradients before clipping */
@@ -624,6 +639,7 @@ int mlL_open_optim(lua_State *L) {
     lua_pushcclosure(L, o_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, o_gc), lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, o_newindex), lua_setfield(L, -2, "__newindex");
     lua_pushcfunction(L, o_tostring), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
     static const luaL_Reg funcs[] = {

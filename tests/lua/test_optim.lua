@@ -148,6 +148,10 @@ T.test("groups: no weight decay on norms and biases, each group its own lr", fun
   T.eq({opt:get_lr(0), opt:get_lr(1), opt.lr}, {0.1, 0.01, 0.1})
   opt:set_lr(0.3)
   T.eq({opt:get_lr(0), opt:get_lr(1)}, {0.3, 0.3})
+  opt.lr = 0.25 -- every group's
+  T.eq({opt:get_lr(0), opt:get_lr(1)}, {0.25, 0.25})
+  T.raises(function() opt.lr = -1 end, "opt.lr: expected a finite learning rate >= 0, got -1")
+  T.raises(function() opt.momentum = 1 end, "mech.optim: field 'momentum' cannot be set")
 end)
 
 T.test("state_dict round trip resumes exactly (AdamW and SGD with momentum)", function()

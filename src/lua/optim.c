@@ -263,24 +263,22 @@ static int new_optimizer(lua_State *L, ml_optim_kind kind) {
         hs = lua_newuserdatauv(L, sizeof *hs * (size_t)ng, 0);
         counts = lua_newuserdatauv(L, sizeof *counts * (size_t)ng, 0);
         for (int g = 0; g < ng; g++) {
-            struct {
-                char s[64];
-            } w; /* "argument 1 group 3": where messages point */
-            snprintf(w.s, sizeof w.s, "argument 1 group %d", g + 1);
+            char w[64]; /* "argument 1 group 3": where messages point */
+            snprintf(w, sizeof w, "argument 1 group %d", g + 1);
             lua_geti(L, 1, g + 1);
             int gi = lua_gettop(L);
             if (!lua_istable(L, gi) || mlL_testtensor(L, gi)) {
                 char got[160];
-                luaL_error(L, "%s: %s expected a table {params = ..., lr = ..., ...}, got %s", fn, w.s,
+                luaL_error(L, "%s: %s expected a table {params = ..., lr = ..., ...}, got %s", fn, w,
                            mlL_describe(L, gi, got, sizeof got));
             }
-            check_option_keys(L, gi, fn, w.s, kind, true);
+            check_option_keys(L, gi, fn, w, kind, true);
             hs[g] = base;
-            read_hparams(L, gi, fn, w.s, kind, &hs[g]);
+            read_hparams(L, gi, fn, w, kind, &hs[g]);
             int before = n;
-            if (lua_getfield(L, gi, "params") == LUA_TNIL) luaL_error(L, "%s: %s has no 'params'", fn, w.s);
+            if (lua_getfield(L, gi, "params") == LUA_TNIL) luaL_error(L, "%s: %s has no 'params'", fn, w);
             char where[80];
-            snprintf(where, sizeof where, "%s params", w.s);
+            snprintf(where, sizeof where, "%s params", w);
             collect(L, -1, 3, 4, &n, fn, where, false);
             counts[g] = n - before;
             lua_pop(L, 2);

@@ -167,7 +167,7 @@ E("mech.load_tensors", "mech.load_tensors(path) -> {name = tensor}, metadata",
   "Reads the float32/int32 tensors of a safetensors file (int64 and float16 are refused: convert in PyTorch).",
   'local p = os.tmpname(); mech.save_tensors(p, { x = mech.ones(2) }); local t = mech.load_tensors(p)')
 E("mech.adamw", "mech.adamw(model[, {beta1=, beta2=, eps=, weight_decay=}]) -> optimiser",
-  "An AdamW optimiser over every parameter of the model.", "local opt = mech.adamw(model, { weight_decay = 0.1 })")
+  "An AdamW optimiser over every parameter of the model, the one model:train_step, mech.train and checkpoints use; mech.optim.adamw is the same update over any tensors, in groups.", "local opt = mech.adamw(model, { weight_decay = 0.1 })")
 E("mech.optim.adamw", "mech.optim.adamw(params[, {lr=, betas=, eps=, weight_decay=}]) -> opt",
   "AdamW (torch.optim.AdamW, same update kernel as mech.adamw) over a list of leaf tensors that require grad, a mech.Model, a module with :parameters() / :named_parameters(), or a list of groups {params = ..., lr = ..., ...} whose missing options come from the second argument. Defaults lr 1e-3, betas {0.9, 0.999}, eps 1e-8, weight_decay 0.01 (docs/nn.md).",
   "local opt = mech.optim.adamw({ mech.randn(3, { requires_grad = true }) }, { lr = 1e-2 })")

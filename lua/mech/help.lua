@@ -9,6 +9,8 @@ local H = {}
 H.topics = {
   { key = "mech", title = "Tensors and autograd (`mech.*`)", prefix = "mech." },
   { key = "model", title = "Models (`mech.model`, `model:*`)", prefix = "model:" },
+  { key = "mech.optim", title = "Optimizers (`mech.optim.*`)", prefix = "mech.optim." },
+  { key = "opt", title = "Optimizer methods (`opt:*`)", prefix = "opt:" },
   { key = "cache", title = "Caches (`cache:*`)", prefix = "cache:" },
   { key = "hook", title = "Hook handles (`handle:*`)", prefix = "handle:" },
   { key = "mech.interp", title = "Interventions (`mech.interp.*`)", prefix = "mech.interp." },
@@ -25,7 +27,7 @@ H.topics = {
 -- The class of a userdata or table (its metatable's __name) -> topic key.
 H.classes = { ["mech.Model"] = "model", ["mech.Cache"] = "cache", ["mech.HookHandle"] = "hook",
   ["mech.PatchingMap"] = "map", ["mech.Task"] = "task", ["mech.Dataset"] = "dataset",
-  ["mech.Generator"] = "generator", ["mech.Tensor"] = "mech" }
+  ["mech.Generator"] = "generator", ["mech.Tensor"] = "mech", ["mech.Optimizer"] = "opt" }
 
 H.entries = {}
 local function E(name, signature, description, example)
@@ -137,6 +139,15 @@ for _, o in ipairs {
 } do op(o[1], o[2], o[3], o[4]) end
 E("mech.einsum", "mech.einsum(spec, a, b, ...) -> tensor", "Einstein summation as torch.einsum (docs/tensors.md).",
   'local c = mech.einsum("ij,jk->ik", mech.randn(2, 3), mech.randn(3, 4))')
+E("mech.layer_norm", "mech.layer_norm(x, weight[, bias[, eps]]) -> tensor",
+  "LayerNorm over the last dim (biased variance, eps 1e-5 inside the sqrt), the models' own kernel, with gradients (docs/nn.md).",
+  "local y = mech.layer_norm(mech.randn(2, 5, 4), mech.ones(4), mech.zeros(4))")
+E("mech.rms_norm", "mech.rms_norm(x, weight[, eps]) -> tensor",
+  "RMSNorm over the last dim: weight ⊙ x / sqrt(mean(x²) + eps), eps 1e-5 (Mamba's), with gradients.",
+  "local y = mech.rms_norm(mech.randn(2, 5, 4), mech.ones(4))")
+E("mech.causal_conv1d", "mech.causal_conv1d(x, weight[, bias]) -> tensor",
+  "The mixers' short conv: depthwise and causal over x (B, L, D) with weight (D, K) or PyTorch's (D, 1, K); out[t] = bias + Σ_k w[k]·x[t-K+1+k]. With gradients.",
+  "local y = mech.causal_conv1d(mech.randn(2, 6, 4), mech.randn(4, 3))")
 E("mech.set_printoptions", "mech.set_printoptions{threshold=, edgeitems=, precision=, linewidth=, profile=}",
   "How tensors print (PyTorch's options; profile \"default\", \"short\" or \"full\").", "mech.set_printoptions { precision = 2 }")
 E("mech.get_printoptions", "mech.get_printoptions() -> table", "The current print options (set_printoptions takes the table back).",
@@ -156,7 +167,32 @@ E("mech.load_tensors", "mech.load_tensors(path) -> {name = tensor}, metadata",
   "Reads the float32/int32 tensors of a safetensors file (int64 and float16 are refused: convert in PyTorch).",
   'local p = os.tmpname(); mech.save_tensors(p, { x = mech.ones(2) }); local t = mech.load_tensors(p)')
 E("mech.adamw", "mech.adamw(model[, {beta1=, beta2=, eps=, weight_decay=}]) -> optimiser",
-  "An AdamW optimiser over every parameter of the model.", "local opt = mech.adamw(model, { weight_decay = 0.1 })")
+  "An AdamW optimiser over every parameter of the model, the one model:train_step, mech.train and checkpoints use; mech.optim.adamw is the same update over any tensors, in groups.", "local opt = mech.adamw(model, { weight_decay = 0.1 })")
+E("mech.optim.adamw", "mech.optim.adamw(params[, {lr=, betas=, eps=, weight_decay=}]) -> opt",
+  "AdamW (torch.optim.AdamW, same update kernel as mech.adamw) over a list of leaf tensors that require grad, a mech.Model, a module with :parameters() / :named_parameters(), or a list of groups {params = ..., lr = ..., ...} whose missing options come from the second argument. Defaults lr 1e-3, betas {0.9, 0.999}, eps 1e-8, weight_decay 0.01 (docs/nn.md).",
+  "local opt = mech.optim.adamw({ mech.randn(3, { requires_grad = true }) }, { lr = 1e-2 })")
+E("mech.optim.sgd", "mech.optim.sgd(params[, {lr=, momentum=, dampening=, nesterov=, weight_decay=}]) -> opt",
+  "SGD as torch.optim.SGD (momentum buffer, dampening, Nesterov, L2 weight decay), over the same kinds of params and groups as mech.optim.adamw. Defaults lr 1e-3, the rest 0 / false.",
+  "local opt = mech.optim.sgd({ mech.randn(3, { requires_grad = true }) }, { lr = 0.1, momentum = 0.9 })")
+E("mech.optim.clip_grad_norm", "mech.optim.clip_grad_norm(params, max_norm) -> total_norm",
+  "Scales the gradients of params (tensors, a model, a module or an optimizer) so their global L2 norm is at most max_norm, as torch.nn.utils.clip_grad_norm_; returns the norm before clipping.",
+  "local norm = mech.optim.clip_grad_norm(opt, 1.0)")
+E("opt:step", "opt:step()", "One update of every parameter that has a .grad (the others are skipped, as PyTorch).", "opt:step()")
+E("opt:zero_grad", "opt:zero_grad([set_to_none = true])",
+  "Drops every parameter's .grad (or zeroes it with false).", "opt:zero_grad()")
+E("opt:set_lr", "opt:set_lr(lr[, group])", "Sets the learning rate of every group, or of one (0-based); with mech.lr_schedule: opt:set_lr(sched(step)).",
+  "opt:set_lr(1e-4)")
+E("opt:get_lr", "opt:get_lr([group = 0]) -> lr", "The learning rate of a group (also `opt.lr` for group 0; `opt.lr = x` sets every group's).", "print(opt:get_lr())")
+E("opt:param_groups", "opt:param_groups() -> {{lr=, weight_decay=, ..., params = {tensor, ...}}, ...}",
+  "The groups: copies of their options and their tensors.", "for _, g in ipairs(opt:param_groups()) do print(g.lr, #g.params) end")
+E("opt:parameters", "opt:parameters() -> {tensor, ...}", "Every tensor the optimizer updates, in order.",
+  "print(#opt:parameters())")
+E("opt:state_dict", "opt:state_dict() -> {kind=, state=, param_groups=}",
+  "A snapshot of the state, PyTorch's layout: state[i] (0-based) = {step=, exp_avg=, exp_avg_sq=} or {step=, momentum_buffer=}, param_groups with 0-based params indices.",
+  "local sd = opt:state_dict()")
+E("opt:load_state_dict", "opt:load_state_dict(sd)",
+  "Restores a state_dict of an optimizer of the same kind, groups and shapes (checked before anything changes): training resumes exactly.",
+  "opt:load_state_dict(sd)")
 E("mech.lr_schedule", "mech.lr_schedule{kind=, lr=, total=, warmup=} -> function(step) -> lr",
   "A learning-rate schedule (cosine, linear or constant with linear warmup).",
   'local lr = mech.lr_schedule { kind = "cosine", lr = 1e-3, total = 1000 }')
@@ -380,7 +416,7 @@ end
 
 -- Method prefixes of entry names -> the class whose methods they are (its metatable's __name).
 H.method_class = { model = "mech.Model", cache = "mech.Cache", handle = "mech.HookHandle", map = "mech.PatchingMap",
-  task = "mech.Task", dataset = "mech.Dataset", gen = "mech.Generator" }
+  task = "mech.Task", dataset = "mech.Dataset", gen = "mech.Generator", opt = "mech.Optimizer" }
 
 --- The methods table of a class: its metatable's __index table, or the first upvalue of an
 --- __index function (mech.Cache keeps its methods there).

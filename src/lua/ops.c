@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "lua/binding.h"
+#include "ops/mixer_ops.h"
+#include "ops/nn_ops.h"
 #include "ops/ops.h"
 
 /* ------------------------------------------------------------------ argument helpers */
@@ -264,6 +266,39 @@ static int l_linear(lua_State *L) {
     return 1;
 }
 
+/* The eps of a norm at idx: a finite number >= 0, 1e-5 (the models' eps) when absent. */
+static double eps_arg(lua_State *L, int idx, const char *fn) {
+    double eps = opt_num(L, idx, fn, 1e-5);
+    if (!(eps >= 0) || isinf(eps)) mlL_argerror(L, fn, idx, "a finite eps >= 0");
+    return eps;
+}
+
+/* mech.layer_norm(x, weight[, bias[, eps = 1e-5]]): over the last dim, as the models' LayerNorm */
+static int l_layer_norm(lua_State *L) {
+    const char *fn = "layer_norm";
+    ml_tensor *x = operand(L, 1, fn, ML_F32), *w = operand(L, 2, fn, ML_F32);
+    ml_tensor *b = lua_isnoneornil(L, 3) ? NULL : operand(L, 3, fn, ML_F32);
+    mlL_pushtensor(L, ml_layer_norm(x, w, b, eps_arg(L, 4, fn)));
+    return 1;
+}
+
+/* mech.rms_norm(x, weight[, eps = 1e-5]): Mamba's RMSNorm */
+static int l_rms_norm(lua_State *L) {
+    const char *fn = "rms_norm";
+    ml_tensor *x = operand(L, 1, fn, ML_F32), *w = operand(L, 2, fn, ML_F32);
+    mlL_pushtensor(L, ml_rms_norm(x, w, eps_arg(L, 3, fn)));
+    return 1;
+}
+
+/* mech.causal_conv1d(x (B, L, D), weight (D, K) or (D, 1, K)[, bias (D)]): the mixers' short conv */
+static int l_causal_conv1d(lua_State *L) {
+    const char *fn = "causal_conv1d";
+    ml_tensor *x = operand(L, 1, fn, ML_F32), *w = operand(L, 2, fn, ML_F32);
+    ml_tensor *b = lua_isnoneornil(L, 3) ? NULL : operand(L, 3, fn, ML_F32);
+    mlL_pushtensor(L, ml_causal_conv1d(x, w, b));
+    return 1;
+}
+
 /* softmax / log_softmax(t, dim = -1) */
 static int l_softmax(lua_State *L) {
     bool log_ = lua_tointeger(L, lua_upvalueindex(1)) != 0;
@@ -439,6 +474,13 @@ int mlL_open_ops(lua_State *L) {
     lua_setfield(L, methods, "where");
     lua_pushcfunction(L, l_einsum); /* a function of several tensors, as torch.einsum: no method */
     lua_setfield(L, mech, "einsum");
+    /* the functional forms of the layers (torch.nn.functional's): functions only */
+    lua_pushcfunction(L, l_layer_norm);
+    lua_setfield(L, mech, "layer_norm");
+    lua_pushcfunction(L, l_rms_norm);
+    lua_setfield(L, mech, "rms_norm");
+    lua_pushcfunction(L, l_causal_conv1d);
+    lua_setfield(L, mech, "causal_conv1d");
     lua_pop(L, 1);
 
     /* arithmetic metamethods: a number may stand on either side */

@@ -93,24 +93,22 @@ static void adamw_kernel(const adamw_consts *k, float *params, const float *grad
 
 enum { ADAMW_CHUNK = 32768 };
 
-void ml_adamw_update(ml_adamw *opt, int64_t offset, float *params, const float *grads, int64_t n, double lr,
-                     int64_t step) {
+void ml_adamw_kernel(double beta1, double beta2, double eps, double weight_decay, float *params, const float *grads,
+                     float *m, float *v, int64_t n, double lr, int64_t step) {
     /* Python-side scalars (double), then the casts PyTorch applies when a Python number meets a
      * float32 tensor. */
-    double bc1 = 1.0 - pow(opt->beta1, (double)step);
-    double bc2 = 1.0 - pow(opt->beta2, (double)step);
+    double bc1 = 1.0 - pow(beta1, (double)step);
+    double bc2 = 1.0 - pow(beta2, (double)step);
     double step_size = lr / bc1;
     adamw_consts k = {
-        .decay = (float)(1.0 - lr * opt->weight_decay),
-        .w1 = (float)(1.0 - opt->beta1),
-        .b2 = (float)opt->beta2,
-        .c2 = (float)(1.0 - opt->beta2),
+        .decay = (float)(1.0 - lr * weight_decay),
+        .w1 = (float)(1.0 - beta1),
+        .b2 = (float)beta2,
+        .c2 = (float)(1.0 - beta2),
         .bc2s = (float)sqrt(bc2),
-        .eps = (float)opt->eps,
+        .eps = (float)eps,
         .neg_step = (float)(-step_size),
     };
-    float *m = ml_f32(opt->m) + offset;
-    float *v = ml_f32(opt->v) + offset;
     /* Element-wise, so the thread count cannot change the result; small arrays stay serial. */
     int64_t chunks = (n + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
 #pragma omp parallel for schedule(static) num_threads(ml_threads()) if (chunks >= 4)
@@ -118,6 +116,12 @@ void ml_adamw_update(ml_adamw *opt, int64_t offset, float *params, const float *
         int64_t lo = c * ADAMW_CHUNK, len = n - lo < ADAMW_CHUNK ? n - lo : ADAMW_CHUNK;
         adamw_kernel(&k, params + lo, grads + lo, m + lo, v + lo, len);
     }
+}
+
+void ml_adamw_update(ml_adamw *opt, int64_t offset, float *params, const float *grads, int64_t n, double lr,
+                     int64_t step) {
+    ml_adamw_kernel(opt->beta1, opt->beta2, opt->eps, opt->weight_decay, params, grads, ml_f32(opt->m) + offset,
+                    ml_f32(opt->v) + offset, n, lr, step);
 }
 
 ml_status ml_adamw_step(ml_adamw *opt, float *params, const float *grads, int64_t n, double lr) {

@@ -20,6 +20,8 @@
 #ifndef ML_OPTIM_H
 #define ML_OPTIM_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/tensor.h"
@@ -58,6 +60,82 @@ ml_status ml_adamw_step_tensors(ml_adamw *opt, int n_params, ml_tensor *const *p
  * count `step` (already incremented, >= 1). ml_adamw_step = ++step, then this over everything. */
 void ml_adamw_update(ml_adamw *opt, int64_t offset, float *params, const float *grads, int64_t n,
                      double lr, int64_t step);
+
+/* The element-wise AdamW update that both optimisers run (the model's flat buffer above and the
+ * optimiser object over tensors below): one update at step count `step` (>= 1) of n elements with
+ * the hyper-parameters beta1, beta2, eps, weight_decay (validated by the caller). */
+void ml_adamw_kernel(double beta1, double beta2, double eps, double weight_decay, float *params, const float *grads,
+                     float *m, float *v, int64_t n, double lr, int64_t step);
+
+/* SGD with PyTorch's torch.optim.SGD arithmetic (single-tensor path), one tensor of n elements:
+ *   d = g + wd*p                              (when wd != 0)
+ *   buf = d (first update), else buf = momentum*buf + (1-dampening)*d   (when momentum != 0)
+ *   d = d + momentum*buf (nesterov) or d = buf
+ *   p = p - lr*d
+ * buf is NULL when momentum is 0; `first` says buf holds nothing yet. */
+void ml_sgd_kernel(double momentum, double dampening, bool nesterov, double weight_decay, float *params,
+                   const float *grads, float *buf, bool first, int64_t n, double lr);
+
+/* ---- optimisers as objects: AdamW and SGD over a list of leaf tensors, in parameter groups ----
+ *
+ * Each parameter is a float32 contiguous leaf tensor that requires grad (the optimiser retains it);
+ * its .grad is read at each step and a parameter whose .grad is NULL is skipped (PyTorch). Groups
+ * carry their own hyper-parameters. State per parameter, allocated at its first update: AdamW's
+ * step count, exp_avg and exp_avg_sq; SGD's momentum_buffer. */
+typedef enum { ML_OPTIM_ADAMW = 0, ML_OPTIM_SGD } ml_optim_kind;
+
+typedef struct {
+    double lr, weight_decay;
+    double beta1, beta2, eps;      /* AdamW */
+    double momentum, dampening;    /* SGD */
+    bool nesterov;                 /* SGD */
+} ml_optim_hparams;
+
+typedef struct {
+    ml_optim_hparams h;
+    int first, count;              /* its parameters: state[first .. first+count) */
+} ml_optim_group;
+
+typedef struct {
+    ml_tensor *param;              /* retained */
+    int64_t step;                  /* updates of this parameter (AdamW's state['step']) */
+    ml_tensor *buf1, *buf2;        /* AdamW exp_avg, exp_avg_sq; SGD momentum_buffer (buf2 NULL) */
+} ml_optim_state;
+
+typedef struct {
+    ml_optim_kind kind;
+    int n_groups, n_params;
+    ml_optim_group *groups;
+    ml_optim_state *state;
+} ml_optimizer;
+
+const char *ml_optim_kind_name(ml_optim_kind kind); /* "adamw", "sgd" */
+/* PyTorch's defaults: AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 1e-2; SGD lr 1e-3,
+ * no momentum, dampening or weight decay. */
+ml_optim_hparams ml_optim_defaults(ml_optim_kind kind);
+/* NULL when h is valid for kind, else what is wrong ("lr -1 must be finite and >= 0"), in buf. */
+const char *ml_optim_hparams_problem(ml_optim_kind kind, const ml_optim_hparams *h, char *buf, size_t n);
+/* NULL when t can be optimised, else why not ("a non-leaf tensor (made by AddBackward)", ...). */
+const char *ml_optim_param_problem(const ml_tensor *t, char *buf, size_t n);
+
+/* A new optimiser over n_groups groups: group g has hparams h[g] and the next counts[g] tensors of
+ * params. Checks every hyper-parameter and tensor (and that no tensor appears twice). */
+ml_optimizer *ml_optimizer_new(ml_optim_kind kind, int n_groups, const ml_optim_hparams *h, const int *counts,
+                               ml_tensor *const *params);
+void ml_optimizer_free(ml_optimizer *o);
+/* One update of every parameter with a gradient. Every gradient is checked (float32, contiguous,
+ * the parameter's shape) before anything changes. */
+ml_status ml_optimizer_step(ml_optimizer *o);
+/* Drops (set_to_none) or zeroes every parameter's gradient. */
+void ml_optimizer_zero_grad(ml_optimizer *o, bool set_to_none);
+/* Sets parameter i's state (a resumed optimiser): step, and copies of buf1/buf2 (NULL for none),
+ * which must match the parameter's shape; the kind decides which buffers it needs. */
+ml_status ml_optimizer_set_state(ml_optimizer *o, int i, int64_t step, const ml_tensor *buf1, const ml_tensor *buf2);
+
+/* Scales the gradients of params (NULL gradients skipped) so that their global L2 norm is at most
+ * max_norm, as torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to
+ * 1. *total receives the norm before clipping. */
+ml_status ml_clip_grad_norm(int n, ml_tensor *const *params, double max_norm, double *total);
 
 /* ---- learning-rate schedules (Hugging Face transformers semantics) ---- */
 

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/autograd.h"
 #include "core/threads.h"
+#include "ops/ops.h"
 #include "optim/optim.h"
 #include "testutil.h"
 
@@ -348,6 +350,235 @@ START_TEST(test_adamw_matches_torch) {
 }
 END_TEST
 
+/* torch.optim.SGD (tests/fixtures/gen_sgd.py): the optimiser object over one leaf tensor, each
+ * step continued from PyTorch's parameters and buffer. PyTorch's add with alpha may fuse the
+ * multiply-add (FMA), mechlab rounds twice: a few float ulps apart. */
+START_TEST(test_sgd_matches_torch) {
+    FILE *fp = open_fixture("sgd_torch.txt");
+    ck_assert_msg(fp != NULL, "cannot open tests/fixtures/sgd_torch.txt");
+    char line[256];
+    ck_assert(fgets(line, sizeof line, fp) != NULL); /* "# torch <version>" */
+    int cases = 0, nesterov;
+    char tag[16], name[32];
+    while (fscanf(fp, "%15s", tag) == 1) {
+        ck_assert_str_eq(tag, "case");
+        int n, steps;
+        ml_optim_hparams h = ml_optim_defaults(ML_OPTIM_SGD);
+        ck_assert_int_eq(fscanf(fp, "%31s %d %la %la %d %la %d", name, &n, &h.momentum, &h.dampening, &nesterov,
+                                &h.weight_decay, &steps), 7);
+        h.nesterov = nesterov != 0;
+        ck_assert(n > 0 && n <= 64);
+        int64_t shape[1] = {n};
+        ml_tensor *p = ml_zeros(ML_F32, 1, shape);
+        ml_set_requires_grad(p, true);
+        p->grad = ml_zeros(ML_F32, 1, shape);
+        ck_assert(read_floats(fp, "p0", n, ml_f32(p)));
+        ml_optimizer *o = ml_optimizer_new(ML_OPTIM_SGD, 1, &h, (int[]){1}, &p);
+        ck_assert_ptr_nonnull(o);
+        float ep[64], eb[64];
+        for (int k = 1; k <= steps; k++) {
+            int kk;
+            ck_assert_int_eq(fscanf(fp, "%15s %d %la", tag, &kk, &o->groups[0].h.lr), 3);
+            ck_assert_str_eq(tag, "step");
+            ck_assert_int_eq(kk, k);
+            ck_assert(read_floats(fp, "g", n, ml_f32(p->grad)) && read_floats(fp, "p", n, ep) &&
+                      read_floats(fp, "b", n, eb));
+            ck_assert_int_eq(ml_optimizer_step(o), ML_OK);
+            const float *buf = o->state[0].buf1 ? ml_f32(o->state[0].buf1) : NULL;
+            ck_assert(!buf == (h.momentum == 0));
+            for (int i = 0; i < n; i++) {
+                ck_assert_msg(fabsf(ml_f32(p)[i] - ep[i]) <= 1e-6f * fabsf(ep[i]) + 1e-7f,
+                              "%s step %d p[%d] = %a, torch %a", name, k, i, ml_f32(p)[i], ep[i]);
+                if (buf)
+                    ck_assert_msg(fabsf(buf[i] - eb[i]) <= 1e-6f * fabsf(eb[i]) + 1e-30f,
+                                  "%s step %d buf[%d] = %a, torch %a", name, k, i, buf[i], eb[i]);
+            }
+            memcpy(ml_f32(p), ep, (size_t)n * sizeof *ep);
+            if (buf) memcpy(ml_f32(o->state[0].buf1), eb, (size_t)n * sizeof *eb);
+        }
+        ml_optimizer_free(o);
+        ml_release(p);
+        cases++;
+    }
+    ck_assert_int_eq(cases, 4);
+    fclose(fp);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ optimiser objects */
+
+/* A leaf float32 tensor of n values f(i) that requires grad. */
+static ml_tensor *leaf_of(int ndim, const int64_t *shape, float (*f)(int)) {
+    ml_tensor *t = ml_zeros(ML_F32, ndim, shape);
+    for (int64_t i = 0; i < ml_numel(t); i++) ml_f32(t)[i] = f((int)i);
+    ck_assert_int_eq(ml_set_requires_grad(t, true), ML_OK);
+    return t;
+}
+static float init_a(int i) { return sinf(1.3f * (float)i) * 2.0f; }
+static float grad_a(int i) { return cosf(0.7f * (float)i) * powf(10.0f, (float)(i % 5 - 2)); }
+
+/* The object over tensors and the model's flat-buffer AdamW give the same bits: one kernel.
+ * Three tensors (one past the 32768-element chunk, so the parallel split is exercised), groups
+ * with the same hyper-parameters, 4 updates with a changing lr. */
+START_TEST(test_optimizer_adamw_matches_flat) {
+    int64_t s1[2] = {3, 5}, s2[1] = {40000}, s3[3] = {2, 2, 3};
+    ml_tensor *ps[3] = {leaf_of(2, s1, init_a), leaf_of(1, s2, init_a), leaf_of(3, s3, init_a)};
+    int64_t n = 15 + 40000 + 12;
+    float *flat = malloc(sizeof(float) * (size_t)n), *gflat = malloc(sizeof(float) * (size_t)n);
+    for (int64_t off = 0, k = 0; k < 3; off += ml_numel(ps[k]), k++) {
+        memcpy(flat + off, ml_f32(ps[k]), sizeof(float) * (size_t)ml_numel(ps[k]));
+        ps[k]->grad = ml_zeros(ML_F32, ps[k]->ndim, ps[k]->shape);
+    }
+    ml_adamw f;
+    ck_assert_int_eq(ml_adamw_init(&f, n, 0.85, 0.995, 1e-7, 0.2), ML_OK);
+    ml_optim_hparams h = ml_optim_defaults(ML_OPTIM_ADAMW);
+    h.beta1 = 0.85, h.beta2 = 0.995, h.eps = 1e-7, h.weight_decay = 0.2;
+    ml_optim_hparams hs[2] = {h, h};
+    ml_optimizer *o = ml_optimizer_new(ML_OPTIM_ADAMW, 2, hs, (int[]){1, 2}, ps);
+    ck_assert_ptr_nonnull(o);
+    for (int t = 1; t <= 4; t++) {
+        double lr = 1e-2 / t;
+        for (int64_t off = 0, k = 0; k < 3; off += ml_numel(ps[k]), k++)
+            for (int64_t i = 0; i < ml_numel(ps[k]); i++)
+                gflat[off + i] = ml_f32(ps[k]->grad)[i] = grad_a((int)(off + i) * t);
+        o->groups[0].h.lr = o->groups[1].h.lr = lr;
+        ck_assert_int_eq(ml_optimizer_step(o), ML_OK);
+        ck_assert_int_eq(ml_adamw_step(&f, flat, gflat, n, lr), ML_OK);
+    }
+    for (int64_t off = 0, k = 0; k < 3; off += ml_numel(ps[k]), k++) {
+        size_t bytes = sizeof(float) * (size_t)ml_numel(ps[k]);
+        ck_assert_mem_eq(ml_f32(ps[k]), flat + off, bytes);
+        ck_assert_mem_eq(ml_f32(o->state[k].buf1), ml_f32(f.m) + off, bytes);
+        ck_assert_mem_eq(ml_f32(o->state[k].buf2), ml_f32(f.v) + off, bytes);
+        ck_assert_int_eq(o->state[k].step, 4);
+    }
+    ml_optimizer_free(o);
+    ml_adamw_free(&f);
+    for (int k = 0; k < 3; k++) ml_release(ps[k]);
+    free(flat), free(gflat);
+}
+END_TEST
+
+/* SGD with momentum 0.9, dampening 0.1, weight decay 0.5 and (then) nesterov, by hand in float:
+ * p = 2, g = 1, lr 0.1. Step 1: d = 1 + 0.5*2 = 2, buf = 2, p = 2 - 0.2 = 1.8.
+ * Step 2: d = 1 + 0.9 = 1.9, buf = 0.9*2 + 0.9*1.9 = 3.51, p = 1.8 - 0.351 = 1.449. */
+START_TEST(test_optimizer_sgd_by_hand) {
+    int64_t s[1] = {1};
+    for (int nesterov = 0; nesterov < 2; nesterov++) {
+        ml_tensor *p = ml_zeros(ML_F32, 1, s);
+        ml_f32(p)[0] = 2;
+        ml_set_requires_grad(p, true);
+        p->grad = ml_zeros(ML_F32, 1, s);
+        ml_f32(p->grad)[0] = 1;
+        ml_optim_hparams h = ml_optim_defaults(ML_OPTIM_SGD);
+        h.lr = 0.1, h.momentum = 0.9, h.dampening = nesterov ? 0 : 0.1, h.weight_decay = 0.5, h.nesterov = nesterov;
+        ml_optimizer *o = ml_optimizer_new(ML_OPTIM_SGD, 1, &h, (int[]){1}, &p);
+        ck_assert_ptr_nonnull(o);
+        ck_assert_int_eq(ml_optimizer_step(o), ML_OK);
+        /* nesterov: d = 2 + 0.9*2 = 3.8 -> p = 1.62 */
+        ck_assert_close(ml_f32(p)[0], nesterov ? 1.62 : 1.8, 1e-6, 0);
+        ck_assert_int_eq(ml_optimizer_step(o), ML_OK);
+        /* nesterov: d = 1 + 0.81 = 1.81, buf = 1.8 + 1.81 = 3.61, d = 1.81 + 3.249 = 5.059 -> 1.1141 */
+        ck_assert_close(ml_f32(p)[0], nesterov ? 1.1141 : 1.449, 1e-6, 0);
+        ck_assert_close(ml_f32(o->state[0].buf1)[0], nesterov ? 3.61 : 3.51, 1e-6, 0);
+        ml_optimizer_free(o);
+        ml_release(p);
+    }
+}
+END_TEST
+
+START_TEST(test_optimizer_checks) {
+    int64_t s[1] = {2};
+    ml_tensor *a = ml_zeros(ML_F32, 1, s), *b = ml_zeros(ML_F32, 1, s);
+    ml_optim_hparams h = ml_optim_defaults(ML_OPTIM_SGD);
+    /* b does not require grad */
+    ml_set_requires_grad(a, true);
+    ml_tensor *ab[2] = {a, b};
+    ck_assert_ptr_null(ml_optimizer_new(ML_OPTIM_SGD, 1, &h, (int[]){2}, ab));
+    ck_assert_str_eq(ml_last_error(), "sgd: parameter 1 is a tensor that does not require grad (frozen)");
+    /* a non-leaf */
+    ml_tensor *c = ml_binary_scalar(ML_MUL, a, 2.0);
+    ml_tensor *ac[2] = {a, c};
+    ck_assert_ptr_null(ml_optimizer_new(ML_OPTIM_SGD, 1, &h, (int[]){2}, ac));
+    ck_assert_msg(strstr(ml_last_error(), "parameter 1 is a non-leaf tensor"), "%s", ml_last_error());
+    /* twice */
+    ml_tensor *aa[2] = {a, a};
+    ck_assert_ptr_null(ml_optimizer_new(ML_OPTIM_SGD, 1, &h, (int[]){2}, aa));
+    ck_assert_str_eq(ml_last_error(), "sgd: parameter 1 appears twice (also parameter 0)");
+    /* hyper-parameters */
+    h.lr = -1;
+    ck_assert_ptr_null(ml_optimizer_new(ML_OPTIM_SGD, 1, &h, (int[]){1}, &a));
+    ck_assert_str_eq(ml_last_error(), "sgd: group 0 option 'lr' expected a finite number >= 0, got -1");
+    h = ml_optim_defaults(ML_OPTIM_SGD);
+    h.nesterov = true;
+    ck_assert_ptr_null(ml_optimizer_new(ML_OPTIM_SGD, 1, &h, (int[]){1}, &a));
+    ml_optim_hparams ha = ml_optim_defaults(ML_OPTIM_ADAMW);
+    ha.beta1 = 1;
+    ck_assert_ptr_null(ml_optimizer_new(ML_OPTIM_ADAMW, 1, &ha, (int[]){1}, &a));
+    ck_assert_str_eq(ml_last_error(), "adamw: group 0 option 'beta1' expected a number in [0, 1), got 1");
+    /* a gradient of the wrong shape: refused before anything changes */
+    ha = ml_optim_defaults(ML_OPTIM_ADAMW);
+    ml_optimizer *o = ml_optimizer_new(ML_OPTIM_ADAMW, 1, &ha, (int[]){1}, &a);
+    ck_assert_ptr_nonnull(o);
+    int64_t s3[1] = {3};
+    a->grad = ml_zeros(ML_F32, 1, s3);
+    ck_assert_int_eq(ml_optimizer_step(o), ML_ERR_SHAPE);
+    ck_assert_int_eq(o->state[0].step, 0);
+    ck_assert_ptr_null(o->state[0].buf1);
+    /* state of the wrong shape */
+    ck_assert_int_eq(ml_optimizer_set_state(o, 0, 1, a->grad, a->grad), ML_ERR_SHAPE);
+    ml_optimizer_free(o);
+    ml_release(c);
+    ml_release(a), ml_release(b);
+}
+END_TEST
+
+/* set_state with the state of a run resumes it exactly. */
+START_TEST(test_optimizer_set_state_resumes) {
+    int64_t s[1] = {7};
+    ml_tensor *a = leaf_of(1, s, init_a), *b = leaf_of(1, s, init_a);
+    a->grad = ml_zeros(ML_F32, 1, s), b->grad = ml_zeros(ML_F32, 1, s);
+    ml_optim_hparams h = ml_optim_defaults(ML_OPTIM_ADAMW);
+    ml_optimizer *oa = ml_optimizer_new(ML_OPTIM_ADAMW, 1, &h, (int[]){1}, &a);
+    ml_optimizer *ob = ml_optimizer_new(ML_OPTIM_ADAMW, 1, &h, (int[]){1}, &b);
+    for (int t = 1; t <= 5; t++) {
+        for (int i = 0; i < 7; i++) ml_f32(a->grad)[i] = ml_f32(b->grad)[i] = grad_a(i + 3 * t);
+        ck_assert_int_eq(ml_optimizer_step(oa), ML_OK);
+        if (t == 2) { /* b resumes from a's state and weights */
+            memcpy(ml_f32(b), ml_f32(a), sizeof(float) * 7);
+            ck_assert_int_eq(ml_optimizer_set_state(ob, 0, oa->state[0].step, oa->state[0].buf1, oa->state[0].buf2),
+                             ML_OK);
+        }
+        if (t > 2) ck_assert_int_eq(ml_optimizer_step(ob), ML_OK);
+    }
+    ck_assert_mem_eq(ml_f32(a), ml_f32(b), sizeof(float) * 7);
+    ck_assert_int_eq(ob->state[0].step, 5);
+    ml_optimizer_free(oa), ml_optimizer_free(ob);
+    ml_release(a), ml_release(b);
+}
+END_TEST
+
+/* Gradients (3, 4) and (0, 12): norm 13; clipping to 6.5 halves them (to float rounding). */
+START_TEST(test_clip_grad_norm) {
+    int64_t s[1] = {2};
+    float ga[2] = {3, 4}, gb[2] = {0, 12};
+    ml_tensor *a = ml_zeros(ML_F32, 1, s), *b = ml_zeros(ML_F32, 1, s), *c = ml_zeros(ML_F32, 1, s);
+    a->grad = ml_from_f32(1, s, ga), b->grad = ml_from_f32(1, s, gb); /* c has none: skipped */
+    ml_tensor *ps[3] = {a, b, c};
+    double total = 0;
+    ck_assert_int_eq(ml_clip_grad_norm(3, ps, 100, &total), ML_OK);
+    ck_assert(total == 13);
+    ck_assert(ml_f32(a->grad)[0] == 3); /* under the limit: untouched */
+    ck_assert_int_eq(ml_clip_grad_norm(3, ps, 6.5, &total), ML_OK);
+    ck_assert(total == 13);
+    ck_assert_close(ml_f32(a->grad)[0], 1.5, 1e-6, 0);
+    ck_assert_close(ml_f32(a->grad)[1], 2.0, 1e-6, 0);
+    ck_assert_close(ml_f32(b->grad)[1], 6.0, 1e-6, 0);
+    ck_assert_int_eq(ml_clip_grad_norm(3, ps, -1, &total), ML_ERR_ARG);
+    ml_release(a), ml_release(b), ml_release(c);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ schedules */
 
 static const double PI = 3.14159265358979323846; /* M_PI is not strict C11 */
@@ -449,6 +680,12 @@ static Suite *suite(void) {
     tcase_add_test(a, test_adamw_exact_bits);
     tcase_add_test(a, test_adamw_threads);
     tcase_add_test(a, test_adamw_matches_torch);
+    tcase_add_test(a, test_optimizer_adamw_matches_flat);
+    tcase_add_test(a, test_optimizer_sgd_by_hand);
+    tcase_add_test(a, test_optimizer_checks);
+    tcase_add_test(a, test_optimizer_set_state_resumes);
+    tcase_add_test(a, test_clip_grad_norm);
+    tcase_add_test(a, test_sgd_matches_torch);
     suite_add_tcase(s, a);
     TCase *t = tcase_create("schedule");
     tcase_add_test(t, test_schedule_warmup_length);

@@ -67,7 +67,7 @@ local function rand_string()
   if k <= 5 then return pick(names) elseif k <= 7 then return path() else return pick(junk_strings) end
 end
 
-local pool = {}         -- objects by kind: tensor, model, task, dataset, generator, adamw, hook, metrics
+local pool = {}         -- objects by kind: tensor, model, task, dataset, generator, adamw, hook, metrics, optim
 local function add(kind, obj) pool[kind] = pool[kind] or {}; local l = pool[kind]; l[#l + 1] = obj end
 local value             -- forward declaration
 
@@ -124,7 +124,7 @@ function value(depth)
   if k <= 12 then return pick(callbacks) end
   -- an object of any kind, tensors most often
   local kinds = { "tensor", "tensor", "tensor", "tensor", "model", "task", "dataset", "generator", "adamw", "hook",
-    "metrics" }
+    "metrics", "optim" }
   local l = pool[pick(kinds)]
   if l and #l > 0 then return pick(l) end
   return rand_number()
@@ -164,6 +164,12 @@ local function build_pool()
   add("tensor", closed_t)
   add("model", closed_m)
   add("generator", mech.Generator(1))
+  -- mech.optim: over a model (AdamW), and over leaves with gradients (SGD with momentum, two groups)
+  add("optim", mech.optim.adamw(pool.model[1], { lr = 1e-3 }))
+  local w, b = mech.randn(3, 4):requires_grad_(true), mech.randn(4):requires_grad_(true)
+  w.grad, b.grad = mech.randn(3, 4), mech.randn(4)
+  add("tensor", w)
+  add("optim", mech.optim.sgd({ { params = { w } }, { params = { b }, weight_decay = 0.1 } }, { lr = 0.1, momentum = 0.9 }))
   add("metrics", mech.sys.metrics(dir .. "/metrics.csv"))
   for _, s in ipairs(pool.model[1]:hook_names()) do names[#names + 1] = s.name end
   for _, s in ipairs(pool.model[2]:hook_names()) do names[#names + 1] = s.name end

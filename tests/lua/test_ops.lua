@@ -312,6 +312,80 @@ T.test("gradchecks of the new ops from Lua", function()
     {mech.randn(2, 3, 4, {requires_grad = true}), mech.randn(2, 5, 4, {requires_grad = true})}, opts))
 end)
 
+-- ------------------------------------------------------------------ functional layers
+
+T.test("layer_norm, rms_norm and causal_conv1d: values by hand", function()
+  local x = t {{1, 2, 3, 6}, {-1, 0, 0, 1}}
+  local w, b = t {1, 2, 0.5, -1}, t {0, 0.5, 1, 0}
+  local y = mech.layer_norm(x, w, b):tolist()
+  local yr = mech.rms_norm(x, w, 1e-6):tolist()
+  for r, row in ipairs(x:tolist()) do
+    local mean, var, ms = 0, 0, 0
+    for _, v in ipairs(row) do mean = mean + v / 4; ms = ms + v * v / 4 end
+    for _, v in ipairs(row) do var = var + (v - mean) ^ 2 / 4 end
+    for i, v in ipairs(row) do
+      local wi, bi = w:tolist()[i], b:tolist()[i]
+      T.near(y[r][i], (v - mean) / math.sqrt(var + 1e-5) * wi + bi, 1e-5)
+      T.near(yr[r][i], v / math.sqrt(ms + 1e-6) * wi, 1e-5)
+    end
+  end
+  T.near(mech.layer_norm(x, w):tolist()[1], mech.layer_norm(x, w, mech.zeros(4)):tolist()[1], 0, "no bias")
+  -- causal depthwise conv: out[t, d] = bias[d] + sum_k w[d, k] * x[t - (K-1) + k, d]
+  local xs = t {{{1, 10}, {2, 20}, {3, 30}, {4, 40}}} -- (B=1, L=4, D=2)
+  local cw, cb = t {{1, 2, 3}, {0.5, 0, -1}}, t {0.25, -1}
+  local out = mech.causal_conv1d(xs, cw, cb):tolist()[1]
+  for ti = 1, 4 do
+    for d = 1, 2 do
+      local acc = cb:tolist()[d]
+      for k = 1, 3 do
+        local src = ti - 3 + k
+        if src >= 1 then acc = acc + cw:tolist()[d][k] * xs:tolist()[1][src][d] end
+      end
+      T.near(out[ti][d], acc, 1e-5, "t " .. ti .. " d " .. d)
+    end
+  end
+  -- PyTorch's (D, 1, K) depthwise weight is the same conv
+  T.eq(mech.causal_conv1d(xs, cw:reshape(2, 1, 3), cb):tolist(), mech.causal_conv1d(xs, cw, cb):tolist())
+  T.eq(mech.causal_conv1d(xs, cw):shape(), {1, 4, 2})
+end)
+
+T.test("gradchecks of layer_norm, rms_norm and causal_conv1d", function()
+  local opts = {eps = 1e-3, atol = 3e-3, rtol = 2e-2}
+  local function r(...)
+    local dims = {...}
+    dims[#dims + 1] = {requires_grad = true}
+    return mech.randn(table.unpack(dims))
+  end
+  local ok, err = mech.gradcheck(function(x, w, b) return mech.layer_norm(x, w, b) end, {r(2, 3, 5), r(5), r(5)}, opts)
+  T.truthy(ok, err)
+  ok, err = mech.gradcheck(function(x, w) return mech.layer_norm(x, w, nil, 1e-3) end, {r(4, 6), r(6)}, opts)
+  T.truthy(ok, err)
+  ok, err = mech.gradcheck(function(x, w) return mech.rms_norm(x, w) end, {r(2, 3, 5), r(5)}, opts)
+  T.truthy(ok, err)
+  ok, err = mech.gradcheck(function(x, w, b) return mech.causal_conv1d(x, w, b) end, {r(2, 6, 3), r(3, 4), r(3)}, opts)
+  T.truthy(ok, err)
+  ok, err = mech.gradcheck(function(x, w) return mech.causal_conv1d(x, w) end, {r(1, 5, 2), r(2, 1, 2)}, opts)
+  T.truthy(ok, err)
+end)
+
+T.test("layer_norm, rms_norm and causal_conv1d: shape and argument errors", function()
+  local x = mech.randn(2, 3, 4)
+  T.raises(function() mech.layer_norm(x, mech.ones(3)) end, "layer_norm: argument 2 has shape [3], expected [4]")
+  T.raises(function() mech.layer_norm(x, mech.ones(4), mech.ones(5)) end, "layer_norm: argument 3 has shape [5], expected [4]")
+  T.raises(function() mech.layer_norm(x) end, "layer_norm: argument 2 expected a tensor, a number or a table of numbers, got no value")
+  T.raises(function() mech.layer_norm(x, mech.ones(4), nil, -1) end, "layer_norm: argument 4 expected a finite eps >= 0, got -1")
+  T.raises(function() mech.layer_norm(x, mech.ones(4), nil, "a") end, "layer_norm: argument 4 expected a number, got 'a'")
+  T.raises(function() mech.layer_norm(mech.tensor({1, 2}, {dtype = "int32"}), mech.ones(2)) end, "layer_norm: argument 1")
+  T.raises(function() mech.rms_norm(x, mech.ones(2, 2)) end, "rms_norm: argument 2 has shape [2,2], expected [4]")
+  T.raises(function() mech.rms_norm(x, mech.ones(4), 0 / 0) end, "rms_norm: argument 3 expected a finite eps >= 0")
+  T.raises(function() mech.rms_norm("x", mech.ones(4)) end, "rms_norm: argument 1 expected a tensor")
+  T.raises(function() mech.causal_conv1d(mech.randn(3, 4), mech.ones(4, 2)) end,
+    "causal_conv1d: argument 1 has 2 dimensions, expected [B,L,C]")
+  T.raises(function() mech.causal_conv1d(x, mech.ones(3, 2)) end, "causal_conv1d: argument 2")
+  T.raises(function() mech.causal_conv1d(x, mech.ones(4, 0)) end, "causal_conv1d: argument 2")
+  T.raises(function() mech.causal_conv1d(x, mech.ones(4, 2), mech.ones(3)) end, "causal_conv1d: argument 3")
+end)
+
 -- ------------------------------------------------------------------ error paths
 
 T.test("wrong types name the function and the argument", function()

@@ -1,0 +1,648 @@
+/* mech.optim: AdamW and SGD as objects over any list of leaf tensors, a mech.Model or a module
+ * (an object with :parameters() or :named_parameters()), in parameter groups; clipping by the
+ * global gradient norm. The maths and the state live in optim/optim.h (ml_optimizer); this file
+ * reads arguments and builds the tables of state_dict. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lua/binding.h"
+#include "optim/optim.h"
+
+#define MLL_OPTIM_MT "mech.Optimizer"
+
+typedef struct {
+    ml_optimizer *o;
+} optim_box;
+
+static const char *const adamw_keys[] = {"lr", "betas", "beta1", "beta2", "eps", "weight_decay", NULL};
+static const char *const sgd_keys[] = {"lr", "momentum", "dampening", "nesterov", "weight_decay", NULL};
+
+static const char *const *kind_keys(ml_optim_kind kind) { return kind == ML_OPTIM_SGD ? sgd_keys : adamw_keys; }
+
+/* Checks the keys of the option table at idx (plus "params" in a group): an unknown one is an
+ * error naming where it is, the keys allowed and the closest. */
+static void check_option_keys(lua_State *L, int idx, const char *fn, const char *where, ml_optim_kind kind,
+                              bool group) {
+    const char *const *keys = kind_keys(kind);
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: %s expected string keys, got a %s key", fn, where, luaL_typename(L, -1));
+        const char *k = lua_tostring(L, -1);
+        bool ok = group && !strcmp(k, "params");
+        for (int i = 0; keys[i] && !ok; i++) ok = !strcmp(k, keys[i]);
+        if (!ok) {
+            char list[160] = "";
+            for (int i = 0; keys[i]; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", keys[i]);
+            luaL_error(L, "%s: %s has an unknown option '%s' (expected %s%s; did you mean '%s'?)", fn, where, k,
+                       group ? "params, " : "", list, mlL_closest(k, keys));
+        }
+    }
+}
+
+static double opt_number(lua_State *L, int idx, const char *key, double def, const char *fn, const char *where) {
+    double v = def;
+    if (lua_getfield(L, idx, key) != LUA_TNIL) {
+        if (lua_type(L, -1) != LUA_TNUMBER) {
+            char got[160];
+            luaL_error(L, "%s: %s option '%s' expected a number, got %s", fn, where, key,
+                       mlL_describe(L, lua_gettop(L), got, sizeof got));
+        }
+        v = lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* Reads the hyper-parameters of the table at idx over h (which holds the defaults) and checks them. */
+static void read_hparams(lua_State *L, int idx, const char *fn, const char *where, ml_optim_kind kind,
+                         ml_optim_hparams *h) {
+    idx = lua_absindex(L, idx);
+    h->lr = opt_number(L, idx, "lr", h->lr, fn, where);
+    h->weight_decay = opt_number(L, idx, "weight_decay", h->weight_decay, fn, where);
+    if (kind == ML_OPTIM_ADAMW) {
+        if (lua_getfield(L, idx, "betas") != LUA_TNIL) {
+            int t = lua_gettop(L);
+            bool ok = lua_istable(L, t) && luaL_len(L, t) == 2;
+            for (int i = 1; ok && i <= 2; i++) {
+                ok = lua_geti(L, t, i) == LUA_TNUMBER;
+                if (ok) (i == 1 ? &h->beta1 : &h->beta2)[0] = lua_tonumber(L, -1);
+                lua_pop(L, 1);
+            }
+            if (!ok) {
+                char got[160];
+                luaL_error(L, "%s: %s option 'betas' expected a list of two numbers {beta1, beta2}, got %s", fn, where,
+                           mlL_describe(L, t, got, sizeof got));
+            }
+        }
+        lua_pop(L, 1);
+        h->beta1 = opt_number(L, idx, "beta1", h->beta1, fn, where);
+        h->beta2 = opt_number(L, idx, "beta2", h->beta2, fn, where);
+        h->eps = opt_number(L, idx, "eps", h->eps, fn, where);
+    } else {
+        h->momentum = opt_number(L, idx, "momentum", h->momentum, fn, where);
+        h->dampening = opt_number(L, idx, "dampening", h->dampening, fn, where);
+        if (lua_getfield(L, idx, "nesterov") != LUA_TNIL) {
+            if (!lua_isboolean(L, -1)) {
+                char got[160];
+                luaL_error(L, "%s: %s option 'nesterov' expected a boolean, got %s", fn, where,
+                           mlL_describe(L, lua_gettop(L), got, sizeof got));
+            }
+            h->nesterov = lua_toboolean(L, -1);
+        }
+        lua_pop(L, 1);
+    }
+    char why[160];
+    if (ml_optim_hparams_problem(kind, h, why, sizeof why)) luaL_error(L, "%s: %s %s", fn, where, why);
+}
+
+/* True when the value at idx is an object whose parameters come from a method: a mech.Model, or
+ * a table or userdata with parameters / named_parameters. Leaves the method on the stack. */
+static bool push_param_method(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    bool indexable = lua_istable(L, idx) || luaL_testudata(L, idx, "mech.Model") || luaL_testudata(L, idx, MLL_OPTIM_MT);
+    if (!indexable) return false;
+    static const char *const names[] = {"named_parameters", "parameters"};
+    for (int i = 0; i < 2; i++) {
+        if (lua_getfield(L, idx, names[i]) == LUA_TFUNCTION) return true;
+        lua_pop(L, 1);
+    }
+    return false;
+}
+
+/* Appends the tensors of the source at idx to the list at `list` (and, at the same positions, a
+ * label for messages to `labels`; *count is their length): a tensor (if allow_single), a list of
+ * tensors, or an object with :named_parameters() ({name, tensor} pairs or a name -> tensor map)
+ * or :parameters(). */
+static void collect(lua_State *L, int idx, int list, int labels, int *count, const char *fn, const char *where,
+                    bool allow_single) {
+    idx = lua_absindex(L, idx);
+    char got[160];
+    int top = lua_gettop(L);
+    /* stack: value, label -> stored at the next position */
+#define PUT()                                                                                              \
+    do {                                                                                                   \
+        if (lua_isnil(L, -2)) luaL_error(L, "%s: %s expected a tensor, got nil", fn, lua_tostring(L, -1)); \
+        ++*count;                                                                                          \
+        lua_rawseti(L, labels, *count);                                                                    \
+        lua_rawseti(L, list, *count);                                                                      \
+    } while (0)
+    if (mlL_testtensor(L, idx) && allow_single) {
+        lua_pushvalue(L, idx);
+        lua_pushstring(L, where);
+        PUT();
+    } else if (push_param_method(L, idx)) {
+        lua_pushvalue(L, idx);
+        lua_call(L, 1, 1);
+        int res = lua_gettop(L);
+        if (!lua_istable(L, res))
+            luaL_error(L, "%s: %s: its parameters method returned %s, expected a list of tensors", fn, where,
+                       mlL_describe(L, res, got, sizeof got));
+        lua_Integer n = luaL_len(L, res);
+        if (n > 0) { /* a list of tensors or of {name, tensor} pairs */
+            for (lua_Integer i = 1; i <= n; i++) {
+                lua_geti(L, res, i);
+                if (lua_istable(L, -1) && !mlL_testtensor(L, -1)) {
+                    lua_geti(L, -1, 2); /* tensor */
+                    lua_geti(L, -2, 1); /* name */
+                    lua_pushfstring(L, "%s parameter '%s'", where, lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
+                    lua_remove(L, -2);
+                } else {
+                    lua_pushvalue(L, -1);
+                    lua_pushfstring(L, "%s parameter %d", where, (int)i - 1);
+                }
+                PUT();
+                lua_pop(L, 1);
+            }
+        } else { /* a map name -> tensor: in the order of the sorted names, so the order is fixed */
+            lua_newtable(L);
+            int names = lua_gettop(L), k = 0;
+            lua_pushnil(L);
+            while (lua_next(L, res)) {
+                lua_pop(L, 1);
+                if (lua_type(L, -1) == LUA_TSTRING) {
+                    lua_pushvalue(L, -1);
+                    lua_rawseti(L, names, ++k);
+                }
+            }
+            lua_getglobal(L, "table");
+            lua_getfield(L, -1, "sort");
+            lua_pushvalue(L, names);
+            lua_call(L, 1, 0);
+            lua_pop(L, 1);
+            for (int i = 1; i <= k; i++) {
+                lua_geti(L, names, i);
+                lua_pushvalue(L, -1);
+                lua_gettable(L, res);
+                lua_pushfstring(L, "%s parameter '%s'", where, lua_tostring(L, -2));
+                PUT();
+                lua_pop(L, 1);
+            }
+        }
+    } else if (lua_istable(L, idx) && !mlL_testtensor(L, idx)) {
+        lua_Integer n = luaL_len(L, idx);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_geti(L, idx, i);
+            lua_pushfstring(L, "%s element %d", where, (int)i);
+            PUT();
+        }
+    } else {
+        luaL_error(L, "%s: %s expected a list of tensors, a mech.Model or a module with :parameters(), got %s", fn,
+                   where, mlL_describe(L, idx, got, sizeof got));
+    }
+#undef PUT
+    lua_settop(L, top);
+}
+
+/* Turns the lists at `list` / `labels` into tensors, checking each with check_param (leaf,
+ * requires grad, ...) when asked; a hole or a non-tensor is an error naming its label. */
+static ml_tensor **list_tensors(lua_State *L, int list, int labels, int n, const char *fn, bool check_param) {
+    ml_tensor **ts = lua_newuserdatauv(L, sizeof(ml_tensor *) * (size_t)(n ? n : 1), 0); /* freed with the stack */
+    char got[160], why[160];
+    for (int i = 0; i < n; i++) {
+        lua_geti(L, list, i + 1);
+        lua_geti(L, labels, i + 1);
+        int v = lua_gettop(L) - 1;
+        ml_tensor *t = mlL_testtensor(L, v);
+        if (!t) luaL_error(L, "%s: %s expected a tensor, got %s", fn, lua_tostring(L, -1), mlL_describe(L, v, got, sizeof got));
+        if (check_param && ml_optim_param_problem(t, why, sizeof why))
+            luaL_error(L, "%s: %s expected a float32 contiguous leaf tensor that requires grad, got %s", fn,
+                       lua_tostring(L, -1), why);
+        ts[i] = t;
+        lua_pop(L, 2);
+    }
+    return ts;
+}
+
+/* A list of groups: a table whose first element is a table that is neither a tensor nor a module,
+ * and that is not itself a module. */
+static bool is_group_list(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    if (!lua_istable(L, idx)) return false;
+    if (push_param_method(L, idx)) {
+        lua_pop(L, 1);
+        return false;
+    }
+    lua_geti(L, idx, 1);
+    bool g = false;
+    if (lua_istable(L, -1)) {
+        if (push_param_method(L, -1)) lua_pop(L, 1);
+        else g = true;
+    }
+    lua_pop(L, 1);
+    return g;
+}
+
+/* A method's argument error, counted as the caller sees it (self is not an argument). */
+static int meth_argerror(lua_State *L, const char *fn, int idx, const char *expected) {
+    char got[160];
+    mlL_describe(L, idx, got, sizeof got);
+    return luaL_error(L, "%s: argument %d expected %s, got %s", fn, idx - 1, expected, got);
+}
+
+static int new_optimizer(lua_State *L, ml_optim_kind kind) {
+    const char *fn = kind == ML_OPTIM_SGD ? "mech.optim.sgd" : "mech.optim.adamw";
+    lua_settop(L, 2);
+    ml_optim_hparams base = ml_optim_defaults(kind);
+    if (!lua_isnil(L, 2)) {
+        if (!lua_istable(L, 2)) mlL_argerror(L, fn, 2, "an option table");
+        check_option_keys(L, 2, fn, "argument 2", kind, false);
+        read_hparams(L, 2, fn, "argument 2", kind, &base);
+    }
+    lua_newtable(L); /* 3: tensors */
+    lua_newtable(L); /* 4: labels */
+    int n_groups = 0, n = 0;
+    /* the groups' hyper-parameters and sizes, in a userdata freed with the stack */
+    ml_optim_hparams *hs;
+    int *counts;
+    if (is_group_list(L, 1)) {
+        int ng = (int)luaL_len(L, 1);
+        hs = lua_newuserdatauv(L, sizeof *hs * (size_t)ng, 0);
+        counts = lua_newuserdatauv(L, sizeof *counts * (size_t)ng, 0);
+        for (int g = 0; g < ng; g++) {
+            char w[64]; /* "argument 1 group 3": where messages point */
+            snprintf(w, sizeof w, "argument 1 group %d", g + 1);
+            lua_geti(L, 1, g + 1);
+            int gi = lua_gettop(L);
+            if (!lua_istable(L, gi) || mlL_testtensor(L, gi)) {
+                char got[160];
+                luaL_error(L, "%s: %s expected a table {params = ..., lr = ..., ...}, got %s", fn, w,
+                           mlL_describe(L, gi, got, sizeof got));
+            }
+            check_option_keys(L, gi, fn, w, kind, true);
+            hs[g] = base;
+            read_hparams(L, gi, fn, w, kind, &hs[g]);
+            int before = n;
+            if (lua_getfield(L, gi, "params") == LUA_TNIL) luaL_error(L, "%s: %s has no 'params'", fn, w);
+            char where[80];
+            snprintf(where, sizeof where, "%s params", w);
+            collect(L, -1, 3, 4, &n, fn, where, false);
+            counts[g] = n - before;
+            lua_pop(L, 2);
+        }
+        n_groups = ng;
+    } else {
+        hs = lua_newuserdatauv(L, sizeof *hs, 0);
+        counts = lua_newuserdatauv(L, sizeof *counts, 0);
+        hs[0] = base;
+        collect(L, 1, 3, 4, &n, fn, "argument 1", false);
+        counts[0] = n;
+        n_groups = 1;
+    }
+    if (n == 0) {
+        char got[160];
+        luaL_error(L, "%s: argument 1 expected a non-empty list of tensors, a mech.Model or a module, got %s", fn,
+                   mlL_describe(L, 1, got, sizeof got));
+    }
+    ml_tensor **ts = list_tensors(L, 3, 4, n, fn, true);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            if (ts[i] == ts[j]) {
+                lua_geti(L, 4, i + 1);
+                lua_geti(L, 4, j + 1);
+                luaL_error(L, "%s: %s is the same tensor as %s (a parameter may appear once)", fn, lua_tostring(L, -2),
+                           lua_tostring(L, -1));
+            }
+    optim_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->o = NULL;
+    luaL_setmetatable(L, MLL_OPTIM_MT);
+    b->o = ml_optimizer_new(kind, n_groups, hs, counts, ts);
+    if (!b->o) return mlL_raise(L);
+    size_t elems = 0;
+    for (int i = 0; i < n; i++) elems += (size_t)ml_numel(ts[i]);
+    mlL_account(L, elems * (kind == ML_OPTIM_ADAMW ? 8 : 4));
+    return 1;
+}
+
+static int l_adamw(lua_State *L) { return new_optimizer(L, ML_OPTIM_ADAMW); }
+static int l_sgd(lua_State *L) { return new_optimizer(L, ML_OPTIM_SGD); }
+
+static ml_optimizer *check_opt(lua_State *L, int arg, const char *fn) {
+    optim_box *b = luaL_testudata(L, arg, MLL_OPTIM_MT);
+    if (!b) mlL_argerror(L, fn, arg, "a mech.optim optimizer (mech.optim.adamw or mech.optim.sgd)");
+    if (!b->o) luaL_error(L, "%s: the optimizer is not initialised", fn);
+    return b->o;
+}
+
+/* An optional 0-based group index at arg; -1 when absent (all groups). */
+static int opt_group(lua_State *L, int arg, const ml_optimizer *o, const char *fn) {
+    if (lua_isnoneornil(L, arg)) return -1;
+    int ok = 0;
+    lua_Integer g = lua_type(L, arg) == LUA_TNUMBER ? lua_tointegerx(L, arg, &ok) : 0;
+    if (!ok || g < 0 || g >= o->n_groups) {
+        char what[64];
+        snprintf(what, sizeof what, "a group index in [0, %d]", o->n_groups - 1);
+        meth_argerror(L, fn, arg, what);
+    }
+    return (int)g;
+}
+
+static int o_step(lua_State *L) {
+    if (ml_optimizer_step(check_opt(L, 1, "step"))) return mlL_raise(L);
+    return 0;
+}
+
+/* opt:zero_grad([set_to_none = true]) */
+static int o_zero_grad(lua_State *L) {
+    ml_optimizer *o = check_opt(L, 1, "zero_grad");
+    bool none = true;
+    if (!lua_isnoneornil(L, 2)) {
+        if (!lua_isboolean(L, 2)) meth_argerror(L, "zero_grad", 2, "a boolean set_to_none");
+        none = lua_toboolean(L, 2);
+    }
+    ml_optimizer_zero_grad(o, none);
+    return 0;
+}
+
+/* opt:set_lr(lr [, group]) */
+static int o_set_lr(lua_State *L) {
+    const char *fn = "set_lr";
+    ml_optimizer *o = check_opt(L, 1, fn);
+    if (lua_type(L, 2) != LUA_TNUMBER) meth_argerror(L, fn, 2, "a learning rate (number >= 0)");
+    double lr = lua_tonumber(L, 2);
+    if (!(lr >= 0) || isinf(lr)) meth_argerror(L, fn, 2, "a finite learning rate >= 0");
+    int g = opt_group(L, 3, o, fn);
+    for (int i = 0; i < o->n_groups; i++)
+        if (g < 0 || g == i) o->groups[i].h.lr = lr;
+    return 0;
+}
+
+/* opt:get_lr([group = 0]) */
+static int o_get_lr(lua_State *L) {
+    ml_optimizer *o = check_opt(L, 1, "get_lr");
+    int g = opt_group(L, 2, o, "get_lr");
+    lua_pushnumber(L, o->groups[g < 0 ? 0 : g].h.lr);
+    return 1;
+}
+
+/* The hyper-parameters of group g as a table (PyTorch's param_group without the tensors). */
+static void push_hparams(lua_State *L, const ml_optimizer *o, int g) {
+    const ml_optim_hparams *h = &o->groups[g].h;
+    lua_newtable(L);
+    lua_pushnumber(L, h->lr), lua_setfield(L, -2, "lr");
+    lua_pushnumber(L, h->weight_decay), lua_setfield(L, -2, "weight_decay");
+    if (o->kind == ML_OPTIM_ADAMW) {
+        lua_createtable(L, 2, 0);
+        lua_pushnumber(L, h->beta1), lua_rawseti(L, -2, 1);
+        lua_pushnumber(L, h->beta2), lua_rawseti(L, -2, 2);
+        lua_setfield(L, -2, "betas");
+        lua_pushnumber(L, h->eps), lua_setfield(L, -2, "eps");
+    } else {
+        lua_pushnumber(L, h->momentum), lua_setfield(L, -2, "momentum");
+        lua_pushnumber(L, h->dampening), lua_setfield(L, -2, "dampening");
+        lua_pushboolean(L, h->nesterov), lua_setfield(L, -2, "nesterov");
+    }
+}
+
+/* opt:param_groups() -> {{lr=, weight_decay=, ..., params = {tensor, ...}}, ...} (copies of the
+ * hyper-parameters; change them with set_lr) */
+static int o_param_groups(lua_State *L) {
+    ml_optimizer *o = check_opt(L, 1, "param_groups");
+    lua_createtable(L, o->n_groups, 0);
+    for (int g = 0; g < o->n_groups; g++) {
+        push_hparams(L, o, g);
+        lua_createtable(L, o->groups[g].count, 0);
+        for (int k = 0; k < o->groups[g].count; k++) {
+            mlL_pushtensor(L, ml_retain(o->state[o->groups[g].first + k].param));
+            lua_rawseti(L, -2, k + 1);
+        }
+        lua_setfield(L, -2, "params");
+        lua_rawseti(L, -2, g + 1);
+    }
+    return 1;
+}
+
+/* opt:parameters() -> every tensor, in order (so clip_grad_norm(opt, ...) works) */
+static int o_parameters(lua_State *L) {
+    ml_optimizer *o = check_opt(L, 1, "parameters");
+    lua_createtable(L, o->n_params, 0);
+    for (int i = 0; i < o->n_params; i++) {
+        mlL_pushtensor(L, ml_retain(o->state[i].param));
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static const char *buf_name(ml_optim_kind kind, int k) {
+    return kind == ML_OPTIM_SGD ? "momentum_buffer" : k == 0 ? "exp_avg" : "exp_avg_sq";
+}
+
+/* opt:state_dict() -> {kind=, state = {[i] = {step=, exp_avg=, exp_avg_sq=} or {step=, momentum_buffer=}},
+ * param_groups = {{lr=, ..., params = {i, ...}}, ...}} with 0-based parameter indices, as PyTorch.
+ * The tensors are copies: later steps do not change a saved dict. */
+static int o_state_dict(lua_State *L) {
+    ml_optimizer *o = check_opt(L, 1, "state_dict");
+    lua_newtable(L);
+    lua_pushstring(L, ml_optim_kind_name(o->kind)), lua_setfield(L, -2, "kind");
+    lua_newtable(L);
+    for (int i = 0; i < o->n_params; i++) {
+        const ml_optim_state *s = &o->state[i];
+        if (s->step == 0 && !s->buf1) continue; /* never updated: no state, as PyTorch */
+        lua_newtable(L);
+        lua_pushinteger(L, s->step), lua_setfield(L, -2, "step");
+        const ml_tensor *bufs[2] = {s->buf1, s->buf2};
+        for (int k = 0; k < 2; k++)
+            if (bufs[k]) {
+                mlL_pushtensor(L, ml_copy_contiguous(bufs[k], ML_F32));
+                lua_setfield(L, -2, buf_name(o->kind, k));
+            }
+        lua_rawseti(L, -2, i);
+    }
+    lua_setfield(L, -2, "state");
+    lua_createtable(L, o->n_groups, 0);
+    for (int g = 0; g < o->n_groups; g++) {
+        push_hparams(L, o, g);
+        lua_createtable(L, o->groups[g].count, 0);
+        for (int k = 0; k < o->groups[g].count; k++) {
+            lua_pushinteger(L, o->groups[g].first + k);
+            lua_rawseti(L, -2, k + 1);
+        }
+        lua_setfield(L, -2, "params");
+        lua_rawseti(L, -2, g + 1);
+    }
+    lua_setfield(L, -2, "param_groups");
+    return 1;
+}
+
+/* opt:load_state_dict(sd): the groups' hyper-parameters and every parameter's state from a dict
+ * of opt:state_dict() (same kind, group sizes and shapes). Everything is checked first. */
+static int o_load_state_dict(lua_State *L) {
+    const char *fn = "load_state_dict";
+    ml_optimizer *o = check_opt(L, 1, fn);
+    lua_settop(L, 2);
+    if (!lua_istable(L, 2)) meth_argerror(L, fn, 2, "a table from opt:state_dict()");
+    const char *kind = ml_optim_kind_name(o->kind);
+    if (lua_getfield(L, 2, "kind") != LUA_TSTRING || strcmp(lua_tostring(L, -1), kind))
+        luaL_error(L, "%s: argument 1 expected the state of a %s optimizer, got kind %s", fn, kind,
+                   lua_isstring(L, -1) ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    lua_pop(L, 1);
+    if (lua_getfield(L, 2, "param_groups") != LUA_TTABLE || luaL_len(L, -1) != o->n_groups)
+        luaL_error(L, "%s: argument 1 expected param_groups, a list of %d groups", fn, o->n_groups);
+    int groups = lua_gettop(L);
+    ml_optim_hparams *hs = lua_newuserdatauv(L, sizeof *hs * (size_t)o->n_groups, 0);
+    for (int g = 0; g < o->n_groups; g++) {
+        char where[64];
+        snprintf(where, sizeof where, "argument 1 param_groups[%d]", g + 1);
+        if (lua_geti(L, groups, g + 1) != LUA_TTABLE) luaL_error(L, "%s: %s expected a table", fn, where);
+        hs[g] = o->groups[g].h;
+        read_hparams(L, -1, fn, where, o->kind, &hs[g]);
+        if (lua_getfield(L, -1, "params") != LUA_TTABLE || luaL_len(L, -1) != o->groups[g].count)
+            luaL_error(L, "%s: %s expected params, a list of %d parameter indices (the optimizer's group %d)", fn, where,
+                       o->groups[g].count, g);
+        lua_pop(L, 2);
+    }
+    if (lua_getfield(L, 2, "state") != LUA_TTABLE) luaL_error(L, "%s: argument 1 expected a 'state' table", fn);
+    int state = lua_gettop(L);
+    char b1[ML_SHAPE_STR], b2[ML_SHAPE_STR];
+    for (int pass = 0; pass < 2; pass++) /* check all, then apply */
+        for (int i = 0; i < o->n_params; i++) {
+            const ml_tensor *p = o->state[i].param;
+            lua_geti(L, state, i);
+            if (lua_isnil(L, -1)) {
+                if (pass) ml_optimizer_set_state(o, i, 0, NULL, NULL);
+                lua_pop(L, 1);
+                continue;
+            }
+            if (!lua_istable(L, -1)) luaL_error(L, "%s: argument 1 state[%d] expected a table", fn, i);
+            lua_getfield(L, -1, "step");
+            int ok = 0;
+            lua_Integer step = lua_tointegerx(L, -1, &ok);
+            if (!ok || step < 0) luaL_error(L, "%s: argument 1 state[%d].step expected an integer >= 0", fn, i);
+            lua_pop(L, 1);
+            const ml_tensor *bufs[2] = {NULL, NULL};
+            for (int k = 0; k < (o->kind == ML_OPTIM_ADAMW ? 2 : 1); k++) {
+                lua_getfield(L, -1 - k, buf_name(o->kind, k));
+                ml_tensor *t = mlL_testtensor(L, -1);
+                if (!t && !lua_isnil(L, -1))
+                    luaL_error(L, "%s: argument 1 state[%d].%s expected a tensor", fn, i, buf_name(o->kind, k));
+                if (t && (t->dtype != ML_F32 || !ml_same_shape(t, p)))
+                    luaL_error(L, "%s: argument 1 state[%d].%s has %s %s, expected float32 %s (parameter %d)", fn, i,
+                               buf_name(o->kind, k), ml_dtype_name(t->dtype), ml_shape_str(b1, t->ndim, t->shape),
+                               ml_shape_str(b2, p->ndim, p->shape), i);
+                bufs[k] = t;
+            }
+            if (o->kind == ML_OPTIM_ADAMW && (!bufs[0] || !bufs[1]))
+                luaL_error(L, "%s: argument 1 state[%d] expected exp_avg and exp_avg_sq", fn, i);
+            if (pass && ml_optimizer_set_state(o, i, step, bufs[0], bufs[1])) return mlL_raise(L);
+            lua_settop(L, state);
+        }
+    for (int g = 0; g < o->n_groups; g++) o->groups[g].h = hs[g];
+    return 0;
+}
+
+static int o_gc(lua_State *L) {
+    optim_box *b = luaL_checkudata(L, 1, MLL_OPTIM_MT);
+    ml_optimizer_free(b->o);
+    b->o = NULL;
+    return 0;
+}
+
+static int o_tostring(lua_State *L) {
+    optim_box *b = luaL_checkudata(L, 1, MLL_OPTIM_MT);
+    if (!b->o) {
+        lua_pushliteral(L, "mech.optim (freed)");
+        return 1;
+    }
+    const ml_optimizer *o = b->o;
+    int64_t elems = 0;
+    for (int i = 0; i < o->n_params; i++) elems += ml_numel(o->state[i].param);
+    luaL_Buffer buf;
+    luaL_buffinit(L, &buf);
+    lua_pushfstring(L, "mech.optim.%s(%d tensors, %I elements", ml_optim_kind_name(o->kind), o->n_params,
+                    (lua_Integer)elems);
+    luaL_addvalue(&buf);
+    for (int g = 0; g < o->n_groups; g++) {
+        const ml_optim_hparams *h = &o->groups[g].h;
+        char line[200];
+        if (o->kind == ML_OPTIM_ADAMW)
+            snprintf(line, sizeof line, "; group %d: %d tensors, lr %g, betas (%g, %g), eps %g, weight_decay %g", g,
+                     o->groups[g].count, h->lr, h->beta1, h->beta2, h->eps, h->weight_decay);
+        else
+            snprintf(line, sizeof line, "; group %d: %d tensors, lr %g, momentum %g, dampening %g, nesterov %s, weight_decay %g",
+                     g, o->groups[g].count, h->lr, h->momentum, h->dampening, h->nesterov ? "true" : "false",
+                     h->weight_decay);
+        luaL_addstring(&buf, line);
+    }
+    luaL_addchar(&buf, ')');
+    luaL_pushresult(&buf);
+    return 1;
+}
+
+/* Fields: kind, n_groups, n_params, lr (group 0's; setting it sets every group's); then the methods. */
+static int o_index(lua_State *L) {
+    ml_optimizer *o = check_opt(L, 1, "index");
+    const char *k = lua_tostring(L, 2);
+    if (k && !strcmp(k, "kind")) lua_pushstring(L, ml_optim_kind_name(o->kind));
+    else if (k && !strcmp(k, "n_groups")) lua_pushinteger(L, o->n_groups);
+    else if (k && !strcmp(k, "n_params")) lua_pushinteger(L, o->n_params);
+    else if (k && !strcmp(k, "lr")) lua_pushnumber(L, o->groups[0].h.lr);
+    else {
+        lua_pushvalue(L, 2);
+        lua_rawget(L, lua_upvalueindex(1));
+    }
+    return 1;
+}
+
+/* opt.lr = x sets every group's lr (opt:set_lr(x)); no other field can be set. */
+static int o_newindex(lua_State *L) {
+    ml_optimizer *o = check_opt(L, 1, "set_lr");
+    const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
+    if (!k || strcmp(k, "lr"))
+        return luaL_error(L, "mech.optim: field '%s' cannot be set (only lr; opt:set_lr(lr, group) sets one group's)",
+                          k ? k : luaL_typename(L, 2));
+    if (lua_type(L, 3) != LUA_TNUMBER || !(lua_tonumber(L, 3) >= 0) || isinf(lua_tonumber(L, 3))) {
+        char got[160];
+        return luaL_error(L, "opt.lr: expected a finite learning rate >= 0, got %s", mlL_describe(L, 3, got, sizeof got));
+    }
+    for (int g = 0; g < o->n_groups; g++) o->groups[g].h.lr = lua_tonumber(L, 3);
+    return 0;
+}
+
+/* mech.optim.clip_grad_norm(params, max_norm) -> the global L2 norm of the gradients before clipping */
+static int l_clip_grad_norm(lua_State *L) {
+    const char *fn = "mech.optim.clip_grad_norm";
+    lua_settop(L, 2);
+    if (lua_type(L, 2) != LUA_TNUMBER) mlL_argerror(L, fn, 2, "a number max_norm >= 0");
+    double max_norm = lua_tonumber(L, 2);
+    if (isnan(max_norm) || max_norm < 0) mlL_argerror(L, fn, 2, "a number max_norm >= 0");
+    lua_newtable(L);
+    lua_newtable(L);
+    if (is_group_list(L, 1)) luaL_error(L, "%s: argument 1 expected tensors, not parameter groups (pass opt itself)", fn);
+    int n = 0;
+    collect(L, 1, 3, 4, &n, fn, "argument 1", true);
+    ml_tensor **ts = list_tensors(L, 3, 4, n, fn, false);
+    double total;
+    if (ml_clip_grad_norm(n, ts, max_norm, &total)) return mlL_raise(L);
+    lua_pushnumber(L, total);
+    return 1;
+}
+
+int mlL_open_optim(lua_State *L) {
+    static const luaL_Reg methods[] = {{"step", o_step},
+                                       {"zero_grad", o_zero_grad},
+                                       {"set_lr", o_set_lr},
+                                       {"get_lr", o_get_lr},
+                                       {"param_groups", o_param_groups},
+                                       {"parameters", o_parameters},
+                                       {"state_dict", o_state_dict},
+                                       {"load_state_dict", o_load_state_dict},
+                                       {NULL, NULL}};
+    luaL_newmetatable(L, MLL_OPTIM_MT);
+    luaL_newlib(L, methods);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "methods"); /* as mech.Tensor's: the fuzzer and help find them there too */
+    lua_pushcclosure(L, o_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, o_gc), lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, o_newindex), lua_setfield(L, -2, "__newindex");
+    lua_pushcfunction(L, o_tostring), lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+    static const luaL_Reg funcs[] = {
+        {"adamw", l_adamw}, {"sgd", l_sgd}, {"clip_grad_norm", l_clip_grad_norm}, {NULL, NULL}};
+    luaL_newlib(L, funcs);
+    lua_setfield(L, -2, "optim");
+    return 0;
+}

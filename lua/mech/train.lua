@@ -238,7 +238,7 @@ local function run_locked(c, t0, prior, ckpt_path)
       ckpt_total, total), 0)
   end
   local manifest = {
-    config = recorded_config(c, task), task = task:config(), model = recorded_model(model), seed = c.seed,
+    config = recorded_config(c, task), task = task:spec(), model = recorded_model(model), seed = c.seed,
     version = mech.version, git = mech.git, host = mech.sys.hostname(), pid = mech.sys.getpid(),
     command = command_line(), threads = mech.threads(), params = model:n_params(), steps = total,
     start_time = prior and prior.start_time or started, status = "running", step = start, resumed_from = start,
@@ -310,6 +310,8 @@ local function run_locked(c, t0, prior, ckpt_path)
       ["train.step"] = tostring(step), ["train.total"] = tostring(total), ["train.schedule"] = c.schedule,
       ["train.lr"] = string.format("%.17g", c.lr), ["train.warmup"] = string.format("%.17g", c.warmup),
       ["train.seed"] = tostring(c.seed), ["task.name"] = task:name(),
+      -- the task's whole record: mech.task.from_checkpoint rebuilds it (docs/training.md)
+      ["task.spec"] = json.encode(task:spec()),
     } })
     manifest.step = step -- what a resume would start from; `sweep status` shows it
     manifest.wall_s = wall_s()

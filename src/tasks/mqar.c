@@ -174,14 +174,30 @@ ml_status ml_mqar_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *
     }
     for (int i = 0; i < n; i++) used[s->keys[i]] = used[s->vals[i]] = 0;
     /* distinct gaps, each drawn from the law renormalised over the gaps not yet taken (what the
-     * original's rounds of choice(p=...) amount to) */
+     * original's rounds of choice(p=...) amount to): by rejection, or, once the taken gaps hold
+     * most of the mass, from the running sum of what is left */
+    double *rest = NULL;
     for (int i = 0; i < n; i++) {
-        int g;
-        do g = ml_np_search_right(t->mq_cdf, t->mq_space, ml_rng_double(rng));
-        while (used[g]);
+        int g = -1;
+        for (int tries = 0; tries < 64 && g < 0; tries++) {
+            int x = ml_np_search_right(t->mq_cdf, t->mq_space, ml_rng_double(rng));
+            if (!used[x]) g = x;
+        }
+        if (g < 0) {
+            if (!rest && !(rest = malloc((size_t)t->mq_space * sizeof(double)))) {
+                for (int j = 0; j < i; j++) used[s->elig[j]] = 0;
+                return ml_fail(ML_ERR_MEM, "task:dataset: out of memory");
+            }
+            double acc = 0;
+            for (int x = 0; x < t->mq_space; x++) rest[x] = acc += used[x] ? 0.0 : t->mq_p[x];
+            double u = ml_rng_double(rng) * acc;
+            g = ml_np_search_right(rest, t->mq_space, u);
+            while (used[g]) g--; /* a zero-mass step the search may land past; never below an untaken gap */
+        }
         used[g] = 1;
         s->elig[i] = g;
     }
+    free(rest);
     for (int i = 0; i < n; i++) used[s->elig[i]] = 0;
     return mqar_write(t, s->keys, s->vals, s->elig, rng, doc);
 }
@@ -191,20 +207,15 @@ ml_status ml_mqar_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *
 /* choice(pool, size=n, replace=False) without p: the first n entries of permutation(pool)
  * (a Fisher-Yates shuffle of arange(pool) from the top, j = randint(0, i + 1)). */
 static void np_choice_noreplace(ml_np_random *r, int pool, int n, int32_t *perm, int32_t *out) {
-    for (int i = 0; i < pool; i++) perm[i] = i;
-    for (int i = pool - 1; i >= 1; i--) {
-        int j = (int)ml_np_below(r, (uint32_t)i + 1u);
-        int32_t x = perm[i];
-        perm[i] = perm[j];
-        perm[j] = x;
-    }
+    ml_np_permutation(r, pool, perm);
     memcpy(out, perm, (size_t)n * sizeof(int32_t));
 }
 
 /* choice(space, size=n, replace=False, p=p): rounds of random_sample(n - found), each searched in
  * the running sum of p with the gaps found so far set to 0, keeping new values in order of first
  * appearance. */
-static void np_choice_p(const ml_task *t, ml_np_random *r, int n, double *p, double *cdf, double *u, int32_t *out) {
+static void np_choice_p(const ml_task *t, ml_np_random *r, int n, double *p, double *cdf, double *u, uint8_t *taken,
+                        int32_t *out) {
     int space = t->mq_space, found = 0;
     memcpy(p, t->mq_p, (size_t)space * sizeof(double));
     while (found < n) {
@@ -216,14 +227,14 @@ static void np_choice_p(const ml_task *t, ml_np_random *r, int n, double *p, dou
         } else {
             memcpy(cdf, t->mq_cdf, (size_t)space * sizeof(double));
         }
-        int start = found;
+        /* a gap found in an earlier round has p = 0 and cannot come again, so one mark per gap
+         * is numpy's per-round unique() */
         for (int i = 0; i < k; i++) {
             int g = ml_np_search_right(cdf, space, u[i]);
-            bool dup = false;
-            for (int j = start; j < found && !dup; j++) dup = out[j] == g;
-            if (!dup) out[found++] = g;
+            if (!taken[g]) taken[g] = 1, out[found++] = g;
         }
     }
+    for (int i = 0; i < n; i++) taken[out[i]] = 0;
 }
 
 ml_status ml_mqar_generate_np(const ml_task *t, int64_t n_docs, uint32_t seed, int32_t *keys, int32_t *vals,
@@ -234,9 +245,10 @@ ml_status ml_mqar_generate_np(const ml_task *t, int64_t n_docs, uint32_t seed, i
     int32_t *perm = malloc((size_t)pool * sizeof(int32_t));
     double *p = malloc((size_t)space * sizeof(double)), *cdf = malloc((size_t)space * sizeof(double));
     double *u = malloc((size_t)n * sizeof(double));
+    uint8_t *taken = calloc((size_t)space, 1);
     ml_np_random *r = malloc(sizeof *r);
     ml_status st = ML_OK;
-    if (!perm || !p || !cdf || !u || !r) {
+    if (!perm || !p || !cdf || !u || !taken || !r) {
         st = ml_fail(ML_ERR_MEM, "task:dataset: out of memory");
         goto done;
     }
@@ -252,8 +264,12 @@ ml_status ml_mqar_generate_np(const ml_task *t, int64_t n_docs, uint32_t seed, i
         np_choice_noreplace(r, c->vocab_size - K, n, perm, vals + d * n);
         for (int i = 0; i < n; i++) vals[d * n + i] += K;
     }
-    for (int64_t d = 0; d < n_docs; d++) np_choice_p(t, r, n, p, cdf, u, gaps + d * n);
+    for (int64_t d = 0; d < n_docs; d++) {
+        if ((d & 1023) == 1023 && (st = ml_check_interrupt("task:dataset")) != ML_OK) goto done;
+        np_choice_p(t, r, n, p, cdf, u, taken, gaps + d * n);
+    }
 done:
+    free(taken);
     free(perm);
     free(p);
     free(cdf);

@@ -207,6 +207,13 @@ T.test("a task built by hand, and MQAR, come back from the checkpoint; older che
     T.eq(back:spec(), task:spec())
     T.truthy(same_docs(back, task, 16, { split = "test", seed = 5 }))
   end
+  -- a record as the config's task (data, as a sweep file holds it) trains on that task
+  local spec = mech.task.mqar { vocab_size = 32, input_seq_len = 16, num_kv_pairs = 2, seed = 4 }:spec()
+  local r = train.run(config { out = tmp .. "/from_spec", task = spec, steps = 1, train_docs = 16, eval_docs = 8,
+    model = { arch = "attention", d_model = 8, n_layers = 1 } })
+  T.eq(r.task:spec(), spec)
+  T.eq(json.decode(read(tmp .. "/from_spec/manifest.json")).config.task, spec)
+  T.eq(mech.task.from_checkpoint(tmp .. "/from_spec/checkpoint.safetensors"):spec(), spec)
   -- a checkpoint without a record: the preset of task.name at the training seed
   local m = mech.model { arch = "attention", d_model = 8, n_layers = 1, vocab = 16 }
   local p = tmp .. "/old.safetensors"

@@ -345,6 +345,19 @@ static void read_doc(lua_State *L, int idx, const ml_task *t, ml_doc *d, const c
     for (int q = 0; ty && q <= ML_QT_SIBLING; q++)
         if (strcmp(ty, ml_qtype_name((ml_qtype)q)) == 0) d->qtype = (ml_qtype)q;
     lua_pop(L, 1);
+    /* readouts and their answers (MQAR's queries), when the table has both, equally long */
+    d->n_reads = 0;
+    lua_getfield(L, idx, "readouts");
+    lua_getfield(L, idx, "answers");
+    int nr = lua_istable(L, -2) && lua_istable(L, -1) ? (int)luaL_len(L, -2) : 0;
+    if (nr > 0 && nr <= len && luaL_len(L, -1) == nr) {
+        read_int_array(L, idx, "readouts", d->read_pos, nr, fn);
+        read_int_array(L, idx, "answers", d->read_ans, nr, fn);
+        bool ok = true;
+        for (int j = 0; j < nr; j++) ok = ok && d->read_pos[j] >= 0 && d->read_pos[j] < len;
+        d->n_reads = ok ? nr : 0;
+    }
+    lua_pop(L, 2);
     memset(&d->stats, 0, sizeof d->stats);
     d->n_yield = 0;
     lua_getfield(L, idx, "tree");

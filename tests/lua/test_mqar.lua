@@ -102,7 +102,12 @@ T.test("philox mode: the layout, distinct keys and values, queries after the con
   T.eq((again - tokens):abs():max():item(), 0)
   local train_tokens = task:dataset(4, { seed = 5, split = "train" }):batch(0, 4)
   T.truthy((train_tokens - tokens):abs():max():item() > 0)
-  T.truthy(ds:show(0):find("k", 1, true))
+  local shown = ds:show(0)
+  T.truthy(shown:find("readouts (answer)", 1, true), shown)
+  T.eq(mech.task.show(ds:doc(0)), shown) -- the document table carries its readouts
+  local d0 = ds:doc(0)
+  d0.readouts = { "x" }
+  T.raises(function() mech.task.show(d0) end, "doc.readouts[1] expected an integer")
   T.eq(task:to_str_tokens({ 0, 1, 64, 127 }), { "_", "k1", "v0", "v63" })
 end)
 

@@ -295,6 +295,30 @@ const int32_t *ml_dataset_all_targets(const ml_dataset *ds, int64_t i, int *n) {
     return ds->all_targets + ds->all_off[i];
 }
 
+ml_status ml_dataset_readout_positions(const ml_dataset *ds, int64_t i, int j, int32_t pos[ML_NPOS]) {
+    if (i < 0 || i >= ds->n)
+        return ml_fail(ML_ERR_INDEX, "dataset:readout_positions: document %lld out of range 0..%lld", (long long)i,
+                       (long long)ds->n - 1);
+    int nr, len;
+    const int32_t *rp = ml_dataset_readouts(ds, i, &nr, NULL);
+    if (j < 0 || j >= nr)
+        return ml_fail(ML_ERR_INDEX, "dataset:readout_positions: readout %d out of range 0..%d", j, nr - 1);
+    memcpy(pos, ml_dataset_positions(ds, i), ML_NPOS * sizeof(int32_t));
+    const ml_task *t = ds->task;
+    if (t->kind != ML_TASK_MQAR) return ML_OK;
+    const int32_t *tok = ml_dataset_tokens(ds, i, &len);
+    int C = t->mq_context, n2 = 2 * t->mqar.num_kv_pairs, q = rp[j];
+    int qio = -1;
+    for (int p = C - n2; p < C && qio < 0; p += 2) /* keys are distinct: one match */
+        if (tok[p] == tok[q]) qio = p;
+    pos[ML_POS_QUERY_ITEM_ORIG] = qio;
+    pos[ML_POS_TARGET_ITEM_ORIG] = qio < 0 ? -1 : qio + 1;
+    pos[ML_POS_QUERY_ITEM] = q;
+    pos[ML_POS_TARGET_ITEM] = q + 1;
+    pos[ML_POS_NEXT_KEY] = qio >= 0 && qio + 2 < C ? qio + 2 : -1;
+    return ML_OK;
+}
+
 ml_status ml_dataset_get_doc(const ml_dataset *ds, int64_t i, ml_doc *doc) {
     if (i < 0 || i >= ds->n)
         return ml_fail(ML_ERR_INDEX, "dataset:doc: document %lld out of range 0..%lld", (long long)i,

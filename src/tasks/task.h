@@ -213,6 +213,11 @@ ml_qtype ml_dataset_qtype(const ml_dataset *ds, int64_t i);
 const int32_t *ml_dataset_all_targets(const ml_dataset *ds, int64_t i, int *n);
 /* Readouts of document i (positions and answers, n of them; in document order). */
 const int32_t *ml_dataset_readouts(const ml_dataset *ds, int64_t i, int *n, const int32_t **answers);
+/* The named positions of readout j of document i (ML_NPOS entries into pos): for AR and ATR
+ * (j = 0) the document's; for MQAR those of query j: query_item = the query, target_item = query
+ * + 1, query_item_orig / target_item_orig its pair in the context's last pass, next_key the next
+ * key there (-1 after the last pair). For an evaluator that reads every query. */
+ml_status ml_dataset_readout_positions(const ml_dataset *ds, int64_t i, int j, int32_t pos[ML_NPOS]);
 /* Copies document i into doc (tree included) for printing. */
 ml_status ml_dataset_get_doc(const ml_dataset *ds, int64_t i, ml_doc *doc);
 

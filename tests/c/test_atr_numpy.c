@@ -248,6 +248,21 @@ START_TEST(test_mqar_numpy) {
     ck_assert_int_eq(ml_i32(tg)[28], 40);
     ml_release(tk);
     ml_release(tg);
+    /* the named positions of every query: the pair in the context and the query itself */
+    const int32_t qio[4] = {2, 6, 0, 4};
+    for (int j = 0; j < 4; j++) {
+        int32_t pos[ML_NPOS];
+        ck_assert_int_eq(ml_dataset_readout_positions(ds, 0, j, pos), ML_OK);
+        ck_assert_int_eq(pos[ML_POS_QUERY_ITEM], rpos[j]);
+        ck_assert_int_eq(pos[ML_POS_TARGET_ITEM], rpos[j] + 1);
+        ck_assert_int_eq(pos[ML_POS_QUERY_ITEM_ORIG], qio[j]);
+        ck_assert_int_eq(tok[pos[ML_POS_TARGET_ITEM_ORIG]], rans[j]);
+        ck_assert_int_eq(pos[ML_POS_NEXT_KEY], qio[j] + 2 < 8 ? qio[j] + 2 : -1);
+        if (j == 0) ck_assert_int_eq(memcmp(pos, ml_dataset_positions(ds, 0), sizeof pos), 0);
+    }
+    int32_t pos[ML_NPOS];
+    ck_assert_int_ne(ml_dataset_readout_positions(ds, 0, 4, pos), ML_OK);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "readout 4 out of range 0..3"));
     ml_dataset_free(ds);
     /* single documents come from philox only; bad options name themselves */
     ml_rng rng;

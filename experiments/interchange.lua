@@ -1,8 +1,10 @@
 -- The paper's interchange evaluation (spec §6) of one checkpoint, stand-alone:
 --   mechlab experiments/interchange.lua <checkpoint.safetensors> [out.csv] [split=test] [docs=320]
 --                                       [mixer_sites=false] [threads=1]
--- The task is the checkpoint's (metadata task.name / train.seed, else ar_32 at seed 42); the eval
--- set is the first `docs` documents of `split`, as the training loop evaluates. Appends every
+-- The task is the checkpoint's own (mech.task.from_checkpoint: the record train.run writes, or for
+-- older checkpoints the preset of task.name or the manifest beside it); a checkpoint that records
+-- no task is evaluated on ar_32 at seed 42, with a note. The eval set is the first `docs`
+-- documents of `split` at the training seed, as the training loop evaluates. Appends every
 -- metric to out.csv (step = the checkpoint's train.step) and prints the layer-1 block-input
 -- attributions of Fig. 3 (key corrupted; value, query and key positions).
 local mech = require "mech"
@@ -22,7 +24,11 @@ mech.threads(math.tointeger(tonumber(opts.threads)))
 
 local model, _, meta = mech.load(ckpt)
 local seed = math.tointeger(tonumber(meta["train.seed"] or "42"))
-local task = mech.task.preset(meta["task.name"] or "ar_32", seed)
+local task, why = mech.task.from_checkpoint(ckpt)
+if not task then
+  io.stderr:write(why .. "\n(interchange.lua evaluates it on ar_32 at seed 42)\n")
+  task = mech.task.preset("ar_32", 42)
+end
 local ds = task:dataset(math.tointeger(tonumber(opts.docs)), { seed = seed, split = opts.split })
 local res = ic.evaluate(model, ds, { mixer_sites = opts.mixer_sites == "true" })
 local step = math.tointeger(tonumber(meta["train.step"] or "0"))

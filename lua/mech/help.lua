@@ -313,6 +313,14 @@ E("ic.attribution_patching", "ic.attribution_patching(model, dataset[, {real=, n
 E("mech.task.ar", "mech.task.ar{num_kv=, length=, min_length=, max_length=, query_type=, ...} -> task",
   "The associative-recall task (docs/tasks.md).", "local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 }")
 E("mech.task.atr", "mech.task.atr{...} -> task", "The ATR PCFG task (docs/tasks.md lists the options).", "local atr = mech.task.atr {}")
+E("mech.task.mqar", "mech.task.mqar{vocab_size=, input_seq_len=, num_kv_pairs=, power_a=, num_passes=, random_non_queries=, rng=, seed=} -> task",
+  "Zoology's multi-query associative recall: every query is a readout (docs/tasks.md, \"MQAR\").",
+  "local mq = mech.task.mqar { vocab_size = 64, input_seq_len = 32, num_kv_pairs = 4 }")
+E("mech.task.from_spec", "mech.task.from_spec(spec) -> task", "The task of a record made by task:spec() (same grammar, same documents).",
+  "local again = mech.task.from_spec(task:spec())")
+E("mech.task.from_checkpoint", "mech.task.from_checkpoint(path | meta) -> task | nil, why",
+  "The task a checkpoint was trained on (its task.spec; older files: the preset of task.name or the manifest beside it).",
+  'local t, why = mech.task.from_checkpoint("runs/default/checkpoint.safetensors")')
 E("mech.task.preset", "mech.task.preset(name[, seed][, {rng=}]) -> task", "A task of the paper by name (mech.task.presets() lists them).",
   'local t = mech.task.preset("ar_32")')
 E("mech.task.presets", "mech.task.presets() -> {name, ...}", "The preset names.", "print(#mech.task.presets())")
@@ -325,8 +333,10 @@ E("task:to_str_tokens", "task:to_str_tokens(tokens) -> {name, ...}", "Token name
   "print(table.concat(task:to_str_tokens(ds:batch(0, 1))[1], \" \"))")
 E("task:show", "task:show() -> string", "The task's description.", "print(task:show())")
 E("task:name", "task:name() -> string", "The task's name.", "print(task:name())")
-E("task:kind", "task:kind() -> \"ar\" | \"atr\"", "The task family.", "print(task:kind())")
-E("task:config", "task:config() -> table", "The options (those mech.task.ar / atr accept).", "print(task:config().num_kv)")
+E("task:kind", "task:kind() -> \"ar\" | \"atr\" | \"mqar\"", "The task family.", "print(task:kind())")
+E("task:config", "task:config() -> table", "The options (those mech.task.ar / atr / mqar accept).", "print(task:config().num_kv)")
+E("task:spec", "task:spec() -> {kind, name, seed, options}", "The task's whole record (what checkpoints keep; mech.task.from_spec rebuilds it).",
+  "print(task:spec().kind)")
 E("task:has_split", "task:has_split(split) -> boolean", "Whether documents are split into train/test.", 'print(task:has_split("test"))')
 E("task:corrupt_range", "task:corrupt_range() -> lo, hi", "The corruption pool of the interchange evaluator.", "print(task:corrupt_range())")
 E("dataset:batch", "dataset:batch(first, count) -> tokens, targets, positions", "Documents [first, first + count) as int32 tensors (B, L), padded.",

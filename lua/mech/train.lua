@@ -3,7 +3,7 @@
 --   local train = require "mech.train"
 --   local run = train.run{
 --     model = {arch = "attention", d_model = 64, n_layers = 2, pos_emb = true},
---     task = "ar_32",                 -- a preset name, or a task object (mech.task.*)
+--     task = "ar_32",                 -- a preset name, a task record (task:spec()) or a task object
 --     train_docs = 100032, eval_docs = 320, batch_size = 32, epochs = 16,  -- or steps = N
 --     lr = 1e-3, schedule = "cosine", warmup = 0.1, weight_decay = 0,
 --     eval_every = 200, seed = 42, out = "runs/ar_attention",
@@ -98,6 +98,8 @@ end
 
 local function make_task(c)
   if type(c.task) == "string" then return mech.task.preset(c.task, c.task_seed or c.seed) end
+  -- a task record as data (task:spec(): {kind, name, seed, options}), e.g. from a sweep file
+  if type(c.task) == "table" and c.task.kind then return mech.task.from_spec(c.task) end
   if type(c.task) == "table" and c.task.preset then
     local opts = nil
     for k, v in pairs(c.task) do
@@ -107,7 +109,8 @@ local function make_task(c)
   end
   return c.task
 end
---- The task object of a config's `task` (a preset name, {preset, seed, rng, ...} or a task object).
+--- The task object of a config's `task` (a preset name, {preset, seed, rng, ...}, a task record
+--- {kind, name, seed, options} or a task object).
 train.make_task = make_task
 
 --- Evaluates `model` on dataset `ds` in batches; returns {accuracy, loss, prob, n}.
@@ -190,7 +193,9 @@ local function recorded_config(c, task)
     if type(v) ~= "function" and type(v) ~= "userdata" and k ~= "evaluators" and k ~= "lock" then r[k] = v end
   end
   if c.steps then r.epochs = nil end
-  if type(c.task) ~= "string" and not (type(c.task) == "table" and c.task.preset) then r.task = task:name() end
+  if type(c.task) ~= "string" and not (type(c.task) == "table" and (c.task.preset or c.task.kind)) then
+    r.task = task:name()
+  end
   return r
 end
 
@@ -238,7 +243,7 @@ local function run_locked(c, t0, prior, ckpt_path)
       ckpt_total, total), 0)
   end
   local manifest = {
-    config = recorded_config(c, task), task = task:config(), model = recorded_model(model), seed = c.seed,
+    config = recorded_config(c, task), task = task:spec(), model = recorded_model(model), seed = c.seed,
     version = mech.version, git = mech.git, host = mech.sys.hostname(), pid = mech.sys.getpid(),
     command = command_line(), threads = mech.threads(), params = model:n_params(), steps = total,
     start_time = prior and prior.start_time or started, status = "running", step = start, resumed_from = start,
@@ -310,6 +315,8 @@ local function run_locked(c, t0, prior, ckpt_path)
       ["train.step"] = tostring(step), ["train.total"] = tostring(total), ["train.schedule"] = c.schedule,
       ["train.lr"] = string.format("%.17g", c.lr), ["train.warmup"] = string.format("%.17g", c.warmup),
       ["train.seed"] = tostring(c.seed), ["task.name"] = task:name(),
+      -- the task's whole record: mech.task.from_checkpoint rebuilds it (docs/training.md)
+      ["task.spec"] = json.encode(task:spec()),
     } })
     manifest.step = step -- what a resume would start from; `sweep status` shows it
     manifest.wall_s = wall_s()

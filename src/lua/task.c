@@ -8,9 +8,12 @@
  *     tree = { parent = {...}, depth = {...} },  -- ATR: per position, parent position (-1: none)
  *     task = <the task> } */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/json.h"
+#include "io/safetensors.h"
 #include "lua/binding.h"
 #include "tasks/task.h"
 
@@ -147,6 +150,28 @@ static int l_atr(lua_State *L) {
     return 1;
 }
 
+static const char *const mqar_keys[] = {"vocab_size", "input_seq_len", "num_kv_pairs", "power_a", "num_passes",
+                                        "random_non_queries", "rng", "seed", NULL};
+
+/* mech.task.mqar{vocab_size, input_seq_len, num_kv_pairs, power_a, num_passes, random_non_queries,
+ * rng, seed}: the option names of Zoology's multiquery_ar */
+static int l_mqar(lua_State *L) {
+    const char *fn = "mech.task.mqar";
+    if (lua_isnoneornil(L, 1)) lua_newtable(L), lua_replace(L, 1);
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checkkeys(L, 1, fn, mqar_keys);
+    ml_mqar_config c = ml_mqar_config_default();
+    c.vocab_size = mlL_optint32(L, 1, "vocab_size", c.vocab_size, fn);
+    c.input_seq_len = mlL_optint32(L, 1, "input_seq_len", c.input_seq_len, fn);
+    c.num_kv_pairs = mlL_optint32(L, 1, "num_kv_pairs", c.num_kv_pairs, fn);
+    c.power_a = mlL_optnum(L, 1, "power_a", c.power_a, fn);
+    c.num_passes = mlL_optint32(L, 1, "num_passes", c.num_passes, fn);
+    c.random_non_queries = mlL_optbool(L, 1, "random_non_queries", c.random_non_queries, fn);
+    c.rng = (ml_task_rng)opt_enum(L, 1, "rng", c.rng, rng_names, fn);
+    push_task(L, ml_task_mqar(&c, opt_seed(L, 1, fn)));
+    return 1;
+}
+
 static const char *const preset_keys[] = {"rng", NULL};
 
 /* mech.task.preset(name, [seed = 42], [{rng = "philox" | "numpy"}]) */
@@ -241,6 +266,12 @@ static void push_doc(lua_State *L, int task_idx, const ml_doc *d, ml_split split
     lua_setfield(L, -2, "positions");
     push_stats(L, &d->stats);
     lua_setfield(L, -2, "stats");
+    if (d->n_reads > 0) { /* where the answers are read (MQAR: every query) and what they are */
+        push_int_array(L, d->read_pos, d->n_reads);
+        lua_setfield(L, -2, "readouts");
+        push_int_array(L, d->read_ans, d->n_reads);
+        lua_setfield(L, -2, "answers");
+    }
     if (d->n_yield > 0) {
         lua_createtable(L, 0, 2);
         lua_createtable(L, d->len, 0);
@@ -314,6 +345,19 @@ static void read_doc(lua_State *L, int idx, const ml_task *t, ml_doc *d, const c
     for (int q = 0; ty && q <= ML_QT_SIBLING; q++)
         if (strcmp(ty, ml_qtype_name((ml_qtype)q)) == 0) d->qtype = (ml_qtype)q;
     lua_pop(L, 1);
+    /* readouts and their answers (MQAR's queries), when the table has both, equally long */
+    d->n_reads = 0;
+    lua_getfield(L, idx, "readouts");
+    lua_getfield(L, idx, "answers");
+    int nr = lua_istable(L, -2) && lua_istable(L, -1) ? (int)luaL_len(L, -2) : 0;
+    if (nr > 0 && nr <= len && luaL_len(L, -1) == nr) {
+        read_int_array(L, idx, "readouts", d->read_pos, nr, fn);
+        read_int_array(L, idx, "answers", d->read_ans, nr, fn);
+        bool ok = true;
+        for (int j = 0; j < nr; j++) ok = ok && d->read_pos[j] >= 0 && d->read_pos[j] < len;
+        d->n_reads = ok ? nr : 0;
+    }
+    lua_pop(L, 2);
     memset(&d->stats, 0, sizeof d->stats);
     d->n_yield = 0;
     lua_getfield(L, idx, "tree");
@@ -514,7 +558,7 @@ static int l_name(lua_State *L) {
 }
 
 static int l_kind(lua_State *L) {
-    lua_pushstring(L, ml_task_get_kind(check_task(L, 1, "task:kind")->t) == ML_TASK_AR ? "ar" : "atr");
+    lua_pushstring(L, ml_task_kind_name(ml_task_get_kind(check_task(L, 1, "task:kind")->t)));
     return 1;
 }
 
@@ -536,8 +580,21 @@ static int l_config(lua_State *L) {
     task_box *b = check_task(L, 1, "task:config");
     const ml_ar_config *a = ml_task_ar_config(b->t);
     const ml_atr_config *c = ml_task_atr_config(b->t);
+    const ml_mqar_config *q = ml_task_mqar_config(b->t);
     lua_newtable(L);
     set_int(L, "seed", (lua_Integer)ml_task_seed(b->t));
+    if (q) {
+        set_int(L, "vocab_size", q->vocab_size);
+        set_int(L, "input_seq_len", q->input_seq_len);
+        set_int(L, "num_kv_pairs", q->num_kv_pairs);
+        set_num(L, "power_a", q->power_a);
+        set_int(L, "num_passes", q->num_passes);
+        lua_pushboolean(L, q->random_non_queries);
+        lua_setfield(L, -2, "random_non_queries");
+        lua_pushstring(L, ml_task_rng_name(q->rng));
+        lua_setfield(L, -2, "rng");
+        return 1;
+    }
     if (a) {
         set_int(L, "num_kv", a->num_kv);
         set_int(L, "min_length", a->min_length);
@@ -573,6 +630,216 @@ static int l_config(lua_State *L) {
     lua_pushstring(L, ml_task_rng_name(c->rng));
     lua_setfield(L, -2, "rng");
     return 1;
+}
+
+/* task:spec(): the task's whole record {kind, name, seed, options}; mech.task.from_spec rebuilds
+ * the same task from it (what checkpoints and manifests keep). A task of another origin (a Lua
+ * module, later) records {kind, module, options} in the same shape. */
+static int l_spec(lua_State *L) {
+    task_box *b = check_task(L, 1, "task:spec");
+    lua_settop(L, 1);
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, ml_task_kind_name(ml_task_get_kind(b->t)));
+    lua_setfield(L, -2, "kind");
+    lua_pushstring(L, ml_task_name(b->t));
+    lua_setfield(L, -2, "name");
+    set_int(L, "seed", (lua_Integer)ml_task_seed(b->t));
+    lua_pushcfunction(L, l_config);
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 1);
+    lua_pushnil(L);
+    lua_setfield(L, -2, "seed"); /* kept once, at the top */
+    lua_setfield(L, -2, "options");
+    return 1;
+}
+
+static int l_ar(lua_State *L);
+static int l_atr(lua_State *L);
+static const char *const spec_keys[] = {"kind", "name", "seed", "options", NULL};
+
+/* mech.task.from_spec(spec): the task of a record made by task:spec(). */
+static int l_from_spec(lua_State *L) {
+    const char *fn = "mech.task.from_spec";
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checkkeys(L, 1, fn, spec_keys);
+    lua_settop(L, 1);
+    const char *kind = mlL_optstr(L, 1, "kind", NULL, fn);
+    lua_CFunction make = NULL;
+    if (kind && !strcmp(kind, "ar")) make = l_ar;
+    else if (kind && !strcmp(kind, "atr")) make = l_atr;
+    else if (kind && !strcmp(kind, "mqar")) make = l_mqar;
+    if (!make)
+        return luaL_error(L, "%s: field 'kind' expected \"ar\", \"atr\" or \"mqar\", got %s", fn,
+                          kind ? kind : "nothing");
+    const char *name = mlL_optstr(L, 1, "name", NULL, fn);
+    lua_getfield(L, 1, "options");
+    if (!lua_isnil(L, -1) && !lua_istable(L, -1))
+        return luaL_error(L, "%s: field 'options' expected a table, got %s", fn, luaL_typename(L, -1));
+    lua_newtable(L); /* the constructor's argument: the options and the seed */
+    if (lua_istable(L, 2)) {
+        lua_pushnil(L);
+        while (lua_next(L, 2)) {
+            lua_pushvalue(L, -2);
+            lua_insert(L, -2);
+            lua_settable(L, 3);
+        }
+    }
+    lua_getfield(L, 1, "seed");
+    if (!lua_isnil(L, -1) && !lua_isinteger(L, -1))
+        return luaL_error(L, "%s: field 'seed' expected an integer, got %s", fn, luaL_typename(L, -1));
+    lua_setfield(L, 3, "seed");
+    lua_pushcfunction(L, make);
+    lua_pushvalue(L, 3);
+    lua_call(L, 1, 1);
+    if (name) {
+        if (strlen(name) > 31) return luaL_error(L, "%s: field 'name' expected at most 31 bytes, got %d", fn, (int)strlen(name));
+        ml_task_set_name(check_task(L, -1, fn)->t, name);
+    }
+    return 1;
+}
+
+/* Pushes a JSON value as Lua (objects and arrays as tables, integers as integers). */
+static void push_json(lua_State *L, const ml_json *v) {
+    luaL_checkstack(L, 4, "mech.task.from_checkpoint: JSON nested too deeply");
+    switch (v->type) {
+    case ML_JSON_BOOL: lua_pushboolean(L, v->boolean); break;
+    case ML_JSON_NUMBER:
+        if (v->is_int) lua_pushinteger(L, (lua_Integer)v->integer);
+        else lua_pushnumber(L, v->number);
+        break;
+    case ML_JSON_STRING: lua_pushlstring(L, v->str, v->len); break;
+    case ML_JSON_ARRAY:
+        lua_createtable(L, (int)v->count, 0);
+        for (size_t i = 0; i < v->count; i++) {
+            push_json(L, v->items[i]);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        break;
+    case ML_JSON_OBJECT:
+        lua_createtable(L, 0, (int)v->count);
+        for (size_t i = 0; i < v->count; i++) {
+            lua_pushlstring(L, v->keys[i], v->key_lens[i]);
+            push_json(L, v->items[i]);
+            lua_rawset(L, -3);
+        }
+        break;
+    default: lua_pushnil(L); break;
+    }
+}
+
+/* Parses JSON text into a Lua value; raises naming `what` on a syntax error. */
+static void push_json_text(lua_State *L, const char *text, const char *fn, const char *what) {
+    ml_json *j = ml_json_parse(text, strlen(text), NULL);
+    if (!j) luaL_error(L, "%s: %s is not valid JSON (%s)", fn, what, ml_last_error());
+    push_json(L, j);
+    ml_json_free(j);
+}
+
+/* A metadata entry of the checkpoint source at idx (a path's open file or mech.load's table). */
+static const char *meta_get(lua_State *L, int idx, ml_safetensors *st, const char *key) {
+    if (st) return ml_safetensors_meta(st, key);
+    lua_getfield(L, idx, key);
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    lua_pop(L, 1); /* the string stays alive in the table */
+    return v;
+}
+
+/* mech.task.from_checkpoint(path | meta) -> task, or nil and why. The task recorded by train.run
+ * (metadata task.spec); for checkpoints written before it, the preset named by task.name at the
+ * training seed, else the task of the manifest.json beside the file. */
+static int l_from_checkpoint(lua_State *L) {
+    const char *fn = "mech.task.from_checkpoint";
+    int is_path = lua_type(L, 1) == LUA_TSTRING;
+    if (!is_path && !lua_istable(L, 1)) return mlL_argerror(L, fn, 1, "a checkpoint path or mech.load's metadata table");
+    lua_settop(L, 1);
+    ml_safetensors *st = NULL;
+    if (is_path) {
+        st = ml_safetensors_open(lua_tostring(L, 1));
+        if (!st) return mlL_raise(L);
+    }
+    /* copy what is needed, then close the file before anything can raise */
+    const char *v = meta_get(L, 1, st, "task.spec");
+    lua_pushstring(L, v ? v : ""); /* 2: spec */
+    v = meta_get(L, 1, st, "task.name");
+    lua_pushstring(L, v ? v : ""); /* 3: name */
+    v = meta_get(L, 1, st, "train.seed");
+    lua_pushstring(L, v ? v : ""); /* 4: training seed */
+    ml_safetensors_close(st);
+    const char *what = is_path ? lua_tostring(L, 1) : "the metadata";
+    if (*lua_tostring(L, 2)) {
+        push_json_text(L, lua_tostring(L, 2), fn, "metadata task.spec");
+        lua_pushcfunction(L, l_from_spec);
+        lua_insert(L, -2);
+        lua_call(L, 1, 1);
+        return 1;
+    }
+    const char *name = lua_tostring(L, 3);
+    bool preset = false;
+    for (int i = 0; ml_task_preset_names[i]; i++) preset = preset || !strcmp(name, ml_task_preset_names[i]);
+    if (preset) { /* the preset at the training seed: what train.run built from a preset name */
+        char *end;
+        const char *s = lua_tostring(L, 4);
+        unsigned long long seed = *s ? strtoull(s, &end, 10) : 42;
+        ml_task *t = ml_task_preset(name, (uint64_t)seed);
+        if (!t) return mlL_raise(L);
+        push_task(L, t);
+        return 1;
+    }
+    if (is_path) { /* an older run directory: the manifest's task options (with their seed) */
+        const char *path = lua_tostring(L, 1), *slash = strrchr(path, '/');
+        lua_pushlstring(L, path, slash ? (size_t)(slash - path + 1) : 0);
+        lua_pushstring(L, "manifest.json");
+        lua_concat(L, 2);
+        FILE *f = fopen(lua_tostring(L, -1), "rb");
+        if (f) {
+            luaL_Buffer b;
+            luaL_buffinit(L, &b);
+            char buf[4096];
+            size_t n;
+            while ((n = fread(buf, 1, sizeof buf, f)) > 0) luaL_addlstring(&b, buf, n);
+            fclose(f);
+            luaL_pushresult(&b);
+            push_json_text(L, lua_tostring(L, -1), fn, lua_tostring(L, -2));
+            if (lua_istable(L, -1) && lua_getfield(L, -1, "task") == LUA_TTABLE) {
+                int opts = lua_gettop(L);
+                /* written before specs: the options with their seed; the kind shows in the keys */
+                lua_getfield(L, opts, "num_kv");
+                const char *kind = !lua_isnil(L, -1) ? "ar" : NULL;
+                lua_pop(L, 1);
+                lua_getfield(L, opts, "head_position");
+                if (!lua_isnil(L, -1)) kind = "atr";
+                lua_pop(L, 1);
+                if (kind && lua_getfield(L, opts, "kind") == LUA_TNIL) {
+                    lua_pop(L, 1);
+                    lua_createtable(L, 0, 4);
+                    lua_pushstring(L, kind);
+                    lua_setfield(L, -2, "kind");
+                    lua_getfield(L, opts, "seed");
+                    lua_setfield(L, -2, "seed");
+                    lua_pushnil(L);
+                    lua_setfield(L, opts, "seed");
+                    lua_pushvalue(L, opts);
+                    lua_setfield(L, -2, "options");
+                    if (*name) {
+                        lua_pushstring(L, name);
+                        lua_setfield(L, -2, "name");
+                    }
+                    lua_pushcfunction(L, l_from_spec);
+                    lua_insert(L, -2);
+                    lua_call(L, 1, 1);
+                    return 1;
+                }
+            }
+        }
+    }
+    lua_pushnil(L);
+    if (*name)
+        lua_pushfstring(L, "%s: %s records only the task's name '%s' (a checkpoint written before task records); "
+                        "build the task with mech.task.* and pass it", fn, what, name);
+    else
+        lua_pushfstring(L, "%s: %s records no task (not written by mech.train); build the task with mech.task.* "
+                        "and pass it", fn, what);
+    return 2;
 }
 
 static int l_task_tostring(lua_State *L) {
@@ -805,6 +1072,7 @@ static const luaL_Reg task_methods[] = {{"sample", l_sample},
                                         {"name", l_name},
                                         {"kind", l_kind},
                                         {"config", l_config},
+                                        {"spec", l_spec},
                                         {"has_split", l_has_split},
                                         {"corrupt_range", l_corrupt_range},
                                         {NULL, NULL}};
@@ -847,8 +1115,15 @@ int mlL_open_task(lua_State *L) {
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
 
-    static const luaL_Reg fns[] = {{"ar", l_ar}, {"atr", l_atr}, {"preset", l_preset},
-                                   {"presets", l_presets}, {"show", l_show}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"ar", l_ar},
+                                   {"atr", l_atr},
+                                   {"mqar", l_mqar},
+                                   {"preset", l_preset},
+                                   {"presets", l_presets},
+                                   {"show", l_show},
+                                   {"from_spec", l_from_spec},
+                                   {"from_checkpoint", l_from_checkpoint},
+                                   {NULL, NULL}};
     luaL_newlib(L, fns);
     lua_createtable(L, ML_NPOS, 0); /* column order of dataset:positions() */
     for (int i = 0; i < ML_NPOS; i++) {

@@ -18,6 +18,8 @@ struct ml_dataset {
     int32_t *tdepth;      /* ATR: per token, terminal depth (0 outside the yield) */
     int32_t *all_targets; /* all_target_items_orig of every document back to back */
     int64_t *all_off;     /* n + 1 */
+    int32_t *read_pos, *read_ans; /* readouts of every document back to back */
+    int64_t *read_off;    /* n + 1 */
 };
 
 void ml_dataset_free(ml_dataset *ds) {
@@ -32,6 +34,9 @@ void ml_dataset_free(ml_dataset *ds) {
     free(ds->tdepth);
     free(ds->all_targets);
     free(ds->all_off);
+    free(ds->read_pos);
+    free(ds->read_ans);
+    free(ds->read_off);
     free(ds);
 }
 
@@ -49,8 +54,25 @@ static ml_status append(int32_t **buf, int64_t *cap, int64_t used, const int32_t
     return ML_OK;
 }
 
-/* n documents of `split` drawn from rng, or from np when it is not NULL. */
-static ml_dataset *build(ml_task *t, int64_t n, ml_rng *rng, ml_np_random *np, ml_split split) {
+/* Where build() takes its documents from: rng, np (ATR, rng = numpy) or the pre-drawn keys,
+ * values and gaps of an MQAR dataset in numpy mode (fillers from rng). */
+typedef struct {
+    ml_rng *rng;
+    ml_np_random *np;
+    const int32_t *mq_keys, *mq_vals, *mq_gaps;
+} doc_source;
+
+static ml_status next_doc(ml_task *t, doc_source *src, int64_t i, ml_split split, ml_doc *doc) {
+    if (src->mq_keys) {
+        int64_t k = i * t->mqar.num_kv_pairs;
+        return ml_mqar_doc(t, src->mq_keys + k, src->mq_vals + k, src->mq_gaps + k, src->rng, doc);
+    }
+    if (src->np) return ml_atr_sample_np(t, src->np, split, doc);
+    return ml_task_sample(t, src->rng, split, doc);
+}
+
+/* n documents of `split` from src. */
+static ml_dataset *build(ml_task *t, int64_t n, doc_source *src, ml_split split) {
     if (n < 0 || n > ((int64_t)1 << 31)) {
         ml_fail(ML_ERR_ARG, "task:dataset: the number of documents must be in 0..2^31, got %lld", (long long)n);
         return NULL;
@@ -74,18 +96,20 @@ static ml_dataset *build(ml_task *t, int64_t n, ml_rng *rng, ml_np_random *np, m
     ds->positions = malloc(nn * ML_NPOS * sizeof(int32_t));
     ds->stats = malloc(nn * sizeof(ml_doc_stats));
     ds->qtype = malloc(nn);
-    if (!ds->offsets || !ds->all_off || !ds->positions || !ds->stats || !ds->qtype) {
+    ds->read_off = calloc(nn, sizeof(int64_t));
+    if (!ds->offsets || !ds->all_off || !ds->positions || !ds->stats || !ds->qtype || !ds->read_off) {
         ml_fail(ML_ERR_MEM, "task:dataset: out of memory for %lld documents", (long long)n);
         ml_dataset_free(ds);
         return NULL;
     }
     int64_t tok_cap = 0, tree_cap = 0, depth_cap = 0, at_cap = 0, used = 0, at_used = 0;
+    int64_t rp_cap = 0, ra_cap = 0, r_used = 0;
     ml_doc doc;
     ml_doc_init(&doc);
     for (int64_t i = 0; i < n; i++) {
         /* Ctrl-C is polled now and then: a paper-size set takes a second or more. */
         if ((i & 4095) == 4095 && ml_check_interrupt("task:dataset") != ML_OK) goto fail;
-        if ((np ? ml_atr_sample_np(t, np, split, &doc) : ml_task_sample(t, rng, split, &doc)) != ML_OK) goto fail;
+        if (next_doc(t, src, i, split, &doc) != ML_OK) goto fail;
         if (append(&ds->tokens, &tok_cap, used, doc.tokens, doc.len) != ML_OK) goto fail;
         if (tree) {
             if (append(&ds->parent, &tree_cap, used, NULL, doc.len) != ML_OK ||
@@ -100,6 +124,18 @@ static ml_dataset *build(ml_task *t, int64_t n, ml_rng *rng, ml_np_random *np, m
         if (append(&ds->all_targets, &at_cap, at_used, doc.all_targets, doc.n_all_targets) != ML_OK) goto fail;
         at_used += doc.n_all_targets;
         ds->all_off[i + 1] = at_used;
+        if (doc.n_reads == 0) { /* AR, ATR: the answer, read one position before it */
+            if (ml_doc_reserve(&doc, 1) != ML_OK) goto fail;
+            doc.read_pos[0] = doc.pos[ML_POS_TARGET_ITEM] - 1;
+            doc.read_ans[0] = doc.tokens[doc.pos[ML_POS_TARGET_ITEM]];
+            doc.n_reads = 1;
+        }
+        if (append(&ds->read_pos, &rp_cap, r_used, doc.read_pos, doc.n_reads) != ML_OK ||
+            append(&ds->read_ans, &ra_cap, r_used, doc.read_ans, doc.n_reads) != ML_OK)
+            goto fail;
+        r_used += doc.n_reads;
+        ds->read_off[i + 1] = r_used;
+        if (t->kind != ML_TASK_MQAR) doc.n_reads = 0; /* derived again for the next document */
         memcpy(ds->positions + i * ML_NPOS, doc.pos, sizeof doc.pos);
         ds->stats[i] = doc.stats;
         ds->qtype[i] = (uint8_t)doc.qtype;
@@ -114,7 +150,13 @@ fail:
 }
 
 ml_dataset *ml_dataset_from_rng(ml_task *t, int64_t n, ml_rng *rng, ml_split split) {
-    return build(t, n, rng, NULL, split);
+    if (t->kind == ML_TASK_MQAR && t->mqar.rng == ML_RNG_NUMPY) {
+        ml_fail(ML_ERR_ARG, "task:dataset: an MQAR task with rng = \"numpy\" draws its datasets from a seed, not "
+                "from a generator");
+        return NULL;
+    }
+    doc_source src = {.rng = rng};
+    return build(t, n, &src, split);
 }
 
 /* ---- rng = numpy: the original's protocol (docs/tasks.md, "Random streams") ----
@@ -178,7 +220,8 @@ static ml_dataset *np_dataset(ml_task *t, int64_t n, ml_split split) {
     }
     ml_np_random r;
     if (np_split_start(t, split, &r) != ML_OK) return NULL;
-    ml_dataset *ds = build(t, n, NULL, &r, split);
+    doc_source src = {.np = &r};
+    ml_dataset *ds = build(t, n, &src, split);
     /* A whole split ends where the next one begins: keep that for free. */
     if (ds && n == np_split_docs(split))
         for (int s = 0; s < 3; s++)
@@ -190,11 +233,49 @@ static ml_dataset *np_dataset(ml_task *t, int64_t n, ml_split split) {
     return ds;
 }
 
+/* MQAR, rng = numpy: the original's multiquery_ar(num_examples = n, seed = seed + split). */
+static ml_dataset *mqar_np_dataset(ml_task *t, int64_t n, uint64_t seed, ml_split split) {
+    if ((unsigned)split > ML_SPLIT_TEST) {
+        ml_fail(ML_ERR_ARG, "task:dataset: unknown split %d", (int)split);
+        return NULL;
+    }
+    if (seed + (uint64_t)split > UINT32_MAX) {
+        ml_fail(ML_ERR_ARG, "task:dataset: with rng = \"numpy\" the seed must be below 2^32 - %d, got %llu",
+                (int)split, (unsigned long long)seed);
+        return NULL;
+    }
+    if (n < 0 || n > ((int64_t)1 << 31)) {
+        ml_fail(ML_ERR_ARG, "task:dataset: the number of documents must be in 0..2^31, got %lld", (long long)n);
+        return NULL;
+    }
+    size_t k = (size_t)n * (size_t)t->mqar.num_kv_pairs + 1;
+    int32_t *keys = malloc(k * sizeof(int32_t)), *vals = malloc(k * sizeof(int32_t)), *gaps = malloc(k * sizeof(int32_t));
+    ml_dataset *ds = NULL;
+    if (!keys || !vals || !gaps) ml_fail(ML_ERR_MEM, "task:dataset: out of memory for %lld documents", (long long)n);
+    else if (ml_mqar_generate_np(t, n, (uint32_t)(seed + (uint64_t)split), keys, vals, gaps) == ML_OK) {
+        ml_rng fill;
+        ml_rng_init(&fill, seed, ml_split_stream(split));
+        doc_source src = {.rng = &fill, .mq_keys = keys, .mq_vals = vals, .mq_gaps = gaps};
+        ds = build(t, n, &src, split);
+    }
+    free(keys);
+    free(vals);
+    free(gaps);
+    return ds;
+}
+
 ml_dataset *ml_dataset_new(ml_task *t, int64_t n, uint64_t seed, ml_split split) {
     if (t->kind == ML_TASK_ATR && t->atr.rng == ML_RNG_NUMPY) return np_dataset(t, n, split);
+    if (t->kind == ML_TASK_MQAR && t->mqar.rng == ML_RNG_NUMPY) return mqar_np_dataset(t, n, seed, split);
     ml_rng rng;
     ml_rng_init(&rng, seed, ml_split_stream(split));
     return ml_dataset_from_rng(t, n, &rng, split);
+}
+
+const int32_t *ml_dataset_readouts(const ml_dataset *ds, int64_t i, int *n, const int32_t **answers) {
+    *n = (int)(ds->read_off[i + 1] - ds->read_off[i]);
+    if (answers) *answers = ds->read_ans + ds->read_off[i];
+    return ds->read_pos + ds->read_off[i];
 }
 
 int64_t ml_dataset_size(const ml_dataset *ds) { return ds->n; }
@@ -214,6 +295,30 @@ const int32_t *ml_dataset_all_targets(const ml_dataset *ds, int64_t i, int *n) {
     return ds->all_targets + ds->all_off[i];
 }
 
+ml_status ml_dataset_readout_positions(const ml_dataset *ds, int64_t i, int j, int32_t pos[ML_NPOS]) {
+    if (i < 0 || i >= ds->n)
+        return ml_fail(ML_ERR_INDEX, "dataset:readout_positions: document %lld out of range 0..%lld", (long long)i,
+                       (long long)ds->n - 1);
+    int nr, len;
+    const int32_t *rp = ml_dataset_readouts(ds, i, &nr, NULL);
+    if (j < 0 || j >= nr)
+        return ml_fail(ML_ERR_INDEX, "dataset:readout_positions: readout %d out of range 0..%d", j, nr - 1);
+    memcpy(pos, ml_dataset_positions(ds, i), ML_NPOS * sizeof(int32_t));
+    const ml_task *t = ds->task;
+    if (t->kind != ML_TASK_MQAR) return ML_OK;
+    const int32_t *tok = ml_dataset_tokens(ds, i, &len);
+    int C = t->mq_context, n2 = 2 * t->mqar.num_kv_pairs, q = rp[j];
+    int qio = -1;
+    for (int p = C - n2; p < C && qio < 0; p += 2) /* keys are distinct: one match */
+        if (tok[p] == tok[q]) qio = p;
+    pos[ML_POS_QUERY_ITEM_ORIG] = qio;
+    pos[ML_POS_TARGET_ITEM_ORIG] = qio < 0 ? -1 : qio + 1;
+    pos[ML_POS_QUERY_ITEM] = q;
+    pos[ML_POS_TARGET_ITEM] = q + 1;
+    pos[ML_POS_NEXT_KEY] = qio >= 0 && qio + 2 < C ? qio + 2 : -1;
+    return ML_OK;
+}
+
 ml_status ml_dataset_get_doc(const ml_dataset *ds, int64_t i, ml_doc *doc) {
     if (i < 0 || i >= ds->n)
         return ml_fail(ML_ERR_INDEX, "dataset:doc: document %lld out of range 0..%lld", (long long)i,
@@ -229,6 +334,9 @@ ml_status ml_dataset_get_doc(const ml_dataset *ds, int64_t i, ml_doc *doc) {
     doc->n_all_targets = na;
     doc->qtype = ml_dataset_qtype(ds, i);
     doc->stats = ds->stats[i];
+    const int32_t *ans, *rp = ml_dataset_readouts(ds, i, &doc->n_reads, &ans);
+    memcpy(doc->read_pos, rp, (size_t)doc->n_reads * sizeof(int32_t));
+    memcpy(doc->read_ans, ans, (size_t)doc->n_reads * sizeof(int32_t));
     doc->n_yield = 0;
     if (ds->parent) {
         /* node/head ids are not kept; the tree is fully described by parents and depths */
@@ -281,10 +389,11 @@ ml_status ml_dataset_batch(const ml_dataset *ds, const int64_t *doc_indices, int
         memcpy(trow, src, (size_t)len * sizeof(int32_t));
         for (int p = len; p < L; p++) trow[p] = ML_PAD;
         for (int p = 0; p < L; p++) yrow[p] = ML_IGNORE;
-        /* Only the answer is trained, predicted one position before it (docs/tasks.md, "Datasets
-         * and batches"). */
-        int ans = ml_dataset_positions(ds, doc_indices[b])[ML_POS_TARGET_ITEM];
-        yrow[ans - 1] = src[ans];
+        /* Only the answers are trained, each at its readout (docs/tasks.md, "Datasets and
+         * batches"): one position before target_item, or every MQAR query. */
+        int nr;
+        const int32_t *ans, *rp = ml_dataset_readouts(ds, doc_indices[b], &nr, &ans);
+        for (int j = 0; j < nr; j++) yrow[rp[j]] = ans[j];
     }
     *tokens = tk;
     *targets = tg;

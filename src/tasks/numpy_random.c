@@ -59,6 +59,34 @@ uint32_t ml_np_below(ml_np_random *r, uint32_t n) {
     return v;
 }
 
+void ml_np_permutation(ml_np_random *r, int n, int32_t *perm) {
+    for (int i = 0; i < n; i++) perm[i] = i;
+    if (n < 2) return;
+    /* ml_np_below(r, i + 1) for i = n-1 .. 1, with the mask kept as i falls and the outputs
+     * tempered here: the shuffle of a large pool is most of an MQAR dataset's time */
+    uint32_t mask = (uint32_t)(n - 1);
+    mask |= mask >> 1;
+    mask |= mask >> 2;
+    mask |= mask >> 4;
+    mask |= mask >> 8;
+    mask |= mask >> 16;
+    for (uint32_t i = (uint32_t)n - 1; i >= 1; i--) {
+        while ((mask >> 1) >= i) mask >>= 1;
+        uint32_t v;
+        do {
+            if (r->pos >= ML_MT_N) regenerate(r);
+            uint32_t y = r->mt[r->pos++];
+            y ^= y >> 11;
+            y ^= (y << 7) & 0x9d2c5680u;
+            y ^= (y << 15) & 0xefc60000u;
+            v = (y ^ (y >> 18)) & mask;
+        } while (v > i);
+        int32_t x = perm[i];
+        perm[i] = perm[v];
+        perm[v] = x;
+    }
+}
+
 double ml_np_exponential(ml_np_random *r) { return -log(1.0 - ml_np_double(r)); }
 
 void ml_np_cdf(const double *p, int k, double *cdf) {

@@ -21,6 +21,9 @@ uint32_t ml_np_u32(ml_np_random *r);
 double ml_np_double(ml_np_random *r);
 /* randint(0, n) for n >= 1: masked rejection on 32-bit outputs; n == 1 draws nothing. */
 uint32_t ml_np_below(ml_np_random *r, uint32_t n);
+/* permutation(n) into perm: arange(n) shuffled from the top, swapping i with randint(0, i + 1)
+ * for i = n-1 .. 1 (what choice(n, size=k, replace=False) takes its first k entries from). */
+void ml_np_permutation(ml_np_random *r, int n, int32_t *perm);
 /* standard_exponential(), which is also standard_gamma(1.0): -log(1 - U). */
 double ml_np_exponential(ml_np_random *r);
 /* dirichlet(ones(k)) as the cumulative distribution choice(p=...) searches: k exponentials,

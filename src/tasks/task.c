@@ -20,6 +20,11 @@ const char *ml_qtype_name(ml_qtype q) {
     return (unsigned)q < 5 ? names[q] : "?";
 }
 
+const char *ml_task_kind_name(ml_task_kind k) {
+    static const char *const names[] = {"ar", "atr", "mqar"};
+    return (unsigned)k < 3 ? names[k] : "?";
+}
+
 const char *ml_task_rng_name(ml_task_rng rng) { return rng == ML_RNG_NUMPY ? "numpy" : "philox"; }
 
 const char *ml_split_name(ml_split s) {
@@ -115,6 +120,8 @@ void ml_doc_free(ml_doc *d) {
     free(d->head_id);
     free(d->depth);
     free(d->parent_pos);
+    free(d->read_pos);
+    free(d->read_ans);
     scratch_free(d->scratch);
     ml_doc_init(d);
 }
@@ -122,12 +129,13 @@ void ml_doc_free(ml_doc *d) {
 ml_status ml_doc_reserve(ml_doc *d, int n) {
     if (n <= d->cap) return ML_OK;
     int cap = d->cap;
-    void **arrs[] = {(void **)&d->tokens, (void **)&d->all_targets, (void **)&d->node_id,
-                     (void **)&d->head_id, (void **)&d->depth, (void **)&d->parent_pos};
-    for (int k = 0; k < 6; k++) {
+    void **arrs[] = {(void **)&d->tokens,   (void **)&d->all_targets, (void **)&d->node_id,
+                     (void **)&d->head_id,  (void **)&d->depth,       (void **)&d->parent_pos,
+                     (void **)&d->read_pos, (void **)&d->read_ans};
+    for (int k = 0; k < 8; k++) {
         int c = cap; /* every array shares the capacity */
         if (ml_grow(arrs[k], &c, n, sizeof(int32_t)) != ML_OK) return ML_ERR_MEM;
-        if (k == 5) d->cap = c;
+        if (k == 7) d->cap = c;
     }
     return ML_OK;
 }
@@ -147,6 +155,8 @@ void ml_task_release(ml_task *t) {
     free(t->rule_cdf);
     free(t->head_cdf);
     free(t->start_cdf);
+    free(t->mq_p);
+    free(t->mq_cdf);
     for (int s = 0; s < 3; s++) free(t->np_start[s]);
     free(t);
 }
@@ -204,6 +214,17 @@ ml_task *ml_task_atr(const ml_atr_config *cfg, uint64_t seed) {
     return t;
 }
 
+ml_task *ml_task_mqar(const ml_mqar_config *cfg, uint64_t seed) {
+    ml_task *t = task_alloc(ML_TASK_MQAR, seed, "mqar");
+    if (!t) return NULL;
+    t->mqar = *cfg;
+    if (ml_mqar_build(t) != ML_OK) {
+        ml_task_release(t);
+        return NULL;
+    }
+    return t;
+}
+
 void ml_task_set_name(ml_task *t, const char *name) { snprintf(t->name, sizeof t->name, "%s", name); }
 
 ml_task_kind ml_task_get_kind(const ml_task *t) { return t->kind; }
@@ -213,8 +234,10 @@ const ml_ar_config *ml_task_ar_config(const ml_task *t) { return t->kind == ML_T
 const ml_atr_config *ml_task_atr_config(const ml_task *t) {
     return t->kind == ML_TASK_ATR ? &t->atr : NULL;
 }
+const ml_mqar_config *ml_task_mqar_config(const ml_task *t) { return t->kind == ML_TASK_MQAR ? &t->mqar : NULL; }
 int ml_task_vocab_size(const ml_task *t) { return t->vocab; }
 bool ml_task_has_split(const ml_task *t) {
+    if (t->kind == ML_TASK_MQAR) return false;
     return (t->kind == ML_TASK_AR ? t->ar.train_test_split : t->atr.train_test_split) > 0.0;
 }
 int64_t ml_task_prohibited_pairs(const ml_task *t) { return t->n_prohibited; }
@@ -225,6 +248,9 @@ void ml_task_corrupt_range(const ml_task *t, int *lo, int *hi) {
         int ks = 3, vs = 3 + t->n_keys;
         *lo = t->ar.query_type == ML_QT_VALUE ? vs : ks;
         *hi = *lo + t->n_keys - 1;
+    } else if (t->kind == ML_TASK_MQAR) {
+        *lo = 1; /* the keys */
+        *hi = t->mqar.vocab_size / 2 - 1;
     } else {
         *lo = 3;
         *hi = t->query_start - 1; /* every terminal, transparent ones included (docs/interventions.md) */
@@ -232,6 +258,14 @@ void ml_task_corrupt_range(const ml_task *t, int *lo, int *hi) {
 }
 
 const char *ml_task_token_name(const ml_task *t, int id, char buf[32]) {
+    if (t->kind == ML_TASK_MQAR) { /* the original's ids: 0 filler, keys, values */
+        int K = t->mqar.vocab_size / 2;
+        if (id == 0) strcpy(buf, "_");
+        else if (id > 0 && id < K) snprintf(buf, 32, "k%d", id);
+        else if (id >= K && id < t->vocab) snprintf(buf, 32, "v%d", id - K);
+        else snprintf(buf, 32, "<%d?>", id);
+        return buf;
+    }
     if (id == ML_PAD) return strcpy(buf, "<pad>");
     if (id == ML_BOS) return strcpy(buf, "<bos>");
     if (id == ML_EOS) return strcpy(buf, "<eos>");
@@ -252,5 +286,11 @@ const char *ml_task_token_name(const ml_task *t, int id, char buf[32]) {
 
 ml_status ml_task_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc) {
     if ((unsigned)split > ML_SPLIT_TEST) return ml_fail(ML_ERR_ARG, "task:sample: unknown split %d", (int)split);
+    if (t->kind == ML_TASK_MQAR) {
+        if (t->mqar.rng == ML_RNG_NUMPY)
+            return ml_fail(ML_ERR_ARG, "task:sample: an MQAR task with rng = \"numpy\" draws whole datasets "
+                           "(task:dataset); single documents come from the philox stream");
+        return ml_mqar_sample(t, rng, split, doc);
+    }
     return t->kind == ML_TASK_AR ? ml_ar_sample(t, rng, split, doc) : ml_atr_sample(t, rng, split, doc);
 }

@@ -24,7 +24,7 @@
 enum { ML_PAD = 0, ML_BOS = 1, ML_EOS = 2, ML_IGNORE = -100 };
 enum { ML_TRAIN_DOCS = 100032, ML_EVAL_DOCS = 320, ML_EVAL_SPLIT_DOCS = 1024 };
 
-typedef enum { ML_TASK_AR = 0, ML_TASK_ATR = 1 } ml_task_kind;
+typedef enum { ML_TASK_AR = 0, ML_TASK_ATR = 1, ML_TASK_MQAR = 2 } ml_task_kind;
 typedef enum { ML_SPLIT_TRAIN = 0, ML_SPLIT_DEV = 1, ML_SPLIT_TEST = 2 } ml_split;
 
 /* The query type of one document; its name is the TYPE of the metric labels. */
@@ -84,9 +84,22 @@ typedef struct {
     ml_task_rng rng;         /* ML_RNG_PHILOX (default) or ML_RNG_NUMPY (seed < 2^32) */
 } ml_atr_config;
 
-/* Defaults: ar_32 and pcfg_5_20 respectively. */
+/* Zoology's multi-query associative recall (docs/tasks.md, "MQAR"); the original's options. */
+typedef struct {
+    int vocab_size;          /* V: keys 1 .. V/2-1, values V/2 .. V-1, 0 the filler */
+    int input_seq_len;       /* L, even, < V */
+    int num_kv_pairs;        /* n: pairs per document, each queried once */
+    double power_a;          /* gap law P(g) ∝ a·(g+1)^(a-1); 1 = uniform */
+    int num_passes;          /* the context repeats the pairs this many times */
+    bool random_non_queries; /* fillers uniform over [0, V) instead of 0 */
+    ml_task_rng rng;         /* ML_RNG_NUMPY: the original's numpy stream (dataset seed < 2^32) */
+} ml_mqar_config;
+
+/* Defaults: ar_32, pcfg_5_20 and Zoology's MQARConfig (V 8192, L 64, 4 pairs, a 0.01, random
+ * fillers) respectively. */
 ml_ar_config ml_ar_config_default(void);
 ml_atr_config ml_atr_config_default(void);
+ml_mqar_config ml_mqar_config_default(void);
 
 typedef struct ml_task ml_task;
 
@@ -94,6 +107,7 @@ typedef struct ml_task ml_task;
  * received value) and return NULL on error. The task is refcounted (datasets retain it). */
 ml_task *ml_task_ar(const ml_ar_config *cfg, uint64_t seed);
 ml_task *ml_task_atr(const ml_atr_config *cfg, uint64_t seed);
+ml_task *ml_task_mqar(const ml_mqar_config *cfg, uint64_t seed);
 /* Named configurations (docs/tasks.md, "Presets"; and ar_32, ar_32_value, ar_32_split). */
 ml_task *ml_task_preset(const char *name, uint64_t seed);
 /* The same with the random stream chosen (ML_RNG_NUMPY: ATR presets only). */
@@ -104,10 +118,14 @@ ml_task *ml_task_retain(ml_task *t);
 void ml_task_release(ml_task *t); /* NULL is fine */
 
 ml_task_kind ml_task_get_kind(const ml_task *t);
-const char *ml_task_name(const ml_task *t); /* preset name, "ar" or "atr" */
+const char *ml_task_kind_name(ml_task_kind k); /* "ar", "atr", "mqar" */
+const char *ml_task_name(const ml_task *t); /* preset name, or the kind's name */
+/* Sets the name (at most 31 bytes are kept), e.g. a preset's when a task is rebuilt from its record. */
+void ml_task_set_name(ml_task *t, const char *name);
 uint64_t ml_task_seed(const ml_task *t);
-const ml_ar_config *ml_task_ar_config(const ml_task *t);   /* NULL for ATR */
-const ml_atr_config *ml_task_atr_config(const ml_task *t); /* NULL for AR */
+const ml_ar_config *ml_task_ar_config(const ml_task *t);   /* NULL unless AR */
+const ml_atr_config *ml_task_atr_config(const ml_task *t); /* NULL unless ATR */
+const ml_mqar_config *ml_task_mqar_config(const ml_task *t); /* NULL unless MQAR */
 int ml_task_vocab_size(const ml_task *t); /* AR: num_kv + 4 (the 8196 quirk); ATR: |Σ| + 6 (+|N|) */
 /* Writes the token's name ("<bos>", "k12", "v7", "t3", "qPARENT", ...) into buf; returns buf. */
 const char *ml_task_token_name(const ml_task *t, int id, char buf[32]);
@@ -145,6 +163,10 @@ typedef struct {
     int32_t pos[ML_NPOS];
     int32_t *all_targets;  /* all_target_items_orig */
     int n_all_targets;
+    /* Readouts: the logit at read_pos[j] must predict read_ans[j]. AR and ATR leave n_reads 0
+     * (one readout, at target_item - 1); MQAR has one per query. */
+    int32_t *read_pos, *read_ans;
+    int n_reads;
     ml_qtype qtype;
     ml_doc_stats stats;
     /* ATR tree, indexed by yield index i (document position i + 1); NULL/0 for AR. */
@@ -171,7 +193,9 @@ typedef struct ml_dataset ml_dataset;
 
 /* n documents of `split`, drawn from stream (seed, ml_split_stream(split)). An ATR task with
  * rng = numpy ignores seed: the first n documents of the split in the original's stream (n at
- * most ML_TRAIN_DOCS for train, ML_EVAL_SPLIT_DOCS for dev and test; dev only with a split). */
+ * most ML_TRAIN_DOCS for train, ML_EVAL_SPLIT_DOCS for dev and test; dev only with a split).
+ * An MQAR task with rng = numpy gives the original's multiquery_ar(num_examples = n, seed =
+ * seed + s), s = 0 for train, 1 for dev, 2 for test (fillers from Philox stream (seed, split)). */
 ml_dataset *ml_dataset_new(ml_task *t, int64_t n, uint64_t seed, ml_split split);
 /* The same from an explicit Philox stream (advanced by the call; also for rng = numpy tasks). */
 ml_dataset *ml_dataset_from_rng(ml_task *t, int64_t n, ml_rng *rng, ml_split split);
@@ -187,12 +211,20 @@ const int32_t *ml_dataset_positions(const ml_dataset *ds, int64_t i);
 const ml_doc_stats *ml_dataset_stats(const ml_dataset *ds, int64_t i);
 ml_qtype ml_dataset_qtype(const ml_dataset *ds, int64_t i);
 const int32_t *ml_dataset_all_targets(const ml_dataset *ds, int64_t i, int *n);
+/* Readouts of document i (positions and answers, n of them; in document order). */
+const int32_t *ml_dataset_readouts(const ml_dataset *ds, int64_t i, int *n, const int32_t **answers);
+/* The named positions of readout j of document i (ML_NPOS entries into pos): for AR and ATR
+ * (j = 0) the document's; for MQAR those of query j: query_item = the query, target_item = query
+ * + 1, query_item_orig / target_item_orig its pair in the context's last pass, next_key the next
+ * key there (-1 after the last pair). For an evaluator that reads every query. */
+ml_status ml_dataset_readout_positions(const ml_dataset *ds, int64_t i, int j, int32_t pos[ML_NPOS]);
 /* Copies document i into doc (tree included) for printing. */
 ml_status ml_dataset_get_doc(const ml_dataset *ds, int64_t i, ml_doc *doc);
 
 /* The training batch: int32 tensors (batch, Lmax), Lmax the longest document of the batch.
  * tokens: right-padded with ML_PAD. targets[b,t]: the token the logit at t must predict, already
- * shifted (at target_item - 1 it is the answer), ML_IGNORE (-100) everywhere else. */
+ * shifted (at every readout: target_item - 1 for AR and ATR, each query for MQAR),
+ * ML_IGNORE (-100) everywhere else. */
 ml_status ml_dataset_batch(const ml_dataset *ds, const int64_t *doc_indices, int batch,
                            ml_tensor **tokens, ml_tensor **targets);
 /* Named positions of the same documents: int32 (batch, ML_NPOS), -1 where absent. */

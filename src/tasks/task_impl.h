@@ -16,6 +16,7 @@ struct ml_task {
     uint64_t seed;
     ml_ar_config ar;
     ml_atr_config atr;
+    ml_mqar_config mqar;
     int vocab;
 
     /* Split blacklist: bit (a * black_side + b) set = pair (a, b) held out. */
@@ -39,6 +40,10 @@ struct ml_task {
     double *rule_cdf;     /* per rule: cumulative probability within its NT */
     double *head_cdf;     /* n_nt x |Σ| cumulative head distributions (NULL if transparent) */
 
+    /* MQAR: context length, number of gaps, the gap law and its running sum */
+    int mq_context, mq_space;
+    double *mq_p, *mq_cdf;
+
     /* rng = numpy only */
     double *start_cdf;           /* the original's uniform start distribution, as choice() sees it */
     ml_np_random *np_start[3];   /* the stream where each split's documents begin (filled lazily) */
@@ -61,6 +66,16 @@ ml_status ml_atr_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *d
 /* rng = numpy: one document drawn from the original's stream. */
 ml_status ml_atr_sample_np(const ml_task *t, ml_np_random *np, ml_split split, ml_doc *doc);
 
+ml_status ml_mqar_build(ml_task *t);
+ml_status ml_mqar_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc);
+/* rng = numpy: keys, values and gaps (n_docs x num_kv_pairs each) of the original's
+ * multiquery_ar(num_examples = n_docs, seed = seed). */
+ml_status ml_mqar_generate_np(const ml_task *t, int64_t n_docs, uint32_t seed, int32_t *keys, int32_t *vals,
+                              int32_t *gaps);
+/* One document from its keys, values and gaps; fillers drawn from fill when random_non_queries. */
+ml_status ml_mqar_doc(const ml_task *t, const int32_t *keys, const int32_t *vals, const int32_t *gaps, ml_rng *fill,
+                      ml_doc *doc);
+
 /* Sampler work space, kept in ml_doc.scratch so repeated sampling does not allocate. */
 typedef struct {
     int32_t *stk_sym, *stk_id, *stk_head, *stk_depth;
@@ -82,7 +97,6 @@ typedef struct {
 } ml_scratch;
 
 ml_scratch *ml_scratch_get(ml_doc *d);
-void ml_task_set_name(ml_task *t, const char *name);
 
 /* Grows *p (elements of `size` bytes, capacity *cap) to at least n elements. */
 ml_status ml_grow(void **p, int *cap, int n, size_t size);

@@ -187,6 +187,98 @@ START_TEST(test_numpy_errors) {
 }
 END_TEST
 
+START_TEST(test_permutation) {
+    /* ml_np_permutation (the MQAR key and value draws) is the plain shuffle: i from n-1 down,
+     * swapped with randint(0, i + 1), across sizes whose masks shrink on the way */
+    const int sizes[] = {1, 2, 3, 5, 8, 9, 64, 65, 100, 4095, 4096};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int n = sizes[k];
+        int32_t fast[4096], slow[4096];
+        ml_np_random a, b;
+        ml_np_seed(&a, 5 + (uint32_t)k);
+        ml_np_seed(&b, 5 + (uint32_t)k);
+        ml_np_permutation(&a, n, fast);
+        for (int i = 0; i < n; i++) slow[i] = i;
+        for (int i = n - 1; i >= 1; i--) {
+            int j = (int)ml_np_below(&b, (uint32_t)i + 1u);
+            int32_t x = slow[i];
+            slow[i] = slow[j];
+            slow[j] = x;
+        }
+        for (int i = 0; i < n; i++) ck_assert_int_eq(fast[i], slow[i]);
+        ck_assert_uint_eq(ml_np_u32(&a), ml_np_u32(&b)); /* the same number of draws */
+    }
+}
+END_TEST
+
+START_TEST(test_mqar_numpy) {
+    /* the original's first document at seed 1 for (V, L, n) = (64, 32, 4)
+     * (tests/fixtures/mqar_reference_seed1.jsonl; the whole sets are compared in test_mqar.lua) */
+    ml_mqar_config c = ml_mqar_config_default();
+    c.vocab_size = 64;
+    c.input_seq_len = 32;
+    c.num_kv_pairs = 4;
+    c.random_non_queries = false;
+    c.rng = ML_RNG_NUMPY;
+    ml_task *t = ml_task_mqar(&c, 0);
+    ck_assert_ptr_nonnull(t);
+    ml_dataset *ds = ml_dataset_new(t, 256, 1, ML_SPLIT_TRAIN);
+    ck_assert_ptr_nonnull(ds);
+    const int32_t expect[32] = {28, 51, 4, 56, 20, 40, 24, 44, 4, 0, 24, 0, 28, 0, 0, 0,
+                                0,  0,  0, 0,  0,  0,  0,  0,  0, 0, 0,  0, 20, 0, 0, 0};
+    int len;
+    const int32_t *tok = ml_dataset_tokens(ds, 0, &len);
+    ck_assert_int_eq(len, 32);
+    for (int p = 0; p < 32; p++) ck_assert_int_eq(tok[p], expect[p]);
+    int n;
+    const int32_t *ans, *rp = ml_dataset_readouts(ds, 0, &n, &ans);
+    const int32_t rpos[4] = {8, 10, 12, 28}, rans[4] = {56, 44, 51, 40};
+    ck_assert_int_eq(n, 4);
+    for (int j = 0; j < 4; j++) {
+        ck_assert_int_eq(rp[j], rpos[j]);
+        ck_assert_int_eq(ans[j], rans[j]);
+    }
+    /* a batch's targets: the value at each query, -100 elsewhere */
+    int64_t idx[1] = {0};
+    ml_tensor *tk, *tg;
+    ck_assert_int_eq(ml_dataset_batch(ds, idx, 1, &tk, &tg), ML_OK);
+    int labelled = 0;
+    for (int p = 0; p < 32; p++) labelled += ml_i32(tg)[p] != ML_IGNORE;
+    ck_assert_int_eq(labelled, 4);
+    ck_assert_int_eq(ml_i32(tg)[28], 40);
+    ml_release(tk);
+    ml_release(tg);
+    /* the named positions of every query: the pair in the context and the query itself */
+    const int32_t qio[4] = {2, 6, 0, 4};
+    for (int j = 0; j < 4; j++) {
+        int32_t pos[ML_NPOS];
+        ck_assert_int_eq(ml_dataset_readout_positions(ds, 0, j, pos), ML_OK);
+        ck_assert_int_eq(pos[ML_POS_QUERY_ITEM], rpos[j]);
+        ck_assert_int_eq(pos[ML_POS_TARGET_ITEM], rpos[j] + 1);
+        ck_assert_int_eq(pos[ML_POS_QUERY_ITEM_ORIG], qio[j]);
+        ck_assert_int_eq(tok[pos[ML_POS_TARGET_ITEM_ORIG]], rans[j]);
+        ck_assert_int_eq(pos[ML_POS_NEXT_KEY], qio[j] + 2 < 8 ? qio[j] + 2 : -1);
+        if (j == 0) ck_assert_int_eq(memcmp(pos, ml_dataset_positions(ds, 0), sizeof pos), 0);
+    }
+    int32_t pos[ML_NPOS];
+    ck_assert_int_ne(ml_dataset_readout_positions(ds, 0, 4, pos), ML_OK);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "readout 4 out of range 0..3"));
+    ml_dataset_free(ds);
+    /* single documents come from philox only; bad options name themselves */
+    ml_rng rng;
+    ml_rng_init(&rng, 1, 1);
+    ml_doc d;
+    ml_doc_init(&d);
+    ck_assert_int_ne(ml_task_sample(t, &rng, ML_SPLIT_TRAIN, &d), ML_OK);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "draws whole datasets"));
+    ml_doc_free(&d);
+    ml_task_release(t);
+    c.num_kv_pairs = 9; /* 2*9 + 2*9 > 32 */
+    ck_assert_ptr_null(ml_task_mqar(&c, 0));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "num_kv_pairs * 2 * num_passes"));
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("atr_numpy");
     TCase *tc = tcase_create("numpy");
@@ -198,6 +290,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_protocol_datasets);
     tcase_add_test(tc, test_protocol_split_order);
     tcase_add_test(tc, test_numpy_errors);
+    tcase_add_test(tc, test_permutation);
+    tcase_add_test(tc, test_mqar_numpy);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -149,6 +149,13 @@ local function build_pool()
   if ok then add("task", atr) end
   add("dataset", ar:dataset(8))
   if ok then add("dataset", atr:dataset(8)) end
+  -- MQAR (several readouts per document), in both streams
+  local mq = mech.task.mqar { vocab_size = 32, input_seq_len = 16, num_kv_pairs = 3, power_a = 0.5, seed = 2 }
+  local mqn = mech.task.mqar { vocab_size = 32, input_seq_len = 16, num_kv_pairs = 3, rng = "numpy" }
+  add("task", mq)
+  add("task", mqn)
+  add("dataset", mq:dataset(8))
+  add("dataset", mqn:dataset(8, { seed = 1 }))
   for _, arch in ipairs { "attention", "mamba", "based", "h3", "hyena", "base_conv", "delta_net" } do
     local m = mech.model { arch = arch, d_model = 8, n_layers = 2, vocab = ar:vocab_size() }
     add("model", m)

@@ -89,7 +89,12 @@ T.test("the manifest records what applies, where and when", function()
   T.truthy(m.start_time:match("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$"), m.start_time)
   T.truthy(m.end_time and m.command and m.version and m.git and m.steps_per_s and m.wall_s)
   T.eq(m.config.epochs, nil) -- steps was given
-  T.eq(m.task.num_kv ~= nil or m.task.length ~= nil, true)
+  -- the task's whole record: kind, name, seed and every option
+  T.eq(m.task.kind, "ar")
+  T.eq(m.task.name, "ar_32")
+  T.eq(m.task.seed, 42)
+  T.eq(m.task.options.num_kv, 8192)
+  T.eq(m.task.options.max_length, 32)
   local a = train.run(config { out = tmp .. "/att", model = { arch = "attention", d_model = 16, n_layers = 1 }, steps = 2 })
   T.eq(a.status, "done")
   local ma = json.decode(read(tmp .. "/att/manifest.json"))
@@ -151,6 +156,92 @@ T.test("SIGTERM saves a checkpoint marked interrupted; resuming gives the straig
   T.truthy(same_params(dir .. "/checkpoint.safetensors", tmp .. "/term_straight/checkpoint.safetensors"),
     "interrupted at step " .. ckpt_step)
   T.eq(read(dir .. "/metrics.csv"), read(tmp .. "/term_straight/metrics.csv"))
+end)
+
+-- the documents of two tasks, token for token, and their positions
+local function same_docs(a, b, n, opts)
+  local da, db = a:dataset(n, opts), b:dataset(n, opts)
+  local ta, ga, pa = da:batch(0, n)
+  local tb, gb, pb = db:batch(0, n)
+  if ta:size(1) ~= tb:size(1) then return false end
+  if (ta - tb):abs():max():item() ~= 0 or (ga - gb):abs():max():item() ~= 0 then return false end
+  for k, col in pairs(pa) do
+    if type(col[1]) == "number" then
+      for i = 1, n do if col[i] ~= pb[k][i] then return false end end
+    end
+  end
+  return true
+end
+
+T.test("a checkpoint carries its task: numpy-mode ATR (task seed 42, training seed 1) round-trips exactly", function()
+  local task = mech.task.preset("pcfg_5_20", 42, { rng = "numpy" })
+  local dir = tmp .. "/atr_numpy"
+  train.run(config { out = dir, task = task, seed = 1, steps = 2, train_docs = 64, eval_docs = 16,
+    model = { arch = "attention", d_model = 8, n_layers = 1 } })
+  local path = dir .. "/checkpoint.safetensors"
+  local _, _, meta = mech.load(path)
+  for _, back in ipairs { mech.task.from_checkpoint(path), mech.task.from_checkpoint(meta) } do
+    T.eq(back:name(), "pcfg_5_20")
+    T.eq(back:config(), task:config())
+    T.eq(back:spec(), task:spec())
+    T.truthy(same_docs(back, task, 64, { split = "train" }), "the same grammar and documents")
+    T.truthy(same_docs(back, task, 32, { split = "test" }), "the same test documents")
+  end
+  -- the old reading (a preset name at the training seed) gives another grammar: what the record fixes
+  T.truthy(not same_docs(mech.task.preset("pcfg_5_20", 1), task, 64, { split = "train" }))
+  -- the manifest holds the same record
+  local m = json.decode(read(dir .. "/manifest.json"))
+  T.eq(m.task.seed, 42)
+  T.eq(m.task.options.rng, "numpy")
+  T.truthy(same_docs(mech.task.from_spec(m.task), task, 64, { split = "train" }))
+end)
+
+T.test("a task built by hand, and MQAR, come back from the checkpoint; older checkpoints as well as possible", function()
+  for _, task in ipairs { mech.task.ar { num_kv = 32, length = 4, seed = 7 },
+    mech.task.mqar { vocab_size = 64, input_seq_len = 32, num_kv_pairs = 4, power_a = 0.5, num_passes = 2,
+      random_non_queries = false, seed = 3 } } do
+    local dir = tmp .. "/own_" .. task:kind()
+    train.run(config { out = dir, task = task, steps = 1, train_docs = 16, eval_docs = 8,
+      model = { arch = "attention", d_model = 8, n_layers = 1 } })
+    local back = mech.task.from_checkpoint(dir .. "/checkpoint.safetensors")
+    T.eq(back:spec(), task:spec())
+    T.truthy(same_docs(back, task, 16, { split = "test", seed = 5 }))
+  end
+  -- a record as the config's task (data, as a sweep file holds it) trains on that task
+  local spec = mech.task.mqar { vocab_size = 32, input_seq_len = 16, num_kv_pairs = 2, seed = 4 }:spec()
+  local r = train.run(config { out = tmp .. "/from_spec", task = spec, steps = 1, train_docs = 16, eval_docs = 8,
+    model = { arch = "attention", d_model = 8, n_layers = 1 } })
+  T.eq(r.task:spec(), spec)
+  T.eq(json.decode(read(tmp .. "/from_spec/manifest.json")).config.task, spec)
+  T.eq(mech.task.from_checkpoint(tmp .. "/from_spec/checkpoint.safetensors"):spec(), spec)
+  -- a checkpoint without a record: the preset of task.name at the training seed
+  local m = mech.model { arch = "attention", d_model = 8, n_layers = 1, vocab = 16 }
+  local p = tmp .. "/old.safetensors"
+  m:save(p, { meta = { ["task.name"] = "ar_32", ["train.seed"] = "9" } })
+  T.eq(mech.task.from_checkpoint(p):spec(), mech.task.preset("ar_32", 9):spec())
+  -- only the kind: rebuilt from the manifest.json beside it (written before records: options + seed)
+  mech.sys.mkdir(tmp .. "/oldrun")
+  m:save(tmp .. "/oldrun/checkpoint.safetensors", { meta = { ["task.name"] = "ar", ["train.seed"] = "42" } })
+  local t = mech.task.ar { num_kv = 32, length = 4, seed = 11 }
+  mech.sys.write_atomic(tmp .. "/oldrun/manifest.json", json.encode { task = t:config() })
+  local back = mech.task.from_checkpoint(tmp .. "/oldrun/checkpoint.safetensors")
+  T.eq(back:spec().options, t:spec().options)
+  T.eq(back:spec().seed, 11)
+  -- only the kind and no manifest: nil and why
+  m:save(p, { meta = { ["task.name"] = "ar" } })
+  local none, why = mech.task.from_checkpoint(p)
+  T.eq(none, nil)
+  T.truthy(why:find("records only the task's name 'ar'", 1, true), why)
+  none, why = mech.task.from_checkpoint("tests/fixtures/checkpoints_v1/attention.safetensors")
+  T.eq(none, nil)
+  T.truthy(why:find("records no task", 1, true), why)
+  -- bad input
+  T.raises(function() mech.task.from_checkpoint(42) end, "argument 1 expected a checkpoint path")
+  T.raises(function() mech.task.from_checkpoint(tmp .. "/missing.safetensors") end, "missing.safetensors")
+  T.raises(function() mech.task.from_checkpoint { ["task.spec"] = "{nope" } end, "task.spec is not valid JSON")
+  T.raises(function() mech.task.from_spec { kind = "copy" } end, "field 'kind' expected")
+  T.raises(function() mech.task.from_spec { kind = "ar", options = { num_kv = "x" } } end, "num_kv")
+  T.raises(function() mech.task.from_spec { kind = "ar", colour = 1 } end, "colour")
 end)
 
 os.execute("rm -rf '" .. tmp .. "'")

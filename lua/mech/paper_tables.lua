@@ -249,6 +249,17 @@ end
 
 local function row(cells) return "| " .. table.concat(cells, " | ") .. " |" end
 
+-- a paragraph as the page's source wraps it (100 columns), appended to lines
+local function para(lines, text)
+  local line = ""
+  for word in text:gmatch("%S+") do
+    if line ~= "" and utf8.len(line) + 1 + utf8.len(word) > 100 then lines[#lines + 1] = line; line = word
+    else line = line == "" and word or (line .. " " .. word) end
+  end
+  if line ~= "" then lines[#lines + 1] = line end
+  return lines
+end
+
 ------------------------------------------------------------------------------------------------
 -- the tables, in the page's order: each returns its lines
 
@@ -271,15 +282,15 @@ tables["ar-attrib"] = function(s)
     mamba = "≈0 at the value; Query + Key ≈ 1", h3 = "≈0 at the value, mass at the query",
     base_conv = "the one filtered checkpoint: partial induction", hyena = "≈0 at the value, mass at the query" }
   local order = { "attention", "based", "mamba", "h3", "base_conv", "hyena" }
-  local lines = {
-    string.format("The filter is taken per position, so each column has its own runs: %d of the %d runs pass it at " ..
-      "the value (Fig. 3b's points: @ Value over them), %d at the query (Fig. 3c's points: @ Query and @ Key over " ..
-      "them, as Fig. 3c plots them; the key's own filter is not in the committed data). Mean ± sd over both widths and " ..
-      "both seeds:", #s.ar_value, s.ar_total, #s.ar_query, s.ar_total),
+  local lines = para({}, string.format("The filter is taken per position, so each column has its own runs: %d of " ..
+    "the %d runs pass it at the value (Fig. 3b's points: @ Value over them), %d at the query (Fig. 3c's points: " ..
+    "@ Query and @ Key over them, as Fig. 3c plots them; the key's own filter is not in the committed data). " ..
+    "Mean ± sd over both widths and both seeds:", #s.ar_value, s.ar_total, #s.ar_query))
+  for _, l in ipairs {
     "",
     "| architecture | runs: value / query filter | @ Value | @ Query | @ Key | the paper |",
     "|---|---|---|---|---|---|",
-  }
+  } do lines[#lines + 1] = l end
   for _, a in ipairs(order) do
     local v, q = of_arch(s.ar_value, a), of_arch(s.ar_query, a)
     lines[#lines + 1] = row { paper.arch_name(a), #v .. " / " .. #q, ms(field(v, "value")), ms(field(q, "query")),
@@ -349,8 +360,8 @@ tables["based-accuracy"] = function(s)
     end
   end
   lines[#lines + 1] = ""
-  lines[#lines + 1] = string.format("(mean ± sd of seeds 42 and 43; the seeds of a cell are at most %s apart%s.)",
-    num(most, 3), #wide > 0 and (", more than 0.03 in " .. table.concat(wide, ", ")) or "")
+  para(lines, string.format("(mean ± sd of seeds 42 and 43; the seeds of a cell are at most %s apart%s.)",
+    num(most, 3), #wide > 0 and (", more than 0.03 in " .. table.concat(wide, ", ")) or ""))
   return lines
 end
 
@@ -375,9 +386,9 @@ tables["atr-easy"] = function(s)
       at(a, "value"), at(a, "query"), at(a, "key"), paper_says[a] }
   end
   lines[#lines + 1] = ""
-  lines[#lines + 1] = string.format("(Attrib at the layer-1 block input, the key corrupted; runs passing the filter " ..
+  para(lines, string.format("(Attrib at the layer-1 block input, the key corrupted; runs passing the filter " ..
     "(Fig. 4b's boxes): %d of %d at the value, %d at the query, %d at the key.)", #(f.value or {}), s.atr_total,
-    #(f.query or {}), #(f.key or {}))
+    #(f.query or {}), #(f.key or {})))
   return lines
 end
 

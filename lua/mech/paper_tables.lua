@@ -67,7 +67,6 @@ local function ms(values, digits)
   if #values == 1 then return num(m, digits) end
   return num(m, digits) .. " ± " .. num(sd, digits)
 end
-T.format = ms
 
 -- the runs of one or more sweeps that satisfy where(run), in file order
 local function pick(d, names, where)
@@ -233,12 +232,6 @@ local function concat(a, b)
   for _, e in ipairs(a) do out[#out + 1] = e end
   for _, e in ipairs(b) do out[#out + 1] = e end
   return out
-end
-
-local function count_arch(list, a)
-  local n = 0
-  for _, e in ipairs(list) do if e.arch == a then n = n + 1 end end
-  return n
 end
 
 local function of_arch(list, a)

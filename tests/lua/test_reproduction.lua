@@ -58,6 +58,17 @@ T.test("the committed page is in step with the committed rows", function()
   T.eq(ok, true)
 end)
 
+T.test("the command: --tables --check exits 0 on the committed page; --check alone is refused", function()
+  local log = os.tmpname()
+  local ok = os.execute(string.format("%q experiments/paper.lua --tables --check > %q 2>&1", arg[-1], log))
+  T.eq(ok, true, read(log))
+  T.truthy(read(log):find("every table is in step", 1, true))
+  ok = os.execute(string.format("%q experiments/paper.lua --check > %q 2>&1", arg[-1], log))
+  T.falsy(ok)
+  T.truthy(read(log):find("--check goes with --tables", 1, true))
+  os.remove(log)
+end)
+
 T.test("every marked table has a generator and every generator a marker", function()
   local page = read("docs/reproduction.md")
   local marked = {}

@@ -162,27 +162,30 @@ if all or parts.grid then
   end
   local archs = { "attention", "hyena", "base_conv", "based", "h3", "mamba" }
   local widths = { 16, 32, 64, 128, 256 }
-  -- {suite, task, archs, layers, learning rates x variants, epochs (x 3,126 steps)}
+  local no_h3 = { "attention", "hyena", "base_conv", "based", "mamba" }
+  -- exactly the paper's grid, suite by suite as docs/reproduction.md's "The suites" counts it
+  -- (2,685 runs): {sweep, suite, task, archs, layers, learning rates x variants, epochs (x 3,126 steps)}.
+  -- PE and NoPE runs cost the same here (a learned position table is one add).
   local suites = {
-    { "AR PE + NoPE + extra LRs", "ar_32", archs, 2, 12, 16 },
-    { "ATR easy PE + NoPE", "pcfg_5_20", archs, 2, 10, 32 },
-    { "ATR 8192", "pcfg_easy_8192", archs, 2, 5, 32 },
-    { "ATR medium PE + NoPE", "pcfg_10_20", archs, 2, 10, 32 },
-    { "ATR split", "pcfg_tts", archs, 2, 5, 32 },
-    { "Mamba conv ablation (4 kernels)", "ar_32", { "mamba" }, 2, 28, 16 },
-    { "Based long-conv ablation", "ar_32", { "based", "base_conv" }, 2, 5, 16 },
-    { "Based kernel ablation (3 kernels)", "ar_32", { "based" }, 2, 15, 16 },
-    { "AR 1-layer", "ar_32", archs, 1, 7, 16 },
-    { "ATR 1-layer", "pcfg_5_20", archs, 1, 5, 32 },
-    { "AR 3-layer", "ar_32", archs, 3, 7, 16 },
-    { "Sibling 1/2/3-layer (as 2-layer)", "sibling", archs, 2, 15, 32 },
-    { "AR split", "ar_32", archs, 2, 7, 16 },
-    { "v3 AR DeltaNet", "ar_32", { "delta_net" }, 2, 5, 16 },
-    { "v3 ATR Mamba conv ablation", "pcfg_5_20", { "mamba" }, 2, 28, 32 },
+    { "ar", "AR PE + NoPE + extra LRs", "ar_32", archs, 2, 12, 16 },
+    { "atr_easy", "ATR easy PE + NoPE", "pcfg_5_20", archs, 2, 10, 32 },
+    { "atr_hard", "ATR 8192 (PE)", "pcfg_easy_8192", archs, 2, 5, 32 },
+    { "atr_hard", "ATR medium PE", "pcfg_10_20", archs, 2, 5, 32 },
+    { "atr_hard", "ATR medium NoPE (no H3)", "pcfg_10_20", no_h3, 2, 5, 32 },
+    { "atr_split", "ATR split", "pcfg_tts", archs, 2, 5, 32 },
+    { "mamba_conv", "Mamba conv ablation (4 kernels)", "ar_32", { "mamba" }, 2, 28, 16 },
+    { "based_ablation", "Based long-conv ablation", "ar_32", { "based", "base_conv" }, 2, 5, 16 },
+    { "based_ablation", "Based kernel ablation (3 kernels)", "ar_32", { "based" }, 2, 15, 16 },
+    { "ar_layers", "AR 1-layer", "ar_32", archs, 1, 7, 16 },
+    { "ar_layers", "AR 3-layer", "ar_32", archs, 3, 7, 16 },
+    { "atr_1layer", "ATR 1-layer", "pcfg_5_20", archs, 1, 5, 32 },
+    { "sibling", "Sibling 1/2/3-layer (as 2-layer)", "sibling", archs, 2, 15, 32 },
+    { "delta_net", "v3 AR DeltaNet", "ar_32", { "delta_net" }, 2, 5, 16 },
+    { "atr_mamba_conv", "v3 ATR Mamba conv ablation", "pcfg_5_20", { "mamba" }, 2, 28, 32 },
   }
   local total_h, total_runs = 0, 0
   for _, s in ipairs(suites) do
-    local name, preset, list, layers, lrs, epochs = table.unpack(s)
+    local sweep_name, name, preset, list, layers, lrs, epochs = table.unpack(s)
     local seconds, runs = 0, 0
     for _, arch in ipairs(list) do
       for _, d in ipairs(widths) do
@@ -191,7 +194,7 @@ if all or parts.grid then
       end
     end
     total_h, total_runs = total_h + seconds / 3600, total_runs + runs
-    print(string.format("grid: %-36s %5d runs %7.0f core-hours", name, runs, seconds / 3600))
+    print(string.format("grid: %-15s %-34s %5d runs %7.0f core-hours", sweep_name, name, runs, seconds / 3600))
   end
   print(string.format("grid: the paper's grid, %d runs: %.0f core-hours on one core each (the paper: under 10,000 GPU-hours)",
     total_runs, total_h))

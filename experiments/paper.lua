@@ -3,14 +3,17 @@
 -- DIR/figures/index.md. docs/reproduction.md lists the suites and figures.
 --   mechlab experiments/paper.lua [--profile quick|paper|smoke] [--dir DIR] [--jobs N]
 --                                 [--executor local|slurm|print] [--draw-only] [figure ...]
+--   mechlab experiments/paper.lua --tables [--check]   (docs/reproduction.md's tables, from the committed rows)
 local paper = require "mech.paper"
 local sweep = require "mech.sweep"
 
 local usage = [[
 usage: mechlab experiments/paper.lua [--profile quick|paper|smoke] [--dir DIR] [--jobs N]
                                      [--executor local|slurm|print] [--draw-only] [figure ...]
+       mechlab experiments/paper.lua --tables [--check]
   DIR defaults to results/paper-<profile>; the sweeps go to DIR/sweeps/<name>, the figures and
-  index.md to DIR/figures. Without figures, every figure is drawn.]]
+  index.md to DIR/figures. Without figures, every figure is drawn. --tables rewrites the tables of
+  docs/reproduction.md from docs/results/*.csv (--check: only lists those that differ, exit 1).]]
 
 local function fail(msg) error("experiments/paper.lua: " .. msg .. "\n" .. usage, 0) end
 
@@ -27,6 +30,8 @@ while i <= #args do
   local a = args[i]
   local flag = a:match("^%-%-([%w-]+)$")
   if flag == "draw-only" then opts.draw_only = true
+  elseif flag == "tables" then opts.tables = true
+  elseif flag == "check" then opts.check = true
   elseif flag == "profile" or flag == "dir" or flag == "jobs" or flag == "executor" then
     i = i + 1
     if not args[i] then fail("--" .. flag .. " expects a value") end
@@ -34,6 +39,14 @@ while i <= #args do
   elseif flag then fail("unknown option --" .. flag)
   else wanted[#wanted + 1] = a end
   i = i + 1
+end
+if opts.check and not opts.tables then fail("--check goes with --tables") end
+if opts.tables then
+  -- docs/reproduction.md's tables from the committed rows (lua/mech/paper_tables.lua); nothing runs
+  local ok, msgs = require("mech.paper_tables").run { check = opts.check }
+  for _, m in ipairs(msgs) do print(m) end
+  if opts.check and ok then print("docs/reproduction.md: every table is in step with the committed rows") end
+  os.exit(ok and 0 or 1)
 end
 if opts.jobs then
   opts.jobs = math.tointeger(tonumber(opts.jobs))

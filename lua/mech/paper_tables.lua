@@ -1,0 +1,629 @@
+--- docs/reproduction.md's tables of numbers, generated from committed data: the report-step rows
+--- of each quick sweep (docs/results/*.csv) and, where the rows lack what a table needs, the CSVs
+--- of the figures the page shows (docs/img/reproduction/*.csv). Each table sits on the page between
+--- `<!-- table: ID -->` and `<!-- end table -->`; the prose around it is left alone.
+---   mechlab experiments/paper.lua --tables           rewrites the tables in docs/reproduction.md
+---   mechlab experiments/paper.lua --tables --check   lists the tables that differ from the data
+--- The rows carry no filter denominators (attrib_den), so which runs pass the paper's 0.01 filter
+--- at a position is read from the figure that plotted them (Fig. 3b: the value, Fig. 3c: the query,
+--- Fig. 4b and 6b: each position): each plotted point is matched to its run by its values
+--- (9 significant digits, as the figure CSVs are written), and the table takes the run's rows.
+local sweep = require "mech.sweep"
+local paper = require "mech.paper"
+
+local T = {}
+
+-- the report-step rows of each sweep, by sweep name
+T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ablation = "based-ablation-quick.csv",
+  atr_easy = "atr-easy-quick.csv" }
+-- the figure CSVs read for the filter and for sites the rows do not hold
+T.figure_csvs = { "fig3b", "fig3c", "fig4b", "fig6b", "v3_next_key", "mamba_next_key" }
+
+local function fail(msg) error("paper_tables: " .. msg, 0) end
+
+--- The data the tables are made from, under root (the repository; default "."):
+--- {runs = {sweep = {by id}}, ids = {sweep = {ids in file order}}, fig = {id = rows}}.
+function T.load(root)
+  root = root or "."
+  local d = { runs = {}, ids = {}, fig = {} }
+  local pos_of = { target_item_orig = "value", query_item = "query", query_item_orig = "key" }
+  for name, file in pairs(T.results) do
+    local runs, ids = {}, {}
+    for _, r in ipairs(sweep.results(root .. "/docs/results/" .. file)) do
+      if r.step_kind == "report" and r.split == "test" then
+        local e = runs[r.run]
+        if not e then
+          e = { id = r.run, arch = r.arch, d = r.d_model, d_conv = r.d_conv, seed = r.seed, lr = r.lr, pos_emb = r.pos_emb,
+            long = r.run:find("long_only=true", 1, true) ~= nil }
+          runs[r.run], ids[#ids + 1] = e, r.run
+        end
+        -- the query type (KEY on AR, PARENT on ATR) does not matter here
+        local p = r.metric:match("^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.attrib$")
+        if r.metric == "accuracy" then e.accuracy = r.value elseif p and pos_of[p] then e[pos_of[p]] = r.value end
+      end
+    end
+    d.runs[name], d.ids[name] = runs, ids
+  end
+  for _, id in ipairs(T.figure_csvs) do d.fig[id] = sweep.results(root .. "/docs/img/reproduction/" .. id .. ".csv") end
+  return d
+end
+
+------------------------------------------------------------------------------------------------
+-- numbers
+
+local function g9(v) return string.format("%.9g", v) end
+
+-- a number as the page writes it (a true minus sign)
+local function num(v, digits)
+  return (string.format("%." .. (digits or 2) .. "f", v):gsub("^%-", "−"))
+end
+
+local function mean_of(values) return (paper.mean_sd(values)) end
+
+-- "mean ± sd" (several values), the value (one) or "–" (none)
+local function ms(values, digits)
+  if #values == 0 then return "–" end
+  local m, sd = paper.mean_sd(values)
+  if #values == 1 then return num(m, digits) end
+  return num(m, digits) .. " ± " .. num(sd, digits)
+end
+
+-- the runs of one or more sweeps that satisfy where(run), in file order
+local function pick(d, names, where)
+  local out = {}
+  for _, n in ipairs(names) do
+    for _, id in ipairs(d.ids[n]) do
+      local e = d.runs[n][id]
+      if not where or where(e) then out[#out + 1] = e end
+    end
+  end
+  return out
+end
+
+local function field(list, key)
+  local v = {}
+  for _, e in ipairs(list) do if e[key] ~= nil then v[#v + 1] = e[key] end end
+  return v
+end
+
+--- The runs a figure plotted: each point {where = function(run), values = {position = value}}
+--- is matched to the first run not yet taken that satisfies where and has those values (at the
+--- figure CSV's 9 significant digits). A point no run matches is an error: the rows and the
+--- figure disagree.
+local function match(candidates, points, what)
+  local taken, out = {}, {}
+  for _, p in ipairs(points) do
+    local found
+    for _, e in ipairs(candidates) do
+      if not taken[e] and p.where(e) then
+        local ok = true
+        for pos, v in pairs(p.values) do
+          if e[pos] == nil or g9(e[pos]) ~= g9(v) then ok = false; break end
+        end
+        if ok then found = e; break end
+      end
+    end
+    if not found then
+      local parts = {}
+      for pos, v in pairs(p.values) do parts[#parts + 1] = pos .. " " .. g9(v) end
+      table.sort(parts)
+      fail(string.format("%s: the point (%s, %s) matches no run of the committed rows", what, p.label,
+        table.concat(parts, ", ")))
+    end
+    taken[found] = true
+    out[#out + 1] = found
+  end
+  return out
+end
+
+local function arch_is(a) return function(e) return e.arch == a end end
+local arch_by_name = {}
+for _, a in ipairs(paper.archs) do arch_by_name[paper.arch_name(a)] = a end
+
+-- the filtered runs of a scatter figure (x: the position whose filter it applies; y: the other)
+local function scatter_runs(d, fig, sweeps, xpos, ypos)
+  local points = {}
+  for _, r in ipairs(d.fig[fig]) do
+    points[#points + 1] = { label = r.series, where = arch_is(r.series), values = { [xpos] = r.x, [ypos] = r.y } }
+  end
+  return match(pick(d, sweeps), points, fig .. ".csv")
+end
+
+-- the filtered runs of each panel of a box figure: {position = runs}; group(name) gives where
+local function box_runs(d, fig, sweeps, group)
+  local by, names = {}, { Value = "value", Query = "query", Key = "key" }
+  for _, r in ipairs(d.fig[fig]) do
+    local pos = names[r.panel:match("^@(%a+)")]
+    if pos then
+      by[pos] = by[pos] or {}
+      table.insert(by[pos], { label = r.group, where = group(r.group), values = { [pos] = r.value } })
+    end
+  end
+  local out = {}
+  for pos, points in pairs(by) do out[pos] = match(pick(d, sweeps), points, fig .. ".csv (@" .. pos .. ")") end
+  return out
+end
+
+local function where_all(...)
+  local fs = { ... }
+  return function(e) for _, f in ipairs(fs) do if not f(e) then return false end end return true end
+end
+
+------------------------------------------------------------------------------------------------
+-- the statistics the tables and the ledger share, computed once from the data
+
+local function stats(d)
+  local s = {}
+  -- AR main curves (lr 1e-3; Attention with positions): per arch and width, the runs
+  s.ar = {}
+  for _, a in ipairs(paper.archs) do
+    s.ar[a] = {}
+    for _, w in ipairs { 32, 64 } do
+      s.ar[a][w] = pick(d, { "ar" }, function(e) return e.arch == a and e.d == w and e.pos_emb == (a == "attention") end)
+    end
+  end
+  s.ar_value = scatter_runs(d, "fig3b", { "ar" }, "value", "query") -- Fig. 3b: the value's filter
+  s.ar_query = scatter_runs(d, "fig3c", { "ar" }, "query", "key")   -- Fig. 3c: the query's filter
+  s.ar_total = #d.ids.ar
+  -- Mamba by conv width (4: ar's Mamba)
+  local function conv_is(k) return function(e) return e.arch == "mamba" and (e.d_conv or 4) == k end end
+  s.mamba = {}
+  for k = 0, 4 do
+    s.mamba[k] = {}
+    for _, w in ipairs { 32, 64 } do
+      s.mamba[k][w] = pick(d, { "mamba_conv", "ar" }, where_all(conv_is(k), function(e) return e.d == w end))
+    end
+  end
+  s.mamba_filtered = box_runs(d, "fig6b", { "mamba_conv", "ar" }, function(g) return conv_is(tonumber(g:match("%d+"))) end)
+  -- Based by kernel (3: ar's Based), long convs, BaseConv with long convs
+  s.based_groups = {
+    { "1", function(e) return e.arch == "based" and not e.long and e.d_conv == 1 end },
+    { "2", function(e) return e.arch == "based" and not e.long and e.d_conv == 2 end },
+    { "3 (`ar`)", function(e) return e.arch == "based" and not e.long and e.d_conv == nil end },
+    { "4", function(e) return e.arch == "based" and not e.long and e.d_conv == 4 end },
+    { "long", function(e) return e.arch == "based" and e.long end },
+    { "BaseConv, long convs", function(e) return e.arch == "base_conv" and e.long end },
+  }
+  s.based = {}
+  for _, g in ipairs(s.based_groups) do
+    s.based[g[1]] = {}
+    for _, w in ipairs { 32, 64 } do
+      s.based[g[1]][w] = pick(d, { "based_ablation", "ar" }, where_all(g[2], function(e) return e.d == w end))
+    end
+  end
+  -- ATR (5, 20): one run per arch and width; the filter from Fig. 4b's boxes
+  s.atr = {}
+  for _, a in ipairs(paper.archs) do
+    s.atr[a] = {}
+    for _, w in ipairs { 32, 64 } do s.atr[a][w] = pick(d, { "atr_easy" }, function(e) return e.arch == a and e.d == w end)[1] end
+  end
+  s.atr_filtered = box_runs(d, "fig4b", { "atr_easy" }, function(g) return arch_is(arch_by_name[g] or g) end)
+  s.atr_total = #d.ids.atr_easy
+  -- v3 next key: the per-run values Fig. v3_next_key plotted (layer 0; filtered per panel) and
+  -- the mixer-internal means of the mamba_next_key heatmap
+  s.next_key = {}
+  for _, r in ipairs(d.fig.v3_next_key) do
+    local key = r.panel .. "|" .. r.group
+    s.next_key[key] = s.next_key[key] or {}
+    table.insert(s.next_key[key], r.value)
+  end
+  s.next_key_heat = {}
+  for _, r in ipairs(d.fig.mamba_next_key) do
+    if type(r.value) == "number" then s.next_key_heat[r.ylabel .. "|" .. r.xlabel] = r.value end
+  end
+  return s
+end
+
+local function in_set(list)
+  local set = {}
+  for _, e in ipairs(list) do set[e] = true end
+  return set
+end
+
+-- the runs of list that are in the filtered set
+local function passing(list, filtered)
+  local set, out = in_set(filtered or {}), {}
+  for _, e in ipairs(list) do if set[e] then out[#out + 1] = e end end
+  return out
+end
+
+local function concat(a, b)
+  local out = {}
+  for _, e in ipairs(a) do out[#out + 1] = e end
+  for _, e in ipairs(b) do out[#out + 1] = e end
+  return out
+end
+
+local function of_arch(list, a)
+  local out = {}
+  for _, e in ipairs(list) do if e.arch == a then out[#out + 1] = e end end
+  return out
+end
+
+local function row(cells) return "| " .. table.concat(cells, " | ") .. " |" end
+
+-- a paragraph as the page's source wraps it (100 columns), appended to lines
+local function para(lines, text)
+  local line = ""
+  for word in text:gmatch("%S+") do
+    if line ~= "" and utf8.len(line) + 1 + utf8.len(word) > 100 then lines[#lines + 1] = line; line = word
+    else line = line == "" and word or (line .. " " .. word) end
+  end
+  if line ~= "" then lines[#lines + 1] = line end
+  return lines
+end
+
+------------------------------------------------------------------------------------------------
+-- the tables, in the page's order: each returns its lines
+
+local tables = {}
+
+tables["ar-accuracy"] = function(s)
+  local paper_says = { attention = "100% from d = 32 on", based = "≈99% at d = 256, almost Attention's curve",
+    mamba = "≈91% at d = 256, \"a close third\"", hyena = "< 30%", base_conv = "< 10%", h3 = "< 3%" }
+  local order = { "attention", "based", "mamba", "hyena", "base_conv", "h3" }
+  local lines = { "| architecture | d = 32 | d = 64 | the paper |", "|---|---|---|---|" }
+  for _, a in ipairs(order) do
+    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""),
+      ms(field(s.ar[a][32], "accuracy"), 3), ms(field(s.ar[a][64], "accuracy"), 3), paper_says[a] }
+  end
+  return lines
+end
+
+tables["ar-attrib"] = function(s)
+  local paper_says = { attention = "≈1 at the value (induction)", based = "≈1 at the value (induction)",
+    mamba = "≈0 at the value; Query + Key ≈ 1", h3 = "≈0 at the value, mass at the query",
+    base_conv = "the one filtered checkpoint: partial induction", hyena = "≈0 at the value, mass at the query" }
+  local order = { "attention", "based", "mamba", "h3", "base_conv", "hyena" }
+  local lines = para({}, string.format("The filter is taken per position, so each column has its own runs: %d of " ..
+    "the %d runs pass it at the value (Fig. 3b's points: @ Value over them), %d at the query (Fig. 3c's points: " ..
+    "@ Query and @ Key over them, as Fig. 3c plots them; the key's own filter is not in the committed data). " ..
+    "Mean ± sd over both widths and both seeds:", #s.ar_value, s.ar_total, #s.ar_query))
+  for _, l in ipairs {
+    "",
+    "| architecture | runs: value / query filter | @ Value | @ Query | @ Key | the paper |",
+    "|---|---|---|---|---|---|",
+  } do lines[#lines + 1] = l end
+  for _, a in ipairs(order) do
+    local v, q = of_arch(s.ar_value, a), of_arch(s.ar_query, a)
+    lines[#lines + 1] = row { paper.arch_name(a), #v .. " / " .. #q, ms(field(v, "value")), ms(field(q, "query")),
+      ms(field(q, "key")), paper_says[a] }
+  end
+  return lines
+end
+
+tables["mamba-conv-accuracy"] = function(s)
+  local paper_says = { [0] = "fails (< 7 %)", "fails (< 7 %)", "succeeds", "succeeds", "succeeds (≈91 % at d = 256)" }
+  local lines = { "| d_conv | d = 32 | d = 64 | the paper |", "|---|---|---|---|" }
+  for k = 0, 4 do
+    lines[#lines + 1] = row { k == 4 and "4 (`ar`)" or tostring(k), ms(field(s.mamba[k][32], "accuracy"), 3),
+      ms(field(s.mamba[k][64], "accuracy"), 3), paper_says[k] }
+  end
+  return lines
+end
+
+tables["mamba-conv-attrib"] = function(s)
+  local f = s.mamba_filtered
+  local lines = { "| d_conv | runs: value / query / key filter | @ Value | @ Query | @ Key |", "|---|---|---|---|---|" }
+  for k = 0, 4 do
+    local all = concat(s.mamba[k][32], s.mamba[k][64])
+    local v, q, kk = passing(all, f.value), passing(all, f.query), passing(all, f.key)
+    lines[#lines + 1] = row { tostring(k), string.format("%d / %d / %d", #v, #q, #kk), ms(field(v, "value")),
+      ms(field(q, "query")), ms(field(kk, "key")) }
+  end
+  return lines
+end
+
+local function nk(s, panel, conv) return s.next_key["@" .. panel .. "|conv " .. conv] or {} end
+
+tables["next-key"] = function(s)
+  local lines = { "| site, layer 0 | conv 2 | conv 3 | conv 4 |", "|---|---|---|---|" }
+  local function add(label, values_of)
+    local cells = { label }
+    for k = 2, 4 do cells[#cells + 1] = values_of(k) end
+    lines[#lines + 1] = row(cells)
+  end
+  add("next key: mixer output (`attention_output`)", function(k) return ms(nk(s, "Next key  mixer output", k)) end)
+  add("next key: block output", function(k) return ms(nk(s, "Next key  block output", k)) end)
+  add("next key: conv output (`mixer.conv`), mean", function(k)
+    return num(s.next_key_heat["mixer.conv|conv " .. k .. " next key"]) end)
+  add("next key: SSM state (`mixer.ssm_state`), mean", function(k)
+    return num(s.next_key_heat["mixer.ssm_state|conv " .. k .. " next key"]) end)
+  add("key: block output", function(k) return ms(nk(s, "Key  block output", k)) end)
+  add("runs passing the filter at the next key", function(k) return tostring(#nk(s, "Next key  block output", k)) end)
+  return lines
+end
+
+tables["based-accuracy"] = function(s)
+  local paper_says = { ["1"] = "fails", ["2"] = "works", ["3 (`ar`)"] = "works (≈99 % at d = 256)", ["4"] = "works",
+    long = "fails (< 10 %)", ["BaseConv, long convs"] = "fails" }
+  local lines = { "| BaseConv kernel in Based | d = 32 | d = 64 | the paper |", "|---|---|---|---|" }
+  for _, g in ipairs(s.based_groups) do
+    lines[#lines + 1] = row { g[1], ms(field(s.based[g[1]][32], "accuracy"), 3), ms(field(s.based[g[1]][64], "accuracy"), 3),
+      paper_says[g[1]] }
+  end
+  -- how far the two seeds of a cell are apart (the page's prose used to say "within 0.03 everywhere")
+  local wide, most = {}, 0
+  for _, g in ipairs(s.based_groups) do
+    for _, w in ipairs { 32, 64 } do
+      local v = field(s.based[g[1]][w], "accuracy")
+      local gap = #v == 2 and math.abs(v[1] - v[2]) or 0
+      most = math.max(most, gap)
+      if gap > 0.03 then wide[#wide + 1] = string.format("kernel %s at d = %d (%s)", g[1], w, num(gap, 3)) end
+    end
+  end
+  lines[#lines + 1] = ""
+  para(lines, string.format("(mean ± sd of seeds 42 and 43; the seeds of a cell are at most %s apart%s.)",
+    num(most, 3), #wide > 0 and (", more than 0.03 in " .. table.concat(wide, ", ")) or ""))
+  return lines
+end
+
+tables["atr-easy"] = function(s)
+  local paper_says = { attention = "induction", based = "induction", base_conv = "induction", hyena = "direct retrieval",
+    h3 = "direct retrieval", mamba = "direct retrieval" }
+  local f = s.atr_filtered
+  local sets = { value = in_set(f.value or {}), query = in_set(f.query or {}), key = in_set(f.key or {}) }
+  local function at(a, pos)
+    local parts = {}
+    for _, w in ipairs { 32, 64 } do
+      local e = s.atr[a][w]
+      parts[#parts + 1] = (e and sets[pos][e]) and num(e[pos]) or "–"
+    end
+    return table.concat(parts, " / ")
+  end
+  local lines = { "| architecture | accuracy, d = 32 | d = 64 | @ Value, d = 32 / 64 | @ Query | @ Key | the paper |",
+    "|---|---|---|---|---|---|---|" }
+  for _, a in ipairs { "attention", "based", "base_conv", "hyena", "h3", "mamba" } do
+    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""),
+      s.atr[a][32] and num(s.atr[a][32].accuracy, 3) or "–", s.atr[a][64] and num(s.atr[a][64].accuracy, 3) or "–",
+      at(a, "value"), at(a, "query"), at(a, "key"), paper_says[a] }
+  end
+  lines[#lines + 1] = ""
+  para(lines, string.format("(Attrib at the layer-1 block input, the key corrupted; runs passing the filter " ..
+    "(Fig. 4b's boxes): %d of %d at the value, %d at the query, %d at the key.)", #(f.value or {}), s.atr_total,
+    #(f.query or {}), #(f.key or {})))
+  return lines
+end
+
+------------------------------------------------------------------------------------------------
+-- the claims ledger: a row per claim, mechlab's numbers computed here
+
+local function acc(list) return ms(field(list, "accuracy"), 3) end
+local function accs(s, a) return string.format("d = 32: %s, d = 64: %s", acc(s.ar[a][32]), acc(s.ar[a][64])) end
+local function atr_acc(s, a) return string.format("%s / %s", num(s.atr[a][32].accuracy, 2), num(s.atr[a][64].accuracy, 2)) end
+
+local function max_acc(lists)
+  local m = -1
+  for _, l in ipairs(lists) do for _, e in ipairs(l) do m = math.max(m, e.accuracy) end end
+  return m
+end
+
+local settle = {
+  atr_hard = "`atr_hard` (24 runs, 1.98 h)", atr_split = "`atr_split` (12 runs, 1.39 h)",
+  ar_layers = "`ar_layers` (24 runs, 1.98 h)", atr_1layer = "`atr_1layer` (12 runs, 1.46 h)",
+  sibling = "`sibling` (36 runs, 1.79 h)", delta_net = "`delta_net` (4 runs, 0.39 h)",
+  atr_mamba_conv = "`atr_mamba_conv` (8 runs, 1.91 h)",
+  -- the same 12 (arch, width) configs as `ar` at three more learning rates: 1.5 x its 2.30 h
+  lr = "the AR learning-rate slice (lr 3e-4, 3e-3, 1e-2 at d = 32 and 64, seed 42: 36 runs, ≈ 3.5 h) and one run " ..
+    "at d = 256 at the best of them",
+  nope = "Attention without positions on AR (the `ar` paper profile's NoPE runs; not in a quick suite)",
+}
+
+local function claims(s)
+  local NS = "not settled at quick scale"
+  local d64 = {}
+  for _, a in ipairs { "attention", "based", "mamba", "hyena", "base_conv", "h3" } do
+    d64[#d64 + 1] = num(mean_of(field(s.ar[a][64], "accuracy")), 3)
+  end
+  local v_att = field(of_arch(s.ar_value, "attention"), "value")
+  local v_based = field(of_arch(s.ar_value, "based"), "value")
+  local q_mamba, q_h3 = of_arch(s.ar_query, "mamba"), of_arch(s.ar_query, "h3")
+  local qk = {}
+  for _, e in ipairs(q_mamba) do qk[#qk + 1] = e.query + e.key end
+  local bc = of_arch(s.ar_query, "base_conv")
+  local hy_q32, hy_q64 = field(s.ar.hyena[32], "query"), field(s.ar.hyena[64], "query")
+  local fail3 = max_acc { s.ar.hyena[32], s.ar.hyena[64], s.ar.base_conv[32], s.ar.base_conv[64], s.ar.h3[32], s.ar.h3[64] }
+  local mf = s.mamba_filtered
+  local function mq(k)
+    local all = concat(s.mamba[k][32], s.mamba[k][64])
+    return ms(field(passing(all, mf.query), "query")), ms(field(passing(all, mf.key), "key"))
+  end
+  local q2, k2 = mq(2)
+  local q3, k3 = mq(3)
+  local q4, k4 = mq(4)
+  local low01 = max_acc { s.mamba[0][32], s.mamba[0][64], s.mamba[1][32], s.mamba[1][64] }
+  local hi2 = {}
+  for k = 2, 4 do hi2[#hi2 + 1] = string.format("%d: %s / %s", k, acc(s.mamba[k][32]), acc(s.mamba[k][64])) end
+  local bk = {}
+  for _, g in ipairs { "2", "3 (`ar`)", "4" } do bk[#bk + 1] = acc(s.based[g][64]) end
+  local bfail = max_acc { s.based["1"][32], s.based["1"][64], s.based.long[32], s.based.long[64] }
+  local atr_lo, atr_hi = 1, 0
+  for _, a in ipairs(paper.archs) do
+    for _, w in ipairs { 32, 64 } do atr_lo, atr_hi = math.min(atr_lo, s.atr[a][w].accuracy), math.max(atr_hi, s.atr[a][w].accuracy) end
+  end
+  local function atr_attrib(a, pos) return num(s.atr[a][32][pos]) .. " / " .. num(s.atr[a][64][pos]) end
+  local nk4 = s.next_key_heat["mixer.conv|conv 4 next key"]
+  local key_block = {}
+  for k = 2, 4 do key_block[#key_block + 1] = num(mean_of(nk(s, "Key  block output", k))) end
+  local nk_block = {}
+  for k = 2, 4 do for _, v in ipairs(nk(s, "Next key  block output", k)) do nk_block[#nk_block + 1] = v end end
+  local nk_max = -1
+  for _, v in ipairs(nk_block) do nk_max = math.max(nk_max, v) end
+
+  return {
+    -- §8.1 headline numbers and §5.1
+    { "§5.1", "Attention reaches 100 % on AR from d = 32 on", "100 %", accs(s, "attention"), "agrees" },
+    { "§5.1", "AR at d = 256, best LR: Attention 100 %, Based ≈99 %, Mamba ≈91 %, Hyena < 30 %, BaseConv < 10 %, H3 < 3 %",
+      "100 / ≈99 / ≈91 / < 30 / < 10 / < 3 %",
+      "at d = 64, lr 1e-3: " .. table.concat(d64, " / "), NS .. ": " .. settle.lr },
+    { "§5.1", "Attention and Based solve AR with almost the same width-scaling curve", "Based ≈ Attention at every d",
+      "Based " .. accs(s, "based"), "agrees at d = 64; at d = 32 Based is behind: " .. NS .. " (one lr): " .. settle.lr },
+    { "§5.1", "Mamba is a close third", "≈91 % at d = 256", "Mamba " .. accs(s, "mamba"),
+      "third, not close: " .. NS .. ": " .. settle.lr },
+    { "§5.1", "Hyena, BaseConv and H3 fail AR", "< 30 %, < 10 %, < 3 %",
+      "at most " .. num(fail3, 3) .. " (any of their 12 runs)", "agrees" },
+    { "§5.1", "Nearly all Attention and Based checkpoints show full attribution at the value (induction)", "≈1 @ Value",
+      string.format("Attention %s (%d runs), Based %s (%d runs), value filter", ms(v_att), #v_att, ms(v_based), #v_based),
+      "agrees" },
+    { "§5.1", "The best Mamba, Hyena and H3 models do direct retrieval in layer 0 (at the query)", "@ Query ≈ 1",
+      string.format("H3 @ Query %s (%d run); Hyena (no run passes) unfiltered @ Query %s (d = 32), %s (d = 64); Mamba @ Query %s, @ Key %s",
+        ms(field(q_h3, "query")), #q_h3, ms(hy_q32), ms(hy_q64), ms(field(q_mamba, "query")), ms(field(q_mamba, "key"))),
+      "agrees for H3 and Hyena; disagrees for Mamba (mass mostly at the key) at d ≤ 64, lr 1e-3: " .. settle.lr },
+    { "§5.1", "Weaker SSM checkpoints split query and key; Mamba's lie near @ Query + @ Key ≈ 1", "Q + K ≈ 1",
+      string.format("Mamba Q + K %s (%d runs)", ms(qk), #qk), "agrees" },
+    { "§5.1", "The only BaseConv checkpoint that passes the filter shows partial induction", "one run, partial @ Value",
+      #bc == 1 and string.format("one run passes at the query (d = %d, seed %d: @ Query %s, @ Key %s, unfiltered @ Value %s); none at the value",
+        bc[1].d, bc[1].seed, num(bc[1].query), num(bc[1].key), num(bc[1].value)) or (#bc .. " runs"),
+      "agrees in direction: one run passes, as in the paper, but at the query's filter, not the value's: " ..
+      "its @ Value is unfiltered" },
+    -- §5.2 and the ATR headline
+    { "§5.2", "ATR (5, 20): every architecture between ≈70 % and 97 %; Mamba matches or beats the others",
+      "70–97 %, Mamba best", string.format("%s–%s; Mamba %s (d = 32 / 64), the best at both", num(atr_lo, 2), num(atr_hi, 2),
+        atr_acc(s, "mamba")), "agrees in direction: Mamba the best at both widths; at d = 32 some architectures are below 70 %" },
+    { "§5.2", "Mamba matches or beats every architecture at every width when \\|Σ\\| = 20, most clearly at L_max = 10",
+      "Mamba best", "(5, 20) as above; (10, 20) not run", "agrees at (5, 20); (10, 20) " .. NS .. ": " .. settle.atr_hard },
+    { "§5.2", "Attention beats Mamba only at \\|Σ\\| = 8192 with d ≤ 64", "Attention > Mamba at 8192", "not run",
+      NS .. ": " .. settle.atr_hard },
+    { "§5.2", "Longer rules do not hurt Mamba", "(10, 20) ≈ (5, 20)", "not run", NS .. ": " .. settle.atr_hard },
+    { "§5.2", "Attention, Based and BaseConv mainly use induction on ATR", "@ Value high",
+      string.format("@ Value (d = 32 / 64): Attention %s, Based %s, BaseConv %s", atr_attrib("attention", "value"),
+        atr_attrib("based", "value"), atr_attrib("base_conv", "value")),
+      "agrees at d = 64; at d = 32 disagrees for Attention (@ Query " .. num(s.atr.attention[32].query) .. "), partly for BaseConv" },
+    { "§5.2", "Hyena, H3 and Mamba use direct retrieval on ATR", "@ Value ≈ 0",
+      string.format("@ Value: Hyena %s, H3 %s, Mamba %s", atr_attrib("hyena", "value"), atr_attrib("h3", "value"),
+        atr_attrib("mamba", "value")), "agrees" },
+    { "§5.2", "At \\|Σ\\| = 8192 the direct-retrieval SSMs retrieve in layer 1 (@ Key); otherwise they mix @ Key and @ Query",
+      "mix at \\|Σ\\| = 20", string.format("(5, 20) @ Query / @ Key at d = 64: Hyena %s / %s, H3 %s / %s, Mamba %s / %s",
+        num(s.atr.hyena[64].query), num(s.atr.hyena[64].key), num(s.atr.h3[64].query), num(s.atr.h3[64].key),
+        num(s.atr.mamba[64].query), num(s.atr.mamba[64].key)),
+      "agrees for H3 and Mamba at (5, 20) (Hyena mostly @ Query); 8192 " .. NS .. ": " .. settle.atr_hard },
+    { "§5.2", "Mamba is highly accurate without induction", "high accuracy, @ Value ≈ 0",
+      string.format("accuracy %s, @ Value %s (d = 32 / 64)", atr_acc(s, "mamba"), atr_attrib("mamba", "value")), "agrees" },
+    -- §5.3
+    { "§5.3", "Mamba reaches the highest dev accuracy; Attention the highest test accuracy (d ≥ 32)",
+      "best dev: Mamba; best test: Attention",
+      "not run", NS .. ": " .. settle.atr_split },
+    { "§5.3", "Mamba memorises (high dev for its test); H3 generalises nearly as Attention; BaseConv very little",
+      "dev − test: Mamba high, H3 ≈ Attention, BaseConv low test", "not run", NS .. ": " .. settle.atr_split },
+    { "§5.3", "Mechanisms are the same on dev and test, except BaseConv (induction on dev, less on test)",
+      "same Attrib on dev and test; BaseConv @ Value lower on test",
+      "not run", NS .. ": " .. settle.atr_split },
+    { "§5.3", "Induction is not more general than direct retrieval (Attention and Mamba generalise best)",
+      "best test: Attention and Mamba",
+      "not run", NS .. ": " .. settle.atr_split },
+    -- §5.4
+    { "§5.4", "Mamba: a step change between d_conv 1 and 2; without a short conv it fails AR", "< 7 % for d_conv 0, 1",
+      string.format("d_conv 0, 1: at most %s; d_conv (d = 32 / 64) %s", num(low01, 3), table.concat(hi2, ", ")),
+      "agrees in direction (none of 2–4 succeeds at d ≤ 64, lr 1e-3): " .. settle.lr },
+    { "§5.4", "Larger kernels move retrieval earlier: with d_conv 4 most checkpoints retrieve at the query",
+      "d_conv 4: mostly @ Query", string.format("@ Query / @ Key: d_conv 2 %s / %s, 3 %s / %s, 4 %s / %s", q2, k2, q3, k3, q4, k4),
+      "agrees in direction (only d_conv 4 has mass at the query), disagrees in degree (mostly @ Key): " .. settle.lr },
+    { "§5.4", "Based works with kernels 2–4 and fails with kernel 1 or a long conv (< 10 %)", "works / fails",
+      string.format("kernels 2, 3, 4 at d = 64: %s; kernel 1 and long conv at most %s", table.concat(bk, ", "), num(bfail, 3)),
+      "agrees" },
+    { "§5.4", "Short convs are responsible for association in Mamba and Based; not sufficient (Hyena has one and fails)",
+      "Hyena < 30 %", string.format("as the two rows above; Hyena at most %s", num(max_acc { s.ar.hyena[32], s.ar.hyena[64] }, 3)),
+      "agrees" },
+    -- appendix D
+    { "D.1", "Attention fails AR without positional embeddings", "≈6 %", "not run", NS .. ": " .. settle.nope },
+    { "D.1", "SSMs are generally worse with PE than without; on ATR, NoPE Attention beats PE Attention at small widths",
+      "SSMs: PE < NoPE; ATR, small d: Attention NoPE > PE", "not run (the quick profiles train the main curves only)",
+      NS .. ": the PE/NoPE pairs of the `ar` and `atr_easy` paper profiles" },
+    { "D.2", "AR: 1-layer Mamba and Hyena do as well as 2-layer; 1-layer Attention and Based fail",
+      "1 layer ≥ 2 (Mamba, Hyena); 1-layer Attention, Based fail",
+      "not run", NS .. ": " .. settle.ar_layers },
+    { "D.2", "ATR (5, 20): 1-layer Mamba, H3, Hyena stay strong, 1-layer Attention drops, 1-layer Based/BaseConv weakest",
+      "1-layer SSMs ≈ 2-layer; Attention lower; Based/BaseConv lowest", "not run", NS .. ": " .. settle.atr_1layer },
+    { "D.3", "3-layer AR accuracy ≈ 2-layer (Mamba at one small width excepted)", "3 layers ≈ 2 layers", "not run",
+      NS .. ": " .. settle.ar_layers },
+    { "D.3", "Mixer output at the query: which layer writes the answer, by depth and architecture",
+      "1-layer SSMs: layer 0; 2 layers: Hyena 0, Mamba mostly 0, the others 1; 3 layers: Mamba 0 or last",
+      "not run", NS .. ": " .. settle.ar_layers },
+    { "D.4", "Rightmost-sibling queries are trivial: every model does well, 1-layer Based/BaseConv lags",
+      "all high; 1-layer Based/BaseConv lower",
+      "not run", NS .. ": " .. settle.sibling },
+    -- v3
+    { "v3 §9.1", "AR: only Attention and Based fully succeed, Mamba and DeltaNet come close behind",
+      "Attention, Based ≈100 %; Mamba, DeltaNet close",
+      "DeltaNet not run", NS .. ": " .. settle.delta_net },
+    { "v3 §9.1", "Attention and Based show induction, Mamba and DeltaNet direct retrieval",
+      "@ Value ≈ 1 / ≈ 0",
+      "Attention, Based, Mamba as §5.1 above; DeltaNet not run", NS .. ": " .. settle.delta_net },
+    { "v3 §9.2", "Mamba implements induction through its short conv: restoring the next key at layer 0 restores the most",
+      "next key largest", string.format("next key, block output: at most %s (%d filtered runs); @ Key block output %s (d_conv 2, 3, 4); conv output at the next key, d_conv 4: %s (mean)",
+        num(nk_max), #nk_block, table.concat(key_block, ", "), num(nk4)),
+      "disagrees at this scale (one run, d = 64, d_conv 4, shows it inside the mixer): " .. settle.lr },
+    { "v3 §9.2", "Results are sensitive to the learning rate", "a neighbouring lr can fail completely", "one lr (1e-3)", NS .. ": " .. settle.lr },
+    { "v3 §9.3", "Mamba without a short conv learns Attention-like induction on ATR (@ Value high)", "@ Value high",
+      "not run", NS .. ": " .. settle.atr_mamba_conv },
+  }
+end
+
+tables.claims = function(s)
+  local lines = { "| # | § | the paper's claim | the paper | mechlab (quick) | verdict |", "|---|---|---|---|---|---|" }
+  for i, c in ipairs(claims(s)) do
+    lines[#lines + 1] = row { tostring(i), c[1], c[2], c[3], c[4], c[5] }
+  end
+  return lines
+end
+
+T.ids = { "ar-accuracy", "ar-attrib", "mamba-conv-accuracy", "mamba-conv-attrib", "next-key", "based-accuracy",
+  "atr-easy", "claims" }
+
+--- Every table's text (its lines joined), by id.
+function T.render(d)
+  local s = stats(d)
+  local out = {}
+  for _, id in ipairs(T.ids) do out[id] = table.concat(tables[id](s), "\n") end
+  return out
+end
+
+--- The page with each marked table replaced; also the ids whose text changed, and the ids the
+--- page marks that no generator makes and those it lacks.
+function T.apply(page, rendered)
+  local changed, unknown, seen = {}, {}, {}
+  local out = page:gsub("(<!%-%- table: ([%w%-]+) %-%->\n)(.-)(<!%-%- end table %-%->)", function(open, id, body, close)
+    seen[id] = true
+    local text = rendered[id]
+    if not text then unknown[#unknown + 1] = id; return nil end
+    text = "\n" .. text .. "\n\n" -- blank lines: the comments and the table are separate blocks
+    if text ~= body then changed[#changed + 1] = id end
+    return open .. text .. close
+  end)
+  local missing = {}
+  for _, id in ipairs(T.ids) do if not seen[id] then missing[#missing + 1] = id end end
+  return out, changed, unknown, missing
+end
+
+local function read(path)
+  local f, err = io.open(path, "rb")
+  if not f then fail(tostring(err)) end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+--- Regenerates docs/reproduction.md's tables under root: with check, only compares. Returns true
+--- when the page is (now) in step, and a list of messages (each differing, unknown or missing table).
+function T.run(opts)
+  opts = opts or {}
+  local root = opts.root or "."
+  local path = root .. "/docs/reproduction.md"
+  local page = read(path)
+  local out, changed, unknown, missing = T.apply(page, T.render(T.load(root)))
+  local msgs = {}
+  for _, id in ipairs(changed) do
+    msgs[#msgs + 1] = "table '" .. id .. (opts.check and "' differs from the committed data" or "' rewritten")
+  end
+  for _, id in ipairs(unknown) do msgs[#msgs + 1] = "table '" .. id .. "' is marked on the page but no generator makes it" end
+  for _, id in ipairs(missing) do msgs[#msgs + 1] = "table '" .. id .. "' has no marker on the page" end
+  if not opts.check and #changed > 0 then
+    local f = assert(io.open(path, "wb"))
+    f:write(out)
+    f:close()
+    return #unknown + #missing == 0, msgs
+  end
+  return #msgs == 0, msgs
+end
+
+return T

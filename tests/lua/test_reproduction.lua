@@ -1,0 +1,141 @@
+-- docs/reproduction.md's tables against the committed rows (lua/mech/paper_tables.lua): the
+-- committed page is in step, and a changed row, a changed figure point or a changed marker is
+-- caught. Runs from the repository root (ctest sets it).
+local T = require "check"
+local tables = require "mech.paper_tables"
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+-- a copy of the page and of every file the tables are made from, under a temporary root
+local function copy_root()
+  local root = os.tmpname()
+  os.remove(root)
+  for _, d in ipairs { root, root .. "/docs", root .. "/docs/results", root .. "/docs/img", root .. "/docs/img/reproduction" } do
+    mech.sys.mkdir(d)
+  end
+  write(root .. "/docs/reproduction.md", read("docs/reproduction.md"))
+  for _, file in pairs(tables.results) do write(root .. "/docs/results/" .. file, read("docs/results/" .. file)) end
+  for _, id in ipairs(tables.figure_csvs) do
+    local rel = "docs/img/reproduction/" .. id .. ".csv"
+    write(root .. "/" .. rel, read(rel))
+  end
+  return root
+end
+
+local function remove(root) os.execute(string.format("rm -rf '%s'", root)) end
+
+-- the page without the text between the markers: what the generator must leave alone
+local function prose(page) return (page:gsub("(<!%-%- table: [%w%-]+ %-%->\n).-(<!%-%- end table %-%->)", "%1%2")) end
+
+-- replaces the value of the first row of `file` whose line contains every string of `needles`
+local function alter_row(root, file, needles, value)
+  local path = root .. "/docs/results/" .. file
+  local lines, done = {}, false
+  for line in read(path):gmatch("[^\n]+") do
+    local hit = not done
+    for _, n in ipairs(needles) do hit = hit and line:find(n, 1, true) ~= nil end
+    if hit then line, done = line:gsub(",[^,]*$", "," .. value), true end
+    lines[#lines + 1] = line
+  end
+  assert(done, "no row with " .. table.concat(needles, ", "))
+  write(path, table.concat(lines, "\n") .. "\n")
+end
+
+T.test("the committed page is in step with the committed rows", function()
+  local ok, msgs = tables.run { check = true }
+  T.eq(msgs, {})
+  T.eq(ok, true)
+end)
+
+T.test("the command: --tables --check exits 0 on the committed page; --check alone is refused", function()
+  local log = os.tmpname()
+  local ok = os.execute(string.format("%q experiments/paper.lua --tables --check > %q 2>&1", arg[-1], log))
+  T.eq(ok, true, read(log))
+  T.truthy(read(log):find("every table is in step", 1, true))
+  ok = os.execute(string.format("%q experiments/paper.lua --check > %q 2>&1", arg[-1], log))
+  T.falsy(ok)
+  T.truthy(read(log):find("--check goes with --tables", 1, true))
+  os.remove(log)
+end)
+
+T.test("every marked table has a generator and every generator a marker", function()
+  local page = read("docs/reproduction.md")
+  local marked = {}
+  for id in page:gmatch("<!%-%- table: ([%w%-]+) %-%->\n") do marked[#marked + 1] = id end
+  table.sort(marked)
+  local ids = table.move(tables.ids, 1, #tables.ids, 1, {})
+  table.sort(ids)
+  T.eq(marked, ids)
+end)
+
+T.test("the three statements the rows contradicted are gone", function()
+  local page = read("docs/reproduction.md")
+  T.eq(page:find("| BaseConv | 1 | 1.02", 1, true), nil) -- its row says 0.992, and it fails the value's filter
+  T.eq(page:find("14 of 24;", 1, true), nil)            -- the filter is per position
+  T.eq(page:find("within 0.03 of each other in every cell", 1, true), nil)
+  T.truthy(page:find("kernel 4 at d = 32 (0.041)", 1, true))
+end)
+
+T.test("a changed accuracy row makes the check fail, naming the tables; rewriting fixes them", function()
+  local root = copy_root()
+  -- Based, d = 64, seed 42 (0.98125 in the rows)
+  alter_row(root, "ar-quick.csv", { "based-d64-nope-lr0.001-s42", ",accuracy," }, "0.5")
+  local before = read(root .. "/docs/reproduction.md")
+  local ok, msgs = tables.run { root = root, check = true }
+  T.eq(ok, false)
+  -- Based at d = 64 is in Fig. 3a's table, in Fig. 6c's (kernel 3) and in the ledger
+  T.eq(msgs, { "table 'claims' differs from the committed data", "table 'ar-accuracy' differs from the committed data",
+    "table 'based-accuracy' differs from the committed data" })
+  T.eq(read(root .. "/docs/reproduction.md"), before) -- --check writes nothing
+  ok = tables.run { root = root }
+  T.eq(ok, true)
+  local after = read(root .. "/docs/reproduction.md")
+  T.truthy(after:find("| Based | 0.791 ± 0.027 | 0.744 ± 0.345 |", 1, true))
+  T.eq(prose(after), prose(before)) -- the prose is left alone
+  T.eq(select(1, tables.run { root = root, check = true }), true)
+  remove(root)
+end)
+
+T.test("a changed attribution of a filtered run no longer matches its figure's point", function()
+  local root = copy_root()
+  -- Attention, d = 32, seed 42, Attrib @ Value 0.994664632 (a point of Fig. 3b)
+  alter_row(root, "ar-quick.csv", { "attention-d32-pe-lr0.001-s42", "target_item_orig.block_input.attrib" }, "0.9")
+  T.raises(function() tables.run { root = root, check = true } end, "fig3b.csv: the point (attention, query")
+  remove(root)
+end)
+
+T.test("a changed ATR row and a changed seed gap show in their tables", function()
+  local root = copy_root()
+  alter_row(root, "atr-easy-quick.csv", { "mamba-d32", ",accuracy," }, "0.25")
+  alter_row(root, "based-ablation-quick.csv", { "based-d64-k2-nope-lr0.001-s42", ",accuracy," }, "0.5")
+  local ok, msgs = tables.run { root = root, check = true }
+  T.eq(ok, false)
+  T.eq(msgs, { "table 'claims' differs from the committed data", "table 'based-accuracy' differs from the committed data",
+    "table 'atr-easy' differs from the committed data" })
+  remove(root)
+end)
+
+T.test("an unknown marker and a missing one are reported", function()
+  local root = copy_root()
+  local page = read(root .. "/docs/reproduction.md")
+  page = page:gsub("<!%-%- table: next%-key %-%->", "<!-- table: no-such-table -->")
+  write(root .. "/docs/reproduction.md", page)
+  local ok, msgs = tables.run { root = root, check = true }
+  T.eq(ok, false)
+  T.eq(msgs, { "table 'no-such-table' is marked on the page but no generator makes it",
+    "table 'next-key' has no marker on the page" })
+  remove(root)
+end)
+
+T.done()

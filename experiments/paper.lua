@@ -3,6 +3,10 @@
 -- DIR/figures/index.md. docs/reproduction.md lists the suites and figures.
 --   mechlab experiments/paper.lua [--profile quick|paper|smoke] [--dir DIR] [--jobs N]
 --                                 [--executor local|slurm|print] [--draw-only] [figure ...]
+--   mechlab experiments/paper.lua --results docs/results [--filter docs/img/reproduction/filter.csv] ...
+--     draws from committed results CSVs (DIR/<sweep>-<profile>.csv, e.g. ar-quick.csv) instead of
+--     sweep directories, running nothing; --filter names the runs that passed the 0.01 filter for
+--     rows without denominators (plots/record_filter.lua)
 local paper = require "mech.paper"
 local sweep = require "mech.sweep"
 
@@ -10,7 +14,9 @@ local usage = [[
 usage: mechlab experiments/paper.lua [--profile quick|paper|smoke] [--dir DIR] [--jobs N]
                                      [--executor local|slurm|print] [--draw-only] [figure ...]
   DIR defaults to results/paper-<profile>; the sweeps go to DIR/sweeps/<name>, the figures and
-  index.md to DIR/figures. Without figures, every figure is drawn.]]
+  index.md to DIR/figures. Without figures, every figure is drawn.
+  --results CSVDIR draws from CSVDIR/<sweep>-<profile>.csv (committed rows; implies --draw-only),
+  --filter CSV takes the 0.01 filter's passing runs from CSV where the rows carry no denominators.]]
 
 local function fail(msg) error("experiments/paper.lua: " .. msg .. "\n" .. usage, 0) end
 
@@ -27,7 +33,8 @@ while i <= #args do
   local a = args[i]
   local flag = a:match("^%-%-([%w-]+)$")
   if flag == "draw-only" then opts.draw_only = true
-  elseif flag == "profile" or flag == "dir" or flag == "jobs" or flag == "executor" then
+  elseif flag == "profile" or flag == "dir" or flag == "jobs" or flag == "executor" or flag == "results"
+      or flag == "filter" then
     i = i + 1
     if not args[i] then fail("--" .. flag .. " expects a value") end
     opts[flag] = args[i]
@@ -66,6 +73,11 @@ for _, f in ipairs(figures) do
 end
 local dirs = {}
 for _, s in ipairs(names) do dirs[s] = dir .. "/sweeps/" .. s end
+if opts.results then -- committed rows: ar -> CSVDIR/ar-quick.csv, mamba_conv -> mamba-conv-quick.csv
+  opts.draw_only = true
+  for _, s in ipairs(names) do dirs[s] = opts.results .. "/" .. s:gsub("_", "-") .. "-" .. opts.profile .. ".csv" end
+end
+if opts.filter then paper.use_recorded_filter(opts.filter) end
 
 mech.sys.mkdir(dir)
 mech.sys.mkdir(dir .. "/sweeps")
@@ -131,7 +143,7 @@ for _, f in ipairs(figures) do
   local ok, recipe = pcall(dofile, paper.recipe_file(f.id))
   local keys, missing = nil, {}
   for _, s in ipairs(f.sweeps) do
-    if not mech.sys.exists(dirs[s] .. "/results.csv") then missing[#missing + 1] = s end
+    if not paper.has_results(dirs[s]) then missing[#missing + 1] = s end
   end
   -- a figure with some of its sweeps done is drawn with what there is (their panels empty), so
   -- that a suite can be looked at before the others have run

@@ -65,12 +65,51 @@ local function mean_sd(list)
 end
 paper.mean_sd = mean_sd
 
---- The rows of one sweep's results.csv (dirs: {name = dir}), or none while that sweep has no
---- results yet: a figure draws its other sweeps' panels and leaves these empty.
+--- Does a sweep's entry of dirs hold results: a sweep directory with its results.csv, or a
+--- results CSV itself (the committed report-step rows, docs/results/<sweep>-<profile>.csv)?
+function paper.has_results(dir)
+  if not dir then return false end
+  if dir:match("%.csv$") then return mech.sys.exists(dir) end
+  return mech.sys.exists(dir .. "/results.csv")
+end
+
+--- The rows of one sweep's results (dirs: {name = a sweep directory or a results CSV}), or none
+--- while that sweep has no results yet: a figure draws its other sweeps' panels and leaves these empty.
 function paper.results(dirs, name)
   local dir = dirs[name]
-  if not dir or not mech.sys.exists(dir .. "/results.csv") then return {} end
+  if not paper.has_results(dir) then return {} end
   return sweep.results(dir)
+end
+
+--- Which runs passed the 0.01 filter, for rows that carry no filter denominators (the committed
+--- report-step rows): {label = {run = true}}, read by paper.use_recorded_filter from a CSV of
+--- (sweep, run, position, attrib) rows such as docs/img/reproduction/filter.csv
+--- (plots/record_filter.lua). nil: the filter comes from the rows' attrib_den only.
+paper.recorded_filter = nil
+
+function paper.use_recorded_filter(file)
+  local rec = {}
+  for _, r in ipairs(sweep.results(file)) do
+    local label = paper.attrib_label(r.position)
+    rec[label] = rec[label] or {}
+    rec[label][r.run] = true
+  end
+  paper.recorded_filter = rec
+end
+
+-- The runs passing the 0.01 filter at label (layer-1 block input form), from the rows' own
+-- denominators (metric_of(row) == label .. ".attrib_den"), else from the recorded filter.
+local function filter_pass(rows, label, threshold, metric_of, split)
+  local pass = {}
+  for _, r in ipairs(rows) do
+    if r.step_kind == "report" and r.split == (split or "test") and metric_of(r) == label .. ".attrib_den" and r.value > threshold then
+      pass[r.run] = true
+    end
+  end
+  if next(pass) == nil and paper.recorded_filter and paper.recorded_filter[label] and threshold == 0.01 then
+    for id in pairs(paper.recorded_filter[label]) do pass[id] = true end
+  end
+  return pass
 end
 
 --- Rows of several sweeps' results.csv, concatenated (names: which).
@@ -247,11 +286,7 @@ function paper.attrib_by_group(rows, label, opts)
   local function metric(r) return (r.metric:gsub("^(%d+)%.%u+%.", "%1.KEY.", 1)) end
   local pass, filtered = nil, opts.threshold ~= false
   if filtered then
-    pass = {}
-    for _, r in ipairs(rows) do
-      if r.step_kind == "report" and r.split == split and metric(r) == label .. ".attrib_den"
-          and r.value > (opts.threshold or 0.01) then pass[r.run] = true end
-    end
+    pass = filter_pass(rows, label, opts.threshold or 0.01, metric, split)
     if next(pass) == nil then filtered = false end -- untrained runs (a smoke profile): show them all
   end
   local by, groups, n = {}, {}, 0
@@ -336,7 +371,7 @@ function paper.attrib_scatter(rows, xpos, ypos, out, opts)
   opts = opts or {}
   local layer, comp = opts.layer or 1, opts.component or "block_input"
   local xl, yl = paper.attrib_label(xpos, layer, comp), paper.attrib_label(ypos, layer, comp)
-  local pass = sweep.filter(rows, xl, 0.01)
+  local pass = filter_pass(rows, xl, 0.01, function(r) return r.metric end)
   local title, filtered = opts.title, true
   if next(pass) == nil then -- untrained runs (a smoke profile): show them all, and say so
     pass = setmetatable({}, { __index = function() return true end })

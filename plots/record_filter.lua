@@ -9,11 +9,17 @@
 -- Each plotted point is matched to its run by its value(s) at 9 significant digits, as the
 -- figure CSVs write them. Run it once on the figure CSVs drawn from the full results, before
 -- they are redrawn:
---   mechlab plots/record_filter.lua [ROOT]
+-- (Fig. 6b now draws the paper's kernels 2-4 only, so a second run would lose kernel 0's run:
+-- the script refuses to overwrite filter.csv without `force`.)
+--   mechlab plots/record_filter.lua [ROOT] [force]
 local sweep = require "mech.sweep"
 local paper = require "mech.paper"
 
 local root = (...) or "."
+if mech.sys.exists(root .. "/docs/img/reproduction/filter.csv") and select(2, ...) ~= "force" then
+  error("record_filter.lua: " .. root .. "/docs/img/reproduction/filter.csv exists; it was recorded from the figures "
+    .. "drawn on the full results (pass `force` to record it again from the current figure CSVs)", 0)
+end
 local function rows_of(file) return sweep.results(root .. "/" .. file) end
 local results = { ar = "docs/results/ar-quick.csv", mamba_conv = "docs/results/mamba-conv-quick.csv",
   atr_easy = "docs/results/atr-easy-quick.csv" }

@@ -88,22 +88,39 @@ local filtered = next(by) ~= nil
 if not filtered then by = by_all end
 table.sort(convs)
 table.sort(sites)
-local data, xlabels = {}, {}
+-- each column's label carries its run count (the runs behind its cells; a range when the filter
+-- keeps different runs at different sites); a cell no run reaches is hatched and the note says why
+local data, xlabels, mask = {}, {}, {}
 for _, conv in ipairs(convs) do
-  for _, p in ipairs(positions) do xlabels[#xlabels + 1] = string.format("conv %d %s", conv, p[2]) end
+  for _, p in ipairs(positions) do
+    local lo, hi = math.huge, 0
+    for _, site in ipairs(sites) do
+      local v = by[conv] and by[conv][site] and by[conv][site][p[1]]
+      lo, hi = math.min(lo, v and #v or 0), math.max(hi, v and #v or 0)
+    end
+    xlabels[#xlabels + 1] = string.format("conv %d %s (%s)", conv, p[2], lo == hi and tostring(hi) or (lo .. "-" .. hi))
+  end
 end
+local extreme = 0
 for i, site in ipairs(sites) do
-  data[i] = {}
+  data[i], mask[i] = {}, {}
   for _, conv in ipairs(convs) do
     for _, p in ipairs(positions) do
       local v = by[conv] and by[conv][site] and by[conv][site][p[1]]
-      data[i][#data[i] + 1] = v and (paper.mean_sd(v)) or 0 / 0
+      local m = v and (paper.mean_sd(v)) or 0 / 0
+      data[i][#data[i] + 1], mask[i][#mask[i] + 1] = m, v == nil
+      if m == m then extreme = math.max(extreme, math.abs(m)) end
     end
   end
 end
-mech.plot.heatmap { data = data, xlabels = xlabels, ylabels = sites, center = 0, values = true, digits = 2,
-  title = "Mamba, AR, layer 0: Attrib (key corrupted), mean over " .. (filtered and "filtered runs" or
-    "all runs (none passes the filter)"), colorbar = "Attrib",
+-- the colour scale spans the data, symmetric about 0 and rounded up to a tenth: never narrower
+-- than the values it colours
+local span = math.max(1, math.ceil(extreme * 10 - 1e-9) / 10)
+mech.plot.heatmap { data = data, xlabels = xlabels, ylabels = sites, center = 0, vmin = -span, vmax = span, values = true,
+  digits = 2, mask = mask, mask_note = filtered and "no run passes the 0.01 filter at this site and position" or
+    "no run evaluated here",
+  title = "Mamba, AR, layer 0: Attrib (key corrupted), mean over " .. (filtered and "the runs passing the filter (n)" or
+    "all runs (none passes the filter) (n)"), colorbar = "Attrib",
   out = out .. ".png" }
 print(string.format("%d runs in %.0f s; %s_runs.csv, %s.png", n_runs, mech.sys.time() - t0, out, out))
 for _, conv in ipairs(convs) do

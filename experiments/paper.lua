@@ -4,6 +4,10 @@
 --   mechlab experiments/paper.lua [--profile quick|paper|smoke] [--dir DIR] [--jobs N]
 --                                 [--executor local|slurm|print] [--draw-only] [figure ...]
 --   mechlab experiments/paper.lua --tables [--check]   (docs/reproduction.md's tables, from the committed rows)
+--   mechlab experiments/paper.lua --results docs/results [--filter docs/img/reproduction/filter.csv] ...
+--     draws from committed results CSVs (DIR/<sweep>-<profile>.csv, e.g. ar-quick.csv) instead of
+--     sweep directories, running nothing; --filter names the runs that passed the 0.01 filter for
+--     rows without denominators (plots/record_filter.lua)
 local paper = require "mech.paper"
 local sweep = require "mech.sweep"
 
@@ -13,7 +17,9 @@ usage: mechlab experiments/paper.lua [--profile quick|paper|smoke] [--dir DIR] [
        mechlab experiments/paper.lua --tables [--check]
   DIR defaults to results/paper-<profile>; the sweeps go to DIR/sweeps/<name>, the figures and
   index.md to DIR/figures. Without figures, every figure is drawn. --tables rewrites the tables of
-  docs/reproduction.md from docs/results/*.csv (--check: only lists those that differ, exit 1).]]
+  docs/reproduction.md from docs/results/*.csv (--check: only lists those that differ, exit 1).
+  --results CSVDIR draws from CSVDIR/<sweep>-<profile>.csv (committed rows; implies --draw-only),
+  --filter CSV takes the 0.01 filter's passing runs from CSV where the rows carry no denominators.]]
 
 local function fail(msg) error("experiments/paper.lua: " .. msg .. "\n" .. usage, 0) end
 
@@ -32,7 +38,8 @@ while i <= #args do
   if flag == "draw-only" then opts.draw_only = true
   elseif flag == "tables" then opts.tables = true
   elseif flag == "check" then opts.check = true
-  elseif flag == "profile" or flag == "dir" or flag == "jobs" or flag == "executor" then
+  elseif flag == "profile" or flag == "dir" or flag == "jobs" or flag == "executor" or flag == "results"
+      or flag == "filter" then
     i = i + 1
     if not args[i] then fail("--" .. flag .. " expects a value") end
     opts[flag] = args[i]
@@ -79,6 +86,11 @@ for _, f in ipairs(figures) do
 end
 local dirs = {}
 for _, s in ipairs(names) do dirs[s] = dir .. "/sweeps/" .. s end
+if opts.results then -- committed rows: ar -> CSVDIR/ar-quick.csv, mamba_conv -> mamba-conv-quick.csv
+  opts.draw_only = true
+  for _, s in ipairs(names) do dirs[s] = opts.results .. "/" .. s:gsub("_", "-") .. "-" .. opts.profile .. ".csv" end
+end
+if opts.filter then paper.use_recorded_filter(opts.filter) end
 
 mech.sys.mkdir(dir)
 mech.sys.mkdir(dir .. "/sweeps")
@@ -144,7 +156,7 @@ for _, f in ipairs(figures) do
   local ok, recipe = pcall(dofile, paper.recipe_file(f.id))
   local keys, missing = nil, {}
   for _, s in ipairs(f.sweeps) do
-    if not mech.sys.exists(dirs[s] .. "/results.csv") then missing[#missing + 1] = s end
+    if not paper.has_results(dirs[s]) then missing[#missing + 1] = s end
   end
   -- a figure with some of its sweeps done is drawn with what there is (their panels empty), so
   -- that a suite can be looked at before the others have run

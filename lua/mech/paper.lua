@@ -65,12 +65,51 @@ local function mean_sd(list)
 end
 paper.mean_sd = mean_sd
 
---- The rows of one sweep's results.csv (dirs: {name = dir}), or none while that sweep has no
---- results yet: a figure draws its other sweeps' panels and leaves these empty.
+--- Does a sweep's entry of dirs hold results: a sweep directory with its results.csv, or a
+--- results CSV itself (the committed report-step rows, docs/results/<sweep>-<profile>.csv)?
+function paper.has_results(dir)
+  if not dir then return false end
+  if dir:match("%.csv$") then return mech.sys.exists(dir) end
+  return mech.sys.exists(dir .. "/results.csv")
+end
+
+--- The rows of one sweep's results (dirs: {name = a sweep directory or a results CSV}), or none
+--- while that sweep has no results yet: a figure draws its other sweeps' panels and leaves these empty.
 function paper.results(dirs, name)
   local dir = dirs[name]
-  if not dir or not mech.sys.exists(dir .. "/results.csv") then return {} end
+  if not paper.has_results(dir) then return {} end
   return sweep.results(dir)
+end
+
+--- Which runs passed the 0.01 filter, for rows that carry no filter denominators (the committed
+--- report-step rows): {label = {run = true}}, read by paper.use_recorded_filter from a CSV of
+--- (sweep, run, position, attrib) rows such as docs/img/reproduction/filter.csv
+--- (plots/record_filter.lua). nil: the filter comes from the rows' attrib_den only.
+paper.recorded_filter = nil
+
+function paper.use_recorded_filter(file)
+  local rec = {}
+  for _, r in ipairs(sweep.results(file)) do
+    local label = paper.attrib_label(r.position)
+    rec[label] = rec[label] or {}
+    rec[label][r.run] = true
+  end
+  paper.recorded_filter = rec
+end
+
+-- The runs passing the 0.01 filter at label (layer-1 block input form), from the rows' own
+-- denominators (metric_of(row) == label .. ".attrib_den"), else from the recorded filter.
+local function filter_pass(rows, label, threshold, metric_of, split)
+  local pass = {}
+  for _, r in ipairs(rows) do
+    if r.step_kind == "report" and r.split == (split or "test") and metric_of(r) == label .. ".attrib_den" and r.value > threshold then
+      pass[r.run] = true
+    end
+  end
+  if next(pass) == nil and paper.recorded_filter and paper.recorded_filter[label] and threshold == 0.01 then
+    for id in pairs(paper.recorded_filter[label]) do pass[id] = true end
+  end
+  return pass
 end
 
 --- Rows of several sweeps' results.csv, concatenated (names: which).
@@ -107,6 +146,13 @@ local arch_markers = { "circle", "triangle", "square", "diamond", "triangle_down
 function paper.arch_style(a)
   local i = arch_order[a]
   if i then return mech.plot.color("set2", i - 1), arch_markers[i] end
+end
+
+--- The colour and marker of Mamba's short-conv width k (0 none ... 4 the default): one Blues
+--- shade and one marker each, the same in every figure of the conv ablation.
+function paper.conv_style(k)
+  k = math.tointeger(tonumber(k))
+  if k and k >= 0 and k <= 4 then return mech.plot.color("blues", k, 5), arch_markers[k + 1] end
 end
 
 --- Sorts a list of architectures (or other line keys) into the paper's order, in place.
@@ -173,6 +219,36 @@ function paper.accuracy_keys(best, widths, lines, name, prefix)
   return keys
 end
 
+--- A caption line saying what an accuracy figure selected: the learning rates tried and taken,
+--- and the seeds averaged. rows: the rows the figure drew from; best: best_per_width's table.
+function paper.selection_caption(rows, best)
+  local tried, taken, seeds, run_seed = {}, {}, {}, {}
+  for _, r in ipairs(rows) do
+    if r.metric == "accuracy" and r.step_kind == "report" then
+      tried[r.lr] = true
+      run_seed[r.run] = r.seed
+    end
+  end
+  for _, cells in pairs(best) do
+    for _, e in pairs(cells) do
+      taken[e.lr] = true
+      for _, id in ipairs(e.runs) do if run_seed[id] then seeds[run_seed[id]] = true end end
+    end
+  end
+  local function list(set)
+    local l = {}
+    for v in pairs(set) do l[#l + 1] = v end
+    table.sort(l)
+    for i, v in ipairs(l) do l[i] = string.format("%g", v) end
+    return l
+  end
+  local lt, lk, ls = list(tried), list(taken), list(seeds)
+  local lr = #lt == 1 and ("lr " .. lt[1] .. " (the only one run)")
+    or string.format("best lr per cell of %s (taken: %s)", table.concat(lt, ", "), table.concat(lk, ", "))
+  local seed = #ls == 1 and ("seed " .. ls[1]) or ("seeds " .. table.concat(ls, ", ") .. ": faded points each seed, line the mean")
+  return lr .. "; " .. seed
+end
+
 --- The series of one accuracy-versus-width panel: per line, the mean over seeds joined by a path
 --- and, where a cell has several seeds, each seed's point (translucent) under it.
 function paper.accuracy_series(best, widths, lines, opts)
@@ -189,12 +265,15 @@ function paper.accuracy_series(best, widths, lines, opts)
       end
     end
     local label = (opts.label_prefix or "") .. name(g)
-    local color, marker = paper.arch_style(g)
+    local color, marker = (opts.style or paper.arch_style)(g)
+    local dashed = opts.dashed
+    if type(dashed) == "function" then dashed = dashed(g) end
+    -- the mean first: the legend shows a label's first series, and the mean is the strong one
+    series[#series + 1] = { label = label, key = tostring(g), x = x, y = y, path = true, alpha = 0.9, dashed = dashed,
+      color = color, marker = marker }
     if #px > 0 then
       series[#series + 1] = { label = label, key = tostring(g), x = px, y = py, alpha = 0.3, color = color, marker = marker }
     end
-    series[#series + 1] = { label = label, key = tostring(g), x = x, y = y, path = true, alpha = 0.9, dashed = opts.dashed,
-      color = color, marker = marker }
   end
   return series
 end
@@ -203,11 +282,19 @@ end
 --- panel's series.
 function paper.draw_accuracy(panels, out, opts)
   opts = opts or {}
-  local spec = { logx = 2, xticks = opts.xticks or paper.widths, ylim = { 0, 1.05 }, title = opts.title,
-    xlabel = "model width d", ylabel = opts.ylabel or "accuracy", legend_title = opts.legend_title or "Arch.",
+  local spec = { logx = 2, xticks = opts.xticks or paper.widths, ylim = { -0.03, 1.05 }, title = opts.title,
+    xlabel = "model width d (log scale)", ylabel = opts.ylabel or "accuracy", legend_title = opts.legend_title or "Arch.",
     legend = opts.legend, ncol = opts.ncol, palette = opts.palette, width = opts.width or 420,
-    height = opts.height or 340, scale = opts.scale or 2, out = out }
+    height = opts.height or 340, scale = opts.scale or 2, dodge = opts.dodge, caption = opts.caption, out = out }
   if panels[1] and panels[1].series then spec.facets = panels else spec.series = panels end
+  -- the widths present, with a quarter octave either side: room for dodged series at the ends
+  local lo, hi = math.huge, -math.huge
+  for _, p in ipairs(spec.facets or { { series = panels } }) do
+    for _, sr in ipairs(p.series) do
+      for _, x in ipairs(sr.x) do lo, hi = math.min(lo, x), math.max(hi, x) end
+    end
+  end
+  if lo <= hi then spec.xlim = { lo / 2 ^ 0.3, hi * 2 ^ 0.3 } end
   mech.plot.scatter(spec)
 end
 
@@ -216,6 +303,12 @@ end
 function paper.accuracy_figure(rows, out, opts)
   opts = opts or {}
   local best, widths, lines = paper.best_per_width(rows, opts)
+  if opts.selection_caption then -- the learning rates and seeds behind the points, in a caption line
+    local keep = {}
+    for _, r in ipairs(rows) do if not opts.where or opts.where(r) then keep[#keep + 1] = r end end
+    local sel = paper.selection_caption(keep, best)
+    opts = setmetatable({ caption = opts.caption and (sel .. "; " .. opts.caption) or sel }, { __index = opts })
+  end
   paper.draw_accuracy(paper.accuracy_series(best, widths, lines, opts), out, opts)
   return best, widths, lines
 end
@@ -247,11 +340,7 @@ function paper.attrib_by_group(rows, label, opts)
   local function metric(r) return (r.metric:gsub("^(%d+)%.%u+%.", "%1.KEY.", 1)) end
   local pass, filtered = nil, opts.threshold ~= false
   if filtered then
-    pass = {}
-    for _, r in ipairs(rows) do
-      if r.step_kind == "report" and r.split == split and metric(r) == label .. ".attrib_den"
-          and r.value > (opts.threshold or 0.01) then pass[r.run] = true end
-    end
+    pass = filter_pass(rows, label, opts.threshold or 0.01, metric, split)
     if next(pass) == nil then filtered = false end -- untrained runs (a smoke profile): show them all
   end
   local by, groups, n = {}, {}, 0
@@ -302,29 +391,56 @@ function paper.mamba_conv(r) return r.d_conv or 4 end
 function paper.attrib_boxes(settings, positions, out, opts)
   opts = opts or {}
   local name = opts.name or paper.arch_name
+  local style = opts.style or paper.arch_style
   local facets, keys, unfiltered = {}, {}, false
+  -- the groups with runs in the data, and those drawn somewhere: a group with runs but no point
+  -- anywhere (none passes the filter) is named in the caption
+  local present, drawn, order, left = {}, {}, {}, {}
   for _, pos in ipairs(positions) do
     for _, st in ipairs(settings) do
       local label = opts.label and opts.label(pos, st) or paper.attrib_label(pos)
+      local all = paper.attrib_by_group(st.rows, label, { where = st.where, split = st.split, group = opts.group, threshold = false })
+      for g in pairs(all) do
+        if not present[g] and (not opts.keep or opts.keep(g)) then present[g] = true; order[#order + 1] = g end
+      end
       local by, n, filtered, groups = paper.attrib_by_group(st.rows, label, { where = st.where, split = st.split,
         group = opts.group, threshold = opts.threshold })
       if not filtered and n > 0 and opts.threshold ~= false then unfiltered = true end -- not an empty panel
-      local boxes, parts = {}, {}
+      local boxes, parts, shown = {}, {}, 0
       for _, g in ipairs(groups) do
-        boxes[#boxes + 1] = { label = name(g), values = by[g] }
-        parts[#parts + 1] = string.format("%s %s (%d)", name(g), paper.fmt_mean(by[g], 2), #by[g])
+        if opts.keep and not opts.keep(g) then left[g] = math.max(left[g] or 0, #by[g]) end
+        if not opts.keep or opts.keep(g) then
+          drawn[g], shown = true, shown + #by[g]
+          -- the key (the CSV's group) stays the name; the tick label may add the run count
+          boxes[#boxes + 1] = { label = opts.counts and string.format("%s (%d)", name(g), #by[g]) or name(g), key = name(g),
+            values = by[g], color = (style(g)) }
+          parts[#parts + 1] = string.format("%s %s (%d)", name(g), paper.fmt_mean(by[g], 2), #by[g])
+        end
       end
       local title = "@" .. (position_names[pos] or pos) .. (st.title and ("  " .. st.title) or "")
       facets[#facets + 1] = { title = paper.panel_title(title, st.rows), groups = boxes }
       keys[#keys + 1] = string.format("@%s%s: %d runs; mean ± sd: %s", position_names[pos] or pos,
-        st.title and (" " .. st.title) or "", n, table.concat(parts, ", "))
+        st.title and (" " .. st.title) or "", shown, table.concat(parts, ", "))
     end
   end
   local title = opts.title
   if unfiltered then title = (title and title .. " " or "") .. "(no run passes the filter: all shown)" end
+  local caption, none = opts.caption, {}
+  paper.sort_keys(order)
+  for _, g in ipairs(order) do if not drawn[g] then none[#none + 1] = name(g) end end
+  if #none > 0 then
+    caption = (caption and caption .. "; " or "") .. "no run passes the filter: " .. table.concat(none, ", ")
+  end
+  local out_groups = {}
+  for g in pairs(left) do out_groups[#out_groups + 1] = g end
+  paper.sort_keys(out_groups)
+  for i, g in ipairs(out_groups) do out_groups[i] = string.format("%s (%d run%s)", name(g), left[g], left[g] == 1 and "" or "s") end
+  if #out_groups > 0 then
+    caption = (caption and caption .. "; " or "") .. "passing but not drawn: " .. table.concat(out_groups, ", ")
+  end
   mech.plot.box { facets = facets, ncol = opts.ncol or #settings, free_y = opts.free_y ~= false, hlines = { 0, 1 },
     ylim = opts.ylim, ylabel = opts.ylabel or "Attrib", title = title, width = opts.width or 200 * #settings + 120,
-    height = opts.height or 170 * #positions + 80, scale = opts.scale or 2, out = out }
+    height = opts.height or 170 * #positions + 80, scale = opts.scale or 2, caption = caption, alpha = opts.alpha, out = out }
   return keys, unfiltered
 end
 
@@ -336,20 +452,25 @@ function paper.attrib_scatter(rows, xpos, ypos, out, opts)
   opts = opts or {}
   local layer, comp = opts.layer or 1, opts.component or "block_input"
   local xl, yl = paper.attrib_label(xpos, layer, comp), paper.attrib_label(ypos, layer, comp)
-  local pass = sweep.filter(rows, xl, 0.01)
+  local pass = filter_pass(rows, xl, 0.01, function(r) return r.metric end)
   local title, filtered = opts.title, true
   if next(pass) == nil then -- untrained runs (a smoke profile): show them all, and say so
     pass = setmetatable({}, { __index = function() return true end })
     title = (title and title .. " " or "") .. "(no run passes the filter: all shown)"
     filtered = false
   end
-  local pts, archs, seen = {}, {}, {}
+  -- every architecture with runs is in the legend, passing or not, so that the scatters of one
+  -- suite (Fig. 3b and 3c) share one legend
+  local pts, archs, seen, total = {}, {}, {}, 0
   for _, r in ipairs(rows) do
+    if r.step_kind == "report" and r.split == "test" and (not opts.where or opts.where(r)) and r.metric == xl .. ".attrib" then
+      total = total + 1
+      if not seen[r.arch] then seen[r.arch] = true; archs[#archs + 1] = r.arch end
+    end
     if r.step_kind == "report" and r.split == "test" and pass[r.run] and (not opts.where or opts.where(r)) then
       local p = pts[r.run] or { arch = r.arch }
       pts[r.run] = p
       if r.metric == xl .. ".attrib" then p.x = r.value elseif r.metric == yl .. ".attrib" then p.y = r.value end
-      if not seen[r.arch] then seen[r.arch] = true; archs[#archs + 1] = r.arch end
     end
   end
   table.sort(archs, key_less)
@@ -373,9 +494,15 @@ function paper.attrib_scatter(rows, xpos, ypos, out, opts)
     end
     return { lo, hi }
   end
+  -- runs of different architectures often land on one spot (0 or 1): translucent points, each
+  -- moved by a few pixels (seeded, so the figure is the same every time)
+  local jitter = opts.jitter or 7
+  local caption = string.format("%s%d of %d runs %s at %s; points jittered by up to %g px", opts.caption and (opts.caption .. "; ") or "",
+    n, total, filtered and "pass the 0.01 filter" or "shown", position_names[xpos] or xpos, jitter)
   mech.plot.scatter { series = series, title = title, xlabel = "Attrib @ " .. (position_names[xpos] or xpos),
     ylabel = "Attrib @ " .. (position_names[ypos] or ypos), legend_title = "Arch.", width = opts.width or 420,
-    height = opts.height or 340, scale = opts.scale or 2, xlim = lim("x"), ylim = lim("y"), out = out }
+    height = opts.height or 360, scale = opts.scale or 2, xlim = lim("x"), ylim = lim("y"), alpha = 0.35, jitter = jitter,
+    seed = 1, caption = caption, out = out }
   return n, filtered, series
 end
 

@@ -13,7 +13,8 @@ function recipe.draw(dirs, out)
     { title = "(5, 20)", rows = easy, where = main("pcfg_5_20") },
     { title = "(5, 8192)", rows = hard, where = main("pcfg_easy_8192") },
     { title = "(10, 20)", rows = hard, where = main("pcfg_10_20") },
-  }, { "key", "query", "value" }, out, { title = "ATR, layer 1 block input" })
+  }, { "key", "query", "value" }, out, { title = "ATR, key corrupted, layer-1 block input",
+    caption = "runs passing the 0.01 filter at the panel's position; fewer than 3 runs: their points, no box" })
 end
 
 if select("#", ...) > 0 then paper.main(recipe, ...) end

@@ -8,9 +8,10 @@ local recipe = { id = "fig6a", sweeps = { "ar", "mamba_conv" }, title = "Mamba o
 function recipe.draw(dirs, out)
   local rows = paper.rows(dirs, { "ar", "mamba_conv" })
   local best, widths, convs = paper.accuracy_figure(rows, out, {
-    title = "Mamba, AR", legend_title = "Conv.", palette = "blues", name = tostring,
+    title = "Mamba, AR", legend_title = "Conv.", style = paper.conv_style, dodge = 6,
+    name = function(k) return k == 0 and "0 (none)" or tostring(k) end,
     where = function(r) return r.arch == "mamba" and not r.pos_emb end,
-    group = paper.mamba_conv,
+    group = paper.mamba_conv, selection_caption = true, caption = "4: the Mamba of the AR suite",
   })
   return paper.accuracy_keys(best, widths, convs, function(k) return "d_conv " .. k end)
 end

@@ -8,8 +8,11 @@ local recipe = { id = "fig6b", sweeps = { "ar", "mamba_conv" }, title = "Mamba o
 function recipe.draw(dirs, out)
   local rows = paper.rows(dirs, { "ar", "mamba_conv" })
   return paper.attrib_boxes({ { rows = rows, where = function(r) return r.arch == "mamba" and not r.pos_emb end } },
-    { "key", "query", "value" }, out, { title = "Mamba, AR, layer 1 block input", ncol = 3,
-    group = paper.mamba_conv, name = function(k) return "conv " .. k end, width = 640, height = 300 })
+    { "key", "query", "value" }, out, { title = "Mamba, AR, key corrupted, layer-1 block input", ncol = 3,
+    group = paper.mamba_conv, name = function(k) return "conv " .. k end, style = paper.conv_style, counts = true,
+    -- the kernels the paper shows (its kernels 0 and 1 have no run passing the filter)
+    keep = function(k) return k >= 2 end,
+    caption = "runs passing the 0.01 filter (n per kernel); kernels 2-4 as in the paper", alpha = 0.6, width = 640, height = 320 })
 end
 
 if select("#", ...) > 0 then paper.main(recipe, ...) end

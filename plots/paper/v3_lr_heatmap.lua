@@ -40,7 +40,7 @@ function recipe.draw(dirs, out)
   local xlabels = {}
   for i, d in ipairs(widths) do xlabels[i] = tostring(d) end
   mech.plot.heatmap { data = data, xlabels = xlabels, ylabels = ylabels, cmap = "viridis", vmin = 0, vmax = 1,
-    values = true, title = "AR accuracy (mean over seeds)", xlabel = "model width d",
+    values = true, title = "AR accuracy (mean over seeds)", xlabel = "model width d", ylabel = "architecture, learning rate",
     colorbar = "accuracy", scale = 2, out = out }
   return keys
 end

@@ -17,8 +17,10 @@ function recipe.draw(dirs, out)
     { title = "mixer output", rows = rows, where = mamba, component = "attention_output" },
     { title = "block output", rows = rows, where = mamba, component = "block_output" },
   }, { "next_key", "key", "value", "query" }, out, {
-    title = "Mamba, AR, layer 0", group = paper.mamba_conv, name = function(k) return "conv " .. k end,
-    label = function(pos, st) return paper.attrib_label(pos, 0, st.component) end, width = 560, height = 760 })
+    title = "Mamba, AR, key corrupted, layer 0", group = paper.mamba_conv, name = function(k) return "conv " .. k end,
+    style = paper.conv_style, counts = true, alpha = 0.6,
+    caption = "runs passing the 0.01 filter at the panel's site (n per kernel); fewer than 3 runs: their points",
+    label = function(pos, st) return paper.attrib_label(pos, 0, st.component) end, width = 560, height = 820 })
 end
 
 if select("#", ...) > 0 then paper.main(recipe, ...) end

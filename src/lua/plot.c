@@ -201,7 +201,7 @@ static pl_series *read_list(ctx *c, pl_kind kind, int t, const char *field, int 
 static const char *const fig_keys[] = {"series", "groups", "facets", "categories", "title", "xlabel", "ylabel",
                                        "legend", "legend_title", "width", "height", "scale", "ncol", "free_y", "logx",
                                        "xlim", "ylim", "xticks", "yticks", "hlines", "palette", "alpha", "line_width",
-                                       "marker_size", "markers", "out", NULL};
+                                       "marker_size", "markers", "jitter", "seed", "dodge", "caption", "out", NULL};
 
 /* The figure's panels: the one list (`series` or `groups`) or the facets, each {title =, list =};
  * *np gets their number. */
@@ -271,6 +271,12 @@ static int figure(lua_State *L, pl_kind kind, const char *fn) {
     p.line_width = mlL_optnum(L, 1, "line_width", 0, fn);
     p.marker_size = mlL_optnum(L, 1, "marker_size", 0, fn);
     p.markers = mlL_optbool(L, 1, "markers", 1, fn);
+    p.jitter = mlL_optnum(L, 1, "jitter", 0, fn);
+    lua_Integer seed = mlL_optint32(L, 1, "seed", 0, fn);
+    if (seed < 0) luaL_error(L, "%s: field 'seed' expected a non-negative integer, got %d", fn, (int)seed);
+    p.jitter_seed = (unsigned)seed;
+    p.dodge = mlL_optnum(L, 1, "dodge", 0, fn);
+    p.caption = str_field(&c, 1, "caption");
     lua_getfield(L, 1, "logx");
     if (lua_isboolean(L, -1)) p.logx = lua_toboolean(L, -1) ? 10 : 0;
     else if (lua_type(L, -1) == LUA_TNUMBER) p.logx = lua_tonumber(L, -1);

@@ -69,7 +69,7 @@ pl_color pl_palette_at(int palette, int i, int n) {
     if (i < 0) i = 0;
     switch (palette) {
     case 1: return rgb(tab10[i % N(tab10)]);
-    case 2: return ramp(blues, N(blues), n <= 1 ? 0.75 : 0.3 + 0.7 * i / (n - 1)); /* skip the near-white end */
+    case 2: return ramp(blues, N(blues), n <= 1 ? 0.75 : 0.45 + 0.55 * i / (n - 1)); /* skip the light end: lines and markers stay readable on white */
     default: return rgb(set2[i % N(set2)]);
     }
 }

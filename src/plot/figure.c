@@ -95,7 +95,8 @@ typedef struct {
     int nkeys;
     const char *keys[MAXKEYS]; /* colour identities in order of appearance */
     int ncat;
-    const char *cats[MAXKEYS]; /* x categories (box: group names; bar: p->categories) */
+    const char *cats[MAXKEYS];    /* x categories (box: group keys; bar: p->categories) */
+    const char *cat_lab[MAXKEYS]; /* their tick labels (box: the group's label) */
     int nleg;
     const pl_series *leg[MAXKEYS]; /* first series of each legend label */
 } fig;
@@ -135,12 +136,17 @@ static ml_status validate(fig *f) {
         p->nyticks < 0 || p->nhlines < 0 || p->nxticks > PL_MAXTICKS || p->nyticks > PL_MAXTICKS)
         return ml_fail(ML_ERR_ARG, "%s: bad tick or reference line arrays (at most %d ticks)", fn, PL_MAXTICKS);
     if (!isnan(p->alpha) && !(p->alpha >= 0 && p->alpha <= 1)) return ml_fail(ML_ERR_ARG, "%s: alpha must be in 0..1, got %g", fn, p->alpha);
+    if (!(p->jitter >= 0 && p->jitter <= 100)) return ml_fail(ML_ERR_ARG, "%s: jitter must be in 0..100 pixels, got %g", fn, p->jitter);
+    if (p->jitter > 0 && f->kind != PL_SCATTER) return ml_fail(ML_ERR_ARG, "%s: jitter belongs to scatter plots", fn);
+    if (!(p->dodge >= 0 && p->dodge <= 100)) return ml_fail(ML_ERR_ARG, "%s: dodge must be in 0..100 pixels, got %g", fn, p->dodge);
+    if (p->dodge > 0 && f->kind != PL_SCATTER && f->kind != PL_LINES)
+        return ml_fail(ML_ERR_ARG, "%s: dodge belongs to line and scatter plots", fn);
     f->pal = pl_palette_find(p->palette ? p->palette : "set2");
     if (f->pal < 0) return ml_fail(ML_ERR_ARG, "%s: unknown palette '%s' (known: %s)", fn, p->palette, pl_palette_names());
     if (f->kind == PL_BAR) {
         if (p->ncat < 1 || !p->categories || p->ncat > MAXKEYS)
             return ml_fail(ML_ERR_ARG, "%s: expected 1 to %d categories, got %d", fn, MAXKEYS, p->ncat);
-        for (int i = 0; i < p->ncat; i++) f->cats[i] = p->categories[i] ? p->categories[i] : "";
+        for (int i = 0; i < p->ncat; i++) f->cats[i] = f->cat_lab[i] = p->categories[i] ? p->categories[i] : "";
         f->ncat = p->ncat;
     }
     int finite = 0;
@@ -172,7 +178,10 @@ static ml_status validate(fig *f) {
                 if (f->nkeys == MAXKEYS) return ml_fail(ML_ERR_ARG, "%s: more than %d distinct series", fn, MAXKEYS);
                 f->keys[f->nkeys++] = k;
             }
-            if (f->kind == PL_BOX && find_str(f->cats, f->ncat, k) < 0) f->cats[f->ncat++] = k;
+            if (f->kind == PL_BOX && find_str(f->cats, f->ncat, k) < 0) {
+                f->cat_lab[f->ncat] = se->label && se->label[0] ? se->label : k;
+                f->cats[f->ncat++] = k;
+            }
             if (se->label && se->label[0] && f->nleg < MAXKEYS) {
                 int seen = 0;
                 for (int l = 0; l < f->nleg && !seen; l++) seen = strcmp(f->leg[l]->label, se->label) == 0;
@@ -244,7 +253,26 @@ static int cmp_double(const void *a, const void *b) {
 
 /* ---- drawing of the data in one panel ---- */
 
+/* A number in [-1, 1) fixed by (seed, panel, series, point, axis): splitmix64 of their mix, so
+ * that jitter is the same on every run and machine. */
+static double jitter_unit(unsigned seed, int panel, int series, int k, int axis) {
+    unsigned long long z = ((unsigned long long)seed << 32) ^ ((unsigned long long)panel << 48) ^
+                           ((unsigned long long)series << 24) ^ ((unsigned long long)k << 1) ^ (unsigned long long)axis;
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+/* The x shift in pixels of a series under `dodge`: by its key's place among the figure's keys. */
+static double dodge_px(const fig *f, const pl_series *se) {
+    if (!(f->p->dodge > 0) || f->nkeys < 2) return 0;
+    return (find_str(f->keys, f->nkeys, skey(se)) - (f->nkeys - 1) / 2.0) * f->p->dodge * f->s;
+}
+
 static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px *b) {
+    int ip = (int)(pa - f->pan);
     const pl_plot *p = f->p;
     double s = f->s, lw = (p->line_width > 0 ? p->line_width : 1.3) * s;
     double ms = (p->marker_size > 0 ? p->marker_size : 3.0) * s;
@@ -253,13 +281,14 @@ static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px 
         const pl_series *se = &pa->series[j];
         pl_color col = series_color(f, se);
         int mk = series_marker(f, se);
+        double dx = dodge_px(f, se);
         if (f->kind == PL_LINES || (f->kind == PL_SCATTER && se->path)) {
             double *xy = malloc(sizeof(double) * 2 * (size_t)(se->n ? se->n : 1));
             if (!xy) return;
             int m = 0;
             for (int k = 0; k <= se->n; k++) { /* NaN breaks the line */
                 int ok = k < se->n && isfinite(se->x[k]) && isfinite(se->y[k]);
-                if (ok) xy[2 * m] = pl_px_x(b, se->x[k]), xy[2 * m + 1] = pl_px_y(b, se->y[k]), m++;
+                if (ok) xy[2 * m] = pl_px_x(b, se->x[k]) + dx, xy[2 * m + 1] = pl_px_y(b, se->y[k]), m++;
                 if (!ok && m) {
                     if (se->dashed) pl_mask_dashed(c, xy, m, lw, 4.5 * s, 3 * s);
                     else pl_mask_polyline(c, xy, m, lw, 0);
@@ -271,15 +300,20 @@ static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px 
             if (f->kind == PL_LINES && p->markers && mk)
                 for (int k = 0; k < se->n; k++)
                     if (isfinite(se->x[k]) && isfinite(se->y[k]))
-                        pl_draw_marker(c, mk, pl_px_x(b, se->x[k]), pl_px_y(b, se->y[k]), ms, col, col, 0);
+                        pl_draw_marker(c, mk, pl_px_x(b, se->x[k]) + dx, pl_px_y(b, se->y[k]), ms, col, col, 0);
         }
         if (f->kind == PL_SCATTER) {
             pl_color fill = col;
             fill.a *= (float)(se->alpha > 0 ? fmin(1, se->alpha) : isnan(p->alpha) ? 0.45 : p->alpha);
+            double jit = p->jitter * s;
             for (int k = 0; k < se->n; k++)
-                if (isfinite(se->x[k]) && isfinite(se->y[k]))
-                    pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, pl_px_x(b, se->x[k]), pl_px_y(b, se->y[k]), ms, fill,
-                                   pl_darken(col, 0.8), 0.9 * s);
+                if (isfinite(se->x[k]) && isfinite(se->y[k])) {
+                    double px = pl_px_x(b, se->x[k]) + dx, py = pl_px_y(b, se->y[k]);
+                    /* a path joins the unjittered points: jitter only the points drawn alone */
+                    if (jit > 0 && !se->path)
+                        px += jit * jitter_unit(p->jitter_seed, ip, j, k, 0), py += jit * jitter_unit(p->jitter_seed, ip, j, k, 1);
+                    pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, px, py, ms, fill, pl_darken(col, 0.8), 0.9 * s);
+                }
         } else if (f->kind == PL_LINES) {
             continue;
         } else if (f->kind == PL_BOX) {
@@ -288,13 +322,20 @@ static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px 
             int m = 0;
             for (int k = 0; k < se->n; k++)
                 if (isfinite(se->y[k])) v[m++] = se->y[k];
-            if (m) {
+            double xc = pl_px_x(b, find_str(f->cats, f->ncat, skey(se)));
+            if (m && m < PL_BOX_MIN_N) { /* one or two runs: their points, a box would invent a spread */
+                pl_color fill = col;
+                fill.a *= (float)(isnan(p->alpha) ? 0.85 : p->alpha);
+                for (int k = 0; k < m; k++)
+                    pl_draw_marker(c, PL_MARKER_CIRCLE, xc + (m == 2 ? (k ? 1 : -1) * 3.5 * s : 0), pl_px_y(b, v[k]), 3 * s, fill,
+                                   pl_grey(0.2, 1), fmax(1, 0.9 * s));
+            } else if (m) {
                 qsort(v, (size_t)m, sizeof *v, cmp_double);
                 double q1 = quantile(v, m, 0.25), med = quantile(v, m, 0.5), q3 = quantile(v, m, 0.75);
                 double lo = q1 - 1.5 * (q3 - q1), hi = q3 + 1.5 * (q3 - q1), wlo = med, whi = med;
                 for (int k = 0; k < m; k++)
                     if (v[k] >= lo) wlo = fmin(wlo, v[k]), whi = fmax(whi, v[k] <= hi ? v[k] : whi);
-                double x = pl_px_x(b, find_str(f->cats, f->ncat, skey(se))), hw = fmin(slot * 0.3, 40 * s);
+                double x = xc, hw = fmin(slot * 0.3, 40 * s);
                 pl_color edge = pl_grey(0.2, 1), fill = col;
                 fill.a *= (float)(isnan(p->alpha) ? 0.85 : p->alpha);
                 double ew = fmax(1, 0.9 * s);
@@ -349,12 +390,12 @@ static double crisp(double v) { return floor(v) + 0.5; }
 
 typedef struct {
     double W, H;
-    int ncol, nrow, cat, legend, xrot;
+    int ncol, nrow, cat, legend, xrot, every_xaxis; /* every_xaxis: panels' category labels differ */
     double xlo, xhi, ylo[PL_MAXPANELS], yhi[PL_MAXPANELS];
     tickset *yt; /* per panel */
     tickset xt;
     double strip_h, xaxis_h, pw, ph, colgap, rowgap[PL_MAXPANELS];
-    double left, top, keyw, rowh, lw_right, lw_bottom, lh_right;
+    double left, top, keyw, rowh, lw_right, lw_bottom, lh_right, cap_h;
     const char *ltitle;
     pl_font ft, fl, fti, fs, fg, fgt;
 } frame;
@@ -429,10 +470,18 @@ static void plan_xticks(const fig *f, frame *fr) {
         double maxw = 0;
         for (int k = 0; k < f->ncat; k++) {
             xt->v[k] = k;
-            snprintf(xt->lab[k], sizeof xt->lab[k], "%s", f->cats[k]);
+            snprintf(xt->lab[k], sizeof xt->lab[k], "%s", f->cat_lab[k]);
             maxw = fmax(maxw, pl_text_width(xt->lab[k], &fr->ft));
         }
         if (f->ncat > PL_MAXTICKS) xt->n = PL_MAXTICKS;
+        fr->every_xaxis = 0;
+        for (int i = 0; i < f->np; i++) /* a panel's own labels (e.g. with its run counts) */
+            for (int j = 0; j < f->pan[i].nseries; j++) {
+                const pl_series *se = &f->pan[i].series[j];
+                if (!se->label || !se->label[0]) continue;
+                maxw = fmax(maxw, pl_text_width(se->label, &fr->ft));
+                if (f->kind == PL_BOX && strcmp(se->label, f->cat_lab[find_str(f->cats, f->ncat, skey(se))]) != 0) fr->every_xaxis = 1;
+            }
         if (maxw > fr->pw / f->ncat - 4 * s) fr->xrot = 1, xt_h = maxw + 2 * s;
     } else {
         make_ticks(xt, p->xticks, p->nxticks, fr->xlo, fr->xhi, p->logx, (int)fmax(2, fmin(8, fr->pw / ((p->logx ? 32 : 55) * s))));
@@ -477,12 +526,13 @@ static ml_status plan_layout(fig *f, frame *fr) {
     fr->colgap = p->free_y ? yaxis_w + 6 * s : 8 * s;
     fr->pw = (fr->W - fr->left - right - (fr->ncol - 1) * fr->colgap) / fr->ncol;
     plan_xticks(f, fr);
+    fr->cap_h = p->caption && p->caption[0] ? pl_text_height(&fr->ft) + 8 * s : 0;
     double bottom = PL_PAD * s + fr->xaxis_h + (p->xlabel && p->xlabel[0] ? lh_label + PL_GAP * s : 0) +
-                    (fr->legend == PL_LEGEND_BOTTOM ? fr->rowh + 8 * s : 0);
+                    (fr->legend == PL_LEGEND_BOTTOM ? fr->rowh + 8 * s : 0) + fr->cap_h;
     /* a panel with no panel below it carries x tick labels, so its row needs their room */
     double gaps = 0;
     for (int r = 0; r < fr->nrow - 1; r++) {
-        int need = np % fr->ncol && r == fr->nrow - 2;
+        int need = (np % fr->ncol && r == fr->nrow - 2) || fr->every_xaxis;
         fr->rowgap[r] = need ? fr->xaxis_h + 6 * s : 8 * s;
         gaps += fr->rowgap[r];
     }
@@ -498,7 +548,10 @@ static ml_status plan_layout(fig *f, frame *fr) {
 static void draw_strip(pl_canvas *c, const frame *fr, const char *title, double x0, double y, double x1, double y0, double ew) {
     pl_fill_rect(c, x0, y, x1, y0, PL_STRIP);
     pl_stroke_rect(c, crisp(x0), crisp(y), crisp(x1 - 1), crisp(y0), ew, PL_BORDER);
-    pl_text(c, title, &fr->fs, (x0 + x1) / 2, (y + y0) / 2, PL_INK);
+    pl_font fs = fr->fs;
+    double room = x1 - x0 - 6 * fs.size / PL_FS_STRIP, w = pl_text_width(title, &fs);
+    if (w > room && room > 0) fs.size *= room / w; /* a long label shrinks to fit its panel */
+    pl_text(c, title, &fs, (x0 + x1) / 2, (y + y0) / 2, PL_INK);
 }
 
 /* Grid: minor lines halfway between major ones, as theme_bw; then the reference lines. */
@@ -542,7 +595,16 @@ static void draw_yaxis(const fig *f, pl_canvas *c, const frame *fr, const tickse
     for (int k = 0; k < ty->n; k++) pl_text(c, ty->lab[k], &fr->ft, b->x0 - PL_TICKLEN * s - 3 * s, pl_px_y(b, ty->v[k]), PL_TICKINK);
 }
 
-static void draw_xaxis(const fig *f, pl_canvas *c, const frame *fr, const pl_box_px *b, double ew) {
+/* A category's tick label in panel pa: the label of the panel's own series of that key, else the
+ * figure's (the first series of that key). */
+static const char *cat_label(const fig *f, const pl_panel *pa, int k, const char *dflt) {
+    if (f->kind != PL_BOX) return dflt;
+    for (int j = 0; j < pa->nseries; j++)
+        if (pa->series[j].label && pa->series[j].label[0] && strcmp(skey(&pa->series[j]), f->cats[k]) == 0) return pa->series[j].label;
+    return dflt;
+}
+
+static void draw_xaxis(const fig *f, pl_canvas *c, const frame *fr, const pl_panel *pa, const pl_box_px *b, double ew) {
     double s = f->s;
     const tickset *xt = &fr->xt;
     for (int k = 0; k < xt->n; k++) {
@@ -551,7 +613,9 @@ static void draw_xaxis(const fig *f, pl_canvas *c, const frame *fr, const pl_box
     }
     pl_paint(c, PL_BORDER);
     pl_font fx = pl_f(PL_FS_TICK, s, 0, fr->xrot ? 90 : 0, fr->xrot ? PL_RIGHT : PL_CENTER, fr->xrot ? PL_MIDDLE : PL_TOP);
-    for (int k = 0; k < xt->n; k++) pl_text(c, xt->lab[k], &fx, pl_px_x(b, xt->v[k]), b->y1 + PL_TICKLEN * s + 3 * s, PL_TICKINK);
+    for (int k = 0; k < xt->n; k++)
+        pl_text(c, fr->cat ? cat_label(f, pa, k, xt->lab[k]) : xt->lab[k], &fx, pl_px_x(b, xt->v[k]), b->y1 + PL_TICKLEN * s + 3 * s,
+                PL_TICKINK);
 }
 
 /* Panel i at row r, column col, whose strip starts at y: strip, grid, data, border, axes. */
@@ -570,20 +634,30 @@ static void draw_panel(fig *f, pl_canvas *c, const frame *fr, pl_layout *L, int 
     pl_unclip(c);
     pl_stroke_rect(c, crisp(x0), crisp(y0), crisp(x1 - 1), crisp(y1 - 1), ew, PL_BORDER);
     if (col == 0 || p->free_y) draw_yaxis(f, c, fr, &fr->yt[i], b, ew); /* first column, or every panel with free scales */
-    if (i + fr->ncol >= f->np) draw_xaxis(f, c, fr, b, ew);            /* nothing below */
+    if (i + fr->ncol >= f->np || fr->every_xaxis) draw_xaxis(f, c, fr, &f->pan[i], b, ew); /* nothing below, or own labels */            /* nothing below */
 }
 
 static void draw_titles(const fig *f, pl_canvas *c, const frame *fr, pl_layout *L, const double g[4]) {
     const pl_plot *p = f->p;
     double s = f->s;
-    if (p->title && p->title[0]) {
-        pl_text(c, p->title, &fr->fti, g[0], PL_PAD * s, PL_INK);
-        pl_text_box(p->title, &fr->fti, g[0], PL_PAD * s, L->title);
+    if (p->title && p->title[0]) { /* a title wider than the figure shrinks to fit */
+        pl_font ft = fr->fti;
+        double room = fr->W - PL_PAD * s - g[0], w = pl_text_width(p->title, &ft);
+        if (w > room && room > 0) ft.size *= room / w;
+        pl_text(c, p->title, &ft, g[0], PL_PAD * s, PL_INK);
+        pl_text_box(p->title, &ft, g[0], PL_PAD * s, L->title);
     }
     if (p->xlabel && p->xlabel[0]) pl_text(c, p->xlabel, &fr->fl, (g[0] + g[2]) / 2, g[3] + fr->xaxis_h + PL_GAP * s, PL_INK);
     if (p->ylabel && p->ylabel[0]) {
         pl_font fy = pl_f(PL_FS_LABEL, s, 0, 90, PL_CENTER, PL_TOP);
         pl_text(c, p->ylabel, &fy, PL_PAD * s, (g[1] + g[3]) / 2, PL_INK);
+    }
+    if (fr->cap_h > 0) { /* left-aligned at the bottom; a caption wider than the figure shrinks */
+        pl_font fc = pl_f(PL_FS_TICK, s, 0, 0, PL_LEFT, PL_BOTTOM);
+        double room = fr->W - 2 * PL_PAD * s, w = pl_text_width(p->caption, &fc);
+        if (w > room) fc.size *= room / w;
+        pl_text(c, p->caption, &fc, PL_PAD * s, fr->H - PL_PAD * s, PL_TICKINK);
+        pl_text_box(p->caption, &fc, PL_PAD * s, fr->H - PL_PAD * s, L->caption);
     }
 }
 
@@ -599,7 +673,7 @@ static void draw_legend(fig *f, pl_canvas *c, const frame *fr, pl_layout *L, con
             pl_text(c, f->leg[l]->label, &fr->fg, lx + keyw + PL_GAP * s, ly + rowh / 2, PL_INK);
         }
     } else if (fr->legend == PL_LEGEND_BOTTOM) {
-        double lx = round((g[0] + g[2]) / 2 - (fr->lw_bottom - 12 * s) / 2), ly = fr->H - PL_PAD * s - rowh / 2;
+        double lx = round((g[0] + g[2]) / 2 - (fr->lw_bottom - 12 * s) / 2), ly = fr->H - PL_PAD * s - fr->cap_h - rowh / 2;
         L->legend[0] = lx, L->legend[1] = ly - rowh / 2, L->legend[2] = lx + fr->lw_bottom - 12 * s, L->legend[3] = ly + rowh / 2;
         if (fr->ltitle) pl_text(c, fr->ltitle, &fr->fgt, lx, ly, PL_INK), lx += pl_text_width(fr->ltitle, &fr->fgt) + 10 * s;
         for (int l = 0; l < f->nleg; l++) {

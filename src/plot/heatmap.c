@@ -178,7 +178,15 @@ static ml_status geometry(const pl_heatmap_spec *h, heat_geom *g) {
     double pw = C * cell;
     g->W = ceil(left + pw + right), g->H = ceil(top + fmax(ph, cb ? g->barh : 0) + bottom);
     g->cbar_label_x = g->W - PL_PAD * s; /* the colour bar's title stays beside it when a long title widens W */
-    if (h->title) g->W = fmax(g->W, ceil(left + 1.05 * pl_text_width(h->title, &g->fti) + 2 * PL_PAD * s));
+    if (h->title && h->title[0]) {
+        /* a title wider than the map and its colour bar: the figure is as wide as the title and
+         * the map moves to the middle, so that no empty margin is left on one side */
+        double wide = ceil(1.05 * pl_text_width(h->title, &g->fti) + 2 * PL_PAD * s);
+        if (wide > g->W) {
+            double shift = floor((wide - g->W) / 2);
+            left += shift, g->cbar_label_x += shift, g->W = wide;
+        }
+    }
     if (g->note) g->W = fmax(g->W, ceil(left + 10 * s + PL_GAP * s + pl_text_width(note, &g->ft) + PL_PAD * s));
     if (g->W > 20000 || g->H > 20000)
         return ml_fail(ML_ERR_ARG, "plot.heatmap: the figure would be %.0f x %.0f pixels (at most 20000); use smaller cells, scale or labels",
@@ -228,7 +236,9 @@ static void draw_labels(pl_canvas *c, const pl_heatmap_spec *h, const heat_geom 
     pl_font fx = pl_f(PL_FS_TICK, s, 0, g->xrot ? 90 : 0, g->xrot ? PL_RIGHT : PL_CENTER, g->xrot ? PL_MIDDLE : PL_TOP);
     for (int k = 0; k < h->cols; k += g->xstep)
         pl_text(c, label(h->xlabels, k, buf), &fx, g->x0 + (k + 0.5) * g->cell, g->y1 + 4 * s, PL_TICKINK);
-    if (h->title && h->title[0]) pl_text(c, h->title, &g->fti, g->x0, PL_PAD * s, PL_INK);
+    if (h->title && h->title[0]) /* over the map's left edge, kept inside the figure */
+        pl_text(c, h->title, &g->fti, fmax(PL_PAD * s, fmin(g->x0, g->W - PL_PAD * s - pl_text_width(h->title, &g->fti))),
+                PL_PAD * s, PL_INK);
     if (h->xlabel && h->xlabel[0])
         pl_text(c, h->xlabel, &g->fl, (g->x0 + g->x1) / 2, g->y1 + 4 * s + g->xlab_h + PL_GAP * s, PL_INK);
     if (h->ylabel && h->ylabel[0]) {

@@ -61,6 +61,12 @@ typedef struct {
     int legend;                        /* pl_legend_pos */
     double alpha;                      /* fill opacity of points, boxes and bars; NaN: default */
     double line_width, marker_size;    /* 0: defaults */
+    double jitter;                     /* scatter: each point moved by up to this many pixels (at scale 1)
+                                          in x and y, so that coinciding points show; 0: none */
+    unsigned jitter_seed;              /* the jitter's seed: the same seed gives the same offsets */
+    double dodge;                      /* lines, scatter: series k of n shifted (k - (n-1)/2) * dodge
+                                          pixels along x, so that overlapping series are told apart */
+    const char *caption;               /* a line of small text under the figure, or NULL */
     int markers;                       /* lines: 0 hides the markers */
     int ncat;                          /* bar: category names along x */
     const char *const *categories;
@@ -84,11 +90,15 @@ typedef struct {
     double colorbar_ticks[2];          /* x where the colour bar's tick marks end, x where their labels start */
     double mask_note[4];               /* heatmap: the box of the masked-cell note; all 0 when none */
     double title[4];
+    double caption[4];                 /* the caption's box; all 0 when there is none */
 } pl_layout;
 
 /* Pixel position of a data point in a panel. */
 double pl_px_x(const pl_box_px *b, double x);
 double pl_px_y(const pl_box_px *b, double y);
+
+/* Box plots draw a group of fewer than PL_BOX_MIN_N finite values as its points (no box). */
+enum { PL_BOX_MIN_N = 3 };
 
 /* Renders a raster without writing (NULL on bad input). lay may be NULL. */
 pl_canvas *pl_render(pl_kind kind, const pl_plot *p, int npanels, const pl_panel *panels, pl_layout *lay);

@@ -801,6 +801,172 @@ START_TEST(test_heatmap_tiny_scale_or_cell_is_an_error) {
 }
 END_TEST
 
+
+/* Pixels of two canvases of one size: how many differ. */
+static long canvas_diff(const pl_canvas *a, const pl_canvas *b) {
+    ck_assert(a->w == b->w && a->h == b->h);
+    long n = 0;
+    for (int y = 0; y < a->h; y++)
+        for (int x = 0; x < a->w; x++) {
+            pl_color p = pl_pixel(a, x, y), q = pl_pixel(b, x, y);
+            n += !(p.r == q.r && p.g == q.g && p.b == q.b);
+        }
+    return n;
+}
+
+START_TEST(test_scatter_jitter_seeded) {
+    /* six points on one spot: without jitter one marker, with it six places; the same seed gives
+     * the same picture, another seed another; the CSV keeps the true values */
+    double x[6] = {1, 1, 1, 1, 1, 1}, y[6] = {0, 0, 0, 0, 0, 0};
+    pl_series se = {.label = "a", .n = 6, .x = x, .y = y, .marker = PL_MARKER_CIRCLE, .color = "#ff0000"};
+    pl_panel pan = {NULL, 1, &se};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.xlim[0] = 0, p.xlim[1] = 2, p.ylim[0] = -1, p.ylim[1] = 1, p.legend = PL_LEGEND_NONE;
+    pl_layout L;
+    pl_canvas *c0 = pl_render(PL_SCATTER, &p, 1, &pan, &L);
+    p.jitter = 10, p.jitter_seed = 7;
+    pl_canvas *c1 = pl_render(PL_SCATTER, &p, 1, &pan, NULL), *c2 = pl_render(PL_SCATTER, &p, 1, &pan, NULL);
+    p.jitter_seed = 8;
+    pl_canvas *c3 = pl_render(PL_SCATTER, &p, 1, &pan, NULL);
+    ck_assert(c0 && c1 && c2 && c3);
+    ck_assert_int_gt(canvas_diff(c0, c1), 20);
+    ck_assert_int_eq(canvas_diff(c1, c2), 0);
+    ck_assert_int_gt(canvas_diff(c1, c3), 20);
+    /* every point stays within the jitter of its place: nothing red beyond 10 px plus the marker */
+    double cx = pl_px_x(&L.panel[0], 1), cy = pl_px_y(&L.panel[0], 0);
+    for (int yy = 0; yy < c1->h; yy++)
+        for (int xx = 0; xx < c1->w; xx++) {
+            pl_color q = pl_pixel(c1, xx, yy);
+            if (q.r > 0.9 && q.g < 0.6) ck_assert(fabs(xx - cx) <= 15 && fabs(yy - cy) <= 15);
+        }
+    p.out = path("j.png");
+    ck_assert_int_eq(pl_figure(PL_SCATTER, &p, 1, &pan), ML_OK);
+    long n;
+    char *csv = slurp(path("j.csv"), &n);
+    ck_assert_str_eq(csv, "panel,series,x,y\n1,a,1,0\n1,a,1,0\n1,a,1,0\n1,a,1,0\n1,a,1,0\n1,a,1,0\n");
+    free(csv);
+    p.jitter = -1;
+    ck_assert_int_ne(pl_figure(PL_SCATTER, &p, 1, &pan), ML_OK);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "jitter must be in 0..100"));
+    p.jitter = 3;
+    ck_assert_ptr_null(pl_render(PL_LINES, &p, 1, &pan, NULL));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "jitter belongs to scatter plots"));
+    pl_canvas_free(c0), pl_canvas_free(c1), pl_canvas_free(c2), pl_canvas_free(c3);
+}
+END_TEST
+
+START_TEST(test_dodge_shifts_series) {
+    /* two series on one spot: dodge = 20 puts the first 10 px left, the second 10 px right */
+    double x[2] = {1, 4}, y[2] = {0.5, 0.5};
+    pl_series se[2] = {{.label = "a", .n = 2, .x = x, .y = y, .marker = PL_MARKER_SQUARE, .color = "#ff0000"},
+                       {.label = "b", .n = 2, .x = x, .y = y, .marker = PL_MARKER_SQUARE, .color = "#0000ff"}};
+    pl_panel pan = {NULL, 2, se};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.xlim[0] = 0, p.xlim[1] = 5, p.ylim[0] = 0, p.ylim[1] = 1, p.legend = PL_LEGEND_NONE, p.dodge = 20, p.line_width = 0.5;
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_LINES, &p, 1, &pan, &L);
+    ck_assert_ptr_nonnull(c);
+    pl_box_px *b = &L.panel[0];
+    int py = (int)pl_px_y(b, 0.5) - 2; /* above the line, inside the marker */
+    pl_color l = pl_pixel(c, (int)pl_px_x(b, 1) - 10, py), r = pl_pixel(c, (int)pl_px_x(b, 1) + 10, py);
+    ck_assert(l.r > 0.9 && l.b < 0.1);
+    ck_assert(r.b > 0.9 && r.r < 0.1);
+    pl_canvas_free(c);
+    p.dodge = 101;
+    ck_assert_ptr_null(pl_render(PL_LINES, &p, 1, &pan, NULL));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "dodge must be in 0..100"));
+    p.dodge = 5;
+    ck_assert_ptr_null(pl_render(PL_BOX, &p, 1, &pan, NULL));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "dodge belongs to line and scatter plots"));
+}
+END_TEST
+
+START_TEST(test_box_of_few_values_is_points) {
+    /* a group of two values is two points and no box: the middle between them is not filled;
+     * a group of three is a box, filled at its median */
+    double two[2] = {0.2, 0.8}, three[3] = {0.2, 0.5, 0.8};
+    pl_series g[2] = {{.label = "two", .n = 2, .y = two, .marker = PL_MARKER_AUTO, .color = "#ff0000"},
+                      {.label = "three", .n = 3, .y = three, .marker = PL_MARKER_AUTO, .color = "#ff0000"}};
+    pl_panel pan = {NULL, 2, g};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.ylim[0] = 0, p.ylim[1] = 1, p.alpha = 1;
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_BOX, &p, 1, &pan, &L);
+    ck_assert_ptr_nonnull(c);
+    pl_box_px *b = &L.panel[0];
+    pl_color mid2 = pl_pixel(c, (int)pl_px_x(b, 0), (int)pl_px_y(b, 0.5)), mid3 = pl_pixel(c, (int)pl_px_x(b, 1) + 3, (int)pl_px_y(b, 0.4));
+    ck_assert(!(mid2.r > 0.9 && mid2.g < 0.1));
+    ck_assert(mid3.r > 0.9 && mid3.g < 0.1);
+    /* the two points, beside the group's x */
+    pl_color p1 = pl_pixel(c, (int)pl_px_x(b, 0) - 3, (int)pl_px_y(b, 0.2)), p2 = pl_pixel(c, (int)pl_px_x(b, 0) + 4, (int)pl_px_y(b, 0.8));
+    ck_assert(p1.r > 0.9 && p1.g < 0.1);
+    ck_assert(p2.r > 0.9 && p2.g < 0.1);
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_caption_strips_and_own_labels) {
+    /* a caption sits under everything, inside the figure; a long strip label stays inside its
+     * panel; a panel with its own group labels gets its own x axis */
+    double v[3] = {0.1, 0.5, 0.9};
+    pl_series g1[1] = {{.label = "conv 2 (3)", .key = "conv 2", .n = 3, .y = v, .marker = PL_MARKER_AUTO}};
+    pl_series g2[1] = {{.label = "conv 2 (1)", .key = "conv 2", .n = 1, .y = v, .marker = PL_MARKER_AUTO}};
+    pl_panel pan[2] = {{"a facet label far too long to fit in the strip of its narrow panel", 1, g1}, {"b", 1, g2}};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.ncol = 1, p.width = 200, p.height = 300, p.caption = "runs passing the filter", p.xlabel = "group";
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_BOX, &p, 2, pan, &L);
+    ck_assert_ptr_nonnull(c);
+    ck_assert(L.caption[2] > L.caption[0] && L.caption[3] <= c->h && L.caption[1] > L.panel[1].y1);
+    /* the first panel's own x axis: the second panel starts below its tick labels, lower than
+     * when both panels share their labels */
+    pl_series same[1] = {{.label = "conv 2 (3)", .key = "conv 2", .n = 1, .y = v, .marker = PL_MARKER_AUTO}};
+    pl_panel pan_same[2] = {pan[0], {"b", 1, same}};
+    pl_layout Ls;
+    pl_canvas *cs = pl_render(PL_BOX, &p, 2, pan_same, &Ls);
+    ck_assert_ptr_nonnull(cs);
+    ck_assert((L.panel[1].y0 - L.panel[0].y1) - (Ls.panel[1].y0 - Ls.panel[0].y1) > 10);
+    pl_canvas_free(cs);
+    /* left of the first strip, nothing drawn at the strip's height */
+    int sy = (int)(L.panel[0].y0 - 6);
+    for (int x = 0; x < (int)L.panel[0].x0 - 1; x++) ck_assert(is_white(pl_pixel(c, x, sy)));
+    for (int x = (int)L.panel[0].x1 + 1; x < c->w; x++) ck_assert(is_white(pl_pixel(c, x, sy)));
+    pl_canvas_free(c);
+    /* the CSV's group is the key */
+    p.out = path("cap.png");
+    ck_assert_int_eq(pl_figure(PL_BOX, &p, 2, pan), ML_OK);
+    long n;
+    char *csv = slurp(path("cap.csv"), &n);
+    ck_assert_ptr_nonnull(strstr(csv, ",conv 2,0.1\n"));
+    ck_assert_ptr_null(strstr(csv, "(3)"));
+    free(csv);
+}
+END_TEST
+
+START_TEST(test_heatmap_centred_under_wide_title_and_blues) {
+    double d[2] = {0, 1};
+    pl_heatmap_spec h;
+    pl_heatmap_init(&h);
+    h.rows = 1, h.cols = 2, h.data = d, h.cell = 20;
+    pl_layout L0, L1;
+    pl_canvas *c0 = pl_heatmap_render(&h, &L0);
+    h.title = "a title very much wider than the map and its colour bar together";
+    pl_canvas *c1 = pl_heatmap_render(&h, &L1);
+    ck_assert(c0 && c1);
+    ck_assert(c1->w > c0->w);
+    /* the margins left of the map and right of the colour bar's labels are near equal */
+    double left = L1.panel[0].x0, right = c1->w - (L1.colorbar[2] + (c0->w - L0.colorbar[2]));
+    ck_assert(fabs((left - L0.panel[0].x0) - right) <= 2);
+    pl_canvas_free(c0), pl_canvas_free(c1);
+    /* the Blues palette's lightest series is a mid blue, not near-white */
+    ck_assert(pl_luminance(pl_palette_at(2, 0, 5)) < 0.45);
+}
+END_TEST
+
 START_TEST(test_heatmap_mask_marks_cells) {
     unsigned char masked[12] = {0};
     masked[2] = 1; /* row 0, col 2: 0.9, dark blue otherwise */
@@ -877,6 +1043,11 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_writer_full_disk);
     tcase_add_test(tc, test_heatmap_tiny_scale_or_cell_is_an_error);
     tcase_add_test(tc, test_heatmap_mask_marks_cells);
+    tcase_add_test(tc, test_scatter_jitter_seeded);
+    tcase_add_test(tc, test_dodge_shifts_series);
+    tcase_add_test(tc, test_box_of_few_values_is_points);
+    tcase_add_test(tc, test_caption_strips_and_own_labels);
+    tcase_add_test(tc, test_heatmap_centred_under_wide_title_and_blues);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -181,5 +181,45 @@ T.test("tiny scale or cell is an error, not an endless loop; CSVs never carry -0
   T.truthy(read(p:gsub("%.png$", ".csv")):find("1,z,0,0\n", 1, true))
 end)
 
+T.test("scatter jitter is seeded: same seed same bytes, another seed other bytes, the CSV unmoved", function()
+  local spot = {{label = "a", x = {1, 1, 1, 1}, y = {0, 0, 0, 0}}, {label = "b", x = {1, 1}, y = {0, 0}}}
+  local a, b, c, d = out("j1"), out("j2"), out("j3"), out("j0")
+  mech.plot.scatter {series = spot, jitter = 6, seed = 3, caption = "jittered", out = a}
+  mech.plot.scatter {series = spot, jitter = 6, seed = 3, caption = "jittered", out = b}
+  mech.plot.scatter {series = spot, jitter = 6, seed = 4, caption = "jittered", out = c}
+  mech.plot.scatter {series = spot, caption = "jittered", out = d}
+  T.eq(read(a), read(b))
+  T.truthy(read(a) ~= read(c))
+  T.truthy(read(a) ~= read(d))
+  T.eq(read(a:gsub("%.png$", ".csv")), read(d:gsub("%.png$", ".csv")))
+  T.raises(function() mech.plot.scatter {series = spot, jitter = -1, out = out("e")} end,
+           "mech.plot.scatter: jitter must be in 0..100 pixels, got -1")
+  T.raises(function() mech.plot.lines {series = spot, jitter = 2, out = out("e")} end, "jitter belongs to scatter plots")
+  T.raises(function() mech.plot.scatter {series = spot, jitter = "x", out = out("e")} end, "jitter")
+  T.raises(function() mech.plot.scatter {series = spot, seed = -2, out = out("e")} end,
+           "mech.plot.scatter: field 'seed' expected a non-negative integer, got -2")
+  T.raises(function() mech.plot.scatter {series = spot, seed = 1.5, out = out("e")} end, "seed")
+end)
+
+T.test("dodge moves series apart, caption adds a line; box groups keep their key in the CSV", function()
+  local series = {{label = "a", x = {32, 64}, y = {0, 0.01}}, {label = "b", x = {32, 64}, y = {0, 0.01}}}
+  local a, b = out("d1"), out("d0")
+  mech.plot.lines {series = series, logx = 2, dodge = 6, caption = "series dodged", out = a}
+  mech.plot.lines {series = series, logx = 2, caption = "series dodged", out = b}
+  T.truthy(read(a) ~= read(b))
+  T.eq(read(a:gsub("%.png$", ".csv")), read(b:gsub("%.png$", ".csv")))
+  T.raises(function() mech.plot.lines {series = series, dodge = 200, out = out("e")} end, "dodge must be in 0..100")
+  T.raises(function() mech.plot.box {groups = {{label = "g", values = {1, 2}}}, dodge = 3, out = out("e")} end,
+           "dodge belongs to line and scatter plots")
+  T.raises(function() mech.plot.lines {series = series, caption = 3, out = out("e")} end, "caption")
+  local p = out("boxkey")
+  mech.plot.box {facets = {{title = "x", groups = {{label = "conv 2 (1)", key = "conv 2", values = {0.5}}}},
+                           {title = "y", groups = {{label = "conv 2 (3)", key = "conv 2", values = {0.1, 0.2, 0.3}}}}},
+                 caption = "runs per group", out = p}
+  local csv = read(p:gsub("%.png$", ".csv"))
+  T.truthy(csv:find("x,conv 2,0.5\n", 1, true))
+  T.falsy(csv:find("(1)", 1, true))
+end)
+
 for _, p in ipairs(made) do os.remove(p) end
 T.done()

@@ -17,6 +17,7 @@ local T = {}
 T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ablation = "based-ablation-quick.csv",
   atr_easy = "atr-easy-quick.csv" }
 -- the figure CSVs read for the filter and for sites the rows do not hold
+T.filter_csv = "docs/img/reproduction/filter.csv"
 T.figure_csvs = { "fig3b", "fig3c", "fig4b", "fig6b", "v3_next_key", "mamba_next_key" }
 
 local function fail(msg) error("paper_tables: " .. msg, 0) end
@@ -174,7 +175,17 @@ local function stats(d)
       s.mamba[k][w] = pick(d, { "mamba_conv", "ar" }, where_all(conv_is(k), function(e) return e.d == w end))
     end
   end
-  s.mamba_filtered = box_runs(d, "fig6b", { "mamba_conv", "ar" }, function(g) return conv_is(tonumber(g:match("%d+"))) end)
+  -- the Mamba runs that pass each position's filter, as recorded in docs/img/reproduction/filter.csv
+  -- (Fig. 6b shows the kernels the paper shows, not conv 0's one passing run)
+  local passes = {}
+  for line in assert(mech.sys.read_file(T.filter_csv)):gmatch("[^\n]+") do
+    local run, pos = line:match("^[^,]*,([^,]*),([^,]*),")
+    if run and pos ~= "position" then passes[pos] = passes[pos] or {}; passes[pos][run] = true end
+  end
+  s.mamba_filtered = {}
+  for pos, runs in pairs(passes) do
+    s.mamba_filtered[pos] = pick(d, { "mamba_conv", "ar" }, function(e) return e.arch == "mamba" and runs[e.id] end)
+  end
   -- Based by kernel (3: ar's Based), long convs, BaseConv with long convs
   s.based_groups = {
     { "1", function(e) return e.arch == "based" and not e.long and e.d_conv == 1 end },
@@ -451,77 +462,77 @@ local function claims(s)
   for _, v in ipairs(nk_block) do nk_max = math.max(nk_max, v) end
 
   return {
-    -- §8.1 headline numbers and §5.1
-    { "§5.1", "Attention reaches 100 % on AR from d = 32 on", "100 %", accs(s, "attention"), "agrees" },
-    { "§5.1", "AR at d = 256, best LR: Attention 100 %, Based ≈99 %, Mamba ≈91 %, Hyena < 30 %, BaseConv < 10 %, H3 < 3 %",
+    -- spec §8.1 headline numbers and spec §8.2.1
+    { "spec §8.2.1", "Attention reaches 100 % on AR from d = 32 on", "100 %", accs(s, "attention"), "agrees" },
+    { "spec §8.2.1", "AR at d = 256, best LR: Attention 100 %, Based ≈99 %, Mamba ≈91 %, Hyena < 30 %, BaseConv < 10 %, H3 < 3 %",
       "100 / ≈99 / ≈91 / < 30 / < 10 / < 3 %",
       "at d = 64, lr 1e-3: " .. table.concat(d64, " / "), NS .. ": " .. settle.lr },
-    { "§5.1", "Attention and Based solve AR with almost the same width-scaling curve", "Based ≈ Attention at every d",
+    { "spec §8.2.1", "Attention and Based solve AR with almost the same width-scaling curve", "Based ≈ Attention at every d",
       "Based " .. accs(s, "based"), "agrees at d = 64; at d = 32 Based is behind: " .. NS .. " (one lr): " .. settle.lr },
-    { "§5.1", "Mamba is a close third", "≈91 % at d = 256", "Mamba " .. accs(s, "mamba"),
+    { "spec §8.2.1", "Mamba is a close third", "≈91 % at d = 256", "Mamba " .. accs(s, "mamba"),
       "third, not close: " .. NS .. ": " .. settle.lr },
-    { "§5.1", "Hyena, BaseConv and H3 fail AR", "< 30 %, < 10 %, < 3 %",
+    { "spec §8.2.1", "Hyena, BaseConv and H3 fail AR", "< 30 %, < 10 %, < 3 %",
       "at most " .. num(fail3, 3) .. " (any of their 12 runs)", "agrees" },
-    { "§5.1", "Nearly all Attention and Based checkpoints show full attribution at the value (induction)", "≈1 @ Value",
+    { "spec §8.2.1", "Nearly all Attention and Based checkpoints show full attribution at the value (induction)", "≈1 @ Value",
       string.format("Attention %s (%d runs), Based %s (%d runs), value filter", ms(v_att), #v_att, ms(v_based), #v_based),
       "agrees" },
-    { "§5.1", "The best Mamba, Hyena and H3 models do direct retrieval in layer 0 (at the query)", "@ Query ≈ 1",
+    { "spec §8.2.1", "The best Mamba, Hyena and H3 models do direct retrieval in layer 0 (at the query)", "@ Query ≈ 1",
       string.format("H3 @ Query %s (%d run); Hyena (no run passes) unfiltered @ Query %s (d = 32), %s (d = 64); Mamba @ Query %s, @ Key %s",
         ms(field(q_h3, "query")), #q_h3, ms(hy_q32), ms(hy_q64), ms(field(q_mamba, "query")), ms(field(q_mamba, "key"))),
       "agrees for H3 and Hyena; disagrees for Mamba (mass mostly at the key) at d ≤ 64, lr 1e-3: " .. settle.lr },
-    { "§5.1", "Weaker SSM checkpoints split query and key; Mamba's lie near @ Query + @ Key ≈ 1", "Q + K ≈ 1",
+    { "spec §8.2.1", "Weaker SSM checkpoints split query and key; Mamba's lie near @ Query + @ Key ≈ 1", "Q + K ≈ 1",
       string.format("Mamba Q + K %s (%d runs)", ms(qk), #qk), "agrees" },
-    { "§5.1", "The only BaseConv checkpoint that passes the filter shows partial induction", "one run, partial @ Value",
+    { "spec §8.2.1", "The only BaseConv checkpoint that passes the filter shows partial induction", "one run, partial @ Value",
       #bc == 1 and string.format("one run passes at the query (d = %d, seed %d: @ Query %s, @ Key %s, unfiltered @ Value %s); none at the value",
         bc[1].d, bc[1].seed, num(bc[1].query), num(bc[1].key), num(bc[1].value)) or (#bc .. " runs"),
       "agrees in direction: one run passes, as in the paper, but at the query's filter, not the value's: " ..
       "its @ Value is unfiltered" },
-    -- §5.2 and the ATR headline
-    { "§5.2", "ATR (5, 20): every architecture between ≈70 % and 97 %; Mamba matches or beats the others",
+    -- spec §8.2.2 and the ATR headline
+    { "spec §8.2.2", "ATR (5, 20): every architecture between ≈70 % and 97 %; Mamba matches or beats the others",
       "70–97 %, Mamba best", string.format("%s–%s; Mamba %s (d = 32 / 64), the best at both", num(atr_lo, 2), num(atr_hi, 2),
         atr_acc(s, "mamba")), "agrees in direction: Mamba the best at both widths; at d = 32 some architectures are below 70 %" },
-    { "§5.2", "Mamba matches or beats every architecture at every width when \\|Σ\\| = 20, most clearly at L_max = 10",
+    { "spec §8.2.2", "Mamba matches or beats every architecture at every width when \\|Σ\\| = 20, most clearly at L_max = 10",
       "Mamba best", "(5, 20) as above; (10, 20) not run", "agrees at (5, 20); (10, 20) " .. NS .. ": " .. settle.atr_hard },
-    { "§5.2", "Attention beats Mamba only at \\|Σ\\| = 8192 with d ≤ 64", "Attention > Mamba at 8192", "not run",
+    { "spec §8.2.2", "Attention beats Mamba only at \\|Σ\\| = 8192 with d ≤ 64", "Attention > Mamba at 8192", "not run",
       NS .. ": " .. settle.atr_hard },
-    { "§5.2", "Longer rules do not hurt Mamba", "(10, 20) ≈ (5, 20)", "not run", NS .. ": " .. settle.atr_hard },
-    { "§5.2", "Attention, Based and BaseConv mainly use induction on ATR", "@ Value high",
+    { "spec §8.2.2", "Longer rules do not hurt Mamba", "(10, 20) ≈ (5, 20)", "not run", NS .. ": " .. settle.atr_hard },
+    { "spec §8.2.2", "Attention, Based and BaseConv mainly use induction on ATR", "@ Value high",
       string.format("@ Value (d = 32 / 64): Attention %s, Based %s, BaseConv %s", atr_attrib("attention", "value"),
         atr_attrib("based", "value"), atr_attrib("base_conv", "value")),
       "agrees at d = 64; at d = 32 disagrees for Attention (@ Query " .. num(s.atr.attention[32].query) .. "), partly for BaseConv" },
-    { "§5.2", "Hyena, H3 and Mamba use direct retrieval on ATR", "@ Value ≈ 0",
+    { "spec §8.2.2", "Hyena, H3 and Mamba use direct retrieval on ATR", "@ Value ≈ 0",
       string.format("@ Value: Hyena %s, H3 %s, Mamba %s", atr_attrib("hyena", "value"), atr_attrib("h3", "value"),
         atr_attrib("mamba", "value")), "agrees" },
-    { "§5.2", "At \\|Σ\\| = 8192 the direct-retrieval SSMs retrieve in layer 1 (@ Key); otherwise they mix @ Key and @ Query",
+    { "spec §8.2.2", "At \\|Σ\\| = 8192 the direct-retrieval SSMs retrieve in layer 1 (@ Key); otherwise they mix @ Key and @ Query",
       "mix at \\|Σ\\| = 20", string.format("(5, 20) @ Query / @ Key at d = 64: Hyena %s / %s, H3 %s / %s, Mamba %s / %s",
         num(s.atr.hyena[64].query), num(s.atr.hyena[64].key), num(s.atr.h3[64].query), num(s.atr.h3[64].key),
         num(s.atr.mamba[64].query), num(s.atr.mamba[64].key)),
       "agrees for H3 and Mamba at (5, 20) (Hyena mostly @ Query); 8192 " .. NS .. ": " .. settle.atr_hard },
-    { "§5.2", "Mamba is highly accurate without induction", "high accuracy, @ Value ≈ 0",
+    { "spec §8.2.2", "Mamba is highly accurate without induction", "high accuracy, @ Value ≈ 0",
       string.format("accuracy %s, @ Value %s (d = 32 / 64)", atr_acc(s, "mamba"), atr_attrib("mamba", "value")), "agrees" },
-    -- §5.3
-    { "§5.3", "Mamba reaches the highest dev accuracy; Attention the highest test accuracy (d ≥ 32)",
+    -- spec §8.2.3
+    { "spec §8.2.3", "Mamba reaches the highest dev accuracy; Attention the highest test accuracy (d ≥ 32)",
       "best dev: Mamba; best test: Attention",
       "not run", NS .. ": " .. settle.atr_split },
-    { "§5.3", "Mamba memorises (high dev for its test); H3 generalises nearly as Attention; BaseConv very little",
+    { "spec §8.2.3", "Mamba memorises (high dev for its test); H3 generalises nearly as Attention; BaseConv very little",
       "dev − test: Mamba high, H3 ≈ Attention, BaseConv low test", "not run", NS .. ": " .. settle.atr_split },
-    { "§5.3", "Mechanisms are the same on dev and test, except BaseConv (induction on dev, less on test)",
+    { "spec §8.2.3", "Mechanisms are the same on dev and test, except BaseConv (induction on dev, less on test)",
       "same Attrib on dev and test; BaseConv @ Value lower on test",
       "not run", NS .. ": " .. settle.atr_split },
-    { "§5.3", "Induction is not more general than direct retrieval (Attention and Mamba generalise best)",
+    { "spec §8.2.3", "Induction is not more general than direct retrieval (Attention and Mamba generalise best)",
       "best test: Attention and Mamba",
       "not run", NS .. ": " .. settle.atr_split },
-    -- §5.4
-    { "§5.4", "Mamba: a step change between d_conv 1 and 2; without a short conv it fails AR", "< 7 % for d_conv 0, 1",
+    -- spec §8.2.4
+    { "spec §8.2.4", "Mamba: a step change between d_conv 1 and 2; without a short conv it fails AR", "< 7 % for d_conv 0, 1",
       string.format("d_conv 0, 1: at most %s; d_conv (d = 32 / 64) %s", num(low01, 3), table.concat(hi2, ", ")),
       "agrees in direction (none of 2–4 succeeds at d ≤ 64, lr 1e-3): " .. settle.lr },
-    { "§5.4", "Larger kernels move retrieval earlier: with d_conv 4 most checkpoints retrieve at the query",
+    { "spec §8.2.4", "Larger kernels move retrieval earlier: with d_conv 4 most checkpoints retrieve at the query",
       "d_conv 4: mostly @ Query", string.format("@ Query / @ Key: d_conv 2 %s / %s, 3 %s / %s, 4 %s / %s", q2, k2, q3, k3, q4, k4),
       "agrees in direction (only d_conv 4 has mass at the query), disagrees in degree (mostly @ Key): " .. settle.lr },
-    { "§5.4", "Based works with kernels 2–4 and fails with kernel 1 or a long conv (< 10 %)", "works / fails",
+    { "spec §8.2.4", "Based works with kernels 2–4 and fails with kernel 1 or a long conv (< 10 %)", "works / fails",
       string.format("kernels 2, 3, 4 at d = 64: %s; kernel 1 and long conv at most %s", table.concat(bk, ", "), num(bfail, 3)),
       "agrees" },
-    { "§5.4", "Short convs are responsible for association in Mamba and Based; not sufficient (Hyena has one and fails)",
+    { "spec §8.2.4", "Short convs are responsible for association in Mamba and Based; not sufficient (Hyena has one and fails)",
       "Hyena < 30 %", string.format("as the two rows above; Hyena at most %s", num(max_acc { s.ar.hyena[32], s.ar.hyena[64] }, 3)),
       "agrees" },
     -- appendix D
@@ -543,24 +554,24 @@ local function claims(s)
       "all high; 1-layer Based/BaseConv lower",
       "not run", NS .. ": " .. settle.sibling },
     -- v3
-    { "v3 §9.1", "AR: only Attention and Based fully succeed, Mamba and DeltaNet come close behind",
+    { "spec §9.1", "AR: only Attention and Based fully succeed, Mamba and DeltaNet come close behind",
       "Attention, Based ≈100 %; Mamba, DeltaNet close",
       "DeltaNet not run", NS .. ": " .. settle.delta_net },
-    { "v3 §9.1", "Attention and Based show induction, Mamba and DeltaNet direct retrieval",
+    { "spec §9.1", "Attention and Based show induction, Mamba and DeltaNet direct retrieval",
       "@ Value ≈ 1 / ≈ 0",
-      "Attention, Based, Mamba as §5.1 above; DeltaNet not run", NS .. ": " .. settle.delta_net },
-    { "v3 §9.2", "Mamba implements induction through its short conv: restoring the next key at layer 0 restores the most",
+      "Attention, Based, Mamba as in the paper's section 5.1 above; DeltaNet not run", NS .. ": " .. settle.delta_net },
+    { "spec §9.2", "Mamba implements induction through its short conv: restoring the next key at layer 0 restores the most",
       "next key largest", string.format("next key, block output: at most %s (%d filtered runs); @ Key block output %s (d_conv 2, 3, 4); conv output at the next key, d_conv 4: %s (mean)",
         num(nk_max), #nk_block, table.concat(key_block, ", "), num(nk4)),
       "disagrees at this scale (one run, d = 64, d_conv 4, shows it inside the mixer): " .. settle.lr },
-    { "v3 §9.2", "Results are sensitive to the learning rate", "a neighbouring lr can fail completely", "one lr (1e-3)", NS .. ": " .. settle.lr },
-    { "v3 §9.3", "Mamba without a short conv learns Attention-like induction on ATR (@ Value high)", "@ Value high",
+    { "spec §9.2", "Results are sensitive to the learning rate", "a neighbouring lr can fail completely", "one lr (1e-3)", NS .. ": " .. settle.lr },
+    { "spec §9.3", "Mamba without a short conv learns Attention-like induction on ATR (@ Value high)", "@ Value high",
       "not run", NS .. ": " .. settle.atr_mamba_conv },
   }
 end
 
 tables.claims = function(s)
-  local lines = { "| # | § | the paper's claim | the paper | mechlab (quick) | verdict |", "|---|---|---|---|---|---|" }
+  local lines = { "| # | section | the paper's claim | the paper | mechlab (quick) | verdict |", "|---|---|---|---|---|---|" }
   for i, c in ipairs(claims(s)) do
     lines[#lines + 1] = row { tostring(i), c[1], c[2], c[3], c[4], c[5] }
   end

@@ -16,6 +16,7 @@
 -- split, metric, value) and checkpoint.safetensors. `resume = path` continues a checkpoint
 -- exactly: k steps, save, resume, T−k more gives the bits of T steps straight.
 local json = require "mech.json"
+local util = require "mech.util"
 local mech = require "mech"
 
 local train = {}
@@ -40,20 +41,7 @@ function train.config_keys()
   return keys
 end
 
-local function distance(a, b) -- Levenshtein, for did-you-mean
-  local d = {}
-  for i = 0, #a do d[i] = { [0] = i } end
-  for j = 0, #b do d[0][j] = j end
-  for i = 1, #a do
-    for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
-    end
-  end
-  return d[#a][#b]
-end
-
-train.distance = distance
+local distance = util.distance -- for did-you-mean
 
 local function check_config(cfg)
   if type(cfg) ~= "table" then error("train.run: argument 1 expected a config table, got " .. type(cfg), 3) end
@@ -128,12 +116,7 @@ function train.evaluate(model, ds, batch)
   return { accuracy = n > 0 and correct / n or 0, loss = n > 0 and loss / n or 0, prob = n > 0 and prob / n or 0, n = n }
 end
 
-local function fmt_time(s)
-  if s ~= s or s == math.huge then return "--:--" end
-  s = math.floor(s + 0.5)
-  if s >= 3600 then return string.format("%d:%02d:%02d", s // 3600, s // 60 % 60, s % 60) end
-  return string.format("%02d:%02d", s // 60, s % 60)
-end
+local fmt_time = util.clock
 
 -- The bar's loss and accuracy are the last training batch's; the latest evaluation stands beside.
 local function progress_line(step, total, loss, acc, rate, eta, width, last_eval)

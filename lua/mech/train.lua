@@ -190,194 +190,249 @@ local function recorded_model(model)
 end
 
 ------------------------------------------------------------------------------------------------
+-- The run in steps. `run` holds the config `c`, what is trained (task, model, opt, datasets),
+-- where it is recorded (manifest, metrics) and how far it got; each step below does one job.
 
--- The run itself, with the run directory (if any) prepared and locked.
-local function run_locked(c, t0, prior, ckpt_path)
-  local task = make_task(c)
-  local started = mech.sys.utc()
-
-  -- model and optimiser (fresh or resumed)
-  local model, opt, start, ckpt_total = nil, nil, 0, nil
-  local resume_from = type(c.resume) == "string" and c.resume or (c.resume and mech.sys.exists(ckpt_path) and ckpt_path)
-  if resume_from then
+-- The model and optimiser, fresh or from the checkpoint being resumed.
+local function open_model(run, ckpt_path)
+  local c, task = run.c, run.task
+  run.start = 0
+  run.resume_from = type(c.resume) == "string" and c.resume or (c.resume and mech.sys.exists(ckpt_path) and ckpt_path)
+  if run.resume_from then
     local meta
-    model, opt, meta = mech.load(resume_from)
-    if not opt then error("train.run: checkpoint '" .. resume_from .. "' holds no optimiser state", 0) end
-    start = math.tointeger(tonumber(meta["train.step"])) or error("train.run: checkpoint has no train.step", 0)
-    ckpt_total = math.tointeger(tonumber(meta["train.total"]))
+    run.model, run.opt, meta = mech.load(run.resume_from)
+    if not run.opt then error("train.run: checkpoint '" .. run.resume_from .. "' holds no optimiser state", 0) end
+    run.start = math.tointeger(tonumber(meta["train.step"])) or error("train.run: checkpoint has no train.step", 0)
+    run.ckpt_total = math.tointeger(tonumber(meta["train.total"]))
   else
     local mc = {}
     for k, v in pairs(c.model) do mc[k] = v end
     mc.vocab = mc.vocab or task:vocab_size()
     mc.seed = mc.seed or c.seed
-    model = mech.model(mc)
-    opt = mech.adamw(model, { beta1 = c.beta1, beta2 = c.beta2, eps = c.eps, weight_decay = c.weight_decay })
+    run.model = mech.model(mc)
+    run.opt = mech.adamw(run.model, { beta1 = c.beta1, beta2 = c.beta2, eps = c.eps, weight_decay = c.weight_decay })
   end
-  if model:config().vocab < task:vocab_size() then
-    error(string.format("train.run: the model's vocabulary (%d) is smaller than the task's (%d)", model:config().vocab,
-      task:vocab_size()), 0)
+  if run.model:config().vocab < task:vocab_size() then
+    error(string.format("train.run: the model's vocabulary (%d) is smaller than the task's (%d)",
+      run.model:config().vocab, task:vocab_size()), 0)
   end
+end
 
-  local per_epoch = c.train_docs // c.batch_size
-  if per_epoch < 1 then error("train.run: fewer training documents than one batch", 0) end
-  local total = c.steps or per_epoch * c.epochs
-  if ckpt_total and ckpt_total ~= total then
-    error(string.format("train.run: the checkpoint %s belongs to a run of %d steps; this config has %d", resume_from,
-      ckpt_total, total), 0)
+-- Steps per epoch and in all; a resumed checkpoint must belong to a run of the same length.
+local function count_steps(run)
+  local c = run.c
+  run.per_epoch = c.train_docs // c.batch_size
+  if run.per_epoch < 1 then error("train.run: fewer training documents than one batch", 0) end
+  run.total = c.steps or run.per_epoch * c.epochs
+  if run.ckpt_total and run.ckpt_total ~= run.total then
+    error(string.format("train.run: the checkpoint %s belongs to a run of %d steps; this config has %d",
+      run.resume_from, run.ckpt_total, run.total), 0)
   end
-  local manifest = {
-    config = recorded_config(c, task), task = task:spec(), model = recorded_model(model), seed = c.seed,
+end
+
+local function new_manifest(run, prior, started)
+  local c = run.c
+  run.manifest = {
+    config = recorded_config(c, run.task), task = run.task:spec(), model = recorded_model(run.model), seed = c.seed,
     version = mech.version, git = mech.git, host = mech.sys.hostname(), pid = mech.sys.getpid(),
-    command = command_line(), threads = mech.threads(), params = model:n_params(), steps = total,
-    start_time = prior and prior.start_time or started, status = "running", step = start, resumed_from = start,
-    nonfinite = prior and prior.nonfinite,
+    command = command_line(), threads = mech.threads(), params = run.model:n_params(), steps = run.total,
+    start_time = prior and prior.start_time or started, status = "running", step = run.start,
+    resumed_from = run.start, nonfinite = prior and prior.nonfinite,
   }
   -- wall time over every segment of a resumed run, up to its latest checkpoint or end
-  local wall_before = resume_from and prior and prior.wall_s or 0
-  local function wall_s() return wall_before + mech.sys.time() - t0 end
-  local function write_manifest()
-    if c.out then mech.sys.write_atomic(c.out .. "/manifest.json", json.encode(manifest, "  ") .. "\n") end
-  end
+  run.wall_before = run.resume_from and prior and prior.wall_s or 0
+end
 
-  -- a finished run resumed: returned as it is, nothing appended
-  if prior and prior.status == "done" and start == total and c.resume then
-    return {
-      status = "done", model = model, optimizer = opt, task = task, history = {}, steps = total,
-      final = prior.final, eval = prior.eval, wall = prior.wall_s or 0, steps_per_second = prior.steps_per_s,
-      manifest = prior,
-    }
-  end
+local function wall_s(run) return run.wall_before + mech.sys.time() - run.t0 end
 
-  -- data: generated in advance, iterated in a fixed order
-  local train_ds = task:dataset(c.train_docs, { seed = c.seed, split = "train" })
-  local eval_sets = {}
+local function write_manifest(run)
+  if run.c.out then mech.sys.write_atomic(run.c.out .. "/manifest.json", json.encode(run.manifest, "  ") .. "\n") end
+end
+
+-- A finished run resumed: its result as recorded, nothing appended.
+local function finished_result(run, prior)
+  return {
+    status = "done", model = run.model, optimizer = run.opt, task = run.task, history = {}, steps = run.total,
+    final = prior.final, eval = prior.eval, wall = prior.wall_s or 0, steps_per_second = prior.steps_per_s,
+    manifest = prior,
+  }
+end
+
+-- Data generated in advance and iterated in a fixed order, and the learning-rate schedule.
+local function make_data(run)
+  local c, task = run.c, run.task
+  run.train_ds = task:dataset(c.train_docs, { seed = c.seed, split = "train" })
+  run.eval_sets = {}
   for _, split in ipairs(c.eval_splits or { "test" }) do
-    eval_sets[#eval_sets + 1] = { split = split, ds = task:dataset(c.eval_docs, { seed = c.seed, split = split }) }
+    run.eval_sets[#run.eval_sets + 1] = { split = split, ds = task:dataset(c.eval_docs, { seed = c.seed, split = split }) }
   end
-  local sched = mech.lr_schedule { kind = c.schedule, lr = c.lr, total = total, warmup = c.warmup }
+  run.sched = mech.lr_schedule { kind = c.schedule, lr = c.lr, total = run.total, warmup = c.warmup }
+end
 
-  local metrics
-  if c.out then
-    cut_metrics(c.out .. "/metrics.csv", start)
-    metrics = mech.sys.metrics(c.out .. "/metrics.csv")
+-- metrics.csv cut back to the resumed step and opened for appending.
+local function open_metrics(run)
+  if run.c.out then
+    cut_metrics(run.c.out .. "/metrics.csv", run.start)
+    run.metrics = mech.sys.metrics(run.c.out .. "/metrics.csv")
   end
-  write_manifest()
-  local tty = c.progress
-  if tty == nil then tty = mech.sys.isatty(1) end
+end
 
-  local history, final, last_eval = {}, nil, nil
-  local function evaluate(step)
-    local res = {}
-    for _, e in ipairs(eval_sets) do
-      local r = train.evaluate(model, e.ds, c.eval_batch)
-      res[e.split] = r
-      if metrics then
-        metrics:append(step, e.split, "accuracy", r.accuracy)
-        metrics:append(step, e.split, "loss", r.loss)
-        metrics:append(step, e.split, "prob", r.prob)
-      end
+-- Every evaluation split at `step`, recorded, then the config's own evaluators that are due.
+local function evaluate(run, step)
+  local c, metrics = run.c, run.metrics
+  local res = {}
+  for _, e in ipairs(run.eval_sets) do
+    local r = train.evaluate(run.model, e.ds, c.eval_batch)
+    res[e.split] = r
+    if metrics then
+      metrics:append(step, e.split, "accuracy", r.accuracy)
+      metrics:append(step, e.split, "loss", r.loss)
+      metrics:append(step, e.split, "prob", r.prob)
     end
-    history[#history + 1] = { step = step, eval = res }
-    for _, ev in ipairs(c.evaluators or {}) do
-      if step % (ev.every or c.eval_every) == 0 or step == total then
-        ev.fn(step, model, { task = task, metrics = metrics, eval_sets = eval_sets, out = c.out, total = total })
-      end
+  end
+  run.history[#run.history + 1] = { step = step, eval = res }
+  for _, ev in ipairs(c.evaluators or {}) do
+    if step % (ev.every or c.eval_every) == 0 or step == run.total then
+      ev.fn(step, run.model, { task = run.task, metrics = metrics, eval_sets = run.eval_sets, out = c.out,
+        total = run.total })
     end
-    return res
   end
+  return res
+end
 
-  local function save(step)
-    if not c.out then return end
-    -- a checkpoint never holds NaN unnoticed (an update can break the parameters with a finite loss)
-    local bad = c.on_nonfinite ~= "record" and model:nonfinite()
-    if bad then
-      error(string.format("train.run: parameter %s is not finite at step %d; the checkpoint was not written", bad,
-        step), 0)
+-- The checkpoint of `step` and the manifest that points at it.
+local function save(run, step)
+  local c = run.c
+  if not c.out then return end
+  -- a checkpoint never holds NaN unnoticed (an update can break the parameters with a finite loss)
+  local bad = c.on_nonfinite ~= "record" and run.model:nonfinite()
+  if bad then
+    error(string.format("train.run: parameter %s is not finite at step %d; the checkpoint was not written", bad,
+      step), 0)
+  end
+  run.model:save(run.ckpt_path, { optimizer = run.opt, meta = {
+    ["train.step"] = tostring(step), ["train.total"] = tostring(run.total), ["train.schedule"] = c.schedule,
+    ["train.lr"] = string.format("%.17g", c.lr), ["train.warmup"] = string.format("%.17g", c.warmup),
+    ["train.seed"] = tostring(c.seed), ["task.name"] = run.task:name(),
+    -- the task's whole record: mech.task.from_checkpoint rebuilds it (docs/training.md)
+    ["task.spec"] = json.encode(run.task:spec()),
+  } })
+  run.manifest.step = step -- what a resume would start from; `sweep status` shows it
+  run.manifest.wall_s = wall_s(run)
+  write_manifest(run)
+end
+
+local function rate(run) return run.done_steps / math.max(mech.sys.time() - run.t_loop, 1e-9) end
+
+-- The evaluation of step `s`, kept as the latest and printed.
+local function report_eval(run, s)
+  local split = run.eval_sets[1].split
+  run.final = evaluate(run, s)
+  local main = run.final[split]
+  run.last_eval = { split = split, step = s, accuracy = main.accuracy, loss = main.loss }
+  if not run.c.quiet then
+    if run.tty then io.write("\r\27[K") end
+    print(string.format("step %d/%d  %s accuracy %.4f  loss %.4f  prob %.4f", s, run.total, split,
+      main.accuracy, main.loss, main.prob))
+  end
+end
+
+-- Update `s` on its batch, and what it logs.
+local function update(run, s)
+  local c, manifest, metrics = run.c, run.manifest, run.metrics
+  local first = c.batch_size * (s % run.per_epoch)
+  local tokens, targets = run.train_ds:batch(first, c.batch_size)
+  local st = run.model:train_step(run.opt, tokens, targets, run.sched(s), c.on_nonfinite)
+  run.last_loss, run.last_acc = st.loss, st.correct / math.max(st.n, 1)
+  run.done_steps = run.done_steps + 1
+  run.reached = s + 1
+  if st.nonfinite then -- on_nonfinite = "record" (else train_step raised)
+    manifest.nonfinite = manifest.nonfinite or { step = s, parameter = st.nonfinite,
+      loss = st.loss ~= st.loss and "nan" or tostring(st.loss) }
+    if metrics then metrics:append(s + 1, "train", "nonfinite", 1) end
+  end
+  if metrics and (s + 1) % c.log_every == 0 then
+    metrics:append(s + 1, "train", "loss", st.loss)
+    metrics:append(s + 1, "train", "lr", run.sched(s))
+  end
+  if c.checkpoint_every and (s + 1) % c.checkpoint_every == 0 then save(run, s + 1) end
+end
+
+local function show_progress(run, s)
+  if not run.c.quiet and run.tty and ((s + 1) % 10 == 0 or s + 1 == run.total) then
+    local r = rate(run)
+    io.write(progress_line(s + 1, run.total, run.last_loss, run.last_acc, r, (run.total - s - 1) / r, 30,
+      run.last_eval))
+    io.flush()
+  end
+end
+
+-- Steps start .. total: evaluate when due, stop at the end, at stop_at or on a signal (saving
+-- where a later resume continues), else update.
+local function loop(run)
+  local c, total = run.c, run.total
+  for s = run.start, total do
+    run.reached = s
+    if s % c.eval_every == 0 or s == total then report_eval(run, s) end
+    if s == total or s == run.stop_at then
+      if s == run.stop_at and s ~= total then save(run, s) end
+      break
     end
-    model:save(ckpt_path, { optimizer = opt, meta = {
-      ["train.step"] = tostring(step), ["train.total"] = tostring(total), ["train.schedule"] = c.schedule,
-      ["train.lr"] = string.format("%.17g", c.lr), ["train.warmup"] = string.format("%.17g", c.warmup),
-      ["train.seed"] = tostring(c.seed), ["task.name"] = task:name(),
-      -- the task's whole record: mech.task.from_checkpoint rebuilds it (docs/training.md)
-      ["task.spec"] = json.encode(task:spec()),
-    } })
-    manifest.step = step -- what a resume would start from; `sweep status` shows it
-    manifest.wall_s = wall_s()
-    write_manifest()
+    run.signal = mech.sys.interrupted()
+    if run.signal then
+      save(run, s)
+      break
+    end
+    update(run, s)
+    show_progress(run, s)
   end
+  if run.tty and not c.quiet then io.write("\n") end
+  if run.stop_at == total and not run.signal then save(run, total) end
+end
 
-  local last_loss, last_acc, t_loop, done_steps = 0 / 0, 0, mech.sys.time(), 0
-  local stop_at = c.stop_at or total
-  local reached, signal = start, nil
-  local function rate() return done_steps / math.max(mech.sys.time() - t_loop, 1e-9) end
-  local function finish(status, err)
-    if metrics then metrics:close(); metrics = nil end
-    manifest.status, manifest.error, manifest.step = status, err, reached
-    manifest.end_time, manifest.wall_s = mech.sys.utc(), wall_s()
-    manifest.steps_per_s = rate()
-    manifest.final = final and final[eval_sets[1].split] or nil
-    manifest.eval = final
-    write_manifest()
+-- The manifest's closing record.
+local function finish(run, status, err)
+  local manifest = run.manifest
+  if run.metrics then run.metrics:close(); run.metrics = nil end
+  manifest.status, manifest.error, manifest.step = status, err, run.reached
+  manifest.end_time, manifest.wall_s = mech.sys.utc(), wall_s(run)
+  manifest.steps_per_s = rate(run)
+  manifest.final = run.final and run.final[run.eval_sets[1].split] or nil
+  manifest.eval = run.final
+  write_manifest(run)
+end
+
+-- The run itself, with the run directory (if any) prepared and locked.
+local function run_locked(c, t0, prior, ckpt_path)
+  local run = { c = c, t0 = t0, ckpt_path = ckpt_path, task = make_task(c) }
+  local started = mech.sys.utc()
+  open_model(run, ckpt_path)
+  count_steps(run)
+  new_manifest(run, prior, started)
+  if prior and prior.status == "done" and run.start == run.total and c.resume then
+    return finished_result(run, prior)
   end
+  make_data(run)
+  open_metrics(run)
+  write_manifest(run)
+  run.tty = c.progress
+  if run.tty == nil then run.tty = mech.sys.isatty(1) end
+  run.history, run.last_loss, run.last_acc, run.done_steps = {}, 0 / 0, 0, 0
+  run.t_loop, run.stop_at, run.reached = mech.sys.time(), c.stop_at or run.total, run.start
 
   -- SIGINT/SIGTERM stop the loop at a step's end, where a checkpoint is whole
   mech.sys.catch_signals()
-  local ok, err = pcall(function()
-    for s = start, total do
-      reached = s
-      if s % c.eval_every == 0 or s == total then
-        final = evaluate(s)
-        local main = final[eval_sets[1].split]
-        last_eval = { split = eval_sets[1].split, step = s, accuracy = main.accuracy, loss = main.loss }
-        if not c.quiet then
-          if tty then io.write("\r\27[K") end
-          print(string.format("step %d/%d  %s accuracy %.4f  loss %.4f  prob %.4f", s, total, eval_sets[1].split,
-            main.accuracy, main.loss, main.prob))
-        end
-      end
-      if s == total or s == stop_at then
-        if s == stop_at and s ~= total then save(s) end
-        break
-      end
-      signal = mech.sys.interrupted()
-      if signal then
-        save(s)
-        break
-      end
-      local first = c.batch_size * (s % per_epoch)
-      local tokens, targets = train_ds:batch(first, c.batch_size)
-      local st = model:train_step(opt, tokens, targets, sched(s), c.on_nonfinite)
-      last_loss, last_acc = st.loss, st.correct / math.max(st.n, 1)
-      done_steps = done_steps + 1
-      reached = s + 1
-      if st.nonfinite then -- on_nonfinite = "record" (else train_step raised)
-        manifest.nonfinite = manifest.nonfinite or { step = s, parameter = st.nonfinite,
-          loss = st.loss ~= st.loss and "nan" or tostring(st.loss) }
-        if metrics then metrics:append(s + 1, "train", "nonfinite", 1) end
-      end
-      if metrics and (s + 1) % c.log_every == 0 then
-        metrics:append(s + 1, "train", "loss", st.loss)
-        metrics:append(s + 1, "train", "lr", sched(s))
-      end
-      if c.checkpoint_every and (s + 1) % c.checkpoint_every == 0 then save(s + 1) end
-      if not c.quiet and tty and ((s + 1) % 10 == 0 or s + 1 == total) then
-        local r = rate()
-        io.write(progress_line(s + 1, total, last_loss, last_acc, r, (total - s - 1) / r, 30, last_eval))
-        io.flush()
-      end
-    end
-    if tty and not c.quiet then io.write("\n") end
-    if stop_at == total and not signal then save(total) end
-  end)
+  local ok, err = pcall(loop, run)
   mech.sys.release_signals()
-  local status = not ok and "failed" or signal and "interrupted" or reached == total and "done" or "stopped"
-  finish(status, not ok and tostring(err) or nil)
+  local status = not ok and "failed" or run.signal and "interrupted" or run.reached == run.total and "done" or "stopped"
+  finish(run, status, not ok and tostring(err) or nil)
   if not ok then error(err, 0) end
 
+  local final = run.final
   return {
-    status = status, signal = signal, step = reached, model = model, optimizer = opt, task = task, history = history,
-    steps = total, final = final and final[eval_sets[1].split] or nil, eval = final, wall = mech.sys.time() - t0,
-    steps_per_second = rate(), manifest = manifest,
+    status = status, signal = run.signal, step = run.reached, model = run.model, optimizer = run.opt, task = run.task,
+    history = run.history, steps = run.total, final = final and final[run.eval_sets[1].split] or nil, eval = final,
+    wall = mech.sys.time() - t0, steps_per_second = rate(run), manifest = run.manifest,
   }
 end
 

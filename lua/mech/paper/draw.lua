@@ -1,0 +1,217 @@
+--- The paper's figure kinds, drawn in its design (docs/figures.md): accuracy against width (log2
+--- widths, accuracy 0-1.05, Set2 by architecture), box plots and scatters of Attrib. Part of
+--- mech.paper.
+local suite = require "mech.paper.suite"
+local style = require "mech.paper.style"
+local stats = require "mech.paper.stats"
+local selection = require "mech.paper.selection"
+
+local draw = {}
+
+--- A panel's title, marked when the panel has no rows yet.
+function draw.panel_title(title, rows)
+  return #rows == 0 and (title .. " (no results yet)") or title
+end
+
+--- The series of one accuracy-versus-width panel: per line, the mean over seeds joined by a path
+--- and, where a cell has several seeds, each seed's point (translucent) under it.
+function draw.accuracy_series(best, widths, lines, opts)
+  opts = opts or {}
+  local name = opts.name or style.arch_name
+  local series = {}
+  for _, g in ipairs(lines) do
+    local x, y, px, py = {}, {}, {}, {}
+    for _, d in ipairs(widths) do
+      local e = best[g][d]
+      if e then
+        x[#x + 1], y[#y + 1] = d, e.mean
+        if e.n > 1 then for _, v in ipairs(e.values) do px[#px + 1], py[#py + 1] = d, v end end
+      end
+    end
+    local label = (opts.label_prefix or "") .. name(g)
+    local color, marker = (opts.style or style.arch_style)(g)
+    local dashed = opts.dashed
+    if type(dashed) == "function" then dashed = dashed(g) end
+    -- the mean first: the legend shows a label's first series, and the mean is the strong one
+    series[#series + 1] = { label = label, key = tostring(g), x = x, y = y, path = true, alpha = 0.9, dashed = dashed,
+      color = color, marker = marker }
+    if #px > 0 then
+      series[#series + 1] = { label = label, key = tostring(g), x = px, y = py, alpha = 0.3, color = color, marker = marker }
+    end
+  end
+  return series
+end
+
+--- An accuracy-versus-width figure (log2 widths, 0-1.05) from panels {title =, series =}, or one
+--- panel's series.
+function draw.draw_accuracy(panels, out, opts)
+  opts = opts or {}
+  local spec = { logx = 2, xticks = opts.xticks or suite.widths, ylim = { -0.03, 1.05 }, title = opts.title,
+    xlabel = "model width d (log scale)", ylabel = opts.ylabel or "accuracy", legend_title = opts.legend_title or "Arch.",
+    legend = opts.legend, ncol = opts.ncol, palette = opts.palette, width = opts.width or 420,
+    height = opts.height or 340, scale = opts.scale or 2, dodge = opts.dodge, caption = opts.caption, out = out }
+  if panels[1] and panels[1].series then spec.facets = panels else spec.series = panels end
+  -- the widths present, with a quarter octave either side: room for dodged series at the ends
+  local lo, hi = math.huge, -math.huge
+  for _, p in ipairs(spec.facets or { { series = panels } }) do
+    for _, sr in ipairs(p.series) do
+      for _, x in ipairs(sr.x) do lo, hi = math.min(lo, x), math.max(hi, x) end
+    end
+  end
+  if lo <= hi then spec.xlim = { lo / 2 ^ 0.3, hi * 2 ^ 0.3 } end
+  mech.plot.scatter(spec)
+end
+
+--- The paper's accuracy-versus-width figure: one line per architecture at the best learning rate
+--- (every seed's point and their mean). Returns best, widths, lines as best_per_width.
+function draw.accuracy_figure(rows, out, opts)
+  opts = opts or {}
+  local best, widths, lines = selection.best_per_width(rows, opts)
+  if opts.selection_caption then -- the learning rates and seeds behind the points, in a caption line
+    local keep = {}
+    for _, r in ipairs(rows) do if not opts.where or opts.where(r) then keep[#keep + 1] = r end end
+    local sel = stats.selection_caption(keep, best)
+    opts = setmetatable({ caption = opts.caption and (sel .. "; " .. opts.caption) or sel }, { __index = opts })
+  end
+  draw.draw_accuracy(draw.accuracy_series(best, widths, lines, opts), out, opts)
+  return best, widths, lines
+end
+
+--- Accuracy against width by depth: one facet per number of layers, the main curves (positions
+--- for Attention only) at the best learning rate. Returns the key lines.
+function draw.depth_figure(rows, depths, out, opts)
+  local panels, keys = {}, {}
+  for _, L in ipairs(depths) do
+    local best, widths, archs = selection.best_per_width(rows, {
+      where = function(r) return r.n_layers == L and suite.main_curve(r) end })
+    panels[#panels + 1] = { title = L == 1 and "1 layer" or (L .. " layers"), series = draw.accuracy_series(best, widths, archs) }
+    for _, k in ipairs(stats.accuracy_keys(best, widths, archs, nil, L .. "L ")) do keys[#keys + 1] = k end
+  end
+  draw.draw_accuracy(panels, out, { title = opts.title, legend = "bottom", width = 220 * #depths + 180, height = 320 })
+  return keys
+end
+
+--- Box-plot facets of Attrib at the layer-1 block input, one facet per (position, setting):
+--- settings = {{title =, rows =, where =, split =}}, positions e.g. {"key", "query", "value"};
+--- opts.label(position, setting) names the attribution (default: suite.attrib_label(position)).
+--- Draws the figure (dashed lines at 0 and 1, free y) and returns key lines (mean ± sd per group)
+--- and whether it showed every run because none passed the filter (an empty panel never counts).
+function draw.attrib_boxes(settings, positions, out, opts)
+  opts = opts or {}
+  local name = opts.name or style.arch_name
+  local style_of = opts.style or style.arch_style
+  local facets, keys, unfiltered = {}, {}, false
+  -- the groups with runs in the data, and those drawn somewhere: a group with runs but no point
+  -- anywhere (none passes the filter) is named in the caption
+  local present, drawn, order, left = {}, {}, {}, {}
+  for _, pos in ipairs(positions) do
+    for _, st in ipairs(settings) do
+      local label = opts.label and opts.label(pos, st) or suite.attrib_label(pos)
+      local all = selection.attrib_by_group(st.rows, label, { where = st.where, split = st.split, group = opts.group, threshold = false })
+      for g in pairs(all) do
+        if not present[g] and (not opts.keep or opts.keep(g)) then present[g] = true; order[#order + 1] = g end
+      end
+      local by, n, filtered, groups = selection.attrib_by_group(st.rows, label, { where = st.where, split = st.split,
+        group = opts.group, threshold = opts.threshold })
+      if not filtered and n > 0 and opts.threshold ~= false then unfiltered = true end -- not an empty panel
+      local boxes, parts, shown = {}, {}, 0
+      for _, g in ipairs(groups) do
+        if opts.keep and not opts.keep(g) then left[g] = math.max(left[g] or 0, #by[g]) end
+        if not opts.keep or opts.keep(g) then
+          drawn[g], shown = true, shown + #by[g]
+          -- the key (the CSV's group) stays the name; the tick label may add the run count
+          boxes[#boxes + 1] = { label = opts.counts and string.format("%s (%d)", name(g), #by[g]) or name(g), key = name(g),
+            values = by[g], color = (style_of(g)) }
+          parts[#parts + 1] = string.format("%s %s (%d)", name(g), stats.fmt_mean(by[g], 2), #by[g])
+        end
+      end
+      local title = "@" .. (style.position_name(pos)) .. (st.title and ("  " .. st.title) or "")
+      facets[#facets + 1] = { title = draw.panel_title(title, st.rows), groups = boxes }
+      keys[#keys + 1] = string.format("@%s%s: %d runs; mean ± sd: %s", style.position_name(pos),
+        st.title and (" " .. st.title) or "", shown, table.concat(parts, ", "))
+    end
+  end
+  local title = opts.title
+  if unfiltered then title = (title and title .. " " or "") .. "(no run passes the filter: all shown)" end
+  local caption, none = opts.caption, {}
+  style.sort_keys(order)
+  for _, g in ipairs(order) do if not drawn[g] then none[#none + 1] = name(g) end end
+  if #none > 0 then
+    caption = (caption and caption .. "; " or "") .. "no run passes the filter: " .. table.concat(none, ", ")
+  end
+  local out_groups = {}
+  for g in pairs(left) do out_groups[#out_groups + 1] = g end
+  style.sort_keys(out_groups)
+  for i, g in ipairs(out_groups) do out_groups[i] = string.format("%s (%d run%s)", name(g), left[g], left[g] == 1 and "" or "s") end
+  if #out_groups > 0 then
+    caption = (caption and caption .. "; " or "") .. "passing but not drawn: " .. table.concat(out_groups, ", ")
+  end
+  mech.plot.box { facets = facets, ncol = opts.ncol or #settings, free_y = opts.free_y ~= false, hlines = { 0, 1 },
+    ylim = opts.ylim, ylabel = opts.ylabel or "Attrib", title = title, width = opts.width or 200 * #settings + 120,
+    height = opts.height or 170 * #positions + 80, scale = opts.scale or 2, caption = caption, alpha = opts.alpha, out = out }
+  return keys, unfiltered
+end
+
+--- Attrib at two positions of one layer and component, one point per run passing the 0.01
+--- filter (docs/reproduction.md, "Model selection and the filter"), coloured and shaped by
+--- architecture. Returns the number of points and whether the filter was applied (when no run
+--- passes it, every run is shown and the title says so) and the plotted series.
+function draw.attrib_scatter(rows, xpos, ypos, out, opts)
+  opts = opts or {}
+  local layer, comp = opts.layer or 1, opts.component or "block_input"
+  local xl, yl = suite.attrib_label(xpos, layer, comp), suite.attrib_label(ypos, layer, comp)
+  local pass = selection.filter_pass(rows, xl, 0.01, function(r) return r.metric end)
+  local title, filtered = opts.title, true
+  if next(pass) == nil then -- untrained runs (a smoke profile): show them all, and say so
+    pass = setmetatable({}, { __index = function() return true end })
+    title = (title and title .. " " or "") .. "(no run passes the filter: all shown)"
+    filtered = false
+  end
+  -- every architecture with runs is in the legend, passing or not, so that the scatters of one
+  -- suite (Fig. 3b and 3c) share one legend
+  local pts, archs, seen, total = {}, {}, {}, 0
+  for _, r in ipairs(rows) do
+    if r.step_kind == "report" and r.split == "test" and (not opts.where or opts.where(r)) and r.metric == xl .. ".attrib" then
+      total = total + 1
+      if not seen[r.arch] then seen[r.arch] = true; archs[#archs + 1] = r.arch end
+    end
+    if r.step_kind == "report" and r.split == "test" and pass[r.run] and (not opts.where or opts.where(r)) then
+      local p = pts[r.run] or { arch = r.arch }
+      pts[r.run] = p
+      if r.metric == xl .. ".attrib" then p.x = r.value elseif r.metric == yl .. ".attrib" then p.y = r.value end
+    end
+  end
+  table.sort(archs, style.key_less)
+  local series, n = {}, 0
+  for _, a in ipairs(archs) do
+    local x, y = {}, {}
+    local ids = {}
+    for id, p in pairs(pts) do if p.arch == a and p.x and p.y then ids[#ids + 1] = id end end
+    table.sort(ids)
+    for _, id in ipairs(ids) do x[#x + 1], y[#y + 1] = pts[id].x, pts[id].y end
+    n = n + #x
+    local color, marker = style.arch_style(a)
+    series[#series + 1] = { label = style.arch_name(a), key = a, x = x, y = y, color = color, marker = marker }
+  end
+  -- both axes span at least -0.1 .. 1.1, so that 0 (no effect) and 1 (full restoration) are in
+  -- view and a spread of 0.01 does not fill the panel
+  local function lim(field)
+    local lo, hi = -0.1, 1.1
+    for _, s in ipairs(series) do
+      for _, v in ipairs(s[field]) do lo, hi = math.min(lo, v - 0.05), math.max(hi, v + 0.05) end
+    end
+    return { lo, hi }
+  end
+  -- runs of different architectures often land on one spot (0 or 1): translucent points, each
+  -- moved by a few pixels (seeded, so the figure is the same every time)
+  local jitter = opts.jitter or 7
+  local caption = string.format("%s%d of %d runs %s at %s; points jittered by up to %g px", opts.caption and (opts.caption .. "; ") or "",
+    n, total, filtered and "pass the 0.01 filter" or "shown", style.position_name(xpos), jitter)
+  mech.plot.scatter { series = series, title = title, xlabel = "Attrib @ " .. (style.position_name(xpos)),
+    ylabel = "Attrib @ " .. (style.position_name(ypos)), legend_title = "Arch.", width = opts.width or 420,
+    height = opts.height or 360, scale = opts.scale or 2, xlim = lim("x"), ylim = lim("y"), alpha = 0.35, jitter = jitter,
+    seed = 1, caption = caption, out = out }
+  return n, filtered, series
+end
+
+return draw

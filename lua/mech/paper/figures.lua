@@ -1,0 +1,53 @@
+--- The paper's figures: one recipe per figure, plots/paper/<id>.lua, returning {id, sweeps, title,
+--- draw}. The figure list is read from those files (nothing repeats what they say), and the
+--- sweeps of experiments/paper/ are found beside them. Part of mech.paper.
+local figures = {}
+
+-- Found as mech.find does: a copy under the working directory first, else the installation's.
+local function found(path) return mech.find(path) or path end
+function figures.sweep_file(name) return found("experiments/paper/" .. name .. ".lua") end
+function figures.recipe_file(id) return found("plots/paper/" .. id .. ".lua") end
+
+-- Ids in natural order: numbers compared as numbers (fig3a ... fig9b, fig10, then v3_*).
+local function natural_key(id) return (id:gsub("%d+", function(d) return string.format("%09d", tonumber(d)) end)) end
+
+--- The recipes' ids, from the directory holding plots/paper/ (the working directory's copy
+--- first, as recipe_file finds them), in natural order.
+function figures.recipe_ids()
+  local dir = "plots/paper"
+  if not mech.sys.exists(dir) and mech.home then dir = mech.home .. "/" .. dir end
+  local ids = {}
+  local p = io.popen("ls -A '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+  if p then
+    for name in p:lines() do ids[#ids + 1] = name:match("^(.+)%.lua$") end
+    p:close()
+  end
+  table.sort(ids, function(a, b) return natural_key(a) < natural_key(b) end)
+  return ids
+end
+
+--- The figures: {id, sweeps} per recipe (sweeps: the experiments/paper/ sweeps it reads), in
+--- natural order of their ids. A recipe whose id differs from its file name is an error.
+function figures.read_figures()
+  local list = {}
+  for _, id in ipairs(figures.recipe_ids()) do
+    local recipe = dofile(figures.recipe_file(id))
+    if type(recipe) ~= "table" or recipe.id ~= id or type(recipe.sweeps) ~= "table" then
+      error(string.format("mech.paper: plots/paper/%s.lua does not return a recipe {id = \"%s\", sweeps = {...}}", id, id), 0)
+    end
+    list[#list + 1] = { id = id, sweeps = recipe.sweeps }
+  end
+  return list
+end
+
+--- A recipe run on its own: `mechlab plots/paper/<id>.lua DIR [OUT.png]`, DIR either the entry
+--- point's directory (its sweeps under DIR/sweeps/<name>) or, for a one-sweep figure, the sweep's.
+function figures.main(recipe, dir, out)
+  local dirs = {}
+  for _, s in ipairs(recipe.sweeps) do
+    dirs[s] = mech.sys.exists(dir .. "/sweeps/" .. s) and (dir .. "/sweeps/" .. s) or dir
+  end
+  for _, line in ipairs(recipe.draw(dirs, out or (recipe.id .. ".png"))) do print(line) end
+end
+
+return figures

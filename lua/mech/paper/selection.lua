@@ -1,0 +1,147 @@
+--- The runs a figure shows: reading a sweep's rows, the best learning rate per (line, width), and
+--- the 0.01 filter on Attrib (docs/reproduction.md, "Model selection and the filter"). Part of
+--- mech.paper.
+local sweep = require "mech.sweep"
+local suite = require "mech.paper.suite"
+local style = require "mech.paper.style"
+local stats = require "mech.paper.stats"
+
+local selection = {}
+
+--- Does a sweep's entry of dirs hold results: a sweep directory with its results.csv, or a
+--- results CSV itself (the committed report-step rows, docs/results/<sweep>-<profile>.csv)?
+function selection.has_results(dir)
+  if not dir then return false end
+  if dir:match("%.csv$") then return mech.sys.exists(dir) end
+  return mech.sys.exists(dir .. "/results.csv")
+end
+
+--- The rows of one sweep's results (dirs: {name = a sweep directory or a results CSV}), or none
+--- while that sweep has no results yet: a figure draws its other sweeps' panels and leaves these empty.
+function selection.results(dirs, name)
+  local dir = dirs[name]
+  if not selection.has_results(dir) then return {} end
+  return sweep.results(dir)
+end
+
+--- Rows of several sweeps' results.csv, concatenated (names: which).
+function selection.rows(dirs, names)
+  local all = {}
+  for _, n in ipairs(names) do
+    for _, r in ipairs(selection.results(dirs, n)) do all[#all + 1] = r end
+  end
+  return all
+end
+
+-- The recorded filter is mech.paper's field `recorded_filter` (callers set and clear it there),
+-- read when a filter is taken; mech.paper is loaded by then.
+local function recorded_filter() return require("mech.paper").recorded_filter end
+
+--- Reads which runs passed the 0.01 filter, for rows that carry no filter denominators (the
+--- committed report-step rows), from a CSV of (sweep, run, position, attrib) rows such as
+--- docs/img/reproduction/filter.csv (plots/record_filter.lua), into mech.paper.recorded_filter
+--- ({label = {run = true}}; nil: the filter comes from the rows' attrib_den only).
+function selection.use_recorded_filter(file)
+  local rec = {}
+  for _, r in ipairs(sweep.results(file)) do
+    local label = suite.attrib_label(r.position)
+    rec[label] = rec[label] or {}
+    rec[label][r.run] = true
+  end
+  require("mech.paper").recorded_filter = rec
+end
+
+--- The runs passing the 0.01 filter at label (layer-1 block input form), from the rows' own
+--- denominators (metric_of(row) == label .. ".attrib_den"), else from the recorded filter.
+function selection.filter_pass(rows, label, threshold, metric_of, split)
+  local pass = {}
+  for _, r in ipairs(rows) do
+    if r.step_kind == "report" and r.split == (split or "test") and metric_of(r) == label .. ".attrib_den" and r.value > threshold then
+      pass[r.run] = true
+    end
+  end
+  local rec = recorded_filter()
+  if next(pass) == nil and rec and rec[label] and threshold == 0.01 then
+    for id in pairs(rec[label]) do pass[id] = true end
+  end
+  return pass
+end
+
+--- Accuracy at the best learning rate per (group, width) (docs/reproduction.md, "Model selection
+--- and the filter"; with seeds: the lr with the
+--- best mean over seeds). rows: sweep.results; opts.where(row) filters rows; opts.group(row) is
+--- the line a run belongs to (default its arch). When several selection groups fall on one
+--- (line, width), the best mean wins: that is how the AR curves pool Attention's NoPE runs at
+--- the extra learning rates with its PE runs.
+--- Returns {line = {d = {mean, sd, n, lr, values = {per seed}}}}, the sorted widths and lines.
+function selection.best_per_width(rows, opts)
+  opts = opts or {}
+  local split, kind = opts.split or "test", opts.step_kind or "report"
+  local group = opts.group or function(r) return r.arch end
+  local keep = {}
+  for _, r in ipairs(rows) do if not opts.where or opts.where(r) then keep[#keep + 1] = r end end
+  local chosen = sweep.select(keep, { metric = opts.metric or "accuracy", split = split, step_kind = kind, over = { "lr" } })
+  local by_run = {}
+  for _, r in ipairs(keep) do
+    if r.metric == (opts.metric or "accuracy") and r.split == split and r.step_kind == kind then by_run[r.run] = r.value end
+  end
+  local out, widths, lines, seen_w, seen_l = {}, {}, {}, {}, {}
+  for _, c in ipairs(chosen) do
+    local g, d = group(c.row), c.row.d_model
+    local values = {}
+    for _, id in ipairs(c.runs) do values[#values + 1] = by_run[id] end
+    local m, sd = stats.mean_sd(values)
+    out[g] = out[g] or {}
+    if not out[g][d] or m > out[g][d].mean then
+      out[g][d] = { mean = m, sd = sd, n = #values, lr = c.over.lr, values = values, runs = c.runs }
+    end
+    if not seen_w[d] then seen_w[d] = true; widths[#widths + 1] = d end
+    if not seen_l[g] then seen_l[g] = true; lines[#lines + 1] = g end
+  end
+  table.sort(widths)
+  table.sort(lines, style.key_less)
+  return out, widths, lines
+end
+
+--- The Attrib of every run passing the 0.01 filter (docs/reproduction.md, "Model selection and
+--- the filter") for one label, by group (default the arch): {group = {values}}, the number of
+--- runs, whether the filter applied (when no run passes it, every run is shown), and the sorted
+--- groups. opts: where, group, threshold (false:
+--- no filter), split.
+function selection.attrib_by_group(rows, label, opts)
+  opts = opts or {}
+  local split = opts.split or "test"
+  local group = opts.group or function(r) return r.arch end
+  -- the query type in the label (KEY on AR, PARENT or SIBLING on ATR) is read as KEY
+  local function metric(r) return (r.metric:gsub("^(%d+)%.%u+%.", "%1.KEY.", 1)) end
+  local pass, filtered = nil, opts.threshold ~= false
+  if filtered then
+    pass = selection.filter_pass(rows, label, opts.threshold or 0.01, metric, split)
+    if next(pass) == nil then filtered = false end -- untrained runs (a smoke profile): show them all
+  end
+  local by, groups, n = {}, {}, 0
+  for _, r in ipairs(rows) do
+    if r.step_kind == "report" and r.split == split and metric(r) == label .. ".attrib"
+        and (not filtered or pass[r.run]) and (not opts.where or opts.where(r)) and r.value == r.value then
+      local g = group(r)
+      if not by[g] then by[g] = {}; groups[#groups + 1] = g end
+      by[g][#by[g] + 1] = r.value
+      n = n + 1
+    end
+  end
+  table.sort(groups, style.key_less)
+  return by, n, filtered, groups
+end
+
+--- The Attrib at the layer-1 block input of the given runs, one value per run found (AR labels).
+function selection.attrib_of_runs(rows, runs, position)
+  local want, metric = {}, suite.attrib_label(position) .. ".attrib"
+  for _, id in ipairs(runs) do want[id] = true end
+  local values = {}
+  for _, r in ipairs(rows) do
+    if want[r.run] and r.metric == metric and r.step_kind == "report" and r.split == "test" then values[#values + 1] = r.value end
+  end
+  return values
+end
+
+return selection

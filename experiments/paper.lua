@@ -8,45 +8,54 @@
 --     draws from committed results CSVs (DIR/<sweep>-<profile>.csv, e.g. ar-quick.csv) instead of
 --     sweep directories, running nothing; --filter names the runs that passed the 0.01 filter for
 --     rows without denominators (plots/record_filter.lua)
+--   mechlab experiments/paper.lua --help   (every option; the command line is parsed by lua-argparse)
+local argparse = require "argparse"
 local paper = require "mech.paper"
 local sweep = require "mech.sweep"
+local util = require "mech.util"
 
-local usage = [[
-usage: mechlab experiments/paper.lua [--profile quick|paper|smoke] [--dir DIR] [--jobs N]
-                                     [--executor local|slurm|print] [--draw-only] [figure ...]
-       mechlab experiments/paper.lua --tables [--check]
-  DIR defaults to results/paper-<profile>; the sweeps go to DIR/sweeps/<name>, the figures and
-  index.md to DIR/figures. Without figures, every figure is drawn. --tables rewrites the tables of
-  docs/reproduction.md from docs/results/*.csv (--check: only lists those that differ, exit 1).
-  --results CSVDIR draws from CSVDIR/<sweep>-<profile>.csv (committed rows; implies --draw-only),
-  --filter CSV takes the 0.01 filter's passing runs from CSV where the rows carry no denominators.]]
+local function parser()
+  local p = argparse("mechlab experiments/paper.lua", "The paper, figure by figure: runs the sweeps the figures "
+    .. "need (each once; finished runs are skipped), draws the figures into DIR/figures and writes "
+    .. "DIR/figures/index.md (docs/reproduction.md).")
+  p:help_max_width(100)
+  p:argument("figures", "Figures to draw (default: every one), e.g. fig3a fig6b."):args("*")
+  p:option("--profile", "The sweeps' profile: quick, paper or smoke.", "quick")
+  p:option("--dir", "Where the sweeps (DIR/sweeps/<name>) and figures (DIR/figures) go (default "
+    .. "results/paper-<profile>).")
+  p:option("--jobs", "Local worker processes (default: the number of cores)."):convert(function(text)
+    local n = math.tointeger(tonumber(text))
+    if not n or n < 1 then return nil, "--jobs expects a positive integer" end
+    return n
+  end)
+  p:option("--executor", "Where the runs train.", "local"):choices { "local", "slurm", "print" }
+  p:flag("--draw-only", "Draw from the sweeps as they are; run nothing.")
+  p:option("--results", "Draw from the committed rows CSVDIR/<sweep>-<profile>.csv instead of sweep "
+    .. "directories (implies --draw-only)."):argname("<csvdir>")
+  p:option("--filter", "Take the 0.01 filter's passing runs from this CSV where the rows carry no "
+    .. "denominators (plots/record_filter.lua)."):argname("<csv>")
+  p:flag("--tables", "Rewrite the tables of docs/reproduction.md from docs/results/*.csv; nothing runs.")
+  p:flag("--check", "With --tables: only list the tables that differ (exit status 1 if any).")
+  return p
+end
 
-local function fail(msg) error("experiments/paper.lua: " .. msg .. "\n" .. usage, 0) end
+-- A usage error: the message and where the help is, on stderr, exit status 1 (no traceback).
+local function fail(msg)
+  io.stderr:write("mechlab experiments/paper.lua: " .. msg
+    .. "\nRun 'mechlab experiments/paper.lua --help' for the usage.\n")
+  os.exit(1)
+end
 
 local args = { ... }
 -- the command as given, for the figure index: running it again does the same thing
 local given = { "mechlab", "experiments/paper.lua" }
 for _, a in ipairs(args) do
-  given[#given + 1] = a:match("^[%w%./_=:,+-]+$") and a or ("'" .. a:gsub("'", "'\\''") .. "'")
+  given[#given + 1] = a:match("^[%w%./_=:,+-]+$") and a or util.shell_quote(a)
 end
 given = table.concat(given, " ")
-local opts, wanted = { profile = "quick", executor = "local" }, {}
-local i = 1
-while i <= #args do
-  local a = args[i]
-  local flag = a:match("^%-%-([%w-]+)$")
-  if flag == "draw-only" then opts.draw_only = true
-  elseif flag == "tables" then opts.tables = true
-  elseif flag == "check" then opts.check = true
-  elseif flag == "profile" or flag == "dir" or flag == "jobs" or flag == "executor" or flag == "results"
-      or flag == "filter" then
-    i = i + 1
-    if not args[i] then fail("--" .. flag .. " expects a value") end
-    opts[flag] = args[i]
-  elseif flag then fail("unknown option --" .. flag)
-  else wanted[#wanted + 1] = a end
-  i = i + 1
-end
+local parsed, opts = parser():pparse(args)
+if not parsed then fail(opts) end
+local wanted = opts.figures
 if opts.check and not opts.tables then fail("--check goes with --tables") end
 if opts.tables then
   -- docs/reproduction.md's tables from the committed rows (lua/mech/paper_tables.lua); nothing runs
@@ -54,10 +63,6 @@ if opts.tables then
   for _, m in ipairs(msgs) do print(m) end
   if opts.check and ok then print("docs/reproduction.md: every table is in step with the committed rows") end
   os.exit(ok and 0 or 1)
-end
-if opts.jobs then
-  opts.jobs = math.tointeger(tonumber(opts.jobs))
-  if not opts.jobs or opts.jobs < 1 then fail("--jobs expects a positive integer") end
 end
 local dir = opts.dir or ("results/paper-" .. opts.profile)
 
@@ -115,10 +120,6 @@ local function iso_seconds(t)
   if not y then return nil end
   return os.time { year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h),
     min = tonumber(mi), sec = tonumber(s) }
-end
-
-local function hms(s)
-  return string.format("%d:%02d:%02d", s // 3600, s % 3600 // 60, s % 60)
 end
 
 -- A sweep's run counts and wall time (first start to last end of its runs, and the sum of the
@@ -190,7 +191,7 @@ for _, f in ipairs(figures) do
     local x = facts[s]
     if x then
       runs = runs + x.total
-      walls[#walls + 1] = string.format("%s %s (Σ %s; %d/%d done%s)", s, hms(x.span), hms(x.run_time), x.done,
+      walls[#walls + 1] = string.format("%s %s (Σ %s; %d/%d done%s)", s, util.hms(x.span), util.hms(x.run_time), x.done,
         x.total, x.failed > 0 and string.format(", %d failed", x.failed) or "")
     end
   end

@@ -53,7 +53,7 @@ local function pages()
   return list
 end
 
-local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local shell_quote = require("mech.util").shell_quote
 
 for _, page in ipairs(pages()) do
   local list = blocks(read(root .. "/" .. page))

@@ -139,7 +139,7 @@ typedef struct ml_mixer_type {
     /* x (B, L, D) -> y (B, L, D), new reference, or NULL with an error. */
     ml_tensor *(*forward)(ml_model *m, int layer, void *state, ml_tensor *x, ml_run *run);
     void (*free_state)(void *state);
-    /* Recurrent form (architectures.md: each mixer's "recurrent view"): rec_new makes the
+    /* Recurrent form (docs/mixers.md: each mixer's "Recurrent form"): rec_new makes the
      * running state of a batch of B sequences (conv windows, SSM states, KV caches, histories),
      * rec_step maps x_t (B, D) to y_t (B, D) and advances it; running a document token by token
      * equals the parallel forward. Steps record no gradients. */

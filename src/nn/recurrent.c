@@ -1,5 +1,5 @@
-/* The model run token by token through every mixer's recurrent form (architectures.md: each
- * mixer's "recurrent view"). Same blocks as model.c's forward, one position at a time:
+/* The model run token by token through every mixer's recurrent form (docs/mixers.md: each
+ * mixer's "Recurrent form"). Same blocks as model.c's forward, one position at a time:
  *   r = E[x_t] (+ P[t]);  per layer: r += mixer.step(norm(r)); r += state_mixer(LN2(r));
  *   h_t = LN_f(r).
  * No hooks, no gradients. The result equals ml_model_hidden up to float rounding. */

@@ -63,6 +63,13 @@ START_TEST(registry_descriptors) {
     ck_assert_int_ge(ml_mixer_count(), 7);
     ck_assert_ptr_null(ml_mixer_at(ml_mixer_count()));
     ck_assert_ptr_null(ml_mixer_find("mamba_without_conv")); /* an alias is not a mixer */
+    /* a mixer added to the registry needs its row in variants[] (docs/ARCHITECTURE.md, "Adding a mixer") */
+    for (int i = 0; i < ml_mixer_count(); i++) {
+        int v = 0;
+        while (v < N_VARIANTS && strcmp(variants[v].label, ml_mixer_at(i)->name)) v++;
+        ck_assert_msg(v < N_VARIANTS, "mixer '%s' has no row in variants[] (tests/c/test_mixers.c): add its parameter counts",
+                      ml_mixer_at(i)->name);
+    }
     for (int i = 0; i < ml_mixer_count(); i++) {
         const ml_mixer_type *t = ml_mixer_at(i);
         ck_assert_msg(t->build && t->forward && t->rec_new && t->rec_step && t->rec_free && t->flops, "%s", t->name);

@@ -11,6 +11,8 @@ T.test("the paper's architectures and variants have the spec's parameter counts"
     mamba = 590080, delta_net = 625920,
   }
   for _, a in ipairs(archs) do
+    -- a mixer added to the registry needs its row here (docs/ARCHITECTURE.md, "Adding a mixer")
+    if not nope[a] then error("mixer '" .. a .. "' has no row in nope (tests/lua/test_mixers.lua): add its parameter count", 0) end
     T.eq(mech.model { arch = a, pos_emb = false }:n_params(), nope[a], a)
     T.eq(mech.model { arch = a }:n_params(), nope[a] + 65536, a .. " with PE")
   end

@@ -93,14 +93,12 @@ MLK_CLONES static void delta_fwd_one(int L, int H, int Dk, int Dv, float scale, 
 int mlk_delta_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k, const float *v,
                   const float *beta, const float *S0, float *o, float *states, float *vold, float *Slast) {
     size_t SS = (size_t)Dk * Dv;
-    int nt = mlk_threads_for(3.0 * B * H * L * SS);
-    size_t per_thread = SS + 2 * (size_t)Dv; /* running state, u_t, vold_t */
-    float *scratch = mlk_falloc(per_thread * nt);
-    if (!scratch) return -1;
-#pragma omp parallel num_threads(nt)
+    /* per thread: the running state, u_t, vold_t */
+    mlk_scratch sc = mlk_scratch_new(3.0 * B * H * L * SS, sizeof(float), 0, SS + 2 * (size_t)Dv, 0);
+    if (!sc.base) return -1;
+#pragma omp parallel num_threads(sc.nt)
     {
-        int tid = mlk_thread_id();
-        float *S = scratch + per_thread * tid, *ut = S + SS, *vt = ut + Dv;
+        float *S = mlk_scratch_mine(&sc), *ut = S + SS, *vt = ut + Dv;
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
@@ -111,7 +109,7 @@ int mlk_delta_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
                 if (Slast) memcpy(Slast + bh * SS, S, sizeof(float) * SS);
             }
     }
-    free(scratch);
+    free(sc.base);
     return 0;
 }
 
@@ -331,7 +329,6 @@ int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
                   const float *beta, const float *S0, const float *vold, const float *dout, float *dq, float *dk,
                   float *dv, float *dbeta, float *dS0) {
     size_t SS = (size_t)Dk * Dv;
-    int nt = mlk_threads_for(8.0 * B * H * L * SS);
     /* per thread: transposed states [(L+1),Dv,Dk], dS and dSᵀ, u_t and vold_t [L,Dv] each, du, dvold [Dv],
      * q̃, dq, dk accumulators [Dk] */
     size_t SP = SS + SKEW;
@@ -339,12 +336,11 @@ int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
     int rev = (size_t)(L + 1) * SP > mlk_delta_store_limit;
     size_t nst = rev ? 1 : (size_t)L + 1;
     size_t per_thread = (nst + 2) * SP + 2 * (size_t)L * Dv + 2 * (size_t)Dv + 3 * (size_t)Dk + SKEW;
-    float *scratch = mlk_falloc(per_thread * nt);
-    if (!scratch) return -1;
-#pragma omp parallel num_threads(nt)
+    mlk_scratch sc = mlk_scratch_new(8.0 * B * H * L * SS, sizeof(float), 0, per_thread, 0);
+    if (!sc.base) return -1;
+#pragma omp parallel num_threads(sc.nt)
     {
-        int tid = mlk_thread_id();
-        float *STall = scratch + per_thread * tid; /* per_thread is not a multiple of 1024 either */
+        float *STall = mlk_scratch_mine(&sc); /* per_thread is not a multiple of 1024 either */
         float *dS = STall + nst * SP, *dST = dS + SP;
         float *uall = dST + SP, *vall = uall + (size_t)L * Dv;
         float *du = vall + (size_t)L * Dv, *dvo = du + Dv, *qs = dvo + Dv, *dqa = qs + Dk, *dka = dqa + Dk;
@@ -357,7 +353,7 @@ int mlk_delta_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float 
                 if (dS0) memcpy(dS0 + bh * SS, dS, sizeof(float) * SS);
             }
     }
-    free(scratch);
+    free(sc.base);
     return 0;
 }
 
@@ -474,20 +470,17 @@ MLK_CLONES static void quad_fwd_one(int L, int H, int Dk, int Dv, float scale, c
 
 int mlk_delta_quad_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k,
                        const float *v, const float *beta, float *o, float *vold) {
-    int nt = mlk_threads_for(2.0 * B * H * L * L * (Dk + Dv));
-    size_t per_thread = quad_scratch(L, Dk, Dv, 2, 5);
-    float *scratch = mlk_falloc(per_thread * nt);
-    if (!scratch) return -1;
-#pragma omp parallel num_threads(nt)
+    mlk_scratch sc = mlk_scratch_new(2.0 * B * H * L * L * (Dk + Dv), sizeof(float), 0, quad_scratch(L, Dk, Dv, 2, 5), 0);
+    if (!sc.base) return -1;
+#pragma omp parallel num_threads(sc.nt)
     {
-        int tid = mlk_thread_id();
+        float *w = mlk_scratch_mine(&sc);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)
-                quad_fwd_one(L, H, Dk, Dv, scale, q, k, v, beta, (size_t)b * L * H + h, o, vold,
-                             scratch + per_thread * tid);
+                quad_fwd_one(L, H, Dk, Dv, scale, q, k, v, beta, (size_t)b * L * H + h, o, vold, w);
     }
-    free(scratch);
+    free(sc.base);
     return 0;
 }
 
@@ -572,20 +565,17 @@ MLK_CLONES static void quad_bwd_one(int L, int H, int Dk, int Dv, float scale, c
 int mlk_delta_quad_bwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k,
                        const float *v, const float *beta, const float *vold, const float *dout, float *dq, float *dk,
                        float *dv, float *dbeta) {
-    int nt = mlk_threads_for(5.0 * B * H * L * L * (Dk + Dv));
-    size_t per_thread = quad_scratch(L, Dk, Dv, 6, 10);
-    float *scratch = mlk_falloc(per_thread * nt);
-    if (!scratch) return -1;
-#pragma omp parallel num_threads(nt)
+    mlk_scratch sc = mlk_scratch_new(5.0 * B * H * L * L * (Dk + Dv), sizeof(float), 0, quad_scratch(L, Dk, Dv, 6, 10), 0);
+    if (!sc.base) return -1;
+#pragma omp parallel num_threads(sc.nt)
     {
-        int tid = mlk_thread_id();
+        float *w = mlk_scratch_mine(&sc);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)
-                quad_bwd_one(L, H, Dk, Dv, scale, q, k, v, beta, vold, dout, (size_t)b * L * H + h, dq, dk, dv, dbeta,
-                             scratch + per_thread * tid);
+                quad_bwd_one(L, H, Dk, Dv, scale, q, k, v, beta, vold, dout, (size_t)b * L * H + h, dq, dk, dv, dbeta, w);
     }
-    free(scratch);
+    free(sc.base);
     return 0;
 }
 

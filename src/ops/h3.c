@@ -175,11 +175,10 @@ enum { S4D_MB = 16 };
 
 static inline int s4d_padded(int M) { return (M + S4D_MB - 1) / S4D_MB * S4D_MB; }
 
-/* Scratch of nt blocks of n doubles, each on a 64-byte boundary (n is rounded up to a multiple of 8,
- * written back): with Mp a multiple of 8, every array in it starts on a cache line. */
-static double *s4d_scratch(size_t *n, int nt) {
-    *n = (*n + 7) / 8 * 8;
-    return aligned_alloc(64, sizeof(double) * *n * (size_t)nt);
+/* Scratch of n doubles per thread for `work`, each part on a 64-byte boundary (n rounded up to a
+ * multiple of 8): with Mp a multiple of 8, every array in it starts on a cache line. */
+static mlk_scratch s4d_scratch(double work, size_t n) {
+    return mlk_scratch_new(work, sizeof(double), 0, (n + 7) / 8 * 8, 64);
 }
 
 /* Per-head discretisation as structure of arrays over Mp = s4d_padded(M) modes: λ, C̃ and (unless
@@ -245,18 +244,15 @@ MLK_CLONES static void s4d_fwd_one(int h, int H, int M, int L, const float *Cc, 
 
 int mlk_s4d_kernel_fwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
                        const float *inv_A_real, const float *A_imag, float *K) {
-    int nt = mlk_threads_for(8.0 * H * M * L);
-    size_t per_thread = 4 * (size_t)s4d_padded(M) + (size_t)L * S4D_MB;
-    double *w = s4d_scratch(&per_thread, nt);
-    if (!w) return -1;
-#pragma omp parallel num_threads(nt)
+    mlk_scratch sc = s4d_scratch(8.0 * H * M * L, 4 * (size_t)s4d_padded(M) + (size_t)L * S4D_MB);
+    if (!sc.base) return -1;
+#pragma omp parallel num_threads(sc.nt)
     {
-        int tid = mlk_thread_id();
+        double *w = mlk_scratch_mine(&sc);
 #pragma omp for schedule(static)
-        for (int h = 0; h < H; h++)
-            s4d_fwd_one(h, H, M, L, Cc, log_dt, Bc, inv_A_real, A_imag, w + per_thread * tid, K);
+        for (int h = 0; h < H; h++) s4d_fwd_one(h, H, M, L, Cc, log_dt, Bc, inv_A_real, A_imag, w, K);
     }
-    free(w);
+    free(sc.base);
     return 0;
 }
 
@@ -348,19 +344,16 @@ MLK_CLONES static void s4d_bwd_one(int h, int H, int M, int L, const float *Cc, 
 int mlk_s4d_kernel_bwd(int H, int M, int L, const float *Cc, const float *log_dt, const float *Bc,
                        const float *inv_A_real, const float *A_imag, const float *dK, float *dCc, float *dlog_dt,
                        float *dBc, float *dinv_A_real, float *dA_imag) {
-    int nt = mlk_threads_for(8.0 * H * M * L);
-    size_t per_thread = 12 * (size_t)s4d_padded(M) + 2 * (size_t)L;
-    double *w = s4d_scratch(&per_thread, nt);
-    if (!w) return -1;
-#pragma omp parallel num_threads(nt)
+    mlk_scratch sc = s4d_scratch(8.0 * H * M * L, 12 * (size_t)s4d_padded(M) + 2 * (size_t)L);
+    if (!sc.base) return -1;
+#pragma omp parallel num_threads(sc.nt)
     {
-        int tid = mlk_thread_id();
+        double *w = mlk_scratch_mine(&sc);
 #pragma omp for schedule(static)
         for (int h = 0; h < H; h++)
-            s4d_bwd_one(h, H, M, L, Cc, log_dt, Bc, inv_A_real, A_imag, dK, dCc, dlog_dt, dBc, dinv_A_real, dA_imag,
-                        w + per_thread * tid);
+            s4d_bwd_one(h, H, M, L, Cc, log_dt, Bc, inv_A_real, A_imag, dK, dCc, dlog_dt, dBc, dinv_A_real, dA_imag, w);
     }
-    free(w);
+    free(sc.base);
     return 0;
 }
 

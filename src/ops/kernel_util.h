@@ -48,6 +48,28 @@ static inline int mlk_thread_id(void) {
 /* Threads for a loop doing about `work` multiply-adds: one below ~64k (fork/join costs ~µs). */
 static inline int mlk_threads_for(double work) { return work < 65536.0 ? 1 : ml_threads(); }
 
+/* The scaffold of a parallel loop with scratch, in one place: the thread count for `work` and one
+ * allocation of `shared` elements for the whole loop followed by `per_thread` elements for each
+ * thread (elements of `elem` bytes; align 0: malloc's alignment, else aligned_alloc's). Inside
+ * the parallel region mlk_scratch_mine is the calling thread's part; free(s.base) after. */
+typedef struct {
+    int nt;
+    size_t elem, shared, per_thread;
+    void *base; /* NULL: out of memory */
+} mlk_scratch;
+
+static inline mlk_scratch mlk_scratch_new(double work, size_t elem, size_t shared, size_t per_thread, size_t align) {
+    mlk_scratch s = {mlk_threads_for(work), elem, shared, per_thread, NULL};
+    size_t bytes = elem * (shared + per_thread * (size_t)s.nt);
+    if (!bytes) bytes = elem; /* never a zero-size request: empty inputs are not "out of memory" */
+    s.base = align ? aligned_alloc(align, (bytes + align - 1) / align * align) : malloc(bytes);
+    return s;
+}
+
+static inline void *mlk_scratch_mine(const mlk_scratch *s) {
+    return (char *)s->base + s->elem * (s->shared + s->per_thread * (size_t)mlk_thread_id());
+}
+
 /* exp(x) for x ≤ 88 by range reduction and a degree-7 polynomial: relative error about 1 ulp on
  * [−87, 88], inputs below are flushed to 0, NaN passes through. Written with plain arithmetic so
  * that `omp simd` loops vectorise it (libm's expf is an opaque call that stops vectorisation).

@@ -123,10 +123,9 @@ MLK_CLONES static void based_bwd_one(int b, int h, int L, int H, int F, int Dv, 
 int mlk_based_bwd(int B, int L, int H, int F, int Dv, float eps, const float *q, const float *k, const float *v,
                   const float *dy, float *dq, float *dk, float *dv) {
     const float inv_sqrt_f = 1.0f / sqrtf((float)F);
-    int nt = mlk_threads_for((double)B * H * L * L * (F + Dv));
-    size_t per_thread = (size_t)L + Dv; /* A[t,:] row, y_t */
-    float *scratch = mlk_falloc(per_thread * nt);
-    if (!scratch) return -1;
+    /* per thread: an A[t,:] row, y_t */
+    mlk_scratch sc = mlk_scratch_new((double)B * H * L * L * (F + Dv), sizeof(float), 0, (size_t)L + Dv, 0);
+    if (!sc.base) return -1;
     /* dk and dv of a (b,h) receive contributions from every later t: zero them first */
     for (int b = 0; b < B; b++)
         for (int t = 0; t < L; t++)
@@ -135,17 +134,16 @@ int mlk_based_bwd(int B, int L, int H, int F, int Dv, float eps, const float *q,
                 if (dk) memset(dk + r * F, 0, sizeof(float) * F);
                 if (dv) memset(dv + r * Dv, 0, sizeof(float) * Dv);
             }
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(sc.nt)
     {
-        int tid = mlk_thread_id();
-        float *arow = scratch + per_thread * tid, *yt = arow + L;
+        float *arow = mlk_scratch_mine(&sc), *yt = arow + L;
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
                 based_bwd_one(b, h, L, H, F, Dv, eps, inv_sqrt_f, q, k, v, dy, dq, dk, dv, arow, yt);
             }
     }
-    free(scratch);
+    free(sc.base);
     return 0;
 }
 

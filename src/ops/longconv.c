@@ -227,9 +227,6 @@ MLK_CLONES static void lc_dk_block(int B, int L, int C, int c0, int cw, const fl
     }
 }
 
-/* Scratch of n floats on a 64-byte boundary, like the tensors (aligned vector loads). */
-static float *lc_falloc(size_t n) { return aligned_alloc(64, (sizeof(float) * (n ? n : 1) + 63) / 64 * 64); }
-
 /* The grouped loops without scratch (used only if the scratch cannot be allocated). */
 static void fwd_grouped(int B, int L, int C, int G, const float *u, const float *k, const float *dskip, float *y) {
     int F = C / G;
@@ -273,42 +270,45 @@ static void bwd_grouped(int B, int L, int C, int G, const float *u, const float 
 }
 
 void mlk_longconv_fwd(int B, int L, int C, int G, const float *u, const float *k, const float *dskip, float *y) {
-    int nt = mlk_threads_for(0.5 * B * L * L * C), nq = lc_chunks(C);
-    size_t nk = (size_t)nq * L * LC_CB, per_thread = (size_t)L * LC_CB;
-    float *w = lc_falloc(nk + (size_t)nq * LC_CB + per_thread * nt); /* kp, dsp, then up per thread */
-    if (!w) {
+    int nq = lc_chunks(C);
+    size_t nk = (size_t)nq * L * LC_CB;
+    /* kp, dsp, then up per thread, on a 64-byte boundary like the tensors (aligned vector loads) */
+    mlk_scratch sc = mlk_scratch_new(0.5 * B * L * L * C, sizeof(float), nk + (size_t)nq * LC_CB, (size_t)L * LC_CB, 64);
+    if (!sc.base) {
         fwd_grouped(B, L, C, G, u, k, dskip, y);
         return;
     }
-    float *kp = w, *dsp = dskip ? w + nk : NULL, *ups = w + nk + (size_t)nq * LC_CB;
+    float *kp = sc.base, *dsp = dskip ? kp + nk : NULL;
     lc_pack_filter(L, C, G, k, dskip, kp, dsp);
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(sc.nt)
     {
-        float *up = ups + per_thread * mlk_thread_id();
+        float *up = mlk_scratch_mine(&sc);
 #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) lc_fwd_one(L, C, u + (size_t)b * L * C, kp, dsp, y + (size_t)b * L * C, up);
     }
-    free(w);
+    free(sc.base);
 }
 
 void mlk_longconv_bwd(int B, int L, int C, int G, const float *u, const float *k, const float *dskip,
                       const float *dy, float *du, float *dk, float *ddskip) {
-    int F = C / G, nt = mlk_threads_for(0.5 * B * L * L * C), nq = lc_chunks(C);
-    size_t nk = (size_t)nq * L * LC_CB, per_thread = 3 * (size_t)L * LC_CB;
+    int F = C / G, nq = lc_chunks(C);
+    size_t nk = (size_t)nq * L * LC_CB;
     size_t nx = G > 1 && (dk || ddskip) ? (size_t)L * C + C : 0; /* G > 1: per-channel dk, ddskip */
-    float *w = lc_falloc(nk + (size_t)nq * LC_CB + nx + per_thread * nt);
-    if (!w) {
+    /* kp, dsp, dkx, then 3·L·LC_CB per thread */
+    mlk_scratch sc = mlk_scratch_new(0.5 * B * L * L * C, sizeof(float), nk + (size_t)nq * LC_CB + nx,
+                                     3 * (size_t)L * LC_CB, 64);
+    if (!sc.base) {
         bwd_grouped(B, L, C, G, u, k, dskip, dy, du, dk, ddskip);
         return;
     }
-    float *kp = w, *dsp = dskip ? w + nk : NULL, *dkx = w + nk + (size_t)nq * LC_CB, *ws = dkx + nx;
+    float *kp = sc.base, *dsp = dskip ? kp + nk : NULL, *dkx = kp + nk + (size_t)nq * LC_CB;
     float *dkc = dk, *ddc = ddskip;
     if (nx) dkc = dk ? dkx : NULL, ddc = ddskip ? dkx + (size_t)L * C : NULL;
     if (du) {
         lc_pack_filter(L, C, G, k, dskip, kp, dsp);
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(sc.nt)
         {
-            float *dyp = ws + per_thread * mlk_thread_id();
+            float *dyp = mlk_scratch_mine(&sc);
 #pragma omp for schedule(static)
             for (int b = 0; b < B; b++)
                 lc_du_one(L, C, dy + (size_t)b * L * C, kp, dsp, du + (size_t)b * L * C, dyp);
@@ -318,9 +318,9 @@ void mlk_longconv_bwd(int B, int L, int C, int G, const float *u, const float *k
         /* threads own disjoint channel blocks: bits independent of the thread count */
         enum { CB = 4 * LC_CB };
         int nblk = (C + CB - 1) / CB;
-#pragma omp parallel num_threads(nt < nblk ? nt : nblk)
+#pragma omp parallel num_threads(sc.nt < nblk ? sc.nt : nblk)
         {
-            float *wt = ws + per_thread * mlk_thread_id();
+            float *wt = mlk_scratch_mine(&sc);
 #pragma omp for schedule(static)
             for (int blk = 0; blk < nblk; blk++) {
                 int c0 = blk * CB, cw = c0 + CB < C ? CB : C - c0;
@@ -342,7 +342,7 @@ void mlk_longconv_bwd(int B, int L, int C, int G, const float *u, const float *k
                 }
         }
     }
-    free(w);
+    free(sc.base);
 }
 
 void mlk_longconv_step(int B, int Lmax, int C, int G, int t, const float *hist, const float *k, const float *dskip,

@@ -108,16 +108,14 @@ MLK_CLONES static void scan_fwd_one(int L, int E, int N, const float *u, const f
 int mlk_sscan_fwd(int B, int L, int E, int N, const float *u, const float *delta, const float *A, const float *Bm,
                   const float *Cm, const float *D, const float *h0, float *y, float *hs, float *hlast) {
     size_t EN = (size_t)E * N;
-    int nt = mlk_threads_for((double)B * L * EN);
-    size_t per_thread = EN + (hs ? (size_t)L * EN : 0); /* running state [N,E], all states [L,N,E] */
-    float *scratch = mlk_falloc(EN + per_thread * nt);
-    if (!scratch) return -1;
-    float *AT = scratch; /* [N,E] A·log2(e) */
+    /* shared: [N,E] A·log2(e); per thread: the running state [N,E], all states [L,N,E] */
+    mlk_scratch sc = mlk_scratch_new((double)B * L * EN, sizeof(float), EN, EN + (hs ? (size_t)L * EN : 0), 0);
+    if (!sc.base) return -1;
+    float *AT = sc.base;
     to_ne(E, N, A, AT, SSCAN_LOG2E);
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(sc.nt)
     {
-        int tid = mlk_thread_id();
-        float *h = scratch + EN + per_thread * tid, *HT = hs ? h + EN : NULL;
+        float *h = mlk_scratch_mine(&sc), *HT = hs ? h + EN : NULL;
 #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) {
             size_t bL = (size_t)b * L;
@@ -129,7 +127,7 @@ int mlk_sscan_fwd(int B, int L, int E, int N, const float *u, const float *delta
             if (hlast) to_en(E, N, h, hlast + EN * b);
         }
     }
-    free(scratch);
+    free(sc.base);
     return 0;
 }
 
@@ -305,18 +303,17 @@ int mlk_sscan_bwd(int B, int L, int E, int N, const float *u, const float *delta
                   const float *Cm, const float *D, const float *h0, const float *hs, const float *dy, float *du,
                   float *ddelta, float *dA, float *dBm, float *dCm, float *dD, float *dh0) {
     size_t EN = (size_t)E * N;
-    int nt = mlk_threads_for(3.0 * B * L * EN);
     /* shared: AT, A2T [N,E]; per batch element: dA, dD partials (summed in batch order at the end, so
      * the bits do not depend on the thread count); per thread: the block scratch of scan_bwd_one */
-    size_t per_thread = 4 * (size_t)L * N * VB + 5 * (size_t)N * VB;
-    float *scratch = mlk_falloc(2 * EN + EN * B + (size_t)E * B + per_thread * nt);
-    if (!scratch) return -1;
-    float *AT = scratch, *A2T = AT + EN, *dA_part = A2T + EN, *dD_part = dA_part + EN * B, *thr = dD_part + (size_t)E * B;
+    mlk_scratch sc = mlk_scratch_new(3.0 * B * L * EN, sizeof(float), 2 * EN + EN * B + (size_t)E * B,
+                                     4 * (size_t)L * N * VB + 5 * (size_t)N * VB, 0);
+    if (!sc.base) return -1;
+    float *AT = sc.base, *A2T = AT + EN, *dA_part = A2T + EN, *dD_part = dA_part + EN * B;
     to_ne(E, N, A, AT, 1.0f);
     to_ne(E, N, A, A2T, SSCAN_LOG2E);
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(sc.nt)
     {
-        int tid = mlk_thread_id();
+        float *thr = mlk_scratch_mine(&sc);
 #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) {
             size_t bL = (size_t)b * L;
@@ -324,7 +321,7 @@ int mlk_sscan_bwd(int B, int L, int E, int N, const float *u, const float *delta
                          hs ? hs + bL * EN : NULL, dy + bL * E, du ? du + bL * E : NULL,
                          ddelta ? ddelta + bL * E : NULL, dA_part + EN * b, dBm ? dBm + bL * N : NULL,
                          dCm ? dCm + bL * N : NULL, dD_part + (size_t)E * b, dh0 ? dh0 + EN * b : NULL,
-                         thr + per_thread * tid);
+                         thr);
         }
     }
     /* fixed-order reduction over the batch */
@@ -339,7 +336,7 @@ int mlk_sscan_bwd(int B, int L, int E, int N, const float *u, const float *delta
         for (int b = 0; b < B; b++)
             for (int e = 0; e < E; e++) dD[e] += dD_part[(size_t)E * b + e];
     }
-    free(scratch);
+    free(sc.base);
     return 0;
 }
 

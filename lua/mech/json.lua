@@ -1,5 +1,6 @@
 -- JSON for manifests and sweep records: an encoder (objects with sorted keys, so output is
--- reproducible) and a decoder (null reads as nil).
+-- reproducible; a sweep's run ids are hashes of its text, so it stays as it is: docs/ARCHITECTURE.md,
+-- "The Lua library") and the core's decoder (null reads as nil).
 local json = {}
 
 local escapes = { ['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n', ['\r'] = '\\r', ['\t'] = '\\t' }
@@ -55,89 +56,11 @@ end
 --- Encodes a Lua value; `indent` (e.g. "  ") pretty-prints.
 function json.encode(v, indent) return encode(v, indent, 0) end
 
-local unescapes = { ['"'] = '"', ['\\'] = '\\', ['/'] = '/', b = '\b', f = '\f', n = '\n', r = '\r', t = '\t' }
-
---- Decodes JSON text; raises "json.decode: <what> at byte N" on malformed input. `name` (a
---- file path, say) prefixes the message.
-function json.decode(text, name)
-  local pos = 1
-  local function fail(what)
-    error(string.format("json.decode: %s%s at byte %d", name and (name .. ": ") or "", what, pos), 0)
-  end
-  local function skip() pos = text:find("[^ \t\r\n]", pos) or #text + 1 end
-  local value
-  local function str()
-    local parts = {}
-    pos = pos + 1
-    while true do
-      local i = text:find('["\\]', pos)
-      if not i then fail("unterminated string") end
-      parts[#parts + 1] = text:sub(pos, i - 1)
-      if text:sub(i, i) == '"' then pos = i + 1; break end
-      local c = text:sub(i + 1, i + 1)
-      if c == "u" then
-        local hex = text:match("^%x%x%x%x", i + 2) or fail("bad \\u escape")
-        parts[#parts + 1] = utf8.char(tonumber(hex, 16))
-        pos = i + 6
-      else
-        parts[#parts + 1] = unescapes[c] or fail("bad escape")
-        pos = i + 2
-      end
-    end
-    return table.concat(parts)
-  end
-  function value()
-    skip()
-    local c = text:sub(pos, pos)
-    if c == "{" then
-      local t = {}
-      pos = pos + 1
-      skip()
-      if text:sub(pos, pos) == "}" then pos = pos + 1; return t end
-      while true do
-        skip()
-        if text:sub(pos, pos) ~= '"' then fail("expected a key") end
-        local k = str()
-        skip()
-        if text:sub(pos, pos) ~= ":" then fail("expected ':'") end
-        pos = pos + 1
-        t[k] = value()
-        skip()
-        local d = text:sub(pos, pos)
-        pos = pos + 1
-        if d == "}" then return t end
-        if d ~= "," then fail("expected ',' or '}'") end
-      end
-    elseif c == "[" then
-      local t, n = {}, 0
-      pos = pos + 1
-      skip()
-      if text:sub(pos, pos) == "]" then pos = pos + 1; return t end
-      while true do
-        n = n + 1
-        t[n] = value()
-        skip()
-        local d = text:sub(pos, pos)
-        pos = pos + 1
-        if d == "]" then return t end
-        if d ~= "," then fail("expected ',' or ']'") end
-      end
-    elseif c == '"' then return str()
-    elseif text:find("^true", pos) then pos = pos + 4; return true
-    elseif text:find("^false", pos) then pos = pos + 5; return false
-    elseif text:find("^null", pos) then pos = pos + 4; return nil
-    end
-    local num = text:match("^-?%d+%.?%d*[eE]?[-+]?%d*", pos)
-    if not num or num == "" or num == "-" then fail("unexpected " .. (c == "" and "end of text" or ("'" .. c .. "'"))) end
-    pos = pos + #num
-    return math.tointeger(tonumber(num)) or tonumber(num) or fail("bad number")
-  end
-  if type(text) ~= "string" then error("json.decode: argument 1 expected a string, got " .. type(text), 2) end
-  local v = value()
-  skip()
-  if pos <= #text then fail("trailing text") end
-  return v
-end
+--- Decodes JSON text: the core's strict reader (src/io/json.c, through mech.json_decode), so
+--- the project has one JSON parser. null reads as nil, a whole number as an integer. Raises
+--- "mech.json_decode: [name: ]<what> at byte N" on malformed input; `name` (a file path, say)
+--- names the text.
+json.decode = mech.json_decode
 
 --- Reads and decodes a JSON file; nil and a message when it cannot be read.
 function json.read(path)

@@ -1,9 +1,12 @@
 /* Tensors to and from files other programs read (docs/interop.md): mech.save_tensors,
  * mech.load_tensors and cache:save for the tables run_with_cache returns. The format is
- * safetensors (io/safetensors.h): numpy and PyTorch read it with safetensors' own loaders. */
+ * safetensors (io/safetensors.h): numpy and PyTorch read it with safetensors' own loaders.
+ * And mech.json_decode: the core's JSON reader (io/json.h) for the Lua library's mech.json. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/json.h"
 #include "io/safetensors.h"
 #include "lua/binding.h"
 
@@ -93,12 +96,76 @@ int mlL_cache_save(lua_State *L) {
     return 0;
 }
 
+/* A parsed JSON tree owned by the stack, freed by the collector if an error unwinds first. */
+#define JSON_MT "mech.JsonTree"
+static int json_gc(lua_State *L) {
+    ml_json **box = luaL_checkudata(L, 1, JSON_MT);
+    ml_json_free(*box);
+    *box = NULL;
+    return 0;
+}
+
+/* v as Lua data, as lua/mech/json.lua always read it: null as nil (a member left out), a number
+ * as an integer when it is whole and fits (math.tointeger), else a float. */
+static void push_json(lua_State *L, const ml_json *v) {
+    luaL_checkstack(L, 4, "mech.json_decode: nested too deeply");
+    lua_Integer i;
+    switch (v->type) {
+    case ML_JSON_BOOL: lua_pushboolean(L, v->boolean); break;
+    case ML_JSON_NUMBER:
+        if (v->is_int) lua_pushinteger(L, (lua_Integer)v->integer);
+        else if (floor(v->number) == v->number && lua_numbertointeger(v->number, &i)) lua_pushinteger(L, i);
+        else lua_pushnumber(L, v->number);
+        break;
+    case ML_JSON_STRING: lua_pushlstring(L, v->str, v->len); break;
+    case ML_JSON_ARRAY:
+    case ML_JSON_OBJECT:
+        lua_createtable(L, v->type == ML_JSON_ARRAY ? (int)v->count : 0, v->type == ML_JSON_OBJECT ? (int)v->count : 0);
+        for (size_t k = 0; k < v->count; k++) {
+            if (v->type == ML_JSON_ARRAY) lua_pushinteger(L, (lua_Integer)k + 1);
+            else lua_pushlstring(L, v->keys[k], v->key_lens[k]);
+            push_json(L, v->items[k]);
+            lua_rawset(L, -3); /* a nil value sets nothing */
+        }
+        break;
+    default: lua_pushnil(L); break;
+    }
+}
+
+/* mech.json_decode(text[, name]) -> value: strict RFC 8259 (io/json.h); a malformed text raises
+ * "mech.json_decode: [name: ]<what> at byte <offset>". */
+static int l_json_decode(lua_State *L) {
+    const char *fn = "mech.json_decode";
+    if (lua_type(L, 1) != LUA_TSTRING) return mlL_argerror(L, fn, 1, "a string");
+    size_t n;
+    const char *text = lua_tolstring(L, 1, &n), *name = luaL_optstring(L, 2, NULL);
+    ml_json **box = lua_newuserdatauv(L, sizeof *box, 0);
+    *box = NULL;
+    luaL_setmetatable(L, JSON_MT);
+    if (!(*box = ml_json_parse(text, n, NULL))) {
+        const char *msg = ml_last_error();
+        if (!strncmp(msg, "json: ", 6)) msg += 6;
+        return luaL_error(L, "%s: %s%s%s", fn, name ? name : "", name ? ": " : "", msg);
+    }
+    push_json(L, *box);
+    ml_json_free(*box);
+    *box = NULL;
+    return 1;
+}
+
 int mlL_open_io(lua_State *L) {
-    static const luaL_Reg funcs[] = {{"save_tensors", l_save_tensors}, {"load_tensors", l_load_tensors}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"save_tensors", l_save_tensors},
+                                     {"load_tensors", l_load_tensors},
+                                     {"json_decode", l_json_decode},
+                                     {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
-    luaL_newmetatable(L, FILE_MT);
-    lua_pushcfunction(L, file_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
+    static const char *const mts[] = {FILE_MT, JSON_MT};
+    static const lua_CFunction gcs[] = {file_gc, json_gc};
+    for (int i = 0; i < 2; i++) {
+        luaL_newmetatable(L, mts[i]);
+        lua_pushcfunction(L, gcs[i]);
+        lua_setfield(L, -2, "__gc");
+        lua_pop(L, 1);
+    }
     return 0;
 }

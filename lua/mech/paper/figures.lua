@@ -1,6 +1,8 @@
 --- The paper's figures: one recipe per figure, plots/paper/<id>.lua, returning {id, sweeps, title,
 --- draw}. The figure list is read from those files (nothing repeats what they say), and the
 --- sweeps of experiments/paper/ are found beside them. Part of mech.paper.
+local util = require "mech.util"
+
 local figures = {}
 
 -- Found as mech.find does: a copy under the working directory first, else the installation's.
@@ -11,15 +13,16 @@ function figures.recipe_file(id) return found("plots/paper/" .. id .. ".lua") en
 -- Ids in natural order: numbers compared as numbers (fig3a ... fig9b, fig10, then v3_*).
 local function natural_key(id) return (id:gsub("%d+", function(d) return string.format("%09d", tonumber(d)) end)) end
 
---- The recipes' ids, from the directory holding plots/paper/ (the working directory's copy
---- first, as recipe_file finds them), in natural order.
+--- The recipes' ids: every plots/paper/<id>.lua under the working directory and in mechlab's
+--- home (recipe_file takes the working directory's copy first), in natural order.
 function figures.recipe_ids()
-  local dir = "plots/paper"
-  if not mech.sys.exists(dir) and mech.home then dir = mech.home .. "/" .. dir end
-  local ids = {}
-  local p = io.popen("ls -A '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
-  if p then
-    for name in p:lines() do ids[#ids + 1] = name:match("^(.+)%.lua$") end
+  local ids, seen = {}, {}
+  for _, dir in ipairs { "plots/paper", mech.home and (mech.home .. "/plots/paper") } do
+    local p = io.popen("ls -A " .. util.shell_quote(dir) .. " 2>/dev/null")
+    for name in p:lines() do
+      local id = name:match("^(.+)%.lua$")
+      if id and not seen[id] then seen[id] = true; ids[#ids + 1] = id end
+    end
     p:close()
   end
   table.sort(ids, function(a, b) return natural_key(a) < natural_key(b) end)

@@ -431,33 +431,17 @@ int mlL_open_ops(lua_State *L) {
     for (size_t i = 0; i < sizeof binops / sizeof *binops; i++)
         entries[n++] = (entry){ml_binop_name(binops[i]), l_binary, (int)binops[i]};
     for (int op = ML_NEG; op <= ML_COS; op++) entries[n++] = (entry){ml_unop_name((ml_unop)op), l_unary, op};
-    entries[n++] = (entry){"sum", l_reduce, ML_SUM};
-    entries[n++] = (entry){"mean", l_reduce, ML_MEAN};
-    entries[n++] = (entry){"argmax", l_reduce, ML_ARGMAX};
-    entries[n++] = (entry){"argmin", l_reduce, ML_ARGMIN};
-    entries[n++] = (entry){"max", l_extremum, ML_MAX};
-    entries[n++] = (entry){"min", l_extremum, ML_MIN};
-    entries[n++] = (entry){"var", l_var, 0};
-    entries[n++] = (entry){"std", l_var, 1};
-    entries[n++] = (entry){"norm", l_norm, -1};
-    entries[n++] = (entry){"cumsum", l_cumsum, -1};
-    entries[n++] = (entry){"sort", l_sort, -1};
-    entries[n++] = (entry){"argsort", l_argsort, -1};
-    entries[n++] = (entry){"topk", l_topk, -1};
-    entries[n++] = (entry){"flatten", l_flatten, -1};
-    entries[n++] = (entry){"clamp", l_clamp, -1};
-    entries[n++] = (entry){"allclose", l_allclose, -1};
-    entries[n++] = (entry){"matmul", l_matmul, -1};
-    entries[n++] = (entry){"linear", l_linear, -1};
-    entries[n++] = (entry){"softmax", l_softmax, 0};
-    entries[n++] = (entry){"log_softmax", l_softmax, 1};
-    entries[n++] = (entry){"gather", l_gather, -1};
-    entries[n++] = (entry){"index_select", l_index_select, -1};
-    entries[n++] = (entry){"scatter_add", l_scatter_add, -1};
-    entries[n++] = (entry){"embedding", l_embedding, -1};
-    entries[n++] = (entry){"cat", l_cat, -1};
-    entries[n++] = (entry){"stack", l_stack, -1};
-    entries[n++] = (entry){"split", l_split, -1};
+    static const entry named[] = {
+        {"sum", l_reduce, ML_SUM},         {"mean", l_reduce, ML_MEAN},       {"argmax", l_reduce, ML_ARGMAX},
+        {"argmin", l_reduce, ML_ARGMIN},   {"max", l_extremum, ML_MAX},       {"min", l_extremum, ML_MIN},
+        {"var", l_var, 0},                 {"std", l_var, 1},                 {"norm", l_norm, -1},
+        {"cumsum", l_cumsum, -1},          {"sort", l_sort, -1},              {"argsort", l_argsort, -1},
+        {"topk", l_topk, -1},              {"flatten", l_flatten, -1},        {"clamp", l_clamp, -1},
+        {"allclose", l_allclose, -1},      {"matmul", l_matmul, -1},          {"linear", l_linear, -1},
+        {"softmax", l_softmax, 0},         {"log_softmax", l_softmax, 1},     {"gather", l_gather, -1},
+        {"index_select", l_index_select, -1}, {"scatter_add", l_scatter_add, -1}, {"embedding", l_embedding, -1},
+        {"cat", l_cat, -1},                {"stack", l_stack, -1},            {"split", l_split, -1}};
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++) entries[n++] = named[i];
 
     mlL_tensor_methods(L);
     int methods = lua_gettop(L);
@@ -467,21 +451,16 @@ int mlL_open_ops(lua_State *L) {
         push_entry(L, &entries[i]);
         lua_setfield(L, methods, entries[i].name);
     }
-    /* the two whose method form reads differently from the function */
-    lua_pushcfunction(L, l_where);
-    lua_setfield(L, mech, "where");
+    /* where, whose method form reads differently from the function */
     lua_pushcfunction(L, m_where);
     lua_setfield(L, methods, "where");
-    lua_pushcfunction(L, l_einsum); /* a function of several tensors, as torch.einsum: no method */
-    lua_setfield(L, mech, "einsum");
-    /* the functional forms of the layers (torch.nn.functional's): functions only */
-    lua_pushcfunction(L, l_layer_norm);
-    lua_setfield(L, mech, "layer_norm");
-    lua_pushcfunction(L, l_rms_norm);
-    lua_setfield(L, mech, "rms_norm");
-    lua_pushcfunction(L, l_causal_conv1d);
-    lua_setfield(L, mech, "causal_conv1d");
     lua_pop(L, 1);
+    /* functions only: where's function form, einsum (of several tensors, as torch.einsum) and the
+     * functional forms of the layers (torch.nn.functional's) */
+    static const luaL_Reg functions[] = {{"where", l_where},           {"einsum", l_einsum},
+                                         {"layer_norm", l_layer_norm}, {"rms_norm", l_rms_norm},
+                                         {"causal_conv1d", l_causal_conv1d}, {NULL, NULL}};
+    luaL_setfuncs(L, functions, 0);
 
     /* arithmetic metamethods: a number may stand on either side */
     luaL_getmetatable(L, MLL_TENSOR_MT);

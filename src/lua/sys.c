@@ -329,21 +329,22 @@ static int s_utc(lua_State *L) {
 }
 
 
+/* A userdata class: its methods as __index, and `close` run by the collector and by a to-be-closed variable. */
+static void new_class(lua_State *L, const char *mt, const luaL_Reg *methods, lua_CFunction close) {
+    luaL_newmetatable(L, mt);
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, close), lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, close), lua_setfield(L, -2, "__close");
+    lua_pop(L, 1);
+}
+
 int mlL_open_sys(lua_State *L) {
-    luaL_newmetatable(L, MLL_METRICS_MT);
     static const luaL_Reg mm[] = {{"append", metrics_append}, {"close", metrics_close}, {NULL, NULL}};
-    luaL_newlib(L, mm);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, metrics_close), lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, metrics_close), lua_setfield(L, -2, "__close");
-    lua_pop(L, 1);
-    luaL_newmetatable(L, MLL_LOCK_MT);
     static const luaL_Reg lm[] = {{"release", lock_release}, {"held", lock_held}, {NULL, NULL}};
-    luaL_newlib(L, lm);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, lock_release), lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, lock_release), lua_setfield(L, -2, "__close");
-    lua_pop(L, 1);
+    new_class(L, MLL_METRICS_MT, mm, metrics_close);
+    new_class(L, MLL_LOCK_MT, lm, lock_release);
     static const luaL_Reg funcs[] = {
         {"isatty", s_isatty},   {"time", s_time},         {"mkdir", s_mkdir},
         {"exists", s_exists},   {"read_file", s_read_file}, {"write_atomic", s_write_atomic},

@@ -490,18 +490,9 @@ function H.text(x)
   for _, e in ipairs(H.entries) do names[#names + 1] = e.name end
   for _, tp in ipairs(H.topics) do names[#names + 1] = tp.key end
   local best, bd = nil, math.huge
-  for _, n in ipairs(names) do -- closest by edit distance
-    local a, b = x, n
-    local prev = {}
-    for j = 0, #b do prev[j] = j end
-    for i = 1, #a do
-      local cur = { [0] = i }
-      for j = 1, #b do
-        cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a:byte(i) == b:byte(j) and 0 or 1))
-      end
-      prev = cur
-    end
-    if prev[#b] < bd then best, bd = n, prev[#b] end
+  for _, n in ipairs(names) do -- closest by edit distance (of the first 64 characters: a huge x stays quick)
+    local d = require("mech.util").distance(x, n)
+    if d < bd then best, bd = n, d end
   end
   return string.format("help: no entry '%s' (did you mean '%s'?)", x, best)
 end

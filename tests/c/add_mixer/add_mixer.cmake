@@ -40,7 +40,8 @@ if(registry_ok AND variants_ok AND nope_ok)
   target_include_directories(test_add_mixer PRIVATE tests/c)
   target_compile_definitions(test_add_mixer PRIVATE ML_FIXTURES_DIR="${CMAKE_SOURCE_DIR}/tests/fixtures")
   add_test(NAME c.test_add_mixer COMMAND test_add_mixer)
-  set_tests_properties(c.test_add_mixer PROPERTIES TIMEOUT 300 ENVIRONMENT "CK_DEFAULT_TIMEOUT=120")
+  # as long as c.test_mixers (CMakeLists.txt's costs: seconds under the sanitizers), so it starts early
+  set_tests_properties(c.test_add_mixer PROPERTIES TIMEOUT 300 ENVIRONMENT "CK_DEFAULT_TIMEOUT=120" COST 102)
   # mechlab with the dummy: mech.architectures lists it, and the Lua mixer tests run over it
   add_executable(mechlab_add_mixer src/host/main.c src/host/run.c src/host/repl.c src/host/complete.c
                  ${ADD_MIXER_DIR}/mixers.c ${ADD_MIXER_FILE})

@@ -1,18 +1,29 @@
-/* Training-step benchmark on the paper's AR configuration: B = 32, L = 37, V = 8196, 2 layers.
- * Prints ms per step (AdamW update included), the matmul FLOPs of a step and GFLOP/s, for each
- * architecture (argv[1..], default: attention) at D = 64 and 256, on 1 and 2 threads.
+/* Training-step benchmark: ms per step (AdamW update included), the matmul FLOPs of a step, GFLOP/s
+ * and the step's FLOP floor, per architecture, width and thread count.
+ *
+ *   bench_train [--task NAME] [--d 64,256] [--threads 1,2] [--steps N] [--rounds R] [--rate GFLOPS] [arch ...]
+ *
+ * Defaults: ar_32 (B = 32, L = 37, V = 8196), D = 64 and 256, 1 and 2 threads, attention.
+ * `--task pcfg_5_20` gives the ATR (5, 20) documents (their own length and vocabulary).
  *
  * FLOPs count the matrix products (2 per multiply-add) of the forward pass and take the backward
  * pass as twice the forward (one product for each operand's gradient), so a step is 3x forward.
- * On a shared machine wall time measures the neighbours too: the process CPU time per step is
- * printed beside it (with 2 threads it adds both threads' time). */
+ * The floor is those FLOPs at the sgemm rate this process measures first on one thread (a
+ * 512-cube product, best of 5; `--rate` gives it instead): the time a step would take if it were
+ * nothing but large matrix products. On a shared machine wall time measures the neighbours too: the process CPU time per
+ * step is printed beside it (with 2 threads it adds both threads' time); each row is the best of
+ * `rounds` rounds of `steps` steps. bench/step_breakdown.sh runs this under perf to split a step
+ * into matmuls, mixer kernels, norms and elementwise ops, embedding and head, optimizer and
+ * bookkeeping. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "host/process.h"
 #include "core/threads.h"
+#include "host/process.h"
 #include "nn/train.h"
+#include "ops/ops.h"
 #include "tasks/task.h"
 
 static double clock_s(clockid_t id) {
@@ -32,56 +43,138 @@ static double forward_flops(const ml_model *m, double B, double L, double N) {
     return f + 2 * N * D * V;
 }
 
+/* One thread's sgemm rate in GFLOP/s: a 512 x 512 x 512 product, best of 5. */
+static double sgemm_rate(void) {
+    ml_set_threads(1);
+    int64_t shape[2] = {512, 512};
+    ml_tensor *a = ml_zeros(ML_F32, 2, shape), *b = ml_zeros(ML_F32, 2, shape);
+    double best = 1e30;
+    for (int r = 0; r < 6; r++) {
+        double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        ml_tensor *c = ml_matmul(a, b);
+        double dt = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        ml_release(c);
+        if (r > 0 && dt < best) best = dt; /* the first call warms the library */
+    }
+    ml_release(a), ml_release(b);
+    return 2.0 * 512 * 512 * 512 / best / 1e9;
+}
+
+/* "16,32,64" -> out[], returns the count (at most max) or -1. */
+static int parse_list(const char *s, int *out, int max) {
+    int n = 0;
+    for (char *end; *s && n < max; s = *end ? end + 1 : end) {
+        long v = strtol(s, &end, 10);
+        if (end == s || v <= 0 || (*end && *end != ',')) return -1;
+        out[n++] = (int)v;
+    }
+    return n;
+}
+
+typedef struct {
+    const char *task;
+    int d[8], n_d, threads[4], n_threads, steps, rounds;
+    double rate; /* GFLOP/s of the floor; 0: measure */
+    const char **archs;
+    int n_archs;
+} options;
+
+static int parse_args(int argc, char **argv, options *o) {
+    static const char *archs_default[] = {"attention"};
+    *o = (options){.task = "ar_32", .d = {64, 256}, .n_d = 2, .threads = {1, 2}, .n_threads = 2, .steps = 0,
+                   .rounds = 1, .archs = archs_default, .n_archs = 1};
+    int first_arch = argc;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (a[0] != '-') {
+            first_arch = i;
+            break;
+        }
+        if (!v) return fprintf(stderr, "bench_train: %s needs a value\n", a), -1;
+        i++;
+        if (!strcmp(a, "--task")) o->task = v;
+        else if (!strcmp(a, "--d")) o->n_d = parse_list(v, o->d, 8);
+        else if (!strcmp(a, "--threads")) o->n_threads = parse_list(v, o->threads, 4);
+        else if (!strcmp(a, "--steps")) o->steps = atoi(v);
+        else if (!strcmp(a, "--rounds")) o->rounds = atoi(v);
+        else if (!strcmp(a, "--rate")) o->rate = atof(v);
+        else return fprintf(stderr, "bench_train: unknown option %s\n", a), -1;
+        if (o->n_d < 1 || o->n_threads < 1 || o->steps < 0 || o->rounds < 1 || o->rate < 0)
+            return fprintf(stderr, "bench_train: bad value '%s' for %s\n", v, a), -1;
+    }
+    if (first_arch < argc) o->archs = (const char **)argv + first_arch, o->n_archs = argc - first_arch;
+    return 0;
+}
+
+/* Times one (arch, D, threads) row and prints it; returns non-zero on an error. */
+static int bench_row(const options *o, const ml_task *task, const ml_dataset *ds, const char *arch, int d,
+                     int threads, double rate) {
+    ml_set_threads(threads);
+    ml_model_config cfg;
+    ml_model_config_defaults(&cfg, arch);
+    cfg.d_model = d;
+    cfg.vocab = ml_task_vocab_size(task);
+    cfg.pos_emb = !strcmp(arch, "attention");
+    ml_model *m = ml_model_new(&cfg);
+    ml_adamw opt;
+    if (!m || ml_adamw_init(&opt, m->n_total, 0.9, 0.999, 1e-8, 0)) return 1;
+    ml_batch_stats st;
+    ml_tensor *tok[8], *tg[8], *pos[8];
+    for (int b = 0; b < 8; b++) ml_dataset_batch_range(ds, 32 * b, 32, &tok[b], &tg[b], &pos[b]);
+    int rc = 0;
+    for (int i = 0; i < 20 && !rc; i++) /* warm up */
+        rc = ml_train_step(m, &opt, tok[i % 8], tg[i % 8], 1e-3, ML_NONFINITE_STOP, &st) != ML_OK;
+    int steps = o->steps ? o->steps : d >= 256 ? 20 : 60;
+    double ms = 1e30, cpu = 1e30;
+    for (int r = 0; r < o->rounds && !rc; r++) {
+        double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        for (int i = 0; i < steps && !rc; i++)
+            rc = ml_train_step(m, &opt, tok[i % 8], tg[i % 8], 1e-3, ML_NONFINITE_STOP, &st) != ML_OK;
+        double w = (clock_s(CLOCK_MONOTONIC) - t0) / steps * 1e3, c = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / steps * 1e3;
+        if (w < ms) ms = w;
+        if (c < cpu) cpu = c;
+    }
+    if (!rc) {
+        /* supervised rows: the targets that are not -100 in the first batch */
+        int64_t n_rows = 0, n = ml_numel(tg[0]);
+        for (int64_t i = 0; i < n; i++) n_rows += ml_i32(tg[0])[i] != -100;
+        double gflop = 3 * forward_flops(m, 32, (double)tok[0]->shape[1], (double)n_rows) / 1e9;
+        double floor_ms = gflop / rate * 1e3;
+        printf("%-10s %4d %7d %8.2f %8.2f %10.3f %7.1f %8.2f %6.2f\n", arch, d, threads, ms, cpu, gflop,
+               gflop / ms * 1e3, floor_ms, (threads == 1 ? cpu : ms) / floor_ms);
+        fflush(stdout);
+    }
+    for (int b = 0; b < 8; b++) ml_release(tok[b]), ml_release(tg[b]), ml_release(pos[b]);
+    ml_adamw_free(&opt);
+    ml_model_free(m);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     mh_exec_passive(argv); /* workers that sleep when idle (host/process.h) */
     mh_tune_malloc();
-    const char *archs_default[] = {"attention"};
-    const char **archs = argc > 1 ? (const char **)argv + 1 : archs_default;
-    int n_archs = argc > 1 ? argc - 1 : 1;
-    ml_task *task = ml_task_preset("ar_32", 42);
-    ml_dataset *ds = task ? ml_dataset_new(task, 32 * 64, 42, ML_SPLIT_TRAIN) : NULL;
+    options o;
+    if (parse_args(argc, argv, &o)) return 2;
+    ml_task *task = ml_task_preset(o.task, 42);
+    ml_dataset *ds = task ? ml_dataset_new(task, 32 * 8, 42, ML_SPLIT_TRAIN) : NULL;
     if (!ds) {
         fprintf(stderr, "bench_train: %s\n", ml_last_error());
         return 1;
     }
-    printf("%-12s %5s %7s %10s %10s %12s %9s\n", "arch", "D", "threads", "ms/step", "cpu ms", "GFLOP/step",
-           "GFLOP/s");
-    for (int a = 0; a < n_archs; a++)
-        for (int di = 0; di < 2; di++)
-            for (int threads = 1; threads <= 2; threads++) {
-                ml_set_threads(threads);
-                ml_model_config cfg;
-                ml_model_config_defaults(&cfg, archs[a]);
-                cfg.d_model = di ? 256 : 64;
-                cfg.vocab = ml_task_vocab_size(task);
-                cfg.pos_emb = !strcmp(archs[a], "attention");
-                ml_model *m = ml_model_new(&cfg);
-                ml_adamw opt;
-                if (!m || ml_adamw_init(&opt, m->n_total, 0.9, 0.999, 1e-8, 0)) {
+    double rate = o.rate > 0 ? o.rate : sgemm_rate();
+    printf("task %s, sgemm %.1f GFLOP/s on one thread (the floor's rate); floor x: cpu ms (1 thread) or ms over "
+           "the floor\n",
+           o.task, rate);
+    printf("%-10s %4s %7s %8s %8s %10s %7s %8s %6s\n", "arch", "D", "threads", "ms/step", "cpu ms", "GFLOP/step",
+           "GFLOP/s", "floor ms", "floor x");
+    for (int a = 0; a < o.n_archs; a++)
+        for (int di = 0; di < o.n_d; di++)
+            for (int ti = 0; ti < o.n_threads; ti++)
+                if (bench_row(&o, task, ds, o.archs[a], o.d[di], o.threads[ti], rate)) {
                     fprintf(stderr, "bench_train: %s\n", ml_last_error());
                     return 1;
                 }
-                ml_batch_stats st;
-                ml_tensor *tok[8], *tg[8], *pos[8];
-                for (int b = 0; b < 8; b++) ml_dataset_batch_range(ds, 32 * b, 32, &tok[b], &tg[b], &pos[b]);
-                for (int i = 0; i < 20; i++) ml_train_step(m, &opt, tok[i % 8], tg[i % 8], 1e-3, ML_NONFINITE_STOP, &st); /* warm up */
-                int steps = di ? 20 : 60;
-                double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-                for (int i = 0; i < steps; i++)
-                    if (ml_train_step(m, &opt, tok[i % 8], tg[i % 8], 1e-3, ML_NONFINITE_STOP, &st)) {
-                        fprintf(stderr, "bench_train: %s\n", ml_last_error());
-                        return 1;
-                    }
-                double ms = (clock_s(CLOCK_MONOTONIC) - t0) / steps * 1e3;
-                double cpu = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / steps * 1e3;
-                double gflop = 3 * forward_flops(m, 32, (double)tok[0]->shape[1], 32) / 1e9;
-                printf("%-12s %5d %7d %10.2f %10.2f %12.3f %9.1f\n", archs[a], cfg.d_model, threads, ms, cpu, gflop,
-                       gflop / ms * 1e3);
-                fflush(stdout);
-                for (int b = 0; b < 8; b++) ml_release(tok[b]), ml_release(tg[b]), ml_release(pos[b]);
-                ml_adamw_free(&opt);
-                ml_model_free(m);
-            }
     ml_dataset_free(ds);
+    ml_task_release(task);
     return 0;
 }

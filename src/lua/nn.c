@@ -5,14 +5,13 @@
 #include "lua/binding.h"
 #include "nn/model.h"
 
-/* mech's __index: mech.nn requires "mech.nn" once and keeps it in the table. */
+/* mech's __index: mech.nn is require "mech.nn" (loaded on first use). It is not stored in mech,
+ * so walks over mech's own fields (the help test) do not descend into the Lua classes. */
 static int mech_index(lua_State *L) {
     if (lua_type(L, 2) != LUA_TSTRING || strcmp(lua_tostring(L, 2), "nn") != 0) return 0;
     lua_getglobal(L, "require");
     lua_pushliteral(L, "mech.nn");
     lua_call(L, 1, 1);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, 1, "nn");
     return 1;
 }
 

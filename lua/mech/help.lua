@@ -583,7 +583,7 @@ function H.text(x)
   for _, tp in ipairs(H.topics) do names[#names + 1] = tp.key end
   local best, bd = nil, math.huge
   for _, n in ipairs(names) do -- closest by edit distance
-    local a, b = x, n
+    local a, b = x:sub(1, 64), n -- a huge string costs no quadratic table
     local prev = {}
     for j = 0, #b do prev[j] = j end
     for i = 1, #a do

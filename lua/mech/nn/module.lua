@@ -212,6 +212,13 @@ function Module:add_module(name, child, state)
   if rawget(self, "_params")[name] or rawget(self, name) ~= nil then
     error(string.format("mech.nn: %s: the name '%s' is taken (a parameter or field); a hook name must name one thing", where(self), name), 2)
   end
+  local up = self
+  while up do
+    if up == child then
+      error(string.format("mech.nn: %s: cannot add the module as its own descendant (a tree has no cycles)", where(self)), 2)
+    end
+    up = rawget(up, "_parent")
+  end
   local parent = rawget(child, "_parent")
   if parent and not (parent == self and rawget(self, "_modules")[name] == child) then
     error(string.format("mech.nn: %s: cannot place the module at %s under '%s' too: it already sits at %s, and a module has one path (its hook sites would collide); make a second instance",

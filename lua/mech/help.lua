@@ -241,8 +241,8 @@ E("mech.nn.Module.internal_sites", "module:internal_sites() -> {name, ...}",
 E("mech.nn.Module.run_with_cache", "module:run_with_cache(x...[, {names = filter}]) -> output, cache",
   "Runs the module and returns the activations of every hook site (or those a name, Lua pattern, list or function keeps) by name, detached.",
   'local y, cache = block:run_with_cache(x, { names = "mixer" })')
-E("mech.nn.Module.run_with_hooks", "module:run_with_hooks(x..., {fwd_hooks = {{name, fn}, ...}}) -> output",
-  "Runs the module with hooks: fn(act, name) returns nil to observe or a replacement of the same shape; name is a hook name (an unknown one is an error with the closest) or a function(name).",
+E("mech.nn.Module.run_with_hooks", "module:run_with_hooks(x..., {fwd_hooks = {{name, fn}, ...}} or {[name] = fn}) -> output",
+  "Runs the module with hooks: fn(act, name) returns nil to observe or a replacement of the same shape; name is a hook name (an unknown one is an error with the closest) or, in fwd_hooks, a function(name).",
   'local y = block:run_with_hooks(x, { fwd_hooks = { { "attention_output", function(a) return a * 0 end } } })')
 E("mech.nn.Module.add_hook", "module:add_hook(name, fn) -> handle", "A hook every later call of the module runs, until handle.remove() or reset_hooks().",
   'local h = block:add_hook("block_output", function(a, name) print(name) end)')

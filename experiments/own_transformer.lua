@@ -35,13 +35,13 @@ function Transformer:forward(tokens)
   return mech.linear(self.ln_final(r), self.embed.weight) -- the tied head
 end
 
--- The supervised rows of a batch: flat indices b·L + t and their targets (N, 1).
+-- The supervised rows of a batch: flat indices b·L + t and their targets (N).
 local function supervised(targets)
   local rows, labels = {}, {}
   local L = targets:shape()[2]
   for b, row in ipairs(targets:tolist()) do
     for t, v in ipairs(row) do
-      if v ~= -100 then rows[#rows + 1], labels[#labels + 1] = (b - 1) * L + t - 1, { v } end
+      if v ~= -100 then rows[#rows + 1], labels[#labels + 1] = (b - 1) * L + t - 1, v end
     end
   end
   return mech.tensor(rows, { dtype = "int32" }), mech.tensor(labels, { dtype = "int32" })
@@ -52,8 +52,8 @@ local function evaluate(model, tokens, targets)
   local rows, labels = supervised(targets)
   local Bn, L = tokens:shape()[1], tokens:shape()[2]
   local logits = model(tokens):reshape(Bn * L, V):index_select(0, rows)
-  local loss = -(mech.log_softmax(logits, 1):gather(1, labels)):mean()
-  local acc = mech.eq(logits:argmax(1, true), labels):float():mean():item()
+  local loss = nn.cross_entropy(logits, labels)
+  local acc = mech.eq(logits:argmax(1), labels):float():mean():item()
   return loss, acc
 end
 

@@ -279,6 +279,9 @@ for _, arch in ipairs(mech.architectures) do
     "The built-in " .. arch .. " mixer as a layer (x (B, L, D) -> (B, L, D)): a private one-block model of the architecture runs its mixer; parameters are that model's leaves named as in its state dict relative to the mixer, and its internal sites fire under the layer's path. layer: the block index whose mixer it is (hybrids and BaseConv differ between even and odd blocks).",
     "local mixer = mech.nn." .. name .. " { d_model = 16 }")
 end
+E("mech.nn.cross_entropy", "mech.nn.cross_entropy(logits, targets) -> loss",
+  "Mean cross-entropy of logits (N, V) or (B, L, V) against int32 targets (N) or (B, L), targets -100 ignored (F.cross_entropy's ignore_index): the fused kernel of the built-in models' loss, with its gradient.",
+  "local loss = mech.nn.cross_entropy(mech.randn(4, 10), { 1, -100, 3, 9 })")
 E("mech.nn.push_context", "mech.nn.push_context({fire = function(path, t) -> t, wants = function(path) -> boolean})",
   "Pushes a hook context: while it is on top, every site of a module tree goes to fire (which returns the activation or a replacement of its shape). What run_with_cache and run_with_hooks use, and how a host of Lua modules sees their sites.",
   "mech.nn.push_context({ fire = function(path, t) print(path) return t end })")

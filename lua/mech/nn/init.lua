@@ -11,4 +11,5 @@ local containers = require "mech.nn.containers"
 nn.Sequential, nn.ModuleList = containers.Sequential, containers.ModuleList
 nn.Block = require "mech.nn.block"
 for name, cls in pairs(require "mech.nn.mixers") do nn[name] = cls end
+nn.cross_entropy = require("mech.nn.functional").cross_entropy
 return nn

@@ -564,6 +564,11 @@ function H.text(x)
     local e = find_function(x)
     return e and entry_text(e) or "help: no entry for this function (help() lists the topics)"
   end
+  local nn = package.loaded["mech.nn"]
+  if type(x) == "table" and nn and nn.is_module(x) then -- a layer: its class's entry, else the topic
+    local name = "mech.nn." .. tostring(rawget(getmetatable(x), "__name"))
+    x = by_name[name] and name or "mech.nn"
+  end
   if type(x) ~= "string" then
     local mt = getmetatable(x)
     local class = type(mt) == "table" and rawget(mt, "__name")

@@ -202,6 +202,14 @@ T.test("cross_entropy: the fused loss equals log-softmax at the kept rows, with 
   T.raises(function() nn.cross_entropy(mech.randn(2, 5), mech.randn(2)) end, "expected an int32 tensor")
 end)
 
+T.test("help: a layer shows its class's entry, a module of your own the topic", function()
+  local help = require "mech.help"
+  T.truthy(help.text(nn.Linear(2, 2)):find("mech.nn.Linear(in_features", 1, true))
+  T.truthy(help.text(nn.Mamba {d_model = 4}):find("mech.nn.Mamba{", 1, true))
+  local Mine = nn.Module:extend("TestNNMine")
+  T.truthy(help.text(Mine()):find("Layers and modules", 1, true))
+end)
+
 T.test("bad input: errors name the module path and what was expected", function()
   T.raises(function() nn.Linear(0, 3) end, "mech.nn.Linear: argument 1 (in_features) expected an integer >= 1, got 0")
   T.raises(function() nn.Linear(3, 3, {bias = true, baz = 1}) end, "unknown option 'baz'")

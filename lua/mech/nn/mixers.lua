@@ -83,7 +83,7 @@ for _, arch in ipairs(mech.architectures) do
     local base = path == "" and "" or (path .. ".")
     return core.mixer_forward(model, layer, x, function(component, act)
       return nn.fire(base .. component:sub(7), act)
-    end)
+    end, function(component) return nn.wants(base .. component:sub(7)) end)
   end
 
   function cls:set_parameter(pname)

@@ -1142,3 +1142,15 @@ int mlL_open_task(lua_State *L) {
     lua_setfield(L, -2, "task");
     return 0;
 }
+
+void mlL_meta_task(lua_State *L, int meta_idx, const char *path) {
+    meta_idx = lua_absindex(L, meta_idx);
+    lua_pushcfunction(L, l_from_checkpoint);
+    lua_pushstring(L, path);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        lua_setfield(L, meta_idx, "task_error");
+        return;
+    }
+    if (!lua_isnil(L, -1)) lua_setfield(L, meta_idx, "task");
+    else lua_pop(L, 1);
+}

@@ -47,6 +47,17 @@ void ml_ic_config_paper(ml_ic_config *c, const ml_model *m, const ml_task *t) {
     c->n_label_types = 2;
     c->label_types[0] = ML_POS_QUERY_ITEM_ORIG;
     c->label_types[1] = ML_POS_TARGET_ITEM_ORIG;
+    if (ml_task_get_kind(t) == ML_TASK_CUSTOM) { /* a task made outside C: what it declares */
+        uint32_t m = ml_task_positions(t);
+        c->n_label_types = 0;
+        for (int k = ML_POS_QUERY_ITEM_ORIG; k <= ML_POS_TARGET_ITEM_ORIG; k++)
+            if (m >> k & 1) c->label_types[c->n_label_types++] = k;
+        for (int k = 0; k < ML_NPOS; k++)
+            if (m >> k & 1) c->positions[c->n_positions++] = k;
+        c->seed = 42;
+        c->batch = 320;
+        return;
+    }
     static const int ar[] = {ML_POS_QUERY_ITEM_ORIG, ML_POS_TARGET_ITEM_ORIG, ML_POS_QUERY_ITEM, ML_POS_TARGET_ITEM,
                              ML_POS_DIVIDER, ML_POS_NEXT_KEY};
     int n = ml_task_get_kind(t) == ML_TASK_ATR ? 5 : 6; /* next_key: AR and MQAR */
@@ -145,7 +156,8 @@ static ml_status check_config(const ml_model *m, const ml_ic_config *c) {
         }
     }
     if (c->n_label_types < 1 || c->n_label_types > 2)
-        return ml_fail(ML_ERR_ARG, "interchange: expected 1 or 2 label types, got %d", c->n_label_types);
+        return ml_fail(ML_ERR_ARG, "interchange: expected 1 or 2 label types (query_item_orig, target_item_orig: "
+                       "positions the task declares), got %d", c->n_label_types);
     for (int i = 0; i < c->n_label_types; i++)
         if (c->label_types[i] != ML_POS_QUERY_ITEM_ORIG && c->label_types[i] != ML_POS_TARGET_ITEM_ORIG)
             return ml_fail(ML_ERR_ARG, "interchange: label type expected query_item_orig or target_item_orig");

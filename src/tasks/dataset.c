@@ -149,7 +149,8 @@ static ml_status put_doc(ml_dataset *ds, ml_doc *doc) {
 ml_status ml_dataset_append(ml_dataset *ds, const ml_doc *doc, bool *rejected) {
     *rejected = false;
     if (ml_doc_check(ds->task, doc) != ML_OK) return ML_ERR_ARG;
-    if (ml_task_held_out(ds->task, doc->tokens, doc->len) != (ds->split != ML_SPLIT_TRAIN)) {
+    const ml_custom_config *cu = ml_task_custom_config(ds->task);
+    if (cu && cu->holdout > 0 && ml_task_held_out(ds->task, doc->tokens, doc->len) != (ds->split != ML_SPLIT_TRAIN)) {
         *rejected = true;
         return ML_OK;
     }

@@ -114,7 +114,7 @@ end
 
 function definition.task_text(v)
   if type(v) == "table" then
-    local t = tostring(v.preset)
+    local t = tostring(v.preset or v.name or v.module) -- a Lua task: {module, name, options}
     if v.seed then t = t .. "-t" .. v.seed end
     if v.rng then t = t .. "-" .. v.rng end
     return t

@@ -275,7 +275,10 @@ function M.from_jsonl(path, opts)
     if line:find("%S") then
       local ok, v = pcall(json.decode, line)
       if not ok then f:close() fail(fn, string.format("%s:%d: %s", path, lineno, v)) end
-      if type(v) ~= "table" then f:close() fail(fn, string.format("%s:%d: expected a JSON object", path, lineno)) end
+      if type(v) ~= "table" or v[1] ~= nil then
+        f:close()
+        fail(fn, string.format("%s:%d: expected a JSON object", path, lineno))
+      end
       if v.tokens == nil and v.vocab ~= nil and #docs == 0 and not header then
         header = v
       else
@@ -344,7 +347,7 @@ function M.write_jsonl(ds, path)
   local V, names = task:vocab_size(), {}
   for i = 0, V - 1 do names[i + 1] = task:token_name(i) end
   local positions, declared = {}, {}
-  local parts = { nil }
+  local parts = { "" } -- the header, once the positions are known
   for i = 0, #ds - 1 do
     local doc = ds:doc(i)
     local pos = {}

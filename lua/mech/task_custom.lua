@@ -150,7 +150,7 @@ end
 
 -- Draws n documents of split into a dataset: the sample function's, checked one by one.
 local function draw(task, d, n, seed, split, gen)
-  local ds, own = C.open(task, n, seed, split)
+  local ds, own, scratch = C.open(task, n, seed, split)
   gen = gen or own
   local sample, append = d.sample, C.append
   local i, drawn, phase = 0, 0, "sample"
@@ -161,7 +161,7 @@ local function draw(task, d, n, seed, split, gen)
       local doc = sample(gen, split)
       phase = "doc"
       drawn = drawn + 1
-      if append(ds, doc) then
+      if append(ds, doc, scratch) then
         i = i + 1
       elseif drawn - i > limit then
         phase = "holdout"
@@ -182,11 +182,11 @@ end
 
 -- The documents of a file task for split, in file order (all of them when n is nil).
 local function file_dataset(task, d, n, split)
-  local ds = C.open(task, n or #d.docs, 0, split)
+  local ds, _, scratch = C.open(task, n or #d.docs, 0, split)
   local i = 0
   for _, e in ipairs(d.docs) do
     if i == n then break end
-    if (e.split == nil or e.split == split) and C.append(ds, e.doc) then i = i + 1 end
+    if (e.split == nil or e.split == split) and C.append(ds, e.doc, scratch) then i = i + 1 end
   end
   if n and i < n then
     fail("task:dataset", string.format("%s holds %d documents of split %s, asked for %d", d.path, i, split, n))
@@ -327,9 +327,9 @@ function M.from_jsonl(path, opts)
   record.name, record.seed = nil, nil
   local task = make(fn, "jsonl", name, def, { docs = docs, path = path, options = record })
   -- every line is checked now, so that a bad one is reported with its line number before any use
-  local ds = C.open(task, #docs, 0, "train")
+  local ds, _, scratch = C.open(task, #docs, 0, "train")
   for _, e in ipairs(docs) do
-    local ok, msg = pcall(C.append, ds, e.doc)
+    local ok, msg = pcall(C.append, ds, e.doc, scratch)
     if not ok then fail(fn, string.format("%s:%d: %s", path, e.line, msg)) end
   end
   return task

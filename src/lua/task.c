@@ -1151,8 +1151,8 @@ static int c_custom(lua_State *L) {
     return 1;
 }
 
-/* ds, gen = C.open(task, n, seed, split): an empty dataset with room for n documents, and the
- * generator of (seed, split) the sample function draws from. */
+/* ds, gen, scratch = C.open(task, n, seed, split): an empty dataset with room for n documents, the
+ * generator of (seed, split) the sample function draws from, and a document buffer for C.append. */
 static int c_open(lua_State *L) {
     task_box *b = check_task(L, 1, "task:dataset");
     lua_Integer n = luaL_checkinteger(L, 2), seed = luaL_checkinteger(L, 3);
@@ -1166,7 +1166,10 @@ static int c_open(lua_State *L) {
     ml_rng *g = lua_newuserdatauv(L, sizeof *g, 0);
     ml_rng_init(g, (uint64_t)seed, ml_split_stream(split));
     luaL_setmetatable(L, MLL_RNG_MT);
-    return 2;
+    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
+    ml_doc_init(d);
+    luaL_setmetatable(L, "mech.TaskDoc");
+    return 3;
 }
 
 /* A token of a document: an integer id, or a name of the definition's `ids` (at ids_idx). */
@@ -1304,16 +1307,19 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
     d->stats.doc_len = len;
 }
 
-/* appended = C.append(ds, doc): false when the task's holdout puts doc in the other split;
+/* appended = C.append(ds, doc, [scratch]): false when the task's holdout puts doc in the other split;
  * raises (without a function name: the caller says which document) when doc is malformed. */
 static int c_append(lua_State *L) {
     ml_dataset *ds = check_dataset(L, 1, "task:dataset");
-    lua_settop(L, 2);
+    ml_doc *d = luaL_testudata(L, 3, "mech.TaskDoc"); /* reused: no allocation per document */
+    lua_settop(L, 3);
+    if (!d) {
+        d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
+        ml_doc_init(d);
+        luaL_setmetatable(L, "mech.TaskDoc");
+    }
     int ids = 0;
     if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE && lua_getfield(L, -1, "ids") == LUA_TTABLE) ids = lua_gettop(L);
-    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-    ml_doc_init(d);
-    luaL_setmetatable(L, "mech.TaskDoc");
     read_custom_doc(L, 2, ids, d);
     bool rejected;
     if (ml_dataset_append(ds, d, &rejected) != ML_OK) return luaL_error(L, "%s", ml_last_error());

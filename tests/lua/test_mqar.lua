@@ -128,7 +128,10 @@ T.test("presets, the record and training per query", function()
   arg = saved
   T.truthy(ok, results)
   T.eq(#results, 3)
-  for _, r in ipairs(results) do T.eq(r.n, 32 * 4) end
+  for _, r in ipairs(results) do
+    T.eq(r.n, 32 * 4)
+    T.eq(math.type(r.attrib.target_item_orig), "float")
+  end
 end)
 
 T.test("bad options are errors naming the option", function()

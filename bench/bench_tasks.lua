@@ -19,25 +19,25 @@ end
 
 local K = 4096 -- keys k0.. at 3.., values v0.. at 3 + K..
 local function sample_ar(gen)
-    -- the document's tokens in place; distinct keys and values by redrawing a repeat
-    local t = { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 2 }
-    local below = gen.below
-    for i = 1, 16 do
-      local k, v, dup
-      repeat
-        k, dup = 3 + below(gen, K), false
-        for j = 2, 2 * i - 2, 2 do if t[j] == k then dup = true break end end
-      until not dup
-      repeat
-        v, dup = 3 + K + below(gen, K), false
-        for j = 3, 2 * i - 1, 2 do if t[j] == v then dup = true break end end
-      until not dup
-      t[2 * i], t[2 * i + 1] = k, v
-    end
-    local q = below(gen, 16)
-    t[35], t[36] = t[2 * q + 2], t[2 * q + 3]
-    return { tokens = t, targets = { 35 }, positions = { bos = 0, query_item_orig = 2 * q + 1,
-      target_item_orig = 2 * q + 2, divider = 33, query_item = 34, target_item = 35, next_key = 2 * q + 3 } }
+  -- the document's tokens in place; a (key, value) pair from one draw below K², redrawn while
+  -- its key or its value repeats an earlier one (the same law as two draws)
+  local t = { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 2 }
+  local below = gen.below
+  for i = 1, 16 do
+    local k, v, dup
+    repeat
+      local r = below(gen, K * K)
+      k, v, dup = 3 + r // K, 3 + K + r % K, false
+      for j = 2, 2 * i - 2, 2 do
+        if t[j] == k or t[j + 1] == v then dup = true break end
+      end
+    until not dup
+    t[2 * i], t[2 * i + 1] = k, v
+  end
+  local q = below(gen, 16)
+  t[35], t[36] = t[2 * q + 2], t[2 * q + 3]
+  return { tokens = t, targets = { 35 }, positions = { bos = 0, query_item_orig = 2 * q + 1,
+    target_item_orig = 2 * q + 2, divider = 33, query_item = 34, target_item = 35, next_key = 2 * q + 3 } }
 end
 local lua_ar = mech.task.new {
   name = "ar_lua", vocab = 2 * K + 4, corrupt = { 3, 3 + K - 1 }, sample = sample_ar,

@@ -54,6 +54,11 @@ T.test("a Lua task's dataset: documents, batches, readouts, determinism per seed
   T.eq(t:sample(3).tokens, ds:doc(0).tokens)
   T.eq(t:sample(3, "test").tokens, t:dataset(1, { seed = 3, split = "test" }):doc(0).tokens)
   T.eq(#t:dataset({ split = "test" }), mech.task.EVAL_DOCS)
+  T.eq(ds:task():spec().kind, "lua") -- the dataset's task keeps its definition
+  T.eq(ds:doc(0).task:name(), "sum5")
+  local draws = {}
+  for i = 1, 8 do draws[i] = table.concat(t:sample().tokens, ",") end
+  T.truthy(draws[1] ~= draws[2] or draws[2] ~= draws[3] or draws[3] ~= draws[4], "task:sample() draws on")
   -- named tokens in documents, a generator passed to sample
   local named = mech.task.new { name = "named", vocab = { "<pad>", "a", "b" },
     sample = function(gen) return { tokens = { "a", gen:below(2) == 0 and "a" or "b" }, targets = { 1 } } end }
@@ -178,6 +183,29 @@ T.test("records: a module's task is rebuilt from checkpoints; without its module
   T.eq(meta2.task, nil)
   T.truthy(meta2.task_error:find("'sum5' was made without a module", 1, true), meta2.task_error)
   T.raises(function() mech.task.from_checkpoint(out2 .. "/checkpoint.safetensors") end, "made without a module")
+  -- a checkpoint whose task module has gone: mech.load says so, experiments/interchange.lua stops with it
+  local mod_dir = tmp .. "/mods"
+  mech.sys.mkdir(mod_dir)
+  local f = assert(io.open(mod_dir .. "/gone_task_mod.lua", "w"))
+  f:write('return function(o) return require("mech.task_examples").copy(o) end\n')
+  f:close()
+  local saved_path = package.path
+  package.path = mod_dir .. "/?.lua;" .. package.path
+  local out3 = tmp .. "/gone_run"
+  train.run { model = { arch = "attention", d_model = 8, n_layers = 2 }, task = { module = "gone_task_mod",
+    options = { n_symbols = 3 } }, train_docs = 16, eval_docs = 8, batch_size = 8, steps = 1, quiet = true, out = out3 }
+  package.path = saved_path
+  package.loaded.gone_task_mod = nil
+  os.remove(mod_dir .. "/gone_task_mod.lua")
+  local ckpt = out3 .. "/checkpoint.safetensors"
+  local _, _, meta3 = mech.load(ckpt)
+  T.eq(meta3.task, nil)
+  T.truthy(meta3.task_error:find("cannot load module 'gone_task_mod' of the Lua task 'copy'", 1, true), meta3.task_error)
+  T.raises(function() mech.task.from_checkpoint(ckpt) end, "cannot load module 'gone_task_mod'")
+  local p = io.popen(string.format("%q experiments/interchange.lua %q 2>&1", arg[-1], ckpt))
+  local text = p:read("a")
+  T.falsy(p:close(), text)
+  T.truthy(text:find("cannot load module 'gone_task_mod'", 1, true), text)
   T.raises(function() mech.task.load("mech.task_examples", {}, nil, "nope") end, "'nope' among them")
   T.raises(function() mech.task.load(3) end, "argument 1 expected a module name")
 end)

@@ -40,7 +40,10 @@ print(string.format("%s: %d combinations on %d documents in %.1f s (%d patched e
   res.seconds, res.patched_examples))
 if model:config().n_layers > 1 then
   for _, p in ipairs { "target_item_orig", "query_item", "query_item_orig" } do
-    local a, pass = ic.attrib(res, string.format("1.%s.query_item_orig.%s.block_input", T, p))
-    print(string.format("  Attrib @ %-16s %7.3f%s", p, a, pass and "" or "  (filtered: original − corrupted <= 0.01)"))
+    local label = string.format("1.%s.query_item_orig.%s.block_input", T, p)
+    if res.by_name[label .. ".prob_diff"] then -- a task made outside C patches only the positions it declares
+      local a, pass = ic.attrib(res, label)
+      print(string.format("  Attrib @ %-16s %7.3f%s", p, a, pass and "" or "  (filtered: original − corrupted <= 0.01)"))
+    end
   end
 end

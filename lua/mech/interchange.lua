@@ -236,8 +236,9 @@ end
 
 --- The TYPE of a task's metric labels (its first enabled query type for ATR).
 function ic.type_name(task)
-  local c = task:config()
-  if task:kind() == "ar" then return c.query_type == "value" and "VALUE" or "KEY" end
+  local c, kind = task:config(), task:kind()
+  if kind == "ar" then return c.query_type == "value" and "VALUE" or "KEY" end
+  if kind ~= "atr" then return "KEY" end -- MQAR; a task made outside C (its documents' default type)
   return c.parent and "PARENT" or c.child and "CHILD" or "SIBLING"
 end
 

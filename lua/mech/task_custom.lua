@@ -177,7 +177,7 @@ local function draw(task, d, n, seed, split, gen)
     end
     fail(where, "the sample function's document is wrong: " .. tostring(err))
   end
-  return ds
+  return C.done(ds)
 end
 
 -- The documents of a file task for split, in file order (all of them when n is nil).
@@ -191,7 +191,7 @@ local function file_dataset(task, d, n, split)
   if n and i < n then
     fail("task:dataset", string.format("%s holds %d documents of split %s, asked for %d", d.path, i, split, n))
   end
-  return ds
+  return C.done(ds)
 end
 
 --- task:dataset for a task made outside C (src/lua/task.c parses the arguments; n nil: the default).

@@ -491,6 +491,15 @@ static int l_sample(lua_State *L) {
 
 static const char *const dataset_keys[] = {"seed", "split", NULL};
 
+/* Tells the collector how much memory a dataset holds (it is not Lua's). */
+static void account_dataset(lua_State *L, const ml_dataset *ds) {
+    int len;
+    int64_t n = ml_dataset_size(ds);
+    size_t bytes = 0;
+    for (int64_t i = 0; i < n; i++) ml_dataset_tokens(ds, i, &len), bytes += (size_t)len * 12;
+    mlL_account(L, bytes + (size_t)n * (sizeof(ml_doc_stats) + 64));
+}
+
 /* task:dataset([n], [{seed = task seed, split = "train"}]); n defaults to the paper's sizes:
  * 100,032 training documents, 320 for an eval split (docs/tasks.md, "Datasets and batches"). */
 static int l_dataset(lua_State *L) {
@@ -526,10 +535,7 @@ static int l_dataset(lua_State *L) {
     luaL_setmetatable(L, DATASET_MT);
     db->ds = ml_dataset_new(b->t, n, seed, split);
     if (!db->ds) return mlL_raise(L);
-    int len;
-    size_t bytes = 0;
-    for (int64_t i = 0; i < n; i++) ml_dataset_tokens(db->ds, i, &len), bytes += (size_t)len * 12;
-    mlL_account(L, bytes + (size_t)n * (sizeof(ml_doc_stats) + 64));
+    account_dataset(L, db->ds);
     return 1;
 }
 
@@ -1327,13 +1333,15 @@ static int c_append(lua_State *L) {
     return 1;
 }
 
-static int c_doc_count(lua_State *L) {
-    lua_pushinteger(L, ml_dataset_size(check_dataset(L, 1, "dataset")));
+/* C.done(ds): a filled dataset, its memory accounted; returns ds */
+static int c_done(lua_State *L) {
+    account_dataset(L, check_dataset(L, 1, "task:dataset"));
+    lua_settop(L, 1);
     return 1;
 }
 
 static int open_task_c(lua_State *L) {
-    static const luaL_Reg f[] = {{"custom", c_custom}, {"open", c_open}, {"append", c_append}, {"size", c_doc_count},
+    static const luaL_Reg f[] = {{"custom", c_custom}, {"open", c_open}, {"append", c_append}, {"done", c_done},
                                  {NULL, NULL}};
     luaL_newlib(L, f);
     return 1;

@@ -223,6 +223,14 @@ T.test("a sweep over a Lua task: recorded as data, ids stable between list and r
   T.eq(#a.runs, 2)
   T.eq(a.runs[1].id, b.runs[1].id)
   T.truthy(a.runs[1].id:match("^copy%-"), a.runs[1].id)
+  -- a task object in a sweep file is recorded as its record; one without a module is refused
+  local def2 = { name = "luatask2", base = def.base, grid = { task = { mech.task.load("mech.task_examples", { p = 5 }, 42,
+    "modular_addition") } } }
+  local c = sweep.load(def2)
+  T.eq(c.runs[1].config.task.module, "mech.task_examples")
+  T.truthy(c.runs[1].id:match("^modular_addition%-"), c.runs[1].id)
+  def2.grid.task = { sum_task() }
+  T.raises(function() sweep.load(def2) end, "task 'sum5' was written in Lua without a module")
   local dir = tmp .. "/sweep"
   local res = sweep.run(def, { dir = dir, jobs = 1, aggregate = false })
   local sj = json.decode(mech.sys.read_file(dir .. "/sweep.json"))

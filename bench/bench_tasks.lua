@@ -18,20 +18,21 @@ local function time(f)
 end
 
 local K = 4096 -- keys k0.. at 3.., values v0.. at 3 + K..
+local seen, stamp = {}, 0 -- seen[id] == stamp: id is in the current document (an array, reused)
+for id = 1, 2 * K + 4 do seen[id] = 0 end
 local function sample_ar(gen)
   -- the document's tokens in place; a (key, value) pair from one draw below K², redrawn while
   -- its key or its value repeats an earlier one (the same law as two draws)
   local t = { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 2 }
   local below = gen.below
+  stamp = stamp + 1
   for i = 1, 16 do
-    local k, v, dup
+    local k, v
     repeat
       local r = below(gen, K * K)
-      k, v, dup = 3 + r // K, 3 + K + r % K, false
-      for j = 2, 2 * i - 2, 2 do
-        if t[j] == k or t[j + 1] == v then dup = true break end
-      end
-    until not dup
+      k, v = 3 + r // K, 3 + K + r % K
+    until seen[k] ~= stamp and seen[v] ~= stamp
+    seen[k], seen[v] = stamp, stamp
     t[2 * i], t[2 * i + 1] = k, v
   end
   local q = below(gen, 16)

@@ -344,8 +344,12 @@ function M.write_jsonl(ds, path)
   end
   if type(path) ~= "string" then fail(fn, "argument 2 expected a file path, got " .. type(path)) end
   local task = ds:task()
-  local V, names = task:vocab_size(), {}
-  for i = 0, V - 1 do names[i + 1] = task:token_name(i) end
+  local d = definition(task)
+  local V, names = task:vocab_size(), d and d.names -- a Lua task's own names (C's are cut at 31 bytes)
+  if not names then
+    names = {}
+    for i = 0, V - 1 do names[i + 1] = task:token_name(i) end
+  end
   local positions, declared = {}, {}
   local parts = { "" } -- the header, once the positions are known
   for i = 0, #ds - 1 do
@@ -361,7 +365,6 @@ function M.write_jsonl(ds, path)
   end
   for _, p in ipairs(mech.task.positions) do if declared[p] then positions[#positions + 1] = p end end
   local lo, hi = task:corrupt_range()
-  local d = definition(task)
   local vocab = (d and not d.names) and V or names
   parts[1] = json.encode { vocab = vocab, positions = positions, corrupt = { lo, hi }, name = task:name() }
   mech.sys.write_atomic(path, table.concat(parts, "\n") .. "\n")

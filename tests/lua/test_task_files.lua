@@ -75,6 +75,13 @@ T.test("hand-written files: names or ids, splits, targets or readouts, vocabular
   local _, y = te:batch(1, 1)
   T.eq(y:get(0, 3), 4)
   T.eq(tr:doc(0).positions.divider, 3)
+  -- long names survive a round trip (C's token_name cuts them for display only)
+  local long = string.rep("x", 40)
+  local lt = mech.task.new { name = "long", vocab = { "<pad>", long, "y" },
+    sample = function() return { tokens = { long, "y" }, targets = { 1 } } end }
+  lt:dataset(2):write_jsonl(tmp .. "/long.jsonl")
+  local lb = mech.task.from_jsonl(tmp .. "/long.jsonl")
+  T.eq(lb:to_tokens(long .. " y"):get(0, 0), 1)
   local q = write("ids.jsonl", '{"tokens": [1, 2, 3], "targets": [2]}\n{"tokens": [1, 6], "targets": [1]}\n')
   T.eq(mech.task.from_jsonl(q):vocab_size(), 7)
   T.eq(mech.task.from_jsonl(q, { vocab = 10, name = "ids" }):vocab_size(), 10)

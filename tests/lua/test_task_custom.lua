@@ -232,7 +232,7 @@ T.test("a sweep over a Lua task: recorded as data, ids stable between list and r
   def2.grid.task = { sum_task() }
   T.raises(function() sweep.load(def2) end, "task 'sum5' was written in Lua without a module")
   local dir = tmp .. "/sweep"
-  local res = sweep.run(def, { dir = dir, jobs = 1, aggregate = false })
+  local res = sweep.run(def, { dir = dir, jobs = 1 })
   local sj = json.decode(mech.sys.read_file(dir .. "/sweep.json"))
   local text = json.encode(sj)
   T.falsy(text:find("function:", 1, true), "no functions in sweep.json")
@@ -248,6 +248,10 @@ T.test("a sweep over a Lua task: recorded as data, ids stable between list and r
   table.sort(want)
   T.eq(ids, want)
   T.truthy(res)
+  -- the aggregate names the task by its name
+  local csv = mech.sys.read_file(dir .. "/results.csv") or ""
+  T.truthy(csv:find(",done,copy,attention,", 1, true) and csv:find(",done,modular_addition,attention,", 1, true),
+    csv:sub(1, 300))
 end)
 
 os.execute("rm -rf '" .. tmp .. "'")

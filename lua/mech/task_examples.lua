@@ -4,11 +4,24 @@
 --- "copy", options = {...}} and mech.task.load rebuilds it.
 local examples = {}
 
+-- An integer option in [lo, hi] (default def), or an error naming it.
+local function int_opt(o, key, def, lo, hi, fn)
+  local v = o[key]
+  if v == nil then return def end
+  if math.type(v) ~= "integer" or v < lo or v > hi then
+    error(string.format("%s: option '%s' expected an integer in %d..%d, got %s", fn, key, lo, hi, tostring(v)), 0)
+  end
+  return v
+end
+
 --- copy{n_symbols = 8, min_len = 2, max_len = 6}: <bos> s1 … sn = s1 … sn; every copied symbol is a
 --- target. Positions: bos, the first symbol (query_item_orig, the "key" an interchange corrupts),
 --- the divider and the first copy (query_item).
 function examples.copy(o)
-  local n_sym, lo, hi = o.n_symbols or 8, o.min_len or 2, o.max_len or 6
+  local fn = "mech.task_examples.copy"
+  local n_sym = int_opt(o, "n_symbols", 8, 2, 4096, fn)
+  local lo = int_opt(o, "min_len", 2, 1, 1000, fn)
+  local hi = int_opt(o, "max_len", math.max(lo, 6), lo, 1000, fn)
   local vocab = { "<pad>", "<bos>", "=" }
   for i = 0, n_sym - 1 do vocab[#vocab + 1] = "s" .. i end
   return mech.task.new {
@@ -34,7 +47,7 @@ end
 --- (a, b) a test document holds never appears in training (holdout by the document's tokens).
 --- Positions: a is query_item_orig, b target_item_orig, "=" the divider.
 function examples.modular_addition(o)
-  local p = o.p or 11
+  local p = int_opt(o, "p", 11, 2, 4096, "mech.task_examples.modular_addition")
   local vocab = { "<pad>", "<bos>", "+", "=" }
   for i = 0, p - 1 do vocab[#vocab + 1] = tostring(i) end
   local function id(x) return 4 + x end

@@ -148,16 +148,16 @@ static ml_status put_doc(ml_dataset *ds, ml_doc *doc) {
 
 ml_status ml_dataset_append(ml_dataset *ds, const ml_doc *doc, bool *rejected) {
     *rejected = false;
+    if (ds->task->kind == ML_TASK_AR || ds->task->kind == ML_TASK_ATR) /* their readouts are derived */
+        return ml_fail(ML_ERR_ARG, "task:dataset: documents of %s are drawn in C, not appended", ds->task->name);
     if (ml_doc_check(ds->task, doc) != ML_OK) return ML_ERR_ARG;
     const ml_custom_config *cu = ml_task_custom_config(ds->task);
     if (cu && cu->holdout > 0 && ml_task_held_out(ds->task, doc->tokens, doc->len) != (ds->split != ML_SPLIT_TRAIN)) {
         *rejected = true;
         return ML_OK;
     }
-    ml_doc copy = *doc; /* put_doc derives AR/ATR readouts in place; a custom document has its own */
+    ml_doc copy = *doc; /* put_doc takes a mutable document (it derives AR/ATR readouts in place) */
     copy.scratch = NULL;
-    if (ds->task->kind == ML_TASK_AR || ds->task->kind == ML_TASK_ATR)
-        return ml_fail(ML_ERR_ARG, "task:dataset: documents of %s are drawn in C, not appended", ds->task->name);
     return put_doc(ds, &copy);
 }
 

@@ -8,6 +8,7 @@
  *     tree = { parent = {...}, depth = {...} },  -- ATR: per position, parent position (-1: none)
  *     task = <the task> } */
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1178,6 +1179,15 @@ static int c_open(lua_State *L) {
     return 3;
 }
 
+/* Raises msg without a source position: the Lua side says which document of which task. */
+static int doc_error(lua_State *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    return lua_error(L);
+}
+
 /* A token of a document: an integer id, or a name of the definition's `ids` (at ids_idx). */
 static int32_t doc_token(lua_State *L, int ids_idx, const char *what, lua_Integer i) {
     int ok;
@@ -1186,11 +1196,11 @@ static int32_t doc_token(lua_State *L, int ids_idx, const char *what, lua_Intege
         lua_pushvalue(L, -1);
         v = lua_rawget(L, ids_idx) == LUA_TNUMBER ? lua_tointeger(L, -1) : -1;
         lua_pop(L, 1);
-        if (v < 0) luaL_error(L, "%s[%I] is '%s', a token the vocabulary does not have", what, i, lua_tostring(L, -1));
+        if (v < 0) doc_error(L, "%s[%I] is '%s', a token the vocabulary does not have", what, i, lua_tostring(L, -1));
         ok = 1;
     }
     if (!ok || (lua_type(L, -1) != LUA_TNUMBER && lua_type(L, -1) != LUA_TSTRING))
-        luaL_error(L, "%s[%I] expected an integer token id%s, got %s", what, i, ids_idx ? " or a token name" : "",
+        doc_error(L, "%s[%I] expected an integer token id%s, got %s", what, i, ids_idx ? " or a token name" : "",
                    lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
     return v < INT32_MIN || v > INT32_MAX ? -1 : (int32_t)v;
 }
@@ -1199,9 +1209,9 @@ static int32_t doc_token(lua_State *L, int ids_idx, const char *what, lua_Intege
  * when absent. */
 static int doc_list(lua_State *L, int idx, const char *key) {
     if (lua_getfield(L, idx, key) == LUA_TNIL) return -1;
-    if (!lua_istable(L, -1)) luaL_error(L, "document field '%s' expected a list, got %s", key, luaL_typename(L, -1));
+    if (!lua_istable(L, -1)) doc_error(L, "document field '%s' expected a list, got %s", key, luaL_typename(L, -1));
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-    if (n > (1 << 24)) luaL_error(L, "document field '%s' has %I entries", key, n);
+    if (n > (1 << 24)) doc_error(L, "document field '%s' has %I entries", key, n);
     return (int)n;
 }
 
@@ -1210,7 +1220,7 @@ static int doc_list(lua_State *L, int idx, const char *key) {
 static int32_t doc_pos(lua_State *L, const char *what, int j) {
     int ok;
     lua_Integer p = lua_tointegerx(L, -1, &ok);
-    if (!ok) luaL_error(L, "%s[%d] expected an integer position, got %s", what, j, luaL_typename(L, -1));
+    if (!ok) doc_error(L, "%s[%d] expected an integer position, got %s", what, j, luaL_typename(L, -1));
     return p < INT32_MIN ? INT32_MIN : p > INT32_MAX ? INT32_MAX : (int32_t)p;
 }
 
@@ -1221,22 +1231,22 @@ static const char *const doc_keys[] = {"tokens", "targets", "readouts", "answers
 static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
     int base = lua_gettop(L);
     if (!lua_istable(L, idx))
-        luaL_error(L, "expected a document table {tokens=, targets=, positions=}, got %s", luaL_typename(L, idx));
+        doc_error(L, "expected a document table {tokens=, targets=, positions=}, got %s", luaL_typename(L, idx));
     for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
         bool known = false;
         for (int i = 0; k && doc_keys[i]; i++) known = known || !strcmp(k, doc_keys[i]);
         if (!known)
-            luaL_error(L, "document field '%s' is not one of tokens, targets, readouts, answers, positions, type",
+            doc_error(L, "document field '%s' is not one of tokens, targets, readouts, answers, positions, type",
                        k ? k : luaL_typename(L, -2));
     }
     int len = doc_list(L, idx, "tokens"), tok = lua_gettop(L);
-    if (len < 1) luaL_error(L, "document field 'tokens' expected a non-empty list of tokens");
+    if (len < 1) doc_error(L, "document field 'tokens' expected a non-empty list of tokens");
     int nt = doc_list(L, idx, "targets"), tg = lua_gettop(L);
     int nr = doc_list(L, idx, "readouts"), rd = lua_gettop(L);
     int na = doc_list(L, idx, "answers"), an = lua_gettop(L);
     if (nr != na)
-        luaL_error(L, "document fields 'readouts' and 'answers' expected lists of the same length, got %d and %d",
+        doc_error(L, "document fields 'readouts' and 'answers' expected lists of the same length, got %d and %d",
                    nr < 0 ? 0 : nr, na < 0 ? 0 : na);
     nt = nt < 0 ? 0 : nt, nr = nr < 0 ? 0 : nr;
     int cap = len > nt + nr ? len : nt + nr;
@@ -1253,7 +1263,7 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
         lua_rawgeti(L, tg, j + 1);
         int32_t p = doc_pos(L, "targets", j + 1);
         if (p < 1 || p >= len)
-            luaL_error(L, "targets[%d] = %d is not a position of the document that can be predicted (1..%d: a "
+            doc_error(L, "targets[%d] = %d is not a position of the document that can be predicted (1..%d: a "
                        "target is read at the position before it)", j + 1, (int)p, len - 1);
         lua_pop(L, 1);
         d->read_pos[k] = p - 1, d->read_ans[k] = d->tokens[p];
@@ -1277,14 +1287,14 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
     d->n_all_targets = 0;
     if (lua_getfield(L, idx, "positions") != LUA_TNIL) {
         if (!lua_istable(L, -1))
-            luaL_error(L, "document field 'positions' expected a table, got %s", luaL_typename(L, -1));
+            doc_error(L, "document field 'positions' expected a table, got %s", luaL_typename(L, -1));
         for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
             const char *pn = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
             int pi = ml_pos_index(pn);
             if (!strcmp(pn, "all_target_items_orig")) {
-                if (!lua_istable(L, -1)) luaL_error(L, "positions.all_target_items_orig expected a list of positions");
+                if (!lua_istable(L, -1)) doc_error(L, "positions.all_target_items_orig expected a list of positions");
                 lua_Integer m = (lua_Integer)lua_rawlen(L, -1);
-                if (m > len) luaL_error(L, "positions.all_target_items_orig has %I entries, more than the %d tokens", m, len);
+                if (m > len) doc_error(L, "positions.all_target_items_orig has %I entries, more than the %d tokens", m, len);
                 for (int j = 0; j < (int)m; j++, lua_pop(L, 1)) {
                     lua_rawgeti(L, -1, j + 1);
                     d->all_targets[j] = doc_pos(L, "positions.all_target_items_orig", j + 1);
@@ -1292,9 +1302,12 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
                 d->n_all_targets = (int)m;
                 continue;
             }
-            if (pi < 0) luaL_error(L, "positions: '%s' is not a position name (mech.task.positions lists them)", pn);
-            if (!lua_isinteger(L, -1) && !(lua_type(L, -1) == LUA_TNUMBER && lua_tointegerx(L, -1, NULL)))
-                luaL_error(L, "positions.%s expected an integer position, got %s", pn, lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+            if (pi < 0) doc_error(L, "positions: '%s' is not a position name (mech.task.positions lists them)", pn);
+            int isint = 0;
+            if (lua_type(L, -1) == LUA_TNUMBER) lua_tointegerx(L, -1, &isint);
+            if (!isint)
+                doc_error(L, "positions.%s expected an integer position, got %s", pn,
+                           lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
             d->pos[pi] = doc_pos(L, "positions", 0); /* -1: absent, as in batches */
         }
     }
@@ -1305,7 +1318,7 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
         int q = -1;
         for (int i = 0; ty && i <= ML_QT_SIBLING; i++)
             if (!strcmp(ty, ml_qtype_name((ml_qtype)i))) q = i;
-        if (q < 0) luaL_error(L, "document field 'type' expected KEY, VALUE, PARENT, CHILD or SIBLING");
+        if (q < 0) doc_error(L, "document field 'type' expected KEY, VALUE, PARENT, CHILD or SIBLING");
         d->qtype = (ml_qtype)q;
     }
     lua_settop(L, base);
@@ -1328,7 +1341,7 @@ static int c_append(lua_State *L) {
     if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE && lua_getfield(L, -1, "ids") == LUA_TTABLE) ids = lua_gettop(L);
     read_custom_doc(L, 2, ids, d);
     bool rejected;
-    if (ml_dataset_append(ds, d, &rejected) != ML_OK) return luaL_error(L, "%s", ml_last_error());
+    if (ml_dataset_append(ds, d, &rejected) != ML_OK) return doc_error(L, "%s", ml_last_error());
     lua_pushboolean(L, !rejected);
     return 1;
 }

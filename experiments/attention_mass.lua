@@ -33,8 +33,8 @@ local runs = {}
 for _, dir in ipairs(dirs) do
   if dir:match("%.safetensors$") then
     local model, _, meta = mech.load(dir)
-    local task, why = mech.task.from_checkpoint(dir)
-    if not task then error("attention_mass.lua: " .. why, 0) end
+    local task = meta.task -- the task the checkpoint records (mech.load rebuilds it)
+    if not task then error("attention_mass.lua: " .. (meta.task_error or select(2, mech.task.from_checkpoint(dir))), 0) end
     local mc = model:config()
     runs[#runs + 1] = { id = dir, path = dir, task = task, c = { model = { arch = mc.arch, d_model = mc.d_model,
       n_layers = mc.n_layers, pos_emb = mc.pos_emb }, seed = math.tointeger(tonumber(meta["train.seed"] or "42")),

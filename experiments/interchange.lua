@@ -1,7 +1,7 @@
 -- The paper's interchange evaluation (spec §6) of one checkpoint, stand-alone:
 --   mechlab experiments/interchange.lua <checkpoint.safetensors> [out.csv] [split=test] [docs=320]
 --                                       [mixer_sites=false] [threads=1]
--- The task is the checkpoint's own (mech.task.from_checkpoint: the record train.run writes, or for
+-- The task is the checkpoint's own (mech.load's meta.task: the record train.run writes, or for
 -- older checkpoints the preset of task.name or the manifest beside it); a checkpoint that records
 -- no task is evaluated on ar_32 at seed 42, with a note. The eval set is the first `docs`
 -- documents of `split` at the training seed, as the training loop evaluates. Appends every
@@ -24,9 +24,10 @@ mech.threads(math.tointeger(tonumber(opts.threads)))
 
 local model, _, meta = mech.load(ckpt)
 local seed = math.tointeger(tonumber(meta["train.seed"] or "42"))
-local task, why = mech.task.from_checkpoint(ckpt)
+local task = meta.task -- the task the checkpoint records (mech.load rebuilds it)
+if meta.task_error then error(meta.task_error, 0) end -- e.g. a Lua task whose module is missing
 if not task then
-  io.stderr:write(why .. "\n(interchange.lua evaluates it on ar_32 at seed 42)\n")
+  io.stderr:write(select(2, mech.task.from_checkpoint(ckpt)) .. "\n(interchange.lua evaluates it on ar_32 at seed 42)\n")
   task = mech.task.preset("ar_32", 42)
 end
 local ds = task:dataset(math.tointeger(tonumber(opts.docs)), { seed = seed, split = opts.split })
@@ -39,7 +40,10 @@ print(string.format("%s: %d combinations on %d documents in %.1f s (%d patched e
   res.seconds, res.patched_examples))
 if model:config().n_layers > 1 then
   for _, p in ipairs { "target_item_orig", "query_item", "query_item_orig" } do
-    local a, pass = ic.attrib(res, string.format("1.%s.query_item_orig.%s.block_input", T, p))
-    print(string.format("  Attrib @ %-16s %7.3f%s", p, a, pass and "" or "  (filtered: original − corrupted <= 0.01)"))
+    local label = string.format("1.%s.query_item_orig.%s.block_input", T, p)
+    if res.by_name[label .. ".prob_diff"] then -- a task made outside C patches only the positions it declares
+      local a, pass = ic.attrib(res, label)
+      print(string.format("  Attrib @ %-16s %7.3f%s", p, a, pass and "" or "  (filtered: original − corrupted <= 0.01)"))
+    end
   end
 end

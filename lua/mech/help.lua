@@ -159,7 +159,7 @@ E("mech.model", "mech.model{arch=, d_model=, n_layers=, vocab=, seed=, ...} -> m
   "Builds a language model; `mech.architectures` lists the archs and docs/mixers.md the options. An option the arch does not read is an error.",
   'local model = mech.model { arch = "mamba", d_model = 16, n_layers = 2, vocab = 68, seed = 1 }')
 E("mech.load", "mech.load(path[, {arch=, d_model=, ...}]) -> model, optimiser or nil, metadata",
-  "Loads a checkpoint written by model:save (safetensors with the config in the metadata), or with the options table a plain PyTorch state dict (docs/interop.md).",
+  "Loads a checkpoint written by model:save (safetensors with the config in the metadata), or with the options table a plain PyTorch state dict (docs/interop.md). meta.task is the task the checkpoint records (meta.task_error: why it cannot be rebuilt).",
   'local model, opt, meta = mech.load("run/checkpoint.safetensors")')
 E("mech.save_tensors", "mech.save_tensors(path, {name = tensor, ...}[, {key = string}])",
   "Writes float32/int32 tensors (and string metadata) to safetensors, atomically.",
@@ -396,7 +396,7 @@ E("ic.check_accuracy", "ic.check_accuracy(res, model, dataset, first, count, fn)
 E("ic.write_csv", "ic.write_csv(res, path_or_writer, step, split)", "Appends every metric to a long-format metrics CSV.", 'ic.write_csv(res, "ic.csv", 0, "test")')
 E("ic.evaluator", "ic.evaluator{every=, split=, on_result=, ...} -> evaluator", "The sweep as a training-loop evaluator (train.run{evaluators = ...}).",
   "local ev = ic.evaluator { every = 1000, layers = { 1 } }")
-E("ic.readout", "ic.readout(dataset, first, n) -> rows, targets", "Where documents' answers are read (target_item − 1) and the answers, as int32 tensors (patching_map's rows and targets).",
+E("ic.readout", "ic.readout(dataset, first, n) -> rows, targets", "Where documents' first answers are read (target_item − 1 for AR and ATR, MQAR's first query) and the answers, as int32 tensors (patching_map's rows and targets).",
   "local rows, targets = ic.readout(ds, 0, 8)")
 E("ic.corrupt", "ic.corrupt(dataset, first, n[, {position=, seed=}]) -> clean, corrupted", "Token batches with the named item (default the key, query_item_orig) corrupted by the paper's draw.",
   "local clean, corrupted = ic.corrupt(ds, 0, 8)")
@@ -423,6 +423,15 @@ E("mech.task.from_spec", "mech.task.from_spec(spec) -> task", "The task of a rec
 E("mech.task.from_checkpoint", "mech.task.from_checkpoint(path | meta) -> task | nil, why",
   "The task a checkpoint was trained on (its task.spec; older files: the preset of task.name or the manifest beside it).",
   'local t, why = mech.task.from_checkpoint("runs/default/checkpoint.safetensors")')
+E("mech.task.new", "mech.task.new{name=, vocab=, sample=, positions=, corrupt=, holdout=, seed=} -> task",
+  "A task written in Lua: sample(gen, split) returns one document {tokens=, targets= (positions to predict) or readouts=/answers=, positions=}; checked and stored in C (docs/tasks.md, \"Your own task\").",
+  'local t = mech.task.new { name = "one", vocab = 4, sample = function(gen) return { tokens = { 1, 2 + gen:below(2) }, targets = { 1 } } end }')
+E("mech.task.load", "mech.task.load(module[, options][, seed][, name]) -> task",
+  "The Lua task that require(module) makes from plain options (a function, or a table of them by task name); recorded so checkpoints and sweeps rebuild it.",
+  'local t = mech.task.load("mech.task_examples", { n_symbols = 4 }, 42, "copy")')
+E("mech.task.from_jsonl", "mech.task.from_jsonl(path[, {vocab=, positions=, corrupt=, holdout=, name=, seed=}]) -> task",
+  "A task whose documents are the lines of a JSON-lines file (tokens as ids or names, targets or readouts/answers, positions, split); a bad line is an error with its number.",
+  'local t = mech.task.from_jsonl("data.jsonl")')
 E("mech.task.preset", "mech.task.preset(name[, seed][, {rng=}]) -> task", "A task of the paper by name (mech.task.presets() lists them).",
   'local t = mech.task.preset("ar_32")')
 E("mech.task.presets", "mech.task.presets() -> {name, ...}", "The preset names.", "print(#mech.task.presets())")
@@ -433,9 +442,12 @@ E("task:vocab_size", "task:vocab_size() -> V", "The vocabulary size (a model's v
 E("task:token_name", "task:token_name(id) -> string", "The name of one token id.", "print(task:token_name(5))")
 E("task:to_str_tokens", "task:to_str_tokens(tokens) -> {name, ...}", "Token names of a sequence (a table or tensor (L)) or of a batch (B, L) as a list of lists.",
   "print(table.concat(task:to_str_tokens(ds:batch(0, 1))[1], \" \"))")
+E("task:to_tokens", "task:to_tokens(text | {text, ...}) -> int32 (B, Lmax)",
+  "Tokens separated by spaces (names of the task's vocabulary) to ids, right-padded with <pad>; an unknown token is an error naming it.",
+  'local tokens = task:to_tokens("<bos> k3 v7 <eos> k3")')
 E("task:show", "task:show() -> string", "The task's description.", "print(task:show())")
 E("task:name", "task:name() -> string", "The task's name.", "print(task:name())")
-E("task:kind", "task:kind() -> \"ar\" | \"atr\" | \"mqar\"", "The task family.", "print(task:kind())")
+E("task:kind", "task:kind() -> \"ar\" | \"atr\" | \"mqar\" | \"lua\" | \"jsonl\"", "The task family.", "print(task:kind())")
 E("task:config", "task:config() -> table", "The options (those mech.task.ar / atr / mqar accept).", "print(task:config().num_kv)")
 E("task:spec", "task:spec() -> {kind, name, seed, options}", "The task's whole record (what checkpoints keep; mech.task.from_spec rebuilds it).",
   "print(task:spec().kind)")
@@ -454,6 +466,9 @@ E("dataset:size", "dataset:size() -> n", "The number of documents (also #ds).", 
 E("dataset:task", "dataset:task() -> task", "The task the documents come from.", "print(ds:task():name())")
 E("dataset:split", "dataset:split() -> string", "\"train\" or \"test\".", "print(ds:split())")
 E("dataset:max_len", "dataset:max_len() -> L", "The longest document's length.", "print(ds:max_len())")
+E("dataset:write_jsonl", "dataset:write_jsonl(path)",
+  "The documents as JSON lines (a header with the vocabulary, then tokens, readouts, answers, positions, split per line), written atomically; mech.task.from_jsonl reads them back.",
+  'ds:write_jsonl("test.jsonl")')
 E("gen:uniform", "gen:uniform() -> number", "The next uniform number in [0, 1).", "print(mech.Generator(1):uniform())")
 E("gen:normal", "gen:normal() -> number", "The next standard normal number.", "print(mech.Generator(1):normal())")
 E("gen:below", "gen:below(n) -> integer", "A uniform integer in [0, n).", "print(mech.Generator(1):below(10))")

@@ -164,13 +164,14 @@ end
 --- where the answer is predicted) and targets (int32 (n), the answers), for
 --- mech.interp.patching_map{rows =, targets =}.
 function ic.readout(dataset, first, n)
-  local tokens = dataset:batch(first, n)
-  local pos = dataset:positions(first, n)
-  local ti = pos_col("target_item")
-  local rows, targets = {}, {}
+  -- each document's first readout (target_item − 1 for AR and ATR; MQAR's first query; a Lua task's first target)
+  local _, tg = dataset:batch(first, n)
+  local L, rows, targets = tg:shape()[2], {}, {}
   for b = 0, n - 1 do
-    rows[b + 1] = pos:get(b, ti) - 1
-    targets[b + 1] = tokens:get(b, rows[b + 1] + 1)
+    for p = 0, L - 1 do
+      local y = tg:get(b, p)
+      if y ~= mech.task.IGNORE then rows[b + 1], targets[b + 1] = p, y break end
+    end
   end
   return mech.tensor(rows, { dtype = "int32" }), mech.tensor(targets, { dtype = "int32" })
 end
@@ -235,8 +236,9 @@ end
 
 --- The TYPE of a task's metric labels (its first enabled query type for ATR).
 function ic.type_name(task)
-  local c = task:config()
-  if task:kind() == "ar" then return c.query_type == "value" and "VALUE" or "KEY" end
+  local c, kind = task:config(), task:kind()
+  if kind == "ar" then return c.query_type == "value" and "VALUE" or "KEY" end
+  if kind ~= "atr" then return "KEY" end -- MQAR; a task made outside C (its documents' default type)
   return c.parent and "PARENT" or c.child and "CHILD" or "SIBLING"
 end
 

@@ -88,6 +88,10 @@ local function make_task(c)
   if type(c.task) == "string" then return mech.task.preset(c.task, c.task_seed or c.seed) end
   -- a task record as data (task:spec(): {kind, name, seed, options}), e.g. from a sweep file
   if type(c.task) == "table" and c.task.kind then return mech.task.from_spec(c.task) end
+  -- a task written in Lua, named by its module (and name within it) and options
+  if type(c.task) == "table" and c.task.module then
+    return mech.task.load(c.task.module, c.task.options, c.task.seed, c.task.name)
+  end
   if type(c.task) == "table" and c.task.preset then
     local opts = nil
     for k, v in pairs(c.task) do
@@ -98,7 +102,7 @@ local function make_task(c)
   return c.task
 end
 --- The task object of a config's `task` (a preset name, {preset, seed, rng, ...}, a task record
---- {kind, name, seed, options} or a task object).
+--- {kind, name, seed, options}, a Lua task's {module, name, options, seed} or a task object).
 train.make_task = make_task
 
 --- Evaluates `model` on dataset `ds` in batches; returns {accuracy, loss, prob, n}.
@@ -176,7 +180,7 @@ local function recorded_config(c, task)
     if type(v) ~= "function" and type(v) ~= "userdata" and k ~= "evaluators" and k ~= "lock" then r[k] = v end
   end
   if c.steps then r.epochs = nil end
-  if type(c.task) ~= "string" and not (type(c.task) == "table" and (c.task.preset or c.task.kind)) then
+  if type(c.task) ~= "string" and not (type(c.task) == "table" and (c.task.preset or c.task.kind or c.task.module)) then
     r.task = task:name()
   end
   return r

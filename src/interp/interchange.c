@@ -5,7 +5,9 @@
  * docs/interventions.md, "Corruption", fresh per example and per combination) to give the
  * corrupted c; the base run is c, the source run o (swapped with `swap`); the base run is patched
  * at the position with the source's value, and the answer's probability and logit are read at
- * target_item − 1.
+ * the readout row (target_item − 1 for AR and ATR). The unit is an example, one readout of a
+ * document: AR and ATR have one per document, MQAR one per query (with that query's named
+ * positions, ml_dataset_readout_positions), a Lua task as many as its document declares.
  *
  * Cost. The clean run is cached once per batch (every swept site). Per combination the
  * corrupted run keeps the activations the resume needs at the patched layer and, in its last
@@ -45,9 +47,20 @@ void ml_ic_config_paper(ml_ic_config *c, const ml_model *m, const ml_task *t) {
     c->n_label_types = 2;
     c->label_types[0] = ML_POS_QUERY_ITEM_ORIG;
     c->label_types[1] = ML_POS_TARGET_ITEM_ORIG;
+    if (ml_task_get_kind(t) == ML_TASK_CUSTOM) { /* a task made outside C: what it declares */
+        uint32_t m = ml_task_positions(t);
+        c->n_label_types = 0;
+        for (int k = ML_POS_QUERY_ITEM_ORIG; k <= ML_POS_TARGET_ITEM_ORIG; k++)
+            if (m >> k & 1) c->label_types[c->n_label_types++] = k;
+        for (int k = 0; k < ML_NPOS; k++)
+            if (m >> k & 1) c->positions[c->n_positions++] = k;
+        c->seed = 42;
+        c->batch = 320;
+        return;
+    }
     static const int ar[] = {ML_POS_QUERY_ITEM_ORIG, ML_POS_TARGET_ITEM_ORIG, ML_POS_QUERY_ITEM, ML_POS_TARGET_ITEM,
                              ML_POS_DIVIDER, ML_POS_NEXT_KEY};
-    int n = ml_task_get_kind(t) == ML_TASK_AR ? 6 : 5;
+    int n = ml_task_get_kind(t) == ML_TASK_ATR ? 5 : 6; /* next_key: AR and MQAR */
     for (int k = 0; k < n; k++) c->positions[c->n_positions++] = ar[k];
     if (ml_task_get_kind(t) == ML_TASK_ATR) {
         const ml_atr_config *a = ml_task_atr_config(t);
@@ -143,7 +156,8 @@ static ml_status check_config(const ml_model *m, const ml_ic_config *c) {
         }
     }
     if (c->n_label_types < 1 || c->n_label_types > 2)
-        return ml_fail(ML_ERR_ARG, "interchange: expected 1 or 2 label types, got %d", c->n_label_types);
+        return ml_fail(ML_ERR_ARG, "interchange: expected 1 or 2 label types (query_item_orig, target_item_orig: "
+                       "positions the task declares), got %d", c->n_label_types);
     for (int i = 0; i < c->n_label_types; i++)
         if (c->label_types[i] != ML_POS_QUERY_ITEM_ORIG && c->label_types[i] != ML_POS_TARGET_ITEM_ORIG)
             return ml_fail(ML_ERR_ARG, "interchange: label type expected query_item_orig or target_item_orig");
@@ -201,6 +215,9 @@ typedef struct {
     ml_tensor **clean, **base, **sub; /* activations by site id; sub: the base's rows that change */
     int32_t *map, *ppos;              /* per example of a batch: which change, their patch position */
     capture cc, cb;
+    /* per example: its document, named positions (N x ML_NPOS), readout row and answer */
+    int64_t *ex_doc;
+    int32_t *ex_pos, *ex_row, *ex_ans;
 } ic_run;
 
 /* One batch of documents, cut after the readout row. */
@@ -208,8 +225,8 @@ typedef struct {
     int64_t f0; /* its first document, counted from the run's first */
     int B, Lt;
     ml_tensor *tok_full, *tg, *pos; /* the dataset's batch */
-    ml_tensor *tok, *rows;          /* tokens (B, Lt); readout rows (B) = target_item − 1 */
-    int32_t *ans;                   /* the answer token per document */
+    ml_tensor *tok, *rows;          /* tokens (B, Lt); readout rows (B) */
+    int32_t *ans;                   /* the answer token per example */
     ml_tensor *clean_logits;        /* (B, V) at the readout rows */
 } ic_batch;
 
@@ -227,11 +244,47 @@ static ml_status check_run(const ml_model *m, const ml_dataset *ds, int64_t firs
 
 static void ic_run_free(ic_run *r) {
     free(r->want_clean), free(r->want_base), free(r->clean), free(r->base), free(r->sub), free(r->map), free(r->ppos);
+    free(r->ex_doc), free(r->ex_pos), free(r->ex_row), free(r->ex_ans);
 }
 
-static ml_status ic_run_init(ic_run *r, ml_model *m, const ml_ic_config *cfg, int N) {
+/* The examples of documents [first, first + count): every readout of each, in document order. */
+static ml_status list_examples(ic_run *r, const ml_dataset *ds, int64_t first, int64_t count) {
+    int64_t n = 0;
+    for (int64_t i = first; i < first + count; i++) {
+        int nr;
+        ml_dataset_readouts(ds, i, &nr, NULL);
+        n += nr;
+    }
+    if (n < 1 || n > INT32_MAX / ML_NPOS)
+        return ml_fail(ML_ERR_ARG, "interchange: documents [%lld, %lld) have %lld readouts, expected 1..%d",
+                       (long long)first, (long long)(first + count), (long long)n, INT32_MAX / ML_NPOS);
+    size_t nn = (size_t)n + 1;
+    r->ex_doc = malloc(nn * sizeof(int64_t)), r->ex_pos = malloc(nn * ML_NPOS * sizeof(int32_t));
+    r->ex_row = malloc(nn * sizeof(int32_t)), r->ex_ans = malloc(nn * sizeof(int32_t));
+    if (!r->ex_doc || !r->ex_pos || !r->ex_row || !r->ex_ans) return ml_fail(ML_ERR_MEM, "interchange: out of memory");
+    int64_t e = 0;
+    for (int64_t i = first; i < first + count; i++) {
+        int nr;
+        const int32_t *ans, *rp = ml_dataset_readouts(ds, i, &nr, &ans);
+        for (int j = 0; j < nr; j++, e++) {
+            if (ml_dataset_readout_positions(ds, i, j, r->ex_pos + e * ML_NPOS)) return ml_last_status();
+            r->ex_doc[e] = i, r->ex_row[e] = rp[j], r->ex_ans[e] = ans[j];
+        }
+    }
+    r->N = (int)n;
+    return ML_OK;
+}
+
+static ml_status ic_run_init(ic_run *r, ml_model *m, const ml_ic_config *cfg, const ml_dataset *ds, int64_t first,
+                             int64_t count) {
     int ns = m->n_sites;
-    *r = (ic_run){.m = m, .cfg = cfg, .N = N, .V = m->cfg.vocab, .batch = cfg->batch > 0 ? cfg->batch : 320};
+    *r = (ic_run){.m = m, .cfg = cfg, .V = m->cfg.vocab, .batch = cfg->batch > 0 ? cfg->batch : 320};
+    if (list_examples(r, ds, first, count)) {
+        ml_status st = ml_last_status();
+        ic_run_free(r);
+        return st;
+    }
+    int N = r->N;
     /* The fast path resumes from cached activations that went through m->hooks already (they would
      * fire twice at the resumed site) and shows later sites only the readout rows: with hooks on
      * the model, every run is a whole forward. */
@@ -260,7 +313,7 @@ static void lay_out_combos(ml_ic_result *res, const ml_ic_config *cfg) {
 }
 
 /* Every combination's corrupted token per document, drawn up front from its own stream. */
-static void draw_corruptions(const ml_model *m, const ml_dataset *ds, int64_t first, ml_ic_result *res,
+static void draw_corruptions(const ml_model *m, const ml_dataset *ds, const ic_run *r, ml_ic_result *res,
                              uint64_t seed) {
     int lo, hi, N = res->n_docs;
     ml_task_corrupt_range(ml_dataset_task(ds), &lo, &hi);
@@ -272,8 +325,8 @@ static void draw_corruptions(const ml_model *m, const ml_dataset *ds, int64_t fi
         ml_rng_init(&rng, seed ^ fnv1a(label), ML_STREAM_INTERP);
         for (int i = 0; i < N; i++) {
             int len;
-            const int32_t *tok = ml_dataset_tokens(ds, first + i, &len);
-            int pc = ml_dataset_positions(ds, first + i)[res->combo_lt[k]];
+            const int32_t *tok = ml_dataset_tokens(ds, r->ex_doc[i], &len);
+            int pc = r->ex_pos[(int64_t)i * ML_NPOS + res->combo_lt[k]];
             res->corrupt_token[(size_t)k * N + i] = pc >= 0 ? ml_ic_corrupt(&rng, lo, hi, tok[pc]) : -1;
         }
     }
@@ -286,27 +339,25 @@ static void batch_free(ic_batch *bt) {
     *bt = (ic_batch){0};
 }
 
-/* Loads documents [first + f0, first + f0 + B): readout rows, answers, tokens cut after the last
- * readout row. */
-static ml_status batch_load(const ml_dataset *ds, int64_t first, int64_t f0, int B, ic_batch *bt) {
+/* Loads examples [f0, f0 + B): their documents, named positions, readout rows and answers, the
+ * tokens cut after the last readout row. */
+static ml_status batch_load(const ic_run *r, const ml_dataset *ds, int64_t f0, int B, ic_batch *bt) {
     *bt = (ic_batch){.f0 = f0, .B = B};
-    if (ml_dataset_batch_range(ds, first + f0, B, &bt->tok_full, &bt->tg, &bt->pos)) return failed();
-    int64_t B64 = B;
-    if (!(bt->rows = ml_empty(ML_I32, 1, &B64))) return failed();
-    int32_t *rw = ml_i32(bt->rows), *pp = ml_i32(bt->pos);
+    if (ml_dataset_batch(ds, r->ex_doc + f0, B, &bt->tok_full, &bt->tg)) return failed();
+    int64_t B64 = B, ps[2] = {B, ML_NPOS};
+    if (!(bt->rows = ml_empty(ML_I32, 1, &B64)) || !(bt->pos = ml_from_i32(2, ps, r->ex_pos + f0 * ML_NPOS)))
+        return failed();
+    int32_t *rw = ml_i32(bt->rows);
     for (int b = 0; b < B; b++) {
-        int32_t t = pp[b * ML_NPOS + ML_POS_TARGET_ITEM] - 1;
-        if (t < 0)
-            return ml_fail(ML_ERR_ARG, "interchange: document %lld has no target_item", (long long)(first + f0 + b));
-        rw[b] = t;
-        bt->Lt = t + 1 > bt->Lt ? t + 1 : bt->Lt;
+        rw[b] = r->ex_row[f0 + b];
+        bt->Lt = rw[b] + 1 > bt->Lt ? rw[b] + 1 : bt->Lt;
     }
     ml_tensor *nw = ml_narrow(bt->tok_full, 1, 0, bt->Lt);
     bt->tok = nw ? ml_contiguous(nw) : NULL;
     ml_release(nw);
     if (!bt->tok) return failed();
     if (!(bt->ans = malloc(sizeof(int32_t) * (size_t)B + 4))) return ml_fail(ML_ERR_MEM, "interchange: out of memory");
-    for (int b = 0; b < B; b++) bt->ans[b] = ml_i32(bt->tok_full)[(int64_t)b * bt->tok_full->shape[1] + rw[b] + 1];
+    memcpy(bt->ans, r->ex_ans + f0, sizeof(int32_t) * (size_t)B);
     return ML_OK;
 }
 
@@ -455,9 +506,9 @@ static ml_status run_combo(ic_run *r, const ic_batch *bt, int k) {
     return st;
 }
 
-static ml_status run_batch(ic_run *r, const ml_dataset *ds, int64_t first, int64_t f0, int B) {
+static ml_status run_batch(ic_run *r, const ml_dataset *ds, int64_t f0, int B) {
     ic_batch bt;
-    ml_status st = batch_load(ds, first, f0, B, &bt);
+    ml_status st = batch_load(r, ds, f0, B, &bt);
     if (!st) st = batch_clean_run(r, &bt);
     for (int k = 0; !st && k < r->res->n_combos; k++) st = run_combo(r, &bt, k);
     capture_clear(&r->cc), capture_clear(&r->cb);
@@ -470,17 +521,17 @@ ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ic_run r;
-    if (ic_run_init(&r, m, cfg, (int)count)) return NULL;
+    if (ic_run_init(&r, m, cfg, ds, first, count)) return NULL;
     lay_out_combos(r.res, cfg);
-    draw_corruptions(m, ds, first, r.res, cfg->seed);
-    for (int i = 0; i < r.N; i++) r.res->qtype[i] = (uint8_t)ml_dataset_qtype(ds, first + i);
+    draw_corruptions(m, ds, &r, r.res, cfg->seed);
+    for (int i = 0; i < r.N; i++) r.res->qtype[i] = (uint8_t)ml_dataset_qtype(ds, r.ex_doc[i]);
     for (int s = 0; s < cfg->n_sites; s++) r.want_clean[cfg->sites[s]] = true;
     if (cfg->swap) /* the clean run is the base: it needs the resume sites too */
         for (int s = 0; s < cfg->n_sites; s++) ml_patch_needs(m, cfg->sites[s], r.want_clean);
     bool old_grad = ml_set_grad_enabled(false);
     ml_status st = ML_OK;
     for (int64_t f0 = 0; !st && f0 < r.N; f0 += r.batch)
-        st = run_batch(&r, ds, first, f0, (int)(r.N - f0 < r.batch ? r.N - f0 : r.batch));
+        st = run_batch(&r, ds, f0, (int)(r.N - f0 < r.batch ? r.N - f0 : r.batch));
     ml_set_grad_enabled(old_grad);
     ic_run_free(&r);
     if (st) {

@@ -802,6 +802,7 @@ static int l_load(lua_State *L) {
         lua_setfield(L, -2, ml_safetensors_meta_key(meta, i));
     }
     ml_safetensors_close(meta);
+    mlL_meta_task(L, lua_gettop(L), path);
     return 3;
 }
 

@@ -8,6 +8,7 @@
  *     tree = { parent = {...}, depth = {...} },  -- ATR: per position, parent position (-1: none)
  *     task = <the task> } */
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,13 +42,38 @@ static ml_dataset *check_dataset(lua_State *L, int idx, const char *fn) {
     return b->ds;
 }
 
+/* A task or dataset userdata has one user value: for a task made outside C (a Lua task, a file),
+ * its Lua definition (lua/mech/task_custom.lua), else nil. */
 static void push_task(lua_State *L, ml_task *t) {
     if (!t) mlL_raise(L);
-    task_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    task_box *b = lua_newuserdatauv(L, sizeof *b, 1);
     b->t = t;
     ml_rng_init(&b->rng, ml_task_seed(t), ML_STREAM_USER - 1); /* a stream no dataset uses */
     luaL_setmetatable(L, TASK_MT);
 }
+
+/* The task of the dataset at ds_idx, with the dataset's definition. */
+static void push_ds_task(lua_State *L, int ds_idx, ml_dataset *ds) {
+    push_task(L, ml_task_retain(ml_dataset_task(ds)));
+    lua_getiuservalue(L, ds_idx, 1);
+    lua_setiuservalue(L, -2, 1);
+}
+
+/* Calls lua/mech/task_custom.lua's function `name` with this call's arguments; returns its results.
+ * The Lua side of tasks made outside C lives there. */
+static int call_lib(lua_State *L, const char *name) {
+    int n = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "mech.task_custom");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, name);
+    lua_remove(L, -2);
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static int l_lib_entry(lua_State *L) { return call_lib(L, lua_tostring(L, lua_upvalueindex(1))); }
 
 /* ------------------------------------------------------------------- constructors ---- */
 
@@ -437,6 +463,13 @@ static int l_sample(lua_State *L) {
     const char *fn = "task:sample";
     task_box *b = check_task(L, 1, fn);
     ml_split split = opt_split(L, 3, fn, 3);
+    if (ml_task_get_kind(b->t) == ML_TASK_CUSTOM) {
+        if (!lua_isnoneornil(L, 2) && !lua_isinteger(L, 2) && !luaL_testudata(L, 2, MLL_RNG_MT))
+            return mlL_argerror(L, fn, 2, "an integer seed, a mech.Generator or nil");
+        lua_settop(L, 2);
+        lua_pushstring(L, ml_split_name(split));
+        return call_lib(L, "sample");
+    }
     ml_rng local, *rng = &b->rng;
     if (lua_type(L, 2) == LUA_TNUMBER) {
         int ok;
@@ -458,6 +491,15 @@ static int l_sample(lua_State *L) {
 }
 
 static const char *const dataset_keys[] = {"seed", "split", NULL};
+
+/* Tells the collector how much memory a dataset holds (it is not Lua's). */
+static void account_dataset(lua_State *L, const ml_dataset *ds) {
+    int len;
+    int64_t n = ml_dataset_size(ds);
+    size_t bytes = 0;
+    for (int64_t i = 0; i < n; i++) ml_dataset_tokens(ds, i, &len), bytes += (size_t)len * 12;
+    mlL_account(L, bytes + (size_t)n * (sizeof(ml_doc_stats) + 64));
+}
 
 /* task:dataset([n], [{seed = task seed, split = "train"}]); n defaults to the paper's sizes:
  * 100,032 training documents, 320 for an eval split (docs/tasks.md, "Datasets and batches"). */
@@ -481,16 +523,20 @@ static int l_dataset(lua_State *L) {
         if (!ml_split_parse(s, &split))
             return luaL_error(L, "%s: option 'split' expected \"train\", \"dev\" or \"test\", got '%s'", fn, s);
     }
+    if (ml_task_get_kind(b->t) == ML_TASK_CUSTOM) { /* its documents come from Lua (n nil: its default) */
+        lua_settop(L, 1);
+        if (n < 0) lua_pushnil(L);
+        else lua_pushinteger(L, n);
+        lua_pushinteger(L, (lua_Integer)seed), lua_pushstring(L, ml_split_name(split));
+        return call_lib(L, "dataset");
+    }
     if (n < 0) n = split == ML_SPLIT_TRAIN ? ML_TRAIN_DOCS : ML_EVAL_DOCS;
-    dataset_box *db = lua_newuserdatauv(L, sizeof *db, 0);
+    dataset_box *db = lua_newuserdatauv(L, sizeof *db, 1);
     db->ds = NULL;
     luaL_setmetatable(L, DATASET_MT);
     db->ds = ml_dataset_new(b->t, n, seed, split);
     if (!db->ds) return mlL_raise(L);
-    int len;
-    size_t bytes = 0;
-    for (int64_t i = 0; i < n; i++) ml_dataset_tokens(db->ds, i, &len), bytes += (size_t)len * 12;
-    mlL_account(L, bytes + (size_t)n * (sizeof(ml_doc_stats) + 64));
+    account_dataset(L, db->ds);
     return 1;
 }
 
@@ -558,6 +604,7 @@ static int l_name(lua_State *L) {
 }
 
 static int l_kind(lua_State *L) {
+    if (ml_task_get_kind(check_task(L, 1, "task:kind")->t) == ML_TASK_CUSTOM) return call_lib(L, "kind");
     lua_pushstring(L, ml_task_kind_name(ml_task_get_kind(check_task(L, 1, "task:kind")->t)));
     return 1;
 }
@@ -578,6 +625,7 @@ static int l_corrupt_range(lua_State *L) {
 /* task:config(): the options as a table (those that mech.task.ar / atr accept). */
 static int l_config(lua_State *L) {
     task_box *b = check_task(L, 1, "task:config");
+    if (ml_task_get_kind(b->t) == ML_TASK_CUSTOM) return call_lib(L, "config");
     const ml_ar_config *a = ml_task_ar_config(b->t);
     const ml_atr_config *c = ml_task_atr_config(b->t);
     const ml_mqar_config *q = ml_task_mqar_config(b->t);
@@ -638,6 +686,7 @@ static int l_config(lua_State *L) {
 static int l_spec(lua_State *L) {
     task_box *b = check_task(L, 1, "task:spec");
     lua_settop(L, 1);
+    if (ml_task_get_kind(b->t) == ML_TASK_CUSTOM) return call_lib(L, "spec");
     lua_createtable(L, 0, 4);
     lua_pushstring(L, ml_task_kind_name(ml_task_get_kind(b->t)));
     lua_setfield(L, -2, "kind");
@@ -655,7 +704,7 @@ static int l_spec(lua_State *L) {
 
 static int l_ar(lua_State *L);
 static int l_atr(lua_State *L);
-static const char *const spec_keys[] = {"kind", "name", "seed", "options", NULL};
+static const char *const spec_keys[] = {"kind", "name", "seed", "options", "module", "path", NULL};
 
 /* mech.task.from_spec(spec): the task of a record made by task:spec(). */
 static int l_from_spec(lua_State *L) {
@@ -668,8 +717,9 @@ static int l_from_spec(lua_State *L) {
     if (kind && !strcmp(kind, "ar")) make = l_ar;
     else if (kind && !strcmp(kind, "atr")) make = l_atr;
     else if (kind && !strcmp(kind, "mqar")) make = l_mqar;
+    else if (kind && (!strcmp(kind, "lua") || !strcmp(kind, "jsonl"))) return call_lib(L, "from_spec");
     if (!make)
-        return luaL_error(L, "%s: field 'kind' expected \"ar\", \"atr\" or \"mqar\", got %s", fn,
+        return luaL_error(L, "%s: field 'kind' expected \"ar\", \"atr\", \"mqar\", \"lua\" or \"jsonl\", got %s", fn,
                           kind ? kind : "nothing");
     const char *name = mlL_optstr(L, 1, "name", NULL, fn);
     lua_getfield(L, 1, "options");
@@ -974,7 +1024,7 @@ static int l_ds_doc(lua_State *L) {
     const char *fn = "dataset:doc";
     ml_dataset *ds = check_dataset(L, 1, fn);
     int64_t i = check_index(L, ds, 2, fn);
-    push_task(L, ml_task_retain(ml_dataset_task(ds)));
+    push_ds_task(L, 1, ds);
     int task_idx = lua_gettop(L);
     ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
     ml_doc_init(d);
@@ -1033,7 +1083,7 @@ static int l_ds_len(lua_State *L) {
 }
 
 static int l_ds_task(lua_State *L) {
-    push_task(L, ml_task_retain(ml_dataset_task(check_dataset(L, 1, "dataset:task"))));
+    push_ds_task(L, 1, check_dataset(L, 1, "dataset:task"));
     return 1;
 }
 
@@ -1061,6 +1111,255 @@ static int l_ds_gc(lua_State *L) {
     return 0;
 }
 
+/* ------------------------------------------- tasks made outside C: the conversions ---- */
+/* The primitives of lua/mech/task_custom.lua (require "mech.task_c"); that file holds the
+ * loop, the defaults and the messages' context, src/tasks/custom.c the checks. */
+
+/* task = C.custom(name, seed, vocab (V or a list of names), positions (list of names), lo, hi,
+ * holdout, definition) */
+static int c_custom(lua_State *L) {
+    const char *fn = "mech.task.new";
+    const char *name = luaL_checkstring(L, 1);
+    lua_Integer seed = luaL_checkinteger(L, 2);
+    ml_custom_config c = {0};
+    const char **names = NULL;
+    if (lua_istable(L, 3)) {
+        lua_Integer n = (lua_Integer)lua_rawlen(L, 3);
+        if (n < 1 || n > (1 << 24)) return luaL_error(L, "%s: option 'vocab' expected 1 .. 2^24 names, got %I", fn, n);
+        names = lua_newuserdatauv(L, sizeof(char *) * (size_t)n, 0); /* collected with the call */
+        for (lua_Integer i = 1; i <= n; i++) {
+            if (lua_rawgeti(L, 3, i) != LUA_TSTRING)
+                return luaL_error(L, "%s: option 'vocab' entry %I expected a token name (a string), got %s", fn, i,
+                                  luaL_typename(L, -1));
+            names[i - 1] = lua_tostring(L, -1);
+            lua_pop(L, 1); /* the string stays alive in the table */
+        }
+        c.vocab = (int)n;
+    } else {
+        lua_Integer v = luaL_checkinteger(L, 3);
+        c.vocab = v < 1 || v > (1 << 24) ? 0 : (int)v;
+    }
+    c.token_names = names;
+    luaL_checktype(L, 4, LUA_TTABLE);
+    for (lua_Integer i = 1; lua_rawgeti(L, 4, i) != LUA_TNIL; i++) {
+        const char *pn = lua_tostring(L, -1);
+        int k = pn ? ml_pos_index(pn) : -1;
+        if (k < 0) return luaL_error(L, "%s: option 'positions' entry %I is not a position name", fn, i);
+        c.positions |= 1u << k;
+        lua_pop(L, 1);
+    }
+    c.corrupt_lo = (int)luaL_checkinteger(L, 5);
+    c.corrupt_hi = (int)luaL_checkinteger(L, 6);
+    c.holdout = luaL_checknumber(L, 7);
+    luaL_checktype(L, 8, LUA_TTABLE);
+    push_task(L, ml_task_custom(&c, name, (uint64_t)seed));
+    lua_pushvalue(L, 8);
+    lua_setiuservalue(L, -2, 1);
+    return 1;
+}
+
+/* ds, gen, scratch = C.open(task, n, seed, split): an empty dataset with room for n documents, the
+ * generator of (seed, split) the sample function draws from, and a document buffer for C.append. */
+static int c_open(lua_State *L) {
+    task_box *b = check_task(L, 1, "task:dataset");
+    lua_Integer n = luaL_checkinteger(L, 2), seed = luaL_checkinteger(L, 3);
+    ml_split split = opt_split(L, 4, "task:dataset", 4);
+    dataset_box *db = lua_newuserdatauv(L, sizeof *db, 1);
+    db->ds = NULL;
+    luaL_setmetatable(L, DATASET_MT);
+    if (!(db->ds = ml_dataset_open(b->t, n, split))) return mlL_raise(L);
+    lua_getiuservalue(L, 1, 1);
+    lua_setiuservalue(L, -2, 1);
+    ml_rng *g = lua_newuserdatauv(L, sizeof *g, 0);
+    ml_rng_init(g, (uint64_t)seed, ml_split_stream(split));
+    luaL_setmetatable(L, MLL_RNG_MT);
+    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
+    ml_doc_init(d);
+    luaL_setmetatable(L, "mech.TaskDoc");
+    return 3;
+}
+
+/* Raises msg without a source position: the Lua side says which document of which task. */
+static int doc_error(lua_State *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    return lua_error(L);
+}
+
+/* A token of a document: an integer id, or a name of the definition's `ids` (at ids_idx). */
+static int32_t doc_token(lua_State *L, int ids_idx, const char *what, lua_Integer i) {
+    int ok;
+    lua_Integer v = lua_tointegerx(L, -1, &ok);
+    if (!ok && lua_type(L, -1) == LUA_TSTRING && ids_idx) {
+        lua_pushvalue(L, -1);
+        v = lua_rawget(L, ids_idx) == LUA_TNUMBER ? lua_tointeger(L, -1) : -1;
+        lua_pop(L, 1);
+        if (v < 0) doc_error(L, "%s[%I] is '%s', a token the vocabulary does not have", what, i, lua_tostring(L, -1));
+        ok = 1;
+    }
+    if (!ok || (lua_type(L, -1) != LUA_TNUMBER && lua_type(L, -1) != LUA_TSTRING))
+        doc_error(L, "%s[%I] expected an integer token id%s, got %s", what, i, ids_idx ? " or a token name" : "",
+                   lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    return v < INT32_MIN || v > INT32_MAX ? -1 : (int32_t)v;
+}
+
+/* Pushes the list field `key` of the document at idx (nil when absent); returns its length, -1
+ * when absent. */
+static int doc_list(lua_State *L, int idx, const char *key) {
+    if (lua_getfield(L, idx, key) == LUA_TNIL) return -1;
+    if (!lua_istable(L, -1)) doc_error(L, "document field '%s' expected a list, got %s", key, luaL_typename(L, -1));
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    if (n > (1 << 24)) doc_error(L, "document field '%s' has %I entries", key, n);
+    return (int)n;
+}
+
+/* An integer position at the top of the stack (what: its name for the message), clamped into
+ * int32 (ml_doc_check refuses what lies outside the document). */
+static int32_t doc_pos(lua_State *L, const char *what, int j) {
+    int ok;
+    lua_Integer p = lua_tointegerx(L, -1, &ok);
+    if (!ok) doc_error(L, "%s[%d] expected an integer position, got %s", what, j, luaL_typename(L, -1));
+    return p < INT32_MIN ? INT32_MIN : p > INT32_MAX ? INT32_MAX : (int32_t)p;
+}
+
+static const char *const doc_keys[] = {"tokens", "targets", "readouts", "answers", "positions", "type", NULL};
+
+/* Converts the document table at idx into d (the definition's name -> id table at ids_idx, or 0).
+ * Leaves the stack as it found it. */
+static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
+    int base = lua_gettop(L);
+    if (!lua_istable(L, idx))
+        doc_error(L, "expected a document table {tokens=, targets=, positions=}, got %s", luaL_typename(L, idx));
+    for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        bool known = false;
+        for (int i = 0; k && doc_keys[i]; i++) known = known || !strcmp(k, doc_keys[i]);
+        if (!known)
+            doc_error(L, "document field '%s' is not one of tokens, targets, readouts, answers, positions, type",
+                       k ? k : luaL_typename(L, -2));
+    }
+    int len = doc_list(L, idx, "tokens"), tok = lua_gettop(L);
+    if (len < 1) doc_error(L, "document field 'tokens' expected a non-empty list of tokens");
+    int nt = doc_list(L, idx, "targets"), tg = lua_gettop(L);
+    int nr = doc_list(L, idx, "readouts"), rd = lua_gettop(L);
+    int na = doc_list(L, idx, "answers"), an = lua_gettop(L);
+    if (nr != na)
+        doc_error(L, "document fields 'readouts' and 'answers' expected lists of the same length, got %d and %d",
+                   nr < 0 ? 0 : nr, na < 0 ? 0 : na);
+    nt = nt < 0 ? 0 : nt, nr = nr < 0 ? 0 : nr;
+    int cap = len > nt + nr ? len : nt + nr;
+    if (ml_doc_reserve(d, cap) != ML_OK) mlL_raise(L);
+    for (int i = 0; i < len; i++) {
+        lua_rawgeti(L, tok, i + 1);
+        d->tokens[i] = doc_token(L, ids_idx, "tokens", i + 1);
+        lua_pop(L, 1);
+    }
+    d->len = len;
+    /* targets: positions whose token is predicted from the position before; readouts/answers: any */
+    int k = 0;
+    for (int j = 0; j < nt; j++, k++) {
+        lua_rawgeti(L, tg, j + 1);
+        int32_t p = doc_pos(L, "targets", j + 1);
+        if (p < 1 || p >= len)
+            doc_error(L, "targets[%d] = %d is not a position of the document that can be predicted (1..%d: a "
+                       "target is read at the position before it)", j + 1, (int)p, len - 1);
+        lua_pop(L, 1);
+        d->read_pos[k] = p - 1, d->read_ans[k] = d->tokens[p];
+    }
+    for (int j = 0; j < nr; j++, k++) {
+        lua_rawgeti(L, rd, j + 1);
+        d->read_pos[k] = doc_pos(L, "readouts", j + 1);
+        lua_rawgeti(L, an, j + 1);
+        d->read_ans[k] = doc_token(L, ids_idx, "answers", j + 1);
+        lua_pop(L, 2);
+    }
+    d->n_reads = k;
+    for (int a = 1; a < k; a++) /* in document order (ml_doc_check refuses repeats) */
+        for (int b = a; b > 0 && d->read_pos[b] < d->read_pos[b - 1]; b--) {
+            int32_t p = d->read_pos[b], v = d->read_ans[b];
+            d->read_pos[b] = d->read_pos[b - 1], d->read_ans[b] = d->read_ans[b - 1];
+            d->read_pos[b - 1] = p, d->read_ans[b - 1] = v;
+        }
+    lua_settop(L, base);
+    for (int i = 0; i < ML_NPOS; i++) d->pos[i] = -1;
+    d->n_all_targets = 0;
+    if (lua_getfield(L, idx, "positions") != LUA_TNIL) {
+        if (!lua_istable(L, -1))
+            doc_error(L, "document field 'positions' expected a table, got %s", luaL_typename(L, -1));
+        for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
+            const char *pn = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+            int pi = ml_pos_index(pn);
+            if (!strcmp(pn, "all_target_items_orig")) {
+                if (!lua_istable(L, -1)) doc_error(L, "positions.all_target_items_orig expected a list of positions");
+                lua_Integer m = (lua_Integer)lua_rawlen(L, -1);
+                if (m > len) doc_error(L, "positions.all_target_items_orig has %I entries, more than the %d tokens", m, len);
+                for (int j = 0; j < (int)m; j++, lua_pop(L, 1)) {
+                    lua_rawgeti(L, -1, j + 1);
+                    d->all_targets[j] = doc_pos(L, "positions.all_target_items_orig", j + 1);
+                }
+                d->n_all_targets = (int)m;
+                continue;
+            }
+            if (pi < 0) doc_error(L, "positions: '%s' is not a position name (mech.task.positions lists them)", pn);
+            int isint = 0;
+            if (lua_type(L, -1) == LUA_TNUMBER) lua_tointegerx(L, -1, &isint);
+            if (!isint)
+                doc_error(L, "positions.%s expected an integer position, got %s", pn,
+                           lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+            d->pos[pi] = doc_pos(L, "positions", 0); /* -1: absent, as in batches */
+        }
+    }
+    lua_settop(L, base);
+    d->qtype = ML_QT_KEY;
+    if (lua_getfield(L, idx, "type") != LUA_TNIL) {
+        const char *ty = lua_tostring(L, -1);
+        int q = -1;
+        for (int i = 0; ty && i <= ML_QT_SIBLING; i++)
+            if (!strcmp(ty, ml_qtype_name((ml_qtype)i))) q = i;
+        if (q < 0) doc_error(L, "document field 'type' expected KEY, VALUE, PARENT, CHILD or SIBLING");
+        d->qtype = (ml_qtype)q;
+    }
+    lua_settop(L, base);
+    memset(&d->stats, 0, sizeof d->stats);
+    d->stats.doc_len = len;
+}
+
+/* appended = C.append(ds, doc, [scratch]): false when the task's holdout puts doc in the other split;
+ * raises (without a function name: the caller says which document) when doc is malformed. */
+static int c_append(lua_State *L) {
+    ml_dataset *ds = check_dataset(L, 1, "task:dataset");
+    ml_doc *d = luaL_testudata(L, 3, "mech.TaskDoc"); /* reused: no allocation per document */
+    lua_settop(L, 3);
+    if (!d) {
+        d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
+        ml_doc_init(d);
+        luaL_setmetatable(L, "mech.TaskDoc");
+    }
+    int ids = 0;
+    if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE && lua_getfield(L, -1, "ids") == LUA_TTABLE) ids = lua_gettop(L);
+    read_custom_doc(L, 2, ids, d);
+    bool rejected;
+    if (ml_dataset_append(ds, d, &rejected) != ML_OK) return doc_error(L, "%s", ml_last_error());
+    lua_pushboolean(L, !rejected);
+    return 1;
+}
+
+/* C.done(ds): a filled dataset, its memory accounted; returns ds */
+static int c_done(lua_State *L) {
+    account_dataset(L, check_dataset(L, 1, "task:dataset"));
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int open_task_c(lua_State *L) {
+    static const luaL_Reg f[] = {{"custom", c_custom}, {"open", c_open}, {"append", c_append}, {"done", c_done},
+                                 {NULL, NULL}};
+    luaL_newlib(L, f);
+    return 1;
+}
+
 /* ------------------------------------------------------------------ module ---- */
 
 static const luaL_Reg task_methods[] = {{"sample", l_sample},
@@ -1073,6 +1372,7 @@ static const luaL_Reg task_methods[] = {{"sample", l_sample},
                                         {"kind", l_kind},
                                         {"config", l_config},
                                         {"spec", l_spec},
+                                        {"to_tokens", NULL},
                                         {"has_split", l_has_split},
                                         {"corrupt_range", l_corrupt_range},
                                         {NULL, NULL}};
@@ -1088,13 +1388,23 @@ static const luaL_Reg dataset_methods[] = {{"batch", l_ds_batch},
                                            {"task", l_ds_task},
                                            {"split", l_ds_split},
                                            {"max_len", l_ds_max_len},
+                                           {"write_jsonl", NULL},
                                            {NULL, NULL}};
+
+/* Sets t[name] (t on top) to a function that calls lua/mech/task_custom.lua's `name`. */
+static void set_lib_entry(lua_State *L, const char *name) {
+    lua_pushstring(L, name);
+    lua_pushcclosure(L, l_lib_entry, 1);
+    lua_setfield(L, -2, name);
+}
 
 static void new_class(lua_State *L, const char *mt, const luaL_Reg *methods, lua_CFunction gc,
                       lua_CFunction tostr, lua_CFunction len) {
     luaL_newmetatable(L, mt);
     lua_newtable(L);
-    luaL_setfuncs(L, methods, 0);
+    luaL_setfuncs(L, methods, 0); /* NULL entries (placeholders) are false: written in Lua */
+    for (int i = 0; methods[i].name; i++)
+        if (!methods[i].func) set_lib_entry(L, methods[i].name);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, gc);
     lua_setfield(L, -2, "__gc");
@@ -1125,6 +1435,13 @@ int mlL_open_task(lua_State *L) {
                                    {"from_checkpoint", l_from_checkpoint},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
+    set_lib_entry(L, "new"); /* tasks made in Lua and from files: lua/mech/task_custom.lua */
+    set_lib_entry(L, "load");
+    set_lib_entry(L, "from_jsonl");
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE); /* its primitives */
+    lua_pushcfunction(L, open_task_c);
+    lua_setfield(L, -2, "mech.task_c");
+    lua_pop(L, 1);
     lua_createtable(L, ML_NPOS, 0); /* column order of dataset:positions() */
     for (int i = 0; i < ML_NPOS; i++) {
         lua_pushstring(L, ml_pos_names[i]);
@@ -1141,4 +1458,16 @@ int mlL_open_task(lua_State *L) {
     lua_setfield(L, -2, "IGNORE");
     lua_setfield(L, -2, "task");
     return 0;
+}
+
+void mlL_meta_task(lua_State *L, int meta_idx, const char *path) {
+    meta_idx = lua_absindex(L, meta_idx);
+    lua_pushcfunction(L, l_from_checkpoint);
+    lua_pushstring(L, path);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        lua_setfield(L, meta_idx, "task_error");
+        return;
+    }
+    if (!lua_isnil(L, -1)) lua_setfield(L, meta_idx, "task");
+    else lua_pop(L, 1);
 }

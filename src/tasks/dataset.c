@@ -20,6 +20,8 @@ struct ml_dataset {
     int64_t *all_off;     /* n + 1 */
     int32_t *read_pos, *read_ans; /* readouts of every document back to back */
     int64_t *read_off;    /* n + 1 */
+    /* while filling: room for `cap` documents; capacities of the growing buffers */
+    int64_t cap, tok_cap, tree_cap, depth_cap, at_cap, rp_cap, ra_cap;
 };
 
 void ml_dataset_free(ml_dataset *ds) {
@@ -71,8 +73,7 @@ static ml_status next_doc(ml_task *t, doc_source *src, int64_t i, ml_split split
     return ml_task_sample(t, src->rng, split, doc);
 }
 
-/* n documents of `split` from src. */
-static ml_dataset *build(ml_task *t, int64_t n, doc_source *src, ml_split split) {
+ml_dataset *ml_dataset_open(ml_task *t, int64_t n, ml_split split) {
     if (n < 0 || n > ((int64_t)1 << 31)) {
         ml_fail(ML_ERR_ARG, "task:dataset: the number of documents must be in 0..2^31, got %lld", (long long)n);
         return NULL;
@@ -88,8 +89,7 @@ static ml_dataset *build(ml_task *t, int64_t n, doc_source *src, ml_split split)
     }
     ds->task = ml_task_retain(t);
     ds->split = split;
-    ds->n = n;
-    bool tree = t->kind == ML_TASK_ATR;
+    ds->cap = n;
     size_t nn = (size_t)n + 1;
     ds->offsets = calloc(nn, sizeof(int64_t));
     ds->all_off = calloc(nn, sizeof(int64_t));
@@ -102,44 +102,81 @@ static ml_dataset *build(ml_task *t, int64_t n, doc_source *src, ml_split split)
         ml_dataset_free(ds);
         return NULL;
     }
-    int64_t tok_cap = 0, tree_cap = 0, depth_cap = 0, at_cap = 0, used = 0, at_used = 0;
-    int64_t rp_cap = 0, ra_cap = 0, r_used = 0;
+    return ds;
+}
+
+/* Appends document doc as document ds->n (no checks). doc's readouts are derived for AR and ATR. */
+static ml_status put_doc(ml_dataset *ds, ml_doc *doc) {
+    const ml_task *t = ds->task;
+    int64_t i = ds->n, used = ds->offsets[i], at_used = ds->all_off[i], r_used = ds->read_off[i];
+    if (i >= ds->cap) return ml_fail(ML_ERR_ARG, "task:dataset: the dataset is full (%lld documents)", (long long)ds->cap);
+    if (append(&ds->tokens, &ds->tok_cap, used, doc->tokens, doc->len) != ML_OK) return ML_ERR_MEM;
+    if (t->kind == ML_TASK_ATR) {
+        if (append(&ds->parent, &ds->tree_cap, used, NULL, doc->len) != ML_OK ||
+            append(&ds->tdepth, &ds->depth_cap, used, NULL, doc->len) != ML_OK)
+            return ML_ERR_MEM;
+        int32_t *par = ds->parent + used, *dep = ds->tdepth + used;
+        for (int p = 0; p < doc->len; p++) par[p] = -1, dep[p] = 0;
+        for (int y = 0; y < doc->n_yield; y++) par[1 + y] = doc->parent_pos[y], dep[1 + y] = doc->depth[y];
+    }
+    if (append(&ds->all_targets, &ds->at_cap, at_used, doc->all_targets, doc->n_all_targets) != ML_OK)
+        return ML_ERR_MEM;
+    bool derived = t->kind == ML_TASK_AR || t->kind == ML_TASK_ATR;
+    if (derived) { /* AR, ATR: the answer, read one position before it */
+        if (ml_doc_reserve(doc, 1) != ML_OK) return ML_ERR_MEM;
+        doc->read_pos[0] = doc->pos[ML_POS_TARGET_ITEM] - 1;
+        doc->read_ans[0] = doc->tokens[doc->pos[ML_POS_TARGET_ITEM]];
+        doc->n_reads = 1;
+    }
+    ml_status st = ML_OK;
+    if (append(&ds->read_pos, &ds->rp_cap, r_used, doc->read_pos, doc->n_reads) != ML_OK ||
+        append(&ds->read_ans, &ds->ra_cap, r_used, doc->read_ans, doc->n_reads) != ML_OK)
+        st = ML_ERR_MEM;
+    int nr = doc->n_reads;
+    if (derived) doc->n_reads = 0; /* derived again for the next document */
+    if (st != ML_OK) return st;
+    ds->offsets[i + 1] = used + doc->len;
+    ds->all_off[i + 1] = at_used + doc->n_all_targets;
+    ds->read_off[i + 1] = r_used + nr;
+    memcpy(ds->positions + i * ML_NPOS, doc->pos, sizeof doc->pos);
+    ds->stats[i] = doc->stats;
+    ds->qtype[i] = (uint8_t)doc->qtype;
+    if (doc->len > ds->max_len) ds->max_len = doc->len;
+    ds->n = i + 1;
+    return ML_OK;
+}
+
+ml_status ml_dataset_append(ml_dataset *ds, const ml_doc *doc, bool *rejected) {
+    *rejected = false;
+    if (ds->task->kind == ML_TASK_AR || ds->task->kind == ML_TASK_ATR) /* their readouts are derived */
+        return ml_fail(ML_ERR_ARG, "task:dataset: documents of %s are drawn in C, not appended", ds->task->name);
+    if (ml_doc_check(ds->task, doc) != ML_OK) return ML_ERR_ARG;
+    const ml_custom_config *cu = ml_task_custom_config(ds->task);
+    if (cu && cu->holdout > 0 && ml_task_held_out(ds->task, doc->tokens, doc->len) != (ds->split != ML_SPLIT_TRAIN)) {
+        *rejected = true;
+        return ML_OK;
+    }
+    ml_doc copy = *doc; /* put_doc takes a mutable document (it derives AR/ATR readouts in place) */
+    copy.scratch = NULL;
+    return put_doc(ds, &copy);
+}
+
+/* n documents of `split` from src. */
+static ml_dataset *build(ml_task *t, int64_t n, doc_source *src, ml_split split) {
+    if (t->kind == ML_TASK_CUSTOM) {
+        ml_fail(ML_ERR_ARG, "task:dataset: the documents of task '%s' are made outside C (its sample function or "
+                "file)", t->name);
+        return NULL;
+    }
+    ml_dataset *ds = ml_dataset_open(t, n, split);
+    if (!ds) return NULL;
     ml_doc doc;
     ml_doc_init(&doc);
     for (int64_t i = 0; i < n; i++) {
         /* Ctrl-C is polled now and then: a paper-size set takes a second or more. */
         if ((i & 4095) == 4095 && ml_check_interrupt("task:dataset") != ML_OK) goto fail;
         if (next_doc(t, src, i, split, &doc) != ML_OK) goto fail;
-        if (append(&ds->tokens, &tok_cap, used, doc.tokens, doc.len) != ML_OK) goto fail;
-        if (tree) {
-            if (append(&ds->parent, &tree_cap, used, NULL, doc.len) != ML_OK ||
-                append(&ds->tdepth, &depth_cap, used, NULL, doc.len) != ML_OK)
-                goto fail;
-            int32_t *par = ds->parent + used, *dep = ds->tdepth + used;
-            for (int p = 0; p < doc.len; p++) par[p] = -1, dep[p] = 0;
-            for (int y = 0; y < doc.n_yield; y++) par[1 + y] = doc.parent_pos[y], dep[1 + y] = doc.depth[y];
-        }
-        used += doc.len;
-        ds->offsets[i + 1] = used;
-        if (append(&ds->all_targets, &at_cap, at_used, doc.all_targets, doc.n_all_targets) != ML_OK) goto fail;
-        at_used += doc.n_all_targets;
-        ds->all_off[i + 1] = at_used;
-        if (doc.n_reads == 0) { /* AR, ATR: the answer, read one position before it */
-            if (ml_doc_reserve(&doc, 1) != ML_OK) goto fail;
-            doc.read_pos[0] = doc.pos[ML_POS_TARGET_ITEM] - 1;
-            doc.read_ans[0] = doc.tokens[doc.pos[ML_POS_TARGET_ITEM]];
-            doc.n_reads = 1;
-        }
-        if (append(&ds->read_pos, &rp_cap, r_used, doc.read_pos, doc.n_reads) != ML_OK ||
-            append(&ds->read_ans, &ra_cap, r_used, doc.read_ans, doc.n_reads) != ML_OK)
-            goto fail;
-        r_used += doc.n_reads;
-        ds->read_off[i + 1] = r_used;
-        if (t->kind != ML_TASK_MQAR) doc.n_reads = 0; /* derived again for the next document */
-        memcpy(ds->positions + i * ML_NPOS, doc.pos, sizeof doc.pos);
-        ds->stats[i] = doc.stats;
-        ds->qtype[i] = (uint8_t)doc.qtype;
-        if (doc.len > ds->max_len) ds->max_len = doc.len;
+        if (put_doc(ds, &doc) != ML_OK) goto fail;
     }
     ml_doc_free(&doc);
     return ds;

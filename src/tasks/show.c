@@ -72,6 +72,8 @@ char *ml_doc_format(const ml_task *t, const ml_doc *d) {
     for (int p = 0; p < d->len; p++) {
         bool mark = p == d->pos[ML_POS_QUERY_ITEM_ORIG] || p == d->pos[ML_POS_TARGET_ITEM_ORIG] ||
                     p == d->pos[ML_POS_QUERY_ITEM] || p == d->pos[ML_POS_TARGET_ITEM];
+        if (t->kind == ML_TASK_CUSTOM) /* its named positions and what it predicts */
+            for (int j = 0; j < d->n_reads; j++) mark = mark || p == d->read_pos[j] + 1;
         if (t->kind == ML_TASK_MQAR) { /* every query is bracketed */
             mark = false;
             for (int j = 0; j < d->n_reads; j++) mark = mark || p == d->read_pos[j];
@@ -88,7 +90,7 @@ char *ml_doc_format(const ml_task *t, const ml_doc *d) {
         sb_printf(&b, "\n  %-21s", "all_target_items_orig");
         for (int j = 0; j < d->n_all_targets; j++) sb_printf(&b, " %d", d->all_targets[j]);
     }
-    if (t->kind == ML_TASK_MQAR && d->n_reads > 0) {
+    if ((t->kind == ML_TASK_MQAR || t->kind == ML_TASK_CUSTOM) && d->n_reads > 0) {
         sb_printf(&b, "\n  %-21s", "readouts (answer)");
         for (int j = 0; j < d->n_reads; j++)
             sb_printf(&b, " %d (%s)", d->read_pos[j], ml_task_token_name(t, d->read_ans[j], name));

@@ -21,8 +21,8 @@ const char *ml_qtype_name(ml_qtype q) {
 }
 
 const char *ml_task_kind_name(ml_task_kind k) {
-    static const char *const names[] = {"ar", "atr", "mqar"};
-    return (unsigned)k < 3 ? names[k] : "?";
+    static const char *const names[] = {"ar", "atr", "mqar", "custom"};
+    return (unsigned)k < 4 ? names[k] : "?";
 }
 
 const char *ml_task_rng_name(ml_task_rng rng) { return rng == ML_RNG_NUMPY ? "numpy" : "philox"; }
@@ -158,6 +158,9 @@ void ml_task_release(ml_task *t) {
     free(t->mq_p);
     free(t->mq_cdf);
     for (int s = 0; s < 3; s++) free(t->np_start[s]);
+    if (t->cu_names)
+        for (int i = 0; i < t->vocab; i++) free(t->cu_names[i]);
+    free(t->cu_names);
     free(t);
 }
 
@@ -179,7 +182,7 @@ ml_status ml_task_draw_blacklist(ml_task *t, int64_t side, double p, ml_rng *rng
     return ML_OK;
 }
 
-static ml_task *task_alloc(ml_task_kind kind, uint64_t seed, const char *name) {
+ml_task *ml_task_alloc(ml_task_kind kind, uint64_t seed, const char *name) {
     ml_task *t = calloc(1, sizeof *t);
     if (!t) {
         ml_fail(ML_ERR_MEM, "task: out of memory");
@@ -193,7 +196,7 @@ static ml_task *task_alloc(ml_task_kind kind, uint64_t seed, const char *name) {
 }
 
 ml_task *ml_task_ar(const ml_ar_config *cfg, uint64_t seed) {
-    ml_task *t = task_alloc(ML_TASK_AR, seed, "ar");
+    ml_task *t = ml_task_alloc(ML_TASK_AR, seed, "ar");
     if (!t) return NULL;
     t->ar = *cfg;
     if (ml_ar_build(t) != ML_OK) {
@@ -204,7 +207,7 @@ ml_task *ml_task_ar(const ml_ar_config *cfg, uint64_t seed) {
 }
 
 ml_task *ml_task_atr(const ml_atr_config *cfg, uint64_t seed) {
-    ml_task *t = task_alloc(ML_TASK_ATR, seed, "atr");
+    ml_task *t = ml_task_alloc(ML_TASK_ATR, seed, "atr");
     if (!t) return NULL;
     t->atr = *cfg;
     if (ml_atr_build(t) != ML_OK) {
@@ -215,7 +218,7 @@ ml_task *ml_task_atr(const ml_atr_config *cfg, uint64_t seed) {
 }
 
 ml_task *ml_task_mqar(const ml_mqar_config *cfg, uint64_t seed) {
-    ml_task *t = task_alloc(ML_TASK_MQAR, seed, "mqar");
+    ml_task *t = ml_task_alloc(ML_TASK_MQAR, seed, "mqar");
     if (!t) return NULL;
     t->mqar = *cfg;
     if (ml_mqar_build(t) != ML_OK) {
@@ -237,6 +240,7 @@ const ml_atr_config *ml_task_atr_config(const ml_task *t) {
 const ml_mqar_config *ml_task_mqar_config(const ml_task *t) { return t->kind == ML_TASK_MQAR ? &t->mqar : NULL; }
 int ml_task_vocab_size(const ml_task *t) { return t->vocab; }
 bool ml_task_has_split(const ml_task *t) {
+    if (t->kind == ML_TASK_CUSTOM) return t->cu.holdout > 0.0;
     if (t->kind == ML_TASK_MQAR) return false;
     return (t->kind == ML_TASK_AR ? t->ar.train_test_split : t->atr.train_test_split) > 0.0;
 }
@@ -248,6 +252,9 @@ void ml_task_corrupt_range(const ml_task *t, int *lo, int *hi) {
         int ks = 3, vs = 3 + t->n_keys;
         *lo = t->ar.query_type == ML_QT_VALUE ? vs : ks;
         *hi = *lo + t->n_keys - 1;
+    } else if (t->kind == ML_TASK_CUSTOM) {
+        *lo = t->cu.corrupt_lo;
+        *hi = t->cu.corrupt_hi;
     } else if (t->kind == ML_TASK_MQAR) {
         *lo = 1; /* the keys */
         *hi = t->mqar.vocab_size / 2 - 1;
@@ -258,6 +265,12 @@ void ml_task_corrupt_range(const ml_task *t, int *lo, int *hi) {
 }
 
 const char *ml_task_token_name(const ml_task *t, int id, char buf[32]) {
+    if (t->kind == ML_TASK_CUSTOM) {
+        if (id < 0 || id >= t->vocab) snprintf(buf, 32, "<%d?>", id);
+        else if (t->cu_names) snprintf(buf, 32, "%s", t->cu_names[id]);
+        else snprintf(buf, 32, "%d", id);
+        return buf;
+    }
     if (t->kind == ML_TASK_MQAR) { /* the original's ids: 0 filler, keys, values */
         int K = t->mqar.vocab_size / 2;
         if (id == 0) strcpy(buf, "_");
@@ -286,6 +299,9 @@ const char *ml_task_token_name(const ml_task *t, int id, char buf[32]) {
 
 ml_status ml_task_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc) {
     if ((unsigned)split > ML_SPLIT_TEST) return ml_fail(ML_ERR_ARG, "task:sample: unknown split %d", (int)split);
+    if (t->kind == ML_TASK_CUSTOM)
+        return ml_fail(ML_ERR_ARG, "task:sample: the documents of task '%s' are made outside C (its sample "
+                       "function or file)", t->name);
     if (t->kind == ML_TASK_MQAR) {
         if (t->mqar.rng == ML_RNG_NUMPY)
             return ml_fail(ML_ERR_ARG, "task:sample: an MQAR task with rng = \"numpy\" draws whole datasets "

@@ -24,7 +24,9 @@
 enum { ML_PAD = 0, ML_BOS = 1, ML_EOS = 2, ML_IGNORE = -100 };
 enum { ML_TRAIN_DOCS = 100032, ML_EVAL_DOCS = 320, ML_EVAL_SPLIT_DOCS = 1024 };
 
-typedef enum { ML_TASK_AR = 0, ML_TASK_ATR = 1, ML_TASK_MQAR = 2 } ml_task_kind;
+/* CUSTOM: documents made outside C (a task written in Lua, a JSON-lines file) and appended to its
+ * datasets one by one (ml_dataset_open, ml_dataset_append). */
+typedef enum { ML_TASK_AR = 0, ML_TASK_ATR = 1, ML_TASK_MQAR = 2, ML_TASK_CUSTOM = 3 } ml_task_kind;
 typedef enum { ML_SPLIT_TRAIN = 0, ML_SPLIT_DEV = 1, ML_SPLIT_TEST = 2 } ml_split;
 
 /* The query type of one document; its name is the TYPE of the metric labels. */
@@ -95,6 +97,16 @@ typedef struct {
     ml_task_rng rng;         /* ML_RNG_NUMPY: the original's numpy stream (dataset seed < 2^32) */
 } ml_mqar_config;
 
+/* A task whose documents come from outside C (docs/tasks.md, "Your own task"). */
+typedef struct {
+    int vocab;                      /* V: token ids 0 .. V-1 */
+    const char *const *token_names; /* V names (copied), or NULL: a token prints as its id */
+    uint32_t positions;             /* the named positions its documents may carry: bit (1 << ML_POS_x) */
+    int corrupt_lo, corrupt_hi;     /* corruption pool, inclusive; both -1: the whole vocabulary */
+    double holdout;                 /* 0: none; else the fraction of documents (by a hash of their tokens)
+                                     * that only dev and test have, so train and test never share one */
+} ml_custom_config;
+
 /* Defaults: ar_32, pcfg_5_20 and Zoology's MQARConfig (V 8192, L 64, 4 pairs, a 0.01, random
  * fillers) respectively. */
 ml_ar_config ml_ar_config_default(void);
@@ -108,6 +120,10 @@ typedef struct ml_task ml_task;
 ml_task *ml_task_ar(const ml_ar_config *cfg, uint64_t seed);
 ml_task *ml_task_atr(const ml_atr_config *cfg, uint64_t seed);
 ml_task *ml_task_mqar(const ml_mqar_config *cfg, uint64_t seed);
+ml_task *ml_task_custom(const ml_custom_config *cfg, const char *name, uint64_t seed);
+const ml_custom_config *ml_task_custom_config(const ml_task *t); /* NULL unless CUSTOM (token_names: the copy) */
+/* The named positions a task's documents carry (bit 1 << ML_POS_x): a custom task's declared ones. */
+uint32_t ml_task_positions(const ml_task *t);
 /* Named configurations (docs/tasks.md, "Presets"; and ar_32, ar_32_value, ar_32_split). */
 ml_task *ml_task_preset(const char *name, uint64_t seed);
 /* The same with the random stream chosen (ML_RNG_NUMPY: ATR presets only). */
@@ -218,6 +234,17 @@ const int32_t *ml_dataset_readouts(const ml_dataset *ds, int64_t i, int *n, cons
  * + 1, query_item_orig / target_item_orig its pair in the context's last pass, next_key the next
  * key there (-1 after the last pair). For an evaluator that reads every query. */
 ml_status ml_dataset_readout_positions(const ml_dataset *ds, int64_t i, int j, int32_t pos[ML_NPOS]);
+/* A dataset filled from outside C: room for n documents of `split`, none yet (size 0). */
+ml_dataset *ml_dataset_open(ml_task *t, int64_t n, ml_split split);
+/* Checks a document against its task (ml_doc_check) and appends it. With a holdout (custom tasks), a
+ * document on the other side of the split is not appended: *rejected is set, ML_OK returned. */
+ml_status ml_dataset_append(ml_dataset *ds, const ml_doc *doc, bool *rejected);
+/* Whether doc fits task t: 1 ≤ len ≤ 2^24, token ids in the vocabulary, named positions inside the
+ * document (and, for a custom task, declared), readouts inside it with answers in the vocabulary, at
+ * least one readout. The message names the first fault. */
+ml_status ml_doc_check(const ml_task *t, const ml_doc *doc);
+/* Whether a custom task's holdout puts these tokens in dev/test (true) or train (false). */
+bool ml_task_held_out(const ml_task *t, const int32_t *tokens, int len);
 /* Copies document i into doc (tree included) for printing. */
 ml_status ml_dataset_get_doc(const ml_dataset *ds, int64_t i, ml_doc *doc);
 

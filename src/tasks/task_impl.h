@@ -44,6 +44,10 @@ struct ml_task {
     int mq_context, mq_space;
     double *mq_p, *mq_cdf;
 
+    /* CUSTOM: the configuration, its token names copied (NULL: ids) */
+    ml_custom_config cu;
+    char **cu_names;
+
     /* rng = numpy only */
     double *start_cdf;           /* the original's uniform start distribution, as choice() sees it */
     ml_np_random *np_start[3];   /* the stream where each split's documents begin (filled lazily) */
@@ -58,6 +62,9 @@ static inline bool ml_task_black(const ml_task *t, int64_t a, int64_t b) {
 /* Draws the blacklist: one draw per pair, held out when the draw is < p (docs/tasks.md,
  * "AR" and "Grammar"). */
 ml_status ml_task_draw_blacklist(ml_task *t, int64_t side, double p, ml_rng *rng, const char *fn);
+
+/* A task with refcount 1, the kind, seed and name set, everything else zero (NULL on out of memory). */
+ml_task *ml_task_alloc(ml_task_kind kind, uint64_t seed, const char *name);
 
 ml_status ml_ar_build(ml_task *t);
 ml_status ml_ar_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *doc);

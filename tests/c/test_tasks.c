@@ -718,6 +718,100 @@ START_TEST(test_ar_statistics) {
 }
 END_TEST
 
+/* A task made outside C: documents appended one by one, each checked; the holdout keeps train
+ * and test apart by the tokens' hash. */
+START_TEST(test_custom) {
+    const char *names[] = {"<pad>", "a", "b", "c", "="};
+    ml_custom_config c = {.vocab = 5, .token_names = names,
+                          .positions = 1u << ML_POS_QUERY_ITEM_ORIG | 1u << ML_POS_DIVIDER,
+                          .corrupt_lo = -1, .corrupt_hi = -1};
+    ml_task *t = ml_task_custom(&c, "abc", 7);
+    EXPECT(t != NULL);
+    EXPECT_OP(ml_task_get_kind(t), ==, ML_TASK_CUSTOM);
+    char buf[32];
+    EXPECT(strcmp(ml_task_token_name(t, 4, buf), "=") == 0);
+    int lo, hi;
+    ml_task_corrupt_range(t, &lo, &hi);
+    EXPECT_OP(lo, ==, 0);
+    EXPECT_OP(hi, ==, 4);
+    ml_dataset *ds = ml_dataset_open(t, 2, ML_SPLIT_TRAIN);
+    EXPECT(ds != NULL);
+    ml_doc d;
+    ml_doc_init(&d);
+    EXPECT_OP(ml_doc_reserve(&d, 4), ==, ML_OK);
+    int32_t tok[4] = {1, 2, 4, 2};
+    memcpy(d.tokens, tok, sizeof tok);
+    d.len = 4;
+    d.pos[ML_POS_QUERY_ITEM_ORIG] = 1;
+    d.pos[ML_POS_DIVIDER] = 2;
+    d.read_pos[0] = 2, d.read_ans[0] = 2, d.n_reads = 1;
+    bool rejected;
+    EXPECT_OP(ml_dataset_append(ds, &d, &rejected), ==, ML_OK);
+    EXPECT(!rejected);
+    /* every fault, each refused with its message, nothing appended */
+    struct { int what; const char *msg; } bad[] = {{0, "outside the vocabulary"}, {1, "is not one the task declares"},
+                                                  {2, "outside the document"},   {3, "has no target"},
+                                                  {4, "answer 1 (9)"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        ml_doc e = d;
+        int32_t tk[4], pos_save = d.pos[ML_POS_DIVIDER];
+        memcpy(tk, tok, sizeof tk);
+        e.tokens = tk;
+        int32_t ra = 2;
+        e.read_ans = &ra;
+        if (bad[k].what == 0) tk[3] = 5;
+        if (bad[k].what == 1) e.pos[ML_POS_BOS] = 0;
+        if (bad[k].what == 2) e.pos[ML_POS_DIVIDER] = 4;
+        if (bad[k].what == 3) e.n_reads = 0;
+        if (bad[k].what == 4) ra = 9;
+        EXPECT_OP(ml_dataset_append(ds, &e, &rejected), ==, ML_ERR_ARG);
+        EXPECT_MSG(strstr(ml_last_error(), bad[k].msg) != NULL, "%s", ml_last_error());
+        EXPECT_OP(d.pos[ML_POS_DIVIDER], ==, pos_save);
+    }
+    EXPECT_OP(ml_dataset_size(ds), ==, 1);
+    int n;
+    const int32_t *ans, *rp = ml_dataset_readouts(ds, 0, &n, &ans);
+    EXPECT_OP(n, ==, 1);
+    EXPECT_OP(rp[0], ==, 2);
+    EXPECT_OP(ans[0], ==, 2);
+    ml_dataset_free(ds);
+    /* documents are drawn in C for built-in tasks only */
+    ml_rng rng;
+    ml_rng_init(&rng, 1, 1);
+    EXPECT_OP(ml_task_sample(t, &rng, ML_SPLIT_TRAIN, &d), ==, ML_ERR_ARG);
+    EXPECT(ml_dataset_new(t, 4, 1, ML_SPLIT_TRAIN) == NULL);
+    ml_task_release(t);
+    /* holdout: about that fraction of all 4-token documents is held out, and a held-out one is
+     * refused by train and kept by test */
+    c.token_names = NULL, c.holdout = 0.25;
+    t = ml_task_custom(&c, "held", 7);
+    EXPECT(ml_task_has_split(t));
+    int held = 0, total = 0;
+    for (int x = 0; x < 625; x++) {
+        int32_t tk[4] = {x % 5, x / 5 % 5, x / 25 % 5, x / 125};
+        bool h = ml_task_held_out(t, tk, 4);
+        held += h, total++;
+        if (x < 40) {
+            ml_dataset *tr = ml_dataset_open(t, 1, ML_SPLIT_TRAIN), *te = ml_dataset_open(t, 1, ML_SPLIT_TEST);
+            ml_doc e = d;
+            e.tokens = tk;
+            bool r1, r2;
+            EXPECT_OP(ml_dataset_append(tr, &e, &r1), ==, ML_OK);
+            EXPECT_OP(ml_dataset_append(te, &e, &r2), ==, ML_OK);
+            EXPECT(r1 == h && r2 == !h);
+            ml_dataset_free(tr), ml_dataset_free(te);
+        }
+    }
+    EXPECT_MSG(held > total / 8 && held < total * 3 / 8, "held out %d of %d", held, total);
+    ml_task_release(t);
+    ml_doc_free(&d);
+    c.vocab = 0;
+    EXPECT(ml_task_custom(&c, "x", 1) == NULL);
+    c.vocab = 5, c.corrupt_lo = 3, c.corrupt_hi = 9;
+    EXPECT(ml_task_custom(&c, "x", 1) == NULL);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("tasks");
     TCase *tc = tcase_create("structure");
@@ -732,6 +826,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_determinism);
     tcase_add_test(tc, test_dataset_get_doc_and_show);
     tcase_add_test(tc, test_validation);
+    tcase_add_test(tc, test_custom);
     suite_add_tcase(s, tc);
     tc = tcase_create("statistics");
     tcase_set_timeout(tc, 120);

@@ -51,6 +51,7 @@ add_names { "attention", "mamba", "based", "h3", "hyena", "base_conv", "delta_ne
   "attention_output", "mixer.q", "d_model", "n_layers", "vocab", "seed", "pos_emb", "d_conv", "lr", "steps",
   "out", "names", "rows", "targets", "grads", "objective", "prob", "sites", "layers", "components", "mean",
   "zero", "scale", "cell", "data", "values", "title", "series", "x", "y", "label", "categories", "1:3", "::2", ":",
+  "mech.task_examples", "copy", "modular_addition", "<bos> k3 v7", "tokens", "sample",
   "-1:", "0:0", "optimizer", "meta", "label_types", "query", "key", "resid_pre", "hook_attn_out" }
 local junk_strings = { "", "x", "\0", "\xff\xfe\xfd", string.rep("a", 5000), string.rep("\0\xff", 2 ^ 19), "blocks.",
   "blocks.99.block_input",
@@ -156,6 +157,15 @@ local function build_pool()
   add("task", mqn)
   add("dataset", mq:dataset(8))
   add("dataset", mqn:dataset(8, { seed = 1 }))
+  -- tasks made outside C: written in Lua (a module's) and read from a JSON-lines file
+  local lt = mech.task.load("mech.task_examples", { n_symbols = 4 }, 3, "copy")
+  add("task", lt)
+  add("dataset", lt:dataset(8))
+  local jp = dir .. "/pool.jsonl"
+  ar:dataset(4):write_jsonl(jp)
+  local jt = mech.task.from_jsonl(jp)
+  add("task", jt)
+  add("dataset", jt:dataset())
   for _, arch in ipairs { "attention", "mamba", "based", "h3", "hyena", "base_conv", "delta_net" } do
     local m = mech.model { arch = arch, d_model = 8, n_layers = 2, vocab = ar:vocab_size() }
     add("model", m)

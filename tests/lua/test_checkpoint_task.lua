@@ -25,6 +25,10 @@ T.test("mechlab experiments/interchange.lua runs/default/checkpoint.safetensors 
   -- the checkpoint's task is the default job's own (mech.task.ar{num_kv = 32, length = 4}), not a preset
   local task = mech.task.from_checkpoint(ckpt)
   T.eq(task:spec(), mech.task.ar { num_kv = 32, length = 4 }:spec())
+  -- mech.load gives it back too
+  local _, _, meta = mech.load(ckpt)
+  T.eq(tostring(meta.task):match("^mech.Task"), "mech.Task")
+  T.eq(meta.task:spec(), task:spec())
   ok, out = run(string.format("%q experiments/interchange.lua %q %q docs=64", exe, ckpt, tmp .. "/out.csv"))
   T.truthy(ok, out)
   T.truthy(out:find("combinations on 64 documents", 1, true), out)
@@ -46,6 +50,9 @@ T.test("a checkpoint that records no task: interchange.lua says so and falls bac
   T.truthy(ok, out)
   T.truthy(out:find("records no task", 1, true), out)
   T.truthy(out:find("ar_32 at seed 42", 1, true), out)
+  local _, _, meta = mech.load(p)
+  T.eq(meta.task, nil)
+  T.eq(meta.task_error, nil)
   ok, out = run(string.format("%q experiments/attention_mass.lua %q n=8", exe, p))
   T.truthy(not ok and out:find("records no task", 1, true), out)
 end)

@@ -128,7 +128,10 @@ T.test("presets, the record and training per query", function()
   arg = saved
   T.truthy(ok, results)
   T.eq(#results, 3)
-  for _, r in ipairs(results) do T.eq(r.n, 32 * 4) end
+  for _, r in ipairs(results) do
+    T.eq(r.n, 32 * 4)
+    T.eq(math.type(r.attrib.target_item_orig), "float")
+  end
 end)
 
 T.test("bad options are errors naming the option", function()
@@ -143,6 +146,48 @@ T.test("bad options are errors naming the option", function()
   T.raises(function() mech.task.mqar { num_kv_pairs = "four" } end, "num_kv_pairs")
   T.raises(function() mech.task.mqar { rng = "numpy" }:sample(1) end, "draws whole datasets")
   T.raises(function() mech.task.mqar { rng = "numpy" }:dataset(4, { seed = 1 << 40 }) end, "below 2^32")
+end)
+
+
+T.test("interchange: every query is an example, read at its own row with its own key and value", function()
+  local ic = require "mech.interchange"
+  local train = require "mech.train"
+  local task = mech.task.mqar { vocab_size = 32, input_seq_len = 16, num_kv_pairs = 2, random_non_queries = false }
+  local r = train.run { model = { arch = "attention", d_model = 16, n_layers = 2, state_mixer = "mlp" }, task = task,
+    train_docs = 64, eval_docs = 8, batch_size = 8, steps = 3, quiet = true, seed = 3 }
+  local m, ds = r.model, task:dataset(5, { seed = 9, split = "test" })
+  local res = ic.evaluate(m, ds, { layers = { 0 }, components = { "block_input" }, batch = 3 })
+  -- the examples in order: document by document, query by query
+  local ex = {}
+  for i = 0, #ds - 1 do
+    local d = ds:doc(i)
+    for j, q in ipairs(d.readouts) do ex[#ex + 1] = { doc = i, row = q, ans = d.answers[j], tokens = d.tokens } end
+  end
+  T.eq(#ex, 10)
+  T.eq(res.corrupt_token:shape(), { res.n_combos, 10 })
+  local function prob(tokens, row, ans)
+    local t = mech.tensor(tokens, { dtype = "int32" }):view(1, #tokens)
+    local lp = m:forward(t)[0]:log_softmax(-1)
+    return math.exp(lp:get(row, ans))
+  end
+  for e, x in ipairs(ex) do
+    T.near(res.original_prob:get(0, e - 1), prob(x.tokens, x.row, x.ans), 1e-5, "original " .. e)
+  end
+  -- corrupting the query's key in the context (label type query_item_orig): by hand
+  for k, c in ipairs(res.combos) do
+    if c.label_type == "query_item_orig" then
+      for e, x in ipairs(ex) do
+        local key = x.tokens[x.row + 1]
+        local at
+        for p = 0, 3, 2 do if x.tokens[p + 1] == key then at = p end end
+        local tok = table.move(x.tokens, 1, #x.tokens, 1, {})
+        local new = res.corrupt_token:get(k - 1, e - 1)
+        T.truthy(new >= 1 and new <= 15 and new ~= key, "a key other than the query's")
+        tok[at + 1] = new
+        T.near(res.corrupted_prob:get(k - 1, e - 1), prob(tok, x.row, x.ans), 1e-5, "corrupted " .. e)
+      end
+    end
+  end
 end)
 
 T.done()

@@ -69,6 +69,18 @@ function definition.resolve(def, profile, fn)
     end
   end
   d.profile = profile
+  -- a task object becomes its record (plain data: sweep.json keeps it, workers rebuild it)
+  local function task_data(v)
+    if type(v) ~= "userdata" or not tostring(v):match("^mech%.Task") then return v end
+    local spec = v:spec()
+    if spec.kind == "lua" and not spec.module then
+      fail(fn, string.format("task '%s' was written in Lua without a module: a sweep names it by its module, task = "
+        .. "{module = ..., name = ..., options = {...}} (docs/tasks.md, \"Your own task\")", spec.name), 5)
+    end
+    return spec
+  end
+  d.base.task = task_data(d.base.task)
+  for i, v in ipairs(type(d.grid.task) == "table" and d.grid.task or {}) do d.grid.task[i] = task_data(v) end
   if next(d.grid) == nil then fail(fn, "the grid of sweep '" .. def.name .. "' is empty (no axes)", 4) end
   local known = train.config_keys()
   known.out, known.resume, known.lock, known.overwrite = nil, nil, nil, nil
@@ -114,7 +126,7 @@ end
 
 function definition.task_text(v)
   if type(v) == "table" then
-    local t = tostring(v.preset)
+    local t = tostring(v.preset or v.name or v.module) -- a Lua task: {module, name, options}
     if v.seed then t = t .. "-t" .. v.seed end
     if v.rng then t = t .. "-" .. v.rng end
     return t

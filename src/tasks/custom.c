@@ -1,0 +1,114 @@
+/* Tasks whose documents come from outside C: a task written in Lua, a JSON-lines file
+ * (docs/tasks.md, "Your own task"). The task holds what the C side needs to check, store, print
+ * and evaluate its documents (vocabulary, token names, declared positions, corruption pool,
+ * holdout); the documents are appended to datasets one by one (dataset.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tasks/task_impl.h"
+
+enum { ML_MAX_DOC_LEN = 1 << 24 };
+
+ml_task *ml_task_custom(const ml_custom_config *cfg, const char *name, uint64_t seed) {
+    const char *fn = "mech.task.new";
+    if (cfg->vocab < 1 || cfg->vocab > (1 << 24)) {
+        ml_fail(ML_ERR_ARG, "%s: option 'vocab' expected 1 .. 2^24 tokens, got %d", fn, cfg->vocab);
+        return NULL;
+    }
+    if (cfg->positions >> ML_NPOS) {
+        ml_fail(ML_ERR_ARG, "%s: positions mask 0x%x names a position beyond the %d known", fn, cfg->positions, ML_NPOS);
+        return NULL;
+    }
+    int lo = cfg->corrupt_lo, hi = cfg->corrupt_hi;
+    if (lo == -1 && hi == -1) lo = 0, hi = cfg->vocab - 1;
+    if (lo < 0 || hi >= cfg->vocab || hi <= lo) {
+        ml_fail(ML_ERR_ARG, "%s: option 'corrupt' expected ids lo < hi in 0..%d, got %d..%d", fn, cfg->vocab - 1,
+                cfg->corrupt_lo, cfg->corrupt_hi);
+        return NULL;
+    }
+    if (!(cfg->holdout >= 0.0 && cfg->holdout < 1.0)) {
+        ml_fail(ML_ERR_ARG, "%s: option 'holdout' expected a fraction in [0, 1), got %g", fn, cfg->holdout);
+        return NULL;
+    }
+    ml_task *t = ml_task_alloc(ML_TASK_CUSTOM, seed, name && *name ? name : "custom");
+    if (!t) return NULL;
+    t->cu = *cfg;
+    t->cu.corrupt_lo = lo, t->cu.corrupt_hi = hi;
+    t->vocab = cfg->vocab;
+    if (cfg->token_names) {
+        t->cu_names = calloc((size_t)cfg->vocab, sizeof(char *));
+        for (int i = 0; t->cu_names && i < cfg->vocab; i++) {
+            const char *s = cfg->token_names[i] ? cfg->token_names[i] : "";
+            if (!(t->cu_names[i] = malloc(strlen(s) + 1))) break;
+            strcpy(t->cu_names[i], s);
+        }
+        if (!t->cu_names || !t->cu_names[cfg->vocab - 1]) {
+            ml_task_release(t);
+            ml_fail(ML_ERR_MEM, "%s: out of memory for %d token names", fn, cfg->vocab);
+            return NULL;
+        }
+    }
+    t->cu.token_names = (const char *const *)t->cu_names;
+    return t;
+}
+
+const ml_custom_config *ml_task_custom_config(const ml_task *t) { return t->kind == ML_TASK_CUSTOM ? &t->cu : NULL; }
+
+uint32_t ml_task_positions(const ml_task *t) {
+    uint32_t all = (1u << ML_NPOS) - 1, b = 1u << ML_POS_BOS, d = 1u << ML_POS_DIVIDER;
+    switch (t->kind) {
+    case ML_TASK_CUSTOM: return t->cu.positions;
+    case ML_TASK_MQAR: return all & ~(b | d | (1u << ML_POS_QUERY_TYPE));
+    case ML_TASK_AR: return all & ~(1u << ML_POS_QUERY_TYPE);
+    default: return t->type_token ? all & ~(1u << ML_POS_NEXT_KEY) : all & ~(1u << ML_POS_NEXT_KEY | 1u << ML_POS_QUERY_TYPE);
+    }
+}
+
+/* FNV-1a over the token ids: which side of the holdout a document falls on depends on its
+ * tokens only, so no document can be in both train and test. */
+bool ml_task_held_out(const ml_task *t, const int32_t *tokens, int len) {
+    if (t->kind != ML_TASK_CUSTOM || t->cu.holdout <= 0.0) return false;
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < len; i++) {
+        uint32_t v = (uint32_t)tokens[i];
+        for (int k = 0; k < 4; k++) h = (h ^ ((v >> (8 * k)) & 0xff)) * 1099511628211ull;
+    }
+    h ^= h >> 29; /* the low bits of FNV mix poorly; fold the high ones in */
+    return (double)(h >> 11) * 0x1p-53 < t->cu.holdout;
+}
+
+ml_status ml_doc_check(const ml_task *t, const ml_doc *d) {
+    if (d->len < 1 || d->len > ML_MAX_DOC_LEN)
+        return ml_fail(ML_ERR_ARG, "document has %d tokens, expected 1..%d", d->len, ML_MAX_DOC_LEN);
+    for (int p = 0; p < d->len; p++)
+        if (d->tokens[p] < 0 || d->tokens[p] >= t->vocab)
+            return ml_fail(ML_ERR_ARG, "token %d at position %d is outside the vocabulary 0..%d", d->tokens[p], p,
+                           t->vocab - 1);
+    uint32_t declared = ml_task_positions(t);
+    for (int i = 0; i < ML_NPOS; i++) {
+        if (d->pos[i] == -1) continue;
+        if (!(declared >> i & 1))
+            return ml_fail(ML_ERR_ARG, "position '%s' is not one the task declares", ml_pos_names[i]);
+        if (d->pos[i] < 0 || d->pos[i] >= d->len)
+            return ml_fail(ML_ERR_ARG, "position '%s' = %d is outside the document (0..%d)", ml_pos_names[i],
+                           d->pos[i], d->len - 1);
+    }
+    for (int j = 0; j < d->n_all_targets; j++)
+        if (d->all_targets[j] < 0 || d->all_targets[j] >= d->len)
+            return ml_fail(ML_ERR_ARG, "all_target_items_orig[%d] = %d is outside the document (0..%d)", j + 1,
+                           d->all_targets[j], d->len - 1);
+    if (d->n_reads < 1) return ml_fail(ML_ERR_ARG, "document has no target (nothing to predict)");
+    for (int j = 0; j < d->n_reads; j++) {
+        if (d->read_pos[j] < 0 || d->read_pos[j] >= d->len)
+            return ml_fail(ML_ERR_ARG, "readout %d at position %d is outside the document (0..%d)", j + 1,
+                           d->read_pos[j], d->len - 1);
+        if (d->read_ans[j] < 0 || d->read_ans[j] >= t->vocab)
+            return ml_fail(ML_ERR_ARG, "answer %d (%d) is outside the vocabulary 0..%d", j + 1, d->read_ans[j],
+                           t->vocab - 1);
+        if (j > 0 && d->read_pos[j] <= d->read_pos[j - 1])
+            return ml_fail(ML_ERR_ARG, "readouts must be in increasing positions, got %d after %d", d->read_pos[j],
+                           d->read_pos[j - 1]);
+    }
+    return ML_OK;
+}

@@ -93,7 +93,7 @@ T.test("a bad line is an error with its line number", function()
     local p = write("bad.jsonl", text)
     T.raises(function() mech.task.from_jsonl(p, opts) end, pattern)
   end
-  bad('{"tokens": [1, 2], "targets": [1]}\n{"tokens": [1, 2], "targets": [1]\n', "bad.jsonl:2: json.decode")
+  bad('{"tokens": [1, 2], "targets": [1]}\n{"tokens": [1, 2], "targets": [1]\n', "bad.jsonl:2: mech.json_decode: unterminated object")
   bad('{"tokens": [1, 2], "targets": [1]}\n\n[1, 2]\n', "bad.jsonl:3: expected a JSON object")
   bad('{"tokens": [1, 2], "targets": [1]}\n{"tokens": [1, 2], "targets": [5]}\n', "bad.jsonl:2: targets[1] = 5")
   bad('{"tokens": [1, 2], "targets": [1]}\n{"tokens": [1, 9], "targets": [1]}\n', "bad.jsonl:2: token 9 at position 1",

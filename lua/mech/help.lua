@@ -148,8 +148,13 @@ E("mech.rms_norm", "mech.rms_norm(x, weight[, eps]) -> tensor",
 E("mech.causal_conv1d", "mech.causal_conv1d(x, weight[, bias]) -> tensor",
   "The mixers' short conv: depthwise and causal over x (B, L, D) with weight (D, K) or PyTorch's (D, 1, K); out[t] = bias + Σ_k w[k]·x[t-K+1+k]. With gradients.",
   "local y = mech.causal_conv1d(mech.randn(2, 6, 4), mech.randn(4, 3))")
-E("mech.set_printoptions", "mech.set_printoptions{threshold=, edgeitems=, precision=, linewidth=, profile=}",
-  "How tensors print (PyTorch's options; profile \"default\", \"short\" or \"full\").", "mech.set_printoptions { precision = 2 }")
+E("mech.set_printoptions", "mech.set_printoptions{threshold=, edgeitems=, precision=, linewidth=, sci_mode=, profile=}",
+  "How tensors print (PyTorch's options; profile \"default\", \"short\" or \"full\"; sci_mode true, false or \"auto\": scientific when magnitudes span 10³, except probabilities).",
+  "mech.set_printoptions { precision = 2, sci_mode = false }")
+E("t[index]", "t[i], t[{i, \"a:b\", {a, b, step}, ...}] -> view | number; t[index] = x",
+  "Indexing (docs/tensors.md, \"Indexing\"): an integer selects along a dim (negative from the end), a slice string \"a:b:step\" or table {a, b[, step]} keeps it; the result is a view, a 0-dim one a number. Assigning writes a number or a tensor (broadcast) into the selection in place.",
+  't[{0, ":", 1}] = 0')
+H.entries[#H.entries].topic = "mech"
 E("mech.get_printoptions", "mech.get_printoptions() -> table", "The current print options (set_printoptions takes the table back).",
   "local saved = mech.get_printoptions()")
 
@@ -253,13 +258,13 @@ E("handle:remove", "handle:remove()", "Removes the hook that model:add_hook retu
 E("mech.interp.patch", "mech.interp.patch(model, tokens, {site=, source=, pos=, reference=}) -> logits",
   "Runs tokens with the site's activation overwritten by source (B, ...) or a per-position (L, ...) value at pos (nil: every position; an integer; or one per example). Interchange, mean, zero and resample ablations.",
   'local logits = mech.interp.patch(model, corrupted, { site = "blocks.1.block_input", source = cache["blocks.1.block_input"], pos = 5 })')
-E("mech.interp.patching_map", "mech.interp.patching_map(model, clean, corrupted[, {layers=, components=, positions=, metric=, rows=, targets=, threshold=, chance=}]) -> map",
-  "Patches each layer × component's clean activation into the corrupted run at each position: map.values (layer·component, position) is (patched − corrupted) / (clean − corrupted) of the metric (\"prob\", \"logprob\", \"logit\" of targets at rows, or a function(logits)); with labels, passes (the 0.01 filter) and a warning when the model is at chance.",
-  "local map = mech.interp.patching_map(model, clean, corrupted, { layers = { 1 }, positions = { 1, 5 } })")
-E("mech.interp.plot_map", "mech.interp.plot_map(map, {out=, title=, filter=, vmin=, vmax=})",
+E("mech.interp.patching_map", "mech.interp.patching_map(model, clean, corrupted, {dataset=, first= | rows=, targets=; layers=, components=, positions=, metric=, threshold=, chance=}) -> map",
+  "Patches each layer × component's clean activation into the corrupted run at each position: map.values (layer·component, position) is (patched − corrupted) / (clean − corrupted) of the metric (\"prob\", \"logprob\", \"logit\" of targets at rows, or a function(logits)); the readout is where each answer is predicted, from `dataset` (the clean tokens are its documents from `first`) or from `rows`/`targets` (required: no guess); with labels, passes (the 0.01 filter) and a warning when the model is at chance.",
+  "local map = mech.interp.patching_map(model, clean, corrupted, { dataset = ds, layers = { 1 }, positions = { 1, 5 } })")
+E("mech.interp.plot_map", "mech.interp.plot_map(map, {out=, title=, filter=, vmin=, vmax=, xlabels=, ylabels=})",
   "Draws a patching map (values, row_labels, col_labels; threshold with den or dens, filter_note) as a heatmap (PNG, SVG or PDF and a CSV of the numbers); cells failing the filter are hatched.",
   'mech.interp.plot_map(map, { out = "map.png" })')
-E("map:plot", "map:plot{out=, title=, filter=, vmin=, vmax=}", "mech.interp.plot_map on this map.", 'map:plot { out = "map.png" }')
+E("map:plot", "map:plot{out=, title=, filter=, vmin=, vmax=, xlabels=, ylabels=}", "mech.interp.plot_map on this map; xlabels / ylabels replace the column / row tick labels (one per column / row).", 'map:plot { out = "map.png" }')
 E("mech.interp.site_mean", "mech.interp.site_mean(model, dataset, site[, {n=, batch=}]) -> (L, ...)",
   "The mean activation of a site per position over a dataset (a mean-ablation source).",
   'local mean = mech.interp.site_mean(model, ds, "blocks.1.block_input")')
@@ -412,7 +417,7 @@ end
 local function entries_of(t)
   local out = {}
   for _, e in ipairs(H.entries) do
-    if e.name:sub(1, #t.prefix) == t.prefix and (t.key ~= "mech" or not e.name:match("^mech%.%a+%.")) then
+    if (e.name:sub(1, #t.prefix) == t.prefix and (t.key ~= "mech" or not e.name:match("^mech%.%a+%."))) or e.topic == t.key then
       out[#out + 1] = e
     end
   end
@@ -439,6 +444,7 @@ end
 
 -- The value an entry documents: a mech.* function, a method, or a function of mech.interchange.
 local function value_of(e)
+  if e.name == "t[index]" then return rawget(debug.getregistry()["mech.Tensor"], "__index") end
   local prefix, method = e.name:match("^(%a+):([%w_]+)$")
   if prefix then return H.methods(H.method_class[prefix])[method] end
   local icname = e.name:match("^ic%.([%w_]+)$")
@@ -486,20 +492,10 @@ function H.text(x)
   local names = {}
   for _, e in ipairs(H.entries) do names[#names + 1] = e.name end
   for _, tp in ipairs(H.topics) do names[#names + 1] = tp.key end
-  local best, bd = nil, math.huge
-  for _, n in ipairs(names) do -- closest by edit distance
-    local a, b = x, n
-    local prev = {}
-    for j = 0, #b do prev[j] = j end
-    for i = 1, #a do
-      local cur = { [0] = i }
-      for j = 1, #b do
-        cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a:byte(i) == b:byte(j) and 0 or 1))
-      end
-      prev = cur
-    end
-    if prev[#b] < bd then best, bd = n, prev[#b] end
-  end
+  local set = {}
+  for _, n in ipairs(names) do set[n] = true end
+  local best = require("mech.util").closest(x, set) -- bounded: compares the first 64 characters
+  if #x > 80 then x = x:sub(1, 72) .. "... (" .. #x .. " characters)" end
   return string.format("help: no entry '%s' (did you mean '%s'?)", x, best)
 end
 

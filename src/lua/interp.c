@@ -182,7 +182,8 @@ static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn
     int n;
     const char **keys = cache_keys(L, cache, &n);
     const char *near = mlL_closest(key, keys);
-    luaL_error(L, "%s: '%s' is not in this cache%s%s%s; cache:names() lists the %d it holds", fn, key,
+    char q[128];
+    luaL_error(L, "%s: %s is not in this cache%s%s%s; cache:names() lists the %d it holds", fn, mlL_quote(key, q, sizeof q),
                near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", n);
 }
 
@@ -565,20 +566,50 @@ static int32_t *map_positions(lua_State *L, int opt, int64_t Lq, int *n_out, con
     return positions;
 }
 
-/* The readout: row rows[b] must predict targets[b] (default: the last token from the one before). */
+/* The readout: row rows[b] must predict targets[b]. From options 'rows' (and 'targets', default
+ * the token after each row), or from option 'dataset' (with 'first', default 0): the clean tokens
+ * are its documents [first, first + B), read where each answers (target_item − 1, the first
+ * query for MQAR). Without either the map refuses: a guessed row (the last token, often padding
+ * or <eos>) reads no answer and makes a working model look at chance. */
 static void map_readout(lua_State *L, const ml_model *m, ml_tensor *clean, int opt, ml_pm_config *c, const char *fn) {
     int64_t B = clean->shape[0], Lq = clean->shape[1];
     int V = m->cfg.vocab;
     int32_t *rows = scratch(L, sizeof *rows * (size_t)B), *targets = scratch(L, sizeof *targets * (size_t)B);
-    if (!read_per_example(L, opt, "rows", B, rows, fn)) {
-        if (Lq < 2) luaL_error(L, "%s: option 'rows' is needed for sequences of length 1", fn);
-        for (int64_t b = 0; b < B; b++) rows[b] = (int32_t)(Lq - 2);
+    bool has_rows = read_per_example(L, opt, "rows", B, rows, fn);
+    lua_getfield(L, opt, "dataset");
+    bool has_ds = !lua_isnil(L, -1);
+    if (has_ds && has_rows) luaL_error(L, "%s: give option 'dataset' or options 'rows' and 'targets', not both", fn);
+    if (has_ds) {
+        ml_dataset *ds = check_dataset(L, lua_gettop(L), fn);
+        int64_t first = mlL_optint(L, opt, "first", 0, fn), n = ml_dataset_size(ds);
+        if (first < 0 || first + B > n)
+            luaL_error(L, "%s: option 'first' expected documents [first, first + %d) within the dataset's %d, got %d", fn,
+                       (int)B, (int)n, (int)first);
+        for (int64_t b = 0; b < B; b++) {
+            int len;
+            const int32_t *doc = ml_dataset_tokens(ds, first + b, &len);
+            int32_t pos[ML_NPOS];
+            bool same = len <= Lq && ml_dataset_readout_positions(ds, first + b, 0, pos) == ML_OK;
+            for (int t = 0; same && t < len; t++) same = ml_i32(clean)[b * Lq + t] == doc[t];
+            if (!same)
+                luaL_error(L, "%s: option 'dataset': clean example %d is not document %d of the dataset (option 'first')",
+                           fn, (int)b, (int)(first + b));
+            rows[b] = pos[ML_POS_TARGET_ITEM] - 1;
+            if (rows[b] < 0) luaL_error(L, "%s: document %d has no answer position", fn, (int)(first + b));
+        }
+    } else if (!has_rows) {
+        luaL_error(L, "%s: say where the answer is read: option 'dataset' (the clean tokens are its documents from "
+                      "option 'first') or option 'rows' (and 'targets'; ic.readout(ds, first, n) gives both)", fn);
     }
-    if (!read_per_example(L, opt, "targets", B, targets, fn))
-        for (int64_t b = 0; b < B; b++) targets[b] = (int32_t)ml_get_flat(clean, b * Lq + Lq - 1);
+    lua_pop(L, 1);
+    bool has_targets = read_per_example(L, opt, "targets", B, targets, fn);
     for (int64_t b = 0; b < B; b++) {
         if (rows[b] < 0 || rows[b] >= Lq)
             luaL_error(L, "%s: option 'rows' expected rows in [0, %d), got %d", fn, (int)Lq, (int)rows[b]);
+        if (!has_targets) {
+            if (rows[b] + 1 >= Lq) luaL_error(L, "%s: row %d is the last position: option 'targets' is needed", fn, (int)rows[b]);
+            targets[b] = (int32_t)ml_get_flat(clean, b * Lq + rows[b] + 1);
+        }
         if (targets[b] < 0 || targets[b] >= V)
             luaL_error(L, "%s: option 'targets' expected token ids in [0, %d), got %d", fn, V, (int)targets[b]);
     }
@@ -681,11 +712,11 @@ static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, con
 }
 
 /* map = mech.interp.patching_map(model, clean, corrupted[, {layers=, components=, positions=,
- *   metric=, rows=, targets=, threshold=0.01, chance=}]): ml_patching_map (src/interp). */
+ *   metric=, rows=, targets=, dataset=, first=, threshold=0.01, chance=}]): ml_patching_map (src/interp). */
 static int l_patching_map(lua_State *L) {
     const char *fn = "mech.interp.patching_map";
-    static const char *const keys[] = {"layers", "components", "positions", "metric", "rows",
-                                       "targets", "threshold", "chance", NULL};
+    static const char *const keys[] = {"layers", "components", "positions", "metric", "rows", "targets",
+                                       "dataset", "first", "threshold", "chance", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
     mlL_opttable(L, 4, fn, 4, keys);
     ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = mlL_checktokens(L, m, 3, fn);
@@ -712,18 +743,41 @@ static int l_patching_map(lua_State *L) {
     return 1;
 }
 
-/* mech.interp.plot_map(map, {out=, title=, filter=true, vmin=-1, vmax=1}) or map:plot{...}: checks
+/* mech.interp.plot_map(map, {out=, title=, filter=true, vmin=-1, vmax=1, xlabels=, ylabels=}) or map:plot{...}: checks
  * the arguments; the drawing (a mech.plot.heatmap of the map) is ic.plot_map in
  * lua/mech/interchange.lua. */
 static int l_plot_map(lua_State *L) {
     const char *fn = "mech.interp.plot_map";
-    static const char *const keys[] = {"out", "title", "filter", "vmin", "vmax", NULL};
+    static const char *const keys[] = {"out", "title", "filter", "vmin", "vmax", "xlabels", "ylabels", NULL};
     mlL_checktable(L, 1, fn, 1);
     mlL_checktable(L, 2, fn, 2);
     mlL_checkkeys(L, 2, fn, keys);
     lua_settop(L, 2);
     mlL_optnum(L, 2, "vmin", -1, fn), mlL_optnum(L, 2, "vmax", 1, fn), mlL_optbool(L, 2, "filter", 1, fn);
     mlL_optstr(L, 2, "title", NULL, fn);
+    /* xlabels / ylabels: tick labels in place of the map's col_labels / row_labels, drawn from a
+     * shallow copy of the map so the map itself keeps its own */
+    static const char *const lab[2][2] = {{"xlabels", "col_labels"}, {"ylabels", "row_labels"}};
+    for (int k = 0; k < 2; k++) {
+        if (lua_getfield(L, 2, lab[k][0]) == LUA_TNIL) {
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_getfield(L, 1, lab[k][1]);
+        lua_Integer want = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : -1;
+        lua_pop(L, 1);
+        bool ok = lua_istable(L, -1) && (lua_Integer)lua_rawlen(L, -1) == want;
+        for (lua_Integer i = 1; ok && i <= want; i++) ok = lua_rawgeti(L, -1, i) == LUA_TSTRING || lua_isnumber(L, -1), lua_pop(L, 1);
+        if (!ok)
+            return luaL_error(L, "%s: option '%s' expected a list of %d labels (one per %s), got %s", fn, lab[k][0],
+                              (int)want, k ? "row" : "column", luaL_typename(L, -1));
+        lua_newtable(L); /* the copy */
+        lua_pushnil(L);
+        while (lua_next(L, 1)) lua_pushvalue(L, -2), lua_insert(L, -2), lua_rawset(L, -4);
+        lua_insert(L, -2);
+        lua_setfield(L, -2, lab[k][1]);
+        lua_replace(L, 1);
+    }
     lua_getglobal(L, "require");
     lua_pushliteral(L, "mech.interchange");
     lua_call(L, 1, 1);
@@ -994,6 +1048,7 @@ int mlL_open_interp(lua_State *L) {
                                                    {"save", mlL_cache_save}, {NULL, NULL}};
     luaL_newmetatable(L, MLL_CACHE_MT);
     luaL_newlib(L, cache_methods);
+    lua_pushvalue(L, -1), lua_setfield(L, -3, "__methods"); /* for the REPL's completion */
     lua_pushcclosure(L, cache_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, cache_tostring), lua_setfield(L, -2, "__tostring");

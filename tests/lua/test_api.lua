@@ -355,6 +355,27 @@ T.test("help(x): by value, by name, by topic, for a model or a cache, with did-y
   T.eq(help.text(print), "help: no entry for this function (help() lists the topics)")
 end)
 
+T.test("did-you-mean: bounded, ranked by component then layer, a wrong layer named, arguments cut to 80 characters", function()
+  local t0 = os.clock()
+  local text = help.text(string.rep("x", 1 << 20))
+  T.truthy(os.clock() - t0 < 2, "help with a 1 MiB string took " .. (os.clock() - t0) .. " s")
+  T.truthy(#text < 300 and text:find("(1048576 characters)", 1, true), text:sub(1, 300))
+  local m = tiny()
+  local function err(f) local ok, e = pcall(f); T.falsy(ok); return e end
+  local function patch_err(site) return err(function() mech.interp.patch(m, tok, { site = site, source = mech.zeros(1) }) end) end
+  T.truthy(patch_err("blocks.2.hook_resid_pre"):find("blocks.2.hook_resid_pre': the model has 2 layers (0–1)", 1, true))
+  T.truthy(patch_err("blocks.0.hook_attn"):find("did you mean 'blocks.0.hook_attn_out'", 1, true))
+  T.truthy(patch_err("blocks.1.mlp_outptu"):find("did you mean 'blocks.1.mlp_output'", 1, true), "the layer given is kept")
+  T.truthy(patch_err("blocks.1.mixer.pattren"):find("did you mean 'blocks.1.mixer.pattern'", 1, true))
+  local long = patch_err(string.rep("y", 65536))
+  T.truthy(#long < 400 and long:find("(65536 characters)", 1, true), long:sub(1, 400))
+  local opt = err(function() mech.interp.patch(m, tok, { [string.rep("z", 5000)] = 1 }) end)
+  T.truthy(#opt < 300, opt:sub(1, 300))
+  local _, cache = m:run_with_cache(tok, { names = "block_input" })
+  local miss = err(function() return cache[string.rep("w", 5000)] end)
+  T.truthy(#miss < 400, miss:sub(1, 400))
+end)
+
 T.test("token ids as tables of integers everywhere; what would be silent is an error", function()
   local m = mech.model { arch = "attention", d_model = 16, n_layers = 1, vocab = 20, seed = 1 }
   local tok, tg = { { 1, 2, 3, 4 } }, { { 2, 3, 4, 5 } }

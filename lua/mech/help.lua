@@ -221,8 +221,11 @@ E("model:hook_names", "model:hook_names([filter]) -> {{id=, name=, layer=, compo
   'for _, s in ipairs(model:hook_names("mixer")) do print(s.id, s.layer, s.component) end')
 E("model:site", "model:site(layer, component) -> name", "The full site name \"blocks.{layer}.{component}\" (TransformerLens component names too); a bad layer is an error naming the layer count, a bad component one naming the layer's closest.",
   'print(model:site(0, "resid_pre"))   -- blocks.0.block_input')
-E("model:param", "model:param(name) -> tensor", "A parameter by state-dict name or hook-style name (\"blocks.1.mixer.A_log\", \"embed.W_E\"); it shares the model's storage.",
+E("model:param", "model:param(name) -> tensor", "A parameter by state-dict name or hook-style name (\"blocks.1.mixer.A_log\", \"embed.W_E\"; TransformerLens's per-head \"blocks.0.attn.W_Q\" and \"W_U\" as model:weight's views); it shares the model's storage.",
   'local A_log = model:param("blocks.1.mixer.A_log")')
+E("model:weight", "model:weight(name[, layer]) -> tensor",
+  "TransformerLens's weights as views of the model's parameters (writes go through, gradients flow): W_Q, W_K, W_V (H, D, d_head) and W_O (H, d_head, D) of an attention layer (slices of the fused Wqkv.weight and out_proj.weight), b_O, W_E (V, D), W_pos (max_pos, D), W_U (D, V; the tied head). model:param(\"blocks.0.attn.W_Q\") and param(\"W_U\") reach them too.",
+  'local W_OV = mech.matmul(model:weight("W_V", 1)[0], model:weight("W_O", 1)[0])  -- head 0\'s OV circuit (D, D)')
 E("model:named_parameters", "model:named_parameters() -> {{name, tensor}, ...}", "Every parameter with its state-dict name.",
   "for _, p in ipairs(model:named_parameters()) do print(p[1]) end")
 E("model:config", "model:config() -> table", "The model's options (those of mech.model).", "print(model:config().arch)")

@@ -29,6 +29,14 @@ typedef struct ml_dataset ml_dataset;
  * (filters); such sites cannot be patched per position. */
 int ml_site_pos_dim(const ml_model *m, int site);
 
+/* ---- per-head weights (heads.c) ---- */
+/* TransformerLens's weight `name` of layer `layer` (ignored for W_E, W_pos, W_U) as a view of the
+ * model's parameters: W_Q, W_K, W_V (H, D, d_h), W_O (H, d_h, D), b_O (D), W_E (V, D), W_pos
+ * (max_pos, D), W_U (D, V). Writes go through; gradients flow to the parameters. NULL with an
+ * error for another mixer than attention, a bias it lacks (b_Q, b_K, b_V) or an unknown name. */
+ml_tensor *ml_head_weight(ml_model *m, int layer, const char *name);
+extern const char *const ml_head_weight_names[]; /* NULL-terminated */
+
 /* ---- caching ---- */
 /* Runs tokens (B, L) and keeps the activation of every site i with want[i] (want NULL: all) in
  * acts[i] (m->n_sites entries; new references, NULL elsewhere). hidden (may be NULL) receives

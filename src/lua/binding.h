@@ -79,6 +79,8 @@ ml_tensor *mlL_checktokens(lua_State *L, const struct ml_model *m, int arg, cons
 /* Wraps the functions table[names[i]] (argument 1: a model) so that the model's persistent hooks
  * (model:add_hook) are on for every run inside them (src/lua/model.c). */
 void mlL_hooked(lua_State *L, int table, const char *const *names);
+/* Adds analysis.c's model methods (mlL_open_interp calls it). */
+int mlL_open_analysis(lua_State *L);
 /* Reads a shape from arguments first..top (numbers) or one table of numbers at `first`. */
 int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX_DIMS]);
 

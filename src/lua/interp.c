@@ -175,14 +175,29 @@ static int rawfield(lua_State *L, int t, const char *key) {
 }
 
 /* Pushes cache[key] (mechlab or TransformerLens spelling) or raises naming the closest key. */
-static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn) {
+/* Pushes cache[key] in either spelling (a TransformerLens name tried as each component it stands
+ * for); returns its type, nil pushed when absent. */
+static int cache_raw(lua_State *L, int cache, const char *key) {
     char buf[ML_SITE_NAME_MAX];
     cache = lua_absindex(L, cache);
-    if (rawfield(L, cache, ml_site_canonical(key, buf, sizeof buf)) != LUA_TNIL) return;
+    int t = rawfield(L, cache, ml_site_canonical(key, buf, sizeof buf)), layer;
+    const char *rest = ml_site_split(key, &layer), *c;
+    for (int k = 1; t == LUA_TNIL && rest && (c = ml_site_component_at(rest, k)); k++) {
+        lua_pop(L, 1);
+        ml_site_format(buf, sizeof buf, layer, c);
+        t = rawfield(L, cache, buf);
+    }
+    return t;
+}
+
+static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn) {
+    cache = lua_absindex(L, cache);
+    if (cache_raw(L, cache, key) != LUA_TNIL) return;
     int n;
     const char **keys = cache_keys(L, cache, &n);
+    char buf[ML_SITE_NAME_MAX], q[128];
+    key = ml_site_canonical(key, buf, sizeof buf);
     const char *near = mlL_closest(key, keys);
-    char q[128];
     luaL_error(L, "%s: %s is not in this cache%s%s%s; cache:names() lists the %d it holds", fn, mlL_quote(key, q, sizeof q),
                near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", n);
 }
@@ -208,7 +223,7 @@ static int cache_get(lua_State *L) {
     }
     int layer = mlL_checkint32(L, 3, fn);
     char key[ML_SITE_NAME_MAX];
-    ml_site_format(key, sizeof key, layer, ml_site_component(c));
+    ml_site_format(key, sizeof key, layer, c);
     cache_fetch(L, 1, key, fn);
     return 1;
 }
@@ -216,8 +231,7 @@ static int cache_get(lua_State *L) {
 /* cache:has(name) -> whether cache[name] gives an activation */
 static int cache_has(lua_State *L) {
     check_cache(L, 1, "cache:has");
-    char buf[ML_SITE_NAME_MAX];
-    lua_pushboolean(L, rawfield(L, 1, ml_site_canonical(luaL_checkstring(L, 2), buf, sizeof buf)) != LUA_TNIL);
+    lua_pushboolean(L, cache_raw(L, 1, luaL_checkstring(L, 2)) != LUA_TNIL);
     return 1;
 }
 
@@ -521,7 +535,7 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, const char
     for (int i = 0; i < max_c; i++) {
         if (given && lua_rawgeti(L, top + 1, i + 1) != LUA_TSTRING)
             luaL_error(L, "%s: option 'components' expected names, got a %s", fn, luaL_typename(L, -1));
-        comps[nc++] = given ? ml_site_component(lua_tostring(L, -1)) : ml_entry_names[i];
+        comps[nc++] = given ? lua_tostring(L, -1) : ml_entry_names[i];
         if (given) lua_pop(L, 1); /* the strings stay anchored in the list */
     }
     int *sites = scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), missing;
@@ -1070,5 +1084,5 @@ int mlL_open_interp(lua_State *L) {
     lua_setfield(L, -2, "interp");
     lua_pushcfunction(L, l_help);
     lua_setfield(L, -2, "help");
-    return 0;
+    return mlL_open_analysis(L);
 }

@@ -1,0 +1,80 @@
+/* The TransformerLens-style analysis toolkit from Lua (docs/analysis.md): per-head weight views
+ * (model:weight, and TransformerLens's names through model:param). Each function checks its
+ * arguments and calls src/interp. */
+#include <stdio.h>
+#include <string.h>
+
+#include "interp/interp.h"
+#include "lua/binding.h"
+#include "nn/sites.h"
+
+/* Pushes the view of weight `name` of `layer`, or raises naming fn. */
+static int push_weight(lua_State *L, ml_model *m, int layer, const char *name, const char *fn) {
+    ml_tensor *w = ml_head_weight(m, layer, name);
+    if (!w) {
+        const char *e = ml_last_error(), *c = strstr(e, ": ");
+        return luaL_error(L, "%s: %s", fn, c ? c + 2 : e);
+    }
+    mlL_pushtensor(L, w);
+    return 1;
+}
+
+/* model:weight(name[, layer]) -> a view: W_Q, W_K, W_V (H, D, d_h), W_O (H, d_h, D), b_O, W_E, W_pos, W_U */
+static int m_weight(lua_State *L) {
+    const char *fn = "weight";
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    const char *name = luaL_checkstring(L, 2);
+    bool global = !strcmp(name, "W_E") || !strcmp(name, "W_pos") || !strcmp(name, "W_U");
+    int layer = 0;
+    if (!global || !lua_isnoneornil(L, 3)) {
+        int ok;
+        lua_Integer l = lua_tointegerx(L, 3, &ok);
+        if (!ok || l < 0 || l >= m->cfg.n_layers) {
+            char got[96];
+            return luaL_error(L, "%s: argument 2 expected a layer in [0, %d) (the model has %d layers), got %s", fn,
+                              m->cfg.n_layers, m->cfg.n_layers, mlL_describe(L, 3, got, sizeof got));
+        }
+        layer = (int)l;
+    }
+    ml_clear_error();
+    return push_weight(L, m, layer, name, fn);
+}
+
+/* model:param(name): TransformerLens's per-head names ("blocks.0.attn.W_Q", "W_U", "unembed.W_U",
+ * "embed.W_E", "pos_embed.W_pos") as views, every other name as the model's own param. */
+static int m_param_tl(lua_State *L) {
+    const char *fn = "param";
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    const char *name = luaL_checkstring(L, 2);
+    int layer;
+    const char *rest = ml_site_split(name, &layer);
+    if (rest && !strncmp(rest, "attn.", 5)) {
+        for (int i = 0; ml_head_weight_names[i]; i++)
+            if (!strcmp(rest + 5, ml_head_weight_names[i])) {
+                if (layer >= m->cfg.n_layers)
+                    return luaL_error(L, "%s: '%s': the model has %d layers (0–%d)", fn, name, m->cfg.n_layers,
+                                      m->cfg.n_layers - 1);
+                return push_weight(L, m, layer, rest + 5, fn);
+            }
+    }
+    if (!strcmp(name, "W_U") || !strcmp(name, "unembed.W_U")) return push_weight(L, m, 0, "W_U", fn);
+    lua_pushvalue(L, lua_upvalueindex(1)); /* the model's own param */
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+}
+
+int mlL_open_analysis(lua_State *L) {
+    luaL_getmetatable(L, "mech.Model");
+    if (lua_istable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE) {
+        lua_pushcfunction(L, m_weight), lua_setfield(L, -2, "weight");
+        lua_getfield(L, -1, "param");
+        lua_pushcclosure(L, m_param_tl, 1);
+        lua_setfield(L, -2, "param");
+        lua_pop(L, 1);
+    } else {
+        lua_pop(L, lua_istable(L, -1) ? 1 : 0);
+    }
+    lua_pop(L, 1);
+    return 0;
+}

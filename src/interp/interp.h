@@ -106,6 +106,8 @@ typedef struct {
     ml_pm_metric metric;       /* mean over examples of p, log p or the logit of the target */
     ml_pm_metric_fn fn;        /* metric == ML_PM_FUNCTION: called on the full hidden states */
     void *ud;
+    const int *heads;          /* [n_sites] or NULL: h >= 0 patches head h only (dim 2 of a per-head
+                                * site such as mixer.head_z); -1 the whole site */
 } ml_pm_config;
 typedef struct {
     int n_rows, n_cols;

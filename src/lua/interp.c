@@ -524,8 +524,15 @@ static int map_layers(lua_State *L, const ml_model *m, int opt, int *layers, con
 }
 
 /* The map's rows: layers x option 'components' (default: the six paper sites), the components
- * each layer has. A component no layer has is an error naming the closest site. */
-static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, const char *fn) {
+ * each layer has, a per-head component once per head. A component no layer has is an error
+ * naming the closest site. */
+/* Whether a site has a head dimension (dim 2 of (B, L, H, ...)): attention's mixer.head_*. */
+static bool is_head_site(const ml_model *m, int site) {
+    const ml_site_decl *s = &m->sites[site];
+    return !strncmp(s->name, "mixer.head_", 11) && s->ndim == 4 && s->shape[2] == m->cfg.n_heads;
+}
+
+static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **heads_out, const char *fn) {
     int *layers = scratch(L, sizeof *layers * (size_t)(m->cfg.n_layers + 1)), top = lua_gettop(L);
     int nl = map_layers(L, m, opt, layers, fn), nc = 0;
     bool given = lua_getfield(L, opt, "components") != LUA_TNIL;
@@ -550,8 +557,16 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, const char
         mlL_checksite(L, m, name, fn);
     }
     if (R == 0) luaL_error(L, "%s: no site to patch", fn);
-    *n_out = R;
-    return sites;
+    /* a per-head site (mixer.head_z, ...) becomes one row per head */
+    int H = m->cfg.n_heads, n = 0;
+    for (int r = 0; r < R; r++) n += is_head_site(m, sites[r]) ? H : 1;
+    int *rows = scratch(L, sizeof *rows * (size_t)n), *heads = scratch(L, sizeof *heads * (size_t)n);
+    for (int r = 0, k = 0; r < R; r++)
+        for (int h = 0; h < (is_head_site(m, sites[r]) ? H : 1); h++, k++)
+            rows[k] = sites[r], heads[k] = is_head_site(m, sites[r]) ? h : -1;
+    *heads_out = heads;
+    *n_out = n;
+    return rows;
 }
 
 /* The map's columns: option 'positions' (negative counts from the end; default: every one). */
@@ -695,11 +710,17 @@ static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, con
         char name[ML_SITE_NAME_MAX];
         ml_site_fullname(m, c->sites[i], name, sizeof name);
         lua_pushstring(L, name), lua_rawseti(L, -3, i + 1);
-        lua_pushfstring(L, "layer %d %s", m->site_layer[c->sites[i]], m->sites[c->sites[i]].name);
+        if (c->heads[i] >= 0)
+            lua_pushfstring(L, "layer %d head %d %s", m->site_layer[c->sites[i]], c->heads[i], m->sites[c->sites[i]].name);
+        else
+            lua_pushfstring(L, "layer %d %s", m->site_layer[c->sites[i]], m->sites[c->sites[i]].name);
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -3, "row_labels");
     lua_setfield(L, -2, "sites");
+    lua_createtable(L, R, 0);
+    for (int i = 0; i < R; i++) lua_pushinteger(L, c->heads[i]), lua_rawseti(L, -2, i + 1);
+    lua_setfield(L, -2, "heads");
     lua_createtable(L, np, 0);
     lua_createtable(L, np, 0);
     for (int j = 0; j < np; j++) {
@@ -741,7 +762,9 @@ static int l_patching_map(lua_State *L) {
     }
     ml_pm_config c = {0};
     lua_metric lm = {0};
-    c.sites = map_sites(L, m, 4, &c.n_sites, fn);
+    int *heads;
+    c.sites = map_sites(L, m, 4, &c.n_sites, &heads, fn);
+    c.heads = heads;
     c.positions = map_positions(L, 4, clean->shape[1], &c.n_positions, fn);
     map_readout(L, m, clean, 4, &c, fn);
     map_metric(L, 4, &c, &lm, fn);

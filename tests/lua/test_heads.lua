@@ -92,4 +92,40 @@ T.test("weights and names: errors, mixers without heads", function()
   T.raises(function() nopos:weight("W_pos") end, "no position table")
 end)
 
+T.test("patching_map over heads: components = {'z'} gives one row per head, each a manual one-head patch", function()
+  local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 }
+  local ds = task:dataset(8, { seed = 1, split = "test" })
+  local m = mech.model { d_model = D, n_layers = 2, vocab = task:vocab_size(), n_heads = H, seed = 5 }
+  for _, p in ipairs(m:named_parameters()) do -- larger weights: an untrained model's heads differ more
+    if p[1]:find("Wqkv") or p[1]:find("word_embeddings") then mech.no_grad(function() p[2]:copy_(p[2] * 8) end) end
+  end
+  local ic = require "mech.interchange"
+  local clean, corr = ic.corrupt(ds, 0, 4)
+  local rows, targets = ic.readout(ds, 0, 4)
+  local map = mech.interp.patching_map(m, clean, corr, { dataset = ds, components = { "z" }, positions = { 3, 10 }, chance = 0,
+    metric = "logit" })
+  T.eq(map.values:shape(), { 2 * H, 2 })
+  T.eq(map.heads, { 0, 1, 2, 3, 0, 1, 2, 3 })
+  T.eq(map.row_labels[6], "layer 1 head 1 mixer.head_z")
+  T.eq(map.sites[6], "blocks.1.mixer.head_z")
+  local _, cc = m:run_with_cache(clean, { names = "z" })
+  local function logit(lg)
+    local s = 0
+    for b = 0, 3 do s = s + lg:get(b, rows:get(b), targets:get(b)) end
+    return s / 4
+  end
+  local spread = 0 -- the heads' cells differ: a map that patched every head would fail below
+  for r = H + 2, 2 * H do spread = math.max(spread, math.abs(map.patched:get(r - 1, 1) - map.patched:get(H, 1))) end
+  T.truthy(spread > 1e-3, "spread " .. spread)
+  for r = 1, 2 * H do
+    local layer, h = (r - 1) // H, map.heads[r]
+    for j, pos in ipairs { 3, 10 } do
+      local site = "blocks." .. layer .. ".attn.hook_z"
+      local lg = m:run_with_hooks(corr, { [site] = function(z)
+        local y = z:clone(); y[{ ":", pos, h }] = cc[site][{ ":", pos, h }]; return y end })
+      T.near(map.patched:get(r - 1, j - 1), logit(lg), 1e-5, map.row_labels[r] .. " at " .. pos)
+    end
+  end
+end)
+
 T.done()

@@ -255,6 +255,21 @@ E("cache:names", "cache:names([filter]) -> {name, ...}", "The cached site names,
   'for _, n in ipairs(cache:names("mixer")) do print(n, cache[n]:shape()[2]) end')
 E("cache:save", "cache:save(path)", "Writes the cached activations to safetensors under their full site names (numpy and PyTorch read it).",
   'cache:save(os.tmpname())')
+E("cache:accumulated_resid", "cache:accumulated_resid([{layer=, incl_mid=, apply_ln=}]) -> stack (n, B, L, D), labels",
+  "The residual stream before each layer up to `layer` (default all, then the final residual: labels \"0_pre\", ..., \"final_post\"); incl_mid adds each hook_resid_mid (block_input + attention_output, also cache[\"blocks.0.hook_resid_mid\"]); apply_ln as cache:apply_ln_to_stack.",
+  "local acc, labels = cache:accumulated_resid { incl_mid = true }")
+E("cache:decompose_resid", "cache:decompose_resid([{layer=, apply_ln=}]) -> stack (n, B, L, D), labels",
+  "The residual entering `layer` (default: the final one) as its parts: embed, pos_embed, each layer's mixer output (\"0_attn_out\") and MLP output (\"0_mlp_out\"); they sum to it.",
+  "local parts, labels = cache:decompose_resid()")
+E("cache:stack_head_results", "cache:stack_head_results([{layer=, incl_remainder=, apply_ln=}]) -> stack (layers·H, B, L, D), labels",
+  "Every attention head's output (attn.hook_result: z through its slice of W_O, no bias), labels \"L0H0\", ...; incl_remainder adds the final residual minus their sum.",
+  "local heads, labels = cache:stack_head_results()")
+E("cache:apply_ln_to_stack", "cache:apply_ln_to_stack(stack) -> stack",
+  "The final LayerNorm on each part of a decomposition of the final residual: centred, divided by the final residual's cached scale, times ln_final.w (the parts then sum to LN_f(residual) − ln_final.b).",
+  "local normed = cache:apply_ln_to_stack(parts)")
+E("cache:logit_attrs", "cache:logit_attrs(stack, {answers=, wrong=, rows=}) -> attrs (n, B), bias (B)",
+  "Direct logit attribution: each part of a final-residual decomposition through the final LayerNorm and W_U along W_U[:, answer] − W_U[:, wrong] (or the answer's logit) at each example's row (default the last); attrs:sum(0) + bias is the logit difference.",
+  "local attrs, bias = cache:logit_attrs(parts, { answers = 3, wrong = 7 })")
 E("handle:remove", "handle:remove()", "Removes the hook that model:add_hook returned this handle for (again: nothing).", "h:remove()")
 
 -- ---------------------------------------------------------------- interventions
@@ -284,6 +299,12 @@ E("mech.interp.attribution_patching", "mech.interp.attribution_patching(model, d
   'local est = mech.interp.attribution_patching(model, ds, { sites = { "blocks.1.block_input" }, positions = { "query_item" } })')
 E("mech.interp.interchange", "mech.interp.interchange(model, dataset[, {sites=, label_types=, positions=, seed=, batch=, first=, count=, swap=, reference=}]) -> result",
   "The paper's interchange sweep in C (ic.evaluate adds the site choice and names).", "local r = mech.interp.interchange(model, ds, { sites = { \"blocks.1.block_input\" } })")
+E("mech.interp.plot_layers", "mech.interp.plot_layers(values[, {out=, title=, labels=, xlabel=, ylabel=}])",
+  "A line over layers of values (n) or (series, n), e.g. a norm of cache:accumulated_resid per layer (mech.plot.lines).",
+  'mech.interp.plot_layers(acc:pow(2):mean(3):mean(2):mean(1):sqrt(), { out = "resid.png" })')
+E("mech.interp.plot_components", "mech.interp.plot_components(values, labels[, {out=, title=, ylabel=, series=}])",
+  "A bar per component, e.g. direct logit attributions averaged over examples (mech.plot.bar).",
+  'mech.interp.plot_components(attrs:mean(1), labels, { out = "dla.png" })')
 E("mech.interp.kl_div", "mech.interp.kl_div(corrupted_logits, intervened_logits) -> number", "KL(corrupted ‖ intervened) / |V| of two logit vectors (the paper's metric).",
   "print(mech.interp.kl_div(mech.randn(5), mech.randn(5)))")
 E("mech.interp.argmax", "mech.interp.argmax({values}, {names}) -> index", "max_perc's winner: 1-based, #names + 1 for \"nothing\"; ties to the larger name.",

@@ -73,10 +73,21 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn) {
 static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const char *key, const char *fn) {
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) == LUA_TSTRING) {
-        int s = ml_site_resolve(m, lua_tostring(L, idx));
+        const char *name = lua_tostring(L, idx), *rest;
+        int s = ml_site_resolve(m, name), layer;
         if (s >= 0) {
             want[s] = true;
             return;
+        }
+        bool all = !strcmp(name, "resid_mid") || !strcmp(name, "hook_resid_mid");
+        rest = ml_site_split(name, &layer);
+        if (all || (rest && (!strcmp(rest, "hook_resid_mid") || !strcmp(rest, "resid_mid")))) {
+            bool any = false; /* hook_resid_mid is block_input + attention_output: cache both */
+            for (int l = all ? 0 : layer; l < (all ? m->cfg.n_layers : layer + 1); l++) {
+                int a = ml_site_lookup(m, l, "block_input"), b = ml_site_lookup(m, l, "attention_output");
+                if (a >= 0 && b >= 0) want[a] = want[b] = any = true;
+            }
+            if (any) return;
         }
     } else if (!lua_isfunction(L, idx)) {
         luaL_error(L, "%s: option '%s' expected site names, Lua patterns or a function, got %s", fn, key,
@@ -182,6 +193,19 @@ static int cache_raw(lua_State *L, int cache, const char *key) {
     cache = lua_absindex(L, cache);
     int t = rawfield(L, cache, ml_site_canonical(key, buf, sizeof buf)), layer;
     const char *rest = ml_site_split(key, &layer), *c;
+    if (t == LUA_TNIL && rest && (!strcmp(rest, "hook_resid_mid") || !strcmp(rest, "resid_mid"))) {
+        /* no site of its own: block_input + attention_output, when both are cached */
+        ml_site_format(buf, sizeof buf, layer, "block_input");
+        ml_tensor *a = rawfield(L, cache, buf) != LUA_TNIL ? mlL_testtensor(L, -1) : NULL;
+        ml_site_format(buf, sizeof buf, layer, "attention_output");
+        ml_tensor *b = rawfield(L, cache, buf) != LUA_TNIL ? mlL_testtensor(L, -1) : NULL;
+        lua_pop(L, 3);
+        if (!a || !b) return lua_pushnil(L), LUA_TNIL;
+        ml_tensor *sum = ml_resid_mid(a, b);
+        if (!sum) mlL_raise(L);
+        mlL_pushtensor(L, sum);
+        return LUA_TUSERDATA;
+    }
     for (int k = 1; t == LUA_TNIL && rest && (c = ml_site_component_at(rest, k)); k++) {
         lua_pop(L, 1);
         ml_site_format(buf, sizeof buf, layer, c);
@@ -200,6 +224,52 @@ static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn
     const char *near = mlL_closest(key, keys);
     luaL_error(L, "%s: %s is not in this cache%s%s%s; cache:names() lists the %d it holds", fn, mlL_quote(key, q, sizeof q),
                near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", n);
+}
+
+/* The model and tokens a cache came from, for the analysis methods: a weak-keyed registry table
+ * cache -> {model, tokens} (the cache itself stays a plain table of activations). */
+#define CACHE_ORIGIN_KEY "mech.cache_origin"
+
+static void set_cache_origin(lua_State *L, int cache, int model, int tokens) {
+    cache = lua_absindex(L, cache), model = lua_absindex(L, model), tokens = lua_absindex(L, tokens);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, CACHE_ORIGIN_KEY) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_createtable(L, 0, 1);
+        lua_pushliteral(L, "k"), lua_setfield(L, -2, "__mode");
+        lua_setmetatable(L, -2);
+        lua_pushvalue(L, -1), lua_setfield(L, LUA_REGISTRYINDEX, CACHE_ORIGIN_KEY);
+    }
+    lua_pushvalue(L, cache);
+    lua_createtable(L, 2, 0);
+    lua_pushvalue(L, model), lua_rawseti(L, -2, 1);
+    lua_pushvalue(L, tokens), lua_rawseti(L, -2, 2);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
+/* cache:NAME(...) for the analysis methods of lua/mech/analysis.lua: NAME(cache, model, tokens, ...). */
+static int cache_analysis(lua_State *L) {
+    const char *name = lua_tostring(L, lua_upvalueindex(1));
+    char fn[64];
+    snprintf(fn, sizeof fn, "cache:%s", name);
+    check_cache(L, 1, fn);
+    int n = lua_gettop(L);
+    lua_getfield(L, LUA_REGISTRYINDEX, CACHE_ORIGIN_KEY);
+    if (!lua_istable(L, -1) || (lua_pushvalue(L, 1), lua_rawget(L, -2)) != LUA_TTABLE)
+        return luaL_error(L, "%s: this cache has no model (caches of model:run_with_cache have one)", fn);
+    int origin = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "mech.analysis");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, name);
+    lua_pushvalue(L, 1);
+    lua_rawgeti(L, origin, 1);
+    mlL_checkmodel(L, lua_gettop(L), fn);
+    lua_rawgeti(L, origin, 2);
+    for (int i = 2; i <= n; i++) lua_pushvalue(L, i);
+    lua_call(L, n + 2, LUA_MULTRET);
+    return lua_gettop(L) - origin - 1;
 }
 
 /* cache[key] for a key the table lacks: a method, else an activation under another spelling. */
@@ -334,9 +404,11 @@ static int m_run_with_cache(lua_State *L) {
         for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]), ml_release(g[i]), acts[i] = g[i] = NULL;
         return mlL_raise(L);
     }
+    int tok_idx = 4; /* mlL_checktokens anchored the tokens tensor there (after the options at 3) */
     mlL_pushtensor(L, logits);
     push_site_table(L, m, acts);
-    if (grads) push_site_table(L, m, g);
+    set_cache_origin(L, -1, 1, tok_idx);
+    if (grads) push_site_table(L, m, g), set_cache_origin(L, -1, 1, tok_idx);
     return grads ? 3 : 2;
 }
 
@@ -824,6 +896,21 @@ static int l_plot_map(lua_State *L) {
     return 0;
 }
 
+/* mech.interp.plot_layers(values[, {out=, title=, labels=, xlabel=, ylabel=}]) and
+ * mech.interp.plot_components(values, labels[, {out=, title=}]): figures of lua/mech/analysis.lua. */
+static int call_analysis(lua_State *L, const char *name) {
+    int n = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "mech.analysis");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, name);
+    for (int i = 1; i <= n; i++) lua_pushvalue(L, i);
+    lua_call(L, n, 0);
+    return 0;
+}
+static int l_plot_layers(lua_State *L) { return call_analysis(L, "plot_layers"); }
+static int l_plot_components(lua_State *L) { return call_analysis(L, "plot_components"); }
+
 /* ------------------------------------------------------------------ the evaluators */
 
 static int pos_arg(lua_State *L, int idx, const char *fn, const char *what) {
@@ -1085,6 +1172,10 @@ int mlL_open_interp(lua_State *L) {
                                                    {"save", mlL_cache_save}, {NULL, NULL}};
     luaL_newmetatable(L, MLL_CACHE_MT);
     luaL_newlib(L, cache_methods);
+    static const char *const analysis[] = {"accumulated_resid", "decompose_resid", "stack_head_results",
+                                           "apply_ln_to_stack", "logit_attrs", NULL};
+    for (int i = 0; analysis[i]; i++)
+        lua_pushstring(L, analysis[i]), lua_pushcclosure(L, cache_analysis, 1), lua_setfield(L, -2, analysis[i]);
     lua_pushvalue(L, -1), lua_setfield(L, -3, "__methods"); /* for the REPL's completion */
     lua_pushcclosure(L, cache_index, 1);
     lua_setfield(L, -2, "__index");
@@ -1100,6 +1191,7 @@ int mlL_open_interp(lua_State *L) {
                                    {"patching_map", l_patching_map}, {"plot_map", l_plot_map},
                                    {"attention_mass", l_attention_mass}, {"attribution_patching", l_attribution_patching},
                                    {"kl_div", l_kl_div},       {"argmax", l_argmax},       {"corrupt", l_corrupt},
+                                   {"plot_layers", l_plot_layers}, {"plot_components", l_plot_components},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
     mlL_hooked(L, -1, (const char *const[]){"patch", "site_mean", "mamba_attention", "interchange", "attention_mass",

@@ -226,6 +226,9 @@ E("model:param", "model:param(name) -> tensor", "A parameter by state-dict name 
 E("model:weight", "model:weight(name[, layer]) -> tensor",
   "TransformerLens's weights as views of the model's parameters (writes go through, gradients flow): W_Q, W_K, W_V (H, D, d_head) and W_O (H, d_head, D) of an attention layer (slices of the fused Wqkv.weight and out_proj.weight), b_O, W_E (V, D), W_pos (max_pos, D), W_U (D, V; the tied head). model:param(\"blocks.0.attn.W_Q\") and param(\"W_U\") reach them too.",
   'local W_OV = mech.matmul(model:weight("W_V", 1)[0], model:weight("W_O", 1)[0])  -- head 0\'s OV circuit (D, D)')
+E("model:generate", "model:generate(tokens[, {max_new=16, temperature=0, top_k=0, seed=0}]) -> tokens (B, L + max_new)",
+  "Appends max_new tokens to each sequence: temperature 0 takes the argmax (greedy), a positive temperature samples from softmax(logits / temperature) among the top_k likeliest (0: all); the draws depend only on seed.",
+  "local out = model:generate(tokens[{ { 0, 1 }, { 0, 5 } }], { max_new = 4, temperature = 0.8, seed = 1 })")
 E("model:named_parameters", "model:named_parameters() -> {{name, tensor}, ...}", "Every parameter with its state-dict name.",
   "for _, p in ipairs(model:named_parameters()) do print(p[1]) end")
 E("model:config", "model:config() -> table", "The model's options (those of mech.model).", "print(model:config().arch)")

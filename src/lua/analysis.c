@@ -1,11 +1,13 @@
 /* The TransformerLens-style analysis toolkit from Lua (docs/analysis.md): per-head weight views
- * (model:weight, and TransformerLens's names through model:param). Each function checks its
- * arguments and calls src/interp. */
+ * (model:weight, and TransformerLens's names through model:param) and text out (model:generate).
+ * Each function checks its arguments and calls src/interp or src/nn/generate.c. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "interp/interp.h"
 #include "lua/binding.h"
+#include "nn/generate.h"
 #include "nn/sites.h"
 
 /* Pushes the view of weight `name` of `layer`, or raises naming fn. */
@@ -64,10 +66,34 @@ static int m_param_tl(lua_State *L) {
     return 1;
 }
 
+/* model:generate(tokens[, {max_new=16, temperature=0, top_k=0, seed=0}]) -> tokens (B, L + max_new) */
+static int m_generate(lua_State *L) {
+    const char *fn = "generate";
+    static const char *const keys[] = {"max_new", "temperature", "top_k", "seed", NULL};
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    mlL_opttable(L, 3, fn, 2, keys);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
+    ml_generate_config c = {.max_new = mlL_optint32(L, 3, "max_new", 16, fn),
+                            .temperature = mlL_optnum(L, 3, "temperature", 0, fn),
+                            .top_k = mlL_optint32(L, 3, "top_k", 0, fn),
+                            .seed = (uint64_t)mlL_optint(L, 3, "seed", 0, fn)};
+    if (c.max_new < 0 || c.max_new > 1000000)
+        return luaL_error(L, "%s: option 'max_new' expected an integer in [0, 10^6], got %d", fn, c.max_new);
+    if (!(c.temperature >= 0) || isinf(c.temperature))
+        return luaL_error(L, "%s: option 'temperature' expected a finite number >= 0 (0: greedy), got %f", fn, c.temperature);
+    if (c.top_k < 0) return luaL_error(L, "%s: option 'top_k' expected an integer >= 0 (0: every token), got %d", fn, c.top_k);
+    ml_tensor *out = ml_generate(m, tok, &c);
+    if (!out) return mlL_raise(L);
+    mlL_pushtensor(L, out);
+    return 1;
+}
+
 int mlL_open_analysis(lua_State *L) {
     luaL_getmetatable(L, "mech.Model");
     if (lua_istable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE) {
         lua_pushcfunction(L, m_weight), lua_setfield(L, -2, "weight");
+        lua_pushcfunction(L, m_generate), lua_setfield(L, -2, "generate");
+        mlL_hooked(L, -1, (const char *const[]){"generate", NULL}); /* persistent hooks apply */
         lua_getfield(L, -1, "param");
         lua_pushcclosure(L, m_param_tl, 1);
         lua_setfield(L, -2, "param");

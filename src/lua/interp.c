@@ -278,6 +278,7 @@ static int cache_index(lua_State *L) {
         return luaL_error(L, "cache: keys are site names such as 'blocks.0.block_input', got %s", luaL_typename(L, 2));
     lua_pushvalue(L, 2);
     if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    check_cache(L, 1, "cache");
     cache_fetch(L, 1, lua_tostring(L, 2), "cache");
     return 1;
 }
@@ -334,6 +335,7 @@ static void add_shape(luaL_Buffer *b, const ml_tensor *t) {
 
 /* One line per activation: its name and shape. */
 static int cache_tostring(lua_State *L) {
+    check_cache(L, 1, "cache:__tostring");
     int n;
     const char **keys = cache_keys(L, 1, &n);
     luaL_Buffer b;

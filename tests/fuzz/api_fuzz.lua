@@ -163,6 +163,9 @@ local function build_pool()
     local m = mech.model { arch = arch, d_model = 8, n_layers = 2, vocab = ar:vocab_size() }
     add("model", m)
     if arch == "attention" or arch == "mamba" then
+      -- caches (their analysis methods), before a hook that may raise: full, and partial
+      add("cache", select(2, m:run_with_cache(mech.tensor({ { 1, 2, 3 } }, { dtype = "int32" }),
+        arch == "mamba" and { names = "block_input" } or nil)))
       add("adamw", mech.adamw(m))
       add("hook", m:add_hook("blocks.0.block_input", pick(callbacks)))
     end
@@ -212,7 +215,7 @@ local methods = {}      -- kind -> {{name, fn}}
 local function methods_of(kind, obj)
   local mt = getmetatable(obj)
   if type(mt) ~= "table" then return end
-  local m = mt.methods or (type(mt.__index) == "table" and mt.__index) or {}
+  local m = mt.methods or mt.__methods or (type(mt.__index) == "table" and mt.__index) or {}
   local list = {}
   for k, v in pairs(m) do if type(v) == "function" then list[#list + 1] = { name = kind .. ":" .. k, fn = v } end end
   for _, mm in ipairs { "__add", "__sub", "__mul", "__div", "__pow", "__unm", "__index", "__newindex", "__len",

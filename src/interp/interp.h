@@ -40,6 +40,16 @@ extern const char *const ml_head_weight_names[]; /* NULL-terminated */
  * (the residual the MLP reads). */
 ml_tensor *ml_resid_mid(ml_tensor *block_input, ml_tensor *attention_output);
 
+/* ---- path patching (path_patching.c) ---- */
+typedef struct {
+    int sender, receiver;            /* site ids: the sender inside a mixer or MLP (or its output) */
+    int sender_head, receiver_head;  /* >= 0: only that head (dim 2 of a per-head site); -1: all */
+} ml_path_patch;
+/* The clean run with the receiver set to what it reads when the sender takes its corrupted value
+ * and every other component output (mixer and MLP outputs) is frozen to its clean value: the
+ * sender's effect through the residual stream only. -> hidden states (B, L, D). */
+ml_tensor *ml_path_patch_run(ml_model *m, ml_tensor *clean, ml_tensor *corrupted, const ml_path_patch *p);
+
 /* ---- caching ---- */
 /* Runs tokens (B, L) and keeps the activation of every site i with want[i] (want NULL: all) in
  * acts[i] (m->n_sites entries; new references, NULL elsewhere). hidden (may be NULL) receives

@@ -88,6 +88,46 @@ static int m_generate(lua_State *L) {
     return 1;
 }
 
+/* Option `key`: a site name (either spelling), required. */
+static int opt_site(lua_State *L, ml_model *m, int opt, const char *key, const char *fn) {
+    const char *name = mlL_optstr(L, opt, key, NULL, fn);
+    if (!name) return luaL_error(L, "%s: option '%s' (a site name) is required", fn, key);
+    return mlL_checksite(L, m, name, fn);
+}
+
+/* Option `key`: a head of site s (only for a site with a head dimension), or -1. */
+static int opt_head(lua_State *L, ml_model *m, int opt, const char *key, int s, const char *fn) {
+    int h = mlL_optint32(L, opt, key, -1, fn);
+    if (h == -1) return -1;
+    const ml_site_decl *d = &m->sites[s];
+    if (d->ndim != 4 || d->shape[2] != m->cfg.n_heads || strncmp(d->name, "mixer.head_", 11))
+        return luaL_error(L, "%s: option '%s' needs a per-head site (attn.hook_z, hook_q, ...), got %s", fn, key, d->name);
+    if (h < 0 || h >= m->cfg.n_heads)
+        return luaL_error(L, "%s: option '%s' expected a head in [0, %d), got %d", fn, key, m->cfg.n_heads, h);
+    return h;
+}
+
+/* logits = mech.interp.path_patch(model, clean, corrupted, {sender=, receiver=, sender_head=,
+ *   receiver_head=}): ml_path_patch_run. */
+static int l_path_patch(lua_State *L) {
+    const char *fn = "mech.interp.path_patch";
+    static const char *const keys[] = {"sender", "receiver", "sender_head", "receiver_head", NULL};
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    mlL_checktable(L, 4, fn, 4);
+    mlL_checkkeys(L, 4, fn, keys);
+    ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = mlL_checktokens(L, m, 3, fn);
+    if (!ml_same_shape(clean, corr)) return luaL_error(L, "%s: argument 3 expected corrupted tokens of the clean tokens' shape", fn);
+    ml_path_patch p = {.sender = opt_site(L, m, 4, "sender", fn), .receiver = opt_site(L, m, 4, "receiver", fn)};
+    p.sender_head = opt_head(L, m, 4, "sender_head", p.sender, fn);
+    p.receiver_head = opt_head(L, m, 4, "receiver_head", p.receiver, fn);
+    ml_tensor *hid = ml_path_patch_run(m, clean, corr, &p);
+    ml_tensor *logits = hid ? ml_model_head(m, hid) : NULL;
+    ml_release(hid);
+    if (!logits) return mlL_raise(L);
+    mlL_pushtensor(L, logits);
+    return 1;
+}
+
 int mlL_open_analysis(lua_State *L) {
     luaL_getmetatable(L, "mech.Model");
     if (lua_istable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE) {
@@ -100,6 +140,11 @@ int mlL_open_analysis(lua_State *L) {
         lua_pop(L, 1);
     } else {
         lua_pop(L, lua_istable(L, -1) ? 1 : 0);
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, -1, "interp") == LUA_TTABLE) { /* mech.interp, made by mlL_open_interp */
+        lua_pushcfunction(L, l_path_patch), lua_setfield(L, -2, "path_patch");
+        mlL_hooked(L, -1, (const char *const[]){"path_patch", NULL});
     }
     lua_pop(L, 1);
     return 0;

@@ -305,6 +305,9 @@ E("mech.interp.interchange", "mech.interp.interchange(model, dataset[, {sites=, 
 E("mech.interp.path_patch", "mech.interp.path_patch(model, clean, corrupted, {sender=, receiver=, sender_head=, receiver_head=}) -> logits",
   "Path patching (Wang et al. 2022): the clean run with the receiver set to what it reads when the sender takes its corrupted value and every other mixer and MLP output is frozen to its clean value — the sender's effect through the residual stream only. Sites in either spelling; heads restrict a per-head site (attn.hook_z, hook_q, ...) to one head.",
   'local lg = mech.interp.path_patch(model, clean, corrupted, { sender = "blocks.0.attn.hook_z", sender_head = 1, receiver = "blocks.1.attn.hook_q", receiver_head = 0 })')
+E("mech.interp.implicit_attention", "mech.interp.implicit_attention(model, tokens, layer) -> (B, heads, L, L)",
+  "The layer's mixer as an L × L matrix per head or channel whose product with its values is its output: attention's and Based's pattern, DeltaNet's linear attention through the delta rule, H3's and Hyena's convolutions as causal Toeplitz matrices between their gates, Mamba's mamba_attention (docs/analysis.md).",
+  "local A = mech.interp.implicit_attention(model, tokens, 1)")
 E("mech.interp.plot_layers", "mech.interp.plot_layers(values[, {out=, title=, labels=, xlabel=, ylabel=}])",
   "A line over layers of values (n) or (series, n), e.g. a norm of cache:accumulated_resid per layer (mech.plot.lines).",
   'mech.interp.plot_layers(acc:pow(2):mean(3):mean(2):mean(1):sqrt(), { out = "resid.png" })')

@@ -50,6 +50,14 @@ typedef struct {
  * sender's effect through the residual stream only. -> hidden states (B, L, D). */
 ml_tensor *ml_path_patch_run(ml_model *m, ml_tensor *clean, ml_tensor *corrupted, const ml_path_patch *p);
 
+/* ---- implicit attention (implicit_attention.c) ---- */
+/* Layer `layer`'s mixer on tokens as an L × L matrix per head or channel (B, heads, L, L) whose
+ * product with the values gives the mixer's output: attention's and Based's pattern (values v),
+ * DeltaNet's linear attention through the delta rule (values v, output mixer.o), H3's gated
+ * convolution (values v, head h's channels 2h, 2h+1, output mixer.o), Hyena's long convolution
+ * between its gates (values v = short_conv[2D:3D], output mixer.y), Mamba's ml_mamba_attention. */
+ml_tensor *ml_implicit_attention_run(ml_model *m, ml_tensor *tokens, int layer);
+
 /* ---- caching ---- */
 /* Runs tokens (B, L) and keeps the activation of every site i with want[i] (want NULL: all) in
  * acts[i] (m->n_sites entries; new references, NULL elsewhere). hidden (may be NULL) receives

@@ -128,6 +128,24 @@ static int l_path_patch(lua_State *L) {
     return 1;
 }
 
+/* A = mech.interp.implicit_attention(model, tokens, layer) -> (B, heads, L, L) */
+static int l_implicit_attention(lua_State *L) {
+    const char *fn = "mech.interp.implicit_attention";
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
+    int ok;
+    lua_Integer layer = lua_tointegerx(L, 3, &ok);
+    if (!ok || layer < 0 || layer >= m->cfg.n_layers) {
+        char got[96];
+        return luaL_error(L, "%s: argument 3 expected a layer in [0, %d), got %s", fn, m->cfg.n_layers,
+                          mlL_describe(L, 3, got, sizeof got));
+    }
+    ml_tensor *a = ml_implicit_attention_run(m, tok, (int)layer);
+    if (!a) return mlL_raise(L);
+    mlL_pushtensor(L, a);
+    return 1;
+}
+
 int mlL_open_analysis(lua_State *L) {
     luaL_getmetatable(L, "mech.Model");
     if (lua_istable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE) {
@@ -144,7 +162,8 @@ int mlL_open_analysis(lua_State *L) {
     lua_pop(L, 1);
     if (lua_getfield(L, -1, "interp") == LUA_TTABLE) { /* mech.interp, made by mlL_open_interp */
         lua_pushcfunction(L, l_path_patch), lua_setfield(L, -2, "path_patch");
-        mlL_hooked(L, -1, (const char *const[]){"path_patch", NULL});
+        lua_pushcfunction(L, l_implicit_attention), lua_setfield(L, -2, "implicit_attention");
+        mlL_hooked(L, -1, (const char *const[]){"path_patch", "implicit_attention", NULL});
     }
     lua_pop(L, 1);
     return 0;

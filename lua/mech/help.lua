@@ -21,6 +21,7 @@ H.topics = {
   { key = "dataset", title = "Datasets (`dataset:*`)", prefix = "dataset:" },
   { key = "generator", title = "Random generators (`gen:*`)", prefix = "gen:" },
   { key = "mech.plot", title = "Figures (`mech.plot.*`)", prefix = "mech.plot." },
+  { key = "mech.viz", title = "Viewers (`mech.viz.*`)", prefix = "mech.viz." },
   { key = "mech.sys", title = "System services (`mech.sys.*`)", prefix = "mech.sys." },
 }
 
@@ -405,6 +406,12 @@ for _, p in ipairs {
   E("mech.plot." .. p[1], "mech.plot." .. p[1] .. p[2], p[3] .. " Writes PNG, SVG or PDF (by `out`'s extension) and a CSV of the plotted numbers (docs/figures.md).",
     "mech.plot." .. p[1] .. " { out = \"fig.png\", ... }")
 end
+E("mech.viz.attention", "mech.viz.attention{pattern=, tokens=, out=, title=, example=0} -> path",
+  "Writes one self-contained HTML page (no network) with every layer and head of a pattern — a cache (its mixer.pattern sites), a tensor (H, L, L) or (B, H, L, L), or a list of them per layer, e.g. from mech.interp.implicit_attention — labelled by tokens; hovering a token colours what it attends to and what attends to it.",
+  'mech.viz.attention { pattern = cache, tokens = task:to_str_tokens(tokens)[1], out = "view.html" }')
+E("mech.viz.attention_grid", "mech.viz.attention_grid{pattern=, tokens=, out=, title=, example=0} -> path",
+  "Every head of every layer in one static heatmap (rows: layers, columns: heads), PNG, SVG or PDF with its CSV, for papers.",
+  'mech.viz.attention_grid { pattern = cache, out = "heads.png" }')
 E("mech.plot.color", "mech.plot.color(palette, i [, n]) -> \"#rrggbb\"",
   "A palette's colour (set2, tab10, blues) for series i (0-based) of n, as the figures draw it; for a series' `color`.",
   'print(mech.plot.color("set2", 1))')

@@ -16,6 +16,7 @@
 
 #include "autograd/autograd.h"
 #include "interp/interp.h"
+#include "nn/sites.h"
 
 enum { ROLE_NONE, ROLE_SENDER, ROLE_FROZEN, ROLE_RECORD, ROLE_RECEIVER };
 
@@ -84,7 +85,12 @@ ml_tensor *ml_path_patch_run(ml_model *m, ml_tensor *clean, ml_tensor *corrupted
                                    "mlp_output, a head), got %s", fn, m->sites[S].name), NULL;
     bool r_later = lr > ls || (lr == ls && s_mixer && (inside(m, R, lr, "mlp_output") || !strncmp(m->sites[R].name, "mlp_input", 9) ||
                                                        !strcmp(m->sites[R].name, "block_output")));
-    if (!r_later) return ml_fail(ML_ERR_ARG, "%s: the receiver must read the residual stream after the sender", fn), NULL;
+    if (!r_later) {
+        char sn[ML_SITE_NAME_MAX], rn[ML_SITE_NAME_MAX];
+        ml_site_fullname(m, S, sn, sizeof sn), ml_site_fullname(m, R, rn, sizeof rn);
+        return ml_fail(ML_ERR_ARG, "%s: the receiver must read the residual stream after the sender (%s, then %s): a "
+                                   "later layer, or the MLP of the sender's layer", fn, sn, rn), NULL;
+    }
     pp_ud u = {.m = m, .p = p};
     u.role = calloc((size_t)m->n_sites, 1);
     u.clean = calloc((size_t)m->n_sites, sizeof *u.clean);

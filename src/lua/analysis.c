@@ -60,6 +60,14 @@ static int m_param_tl(lua_State *L) {
             }
     }
     if (!strcmp(name, "W_U") || !strcmp(name, "unembed.W_U")) return push_weight(L, m, 0, "W_U", fn);
+    char spelled[160], q[128];
+    if (ml_model_resolve_param(m, name, spelled, sizeof spelled) < 0) { /* quoted short, closest by layer */
+        const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(m->n_params + 1), 0);
+        for (int k = 0; k < m->n_params; k++) names[k] = m->params[k].name;
+        names[m->n_params] = NULL;
+        return luaL_error(L, "%s: no parameter named %s (did you mean '%s'? model:named_parameters() lists them)", fn,
+                          mlL_quote(name, q, sizeof q), mlL_closest(spelled, names));
+    }
     lua_pushvalue(L, lua_upvalueindex(1)); /* the model's own param */
     lua_insert(L, 1);
     lua_call(L, lua_gettop(L) - 1, 1);

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-run}
-packages=(build-essential cmake pkg-config liblua5.4-dev lua-argparse libopenblas-dev libpng-dev libcairo2-dev libfreetype-dev fonts-urw-base35 check libreadline-dev python3)
+packages=(build-essential cmake pkg-config liblua5.4-dev lua-argparse libopenblas-dev libpng-dev libcairo2-dev libfreetype-dev fonts-urw-base35 check libreadline-dev python3 chromium)
 # the cluster the sweep tests submit to (scripts/slurm/up.sh); iproute2 for its port check
 slurm_packages=(slurmctld slurmd slurm-client munge iproute2)
 

@@ -22,6 +22,7 @@ H.topics = {
   { key = "dataset", title = "Datasets (`dataset:*`)", prefix = "dataset:" },
   { key = "generator", title = "Random generators (`gen:*`)", prefix = "gen:" },
   { key = "mech.plot", title = "Figures (`mech.plot.*`)", prefix = "mech.plot." },
+  { key = "mech.viz", title = "Viewers (`mech.viz.*`)", prefix = "mech.viz." },
   { key = "mech.sys", title = "System services (`mech.sys.*`)", prefix = "mech.sys." },
 }
 
@@ -149,8 +150,13 @@ E("mech.rms_norm", "mech.rms_norm(x, weight[, eps]) -> tensor",
 E("mech.causal_conv1d", "mech.causal_conv1d(x, weight[, bias]) -> tensor",
   "The mixers' short conv: depthwise and causal over x (B, L, D) with weight (D, K) or PyTorch's (D, 1, K); out[t] = bias + Σ_k w[k]·x[t-K+1+k]. With gradients.",
   "local y = mech.causal_conv1d(mech.randn(2, 6, 4), mech.randn(4, 3))")
-E("mech.set_printoptions", "mech.set_printoptions{threshold=, edgeitems=, precision=, linewidth=, profile=}",
-  "How tensors print (PyTorch's options; profile \"default\", \"short\" or \"full\").", "mech.set_printoptions { precision = 2 }")
+E("mech.set_printoptions", "mech.set_printoptions{threshold=, edgeitems=, precision=, linewidth=, sci_mode=, profile=}",
+  "How tensors print (PyTorch's options; profile \"default\", \"short\" or \"full\"; sci_mode true, false or \"auto\": scientific when magnitudes span 10³, except probabilities).",
+  "mech.set_printoptions { precision = 2, sci_mode = false }")
+E("t[index]", "t[i], t[{i, \"a:b\", {a, b, step}, ...}] -> view | number; t[index] = x",
+  "Indexing (docs/tensors.md, \"Indexing\"): an integer selects along a dim (negative from the end), a slice string \"a:b:step\" or table {a, b[, step]} keeps it; the result is a view, a 0-dim one a number. Assigning writes a number or a tensor (broadcast) into the selection in place.",
+  't[{0, ":", 1}] = 0')
+H.entries[#H.entries].topic = "mech"
 E("mech.get_printoptions", "mech.get_printoptions() -> table", "The current print options (set_printoptions takes the table back).",
   "local saved = mech.get_printoptions()")
 
@@ -318,8 +324,14 @@ E("model:hook_names", "model:hook_names([filter]) -> {{id=, name=, layer=, compo
   'for _, s in ipairs(model:hook_names("mixer")) do print(s.id, s.layer, s.component) end')
 E("model:site", "model:site(layer, component) -> name", "The full site name \"blocks.{layer}.{component}\" (TransformerLens component names too); a bad layer is an error naming the layer count, a bad component one naming the layer's closest.",
   'print(model:site(0, "resid_pre"))   -- blocks.0.block_input')
-E("model:param", "model:param(name) -> tensor", "A parameter by state-dict name or hook-style name (\"blocks.1.mixer.A_log\", \"embed.W_E\"); it shares the model's storage.",
+E("model:param", "model:param(name) -> tensor", "A parameter by state-dict name or hook-style name (\"blocks.1.mixer.A_log\", \"embed.W_E\"; TransformerLens's per-head \"blocks.0.attn.W_Q\" and \"W_U\" as model:weight's views); it shares the model's storage.",
   'local A_log = model:param("blocks.1.mixer.A_log")')
+E("model:weight", "model:weight(name[, layer]) -> tensor",
+  "TransformerLens's weights as views of the model's parameters (writes go through, gradients flow): W_Q, W_K, W_V (H, D, d_head) and W_O (H, d_head, D) of an attention layer (slices of the fused Wqkv.weight and out_proj.weight), b_O, W_E (V, D), W_pos (max_pos, D), W_U (D, V; the tied head). model:param(\"blocks.0.attn.W_Q\") and param(\"W_U\") reach them too.",
+  'local W_OV = mech.matmul(model:weight("W_V", 1)[0], model:weight("W_O", 1)[0])  -- head 0\'s OV circuit (D, D)')
+E("model:generate", "model:generate(tokens[, {max_new=16, temperature=0, top_k=0, seed=0}]) -> tokens (B, L + max_new)",
+  "Appends max_new tokens to each sequence: temperature 0 takes the argmax (greedy), a positive temperature samples from softmax(logits / temperature) among the top_k likeliest (0: all); the draws depend only on seed.",
+  "local out = model:generate(tokens[{ { 0, 1 }, { 0, 5 } }], { max_new = 4, temperature = 0.8, seed = 1 })")
 E("model:named_parameters", "model:named_parameters() -> {{name, tensor}, ...}", "Every parameter with its state-dict name.",
   "for _, p in ipairs(model:named_parameters()) do print(p[1]) end")
 E("model:config", "model:config() -> table", "The model's options (those of mech.model).", "print(model:config().arch)")
@@ -349,19 +361,34 @@ E("cache:names", "cache:names([filter]) -> {name, ...}", "The cached site names,
   'for _, n in ipairs(cache:names("mixer")) do print(n, cache[n]:shape()[2]) end')
 E("cache:save", "cache:save(path)", "Writes the cached activations to safetensors under their full site names (numpy and PyTorch read it).",
   'cache:save(os.tmpname())')
+E("cache:accumulated_resid", "cache:accumulated_resid([{layer=, incl_mid=, apply_ln=}]) -> stack (n, B, L, D), labels",
+  "The residual stream before each layer up to `layer` (default all, then the final residual: labels \"0_pre\", ..., \"final_post\"); incl_mid adds each hook_resid_mid (block_input + attention_output, also cache[\"blocks.0.hook_resid_mid\"]); apply_ln as cache:apply_ln_to_stack.",
+  "local acc, labels = cache:accumulated_resid { incl_mid = true }")
+E("cache:decompose_resid", "cache:decompose_resid([{layer=, apply_ln=}]) -> stack (n, B, L, D), labels",
+  "The residual entering `layer` (default: the final one) as its parts: embed, pos_embed, each layer's mixer output (\"0_attn_out\") and MLP output (\"0_mlp_out\"); they sum to it.",
+  "local parts, labels = cache:decompose_resid()")
+E("cache:stack_head_results", "cache:stack_head_results([{layer=, incl_remainder=, apply_ln=}]) -> stack (layers·H, B, L, D), labels",
+  "Every attention head's output (attn.hook_result: z through its slice of W_O, no bias), labels \"L0H0\", ...; incl_remainder adds the final residual minus their sum.",
+  "local heads, labels = cache:stack_head_results()")
+E("cache:apply_ln_to_stack", "cache:apply_ln_to_stack(stack) -> stack",
+  "The final LayerNorm on each part of a decomposition of the final residual: centred, divided by the final residual's cached scale, times ln_final.w (the parts then sum to LN_f(residual) − ln_final.b).",
+  "local normed = cache:apply_ln_to_stack(parts)")
+E("cache:logit_attrs", "cache:logit_attrs(stack, {answers=, wrong=, rows=}) -> attrs (n, B), bias (B)",
+  "Direct logit attribution: each part of a final-residual decomposition through the final LayerNorm and W_U along W_U[:, answer] − W_U[:, wrong] (or the answer's logit) at each example's row (default the last); attrs:sum(0) + bias is the logit difference.",
+  "local attrs, bias = cache:logit_attrs(parts, { answers = 3, wrong = 7 })")
 E("handle:remove", "handle:remove()", "Removes the hook that model:add_hook returned this handle for (again: nothing).", "h:remove()")
 
 -- ---------------------------------------------------------------- interventions
 E("mech.interp.patch", "mech.interp.patch(model, tokens, {site=, source=, pos=, reference=}) -> logits",
   "Runs tokens with the site's activation overwritten by source (B, ...) or a per-position (L, ...) value at pos (nil: every position; an integer; or one per example). Interchange, mean, zero and resample ablations.",
   'local logits = mech.interp.patch(model, corrupted, { site = "blocks.1.block_input", source = cache["blocks.1.block_input"], pos = 5 })')
-E("mech.interp.patching_map", "mech.interp.patching_map(model, clean, corrupted[, {layers=, components=, positions=, metric=, rows=, targets=, threshold=, chance=}]) -> map",
-  "Patches each layer × component's clean activation into the corrupted run at each position: map.values (layer·component, position) is (patched − corrupted) / (clean − corrupted) of the metric (\"prob\", \"logprob\", \"logit\" of targets at rows, or a function(logits)); with labels, passes (the 0.01 filter) and a warning when the model is at chance.",
-  "local map = mech.interp.patching_map(model, clean, corrupted, { layers = { 1 }, positions = { 1, 5 } })")
-E("mech.interp.plot_map", "mech.interp.plot_map(map, {out=, title=, filter=, vmin=, vmax=})",
+E("mech.interp.patching_map", "mech.interp.patching_map(model, clean, corrupted, {dataset=, first= | rows=, targets=; layers=, components=, positions=, metric=, threshold=, chance=}) -> map",
+  "Patches each layer × component's clean activation into the corrupted run at each position: map.values (layer·component, position) is (patched − corrupted) / (clean − corrupted) of the metric (\"prob\", \"logprob\", \"logit\" of targets at rows, or a function(logits)); the readout is where each answer is predicted, from `dataset` (the clean tokens are its documents from `first`) or from `rows`/`targets` (required: no guess); with labels, passes (the 0.01 filter) and a warning when the model is at chance.",
+  "local map = mech.interp.patching_map(model, clean, corrupted, { dataset = ds, layers = { 1 }, positions = { 1, 5 } })")
+E("mech.interp.plot_map", "mech.interp.plot_map(map, {out=, title=, filter=, vmin=, vmax=, xlabels=, ylabels=})",
   "Draws a patching map (values, row_labels, col_labels; threshold with den or dens, filter_note) as a heatmap (PNG, SVG or PDF and a CSV of the numbers); cells failing the filter are hatched.",
   'mech.interp.plot_map(map, { out = "map.png" })')
-E("map:plot", "map:plot{out=, title=, filter=, vmin=, vmax=}", "mech.interp.plot_map on this map.", 'map:plot { out = "map.png" }')
+E("map:plot", "map:plot{out=, title=, filter=, vmin=, vmax=, xlabels=, ylabels=}", "mech.interp.plot_map on this map; xlabels / ylabels replace the column / row tick labels (one per column / row).", 'map:plot { out = "map.png" }')
 E("mech.interp.site_mean", "mech.interp.site_mean(model, dataset, site[, {n=, batch=}]) -> (L, ...)",
   "The mean activation of a site per position over a dataset (a mean-ablation source).",
   'local mean = mech.interp.site_mean(model, ds, "blocks.1.block_input")')
@@ -378,6 +405,18 @@ E("mech.interp.attribution_patching", "mech.interp.attribution_patching(model, d
   'local est = mech.interp.attribution_patching(model, ds, { sites = { "blocks.1.block_input" }, positions = { "query_item" } })')
 E("mech.interp.interchange", "mech.interp.interchange(model, dataset[, {sites=, label_types=, positions=, seed=, batch=, first=, count=, swap=, reference=}]) -> result",
   "The paper's interchange sweep in C (ic.evaluate adds the site choice and names).", "local r = mech.interp.interchange(model, ds, { sites = { \"blocks.1.block_input\" } })")
+E("mech.interp.path_patch", "mech.interp.path_patch(model, clean, corrupted, {sender=, receiver=, sender_head=, receiver_head=}) -> logits",
+  "Path patching (Wang et al. 2022): the clean run with the receiver set to what it reads when the sender takes its corrupted value and every other mixer and MLP output is frozen to its clean value — the sender's effect through the residual stream only. Sites in either spelling; heads restrict a per-head site (attn.hook_z, hook_q, ...) to one head.",
+  'local lg = mech.interp.path_patch(model, clean, corrupted, { sender = "blocks.0.attn.hook_z", sender_head = 1, receiver = "blocks.1.attn.hook_q", receiver_head = 0 })')
+E("mech.interp.implicit_attention", "mech.interp.implicit_attention(model, tokens, layer) -> (B, heads, L, L)",
+  "The layer's mixer as an L × L matrix per head or channel whose product with its values is its output: attention's and Based's pattern, DeltaNet's linear attention through the delta rule, H3's and Hyena's convolutions as causal Toeplitz matrices between their gates, Mamba's mamba_attention (docs/analysis.md).",
+  "local A = mech.interp.implicit_attention(model, tokens, 1)")
+E("mech.interp.plot_layers", "mech.interp.plot_layers(values[, {out=, title=, labels=, xlabel=, ylabel=}])",
+  "A line over layers of values (n) or (series, n), e.g. a norm of cache:accumulated_resid per layer (mech.plot.lines).",
+  'mech.interp.plot_layers(acc:pow(2):mean(3):mean(2):mean(1):sqrt(), { out = "resid.png" })')
+E("mech.interp.plot_components", "mech.interp.plot_components(values, labels[, {out=, title=, ylabel=, series=}])",
+  "A bar per component, e.g. direct logit attributions averaged over examples (mech.plot.bar).",
+  'mech.interp.plot_components(attrs:mean(1), labels, { out = "dla.png" })')
 E("mech.interp.kl_div", "mech.interp.kl_div(corrupted_logits, intervened_logits) -> number", "KL(corrupted ‖ intervened) / |V| of two logit vectors (the paper's metric).",
   "print(mech.interp.kl_div(mech.randn(5), mech.randn(5)))")
 E("mech.interp.argmax", "mech.interp.argmax({values}, {names}) -> index", "max_perc's winner: 1-based, #names + 1 for \"nothing\"; ties to the larger name.",
@@ -484,6 +523,12 @@ for _, p in ipairs {
   E("mech.plot." .. p[1], "mech.plot." .. p[1] .. p[2], p[3] .. " Writes PNG, SVG or PDF (by `out`'s extension) and a CSV of the plotted numbers (docs/figures.md).",
     "mech.plot." .. p[1] .. " { out = \"fig.png\", ... }")
 end
+E("mech.viz.attention", "mech.viz.attention{pattern=, tokens=, out=, title=, example=0} -> path",
+  "Writes one self-contained HTML page (no network) with every layer and head of a pattern — a cache (its mixer.pattern sites), a tensor (H, L, L) or (B, H, L, L), or a list of them per layer, e.g. from mech.interp.implicit_attention — labelled by tokens; hovering a token colours what it attends to and what attends to it.",
+  'mech.viz.attention { pattern = cache, tokens = task:to_str_tokens(tokens)[1], out = "view.html" }')
+E("mech.viz.attention_grid", "mech.viz.attention_grid{pattern=, tokens=, out=, title=, example=0} -> path",
+  "Every head of every layer in one static heatmap (rows: layers, columns: heads), PNG, SVG or PDF with its CSV, for papers.",
+  'mech.viz.attention_grid { pattern = cache, out = "heads.png" }')
 E("mech.plot.color", "mech.plot.color(palette, i [, n]) -> \"#rrggbb\"",
   "A palette's colour (set2, tab10, blues) for series i (0-based) of n, as the figures draw it; for a series' `color`.",
   'print(mech.plot.color("set2", 1))')
@@ -529,7 +574,7 @@ end
 local function entries_of(t)
   local out = {}
   for _, e in ipairs(H.entries) do
-    if e.name:sub(1, #t.prefix) == t.prefix and (t.key ~= "mech" or not e.name:match("^mech%.%a+%.")) then
+    if (e.name:sub(1, #t.prefix) == t.prefix and (t.key ~= "mech" or not e.name:match("^mech%.%a+%."))) or e.topic == t.key then
       out[#out + 1] = e
     end
   end
@@ -556,6 +601,7 @@ end
 
 -- The value an entry documents: a mech.* function, a method, or a function of mech.interchange.
 local function value_of(e)
+  if e.name == "t[index]" then return rawget(debug.getregistry()["mech.Tensor"], "__index") end
   local prefix, method = e.name:match("^(%a+):([%w_]+)$")
   if prefix then return H.methods(H.method_class[prefix])[method] end
   local icname = e.name:match("^ic%.([%w_]+)$")
@@ -609,11 +655,10 @@ function H.text(x)
   local names = {}
   for _, e in ipairs(H.entries) do names[#names + 1] = e.name end
   for _, tp in ipairs(H.topics) do names[#names + 1] = tp.key end
-  local best, bd = nil, math.huge
-  for _, n in ipairs(names) do -- closest by edit distance (of the first 64 characters: a huge x stays quick)
-    local d = require("mech.util").distance(x, n)
-    if d < bd then best, bd = n, d end
-  end
+  local set = {}
+  for _, n in ipairs(names) do set[n] = true end
+  local best = require("mech.util").closest(x, set) -- bounded: compares the first 64 characters
+  if #x > 80 then x = x:sub(1, 72) .. "... (" .. #x .. " characters)" end
   return string.format("help: no entry '%s' (did you mean '%s'?)", x, best)
 end
 

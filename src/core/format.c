@@ -14,7 +14,7 @@ typedef struct {
     bool summarize, sci, int_mode;
     int width;
     double amax, amin; /* nonzero finite magnitudes shown */
-    bool all_int;
+    bool all_int, unit; /* unit: every finite value in [0, 1] */
     char *s; /* the text so far (NULL once memory ran out) */
     size_t len, cap;
 } printer;
@@ -68,8 +68,9 @@ static void each_shown(printer *p, int dim, int64_t off, void (*leaf)(printer *,
 }
 
 static void scan_value(printer *p, int64_t off) {
-    double x = fabs((double)ml_f32(p->t)[off]);
+    double v = ml_f32(p->t)[off], x = fabs(v);
     if (!isfinite(x)) return;
+    if (v < 0 || v > 1) p->unit = false;
     if (x != floor(x)) p->all_int = false;
     if (x == 0) return;
     if (x > p->amax) p->amax = x;
@@ -127,7 +128,7 @@ static void print_rec(printer *p, int dim, int64_t off) {
 }
 
 char *ml_tensor_format(const ml_tensor *t, const ml_print_options *o) {
-    printer p = {.t = t, .o = *o, .amax = 0, .amin = HUGE_VAL, .all_int = true, .cap = 256};
+    printer p = {.t = t, .o = *o, .amax = 0, .amin = HUGE_VAL, .all_int = true, .unit = true, .cap = 256};
     p.s = malloc(p.cap);
     if (!p.s) {
         ml_fail(ML_ERR_MEM, "tostring: out of memory");
@@ -140,6 +141,8 @@ char *ml_tensor_format(const ml_tensor *t, const ml_print_options *o) {
         bool any = p.amax > 0;
         p.int_mode = p.all_int;
         p.sci = any && (p.amax > 1e8 || (!p.int_mode && (p.amax / p.amin > 1e3 || p.amin < 1e-4)));
+        if (p.unit && p.amax >= 0.01) p.sci = false; /* probabilities: 1.0000 and 0.0000 read better */
+        if (o->sci_mode != ML_SCI_AUTO) p.sci = o->sci_mode == ML_SCI_ON && any, p.int_mode = p.int_mode && !p.sci;
     }
     each_shown(&p, 0, 0, measure_value);
     print_rec(&p, 0, 0);

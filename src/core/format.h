@@ -2,7 +2,9 @@
  * elements; above it each dim longer than 2·edgeitems shows edgeitems at each end. One format for
  * the whole tensor (chosen from the elements shown): integral floats as "3.", fixed with
  * `precision` decimals, or scientific when the magnitudes span more than 10³, exceed 10⁸ or go
- * below 10⁻⁴; every element padded to the widest; rows wrapped at `linewidth` columns. */
+ * below 10⁻⁴ — except probabilities (every value shown in [0, 1], the largest at least 0.01: an
+ * attention pattern, a softmax), which stay fixed; `sci_mode` forces one or the other. Every
+ * element is padded to the widest; rows wrapped at `linewidth` columns. */
 #ifndef ML_FORMAT_H
 #define ML_FORMAT_H
 
@@ -11,7 +13,10 @@
 typedef struct {
     double threshold;
     int edgeitems, precision, linewidth;
+    int sci_mode; /* ML_SCI_AUTO, ML_SCI_OFF (fixed) or ML_SCI_ON (scientific) */
 } ml_print_options;
+
+enum { ML_SCI_AUTO = -1, ML_SCI_OFF = 0, ML_SCI_ON = 1 };
 
 /* The nested-bracket text of t's elements ("[[1., 2.],\n [3., 4.]]"): a malloc'd string, or
  * NULL with an error when memory runs out. */

@@ -257,6 +257,14 @@ static char **complete(const char *text, int start, int end) {
         }
     }
     lua_settop(L, top);
+    if (plen > 0 && g_ncands == 1) { /* the one key: close its quote and the bracket */
+        char *s = malloc(strlen(g_cands[0]) + 3);
+        if (s) {
+            sprintf(s, "%s%c]", g_cands[0], rl_line_buffer[start - 1]);
+            free(g_cands[0]), g_cands[0] = s;
+            rl_completion_suppress_append = 1;
+        }
+    }
     const char *sep = last_sep(text);
     g_cand_prefix = sep ? (size_t)(sep - text + 1) : 0; /* for display_matches */
     if (g_ncands == 0) return NULL;
@@ -287,6 +295,7 @@ void mh_complete_start(lua_State *L) {
     rl_attempted_completion_function = complete;
     rl_completion_display_matches_hook = display_matches;
     rl_completer_word_break_characters = " \t\n\"\\'`><=;+-*/%^~#&|,{}()[]";
+    rl_basic_quote_characters = ""; /* else readline closes a key's quote itself, before our ']' */
 }
 
 void mh_complete_end(void) {

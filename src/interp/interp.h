@@ -29,6 +29,35 @@ typedef struct ml_dataset ml_dataset;
  * (filters); such sites cannot be patched per position. */
 int ml_site_pos_dim(const ml_model *m, int site);
 
+/* ---- per-head weights (heads.c) ---- */
+/* TransformerLens's weight `name` of layer `layer` (ignored for W_E, W_pos, W_U) as a view of the
+ * model's parameters: W_Q, W_K, W_V (H, D, d_h), W_O (H, d_h, D), b_O (D), W_E (V, D), W_pos
+ * (max_pos, D), W_U (D, V). Writes go through; gradients flow to the parameters. NULL with an
+ * error for another mixer than attention, a bias it lacks (b_Q, b_K, b_V) or an unknown name. */
+ml_tensor *ml_head_weight(ml_model *m, int layer, const char *name);
+extern const char *const ml_head_weight_names[]; /* NULL-terminated */
+/* TransformerLens's hook_resid_mid, which is no site of its own: block_input + attention_output
+ * (the residual the MLP reads). */
+ml_tensor *ml_resid_mid(ml_tensor *block_input, ml_tensor *attention_output);
+
+/* ---- path patching (path_patching.c) ---- */
+typedef struct {
+    int sender, receiver;            /* site ids: the sender inside a mixer or MLP (or its output) */
+    int sender_head, receiver_head;  /* >= 0: only that head (dim 2 of a per-head site); -1: all */
+} ml_path_patch;
+/* The clean run with the receiver set to what it reads when the sender takes its corrupted value
+ * and every other component output (mixer and MLP outputs) is frozen to its clean value: the
+ * sender's effect through the residual stream only. -> hidden states (B, L, D). */
+ml_tensor *ml_path_patch_run(ml_model *m, ml_tensor *clean, ml_tensor *corrupted, const ml_path_patch *p);
+
+/* ---- implicit attention (implicit_attention.c) ---- */
+/* Layer `layer`'s mixer on tokens as an L × L matrix per head or channel (B, heads, L, L) whose
+ * product with the values gives the mixer's output: attention's and Based's pattern (values v),
+ * DeltaNet's linear attention through the delta rule (values v, output mixer.o), H3's gated
+ * convolution (values v, head h's channels 2h, 2h+1, output mixer.o), Hyena's long convolution
+ * between its gates (values v = short_conv[2D:3D], output mixer.y), Mamba's ml_mamba_attention. */
+ml_tensor *ml_implicit_attention_run(ml_model *m, ml_tensor *tokens, int layer);
+
 /* ---- caching ---- */
 /* Runs tokens (B, L) and keeps the activation of every site i with want[i] (want NULL: all) in
  * acts[i] (m->n_sites entries; new references, NULL elsewhere). hidden (may be NULL) receives
@@ -98,6 +127,8 @@ typedef struct {
     ml_pm_metric metric;       /* mean over examples of p, log p or the logit of the target */
     ml_pm_metric_fn fn;        /* metric == ML_PM_FUNCTION: called on the full hidden states */
     void *ud;
+    const int *heads;          /* [n_sites] or NULL: h >= 0 patches head h only (dim 2 of a per-head
+                                * site such as mixer.head_z); -1 the whole site */
 } ml_pm_config;
 typedef struct {
     int n_rows, n_cols;

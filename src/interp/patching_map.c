@@ -75,7 +75,10 @@ static bool run_both(ml_model *m, ml_tensor *clean, ml_tensor *corr, const ml_pm
     }
     memcpy(ml_i32(w->rows), c->rows, sizeof *c->rows * (size_t)B);
     bool *want_corr = want + m->n_sites;
-    for (int r = 0; r < c->n_sites; r++) want[c->sites[r]] = true, ml_patch_needs(m, c->sites[r], want_corr);
+    for (int r = 0; r < c->n_sites; r++) {
+        want[c->sites[r]] = true, ml_patch_needs(m, c->sites[r], want_corr);
+        if (c->heads && c->heads[r] >= 0) want_corr[c->sites[r]] = true; /* the other heads' values */
+    }
     ok = ml_run_cache(m, clean, want, w->clean, &w->clean_hid) == ML_OK &&
          ml_run_cache(m, corr, want_corr, w->corr, &w->corr_hid) == ML_OK;
     free(want);
@@ -84,29 +87,48 @@ static bool run_both(ml_model *m, ml_tensor *clean, ml_tensor *corr, const ml_pm
 
 /* Row r of the map: the site's resume without a patch is the baseline, so cells the patch
  * cannot change are exactly 0 (resuming at another site may differ in the last bits). */
+/* The source of a one-head row: the corrupted activation with head h's slice (dim 2) clean, so
+ * that patching a position changes that head only. */
+static ml_tensor *head_source(ml_tensor *corr, ml_tensor *clean, int h) {
+    if (corr->ndim != 4 || h >= corr->shape[2]) {
+        ml_fail(ML_ERR_ARG, "patching_map: head %d of a site of shape without a head dimension (dim 2)", h);
+        return NULL;
+    }
+    ml_tensor *src = ml_copy_contiguous(corr, ML_F32);
+    ml_tensor *dst = src ? ml_narrow(src, 2, h, 1) : NULL, *from = dst ? ml_narrow(clean, 2, h, 1) : NULL;
+    if (from) ml_copy_raw(dst, from);
+    ml_release(dst);
+    if (!from) ml_release(src), src = NULL;
+    ml_release(from);
+    return src;
+}
+
 static bool map_row(ml_model *m, const ml_pm_config *c, pm_work *w, int r, ml_pm_result *res, int64_t B) {
     int site = c->sites[r];
     bool fn = c->metric == ML_PM_FUNCTION;
     double base = res->corrupted, v;
-    if (!fn) {
+    ml_tensor *src = c->heads && c->heads[r] >= 0 ? head_source(w->corr[site], w->clean[site], c->heads[r])
+                                                   : ml_retain(w->clean[site]);
+    bool ok = src != NULL;
+    if (ok && !fn) {
         for (int64_t b = 0; b < B; b++) w->pos[b] = -1;
-        ml_patch none = {.site = site, .source = w->clean[site], .pos = w->pos};
+        ml_patch none = {.site = site, .source = src, .pos = w->pos};
         ml_tensor *hid = ml_patch_fast(m, w->corr, &none, w->rows);
-        bool ok = hid && readout_metric(m, hid, c, c->metric, &base, NULL);
+        ok = hid && readout_metric(m, hid, c, c->metric, &base, NULL);
         ml_release(hid);
-        if (!ok) return false;
     }
-    for (int j = 0; j < c->n_positions; j++) {
+    for (int j = 0; ok && j < c->n_positions; j++) {
         for (int64_t b = 0; b < B; b++) w->pos[b] = c->positions[j];
-        ml_patch p = {.site = site, .source = w->clean[site], .pos = w->pos};
+        ml_patch p = {.site = site, .source = src, .pos = w->pos};
         ml_tensor *hid = ml_patch_fast(m, w->corr, &p, fn ? NULL : w->rows);
-        bool ok = hid && metric(m, hid, c, &v);
+        ok = hid && metric(m, hid, c, &v);
         ml_release(hid);
-        if (!ok) return false;
+        if (!ok) break;
         res->patched[r * c->n_positions + j] = (float)v;
         res->values[r * c->n_positions + j] = (float)((v - base) / res->den);
     }
-    return true;
+    ml_release(src);
+    return ok;
 }
 
 ml_pm_result *ml_patching_map(ml_model *m, ml_tensor *clean, ml_tensor *corrupted, const ml_pm_config *c) {

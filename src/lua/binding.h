@@ -59,8 +59,11 @@ int mlL_checkint32(lua_State *L, int arg, const char *fn);
 lua_Number mlL_optnum(lua_State *L, int idx, const char *key, lua_Number def, const char *fn);
 int mlL_optbool(lua_State *L, int idx, const char *key, int def, const char *fn);
 const char *mlL_optstr(lua_State *L, int idx, const char *key, const char *def, const char *fn);
-/* Closest string in `names` to `s` by edit distance (for "did you mean" messages). */
+/* Closest string in `names` to `s` (for "did you mean" messages): by the edit distance of their
+ * forms (digit runs as '#', first 64 characters), then by their numbers (a layer). */
 const char *mlL_closest(const char *s, const char *const *names);
+/* s quoted for a message: 'whole' up to 80 characters, else its start, "..." and its length. */
+const char *mlL_quote(const char *s, char *buf, size_t n);
 /* A full site name ("blocks.{l}.{name}") -> its id; an unknown one raises an error naming `fn`
  * and the closest site. */
 struct ml_model;
@@ -76,6 +79,8 @@ ml_tensor *mlL_checktokens(lua_State *L, const struct ml_model *m, int arg, cons
 /* Wraps the functions table[names[i]] (argument 1: a model) so that the model's persistent hooks
  * (model:add_hook) are on for every run inside them (src/lua/model.c). */
 void mlL_hooked(lua_State *L, int table, const char *const *names);
+/* Adds analysis.c's model methods (mlL_open_interp calls it). */
+int mlL_open_analysis(lua_State *L);
 /* Reads a shape from arguments first..top (numbers) or one table of numbers at `first`. */
 int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX_DIMS]);
 

@@ -73,10 +73,21 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn) {
 static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const char *key, const char *fn) {
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) == LUA_TSTRING) {
-        int s = ml_site_resolve(m, lua_tostring(L, idx));
+        const char *name = lua_tostring(L, idx), *rest;
+        int s = ml_site_resolve(m, name), layer;
         if (s >= 0) {
             want[s] = true;
             return;
+        }
+        bool all = !strcmp(name, "resid_mid") || !strcmp(name, "hook_resid_mid");
+        rest = ml_site_split(name, &layer);
+        if (all || (rest && (!strcmp(rest, "hook_resid_mid") || !strcmp(rest, "resid_mid")))) {
+            bool any = false; /* hook_resid_mid is block_input + attention_output: cache both */
+            for (int l = all ? 0 : layer; l < (all ? m->cfg.n_layers : layer + 1); l++) {
+                int a = ml_site_lookup(m, l, "block_input"), b = ml_site_lookup(m, l, "attention_output");
+                if (a >= 0 && b >= 0) want[a] = want[b] = any = true;
+            }
+            if (any) return;
         }
     } else if (!lua_isfunction(L, idx)) {
         luaL_error(L, "%s: option '%s' expected site names, Lua patterns or a function, got %s", fn, key,
@@ -175,15 +186,90 @@ static int rawfield(lua_State *L, int t, const char *key) {
 }
 
 /* Pushes cache[key] (mechlab or TransformerLens spelling) or raises naming the closest key. */
-static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn) {
+/* Pushes cache[key] in either spelling (a TransformerLens name tried as each component it stands
+ * for); returns its type, nil pushed when absent. */
+static int cache_raw(lua_State *L, int cache, const char *key) {
     char buf[ML_SITE_NAME_MAX];
     cache = lua_absindex(L, cache);
-    if (rawfield(L, cache, ml_site_canonical(key, buf, sizeof buf)) != LUA_TNIL) return;
+    int t = rawfield(L, cache, ml_site_canonical(key, buf, sizeof buf)), layer;
+    const char *rest = ml_site_split(key, &layer), *c;
+    if (t == LUA_TNIL && rest && (!strcmp(rest, "hook_resid_mid") || !strcmp(rest, "resid_mid"))) {
+        /* no site of its own: block_input + attention_output, when both are cached */
+        ml_site_format(buf, sizeof buf, layer, "block_input");
+        ml_tensor *a = rawfield(L, cache, buf) != LUA_TNIL ? mlL_testtensor(L, -1) : NULL;
+        ml_site_format(buf, sizeof buf, layer, "attention_output");
+        ml_tensor *b = rawfield(L, cache, buf) != LUA_TNIL ? mlL_testtensor(L, -1) : NULL;
+        lua_pop(L, 3);
+        if (!a || !b) return lua_pushnil(L), LUA_TNIL;
+        ml_tensor *sum = ml_resid_mid(a, b);
+        if (!sum) mlL_raise(L);
+        mlL_pushtensor(L, sum);
+        return LUA_TUSERDATA;
+    }
+    for (int k = 1; t == LUA_TNIL && rest && (c = ml_site_component_at(rest, k)); k++) {
+        lua_pop(L, 1);
+        ml_site_format(buf, sizeof buf, layer, c);
+        t = rawfield(L, cache, buf);
+    }
+    return t;
+}
+
+static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn) {
+    cache = lua_absindex(L, cache);
+    if (cache_raw(L, cache, key) != LUA_TNIL) return;
     int n;
     const char **keys = cache_keys(L, cache, &n);
+    char buf[ML_SITE_NAME_MAX], q[128];
+    key = ml_site_canonical(key, buf, sizeof buf);
     const char *near = mlL_closest(key, keys);
-    luaL_error(L, "%s: '%s' is not in this cache%s%s%s; cache:names() lists the %d it holds", fn, key,
+    luaL_error(L, "%s: %s is not in this cache%s%s%s; cache:names() lists the %d it holds", fn, mlL_quote(key, q, sizeof q),
                near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", n);
+}
+
+/* The model and tokens a cache came from, for the analysis methods: a weak-keyed registry table
+ * cache -> {model, tokens} (the cache itself stays a plain table of activations). */
+#define CACHE_ORIGIN_KEY "mech.cache_origin"
+
+static void set_cache_origin(lua_State *L, int cache, int model, int tokens) {
+    cache = lua_absindex(L, cache), model = lua_absindex(L, model), tokens = lua_absindex(L, tokens);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, CACHE_ORIGIN_KEY) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_createtable(L, 0, 1);
+        lua_pushliteral(L, "k"), lua_setfield(L, -2, "__mode");
+        lua_setmetatable(L, -2);
+        lua_pushvalue(L, -1), lua_setfield(L, LUA_REGISTRYINDEX, CACHE_ORIGIN_KEY);
+    }
+    lua_pushvalue(L, cache);
+    lua_createtable(L, 2, 0);
+    lua_pushvalue(L, model), lua_rawseti(L, -2, 1);
+    lua_pushvalue(L, tokens), lua_rawseti(L, -2, 2);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
+/* cache:NAME(...) for the analysis methods of lua/mech/analysis.lua: NAME(cache, model, tokens, ...). */
+static int cache_analysis(lua_State *L) {
+    const char *name = lua_tostring(L, lua_upvalueindex(1));
+    char fn[64];
+    snprintf(fn, sizeof fn, "cache:%s", name);
+    check_cache(L, 1, fn);
+    int n = lua_gettop(L);
+    lua_getfield(L, LUA_REGISTRYINDEX, CACHE_ORIGIN_KEY);
+    if (!lua_istable(L, -1) || (lua_pushvalue(L, 1), lua_rawget(L, -2)) != LUA_TTABLE)
+        return luaL_error(L, "%s: this cache has no model (caches of model:run_with_cache have one)", fn);
+    int origin = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "mech.analysis");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, name);
+    lua_pushvalue(L, 1);
+    lua_rawgeti(L, origin, 1);
+    mlL_checkmodel(L, lua_gettop(L), fn);
+    lua_rawgeti(L, origin, 2);
+    for (int i = 2; i <= n; i++) lua_pushvalue(L, i);
+    lua_call(L, n + 2, LUA_MULTRET);
+    return lua_gettop(L) - origin - 1;
 }
 
 /* cache[key] for a key the table lacks: a method, else an activation under another spelling. */
@@ -192,6 +278,7 @@ static int cache_index(lua_State *L) {
         return luaL_error(L, "cache: keys are site names such as 'blocks.0.block_input', got %s", luaL_typename(L, 2));
     lua_pushvalue(L, 2);
     if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    check_cache(L, 1, "cache");
     cache_fetch(L, 1, lua_tostring(L, 2), "cache");
     return 1;
 }
@@ -207,7 +294,7 @@ static int cache_get(lua_State *L) {
     }
     int layer = mlL_checkint32(L, 3, fn);
     char key[ML_SITE_NAME_MAX];
-    ml_site_format(key, sizeof key, layer, ml_site_component(c));
+    ml_site_format(key, sizeof key, layer, c);
     cache_fetch(L, 1, key, fn);
     return 1;
 }
@@ -215,8 +302,7 @@ static int cache_get(lua_State *L) {
 /* cache:has(name) -> whether cache[name] gives an activation */
 static int cache_has(lua_State *L) {
     check_cache(L, 1, "cache:has");
-    char buf[ML_SITE_NAME_MAX];
-    lua_pushboolean(L, rawfield(L, 1, ml_site_canonical(luaL_checkstring(L, 2), buf, sizeof buf)) != LUA_TNIL);
+    lua_pushboolean(L, cache_raw(L, 1, luaL_checkstring(L, 2)) != LUA_TNIL);
     return 1;
 }
 
@@ -249,6 +335,7 @@ static void add_shape(luaL_Buffer *b, const ml_tensor *t) {
 
 /* One line per activation: its name and shape. */
 static int cache_tostring(lua_State *L) {
+    check_cache(L, 1, "cache:__tostring");
     int n;
     const char **keys = cache_keys(L, 1, &n);
     luaL_Buffer b;
@@ -319,9 +406,11 @@ static int m_run_with_cache(lua_State *L) {
         for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]), ml_release(g[i]), acts[i] = g[i] = NULL;
         return mlL_raise(L);
     }
+    int tok_idx = 4; /* mlL_checktokens anchored the tokens tensor there (after the options at 3) */
     mlL_pushtensor(L, logits);
     push_site_table(L, m, acts);
-    if (grads) push_site_table(L, m, g);
+    set_cache_origin(L, -1, 1, tok_idx);
+    if (grads) push_site_table(L, m, g), set_cache_origin(L, -1, 1, tok_idx);
     return grads ? 3 : 2;
 }
 
@@ -509,8 +598,15 @@ static int map_layers(lua_State *L, const ml_model *m, int opt, int *layers, con
 }
 
 /* The map's rows: layers x option 'components' (default: the six paper sites), the components
- * each layer has. A component no layer has is an error naming the closest site. */
-static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, const char *fn) {
+ * each layer has, a per-head component once per head. A component no layer has is an error
+ * naming the closest site. */
+/* Whether a site has a head dimension (dim 2 of (B, L, H, ...)): attention's mixer.head_*. */
+static bool is_head_site(const ml_model *m, int site) {
+    const ml_site_decl *s = &m->sites[site];
+    return !strncmp(s->name, "mixer.head_", 11) && s->ndim == 4 && s->shape[2] == m->cfg.n_heads;
+}
+
+static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **heads_out, const char *fn) {
     int *layers = scratch(L, sizeof *layers * (size_t)(m->cfg.n_layers + 1)), top = lua_gettop(L);
     int nl = map_layers(L, m, opt, layers, fn), nc = 0;
     bool given = lua_getfield(L, opt, "components") != LUA_TNIL;
@@ -520,7 +616,7 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, const char
     for (int i = 0; i < max_c; i++) {
         if (given && lua_rawgeti(L, top + 1, i + 1) != LUA_TSTRING)
             luaL_error(L, "%s: option 'components' expected names, got a %s", fn, luaL_typename(L, -1));
-        comps[nc++] = given ? ml_site_component(lua_tostring(L, -1)) : ml_entry_names[i];
+        comps[nc++] = given ? lua_tostring(L, -1) : ml_entry_names[i];
         if (given) lua_pop(L, 1); /* the strings stay anchored in the list */
     }
     int *sites = scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), missing;
@@ -535,8 +631,16 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, const char
         mlL_checksite(L, m, name, fn);
     }
     if (R == 0) luaL_error(L, "%s: no site to patch", fn);
-    *n_out = R;
-    return sites;
+    /* a per-head site (mixer.head_z, ...) becomes one row per head */
+    int H = m->cfg.n_heads, n = 0;
+    for (int r = 0; r < R; r++) n += is_head_site(m, sites[r]) ? H : 1;
+    int *rows = scratch(L, sizeof *rows * (size_t)n), *heads = scratch(L, sizeof *heads * (size_t)n);
+    for (int r = 0, k = 0; r < R; r++)
+        for (int h = 0; h < (is_head_site(m, sites[r]) ? H : 1); h++, k++)
+            rows[k] = sites[r], heads[k] = is_head_site(m, sites[r]) ? h : -1;
+    *heads_out = heads;
+    *n_out = n;
+    return rows;
 }
 
 /* The map's columns: option 'positions' (negative counts from the end; default: every one). */
@@ -565,20 +669,50 @@ static int32_t *map_positions(lua_State *L, int opt, int64_t Lq, int *n_out, con
     return positions;
 }
 
-/* The readout: row rows[b] must predict targets[b] (default: the last token from the one before). */
+/* The readout: row rows[b] must predict targets[b]. From options 'rows' (and 'targets', default
+ * the token after each row), or from option 'dataset' (with 'first', default 0): the clean tokens
+ * are its documents [first, first + B), read where each answers (target_item − 1, the first
+ * query for MQAR). Without either the map refuses: a guessed row (the last token, often padding
+ * or <eos>) reads no answer and makes a working model look at chance. */
 static void map_readout(lua_State *L, const ml_model *m, ml_tensor *clean, int opt, ml_pm_config *c, const char *fn) {
     int64_t B = clean->shape[0], Lq = clean->shape[1];
     int V = m->cfg.vocab;
     int32_t *rows = scratch(L, sizeof *rows * (size_t)B), *targets = scratch(L, sizeof *targets * (size_t)B);
-    if (!read_per_example(L, opt, "rows", B, rows, fn)) {
-        if (Lq < 2) luaL_error(L, "%s: option 'rows' is needed for sequences of length 1", fn);
-        for (int64_t b = 0; b < B; b++) rows[b] = (int32_t)(Lq - 2);
+    bool has_rows = read_per_example(L, opt, "rows", B, rows, fn);
+    lua_getfield(L, opt, "dataset");
+    bool has_ds = !lua_isnil(L, -1);
+    if (has_ds && has_rows) luaL_error(L, "%s: give option 'dataset' or options 'rows' and 'targets', not both", fn);
+    if (has_ds) {
+        ml_dataset *ds = check_dataset(L, lua_gettop(L), fn);
+        int64_t first = mlL_optint(L, opt, "first", 0, fn), n = ml_dataset_size(ds);
+        if (first < 0 || first + B > n)
+            luaL_error(L, "%s: option 'first' expected documents [first, first + %d) within the dataset's %d, got %d", fn,
+                       (int)B, (int)n, (int)first);
+        for (int64_t b = 0; b < B; b++) {
+            int len;
+            const int32_t *doc = ml_dataset_tokens(ds, first + b, &len);
+            int32_t pos[ML_NPOS];
+            bool same = len <= Lq && ml_dataset_readout_positions(ds, first + b, 0, pos) == ML_OK;
+            for (int t = 0; same && t < len; t++) same = ml_i32(clean)[b * Lq + t] == doc[t];
+            if (!same)
+                luaL_error(L, "%s: option 'dataset': clean example %d is not document %d of the dataset (option 'first')",
+                           fn, (int)b, (int)(first + b));
+            rows[b] = pos[ML_POS_TARGET_ITEM] - 1;
+            if (rows[b] < 0) luaL_error(L, "%s: document %d has no answer position", fn, (int)(first + b));
+        }
+    } else if (!has_rows) {
+        luaL_error(L, "%s: say where the answer is read: option 'dataset' (the clean tokens are its documents from "
+                      "option 'first') or option 'rows' (and 'targets'; ic.readout(ds, first, n) gives both)", fn);
     }
-    if (!read_per_example(L, opt, "targets", B, targets, fn))
-        for (int64_t b = 0; b < B; b++) targets[b] = (int32_t)ml_get_flat(clean, b * Lq + Lq - 1);
+    lua_pop(L, 1);
+    bool has_targets = read_per_example(L, opt, "targets", B, targets, fn);
     for (int64_t b = 0; b < B; b++) {
         if (rows[b] < 0 || rows[b] >= Lq)
             luaL_error(L, "%s: option 'rows' expected rows in [0, %d), got %d", fn, (int)Lq, (int)rows[b]);
+        if (!has_targets) {
+            if (rows[b] + 1 >= Lq) luaL_error(L, "%s: row %d is the last position: option 'targets' is needed", fn, (int)rows[b]);
+            targets[b] = (int32_t)ml_get_flat(clean, b * Lq + rows[b] + 1);
+        }
         if (targets[b] < 0 || targets[b] >= V)
             luaL_error(L, "%s: option 'targets' expected token ids in [0, %d), got %d", fn, V, (int)targets[b]);
     }
@@ -650,11 +784,17 @@ static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, con
         char name[ML_SITE_NAME_MAX];
         ml_site_fullname(m, c->sites[i], name, sizeof name);
         lua_pushstring(L, name), lua_rawseti(L, -3, i + 1);
-        lua_pushfstring(L, "layer %d %s", m->site_layer[c->sites[i]], m->sites[c->sites[i]].name);
+        if (c->heads[i] >= 0)
+            lua_pushfstring(L, "layer %d head %d %s", m->site_layer[c->sites[i]], c->heads[i], m->sites[c->sites[i]].name);
+        else
+            lua_pushfstring(L, "layer %d %s", m->site_layer[c->sites[i]], m->sites[c->sites[i]].name);
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -3, "row_labels");
     lua_setfield(L, -2, "sites");
+    lua_createtable(L, R, 0);
+    for (int i = 0; i < R; i++) lua_pushinteger(L, c->heads[i]), lua_rawseti(L, -2, i + 1);
+    lua_setfield(L, -2, "heads");
     lua_createtable(L, np, 0);
     lua_createtable(L, np, 0);
     for (int j = 0; j < np; j++) {
@@ -681,11 +821,11 @@ static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, con
 }
 
 /* map = mech.interp.patching_map(model, clean, corrupted[, {layers=, components=, positions=,
- *   metric=, rows=, targets=, threshold=0.01, chance=}]): ml_patching_map (src/interp). */
+ *   metric=, rows=, targets=, dataset=, first=, threshold=0.01, chance=}]): ml_patching_map (src/interp). */
 static int l_patching_map(lua_State *L) {
     const char *fn = "mech.interp.patching_map";
-    static const char *const keys[] = {"layers", "components", "positions", "metric", "rows",
-                                       "targets", "threshold", "chance", NULL};
+    static const char *const keys[] = {"layers", "components", "positions", "metric", "rows", "targets",
+                                       "dataset", "first", "threshold", "chance", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
     mlL_opttable(L, 4, fn, 4, keys);
     ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = mlL_checktokens(L, m, 3, fn);
@@ -696,7 +836,9 @@ static int l_patching_map(lua_State *L) {
     }
     ml_pm_config c = {0};
     lua_metric lm = {0};
-    c.sites = map_sites(L, m, 4, &c.n_sites, fn);
+    int *heads;
+    c.sites = map_sites(L, m, 4, &c.n_sites, &heads, fn);
+    c.heads = heads;
     c.positions = map_positions(L, 4, clean->shape[1], &c.n_positions, fn);
     map_readout(L, m, clean, 4, &c, fn);
     map_metric(L, 4, &c, &lm, fn);
@@ -712,18 +854,41 @@ static int l_patching_map(lua_State *L) {
     return 1;
 }
 
-/* mech.interp.plot_map(map, {out=, title=, filter=true, vmin=-1, vmax=1}) or map:plot{...}: checks
+/* mech.interp.plot_map(map, {out=, title=, filter=true, vmin=-1, vmax=1, xlabels=, ylabels=}) or map:plot{...}: checks
  * the arguments; the drawing (a mech.plot.heatmap of the map) is ic.plot_map in
  * lua/mech/interchange.lua. */
 static int l_plot_map(lua_State *L) {
     const char *fn = "mech.interp.plot_map";
-    static const char *const keys[] = {"out", "title", "filter", "vmin", "vmax", NULL};
+    static const char *const keys[] = {"out", "title", "filter", "vmin", "vmax", "xlabels", "ylabels", NULL};
     mlL_checktable(L, 1, fn, 1);
     mlL_checktable(L, 2, fn, 2);
     mlL_checkkeys(L, 2, fn, keys);
     lua_settop(L, 2);
     mlL_optnum(L, 2, "vmin", -1, fn), mlL_optnum(L, 2, "vmax", 1, fn), mlL_optbool(L, 2, "filter", 1, fn);
     mlL_optstr(L, 2, "title", NULL, fn);
+    /* xlabels / ylabels: tick labels in place of the map's col_labels / row_labels, drawn from a
+     * shallow copy of the map so the map itself keeps its own */
+    static const char *const lab[2][2] = {{"xlabels", "col_labels"}, {"ylabels", "row_labels"}};
+    for (int k = 0; k < 2; k++) {
+        if (lua_getfield(L, 2, lab[k][0]) == LUA_TNIL) {
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_getfield(L, 1, lab[k][1]);
+        lua_Integer want = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : -1;
+        lua_pop(L, 1);
+        bool ok = lua_istable(L, -1) && (lua_Integer)lua_rawlen(L, -1) == want;
+        for (lua_Integer i = 1; ok && i <= want; i++) ok = lua_rawgeti(L, -1, i) == LUA_TSTRING || lua_isnumber(L, -1), lua_pop(L, 1);
+        if (!ok)
+            return luaL_error(L, "%s: option '%s' expected a list of %d labels (one per %s), got %s", fn, lab[k][0],
+                              (int)want, k ? "row" : "column", luaL_typename(L, -1));
+        lua_newtable(L); /* the copy */
+        lua_pushnil(L);
+        while (lua_next(L, 1)) lua_pushvalue(L, -2), lua_insert(L, -2), lua_rawset(L, -4);
+        lua_insert(L, -2);
+        lua_setfield(L, -2, lab[k][1]);
+        lua_replace(L, 1);
+    }
     lua_getglobal(L, "require");
     lua_pushliteral(L, "mech.interchange");
     lua_call(L, 1, 1);
@@ -732,6 +897,21 @@ static int l_plot_map(lua_State *L) {
     lua_call(L, 2, 0);
     return 0;
 }
+
+/* mech.interp.plot_layers(values[, {out=, title=, labels=, xlabel=, ylabel=}]) and
+ * mech.interp.plot_components(values, labels[, {out=, title=}]): figures of lua/mech/analysis.lua. */
+static int call_analysis(lua_State *L, const char *name) {
+    int n = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "mech.analysis");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, name);
+    for (int i = 1; i <= n; i++) lua_pushvalue(L, i);
+    lua_call(L, n, 0);
+    return 0;
+}
+static int l_plot_layers(lua_State *L) { return call_analysis(L, "plot_layers"); }
+static int l_plot_components(lua_State *L) { return call_analysis(L, "plot_components"); }
 
 /* ------------------------------------------------------------------ the evaluators */
 
@@ -994,6 +1174,11 @@ int mlL_open_interp(lua_State *L) {
                                                    {"save", mlL_cache_save}, {NULL, NULL}};
     luaL_newmetatable(L, MLL_CACHE_MT);
     luaL_newlib(L, cache_methods);
+    static const char *const analysis[] = {"accumulated_resid", "decompose_resid", "stack_head_results",
+                                           "apply_ln_to_stack", "logit_attrs", NULL};
+    for (int i = 0; analysis[i]; i++)
+        lua_pushstring(L, analysis[i]), lua_pushcclosure(L, cache_analysis, 1), lua_setfield(L, -2, analysis[i]);
+    lua_pushvalue(L, -1), lua_setfield(L, -3, "__methods"); /* for the REPL's completion */
     lua_pushcclosure(L, cache_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, cache_tostring), lua_setfield(L, -2, "__tostring");
@@ -1008,6 +1193,7 @@ int mlL_open_interp(lua_State *L) {
                                    {"patching_map", l_patching_map}, {"plot_map", l_plot_map},
                                    {"attention_mass", l_attention_mass}, {"attribution_patching", l_attribution_patching},
                                    {"kl_div", l_kl_div},       {"argmax", l_argmax},       {"corrupt", l_corrupt},
+                                   {"plot_layers", l_plot_layers}, {"plot_components", l_plot_components},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
     mlL_hooked(L, -1, (const char *const[]){"patch", "site_mean", "mamba_attention", "interchange", "attention_mass",
@@ -1015,5 +1201,5 @@ int mlL_open_interp(lua_State *L) {
     lua_setfield(L, -2, "interp");
     lua_pushcfunction(L, l_help);
     lua_setfield(L, -2, "help");
-    return 0;
+    return mlL_open_analysis(L);
 }

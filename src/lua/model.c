@@ -242,7 +242,7 @@ static int m_site(lua_State *L) {
                           m->cfg.n_layers, m->cfg.n_layers, mlL_describe(L, 2, got, sizeof got));
     }
     const char *c = luaL_checkstring(L, 3);
-    int s = ml_site_lookup(m, (int)layer, ml_site_component(c));
+    int s = ml_site_find(m, (int)layer, c);
     if (s < 0) {
         const ml_layer *ly = &m->layers[layer];
         const char *names[ML_MAX_SITES + 1];

@@ -527,7 +527,9 @@ typedef ml_print_options print_options;
 static const struct {
     const char *name;
     print_options o;
-} print_profiles[] = {{"default", {1000, 3, 4, 80}}, {"short", {1000, 2, 2, 80}}, {"full", {HUGE_VAL, 3, 4, 80}}};
+} print_profiles[] = {{"default", {1000, 3, 4, 80, ML_SCI_AUTO}},
+                      {"short", {1000, 2, 2, 80, ML_SCI_AUTO}},
+                      {"full", {HUGE_VAL, 3, 4, 80, ML_SCI_AUTO}}};
 
 #define PRINT_OPTIONS_KEY "mech.printoptions"
 
@@ -556,11 +558,12 @@ static int t_tostring(lua_State *L) {
     return 1;
 }
 
-/* mech.set_printoptions{threshold=, edgeitems=, precision=, linewidth=, profile=}: keys left out
- * keep their value; profile ("default", "short", "full") sets all four first. */
+/* mech.set_printoptions{threshold=, edgeitems=, precision=, linewidth=, sci_mode=, profile=}: keys
+ * left out keep their value; profile ("default", "short", "full") sets all of them first;
+ * sci_mode: true, false or "auto" (PyTorch's None). */
 static int l_set_printoptions(lua_State *L) {
     const char *fn = "mech.set_printoptions";
-    static const char *const keys[] = {"threshold", "edgeitems", "precision", "linewidth", "profile", NULL};
+    static const char *const keys[] = {"threshold", "edgeitems", "precision", "linewidth", "sci_mode", "profile", NULL};
     mlL_checktable(L, 1, fn, 1);
     mlL_checkkeys(L, 1, fn, keys);
     print_options o = *print_opts(L);
@@ -585,11 +588,20 @@ static int l_set_printoptions(lua_State *L) {
                               ranges[i].lo, ranges[i].hi, v);
         *fields[i] = (int)v;
     }
+    int t = lua_getfield(L, 1, "sci_mode");
+    if (t == LUA_TBOOLEAN) o.sci_mode = lua_toboolean(L, -1) ? ML_SCI_ON : ML_SCI_OFF;
+    else if (t == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "auto")) o.sci_mode = ML_SCI_AUTO;
+    else if (t != LUA_TNIL) {
+        char got[96];
+        return luaL_error(L, "%s: option 'sci_mode' expected true, false or \"auto\", got %s", fn,
+                          mlL_describe(L, -1, got, sizeof got));
+    }
+    lua_pop(L, 1);
     *print_opts(L) = o;
     return 0;
 }
 
-/* mech.get_printoptions() -> {threshold=, edgeitems=, precision=, linewidth=} (set_printoptions takes it back) */
+/* mech.get_printoptions() -> {threshold=, edgeitems=, precision=, linewidth=, sci_mode=} (set_printoptions takes it back) */
 static int l_get_printoptions(lua_State *L) {
     const print_options *o = print_opts(L);
     lua_createtable(L, 0, 4);
@@ -597,6 +609,9 @@ static int l_get_printoptions(lua_State *L) {
     lua_pushinteger(L, o->edgeitems), lua_setfield(L, -2, "edgeitems");
     lua_pushinteger(L, o->precision), lua_setfield(L, -2, "precision");
     lua_pushinteger(L, o->linewidth), lua_setfield(L, -2, "linewidth");
+    if (o->sci_mode == ML_SCI_AUTO) lua_pushliteral(L, "auto");
+    else lua_pushboolean(L, o->sci_mode == ML_SCI_ON);
+    lua_setfield(L, -2, "sci_mode");
     return 1;
 }
 

@@ -1,4 +1,5 @@
 /* Shared helpers of the binding: argument checks, option tables, error messages. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,10 +57,38 @@ void mlL_checktable(lua_State *L, int idx, const char *fn, int arg) {
     if (!lua_istable(L, idx)) mlL_argerror(L, fn, arg, "a table");
 }
 
+/* Names are compared by their first KEY_CHARS characters: a suggestion needs no more, and a
+ * huge argument must cost no more than a short one. */
+enum { KEY_CHARS = 64, KEY_NUMS = 4 };
+
+/* A name as compared for "did you mean": its form with each run of digits written '#' (the
+ * component) and the numbers themselves (the layer), both of the name's first KEY_CHARS bytes. */
+typedef struct {
+    char form[KEY_CHARS + 1];
+    long num[KEY_NUMS];
+    int n_num;
+} name_key;
+
+static void name_key_of(const char *s, name_key *k) {
+    int n = 0;
+    k->n_num = 0;
+    for (int i = 0; s[i] && i < KEY_CHARS; i++) {
+        if (s[i] >= '0' && s[i] <= '9') {
+            long v = 0;
+            while (s[i] >= '0' && s[i] <= '9' && i < KEY_CHARS) v = v < 100000000 ? v * 10 + (s[i] - '0') : v, i++;
+            i--;
+            if (k->n_num < KEY_NUMS) k->num[k->n_num++] = v;
+            k->form[n++] = '#';
+        } else {
+            k->form[n++] = s[i];
+        }
+    }
+    k->form[n] = 0;
+}
+
 static int edit_distance(const char *a, const char *b) {
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la > 63 || lb > 63) return 99;
-    int d[64][64];
+    int la = (int)strnlen(a, KEY_CHARS), lb = (int)strnlen(b, KEY_CHARS);
+    int d[KEY_CHARS + 1][KEY_CHARS + 1];
     for (int i = 0; i <= la; i++) d[i][0] = i;
     for (int j = 0; j <= lb; j++) d[0][j] = j;
     for (int i = 1; i <= la; i++)
@@ -72,15 +101,33 @@ static int edit_distance(const char *a, const char *b) {
     return d[la][lb];
 }
 
+/* Lower is closer: the forms first (a substring is likely meant), then the numbers. */
+static long name_score(const name_key *a, const name_key *b) {
+    long d = edit_distance(a->form, b->form);
+    if (strstr(b->form, a->form) || strstr(a->form, b->form)) d /= 2;
+    long nd = a->n_num == b->n_num ? 0 : 1;
+    for (int i = 0; i < a->n_num && i < b->n_num; i++) nd += labs(a->num[i] - b->num[i]);
+    return d * 1024 + (nd < 1023 ? nd : 1023);
+}
+
 const char *mlL_closest(const char *s, const char *const *names) {
     const char *best = NULL;
-    int bd = 1 << 30;
+    long bd = LONG_MAX;
+    name_key ks, kn;
+    name_key_of(s, &ks);
     for (int i = 0; names[i]; i++) {
-        int d = edit_distance(s, names[i]);
-        if (strstr(names[i], s) || strstr(s, names[i])) d = d / 2; /* substrings are likely meant */
+        name_key_of(names[i], &kn);
+        long d = name_score(&ks, &kn);
         if (d < bd) bd = d, best = names[i];
     }
     return best;
+}
+
+const char *mlL_quote(const char *s, char *buf, size_t n) {
+    size_t len = strlen(s);
+    if (len <= 80) snprintf(buf, n, "'%s'", s);
+    else snprintf(buf, n, "'%.72s...' (%zu characters)", s, len);
+    return buf;
 }
 
 void mlL_checkkeys(lua_State *L, int idx, const char *fn, const char *const *allowed) {
@@ -96,7 +143,8 @@ void mlL_checkkeys(lua_State *L, int idx, const char *fn, const char *const *all
         for (int i = 0; allowed[i] && !ok; i++) ok = strcmp(k, allowed[i]) == 0;
         if (!ok) {
             const char *near = mlL_closest(k, allowed);
-            luaL_error(L, "%s: unknown option '%s'%s%s%s", fn, k, near ? " (did you mean '" : "", near ? near : "",
+            char q[128];
+            luaL_error(L, "%s: unknown option %s%s%s%s", fn, mlL_quote(k, q, sizeof q), near ? " (did you mean '" : "", near ? near : "",
                        near ? "'?)" : "");
         }
     }
@@ -195,17 +243,29 @@ int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX
 int mlL_checksite(lua_State *L, const ml_model *m, const char *name, const char *fn) {
     int s = ml_site_resolve(m, name);
     if (s >= 0) return s;
-    enum { W = 96 };
-    const char **names = malloc(sizeof *names * (size_t)(m->n_sites + 1));
-    char *store = malloc(W * (size_t)(m->n_sites + 1));
+    char q[128];
+    mlL_quote(name, q, sizeof q);
+    int layer, nl = m->cfg.n_layers;
+    if (ml_site_split(name, &layer) && layer >= nl) /* the layer is what is wrong */
+        return luaL_error(L, "%s: unknown hook site %s: the model has %d layer%s (0–%d)", fn, q, nl, nl == 1 ? "" : "s",
+                          nl - 1);
+    /* candidates: every site in mechlab's spelling and, where it has one, TransformerLens's */
+    enum { W = ML_SITE_NAME_MAX };
+    const char **names = malloc(sizeof *names * (size_t)(2 * m->n_sites + 1));
+    char *store = malloc(W * (size_t)(2 * m->n_sites + 1));
     if (!names || !store) {
         free(names), free(store);
         return luaL_error(L, "%s: out of memory", fn);
     }
-    for (int i = 0; i < m->n_sites; i++) ml_site_fullname(m, i, store + W * i, W), names[i] = store + W * i;
-    names[m->n_sites] = NULL;
+    int n = 0;
+    for (int i = 0; i < m->n_sites; i++) {
+        ml_site_fullname(m, i, store + W * n, W), names[n] = store + W * n, n++;
+        const char *tl = ml_site_tl_name(m->sites[i].name);
+        if (tl) ml_site_format(store + W * n, W, m->site_layer[i], tl), names[n] = store + W * n, n++;
+    }
+    names[n] = NULL;
     const char *near = mlL_closest(name, names);
-    lua_pushfstring(L, "%s: unknown hook site '%s' (did you mean '%s'? model:hook_names() lists them)", fn, name,
+    lua_pushfstring(L, "%s: unknown hook site %s (did you mean '%s'? model:hook_names() lists them)", fn, q,
                     near ? near : "");
     free(names), free(store);
     return lua_error(L);

@@ -7,6 +7,11 @@
  * Sites: mixer.q, mixer.k, mixer.v (B, L, D); mixer.scores, mixer.pattern (B, H, L, L);
  * mixer.ctx (B, L, D). Scores, softmax and the weighted sum are separate ops (nn_ops.h), so each
  * intermediate is a site with the arithmetic of the whole; replacements are differentiable.
+ * Per head, in TransformerLens's shapes (its attn.hook_q/k/v/z/result): mixer.head_q,
+ * mixer.head_k, mixer.head_v, mixer.head_z (B, L, H, d_h) — views of the flat ones, hooked after
+ * them — and mixer.head_result (B, L, H, D), head h's z through its slice of out_proj, whose
+ * sum over heads plus the bias is the output (out_by_head). A head site not hooked costs nothing
+ * (ml_site_wanted).
  *
  * Recurrent form: a KV cache (the keys and values of every past position). */
 #include <math.h>
@@ -17,7 +22,7 @@
 #include "ops/nn_ops.h"
 #include "ops/ops.h"
 
-enum { S_Q, S_K, S_V, S_SCORES, S_PATTERN, S_CTX, N_SITES }; /* the mixer's sites, in declaration order */
+enum { S_Q, S_K, S_V, S_SCORES, S_PATTERN, S_CTX, S_HQ, S_HK, S_HV, S_HZ, S_RESULT, N_SITES }; /* declaration order */
 
 typedef struct {
     int wqkv, wo, bo;
@@ -32,33 +37,77 @@ static ml_status attn_build(ml_model *m, int l, void **state) {
     s->wqkv = ml_model_add_param(m, l, "Wqkv.weight", 2, (int64_t[]){3 * D, D}, ML_P_LINEAR_W, D);
     s->wo = ml_model_add_param(m, l, "out_proj.weight", 2, (int64_t[]){D, D}, ML_P_LINEAR_W, D);
     s->bo = ml_model_add_param(m, l, "out_proj.bias", 1, &D, ML_P_LINEAR_B, D);
-    int64_t BLD[3] = {-1, -2, D}, BHLL[4] = {-1, H, -2, -2};
+    int64_t BLD[3] = {-1, -2, D}, BHLL[4] = {-1, H, -2, -2}, BLHd[4] = {-1, -2, H, D / H}, BLHD[4] = {-1, -2, H, D};
     s->site[S_Q] = ml_model_add_site(m, l, "mixer.q", 3, BLD);
     s->site[S_K] = ml_model_add_site(m, l, "mixer.k", 3, BLD);
     s->site[S_V] = ml_model_add_site(m, l, "mixer.v", 3, BLD);
     s->site[S_SCORES] = ml_model_add_site(m, l, "mixer.scores", 4, BHLL);
     s->site[S_PATTERN] = ml_model_add_site(m, l, "mixer.pattern", 4, BHLL);
     s->site[S_CTX] = ml_model_add_site(m, l, "mixer.ctx", 3, BLD);
+    s->site[S_HQ] = ml_model_add_site(m, l, "mixer.head_q", 4, BLHd);
+    s->site[S_HK] = ml_model_add_site(m, l, "mixer.head_k", 4, BLHd);
+    s->site[S_HV] = ml_model_add_site(m, l, "mixer.head_v", 4, BLHd);
+    s->site[S_HZ] = ml_model_add_site(m, l, "mixer.head_z", 4, BLHd);
+    s->site[S_RESULT] = ml_model_add_site(m, l, "mixer.head_result", 4, BLHD);
     return ML_OK;
 }
 
+/* x (B, L, D) at the per-head site `site` as (B, L, H, D/H), back to (B, L, D); untouched when the
+ * site is not hooked. */
+static bool at_head_site(const ml_model *m, ml_run *run, int site, int64_t H, ml_tensor **x) {
+    if (!ml_site_wanted(m, run, site)) return true;
+    int64_t B = (*x)->shape[0], L = (*x)->shape[1], D = (*x)->shape[2];
+    ml_tensor *h = ml_reshape(*x, 4, (int64_t[]){B, L, H, D / H});
+    ml_release(*x);
+    *x = NULL;
+    if (!h || !ml_at_site(m, run, site, &h)) return ml_release(h), false;
+    *x = ml_reshape(h, 3, (int64_t[]){B, L, D});
+    ml_release(h);
+    return *x != NULL;
+}
+
 /* q, k, v as sites: split, hook, join again (cat copies exact bits, so observing changes nothing). */
-static ml_tensor *qkv_sites(const ml_model *m, const attn_state *s, ml_tensor *qkv, int64_t D, ml_run *run) {
+static ml_tensor *qkv_sites(const ml_model *m, const attn_state *s, ml_tensor *qkv, int64_t D, int64_t H, ml_run *run) {
     ml_tensor *parts[3] = {ml_narrow(qkv, 2, 0, D), ml_narrow(qkv, 2, D, D), ml_narrow(qkv, 2, 2 * D, D)};
     bool ok = parts[0] && parts[1] && parts[2];
-    for (int i = 0; ok && i < 3; i++) ok = ml_at_site(m, run, s->site[S_Q + i], &parts[i]);
+    for (int i = 0; ok && i < 3; i++)
+        ok = ml_at_site(m, run, s->site[S_Q + i], &parts[i]) && at_head_site(m, run, s->site[S_HQ + i], H, &parts[i]);
     ml_tensor *out = ok ? ml_cat(3, parts, 2) : NULL;
     for (int i = 0; i < 3; i++) ml_release(parts[i]);
     return out;
+}
+
+/* The output when mixer.head_result is hooked: result[b,l,h] = z[b,l,h]·W_O[h] with W_O[h] =
+ * out_projᵀ's rows h·d_h .. (h+1)·d_h (H, d_h, D), and y = fused projection + Σ_h (result' −
+ * result) for the hook's result': an observer (result' = result, same bits) leaves y exactly
+ * the fused projection, a replacement moves it by its change, and gradients reach result'. */
+static ml_tensor *out_by_head(const ml_model *m, const attn_state *s, ml_tensor *ctx, int64_t H, ml_run *run) {
+    int64_t B = ctx->shape[0], L = ctx->shape[1], D = ctx->shape[2];
+    ml_tensor *z = ml_reshape(ctx, 4, (int64_t[]){B, L, H, D / H});
+    ml_tensor *wo = ml_view(ml_model_p(m, s->wo), 3, (int64_t[]){D, H, D / H}), *r = NULL, *r0 = NULL, *y = NULL;
+    if (z && wo) r = ml_einsum("blhe,dhe->blhd", 2, (ml_tensor *[]){z, wo});
+    r0 = ml_retain(r);
+    if (r && ml_at_site(m, run, s->site[S_RESULT], &r)) {
+        y = ml_linear(ctx, ml_model_p(m, s->wo), ml_model_p(m, s->bo));
+        if (y && r != r0) {
+            ml_tensor *a = ml_reduce(ML_SUM, r, 2, false), *b = ml_reduce(ML_SUM, r0, 2, false);
+            ml_tensor *d = a && b ? ml_sub(a, b) : NULL, *y2 = d ? ml_add(y, d) : NULL;
+            ml_release(a), ml_release(b), ml_release(d), ml_release(y);
+            y = y2;
+        }
+    }
+    ml_release(z), ml_release(wo), ml_release(r), ml_release(r0);
+    return y;
 }
 
 static ml_tensor *attn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_run *run) {
     attn_state *s = state;
     int H = m->cfg.n_heads;
     ml_tensor *qkv = ml_linear(x, ml_model_p(m, s->wqkv), NULL);
-    if (qkv && (ml_site_wanted(m, run, s->site[S_Q]) || ml_site_wanted(m, run, s->site[S_K]) ||
-                ml_site_wanted(m, run, s->site[S_V]))) {
-        ml_tensor *j = qkv_sites(m, s, qkv, m->cfg.d_model, run);
+    bool any = false;
+    for (int i = 0; i < 3; i++) any = any || ml_site_wanted(m, run, s->site[S_Q + i]) || ml_site_wanted(m, run, s->site[S_HQ + i]);
+    if (qkv && any) {
+        ml_tensor *j = qkv_sites(m, s, qkv, m->cfg.d_model, H, run);
         ml_release(qkv);
         qkv = j;
     }
@@ -66,7 +115,10 @@ static ml_tensor *attn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml
     ml_tensor *S = ml_attention_scores(qkv, H), *P = NULL, *ctx = NULL, *y = NULL;
     if (S && ml_at_site(m, run, s->site[S_SCORES], &S)) P = ml_causal_softmax(S);
     if (P && ml_at_site(m, run, s->site[S_PATTERN], &P)) ctx = ml_attention_apply(P, qkv, H);
-    if (ctx && ml_at_site(m, run, s->site[S_CTX], &ctx)) y = ml_linear(ctx, ml_model_p(m, s->wo), ml_model_p(m, s->bo));
+    if (ctx && ml_at_site(m, run, s->site[S_CTX], &ctx) && at_head_site(m, run, s->site[S_HZ], H, &ctx)) {
+        if (ml_site_wanted(m, run, s->site[S_RESULT])) y = out_by_head(m, s, ctx, H, run);
+        else y = ml_linear(ctx, ml_model_p(m, s->wo), ml_model_p(m, s->bo));
+    }
     ml_release(qkv), ml_release(S), ml_release(P), ml_release(ctx);
     return y;
 }

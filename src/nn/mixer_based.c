@@ -10,7 +10,9 @@
  *
  * Sites: mixer.q, mixer.k (B, L, H·F); mixer.v (B, L, D); mixer.feat_q, mixer.feat_k (B, L, H, P);
  * mixer.kv_state S_t = Σ_{s≤t} φ(k_s) v_sᵀ (B, L, H, P, Dv); mixer.pattern A[t,:]/den_t (B, H, L, L);
- * mixer.y (B, L, D).
+ * mixer.y (B, L, D). Per head, in TransformerLens's shapes (attn.hook_q/k/v/z): mixer.head_q,
+ * mixer.head_k (B, L, H, F), mixer.head_v, mixer.head_z (y) (B, L, H, Dv), reshapes of the flat
+ * ones hooked after them.
  * The fast path is the fused op (closed-form kernel). Features, states and the pattern are
  * computed only for a run that wants them, and observing them changes no bit. Replacing one
  * switches to an explicit form built from generic ops (differentiable): a replaced pattern P
@@ -29,7 +31,7 @@
 
 static const double BASED_EPS = 1e-12;
 
-enum { S_Q, S_K, S_V, S_FEAT_Q, S_FEAT_K, S_KV_STATE, S_PATTERN, S_Y, N_SITES }; /* the mixer's sites, in declaration order */
+enum { S_Q, S_K, S_V, S_FEAT_Q, S_FEAT_K, S_KV_STATE, S_PATTERN, S_Y, S_HQ, S_HK, S_HV, S_HZ, N_SITES }; /* declaration order */
 
 typedef struct {
     int wq, wk, wv, wo;
@@ -59,7 +61,26 @@ static ml_status based_build(ml_model *m, int l, void **state) {
     s->site[S_KV_STATE] = ml_model_add_site(m, l, "mixer.kv_state", 5, (int64_t[]){-1, -2, H, s->P, s->Dv});
     s->site[S_PATTERN] = ml_model_add_site(m, l, "mixer.pattern", 4, (int64_t[]){-1, H, -2, -2});
     s->site[S_Y] = ml_model_add_site(m, l, "mixer.y", 3, BLD);
+    int64_t BLHF[4] = {-1, -2, H, F}, BLHd[4] = {-1, -2, H, s->Dv};
+    s->site[S_HQ] = ml_model_add_site(m, l, "mixer.head_q", 4, BLHF);
+    s->site[S_HK] = ml_model_add_site(m, l, "mixer.head_k", 4, BLHF);
+    s->site[S_HV] = ml_model_add_site(m, l, "mixer.head_v", 4, BLHd);
+    s->site[S_HZ] = ml_model_add_site(m, l, "mixer.head_z", 4, BLHd);
     return ML_OK;
+}
+
+/* x (B, L, H·d) at the per-head site `site` as (B, L, H, d), back to (B, L, H·d); untouched when
+ * the site is not hooked (a reshape: observing it changes no bit). */
+static bool at_head_site(const ml_model *m, ml_run *run, int site, int64_t H, ml_tensor **x) {
+    if (!ml_site_wanted(m, run, site)) return true;
+    int64_t B = (*x)->shape[0], L = (*x)->shape[1], D = (*x)->shape[2];
+    ml_tensor *h = ml_reshape(*x, 4, (int64_t[]){B, L, H, D / H});
+    ml_release(*x);
+    *x = NULL;
+    if (!h || !ml_at_site(m, run, site, &h)) return ml_release(h), false;
+    *x = ml_reshape(h, 3, (int64_t[]){B, L, D});
+    ml_release(h);
+    return *x != NULL;
 }
 
 /* φ(x) per head: x (B, L, H·F) -> (B, L, H, P). */
@@ -180,11 +201,11 @@ static ml_tensor *based_forward(ml_model *m, int l, void *state, ml_tensor *x, m
     ml_tensor *q = ml_linear(x, ml_model_p(m, s->wq), NULL), *k = NULL, *v = NULL;
     ml_tensor *fq = NULL, *fk = NULL, *S = NULL, *pat = NULL, *y = NULL, *out = NULL;
     ml_tensor *A = NULL, *den = NULL;
-    if (!q || !ml_at_site(m, run, s->site[S_Q], &q)) goto done;
+    if (!q || !ml_at_site(m, run, s->site[S_Q], &q) || !at_head_site(m, run, s->site[S_HQ], H, &q)) goto done;
     k = ml_linear(x, ml_model_p(m, s->wk), NULL);
-    if (!k || !ml_at_site(m, run, s->site[S_K], &k)) goto done;
+    if (!k || !ml_at_site(m, run, s->site[S_K], &k) || !at_head_site(m, run, s->site[S_HK], H, &k)) goto done;
     v = ml_linear(x, ml_model_p(m, s->wv), NULL);
-    if (!v || !ml_at_site(m, run, s->site[S_V], &v)) goto done;
+    if (!v || !ml_at_site(m, run, s->site[S_V], &v) || !at_head_site(m, run, s->site[S_HV], H, &v)) goto done;
     bool explicit_form = false; /* a replaced feature map, state or pattern */
     bool want_f = ml_site_wanted(m, run, s->site[S_FEAT_Q]) || ml_site_wanted(m, run, s->site[S_FEAT_K]) ||
                   ml_site_wanted(m, run, s->site[S_KV_STATE]);
@@ -243,7 +264,7 @@ static ml_tensor *based_forward(ml_model *m, int l, void *state, ml_tensor *x, m
             if (!y) goto done;
         }
     }
-    if (!ml_at_site(m, run, s->site[S_Y], &y)) goto done;
+    if (!ml_at_site(m, run, s->site[S_Y], &y) || !at_head_site(m, run, s->site[S_HZ], H, &y)) goto done;
     out = ml_linear(y, ml_model_p(m, s->wo), NULL);
 done:
     ml_release(q), ml_release(k), ml_release(v), ml_release(fq), ml_release(fk), ml_release(S);

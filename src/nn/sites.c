@@ -9,7 +9,8 @@
 #include "nn/model.h"
 
 /* The table of docs/interventions.md, "TransformerLens names": hook name, get_act_name's short
- * name (NULL: none) and mechlab's component. */
+ * name (NULL: none) and mechlab's component. A name listed twice stands for the first component
+ * a layer has: attention's per-head sites, else the flat ones of the mixers without heads. */
 static const struct {
     const char *tl, *tl_short, *site;
 } tl_names[] = {
@@ -19,6 +20,11 @@ static const struct {
     {"ln2.hook_normalized", NULL, "mlp_input"},
     {"hook_mlp_out", "mlp_out", "mlp_output"},
     {"hook_resid_post", "resid_post", "block_output"},
+    {"attn.hook_q", "q", "mixer.head_q"},
+    {"attn.hook_k", "k", "mixer.head_k"},
+    {"attn.hook_v", "v", "mixer.head_v"},
+    {"attn.hook_z", "z", "mixer.head_z"},
+    {"attn.hook_result", "result", "mixer.head_result"},
     {"attn.hook_q", "q", "mixer.q"},
     {"attn.hook_k", "k", "mixer.k"},
     {"attn.hook_v", "v", "mixer.v"},
@@ -47,11 +53,16 @@ const char *ml_site_split(const char *name, int *layer) {
     return end + 1;
 }
 
-const char *ml_site_component(const char *name) {
+const char *ml_site_component_at(const char *name, int k) {
     for (int i = 0; i < N_TL; i++)
-        if (!strcmp(name, tl_names[i].tl) || (tl_names[i].tl_short && !strcmp(name, tl_names[i].tl_short)))
+        if ((!strcmp(name, tl_names[i].tl) || (tl_names[i].tl_short && !strcmp(name, tl_names[i].tl_short))) && k-- == 0)
             return tl_names[i].site;
-    return name;
+    return NULL;
+}
+
+const char *ml_site_component(const char *name) {
+    const char *c = ml_site_component_at(name, 0);
+    return c ? c : name;
 }
 
 const char *ml_site_tl_name(const char *component) {
@@ -75,6 +86,13 @@ int ml_site_lookup(const ml_model *m, int layer, const char *component) {
     return -1;
 }
 
+int ml_site_find(const ml_model *m, int layer, const char *name) {
+    int s = ml_site_lookup(m, layer, name);
+    const char *c;
+    for (int k = 0; s < 0 && (c = ml_site_component_at(name, k)); k++) s = ml_site_lookup(m, layer, c);
+    return s;
+}
+
 int ml_site_parse(const ml_model *m, const char *full) {
     int layer;
     const char *rest = ml_site_split(full, &layer);
@@ -84,9 +102,7 @@ int ml_site_parse(const ml_model *m, const char *full) {
 int ml_site_resolve(const ml_model *m, const char *name) {
     int layer;
     const char *rest = ml_site_split(name, &layer);
-    if (!rest) return -1;
-    int s = ml_site_lookup(m, layer, rest);
-    return s >= 0 ? s : ml_site_lookup(m, layer, ml_site_component(rest));
+    return rest ? ml_site_find(m, layer, rest) : -1;
 }
 
 int ml_site_grid(const ml_model *m, const int *layers, int nl, const char *const *components, int nc, int *out,
@@ -95,12 +111,12 @@ int ml_site_grid(const ml_model *m, const int *layers, int nl, const char *const
     if (missing) *missing = -1;
     for (int i = 0; i < nl; i++)
         for (int c = 0; c < nc; c++) {
-            int s = ml_site_lookup(m, layers[i], ml_site_component(components[c]));
+            int s = ml_site_find(m, layers[i], components[c]);
             if (s >= 0) out[n++] = s;
         }
     for (int c = 0; missing && *missing < 0 && c < nc; c++) {
         bool found = false;
-        for (int i = 0; i < nl && !found; i++) found = ml_site_lookup(m, layers[i], ml_site_component(components[c])) >= 0;
+        for (int i = 0; i < nl && !found; i++) found = ml_site_find(m, layers[i], components[c]) >= 0;
         if (!found) *missing = c;
     }
     return n;

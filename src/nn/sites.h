@@ -5,8 +5,8 @@
  *
  * TransformerLens names are aliases: a hook name ("hook_resid_pre", "attn.hook_q") or
  * get_act_name's short name ("resid_pre", "q") stands for mechlab's component ("block_input",
- * "mixer.q"). The residual between the mixer and the MLP (hook_resid_mid) is not a site: it is
- * block_input + attention_output. */
+ * "mixer.head_q"). The residual between the mixer and the MLP (hook_resid_mid) is not a site: it
+ * is block_input + attention_output (a cache derives it). */
 #ifndef ML_SITES_H
 #define ML_SITES_H
 
@@ -26,6 +26,9 @@ const char *ml_site_split(const char *name, int *layer);
 
 /* A TransformerLens component name -> mechlab's; any other name is returned unchanged. */
 const char *ml_site_component(const char *name);
+/* The k-th mechlab component a TransformerLens name stands for (attn.hook_q: mixer.head_q, then
+ * mixer.q for mixers without heads), or NULL. */
+const char *ml_site_component_at(const char *name, int k);
 /* mechlab component -> its TransformerLens hook name, or NULL when it has none. */
 const char *ml_site_tl_name(const char *component);
 /* The mechlab spelling of a full name whose component may be a TransformerLens name, written
@@ -35,6 +38,8 @@ const char *ml_site_canonical(const char *name, char *buf, size_t n);
 /* Ids, -1 when the model has no such site: a layer's component (mechlab spelling), a full name
  * (mechlab spelling), a full name in either spelling. */
 int ml_site_lookup(const ml_model *m, int layer, const char *component);
+/* A layer's component in either spelling: the name itself, else each component it stands for. */
+int ml_site_find(const ml_model *m, int layer, const char *name);
 int ml_site_parse(const ml_model *m, const char *full);
 int ml_site_resolve(const ml_model *m, const char *name);
 

@@ -52,7 +52,10 @@ add_names { "attention", "mamba", "based", "h3", "hyena", "base_conv", "delta_ne
   "out", "names", "rows", "targets", "grads", "objective", "prob", "sites", "layers", "components", "mean",
   "zero", "scale", "cell", "data", "values", "title", "series", "x", "y", "label", "categories", "1:3", "::2", ":",
   "mech.task_examples", "copy", "modular_addition", "<bos> k3 v7", "tokens", "sample",
-  "-1:", "0:0", "optimizer", "meta", "label_types", "query", "key", "resid_pre", "hook_attn_out" }
+  "-1:", "0:0", "optimizer", "meta", "label_types", "query", "key", "resid_pre", "hook_attn_out",
+  "dataset", "first", "xlabels", "ylabels", "sci_mode", "auto", "blocks.0.hook_attn", "blocks.0.attn.W_Q",
+  "max_new", "temperature", "top_k", "W_Q", "W_O", "W_U", "W_E", "b_O", "incl_mid", "incl_remainder", "apply_ln",
+  "answers", "wrong", "z", "result", "hook_resid_mid", "blocks.1.hook_resid_mid" }
 local junk_strings = { "", "x", "\0", "\xff\xfe\xfd", string.rep("a", 5000), string.rep("\0\xff", 2 ^ 19), "blocks.",
   "blocks.99.block_input",
   "blocks.-1.block_input", "%s%s%n", "nan", "1e999", "  ", "a.b.c.d.e.f" }
@@ -170,6 +173,9 @@ local function build_pool()
     local m = mech.model { arch = arch, d_model = 8, n_layers = 2, vocab = ar:vocab_size() }
     add("model", m)
     if arch == "attention" or arch == "mamba" then
+      -- caches (their analysis methods), before a hook that may raise: full, and partial
+      add("cache", select(2, m:run_with_cache(mech.tensor({ { 1, 2, 3 } }, { dtype = "int32" }),
+        arch == "mamba" and { names = "block_input" } or nil)))
       add("adamw", mech.adamw(m))
       add("hook", m:add_hook("blocks.0.block_input", pick(callbacks)))
     end
@@ -227,7 +233,7 @@ local methods = {}      -- kind -> {{name, fn}}
 local function methods_of(kind, obj)
   local mt = getmetatable(obj)
   if type(mt) ~= "table" then return end
-  local m = mt.methods or (type(mt.__index) == "table" and mt.__index) or {}
+  local m = mt.methods or mt.__methods or (type(mt.__index) == "table" and mt.__index) or {}
   local list = {}
   for k, v in pairs(m) do if type(v) == "function" then list[#list + 1] = { name = kind .. ":" .. k, fn = v } end end
   for _, mm in ipairs { "__add", "__sub", "__mul", "__div", "__pow", "__unm", "__index", "__newindex", "__len",

@@ -127,8 +127,8 @@ nil
 3
 nil"'
 repl 'm = mech.model { d_model = 8, n_layers = 1, vocab = 10 }\nm:hook_names()\n_, c = m:run_with_cache(mech.tensor({{1, 2, 3}}, {dtype = "int32"}), {names = "block_"})\nc\nc["blocks.0.block_inptu"]\n'
-check "REPL prints hook names and caches with shapes; a wrong cache key names the right one" '[ $rc -eq 0 ] && has_out "14 hook sites:" && has_out "  blocks.0.mixer.pattern           (B, 1, L, L)" && has_out "mech.Cache with 2 activations:" && has_out "  blocks.0.block_output            (1, 3, 8)" && has_err "did you mean '"'"'blocks.0.block_input'"'"'"'
-repl 'help("cache:get")\nm = mech.model { d_model = 8, n_layers = 1, vocab = 10 }\nt = mech.tensor({{1, 2, 3}}, {dtype = "int32"})\nmap = mech.interp.patching_map(m, t, t, {chance = 1})\nmap.warning ~= nil\n'
+check "REPL prints hook names and caches with shapes; a wrong cache key names the right one" '[ $rc -eq 0 ] && has_out "19 hook sites:" && has_out "  blocks.0.mixer.pattern           (B, 1, L, L)" && has_out "mech.Cache with 2 activations:" && has_out "  blocks.0.block_output            (1, 3, 8)" && has_err "did you mean '"'"'blocks.0.block_input'"'"'"'
+repl 'help("cache:get")\nm = mech.model { d_model = 8, n_layers = 1, vocab = 10 }\nt = mech.tensor({{1, 2, 3}}, {dtype = "int32"})\nmap = mech.interp.patching_map(m, t, t, {chance = 1, rows = 1})\nmap.warning ~= nil\n'
 check "REPL: help(x); a map of a model at chance warns on stderr" '[ $rc -eq 0 ] && has_out "cache:get(component[, layer]) -> tensor" && has_out "  Example: " && has_out true && has_err "patching_map: warning: " && has_err "attributions are noise"'
 
 # --- Ctrl-C -----------------------------------------------------------------------------------
@@ -273,9 +273,9 @@ case("tab completion: fields, nested, methods of strings, userdata and tensors",
 def completion_strings_locals():
     s.send(b"local kc = {['blocks.0.mixer.q'] = 1, ['blocks.0.mlp_output'] = 2, other = {deep = 3}}\r")
     s.expect(b"> ")
-    s.send(b"kc[\"blocks.0.mi\t]\r")  # inside a string key: the table's string keys, quote closed
+    s.send(b"kc[\"blocks.0.mi\t\r")  # inside a string key: the table's string keys, quote and ] closed
     s.expect(b"\r\n1\r\n")
-    s.send(b"kc['blocks.0.ml\t]\r")
+    s.send(b"kc['blocks.0.ml\t\r")
     s.expect(b"\r\n2\r\n")
     s.send(b"kc.oth\t.de\t\r")          # a kept local completes like a global
     s.expect(b"\r\n3\r\n")
@@ -283,8 +283,10 @@ def completion_strings_locals():
     s.expect(b"> ")
     s.send(b"_, cc = mm:run_with_cache(mech.tensor({{1, 2}}, {dtype = 'int32'}))\r")
     s.expect(b"> ")
-    s.send(b"cc[\"blocks.0.mixer.pat\t]:shape()[4]\r")
+    s.send(b"cc[\"blocks.0.mixer.pat\t:shape()[4]\r")
     s.expect(b"\r\n2\r\n")
+    s.send(b"cc:na\t)[1]\r")           # a cache's methods
+    s.expect(b"\r\nblocks.0.attention_input\r\n")
 case("tab completion inside string keys (cache names) and of kept locals", completion_strings_locals)
 
 def interrupt_prompt():

@@ -46,7 +46,8 @@ T.test("cache:get(component, layer) with mechlab and TransformerLens names", fun
   T.truthy(rawequal(cache:get("attn_out", 0), cache["blocks.0.attention_output"]))
   T.truthy(rawequal(cache:get("mlp_out", 1), cache["blocks.1.mlp_output"]))
   T.truthy(rawequal(cache:get("pattern", 0), cache["blocks.0.mixer.pattern"]))
-  T.truthy(rawequal(cache["blocks.0.attn.hook_q"], cache["blocks.0.mixer.q"]))
+  T.truthy(rawequal(cache["blocks.0.attn.hook_q"], cache["blocks.0.mixer.head_q"])) -- per head, as TransformerLens
+  T.truthy(rawequal(cache:get("z", 1), cache["blocks.1.mixer.head_z"]))
   T.truthy(rawequal(cache["blocks.0.ln1.hook_normalized"], cache["blocks.0.attention_input"]))
   T.truthy(rawequal(cache["blocks.0.mlp.hook_post"], cache["blocks.0.mlp.hidden_post"]))
   T.raises(function() cache:get("resid_pre", 7) end, "'blocks.7.block_input' is not in this cache")
@@ -97,7 +98,7 @@ end)
 T.test("hook_names and caches print one site a line with its shape", function()
   local m = tiny()
   local s = tostring(m:hook_names())
-  T.truthy(s:find("28 hook sites:", 1, true), s)
+  T.truthy(s:find("38 hook sites:", 1, true), s)
   T.truthy(s:find("\n  blocks.0.mixer.pattern%s+%(B, 1, L, L%)"), s)
   local _, c = m:run_with_cache(tok, { names = "blocks.1.mixer.pattern" })
   T.eq(tostring(c), "mech.Cache with 1 activations:\n  blocks.1.mixer.pattern           (4, 1, 13, 13)")
@@ -207,33 +208,54 @@ T.test("patching_map: layers, components (TransformerLens names too), positions,
   local m = tiny()
   local clean, corrupted = corrupt_first_key()
   local map = mech.interp.patching_map(m, clean, corrupted,
-    { layers = { 1 }, components = { "resid_pre", "mixer.q", "attn_out" }, positions = { 1, -2 }, metric = "logit" })
+    { layers = { 1 }, components = { "resid_pre", "mixer.q", "attn_out" }, positions = { 1, -2 }, metric = "logit",
+      dataset = ds })
   T.eq(map.sites, { "blocks.1.block_input", "blocks.1.mixer.q", "blocks.1.attention_output" })
   T.eq(map.positions, { 1, 11 })
   T.eq(map.metric, "logit")
   local seen
   local fmap = mech.interp.patching_map(m, clean, corrupted, { layers = { 0 }, components = { "block_input" },
-    positions = { 1 }, metric = function(logits) seen = logits:shape(); return logits:get(0, 11, 3) end })
+    positions = { 1 }, dataset = ds, metric = function(logits) seen = logits:shape(); return logits:get(0, 11, 3) end })
   T.eq(seen, { 4, 13, task:vocab_size() })
   T.eq(fmap.metric, "function")
   T.near(fmap.values:get(0, 0), 1, 1e-4)
-  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { components = { "mlp_outptu" } }) end,
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { components = { "mlp_outptu" }, dataset = ds }) end,
     "did you mean 'blocks.0.mlp_output'")
   T.raises(function() mech.interp.patching_map(m, clean, corrupted, { layers = { 2 } }) end, "layers in [0, 2)")
   T.raises(function() mech.interp.patching_map(m, clean, corrupted, { positions = { 13 } }) end, "integers in [-13, 13)")
-  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { metric = "kl" }) end, "expected 'prob', 'logprob', 'logit'")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { metric = "kl", dataset = ds }) end, "expected 'prob', 'logprob', 'logit'")
   T.raises(function() mech.interp.patching_map(m, clean, corrupted, { rows = { 1, 2 } }) end, "a list of 4 integers")
-  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { targets = 999 }) end, "token ids in [0, 68)")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { rows = 3, targets = 999 }) end, "token ids in [0, 68)")
   T.raises(function() mech.interp.patching_map(m, clean, (ds:batch(0, 3))) end, "of the clean tokens' shape")
   T.raises(function() mech.interp.patching_map(m, clean, corrupted, { posiitons = {} }) end, "did you mean 'positions'")
-  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { metric = function() return "x" end }) end,
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { dataset = ds, metric = function() return "x" end }) end,
     "returned string, expected a number")
+end)
+
+T.test("patching_map: the readout comes from the dataset's answers, or the map refuses", function()
+  local m = tiny()
+  local clean, corrupted = corrupt_first_key()
+  local rows, targets = ic.readout(ds, 0, 4)
+  local a = mech.interp.patching_map(m, clean, corrupted, { layers = { 1 }, positions = { 1 }, dataset = ds, chance = 0 })
+  local b = mech.interp.patching_map(m, clean, corrupted, { layers = { 1 }, positions = { 1 }, rows = rows,
+    targets = targets, chance = 0 })
+  T.near(a.clean, b.clean, 1e-7)
+  T.eq((a.values - b.values):abs():max():item(), 0)
+  local c = mech.interp.patching_map(m, clean, corrupted, { layers = { 1 }, positions = { 1 }, rows = rows, chance = 0 })
+  T.near(c.clean, b.clean, 1e-7) -- targets default to the token after each row
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted) end, "say where the answer is read: option 'dataset'")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { dataset = ds, first = 1 }) end,
+    "clean example 0 is not document 1")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { dataset = ds, first = ds:size() }) end,
+    "option 'first' expected documents")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { dataset = ds, rows = rows }) end, "not both")
+  T.raises(function() mech.interp.patching_map(m, clean, corrupted, { dataset = 3 }) end, "a mech.Dataset")
 end)
 
 T.test("a model at chance: the map and ic.evaluate say its attributions are noise", function()
   local m = tiny() -- untrained: 0 % accuracy
   local clean, corrupted = ic.corrupt(ds, 0, 4)
-  local map = mech.interp.patching_map(m, clean, corrupted, { layers = { 0 }, positions = { 1 } })
+  local map = mech.interp.patching_map(m, clean, corrupted, { layers = { 0 }, positions = { 1 }, dataset = ds })
   T.eq(map.accuracy, 0)
   T.truthy(map.warning and map.warning:find("attributions are noise", 1, true), map.warning)
   local res = ic.evaluate(m, ds, { layers = { 1 }, components = { "block_input" } })
@@ -250,13 +272,20 @@ T.test("map:plot and plots/attribution_map.lua draw through mech.interp.plot_map
   assert(os.execute("mkdir -p " .. dir))
   local m = tiny()
   local clean, corrupted = ic.corrupt(ds, 0, 4)
-  local map = mech.interp.patching_map(m, clean, corrupted, { chance = 0 })
+  local map = mech.interp.patching_map(m, clean, corrupted, { chance = 0, dataset = ds })
   map:plot { out = dir .. "/map.png" }
   T.truthy(io.open(dir .. "/map.png"), "map.png")
   local csv = io.open(dir .. "/map.csv"):read("a") -- the plotted numbers
   T.truthy(csv:find("layer 1 block_output", 1, true), csv:sub(1, 200))
   T.raises(function() mech.interp.plot_map({ values = map.values }, { out = dir .. "/x.png" }) end, "field 'col_labels'")
   T.raises(function() map:plot { out = dir .. "/x.png", colour = "red" } end, "unknown option 'colour'")
+  local xl = {}
+  for j = 1, #map.col_labels do xl[j] = "tok" .. j end
+  map:plot { out = dir .. "/lab.png", xlabels = xl, ylabels = map.sites }
+  local lab = io.open(dir .. "/lab.csv"):read("a")
+  T.truthy(lab:find("tok13", 1, true) and lab:find("blocks.1.block_output", 1, true), lab:sub(1, 300))
+  T.eq(map.col_labels[1], "0", "the map keeps its own labels")
+  T.raises(function() map:plot { out = dir .. "/x.png", xlabels = { "a" } } end, "option 'xlabels' expected a list of 13 labels")
   -- the paper's attribution figure from an evaluator CSV
   local res = ic.evaluate(m, ds, { layers = { 0, 1 } })
   ic.write_csv(res, dir .. "/ic.csv", 0, "test")
@@ -325,6 +354,27 @@ T.test("help(x): by value, by name, by topic, for a model or a cache, with did-y
   T.truthy(help.text():find("mech.interp", 1, true))
   T.eq(help.text("modle"), "help: no entry 'modle' (did you mean 'model'?)")
   T.eq(help.text(print), "help: no entry for this function (help() lists the topics)")
+end)
+
+T.test("did-you-mean: bounded, ranked by component then layer, a wrong layer named, arguments cut to 80 characters", function()
+  local t0 = os.clock()
+  local text = help.text(string.rep("x", 1 << 20))
+  T.truthy(os.clock() - t0 < 2, "help with a 1 MiB string took " .. (os.clock() - t0) .. " s")
+  T.truthy(#text < 300 and text:find("(1048576 characters)", 1, true), text:sub(1, 300))
+  local m = tiny()
+  local function err(f) local ok, e = pcall(f); T.falsy(ok); return e end
+  local function patch_err(site) return err(function() mech.interp.patch(m, tok, { site = site, source = mech.zeros(1) }) end) end
+  T.truthy(patch_err("blocks.2.hook_resid_pre"):find("blocks.2.hook_resid_pre': the model has 2 layers (0–1)", 1, true))
+  T.truthy(patch_err("blocks.0.hook_attn"):find("did you mean 'blocks.0.hook_attn_out'", 1, true))
+  T.truthy(patch_err("blocks.1.mlp_outptu"):find("did you mean 'blocks.1.mlp_output'", 1, true), "the layer given is kept")
+  T.truthy(patch_err("blocks.1.mixer.pattren"):find("did you mean 'blocks.1.mixer.pattern'", 1, true))
+  local long = patch_err(string.rep("y", 65536))
+  T.truthy(#long < 400 and long:find("(65536 characters)", 1, true), long:sub(1, 400))
+  local opt = err(function() mech.interp.patch(m, tok, { [string.rep("z", 5000)] = 1 }) end)
+  T.truthy(#opt < 300, opt:sub(1, 300))
+  local _, cache = m:run_with_cache(tok, { names = "block_input" })
+  local miss = err(function() return cache[string.rep("w", 5000)] end)
+  T.truthy(#miss < 400, miss:sub(1, 400))
 end)
 
 T.test("token ids as tables of integers everywhere; what would be silent is an error", function()

@@ -41,7 +41,7 @@ T.test("sites: model:site builds the name, hook_names entries carry id, layer an
   local m = tiny()
   T.eq(m:site(1, "block_input"), "blocks.1.block_input")
   T.eq(m:site(0, "hook_resid_pre"), "blocks.0.block_input") -- TransformerLens names
-  T.eq(m:site(0, "q"), "blocks.0.mixer.q")
+  T.eq(m:site(0, "q"), "blocks.0.mixer.head_q") -- per head, as TransformerLens's hook_q
   T.raises(function() m:site(2, "block_input") end, "site: argument 1 expected a layer in [0, 2) (the model has 2 layers), got 2")
   T.raises(function() m:site(-1, "block_input") end, "the model has 2 layers")
   T.raises(function() m:site("x", "block_input") end, "expected a layer in [0, 2)")
@@ -54,9 +54,9 @@ T.test("sites: model:site builds the name, hook_names entries carry id, layer an
   end
   T.eq(sites[1].layer, 0)
   T.eq(sites[1].component, "block_input")
-  local q = m:hook_names("blocks.1.attn.hook_q")
-  T.eq(#q, 1)
-  T.eq({ q[1].layer, q[1].component }, { 1, "mixer.q" })
+  local q = m:hook_names("blocks.1.attn.hook_q") -- a pattern: the per-head site and the flat one
+  T.eq(#q, 2)
+  T.eq({ q[1].layer, q[1].component, q[2].component }, { 1, "mixer.q", "mixer.head_q" })
   local mamba = tiny { arch = "mamba" }
   T.raises(function() mamba:site(0, "mixer.q") end, "layer 0 has no component 'mixer.q'")
 end)

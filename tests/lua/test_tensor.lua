@@ -69,6 +69,8 @@ T.test("one format per tensor, as PyTorch prints", function()
   T.eq(body(mech.tensor { -1.5, 2.25 }), "[-1.5000,  2.2500]")
   T.eq(body(mech.tensor { 1e-5, 1, 100 }), "[1.0000e-05, 1.0000e+00, 1.0000e+02]")
   T.eq(body(mech.tensor { 0 / 0, 1 / 0, -1 / 0, 2 }), "[ nan,  inf, -inf,   2.]")
+  T.eq(body(mech.tensor { 1, 3e-5, 0.25 }), "[1.0000, 0.0000, 0.2500]", "probabilities stay fixed")
+  T.eq(body(mech.tensor { 3e-3, 2e-5 }), "[3.0000e-03, 2.0000e-05]", "small values in [0, 1] are not probabilities")
   T.eq(body(mech.arange(6):reshape(2, 3)), "[[0, 1, 2],\n [3, 4, 5]]")
   T.eq(body(mech.arange(8):reshape(2, 2, 2)), "[[[0, 1],\n  [2, 3]],\n\n [[4, 5],\n  [6, 7]]]")
   T.eq(body(mech.tensor(3.5)), "3.5000")
@@ -77,7 +79,7 @@ end)
 
 T.test("set_printoptions and get_printoptions", function()
   local saved = mech.get_printoptions()
-  T.eq(saved, { threshold = 1000, edgeitems = 3, precision = 4, linewidth = 80 })
+  T.eq(saved, { threshold = 1000, edgeitems = 3, precision = 4, linewidth = 80, sci_mode = "auto" })
   mech.set_printoptions { threshold = 5, edgeitems = 1 }
   T.eq(body(mech.arange(7)), "[0, ..., 6]")
   T.eq(body(mech.arange(4)), "[0, 1, 2, 3]", "at the threshold: everything")
@@ -91,6 +93,14 @@ T.test("set_printoptions and get_printoptions", function()
   T.eq(mech.get_printoptions(), saved)
   mech.set_printoptions { profile = "full" }
   T.eq(mech.get_printoptions().threshold, math.huge)
+  mech.set_printoptions { sci_mode = true }
+  T.eq(body(mech.tensor { 1.5, 2 }), "[1.5000e+00, 2.0000e+00]")
+  T.eq(mech.get_printoptions().sci_mode, true)
+  mech.set_printoptions { sci_mode = false }
+  T.eq(body(mech.tensor { 1e-5, 100 }), "[  0.0000, 100.0000]")
+  mech.set_printoptions { sci_mode = "auto" }
+  T.eq(body(mech.tensor { 1e-5, 100 }), "[1.0000e-05, 1.0000e+02]")
+  T.raises(function() mech.set_printoptions { sci_mode = 1 } end, "option 'sci_mode' expected true, false or \"auto\", got 1")
   T.raises(function() mech.set_printoptions { precision = -1 } end,
     "mech.set_printoptions: option 'precision' expected an integer in [0, 16], got -1")
   T.raises(function() mech.set_printoptions { edgeitem = 2 } end, "unknown option 'edgeitem' (did you mean 'edgeitems'?)")

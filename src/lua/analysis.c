@@ -1,0 +1,199 @@
+/* The TransformerLens-style analysis toolkit from Lua (docs/analysis.md): per-head weight views
+ * (model:weight, and TransformerLens's names through model:param) and text out (model:generate).
+ * Each function checks its arguments and calls src/interp or src/nn/generate.c. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "interp/interp.h"
+#include "lua/binding.h"
+#include "nn/generate.h"
+#include "nn/sites.h"
+
+/* Pushes the view of weight `name` of `layer`, or raises naming fn. */
+static int push_weight(lua_State *L, ml_model *m, int layer, const char *name, const char *fn) {
+    ml_tensor *w = ml_head_weight(m, layer, name);
+    if (!w) {
+        const char *e = ml_last_error(), *c = strstr(e, ": ");
+        return luaL_error(L, "%s: %s", fn, c ? c + 2 : e);
+    }
+    mlL_pushtensor(L, w);
+    return 1;
+}
+
+/* model:weight(name[, layer]) -> a view: W_Q, W_K, W_V (H, D, d_h), W_O (H, d_h, D), b_O, W_E, W_pos, W_U */
+static int m_weight(lua_State *L) {
+    const char *fn = "weight";
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    const char *name = luaL_checkstring(L, 2);
+    bool global = !strcmp(name, "W_E") || !strcmp(name, "W_pos") || !strcmp(name, "W_U");
+    int layer = 0;
+    if (!global || !lua_isnoneornil(L, 3)) {
+        int ok;
+        lua_Integer l = lua_tointegerx(L, 3, &ok);
+        if (!ok || l < 0 || l >= m->cfg.n_layers) {
+            char got[96];
+            return luaL_error(L, "%s: argument 2 expected a layer in [0, %d) (the model has %d layers), got %s", fn,
+                              m->cfg.n_layers, m->cfg.n_layers, mlL_describe(L, 3, got, sizeof got));
+        }
+        layer = (int)l;
+    }
+    ml_clear_error();
+    return push_weight(L, m, layer, name, fn);
+}
+
+/* model:param(name): TransformerLens's per-head names ("blocks.0.attn.W_Q", "W_U", "unembed.W_U",
+ * "embed.W_E", "pos_embed.W_pos") as views, every other name as the model's own param. */
+static int m_param_tl(lua_State *L) {
+    const char *fn = "param";
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    const char *name = luaL_checkstring(L, 2);
+    int layer;
+    const char *rest = ml_site_split(name, &layer);
+    if (rest && !strncmp(rest, "attn.", 5)) {
+        for (int i = 0; ml_head_weight_names[i]; i++)
+            if (!strcmp(rest + 5, ml_head_weight_names[i])) {
+                if (layer >= m->cfg.n_layers)
+                    return luaL_error(L, "%s: '%s': the model has %d layers (0–%d)", fn, name, m->cfg.n_layers,
+                                      m->cfg.n_layers - 1);
+                return push_weight(L, m, layer, rest + 5, fn);
+            }
+    }
+    if (!strcmp(name, "W_U") || !strcmp(name, "unembed.W_U")) return push_weight(L, m, 0, "W_U", fn);
+    char spelled[160], q[128];
+    if (ml_model_resolve_param(m, name, spelled, sizeof spelled) < 0) { /* quoted short, closest by layer */
+        const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(m->n_params + 1), 0);
+        for (int k = 0; k < m->n_params; k++) names[k] = m->params[k].name;
+        names[m->n_params] = NULL;
+        return luaL_error(L, "%s: no parameter named %s (did you mean '%s'? model:named_parameters() lists them)", fn,
+                          mlL_quote(name, q, sizeof q), mlL_closest(spelled, names));
+    }
+    lua_pushvalue(L, lua_upvalueindex(1)); /* the model's own param */
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+}
+
+/* model:generate(tokens[, {max_new=16, temperature=0, top_k=0, seed=0}]) -> tokens (B, L + max_new) */
+static int m_generate(lua_State *L) {
+    const char *fn = "generate";
+    static const char *const keys[] = {"max_new", "temperature", "top_k", "seed", NULL};
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    mlL_opttable(L, 3, fn, 2, keys);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
+    ml_generate_config c = {.max_new = mlL_optint32(L, 3, "max_new", 16, fn),
+                            .temperature = mlL_optnum(L, 3, "temperature", 0, fn),
+                            .top_k = mlL_optint32(L, 3, "top_k", 0, fn),
+                            .seed = (uint64_t)mlL_optint(L, 3, "seed", 0, fn)};
+    if (c.max_new < 0 || c.max_new > 1000000)
+        return luaL_error(L, "%s: option 'max_new' expected an integer in [0, 10^6], got %d", fn, c.max_new);
+    if (!(c.temperature >= 0) || isinf(c.temperature))
+        return luaL_error(L, "%s: option 'temperature' expected a finite number >= 0 (0: greedy), got %f", fn, c.temperature);
+    if (c.top_k < 0) return luaL_error(L, "%s: option 'top_k' expected an integer >= 0 (0: every token), got %d", fn, c.top_k);
+    ml_tensor *out = ml_generate(m, tok, &c);
+    if (!out) return mlL_raise(L);
+    mlL_pushtensor(L, out);
+    return 1;
+}
+
+/* Option `key`: a site name (either spelling), required. */
+static int opt_site(lua_State *L, ml_model *m, int opt, const char *key, const char *fn) {
+    const char *name = mlL_optstr(L, opt, key, NULL, fn);
+    if (!name) return luaL_error(L, "%s: option '%s' (a site name) is required", fn, key);
+    return mlL_checksite(L, m, name, fn);
+}
+
+/* Option `key`: a head of site s (only for a site with a head dimension), or -1. */
+static int opt_head(lua_State *L, ml_model *m, int opt, const char *key, int s, const char *fn) {
+    int h = mlL_optint32(L, opt, key, -1, fn);
+    if (h == -1) return -1;
+    const ml_site_decl *d = &m->sites[s];
+    if (d->ndim != 4 || d->shape[2] != m->cfg.n_heads || strncmp(d->name, "mixer.head_", 11))
+        return luaL_error(L, "%s: option '%s' needs a per-head site (attn.hook_z, hook_q, ...), got %s", fn, key, d->name);
+    if (h < 0 || h >= m->cfg.n_heads)
+        return luaL_error(L, "%s: option '%s' expected a head in [0, %d), got %d", fn, key, m->cfg.n_heads, h);
+    return h;
+}
+
+/* logits = mech.interp.path_patch(model, clean, corrupted, {sender=, receiver=, sender_head=,
+ *   receiver_head=}): ml_path_patch_run. */
+static int l_path_patch(lua_State *L) {
+    const char *fn = "mech.interp.path_patch";
+    static const char *const keys[] = {"sender", "receiver", "sender_head", "receiver_head", NULL};
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    mlL_checktable(L, 4, fn, 4);
+    mlL_checkkeys(L, 4, fn, keys);
+    ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = mlL_checktokens(L, m, 3, fn);
+    if (!ml_same_shape(clean, corr)) return luaL_error(L, "%s: argument 3 expected corrupted tokens of the clean tokens' shape", fn);
+    ml_path_patch p = {.sender = opt_site(L, m, 4, "sender", fn), .receiver = opt_site(L, m, 4, "receiver", fn)};
+    p.sender_head = opt_head(L, m, 4, "sender_head", p.sender, fn);
+    p.receiver_head = opt_head(L, m, 4, "receiver_head", p.receiver, fn);
+    ml_tensor *hid = ml_path_patch_run(m, clean, corr, &p);
+    ml_tensor *logits = hid ? ml_model_head(m, hid) : NULL;
+    ml_release(hid);
+    if (!logits) return mlL_raise(L);
+    mlL_pushtensor(L, logits);
+    return 1;
+}
+
+/* A = mech.interp.implicit_attention(model, tokens, layer) -> (B, heads, L, L) */
+static int l_implicit_attention(lua_State *L) {
+    const char *fn = "mech.interp.implicit_attention";
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
+    int ok;
+    lua_Integer layer = lua_tointegerx(L, 3, &ok);
+    if (!ok || layer < 0 || layer >= m->cfg.n_layers) {
+        char got[96];
+        return luaL_error(L, "%s: argument 3 expected a layer in [0, %d), got %s", fn, m->cfg.n_layers,
+                          mlL_describe(L, 3, got, sizeof got));
+    }
+    ml_tensor *a = ml_implicit_attention_run(m, tok, (int)layer);
+    if (!a) return mlL_raise(L);
+    mlL_pushtensor(L, a);
+    return 1;
+}
+
+/* mech.viz.attention{...} and mech.viz.attention_grid{...}: lua/mech/viz.lua builds the page and
+ * the figure; these check the argument is a table and call it. */
+static int call_viz(lua_State *L, const char *name) {
+    char fn[48];
+    snprintf(fn, sizeof fn, "mech.viz.%s", name);
+    mlL_checktable(L, 1, fn, 1);
+    lua_settop(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "mech.viz");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, name);
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 1);
+    return 1;
+}
+static int l_viz_attention(lua_State *L) { return call_viz(L, "attention"); }
+static int l_viz_attention_grid(lua_State *L) { return call_viz(L, "attention_grid"); }
+
+int mlL_open_analysis(lua_State *L) {
+    luaL_getmetatable(L, "mech.Model");
+    if (lua_istable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE) {
+        lua_pushcfunction(L, m_weight), lua_setfield(L, -2, "weight");
+        lua_pushcfunction(L, m_generate), lua_setfield(L, -2, "generate");
+        mlL_hooked(L, -1, (const char *const[]){"generate", NULL}); /* persistent hooks apply */
+        lua_getfield(L, -1, "param");
+        lua_pushcclosure(L, m_param_tl, 1);
+        lua_setfield(L, -2, "param");
+        lua_pop(L, 1);
+    } else {
+        lua_pop(L, lua_istable(L, -1) ? 1 : 0);
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, -1, "interp") == LUA_TTABLE) { /* mech.interp, made by mlL_open_interp */
+        lua_pushcfunction(L, l_path_patch), lua_setfield(L, -2, "path_patch");
+        lua_pushcfunction(L, l_implicit_attention), lua_setfield(L, -2, "implicit_attention");
+        mlL_hooked(L, -1, (const char *const[]){"path_patch", "implicit_attention", NULL});
+    }
+    lua_pop(L, 1);
+    static const luaL_Reg viz[] = {{"attention", l_viz_attention}, {"attention_grid", l_viz_attention_grid}, {NULL, NULL}};
+    luaL_newlib(L, viz);
+    lua_setfield(L, -2, "viz");
+    return 0;
+}

@@ -94,6 +94,7 @@ int mlL_open_interp(lua_State *L); /* src/lua/interp.c: run_with_cache/_hooks, m
 int mlL_open_plot(lua_State *L);   /* src/lua/plot.c: mech.plot (figures to PNG + CSV) */
 int mlL_open_io(lua_State *L);     /* src/lua/io.c: mech.save_tensors / load_tensors, cache:save */
 int mlL_open_optim(lua_State *L);  /* src/lua/optim.c: mech.optim (AdamW, SGD, clip_grad_norm) */
+int mlL_open_mixer(lua_State *L);  /* src/lua/mixer.c: mech.register_mixer (mixers written in Lua) */
 /* cache:save(path) (src/lua/io.c), a method of mech.Cache. */
 int mlL_cache_save(lua_State *L);
 

@@ -11,6 +11,7 @@
 
 #include "io/safetensors.h"
 #include "lua/binding.h"
+#include "lua/mixer.h"
 #include "nn/checkpoint.h"
 #include "nn/train.h"
 #include "ops/nn_ops.h"
@@ -64,15 +65,30 @@ static void push_model(lua_State *L, ml_model *m) {
 
 /* Reads the model options of the table at idx into c (the keys, defaults and checks come from the
  * options table, nn/options.c); an option the chosen architecture does not read is an error
- * naming it. given[i] (may be NULL) is set for each option present. */
+ * naming it. given[i] (may be NULL) is set for each option present. `mixer` (instead of `arch`)
+ * names the mixer by its class, name or module; a mixer written in Lua reads the common options,
+ * and every other key is one of its own options (src/lua/mixer.c). */
 static void read_options(lua_State *L, int idx, const char *fn, ml_model_config *c, bool *given) {
-    const char *keys[64];
-    int nk = 0;
-    for (int i = 0; i < ml_model_option_count() && nk < 63; i++)
-        if (ml_model_option_at(i)->key) keys[nk++] = ml_model_option_at(i)->name;
-    keys[nk] = NULL;
-    mlL_checkkeys(L, idx, fn, keys);
-    const char *arch = mlL_optstr(L, idx, "arch", "attention", fn);
+    const char *keys[64], *common[64];
+    int nk = 0, nc = 0;
+    for (int i = 0; i < ml_model_option_count() && nk < 61; i++) {
+        const ml_model_option *o = ml_model_option_at(i);
+        if (o->key) keys[nk++] = o->name;
+        if (o->key && o->common) common[nc++] = o->name;
+    }
+    keys[nk++] = "mixer", common[nc++] = "mixer";
+    keys[nk] = common[nc] = NULL;
+    const char *arch;
+    if (lua_getfield(L, idx, "mixer") != LUA_TNIL) {
+        if (lua_getfield(L, idx, "arch") != LUA_TNIL) luaL_error(L, "%s: give 'arch' or 'mixer', not both", fn);
+        lua_pop(L, 1);
+        arch = mlL_mixer_arch(L, -1, fn); /* a name the registry or the options table keeps */
+    } else {
+        arch = mlL_optstr(L, idx, "arch", "attention", fn);
+    }
+    lua_pop(L, 1);
+    bool lua_mixer = mlL_mixer_is_lua(arch);
+    if (!lua_mixer) mlL_checkkeys(L, idx, fn, keys);
     ml_model_config_defaults(c, arch);
     if (strlen(arch) >= sizeof c->arch) luaL_error(L, "%s: option 'arch' is too long", fn);
     ml_model_config resolved = *c;
@@ -80,7 +96,7 @@ static void read_options(lua_State *L, int idx, const char *fn, ml_model_config 
     const ml_mixer_type *mixer = ml_mixer_find(resolved.arch); /* NULL: ml_model_new names the choices */
     for (int i = 0; i < ml_model_option_count(); i++) {
         const ml_model_option *o = ml_model_option_at(i);
-        if (!o->key) continue;
+        if (!o->key || (lua_mixer && !o->common)) continue; /* a Lua mixer's own options are read below */
         bool present = lua_getfield(L, idx, o->name) != LUA_TNIL;
         lua_pop(L, 1);
         if (given && i < ML_LOAD_MAX_OPTIONS) given[i] = present;
@@ -94,6 +110,11 @@ static void read_options(lua_State *L, int idx, const char *fn, ml_model_config 
             const char *v = mlL_optstr(L, idx, o->name, "", fn);
             if (!ml_option_set_str(c, o, v)) luaL_error(L, "%s: option '%s' is too long: '%s'", fn, o->name, v);
         }
+    }
+    if (lua_mixer) {
+        common[nc++] = "arch";
+        common[nc] = NULL;
+        mlL_mixer_options(L, idx, fn, common, c);
     }
 }
 
@@ -136,6 +157,7 @@ static int m_config(lua_State *L) {
     lua_newtable(L);
     for (int i = 0; i < ml_model_option_count(); i++) {
         const ml_model_option *o = ml_model_option_at(i);
+        if (o->optional && o->type == ML_OPT_STRING && !strcmp(ml_option_str(&m->cfg, o), o->str_def)) continue;
         if (o->type == ML_OPT_STRING) lua_pushstring(L, ml_option_str(&m->cfg, o));
         else if (o->type == ML_OPT_BOOL) lua_pushboolean(L, (int)ml_option_get(&m->cfg, o));
         else lua_pushinteger(L, ml_option_get(&m->cfg, o));
@@ -782,6 +804,17 @@ static int l_load(lua_State *L) {
     if (!lua_isnoneornil(L, 2)) {
         mlL_checktable(L, 2, fn, 2);
         read_options(L, 2, fn, &options.cfg, options.given);
+    }
+    /* a mixer written in Lua: registered, or its recorded module required, before the plan */
+    ml_safetensors *head = ml_safetensors_open(path);
+    const char *text = head ? ml_safetensors_meta(head, "mechlab.config") : NULL;
+    ml_model_config fc;
+    bool have = text && ml_config_from_json(text, &fc) == ML_OK;
+    ml_safetensors_close(head);
+    if (have) {
+        char what[300];
+        snprintf(what, sizeof what, "%s: %s", fn, path);
+        mlL_mixer_require(L, &fc, what);
     }
     ml_adamw o;
     bool has_opt;

@@ -95,6 +95,7 @@ int mlL_open_plot(lua_State *L);   /* src/lua/plot.c: mech.plot (figures to PNG 
 int mlL_open_io(lua_State *L);     /* src/lua/io.c: mech.save_tensors / load_tensors, cache:save */
 int mlL_open_optim(lua_State *L);  /* src/lua/optim.c: mech.optim (AdamW, SGD, clip_grad_norm) */
 int mlL_open_mixer(lua_State *L);  /* src/lua/mixer.c: mech.register_mixer (mixers written in Lua) */
+int mlL_open_nn(lua_State *L);     /* src/lua/nn.c: mech.nn (lua/mech/nn/, loaded on first use) */
 /* cache:save(path) (src/lua/io.c), a method of mech.Cache. */
 int mlL_cache_save(lua_State *L);
 

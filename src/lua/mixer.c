@@ -553,16 +553,13 @@ static const lua_mixer *lua_mixer_of(const ml_mixer_type *t) {
     return t && t->build == lm_build ? (const lua_mixer *)t->user : NULL;
 }
 
-/* The class's name (Module:extend("Name")): its `name` field or, failing that, __name. */
+/* The class's name (Module:extend("Name") keeps it as __name), or NULL. */
 static const char *class_name(lua_State *L, int cls) {
-    const char *keys[] = {"name", "__name", "_name", NULL};
-    for (int i = 0; keys[i]; i++) {
-        lua_getfield(L, cls, keys[i]);
-        const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        lua_pop(L, 1); /* the class keeps the string alive */
-        if (s) return s;
-    }
-    return NULL;
+    lua_pushliteral(L, "__name");
+    lua_rawget(L, cls);
+    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    lua_pop(L, 1); /* the class keeps the string alive */
+    return s;
 }
 
 /* "BaseConv" -> "base_conv", "GLA" -> "gla": the arch name of a class. */
@@ -718,6 +715,7 @@ void mlL_mixer_options(lua_State *L, int idx, const char *fn, const char *const 
         }
         lua_pop(L, 1);
     }
+    lua_pushnil(L);
     if (lua_next(L, opts) == 0) { /* none */
         c->mixer_options[0] = 0;
         lua_settop(L, opts - 1);

@@ -11,8 +11,10 @@
  * pushes a hook context (mech.nn.push_context) whose fire(path, t) calls ml_site with the running
  * ml_run, so model hooks, caches and patching see the internal sites, then calls module(x).
  *
- * Lua runs under lua_pcall on the main thread: an error inside the module becomes the core's
- * error naming the mixer and the layer, never a longjmp across the core's frames. */
+ * The modules' code runs under lua_pcall on a thread of its own: an error inside a module becomes
+ * the core's error naming the mixer and the layer, never a longjmp across the core's frames; and
+ * the caller's thread keeps the frame its hook callbacks index (src/lua/model.c's hook tables sit
+ * at stack indices of the calling binding function). */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,8 @@ typedef struct lua_mixer {
     ml_mixer_type type;     /* what the core registers; type.user points back here */
     char name[32];
     char module[128];       /* the module that registers it again in a fresh process ("" none) */
-    lua_State *L;           /* the main thread */
+    lua_State *L;           /* the main thread (references are dropped there, also at close) */
+    lua_State *T;           /* the thread the module's code runs on */
     int class_ref;          /* registry reference of the class */
     int refs;               /* the registration, plus one per layer built with it */
     struct lua_mixer *next; /* this state's mixers */
@@ -39,7 +42,7 @@ typedef struct {
 /* One layer's mixer: the module instance and what its forward needs, in a Lua table. */
 typedef struct {
     lua_mixer *mx;
-    lua_State *L;
+    lua_State *L, *T;
     int ref;              /* registry: {obj=, specs=, pidx=, sites=, ctx=, target=} */
     char init_error[256]; /* a Lua init function failed (init cannot report; attach does) */
 } layer_state;
@@ -326,13 +329,13 @@ static ml_status lm_build(ml_model *m, int layer, void **state) {
     layer_state *s = calloc(1, sizeof *s);
     if (!s) return ml_fail(ML_ERR_MEM, "model: out of memory");
     *state = s;
-    *s = (layer_state){.mx = mx, .L = mx->L, .ref = LUA_NOREF};
+    *s = (layer_state){.mx = mx, .L = mx->L, .T = mx->T, .ref = LUA_NOREF};
     mx->refs++;
     build_args a = {.m = m, .layer = layer, .s = s};
     char what[96];
     snprintf(what, sizeof what, "model: mixer '%s' layer %d", mx->name, layer);
     bool old = ml_grad_enabled();
-    ml_status st = protected(mx->L, build_lua, &a, what);
+    ml_status st = protected(mx->T, build_lua, &a, what);
     ml_set_grad_enabled(old);
     return st;
 }
@@ -397,7 +400,7 @@ static void lm_init(ml_model *m, int layer, void *state, ml_rng *rng) {
     call_args a = {.m = m, .layer = layer, .s = s, .rng = rng};
     bool old = ml_set_grad_enabled(false);
     s->init_error[0] = 0;
-    if (protected(s->L, init_lua, &a, "init")) snprintf(s->init_error, sizeof s->init_error, "%s", ml_last_error());
+    if (protected(s->T, init_lua, &a, "init")) snprintf(s->init_error, sizeof s->init_error, "%s", ml_last_error());
     ml_set_grad_enabled(old);
 }
 
@@ -434,7 +437,7 @@ static ml_status lm_attach(ml_model *m, int layer, void *state) {
     snprintf(what, sizeof what, "model: mixer '%s' layer %d", s->mx->name, layer);
     if (s->init_error[0]) return ml_fail(ML_ERR_ARG, "%s: %s", what, s->init_error);
     call_args a = {.m = m, .layer = layer, .s = s};
-    return protected(s->L, attach_lua, &a, what);
+    return protected(s->T, attach_lua, &a, what);
 }
 
 /* The forward context's fire(path, t): the site of `path` through ml_site with the running model
@@ -499,7 +502,7 @@ static ml_tensor *lm_forward(ml_model *m, int layer, void *state, ml_tensor *x, 
     call_args a = {.m = m, .layer = layer, .s = s, .x = x, .run = run};
     char what[96];
     snprintf(what, sizeof what, "blocks.%d.mixer (mixer '%s')", layer, s->mx->name);
-    if (protected(s->L, forward_lua, &a, what)) {
+    if (protected(s->T, forward_lua, &a, what)) {
         ml_release(a.y);
         return NULL;
     }
@@ -518,6 +521,7 @@ static void lm_free(void *state) {
 
 typedef struct {
     lua_mixer *head;
+    lua_State *T; /* the modules' thread, kept alive as the anchor's user value */
 } anchor;
 
 static int anchor_gc(lua_State *L) {
@@ -539,8 +543,10 @@ static anchor *get_anchor(lua_State *L) {
         return an;
     }
     lua_pop(L, 1);
-    anchor *an = lua_newuserdatauv(L, sizeof *an, 0);
+    anchor *an = lua_newuserdatauv(L, sizeof *an, 1);
     an->head = NULL;
+    an->T = lua_newthread(L);
+    lua_setiuservalue(L, -2, 1);
     lua_newtable(L);
     lua_pushcfunction(L, anchor_gc);
     lua_setfield(L, -2, "__gc");
@@ -640,6 +646,7 @@ static const char *register_class(lua_State *L, int cls, const char *name, const
                    ml_mixer_find(name) ? " (give the class another name: {name = ...})" : "");
     }
     mx->L = main_thread(L);
+    mx->T = an->T;
     mx->refs = 1;
     lua_pushvalue(L, cls);
     mx->class_ref = luaL_ref(L, LUA_REGISTRYINDEX);

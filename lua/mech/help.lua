@@ -490,8 +490,8 @@ function H.text(x)
   for _, e in ipairs(H.entries) do names[#names + 1] = e.name end
   for _, tp in ipairs(H.topics) do names[#names + 1] = tp.key end
   local best, bd = nil, math.huge
-  for _, n in ipairs(names) do -- closest by edit distance
-    local a, b = x, n
+  for _, n in ipairs(names) do -- closest by edit distance (of a prefix: quadratic in its length)
+    local a, b = x:sub(1, 100), n
     local prev = {}
     for j = 0, #b do prev[j] = j end
     for i = 1, #a do
@@ -503,7 +503,7 @@ function H.text(x)
     end
     if prev[#b] < bd then best, bd = n, prev[#b] end
   end
-  return string.format("help: no entry '%s' (did you mean '%s'?)", x, best)
+  return string.format("help: no entry '%s' (did you mean '%s'?)", #x > 100 and x:sub(1, 100) .. "..." or x, best)
 end
 
 --- Prints the help text of x.

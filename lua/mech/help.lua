@@ -11,6 +11,7 @@ H.topics = {
   { key = "model", title = "Models (`mech.model`, `model:*`)", prefix = "model:" },
   { key = "mech.optim", title = "Optimizers (`mech.optim.*`)", prefix = "mech.optim." },
   { key = "opt", title = "Optimizer methods (`opt:*`)", prefix = "opt:" },
+  { key = "mech.nn", title = "Layers and modules (`mech.nn.*`)", prefix = "mech.nn." },
   { key = "cache", title = "Caches (`cache:*`)", prefix = "cache:" },
   { key = "hook", title = "Hook handles (`handle:*`)", prefix = "handle:" },
   { key = "mech.interp", title = "Interventions (`mech.interp.*`)", prefix = "mech.interp." },
@@ -196,6 +197,99 @@ E("opt:state_dict", "opt:state_dict() -> {kind=, state=, param_groups=}",
 E("opt:load_state_dict", "opt:load_state_dict(sd)",
   "Restores a state_dict of an optimizer of the same kind, groups and shapes (checked before anything changes): training resumes exactly.",
   "opt:load_state_dict(sd)")
+-- ---------------------------------------------------------------- layers and modules (docs/nn.md, "Layers")
+E("mech.nn.Module", "mech.nn.Module:extend(name) -> Class; Class{...} or Class(...) -> module",
+  "The base class of layers and of modules written in Lua: a class with init (parameters with self:param, children assigned to fields) and forward; calling a module runs forward and fires its output as the hook site at its path.",
+  'local Gate = mech.nn.Module:extend("Gate"); function Gate:init(d) self.proj = mech.nn.Linear(d, d) end; function Gate:forward(x) return mech.sigmoid(self.proj(x)) * x end')
+E("mech.nn.Module.param", "module:param(name, shape[, {init=, fan=, generator=}]) -> tensor",
+  "Registers a parameter (a leaf that requires grad). init: \"linear_weight\", \"linear_bias\", \"embedding\", \"conv_weight\", \"conv_bias\" (PyTorch's defaults; fan = in_features or K), \"ones\", \"zeros\" (default), {normal = std}, {uniform = {a, b}} or a function(t, gen). Registering a name twice is an error naming the module.",
+  'self.w = self:param("w", { 64 }, { init = "ones" })')
+E("mech.nn.Module.add_module", "module:add_module(name, child[, state_prefix])",
+  "Adds a child (as assigning it to a field does) whose parameters' state-dict names start with state_prefix instead of name (\"\" puts them at the module's own level); its hook path stays name.",
+  'self:add_module("blocks", mech.nn.ModuleList(), "backbone.layers")')
+E("mech.nn.Module.named_parameters", "module:named_parameters() -> {{name, tensor}, ...}",
+  "Every parameter with its state-dict name, in registration order (own parameters and children interleaved as registered).",
+  "for _, np in ipairs(layer:named_parameters()) do print(np[1]) end")
+E("mech.nn.Module.parameters", "module:parameters() -> {tensor, ...}", "Every parameter, in the order of named_parameters; what mech.optim takes.",
+  "local opt = mech.optim.adamw(layer:parameters())")
+E("mech.nn.Module.param_specs", "module:param_specs() -> {{name=, shape=, init=, fan=}, ...}",
+  "Each parameter's state-dict name, shape and init kind, in state order.", "print(mech.nn.Linear(4, 2):param_specs()[1].init)")
+E("mech.nn.Module.set_parameter", "module:set_parameter(name, tensor)", "Replaces a parameter's tensor by another of the same shape.",
+  'layer:set_parameter("weight", mech.zeros(2, 4):requires_grad_())')
+E("mech.nn.Module.get_parameter", "module:get_parameter(name) -> tensor", "A parameter by its state-dict name.",
+  'local w = layer:get_parameter("weight")')
+E("mech.nn.Module.children", "module:children() -> {module, ...}", "The direct children in assignment order.", "print(#block:children())")
+E("mech.nn.Module.named_children", "module:named_children() -> {{name, module}, ...}", "The direct children with their field names.",
+  "for _, c in ipairs(block:named_children()) do print(c[1]) end")
+E("mech.nn.Module.modules", "module:modules() -> {module, ...}", "The module and all its descendants, in tree order.", "print(#block:modules())")
+E("mech.nn.Module.path", "module:path() -> string", "The module's path in its tree (\"blocks.1.mixer\"; \"\" for a root): the name of its output's hook site.",
+  "print(block.mixer:path())")
+E("mech.nn.Module.state_dict", "module:state_dict() -> {name = tensor}", "The parameters by state-dict name (detached, sharing storage).",
+  "local sd = block:state_dict()")
+E("mech.nn.Module.load_state_dict", "module:load_state_dict(sd)",
+  "Copies each tensor of sd into the parameter of that name; a missing or unexpected key or a shape that differs is an error naming the parameter's path and the expected shape, raised before anything changes.",
+  "other:load_state_dict(block:state_dict())")
+E("mech.nn.Module.num_params", "module:num_params() -> n", "The number of parameter elements.", "print(block:num_params())")
+E("mech.nn.Module.zero_grad", "module:zero_grad()", "Drops every parameter's gradient.", "block:zero_grad()")
+E("mech.nn.Module.train", "module:train([on = true]) -> module", "Sets .training on the whole tree.", "block:train()")
+E("mech.nn.Module.eval", "module:eval() -> module", "module:train(false).", "block:eval()")
+E("mech.nn.Module.apply", "module:apply(fn) -> module", "Calls fn(m) for every module of the tree, children first (as PyTorch).",
+  "block:apply(function(m) print(m:path()) end)")
+E("mech.nn.Module.hook_names", "module:hook_names() -> {name, ...}",
+  "Every hook site of the tree: each module's output at its path, each HookPoint, and a built-in mixer layer's internal sites (\"blocks.0.mixer.pattern\").",
+  "for _, n in ipairs(block:hook_names()) do print(n) end")
+E("mech.nn.Module.internal_sites", "module:internal_sites() -> {name, ...}",
+  "Sites a module fires inside its forward other than its children's, relative to it (a built-in mixer layer lists its C sites); {} by default.",
+  "print(#mech.nn.Attention { d_model = 8 }:internal_sites())")
+E("mech.nn.Module.run_with_cache", "module:run_with_cache(x...[, {names = filter}]) -> output, cache",
+  "Runs the module and returns the activations of every hook site (or those a name, Lua pattern, list or function keeps) by name, detached.",
+  'local y, cache = block:run_with_cache(x, { names = "mixer" })')
+E("mech.nn.Module.run_with_hooks", "module:run_with_hooks(x..., {fwd_hooks = {{name, fn}, ...}}) -> output",
+  "Runs the module with hooks: fn(act, name) returns nil to observe or a replacement of the same shape; name is a hook name (an unknown one is an error with the closest) or a function(name).",
+  'local y = block:run_with_hooks(x, { fwd_hooks = { { "attention_output", function(a) return a * 0 end } } })')
+E("mech.nn.Module.add_hook", "module:add_hook(name, fn) -> handle", "A hook every later call of the module runs, until handle.remove() or reset_hooks().",
+  'local h = block:add_hook("block_output", function(a, name) print(name) end)')
+E("mech.nn.Module.reset_hooks", "module:reset_hooks()", "Removes every hook added with add_hook.", "block:reset_hooks()")
+E("mech.nn.Module.new", "Class:new(...) -> module", "What Class(...) calls: a fresh instance, then its init(...).", "local lin = mech.nn.Linear:new(4, 2)")
+E("mech.nn.Module.extend", "Class:extend(name) -> Class", "A subclass registered under name (mech.nn.registry[name]).",
+  'local MyBlock = mech.nn.Block:extend("MyBlock")')
+E("mech.nn.HookPoint", "mech.nn.HookPoint() -> module", "A named point inside a forward (TransformerLens's HookPoint): self.hook_x = mech.nn.HookPoint() in init, self.hook_x(t) in forward; its path is a hook site.",
+  "self.hook_gate = mech.nn.HookPoint()")
+E("mech.nn.Linear", "mech.nn.Linear(in_features, out_features[, {bias = true}]) -> module", "y = x·Wᵀ + b; weight (out, in), PyTorch's default init.",
+  "local lin = mech.nn.Linear(64, 256)")
+E("mech.nn.Embedding", "mech.nn.Embedding(num_embeddings, embedding_dim) -> module", "Rows of weight (V, D) at int32 ids; N(0, 1) init.",
+  "local emb = mech.nn.Embedding(8196, 64)")
+E("mech.nn.LayerNorm", "mech.nn.LayerNorm(d[, {eps = 1e-5, bias = true}]) -> module", "LayerNorm over the last dim (mech.layer_norm).",
+  "local ln = mech.nn.LayerNorm(64)")
+E("mech.nn.RMSNorm", "mech.nn.RMSNorm(d[, {eps = 1e-5}]) -> module", "RMSNorm over the last dim (mech.rms_norm), Mamba's.",
+  "local norm = mech.nn.RMSNorm(64)")
+E("mech.nn.Conv1d", "mech.nn.Conv1d(channels, kernel_size[, {bias = true}]) -> module",
+  "The mixers' short convolution: depthwise and causal over (B, L, D), weight (D, 1, K) (mech.causal_conv1d).", "local conv = mech.nn.Conv1d(64, 4)")
+E("mech.nn.MLP", "mech.nn.MLP{d_model=, kind = \"mlp\" | \"glu\", hidden = 4·d_model} -> module",
+  "The paper's state mixer: fc2(gelu(fc1 x)), or GLU fc3(fc1 x ⊙ gelu(fc2 x)); sites hidden_pre and hidden_post.",
+  "local mlp = mech.nn.MLP { d_model = 64 }")
+E("mech.nn.Sequential", "mech.nn.Sequential(m1, m2, ...) -> module", "Runs its modules in turn; children named 0, 1, ... (0-based indexing, #seq).",
+  "local s = mech.nn.Sequential(mech.nn.Linear(4, 8), mech.nn.Linear(8, 4))")
+E("mech.nn.ModuleList", "mech.nn.ModuleList([{m1, ...}]) -> module", "Holds modules at 0, 1, ... (list[0], #list, list:append(m)); no forward of its own.",
+  "local blocks = mech.nn.ModuleList(); blocks:append(mech.nn.Linear(4, 4))")
+E("mech.nn.ModuleList.append", "list:append(module) -> list", "Adds a module at the next index.", "blocks:append(mech.nn.Linear(4, 4))")
+E("mech.nn.Block", "mech.nn.Block{d_model=, mixer=, kind=, state_mixer = \"mlp\"} -> module",
+  "The paper's block around a mixer (a module or a class): TransformerBlock r + mixer(LN1 r), then + MLP(LN2 r) (state_mixer mlp, glu or none); MambaBlock (kind \"mamba\", the default for Mamba) r + mixer(RMSNorm r). Parameter names and the six sites are the built-in block's.",
+  "local blk = mech.nn.Block { d_model = 64, mixer = mech.nn.Attention { d_model = 64 } }")
+for _, arch in ipairs(mech.architectures) do
+  local name = (arch:gsub("^%l", string.upper):gsub("_(%w)", string.upper))
+  E("mech.nn." .. name, "mech.nn." .. name .. "{d_model=, layer=, <options of mech.model>} -> module",
+    "The built-in " .. arch .. " mixer as a layer (x (B, L, D) -> (B, L, D)): a private one-block model of the architecture runs its mixer; parameters are that model's leaves named as in its state dict relative to the mixer, and its internal sites fire under the layer's path. layer: the block index whose mixer it is (hybrids and BaseConv differ between even and odd blocks).",
+    "local mixer = mech.nn." .. name .. " { d_model = 16 }")
+end
+E("mech.nn.push_context", "mech.nn.push_context({fire = function(path, t) -> t, wants = function(path) -> boolean})",
+  "Pushes a hook context: while it is on top, every site of a module tree goes to fire (which returns the activation or a replacement of its shape). What run_with_cache and run_with_hooks use, and how a host of Lua modules sees their sites.",
+  "mech.nn.push_context({ fire = function(path, t) print(path) return t end })")
+E("mech.nn.pop_context", "mech.nn.pop_context()", "Pops the top hook context (an error when there is none).", "mech.nn.pop_context()")
+E("mech.nn.fire", "mech.nn.fire(path, t) -> t", "Fires site path with t through the top hook context (t itself when none is active).",
+  'local y = mech.nn.fire("my_site", mech.zeros(2))')
+E("mech.nn.active", "mech.nn.active() -> boolean", "Whether a hook context is active.", "print(mech.nn.active())")
+E("mech.nn.is_module", "mech.nn.is_module(x) -> boolean", "Whether x is an instance of a mech.nn class.", "print(mech.nn.is_module(mech.nn.Linear(2, 2)))")
 E("mech.lr_schedule", "mech.lr_schedule{kind=, lr=, total=, warmup=} -> function(step) -> lr",
   "A learning-rate schedule (cosine, linear or constant with linear warmup).",
   'local lr = mech.lr_schedule { kind = "cosine", lr = 1e-3, total = 1000 }')
@@ -448,7 +542,8 @@ local function value_of(e)
   if icname then return require("mech.interchange")[icname] end
   local v = require "mech"
   for part in e.name:gmatch("[^.]+") do
-    if part ~= "mech" then v = type(v) == "table" and rawget(v, part) or nil end
+    -- mech.nn is loaded on first use (mech's __index), so it is read through the index
+    if part ~= "mech" then v = type(v) == "table" and (rawget(v, part) or (part == "nn" and v.nn)) or nil end
   end
   return v
 end

@@ -1,17 +1,97 @@
-/* mech.nn: the layers of lua/mech/nn/ (Lua), reached as mech.nn on first use. */
+/* mech.nn: the layers of lua/mech/nn/ (Lua), reached as mech.nn on first use, and the one core
+ * call they need, mech.nn.core's mixer_forward (a built-in mixer run as a layer). */
 #include <string.h>
 
 #include "lua/binding.h"
+#include "nn/model.h"
 
-/* mech's __index: mech.nn requires "mech.nn" once and keeps it in the table. */
+/* mech's __index: mech.nn is require "mech.nn" (loaded on first use). It is not stored in mech,
+ * so walks over mech's own fields (the help test) do not descend into the Lua classes. */
 static int mech_index(lua_State *L) {
-    const char *k = lua_tostring(L, 2);
-    if (lua_type(L, 2) != LUA_TSTRING || strcmp(k, "nn") != 0) return 0;
+    if (lua_type(L, 2) != LUA_TSTRING || strcmp(lua_tostring(L, 2), "nn") != 0) return 0;
     lua_getglobal(L, "require");
     lua_pushliteral(L, "mech.nn");
     lua_call(L, 1, 1);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, 1, "nn");
+    return 1;
+}
+
+typedef struct {
+    lua_State *L;
+    const ml_model *m;
+    int fn;  /* stack index of the Lua hook function(component, act) -> nil or tensor */
+    int err; /* registry reference to the hook's error value, or LUA_NOREF */
+} site_ud;
+
+/* Each internal site of the mixer goes to the Lua hook under its component name ("mixer.q"); the
+ * hook runs under lua_pcall so an error in it unwinds the core's forward normally. */
+static ml_tensor *site_hook(void *ud, int site, ml_tensor *act, ml_status *err) {
+    site_ud *h = ud;
+    lua_State *L = h->L;
+    lua_pushvalue(L, h->fn);
+    lua_pushstring(L, h->m->sites[site].name);
+    mlL_pushtensor(L, ml_retain(act));
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+        if (h->err == LUA_NOREF) h->err = luaL_ref(L, LUA_REGISTRYINDEX);
+        else lua_pop(L, 1);
+        *err = ML_ERR_ARG;
+        ml_fail(ML_ERR_ARG, "mixer_forward: the hook raised an error");
+        return NULL;
+    }
+    ml_tensor *rep = NULL;
+    if (!lua_isnil(L, -1)) {
+        rep = mlL_testtensor(L, -1);
+        if (!rep) {
+            ml_fail(ML_ERR_ARG, "mixer_forward: the hook at %s returned %s, expected nothing or a tensor",
+                    h->m->sites[site].name, luaL_typename(L, -1));
+            *err = ML_ERR_ARG;
+        } else {
+            ml_retain(rep);
+        }
+    }
+    lua_pop(L, 1);
+    return rep;
+}
+
+/* core.mixer_forward(model, layer, x[, hook]) -> y: block `layer`'s sequence mixer of a built-in
+ * model alone on x (B, L, D); hook(component, act) sees (and may replace) each internal site. */
+static int l_mixer_forward(lua_State *L) {
+    const char *fn = "mech.nn.core.mixer_forward";
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    int layer = mlL_checkint32(L, 2, fn);
+    ml_tensor *x = mlL_checktensor(L, 3, fn);
+    if (!lua_isnoneornil(L, 4) && !lua_isfunction(L, 4)) mlL_argerror(L, fn, 4, "a function(component, act) or nil");
+    lua_settop(L, 4);
+    site_ud h = {.L = L, .m = m, .fn = 4, .err = LUA_NOREF};
+    ml_run run = {.hook = lua_isfunction(L, 4) ? site_hook : NULL, .ud = &h};
+    ml_tensor *y = ml_model_mixer_forward(m, layer, x, &run);
+    if (h.err != LUA_NOREF) {
+        ml_release(y);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, h.err);
+        luaL_unref(L, LUA_REGISTRYINDEX, h.err);
+        return lua_error(L);
+    }
+    mlL_pushtensor(L, y);
+    return 1;
+}
+
+/* core.mixer_info(model, layer) -> {name =, mamba_block =}: the descriptor of block `layer`'s mixer. */
+static int l_mixer_info(lua_State *L) {
+    const char *fn = "mech.nn.core.mixer_info";
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    int layer = mlL_checkint32(L, 2, fn);
+    if (layer < 0 || layer >= m->cfg.n_layers) return mlL_argerror(L, fn, 2, "a layer of the model");
+    const ml_mixer_type *t = m->layers[layer].mixer;
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, t->name);
+    lua_setfield(L, -2, "name");
+    lua_pushboolean(L, t->mamba_block);
+    lua_setfield(L, -2, "mamba_block");
+    return 1;
+}
+
+static int open_core(lua_State *L) {
+    static const luaL_Reg funcs[] = {{"mixer_forward", l_mixer_forward}, {"mixer_info", l_mixer_info}, {NULL, NULL}};
+    luaL_newlib(L, funcs);
     return 1;
 }
 
@@ -20,5 +100,13 @@ int mlL_open_nn(lua_State *L) {
     lua_pushcfunction(L, mech_index);
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, -2);
+    /* the core calls of lua/mech/nn/ */
+    int top = lua_gettop(L);
+    lua_getglobal(L, "package");
+    if (lua_istable(L, -1) && lua_getfield(L, -1, "preload") == LUA_TTABLE) {
+        lua_pushcfunction(L, open_core);
+        lua_setfield(L, -2, "mech.nn.core");
+    }
+    lua_settop(L, top);
     return 0;
 }

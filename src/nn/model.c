@@ -587,6 +587,23 @@ ml_tensor *ml_model_hidden(ml_model *m, ml_tensor *tokens, ml_run *run) {
     return h;
 }
 
+ml_tensor *ml_model_mixer_forward(ml_model *m, int layer, ml_tensor *x, ml_run *run) {
+    if (layer < 0 || layer >= m->cfg.n_layers) {
+        ml_fail(ML_ERR_ARG, "mixer_forward: argument 2 expected a layer in [0, %d], got %d", m->cfg.n_layers - 1, layer);
+        return NULL;
+    }
+    if (x->dtype != ML_F32 || x->ndim != 3 || x->shape[2] != m->cfg.d_model || x->shape[0] < 1 || x->shape[1] < 1) {
+        char s[ML_SHAPE_STR];
+        ml_fail(ML_ERR_SHAPE, "mixer_forward: argument 3 expected a float32 tensor of shape [B,L,%d], got %s %s",
+                m->cfg.d_model, ml_dtype_name(x->dtype), ml_shape_str(s, x->ndim, x->shape));
+        return NULL;
+    }
+    ml_layer *L = &m->layers[layer];
+    ml_tensor *xc = ml_contiguous(x), *y = xc ? L->mixer->forward(m, layer, L->state, xc, run) : NULL;
+    ml_release(xc);
+    return y;
+}
+
 ml_tensor *ml_model_head(ml_model *m, ml_tensor *h) {
     return ml_linear(h, ml_model_p(m, m->p_head >= 0 ? m->p_head : m->p_wte), NULL);
 }

@@ -285,6 +285,9 @@ typedef struct {
  * layer 0 with act = ml_model_embed(tokens), so a resume from a cached activation reproduces the
  * full forward's bits. */
 ml_tensor *ml_model_hidden_resume(ml_model *m, const ml_resume *rs, ml_run *run);
+/* Block `layer`'s sequence mixer alone on x (B, L, D) -> (B, L, D), firing its internal sites
+ * through run (mech.nn's built-in mixer layers: a one-layer model run as a layer). */
+ml_tensor *ml_model_mixer_forward(ml_model *m, int layer, ml_tensor *x, ml_run *run);
 /* Logits of the head (the embedding when tied, else lm_head.weight): h (N, D) or (B, L, D) ->
  * (N, V) / (B, L, V). */
 ml_tensor *ml_model_head(ml_model *m, ml_tensor *h);

@@ -54,6 +54,9 @@ local function fire(path, t)
   end
   return r
 end
+--- Whether a hook context is active (a layer may then pass its internal sites on).
+function M.active() return ncontexts > 0 end
+
 M.fire = function(path, t)
   if ncontexts == 0 or not mech.is_tensor(t) then return t end
   return fire(path, t)
@@ -328,6 +331,15 @@ function Module:param(name, shape, opts)
   return t
 end
 
+-- Registers an existing tensor as a parameter (a built-in mixer layer's C leaves; the name may
+-- hold dots: "in_proj.weight").
+function Module:_adopt(name, t, spec)
+  rawget(self, "_params")[name] = t
+  rawget(self, "_specs")[name] = spec or { init = "model" }
+  table.insert(rawget(self, "_order"), { name = name, param = true })
+  return t
+end
+
 -- Visits (state name, hook-style name, owner module, local name) for every parameter, in order.
 local function each_param(self, fn)
   local function walk(m)
@@ -474,15 +486,22 @@ function Module:eval() return self:train(false) end
 
 -- ------------------------------------------------------------------ hooks on Lua trees
 
+--- Sites a module fires inside its forward other than its children's (names relative to it);
+--- a built-in mixer layer lists its C sites here.
+function Module:internal_sites() return {} end
+
 --- self:hook_names() -> every hook site of the tree, in tree order (module outputs and HookPoints).
 function Module:hook_names()
   local out, seen = {}, {}
   for _, m in ipairs(self:modules()) do
     local p = rawget(m, "_path")
-    if m ~= self and p ~= "" then
-      if seen[p] then error(string.format("mech.nn: %s: the hook name '%s' names two modules", where(self), p), 2) end
-      seen[p] = true
-      out[#out + 1] = p
+    local names = {}
+    if m ~= self and p ~= "" then names[1] = p end
+    for _, s in ipairs(m:internal_sites()) do names[#names + 1] = join(p, s) end
+    for _, n in ipairs(names) do
+      if seen[n] then error(string.format("mech.nn: %s: the hook name '%s' names two sites", where(self), n), 2) end
+      seen[n] = true
+      out[#out + 1] = n
     end
   end
   return out

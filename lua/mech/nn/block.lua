@@ -1,0 +1,69 @@
+-- nn.Block{d_model =, mixer =, kind =, state_mixer = "mlp"}: the paper's blocks around a sequence
+-- mixer (src/nn/model.c, block_resume), with the six sites of a built-in block:
+--   TransformerBlock: r = r + mixer(LN1(r)); r = r + MLP(LN2(r))   (state_mixer "none": + LN2(r))
+--   MambaBlock:       r = r + mixer(RMSNorm(r))
+-- Parameters are named as the built-in state dicts (norm1, sequence_mixer, norm2, state_mixer;
+-- norm for a MambaBlock) and hook sites as its hook names (mixer, mlp, block_input, ...).
+local nn = require "mech.nn.module"
+local C = require "mech.nn.checks"
+local norm = require "mech.nn.norm"
+local MLP = require "mech.nn.mlp"
+
+local Block = nn.Module:extend("Block")
+
+function Block:init(opts)
+  local fn = "mech.nn.Block"
+  opts = C.opts(fn, 1, opts, { "d_model", "mixer", "kind", "state_mixer" })
+  local D = C.size(fn, "option d_model", opts.d_model)
+  local mixer = opts.mixer
+  if nn.is_module(mixer) then -- an instance
+  elseif type(mixer) == "table" and rawget(mixer, "__nnclass") then
+    mixer = mixer { d_model = D }
+  else
+    error(fn .. ": option mixer expected a module or a module class (nn.Attention, your own), got " .. type(mixer), 2)
+  end
+  local kind = opts.kind or (mixer.mamba_block and "mamba" or "transformer")
+  if kind ~= "transformer" and kind ~= "mamba" then
+    error(fn .. ": option kind expected \"transformer\" or \"mamba\", got " .. tostring(kind), 2)
+  end
+  local sm = opts.state_mixer or "mlp"
+  if sm ~= "mlp" and sm ~= "glu" and sm ~= "none" then
+    error(fn .. ": option state_mixer expected \"mlp\", \"glu\" or \"none\", got " .. tostring(sm), 2)
+  end
+  if kind == "mamba" and opts.state_mixer and sm ~= "none" then
+    error(fn .. ": a mamba block has no state mixer (option state_mixer must be \"none\" or absent)", 2)
+  end
+  self.kind = kind
+  self.block_input = nn.HookPoint()
+  self.attention_input = nn.HookPoint()
+  if kind == "mamba" then
+    self:add_module("norm", norm.RMSNorm(D))
+    self:add_module("mixer", mixer, "sequence_mixer")
+    self.attention_output = nn.HookPoint()
+  else
+    self:add_module("norm1", norm.LayerNorm(D))
+    self:add_module("mixer", mixer, "sequence_mixer")
+    self.attention_output = nn.HookPoint()
+    self:add_module("norm2", norm.LayerNorm(D))
+    if sm ~= "none" then
+      self.mlp_input = nn.HookPoint()
+      self:add_module("mlp", MLP { d_model = D, kind = sm }, "state_mixer")
+      self.mlp_output = nn.HookPoint()
+    end
+  end
+  self.block_output = nn.HookPoint()
+end
+
+function Block:forward(r)
+  r = self.block_input(r)
+  if self.kind == "mamba" then
+    r = r + self.attention_output(self.mixer(self.attention_input(self.norm(r))))
+    return self.block_output(r)
+  end
+  r = r + self.attention_output(self.mixer(self.attention_input(self.norm1(r))))
+  local c = self.norm2(r)
+  if self.mlp then c = self.mlp_output(self.mlp(self.mlp_input(c))) end
+  return self.block_output(r + c)
+end
+
+return Block

@@ -198,6 +198,9 @@ E("opt:load_state_dict", "opt:load_state_dict(sd)",
   "Restores a state_dict of an optimizer of the same kind, groups and shapes (checked before anything changes): training resumes exactly.",
   "opt:load_state_dict(sd)")
 -- ---------------------------------------------------------------- layers and modules (docs/nn.md, "Layers")
+E("mech.nn.register_mixer", "mech.nn.register_mixer(Class[, {name=, module=}]) -> name",
+  "mech.register_mixer: a Module class as a mixer of the paper's language model (docs/nn.md, \"Your own mixer\").",
+  'local Id = mech.nn.Module:extend("HelpIdentity2"); function Id:forward(x) return x * 1 end; print(mech.nn.register_mixer(Id))')
 E("mech.nn.Module", "mech.nn.Module:extend(name) -> Class; Class{...} or Class(...) -> module",
   "The base class of layers and of modules written in Lua: a class with init (parameters with self:param, children assigned to fields) and forward; calling a module runs forward and fires its output as the hook site at its path.",
   'local Gate = mech.nn.Module:extend("Gate"); function Gate:init(d) self.proj = mech.nn.Linear(d, d) end; function Gate:forward(x) return mech.sigmoid(self.proj(x)) * x end')

@@ -11,4 +11,6 @@ local containers = require "mech.nn.containers"
 nn.Sequential, nn.ModuleList = containers.Sequential, containers.ModuleList
 nn.Block = require "mech.nn.block"
 for name, cls in pairs(require "mech.nn.mixers") do nn[name] = cls end
+-- a Module class as a mixer of the language model (src/lua/mixer.c)
+nn.register_mixer = mech.register_mixer
 return nn

@@ -185,7 +185,7 @@ static int probe_fire(lua_State *L) {
 }
 
 /* One probe forward of the module at (B, L): returns (on the stack) the table path -> shape and the order. */
-static void probe(lua_State *L, int lt, int64_t B, int64_t T, int64_t D, const char *mixer) {
+static void probe(lua_State *L, int lt, int64_t B, int64_t T, int64_t D) {
     lua_newtable(L);
     int rec = lua_gettop(L);
     lua_newtable(L), lua_setfield(L, rec, "shapes");
@@ -209,8 +209,7 @@ static void probe(lua_State *L, int lt, int64_t B, int64_t T, int64_t D, const c
     ml_tensor *y = mlL_testtensor(L, -1);
     if (!y || y->dtype != ML_F32 || y->ndim != 3 || y->shape[0] != B || y->shape[1] != T || y->shape[2] != D) {
         char got[128];
-        luaL_error(L, "mixer '%s': forward returned %s, expected a float32 tensor of shape [%d,%d,%d] (B, L, d_model)",
-                   mixer, mlL_describe(L, -1, got, sizeof got), (int)B, (int)T, (int)D);
+        luaL_error(L, "forward returned %s, expected a float32 tensor of shape [%d,%d,%d] (B, L, d_model)", mlL_describe(L, -1, got, sizeof got), (int)B, (int)T, (int)D);
     }
     lua_pop(L, 1);
     lua_remove(L, nn);
@@ -220,10 +219,9 @@ static void probe(lua_State *L, int lt, int64_t B, int64_t T, int64_t D, const c
 static void declare_sites(lua_State *L, build_args *a, int lt) {
     const int64_t B1 = 2, T1 = 7, B2 = 3, T2 = 11;
     int64_t D = a->m->cfg.d_model;
-    const char *name = a->s->mx->name;
-    probe(L, lt, B1, T1, D, name);
+    probe(L, lt, B1, T1, D);
     int p1 = lua_gettop(L);
-    probe(L, lt, B2, T2, D, name);
+    probe(L, lt, B2, T2, D);
     int p2 = lua_gettop(L);
     lua_newtable(L);
     int sites = lua_gettop(L);
@@ -240,10 +238,10 @@ static void declare_sites(lua_State *L, build_args *a, int lt) {
         lua_getfield(L, p1, "shapes"), lua_getfield(L, -1, path);
         lua_getfield(L, p2, "shapes"), lua_getfield(L, -1, path);
         int s1 = top + 3, s2 = top + 5;
-        if (lua_isnil(L, s2)) luaL_error(L, "mixer '%s': site '%s' fired in one probe forward only", name, path);
+        if (lua_isnil(L, s2)) luaL_error(L, "site '%s' fired in one probe forward only", path);
         int ndim = (int)lua_rawlen(L, s1);
         if (ndim != (int)lua_rawlen(L, s2) || ndim > 5)
-            luaL_error(L, "mixer '%s': site '%s' changes its number of dims with (B, L) or has more than 5", name, path);
+            luaL_error(L, "site '%s' changes its number of dims with (B, L) or has more than 5", path);
         int64_t shape[5];
         for (int d = 0; d < ndim; d++) {
             lua_geti(L, s1, d + 1), lua_geti(L, s2, d + 1);
@@ -253,13 +251,12 @@ static void declare_sites(lua_State *L, build_args *a, int lt) {
             else if (v1 == T1 && v2 == T2) shape[d] = -2;
             else if (v1 == v2) shape[d] = v1;
             else
-                luaL_error(L, "mixer '%s': dim %d of site '%s' is neither B, L nor a constant (%d at B=%d L=%d, %d at "
-                              "B=%d L=%d)", name, d, path, (int)v1, (int)B1, (int)T1, (int)v2, (int)B2, (int)T2);
+                luaL_error(L, "dim %d of site '%s' is neither B, L nor a constant (%d at B=%d L=%d, %d at B=%d L=%d)", d, path, (int)v1, (int)B1, (int)T1, (int)v2, (int)B2, (int)T2);
         }
         char site[64];
         int len = snprintf(site, sizeof site, "mixer.%s", path);
         if (len >= (int)sizeof(((ml_site_decl *)0)->name))
-            luaL_error(L, "mixer '%s': site name 'mixer.%s' is longer than %d bytes", name, path,
+            luaL_error(L, "site name 'mixer.%s' is longer than %d bytes", path,
                        (int)sizeof(((ml_site_decl *)0)->name) - 1);
         int id = ml_model_add_site(a->m, a->layer, site, ndim, shape);
         if (id < 0) luaL_error(L, "%s", ml_last_error());
@@ -312,8 +309,8 @@ static int build_lua(lua_State *L) {
     lua_pushvalue(L, target);
     lua_setfield(L, lt, "target");
     lua_newtable(L);
-    lua_pushvalue(L, target), lua_getfield(L, lt, "sites"), lua_pushstring(L, mx->name);
-    lua_pushcclosure(L, fire_forward, 3);
+    lua_pushvalue(L, target), lua_getfield(L, lt, "sites");
+    lua_pushcclosure(L, fire_forward, 2);
     lua_setfield(L, -2, "fire");
     lua_pushvalue(L, target), lua_getfield(L, lt, "sites");
     lua_pushcclosure(L, wants_forward, 2);
@@ -441,7 +438,7 @@ static ml_status lm_attach(ml_model *m, int layer, void *state) {
 }
 
 /* The forward context's fire(path, t): the site of `path` through ml_site with the running model
- * and run. Upvalues: the fire_target, the table path -> site id, the mixer's name. */
+ * and run. Upvalues: the fire_target and the table path -> site id. */
 static int fire_forward(lua_State *L) {
     fire_target *tg = lua_touserdata(L, lua_upvalueindex(1));
     lua_settop(L, 2);
@@ -449,8 +446,8 @@ static int fire_forward(lua_State *L) {
     if (!t || lua_type(L, 1) != LUA_TSTRING || !*lua_tostring(L, 1) || !tg->m) return 1;
     lua_pushvalue(L, 1);
     if (lua_rawget(L, lua_upvalueindex(2)) != LUA_TNUMBER)
-        return luaL_error(L, "mixer '%s': module path '%s' fired, but it did not when the model was built (its sites "
-                             "are those of every forward)", lua_tostring(L, lua_upvalueindex(3)), lua_tostring(L, 1));
+        return luaL_error(L, "module path '%s' fired, but it did not when the model was built (its sites are those "
+                             "of every forward)", lua_tostring(L, 1));
     ml_tensor *y = ml_site(tg->m, tg->run, (int)lua_tointeger(L, -1), t);
     if (!y) return luaL_error(L, "%s", ml_last_error());
     mlL_pushtensor(L, y);

@@ -94,13 +94,13 @@ T.test("gradients through the Lua mixer: gradcheck and the parameters' .grad", f
   T.truthy(m:param("blocks.0.mixer.g").grad:abs():sum():item() > 0)
 end)
 
-T.test("a forward of the wrong shape, a module without param_specs, a name taken: errors naming them", function()
+T.test("a forward of the wrong shape, an error inside the module, a name taken: errors naming them", function()
   local nn = mech.nn
   local Bad = nn.Module:extend("BadWidth")
   function Bad:init(o) self.d = o.d_model end
   function Bad:forward(x) return x:narrow(2, 0, self.d - 1) end
   T.raises(function() mech.model { mixer = Bad, d_model = 8, n_layers = 1, vocab = V } end,
-    "mixer 'bad_width': forward returned a float32 tensor of shape [2,7,7], expected a float32 tensor of shape [2,7,8]")
+    "mixer 'bad_width' layer 0: forward returned a float32 tensor of shape [2,7,7], expected a float32 tensor of shape [2,7,8]")
   -- a module whose shape goes wrong only at run time: the error names the block and the shape
   local Late = nn.Module:extend("LateWidth")
   function Late:forward(x) return x:shape()[2] > 12 and x:narrow(1, 0, 1) or x end

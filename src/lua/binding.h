@@ -14,6 +14,7 @@
 #include <lua.h>
 
 #include "core/tensor.h"
+#include "optim/optim.h"
 
 #define MLL_TENSOR_MT "mech.Tensor"
 #define MLL_RNG_MT "mech.Generator" /* userdata holding an ml_rng */
@@ -76,6 +77,10 @@ ml_tensor *mlL_checktokens(lua_State *L, const struct ml_model *m, int arg, cons
 /* Wraps the functions table[names[i]] (argument 1: a model) so that the model's persistent hooks
  * (model:add_hook) are on for every run inside them (src/lua/model.c). */
 void mlL_hooked(lua_State *L, int table, const char *const *names);
+/* The model optimiser of mech.adamw (a mech.AdamW userdata, src/lua/optim.c): the one at arg, else
+ * an error naming fn; and a new one holding `state` (the userdata takes its buffers over). */
+ml_adamw *mlL_checkadamw(lua_State *L, int arg, const char *fn);
+void mlL_pushadamw(lua_State *L, const ml_adamw *state);
 /* Reads a shape from arguments first..top (numbers) or one table of numbers at `first`. */
 int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX_DIMS]);
 

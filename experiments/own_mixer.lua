@@ -15,6 +15,7 @@ local GLA = nn.Module:extend("GLA")
 function GLA:init(o)
   local D, Dk = o.d_model, o.d_key or o.d_model // 2
   self.scale, self.tau = Dk ^ -0.5, o.tau or 16
+  self.conv = nn.Conv1d(D, o.d_conv or 4)    -- a short causal conv first, as GLA's short_conv
   self.q_proj = nn.Linear(D, Dk, { bias = false })
   self.k_proj = nn.Linear(D, Dk, { bias = false })
   self.v_proj = nn.Linear(D, D, { bias = false })
@@ -36,15 +37,15 @@ local function causal(L)
   return masks[L]
 end
 
-function GLA:forward(x)
-  local L = x:shape()[2]
+function GLA:forward(x0)
+  local L, x = x0:shape()[2], mech.silu(self.conv(x0))
   local q, k, v = self.q_proj(x) * self.scale, self.k_proj(x), self.v_proj(x)
   -- log α ∈ [−0.5, 0]: e^{±b} stays finite over the sequence
   local log_a = self.hook_log_decay((mech.log(mech.sigmoid(self.gate_proj(x))) / self.tau):clamp(-0.5, 0))
   local b = mech.cumsum(log_a, 1)
   local scores = mech.matmul(q * mech.exp(b), (k * mech.exp(-b)):transpose(1, 2)) * causal(L)
   local y = mech.matmul(self.hook_scores(scores), v)
-  return self.out_proj(self.norm(y) * mech.silu(self.out_gate(x)))
+  return self.out_proj(self.norm(y) * mech.silu(self.out_gate(x0)))
 end
 
 -- its name in models and checkpoints ("gla"), and the module that gives it back

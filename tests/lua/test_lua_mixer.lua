@@ -131,6 +131,10 @@ T.test("mech.model{mixer = name or module} and built-in names give the same mode
   T.eq(a:config().arch, "mamba")
   T.eq(max_diff(a:forward(tok), b:forward(tok)), 0)
   T.eq(mech.model { mixer = "mamba_without_conv", d_model = 16, n_layers = 1, vocab = V }:config().no_conv, true)
+  -- a built-in mixer's layer class is that mixer
+  local c = mech.model { mixer = mech.nn.Mamba, d_model = 16, n_layers = 1, vocab = V, seed = 2 }
+  T.eq(c:config().arch, "mamba")
+  T.eq(max_diff(c:forward(tok), b:forward(tok)), 0)
 end)
 
 T.test("save and mech.load round-trip it; a fresh process loads it by its recorded module", function()
@@ -198,6 +202,12 @@ T.test("mech.train trains it and resumes exactly; interp patching at an internal
   local lp, s = mech.log_softmax(lg, 2), 0
   for b = 0, 3 do s = s + math.exp(lp:get(b, rows:get(b), targets:get(b))) end
   T.near(map.patched:get(1, 2), s / 4, 1e-5)
+  -- the paper's interchange evaluation, at the block sites and the mixer's own
+  local res = ic.evaluate(m, ds, { mixer_sites = true })
+  T.truthy(res.n_combos > 0)
+  local keys = 0
+  for k in pairs(res.by_name) do keys = keys + (k:find("mixer.hook_gate", 1, true) and 1 or 0) end
+  T.truthy(keys > 0, "interchange metrics at the mixer's sites")
 end)
 
 T.test("a sweep names the mixer by its module: ids stable from sweep.load to sweep.json, a worker trains it", function()

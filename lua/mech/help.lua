@@ -198,6 +198,9 @@ E("opt:load_state_dict", "opt:load_state_dict(sd)",
   "Restores a state_dict of an optimizer of the same kind, groups and shapes (checked before anything changes): training resumes exactly.",
   "opt:load_state_dict(sd)")
 -- ---------------------------------------------------------------- layers and modules (docs/nn.md, "Layers")
+E("mech.nn.LM", "mech.nn.LM{mixer=, d_model=, n_layers=, vocab=, tie_embeddings=, ...} -> model",
+  "The paper's language model around a mixer (a Module class written in Lua, a built-in mixer's layer class such as mech.nn.Mamba, or a name): the mech.Model mech.model{mixer = ...} builds (docs/nn.md, \"Your own mixer\").",
+  'local lm = mech.nn.LM { mixer = mech.nn.Mamba, d_model = 16, n_layers = 2, vocab = 20 }')
 E("mech.nn.register_mixer", "mech.nn.register_mixer(Class[, {name=, module=}]) -> name",
   "mech.register_mixer: a Module class as a mixer of the paper's language model (docs/nn.md, \"Your own mixer\").",
   'local Id = mech.nn.Module:extend("HelpIdentity2"); function Id:forward(x) return x * 1 end; print(mech.nn.register_mixer(Id))')

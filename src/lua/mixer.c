@@ -51,7 +51,7 @@ static void mixer_unref(lua_mixer *mx) {
     if (--mx->refs == 0) free(mx);
 }
 
-/* The main thread, where the modules' code runs (the caller may be a coroutine that ends). */
+/* The main thread: it lives as long as the state (a calling coroutine may end first). */
 static lua_State *main_thread(lua_State *L) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     lua_State *T = lua_tothread(L, -1);

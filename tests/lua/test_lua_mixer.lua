@@ -134,6 +134,12 @@ T.test("mech.model{mixer = name or module} and built-in names give the same mode
   -- a built-in mixer's layer class is that mixer
   local c = mech.model { mixer = mech.nn.Mamba, d_model = 16, n_layers = 1, vocab = V, seed = 2 }
   T.eq(c:config().arch, "mamba")
+  -- nn.LM is that model too
+  local lm = mech.nn.LM { mixer = mech.nn.Mamba, d_model = 16, n_layers = 1, vocab = V, seed = 2 }
+  T.eq(max_diff(lm:forward(tok), b:forward(tok)), 0)
+  T.eq(max_diff(mech.nn.LM { mixer = Gate, d_model = 16, n_layers = 2, vocab = V, seed = 3, scale = 0.5 }:forward(tok),
+    tiny():forward(tok)), 0)
+  T.raises(function() mech.nn.LM { mixer = Gate, d_model = 0 } end, "mech.nn.LM: ")
   T.eq(max_diff(c:forward(tok), b:forward(tok)), 0)
 end)
 

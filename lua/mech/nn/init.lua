@@ -13,4 +13,5 @@ nn.Block = require "mech.nn.block"
 for name, cls in pairs(require "mech.nn.mixers") do nn[name] = cls end
 -- a Module class as a mixer of the language model (src/lua/mixer.c)
 nn.register_mixer = mech.register_mixer
+nn.LM = require "mech.nn.lm"
 return nn

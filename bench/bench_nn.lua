@@ -28,14 +28,15 @@ function LM:init()
   self:add_module("blocks", blocks, "backbone.layers")
   self:add_module("ln_final", nn.LayerNorm(D), "backbone.ln_f")
 end
--- Mean cross-entropy at the rows whose target is not -100 (rows: flat indices, labels (N, 1)).
+-- Mean cross-entropy at the rows whose target is not -100 (rows: flat indices, labels (N)), with
+-- the fused kernel the built-in loss uses (nn.cross_entropy).
 function LM:loss(tokens, rows, labels)
   local L = tokens:shape()[2]
   local r = self.embed(tokens) + self.pos_embed.weight:narrow(0, 0, L)
   for l = 0, #self.blocks - 1 do r = self.blocks[l](r) end
   local h = self.ln_final(r):reshape(B * L, D):index_select(0, rows)
   local logits = mech.linear(h, self.embed.weight)
-  return -(mech.log_softmax(logits, 1):gather(1, labels)):mean()
+  return nn.cross_entropy(logits, labels)
 end
 
 local function supervised(targets)
@@ -43,7 +44,7 @@ local function supervised(targets)
   local L = targets:shape()[2]
   for b, row in ipairs(targets:tolist()) do
     for t, v in ipairs(row) do
-      if v ~= -100 then rows[#rows + 1], labels[#labels + 1] = (b - 1) * L + t - 1, { v } end
+      if v ~= -100 then rows[#rows + 1], labels[#labels + 1] = (b - 1) * L + t - 1, v end
     end
   end
   return mech.tensor(rows, { dtype = "int32" }), mech.tensor(labels, { dtype = "int32" })

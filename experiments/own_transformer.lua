@@ -1,6 +1,9 @@
 -- A plain Transformer built by hand from mech.nn layers (embedding, learned positions, two
 -- attention blocks, final LayerNorm, tied head), trained on a small associative-recall task with
--- mech.optim.adamw in a loop written here. Runs in well under a minute on one thread:
+-- mech.optim.adamw in a loop written here. Runs in well under a minute on one thread. In these
+-- few hundred steps the model learns to answer with one of the four values of its context (test
+-- accuracy near 1/4, against 1/8 for a guess among the 8 values); recalling the queried key's
+-- value takes thousands of steps (experiments/ar_attention.lua trains the paper's setting).
 --   mechlab experiments/own_transformer.lua [steps=600] [d_model=32] [lr=3e-3] [seed=1]
 local nn = mech.nn
 
@@ -13,7 +16,8 @@ end
 mech.threads(1)
 mech.manual_seed(opts.seed)
 
--- AR: key-value pairs, then a key; the model must answer its value (one supervised row per document)
+-- AR: four key-value pairs (8 keys, 8 values), then a key; the model must answer its value (one
+-- supervised row per document)
 local task = mech.task.ar { num_kv = 16, min_length = 8, max_length = 8 }
 local V, B = task:vocab_size(), 32
 local train_ds = task:dataset(B * 200, { seed = opts.seed, split = "train" })
@@ -35,13 +39,13 @@ function Transformer:forward(tokens)
   return mech.linear(self.ln_final(r), self.embed.weight) -- the tied head
 end
 
--- The supervised rows of a batch: flat indices b·L + t and their targets (N, 1).
+-- The supervised rows of a batch: flat indices b·L + t and their targets (N).
 local function supervised(targets)
   local rows, labels = {}, {}
   local L = targets:shape()[2]
   for b, row in ipairs(targets:tolist()) do
     for t, v in ipairs(row) do
-      if v ~= -100 then rows[#rows + 1], labels[#labels + 1] = (b - 1) * L + t - 1, { v } end
+      if v ~= -100 then rows[#rows + 1], labels[#labels + 1] = (b - 1) * L + t - 1, v end
     end
   end
   return mech.tensor(rows, { dtype = "int32" }), mech.tensor(labels, { dtype = "int32" })
@@ -52,8 +56,8 @@ local function evaluate(model, tokens, targets)
   local rows, labels = supervised(targets)
   local Bn, L = tokens:shape()[1], tokens:shape()[2]
   local logits = model(tokens):reshape(Bn * L, V):index_select(0, rows)
-  local loss = -(mech.log_softmax(logits, 1):gather(1, labels)):mean()
-  local acc = mech.eq(logits:argmax(1, true), labels):float():mean():item()
+  local loss = nn.cross_entropy(logits, labels)
+  local acc = mech.eq(logits:argmax(1), labels):float():mean():item()
   return loss, acc
 end
 
@@ -80,5 +84,5 @@ for step = 0, opts.steps - 1 do
 end
 local tokens, targets = test_ds:batch(0, test_ds:size())
 local loss, acc = mech.no_grad(function() return evaluate(model, tokens, targets) end)
-print(string.format("test: loss %.4f  accuracy %.3f (chance %.3f) after %d steps in %.1f s", loss:item(), acc,
-  1 / 16, opts.steps, mech.sys.time() - t0))
+print(string.format("test: loss %.4f  accuracy %.3f (a guess among the values: %.3f) after %d steps in %.1f s",
+  loss:item(), acc, 1 / 8, opts.steps, mech.sys.time() - t0))

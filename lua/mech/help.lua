@@ -250,8 +250,8 @@ E("mech.nn.Module.internal_sites", "module:internal_sites() -> {name, ...}",
 E("mech.nn.Module.run_with_cache", "module:run_with_cache(x...[, {names = filter}]) -> output, cache",
   "Runs the module and returns the activations of every hook site (or those a name, Lua pattern, list or function keeps) by name, detached.",
   'local y, cache = block:run_with_cache(x, { names = "mixer" })')
-E("mech.nn.Module.run_with_hooks", "module:run_with_hooks(x..., {fwd_hooks = {{name, fn}, ...}}) -> output",
-  "Runs the module with hooks: fn(act, name) returns nil to observe or a replacement of the same shape; name is a hook name (an unknown one is an error with the closest) or a function(name).",
+E("mech.nn.Module.run_with_hooks", "module:run_with_hooks(x..., {fwd_hooks = {{name, fn}, ...}} or {[name] = fn}) -> output",
+  "Runs the module with hooks: fn(act, name) returns nil to observe or a replacement of the same shape; name is a hook name (an unknown one is an error with the closest) or, in fwd_hooks, a function(name).",
   'local y = block:run_with_hooks(x, { fwd_hooks = { { "attention_output", function(a) return a * 0 end } } })')
 E("mech.nn.Module.add_hook", "module:add_hook(name, fn) -> handle", "A hook every later call of the module runs, until handle.remove() or reset_hooks().",
   'local h = block:add_hook("block_output", function(a, name) print(name) end)')
@@ -288,6 +288,9 @@ for _, arch in ipairs(mech.architectures) do
     "The built-in " .. arch .. " mixer as a layer (x (B, L, D) -> (B, L, D)): a private one-block model of the architecture runs its mixer; parameters are that model's leaves named as in its state dict relative to the mixer, and its internal sites fire under the layer's path. layer: the block index whose mixer it is (hybrids and BaseConv differ between even and odd blocks).",
     "local mixer = mech.nn." .. name .. " { d_model = 16 }")
 end
+E("mech.nn.cross_entropy", "mech.nn.cross_entropy(logits, targets) -> loss",
+  "Mean cross-entropy of logits (N, V) or (B, L, V) against int32 targets (N) or (B, L), targets -100 ignored (F.cross_entropy's ignore_index): the fused kernel of the built-in models' loss, with its gradient.",
+  "local loss = mech.nn.cross_entropy(mech.randn(4, 10), { 1, -100, 3, 9 })")
 E("mech.nn.push_context", "mech.nn.push_context({fire = function(path, t) -> t, wants = function(path) -> boolean})",
   "Pushes a hook context: while it is on top, every site of a module tree goes to fire (which returns the activation or a replacement of its shape). What run_with_cache and run_with_hooks use, and how a host of Lua modules sees their sites.",
   "mech.nn.push_context({ fire = function(path, t) print(path) return t end })")
@@ -570,6 +573,11 @@ function H.text(x)
     local e = find_function(x)
     return e and entry_text(e) or "help: no entry for this function (help() lists the topics)"
   end
+  local nn = package.loaded["mech.nn"]
+  if type(x) == "table" and nn and nn.is_module(x) then -- a layer: its class's entry, else the topic
+    local name = "mech.nn." .. tostring(rawget(getmetatable(x), "__name"))
+    x = by_name[name] and name or "mech.nn"
+  end
   if type(x) ~= "string" then
     local mt = getmetatable(x)
     local class = type(mt) == "table" and rawget(mt, "__name")
@@ -591,8 +599,8 @@ function H.text(x)
   for _, e in ipairs(H.entries) do names[#names + 1] = e.name end
   for _, tp in ipairs(H.topics) do names[#names + 1] = tp.key end
   local best, bd = nil, math.huge
-  for _, n in ipairs(names) do -- closest by edit distance (of a prefix: quadratic in its length)
-    local a, b = x:sub(1, 100), n
+  for _, n in ipairs(names) do -- closest by edit distance
+    local a, b = x:sub(1, 64), n -- a huge string costs no quadratic table
     local prev = {}
     for j = 0, #b do prev[j] = j end
     for i = 1, #a do

@@ -4,6 +4,7 @@
 
 #include "lua/binding.h"
 #include "nn/model.h"
+#include "ops/nn_ops.h"
 
 /* mech's __index: mech.nn is require "mech.nn" (loaded on first use). It is not stored in mech,
  * so walks over mech's own fields (the help test) do not descend into the Lua classes. */
@@ -89,8 +90,19 @@ static int l_mixer_info(lua_State *L) {
     return 1;
 }
 
+/* core.cross_entropy(logits (N, V), targets (N) int32) -> mean loss (0-dim): the fused kernel the
+ * built-in models train with; targets -100 are ignored. */
+static int l_cross_entropy(lua_State *L) {
+    const char *fn = "mech.nn.cross_entropy";
+    ml_tensor *logits = mlL_checktensor(L, 1, fn);
+    ml_tensor *targets = mlL_checkints(L, 2, fn, NULL);
+    mlL_pushtensor(L, ml_cross_entropy(logits, targets));
+    return 1;
+}
+
 static int open_core(lua_State *L) {
-    static const luaL_Reg funcs[] = {{"mixer_forward", l_mixer_forward}, {"mixer_info", l_mixer_info}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"mixer_forward", l_mixer_forward}, {"mixer_info", l_mixer_info},
+                                     {"cross_entropy", l_cross_entropy}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     return 1;
 }

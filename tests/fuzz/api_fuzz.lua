@@ -190,6 +190,13 @@ local function build_pool()
   add("tensor", w)
   add("optim", mech.optim.sgd({ { params = { w } }, { params = { b }, weight_decay = 0.1 } }, { lr = 0.1, momentum = 0.9 }))
   add("metrics", mech.sys.metrics(dir .. "/metrics.csv"))
+  -- mech.nn: layers, a block around a built-in mixer, a tree (module methods are called on them)
+  local nn = mech.nn
+  add("module", nn.Linear(8, 8))
+  add("module", nn.Block { d_model = 8, mixer = nn.Attention { d_model = 8 } })
+  add("module", nn.Mamba { d_model = 8 })
+  add("module", nn.Sequential(nn.Conv1d(8, 3), nn.RMSNorm(8), nn.MLP { d_model = 8, kind = "glu" }))
+  add("tensor", mech.randn(2, 3, 8))
   for _, s in ipairs(pool.model[1]:hook_names()) do names[#names + 1] = s.name end
   for _, s in ipairs(pool.model[2]:hook_names()) do names[#names + 1] = s.name end
 end
@@ -216,6 +223,7 @@ local function collect(prefix, t, seen)
   end
 end
 collect("mech", mech)
+collect("mech.nn", mech.nn) -- loaded on first use, so not among mech's own fields
 
 local methods = {}      -- kind -> {{name, fn}}
 local function methods_of(kind, obj)
@@ -235,6 +243,11 @@ end
 build_pool()
 table.sort(callables, function(a, b) return a.name < b.name end)
 for kind, list in pairs(pool) do methods_of(kind, list[1]) end
+-- a module's methods are its class's (the instance's __index is a function)
+for k, v in pairs(mech.nn.Module) do
+  if type(v) == "function" and not k:match("^__") then methods.module[#methods.module + 1] = { name = "module:" .. k, fn = v } end
+end
+table.sort(methods.module, function(a, b) return a.name < b.name end)
 
 ------------------------------------------------------------------------------------------------
 -- Calls

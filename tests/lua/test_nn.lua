@@ -191,6 +191,25 @@ T.test("hooks on a tree of layers: the built-in mixer's internal sites under its
   close(net(x), out, 0)
 end)
 
+T.test("cross_entropy: the fused loss equals log-softmax at the kept rows, with its gradient", function()
+  local logits = mech.randn(2, 3, 10, {requires_grad = true})
+  local targets = mech.tensor({{1, -100, 3}, {9, 0, -100}}, {dtype = "int32"})
+  local flat = logits:reshape(6, 10):index_select(0, mech.tensor({0, 2, 3, 4}, {dtype = "int32"}))
+  local want = -(mech.log_softmax(flat, 1):gather(1, mech.tensor({{1}, {3}, {9}, {0}}, {dtype = "int32"}))):mean()
+  T.near(nn.cross_entropy(logits, targets):item(), want:item(), 1e-5)
+  T.eq(mech.gradcheck(function(x) return nn.cross_entropy(x, targets) end, {logits}, {eps = 1e-3, atol = 3e-3, rtol = 2e-2}), true)
+  T.raises(function() nn.cross_entropy(mech.randn(2, 5), {1, 7}) end, "target 7 at row 1 out of range for 5 classes")
+  T.raises(function() nn.cross_entropy(mech.randn(2, 5), mech.randn(2)) end, "expected an int32 tensor")
+end)
+
+T.test("help: a layer shows its class's entry, a module of your own the topic", function()
+  local help = require "mech.help"
+  T.truthy(help.text(nn.Linear(2, 2)):find("mech.nn.Linear(in_features", 1, true))
+  T.truthy(help.text(nn.Mamba {d_model = 4}):find("mech.nn.Mamba{", 1, true))
+  local Mine = nn.Module:extend("TestNNMine")
+  T.truthy(help.text(Mine()):find("Layers and modules", 1, true))
+end)
+
 T.test("bad input: errors name the module path and what was expected", function()
   T.raises(function() nn.Linear(0, 3) end, "mech.nn.Linear: argument 1 (in_features) expected an integer >= 1, got 0")
   T.raises(function() nn.Linear(3, 3, {bias = true, baz = 1}) end, "unknown option 'baz'")

@@ -212,6 +212,13 @@ function Module:add_module(name, child, state)
   if rawget(self, "_params")[name] or rawget(self, name) ~= nil then
     error(string.format("mech.nn: %s: the name '%s' is taken (a parameter or field); a hook name must name one thing", where(self), name), 2)
   end
+  local up = self
+  while up do
+    if up == child then
+      error(string.format("mech.nn: %s: cannot add the module as its own descendant (a tree has no cycles)", where(self)), 2)
+    end
+    up = rawget(up, "_parent")
+  end
   local parent = rawget(child, "_parent")
   if parent and not (parent == self and rawget(self, "_modules")[name] == child) then
     error(string.format("mech.nn: %s: cannot place the module at %s under '%s' too: it already sits at %s, and a module has one path (its hook sites would collide); make a second instance",
@@ -451,7 +458,10 @@ function Module:load_state_dict(sd)
     seen[name] = true
     plan[#plan + 1] = { t, v }
   end)
-  for k in pairs(sd) do
+  local keys = {}
+  for k in pairs(sd) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys) -- the first unexpected key in sorted order: the same message on every run
+  for _, k in ipairs(keys) do
     if not seen[k] then
       error(string.format("mech.nn: %s: load_state_dict: unexpected key '%s' (this tree has no such parameter%s)", where(self),
         tostring(k), (function()
@@ -565,8 +575,8 @@ local function run_hooked(self, args, nargs, hooks)
 end
 M._run_hooked = run_hooked
 
---- self:run_with_hooks(x..., {fwd_hooks = {{name, fn}, ...}}) -> output; fn(act, name) returns
---- nil (observe) or a replacement of the same shape.
+--- self:run_with_hooks(x..., {fwd_hooks = {{name, fn}, ...}}) or (x..., {[name] = fn}) -> output;
+--- fn(act, name) returns nil (observe) or a replacement of the same shape.
 function Module:run_with_hooks(...)
   local n = select("#", ...)
   local args = { ... }
@@ -576,6 +586,15 @@ function Module:run_with_hooks(...)
       where(self), mech.is_tensor(opts) and "a tensor" or type(opts)), 2)
   end
   local hooks = {}
+  for k, fn in pairs(opts) do -- the built-in model's form: {[name] = fn}
+    if k ~= "fwd_hooks" then
+      if type(fn) ~= "function" then
+        error(string.format("mech.nn: %s: run_with_hooks: the hook for %s expected a function(act, name), got %s", where(self),
+          tostring(k), type(fn)), 2)
+      end
+      hooks[#hooks + 1] = { check_hook_name(self, k, "run_with_hooks"), fn }
+    end
+  end
   for i, h in ipairs(opts.fwd_hooks or {}) do
     if type(h) ~= "table" or type(h[2]) ~= "function" then
       error(string.format("mech.nn: %s: run_with_hooks: fwd_hooks[%d] expected {name, function(act, name)}", where(self), i), 2)

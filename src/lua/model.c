@@ -105,6 +105,10 @@ static void read_options(lua_State *L, int idx, const char *fn, ml_model_config 
             if (!ml_option_set_str(c, o, v)) luaL_error(L, "%s: option '%s' is too long: '%s'", fn, o->name, v);
         }
     }
+    bool has_mixer = lua_getfield(L, idx, "mixer") != LUA_TNIL;
+    lua_pop(L, 1);
+    for (int i = 0; given && has_mixer && i < ml_model_option_count() && i < ML_LOAD_MAX_OPTIONS; i++)
+        if (!strcmp(ml_model_option_at(i)->name, "arch")) given[i] = true; /* `mixer` gives the arch */
     if (lua_mixer) {
         common[nc++] = "arch";
         common[nc] = NULL;

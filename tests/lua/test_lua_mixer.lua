@@ -149,6 +149,8 @@ T.test("save and mech.load round-trip it; a fresh process loads it by its record
   m:save(p)
   local back = mech.load(p)
   T.eq(back:config().arch, "mixer_gate")
+  T.eq(mech.load(p, { mixer = Gate }):config().arch, "mixer_gate")
+  T.raises(function() mech.load(p, { mixer = "mamba" }) end, "option 'arch' is 'mamba' but the file's config has 'mixer_gate'")
   T.eq(max_diff(back:forward(tok), m:forward(tok)), 0)
   local ok, out = run(string.format("%q -e %q", exe,
     "local m = mech.load('" .. p .. "'); print(m:config().arch, m:config().mixer_options, m:n_params())"))

@@ -1,7 +1,7 @@
 -- A mixer of your own, written in Lua, in the paper's language model (docs/nn.md, "Your own mixer"):
 -- gated linear attention (GLA-style), trained on AR (ar_32, D = 64) with mech.train, then the
 -- interchange evaluation and a patching map on it.
---   mechlab experiments/own_mixer.lua [--steps=300] [--out=runs/own_mixer] [--docs=320]
+--   mechlab experiments/own_mixer.lua [--steps=2000] [--out=runs/own_mixer] [--docs=320]
 -- Required as a module (require "experiments.own_mixer", as mech.load and sweep workers do from
 -- the checkpoint's record) it only defines and registers the class.
 local nn = mech.nn
@@ -14,7 +14,7 @@ local GLA = nn.Module:extend("GLA")
 
 function GLA:init(o)
   local D, Dk = o.d_model, o.d_key or o.d_model // 2
-  self.scale, self.tau = Dk ^ -0.5, o.tau or 16
+  self.tau = o.tau or 16                    -- α = σ(·)^(1/τ): slow forgetting at first
   self.conv = nn.Conv1d(D, o.d_conv or 4)    -- a short causal conv first, as GLA's short_conv
   self.q_proj = nn.Linear(D, Dk, { bias = false })
   self.k_proj = nn.Linear(D, Dk, { bias = false })
@@ -39,7 +39,9 @@ end
 
 function GLA:forward(x0)
   local L, x = x0:shape()[2], mech.silu(self.conv(x0))
-  local q, k, v = self.q_proj(x) * self.scale, self.k_proj(x), self.v_proj(x)
+  -- unit-norm queries and keys: retrieval by direction, as DeltaNet's
+  local q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+  q, k = q / (mech.norm(q, 2, -1, true) + 1e-6), k / (mech.norm(k, 2, -1, true) + 1e-6)
   -- log α ∈ [−0.5, 0]: e^{±b} stays finite over the sequence
   local log_a = self.hook_log_decay((mech.log(mech.sigmoid(self.gate_proj(x))) / self.tau):clamp(-0.5, 0))
   local b = mech.cumsum(log_a, 1)
@@ -55,14 +57,14 @@ if ... == "experiments.own_mixer" then return GLA end
 ---------------------------------------------------------------------------------------- the run
 local train = require "mech.train"
 local ic = require "mech.interchange"
-local opts = { steps = 300, out = nil, docs = 320, lr = 3e-3, threads = 1 }
+local opts = { steps = 2000, out = nil, docs = 320, lr = 3e-3, threads = 1 }
 local args = arg or {}
 for i = 1, #args do
   local k, v = args[i]:match("^%-%-([%w_]+)=(.*)$")
   if not k then k, v = args[i]:match("^([%w_]+)=(.*)$") end
   if not k and args[i]:match("^%-%-[%w_]+$") then k, v = args[i]:sub(3), args[i + 1] end
   if k and opts[k] ~= nil or k == "out" then opts[k] = v elseif not (args[i - 1] or ""):match("^%-%-[%w_]+$") then
-    error("usage: own_mixer.lua [--steps=300] [--out=DIR] [--docs=320] [--lr=3e-3] [--threads=1]; got " .. args[i], 0)
+    error("usage: own_mixer.lua [--steps=2000] [--out=DIR] [--docs=320] [--lr=3e-3] [--threads=1]; got " .. args[i], 0)
   end
 end
 local steps, docs = math.tointeger(tonumber(opts.steps)), math.tointeger(tonumber(opts.docs))

@@ -50,6 +50,29 @@ T.test("the model runs the module: its output at a block is the module's on the 
   T.truthy(max_diff(m:param("blocks.1.mixer.W"), tiny { seed = 4 }:param("blocks.1.mixer.W")) > 0)
 end)
 
+T.test("custom inits run from the model's seed: {uniform}, {normal} and a function(t, gen)", function()
+  local Init = mech.nn.Module:extend("InitKinds")
+  function Init:init(o)
+    self.u = self:param("u", { 4 }, { init = { uniform = { 2, 3 } } })
+    self.f = self:param("f", { 4 }, { init = function(t, gen) t:copy_(mech.rand({ 4 }, { generator = gen }) + 10) end })
+  end
+  function Init:forward(x) return x * (self.u:mean() + self.f:mean()) end
+  local a = mech.model { mixer = Init, d_model = 4, n_layers = 1, vocab = V, seed = 7 }
+  local u, f = a:param("blocks.0.mixer.u"), a:param("blocks.0.mixer.f")
+  T.truthy(u:min():item() >= 2 and u:max():item() <= 3, "uniform in [2, 3]")
+  T.truthy(f:min():item() >= 10 and f:max():item() <= 11, "the function filled it")
+  local b = mech.model { mixer = Init, d_model = 4, n_layers = 1, vocab = V, seed = 7 }
+  T.eq(max_diff(b:param("blocks.0.mixer.f"), f), 0)
+  local c = mech.model { mixer = Init, d_model = 4, n_layers = 1, vocab = V, seed = 8 }
+  T.truthy(max_diff(c:param("blocks.0.mixer.f"), f) > 0)
+  local Fails = mech.nn.Module:extend("InitFails")
+  -- fails in the model's init only (the module's own construction passes no generator)
+  function Fails:init(o) self.w = self:param("w", { 2 }, { init = function(t, gen) if gen then error("no init") end end }) end
+  function Fails:forward(x) return x end
+  T.raises(function() mech.model { mixer = Fails, d_model = 4, n_layers = 1, vocab = V } end,
+    "model: mixer 'init_fails' layer 0: init: ")
+end)
+
 T.test("internal sites: hook_names, run_with_cache, and a replacing hook changes the output", function()
   local m = tiny()
   local names = {}

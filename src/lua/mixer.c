@@ -742,10 +742,7 @@ void mlL_mixer_options(lua_State *L, int idx, const char *fn, const char *const 
 void mlL_mixer_require(lua_State *L, const ml_model_config *c, const char *what) {
     ml_model_config r = *c;
     ml_mixer_resolve_alias(&r);
-    if (ml_mixer_find(r.arch)) return;
-    if (!c->mixer_module[0])
-        luaL_error(L, "%s: mixer '%s' is not registered (register its class with mech.register_mixer first, or record "
-                      "its module: mech.register_mixer(Class, {module = ...}))", what, c->arch);
+    if (ml_mixer_find(r.arch) || !c->mixer_module[0]) return; /* else the core names the choices */
     int top = lua_gettop(L);
     lua_getglobal(L, "require");
     lua_pushstring(L, c->mixer_module);

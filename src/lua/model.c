@@ -769,7 +769,7 @@ static int l_load(lua_State *L) {
     ml_safetensors_close(head);
     if (have) {
         char what[300];
-        snprintf(what, sizeof what, "%s: %s", fn, path);
+        snprintf(what, sizeof what, "load: %s", path); /* as the core's load errors */
         mlL_mixer_require(L, &fc, what);
     }
     ml_adamw o;

@@ -57,14 +57,14 @@ if ... == "experiments.own_mixer" then return GLA end
 ---------------------------------------------------------------------------------------- the run
 local train = require "mech.train"
 local ic = require "mech.interchange"
-local opts = { steps = 2000, out = nil, docs = 320, lr = 3e-3, threads = 1 }
+local opts = { steps = 2000, out = nil, docs = 320, lr = 1e-3, threads = 1 }
 local args = arg or {}
 for i = 1, #args do
   local k, v = args[i]:match("^%-%-([%w_]+)=(.*)$")
   if not k then k, v = args[i]:match("^([%w_]+)=(.*)$") end
   if not k and args[i]:match("^%-%-[%w_]+$") then k, v = args[i]:sub(3), args[i + 1] end
   if k and opts[k] ~= nil or k == "out" then opts[k] = v elseif not (args[i - 1] or ""):match("^%-%-[%w_]+$") then
-    error("usage: own_mixer.lua [--steps=2000] [--out=DIR] [--docs=320] [--lr=3e-3] [--threads=1]; got " .. args[i], 0)
+    error("usage: own_mixer.lua [--steps=2000] [--out=DIR] [--docs=320] [--lr=1e-3] [--threads=1]; got " .. args[i], 0)
   end
 end
 local steps, docs = math.tointeger(tonumber(opts.steps)), math.tointeger(tonumber(opts.docs))

@@ -73,6 +73,17 @@ T.test("custom inits run from the model's seed: {uniform}, {normal} and a functi
     "model: mixer 'init_fails' layer 0: init: ")
 end)
 
+T.test("short-conv surgery finds a Lua mixer's nn.Conv1d (a parameter of kind conv_weight)", function()
+  local Conv = mech.nn.Module:extend("ConvMixer")
+  function Conv:init(o) self.conv = mech.nn.Conv1d(o.d_model, 3) end
+  function Conv:forward(x) return self.conv(x) end
+  local m = mech.model { mixer = Conv, d_model = 8, n_layers = 2, vocab = V, seed = 1 }
+  T.eq(mech.interp.short_conv_edit(m, "identity"), 2)
+  -- identity: the mixer passes its input through
+  local _, c = m:run_with_cache(tok)
+  T.near(max_diff(c["blocks.1.attention_output"], c["blocks.1.attention_input"]), 0, 1e-6)
+end)
+
 T.test("internal sites: hook_names, run_with_cache, and a replacing hook changes the output", function()
   local m = tiny()
   local names = {}

@@ -297,6 +297,8 @@ E("mech.nn.push_context", "mech.nn.push_context({fire = function(path, t) -> t, 
 E("mech.nn.pop_context", "mech.nn.pop_context()", "Pops the top hook context (an error when there is none).", "mech.nn.pop_context()")
 E("mech.nn.fire", "mech.nn.fire(path, t) -> t", "Fires site path with t through the top hook context (t itself when none is active).",
   'local y = mech.nn.fire("my_site", mech.zeros(2))')
+E("mech.nn.wants", "mech.nn.wants(path) -> boolean", "Whether the top hook context wants site path (false with none): a layer may skip computing a site nobody reads.",
+  'print(mech.nn.wants("blocks.0.mixer.q"))')
 E("mech.nn.active", "mech.nn.active() -> boolean", "Whether a hook context is active.", "print(mech.nn.active())")
 E("mech.nn.is_module", "mech.nn.is_module(x) -> boolean", "Whether x is an instance of a mech.nn class.", "print(mech.nn.is_module(mech.nn.Linear(2, 2)))")
 E("mech.lr_schedule", "mech.lr_schedule{kind=, lr=, total=, warmup=} -> function(step) -> lr",

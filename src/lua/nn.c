@@ -19,9 +19,32 @@ static int mech_index(lua_State *L) {
 typedef struct {
     lua_State *L;
     const ml_model *m;
-    int fn;  /* stack index of the Lua hook function(component, act) -> nil or tensor */
-    int err; /* registry reference to the hook's error value, or LUA_NOREF */
+    int fn;    /* stack index of the Lua hook function(component, act) -> nil or tensor */
+    int wants; /* stack index of function(component) -> boolean, or 0 (every site wanted) */
+    int err;   /* registry reference to the first error value of a Lua call, or LUA_NOREF */
 } site_ud;
+
+/* Keeps the first Lua error (on top of the stack) for l_mixer_forward to raise. */
+static void keep_error(site_ud *h) {
+    if (h->err == LUA_NOREF) h->err = luaL_ref(h->L, LUA_REGISTRYINDEX);
+    else lua_pop(h->L, 1);
+}
+
+/* Whether the Lua side wants site `site` (a mixer computes some sites' values only then). An
+ * error counts as wanted and is raised after the forward. */
+static bool site_wants(void *ud, int site) {
+    site_ud *h = ud;
+    lua_State *L = h->L;
+    lua_pushvalue(L, h->wants);
+    lua_pushstring(L, h->m->sites[site].name);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        keep_error(h);
+        return true;
+    }
+    bool want = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return want;
+}
 
 /* Each internal site of the mixer goes to the Lua hook under its component name ("mixer.q"); the
  * hook runs under lua_pcall so an error in it unwinds the core's forward normally. */
@@ -32,8 +55,7 @@ static ml_tensor *site_hook(void *ud, int site, ml_tensor *act, ml_status *err) 
     lua_pushstring(L, h->m->sites[site].name);
     mlL_pushtensor(L, ml_retain(act));
     if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
-        if (h->err == LUA_NOREF) h->err = luaL_ref(L, LUA_REGISTRYINDEX);
-        else lua_pop(L, 1);
+        keep_error(h);
         *err = ML_ERR_ARG;
         ml_fail(ML_ERR_ARG, "mixer_forward: the hook raised an error");
         return NULL;
@@ -53,17 +75,20 @@ static ml_tensor *site_hook(void *ud, int site, ml_tensor *act, ml_status *err) 
     return rep;
 }
 
-/* core.mixer_forward(model, layer, x[, hook]) -> y: block `layer`'s sequence mixer of a built-in
- * model alone on x (B, L, D); hook(component, act) sees (and may replace) each internal site. */
+/* core.mixer_forward(model, layer, x[, hook[, wants]]) -> y: block `layer`'s sequence mixer of a
+ * built-in model alone on x (B, L, D); hook(component, act) sees (and may replace) each internal
+ * site, wants(component) says which it needs (default: all). */
 static int l_mixer_forward(lua_State *L) {
     const char *fn = "mech.nn.core.mixer_forward";
     ml_model *m = mlL_checkmodel(L, 1, fn);
     int layer = mlL_checkint32(L, 2, fn);
     ml_tensor *x = mlL_checktensor(L, 3, fn);
     if (!lua_isnoneornil(L, 4) && !lua_isfunction(L, 4)) mlL_argerror(L, fn, 4, "a function(component, act) or nil");
-    lua_settop(L, 4);
-    site_ud h = {.L = L, .m = m, .fn = 4, .err = LUA_NOREF};
-    ml_run run = {.hook = lua_isfunction(L, 4) ? site_hook : NULL, .ud = &h};
+    if (!lua_isnoneornil(L, 5) && !lua_isfunction(L, 5)) mlL_argerror(L, fn, 5, "a function(component) or nil");
+    lua_settop(L, 5);
+    bool hooked = lua_isfunction(L, 4);
+    site_ud h = {.L = L, .m = m, .fn = 4, .wants = lua_isfunction(L, 5) ? 5 : 0, .err = LUA_NOREF};
+    ml_run run = {.hook = hooked ? site_hook : NULL, .wants = hooked && h.wants ? site_wants : NULL, .ud = &h};
     ml_tensor *y = ml_model_mixer_forward(m, layer, x, &run);
     if (h.err != LUA_NOREF) {
         ml_release(y);

@@ -202,6 +202,38 @@ T.test("cross_entropy: the fused loss equals log-softmax at the kept rows, with 
   T.raises(function() nn.cross_entropy(mech.randn(2, 5), mech.randn(2)) end, "expected an int32 tensor")
 end)
 
+T.test("contexts' wants reach a built-in mixer: filtered caches equal the built-in model's; errors in wants surface", function()
+  local D = 8
+  local model = mech.model {arch = "mamba", d_model = D, n_layers = 1, vocab = 16, seed = 2}
+  local layer = nn.Mamba {d_model = D}
+  local sd = {}
+  for _, np in ipairs(model:named_parameters()) do
+    local rel = np[1]:match("^backbone%.layers%.0%.sequence_mixer%.(.*)$")
+    if rel then sd[rel] = np[2] end
+  end
+  layer:load_state_dict(sd)
+  local tokens = mech.tensor({{1, 2, 3, 4, 5, 6}}, {dtype = "int32"})
+  for _, site in ipairs {"ssm_state", "y", "dt"} do
+    local _, c = model:run_with_cache(tokens, {names = {"blocks.0.attention_input", "blocks.0.mixer." .. site}})
+    local out, lc = layer:run_with_cache(c["blocks.0.attention_input"], {names = {site}})
+    local n = 0
+    for _ in pairs(lc) do n = n + 1 end
+    T.eq(n, 1, site)
+    close(lc[site], c["blocks.0.mixer." .. site], 1e-6, site)
+    close(out, layer(c["blocks.0.attention_input"]), 1e-6, site)
+  end
+  local asked = {}
+  nn.push_context({fire = function(_, t) return t end, wants = function(p) asked[#asked + 1] = p; return false end})
+  layer(mech.randn(1, 3, D))
+  nn.pop_context()
+  T.truthy(#asked > 0, "the mixer asked which sites are wanted")
+  nn.push_context({fire = function(_, t) return t end, wants = function() error("wants failed") end})
+  local ok, err = pcall(layer, mech.randn(1, 3, D))
+  nn.pop_context()
+  T.falsy(ok)
+  T.truthy(tostring(err):find("wants failed"), tostring(err))
+end)
+
 T.test("help: a layer shows its class's entry, a module of your own the topic", function()
   local help = require "mech.help"
   T.truthy(help.text(nn.Linear(2, 2)):find("mech.nn.Linear(in_features", 1, true))

@@ -20,18 +20,18 @@ function Block:init(opts)
   elseif type(mixer) == "table" and rawget(mixer, "__nnclass") then
     mixer = mixer { d_model = D }
   else
-    error(fn .. ": option mixer expected a module or a module class (nn.Attention, your own), got " .. type(mixer), 2)
+    error(fn .. ": option mixer expected a module or a module class (nn.Attention, your own), got " .. type(mixer), 3)
   end
   local kind = opts.kind or (mixer.mamba_block and "mamba" or "transformer")
   if kind ~= "transformer" and kind ~= "mamba" then
-    error(fn .. ": option kind expected \"transformer\" or \"mamba\", got " .. tostring(kind), 2)
+    error(fn .. ": option kind expected \"transformer\" or \"mamba\", got " .. tostring(kind), 3)
   end
   local sm = opts.state_mixer or "mlp"
   if sm ~= "mlp" and sm ~= "glu" and sm ~= "none" then
-    error(fn .. ": option state_mixer expected \"mlp\", \"glu\" or \"none\", got " .. tostring(sm), 2)
+    error(fn .. ": option state_mixer expected \"mlp\", \"glu\" or \"none\", got " .. tostring(sm), 3)
   end
   if kind == "mamba" and opts.state_mixer and sm ~= "none" then
-    error(fn .. ": a mamba block has no state mixer (option state_mixer must be \"none\" or absent)", 2)
+    error(fn .. ": a mamba block has no state mixer (option state_mixer must be \"none\" or absent)", 3)
   end
   self.kind = kind
   self.block_input = nn.HookPoint()

@@ -4,7 +4,7 @@ local nn = require "mech.nn.module"
 
 local function check_list(fn, list)
   for i, m in ipairs(list) do
-    if not nn.is_module(m) then error(string.format("%s: element %d expected a module, got %s", fn, i, type(m)), 3) end
+    if not nn.is_module(m) then error(string.format("%s: element %d expected a module, got %s", fn, i, type(m)), 4) end
   end
 end
 

@@ -11,6 +11,10 @@ local core = require "mech.nn.core"
 
 local M = {}
 
+-- Each layer's private model and block index, out of the user's reach: a hook that could reach
+-- the model could close it in the middle of its own forward.
+local private = setmetatable({}, { __mode = "k" })
+
 local function class_name(arch)
   return (arch:gsub("^%l", string.upper):gsub("_(%w)", string.upper))
 end
@@ -59,8 +63,8 @@ for _, arch in ipairs(mech.architectures) do
       end
     end
     local info = core.mixer_info(model, layer)
-    rawset(self, "_model", model)
-    rawset(self, "_layer", layer)
+    private[self] = { model = model, layer = layer }
+    self.block_index = layer
     self.mamba_block = info.mamba_block
     self.mixer_name = info.name
     local prefix = "backbone.layers." .. layer .. ".sequence_mixer."
@@ -77,13 +81,15 @@ for _, arch in ipairs(mech.architectures) do
   function cls:internal_sites() return rawget(self, "_sites") end
 
   function cls:forward(x)
-    local model, layer = rawget(self, "_model"), rawget(self, "_layer")
+    local p = private[self]
+    if not p then error(string.format("mech.nn: %s: not an initialised %s layer", nn.where(self), name), 2) end
+    local model, layer = p.model, p.layer
     if not nn.active() then return core.mixer_forward(model, layer, x) end
     local path = rawget(self, "_path")
     local base = path == "" and "" or (path .. ".")
     return core.mixer_forward(model, layer, x, function(component, act)
       return nn.fire(base .. component:sub(7), act)
-    end)
+    end, function(component) return nn.wants(base .. component:sub(7)) end)
   end
 
   function cls:set_parameter(pname)

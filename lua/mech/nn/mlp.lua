@@ -16,7 +16,7 @@ function MLP:init(opts)
   local kind = opts.kind or "mlp"
   if kind ~= "mlp" and kind ~= "glu" then
     error(string.format("%s: option kind expected \"mlp\" or \"glu\" (a block without a state mixer is nn.Block{state_mixer = \"none\"}), got %s",
-      fn, tostring(kind)), 2)
+      fn, tostring(kind)), 3)
   end
   self.kind = kind
   self.fc1 = Linear(D, H)

@@ -57,6 +57,14 @@ end
 --- Whether a hook context is active (a layer may then pass its internal sites on).
 function M.active() return ncontexts > 0 end
 
+--- Whether the top hook context wants site `path` (false with none; true if it has no wants).
+function M.wants(path)
+  local ctx = contexts[ncontexts]
+  if not ctx then return false end
+  if ctx.wants then return ctx.wants(path) and true or false end
+  return true
+end
+
 M.fire = function(path, t)
   if ncontexts == 0 or not mech.is_tensor(t) then return t end
   return fire(path, t)
@@ -564,6 +572,12 @@ local function run_hooked(self, args, nargs, hooks)
         end
       end
       return t
+    end,
+    wants = function(path)
+      for _, h in ipairs(all) do
+        if h[1](path) then return true end
+      end
+      return false
     end,
   })
   rawset(self, "_hooking", true)

@@ -13,7 +13,7 @@ local nn = mech.nn
 local GLA = nn.Module:extend("GLA")
 
 function GLA:init(o)
-  local D, Dk = o.d_model, o.d_key or o.d_model // 2
+  local D, Dk = o.d_model, o.d_key or o.d_model
   self.tau = o.tau or 16                    -- α = σ(·)^(1/τ): slow forgetting at first
   self.conv = nn.Conv1d(D, o.d_conv or 4)    -- a short causal conv first, as GLA's short_conv
   self.q_proj = nn.Linear(D, Dk, { bias = false })

@@ -161,9 +161,12 @@ E("mech.get_printoptions", "mech.get_printoptions() -> table", "The current prin
   "local saved = mech.get_printoptions()")
 
 -- ---------------------------------------------------------------- models
-E("mech.model", "mech.model{arch=, d_model=, n_layers=, vocab=, seed=, ...} -> model",
-  "Builds a language model; `mech.architectures` lists the archs and docs/mixers.md the options. An option the arch does not read is an error.",
+E("mech.model", "mech.model{arch= or mixer=, d_model=, n_layers=, vocab=, seed=, tie_embeddings=, ...} -> model",
+  "Builds a language model; `mech.architectures` lists the archs and docs/mixers.md the options. An option the arch does not read is an error. `mixer` instead of `arch` takes a mech.nn Module class (a mixer written in Lua: every other key is one of its options), a mixer's name, or a module returning the class (docs/nn.md, \"Your own mixer\"). tie_embeddings = false gives the head its own lm_head.weight.",
   'local model = mech.model { arch = "mamba", d_model = 16, n_layers = 2, vocab = 68, seed = 1 }')
+E("mech.register_mixer", "mech.register_mixer(Class[, {name=, module=}]) -> name",
+  "Registers a mech.nn Module class as a mixer of the language model (mech.model{mixer = Class} does it on first use). The name defaults to the class name in snake_case; `module` is what a fresh process requires to get the class back (mech.load, sweeps, resumed runs). A name taken by a built-in mixer, or by another class while models built with it are alive, is an error.",
+  'local Id = mech.nn.Module:extend("HelpIdentity"); function Id:forward(x) return x * 1 end; print(mech.register_mixer(Id))')
 E("mech.load", "mech.load(path[, {arch=, d_model=, ...}]) -> model, optimiser or nil, metadata",
   "Loads a checkpoint written by model:save (safetensors with the config in the metadata), or with the options table a plain PyTorch state dict (docs/interop.md). meta.task is the task the checkpoint records (meta.task_error: why it cannot be rebuilt).",
   'local model, opt, meta = mech.load("run/checkpoint.safetensors")')
@@ -204,6 +207,12 @@ E("opt:load_state_dict", "opt:load_state_dict(sd)",
   "Restores a state_dict of an optimizer of the same kind, groups and shapes (checked before anything changes): training resumes exactly.",
   "opt:load_state_dict(sd)")
 -- ---------------------------------------------------------------- layers and modules (docs/nn.md, "Layers")
+E("mech.nn.LM", "mech.nn.LM{mixer=, d_model=, n_layers=, vocab=, tie_embeddings=, ...} -> model",
+  "The paper's language model around a mixer (a Module class written in Lua, a built-in mixer's layer class such as mech.nn.Mamba, or a name): the mech.Model mech.model{mixer = ...} builds (docs/nn.md, \"Your own mixer\").",
+  'local lm = mech.nn.LM { mixer = mech.nn.Mamba, d_model = 16, n_layers = 2, vocab = 20 }')
+E("mech.nn.register_mixer", "mech.nn.register_mixer(Class[, {name=, module=}]) -> name",
+  "mech.register_mixer: a Module class as a mixer of the paper's language model (docs/nn.md, \"Your own mixer\").",
+  'local Id = mech.nn.Module:extend("HelpIdentity2"); function Id:forward(x) return x * 1 end; print(mech.nn.register_mixer(Id))')
 E("mech.nn.Module", "mech.nn.Module:extend(name) -> Class; Class{...} or Class(...) -> module",
   "The base class of layers and of modules written in Lua: a class with init (parameters with self:param, children assigned to fields) and forward; calling a module runs forward and fires its output as the hook site at its path.",
   'local Gate = mech.nn.Module:extend("Gate"); function Gate:init(d) self.proj = mech.nn.Linear(d, d) end; function Gate:forward(x) return mech.sigmoid(self.proj(x)) * x end')

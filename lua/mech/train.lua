@@ -173,11 +173,17 @@ local function command_line()
   return table.concat(parts, " ")
 end
 
--- The config as recorded: what applies only (no `epochs` beside `steps`, no objects).
-local function recorded_config(c, task)
+-- The config as recorded: what applies only (no `epochs` beside `steps`, no objects; a mixer
+-- class given as `model.mixer` is recorded by its registered name).
+local function recorded_config(c, task, model)
   local r = {}
   for k, v in pairs(c) do
     if type(v) ~= "function" and type(v) ~= "userdata" and k ~= "evaluators" and k ~= "lock" then r[k] = v end
+  end
+  if type(c.model) == "table" and type(c.model.mixer) == "table" then
+    r.model = {}
+    for k, v in pairs(c.model) do r.model[k] = v end
+    r.model.mixer = model:config().arch
   end
   if c.steps then r.epochs = nil end
   if type(c.task) ~= "string" and not (type(c.task) == "table" and (c.task.preset or c.task.kind or c.task.module)) then
@@ -237,7 +243,7 @@ end
 local function new_manifest(run, prior, started)
   local c = run.c
   run.manifest = {
-    config = recorded_config(c, run.task), task = run.task:spec(), model = recorded_model(run.model), seed = c.seed,
+    config = recorded_config(c, run.task, run.model), task = run.task:spec(), model = recorded_model(run.model), seed = c.seed,
     version = mech.version, git = mech.git, host = mech.sys.hostname(), pid = mech.sys.getpid(),
     command = command_line(), threads = mech.threads(), params = run.model:n_params(), steps = run.total,
     start_time = prior and prior.start_time or started, status = "running", step = run.start,

@@ -14,6 +14,7 @@
 #include <lua.h>
 
 #include "core/tensor.h"
+#include "optim/optim.h"
 
 #define MLL_TENSOR_MT "mech.Tensor"
 #define MLL_RNG_MT "mech.Generator" /* userdata holding an ml_rng */
@@ -81,6 +82,10 @@ ml_tensor *mlL_checktokens(lua_State *L, const struct ml_model *m, int arg, cons
 void mlL_hooked(lua_State *L, int table, const char *const *names);
 /* Adds analysis.c's model methods (mlL_open_interp calls it). */
 int mlL_open_analysis(lua_State *L);
+/* The model optimiser of mech.adamw (a mech.AdamW userdata, src/lua/optim.c): the one at arg, else
+ * an error naming fn; and a new one holding `state` (the userdata takes its buffers over). */
+ml_adamw *mlL_checkadamw(lua_State *L, int arg, const char *fn);
+void mlL_pushadamw(lua_State *L, const ml_adamw *state);
 /* Reads a shape from arguments first..top (numbers) or one table of numbers at `first`. */
 int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX_DIMS]);
 
@@ -102,6 +107,7 @@ int mlL_open_interp(lua_State *L); /* src/lua/interp.c: run_with_cache/_hooks, m
 int mlL_open_plot(lua_State *L);   /* src/lua/plot.c: mech.plot (figures to PNG + CSV) */
 int mlL_open_io(lua_State *L);     /* src/lua/io.c: mech.save_tensors / load_tensors, cache:save */
 int mlL_open_optim(lua_State *L);  /* src/lua/optim.c: mech.optim (AdamW, SGD, clip_grad_norm) */
+int mlL_open_mixer(lua_State *L);  /* src/lua/mixer.c: mech.register_mixer (mixers written in Lua) */
 int mlL_open_nn(lua_State *L);     /* src/lua/nn.c: mech.nn (lua/mech/nn/, loaded on first use) */
 /* cache:save(path) (src/lua/io.c), a method of mech.Cache. */
 int mlL_cache_save(lua_State *L);

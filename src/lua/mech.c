@@ -83,7 +83,7 @@ static int l_find(lua_State *L) {
 int luaopen_mech(lua_State *L) {
     static int (*const openers[])(lua_State *) = {mlL_open_tensor, mlL_open_ops,    mlL_open_model, mlL_open_sys,
                                                   mlL_open_task,   mlL_open_interp, mlL_open_plot,  mlL_open_io,
-                                                  mlL_open_optim,  mlL_open_nn,     NULL};
+                                                  mlL_open_optim,  mlL_open_nn,     mlL_open_mixer, NULL};
     lua_newtable(L);
     for (int i = 0; openers[i]; i++) {
         openers[i](L);

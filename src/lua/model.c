@@ -3,7 +3,8 @@
  * Hooks: a table {["blocks.0.attention_output"] = fn, ...}; fn(activation, ctx) observes (returns
  * nothing) or returns a replacement of the same shape. ctx = {site=, layer=, name=}. Names are
  * validated against model:hook_names(); an unknown name suggests the closest. Persistent hooks
- * come from model:add_hook(name, fn), which returns a handle with :remove() and __close. */
+ * come from model:add_hook(name, fn), which returns a handle with :remove() and __close. The
+ * model optimiser (mech.adamw, the mech.AdamW userdata) is in src/lua/optim.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include "io/safetensors.h"
 #include "lua/binding.h"
+#include "lua/mixer.h"
 #include "nn/checkpoint.h"
 #include "nn/train.h"
 #include "ops/nn_ops.h"
@@ -18,7 +20,6 @@
 #define MLL_MODEL_MT "mech.Model"
 #define MLL_HOOK_MT "mech.HookHandle"
 #define MLL_HOOK_NAMES_MT "mech.HookNames"
-#define MLL_ADAMW_MT "mech.AdamW"
 
 typedef struct {
     ml_model *m;
@@ -45,12 +46,6 @@ static ml_model *check_model(lua_State *L, int arg, const char *fn) {
 
 ml_model *mlL_checkmodel(lua_State *L, int arg, const char *fn) { return check_model(L, arg, fn); }
 
-static ml_adamw *check_adamw(lua_State *L, int arg, const char *fn) {
-    ml_adamw *o = luaL_testudata(L, arg, MLL_ADAMW_MT);
-    if (!o) mlL_argerror(L, fn, arg, "a mech.AdamW optimiser");
-    return o;
-}
-
 static void push_model(lua_State *L, ml_model *m) {
     model_box *b = lua_newuserdatauv(L, sizeof *b, 1);
     *b = (model_box){.m = m};
@@ -64,15 +59,30 @@ static void push_model(lua_State *L, ml_model *m) {
 
 /* Reads the model options of the table at idx into c (the keys, defaults and checks come from the
  * options table, nn/options.c); an option the chosen architecture does not read is an error
- * naming it. given[i] (may be NULL) is set for each option present. */
+ * naming it. given[i] (may be NULL) is set for each option present. `mixer` (instead of `arch`)
+ * names the mixer by its class, name or module; a mixer written in Lua reads the common options,
+ * and every other key is one of its own options (src/lua/mixer.c). */
 static void read_options(lua_State *L, int idx, const char *fn, ml_model_config *c, bool *given) {
-    const char *keys[64];
-    int nk = 0;
-    for (int i = 0; i < ml_model_option_count() && nk < 63; i++)
-        if (ml_model_option_at(i)->key) keys[nk++] = ml_model_option_at(i)->name;
-    keys[nk] = NULL;
-    mlL_checkkeys(L, idx, fn, keys);
-    const char *arch = mlL_optstr(L, idx, "arch", "attention", fn);
+    const char *keys[64], *common[64];
+    int nk = 0, nc = 0;
+    for (int i = 0; i < ml_model_option_count() && nk < 61; i++) {
+        const ml_model_option *o = ml_model_option_at(i);
+        if (o->key) keys[nk++] = o->name;
+        if (o->key && o->common) common[nc++] = o->name;
+    }
+    keys[nk++] = "mixer", common[nc++] = "mixer";
+    keys[nk] = common[nc] = NULL;
+    const char *arch;
+    if (lua_getfield(L, idx, "mixer") != LUA_TNIL) {
+        if (lua_getfield(L, idx, "arch") != LUA_TNIL) luaL_error(L, "%s: give 'arch' or 'mixer', not both", fn);
+        lua_pop(L, 1);
+        arch = mlL_mixer_arch(L, -1, fn); /* a name the registry or the options table keeps */
+    } else {
+        arch = mlL_optstr(L, idx, "arch", "attention", fn);
+    }
+    lua_pop(L, 1);
+    bool lua_mixer = mlL_mixer_is_lua(arch);
+    if (!lua_mixer) mlL_checkkeys(L, idx, fn, keys);
     ml_model_config_defaults(c, arch);
     if (strlen(arch) >= sizeof c->arch) luaL_error(L, "%s: option 'arch' is too long", fn);
     ml_model_config resolved = *c;
@@ -80,7 +90,7 @@ static void read_options(lua_State *L, int idx, const char *fn, ml_model_config 
     const ml_mixer_type *mixer = ml_mixer_find(resolved.arch); /* NULL: ml_model_new names the choices */
     for (int i = 0; i < ml_model_option_count(); i++) {
         const ml_model_option *o = ml_model_option_at(i);
-        if (!o->key) continue;
+        if (!o->key || (lua_mixer && !o->common)) continue; /* a Lua mixer's own options are read below */
         bool present = lua_getfield(L, idx, o->name) != LUA_TNIL;
         lua_pop(L, 1);
         if (given && i < ML_LOAD_MAX_OPTIONS) given[i] = present;
@@ -94,6 +104,15 @@ static void read_options(lua_State *L, int idx, const char *fn, ml_model_config 
             const char *v = mlL_optstr(L, idx, o->name, "", fn);
             if (!ml_option_set_str(c, o, v)) luaL_error(L, "%s: option '%s' is too long: '%s'", fn, o->name, v);
         }
+    }
+    bool has_mixer = lua_getfield(L, idx, "mixer") != LUA_TNIL;
+    lua_pop(L, 1);
+    for (int i = 0; given && has_mixer && i < ml_model_option_count() && i < ML_LOAD_MAX_OPTIONS; i++)
+        if (!strcmp(ml_model_option_at(i)->name, "arch")) given[i] = true; /* `mixer` gives the arch */
+    if (lua_mixer) {
+        common[nc++] = "arch";
+        common[nc] = NULL;
+        mlL_mixer_options(L, idx, fn, common, c);
     }
 }
 
@@ -136,6 +155,7 @@ static int m_config(lua_State *L) {
     lua_newtable(L);
     for (int i = 0; i < ml_model_option_count(); i++) {
         const ml_model_option *o = ml_model_option_at(i);
+        if (o->optional && o->type == ML_OPT_STRING && !strcmp(ml_option_str(&m->cfg, o), o->str_def)) continue;
         if (o->type == ML_OPT_STRING) lua_pushstring(L, ml_option_str(&m->cfg, o));
         else if (o->type == ML_OPT_BOOL) lua_pushboolean(L, (int)ml_option_get(&m->cfg, o));
         else lua_pushinteger(L, ml_option_get(&m->cfg, o));
@@ -623,7 +643,7 @@ static int push_stats(lua_State *L, const ml_batch_stats *s) {
 static int m_train_step(lua_State *L) {
     const char *fn = "train_step";
     ml_model *m = check_model(L, 1, fn);
-    ml_adamw *opt = check_adamw(L, 2, fn);
+    ml_adamw *opt = mlL_checkadamw(L, 2, fn);
     ml_tensor *tok = mlL_checkints(L, 3, fn, NULL), *tg = mlL_checkints(L, 4, fn, NULL);
     lua_Number lr = luaL_checknumber(L, 5);
     const char *policy = lua_isnoneornil(L, 6) ? "stop" : lua_type(L, 6) == LUA_TSTRING ? lua_tostring(L, 6) : "";
@@ -659,49 +679,7 @@ static int m_evaluate(lua_State *L) {
     return push_stats(L, &s);
 }
 
-/* ------------------------------------------------------------------ optimiser */
-
-static const char *const adamw_keys[] = {"betas", "beta1", "beta2", "eps", "weight_decay", NULL};
-
-/* mech.adamw(model, {beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0}) */
-static int l_adamw(lua_State *L) {
-    const char *fn = "mech.adamw";
-    ml_model *m = check_model(L, 1, fn);
-    double b1 = ML_ADAMW_BETA1, b2 = ML_ADAMW_BETA2, eps = ML_ADAMW_EPS, wd = 0;
-    if (!lua_isnoneornil(L, 2)) {
-        mlL_checktable(L, 2, fn, 2);
-        mlL_checkkeys(L, 2, fn, adamw_keys);
-        b1 = mlL_optnum(L, 2, "beta1", b1, fn);
-        b2 = mlL_optnum(L, 2, "beta2", b2, fn);
-        eps = mlL_optnum(L, 2, "eps", eps, fn);
-        wd = mlL_optnum(L, 2, "weight_decay", wd, fn);
-    }
-    ml_adamw *o = lua_newuserdatauv(L, sizeof *o, 0);
-    memset(o, 0, sizeof *o);
-    luaL_setmetatable(L, MLL_ADAMW_MT);
-    if (ml_adamw_init(o, m->n_total, b1, b2, eps, wd)) return mlL_raise(L);
-    mlL_account(L, (size_t)m->n_total * 8);
-    return 1;
-}
-
-static int adamw_gc(lua_State *L) {
-    ml_adamw_free(luaL_checkudata(L, 1, MLL_ADAMW_MT));
-    return 0;
-}
-
-static int adamw_index(lua_State *L) {
-    ml_adamw *o = luaL_checkudata(L, 1, MLL_ADAMW_MT);
-    const char *k = luaL_checkstring(L, 2);
-    if (!strcmp(k, "step")) lua_pushinteger(L, o->step);
-    else if (!strcmp(k, "beta1")) lua_pushnumber(L, o->beta1);
-    else if (!strcmp(k, "beta2")) lua_pushnumber(L, o->beta2);
-    else if (!strcmp(k, "eps")) lua_pushnumber(L, o->eps);
-    else if (!strcmp(k, "weight_decay")) lua_pushnumber(L, o->weight_decay);
-    else if (!strcmp(k, "exp_avg")) mlL_pushtensor(L, ml_retain(o->m));
-    else if (!strcmp(k, "exp_avg_sq")) mlL_pushtensor(L, ml_retain(o->v));
-    else return luaL_error(L, "AdamW has no field '%s'", k);
-    return 1;
-}
+/* ------------------------------------------------------------------ schedules */
 
 /* mech.lr_schedule{kind="cosine", lr=1e-3, total=1000, warmup=0.1} -> function(step) -> lr */
 static int schedule_call(lua_State *L) {
@@ -743,7 +721,7 @@ static int m_save(lua_State *L) {
         mlL_checktable(L, 3, fn, 3);
         mlL_checkkeys(L, 3, fn, ok);
         torch = mlL_optbool(L, 3, "torch", 0, fn);
-        if (lua_getfield(L, 3, "optimizer") != LUA_TNIL) opt = check_adamw(L, lua_gettop(L), fn);
+        if (lua_getfield(L, 3, "optimizer") != LUA_TNIL) opt = mlL_checkadamw(L, lua_gettop(L), fn);
         if (lua_getfield(L, 3, "meta") != LUA_TNIL) {
             int t = lua_gettop(L);
             if (!lua_istable(L, t)) return luaL_error(L, "save: option 'meta' expected a table of strings");
@@ -783,6 +761,17 @@ static int l_load(lua_State *L) {
         mlL_checktable(L, 2, fn, 2);
         read_options(L, 2, fn, &options.cfg, options.given);
     }
+    /* a mixer written in Lua: registered, or its recorded module required, before the plan */
+    ml_safetensors *head = ml_safetensors_open(path);
+    const char *text = head ? ml_safetensors_meta(head, "mechlab.config") : NULL;
+    ml_model_config fc;
+    bool have = text && ml_config_from_json(text, &fc) == ML_OK;
+    ml_safetensors_close(head);
+    if (have) {
+        char what[300];
+        snprintf(what, sizeof what, "load: %s", path); /* as the core's load errors */
+        mlL_mixer_require(L, &fc, what);
+    }
     ml_adamw o;
     bool has_opt;
     ml_safetensors *meta;
@@ -790,9 +779,7 @@ static int l_load(lua_State *L) {
     if (!m) return mlL_raise(L);
     push_model(L, m);
     if (has_opt) {
-        ml_adamw *box = lua_newuserdatauv(L, sizeof *box, 0);
-        *box = o;
-        luaL_setmetatable(L, MLL_ADAMW_MT);
+        mlL_pushadamw(L, &o);
     } else {
         lua_pushnil(L);
     }
@@ -834,12 +821,7 @@ int mlL_open_model(lua_State *L) {
     lua_pushcfunction(L, hook_names_tostring), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 
-    luaL_newmetatable(L, MLL_ADAMW_MT);
-    lua_pushcfunction(L, adamw_gc), lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, adamw_index), lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
-
-    static const luaL_Reg funcs[] = {{"model", l_model}, {"adamw", l_adamw}, {"lr_schedule", l_lr_schedule},
+    static const luaL_Reg funcs[] = {{"model", l_model}, {"lr_schedule", l_lr_schedule},
                                      {"load", l_load}, {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
     lua_newtable(L);

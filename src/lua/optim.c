@@ -1,12 +1,14 @@
 /* mech.optim: AdamW and SGD as objects over any list of leaf tensors, a mech.Model or a module
  * (an object with :parameters() or :named_parameters()), in parameter groups; clipping by the
- * global gradient norm. The maths and the state live in optim/optim.h (ml_optimizer); this file
+ * global gradient norm; and mech.adamw(model), the flat optimiser of a mech.Model that
+ * model:train_step and checkpoints use (mech.AdamW). The maths and the state live in optim/optim.h (ml_optimizer); this file
  * reads arguments and builds the tables of state_dict. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "lua/binding.h"
+#include "nn/model.h"
 #include "optim/optim.h"
 
 #define MLL_OPTIM_MT "mech.Optimizer"
@@ -620,6 +622,67 @@ static int l_clip_grad_norm(lua_State *L) {
     return 1;
 }
 
+/* ------------------------------------------------------------------ mech.adamw: the model optimiser
+ * (one flat state over every parameter of a mech.Model; model:train_step, mech.train and checkpoints
+ * use it) */
+
+#define MLL_ADAMW_MT "mech.AdamW"
+
+ml_adamw *mlL_checkadamw(lua_State *L, int arg, const char *fn) {
+    ml_adamw *o = luaL_testudata(L, arg, MLL_ADAMW_MT);
+    if (!o) mlL_argerror(L, fn, arg, "a mech.AdamW optimiser");
+    return o;
+}
+
+void mlL_pushadamw(lua_State *L, const ml_adamw *state) {
+    ml_adamw *box = lua_newuserdatauv(L, sizeof *box, 0);
+    *box = *state;
+    luaL_setmetatable(L, MLL_ADAMW_MT);
+    mlL_account(L, state->m ? (size_t)ml_numel(state->m) * 8 : 0);
+}
+
+static const char *const model_adamw_keys[] = {"betas", "beta1", "beta2", "eps", "weight_decay", NULL};
+
+/* mech.adamw(model, {beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0}) */
+static int l_model_adamw(lua_State *L) {
+    const char *fn = "mech.adamw";
+    ml_model *m = mlL_checkmodel(L, 1, fn);
+    double b1 = ML_ADAMW_BETA1, b2 = ML_ADAMW_BETA2, eps = ML_ADAMW_EPS, wd = 0;
+    if (!lua_isnoneornil(L, 2)) {
+        mlL_checktable(L, 2, fn, 2);
+        mlL_checkkeys(L, 2, fn, model_adamw_keys);
+        b1 = mlL_optnum(L, 2, "beta1", b1, fn);
+        b2 = mlL_optnum(L, 2, "beta2", b2, fn);
+        eps = mlL_optnum(L, 2, "eps", eps, fn);
+        wd = mlL_optnum(L, 2, "weight_decay", wd, fn);
+    }
+    ml_adamw *o = lua_newuserdatauv(L, sizeof *o, 0);
+    memset(o, 0, sizeof *o);
+    luaL_setmetatable(L, MLL_ADAMW_MT);
+    if (ml_adamw_init(o, m->n_total, b1, b2, eps, wd)) return mlL_raise(L);
+    mlL_account(L, (size_t)m->n_total * 8);
+    return 1;
+}
+
+static int adamw_gc(lua_State *L) {
+    ml_adamw_free(luaL_checkudata(L, 1, MLL_ADAMW_MT));
+    return 0;
+}
+
+static int adamw_index(lua_State *L) {
+    ml_adamw *o = luaL_checkudata(L, 1, MLL_ADAMW_MT);
+    const char *k = luaL_checkstring(L, 2);
+    if (!strcmp(k, "step")) lua_pushinteger(L, o->step);
+    else if (!strcmp(k, "beta1")) lua_pushnumber(L, o->beta1);
+    else if (!strcmp(k, "beta2")) lua_pushnumber(L, o->beta2);
+    else if (!strcmp(k, "eps")) lua_pushnumber(L, o->eps);
+    else if (!strcmp(k, "weight_decay")) lua_pushnumber(L, o->weight_decay);
+    else if (!strcmp(k, "exp_avg")) mlL_pushtensor(L, ml_retain(o->m));
+    else if (!strcmp(k, "exp_avg_sq")) mlL_pushtensor(L, ml_retain(o->v));
+    else return luaL_error(L, "AdamW has no field '%s'", k);
+    return 1;
+}
+
 int mlL_open_optim(lua_State *L) {
     static const luaL_Reg methods[] = {{"step", o_step},
                                        {"zero_grad", o_zero_grad},
@@ -644,5 +707,11 @@ int mlL_open_optim(lua_State *L) {
         {"adamw", l_adamw}, {"sgd", l_sgd}, {"clip_grad_norm", l_clip_grad_norm}, {NULL, NULL}};
     luaL_newlib(L, funcs);
     lua_setfield(L, -2, "optim");
+    luaL_newmetatable(L, MLL_ADAMW_MT);
+    lua_pushcfunction(L, adamw_gc), lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, adamw_index), lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_model_adamw);
+    lua_setfield(L, -2, "adamw");
     return 0;
 }

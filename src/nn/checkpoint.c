@@ -19,6 +19,8 @@ char *ml_config_to_json(const ml_model_config *c) {
     for (int i = 0; i < ml_model_option_count(); i++) {
         const ml_model_option *opt = ml_model_option_at(i);
         int64_t v = ml_option_get(c, opt);
+        if (opt->optional && (opt->type == ML_OPT_STRING ? !strcmp(ml_option_str(c, opt), opt->str_def) : v == opt->def))
+            continue;
         ml_json_set(o, opt->name, opt->type == ML_OPT_STRING ? ml_json_string(ml_option_str(c, opt))
                                   : opt->type == ML_OPT_BOOL ? ml_json_bool(v != 0)
                                                              : ml_json_int(v));

@@ -1,5 +1,7 @@
 /* The mixer registry: every architecture, listed once (docs/mixers.md, "Layer choices and variants"). Adding a mixer
- * adds its descriptor (defined at the end of its file mixer_X.c) to the two lists below. */
+ * adds its descriptor (defined at the end of its file mixer_X.c) to the two lists below. A host adds mixers at run
+ * time (ml_mixer_register: a mixer written in Lua, src/lua/mixer.c); the model builder finds both kinds by name. */
+#include <ctype.h>
 #include <string.h>
 
 #include "nn/nn.h"
@@ -16,20 +18,70 @@ int ml_mixer_count(void) { return N_MIXERS; }
 
 const ml_mixer_type *ml_mixer_at(int i) { return i >= 0 && i < N_MIXERS ? registry[i] : NULL; }
 
+enum { MAX_REGISTERED = 64 };
+static const ml_mixer_type *registered[MAX_REGISTERED]; /* runtime mixers, in registration order */
+static int n_registered;
+
+int ml_mixer_registered_count(void) { return n_registered; }
+
+const ml_mixer_type *ml_mixer_registered_at(int i) { return i >= 0 && i < n_registered ? registered[i] : NULL; }
+
 const ml_mixer_type *ml_mixer_find(const char *arch) {
     for (int i = 0; i < N_MIXERS; i++)
         if (!strcmp(registry[i]->name, arch)) return registry[i];
+    for (int i = 0; i < n_registered; i++)
+        if (!strcmp(registered[i]->name, arch)) return registered[i];
+    return NULL;
+}
+
+/* The built-in mixer owning alias `name`, or NULL (runtime mixers have no aliases). */
+static const ml_mixer_type *alias_owner(const char *name, int *which) {
+    for (int i = 0; i < N_MIXERS; i++)
+        for (int a = 0; a < ML_MIXER_MAX_ALIASES && registry[i]->aliases[a].name; a++)
+            if (!strcmp(registry[i]->aliases[a].name, name)) {
+                *which = a;
+                return registry[i];
+            }
     return NULL;
 }
 
 void ml_mixer_resolve_alias(ml_model_config *cfg) {
-    for (int i = 0; i < N_MIXERS; i++)
-        for (int a = 0; a < ML_MIXER_MAX_ALIASES && registry[i]->aliases[a].name; a++)
-            if (!strcmp(registry[i]->aliases[a].name, cfg->arch)) {
-                strcpy(cfg->arch, registry[i]->name); /* no longer than the alias */
-                registry[i]->aliases[a].apply(cfg);
-                return;
-            }
+    int a;
+    const ml_mixer_type *t = alias_owner(cfg->arch, &a);
+    if (!t) return;
+    strcpy(cfg->arch, t->name); /* no longer than the alias */
+    t->aliases[a].apply(cfg);
+}
+
+ml_status ml_mixer_register(const ml_mixer_type *t) {
+    if (!t || !t->name || !t->build || !t->forward)
+        return ml_fail(ML_ERR_ARG, "mixer_register: a mixer needs a name, build and forward");
+    const char *n = t->name;
+    size_t len = strlen(n);
+    bool ok = len > 0 && len < sizeof((ml_model_config *)0)->arch && isalpha((unsigned char)n[0]);
+    for (size_t i = 0; ok && i < len; i++) ok = isalnum((unsigned char)n[i]) || n[i] == '_';
+    if (!ok)
+        return ml_fail(ML_ERR_ARG, "mixer_register: name '%.64s' expected a letter then letters, digits or '_' (at most "
+                                   "%zu bytes)", n, sizeof((ml_model_config *)0)->arch - 1);
+    int a;
+    const ml_mixer_type *owner = alias_owner(n, &a), *same = ml_mixer_find(n);
+    if (owner) return ml_fail(ML_ERR_ARG, "mixer_register: name '%s' is an alias of the built-in mixer '%s'", n, owner->name);
+    if (same && !same->user) return ml_fail(ML_ERR_ARG, "mixer_register: name '%s' is a built-in mixer", n);
+    if (same) return ml_fail(ML_ERR_ARG, "mixer_register: a mixer named '%s' is registered already", n);
+    if (n_registered == MAX_REGISTERED)
+        return ml_fail(ML_ERR_ARG, "mixer_register: at most %d mixers can be registered", MAX_REGISTERED);
+    registered[n_registered++] = t;
+    return ML_OK;
+}
+
+bool ml_mixer_unregister(const ml_mixer_type *t) {
+    for (int i = 0; i < n_registered; i++)
+        if (registered[i] == t) {
+            memmove(&registered[i], &registered[i + 1], sizeof registered[0] * (size_t)(n_registered - i - 1));
+            n_registered--;
+            return true;
+        }
+    return false;
 }
 
 const ml_mixer_type *ml_mixer_for_layer(const ml_model_config *cfg, int layer) {

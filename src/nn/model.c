@@ -18,7 +18,11 @@ static ml_status check_config(const ml_model_config *c) {
             strncat(list, ml_mixer_at(i)->name, sizeof list - strlen(list) - 3);
             if (i + 1 < ml_mixer_count()) strncat(list, ", ", sizeof list - strlen(list) - 1);
         }
-        return ml_fail(ML_ERR_ARG, "model: option 'arch' expected one of %s, got '%s'", list, c->arch);
+        if (c->mixer_module[0])
+            return ml_fail(ML_ERR_ARG, "model: mixer '%s' is not registered (load its module '%s' first)", c->arch,
+                           c->mixer_module);
+        return ml_fail(ML_ERR_ARG, "model: option 'arch' expected one of %s or a registered mixer, got '%s'", list,
+                       c->arch);
     }
     if (ml_model_config_check_ranges(c)) return ml_last_status();
     if (c->d_model % c->n_heads)
@@ -270,9 +274,13 @@ ml_model *ml_model_plan(const ml_model_config *config) {
         if (build_block(m, l)) goto fail;
     m->p_lnf_w = ml_model_add_param(m, -1, "backbone.ln_f.weight", 1, &D, ML_P_ONES, 0);
     m->p_lnf_b = ml_model_add_param(m, -1, "backbone.ln_f.bias", 1, &D, ML_P_ZEROS, 0);
+    /* an untied head is an nn.Linear(D, V) without bias */
+    m->p_head = cfg->tie_embeddings ? -1
+                                    : ml_model_add_param(m, -1, "lm_head.weight", 2, (int64_t[]){cfg->vocab, D},
+                                                         ML_P_LINEAR_W, D);
     for (int i = 0; i < m->n_params; i++)
         if (m->params[i].numel < 0) goto fail;
-    if (ml_model_add_alias(m, -1, "lm_head.weight", m->p_wte)) goto fail; /* the tied head */
+    if (cfg->tie_embeddings && ml_model_add_alias(m, -1, "lm_head.weight", m->p_wte)) goto fail; /* the tied head */
     return m;
 fail:
     if (ml_last_status() == ML_OK) ml_fail(ML_ERR_MEM, "model: out of memory");
@@ -299,6 +307,8 @@ ml_status ml_model_alloc(ml_model *m) {
         p->t->grad = gv;
     }
     ml_model_init(m);
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (m->layers[l].mixer->attach && m->layers[l].mixer->attach(m, l, m->layers[l].state)) return ml_last_status();
     return ML_OK;
 fail:
     return ml_last_status() != ML_OK ? ml_last_status() : ml_fail(ML_ERR_MEM, "model: out of memory");
@@ -594,7 +604,9 @@ ml_tensor *ml_model_mixer_forward(ml_model *m, int layer, ml_tensor *x, ml_run *
     return y;
 }
 
-ml_tensor *ml_model_head(ml_model *m, ml_tensor *h) { return ml_linear(h, ml_model_p(m, m->p_wte), NULL); }
+ml_tensor *ml_model_head(ml_model *m, ml_tensor *h) {
+    return ml_linear(h, ml_model_p(m, m->p_head >= 0 ? m->p_head : m->p_wte), NULL);
+}
 
 ml_tensor *ml_model_loss(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_run *run, ml_tensor **rows_logits,
                          ml_tensor **rows_index) {

@@ -38,6 +38,12 @@ typedef struct {
     bool no_conv;          /* mamba_without_conv (d_conv 0) */
     char state_mixer[8];   /* mlp, glu, none (TransformerBlock only) */
     uint64_t seed;         /* initialisation seed */
+    bool tie_embeddings;   /* the head is the embedding (true) or its own lm_head.weight */
+    /* A runtime-registered mixer (arch names it): the module a host loads to register it again
+     * (a Lua module name; "" when none) and its options as a JSON object text ("" for none). The
+     * core only records them; the mixer's build reads the options. */
+    char mixer_module[128];
+    char mixer_options[1024];
 } ml_model_config;
 
 /* How a parameter is initialised: the module it belongs to decides (docs/mixers.md, "Initialisation"). */
@@ -94,6 +100,8 @@ typedef struct {
     const char *str_def;      /* ML_OPT_STRING default */
     bool common;              /* read by every architecture; otherwise by those that list it */
     bool key;                 /* a key of mech.model (no_conv is set by an alias only) */
+    bool optional;            /* written to the checkpoint's JSON only when not the default (newer
+                               * than the format: older readers and files keep their bytes) */
 } ml_model_option;
 int ml_model_option_count(void);
 const ml_model_option *ml_model_option_at(int i);
@@ -136,6 +144,9 @@ typedef struct ml_mixer_type {
     ml_status (*build)(ml_model *m, int layer, void **state);
     /* Custom initialisation of ML_P_CUSTOM parameters (and any override); may be NULL. */
     void (*init)(ml_model *m, int layer, void *state, ml_rng *rng);
+    /* Called once the parameters are allocated and initialised (ml_model_alloc), e.g. to hand
+     * their leaf views to code the host holds; an error fails the allocation. May be NULL. */
+    ml_status (*attach)(ml_model *m, int layer, void *state);
     /* x (B, L, D) -> y (B, L, D), new reference, or NULL with an error. */
     ml_tensor *(*forward)(ml_model *m, int layer, void *state, ml_tensor *x, ml_run *run);
     void (*free_state)(void *state);
@@ -148,6 +159,10 @@ typedef struct ml_mixer_type {
     void (*rec_free)(void *rec);
     /* MambaBlock (RMSNorm, no state mixer) instead of TransformerBlock. */
     bool mamba_block;
+    /* A runtime-registered mixer's context (e.g. the host's handle on the code that implements
+     * it); its callbacks read it through ml_mixer_for_layer(&m->cfg, layer)->user. NULL for the
+     * built-in mixers. */
+    const void *user;
 } ml_mixer_type;
 
 typedef struct {
@@ -178,6 +193,7 @@ struct ml_model {
     int p_norm1_w[ML_MAX_LAYERS], p_norm1_b[ML_MAX_LAYERS], p_norm2_w[ML_MAX_LAYERS], p_norm2_b[ML_MAX_LAYERS];
     int p_fc1_w[ML_MAX_LAYERS], p_fc1_b[ML_MAX_LAYERS], p_fc2_w[ML_MAX_LAYERS], p_fc2_b[ML_MAX_LAYERS];
     int p_fc3_w[ML_MAX_LAYERS], p_fc3_b[ML_MAX_LAYERS];
+    int p_head; /* lm_head.weight of an untied head; -1 when the head is the embedding */
     /* Hooks every run of this model calls at each site before the run's own (the Lua binding
      * sets the persistent hooks of model:add_hook here for the duration of a call); NULL: none. */
     ml_run *hooks;
@@ -272,7 +288,8 @@ ml_tensor *ml_model_hidden_resume(ml_model *m, const ml_resume *rs, ml_run *run)
 /* Block `layer`'s sequence mixer alone on x (B, L, D) -> (B, L, D), firing its internal sites
  * through run (mech.nn's built-in mixer layers: a one-layer model run as a layer). */
 ml_tensor *ml_model_mixer_forward(ml_model *m, int layer, ml_tensor *x, ml_run *run);
-/* Logits of the tied head: h (N, D) or (B, L, D) -> (N, V) / (B, L, V). */
+/* Logits of the head (the embedding when tied, else lm_head.weight): h (N, D) or (B, L, D) ->
+ * (N, V) / (B, L, V). */
 ml_tensor *ml_model_head(ml_model *m, ml_tensor *h);
 /* Mean cross-entropy over positions whose target is not −100 (targets (B, L) int32: the token
  * the logit at t must predict). Logits are computed only at those rows. If rows_logits is not
@@ -298,11 +315,23 @@ ml_tensor *ml_model_hidden_recurrent(ml_model *m, ml_tensor *tokens);
 int64_t ml_model_count(const ml_model *m);
 
 /* ---- the mixer registry ---- */
-/* The registered architectures in a fixed order: ml_mixer_at(i) for i in [0, ml_mixer_count()). */
+/* The built-in architectures in a fixed order: ml_mixer_at(i) for i in [0, ml_mixer_count()). */
 int ml_mixer_count(void);
 const ml_mixer_type *ml_mixer_at(int i);
-/* The mixer named arch (not an alias), or NULL. */
+/* The mixer named arch (not an alias), built in or registered at run time, or NULL. */
 const ml_mixer_type *ml_mixer_find(const char *arch);
+/* Runtime registration (a host adds mixers whose code it holds, e.g. written in Lua). The name is
+ * a letter then letters, digits or '_', shorter than ml_model_config.arch, and taken by no built-in
+ * mixer, alias or other registered mixer; the descriptor needs build and forward (a mixer without
+ * rec_step has no recurrent form). The registry keeps the pointer: the caller keeps the descriptor
+ * alive until it unregisters it and no model built with it remains. Not thread-safe: register
+ * before models are built on other threads. */
+ml_status ml_mixer_register(const ml_mixer_type *t);
+/* Removes a registered mixer (false if it was not registered); built-in mixers stay. */
+bool ml_mixer_unregister(const ml_mixer_type *t);
+/* The registered mixers (not the built-in ones), in registration order. */
+int ml_mixer_registered_count(void);
+const ml_mixer_type *ml_mixer_registered_at(int i);
 /* Does the mixer read option o (a common option or one it lists)? */
 bool ml_mixer_reads(const ml_mixer_type *t, const ml_model_option *o);
 /* If cfg->arch is an alias, rewrites it to its mixer's name and applies the alias's settings. */

@@ -25,6 +25,11 @@ static const ml_model_option options[] = {
     {"no_conv", ML_OPT_BOOL, FIELD(no_conv), 0, 0, 1, .common = true}, /* set by mamba_without_conv */
     {"state_mixer", ML_OPT_STRING, FIELD(state_mixer), .str_def = "mlp", .common = true, .key = true},
     {"seed", ML_OPT_U64, FIELD(seed), 42, 0, INT64_MAX, .common = true, .key = true},
+    /* newer than the format: written only when set */
+    {"tie_embeddings", ML_OPT_BOOL, FIELD(tie_embeddings), 1, 0, 1, .common = true, .key = true, .optional = true},
+    /* a runtime-registered mixer's module and options (mech.model's `mixer` sets them) */
+    {"mixer_module", ML_OPT_STRING, FIELD(mixer_module), .str_def = "", .common = true, .optional = true},
+    {"mixer_options", ML_OPT_STRING, FIELD(mixer_options), .str_def = "", .common = true, .optional = true},
 };
 enum { N_OPTIONS = sizeof options / sizeof options[0] };
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "io/safetensors.h"
+#include "nn/nn.h"
 #include "nn/train.h"
 #include "ops/nn_ops.h"
 #include "ops/ops.h"
@@ -457,6 +458,98 @@ START_TEST(config_validation) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- runtime-registered mixers */
+
+/* A mixer registered at run time: y = x ⊙ w, one parameter, one site, no recurrent form. */
+typedef struct {
+    int w, site;
+} scale_state;
+static ml_status scale_build(ml_model *m, int l, void **state) {
+    scale_state *s = calloc(1, sizeof *s);
+    *state = s;
+    const int *tag = ml_mixer_for_layer(&m->cfg, l)->user; /* the descriptor's context */
+    ck_assert_int_eq(*tag, 7);
+    int64_t D = m->cfg.d_model;
+    s->w = ml_model_add_param(m, l, "w", 1, &D, ML_P_ONES, 0);
+    s->site = ml_model_add_site(m, l, "mixer.scaled", 3, (int64_t[]){-1, -2, D});
+    return ML_OK;
+}
+static ml_tensor *scale_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_run *run) {
+    scale_state *s = state;
+    ml_tensor *y = ml_mul(x, ml_model_p(m, s->w));
+    return y && ml_at_site(m, run, s->site, &y) ? y : NULL;
+}
+static const int scale_tag = 7;
+static const ml_mixer_type scale_mixer = {
+    .name = "test_scale", .build = scale_build, .forward = scale_forward, .free_state = free, .user = &scale_tag};
+
+START_TEST(runtime_mixer) {
+    ml_model_config c;
+    ml_model_config_defaults(&c, "test_scale");
+    c.d_model = 8, c.vocab = 16;
+    ck_assert_ptr_null(ml_model_new(&c)); /* not registered yet */
+    ck_assert_msg(strstr(ml_last_error(), "or a registered mixer, got 'test_scale'"), "%s", ml_last_error());
+    snprintf(c.mixer_module, sizeof c.mixer_module, "my.module");
+    ck_assert_ptr_null(ml_model_new(&c));
+    ck_assert_msg(strstr(ml_last_error(), "mixer 'test_scale' is not registered (load its module 'my.module' first)"),
+                  "%s", ml_last_error());
+    ck_assert_int_eq(ml_mixer_register(&scale_mixer), ML_OK);
+    ck_assert_int_ne(ml_mixer_register(&scale_mixer), ML_OK); /* names are unique */
+    ml_mixer_type clash = scale_mixer;
+    clash.name = "mamba";
+    ck_assert_int_ne(ml_mixer_register(&clash), ML_OK);
+    clash.name = "based_long_only"; /* an alias */
+    ck_assert_int_ne(ml_mixer_register(&clash), ML_OK);
+    clash.name = "bad name";
+    ck_assert_int_ne(ml_mixer_register(&clash), ML_OK);
+    ck_assert_int_eq(ml_mixer_registered_count(), 1);
+    ck_assert_ptr_eq(ml_mixer_find("test_scale"), &scale_mixer);
+    snprintf(c.mixer_options, sizeof c.mixer_options, "{\"k\":1}");
+    ml_model *m = ml_model_new(&c);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_ge(ml_model_find_param(m, "backbone.layers.1.sequence_mixer.w"), 0);
+    ck_assert_int_ge(ml_site_lookup(m, 1, "mixer.scaled"), 0);
+    /* the config, module and options included, round-trips through the checkpoint's JSON */
+    char *json = ml_config_to_json(&m->cfg);
+    ml_model_config back;
+    ck_assert_int_eq(ml_config_from_json(json, &back), ML_OK);
+    ck_assert_str_eq(back.arch, "test_scale");
+    ck_assert_str_eq(back.mixer_module, "my.module");
+    ck_assert_str_eq(back.mixer_options, "{\"k\":1}");
+    free(json);
+    ml_tensor *tok = ml_zeros(ML_I32, 2, (int64_t[]){2, 5});
+    ml_tensor *h = ml_model_hidden(m, tok, NULL);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_ptr_null(ml_model_hidden_recurrent(m, tok)); /* no recurrent form: an error naming it */
+    ck_assert_msg(strstr(ml_last_error(), "mixer 'test_scale' has no recurrent form"), "%s", ml_last_error());
+    ml_release(h), ml_release(tok);
+    ml_model_free(m);
+    ck_assert(ml_mixer_unregister(&scale_mixer));
+    ck_assert(!ml_mixer_unregister(&scale_mixer));
+    ck_assert_ptr_null(ml_mixer_find("test_scale"));
+}
+END_TEST
+
+/* tie_embeddings = false: lm_head.weight is a parameter of its own (nn.Linear(D, V), no bias). */
+START_TEST(untied_head) {
+    ml_model_config c;
+    ml_model_config_defaults(&c, "attention");
+    c.d_model = 8, c.vocab = 16;
+    ml_model *tied = ml_model_new(&c);
+    c.tie_embeddings = false;
+    ml_model *un = ml_model_new(&c);
+    ck_assert_int_eq(ml_model_count(un), ml_model_count(tied) + 16 * 8);
+    ck_assert_int_eq(un->p_head, un->n_params - 1);
+    ck_assert_str_eq(un->params[un->p_head].name, "lm_head.weight");
+    ck_assert_int_eq(tied->p_head, -1);
+    char *json = ml_config_to_json(&un->cfg), *tj = ml_config_to_json(&tied->cfg);
+    ck_assert(strstr(json, "\"tie_embeddings\":false"));
+    ck_assert(!strstr(tj, "tie_embeddings")); /* the default is not written: older files keep their bytes */
+    free(json), free(tj);
+    ml_model_free(tied), ml_model_free(un);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("model");
     TCase *ops = tcase_create("fused_ops");
@@ -480,6 +573,8 @@ static Suite *suite(void) {
     tcase_add_test(mdl, checkpoint_refuses_bad_files);
     tcase_add_test(mdl, config_validation);
     tcase_add_test(mdl, matches_pytorch_fixture);
+    tcase_add_test(mdl, runtime_mixer);
+    tcase_add_test(mdl, untied_head);
     suite_add_tcase(s, mdl);
     return s;
 }

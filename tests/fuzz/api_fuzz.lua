@@ -55,7 +55,8 @@ add_names { "attention", "mamba", "based", "h3", "hyena", "base_conv", "delta_ne
   "-1:", "0:0", "optimizer", "meta", "label_types", "query", "key", "resid_pre", "hook_attn_out",
   "dataset", "first", "xlabels", "ylabels", "sci_mode", "auto", "blocks.0.hook_attn", "blocks.0.attn.W_Q",
   "max_new", "temperature", "top_k", "W_Q", "W_O", "W_U", "W_E", "b_O", "incl_mid", "incl_remainder", "apply_ln",
-  "answers", "wrong", "z", "result", "hook_resid_mid", "blocks.1.hook_resid_mid" }
+  "answers", "wrong", "z", "result", "hook_resid_mid", "blocks.1.hook_resid_mid", "mixer",
+  "tie_embeddings", "fuzz_mix", "mixer.hook_h", "module", "name" }
 local junk_strings = { "", "x", "\0", "\xff\xfe\xfd", string.rep("a", 5000), string.rep("\0\xff", 2 ^ 19), "blocks.",
   "blocks.99.block_input",
   "blocks.-1.block_input", "%s%s%n", "nan", "1e999", "  ", "a.b.c.d.e.f" }
@@ -128,7 +129,7 @@ function value(depth)
   if k <= 12 then return pick(callbacks) end
   -- an object of any kind, tensors most often
   local kinds = { "tensor", "tensor", "tensor", "tensor", "model", "task", "dataset", "generator", "adamw", "hook",
-    "metrics", "optim" }
+    "metrics", "optim", "mixer" }
   local l = pool[pick(kinds)]
   if l and #l > 0 then return pick(l) end
   return rand_number()
@@ -180,6 +181,17 @@ local function build_pool()
       add("hook", m:add_hook("blocks.0.block_input", pick(callbacks)))
     end
   end
+  -- a mixer written in Lua (src/lua/mixer.c) and a model around it; the class itself is a value too
+  local FuzzMix = mech.nn.Module:extend("FuzzMix")
+  function FuzzMix:init(o)
+    self.w = self:param("w", { o.d_model }, { init = "ones" })
+    self.hook_h = mech.nn.HookPoint()
+  end
+  function FuzzMix:forward(x) return mech.cumsum(self.hook_h(x * self.w), 1) end
+  add("mixer", FuzzMix)
+  add("model", mech.model { mixer = FuzzMix, d_model = 8, n_layers = 2, vocab = ar:vocab_size() })
+  add("model", mech.model { arch = "attention", d_model = 8, n_layers = 1, vocab = ar:vocab_size(),
+    tie_embeddings = false })
   -- closed objects: every method must refuse them
   local closed_t, closed_m = mech.zeros(2, 2), mech.model { arch = "attention", d_model = 8, n_layers = 1, vocab = 16 }
   getmetatable(closed_t).__close(closed_t)

@@ -12,4 +12,7 @@ nn.Sequential, nn.ModuleList = containers.Sequential, containers.ModuleList
 nn.Block = require "mech.nn.block"
 for name, cls in pairs(require "mech.nn.mixers") do nn[name] = cls end
 nn.cross_entropy = require("mech.nn.functional").cross_entropy
+-- a Module class as a mixer of the language model (src/lua/mixer.c)
+nn.register_mixer = mech.register_mixer
+nn.LM = require "mech.nn.lm"
 return nn

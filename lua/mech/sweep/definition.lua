@@ -17,6 +17,7 @@ local function get_model_keys()
       model_keys[k] = true
     end
     model_keys.seed = nil -- `seed` is train.run's (the model's seed follows it)
+    model_keys.mixer = true -- a mixer written in Lua, named as data: its module (docs/nn.md)
   end
   return model_keys
 end

@@ -212,6 +212,14 @@ ml_tensor *ml_normal(int ndim, const int64_t *shape, double mean, double std, ml
     return t;
 }
 
+ml_tensor *ml_randint(int ndim, const int64_t *shape, int32_t lo, uint32_t span, ml_rng *rng) {
+    ml_tensor *t = ml_empty(ML_I32, ndim, shape);
+    if (!t) return NULL;
+    int32_t *p = ml_i32(t);
+    for (int64_t i = 0, n = ml_numel(t); i < n; i++) p[i] = (int32_t)((int64_t)lo + ml_rng_below(rng, span));
+    return t;
+}
+
 ml_tensor *ml_from_f32(int ndim, const int64_t *shape, const float *data) {
     ml_tensor *t = ml_empty(ML_F32, ndim, shape);
     if (t) memcpy(ml_f32(t), data, (size_t)ml_numel(t) * 4);

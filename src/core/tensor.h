@@ -85,6 +85,8 @@ ml_tensor *ml_scalar(ml_dtype dtype, double value); /* 0-dim */
 ml_tensor *ml_arange(ml_dtype dtype, double start, double stop, double step);
 ml_tensor *ml_uniform(int ndim, const int64_t *shape, double lo, double hi, ml_rng *rng);
 ml_tensor *ml_normal(int ndim, const int64_t *shape, double mean, double std, ml_rng *rng);
+/* int32 uniform over [lo, lo + span) (span >= 1, lo + span - 1 in int32), one ml_rng_below draw per element. */
+ml_tensor *ml_randint(int ndim, const int64_t *shape, int32_t lo, uint32_t span, ml_rng *rng);
 ml_tensor *ml_from_f32(int ndim, const int64_t *shape, const float *data);
 ml_tensor *ml_from_i32(int ndim, const int64_t *shape, const int32_t *data);
 /* Same shape and dtype as t, zero-filled / uninitialised, contiguous. */

@@ -303,6 +303,26 @@ static int make_random(lua_State *L, const char *fn, bool normal) {
 static int l_rand(lua_State *L) { return make_random(L, "mech.rand", false); }
 static int l_randn(lua_State *L) { return make_random(L, "mech.randn", true); }
 
+/* mech.randint(low, high, shape...[, {generator=}]): int32, uniform over [low, high). */
+static int l_randint(lua_State *L) {
+    const char *fn = "mech.randint";
+    for (int i = 1; i <= 2; i++)
+        if (!lua_isinteger(L, i)) return mlL_argerror(L, fn, i, "an integer");
+    lua_Integer lo = lua_tointeger(L, 1), hi = lua_tointeger(L, 2);
+    if (lo < INT32_MIN || lo > INT32_MAX) return mlL_argerror(L, fn, 1, "an integer in int32 range");
+    if (hi <= lo || hi > (lua_Integer)INT32_MAX + 1 || hi - lo > (lua_Integer)UINT32_MAX)
+        return mlL_argerror(L, fn, 2, "an integer above argument 1, at most 2^31 and less than 2^32 above it (excluded)");
+    int64_t shape[ML_MAX_DIMS];
+    int nd = mlL_checkshape(L, 3, fn, shape);
+    int next = after_shape(L, 3);
+    if (!lua_isnoneornil(L, next) && !lua_istable(L, next))
+        return mlL_argerror(L, fn, next, "a table of options {generator=}");
+    ml_rng *r = opt_generator(L, next, fn);
+    if (ml_check_shape(fn, 3, nd, shape)) mlL_raise(L);
+    finish_new(L, ml_randint(nd, shape, (int32_t)lo, (uint32_t)(hi - lo), r), 0);
+    return 1;
+}
+
 static int l_generator(lua_State *L) {
     lua_Integer seed = luaL_checkinteger(L, 1);
     lua_Integer stream = luaL_optinteger(L, 2, ML_STREAM_USER);
@@ -1009,7 +1029,7 @@ int mlL_open_tensor(lua_State *L) {
 
     static const luaL_Reg funcs[] = {
         {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full}, {"arange", l_arange},
-        {"rand", l_rand}, {"randn", l_randn}, {"Generator", l_generator}, {"manual_seed", l_manual_seed},
+        {"rand", l_rand}, {"randn", l_randn}, {"randint", l_randint}, {"Generator", l_generator}, {"manual_seed", l_manual_seed},
         {"no_grad", l_no_grad}, {"grad_enabled", l_grad_enabled}, {"gradcheck", l_gradcheck},
         {"threads", l_threads}, {"is_tensor", l_is_tensor}, {"memory_bytes", l_memory},
         {"set_printoptions", l_set_printoptions}, {"get_printoptions", l_get_printoptions}, {NULL, NULL}};

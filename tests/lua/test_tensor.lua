@@ -149,6 +149,22 @@ T.test("generators are deterministic", function()
   T.truthy(g1:below(10) < 10)
 end)
 
+T.test("mech.randint: int32 in [low, high), one gen:below draw each, bad bounds refused", function()
+  local x = mech.randint(3, 7, 200, 5, { generator = mech.Generator(1) })
+  T.eq(x:dtype(), "int32")
+  T.eq(x:shape(), { 200, 5 })
+  T.eq(x:min():item(), 3)
+  T.eq(x:max():item(), 6, "high is excluded, every value reached")
+  local g, expect = mech.Generator(9), {}
+  for i = 1, 6 do expect[i] = -2 + g:below(5) end
+  T.eq(mech.randint(-2, 3, { 6 }, { generator = mech.Generator(9) }):tolist(), expect)
+  T.eq(mech.randint(-2147483647, 2147483648, 4):dtype(), "int32", "up to 2^32 - 1 values")
+  T.raises(function() mech.randint(5, 5, 3) end, "mech.randint: argument 2 expected an integer above argument 1")
+  T.raises(function() mech.randint(0, 2 ^ 31 + 1 | 0, 3) end, "mech.randint: argument 2")
+  T.raises(function() mech.randint(0.5, 2, 3) end, "mech.randint")
+  T.raises(function() mech.randint(0, 2, 3, "x") end, "mech.randint: argument 4 expected a table of options")
+end)
+
 T.test("errors name the function, argument, expectation and what came", function()
   T.raises(function() mech.zeros(-3) end, "mech.zeros: argument 1 expected a size (integer >= 0), got -3")
   T.raises(function() mech.zeros(2, { dtype = "float64" }) end, "option 'dtype' expected 'float32' or 'int32'")

@@ -49,6 +49,22 @@ static ml_tensor *sorted_positions(const char *fn, int darg, ml_tensor *a, int d
     for (int64_t o = 0; o < L.outer; o++)
         for (int64_t i = 0; i < L.inner; i++) {
             int64_t base = o * L.n * L.inner + i;
+            if (x->dtype == ML_I32 && L.n <= 32) {
+                /* short int32 rows: (key, position) packed in one int64, insertion-sorted (stable,
+                 * the order qsort gives, without its calls) */
+                int64_t *w = (int64_t *)row;
+                for (int64_t j = 0; j < L.n; j++) {
+                    int32_t v = ml_i32(x)[base + j * L.inner];
+                    w[j] = (int64_t)(descending ? ~v : v) * INT64_C(4294967296) + j; /* ~v: the order reversed */
+                }
+                for (int64_t j = 1; j < L.n; j++) {
+                    int64_t t = w[j], b = j;
+                    for (; b > 0 && w[b - 1] > t; b--) w[b] = w[b - 1];
+                    w[b] = t;
+                }
+                for (int64_t j = 0; j < k; j++) po[(o * k + j) * L.inner + i] = (int32_t)(w[j] & 0xffffffff);
+                continue;
+            }
             for (int64_t j = 0; j < L.n; j++) {
                 int64_t at = base + j * L.inner;
                 row[j].key = x->dtype == ML_F32 ? (double)ml_f32(x)[at] : (double)ml_i32(x)[at];

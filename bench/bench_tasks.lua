@@ -1,61 +1,59 @@
 -- Dataset build times of tasks made in Lua against the built-in ones (docs/tasks.md, "Your own
 -- task"; issue targets: a Lua task's 100,032 documents in <= 5x the built-in AR's time, a
 -- 100,000-document MQAR set at L = 256 with 16 pairs in <= 2 s).
---   mechlab bench/bench_tasks.lua [n=100032]
--- The Lua task is AR written in Lua: the layout, vocabulary and named positions of ar_32
--- (16 pairs of distinct keys and values, then the query and its answer).
-local n = 100032
+--   mechlab bench/bench_tasks.lua [n=100032] [rounds=3] [mqar=1]
+-- The Lua task is AR written in Lua (mech.task_examples.associative_recall: the layout, vocabulary
+-- size and named positions of ar_32, 16 pairs of distinct keys and values, then the query and its
+-- answer) in both forms: one document per call (sample) and batches drawn with tensor ops
+-- (sample_batch). Times are CPU seconds (one thread; on a busy machine wall time mostly measures
+-- the others), the least of `rounds` runs, all in one process.
+local o = { n = 100032, rounds = 3, mqar = 1 }
 for _, a in ipairs(arg or {}) do
-  local v = a:match("^n=(%d+)$")
-  if not v then error("usage: bench_tasks.lua [n=100032]", 0) end
-  n = math.tointeger(tonumber(v))
+  local k, v = a:match("^(%w+)=(%d+)$")
+  if not (k and o[k]) then error("usage: bench_tasks.lua [n=100032] [rounds=3] [mqar=1]", 0) end
+  o[k] = math.tointeger(tonumber(v))
 end
+local n = o.n
 
--- CPU seconds (the benchmark is one thread; on a busy machine wall time mostly measures the others)
-local function time(f)
-  local t0 = os.clock()
-  local r = f()
-  return os.clock() - t0, r
-end
-
-local K = 4096 -- keys k0.. at 3.., values v0.. at 3 + K..
-local seen, stamp = {}, 0 -- seen[id] == stamp: id is in the current document (an array, reused)
-for id = 1, 2 * K + 4 do seen[id] = 0 end
-local function sample_ar(gen)
-  -- the document's tokens in place; a (key, value) pair from one draw below K², redrawn while
-  -- its key or its value repeats an earlier one (the same law as two draws)
-  local t = { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 2 }
-  local below = gen.below
-  stamp = stamp + 1
-  for i = 1, 16 do
-    local k, v
-    repeat
-      local r = below(gen, K * K)
-      k, v = 3 + r // K, 3 + K + r % K
-    until seen[k] ~= stamp and seen[v] ~= stamp
-    seen[k], seen[v] = stamp, stamp
-    t[2 * i], t[2 * i + 1] = k, v
+local function best(f)
+  local t = math.huge
+  for _ = 1, o.rounds do
+    collectgarbage()
+    local t0 = os.clock()
+    f()
+    t = math.min(t, os.clock() - t0)
   end
-  local q = below(gen, 16)
-  t[35], t[36] = t[2 * q + 2], t[2 * q + 3]
-  return { tokens = t, targets = { 35 }, positions = { bos = 0, query_item_orig = 2 * q + 1,
-    target_item_orig = 2 * q + 2, divider = 33, query_item = 34, target_item = 35, next_key = 2 * q + 3 } }
+  return t
 end
-local lua_ar = mech.task.new {
-  name = "ar_lua", vocab = 2 * K + 4, corrupt = { 3, 3 + K - 1 }, sample = sample_ar,
-  positions = { "bos", "query_item_orig", "target_item_orig", "divider", "query_item", "target_item", "next_key" },
-}
 
-local t_ar = time(function() return mech.task.preset("ar_32", 42):dataset(n, { seed = 1 }) end)
-local t_lua = time(function() return lua_ar:dataset(n, { seed = 1 }) end)
-print(string.format("ar_32 (C)     %d docs  %6.3f s CPU", n, t_ar))
-print(string.format("AR in Lua     %d docs  %6.3f s CPU  (%.1fx the built-in; target <= 5x)", n, t_lua, t_lua / t_ar))
-local gen, sample = mech.Generator(1), sample_ar
-local t_sample = time(function() for _ = 1, n do sample(gen) end end)
-print(string.format("  of which its sample function alone %6.3f s (the rest: checking and storing in C)", t_sample))
-local mq = { vocab_size = 8192, input_seq_len = 256, num_kv_pairs = 16 }
-for _, rng in ipairs { "philox", "numpy" } do
-  mq.rng = rng
-  local t = time(function() return mech.task.mqar(mq):dataset(100000, { seed = 1 }) end)
-  print(string.format("MQAR %-7s  100000 docs (L = 256, 16 pairs)  %6.3f s CPU  (target <= 2 s)", rng, t))
+local ar = mech.task.preset("ar_32", 42)
+local per_doc = mech.task.load("mech.task_examples", { batched = false }, 42, "associative_recall")
+local batched = mech.task.load("mech.task_examples", { batched = true }, 42, "associative_recall")
+local t_ar = best(function() return ar:dataset(n, { seed = 1 }) end)
+local t_doc = best(function() return per_doc:dataset(n, { seed = 1 }) end)
+local t_batch = best(function() return batched:dataset(n, { seed = 1 }) end)
+-- the sample functions alone (the rest is checking and storing in C)
+local spec = { per_doc = debug.getuservalue(per_doc, 1), batched = debug.getuservalue(batched, 1) }
+local s_doc = best(function()
+  local gen, sample = mech.Generator(1), spec.per_doc.sample
+  for _ = 1, n do sample(gen, "train") end
+end)
+local s_batch = best(function()
+  local gen, sample_batch, left = mech.Generator(1), spec.batched.sample_batch, n
+  while left > 0 do left = left - sample_batch(gen, "train", left).tokens:shape()[1] end
+end)
+print(string.format("%d documents, CPU seconds (least of %d rounds)", n, o.rounds))
+print(string.format("  ar_32 (built-in, C)          %6.3f", t_ar))
+print(string.format("  AR in Lua, sample            %6.3f  %5.1fx the built-in  (its sample function alone %6.3f)",
+  t_doc, t_doc / t_ar, s_doc))
+print(string.format("  AR in Lua, sample_batch      %6.3f  %5.1fx the built-in  (its sample_batch alone    %6.3f)",
+  t_batch, t_batch / t_ar, s_batch))
+print("  target: <= 5x")
+if o.mqar ~= 0 then
+  local mq = { vocab_size = 8192, input_seq_len = 256, num_kv_pairs = 16 }
+  for _, rng in ipairs { "philox", "numpy" } do
+    mq.rng = rng
+    local t = best(function() return mech.task.mqar(mq):dataset(100000, { seed = 1 }) end)
+    print(string.format("MQAR %-7s  100000 docs (L = 256, 16 pairs)  %6.3f s CPU  (target <= 2 s)", rng, t))
+  end
 end

@@ -60,10 +60,13 @@ E("mech.rand", "mech.rand(shape...[, {generator=, requires_grad=}]) -> tensor",
 E("mech.randn", "mech.randn(shape...[, {generator=, requires_grad=}]) -> tensor",
   "Standard normal numbers from the default generator or `generator`.",
   "local x = mech.randn(2, 3, { generator = mech.Generator(1) })")
+E("mech.randint", "mech.randint(low, high, shape...[, {generator=}]) -> int32 tensor",
+  "Integers uniform in [low, high) (high excluded, as torch.randint) from the default generator or `generator`: one `gen:below` draw each, so a seeded generator gives the same tensor on every machine.",
+  "local k = mech.randint(0, 10, 2, 3, { generator = mech.Generator(1) })")
 E("mech.Generator", "mech.Generator(seed[, stream]) -> gen",
   "A Philox random stream: the same numbers on every machine and thread count.",
   "local g = mech.Generator(42); print(g:uniform())")
-E("mech.manual_seed", "mech.manual_seed(seed)", "Reseeds the default generator of mech.rand and mech.randn.",
+E("mech.manual_seed", "mech.manual_seed(seed)", "Reseeds the default generator of mech.rand, mech.randn and mech.randint.",
   "mech.manual_seed(0)")
 E("mech.no_grad", "mech.no_grad(fn, ...) -> fn's results",
   "Calls fn(...) with gradient recording off (as torch.no_grad); needed to edit parameters in place.",
@@ -471,8 +474,8 @@ E("mech.task.from_spec", "mech.task.from_spec(spec) -> task", "The task of a rec
 E("mech.task.from_checkpoint", "mech.task.from_checkpoint(path | meta) -> task | nil, why",
   "The task a checkpoint was trained on (its task.spec; older files: the preset of task.name or the manifest beside it).",
   'local t, why = mech.task.from_checkpoint("runs/default/checkpoint.safetensors")')
-E("mech.task.new", "mech.task.new{name=, vocab=, sample=, positions=, corrupt=, holdout=, seed=} -> task",
-  "A task written in Lua: sample(gen, split) returns one document {tokens=, targets= (positions to predict) or readouts=/answers=, positions=}; checked and stored in C (docs/tasks.md, \"Your own task\").",
+E("mech.task.new", "mech.task.new{name=, vocab=, sample= or sample_batch=, positions=, corrupt=, holdout=, seed=} -> task",
+  "A task written in Lua: sample(gen, split) returns one document {tokens=, targets= (positions to predict) or readouts=/answers=, positions=}; or sample_batch(gen, split, n) returns up to n documents at once as int32 tensors {tokens = (m, L), targets = (m, T) or a shared list, positions = {name = (m) or a shared integer}} (fixed-length tasks drawn with tensor ops: several times faster); checked and stored in C (docs/tasks.md, \"Your own task\").",
   'local t = mech.task.new { name = "one", vocab = 4, sample = function(gen) return { tokens = { 1, 2 + gen:below(2) }, targets = { 1 } } end }')
 E("mech.task.load", "mech.task.load(module[, options][, seed][, name]) -> task",
   "The Lua task that require(module) makes from plain options (a function, or a table of them by task name); recorded so checkpoints and sweeps rebuild it.",

@@ -96,10 +96,10 @@ local function make(fn, kind, name, def, d)
   return C.custom(name, seed, names or V, positions, lo, hi, holdout, d)
 end
 
-local new_keys = { name = 1, vocab = 1, sample = 1, positions = 1, corrupt = 1, holdout = 1, seed = 1, module = 1,
+local new_keys = { name = 1, vocab = 1, sample = 1, sample_batch = 1, positions = 1, corrupt = 1, holdout = 1, seed = 1, module = 1,
   options = 1 }
 
---- mech.task.new{name=, vocab=, sample=, positions=, corrupt=, holdout=, seed=, module=, options=}
+--- mech.task.new{name=, vocab=, sample= | sample_batch=, positions=, corrupt=, holdout=, seed=, module=, options=}
 function M.new(def)
   local fn = "mech.task.new"
   if type(def) ~= "table" then fail(fn, "argument 1 expected a table {name=, vocab=, sample=, positions=}, got " .. type(def)) end
@@ -108,14 +108,20 @@ function M.new(def)
       fail(fn, string.format("unknown option '%s' (did you mean '%s'?)", tostring(k), util.closest(k, new_keys)))
     end
   end
-  if type(def.sample) ~= "function" then
-    fail(fn, "option 'sample' expected a function(gen, split) that returns a document, got " .. type(def.sample))
+  if def.sample_batch ~= nil and type(def.sample_batch) ~= "function" then
+    fail(fn, "option 'sample_batch' expected a function(gen, split, n) that returns n documents as tensors, got "
+      .. type(def.sample_batch))
+  end
+  if type(def.sample) ~= "function" and not (def.sample == nil and def.sample_batch) then
+    fail(fn, "option 'sample' expected a function(gen, split) that returns a document (or give 'sample_batch'), got "
+      .. type(def.sample))
   end
   local module, options = def.module or loading.module, def.options
   if options == nil then options = loading.options end
   if module ~= nil and type(module) ~= "string" then fail(fn, "option 'module' expected a module name") end
   if options ~= nil then check_data(options, "option 'options'", fn) end
-  return make(fn, "lua", def.name, def, { sample = def.sample, module = module, options = util.copy(options) })
+  return make(fn, "lua", def.name, def, { sample = def.sample, sample_batch = def.sample_batch, module = module,
+    options = util.copy(options) })
 end
 
 --- mech.task.load(module, [options], [seed], [name]): the task that `require(module)` makes from
@@ -148,10 +154,50 @@ function M.load(module, options, seed, name)
   return task
 end
 
--- Draws n documents of split into a dataset: the sample function's, checked one by one.
+-- Draws n documents with sample_batch: batches of at most the documents still missing (a batch
+-- may hold fewer: a rejection sampler drops rows, a holdout rejects some), each checked row by row
+-- in C.
+local function draw_batches(task, d, ds, n, split, gen, scratch)
+  local sample_batch, append_batch = d.sample_batch, C.append_batch
+  local i, drawn, phase, row = 0, 0, "sample", nil
+  local limit = 1000 + 100 * n
+  local ok, err = pcall(function()
+    while i < n do
+      phase = "sample"
+      local want = n - i
+      local batch = sample_batch(gen, split, want)
+      phase = "batch"
+      local kept, rows, msg = append_batch(ds, batch, scratch, want)
+      if not kept then
+        phase, row = "doc", rows
+        error(msg, 0)
+      end
+      i, drawn = i + kept, drawn + rows
+      if drawn - i > limit then
+        phase = "holdout"
+        error(string.format("%d documents drawn, %d kept", drawn, i), 0)
+      end
+    end
+  end)
+  if ok then return C.done(ds) end
+  local where = string.format("task:dataset: task '%s'", task:name())
+  if phase == "sample" then fail(where, string.format("its sample_batch function failed (%d documents asked, %d "
+    .. "kept before): %s", n - i, i, tostring(err))) end
+  if phase == "holdout" then
+    fail(where, string.format("the holdout (%g) keeps almost no document of split %s (%s)", d.holdout, split, err))
+  end
+  if phase == "batch" then fail(where, string.format("the batch of documents %d.. of split %s is wrong: %s", i, split,
+    tostring(err))) end
+  fail(string.format("%s, document %d of split %s (row %d of its batch)", where, #ds, split, row),
+    "the sample_batch function's document is wrong: " .. tostring(err))
+end
+
+-- Draws n documents of split into a dataset: the sample function's, checked one by one (or the
+-- batched form's when the task has one).
 local function draw(task, d, n, seed, split, gen)
   local ds, own, scratch = C.open(task, n, seed, split)
   gen = gen or own
+  if d.sample_batch then return draw_batches(task, d, ds, n, split, gen, scratch) end
   local sample, append = d.sample, C.append
   local i, drawn, phase = 0, 0, "sample"
   local limit = 1000 + 100 * n -- rejections a holdout may cause before it is hopeless

@@ -1,5 +1,5 @@
---- Two small tasks written in Lua, the examples of docs/tasks.md ("Your own task") and
---- experiments/own_task.lua. A module of tasks returns functions of plain options keyed by task
+--- Small tasks written in Lua, the examples of docs/tasks.md ("Your own task"),
+--- experiments/own_task.lua and bench/bench_tasks.lua. A module of tasks returns functions of plain options keyed by task
 --- name, so a sweep file or a checkpoint names a task as {module = "mech.task_examples", name =
 --- "copy", options = {...}} and mech.task.load rebuilds it.
 local examples = {}
@@ -60,6 +60,80 @@ function examples.modular_addition(o)
         positions = { bos = 0, query_item_orig = 1, target_item_orig = 3, divider = 4 } }
     end,
   }
+end
+
+--- associative_recall{n_keys = 4096, n_pairs = 16, batched = true}: AR written in Lua, with ar_32's
+--- layout and positions: <bos> k v … (n_pairs pairs of distinct keys and distinct values) <eos> k v
+--- <eos>, the answer v the target. batched = true draws whole batches with tensor ops
+--- (sample_batch, the fast form for a fixed length); false one document at a time (sample). The
+--- two forms have the same law, not the same documents.
+function examples.associative_recall(o)
+  local fn = "mech.task_examples.associative_recall"
+  local K = int_opt(o, "n_keys", 4096, 2, 1 << 16, fn) -- K² below 2^32: one draw per pair
+  local P = int_opt(o, "n_pairs", 16, 1, K, fn)
+  local vocab = { "<pad>", "<bos>", "<eos>" }
+  for i = 0, K - 1 do vocab[4 + i], vocab[4 + K + i] = "k" .. i, "v" .. i end
+  local L, eos = 2 * P + 5, 2 * P + 1 -- the document's length, the position of the first <eos>
+  local def = { name = "associative_recall", vocab = vocab, corrupt = { "k0", "k" .. (K - 1) },
+    positions = { "bos", "query_item_orig", "target_item_orig", "divider", "query_item", "target_item", "next_key" } }
+  if o.batched == false then
+    local seen, stamp = {}, 0 -- seen[id] == stamp: id is in the current document (an array, reused)
+    for id = 1, 2 * K + 3 do seen[id] = 0 end
+    local KK, unpack = K * K, table.unpack
+    local blank = { 1 } -- <bos> … <eos> _ _ <eos>: { unpack(blank) } is a table of the right size at once
+    for i = 2, L do blank[i] = 0 end
+    blank[eos + 1], blank[L] = 2, 2
+    def.sample = function(gen)
+      local t, below = { unpack(blank) }, gen.below
+      stamp = stamp + 1
+      for i = 1, P do
+        local k, v
+        repeat -- a (key, value) pair from one draw below K² (the same law as two draws)
+          local r = below(gen, KK)
+          k, v = 3 + r // K, 3 + K + r % K
+        until seen[k] ~= stamp and seen[v] ~= stamp
+        seen[k], seen[v] = stamp, stamp
+        t[2 * i], t[2 * i + 1] = k, v
+      end
+      local q = below(gen, P)
+      t[eos + 2], t[eos + 3] = t[2 * q + 2], t[2 * q + 3]
+      return { tokens = t, targets = { eos + 2 }, positions = { bos = 0, query_item_orig = 2 * q + 1,
+        target_item_orig = 2 * q + 2, divider = eos, query_item = eos + 1, target_item = eos + 2, next_key = 2 * q + 3 } }
+    end
+    return mech.task.new(def)
+  end
+  if P * (P - 1) > 2 * K then -- whole rows drawn at once: too few would come without a repeat
+    error(string.format("%s: batched = true expects n_pairs * (n_pairs - 1) <= 2 * n_keys (got %d pairs of %d keys); "
+      .. "use batched = false", fn, P, K), 0)
+  end
+  local i32 = { dtype = "int32" }
+  local function repeats(x) -- per row, how many sorted neighbours are equal (0: all distinct)
+    if P == 1 then return mech.zeros(x:shape()[1], i32) end
+    local s = x:sort(1)
+    return s[{ ":", "1:" }]:eq(s[{ ":", ":-1" }]):sum(1)
+  end
+  def.sample_batch = function(gen, split, n)
+    local g = { generator = gen }
+    local keys, values = mech.randint(0, K, n, P, g), mech.randint(0, K, n, P, g)
+    -- a row that repeats a key or a value is dropped (the builder asks again for the missing
+    -- documents): the law of drawing pairs until they are new, as sample does
+    local bad = (repeats(keys) + repeats(values)):gt(0)
+    local m = n - bad:sum():item()
+    if m == 0 then return def.sample_batch(gen, split, n) end
+    local rows = bad:argsort(0)[{ "0:" .. m }] -- a stable sort: the kept rows, in order
+    keys, values = keys:index_select(0, rows) + 3, values:index_select(0, rows) + (3 + K)
+    local q = mech.randint(0, P, m, 1, g)
+    local tokens = mech.full({ m, L }, 2, i32) -- <eos> where nothing else goes
+    tokens[{ ":", 0 }] = 1
+    tokens[{ ":", "1:" .. eos .. ":2" }] = keys
+    tokens[{ ":", "2:" .. eos .. ":2" }] = values
+    tokens[{ ":", { eos + 1, eos + 2 } }] = keys:gather(1, q)
+    tokens[{ ":", { eos + 2, eos + 3 } }] = values:gather(1, q)
+    local kq = q:reshape(m) * 2 + 1 -- the queried key's position
+    return { tokens = tokens, targets = { eos + 2 }, positions = { bos = 0, query_item_orig = kq,
+      target_item_orig = kq + 1, divider = eos, query_item = eos + 1, target_item = eos + 2, next_key = kq + 2 } }
+  end
+  return mech.task.new(def)
 end
 
 return examples

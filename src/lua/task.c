@@ -1226,20 +1226,44 @@ static int32_t doc_pos(lua_State *L, const char *what, int j) {
 
 static const char *const doc_keys[] = {"tokens", "targets", "readouts", "answers", "positions", "type", NULL};
 
+/* The names a document's tables use, looked up without strcmp: a table (the upvalue of C.append
+ * and C.append_batch) from each position name to its index, all_target_items_orig to
+ * NAME_ALL_TARGETS and each document field to NAME_FIELD + its index in doc_keys. */
+enum { NAME_ALL_TARGETS = ML_NPOS, NAME_FIELD = ML_NPOS + 1 };
+
+static void push_name_codes(lua_State *L) {
+    lua_createtable(L, 0, ML_NPOS + 8);
+    for (int i = 0; i < ML_NPOS; i++) {
+        lua_pushinteger(L, i);
+        lua_setfield(L, -2, ml_pos_names[i]);
+    }
+    lua_pushinteger(L, NAME_ALL_TARGETS);
+    lua_setfield(L, -2, "all_target_items_orig");
+    for (int i = 0; doc_keys[i]; i++) {
+        lua_pushinteger(L, NAME_FIELD + i);
+        lua_setfield(L, -2, doc_keys[i]);
+    }
+}
+
+/* The code of the name at idx (-1: not a string or not a known name). */
+static int name_code(lua_State *L, int idx) {
+    if (lua_type(L, idx) != LUA_TSTRING) return -1;
+    lua_pushvalue(L, idx);
+    int code = lua_rawget(L, lua_upvalueindex(1)) == LUA_TNUMBER ? (int)lua_tointeger(L, -1) : -1;
+    lua_pop(L, 1);
+    return code;
+}
+
 /* Converts the document table at idx into d (the definition's name -> id table at ids_idx, or 0).
  * Leaves the stack as it found it. */
 static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
     int base = lua_gettop(L);
     if (!lua_istable(L, idx))
         doc_error(L, "expected a document table {tokens=, targets=, positions=}, got %s", luaL_typename(L, idx));
-    for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
-        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-        bool known = false;
-        for (int i = 0; k && doc_keys[i]; i++) known = known || !strcmp(k, doc_keys[i]);
-        if (!known)
+    for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1))
+        if (name_code(L, -2) < NAME_FIELD)
             doc_error(L, "document field '%s' is not one of tokens, targets, readouts, answers, positions, type",
-                       k ? k : luaL_typename(L, -2));
-    }
+                       lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2));
     int len = doc_list(L, idx, "tokens"), tok = lua_gettop(L);
     if (len < 1) doc_error(L, "document field 'tokens' expected a non-empty list of tokens");
     int nt = doc_list(L, idx, "targets"), tg = lua_gettop(L);
@@ -1252,8 +1276,11 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
     int cap = len > nt + nr ? len : nt + nr;
     if (ml_doc_reserve(d, cap) != ML_OK) mlL_raise(L);
     for (int i = 0; i < len; i++) {
-        lua_rawgeti(L, tok, i + 1);
-        d->tokens[i] = doc_token(L, ids_idx, "tokens", i + 1);
+        if (lua_rawgeti(L, tok, i + 1) == LUA_TNUMBER && lua_isinteger(L, -1)) { /* the common case, quickly */
+            lua_Integer v = lua_tointeger(L, -1);
+            d->tokens[i] = v < INT32_MIN || v > INT32_MAX ? -1 : (int32_t)v;
+        } else
+            d->tokens[i] = doc_token(L, ids_idx, "tokens", i + 1);
         lua_pop(L, 1);
     }
     d->len = len;
@@ -1290,8 +1317,8 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
             doc_error(L, "document field 'positions' expected a table, got %s", luaL_typename(L, -1));
         for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
             const char *pn = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-            int pi = ml_pos_index(pn);
-            if (!strcmp(pn, "all_target_items_orig")) {
+            int pi = name_code(L, -2);
+            if (pi == NAME_ALL_TARGETS) {
                 if (!lua_istable(L, -1)) doc_error(L, "positions.all_target_items_orig expected a list of positions");
                 lua_Integer m = (lua_Integer)lua_rawlen(L, -1);
                 if (m > len) doc_error(L, "positions.all_target_items_orig has %I entries, more than the %d tokens", m, len);
@@ -1302,7 +1329,8 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
                 d->n_all_targets = (int)m;
                 continue;
             }
-            if (pi < 0) doc_error(L, "positions: '%s' is not a position name (mech.task.positions lists them)", pn);
+            if (pi < 0 || pi >= ML_NPOS)
+                doc_error(L, "positions: '%s' is not a position name (mech.task.positions lists them)", pn);
             int isint = 0;
             if (lua_type(L, -1) == LUA_TNUMBER) lua_tointegerx(L, -1, &isint);
             if (!isint)
@@ -1346,6 +1374,184 @@ static int c_append(lua_State *L) {
     return 1;
 }
 
+/* ---- the batched form: sample_batch(gen, split, n) returns n documents as int32 tensors ---- */
+
+/* A column set of a batch: entry (r, j) at p[r * s0 + j * s1] for j < cols; s0 = 0 when every
+ * document shares it (a Lua list or a number). */
+typedef struct {
+    const int32_t *p;
+    int64_t s0, s1, cols;
+    int32_t one; /* the value of a number every document shares (p points here) */
+} batch_cols;
+
+static const char *describe_value(lua_State *L, int idx) {
+    ml_tensor *t = mlL_testtensor(L, idx);
+    if (!t) return luaL_typename(L, idx);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, ml_dtype_name(t->dtype));
+    luaL_addstring(&b, " tensor of shape [");
+    for (int i = 0; i < t->ndim; i++) {
+        if (i) luaL_addchar(&b, ',');
+        lua_pushinteger(L, (lua_Integer)t->shape[i]);
+        luaL_addvalue(&b);
+    }
+    luaL_addchar(&b, ']');
+    luaL_pushresult(&b);
+    return lua_tostring(L, -1); /* stays on the stack until the error unwinds it */
+}
+
+/* Reads the value at the top of the stack (field `what` of the batch) into c: an int32 tensor
+ * with n rows (ndim 2: (n, cols); ndim 1: (n)), or what all rows share — a list of integers
+ * (ndim 2) or an integer (ndim 1). A list is copied into a userdata left on the stack. */
+static void batch_column(lua_State *L, const char *what, int ndim, int64_t n, batch_cols *c) {
+    int top = lua_gettop(L);
+    ml_tensor *t = mlL_testtensor(L, top);
+    if (t && t->dtype == ML_I32 && t->ndim == ndim && t->shape[0] == n) {
+        c->p = ml_i32(t), c->s0 = t->stride[0];
+        c->s1 = ndim == 2 ? t->stride[1] : 0, c->cols = ndim == 2 ? t->shape[1] : 1;
+        return;
+    }
+    if (!t && ndim == 1 && lua_isinteger(L, top)) {
+        lua_Integer x = lua_tointeger(L, top);
+        c->one = x < INT32_MIN ? INT32_MIN : x > INT32_MAX ? INT32_MAX : (int32_t)x;
+        c->p = &c->one, c->s0 = 0, c->s1 = 0, c->cols = 1;
+        return;
+    }
+    if (!t && ndim == 2 && lua_istable(L, top)) {
+        lua_Integer m = (lua_Integer)lua_rawlen(L, top);
+        if (m > (1 << 24)) doc_error(L, "sample_batch's field '%s' has %I entries", what, m);
+        int32_t *v = lua_newuserdatauv(L, sizeof(int32_t) * (size_t)(m ? m : 1), 0);
+        for (lua_Integer j = 1; j <= m; j++) {
+            int ok;
+            lua_rawgeti(L, top, j);
+            lua_Integer x = lua_tointegerx(L, -1, &ok);
+            if (!ok || lua_type(L, -1) != LUA_TNUMBER)
+                doc_error(L, "sample_batch's field '%s' entry %I expected an integer, got %s", what, j,
+                          lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+            v[j - 1] = x < INT32_MIN ? INT32_MIN : x > INT32_MAX ? INT32_MAX : (int32_t)x;
+            lua_pop(L, 1);
+        }
+        c->p = v, c->s0 = 0, c->s1 = 1, c->cols = (int64_t)m;
+        return;
+    }
+    doc_error(L, "sample_batch's field '%s' expected %s, got %s", what,
+              ndim == 2 ? "an int32 tensor (n, k) or a list of integers that every document shares"
+                        : "an int32 tensor (n) or an integer that every document shares",
+              describe_value(L, top));
+}
+
+/* kept, rows = C.append_batch(ds, batch, scratch, max): appends the documents of batch (the table
+ * sample_batch returned: 1 .. max of them) until max are kept (a holdout may reject some), checking
+ * each as C.append does; nil, row, message for the first faulty document (row: 0-based in the
+ * batch). A malformed batch raises. */
+static int c_append_batch(lua_State *L) {
+    ml_dataset *ds = check_dataset(L, 1, "task:dataset");
+    ml_doc *d = luaL_checkudata(L, 3, "mech.TaskDoc");
+    lua_Integer max = luaL_checkinteger(L, 4);
+    lua_settop(L, 4);
+    if (!lua_istable(L, 2))
+        return doc_error(L, "sample_batch expected to return a table {tokens=, targets=, positions=}, got %s",
+                         luaL_typename(L, 2));
+    for (lua_pushnil(L); lua_next(L, 2); lua_pop(L, 1))
+        if (name_code(L, -2) < NAME_FIELD)
+            doc_error(L, "sample_batch's field '%s' is not one of tokens, targets, readouts, answers, positions, type",
+                      lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2));
+    batch_cols tok, tg = {0}, rd = {0}, an = {0}, pos[ML_NPOS];
+    lua_getfield(L, 2, "tokens");
+    ml_tensor *tt = mlL_testtensor(L, -1);
+    if (!tt || tt->dtype != ML_I32 || tt->ndim != 2 || tt->shape[0] < 1 || tt->shape[0] > max || tt->shape[1] < 1 ||
+        tt->shape[1] > (1 << 24))
+        return doc_error(L, "sample_batch's field 'tokens' expected an int32 tensor (n, L) with 1 <= n <= %I (the "
+                         "documents asked for) and 1 <= L <= 2^24, got %s", max, describe_value(L, -1));
+    lua_Integer n = (lua_Integer)tt->shape[0];
+    batch_column(L, "tokens", 2, n, &tok);
+    if (lua_getfield(L, 2, "targets") != LUA_TNIL) batch_column(L, "targets", 2, n, &tg);
+    bool has_rd = lua_getfield(L, 2, "readouts") != LUA_TNIL;
+    if (has_rd) batch_column(L, "readouts", 2, n, &rd);
+    bool has_an = lua_getfield(L, 2, "answers") != LUA_TNIL;
+    if (has_an) batch_column(L, "answers", 2, n, &an);
+    if (has_rd != has_an || rd.cols != an.cols)
+        return doc_error(L, "sample_batch's fields 'readouts' and 'answers' expected the same number of columns, "
+                         "got %I and %I", (lua_Integer)rd.cols, (lua_Integer)an.cols);
+    int npos = 0, pos_index[ML_NPOS];
+    if (lua_getfield(L, 2, "positions") != LUA_TNIL) {
+        int pt = lua_gettop(L);
+        if (!lua_istable(L, pt))
+            return doc_error(L, "sample_batch's field 'positions' expected a table, got %s", luaL_typename(L, pt));
+        for (lua_pushnil(L); lua_next(L, pt); lua_pop(L, 1)) {
+            const char *pn = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+            int pi = name_code(L, -2);
+            if (pi < 0 || pi >= ML_NPOS)
+                doc_error(L, "sample_batch's positions: '%s' is not a position name of one entry per document "
+                          "(mech.task.positions lists them; all_target_items_orig needs sample)", pn);
+            char what[64];
+            snprintf(what, sizeof what, "positions.%s", pn);
+            batch_column(L, what, 1, n, &pos[npos]); /* pushes nothing for ndim 1 */
+            pos_index[npos++] = pi;
+        }
+    }
+    ml_qtype qtype = ML_QT_KEY;
+    if (lua_getfield(L, 2, "type") != LUA_TNIL) {
+        const char *ty = lua_tostring(L, -1);
+        int q = -1;
+        for (int i = 0; ty && i <= ML_QT_SIBLING; i++)
+            if (!strcmp(ty, ml_qtype_name((ml_qtype)i))) q = i;
+        if (q < 0) return doc_error(L, "sample_batch's field 'type' expected KEY, VALUE, PARENT, CHILD or SIBLING");
+        qtype = (ml_qtype)q;
+    }
+    int len = (int)tok.cols, nreads = (int)(tg.cols + rd.cols);
+    if (ml_doc_reserve(d, len > nreads ? len : nreads) != ML_OK) return mlL_raise(L);
+    lua_Integer kept = 0, r = 0;
+    for (; r < n && kept < max; r++) {
+        const int32_t *row = tok.p + r * tok.s0;
+        for (int j = 0; j < len; j++) d->tokens[j] = row[j * tok.s1];
+        d->len = len;
+        int k = 0;
+        for (int j = 0; j < tg.cols; j++) {
+            int32_t p = tg.p[r * tg.s0 + j * tg.s1];
+            if (p == -1) continue; /* no target in this column for this document */
+            if (p < 1 || p >= len) {
+                lua_pushnil(L);
+                lua_pushinteger(L, r);
+                lua_pushfstring(L, "targets[%d] = %d is not a position of the document that can be predicted (1..%d: "
+                                   "a target is read at the position before it)", j, (int)p, len - 1);
+                return 3;
+            }
+            d->read_pos[k] = p - 1, d->read_ans[k++] = d->tokens[p];
+        }
+        for (int j = 0; j < rd.cols; j++) {
+            int32_t p = rd.p[r * rd.s0 + j * rd.s1];
+            if (p == -1) continue;
+            d->read_pos[k] = p, d->read_ans[k++] = an.p[r * an.s0 + j * an.s1];
+        }
+        d->n_reads = k;
+        for (int a = 1; a < k; a++) /* in document order (ml_doc_check refuses repeats) */
+            for (int b = a; b > 0 && d->read_pos[b] < d->read_pos[b - 1]; b--) {
+                int32_t p = d->read_pos[b], v = d->read_ans[b];
+                d->read_pos[b] = d->read_pos[b - 1], d->read_ans[b] = d->read_ans[b - 1];
+                d->read_pos[b - 1] = p, d->read_ans[b - 1] = v;
+            }
+        for (int i = 0; i < ML_NPOS; i++) d->pos[i] = -1;
+        for (int i = 0; i < npos; i++) d->pos[pos_index[i]] = pos[i].p[r * pos[i].s0];
+        d->n_all_targets = 0;
+        d->qtype = qtype;
+        memset(&d->stats, 0, sizeof d->stats);
+        d->stats.doc_len = len;
+        bool rejected;
+        if (ml_dataset_append(ds, d, &rejected) != ML_OK) {
+            lua_pushnil(L);
+            lua_pushinteger(L, r);
+            lua_pushstring(L, ml_last_error());
+            return 3;
+        }
+        kept += !rejected;
+    }
+    lua_pushinteger(L, kept);
+    lua_pushinteger(L, r);
+    return 2;
+}
+
 /* C.done(ds): a filled dataset, its memory accounted; returns ds */
 static int c_done(lua_State *L) {
     account_dataset(L, check_dataset(L, 1, "task:dataset"));
@@ -1354,9 +1560,11 @@ static int c_done(lua_State *L) {
 }
 
 static int open_task_c(lua_State *L) {
-    static const luaL_Reg f[] = {{"custom", c_custom}, {"open", c_open}, {"append", c_append}, {"done", c_done},
-                                 {NULL, NULL}};
+    static const luaL_Reg f[] = {{"custom", c_custom}, {"open", c_open}, {"done", c_done}, {NULL, NULL}};
+    static const luaL_Reg with_names[] = {{"append", c_append}, {"append_batch", c_append_batch}, {NULL, NULL}};
     luaL_newlib(L, f);
+    push_name_codes(L);
+    luaL_setfuncs(L, with_names, 1);
     return 1;
 }
 

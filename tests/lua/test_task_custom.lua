@@ -132,6 +132,166 @@ T.test("bad sample functions and documents are errors naming the document, befor
   T.raises(function() mech.task.new(5) end, "argument 1 expected a table")
 end)
 
+-- sum5 in the batched form: <bos> x y = (x + y) mod 5 for a whole batch with tensor ops
+local function sum_batch_task()
+  return mech.task.new {
+    name = "sum5b", vocab = 9, positions = { "bos", "query_item_orig", "target_item_orig", "divider" },
+    corrupt = { 4, 8 },
+    sample_batch = function(gen, split, n)
+      local g, i32 = { generator = gen }, { dtype = "int32" }
+      local x, y = mech.randint(0, 5, n, 1, g), mech.randint(0, 5, n, 1, g)
+      local tokens = mech.cat({ mech.full({ n, 1 }, 1, i32), x + 4, y + 4, mech.full({ n, 1 }, 2, i32),
+        (x + y):sub((x + y):ge(5) * 5) + 4 }, 1)
+      return { tokens = tokens, targets = { 4 },
+        positions = { bos = 0, query_item_orig = 1, target_item_orig = mech.full({ n }, 2, i32), divider = 3 } }
+    end,
+  }
+end
+
+T.test("the batched form: sample_batch's tensors give the same kind of dataset, deterministic per seed", function()
+  local t = sum_batch_task()
+  T.eq(t:kind(), "lua")
+  local ds = t:dataset(300, { seed = 3 })
+  T.eq(#ds, 300)
+  local tokens, targets, pos = ds:batch(0, 300)
+  T.eq(tokens:shape(), { 300, 5 })
+  local seen = {}
+  for b = 0, 299 do
+    local x, y = tokens:get(b, 1) - 4, tokens:get(b, 2) - 4
+    seen[x * 5 + y] = true
+    T.eq(targets:get(b, 3), 4 + (x + y) % 5)
+    T.eq(pos.target_item_orig[b + 1], 2)
+    T.eq(pos.query_item[b + 1], -1)
+  end
+  local n_pairs = 0
+  for _ in pairs(seen) do n_pairs = n_pairs + 1 end
+  T.eq(n_pairs, 25, "every (x, y) drawn")
+  T.eq(ds:doc(5).readouts, { 3 })
+  T.truthy(t:dataset(300, { seed = 3 }):batch(0, 300):equal(tokens))
+  T.falsy(t:dataset(300, { seed = 4 }):batch(0, 300):equal(tokens))
+  T.falsy(t:dataset(300, { seed = 3, split = "test" }):batch(0, 300):equal(tokens))
+  T.eq(t:sample(3).tokens, t:dataset(1, { seed = 3 }):doc(0).tokens, "task:sample(seed): document 0 of a 1-document set")
+  -- a batch draws column by column, so a smaller set is not a prefix of a larger one (docs/tasks.md)
+  T.eq(t:dataset(300, { seed = 3 }):doc(299).tokens, ds:doc(299).tokens)
+  -- a batch may hold fewer rows than asked (a rejection sampler drops some): the builder asks again
+  local calls, asked = 0, {}
+  local few = mech.task.new { name = "few", vocab = 9, sample_batch = function(gen, split, n)
+    calls = calls + 1
+    asked[calls] = n
+    local m = math.min(n, 7)
+    return { tokens = mech.randint(4, 9, m, 5, { generator = gen }), targets = { 4 } }
+  end }
+  T.eq(#few:dataset(20), 20)
+  T.eq(asked, { 20, 13, 6 })
+  -- targets, readouts and answers as per-document tensors (-1: none in that column)
+  local multi = mech.task.new { name = "multi", vocab = 6, positions = { "query_item" }, sample_batch = function(gen, split, n)
+    local tokens = mech.randint(0, 6, n, 4, { generator = gen })
+    local tg = mech.full({ n, 2 }, -1, { dtype = "int32" })
+    tg[{ ":", 0 }] = 3
+    tg[{ 0, 1 }] = 2
+    return { tokens = tokens, targets = tg, readouts = mech.full({ n, 1 }, 0, { dtype = "int32" }),
+      answers = mech.full({ n, 1 }, 5, { dtype = "int32" }), positions = { query_item = mech.arange(n):minimum(3) }, type = "VALUE" }
+  end }
+  local md = multi:dataset(6)
+  T.eq(md:doc(0).readouts, { 0, 1, 2 })
+  T.eq(md:doc(0).answers, { 5, md:doc(0).tokens[3], md:doc(0).tokens[4] })
+  T.eq(md:doc(1).readouts, { 0, 2 })
+  T.eq(md:doc(1).answers, { 5, md:doc(1).tokens[4] })
+  T.eq(md:doc(0).type, "VALUE")
+  T.eq(md:doc(2).positions.query_item, 2)
+  T.eq(md:doc(5).positions.query_item, 3)
+end)
+
+T.test("the batched form with a holdout, and associative_recall's two forms", function()
+  local t = sum_batch_task()
+  local held = mech.task.new { name = "held", vocab = 9, holdout = 0.4, sample_batch = debug.getuservalue(t, 1).sample_batch,
+    positions = { "bos", "query_item_orig", "target_item_orig", "divider" } }
+  T.truthy(held:has_split())
+  local tr = held:dataset(500, { seed = 1 }):batch(0, 500)
+  local seen = {}
+  for b = 0, 499 do seen[tr:get(b, 1) * 100 + tr:get(b, 2)] = true end
+  local te = held:dataset(200, { seed = 1, split = "test" }):batch(0, 200)
+  for b = 0, 199 do T.falsy(seen[te:get(b, 1) * 100 + te:get(b, 2)], "a test pair in train") end
+  for _, batched in ipairs { true, false } do
+    local ar = mech.task.load("mech.task_examples", { n_keys = 8, n_pairs = 3, batched = batched }, 1, "associative_recall")
+    local ds = ar:dataset(200, { seed = 2 })
+    for i = 0, 199 do
+      local d = ds:doc(i)
+      local keys, values = {}, {}
+      for j = 1, 3 do
+        T.falsy(keys[d.tokens[2 * j]], "a repeated key")
+        T.falsy(values[d.tokens[2 * j + 1]], "a repeated value")
+        keys[d.tokens[2 * j]], values[d.tokens[2 * j + 1]] = true, true
+      end
+      local q = d.positions.query_item_orig
+      T.eq(d.tokens[d.positions.query_item + 1], d.tokens[q + 1])
+      T.eq(d.answers[1], d.tokens[q + 2])
+      T.eq(d.readouts[1], 8)
+    end
+  end
+  T.raises(function() mech.task.load("mech.task_examples", { n_keys = 4, n_pairs = 4 }, 1, "associative_recall") end,
+    "use batched = false")
+end)
+
+T.test("bad sample_batch functions and batches are errors naming the document, before any training", function()
+  local function bad(batch_or_fn, pattern)
+    local sb = type(batch_or_fn) == "function" and batch_or_fn or function() return batch_or_fn end
+    local t = mech.task.new { name = "badb", vocab = 6, positions = { "query_item" }, sample_batch = sb }
+    T.raises(function() t:dataset(3) end, pattern)
+    local out = tmp .. "/bad_batch_run"
+    T.raises(function()
+      train.run { model = { arch = "attention", d_model = 8, n_layers = 1 }, task = t, train_docs = 8, eval_docs = 4,
+        batch_size = 4, steps = 2, quiet = true, out = out }
+    end, pattern)
+    for _, f in ipairs { "manifest.json", "metrics.csv", "checkpoint.safetensors" } do
+      T.falsy(mech.sys.exists(out .. "/" .. f), f .. " written")
+    end
+  end
+  local function i32(v) return mech.tensor(v, { dtype = "int32" }) end
+  local ok3 = i32 { { 1, 2 }, { 1, 3 }, { 1, 4 } }
+  bad(function() error("no luck") end, "task 'badb': its sample_batch function failed (")
+  bad(function() error("no luck") end, "documents asked, 0 kept before): ")
+  bad({ tokens = i32 { { 1, 2 }, { 1, 7 }, { 1, 2 } }, targets = { 1 } },
+    "task 'badb', document 1 of split train (row 1 of its batch): the sample_batch function's document is wrong: "
+    .. "token 7 at position 1 is outside the vocabulary 0..5")
+  bad({ tokens = i32 { { 1, 2 }, { 1, 2 }, { -1, 2 } }, targets = { 1 } }, "document 2 of split train (row 2")
+  bad({ tokens = ok3, targets = i32 { { 1 }, { 2 }, { 1 } } },
+    "document 1 of split train (row 1 of its batch): the sample_batch function's document is wrong: targets[0] = 2 is "
+    .. "not a position of the document that can be predicted")
+  bad({ tokens = ok3, targets = { 1 }, positions = { query_item = i32 { 0, 1, 2 } } },
+    "document 2 of split train (row 2 of its batch): the sample_batch function's document is wrong: position "
+    .. "'query_item' = 2 is outside the document (0..1)")
+  bad({ tokens = ok3, targets = { 1 }, positions = { divider = 0 } }, "position 'divider' is not one the task declares")
+  bad({ tokens = ok3, readouts = i32 { { 0 }, { 0 }, { 0 } }, answers = i32 { { 1 }, { 9 }, { 1 } } },
+    "document 1 of split train (row 1 of its batch): the sample_batch function's document is wrong: answer 1 (9)")
+  bad({ tokens = ok3 }, "document 0 of split train (row 0 of its batch): the sample_batch function's document is "
+    .. "wrong: document has no target")
+  bad({ tokens = ok3:float(), targets = { 1 } }, "the batch of documents 0.. of split train is wrong: sample_batch's "
+    .. "field 'tokens' expected an int32 tensor (n, L) with 1 <= n <= ")
+  bad({ tokens = ok3:float(), targets = { 1 } }, " (the documents asked for) and 1 <= L <= 2^24, got float32 tensor of "
+    .. "shape [3,2]")
+  local t4 = mech.task.new { name = "four", vocab = 6, sample_batch = function()
+    return { tokens = i32 { { 1, 2 }, { 1, 2 }, { 1, 2 }, { 1, 2 } }, targets = { 1 } }
+  end }
+  T.raises(function() t4:dataset(3) end, "1 <= n <= 3 (the documents asked for)")
+  T.eq(#t4:dataset(8), 8)
+  bad({ tokens = { { 1, 2 } }, targets = { 1 } }, "field 'tokens' expected an int32 tensor (n, L)")
+  bad({ tokens = ok3, targets = i32 { { 1 }, { 1 } } }, "sample_batch's field 'targets' expected an int32 tensor (n, k) "
+    .. "or a list of integers that every document shares, got int32 tensor of shape [2,1]")
+  bad({ tokens = ok3, targets = { 1.5 } }, "sample_batch's field 'targets' entry 1 expected an integer, got 1.5")
+  bad({ tokens = ok3, targets = { 1 }, positions = { query_item = i32 { 0, 1 } } },
+    "field 'positions.query_item' expected an int32 tensor (n) or an integer that every document shares")
+  bad({ tokens = ok3, targets = { 1 }, positions = { middle = 0 } }, "positions: 'middle' is not a position name")
+  bad({ tokens = ok3, target = { 1 } }, "sample_batch's field 'target' is not one of tokens")
+  bad({ tokens = ok3, readouts = i32 { { 0 }, { 0 }, { 0 } } }, "fields 'readouts' and 'answers' expected the same")
+  bad({ tokens = ok3, targets = { 1 }, type = "KEYS" }, "sample_batch's field 'type' expected KEY, VALUE")
+  bad(42, "sample_batch expected to return a table {tokens=, targets=, positions=}, got number")
+  T.raises(function() mech.task.new { name = "x", vocab = 4, sample_batch = 5 } end,
+    "option 'sample_batch' expected a function(gen, split, n)")
+  T.raises(function() mech.task.new { name = "x", vocab = 4, sample = 5, sample_batch = print } end,
+    "option 'sample' expected a function")
+end)
+
 T.test("training, the interchange evaluation and patching on a Lua task", function()
   local t = ex.copy { n_symbols = 6, min_len = 2, max_len = 4 }
   local r = train.run { model = { arch = "attention", d_model = 32, n_layers = 2, state_mixer = "mlp" }, task = t,

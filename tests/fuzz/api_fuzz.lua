@@ -165,6 +165,9 @@ local function build_pool()
   local lt = mech.task.load("mech.task_examples", { n_symbols = 4 }, 3, "copy")
   add("task", lt)
   add("dataset", lt:dataset(8))
+  local bt = mech.task.load("mech.task_examples", { n_keys = 16, n_pairs = 3 }, 3, "associative_recall") -- sample_batch
+  add("task", bt)
+  add("dataset", bt:dataset(8))
   local jp = dir .. "/pool.jsonl"
   ar:dataset(4):write_jsonl(jp)
   local jt = mech.task.from_jsonl(jp)

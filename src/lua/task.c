@@ -1188,6 +1188,54 @@ static int doc_error(lua_State *L, const char *fmt, ...) {
     return lua_error(L);
 }
 
+static const char *const doc_keys[] = {"tokens", "targets", "readouts", "answers", "positions", "type", NULL};
+
+/* The names a document's tables use, looked up without strcmp: a table (the upvalue of C.append
+ * and C.append_batch) from each position name to its index, all_target_items_orig to
+ * NAME_ALL_TARGETS and each document field to NAME_FIELD + its index in doc_keys. */
+enum { NAME_ALL_TARGETS = ML_NPOS, NAME_FIELD = ML_NPOS + 1 };
+enum { F_TOKENS, F_TARGETS, F_READOUTS, F_ANSWERS, F_POSITIONS, F_TYPE }; /* doc_keys' order */
+
+static void push_name_codes(lua_State *L) {
+    lua_createtable(L, 0, ML_NPOS + 8);
+    for (int i = 0; i < ML_NPOS; i++) {
+        lua_pushinteger(L, i);
+        lua_setfield(L, -2, ml_pos_names[i]);
+    }
+    lua_pushinteger(L, NAME_ALL_TARGETS);
+    lua_setfield(L, -2, "all_target_items_orig");
+    for (int i = 0; doc_keys[i]; i++) {
+        lua_pushinteger(L, NAME_FIELD + i);
+        lua_setfield(L, -2, doc_keys[i]);
+    }
+}
+
+/* The list of doc_keys as Lua strings (the second upvalue): fields are read by these, without
+ * lua_getfield's string lookup. */
+static void push_field_names(lua_State *L) {
+    lua_createtable(L, 6, 0);
+    for (int i = 0; doc_keys[i]; i++) {
+        lua_pushstring(L, doc_keys[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+/* Pushes t[doc_keys[field]] for the table t at idx (as lua_getfield); returns its type. */
+static int get_field(lua_State *L, int idx, int field) {
+    idx = lua_absindex(L, idx);
+    lua_rawgeti(L, lua_upvalueindex(2), field + 1);
+    return lua_gettable(L, idx);
+}
+
+/* The code of the name at idx (-1: not a string or not a known name). */
+static int name_code(lua_State *L, int idx) {
+    if (lua_type(L, idx) != LUA_TSTRING) return -1;
+    lua_pushvalue(L, idx);
+    int code = lua_rawget(L, lua_upvalueindex(1)) == LUA_TNUMBER ? (int)lua_tointeger(L, -1) : -1;
+    lua_pop(L, 1);
+    return code;
+}
+
 /* A token of a document: an integer id, or a name of the definition's `ids` (at ids_idx). */
 static int32_t doc_token(lua_State *L, int ids_idx, const char *what, lua_Integer i) {
     int ok;
@@ -1207,8 +1255,9 @@ static int32_t doc_token(lua_State *L, int ids_idx, const char *what, lua_Intege
 
 /* Pushes the list field `key` of the document at idx (nil when absent); returns its length, -1
  * when absent. */
-static int doc_list(lua_State *L, int idx, const char *key) {
-    if (lua_getfield(L, idx, key) == LUA_TNIL) return -1;
+static int doc_list(lua_State *L, int idx, int field) {
+    const char *key = doc_keys[field];
+    if (get_field(L, idx, field) == LUA_TNIL) return -1;
     if (!lua_istable(L, -1)) doc_error(L, "document field '%s' expected a list, got %s", key, luaL_typename(L, -1));
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     if (n > (1 << 24)) doc_error(L, "document field '%s' has %I entries", key, n);
@@ -1224,36 +1273,6 @@ static int32_t doc_pos(lua_State *L, const char *what, int j) {
     return p < INT32_MIN ? INT32_MIN : p > INT32_MAX ? INT32_MAX : (int32_t)p;
 }
 
-static const char *const doc_keys[] = {"tokens", "targets", "readouts", "answers", "positions", "type", NULL};
-
-/* The names a document's tables use, looked up without strcmp: a table (the upvalue of C.append
- * and C.append_batch) from each position name to its index, all_target_items_orig to
- * NAME_ALL_TARGETS and each document field to NAME_FIELD + its index in doc_keys. */
-enum { NAME_ALL_TARGETS = ML_NPOS, NAME_FIELD = ML_NPOS + 1 };
-
-static void push_name_codes(lua_State *L) {
-    lua_createtable(L, 0, ML_NPOS + 8);
-    for (int i = 0; i < ML_NPOS; i++) {
-        lua_pushinteger(L, i);
-        lua_setfield(L, -2, ml_pos_names[i]);
-    }
-    lua_pushinteger(L, NAME_ALL_TARGETS);
-    lua_setfield(L, -2, "all_target_items_orig");
-    for (int i = 0; doc_keys[i]; i++) {
-        lua_pushinteger(L, NAME_FIELD + i);
-        lua_setfield(L, -2, doc_keys[i]);
-    }
-}
-
-/* The code of the name at idx (-1: not a string or not a known name). */
-static int name_code(lua_State *L, int idx) {
-    if (lua_type(L, idx) != LUA_TSTRING) return -1;
-    lua_pushvalue(L, idx);
-    int code = lua_rawget(L, lua_upvalueindex(1)) == LUA_TNUMBER ? (int)lua_tointeger(L, -1) : -1;
-    lua_pop(L, 1);
-    return code;
-}
-
 /* Converts the document table at idx into d (the definition's name -> id table at ids_idx, or 0).
  * Leaves the stack as it found it. */
 static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
@@ -1264,25 +1283,30 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
         if (name_code(L, -2) < NAME_FIELD)
             doc_error(L, "document field '%s' is not one of tokens, targets, readouts, answers, positions, type",
                        lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2));
-    int len = doc_list(L, idx, "tokens"), tok = lua_gettop(L);
+    int len = doc_list(L, idx, F_TOKENS), tok = lua_gettop(L);
     if (len < 1) doc_error(L, "document field 'tokens' expected a non-empty list of tokens");
-    int nt = doc_list(L, idx, "targets"), tg = lua_gettop(L);
-    int nr = doc_list(L, idx, "readouts"), rd = lua_gettop(L);
-    int na = doc_list(L, idx, "answers"), an = lua_gettop(L);
+    int nt = doc_list(L, idx, F_TARGETS), tg = lua_gettop(L);
+    int nr = doc_list(L, idx, F_READOUTS), rd = lua_gettop(L);
+    int na = doc_list(L, idx, F_ANSWERS), an = lua_gettop(L);
     if (nr != na)
         doc_error(L, "document fields 'readouts' and 'answers' expected lists of the same length, got %d and %d",
                    nr < 0 ? 0 : nr, na < 0 ? 0 : na);
     nt = nt < 0 ? 0 : nt, nr = nr < 0 ? 0 : nr;
     int cap = len > nt + nr ? len : nt + nr;
     if (ml_doc_reserve(d, cap) != ML_OK) mlL_raise(L);
+    /* the common case (integer ids) in one pass that pops once per 32 tokens */
+    luaL_checkstack(L, 40, "document tokens");
+    int top = lua_gettop(L);
     for (int i = 0; i < len; i++) {
-        if (lua_rawgeti(L, tok, i + 1) == LUA_TNUMBER && lua_isinteger(L, -1)) { /* the common case, quickly */
-            lua_Integer v = lua_tointeger(L, -1);
+        int ok = 0;
+        lua_Integer v = lua_rawgeti(L, tok, i + 1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &ok) : 0;
+        if (ok)
             d->tokens[i] = v < INT32_MIN || v > INT32_MAX ? -1 : (int32_t)v;
-        } else
+        else
             d->tokens[i] = doc_token(L, ids_idx, "tokens", i + 1);
-        lua_pop(L, 1);
+        if ((i & 31) == 31) lua_settop(L, top);
     }
+    lua_settop(L, top);
     d->len = len;
     /* targets: positions whose token is predicted from the position before; readouts/answers: any */
     int k = 0;
@@ -1312,7 +1336,7 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
     lua_settop(L, base);
     for (int i = 0; i < ML_NPOS; i++) d->pos[i] = -1;
     d->n_all_targets = 0;
-    if (lua_getfield(L, idx, "positions") != LUA_TNIL) {
+    if (get_field(L, idx, F_POSITIONS) != LUA_TNIL) {
         if (!lua_istable(L, -1))
             doc_error(L, "document field 'positions' expected a table, got %s", luaL_typename(L, -1));
         for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
@@ -1341,7 +1365,7 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
     }
     lua_settop(L, base);
     d->qtype = ML_QT_KEY;
-    if (lua_getfield(L, idx, "type") != LUA_TNIL) {
+    if (get_field(L, idx, F_TYPE) != LUA_TNIL) {
         const char *ty = lua_tostring(L, -1);
         int q = -1;
         for (int i = 0; ty && i <= ML_QT_SIBLING; i++)
@@ -1564,7 +1588,8 @@ static int open_task_c(lua_State *L) {
     static const luaL_Reg with_names[] = {{"append", c_append}, {"append_batch", c_append_batch}, {NULL, NULL}};
     luaL_newlib(L, f);
     push_name_codes(L);
-    luaL_setfuncs(L, with_names, 1);
+    push_field_names(L);
+    luaL_setfuncs(L, with_names, 2);
     return 1;
 }
 

@@ -1474,6 +1474,7 @@ static int c_append_batch(lua_State *L) {
     ml_doc *d = luaL_checkudata(L, 3, "mech.TaskDoc");
     lua_Integer max = luaL_checkinteger(L, 4);
     lua_settop(L, 4);
+    luaL_checkstack(L, 32, "sample_batch's fields");
     if (!lua_istable(L, 2))
         return doc_error(L, "sample_batch expected to return a table {tokens=, targets=, positions=}, got %s",
                          luaL_typename(L, 2));
@@ -1538,8 +1539,8 @@ static int c_append_batch(lua_State *L) {
             if (p < 1 || p >= len) {
                 lua_pushnil(L);
                 lua_pushinteger(L, r);
-                lua_pushfstring(L, "targets[%d] = %d is not a position of the document that can be predicted (1..%d: "
-                                   "a target is read at the position before it)", j, (int)p, len - 1);
+                lua_pushfstring(L, "targets column %d (0-based) = %d is not a position of the document that can be "
+                                   "predicted (1..%d: a target is read at the position before it)", j, (int)p, len - 1);
                 return 3;
             }
             d->read_pos[k] = p - 1, d->read_ans[k++] = d->tokens[p];

@@ -256,8 +256,8 @@ T.test("bad sample_batch functions and batches are errors naming the document, b
     .. "token 7 at position 1 is outside the vocabulary 0..5")
   bad({ tokens = i32 { { 1, 2 }, { 1, 2 }, { -1, 2 } }, targets = { 1 } }, "document 2 of split train (row 2")
   bad({ tokens = ok3, targets = i32 { { 1 }, { 2 }, { 1 } } },
-    "document 1 of split train (row 1 of its batch): the sample_batch function's document is wrong: targets[0] = 2 is "
-    .. "not a position of the document that can be predicted")
+    "document 1 of split train (row 1 of its batch): the sample_batch function's document is wrong: targets column 0 "
+    .. "(0-based) = 2 is not a position of the document that can be predicted")
   bad({ tokens = ok3, targets = { 1 }, positions = { query_item = i32 { 0, 1, 2 } } },
     "document 2 of split train (row 2 of its batch): the sample_batch function's document is wrong: position "
     .. "'query_item' = 2 is outside the document (0..1)")

@@ -346,6 +346,20 @@ E("model:generate", "model:generate(tokens[, {max_new=16, temperature=0, top_k=0
   "local out = model:generate(tokens[{ { 0, 1 }, { 0, 5 } }], { max_new = 4, temperature = 0.8, seed = 1 })")
 E("model:named_parameters", "model:named_parameters() -> {{name, tensor}, ...}", "Every parameter with its state-dict name.",
   "for _, p in ipairs(model:named_parameters()) do print(p[1]) end")
+E("model:module", "model:module() -> mech.nn module",
+  "The model as a mech.nn tree (embed, pos_embed, blocks with their norms, mixer and MLP, ln_final, unembed when untied) holding the model's own parameter tensors: a write through it is a write to the model, its forward equals model:forward, and each piece runs on its own (docs/nn.md, \"A model as a tree\").",
+  "local mixer = model:module().blocks[0].mixer")
+E("model:children", "model:children() -> {module, ...}", "The tree's top modules (model:module():children()).", "print(#model:children())")
+E("model:named_children", "model:named_children() -> {{name, module}, ...}", "The tree's top modules with their names.",
+  "for _, c in ipairs(model:named_children()) do print(c[1]) end")
+E("model:modules", "model:modules() -> {module, ...}", "Every module of the tree, depth first.", "print(#model:modules())")
+E("model:parameters", "model:parameters() -> {tensor, ...}", "Every parameter, in the order of named_parameters (what mech.optim takes).",
+  "print(#model:parameters())")
+E("model:tree", "model:tree() -> string", "The tree printed: each module with its parameter count, each parameter with its shape.",
+  "print(model:tree())")
+E("model:train", "model:train([on]) -> model", "Sets the tree's training flag (no layer of the paper's models uses it; modules of your own may).",
+  "model:train()")
+E("model:eval", "model:eval() -> model", "model:train(false).", "model:eval()")
 E("model:config", "model:config() -> table", "The model's options (those of mech.model).", "print(model:config().arch)")
 E("model:n_params", "model:n_params() -> count", "The parameter count as PyTorch counts it (tied embedding once).", "print(model:n_params())")
 E("model:zero_grad", "model:zero_grad()", "Sets every parameter gradient to zero.", "model:zero_grad()")

@@ -37,45 +37,33 @@ local function build(fn, arch, opts, n_layers)
   return model
 end
 
-for _, arch in ipairs(mech.architectures) do
-  local name = class_name(arch)
-  local cls = nn.Module:extend(name)
-  cls.arch = arch
-  local fn = "mech.nn." .. name
+-- A view's init argument: the layer takes an existing model's block instead of building its own.
+local VIEW = {}
 
-  function cls:init(opts)
-    if opts ~= nil and (type(opts) ~= "table" or nn.is_module(opts)) then
-      error(fn .. ": argument 1 expected an options table {d_model =, ...}, got " .. type(opts), 3)
-    end
-    opts = opts or {}
-    -- layer: the block whose mixer this is (a hybrid and BaseConv differ between even and odd
-    -- blocks); by default the first block that runs the architecture's own mixer
-    local layer = opts.layer
-    if layer ~= nil and (math.type(layer) ~= "integer" or layer < 0 or layer > 15) then
-      error(fn .. ": option layer expected a block index in [0, 15], got " .. tostring(layer), 3)
-    end
-    local model = build(fn, arch, opts, (layer or 0) + 1)
-    if layer == nil then
-      layer = 0
-      if core.mixer_info(model, 0).name ~= arch then -- a hybrid: its own mixer is on the odd layers
-        model = build(fn, arch, opts, 2)
-        layer = 1
-      end
-    end
-    local info = core.mixer_info(model, layer)
-    private[self] = { model = model, layer = layer }
-    self.block_index = layer
-    self.mamba_block = info.mamba_block
-    self.mixer_name = info.name
-    local prefix = "backbone.layers." .. layer .. ".sequence_mixer."
-    for _, np in ipairs(model:named_parameters()) do
-      if np[1]:sub(1, #prefix) == prefix then self:_adopt(np[1]:sub(#prefix + 1), np[2]) end
-    end
-    local sites = {}
-    for _, s in ipairs(model:hook_names()) do
-      if s.layer == layer and s.component:sub(1, 6) == "mixer." then sites[#sites + 1] = s.component:sub(7) end
-    end
-    rawset(self, "_sites", sites)
+-- The layer runs the mixer of block `layer` of `model`: its parameters (that model's leaves, named
+-- relative to the mixer) and its internal sites.
+local function attach(self, model, layer)
+  local info = core.mixer_info(model, layer)
+  private[self] = { model = model, layer = layer }
+  self.block_index = layer
+  self.mamba_block = info.mamba_block
+  self.mixer_name = info.name
+  local prefix = "backbone.layers." .. layer .. ".sequence_mixer."
+  for _, np in ipairs(model:named_parameters()) do
+    if np[1]:sub(1, #prefix) == prefix then self:_adopt(np[1]:sub(#prefix + 1), np[2]) end
+  end
+  local sites = {}
+  for _, s in ipairs(model:hook_names()) do
+    if s.layer == layer and s.component:sub(1, 6) == "mixer." then sites[#sites + 1] = s.component:sub(7) end
+  end
+  rawset(self, "_sites", sites)
+end
+
+-- The methods every mixer layer shares; `init` builds the layer's own model.
+local function define(cls, name, init)
+  function cls:init(opts, model, layer)
+    if opts == VIEW then return attach(self, model, layer) end
+    return init(self, opts)
   end
 
   function cls:internal_sites() return rawget(self, "_sites") end
@@ -96,8 +84,49 @@ for _, arch in ipairs(mech.architectures) do
     error(string.format("mech.nn: %s: set_parameter: '%s' lives in the layer's built-in model; copy values in with load_state_dict",
       nn.where(self), tostring(pname)), 2)
   end
+end
+
+for _, arch in ipairs(mech.architectures) do
+  local name = class_name(arch)
+  local cls = nn.Module:extend(name)
+  cls.arch = arch
+  local fn = "mech.nn." .. name
+
+  define(cls, name, function(self, opts)
+    if opts ~= nil and (type(opts) ~= "table" or nn.is_module(opts)) then
+      error(fn .. ": argument 1 expected an options table {d_model =, ...}, got " .. type(opts), 4)
+    end
+    opts = opts or {}
+    -- layer: the block whose mixer this is (a hybrid and BaseConv differ between even and odd
+    -- blocks); by default the first block that runs the architecture's own mixer
+    local layer = opts.layer
+    if layer ~= nil and (math.type(layer) ~= "integer" or layer < 0 or layer > 15) then
+      error(fn .. ": option layer expected a block index in [0, 15], got " .. tostring(layer), 4)
+    end
+    local model = build(fn, arch, opts, (layer or 0) + 1)
+    if layer == nil then
+      layer = 0
+      if core.mixer_info(model, 0).name ~= arch then -- a hybrid: its own mixer is on the odd layers
+        model = build(fn, arch, opts, 2)
+        layer = 1
+      end
+    end
+    attach(self, model, layer)
+  end)
 
   M[name] = cls
 end
 
-return M
+-- The mixer of a model whose architecture has no layer class of its own (a mixer written in Lua).
+local MixerView = nn.Module:extend("MixerView")
+define(MixerView, "MixerView", function(self)
+  error(string.format("mech.nn: %s: a MixerView is made by mech.nn.mixer_view(model, layer)", nn.where(self)), 4)
+end)
+
+--- M.view(model, layer) -> the mixer layer of block `layer` of `model`, sharing its parameters.
+local function view(model, layer)
+  local cls = M[class_name(core.mixer_info(model, layer).name)] or MixerView
+  return cls(VIEW, model, layer)
+end
+
+return setmetatable(M, { __index = { view = view } })

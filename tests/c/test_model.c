@@ -110,7 +110,8 @@ END_TEST
 static ml_model *tiny(const char *arch, int layers, bool pe) {
     ml_model_config c;
     ml_model_config_defaults(&c, arch);
-    c.d_model = 8, c.n_layers = layers, c.vocab = 13, c.max_pos = 16, c.pos_emb = pe, c.n_heads = 2;
+    c.d_model = 8, c.n_layers = layers, c.vocab = 13, c.max_pos = 16, c.pos_emb = pe;
+    ml_mixer_opt_set(&c, "n_heads", 2);
     ml_model *m = ml_model_new(&c);
     ck_assert_msg(m != NULL, "%s", ml_last_error());
     return m;
@@ -448,7 +449,7 @@ START_TEST(config_validation) {
     ck_assert_ptr_null(ml_model_new(&c));
     ck_assert_msg(strstr(ml_last_error(), "option 'arch'"), "%s", ml_last_error());
     ml_model_config_defaults(&c, "attention");
-    c.n_heads = 3;
+    ml_mixer_opt_set(&c, "n_heads", 3);
     ck_assert_ptr_null(ml_model_new(&c));
     ck_assert_msg(strstr(ml_last_error(), "n_heads"), "%s", ml_last_error());
     ml_model_config_defaults(&c, "attention");

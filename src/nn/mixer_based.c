@@ -318,7 +318,8 @@ static ml_tensor *based_rec_step(ml_model *m, int l, void *state, void *rec, ml_
 /* The feature-map projections (q, k), v and out, and the quadratic form over L² pairs. */
 static double based_flops(const ml_model *m, int l, double B, double L) {
     (void)l;
-    double D = m->cfg.d_model, F = (double)ml_mixer_opt(&m->cfg, "feature_dim"), H = (double)ml_mixer_opt(&m->cfg, "n_heads");
+    double D = m->cfg.d_model, F = (double)ml_mixer_opt(&m->cfg, "feature_dim"),
+           H = (double)ml_mixer_opt(&m->cfg, "n_heads");
     return 2 * 2 * B * L * D * F * H + 2 * 2 * B * L * D * D + 2 * B * L * L * (F * H + D);
 }
 

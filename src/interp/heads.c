@@ -29,7 +29,7 @@ const char *const ml_head_weight_names[] = {"W_Q", "W_K", "W_V", "W_O", "b_Q", "
 
 ml_tensor *ml_head_weight(ml_model *m, int layer, const char *name) {
     const char *fn = "head_weight";
-    int64_t D = m->cfg.d_model, H = m->cfg.n_heads, dh = H > 0 ? D / H : 0;
+    int64_t D = m->cfg.d_model, H = ml_mixer_opt(&m->cfg, "n_heads"), dh = H > 0 ? D / H : 0;
     if (!strcmp(name, "W_E")) return ml_retain(ml_model_p(m, m->p_wte));
     if (!strcmp(name, "W_U")) return ml_transpose(ml_model_p(m, m->p_wte), 0, 1); /* the head is tied */
     if (!strcmp(name, "W_pos")) {

@@ -108,10 +108,11 @@ static int opt_head(lua_State *L, ml_model *m, int opt, const char *key, int s, 
     int h = mlL_optint32(L, opt, key, -1, fn);
     if (h == -1) return -1;
     const ml_site_decl *d = &m->sites[s];
-    if (d->ndim != 4 || d->shape[2] != m->cfg.n_heads || strncmp(d->name, "mixer.head_", 11))
+    int n_heads = (int)ml_mixer_opt(&m->cfg, "n_heads");
+    if (d->ndim != 4 || d->shape[2] != n_heads || strncmp(d->name, "mixer.head_", 11))
         return luaL_error(L, "%s: option '%s' needs a per-head site (attn.hook_z, hook_q, ...), got %s", fn, key, d->name);
-    if (h < 0 || h >= m->cfg.n_heads)
-        return luaL_error(L, "%s: option '%s' expected a head in [0, %d), got %d", fn, key, m->cfg.n_heads, h);
+    if (h < 0 || h >= n_heads)
+        return luaL_error(L, "%s: option '%s' expected a head in [0, %d), got %d", fn, key, n_heads, h);
     return h;
 }
 

@@ -603,7 +603,7 @@ static int map_layers(lua_State *L, const ml_model *m, int opt, int *layers, con
 /* Whether a site has a head dimension (dim 2 of (B, L, H, ...)): attention's mixer.head_*. */
 static bool is_head_site(const ml_model *m, int site) {
     const ml_site_decl *s = &m->sites[site];
-    return !strncmp(s->name, "mixer.head_", 11) && s->ndim == 4 && s->shape[2] == m->cfg.n_heads;
+    return !strncmp(s->name, "mixer.head_", 11) && s->ndim == 4 && s->shape[2] == (int)ml_mixer_opt(&m->cfg, "n_heads");
 }
 
 static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **heads_out, const char *fn) {
@@ -632,7 +632,7 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **head
     }
     if (R == 0) luaL_error(L, "%s: no site to patch", fn);
     /* a per-head site (mixer.head_z, ...) becomes one row per head */
-    int H = m->cfg.n_heads, n = 0;
+    int H = (int)ml_mixer_opt(&m->cfg, "n_heads"), n = 0;
     for (int r = 0; r < R; r++) n += is_head_site(m, sites[r]) ? H : 1;
     int *rows = scratch(L, sizeof *rows * (size_t)n), *heads = scratch(L, sizeof *heads * (size_t)n);
     for (int r = 0, k = 0; r < R; r++)

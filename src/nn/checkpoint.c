@@ -13,17 +13,44 @@
 
 /* ------------------------------------------------------------------ config as JSON */
 
+/* The keys of the config checkpoints have always carried, in their order: they are written first
+ * and always, so those files keep their bytes. Options added since (a new mixer's, the optional
+ * common ones) follow in table order: a mixer's only for an arch that reads it, an optional one
+ * only when not its default. */
+static const char *const first_keys[] = {"arch",    "d_model",     "n_layers",  "vocab",   "n_heads",
+                                         "max_pos", "pos_emb",     "d_conv",    "d_state", "expand",
+                                         "feature_dim", "long_only", "no_conv", "state_mixer", "seed"};
+enum { N_FIRST_KEYS = sizeof first_keys / sizeof first_keys[0] };
+
+static bool first_key(const char *name) {
+    for (int i = 0; i < N_FIRST_KEYS; i++)
+        if (!strcmp(first_keys[i], name)) return true;
+    return false;
+}
+
+static void set_option(ml_json *o, const ml_model_config *c, const ml_model_option *opt) {
+    int64_t v = ml_option_get(c, opt);
+    ml_json_set(o, opt->name, opt->type == ML_OPT_STRING ? ml_json_string(ml_option_str(c, opt))
+                              : opt->type == ML_OPT_BOOL ? ml_json_bool(v != 0)
+                                                         : ml_json_int(v));
+}
+
 char *ml_config_to_json(const ml_model_config *c) {
     ml_json *o = ml_json_object();
     if (!o) return NULL;
+    for (int i = 0; i < N_FIRST_KEYS; i++) {
+        const ml_model_option *opt = ml_model_option_find(first_keys[i]);
+        if (opt) set_option(o, c, opt);
+    }
+    const ml_mixer_type *mixer = ml_mixer_find(c->arch);
     for (int i = 0; i < ml_model_option_count(); i++) {
         const ml_model_option *opt = ml_model_option_at(i);
-        int64_t v = ml_option_get(c, opt);
-        if (opt->optional && (opt->type == ML_OPT_STRING ? !strcmp(ml_option_str(c, opt), opt->str_def) : v == opt->def))
+        if (first_key(opt->name)) continue;
+        if (opt->mixer && !(mixer && ml_mixer_reads(mixer, opt))) continue;
+        if (opt->optional && (opt->type == ML_OPT_STRING ? !strcmp(ml_option_str(c, opt), opt->str_def)
+                                                         : ml_option_get(c, opt) == opt->def))
             continue;
-        ml_json_set(o, opt->name, opt->type == ML_OPT_STRING ? ml_json_string(ml_option_str(c, opt))
-                                  : opt->type == ML_OPT_BOOL ? ml_json_bool(v != 0)
-                                                             : ml_json_int(v));
+        set_option(o, c, opt);
     }
     char *s = ml_json_write(o, 0, NULL);
     ml_json_free(o);

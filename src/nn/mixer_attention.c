@@ -33,7 +33,7 @@ static ml_status attn_build(ml_model *m, int l, void **state) {
     attn_state *s = malloc(sizeof *s);
     if (!s) return ml_fail(ML_ERR_MEM, "model: out of memory");
     *state = s;
-    int64_t D = m->cfg.d_model, H = m->cfg.n_heads;
+    int64_t D = m->cfg.d_model, H = ml_mixer_opt(&m->cfg, "n_heads");
     s->wqkv = ml_model_add_param(m, l, "Wqkv.weight", 2, (int64_t[]){3 * D, D}, ML_P_LINEAR_W, D);
     s->wo = ml_model_add_param(m, l, "out_proj.weight", 2, (int64_t[]){D, D}, ML_P_LINEAR_W, D);
     s->bo = ml_model_add_param(m, l, "out_proj.bias", 1, &D, ML_P_LINEAR_B, D);
@@ -102,7 +102,7 @@ static ml_tensor *out_by_head(const ml_model *m, const attn_state *s, ml_tensor 
 
 static ml_tensor *attn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_run *run) {
     attn_state *s = state;
-    int H = m->cfg.n_heads;
+    int H = (int)ml_mixer_opt(&m->cfg, "n_heads");
     ml_tensor *qkv = ml_linear(x, ml_model_p(m, s->wqkv), NULL);
     bool any = false;
     for (int i = 0; i < 3; i++) any = any || ml_site_wanted(m, run, s->site[S_Q + i]) || ml_site_wanted(m, run, s->site[S_HQ + i]);
@@ -148,7 +148,7 @@ static void *attn_rec_new(ml_model *m, int l, void *state, int64_t B) {
 static ml_tensor *attn_rec_step(ml_model *m, int l, void *state, void *rec, ml_tensor *x) {
     attn_state *s = state;
     attn_rec *r = rec;
-    int64_t B = r->B, D = m->cfg.d_model, H = m->cfg.n_heads, dh = D / H;
+    int64_t B = r->B, D = m->cfg.d_model, H = ml_mixer_opt(&m->cfg, "n_heads"), dh = D / H;
     if (r->t == r->cap) {
         int64_t cap = r->cap ? 2 * r->cap : 64;
         float *k = realloc(r->k, sizeof(float) * (size_t)(cap * B * D));
@@ -205,7 +205,7 @@ static double attn_flops(const ml_model *m, int l, double B, double L) {
 
 const ml_mixer_type ml_mixer_attention = {
     .name = "attention",
-    .options = {"n_heads"},
+    .options = {ML_OPTION_INT("n_heads", 1, 1, 1024, "heads (paper: 1); must divide d_model")},
     .flops = attn_flops,
     .build = attn_build,
     .forward = attn_forward,

@@ -75,8 +75,9 @@ void ml_implicit_pos_features(int lmax, float *z, float *t) {
  * implicit long conv), a hybrid (Based) a short 3 in its BaseConv layers; d_conv overrides both
  * (for every layer), long_only makes every BaseConv long. 0 is refused by bc_build. */
 static int layer_kernel(const ml_model_config *cfg, int layer) {
-    if (cfg->long_only) return -1;
-    if (cfg->d_conv >= 0) return cfg->d_conv;
+    if (ml_mixer_opt(cfg, "long_only")) return -1;
+    int64_t d_conv = ml_mixer_opt(cfg, "d_conv");
+    if (d_conv >= 0) return (int)d_conv;
     const ml_mixer_type *arch = ml_mixer_find(cfg->arch);
     if (arch && arch->even_layers) return 3;
     return layer % 2 == 0 ? 3 : -1;
@@ -228,11 +229,12 @@ static double bc_flops(const ml_model *m, int l, double B, double L) {
     return f;
 }
 
-static void long_only(ml_model_config *cfg) { cfg->long_only = true; }
+static void long_only(ml_model_config *cfg) { ml_mixer_opt_set(cfg, "long_only", true); }
 
 const ml_mixer_type ml_mixer_base_conv = {
     .name = "base_conv",
-    .options = {"d_conv", "long_only"},
+    .options = {ML_OPTION_INT("d_conv", -1, -1, 64, "short-conv width; -1: the architecture's default"),
+                ML_OPTION_BOOL("long_only", 0, "every BaseConv layer long (base_conv_long_only, based_long_only)")},
     .aliases = {{"base_conv_long_only", long_only}},
     .flops = bc_flops,
     .build = bc_build,

@@ -43,7 +43,7 @@ static ml_status based_build(ml_model *m, int l, void **state) {
     based_state *s = calloc(1, sizeof *s);
     if (!s) return ml_fail(ML_ERR_MEM, "model: out of memory");
     *state = s;
-    int64_t D = m->cfg.d_model, H = m->cfg.n_heads, F = m->cfg.feature_dim;
+    int64_t D = m->cfg.d_model, H = ml_mixer_opt(&m->cfg, "n_heads"), F = ml_mixer_opt(&m->cfg, "feature_dim");
     if (F > MLK_BASED_MAXF)
         return ml_fail(ML_ERR_ARG, "model: option 'feature_dim' must be at most %d for Based, got %lld", MLK_BASED_MAXF,
                        (long long)F);
@@ -318,17 +318,20 @@ static ml_tensor *based_rec_step(ml_model *m, int l, void *state, void *rec, ml_
 /* The feature-map projections (q, k), v and out, and the quadratic form over L² pairs. */
 static double based_flops(const ml_model *m, int l, double B, double L) {
     (void)l;
-    double D = m->cfg.d_model, F = m->cfg.feature_dim, H = m->cfg.n_heads;
+    double D = m->cfg.d_model, F = (double)ml_mixer_opt(&m->cfg, "feature_dim"),
+           H = (double)ml_mixer_opt(&m->cfg, "n_heads");
     return 2 * 2 * B * L * D * F * H + 2 * 2 * B * L * D * D + 2 * B * L * L * (F * H + D);
 }
 
-static void long_only(ml_model_config *cfg) { cfg->long_only = true; }
+static void long_only(ml_model_config *cfg) { ml_mixer_opt_set(cfg, "long_only", true); }
 
 extern const ml_mixer_type ml_mixer_base_conv; /* its even layers (mixer_base_conv.c) */
 
 const ml_mixer_type ml_mixer_based = {
     .name = "based",
-    .options = {"n_heads", "feature_dim", "d_conv", "long_only"},
+    /* d_conv and long_only: its BaseConv layers' */
+    .options = {ML_OPTION_INT("n_heads", 1, 1, 1024, "heads (paper: 1); must divide d_model"),
+                ML_OPTION_INT("feature_dim", 8, 1, 64, "Based feature dim F")},
     .aliases = {{"based_long_only", long_only}},
     .even_layers = &ml_mixer_base_conv,
     .flops = based_flops,

@@ -37,7 +37,8 @@ static ml_status dn_build(ml_model *m, int l, void **state) {
     dn_state *s = calloc(1, sizeof *s);
     if (!s) return ml_fail(ML_ERR_MEM, "model: out of memory");
     *state = s;
-    int64_t D = m->cfg.d_model, H = m->cfg.n_heads, K = m->cfg.d_conv < 0 ? 4 : m->cfg.d_conv;
+    int64_t D = m->cfg.d_model, H = ml_mixer_opt(&m->cfg, "n_heads"), K = ml_mixer_opt(&m->cfg, "d_conv");
+    if (K < 0) K = 4;
     if (K < 1) return ml_fail(ML_ERR_ARG, "model: option 'd_conv' must be >= 1 for delta_net, got %lld", (long long)K);
     s->H = (int)H, s->dk = (int)(D / H), s->K = (int)K;
     int64_t dk = s->dk;
@@ -245,13 +246,14 @@ static ml_tensor *dn_rec_step(ml_model *m, int l, void *state, void *rec, ml_ten
 /* The q, k, v, beta and output projections. */
 static double dn_flops(const ml_model *m, int l, double B, double L) {
     (void)l;
-    double D = m->cfg.d_model, H = m->cfg.n_heads;
+    double D = m->cfg.d_model, H = (double)ml_mixer_opt(&m->cfg, "n_heads");
     return 2 * B * L * D * (4 * D + H);
 }
 
 const ml_mixer_type ml_mixer_delta_net = {
     .name = "delta_net",
-    .options = {"n_heads", "d_conv"},
+    .options = {ML_OPTION_INT("n_heads", 1, 1, 1024, "heads (paper: 1); must divide d_model"),
+                ML_OPTION_INT("d_conv", -1, -1, 64, "short-conv width; -1: the architecture's default")},
     .flops = dn_flops,
     .build = dn_build,
     .forward = dn_forward,

@@ -45,16 +45,18 @@ typedef struct {
 /* The conv width: d_conv overrides the default 4; mamba_without_conv (no_conv) gets no d_conv and
  * builds the default width-4 conv it never uses (*used false); d_conv 0 means the same variant. */
 static int conv_width(const ml_model_config *cfg, bool *used) {
-    bool no = cfg->no_conv || cfg->d_conv == 0;
+    int64_t d_conv = ml_mixer_opt(cfg, "d_conv");
+    bool no = ml_mixer_opt(cfg, "no_conv") || d_conv == 0;
     *used = !no;
-    return no || cfg->d_conv < 0 ? 4 : cfg->d_conv;
+    return no || d_conv < 0 ? 4 : (int)d_conv;
 }
 
 static ml_status mamba_build(ml_model *m, int l, void **state) {
     mamba_state *s = calloc(1, sizeof *s);
     if (!s) return ml_fail(ML_ERR_MEM, "model: out of memory");
     *state = s;
-    int64_t D = m->cfg.d_model, E = (int64_t)m->cfg.expand * D, N = m->cfg.d_state, R = (D + 15) / 16;
+    int64_t D = m->cfg.d_model, E = ml_mixer_opt(&m->cfg, "expand") * D, N = ml_mixer_opt(&m->cfg, "d_state"),
+            R = (D + 15) / 16;
     s->E = (int)E, s->N = (int)N, s->R = (int)R;
     s->K = conv_width(&m->cfg, &s->conv);
     int64_t K = s->K;
@@ -301,19 +303,24 @@ done:
 /* in_proj, x_proj, dt_proj and out_proj. */
 static double mamba_flops(const ml_model *m, int l, double B, double L) {
     (void)l;
-    double D = m->cfg.d_model, E = m->cfg.expand * D, N = m->cfg.d_state, R = ceil(D / 16);
+    double D = m->cfg.d_model, E = (double)ml_mixer_opt(&m->cfg, "expand") * D,
+           N = (double)ml_mixer_opt(&m->cfg, "d_state"), R = ceil(D / 16);
     return 2 * B * L * (D * 2 * E + E * (R + 2 * N) + R * E + E * D);
 }
 
-static void without_conv(ml_model_config *cfg) { cfg->no_conv = true; }
+static void without_conv(ml_model_config *cfg) { ml_mixer_opt_set(cfg, "no_conv", true); }
 /* the nn.Conv1d path of width 1 unless d_conv says otherwise (the same maths as the causal one) */
 static void no_causal_conv1d(ml_model_config *cfg) {
-    if (cfg->d_conv < 0) cfg->d_conv = 1;
+    if (ml_mixer_opt(cfg, "d_conv") < 0) ml_mixer_opt_set(cfg, "d_conv", 1);
 }
 
 const ml_mixer_type ml_mixer_mamba = {
     .name = "mamba",
-    .options = {"d_conv", "d_state", "expand"},
+    .options = {ML_OPTION_INT("d_conv", -1, -1, 64, "short-conv width; -1: the architecture's default"),
+                ML_OPTION_INT("d_state", 16, 1, 4096, "SSM state size N"),
+                ML_OPTION_INT("expand", 2, 1, 16, "inner width E = expand·D"),
+                /* set by the alias mamba_without_conv only: not a key of mech.model */
+                {.name = "no_conv", .type = ML_OPT_BOOL, .hi = 1, .doc = "no short conv: u = silu(xi)"}},
     .aliases = {{"mamba_without_conv", without_conv}, {"mamba_no_causal_conv1d", no_causal_conv1d}},
     .flops = mamba_flops,
     .build = mamba_build,

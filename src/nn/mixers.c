@@ -57,6 +57,9 @@ ml_status ml_mixer_register(const ml_mixer_type *t) {
     if (!t || !t->name || !t->build || !t->forward)
         return ml_fail(ML_ERR_ARG, "mixer_register: a mixer needs a name, build and forward");
     const char *n = t->name;
+    if (t->options[0].name) /* the options table holds the built-in mixers' options only */
+        return ml_fail(ML_ERR_ARG, "mixer_register: '%.64s' declares options; a runtime mixer keeps its options as JSON "
+                                   "(ml_model_config.mixer_options)", n);
     size_t len = strlen(n);
     bool ok = len > 0 && len < sizeof((ml_model_config *)0)->arch && isalpha((unsigned char)n[0]);
     for (size_t i = 0; ok && i < len; i++) ok = isalnum((unsigned char)n[i]) || n[i] == '_';

@@ -25,8 +25,9 @@ static ml_status check_config(const ml_model_config *c) {
                        c->arch);
     }
     if (ml_model_config_check_ranges(c)) return ml_last_status();
-    if (c->d_model % c->n_heads)
-        return ml_fail(ML_ERR_ARG, "model: option 'n_heads' (%d) must divide 'd_model' (%d)", c->n_heads, c->d_model);
+    int n_heads = (int)ml_mixer_opt(c, "n_heads");
+    if (c->d_model % n_heads)
+        return ml_fail(ML_ERR_ARG, "model: option 'n_heads' (%d) must divide 'd_model' (%d)", n_heads, c->d_model);
     if (strcmp(c->state_mixer, "mlp") && strcmp(c->state_mixer, "glu") && strcmp(c->state_mixer, "none"))
         return ml_fail(ML_ERR_ARG, "model: option 'state_mixer' expected 'mlp', 'glu' or 'none', got '%s'",
                        c->state_mixer);

@@ -21,21 +21,20 @@
 #include "nn/sites.h"
 
 enum { ML_MAX_LAYERS = 16, ML_NAME_MAX = 112, ML_MAX_SITES = 48 };
+/* Slots for the mixers' own options, all built-in mixers together (an option two mixers declare
+ * under one name shares its slot). */
+enum { ML_MIXER_OPTION_SLOTS = 16 };
 
+/* The options every architecture reads; a mixer's own options (n_heads, d_conv, d_state, …) are
+ * declared in its descriptor (ml_mixer_type.options) and held in mixer_opt (read them with
+ * ml_mixer_opt). */
 typedef struct {
     char arch[32];         /* attention, base_conv, based, h3, hyena, mamba, delta_net */
     int d_model;           /* D */
     int n_layers;
     int vocab;             /* V */
-    int n_heads;           /* attention / Based / DeltaNet heads (paper: 1) */
     int max_pos;           /* learned position table rows (1024) */
     bool pos_emb;          /* learned absolute positions (false = NoPE: no table at all) */
-    int d_conv;            /* short-conv width override; -1 = the architecture's default */
-    int d_state;           /* Mamba N (16) */
-    int expand;            /* Mamba E = expand·D (2) */
-    int feature_dim;       /* Based feature dim F (8) */
-    bool long_only;        /* base_conv_long_only / based_long_only */
-    bool no_conv;          /* mamba_without_conv (d_conv 0) */
     char state_mixer[8];   /* mlp, glu, none (TransformerBlock only) */
     uint64_t seed;         /* initialisation seed */
     bool tie_embeddings;   /* the head is the embedding (true) or its own lm_head.weight */
@@ -44,6 +43,7 @@ typedef struct {
      * core only records them; the mixer's build reads the options. */
     char mixer_module[128];
     char mixer_options[1024];
+    int64_t mixer_opt[ML_MIXER_OPTION_SLOTS]; /* the built-in mixers' options, by slot */
 } ml_model_config;
 
 /* How a parameter is initialised: the module it belongs to decides (docs/mixers.md, "Initialisation"). */
@@ -90,19 +90,29 @@ typedef struct {
     ml_tensor *buffer; /* the buffer's values (owned); NULL for an alias */
 } ml_torch_key;
 
-/* ---- model options (options.c): one table for defaults, ranges, Lua keys and JSON ---- */
+/* ---- model options (options.c): one table for defaults, ranges, Lua keys and JSON ----
+ * The table is the common options (options.c) followed by the options the built-in mixers declare
+ * in their descriptors, each name once; the checkpoint, mech.model, model:config() and the range
+ * checks iterate it. */
 typedef enum { ML_OPT_INT, ML_OPT_BOOL, ML_OPT_U64, ML_OPT_STRING } ml_option_type;
 typedef struct {
     const char *name;
     ml_option_type type;
-    size_t offset, size;      /* the field of ml_model_config */
+    size_t offset, size;      /* the field of ml_model_config (common options) */
     int64_t def, lo, hi;      /* default and range (ML_OPT_INT is checked against it) */
     const char *str_def;      /* ML_OPT_STRING default */
-    bool common;              /* read by every architecture; otherwise by those that list it */
+    bool common;              /* read by every architecture; otherwise by the mixers that declare it */
     bool key;                 /* a key of mech.model (no_conv is set by an alias only) */
     bool optional;            /* written to the checkpoint's JSON only when not the default (newer
                                * than the format: older readers and files keep their bytes) */
+    const char *doc;          /* one line: what it sets */
+    bool mixer;               /* a mixer's option: held in ml_model_config.mixer_opt[slot] */
+    int slot;
 } ml_model_option;
+/* A mixer's own option in its descriptor: an integer in [LO, HI] or a boolean, a key of mech.model. */
+#define ML_OPTION_INT(NAME, DEF, LO, HI, DOC) \
+    {.name = NAME, .type = ML_OPT_INT, .def = DEF, .lo = LO, .hi = HI, .key = true, .doc = DOC}
+#define ML_OPTION_BOOL(NAME, DEF, DOC) {.name = NAME, .type = ML_OPT_BOOL, .def = DEF, .hi = 1, .key = true, .doc = DOC}
 int ml_model_option_count(void);
 const ml_model_option *ml_model_option_at(int i);
 const ml_model_option *ml_model_option_find(const char *name); /* NULL if none */
@@ -113,6 +123,10 @@ bool ml_option_set_str(ml_model_config *c, const ml_model_option *o, const char 
 const char *ml_option_str(const ml_model_config *c, const ml_model_option *o);
 /* Every ML_OPT_INT option within its range; the error names the option. */
 ml_status ml_model_config_check_ranges(const ml_model_config *c);
+/* A mixer's option by name (the accessor mixers read theirs through); a name no built-in mixer
+ * declares is a bug in the mixer and aborts with a message. */
+int64_t ml_mixer_opt(const ml_model_config *c, const char *name);
+void ml_mixer_opt_set(ml_model_config *c, const char *name, int64_t v);
 
 /* A paper name for a variant of a mixer (mamba_without_conv, based_long_only, …): building it
  * builds the mixer with `apply` run on the config first. */
@@ -128,9 +142,12 @@ enum { ML_MIXER_MAX_ALIASES = 3, ML_MIXER_MAX_OPTIONS = 6 };
 typedef struct ml_mixer_type {
     const char *name;
     ml_mixer_alias aliases[ML_MIXER_MAX_ALIASES]; /* unused entries: name NULL */
-    /* The options it reads besides the common ones (a hybrid lists its layers' union); giving
-     * mech.model another is an error naming it. */
-    const char *options[ML_MIXER_MAX_OPTIONS];
+    /* Its own options (ML_OPTION_INT / ML_OPTION_BOOL; unused entries: name NULL), read with
+     * ml_mixer_opt; a hybrid also reads its even layers'. Giving mech.model an option the mixer
+     * does not read is an error naming it. A mixer that shares an option with another declares
+     * it alike (same type, default and range; a test checks). Runtime-registered mixers have none
+     * (a Lua mixer keeps its options as JSON, mixer_options). */
+    ml_model_option options[ML_MIXER_MAX_OPTIONS];
     /* Hybrid(configs=[even_layers, this]): layers 0, 2, … build even_layers, and the mixer's
      * parameters live under "sequence_mixer.mixer."; NULL for a plain mixer. */
     const struct ml_mixer_type *even_layers;
@@ -332,7 +349,8 @@ bool ml_mixer_unregister(const ml_mixer_type *t);
 /* The registered mixers (not the built-in ones), in registration order. */
 int ml_mixer_registered_count(void);
 const ml_mixer_type *ml_mixer_registered_at(int i);
-/* Does the mixer read option o (a common option or one it lists)? */
+/* Does the mixer read option o (a common option, one it declares or, for a hybrid, one its even
+ * layers declare)? */
 bool ml_mixer_reads(const ml_mixer_type *t, const ml_model_option *o);
 /* If cfg->arch is an alias, rewrites it to its mixer's name and applies the alias's settings. */
 void ml_mixer_resolve_alias(ml_model_config *cfg);

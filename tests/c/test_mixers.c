@@ -42,13 +42,15 @@ enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
 
 static void config_of(const variant *v, ml_model_config *c) {
     ml_model_config_defaults(c, v->arch);
-    c->d_conv = v->d_conv, c->no_conv = v->no_conv, c->long_only = v->long_only;
+    ml_mixer_opt_set(c, "d_conv", v->d_conv), ml_mixer_opt_set(c, "no_conv", v->no_conv);
+    ml_mixer_opt_set(c, "long_only", v->long_only);
 }
 
 static ml_model *tiny(const variant *v, int D, int layers, int heads, bool pe, uint64_t seed) {
     ml_model_config c;
     config_of(v, &c);
-    c.d_model = D, c.n_layers = layers, c.vocab = 13, c.max_pos = 16, c.pos_emb = pe, c.n_heads = heads;
+    c.d_model = D, c.n_layers = layers, c.vocab = 13, c.max_pos = 16, c.pos_emb = pe;
+    ml_mixer_opt_set(&c, "n_heads", heads);
     c.seed = seed;
     ml_model *m = ml_model_new(&c);
     ck_assert_msg(m != NULL, "%s: %s", v->label, ml_last_error());
@@ -74,9 +76,14 @@ START_TEST(registry_descriptors) {
         const ml_mixer_type *t = ml_mixer_at(i);
         ck_assert_msg(t->build && t->forward && t->rec_new && t->rec_step && t->rec_free && t->flops, "%s", t->name);
         ck_assert_ptr_eq(ml_mixer_find(t->name), t);
-        for (int o = 0; o < ML_MIXER_MAX_OPTIONS && t->options[o]; o++) { /* options it reads: real, not common */
-            const ml_model_option *opt = ml_model_option_find(t->options[o]);
-            ck_assert_msg(opt && !opt->common, "%s: option %s", t->name, t->options[o]);
+        /* its own options: in the table, not common, declared alike by every mixer that shares one */
+        for (int o = 0; o < ML_MIXER_MAX_OPTIONS && t->options[o].name; o++) {
+            const ml_model_option *own = &t->options[o], *opt = ml_model_option_find(own->name);
+            ck_assert_msg(opt && opt->mixer && !own->common && ml_mixer_reads(t, opt), "%s: option %s", t->name, own->name);
+            ck_assert_msg(own->type == opt->type && own->def == opt->def && own->lo == opt->lo && own->hi == opt->hi &&
+                              own->key == opt->key,
+                          "%s: option %s is declared unlike another mixer's", t->name, own->name);
+            ck_assert_msg(own->doc && own->doc[0], "%s: option %s has no doc line", t->name, own->name);
         }
         for (int a = 0; a < ML_MIXER_MAX_ALIASES && t->aliases[a].name; a++) {
             ck_assert_ptr_null(ml_mixer_find(t->aliases[a].name));
@@ -95,8 +102,8 @@ START_TEST(registry_descriptors) {
         ml_model *m = ml_model_new(&c);
         ck_assert_msg(m != NULL, "%s: %s", variants[v].label, ml_last_error());
         ck_assert_str_eq(m->cfg.arch, variants[v].arch);
-        ck_assert_int_eq(m->cfg.no_conv, variants[v].no_conv);
-        ck_assert_int_eq(m->cfg.long_only, variants[v].long_only);
+        ck_assert_int_eq(ml_mixer_opt(&m->cfg, "no_conv"), variants[v].no_conv);
+        ck_assert_int_eq(ml_mixer_opt(&m->cfg, "long_only"), variants[v].long_only);
         ck_assert_int_eq(ml_model_count(m), variants[v].nope);
         ml_model_free(m);
     }
@@ -326,7 +333,7 @@ END_TEST
 START_TEST(config_errors) {
     ml_model_config c;
     ml_model_config_defaults(&c, "base_conv");
-    c.d_conv = 0;
+    ml_mixer_opt_set(&c, "d_conv", 0);
     ck_assert_ptr_null(ml_model_new(&c));
     ck_assert_msg(strstr(ml_last_error(), "d_conv"), "%s", ml_last_error());
     ml_model_config_defaults(&c, "h3");
@@ -334,12 +341,12 @@ START_TEST(config_errors) {
     ck_assert_ptr_null(ml_model_new(&c));
     ck_assert_msg(strstr(ml_last_error(), "d_model"), "%s", ml_last_error());
     ml_model_config_defaults(&c, "based");
-    c.feature_dim = 17;
+    ml_mixer_opt_set(&c, "feature_dim", 17);
     ck_assert_ptr_null(ml_model_new(&c));
     ck_assert_msg(strstr(ml_last_error(), "feature_dim"), "%s", ml_last_error());
     /* docs/mixers.md, "Layer choices and variants": mamba_without_conv ignores d_conv */
     ml_model_config_defaults(&c, "mamba");
-    c.no_conv = true, c.d_conv = 2, c.pos_emb = false;
+    ml_mixer_opt_set(&c, "no_conv", true), ml_mixer_opt_set(&c, "d_conv", 2), c.pos_emb = false;
     ml_model *m = ml_model_new(&c);
     ck_assert_int_eq(ml_model_count(m), 590080);
     ml_model_free(m);

@@ -110,7 +110,8 @@ END_TEST
 static ml_model *tiny(const char *arch, int layers, bool pe) {
     ml_model_config c;
     ml_model_config_defaults(&c, arch);
-    c.d_model = 8, c.n_layers = layers, c.vocab = 13, c.max_pos = 16, c.pos_emb = pe, c.n_heads = 2;
+    c.d_model = 8, c.n_layers = layers, c.vocab = 13, c.max_pos = 16, c.pos_emb = pe;
+    ml_mixer_opt_set(&c, "n_heads", 2);
     ml_model *m = ml_model_new(&c);
     ck_assert_msg(m != NULL, "%s", ml_last_error());
     return m;
@@ -442,13 +443,40 @@ START_TEST(matches_pytorch_fixture) {
 }
 END_TEST
 
+/* The options table: the common options, then each mixer's own once, in a slot of its own, with
+ * the mixer's default; ml_mixer_opt reads what ml_option_set wrote. */
+START_TEST(options_table) {
+    ml_model_config c;
+    ml_model_config_defaults(&c, "mamba");
+    bool slot_used[ML_MIXER_OPTION_SLOTS] = {false};
+    bool mixers_begun = false;
+    for (int i = 0; i < ml_model_option_count(); i++) {
+        const ml_model_option *o = ml_model_option_at(i);
+        ck_assert_ptr_eq(ml_model_option_find(o->name), o); /* names are unique */
+        ck_assert_msg(!(mixers_begun && !o->mixer), "%s: a common option after the mixers'", o->name);
+        mixers_begun = mixers_begun || o->mixer;
+        if (!o->mixer) continue;
+        ck_assert_msg(!o->common && o->slot >= 0 && o->slot < ML_MIXER_OPTION_SLOTS && !slot_used[o->slot], "%s", o->name);
+        slot_used[o->slot] = true;
+        ck_assert_int_eq(ml_mixer_opt(&c, o->name), o->def);
+        ml_option_set(&c, o, o->type == ML_OPT_BOOL ? 1 : o->hi);
+        ck_assert_int_eq(ml_mixer_opt(&c, o->name), o->type == ML_OPT_BOOL ? 1 : o->hi);
+    }
+    ck_assert(mixers_begun);
+    ml_mixer_opt_set(&c, "d_state", 7);
+    ck_assert_int_eq(ml_option_get(&c, ml_model_option_find("d_state")), 7);
+    ck_assert(ml_mixer_reads(ml_mixer_find("based"), ml_model_option_find("long_only"))); /* its BaseConv layers' */
+    ck_assert(!ml_mixer_reads(ml_mixer_find("hyena"), ml_model_option_find("n_heads")));
+}
+END_TEST
+
 START_TEST(config_validation) {
     ml_model_config c;
     ml_model_config_defaults(&c, "transformer");
     ck_assert_ptr_null(ml_model_new(&c));
     ck_assert_msg(strstr(ml_last_error(), "option 'arch'"), "%s", ml_last_error());
     ml_model_config_defaults(&c, "attention");
-    c.n_heads = 3;
+    ml_mixer_opt_set(&c, "n_heads", 3);
     ck_assert_ptr_null(ml_model_new(&c));
     ck_assert_msg(strstr(ml_last_error(), "n_heads"), "%s", ml_last_error());
     ml_model_config_defaults(&c, "attention");
@@ -502,6 +530,10 @@ START_TEST(runtime_mixer) {
     ck_assert_int_ne(ml_mixer_register(&clash), ML_OK);
     clash.name = "bad name";
     ck_assert_int_ne(ml_mixer_register(&clash), ML_OK);
+    clash.name = "with_options"; /* a runtime mixer's options are JSON, not table rows */
+    clash.options[0] = (ml_model_option)ML_OPTION_INT("k", 1, 1, 4, "k");
+    ck_assert_int_ne(ml_mixer_register(&clash), ML_OK);
+    ck_assert_msg(strstr(ml_last_error(), "declares options"), "%s", ml_last_error());
     ck_assert_int_eq(ml_mixer_registered_count(), 1);
     ck_assert_ptr_eq(ml_mixer_find("test_scale"), &scale_mixer);
     snprintf(c.mixer_options, sizeof c.mixer_options, "{\"k\":1}");
@@ -571,6 +603,7 @@ static Suite *suite(void) {
     tcase_add_test(mdl, training_reduces_loss);
     tcase_add_test(mdl, checkpoint_exact_resume);
     tcase_add_test(mdl, checkpoint_refuses_bad_files);
+    tcase_add_test(mdl, options_table);
     tcase_add_test(mdl, config_validation);
     tcase_add_test(mdl, matches_pytorch_fixture);
     tcase_add_test(mdl, runtime_mixer);

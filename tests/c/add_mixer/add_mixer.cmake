@@ -1,5 +1,6 @@
 # Adding a mixer, proved (docs/ARCHITECTURE.md, "Adding a mixer"): the steps the document gives,
-# applied to copies in the build tree, with tests/c/add_mixer/mixer_dummy.c as the new file:
+# applied to copies in the build tree, with tests/c/add_mixer/mixer_dummy.c as the new file (it
+# declares an option of its own, dummy_gain, which nothing else names):
 #   src/nn/mixers.c             the descriptor's name in the extern line and in registry[]
 #   tests/c/test_mixers.c       its row in variants[]
 #   tests/lua/test_mixers.lua   its row in nope
@@ -50,7 +51,10 @@ if(registry_ok AND variants_ok AND nope_ok)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME lua.test_add_mixer_no_row COMMAND mechlab_add_mixer tests/lua/test_mixers.lua
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(lua.test_add_mixer PROPERTIES ENVIRONMENT "${LUA_TEST_ENV}")
+  # its option of its own, declared in mixer_dummy.c only, reaches keys, config, forward and checkpoints
+  add_test(NAME lua.test_add_mixer_option COMMAND mechlab_add_mixer tests/c/add_mixer/test_dummy_option.lua
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lua.test_add_mixer lua.test_add_mixer_option PROPERTIES ENVIRONMENT "${LUA_TEST_ENV}")
   set_tests_properties(lua.test_add_mixer_no_row PROPERTIES ENVIRONMENT "${LUA_TEST_ENV}"
                        PASS_REGULAR_EXPRESSION "mixer 'dummy' has no row in nope")
 else()

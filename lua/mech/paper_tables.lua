@@ -17,7 +17,7 @@ local T = {}
 
 -- the report-step rows of each sweep, by sweep name
 T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ablation = "based-ablation-quick.csv",
-  atr_easy = "atr-easy-quick.csv", atr_hard = "atr-hard-quick.csv" }
+  atr_easy = "atr-easy-quick.csv", atr_hard = "atr-hard-quick.csv", atr_split = "atr-split-quick.csv" }
 -- the figure CSVs read for the filter and for sites the rows do not hold
 T.filter_csv = "docs/img/reproduction/filter.csv"
 T.figure_csvs = { "fig3b", "fig3c", "fig4b", "fig6b", "v3_next_key", "mamba_next_key" }
@@ -37,7 +37,8 @@ end
 --- The data the tables are made from, under root (the repository; default "."):
 --- {runs = {sweep = {by id}}, ids = {sweep = {ids in file order}}, fig = {id = rows}}. A run's entry
 --- has its test accuracy and Attrib (value, query, key) and, where the rows carry them, the filter
---- denominators (value_den, query_den, key_den; the later sweeps' rows have them) and its task.
+--- denominators (value_den, query_den, key_den; the later sweeps' rows have them) and its task;
+--- the same on the dev split, where a sweep evaluates it (the ATR split), in entry.dev.
 function T.load(root)
   root = root or "."
   local d = { runs = {}, ids = {}, fig = {} }
@@ -45,18 +46,20 @@ function T.load(root)
   for name, file in pairs(T.results) do
     local runs, ids = {}, {}
     for _, r in ipairs(sweep.results(root .. "/docs/results/" .. file)) do
-      if r.step_kind == "report" and r.split == "test" then
+      if r.step_kind == "report" and (r.split == "test" or r.split == "dev") then
         local e = runs[r.run]
         if not e then
           e = { id = r.run, arch = r.arch, d = r.d_model, d_conv = r.d_conv, seed = r.seed, lr = r.lr, pos_emb = r.pos_emb,
             long = r.run:find("long_only=true", 1, true) ~= nil, task = r.task }
           runs[r.run], ids[#ids + 1] = e, r.run
         end
+        if r.split == "dev" then e.dev = e.dev or {} end
+        local t = r.split == "dev" and e.dev or e
         -- the query type (KEY on AR, PARENT on ATR) does not matter here
         local p, what = r.metric:match("^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.(attrib[_den]*)$")
-        if r.metric == "accuracy" then e.accuracy = r.value
-        elseif p and pos_of[p] and what == "attrib" then e[pos_of[p]] = r.value
-        elseif p and pos_of[p] and what == "attrib_den" then e[pos_of[p] .. "_den"] = r.value end
+        if r.metric == "accuracy" then t.accuracy = r.value
+        elseif p and pos_of[p] and what == "attrib" then t[pos_of[p]] = r.value
+        elseif p and pos_of[p] and what == "attrib_den" then t[pos_of[p] .. "_den"] = r.value end
       end
     end
     d.runs[name], d.ids[name] = runs, ids
@@ -248,6 +251,13 @@ local function stats(d)
     end
   end
   s.hard_total = #d.ids.atr_hard
+  -- the ATR split: one run per arch and width, evaluated on dev and test
+  s.split = {}
+  for _, a in ipairs(paper.archs) do
+    s.split[a] = {}
+    for _, w in ipairs { 32, 64 } do s.split[a][w] = pick(d, { "atr_split" }, function(e) return e.arch == a and e.d == w end)[1] end
+  end
+  s.split_total = #d.ids.atr_split
   -- Fig. 4b's points of these settings must be the runs the denominators pass, no more, no fewer
   for _, st in ipairs(T.hard_settings) do
     local plotted = box_runs(d, "fig4b", { "atr_hard" }, function(g)
@@ -511,6 +521,78 @@ tables["atr-hard-attrib"] = function(s)
   return lines
 end
 
+-- the run of an ATR split cell on a split ("dev" or "test"): its fields
+local function on(e, split) return e and (split == "dev" and e.dev or e) or nil end
+
+tables["atr-split-accuracy"] = function(s)
+  local paper_says = { attention = "the highest test accuracy (d ≥ 32)", mamba = "the highest dev accuracy; memorises, " ..
+    "yet tests above the other non-Attention models", h3 = "generalises nearly as Attention", base_conv = "generalises very little" }
+  local function pair(a, f)
+    local parts = {}
+    for _, w in ipairs { 32, 64 } do
+      local e = s.split[a][w]
+      parts[#parts + 1] = e and e.dev and num(f(e), 3) or "–"
+    end
+    return table.concat(parts, " / ")
+  end
+  local lines = { "| architecture | dev, d = 32 / 64 | test, d = 32 / 64 | dev − test, d = 32 / 64 | the paper |",
+    "|---|---|---|---|---|" }
+  for _, a in ipairs(order6) do
+    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""),
+      pair(a, function(e) return e.dev.accuracy end), pair(a, function(e) return e.accuracy end),
+      pair(a, function(e) return e.dev.accuracy - e.accuracy end), paper_says[a] or "–" }
+  end
+  local best = {}
+  for _, split in ipairs { "dev", "test" } do
+    for _, w in ipairs { 32, 64 } do
+      local top, top_arch
+      for _, a in ipairs(order6) do
+        local e = on(s.split[a][w], split)
+        if e and e.accuracy and (not top or e.accuracy > top.accuracy) then top, top_arch = e, a end
+      end
+      if top then best[#best + 1] = string.format("%s at d = %d: %s", split, w, paper.arch_name(top_arch)) end
+    end
+  end
+  local quick_runs = 2 * #paper.archs -- the quick profile: every architecture at d = 32 and 64
+  lines[#lines + 1] = ""
+  para(lines, "(accuracy at the reported step, lr 1e-3, seed 42, 32 epochs, linear decay; the one run per cell is " ..
+    "also the best-dev run Fig. 5a selects. The most accurate: " .. table.concat(best, ", ") .. "." ..
+    (s.split_total < quick_runs and string.format(" –: not finished when the rows were taken (%d of the %d runs were).",
+      s.split_total, quick_runs) or "") .. ")")
+  return lines
+end
+
+tables["atr-split-attrib"] = function(s)
+  local paper_says = { attention = "induction", based = "induction", base_conv = "induction", hyena = "direct retrieval",
+    h3 = "direct retrieval", mamba = "direct retrieval" }
+  local on_test = { base_conv = "much less induction than on dev" }
+  local lines = { "| architecture | split | @ Value, d = 32 / 64 | @ Query | @ Key | the paper |", "|---|---|---|---|---|---|" }
+  local count, total, below = 0, 0, {}
+  for _, a in ipairs(order6) do
+    for _, split in ipairs { "dev", "test" } do
+      local function at(pos)
+        local parts = {}
+        for _, w in ipairs { 32, 64 } do
+          local e = on(s.split[a][w], split)
+          local ok = passes_at(e, pos)
+          if e and e[pos] ~= nil then
+            total = total + 1
+            if ok then count = count + 1 else below[#below + 1] = e end
+          end
+          parts[#parts + 1] = (not e or e[pos] == nil) and "–" or (ok and num(e[pos]) or "(" .. num(e[pos]) .. ")")
+        end
+        return table.concat(parts, " / ")
+      end
+      lines[#lines + 1] = row { paper.arch_name(a), split, at("value"), at("query"), at("key"), split == "test" and on_test[a] or paper_says[a] }
+    end
+  end
+  lines[#lines + 1] = ""
+  para(lines, string.format("(Attrib at the layer-1 block input, the key corrupted; Fig. 5c plots every run, unfiltered, " ..
+    "as the paper does. In parentheses: the %d of %d values whose run is below the 0.01 filter at that position and split, " ..
+    "by the denominators in the rows.)", #below, total))
+  return lines
+end
+
 ------------------------------------------------------------------------------------------------
 -- the claims ledger: a row per claim, mechlab's numbers computed here
 
@@ -611,6 +693,101 @@ local function claims(s)
       end
     end
   end
+  -- the ATR split: the most accurate architecture on a split at a width, and accuracies / Attrib
+  local function split_best(split, w)
+    local top, top_arch
+    for _, a in ipairs(paper.archs) do
+      local e = on(s.split[a][w], split)
+      if e and (not top or e.accuracy > top.accuracy) then top, top_arch = e, a end
+    end
+    return top and paper.arch_name(top_arch) or "–"
+  end
+  -- (a cell whose run has not finished shows "–")
+  local function split_per_width(a, f)
+    local parts = {}
+    for _, w in ipairs { 32, 64 } do
+      local e = s.split[a][w]
+      parts[#parts + 1] = e and e.dev and f(e) or "–"
+    end
+    return table.concat(parts, " / ")
+  end
+  local function split_acc(a, split)
+    return split_per_width(a, function(e) return num(on(e, split).accuracy, 3) end)
+  end
+  local function split_gap(a)
+    return split_per_width(a, function(e) return string.format("%s (%s)", num(e.accuracy, 2), num(e.dev.accuracy - e.accuracy, 2)) end)
+  end
+  -- the sum of Attrib at the positions, on dev then on test, per width
+  local function split_shift(a, positions)
+    local function sum(t) local v = 0; for _, pos in ipairs(positions) do v = v + t[pos] end return v end
+    return split_per_width(a, function(e) return num(sum(e.dev)) .. " → " .. num(sum(e)) end)
+  end
+  local function split_ranking()
+    local list = {}
+    for _, a in ipairs(paper.archs) do list[#list + 1] = a end
+    local function at64(a) return s.split[a][64] and s.split[a][64].accuracy or -1 end
+    table.sort(list, function(x, y) return at64(x) > at64(y) end)
+    for i, a in ipairs(list) do
+      list[i] = paper.arch_name(a) .. " " .. split_per_width(a, function(e) return num(e.accuracy, 2) end)
+    end
+    return table.concat(list, ", ")
+  end
+  -- the architectures whose ATR split runs have not all finished
+  local split_missing = {}
+  for _, a in ipairs(paper.archs) do
+    if not (s.split[a][32] and s.split[a][64]) then split_missing[#split_missing + 1] = paper.arch_name(a) end
+  end
+  local split_pending = #split_missing > 0 and (NS .. " yet: `atr_split` is still running (" ..
+    table.concat(split_missing, ", ") .. " not finished)") or nil
+  -- the verdicts, read from the rows once every run is there: each part of a claim, held or not
+  local function verdict(parts)
+    local held, failed = {}, {}
+    for _, p in ipairs(parts) do table.insert(p[1] and held or failed, p[2]) end
+    if #failed == 0 then return "agrees (" .. table.concat(held, "; ") .. ")" end
+    if #held == 0 then return "disagrees at this scale (not: " .. table.concat(failed, "; ") .. ")" end
+    return "agrees in part: " .. table.concat(held, "; ") .. "; but not: " .. table.concat(failed, "; ")
+  end
+  local function both(f) return f(32) and f(64) end
+  local function acc_of(a, w, split) return on(s.split[a][w], split).accuracy end
+  local verdict_split = {}
+  if not split_pending then
+    local function best_is(a, split) return both(function(w)
+      for _, b in ipairs(paper.archs) do if acc_of(b, w, split) > acc_of(a, w, split) then return false end end
+      return true end) end
+    local function gap(a, w) return acc_of(a, w, "dev") - acc_of(a, w, "test") end
+    local function above_others(a, except, f) return both(function(w)
+      for _, b in ipairs(paper.archs) do if b ~= a and b ~= except and f(b, w) >= f(a, w) then return false end end
+      return true end) end
+    local function test_acc(a, w) return acc_of(a, w, "test") end
+    local function sum(t, positions) local v = 0; for _, pos in ipairs(positions) do v = v + t[pos] end return v end
+    local function same(a, positions) return both(function(w)
+      local e = s.split[a][w]
+      return math.abs(sum(e.dev, positions) - sum(e, positions)) <= 0.2 end) end
+    verdict_split[18] = verdict {
+      { best_is("mamba", "dev"), "Mamba the most accurate on dev at both widths" },
+      { best_is("attention", "test"), "Attention the most accurate on test at both widths" } }
+    verdict_split[19] = verdict {
+      { above_others("mamba", nil, gap), "Mamba's dev − test gap the largest at both widths" },
+      { above_others("mamba", "attention", test_acc), "Mamba's test above every other non-Attention model's" },
+      { both(function(w) return math.abs(test_acc("h3", w) - test_acc("attention", w)) <= 0.05 end),
+        "H3's test within 0.05 of Attention's" },
+      { both(function(w) for _, b in ipairs(paper.archs) do if test_acc(b, w) < test_acc("base_conv", w) then return false end end
+        return true end), "BaseConv's test the lowest" } }
+    local same_all = true
+    for _, a in ipairs { "attention", "based" } do same_all = same_all and same(a, { "value" }) end
+    for _, a in ipairs { "hyena", "h3", "mamba" } do same_all = same_all and same(a, { "query", "key" }) end
+    verdict_split[20] = verdict {
+      { same_all, "Attention's and Based's @ Value and the SSMs' @ Query + @ Key within 0.2 between dev and test" },
+      { both(function(w) local e = s.split.base_conv[w]; return e.dev.value - e.value > 0.2 end),
+        "BaseConv's @ Value lower on test by more than 0.2" } }
+    verdict_split[21] = verdict {
+      { both(function(w)
+        for _, b in ipairs(paper.archs) do
+          if b ~= "attention" and b ~= "mamba" and test_acc(b, w) >= math.min(test_acc("attention", w), test_acc("mamba", w)) then
+            return false end
+        end
+        return true end), "Attention and Mamba the two most accurate on test at both widths" } }
+  end
   local nk4 = s.next_key_heat["mixer.conv|conv 4 next key"]
   local key_block = {}
   for k = 2, 4 do key_block[#key_block + 1] = num(mean_of(nk(s, "Key  block output", k))) end
@@ -687,15 +864,25 @@ local function claims(s)
     -- spec §8.2.3
     { "spec §8.2.3", "Mamba reaches the highest dev accuracy; Attention the highest test accuracy (d ≥ 32)",
       "best dev: Mamba; best test: Attention",
-      "not run", NS .. ": " .. settle.atr_split },
+      string.format("the most accurate (d = 32 / 64): dev %s / %s, test %s / %s; Mamba dev %s, Attention test %s",
+        split_best("dev", 32), split_best("dev", 64), split_best("test", 32), split_best("test", 64),
+        split_acc("mamba", "dev"), split_acc("attention", "test")),
+      split_pending or verdict_split[18] },
     { "spec §8.2.3", "Mamba memorises (high dev for its test); H3 generalises nearly as Attention; BaseConv very little",
-      "dev − test: Mamba high, H3 ≈ Attention, BaseConv low test", "not run", NS .. ": " .. settle.atr_split },
+      "dev − test: Mamba high, H3 ≈ Attention, BaseConv low test",
+      string.format("test (dev − test), d = 32 / 64: Attention %s, Mamba %s, H3 %s, BaseConv %s", split_gap("attention"),
+        split_gap("mamba"), split_gap("h3"), split_gap("base_conv")),
+      split_pending or verdict_split[19] },
     { "spec §8.2.3", "Mechanisms are the same on dev and test, except BaseConv (induction on dev, less on test)",
       "same Attrib on dev and test; BaseConv @ Value lower on test",
-      "not run", NS .. ": " .. settle.atr_split },
+      string.format("@ Value dev → test, d = 32 / 64: Attention %s, Based %s, BaseConv %s; @ Query + @ Key: Hyena %s, H3 %s, Mamba %s",
+        split_shift("attention", { "value" }), split_shift("based", { "value" }), split_shift("base_conv", { "value" }),
+        split_shift("hyena", { "query", "key" }), split_shift("h3", { "query", "key" }), split_shift("mamba", { "query", "key" })),
+      split_pending or verdict_split[20] },
     { "spec §8.2.3", "Induction is not more general than direct retrieval (Attention and Mamba generalise best)",
       "best test: Attention and Mamba",
-      "not run", NS .. ": " .. settle.atr_split },
+      string.format("test accuracy, d = 32 / 64, best first at d = 64: %s", split_ranking()),
+      split_pending or verdict_split[21] },
     -- spec §8.2.4
     { "spec §8.2.4", "Mamba: a step change between d_conv 1 and 2; without a short conv it fails AR", "< 7 % for d_conv 0, 1",
       string.format("d_conv 0, 1: at most %s; d_conv (d = 32 / 64) %s", num(low01, 3), table.concat(hi2, ", ")),
@@ -753,7 +940,7 @@ tables.claims = function(s)
 end
 
 T.ids = { "ar-accuracy", "ar-attrib", "mamba-conv-accuracy", "mamba-conv-attrib", "next-key", "based-accuracy",
-  "atr-easy", "atr-hard-accuracy", "atr-hard-attrib", "claims" }
+  "atr-easy", "atr-hard-accuracy", "atr-hard-attrib", "atr-split-accuracy", "atr-split-attrib", "claims" }
 
 --- Every table's text (its lines joined), by id.
 function T.render(d)

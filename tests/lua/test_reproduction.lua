@@ -148,6 +148,28 @@ T.test("atr_hard: a changed accuracy shows; a denominator that moves a run acros
   remove(root)
 end)
 
+T.test("atr_split: a changed dev accuracy shows in its table and the ledger", function()
+  local root = copy_root()
+  -- Attention at d = 64: its dev accuracy (the row of split dev), the best on dev at that width
+  alter_row(root, "atr-split-quick.csv", { "attention-d64", ",dev,accuracy," }, "0.05")
+  local ok, msgs = tables.run { root = root, check = true }
+  T.eq(ok, false)
+  T.eq(msgs, { "table 'claims' differs from the committed data", "table 'atr-split-accuracy' differs from the committed data" })
+  remove(root)
+end)
+
+T.test("Fig. 5a and 5c drawn from the committed rows are the committed figures", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  local ok = os.execute(string.format("%q experiments/paper.lua --dir %q --results docs/results fig5a fig5c > %q 2>&1", arg[-1],
+    dir, dir .. ".log"))
+  T.truthy(ok, read(dir .. ".log"))
+  for _, id in ipairs { "fig5a", "fig5c" } do
+    T.eq(read(dir .. "/figures/" .. id .. ".csv"), read("docs/img/reproduction/" .. id .. ".csv"), id)
+  end
+  os.execute(string.format("rm -rf %q %q", dir, dir .. ".log"))
+end)
+
 T.test("an unknown marker and a missing one are reported", function()
   local root = copy_root()
   local page = read(root .. "/docs/reproduction.md")

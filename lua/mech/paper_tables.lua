@@ -4,10 +4,12 @@
 --- `<!-- table: ID -->` and `<!-- end table -->`; the prose around it is left alone.
 ---   mechlab experiments/paper.lua --tables           rewrites the tables in docs/reproduction.md
 ---   mechlab experiments/paper.lua --tables --check   lists the tables that differ from the data
---- The rows carry no filter denominators (attrib_den), so which runs pass the paper's 0.01 filter
---- at a position is read from the figure that plotted them (Fig. 3b: the value, Fig. 3c: the query,
+--- The rows of ar, mamba_conv, based_ablation and atr_easy carry no filter denominators
+--- (attrib_den), so which of their runs pass the paper's 0.01 filter at a position is read from the
+--- figure that plotted them (Fig. 3b: the value, Fig. 3c: the query,
 --- Fig. 4b and 6b: each position): each plotted point is matched to its run by its values
 --- (9 significant digits, as the figure CSVs are written), and the table takes the run's rows.
+--- atr_hard's rows carry them; its filter is theirs, and Fig. 4b must plot exactly the runs it passes.
 local sweep = require "mech.sweep"
 local paper = require "mech.paper"
 
@@ -15,15 +17,28 @@ local T = {}
 
 -- the report-step rows of each sweep, by sweep name
 T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ablation = "based-ablation-quick.csv",
-  atr_easy = "atr-easy-quick.csv" }
+  atr_easy = "atr-easy-quick.csv", atr_hard = "atr-hard-quick.csv", atr_split = "atr-split-quick.csv" }
 -- the figure CSVs read for the filter and for sites the rows do not hold
 T.filter_csv = "docs/img/reproduction/filter.csv"
 T.figure_csvs = { "fig3b", "fig3c", "fig4b", "fig6b", "v3_next_key", "mamba_next_key" }
 
 local function fail(msg) error("paper_tables: " .. msg, 0) end
 
+-- the two settings of `atr_hard`, as Fig. 4 titles them
+T.hard_settings = { { preset = "pcfg_easy_8192", title = "(5, 8192)" }, { preset = "pcfg_10_20", title = "(10, 20)" } }
+
+-- does a run pass the paper's 0.01 filter at a position, by its own denominator (nil: not recorded)
+local function passes_at(e, pos)
+  local den = e and e[pos .. "_den"]
+  if den == nil then return nil end
+  return den > 0.01
+end
+
 --- The data the tables are made from, under root (the repository; default "."):
---- {runs = {sweep = {by id}}, ids = {sweep = {ids in file order}}, fig = {id = rows}}.
+--- {runs = {sweep = {by id}}, ids = {sweep = {ids in file order}}, fig = {id = rows}}. A run's entry
+--- has its test accuracy and Attrib (value, query, key) and, where the rows carry them, the filter
+--- denominators (value_den, query_den, key_den; the later sweeps' rows have them) and its task;
+--- the same on the dev split, where a sweep evaluates it (the ATR split), in entry.dev.
 function T.load(root)
   root = root or "."
   local d = { runs = {}, ids = {}, fig = {} }
@@ -31,16 +46,20 @@ function T.load(root)
   for name, file in pairs(T.results) do
     local runs, ids = {}, {}
     for _, r in ipairs(sweep.results(root .. "/docs/results/" .. file)) do
-      if r.step_kind == "report" and r.split == "test" then
+      if r.step_kind == "report" and (r.split == "test" or r.split == "dev") then
         local e = runs[r.run]
         if not e then
           e = { id = r.run, arch = r.arch, d = r.d_model, d_conv = r.d_conv, seed = r.seed, lr = r.lr, pos_emb = r.pos_emb,
-            long = r.run:find("long_only=true", 1, true) ~= nil }
+            long = r.run:find("long_only=true", 1, true) ~= nil, task = r.task }
           runs[r.run], ids[#ids + 1] = e, r.run
         end
+        if r.split == "dev" then e.dev = e.dev or {} end
+        local t = r.split == "dev" and e.dev or e
         -- the query type (KEY on AR, PARENT on ATR) does not matter here
-        local p = r.metric:match("^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.attrib$")
-        if r.metric == "accuracy" then e.accuracy = r.value elseif p and pos_of[p] then e[pos_of[p]] = r.value end
+        local p, what = r.metric:match("^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.(attrib[_den]*)$")
+        if r.metric == "accuracy" then t.accuracy = r.value
+        elseif p and pos_of[p] and what == "attrib" then t[pos_of[p]] = r.value
+        elseif p and pos_of[p] and what == "attrib_den" then t[pos_of[p] .. "_den"] = r.value end
       end
     end
     d.runs[name], d.ids[name] = runs, ids
@@ -130,12 +149,13 @@ local function scatter_runs(d, fig, sweeps, xpos, ypos)
   return match(pick(d, sweeps), points, fig .. ".csv")
 end
 
--- the filtered runs of each panel of a box figure: {position = runs}; group(name) gives where
-local function box_runs(d, fig, sweeps, group)
+-- the filtered runs of each panel of a box figure: {position = runs}; group(name) gives where;
+-- setting, when given, keeps the panels titled "@Position  <setting>" only
+local function box_runs(d, fig, sweeps, group, setting)
   local by, names = {}, { Value = "value", Query = "query", Key = "key" }
   for _, r in ipairs(d.fig[fig]) do
     local pos = names[r.panel:match("^@(%a+)")]
-    if pos then
+    if pos and (not setting or r.panel:sub(-#setting - 2) == "  " .. setting) then
       by[pos] = by[pos] or {}
       table.insert(by[pos], { label = r.group, where = group(r.group), values = { [pos] = r.value } })
     end
@@ -143,6 +163,12 @@ local function box_runs(d, fig, sweeps, group)
   local out = {}
   for pos, points in pairs(by) do out[pos] = match(pick(d, sweeps), points, fig .. ".csv (@" .. pos .. ")") end
   return out
+end
+
+local function in_set(list)
+  local set = {}
+  for _, e in ipairs(list) do set[e] = true end
+  return set
 end
 
 local function where_all(...)
@@ -208,8 +234,44 @@ local function stats(d)
     s.atr[a] = {}
     for _, w in ipairs { 32, 64 } do s.atr[a][w] = pick(d, { "atr_easy" }, function(e) return e.arch == a and e.d == w end)[1] end
   end
-  s.atr_filtered = box_runs(d, "fig4b", { "atr_easy" }, function(g) return arch_is(arch_by_name[g] or g) end)
+  local function by_name(g) return arch_is(arch_by_name[g] or g) end
+  s.atr_filtered = box_runs(d, "fig4b", { "atr_easy" }, by_name, "(5, 20)")
   s.atr_total = #d.ids.atr_easy
+  -- ATR (5, 8192) and (10, 20) (`atr_hard`): one run per setting, arch and width; its rows carry
+  -- the filter denominators
+  s.hard = {}
+  for _, st in ipairs(T.hard_settings) do
+    s.hard[st.preset] = {}
+    for _, a in ipairs(paper.archs) do
+      s.hard[st.preset][a] = {}
+      for _, w in ipairs { 32, 64 } do
+        s.hard[st.preset][a][w] = pick(d, { "atr_hard" }, function(e)
+          return e.arch == a and e.d == w and e.task:find(st.preset .. "-", 1, true) == 1 end)[1]
+      end
+    end
+  end
+  s.hard_total = #d.ids.atr_hard
+  -- the ATR split: one run per arch and width, evaluated on dev and test
+  s.split = {}
+  for _, a in ipairs(paper.archs) do
+    s.split[a] = {}
+    for _, w in ipairs { 32, 64 } do s.split[a][w] = pick(d, { "atr_split" }, function(e) return e.arch == a and e.d == w end)[1] end
+  end
+  s.split_total = #d.ids.atr_split
+  -- Fig. 4b's points of these settings must be the runs the denominators pass, no more, no fewer
+  for _, st in ipairs(T.hard_settings) do
+    local plotted = box_runs(d, "fig4b", { "atr_hard" }, function(g)
+      return where_all(by_name(g), function(e) return e.task:find(st.preset .. "-", 1, true) == 1 end) end, st.title)
+    for _, pos in ipairs { "value", "query", "key" } do
+      local got = in_set(plotted[pos] or {})
+      for _, e in ipairs(pick(d, { "atr_hard" }, function(e) return e.task:find(st.preset .. "-", 1, true) == 1 end)) do
+        if passes_at(e, pos) ~= (got[e] == true) then
+          fail(string.format("fig4b.csv (@%s %s): run %s %s the filter (attrib_den %s) but %s plotted", pos, st.title, e.id,
+            passes_at(e, pos) and "passes" or "fails", g9(e[pos .. "_den"]), got[e] and "is" or "is not"))
+        end
+      end
+    end
+  end
   -- v3 next key: the per-run values Fig. v3_next_key plotted (layer 0; filtered per panel) and
   -- the mixer-internal means of the mamba_next_key heatmap
   s.next_key = {}
@@ -223,12 +285,6 @@ local function stats(d)
     if type(r.value) == "number" then s.next_key_heat[r.ylabel .. "|" .. r.xlabel] = r.value end
   end
   return s
-end
-
-local function in_set(list)
-  local set = {}
-  for _, e in ipairs(list) do set[e] = true end
-  return set
 end
 
 -- the runs of list that are in the filtered set
@@ -396,6 +452,147 @@ tables["atr-easy"] = function(s)
   return lines
 end
 
+local order6 = { "attention", "based", "base_conv", "hyena", "h3", "mamba" }
+
+tables["atr-hard-accuracy"] = function(s)
+  local paper_says = { attention = "beats Mamba only at (5, 8192), d ≤ 64", mamba = "matches or beats every " ..
+    "architecture at \\|Σ\\| = 20, most clearly at (10, 20)" }
+  local function pair(e32, e64) return (e32 and num(e32.accuracy, 3) or "–") .. " / " .. (e64 and num(e64.accuracy, 3) or "–") end
+  local lines = { "| architecture | (5, 20), d = 32 / 64 | (5, 8192), d = 32 / 64 | (10, 20), d = 32 / 64 | the paper |",
+    "|---|---|---|---|---|" }
+  for _, a in ipairs(order6) do
+    local cells = { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""), pair(s.atr[a][32], s.atr[a][64]) }
+    for _, st in ipairs(T.hard_settings) do cells[#cells + 1] = pair(s.hard[st.preset][a][32], s.hard[st.preset][a][64]) end
+    cells[#cells + 1] = paper_says[a] or "–"
+    lines[#lines + 1] = row(cells)
+  end
+  -- the best architecture per setting and width
+  local best = {}
+  for _, st in ipairs(T.hard_settings) do
+    for _, w in ipairs { 32, 64 } do
+      local top
+      for _, a in ipairs(order6) do
+        local e = s.hard[st.preset][a][w]
+        if e and (not top or e.accuracy > top.accuracy) then top = e end
+      end
+      best[#best + 1] = string.format("%s at d = %d: %s", st.title, w, paper.arch_name(top.arch))
+    end
+  end
+  lines[#lines + 1] = ""
+  para(lines, "(test accuracy at the reported step, lr 1e-3, seed 42; (5, 20) after 32 epochs, the two `atr_hard` " ..
+    "settings after 5. The most accurate: " .. table.concat(best, ", ") .. ".)")
+  return lines
+end
+
+tables["atr-hard-attrib"] = function(s)
+  local paper_says = { attention = "induction", based = "induction", base_conv = "induction" }
+  local ssm = { ["(5, 8192)"] = "direct retrieval, mainly layer 1 (@ Key)", ["(10, 20)"] = "direct retrieval, @ Key and @ Query mixed" }
+  local lines = { "| setting | architecture | @ Value, d = 32 / 64 | @ Query | @ Key | the paper |", "|---|---|---|---|---|---|" }
+  local count, failing = { value = 0, query = 0, key = 0 }, {}
+  for _, st in ipairs(T.hard_settings) do
+    for _, a in ipairs(order6) do
+      local function at(pos)
+        local parts = {}
+        for _, w in ipairs { 32, 64 } do
+          local e = s.hard[st.preset][a][w]
+          local ok = passes_at(e, pos)
+          if ok then count[pos] = count[pos] + 1 end
+          -- a run below the position's filter: its value in parentheses
+          parts[#parts + 1] = not e and "–" or (ok and num(e[pos]) or "(" .. num(e[pos]) .. ")")
+        end
+        return table.concat(parts, " / ")
+      end
+      lines[#lines + 1] = row { st.title, paper.arch_name(a), at("value"), at("query"), at("key"), paper_says[a] or ssm[st.title] }
+      for _, w in ipairs { 32, 64 } do
+        local e, below = s.hard[st.preset][a][w], {}
+        for _, pos in ipairs { "value", "query", "key" } do if e and passes_at(e, pos) == false then below[#below + 1] = pos end end
+        if #below > 0 then
+          failing[#failing + 1] = string.format("%s at d = %d on %s (accuracy %s) at the %s", paper.arch_name(a), w, st.title,
+            num(e.accuracy, 3), table.concat(below, ", "))
+        end
+      end
+    end
+  end
+  lines[#lines + 1] = ""
+  para(lines, string.format("(Attrib at the layer-1 block input, the key corrupted. Runs passing the 0.01 filter, " ..
+    "from their own denominators in the rows: %d of %d at the value, %d at the query, %d at the key; below it: %s, " ..
+    "its values in parentheses.)", count.value, s.hard_total, count.query, count.key,
+    #failing > 0 and table.concat(failing, "; ") or "none"))
+  return lines
+end
+
+-- the run of an ATR split cell on a split ("dev" or "test"): its fields
+local function on(e, split) return e and (split == "dev" and e.dev or e) or nil end
+
+tables["atr-split-accuracy"] = function(s)
+  local paper_says = { attention = "the highest test accuracy (d ≥ 32)", mamba = "the highest dev accuracy; memorises, " ..
+    "yet tests above the other non-Attention models", h3 = "generalises nearly as Attention", base_conv = "generalises very little" }
+  local function pair(a, f)
+    local parts = {}
+    for _, w in ipairs { 32, 64 } do
+      local e = s.split[a][w]
+      parts[#parts + 1] = e and e.dev and num(f(e), 3) or "–"
+    end
+    return table.concat(parts, " / ")
+  end
+  local lines = { "| architecture | dev, d = 32 / 64 | test, d = 32 / 64 | dev − test, d = 32 / 64 | the paper |",
+    "|---|---|---|---|---|" }
+  for _, a in ipairs(order6) do
+    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""),
+      pair(a, function(e) return e.dev.accuracy end), pair(a, function(e) return e.accuracy end),
+      pair(a, function(e) return e.dev.accuracy - e.accuracy end), paper_says[a] or "–" }
+  end
+  local best = {}
+  for _, split in ipairs { "dev", "test" } do
+    for _, w in ipairs { 32, 64 } do
+      local top, top_arch
+      for _, a in ipairs(order6) do
+        local e = on(s.split[a][w], split)
+        if e and e.accuracy and (not top or e.accuracy > top.accuracy) then top, top_arch = e, a end
+      end
+      if top then best[#best + 1] = string.format("%s at d = %d: %s", split, w, paper.arch_name(top_arch)) end
+    end
+  end
+  local quick_runs = 2 * #paper.archs -- the quick profile: every architecture at d = 32 and 64
+  lines[#lines + 1] = ""
+  para(lines, "(accuracy at the reported step, lr 1e-3, seed 42, 32 epochs, linear decay; the one run per cell is " ..
+    "also the best-dev run Fig. 5a selects. The most accurate: " .. table.concat(best, ", ") .. "." ..
+    (s.split_total < quick_runs and string.format(" –: not finished when the rows were taken (%d of the %d runs were).",
+      s.split_total, quick_runs) or "") .. ")")
+  return lines
+end
+
+tables["atr-split-attrib"] = function(s)
+  local paper_says = { attention = "induction", based = "induction", base_conv = "induction", hyena = "direct retrieval",
+    h3 = "direct retrieval", mamba = "direct retrieval" }
+  local on_test = { base_conv = "much less induction than on dev" }
+  local lines = { "| architecture | split | @ Value, d = 32 / 64 | @ Query | @ Key | the paper |", "|---|---|---|---|---|---|" }
+  local count, total, below = 0, 0, {}
+  for _, a in ipairs(order6) do
+    for _, split in ipairs { "dev", "test" } do
+      local function at(pos)
+        local parts = {}
+        for _, w in ipairs { 32, 64 } do
+          local e = on(s.split[a][w], split)
+          local ok = passes_at(e, pos)
+          if e and e[pos] ~= nil then
+            total = total + 1
+            if ok then count = count + 1 else below[#below + 1] = e end
+          end
+          parts[#parts + 1] = (not e or e[pos] == nil) and "–" or (ok and num(e[pos]) or "(" .. num(e[pos]) .. ")")
+        end
+        return table.concat(parts, " / ")
+      end
+      lines[#lines + 1] = row { paper.arch_name(a), split, at("value"), at("query"), at("key"), split == "test" and on_test[a] or paper_says[a] }
+    end
+  end
+  lines[#lines + 1] = ""
+  para(lines, string.format("(Attrib at the layer-1 block input, the key corrupted; Fig. 5c plots every run, unfiltered, " ..
+    "as the paper does. In parentheses: the %d of %d values whose run is below the 0.01 filter at that position and split, " ..
+    "by the denominators in the rows.)", #below, total))
+  return lines
+end
+
 ------------------------------------------------------------------------------------------------
 -- the claims ledger: a row per claim, mechlab's numbers computed here
 
@@ -410,7 +607,11 @@ local function max_acc(lists)
 end
 
 local settle = {
-  atr_hard = "`atr_hard` (24 runs, 1.98 h)", atr_split = "`atr_split` (12 runs, 1.39 h)",
+  -- atr_hard's quick profile trains 5 of the paper's 32 epochs (1.98 h); all 32: x 32 / 5
+  atr_hard = "`atr_hard` at the paper's 32 epochs (24 runs, ≈ 12.7 h on 2 cores) and the best of five learning rates",
+  -- atr_easy's quick runs at atr_hard's 5 epochs: 2.89 h x 5 / 32
+  atr_easy5 = "the (5, 20) main curves at 5 epochs, as `atr_hard` (12 runs, ≈ 0.45 h)",
+  atr_split = "`atr_split` (12 runs, 1.39 h)",
   ar_layers = "`ar_layers` (24 runs, 1.98 h)", atr_1layer = "`atr_1layer` (12 runs, 1.46 h)",
   sibling = "`sibling` (36 runs, 1.79 h)", delta_net = "`delta_net` (4 runs, 0.39 h)",
   atr_mamba_conv = "`atr_mamba_conv` (8 runs, 1.91 h)",
@@ -453,6 +654,140 @@ local function claims(s)
     for _, w in ipairs { 32, 64 } do atr_lo, atr_hi = math.min(atr_lo, s.atr[a][w].accuracy), math.max(atr_hi, s.atr[a][w].accuracy) end
   end
   local function atr_attrib(a, pos) return num(s.atr[a][32][pos]) .. " / " .. num(s.atr[a][64][pos]) end
+  -- the `atr_hard` settings: accuracy and Attrib at d = 32 / 64 (a value below the filter in parentheses)
+  local function hard_acc(preset, a)
+    return num(s.hard[preset][a][32].accuracy, 3) .. " / " .. num(s.hard[preset][a][64].accuracy, 3)
+  end
+  -- @ Query / @ Key of the d = 32 run, then of the d = 64 run
+  local function qk_of(preset, a)
+    local parts = {}
+    for _, w in ipairs { 32, 64 } do
+      local e = s.hard[preset][a][w]
+      local function v(pos) return passes_at(e, pos) and num(e[pos]) or "(" .. num(e[pos]) .. ")" end
+      parts[#parts + 1] = v("query") .. " / " .. v("key")
+    end
+    return paper.arch_name(a) .. " " .. table.concat(parts, " and ")
+  end
+  local function hard_attrib(preset, a, pos)
+    local parts = {}
+    for _, w in ipairs { 32, 64 } do
+      local e = s.hard[preset][a][w]
+      parts[#parts + 1] = passes_at(e, pos) and num(e[pos]) or "(" .. num(e[pos]) .. ")"
+    end
+    return table.concat(parts, " / ")
+  end
+  -- how far an architecture's accuracy is ahead of the best other one at a width (negative: behind)
+  local atr5 = {}
+  for _, a in ipairs(paper.archs) do atr5[a] = s.atr[a] end
+  local function lead(by_arch, a, w)
+    local other = -1
+    for _, b in ipairs(paper.archs) do if b ~= a then other = math.max(other, by_arch[b][w].accuracy) end end
+    return num(by_arch[a][w].accuracy - other, 3)
+  end
+  local max_hard_value = -1
+  for _, st in ipairs(T.hard_settings) do
+    for _, a in ipairs { "hyena", "h3", "mamba" } do
+      for _, w in ipairs { 32, 64 } do
+        local e = s.hard[st.preset][a][w]
+        if passes_at(e, "value") then max_hard_value = math.max(max_hard_value, e.value) end
+      end
+    end
+  end
+  -- the ATR split: the most accurate architecture on a split at a width, and accuracies / Attrib
+  local function split_best(split, w)
+    local top, top_arch
+    for _, a in ipairs(paper.archs) do
+      local e = on(s.split[a][w], split)
+      if e and (not top or e.accuracy > top.accuracy) then top, top_arch = e, a end
+    end
+    return top and paper.arch_name(top_arch) or "–"
+  end
+  -- (a cell whose run has not finished shows "–")
+  local function split_per_width(a, f)
+    local parts = {}
+    for _, w in ipairs { 32, 64 } do
+      local e = s.split[a][w]
+      parts[#parts + 1] = e and e.dev and f(e) or "–"
+    end
+    return table.concat(parts, " / ")
+  end
+  local function split_acc(a, split)
+    return split_per_width(a, function(e) return num(on(e, split).accuracy, 3) end)
+  end
+  local function split_gap(a)
+    return split_per_width(a, function(e) return string.format("%s (%s)", num(e.accuracy, 2), num(e.dev.accuracy - e.accuracy, 2)) end)
+  end
+  -- the sum of Attrib at the positions, on dev then on test, per width
+  local function split_shift(a, positions)
+    local function sum(t) local v = 0; for _, pos in ipairs(positions) do v = v + t[pos] end return v end
+    return split_per_width(a, function(e) return num(sum(e.dev)) .. " → " .. num(sum(e)) end)
+  end
+  local function split_ranking()
+    local list = {}
+    for _, a in ipairs(paper.archs) do list[#list + 1] = a end
+    local function at64(a) return s.split[a][64] and s.split[a][64].accuracy or -1 end
+    table.sort(list, function(x, y) return at64(x) > at64(y) end)
+    for i, a in ipairs(list) do
+      list[i] = paper.arch_name(a) .. " " .. split_per_width(a, function(e) return num(e.accuracy, 2) end)
+    end
+    return table.concat(list, ", ")
+  end
+  -- the architectures whose ATR split runs have not all finished
+  local split_missing = {}
+  for _, a in ipairs(paper.archs) do
+    if not (s.split[a][32] and s.split[a][64]) then split_missing[#split_missing + 1] = paper.arch_name(a) end
+  end
+  local split_pending = #split_missing > 0 and (NS .. " yet: `atr_split` is still running (" ..
+    table.concat(split_missing, ", ") .. " not finished)") or nil
+  -- the verdicts, read from the rows once every run is there: each part of a claim, held or not
+  local function verdict(parts)
+    local held, failed = {}, {}
+    for _, p in ipairs(parts) do table.insert(p[1] and held or failed, p[2]) end
+    if #failed == 0 then return "agrees (" .. table.concat(held, "; ") .. ")" end
+    if #held == 0 then return "disagrees at this scale (not: " .. table.concat(failed, "; ") .. ")" end
+    return "agrees in part: " .. table.concat(held, "; ") .. "; but not: " .. table.concat(failed, "; ")
+  end
+  local function both(f) return f(32) and f(64) end
+  local function acc_of(a, w, split) return on(s.split[a][w], split).accuracy end
+  local verdict_split = {}
+  if not split_pending then
+    local function best_is(a, split) return both(function(w)
+      for _, b in ipairs(paper.archs) do if acc_of(b, w, split) > acc_of(a, w, split) then return false end end
+      return true end) end
+    local function gap(a, w) return acc_of(a, w, "dev") - acc_of(a, w, "test") end
+    local function above_others(a, except, f) return both(function(w)
+      for _, b in ipairs(paper.archs) do if b ~= a and b ~= except and f(b, w) >= f(a, w) then return false end end
+      return true end) end
+    local function test_acc(a, w) return acc_of(a, w, "test") end
+    local function sum(t, positions) local v = 0; for _, pos in ipairs(positions) do v = v + t[pos] end return v end
+    local function same(a, positions) return both(function(w)
+      local e = s.split[a][w]
+      return math.abs(sum(e.dev, positions) - sum(e, positions)) <= 0.2 end) end
+    verdict_split[18] = verdict {
+      { best_is("mamba", "dev"), "Mamba the most accurate on dev at both widths" },
+      { best_is("attention", "test"), "Attention the most accurate on test at both widths" } }
+    verdict_split[19] = verdict {
+      { above_others("mamba", nil, gap), "Mamba's dev − test gap the largest at both widths" },
+      { above_others("mamba", "attention", test_acc), "Mamba's test above every other non-Attention model's" },
+      { both(function(w) return math.abs(test_acc("h3", w) - test_acc("attention", w)) <= 0.05 end),
+        "H3's test within 0.05 of Attention's" },
+      { both(function(w) for _, b in ipairs(paper.archs) do if test_acc(b, w) < test_acc("base_conv", w) then return false end end
+        return true end), "BaseConv's test the lowest" } }
+    local same_all = true
+    for _, a in ipairs { "attention", "based" } do same_all = same_all and same(a, { "value" }) end
+    for _, a in ipairs { "hyena", "h3", "mamba" } do same_all = same_all and same(a, { "query", "key" }) end
+    verdict_split[20] = verdict {
+      { same_all, "Attention's and Based's @ Value and the SSMs' @ Query + @ Key within 0.2 between dev and test" },
+      { both(function(w) local e = s.split.base_conv[w]; return e.dev.value - e.value > 0.2 end),
+        "BaseConv's @ Value lower on test by more than 0.2" } }
+    verdict_split[21] = verdict {
+      { both(function(w)
+        for _, b in ipairs(paper.archs) do
+          if b ~= "attention" and b ~= "mamba" and test_acc(b, w) >= math.min(test_acc("attention", w), test_acc("mamba", w)) then
+            return false end
+        end
+        return true end), "Attention and Mamba the two most accurate on test at both widths" } }
+  end
   local nk4 = s.next_key_heat["mixer.conv|conv 4 next key"]
   local key_block = {}
   for k = 2, 4 do key_block[#key_block + 1] = num(mean_of(nk(s, "Key  block output", k))) end
@@ -492,36 +827,62 @@ local function claims(s)
       "70–97 %, Mamba best", string.format("%s–%s; Mamba %s (d = 32 / 64), the best at both", num(atr_lo, 2), num(atr_hi, 2),
         atr_acc(s, "mamba")), "agrees in direction: Mamba the best at both widths; at d = 32 some architectures are below 70 %" },
     { "spec §8.2.2", "Mamba matches or beats every architecture at every width when \\|Σ\\| = 20, most clearly at L_max = 10",
-      "Mamba best", "(5, 20) as above; (10, 20) not run", "agrees at (5, 20); (10, 20) " .. NS .. ": " .. settle.atr_hard },
-    { "spec §8.2.2", "Attention beats Mamba only at \\|Σ\\| = 8192 with d ≤ 64", "Attention > Mamba at 8192", "not run",
-      NS .. ": " .. settle.atr_hard },
-    { "spec §8.2.2", "Longer rules do not hurt Mamba", "(10, 20) ≈ (5, 20)", "not run", NS .. ": " .. settle.atr_hard },
+      "Mamba best", string.format("Mamba ahead of the next by (d = 32 / 64): (5, 20) %s / %s; (10, 20) %s / %s",
+        lead(atr5, "mamba", 32), lead(atr5, "mamba", 64), lead(s.hard.pcfg_10_20, "mamba", 32), lead(s.hard.pcfg_10_20, "mamba", 64)),
+      "agrees: the best at both settings and both widths, by more at (10, 20) (its runs had 5 epochs, (5, 20)'s 32)" },
+    { "spec §8.2.2", "Attention beats Mamba only at \\|Σ\\| = 8192 with d ≤ 64", "Attention > Mamba at 8192",
+      string.format("(5, 8192), d = 32 / 64: Attention %s, Mamba %s, Based %s", hard_acc("pcfg_easy_8192", "attention"),
+        hard_acc("pcfg_easy_8192", "mamba"), hard_acc("pcfg_easy_8192", "based")),
+      "disagrees at this scale: Mamba beats Attention at (5, 8192) too, Based is the best there; 5 epochs, one lr: " ..
+      settle.atr_hard },
+    { "spec §8.2.2", "Longer rules do not hurt Mamba", "(10, 20) ≈ (5, 20)",
+      string.format("Mamba (5, 20) %s (32 epochs), (10, 20) %s (5 epochs), the best at (10, 20)", atr_acc(s, "mamba"),
+        hard_acc("pcfg_10_20", "mamba")),
+      NS .. " (the two settings were trained for 32 and 5 epochs): " .. settle.atr_easy5 },
     { "spec §8.2.2", "Attention, Based and BaseConv mainly use induction on ATR", "@ Value high",
-      string.format("@ Value (d = 32 / 64): Attention %s, Based %s, BaseConv %s", atr_attrib("attention", "value"),
-        atr_attrib("based", "value"), atr_attrib("base_conv", "value")),
-      "agrees at d = 64; at d = 32 disagrees for Attention (@ Query " .. num(s.atr.attention[32].query) .. "), partly for BaseConv" },
+      string.format("@ Value (d = 32 / 64): Attention %s, Based %s, BaseConv %s at (5, 20); %s, %s, %s at (5, 8192); " ..
+        "%s, %s, %s at (10, 20)", atr_attrib("attention", "value"), atr_attrib("based", "value"), atr_attrib("base_conv", "value"),
+        hard_attrib("pcfg_easy_8192", "attention", "value"), hard_attrib("pcfg_easy_8192", "based", "value"),
+        hard_attrib("pcfg_easy_8192", "base_conv", "value"), hard_attrib("pcfg_10_20", "attention", "value"),
+        hard_attrib("pcfg_10_20", "based", "value"), hard_attrib("pcfg_10_20", "base_conv", "value")),
+      "agrees for Based in every setting; for Attention only at d = 64 on (5, 20) and (5, 8192) (at d = 32 and on " ..
+      "(10, 20) it retrieves at the query, in layer 0: @ Query " .. hard_attrib("pcfg_10_20", "attention", "query") ..
+      " at (10, 20)); for BaseConv partly at \\|Σ\\| = 20 and not at 8192 (@ Key " ..
+      hard_attrib("pcfg_easy_8192", "base_conv", "key") .. ": layer-1 direct retrieval)" },
     { "spec §8.2.2", "Hyena, H3 and Mamba use direct retrieval on ATR", "@ Value ≈ 0",
-      string.format("@ Value: Hyena %s, H3 %s, Mamba %s", atr_attrib("hyena", "value"), atr_attrib("h3", "value"),
-        atr_attrib("mamba", "value")), "agrees" },
+      string.format("@ Value: Hyena %s, H3 %s, Mamba %s at (5, 20); at most %s in the other two settings",
+        atr_attrib("hyena", "value"), atr_attrib("h3", "value"), atr_attrib("mamba", "value"), num(max_hard_value)), "agrees" },
     { "spec §8.2.2", "At \\|Σ\\| = 8192 the direct-retrieval SSMs retrieve in layer 1 (@ Key); otherwise they mix @ Key and @ Query",
-      "mix at \\|Σ\\| = 20", string.format("(5, 20) @ Query / @ Key at d = 64: Hyena %s / %s, H3 %s / %s, Mamba %s / %s",
-        num(s.atr.hyena[64].query), num(s.atr.hyena[64].key), num(s.atr.h3[64].query), num(s.atr.h3[64].key),
-        num(s.atr.mamba[64].query), num(s.atr.mamba[64].key)),
-      "agrees for H3 and Mamba at (5, 20) (Hyena mostly @ Query); 8192 " .. NS .. ": " .. settle.atr_hard },
+      "@ Key at 8192, mix at \\|Σ\\| = 20", string.format("@ Query / @ Key at d = 32 and d = 64, (5, 8192): %s, %s, %s; " ..
+        "(10, 20): %s, %s, %s", qk_of("pcfg_easy_8192", "hyena"), qk_of("pcfg_easy_8192", "h3"), qk_of("pcfg_easy_8192", "mamba"),
+        qk_of("pcfg_10_20", "hyena"), qk_of("pcfg_10_20", "h3"), qk_of("pcfg_10_20", "mamba")),
+      "agrees for Mamba and H3 (8192: mostly @ Key; \\|Σ\\| = 20: mixed, as at (5, 20)); Hyena retrieves at the query " ..
+      "at \\|Σ\\| = 20 and is split at 8192 (d = 32 @ Key, d = 64 @ Query)" },
     { "spec §8.2.2", "Mamba is highly accurate without induction", "high accuracy, @ Value ≈ 0",
-      string.format("accuracy %s, @ Value %s (d = 32 / 64)", atr_acc(s, "mamba"), atr_attrib("mamba", "value")), "agrees" },
+      string.format("accuracy %s, @ Value %s (d = 32 / 64) at (5, 20); %s and %s at (10, 20)", atr_acc(s, "mamba"),
+        atr_attrib("mamba", "value"), hard_acc("pcfg_10_20", "mamba"), hard_attrib("pcfg_10_20", "mamba", "value")), "agrees" },
     -- spec §8.2.3
     { "spec §8.2.3", "Mamba reaches the highest dev accuracy; Attention the highest test accuracy (d ≥ 32)",
       "best dev: Mamba; best test: Attention",
-      "not run", NS .. ": " .. settle.atr_split },
+      string.format("the most accurate (d = 32 / 64): dev %s / %s, test %s / %s; Mamba dev %s, Attention test %s",
+        split_best("dev", 32), split_best("dev", 64), split_best("test", 32), split_best("test", 64),
+        split_acc("mamba", "dev"), split_acc("attention", "test")),
+      split_pending or verdict_split[18] },
     { "spec §8.2.3", "Mamba memorises (high dev for its test); H3 generalises nearly as Attention; BaseConv very little",
-      "dev − test: Mamba high, H3 ≈ Attention, BaseConv low test", "not run", NS .. ": " .. settle.atr_split },
+      "dev − test: Mamba high, H3 ≈ Attention, BaseConv low test",
+      string.format("test (dev − test), d = 32 / 64: Attention %s, Mamba %s, H3 %s, BaseConv %s", split_gap("attention"),
+        split_gap("mamba"), split_gap("h3"), split_gap("base_conv")),
+      split_pending or verdict_split[19] },
     { "spec §8.2.3", "Mechanisms are the same on dev and test, except BaseConv (induction on dev, less on test)",
       "same Attrib on dev and test; BaseConv @ Value lower on test",
-      "not run", NS .. ": " .. settle.atr_split },
+      string.format("@ Value dev → test, d = 32 / 64: Attention %s, Based %s, BaseConv %s; @ Query + @ Key: Hyena %s, H3 %s, Mamba %s",
+        split_shift("attention", { "value" }), split_shift("based", { "value" }), split_shift("base_conv", { "value" }),
+        split_shift("hyena", { "query", "key" }), split_shift("h3", { "query", "key" }), split_shift("mamba", { "query", "key" })),
+      split_pending or verdict_split[20] },
     { "spec §8.2.3", "Induction is not more general than direct retrieval (Attention and Mamba generalise best)",
       "best test: Attention and Mamba",
-      "not run", NS .. ": " .. settle.atr_split },
+      string.format("test accuracy, d = 32 / 64, best first at d = 64: %s", split_ranking()),
+      split_pending or verdict_split[21] },
     -- spec §8.2.4
     { "spec §8.2.4", "Mamba: a step change between d_conv 1 and 2; without a short conv it fails AR", "< 7 % for d_conv 0, 1",
       string.format("d_conv 0, 1: at most %s; d_conv (d = 32 / 64) %s", num(low01, 3), table.concat(hi2, ", ")),
@@ -579,7 +940,7 @@ tables.claims = function(s)
 end
 
 T.ids = { "ar-accuracy", "ar-attrib", "mamba-conv-accuracy", "mamba-conv-attrib", "next-key", "based-accuracy",
-  "atr-easy", "claims" }
+  "atr-easy", "atr-hard-accuracy", "atr-hard-attrib", "atr-split-accuracy", "atr-split-attrib", "claims" }
 
 --- Every table's text (its lines joined), by id.
 function T.render(d)

@@ -121,9 +121,53 @@ T.test("a changed ATR row and a changed seed gap show in their tables", function
   alter_row(root, "based-ablation-quick.csv", { "based-d64-k2-nope-lr0.001-s42", ",accuracy," }, "0.5")
   local ok, msgs = tables.run { root = root, check = true }
   T.eq(ok, false)
+  -- the (5, 20) accuracy is also a column of the atr_hard accuracy table
   T.eq(msgs, { "table 'claims' differs from the committed data", "table 'based-accuracy' differs from the committed data",
-    "table 'atr-easy' differs from the committed data" })
+    "table 'atr-easy' differs from the committed data", "table 'atr-hard-accuracy' differs from the committed data" })
   remove(root)
+end)
+
+T.test("atr_hard: a changed accuracy shows; a denominator that moves a run across the filter disagrees with Fig. 4b", function()
+  local root = copy_root()
+  alter_row(root, "atr-hard-quick.csv", { "pcfg_10_20-t42-numpy-mamba-d64", ",accuracy," }, "0.25")
+  local ok, msgs = tables.run { root = root, check = true }
+  T.eq(ok, false)
+  T.eq(msgs, { "table 'claims' differs from the committed data", "table 'atr-hard-accuracy' differs from the committed data" })
+  remove(root)
+  -- Based at d = 32 on (10, 20) passes the value's filter and is one of Fig. 4b's points
+  root = copy_root()
+  alter_row(root, "atr-hard-quick.csv", { "pcfg_10_20-t42-numpy-based-d32", "target_item_orig.block_input.attrib_den" },
+    "0.005")
+  T.raises(function() tables.run { root = root, check = true } end, "fails the filter (attrib_den 0.005) but is plotted")
+  remove(root)
+  -- H3 at d = 64 on (5, 8192) fails every filter: passing one, the table would show it unbracketed,
+  -- but Fig. 4b does not plot it
+  root = copy_root()
+  alter_row(root, "atr-hard-quick.csv", { "pcfg_easy_8192-t42-numpy-h3-d64", "query_item.block_input.attrib_den" }, "0.5")
+  T.raises(function() tables.run { root = root, check = true } end, "passes the filter (attrib_den 0.5) but is not plotted")
+  remove(root)
+end)
+
+T.test("atr_split: a changed dev accuracy shows in its table and the ledger", function()
+  local root = copy_root()
+  -- Attention at d = 64: its dev accuracy (the row of split dev), the best on dev at that width
+  alter_row(root, "atr-split-quick.csv", { "attention-d64", ",dev,accuracy," }, "0.05")
+  local ok, msgs = tables.run { root = root, check = true }
+  T.eq(ok, false)
+  T.eq(msgs, { "table 'claims' differs from the committed data", "table 'atr-split-accuracy' differs from the committed data" })
+  remove(root)
+end)
+
+T.test("Fig. 5a and 5c drawn from the committed rows are the committed figures", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  local ok = os.execute(string.format("%q experiments/paper.lua --dir %q --results docs/results fig5a fig5c > %q 2>&1", arg[-1],
+    dir, dir .. ".log"))
+  T.truthy(ok, read(dir .. ".log"))
+  for _, id in ipairs { "fig5a", "fig5c" } do
+    T.eq(read(dir .. "/figures/" .. id .. ".csv"), read("docs/img/reproduction/" .. id .. ".csv"), id)
+  end
+  os.execute(string.format("rm -rf %q %q", dir, dir .. ".log"))
 end)
 
 T.test("an unknown marker and a missing one are reported", function()

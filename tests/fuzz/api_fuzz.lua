@@ -8,14 +8,19 @@
 ---
 ---   mechlab tests/fuzz/api_fuzz.lua [seed=1] [calls=20000] [seconds=30] [slow=5] [dir=DIR] [log=FILE]
 ---
+--- reach=FILE writes every function and method with the number of calls it got and how many of
+--- them returned without an error ("name calls returned", one a line), so a campaign can show
+--- what it reached.
+---
 --- Every call is written to the log (flushed) before it runs, so `tail -1 FILE` reproduces a
 --- crash. Paths the fuzzer builds are under DIR (default: a fresh directory under /tmp); but any
 --- string it passes may be taken as a relative path (`mech.sys.mkdir("nan")`), so run it from an
 --- empty scratch directory: it refuses to start where it finds a CMakeLists.txt or a .git.
-local opts = { seed = 1, calls = 20000, seconds = 30, slow = 5, dir = false, log = false, avoid = "" }
+local opts = { seed = 1, calls = 20000, seconds = 30, slow = 5, dir = false, log = false, avoid = "",
+  reach = false }
 for _, a in ipairs(arg or {}) do
   local k, v = a:match("^([%w_]+)=(.*)$")
-  if not k or opts[k] == nil then error("api_fuzz.lua: unknown argument '" .. a .. "' (seed= calls= seconds= slow= dir= log=)") end
+  if not k or opts[k] == nil then error("api_fuzz.lua: unknown argument '" .. a .. "' (seed= calls= seconds= slow= dir= log= avoid= reach=)") end
   opts[k] = math.tointeger(tonumber(v)) or tonumber(v) or v
 end
 for _, marker in ipairs { "CMakeLists.txt", ".git" } do
@@ -281,7 +286,7 @@ local function show(v)
 end
 
 local counts = { calls = 0, errors = 0 }
-local per_fn = {}
+local per_fn, per_fn_ok = {}, {}
 local t_start = mech.sys.time()
 local slow = {}
 
@@ -318,7 +323,7 @@ for i = 1, opts.calls do
   local ok = pcall(target.fn, table.unpack(args, 1, math.max(n, 6)))
   local dt = os.clock() - t0
   counts.calls = counts.calls + 1
-  if not ok then counts.errors = counts.errors + 1 end
+  if not ok then counts.errors = counts.errors + 1 else per_fn_ok[target.name] = (per_fn_ok[target.name] or 0) + 1 end
   per_fn[target.name] = (per_fn[target.name] or 0) + 1
   if dt > opts.slow then slow[#slow + 1] = string.format("%.1f s of CPU: %d %s(%s)", dt, i, target.name, table.concat(shown, ", ")) end
   ::continue::
@@ -332,6 +337,15 @@ local n_fns = 0
 for _ in pairs(per_fn) do n_fns = n_fns + 1 end
 local total = #callables
 for _, l in pairs(methods) do total = total + #l end
+if opts.reach then
+  local all = {}
+  for _, c in ipairs(callables) do all[#all + 1] = c.name end
+  for _, l in pairs(methods) do for _, c in ipairs(l) do all[#all + 1] = c.name end end
+  table.sort(all)
+  local f = assert(io.open(opts.reach, "w"))
+  for _, name in ipairs(all) do f:write(name, " ", per_fn[name] or 0, " ", per_fn_ok[name] or 0, "\n") end
+  f:close()
+end
 print(string.format("fuzz: seed %d, %d calls (%d raised a Lua error) over %d of %d functions and methods, %.1f s",
   opts.seed, counts.calls, counts.errors, n_fns, total, mech.sys.time() - t_start))
 if #slow > 0 then

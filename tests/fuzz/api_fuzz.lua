@@ -234,7 +234,13 @@ local function collect(prefix, t, seen)
   seen = seen or {}
   if seen[t] then return end
   seen[t] = true
-  for k, v in pairs(t) do
+  -- in sorted order: a table reached by two paths (mech.nn's classes share their base) gets the
+  -- same name in every process, so the list, and what a seed calls, does not vary with the hash seed
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do
+    local v = t[k]
     local name = prefix .. "." .. tostring(k)
     if type(v) == "function" and not skip[name] then
       callables[#callables + 1] = { name = name, fn = v }

@@ -200,7 +200,10 @@ local function build_pool()
   end
   function FuzzMix:forward(x) return mech.cumsum(self.hook_h(x * self.w), 1) end
   add("mixer", FuzzMix)
-  add("model", mech.model { mixer = FuzzMix, d_model = 8, n_layers = 2, vocab = ar:vocab_size() })
+  local ok_mix, fm = pcall(mech.model, { mixer = FuzzMix, d_model = 8, n_layers = 2, vocab = ar:vocab_size() })
+  -- a call may have stored an earlier pool's fuzz_mix model where it stays alive (module:_adopt),
+  -- so that name cannot take the new class: build with the class registered under it
+  add("model", ok_mix and fm or mech.model { mixer = "fuzz_mix", d_model = 8, n_layers = 2, vocab = ar:vocab_size() })
   add("model", mech.model { arch = "attention", d_model = 8, n_layers = 1, vocab = ar:vocab_size(),
     tie_embeddings = false })
   -- closed objects: every method must refuse them

@@ -8,14 +8,19 @@
 ---
 ---   mechlab tests/fuzz/api_fuzz.lua [seed=1] [calls=20000] [seconds=30] [slow=5] [dir=DIR] [log=FILE]
 ---
+--- reach=FILE writes every function and method with the number of calls it got and how many of
+--- them returned without an error ("name calls returned", one a line), so a campaign can show
+--- what it reached.
+---
 --- Every call is written to the log (flushed) before it runs, so `tail -1 FILE` reproduces a
 --- crash. Paths the fuzzer builds are under DIR (default: a fresh directory under /tmp); but any
 --- string it passes may be taken as a relative path (`mech.sys.mkdir("nan")`), so run it from an
 --- empty scratch directory: it refuses to start where it finds a CMakeLists.txt or a .git.
-local opts = { seed = 1, calls = 20000, seconds = 30, slow = 5, dir = false, log = false, avoid = "" }
+local opts = { seed = 1, calls = 20000, seconds = 30, slow = 5, dir = false, log = false, avoid = "",
+  reach = false }
 for _, a in ipairs(arg or {}) do
   local k, v = a:match("^([%w_]+)=(.*)$")
-  if not k or opts[k] == nil then error("api_fuzz.lua: unknown argument '" .. a .. "' (seed= calls= seconds= slow= dir= log=)") end
+  if not k or opts[k] == nil then error("api_fuzz.lua: unknown argument '" .. a .. "' (seed= calls= seconds= slow= dir= log= avoid= reach=)") end
   opts[k] = math.tointeger(tonumber(v)) or tonumber(v) or v
 end
 for _, marker in ipairs { "CMakeLists.txt", ".git" } do
@@ -75,6 +80,7 @@ end
 local pool = {}         -- objects by kind: tensor, model, task, dataset, generator, adamw, hook, metrics, optim
 local function add(kind, obj) pool[kind] = pool[kind] or {}; local l = pool[kind]; l[#l + 1] = obj end
 local value             -- forward declaration
+local sites = {}
 
 local function rand_number()
   local k = R(10)
@@ -170,6 +176,11 @@ local function build_pool()
   add("dataset", bt:dataset(8))
   local jp = dir .. "/pool.jsonl"
   ar:dataset(4):write_jsonl(jp)
+  local text = mech.sys.read_file(jp)
+  local cut = R(#text)
+  local f = assert(io.open(dir .. "/bad.jsonl", "wb"))
+  f:write(text:sub(1, cut - 1), string.char(R(0, 255)), text:sub(cut + 1, R(cut, #text)))
+  f:close()
   local jt = mech.task.from_jsonl(jp)
   add("task", jt)
   add("dataset", jt:dataset())
@@ -192,7 +203,10 @@ local function build_pool()
   end
   function FuzzMix:forward(x) return mech.cumsum(self.hook_h(x * self.w), 1) end
   add("mixer", FuzzMix)
-  add("model", mech.model { mixer = FuzzMix, d_model = 8, n_layers = 2, vocab = ar:vocab_size() })
+  local ok_mix, fm = pcall(mech.model, { mixer = FuzzMix, d_model = 8, n_layers = 2, vocab = ar:vocab_size() })
+  -- a call may have stored an earlier pool's fuzz_mix model where it stays alive (module:_adopt),
+  -- so that name cannot take the new class: build with the class registered under it
+  add("model", ok_mix and fm or mech.model { mixer = "fuzz_mix", d_model = 8, n_layers = 2, vocab = ar:vocab_size() })
   add("model", mech.model { arch = "attention", d_model = 8, n_layers = 1, vocab = ar:vocab_size(),
     tie_embeddings = false })
   -- closed objects: every method must refuse them
@@ -216,8 +230,10 @@ local function build_pool()
   add("module", nn.Mamba { d_model = 8 })
   add("module", nn.Sequential(nn.Conv1d(8, 3), nn.RMSNorm(8), nn.MLP { d_model = 8, kind = "glu" }))
   add("tensor", mech.randn(2, 3, 8))
-  for _, s in ipairs(pool.model[1]:hook_names()) do names[#names + 1] = s.name end
-  for _, s in ipairs(pool.model[2]:hook_names()) do names[#names + 1] = s.name end
+  sites = {} -- hook names of the pool's models and of a module tree (for shaped calls)
+  for _, s in ipairs(pool.model[1]:hook_names()) do names[#names + 1] = s.name; sites[#sites + 1] = s.name end
+  for _, s in ipairs(pool.model[2]:hook_names()) do names[#names + 1] = s.name; sites[#sites + 1] = s.name end
+  for _, s in ipairs(pool.module[2]:hook_names()) do sites[#sites + 1] = s end
 end
 
 ------------------------------------------------------------------------------------------------
@@ -232,7 +248,13 @@ local function collect(prefix, t, seen)
   seen = seen or {}
   if seen[t] then return end
   seen[t] = true
-  for k, v in pairs(t) do
+  -- in sorted order: a table reached by two paths (mech.nn's classes share their base) gets the
+  -- same name in every process, so the list, and what a seed calls, does not vary with the hash seed
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do
+    local v = t[k]
     local name = prefix .. "." .. tostring(k)
     if type(v) == "function" and not skip[name] then
       callables[#callables + 1] = { name = name, fn = v }
@@ -266,7 +288,95 @@ for kind, list in pairs(pool) do methods_of(kind, list[1]) end
 for k, v in pairs(mech.nn.Module) do
   if type(v) == "function" and not k:match("^__") then methods.module[#methods.module + 1] = { name = "module:" .. k, fn = v } end
 end
+methods.module[#methods.module + 1] = { name = "module()", fn = function(m, ...) return m(...) end } -- its forward
 table.sort(methods.module, function(a, b) return a.name < b.name end)
+
+------------------------------------------------------------------------------------------------
+-- Shaped calls: arguments of the right kinds (one of them then replaced at random), so that the
+-- deeper code of a function runs, not only its argument checks. Functions with many preconditions
+-- otherwise almost never return.
+
+local by_name = {}
+for _, c in ipairs(callables) do by_name[c.name] = c end
+for _, l in pairs(methods) do for _, c in ipairs(l) do by_name[c.name] = c end end
+
+local function tokens(B, L)
+  B, L = B or R(1, 2), L or R(1, 6)
+  local rows = {}
+  for b = 1, B do
+    rows[b] = {}
+    for t = 1, L do rows[b][t] = R(0, 7) end
+  end
+  return mech.tensor(rows, { dtype = "int32" })
+end
+local function site() return pick(sites) end
+local samplers = {
+  function(gen) return { tokens = { 1, 2 + gen:below(2) }, targets = { 1 } } end,
+  function(gen) return { tokens = { 0, 1, 2, 3 }, targets = { gen:below(4) }, positions = { a = 0, b = 3 } } end,
+  function() return { tokens = { 1, 99 }, targets = { 0 } } end,
+  function() return { tokens = {}, targets = {} } end,
+  function() error("error raised inside a sampler") end,
+  function() return pick(pool.tensor) end,
+}
+local shaped = {
+  { "mech.interp.implicit_attention", function() return { pick(pool.model), tokens(), R(0, 2) } end },
+  { "mech.interp.path_patch", function()
+    local B, L, m = R(1, 2), R(1, 6), pick(pool.model)
+    local ok, hn = pcall(function() return m:hook_names() end) -- the model's own sites, a receiver mostly in layer 1
+    local function from(prefix)
+      if not ok then return site() end
+      for _ = 1, 8 do
+        local name = pick(hn).name
+        if name:sub(1, #prefix) == prefix then return name end
+      end
+      return pick(hn).name
+    end
+    return { m, tokens(B, L), tokens(B, L), { sender = from("blocks.0."), receiver = from("blocks.1."),
+      sender_head = R(3) == 1 and R(0, 1) or -1, receiver_head = R(3) == 1 and R(0, 1) or -1 } }
+  end },
+  { "model:weight", function()
+    return { pick(pool.model), pick { "W_Q", "W_K", "W_V", "W_O", "b_O", "W_E", "W_pos", "W_U" }, R(0, 2) }
+  end },
+  { "model:generate", function()
+    return { pick(pool.model), tokens(), { max_new = R(0, 4), temperature = pick { 0, 0.7, 1, 0 / 0, -1, 1e-30 },
+      top_k = R(0, 5), seed = R(0, 9) } }
+  end },
+  { "task:to_tokens", function()
+    local t = pick(pool.task)
+    local ok, names = pcall(t.to_str_tokens, t, tokens())
+    local text = ok and table.concat(names[1], " ") or "<bos> k3 v7"
+    return { t, R(2) == 1 and text or { text, text .. " " .. text } }
+  end },
+  { "mech.task.new", function()
+    return { { name = pick { "fz", "copy", "" }, vocab = R(0, 6), seed = R(0, 3), sample = pick(samplers),
+      positions = R(2) == 1 and { "a", "b" } or nil, holdout = R(3) == 1 and value() or nil } }
+  end },
+  { "mech.task.from_jsonl", function()
+    return { pick { dir .. "/pool.jsonl", dir .. "/bad.jsonl" }, R(2) == 1 and { vocab = R(0, 80) } or nil }
+  end },
+  { "dataset:write_jsonl", function() return { pick(pool.dataset), path() } end },
+  { "mech.viz.attention", function()
+    return { { pattern = pick { pick(pool.cache), mech.rand(2, 4, 4), mech.rand(1, 2, 3, 3) }, out = dir .. "/view.html",
+      example = R(0, 2) - 1, tokens = R(2) == 1 and { "a", "b", "c", "d" } or nil } }
+  end },
+  { "mech.viz.attention_grid", function()
+    return { { pattern = pick { pick(pool.cache), mech.rand(2, 4, 4) }, out = dir .. "/grid" .. pick { ".png", ".svg" } } }
+  end },
+  { "cache:logit_attrs", function()
+    local c = pick(pool.cache)
+    local ok, stack = pcall(c.decompose_resid, c)
+    return { c, ok and stack or value(), { answers = R(0, 8) - 1, wrong = R(0, 8) - 1 } }
+  end },
+  { "mech.nn.LM", function()
+    return { { mixer = pick { pool.mixer[1], "attention", mech.nn.Mamba, "no_such" }, d_model = pick { 8, 6, 0 },
+      n_layers = R(0, 2), vocab = R(0, 40) } }
+  end },
+  { "module()", function() return { pick(pool.module), R(4) == 1 and pick(pool.tensor) or mech.randn(R(1, 2), R(1, 5), 8) } end },
+  { "module:run_with_cache", function() return { pick(pool.module), mech.randn(R(1, 2), R(1, 5), 8), { names = site() } } end },
+}
+for _, s in ipairs(shaped) do
+  s.target = assert(by_name[s[1]], "api_fuzz.lua: a shaped call names no function: " .. s[1])
+end
 
 ------------------------------------------------------------------------------------------------
 -- Calls
@@ -284,7 +394,7 @@ local function show(v)
 end
 
 local counts = { calls = 0, errors = 0 }
-local per_fn = {}
+local per_fn, per_fn_ok = {}, {}
 local t_start = mech.sys.time()
 local slow = {}
 
@@ -299,8 +409,14 @@ table.sort(kinds)
 for i = 1, opts.calls do
   if mech.sys.time() - t_start > opts.seconds then break end
   if i % 500 == 0 then build_pool() end -- fresh objects: calls close, mutate and exhaust them
-  local target, args
-  if R(2) == 1 then
+  local target, args, n
+  if R(4) == 1 then
+    local s = pick(shaped)
+    target = s.target
+    args = s[2]()
+    n = select("#", table.unpack(args))
+    if R(3) == 1 then args[R(math.max(n, 1))] = value() end -- one argument wrong
+  elseif R(2) == 1 then
     target = pick(callables)
     args = {}
   else
@@ -309,9 +425,11 @@ for i = 1, opts.calls do
     target = pick(list)
     args = { R(10) <= 8 and pick(pool[kind]) or value() }
   end
-  for _ = 1, R(0, 5) do args[#args + 1] = value() end
-  local n = #args
-  for j = 1, R(0, 2) do if n + j <= 6 then args[n + j] = nil end end
+  if not n then
+    for _ = 1, R(0, 5) do args[#args + 1] = value() end
+    n = #args
+    for j = 1, R(0, 2) do if n + j <= 6 then args[n + j] = nil end end
+  end
   if avoid[target.name] then goto continue end
   local shown = {}
   for j = 1, 6 do if args[j] ~= nil or j <= n then shown[#shown + 1] = show(args[j]) end end
@@ -321,7 +439,7 @@ for i = 1, opts.calls do
   local ok = pcall(target.fn, table.unpack(args, 1, math.max(n, 6)))
   local dt = os.clock() - t0
   counts.calls = counts.calls + 1
-  if not ok then counts.errors = counts.errors + 1 end
+  if not ok then counts.errors = counts.errors + 1 else per_fn_ok[target.name] = (per_fn_ok[target.name] or 0) + 1 end
   per_fn[target.name] = (per_fn[target.name] or 0) + 1
   if dt > opts.slow then slow[#slow + 1] = string.format("%.1f s of CPU: %d %s(%s)", dt, i, target.name, table.concat(shown, ", ")) end
   ::continue::
@@ -335,6 +453,15 @@ local n_fns = 0
 for _ in pairs(per_fn) do n_fns = n_fns + 1 end
 local total = #callables
 for _, l in pairs(methods) do total = total + #l end
+if opts.reach then
+  local all = {}
+  for _, c in ipairs(callables) do all[#all + 1] = c.name end
+  for _, l in pairs(methods) do for _, c in ipairs(l) do all[#all + 1] = c.name end end
+  table.sort(all)
+  local f = assert(io.open(opts.reach, "w"))
+  for _, name in ipairs(all) do f:write(name, " ", per_fn[name] or 0, " ", per_fn_ok[name] or 0, "\n") end
+  f:close()
+end
 print(string.format("fuzz: seed %d, %d calls (%d raised a Lua error) over %d of %d functions and methods, %.1f s",
   opts.seed, counts.calls, counts.errors, n_fns, total, mech.sys.time() - t_start))
 if #slow > 0 then

@@ -973,7 +973,9 @@ static int l_gradcheck(lua_State *L) {
 static int l_threads(lua_State *L) {
     if (!lua_isnoneornil(L, 1)) {
         lua_Integer n = luaL_checkinteger(L, 1);
-        if (n < 1 || n > 1024) return mlL_argerror(L, "mech.threads", 1, "a thread count in [1, 1024]");
+        /* 64 is OpenBLAS's own ceiling (Debian's build); more threads than that only cost memory,
+         * and under an address-space limit libgomp exits the process when it cannot create one */
+        if (n < 1 || n > 64) return mlL_argerror(L, "mech.threads", 1, "a thread count in [1, 64]");
         ml_set_threads((int)n);
     }
     lua_pushinteger(L, ml_threads());

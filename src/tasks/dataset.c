@@ -52,7 +52,7 @@ static ml_status append(int32_t **buf, int64_t *cap, int64_t used, const int32_t
         *buf = q;
         *cap = c;
     }
-    if (src) memcpy(*buf + used, src, (size_t)k * sizeof(int32_t));
+    if (src && k > 0) memcpy(*buf + used, src, (size_t)k * sizeof(int32_t)); /* k = 0: *buf may still be NULL */
     return ML_OK;
 }
 

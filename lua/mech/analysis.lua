@@ -54,8 +54,8 @@ function A.accumulated_resid(cache, model, _, opts)
   for i = 0, layer do
     if i < n then
       parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(i, "block_input")), i .. "_pre"
-      if opts.incl_mid and i < layer then
-        parts[#parts + 1], labels[#labels + 1] = A.resid_mid(cache, i, fn), i .. "_mid"
+      if opts.incl_mid and i < layer and pcall(model.site, model, i, "resid_mid") then
+        parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(i, "resid_mid")), i .. "_mid"
       end
     else
       parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(n - 1, "block_output")), "final_post"
@@ -64,11 +64,6 @@ function A.accumulated_resid(cache, model, _, opts)
   local stack = mech.stack(parts, 0)
   if opts.apply_ln then stack = A.apply_ln_to_stack(cache, model, nil, stack) end
   return stack, labels
-end
-
---- hook_resid_mid of layer l: block_input + attention_output (the residual the MLP reads).
-function A.resid_mid(cache, l, fn)
-  return need(cache, fn, site(l, "block_input")) + need(cache, fn, site(l, "attention_output"))
 end
 
 --- The residual entering `layer` (default: the final one) as its parts: embed, pos_embed, then

@@ -388,7 +388,7 @@ E("cache:names", "cache:names([filter]) -> {name, ...}", "The cached site names,
 E("cache:save", "cache:save(path)", "Writes the cached activations to safetensors under their full site names (numpy and PyTorch read it).",
   'cache:save(os.tmpname())')
 E("cache:accumulated_resid", "cache:accumulated_resid([{layer=, incl_mid=, apply_ln=}]) -> stack (n, B, L, D), labels",
-  "The residual stream before each layer up to `layer` (default all, then the final residual: labels \"0_pre\", ..., \"final_post\"); incl_mid adds each hook_resid_mid (block_input + attention_output, also cache[\"blocks.0.hook_resid_mid\"]); apply_ln as cache:apply_ln_to_stack.",
+  "The residual stream before each layer up to `layer` (default all, then the final residual: labels \"0_pre\", ..., \"final_post\"); incl_mid adds each layer's resid_mid site (hook_resid_mid: the residual after the mixer's add, where the block has an MLP); apply_ln as cache:apply_ln_to_stack.",
   "local acc, labels = cache:accumulated_resid { incl_mid = true }")
 E("cache:decompose_resid", "cache:decompose_resid([{layer=, apply_ln=}]) -> stack (n, B, L, D), labels",
   "The residual entering `layer` (default: the final one) as its parts: embed, pos_embed, each layer's mixer output (\"0_attn_out\") and MLP output (\"0_mlp_out\"); they sum to it.",

@@ -36,9 +36,6 @@ int ml_site_pos_dim(const ml_model *m, int site);
  * error for another mixer than attention, a bias it lacks (b_Q, b_K, b_V) or an unknown name. */
 ml_tensor *ml_head_weight(ml_model *m, int layer, const char *name);
 extern const char *const ml_head_weight_names[]; /* NULL-terminated */
-/* TransformerLens's hook_resid_mid, which is no site of its own: block_input + attention_output
- * (the residual the MLP reads). */
-ml_tensor *ml_resid_mid(ml_tensor *block_input, ml_tensor *attention_output);
 
 /* ---- path patching (path_patching.c) ---- */
 typedef struct {

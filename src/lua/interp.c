@@ -73,21 +73,11 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn) {
 static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const char *key, const char *fn) {
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) == LUA_TSTRING) {
-        const char *name = lua_tostring(L, idx), *rest;
-        int s = ml_site_resolve(m, name), layer;
+        const char *name = lua_tostring(L, idx);
+        int s = ml_site_resolve(m, name);
         if (s >= 0) {
             want[s] = true;
             return;
-        }
-        bool all = !strcmp(name, "resid_mid") || !strcmp(name, "hook_resid_mid");
-        rest = ml_site_split(name, &layer);
-        if (all || (rest && (!strcmp(rest, "hook_resid_mid") || !strcmp(rest, "resid_mid")))) {
-            bool any = false; /* hook_resid_mid is block_input + attention_output: cache both */
-            for (int l = all ? 0 : layer; l < (all ? m->cfg.n_layers : layer + 1); l++) {
-                int a = ml_site_lookup(m, l, "block_input"), b = ml_site_lookup(m, l, "attention_output");
-                if (a >= 0 && b >= 0) want[a] = want[b] = any = true;
-            }
-            if (any) return;
         }
     } else if (!lua_isfunction(L, idx)) {
         luaL_error(L, "%s: option '%s' expected site names, Lua patterns or a function, got %s", fn, key,
@@ -193,19 +183,6 @@ static int cache_raw(lua_State *L, int cache, const char *key) {
     cache = lua_absindex(L, cache);
     int t = rawfield(L, cache, ml_site_canonical(key, buf, sizeof buf)), layer;
     const char *rest = ml_site_split(key, &layer), *c;
-    if (t == LUA_TNIL && rest && (!strcmp(rest, "hook_resid_mid") || !strcmp(rest, "resid_mid"))) {
-        /* no site of its own: block_input + attention_output, when both are cached */
-        ml_site_format(buf, sizeof buf, layer, "block_input");
-        ml_tensor *a = rawfield(L, cache, buf) != LUA_TNIL ? mlL_testtensor(L, -1) : NULL;
-        ml_site_format(buf, sizeof buf, layer, "attention_output");
-        ml_tensor *b = rawfield(L, cache, buf) != LUA_TNIL ? mlL_testtensor(L, -1) : NULL;
-        lua_pop(L, 3);
-        if (!a || !b) return lua_pushnil(L), LUA_TNIL;
-        ml_tensor *sum = ml_resid_mid(a, b);
-        if (!sum) mlL_raise(L);
-        mlL_pushtensor(L, sum);
-        return LUA_TUSERDATA;
-    }
     for (int k = 1; t == LUA_TNIL && rest && (c = ml_site_component_at(rest, k)); k++) {
         lua_pop(L, 1);
         ml_site_format(buf, sizeof buf, layer, c);

@@ -220,6 +220,7 @@ static ml_status build_block(ml_model *m, int l) {
     L->site_first = m->n_sites;
     for (int e = 0; e < ML_ENTRY_COUNT; e++) L->entry_site[e] = -1;
     L->mlp_site[0] = L->mlp_site[1] = -1;
+    L->resid_mid_site = -1;
     int64_t BLD[3] = {-1, -2, D};
 #define ENTRY(e)                                                                                \
     if ((L->entry_site[e] = ml_model_add_site(m, l, ml_entry_names[e], 3, BLD)) < 0) return ml_last_status();
@@ -242,6 +243,8 @@ static ml_status build_block(ml_model *m, int l) {
         m->p_norm2_w[l] = ml_model_add_param(m, l, "norm2.weight", 1, &D, ML_P_ONES, 0);
         m->p_norm2_b[l] = ml_model_add_param(m, l, "norm2.bias", 1, &D, ML_P_ZEROS, 0);
         bool mixes = strcmp(c->state_mixer, "none") != 0;
+        /* hook_resid_mid only where there is an MLP, as in TransformerLens (attn-only: none) */
+        if (mixes && (L->resid_mid_site = ml_model_add_site(m, l, "resid_mid", 3, BLD)) < 0) return ml_last_status();
         if (mixes) ENTRY(ML_ENTRY_MLP_INPUT)
         if (ml_build_state_mixer(m, l)) return ml_last_status();
         if (mixes) ENTRY(ML_ENTRY_MLP_OUTPUT)
@@ -440,7 +443,9 @@ static ml_tensor *gather_rows(ml_tensor *x, ml_tensor *rows) {
  * resid the residual it is added to (r entering the block for attention_input/attention_output,
  * r after the mixer for mlp_input/mlp_output). block_input is the ordinary block. With rows (last
  * block only), every sequence keeps only row rows[b] once the mixer has run: the rest of the block
- * is position-wise, so those rows are all a readout needs. */
+ * is position-wise, so those rows are all a readout needs. resid_mid (the residual between the
+ * mixer's add and norm2, where there is an MLP) is a site but no entry: a patch there resumes from
+ * attention_input, as the mixer's internal sites do. */
 static ml_tensor *block_resume(ml_model *m, int l, int entry, ml_tensor *act, ml_tensor *resid, ml_tensor *rows,
                                ml_run *run) {
     ml_layer *L = &m->layers[l];
@@ -493,6 +498,7 @@ attention_output:
     r = sum;
     if (!r) goto fail;
     if (L->mixer->mamba_block) goto block_output;
+    if (L->resid_mid_site >= 0 && !ml_at_site(m, run, L->resid_mid_site, &r)) goto fail;
     c = ml_layer_norm(r, ml_model_p(m, m->p_norm2_w[l]), ml_model_p(m, m->p_norm2_b[l]), 1e-5);
     if (!c) goto fail;
     if (!mlp) {

@@ -189,6 +189,7 @@ typedef struct {
     int site_first, site_end;
     int entry_site[6]; /* ids of the six paper sites (ml_entry order); -1 where the block has none */
     int mlp_site[2];   /* mlp.hidden_pre, mlp.hidden_post; -1 without an MLP */
+    int resid_mid_site; /* the residual between the mixer's add and norm2; -1 without an MLP */
 } ml_layer;
 
 struct ml_model {

@@ -40,9 +40,26 @@ T.test("accumulated_resid and hook_resid_mid", function()
   T.eq(maxdiff(mid[1], c["blocks.0.block_input"] + c["blocks.0.attention_output"]), 0)
   T.eq(maxdiff(c["blocks.0.hook_resid_mid"], mid[1]), 0)
   T.eq(maxdiff(c:get("resid_mid", 0), mid[1]), 0)
+  T.eq(maxdiff(c["blocks.0.resid_mid"], mid[1]), 0)
   local _, only = m:run_with_cache(tok, { names = "blocks.1.hook_resid_mid" })
-  T.eq(only:names(), { "blocks.1.attention_output", "blocks.1.block_input" })
+  T.eq(only:names(), { "blocks.1.resid_mid" }) -- a site of its own
   T.eq(maxdiff(only["blocks.1.hook_resid_mid"], c["blocks.1.hook_resid_mid"]), 0)
+  T.eq(m:site(1, "hook_resid_mid"), "blocks.1.resid_mid")
+  -- a hook there replaces it: with resid_mid zeroed, the MLP reads LN2(0) = norm2.bias and the
+  -- block output is the MLP output alone
+  mech.no_grad(function() m:param("blocks.1.norm2.bias"):fill_(0.25) end)
+  local seen = {}
+  local function keep(k) return function(a) seen[k] = a:clone() end end
+  m:run_with_hooks(tok, { ["blocks.1.hook_resid_mid"] = function(a) return a * 0 end,
+    ["blocks.1.mlp_input"] = keep("in"), ["blocks.1.mlp_output"] = keep("out"), ["blocks.1.block_output"] = keep("post") })
+  T.near(maxdiff(seen["in"], m:param("blocks.1.norm2.bias"):expand(2, 6, D)), 0, 1e-6)
+  T.eq(maxdiff(seen.post, seen.out), 0)
+  -- a Mamba block has no MLP, hence (as in TransformerLens) no resid_mid
+  local mb = model("mamba")
+  T.raises(function() mb:site(0, "resid_mid") end, "resid_mid")
+  local _, mc = mb:run_with_cache(tok)
+  local _, mlabels = mc:accumulated_resid { incl_mid = true }
+  T.eq(mlabels, { "0_pre", "1_pre", "final_post" })
   local ln = c:accumulated_resid { apply_ln = true }
   T.eq(ln:shape(), acc:shape())
   T.raises(function() c:accumulated_resid { layer = 3 } end, "option 'layer' expected an integer in [0, 2]")

@@ -1,6 +1,6 @@
 --- Residual-stream analysis on a cache (docs/analysis.md): the cache methods accumulated_resid,
 --- decompose_resid, stack_head_results, apply_ln_to_stack and logit_attrs, and the figures
---- mech.interp.plot_layers / plot_components. The C methods (src/lua/interp.c) check the cache
+--- mech.plot.layers / components (also mech.interp.plot_layers / plot_components). The C methods (src/lua/interp.c) check the cache
 --- and pass the model and tokens it came from; everything here is tensor ops, so the results
 --- carry gradients where the cached tensors do.
 local A = {}
@@ -184,7 +184,7 @@ end
 
 --- A line over layers: values (n) or (k, n) with one label per series, x = 0..n−1 or xlabels.
 function A.plot_layers(values, opts)
-  local fn = "mech.interp.plot_layers"
+  local fn = "mech.plot.layers"
   opts = opt_keys(fn, opts, { "out", "title", "labels", "xlabel", "ylabel" })
   if not mech.is_tensor(values) or values:dim() < 1 or values:dim() > 2 then
     fail(fn, "argument 1 expected a tensor (n) or (series, n)")
@@ -202,7 +202,7 @@ end
 
 --- A bar per component: values (n) and labels (n strings), e.g. logit_attrs averaged over examples.
 function A.plot_components(values, labels, opts)
-  local fn = "mech.interp.plot_components"
+  local fn = "mech.plot.components"
   opts = opt_keys(fn, opts, { "out", "title", "ylabel", "series" })
   if not mech.is_tensor(values) or values:dim() ~= 1 then fail(fn, "argument 1 expected a tensor (n)") end
   if type(labels) ~= "table" or #labels ~= values:size(0) then

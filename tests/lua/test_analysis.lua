@@ -112,7 +112,7 @@ T.test("apply_ln_to_stack and direct logit attribution sum to the logits and the
   T.raises(function() orphan:decompose_resid() end, "this cache has no model")
 end)
 
-T.test("plot_layers and plot_components draw the analyses", function()
+T.test("mech.plot.layers and mech.plot.components draw the analyses", function()
   local dir = os.tmpname()
   os.remove(dir)
   assert(os.execute("mkdir -p " .. dir))
@@ -120,14 +120,26 @@ T.test("plot_layers and plot_components draw the analyses", function()
   local _, c = m:run_with_cache(tok)
   local st, labels = c:decompose_resid()
   local attrs = c:logit_attrs(st, { answers = 3, wrong = 7 })
-  mech.interp.plot_components(attrs:mean(1), labels, { out = dir .. "/dla.png", title = "DLA" })
+  T.truthy(rawequal(mech.plot.layers, mech.interp.plot_layers)) -- one function, two names
+  T.truthy(rawequal(mech.plot.components, mech.interp.plot_components))
+  local mean = attrs:mean(1)
+  mech.plot.components(mean, labels, { out = dir .. "/dla.png", title = "DLA" })
   T.truthy(io.open(dir .. "/dla.png"))
-  T.truthy(io.open(dir .. "/dla.csv"):read("a"):find("0_attn_out", 1, true))
+  -- the figure's data: each bar is its component's mean attribution
+  local csv = io.open(dir .. "/dla.csv"):read("a")
+  T.truthy(csv:find("0_attn_out", 1, true))
+  for i, lab in ipairs(labels) do
+    local v = csv:match("\n%d+," .. (lab:gsub("%p", "%%%0")) .. ",[^,]*,([^\n]+)") -- panel,category,series,value
+    T.near(tonumber(v), mean:get(i - 1), 1e-5, lab)
+  end
   local acc = c:accumulated_resid()
-  mech.interp.plot_layers(acc:pow(2):mean(3):mean(2):mean(1):sqrt(), { out = dir .. "/norm.png", labels = { "rms" } })
+  mech.plot.layers(acc:pow(2):mean(3):mean(2):mean(1):sqrt(), { out = dir .. "/norm.png", labels = { "rms" } })
   T.truthy(io.open(dir .. "/norm.png"))
-  T.raises(function() mech.interp.plot_components(attrs:mean(1), { "x" }, { out = dir .. "/x.png" }) end, "labels")
-  T.raises(function() mech.interp.plot_layers(3) end, "expected a tensor")
+  mech.interp.plot_layers(acc:pow(2):mean(3):mean(2):mean(1):sqrt(), { out = dir .. "/norm2.png" }) -- the old name
+  T.truthy(io.open(dir .. "/norm2.png"))
+  T.raises(function() mech.plot.components(attrs:mean(1), { "x" }, { out = dir .. "/x.png" }) end,
+    "mech.plot.components: argument 2 expected")
+  T.raises(function() mech.plot.layers(3) end, "mech.plot.layers: argument 1 expected a tensor")
   os.execute("rm -rf " .. dir)
 end)
 

@@ -588,7 +588,7 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **head
     int nl = map_layers(L, m, opt, layers, fn), nc = 0;
     bool given = lua_getfield(L, opt, "components") != LUA_TNIL;
     if (given && !lua_istable(L, -1)) luaL_error(L, "%s: option 'components' expected a list of names", fn);
-    int max_c = given ? (int)lua_rawlen(L, -1) : ML_ENTRY_COUNT;
+    int max_c = given ? (int)lua_rawlen(L, -1) : ML_ENTRY_PAPER;
     const char **comps = scratch(L, sizeof *comps * (size_t)(max_c + 1));
     for (int i = 0; i < max_c; i++) {
         if (given && lua_rawgeti(L, top + 1, i + 1) != LUA_TSTRING)

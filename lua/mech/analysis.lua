@@ -1,6 +1,6 @@
 --- Residual-stream analysis on a cache (docs/analysis.md): the cache methods accumulated_resid,
 --- decompose_resid, stack_head_results, apply_ln_to_stack and logit_attrs, and the figures
---- mech.interp.plot_layers / plot_components. The C methods (src/lua/interp.c) check the cache
+--- mech.plot.layers / components (also mech.interp.plot_layers / plot_components). The C methods (src/lua/interp.c) check the cache
 --- and pass the model and tokens it came from; everything here is tensor ops, so the results
 --- carry gradients where the cached tensors do.
 local A = {}
@@ -54,8 +54,8 @@ function A.accumulated_resid(cache, model, _, opts)
   for i = 0, layer do
     if i < n then
       parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(i, "block_input")), i .. "_pre"
-      if opts.incl_mid and i < layer then
-        parts[#parts + 1], labels[#labels + 1] = A.resid_mid(cache, i, fn), i .. "_mid"
+      if opts.incl_mid and i < layer and pcall(model.site, model, i, "resid_mid") then
+        parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(i, "resid_mid")), i .. "_mid"
       end
     else
       parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(n - 1, "block_output")), "final_post"
@@ -64,11 +64,6 @@ function A.accumulated_resid(cache, model, _, opts)
   local stack = mech.stack(parts, 0)
   if opts.apply_ln then stack = A.apply_ln_to_stack(cache, model, nil, stack) end
   return stack, labels
-end
-
---- hook_resid_mid of layer l: block_input + attention_output (the residual the MLP reads).
-function A.resid_mid(cache, l, fn)
-  return need(cache, fn, site(l, "block_input")) + need(cache, fn, site(l, "attention_output"))
 end
 
 --- The residual entering `layer` (default: the final one) as its parts: embed, pos_embed, then
@@ -189,7 +184,7 @@ end
 
 --- A line over layers: values (n) or (k, n) with one label per series, x = 0..n−1 or xlabels.
 function A.plot_layers(values, opts)
-  local fn = "mech.interp.plot_layers"
+  local fn = "mech.plot.layers"
   opts = opt_keys(fn, opts, { "out", "title", "labels", "xlabel", "ylabel" })
   if not mech.is_tensor(values) or values:dim() < 1 or values:dim() > 2 then
     fail(fn, "argument 1 expected a tensor (n) or (series, n)")
@@ -207,7 +202,7 @@ end
 
 --- A bar per component: values (n) and labels (n strings), e.g. logit_attrs averaged over examples.
 function A.plot_components(values, labels, opts)
-  local fn = "mech.interp.plot_components"
+  local fn = "mech.plot.components"
   opts = opt_keys(fn, opts, { "out", "title", "ylabel", "series" })
   if not mech.is_tensor(values) or values:dim() ~= 1 then fail(fn, "argument 1 expected a tensor (n)") end
   if type(labels) ~= "table" or #labels ~= values:size(0) then

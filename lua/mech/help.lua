@@ -388,7 +388,7 @@ E("cache:names", "cache:names([filter]) -> {name, ...}", "The cached site names,
 E("cache:save", "cache:save(path)", "Writes the cached activations to safetensors under their full site names (numpy and PyTorch read it).",
   'cache:save(os.tmpname())')
 E("cache:accumulated_resid", "cache:accumulated_resid([{layer=, incl_mid=, apply_ln=}]) -> stack (n, B, L, D), labels",
-  "The residual stream before each layer up to `layer` (default all, then the final residual: labels \"0_pre\", ..., \"final_post\"); incl_mid adds each hook_resid_mid (block_input + attention_output, also cache[\"blocks.0.hook_resid_mid\"]); apply_ln as cache:apply_ln_to_stack.",
+  "The residual stream before each layer up to `layer` (default all, then the final residual: labels \"0_pre\", ..., \"final_post\"); incl_mid adds each layer's resid_mid site (hook_resid_mid: the residual after the mixer's add, where the block has an MLP); apply_ln as cache:apply_ln_to_stack.",
   "local acc, labels = cache:accumulated_resid { incl_mid = true }")
 E("cache:decompose_resid", "cache:decompose_resid([{layer=, apply_ln=}]) -> stack (n, B, L, D), labels",
   "The residual entering `layer` (default: the final one) as its parts: embed, pos_embed, each layer's mixer output (\"0_attn_out\") and MLP output (\"0_mlp_out\"); they sum to it.",
@@ -408,8 +408,8 @@ E("handle:remove", "handle:remove()", "Removes the hook that model:add_hook retu
 E("mech.interp.patch", "mech.interp.patch(model, tokens, {site=, source=, pos=, reference=}) -> logits",
   "Runs tokens with the site's activation overwritten by source (B, ...) or a per-position (L, ...) value at pos (nil: every position; an integer; or one per example). Interchange, mean, zero and resample ablations.",
   'local logits = mech.interp.patch(model, corrupted, { site = "blocks.1.block_input", source = cache["blocks.1.block_input"], pos = 5 })')
-E("mech.interp.patching_map", "mech.interp.patching_map(model, clean, corrupted, {dataset=, first= | rows=, targets=; layers=, components=, positions=, metric=, threshold=, chance=}) -> map",
-  "Patches each layer × component's clean activation into the corrupted run at each position: map.values (layer·component, position) is (patched − corrupted) / (clean − corrupted) of the metric (\"prob\", \"logprob\", \"logit\" of targets at rows, or a function(logits)); the readout is where each answer is predicted, from `dataset` (the clean tokens are its documents from `first`) or from `rows`/`targets` (required: no guess); with labels, passes (the 0.01 filter) and a warning when the model is at chance.",
+E("mech.interp.patching_map", "mech.interp.patching_map(model, clean, corrupted, {dataset=, first= | rows=, targets=; layers=, components=, positions=, metric=, threshold=, chance=, ablate=}) -> map",
+  "Patches each layer × component's clean activation into the corrupted run at each position: map.values (layer·component, position) is (patched − corrupted) / (clean − corrupted) of the metric (\"prob\", \"logprob\", \"logit\" of targets at rows, or a function(logits)); the readout is where each answer is predicted, from `dataset` (the clean tokens are its documents from `first`) or from `rows`/`targets` (required: no guess); with labels, passes (the 0.01 filter) and a warning when the model is at chance. ablate = \"zero\" | \"mean\" (corrupted nil or left out) ablates instead, in the clean run: each cell replaces the activation (one head's slice for a per-head component such as \"z\") at that position by zero or its mean over the batch, and map.values is the metric's change (patched − clean).",
   "local map = mech.interp.patching_map(model, clean, corrupted, { dataset = ds, layers = { 1 }, positions = { 1, 5 } })")
 E("mech.interp.plot_map", "mech.interp.plot_map(map, {out=, title=, filter=, vmin=, vmax=, xlabels=, ylabels=})",
   "Draws a patching map (values, row_labels, col_labels; threshold with den or dens, filter_note) as a heatmap (PNG, SVG or PDF and a CSV of the numbers); cells failing the filter are hatched.",
@@ -437,11 +437,17 @@ E("mech.interp.path_patch", "mech.interp.path_patch(model, clean, corrupted, {se
 E("mech.interp.implicit_attention", "mech.interp.implicit_attention(model, tokens, layer) -> (B, heads, L, L)",
   "The layer's mixer as an L × L matrix per head or channel whose product with its values is its output: attention's and Based's pattern, DeltaNet's linear attention through the delta rule, H3's and Hyena's convolutions as causal Toeplitz matrices between their gates, Mamba's mamba_attention (docs/analysis.md).",
   "local A = mech.interp.implicit_attention(model, tokens, 1)")
+E("mech.plot.layers", "mech.plot.layers(values[, {out=, title=, labels=, xlabel=, ylabel=}])",
+  "A line over layers of values (n) or (series, n), e.g. a norm of cache:accumulated_resid per layer (mech.plot.lines); also mech.interp.plot_layers.",
+  'mech.plot.layers(acc:pow(2):mean(3):mean(2):mean(1):sqrt(), { out = "resid.png" })')
+E("mech.plot.components", "mech.plot.components(values, labels[, {out=, title=, ylabel=, series=}])",
+  "A bar per component, e.g. direct logit attributions averaged over examples (mech.plot.bar); also mech.interp.plot_components.",
+  'mech.plot.components(attrs:mean(1), labels, { out = "dla.png" })')
 E("mech.interp.plot_layers", "mech.interp.plot_layers(values[, {out=, title=, labels=, xlabel=, ylabel=}])",
-  "A line over layers of values (n) or (series, n), e.g. a norm of cache:accumulated_resid per layer (mech.plot.lines).",
+  "The same function as mech.plot.layers (a line over layers).",
   'mech.interp.plot_layers(acc:pow(2):mean(3):mean(2):mean(1):sqrt(), { out = "resid.png" })')
 E("mech.interp.plot_components", "mech.interp.plot_components(values, labels[, {out=, title=, ylabel=, series=}])",
-  "A bar per component, e.g. direct logit attributions averaged over examples (mech.plot.bar).",
+  "The same function as mech.plot.components (a bar per component).",
   'mech.interp.plot_components(attrs:mean(1), labels, { out = "dla.png" })')
 E("mech.interp.kl_div", "mech.interp.kl_div(corrupted_logits, intervened_logits) -> number", "KL(corrupted ‖ intervened) / |V| of two logit vectors (the paper's metric).",
   "print(mech.interp.kl_div(mech.randn(5), mech.randn(5)))")

@@ -56,7 +56,3 @@ ml_tensor *ml_head_weight(ml_model *m, int layer, const char *name) {
     ml_release(rows);
     return v;
 }
-
-ml_tensor *ml_resid_mid(ml_tensor *block_input, ml_tensor *attention_output) {
-    return ml_add(block_input, attention_output);
-}

@@ -326,7 +326,7 @@ static ml_tensor *patch_fast(ml_model *m, ml_tensor *const *base, const ml_patch
     int l = m->site_layer[p->site], e = patch_entry(m, p->site, &internal);
     const int *entry = m->layers[l].entry_site;
     int s_entry = entry[e], s_in = entry[ML_ENTRY_BLOCK_INPUT], s_ao = entry[ML_ENTRY_ATTENTION_OUTPUT];
-    bool need_r = e != ML_ENTRY_BLOCK_INPUT && e != ML_ENTRY_BLOCK_OUTPUT;
+    bool need_r = e != ML_ENTRY_BLOCK_INPUT && e != ML_ENTRY_BLOCK_OUTPUT && e != ML_ENTRY_RESID_MID;
     bool need_mid = e == ML_ENTRY_MLP_INPUT || e == ML_ENTRY_MLP_OUTPUT;
     if (s_entry < 0 || !base[s_entry] || (need_r && !base[s_in]) || (need_mid && (s_ao < 0 || !base[s_ao])) ||
         !base[p->site]) {

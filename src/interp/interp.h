@@ -36,9 +36,6 @@ int ml_site_pos_dim(const ml_model *m, int site);
  * error for another mixer than attention, a bias it lacks (b_Q, b_K, b_V) or an unknown name. */
 ml_tensor *ml_head_weight(ml_model *m, int layer, const char *name);
 extern const char *const ml_head_weight_names[]; /* NULL-terminated */
-/* TransformerLens's hook_resid_mid, which is no site of its own: block_input + attention_output
- * (the residual the MLP reads). */
-ml_tensor *ml_resid_mid(ml_tensor *block_input, ml_tensor *attention_output);
 
 /* ---- path patching (path_patching.c) ---- */
 typedef struct {
@@ -117,6 +114,9 @@ typedef enum { ML_PM_PROB, ML_PM_LOGPROB, ML_PM_LOGIT, ML_PM_FUNCTION } ml_pm_me
 /* A caller's metric of hidden states (B, L, D) (e.g. a Lua function of the logits); on failure
  * it sets *err and the core's message. */
 typedef double (*ml_pm_metric_fn)(void *ud, ml_model *m, ml_tensor *hidden, ml_status *err);
+/* What a cell writes: the clean activation into the corrupted run, or an ablation of the clean
+ * run's own activation (zero, or its mean over the batch at each position). */
+typedef enum { ML_PM_PATCH, ML_PM_ZERO, ML_PM_MEAN } ml_pm_ablate;
 typedef struct {
     const int *sites;          /* map rows: site ids with a position dimension */
     int n_sites;
@@ -129,16 +129,19 @@ typedef struct {
     void *ud;
     const int *heads;          /* [n_sites] or NULL: h >= 0 patches head h only (dim 2 of a per-head
                                 * site such as mixer.head_z); -1 the whole site */
+    ml_pm_ablate ablate;       /* ML_PM_PATCH: patch clean into corrupted; else ablate the clean run
+                                * (corrupted is ignored and may be NULL) */
 } ml_pm_config;
 typedef struct {
     int n_rows, n_cols;
     float *patched;            /* [n_rows * n_cols]: the metric with the cell's patch */
     float *values;             /* (patched − the site's unpatched resume) / den */
-    double clean, corrupted;   /* the metric of the two runs */
-    double den;                /* clean − corrupted */
+    double clean, corrupted;   /* the metric of the two runs (ablation: both the clean run's) */
+    double den;                /* clean − corrupted (ablation: 1, values are the metric's change) */
     double accuracy;           /* share of clean examples whose readout argmax is the target */
 } ml_pm_result;
-/* Patches each site's clean activation at each position into the corrupted run (B, L tokens). */
+/* Patches each site's clean activation at each position into the corrupted run (B, L tokens), or
+ * with c->ablate replaces it in the clean run by zero or its batch mean. */
 ml_pm_result *ml_patching_map(ml_model *m, ml_tensor *clean, ml_tensor *corrupted, const ml_pm_config *c);
 void ml_pm_result_free(ml_pm_result *r);
 

@@ -1,6 +1,7 @@
 /* Patching maps (docs/interventions.md, "Patching maps"): every (site, position) cell patches the
  * clean run's activation into the corrupted run (the fast path, resuming from the corrupted
- * cache) and reads the metric at the readout rows. */
+ * cache) and reads the metric at the readout rows. An ablation map is the same with the clean run
+ * in the corrupted run's place and zeros or batch means as the source. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,13 @@ static bool run_both(ml_model *m, ml_tensor *clean, ml_tensor *corr, const ml_pm
         want[c->sites[r]] = true, ml_patch_needs(m, c->sites[r], want_corr);
         if (c->heads && c->heads[r] >= 0) want_corr[c->sites[r]] = true; /* the other heads' values */
     }
+    if (c->ablate != ML_PM_PATCH) { /* one run: the clean one is also the run intervened on */
+        for (int i = 0; i < m->n_sites; i++) want_corr[i] = want_corr[i] || want[i];
+        ok = ml_run_cache(m, clean, want_corr, w->corr, &w->corr_hid) == ML_OK;
+        w->clean_hid = ok ? ml_retain(w->corr_hid) : NULL;
+        free(want);
+        return ok;
+    }
     ok = ml_run_cache(m, clean, want, w->clean, &w->clean_hid) == ML_OK &&
          ml_run_cache(m, corr, want_corr, w->corr, &w->corr_hid) == ML_OK;
     free(want);
@@ -103,12 +111,29 @@ static ml_tensor *head_source(ml_tensor *corr, ml_tensor *clean, int h) {
     return src;
 }
 
+/* The ablated value of a site's activation x (batch first): zeros, or at every example the mean
+ * over the batch of the same element. */
+static ml_tensor *ablation_of(ml_tensor *x, ml_pm_ablate kind) {
+    ml_tensor *a = ml_copy_contiguous(x, ML_F32);
+    if (!a) return NULL;
+    float *p = ml_f32(a);
+    int64_t B = a->shape[0], n = ml_numel(a) / B;
+    for (int64_t k = 0; k < n; k++) {
+        double sum = 0;
+        for (int64_t b = 0; kind == ML_PM_MEAN && b < B; b++) sum += p[b * n + k];
+        for (int64_t b = 0; b < B; b++) p[b * n + k] = (float)(sum / (double)B);
+    }
+    return a;
+}
+
 static bool map_row(ml_model *m, const ml_pm_config *c, pm_work *w, int r, ml_pm_result *res, int64_t B) {
     int site = c->sites[r];
     bool fn = c->metric == ML_PM_FUNCTION;
     double base = res->corrupted, v;
-    ml_tensor *src = c->heads && c->heads[r] >= 0 ? head_source(w->corr[site], w->clean[site], c->heads[r])
-                                                   : ml_retain(w->clean[site]);
+    ml_tensor *from = c->ablate == ML_PM_PATCH ? ml_retain(w->clean[site]) : ablation_of(w->corr[site], c->ablate);
+    if (!from) return false;
+    ml_tensor *src = c->heads && c->heads[r] >= 0 ? head_source(w->corr[site], from, c->heads[r]) : ml_retain(from);
+    ml_release(from);
     bool ok = src != NULL;
     if (ok && !fn) {
         for (int64_t b = 0; b < B; b++) w->pos[b] = -1;
@@ -132,7 +157,8 @@ static bool map_row(ml_model *m, const ml_pm_config *c, pm_work *w, int r, ml_pm
 }
 
 ml_pm_result *ml_patching_map(ml_model *m, ml_tensor *clean, ml_tensor *corrupted, const ml_pm_config *c) {
-    if (clean->ndim != 2 || !ml_same_shape(clean, corrupted) || c->n_sites < 1 || c->n_positions < 1) {
+    if (c->ablate != ML_PM_PATCH) corrupted = clean;
+    if (!corrupted || clean->ndim != 2 || !ml_same_shape(clean, corrupted) || c->n_sites < 1 || c->n_positions < 1) {
         ml_fail(ML_ERR_ARG, "patching_map: expected clean and corrupted tokens of one shape (B, L), sites and positions");
         return NULL;
     }
@@ -155,7 +181,7 @@ ml_pm_result *ml_patching_map(ml_model *m, ml_tensor *clean, ml_tensor *corrupte
               readout_metric(m, w.corr_hid, c, kind, &res->corrupted, NULL);
     if (ok && c->metric == ML_PM_FUNCTION)
         ok = metric(m, w.clean_hid, c, &res->clean) && metric(m, w.corr_hid, c, &res->corrupted);
-    res->den = res->clean - res->corrupted;
+    res->den = c->ablate == ML_PM_PATCH ? res->clean - res->corrupted : 1;
     res->accuracy = (double)correct / (double)B;
     for (int r = 0; ok && r < c->n_sites; r++) ok = map_row(m, c, &w, r, res, B);
     work_free(m, &w);

@@ -73,21 +73,11 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn) {
 static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const char *key, const char *fn) {
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) == LUA_TSTRING) {
-        const char *name = lua_tostring(L, idx), *rest;
-        int s = ml_site_resolve(m, name), layer;
+        const char *name = lua_tostring(L, idx);
+        int s = ml_site_resolve(m, name);
         if (s >= 0) {
             want[s] = true;
             return;
-        }
-        bool all = !strcmp(name, "resid_mid") || !strcmp(name, "hook_resid_mid");
-        rest = ml_site_split(name, &layer);
-        if (all || (rest && (!strcmp(rest, "hook_resid_mid") || !strcmp(rest, "resid_mid")))) {
-            bool any = false; /* hook_resid_mid is block_input + attention_output: cache both */
-            for (int l = all ? 0 : layer; l < (all ? m->cfg.n_layers : layer + 1); l++) {
-                int a = ml_site_lookup(m, l, "block_input"), b = ml_site_lookup(m, l, "attention_output");
-                if (a >= 0 && b >= 0) want[a] = want[b] = any = true;
-            }
-            if (any) return;
         }
     } else if (!lua_isfunction(L, idx)) {
         luaL_error(L, "%s: option '%s' expected site names, Lua patterns or a function, got %s", fn, key,
@@ -193,19 +183,6 @@ static int cache_raw(lua_State *L, int cache, const char *key) {
     cache = lua_absindex(L, cache);
     int t = rawfield(L, cache, ml_site_canonical(key, buf, sizeof buf)), layer;
     const char *rest = ml_site_split(key, &layer), *c;
-    if (t == LUA_TNIL && rest && (!strcmp(rest, "hook_resid_mid") || !strcmp(rest, "resid_mid"))) {
-        /* no site of its own: block_input + attention_output, when both are cached */
-        ml_site_format(buf, sizeof buf, layer, "block_input");
-        ml_tensor *a = rawfield(L, cache, buf) != LUA_TNIL ? mlL_testtensor(L, -1) : NULL;
-        ml_site_format(buf, sizeof buf, layer, "attention_output");
-        ml_tensor *b = rawfield(L, cache, buf) != LUA_TNIL ? mlL_testtensor(L, -1) : NULL;
-        lua_pop(L, 3);
-        if (!a || !b) return lua_pushnil(L), LUA_TNIL;
-        ml_tensor *sum = ml_resid_mid(a, b);
-        if (!sum) mlL_raise(L);
-        mlL_pushtensor(L, sum);
-        return LUA_TUSERDATA;
-    }
     for (int k = 1; t == LUA_TNIL && rest && (c = ml_site_component_at(rest, k)); k++) {
         lua_pop(L, 1);
         ml_site_format(buf, sizeof buf, layer, c);
@@ -611,7 +588,7 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **head
     int nl = map_layers(L, m, opt, layers, fn), nc = 0;
     bool given = lua_getfield(L, opt, "components") != LUA_TNIL;
     if (given && !lua_istable(L, -1)) luaL_error(L, "%s: option 'components' expected a list of names", fn);
-    int max_c = given ? (int)lua_rawlen(L, -1) : ML_ENTRY_COUNT;
+    int max_c = given ? (int)lua_rawlen(L, -1) : ML_ENTRY_PAPER;
     const char **comps = scratch(L, sizeof *comps * (size_t)(max_c + 1));
     for (int i = 0; i < max_c; i++) {
         if (given && lua_rawgeti(L, top + 1, i + 1) != LUA_TSTRING)
@@ -807,8 +784,9 @@ static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, con
     lua_pushnumber(L, r->clean), lua_setfield(L, -2, "clean");
     lua_pushnumber(L, r->corrupted), lua_setfield(L, -2, "corrupted");
     lua_pushnumber(L, r->den), lua_setfield(L, -2, "den");
+    if (c->ablate) lua_pushstring(L, c->ablate == ML_PM_ZERO ? "zero" : "mean"), lua_setfield(L, -2, "ablate");
     lua_pushnumber(L, threshold), lua_setfield(L, -2, "threshold");
-    lua_pushboolean(L, r->den > threshold), lua_setfield(L, -2, "passes");
+    lua_pushboolean(L, c->ablate || r->den > threshold), lua_setfield(L, -2, "passes");
     lua_pushnumber(L, r->accuracy), lua_setfield(L, -2, "accuracy");
     lua_pushnumber(L, chance), lua_setfield(L, -2, "chance");
     if (r->accuracy < 2 * chance) {
@@ -821,20 +799,40 @@ static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, con
 }
 
 /* map = mech.interp.patching_map(model, clean, corrupted[, {layers=, components=, positions=,
- *   metric=, rows=, targets=, dataset=, first=, threshold=0.01, chance=}]): ml_patching_map (src/interp). */
+ *   metric=, rows=, targets=, dataset=, first=, threshold=0.01, chance=}]): ml_patching_map (src/interp).
+ * With option ablate = "zero" | "mean", corrupted is nil (or left out: (model, clean, opts)). */
 static int l_patching_map(lua_State *L) {
     const char *fn = "mech.interp.patching_map";
     static const char *const keys[] = {"layers", "components", "positions", "metric", "rows", "targets",
-                                       "dataset", "first", "threshold", "chance", NULL};
+                                       "dataset", "first", "threshold", "chance", "ablate", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
+    if (lua_gettop(L) == 3 && lua_istable(L, 3)) { /* (model, clean, {ablate = ...}): the options move to 4 */
+        bool opts = lua_getfield(L, 3, "ablate") != LUA_TNIL;
+        lua_pop(L, 1);
+        if (opts) lua_pushnil(L), lua_insert(L, 3);
+    }
+    lua_settop(L, 4);
     mlL_opttable(L, 4, fn, 4, keys);
-    ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = mlL_checktokens(L, m, 3, fn);
+    ml_pm_config c = {0};
+    static const char *const ablations[] = {"zero", "mean", NULL};
+    if (lua_getfield(L, 4, "ablate") != LUA_TNIL) {
+        const char *a = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        for (int k = 0; a && ablations[k]; k++)
+            if (!strcmp(a, ablations[k])) c.ablate = (ml_pm_ablate)(ML_PM_ZERO + k);
+        char q[96];
+        if (c.ablate == ML_PM_PATCH)
+            return luaL_error(L, "%s: option 'ablate' expected 'zero' or 'mean', got %s", fn,
+                              a ? mlL_quote(a, q, sizeof q) : luaL_typename(L, -1));
+        if (!lua_isnil(L, 3))
+            return luaL_error(L, "%s: give corrupted tokens (argument 3) or option 'ablate', not both", fn);
+    }
+    lua_pop(L, 1);
+    ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = c.ablate ? clean : mlL_checktokens(L, m, 3, fn);
     if (!ml_same_shape(clean, corr)) {
         char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
         return luaL_error(L, "%s: argument 3 expected corrupted tokens of the clean tokens' shape %s, got %s", fn,
                           ml_shape_str(s1, clean->ndim, clean->shape), ml_shape_str(s2, corr->ndim, corr->shape));
     }
-    ml_pm_config c = {0};
     lua_metric lm = {0};
     int *heads;
     c.sites = map_sites(L, m, 4, &c.n_sites, &heads, fn);
@@ -899,7 +897,8 @@ static int l_plot_map(lua_State *L) {
 }
 
 /* mech.interp.plot_layers(values[, {out=, title=, labels=, xlabel=, ylabel=}]) and
- * mech.interp.plot_components(values, labels[, {out=, title=}]): figures of lua/mech/analysis.lua. */
+ * mech.interp.plot_components(values, labels[, {out=, title=}]): figures of lua/mech/analysis.lua,
+ * also mech.plot.layers and mech.plot.components (aliased in mech.c). */
 static int call_analysis(lua_State *L, const char *name) {
     int n = lua_gettop(L);
     lua_getglobal(L, "require");

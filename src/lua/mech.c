@@ -89,6 +89,14 @@ int luaopen_mech(lua_State *L) {
         openers[i](L);
         luaL_checkstack(L, 1, NULL);
     }
+    /* mech.plot.layers / components: the analysis figures (mech.interp.plot_layers, plot_components) */
+    lua_getfield(L, -1, "plot");
+    lua_getfield(L, -2, "interp");
+    lua_getfield(L, -1, "plot_layers");
+    lua_setfield(L, -3, "layers");
+    lua_getfield(L, -1, "plot_components");
+    lua_setfield(L, -3, "components");
+    lua_pop(L, 2);
     lua_pushstring(L, MECHLAB_VERSION);
     lua_setfield(L, -2, "version");
     lua_pushstring(L, MECHLAB_GIT);

@@ -242,6 +242,8 @@ static ml_status build_block(ml_model *m, int l) {
         m->p_norm2_w[l] = ml_model_add_param(m, l, "norm2.weight", 1, &D, ML_P_ONES, 0);
         m->p_norm2_b[l] = ml_model_add_param(m, l, "norm2.bias", 1, &D, ML_P_ZEROS, 0);
         bool mixes = strcmp(c->state_mixer, "none") != 0;
+        /* hook_resid_mid only where there is an MLP, as in TransformerLens (attn-only: none) */
+        if (mixes) ENTRY(ML_ENTRY_RESID_MID)
         if (mixes) ENTRY(ML_ENTRY_MLP_INPUT)
         if (ml_build_state_mixer(m, l)) return ml_last_status();
         if (mixes) ENTRY(ML_ENTRY_MLP_OUTPUT)
@@ -413,7 +415,7 @@ bool ml_site_wanted(const ml_model *m, ml_run *run, int site) {
 /* ------------------------------------------------------------------ forward */
 
 const char *const ml_entry_names[ML_ENTRY_COUNT] = {"block_input", "attention_input", "attention_output",
-                                                      "mlp_input", "mlp_output", "block_output"};
+                                                      "mlp_input", "mlp_output", "block_output", "resid_mid"};
 
 int ml_entry_index(const char *name) {
     for (int i = 0; i < ML_ENTRY_COUNT; i++)
@@ -440,19 +442,21 @@ static ml_tensor *gather_rows(ml_tensor *x, ml_tensor *rows) {
  * resid the residual it is added to (r entering the block for attention_input/attention_output,
  * r after the mixer for mlp_input/mlp_output). block_input is the ordinary block. With rows (last
  * block only), every sequence keeps only row rows[b] once the mixer has run: the rest of the block
- * is position-wise, so those rows are all a readout needs. */
+ * is position-wise, so those rows are all a readout needs. resid_mid (the residual between the
+ * mixer's add and norm2, where there is an MLP) is an entry too: its value is the residual. */
 static ml_tensor *block_resume(ml_model *m, int l, int entry, ml_tensor *act, ml_tensor *resid, ml_tensor *rows,
                                ml_run *run) {
     ml_layer *L = &m->layers[l];
     ml_tensor *r = NULL, *a = NULL, *y = NULL, *c = NULL, *z = NULL, *sum = NULL;
     bool mlp = !L->mixer->mamba_block && m->p_fc1_w[l] >= 0;
-    if ((entry == ML_ENTRY_MLP_INPUT || entry == ML_ENTRY_MLP_OUTPUT) && !mlp) {
+    if ((entry == ML_ENTRY_MLP_INPUT || entry == ML_ENTRY_MLP_OUTPUT || entry == ML_ENTRY_RESID_MID) && !mlp) {
         ml_fail(ML_ERR_ARG, "resume: block %d has no site %s", l, ml_entry_names[entry]);
         return NULL;
     }
     bool after_gather = rows && entry >= ML_ENTRY_MLP_INPUT;
-    ml_tensor *resid_used = resid && entry != ML_ENTRY_BLOCK_INPUT && entry != ML_ENTRY_BLOCK_OUTPUT ? resid : NULL;
-    if (entry != ML_ENTRY_BLOCK_INPUT && entry != ML_ENTRY_BLOCK_OUTPUT && !resid_used) {
+    bool is_resid = entry == ML_ENTRY_BLOCK_INPUT || entry == ML_ENTRY_BLOCK_OUTPUT || entry == ML_ENTRY_RESID_MID;
+    ml_tensor *resid_used = resid && !is_resid ? resid : NULL;
+    if (!is_resid && !resid_used) {
         ml_fail(ML_ERR_ARG, "resume: entry %s of block %d needs the residual", ml_entry_names[entry], l);
         return NULL;
     }
@@ -469,6 +473,7 @@ static ml_tensor *block_resume(ml_model *m, int l, int entry, ml_tensor *act, ml
     case ML_ENTRY_ATTENTION_OUTPUT: y = e; goto attention_output;
     case ML_ENTRY_MLP_INPUT: c = e; goto mlp_input;
     case ML_ENTRY_MLP_OUTPUT: z = e; goto mlp_output;
+    case ML_ENTRY_RESID_MID: r = e; goto resid_mid;
     default: r = e; goto block_output;
     }
 block_input:
@@ -493,6 +498,8 @@ attention_output:
     r = sum;
     if (!r) goto fail;
     if (L->mixer->mamba_block) goto block_output;
+resid_mid:
+    if (mlp && !ml_at_site(m, run, L->entry_site[ML_ENTRY_RESID_MID], &r)) goto fail;
     c = ml_layer_norm(r, ml_model_p(m, m->p_norm2_w[l]), ml_model_p(m, m->p_norm2_b[l]), 1e-5);
     if (!c) goto fail;
     if (!mlp) {

@@ -187,7 +187,7 @@ typedef struct {
     void *state;
     int param_first, param_end; /* the layer's parameters, norms and MLP included */
     int site_first, site_end;
-    int entry_site[6]; /* ids of the six paper sites (ml_entry order); -1 where the block has none */
+    int entry_site[7]; /* ids of the entry sites (ml_entry order); -1 where the block has none */
     int mlp_site[2];   /* mlp.hidden_pre, mlp.hidden_post; -1 without an MLP */
 } ml_layer;
 
@@ -285,10 +285,12 @@ typedef enum {
     ML_ENTRY_MLP_INPUT,
     ML_ENTRY_MLP_OUTPUT,
     ML_ENTRY_BLOCK_OUTPUT,
-    ML_ENTRY_COUNT
+    ML_ENTRY_RESID_MID, /* after the six: the residual between the mixer's add and norm2 (with an MLP) */
+    ML_ENTRY_COUNT,
+    ML_ENTRY_PAPER = ML_ENTRY_RESID_MID /* the paper's six come first */
 } ml_entry;
 extern const char *const ml_entry_names[ML_ENTRY_COUNT];
-int ml_entry_index(const char *name); /* -1 if not one of the six */
+int ml_entry_index(const char *name); /* -1 if not one of the entries */
 typedef struct {
     int layer;        /* block to resume in */
     int entry;        /* ml_entry: the site to start at; it fires first, then the rest of the model */

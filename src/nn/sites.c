@@ -17,6 +17,7 @@ static const struct {
     {"hook_resid_pre", "resid_pre", "block_input"},
     {"ln1.hook_normalized", NULL, "attention_input"},
     {"hook_attn_out", "attn_out", "attention_output"},
+    {"hook_resid_mid", "resid_mid", "resid_mid"},
     {"ln2.hook_normalized", NULL, "mlp_input"},
     {"hook_mlp_out", "mlp_out", "mlp_output"},
     {"hook_resid_post", "resid_post", "block_output"},

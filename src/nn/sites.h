@@ -5,8 +5,8 @@
  *
  * TransformerLens names are aliases: a hook name ("hook_resid_pre", "attn.hook_q") or
  * get_act_name's short name ("resid_pre", "q") stands for mechlab's component ("block_input",
- * "mixer.head_q"). The residual between the mixer and the MLP (hook_resid_mid) is not a site: it
- * is block_input + attention_output (a cache derives it). */
+ * "mixer.head_q"). The residual between the mixer's add and the MLP's norm (hook_resid_mid) is the
+ * site resid_mid of every block with an MLP. */
 #ifndef ML_SITES_H
 #define ML_SITES_H
 

@@ -84,6 +84,48 @@ START_TEST(clean_into_clean) {
 }
 END_TEST
 
+/* A resume from resid_mid (an entry of every block with an MLP; Mamba blocks have none) with its
+ * cached value reproduces the forward bit for bit, with and without readout rows. */
+START_TEST(resid_mid_resume_is_exact) {
+    ml_task *t = small_ar();
+    ml_dataset *ds = ml_dataset_new(t, 2, 1, ML_SPLIT_TEST);
+    for (int a = 0; a < ml_mixer_count(); a++) {
+        const char *arch = ml_mixer_at(a)->name;
+        ml_model *m = tiny(arch, ml_task_vocab_size(t), 2);
+        ml_tensor *tok = tokens_of(ds, 0, 2), *h0;
+        ml_tensor **acts = cache_all(m, tok, &h0);
+        int64_t B = 2;
+        ml_tensor *rows = ml_empty(ML_I32, 1, &B);
+        ml_i32(rows)[0] = 3, ml_i32(rows)[1] = 9;
+        ml_resume r0 = {.layer = 0, .entry = ML_ENTRY_BLOCK_INPUT, .act = acts[ml_site_lookup(m, 0, "block_input")],
+                        .rows = rows};
+        ml_tensor *want_rows = ml_model_hidden_resume(m, &r0, NULL);
+        ck_assert_msg(want_rows, "%s", ml_last_error());
+        for (int l = 0; l < 2; l++) {
+            int s = m->layers[l].entry_site[ML_ENTRY_RESID_MID];
+            ck_assert_int_eq(s, ml_site_lookup(m, l, "resid_mid"));
+            if (ml_mixer_at(a)->mamba_block) {
+                ck_assert_int_eq(s, -1);
+                continue;
+            }
+            ck_assert_int_ge(s, 0);
+            ml_resume rs = {.layer = l, .entry = ML_ENTRY_RESID_MID, .act = acts[s]};
+            ml_tensor *h = ml_model_hidden_resume(m, &rs, NULL);
+            ck_assert_msg(h && ml_equal(h, h0), "%s layer %d: resume from resid_mid changed bits", arch, l);
+            rs.rows = rows;
+            ml_tensor *hr = ml_model_hidden_resume(m, &rs, NULL);
+            ck_assert_msg(hr && ml_equal(hr, want_rows), "%s layer %d: resume with rows changed bits", arch, l);
+            ml_release(h), ml_release(hr);
+        }
+        ml_release(want_rows), ml_release(rows), ml_release(tok), ml_release(h0);
+        free_cache(m, acts);
+        ml_model_free(m);
+    }
+    ml_dataset_free(ds);
+    ml_task_release(t);
+}
+END_TEST
+
 /* Patching block_input of layer 0 at every position reproduces the source run exactly. */
 START_TEST(block_input_all_positions_is_the_source) {
     ml_task *t = small_ar();
@@ -579,6 +621,7 @@ static Suite *suite(void) {
     TCase *inv = tcase_create("invariants");
     tcase_set_timeout(inv, 120);
     tcase_add_test(inv, clean_into_clean);
+    tcase_add_test(inv, resid_mid_resume_is_exact);
     tcase_add_test(inv, block_input_all_positions_is_the_source);
     tcase_add_test(inv, fast_equals_full);
     tcase_add_test(inv, state_patch_continues_recurrence);

@@ -60,7 +60,8 @@ add_names { "attention", "mamba", "based", "h3", "hyena", "base_conv", "delta_ne
   "-1:", "0:0", "optimizer", "meta", "label_types", "query", "key", "resid_pre", "hook_attn_out",
   "dataset", "first", "xlabels", "ylabels", "sci_mode", "auto", "blocks.0.hook_attn", "blocks.0.attn.W_Q",
   "max_new", "temperature", "top_k", "W_Q", "W_O", "W_U", "W_E", "b_O", "incl_mid", "incl_remainder", "apply_ln",
-  "answers", "wrong", "z", "result", "hook_resid_mid", "blocks.1.hook_resid_mid", "mixer",
+  "answers", "wrong", "z", "result", "hook_resid_mid", "blocks.1.hook_resid_mid", "mixer", "ablate", "resid_mid",
+  "blocks.0.resid_mid",
   "tie_embeddings", "fuzz_mix", "mixer.hook_h", "module", "name" }
 local junk_strings = { "", "x", "\0", "\xff\xfe\xfd", string.rep("a", 5000), string.rep("\0\xff", 2 ^ 19), "blocks.",
   "blocks.99.block_input",

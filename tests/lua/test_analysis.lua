@@ -40,9 +40,26 @@ T.test("accumulated_resid and hook_resid_mid", function()
   T.eq(maxdiff(mid[1], c["blocks.0.block_input"] + c["blocks.0.attention_output"]), 0)
   T.eq(maxdiff(c["blocks.0.hook_resid_mid"], mid[1]), 0)
   T.eq(maxdiff(c:get("resid_mid", 0), mid[1]), 0)
+  T.eq(maxdiff(c["blocks.0.resid_mid"], mid[1]), 0)
   local _, only = m:run_with_cache(tok, { names = "blocks.1.hook_resid_mid" })
-  T.eq(only:names(), { "blocks.1.attention_output", "blocks.1.block_input" })
+  T.eq(only:names(), { "blocks.1.resid_mid" }) -- a site of its own
   T.eq(maxdiff(only["blocks.1.hook_resid_mid"], c["blocks.1.hook_resid_mid"]), 0)
+  T.eq(m:site(1, "hook_resid_mid"), "blocks.1.resid_mid")
+  -- a hook there replaces it: with resid_mid zeroed, the MLP reads LN2(0) = norm2.bias and the
+  -- block output is the MLP output alone
+  mech.no_grad(function() m:param("blocks.1.norm2.bias"):fill_(0.25) end)
+  local seen = {}
+  local function keep(k) return function(a) seen[k] = a:clone() end end
+  m:run_with_hooks(tok, { ["blocks.1.hook_resid_mid"] = function(a) return a * 0 end,
+    ["blocks.1.mlp_input"] = keep("in"), ["blocks.1.mlp_output"] = keep("out"), ["blocks.1.block_output"] = keep("post") })
+  T.near(maxdiff(seen["in"], m:param("blocks.1.norm2.bias"):expand(2, 6, D)), 0, 1e-6)
+  T.eq(maxdiff(seen.post, seen.out), 0)
+  -- a Mamba block has no MLP, hence (as in TransformerLens) no resid_mid
+  local mb = model("mamba")
+  T.raises(function() mb:site(0, "resid_mid") end, "resid_mid")
+  local _, mc = mb:run_with_cache(tok)
+  local _, mlabels = mc:accumulated_resid { incl_mid = true }
+  T.eq(mlabels, { "0_pre", "1_pre", "final_post" })
   local ln = c:accumulated_resid { apply_ln = true }
   T.eq(ln:shape(), acc:shape())
   T.raises(function() c:accumulated_resid { layer = 3 } end, "option 'layer' expected an integer in [0, 2]")
@@ -95,7 +112,7 @@ T.test("apply_ln_to_stack and direct logit attribution sum to the logits and the
   T.raises(function() orphan:decompose_resid() end, "this cache has no model")
 end)
 
-T.test("plot_layers and plot_components draw the analyses", function()
+T.test("mech.plot.layers and mech.plot.components draw the analyses", function()
   local dir = os.tmpname()
   os.remove(dir)
   assert(os.execute("mkdir -p " .. dir))
@@ -103,14 +120,26 @@ T.test("plot_layers and plot_components draw the analyses", function()
   local _, c = m:run_with_cache(tok)
   local st, labels = c:decompose_resid()
   local attrs = c:logit_attrs(st, { answers = 3, wrong = 7 })
-  mech.interp.plot_components(attrs:mean(1), labels, { out = dir .. "/dla.png", title = "DLA" })
+  T.truthy(rawequal(mech.plot.layers, mech.interp.plot_layers)) -- one function, two names
+  T.truthy(rawequal(mech.plot.components, mech.interp.plot_components))
+  local mean = attrs:mean(1)
+  mech.plot.components(mean, labels, { out = dir .. "/dla.png", title = "DLA" })
   T.truthy(io.open(dir .. "/dla.png"))
-  T.truthy(io.open(dir .. "/dla.csv"):read("a"):find("0_attn_out", 1, true))
+  -- the figure's data: each bar is its component's mean attribution
+  local csv = io.open(dir .. "/dla.csv"):read("a")
+  T.truthy(csv:find("0_attn_out", 1, true))
+  for i, lab in ipairs(labels) do
+    local v = csv:match("\n%d+," .. (lab:gsub("%p", "%%%0")) .. ",[^,]*,([^\n]+)") -- panel,category,series,value
+    T.near(tonumber(v), mean:get(i - 1), 1e-5, lab)
+  end
   local acc = c:accumulated_resid()
-  mech.interp.plot_layers(acc:pow(2):mean(3):mean(2):mean(1):sqrt(), { out = dir .. "/norm.png", labels = { "rms" } })
+  mech.plot.layers(acc:pow(2):mean(3):mean(2):mean(1):sqrt(), { out = dir .. "/norm.png", labels = { "rms" } })
   T.truthy(io.open(dir .. "/norm.png"))
-  T.raises(function() mech.interp.plot_components(attrs:mean(1), { "x" }, { out = dir .. "/x.png" }) end, "labels")
-  T.raises(function() mech.interp.plot_layers(3) end, "expected a tensor")
+  mech.interp.plot_layers(acc:pow(2):mean(3):mean(2):mean(1):sqrt(), { out = dir .. "/norm2.png" }) -- the old name
+  T.truthy(io.open(dir .. "/norm2.png"))
+  T.raises(function() mech.plot.components(attrs:mean(1), { "x" }, { out = dir .. "/x.png" }) end,
+    "mech.plot.components: argument 2 expected")
+  T.raises(function() mech.plot.layers(3) end, "mech.plot.layers: argument 1 expected a tensor")
   os.execute("rm -rf " .. dir)
 end)
 

@@ -148,4 +148,56 @@ T.test("patching_map over heads: components = {'z'} gives one row per head, each
   end
 end)
 
+T.test("patching_map ablation: zero and mean over heads and whole sites, each a manual hook", function()
+  local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 }
+  local ds = task:dataset(8, { seed = 1, split = "test" })
+  local m = mech.model { d_model = D, n_layers = 2, vocab = task:vocab_size(), n_heads = H, seed = 5 }
+  for _, p in ipairs(m:named_parameters()) do
+    if p[1]:find("Wqkv") or p[1]:find("word_embeddings") then mech.no_grad(function() p[2]:copy_(p[2] * 8) end) end
+  end
+  local clean = ds:batch(0, 4)
+  local rows, targets = require("mech.interchange").readout(ds, 0, 4)
+  local function logit(lg)
+    local s = 0
+    for b = 0, 3 do s = s + lg:get(b, rows:get(b), targets:get(b)) end
+    return s / 4
+  end
+  local base = logit(m:forward(clean))
+  for _, kind in ipairs { "zero", "mean" } do
+    -- (model, clean, opts) and (model, clean, nil, opts) are the same call
+    local map = mech.interp.patching_map(m, clean, { dataset = ds, components = { "z", "mlp_output" }, positions = { 3, 10 },
+      chance = 0, metric = "logit", ablate = kind })
+    local map2 = mech.interp.patching_map(m, clean, nil, { dataset = ds, components = { "z", "mlp_output" },
+      positions = { 3, 10 }, chance = 0, metric = "logit", ablate = kind })
+    T.eq((map.values - map2.values):abs():max():item(), 0)
+    T.eq(map.ablate, kind)
+    T.eq(map.heads, { 0, 1, 2, 3, -1, 0, 1, 2, 3, -1 })
+    T.near(map.clean, base, 1e-5)
+    T.eq(map.den, 1)
+    local _, cc = m:run_with_cache(clean, { names = { "z", "mlp_output" } })
+    for r = 1, #map.sites do
+      local site, h = map.sites[r], map.heads[r]
+      local x = cc[site]
+      local fill = kind == "zero" and x * 0 or x:mean(0, true):expand(table.unpack(x:shape()))
+      for j, pos in ipairs { 3, 10 } do
+        local lg = m:run_with_hooks(clean, { [site] = function(a)
+          local y = a:clone()
+          if h >= 0 then y[{ ":", pos, h }] = fill[{ ":", pos, h }] else y[{ ":", pos }] = fill[{ ":", pos }] end
+          return y
+        end })
+        local v = logit(lg)
+        T.near(map.patched:get(r - 1, j - 1), v, 1e-4, kind .. " " .. map.row_labels[r] .. " at " .. pos)
+        T.near(map.values:get(r - 1, j - 1), v - base, 1e-4, kind .. " " .. map.row_labels[r] .. " at " .. pos)
+      end
+    end
+    local spread = 0 -- the heads' cells differ: a map that ablated every head would fail above
+    for r = 1, H do spread = math.max(spread, math.abs(map.patched:get(r - 1, 0) - map.patched:get(0, 0))) end
+    T.truthy(spread > 1e-4, kind .. " spread " .. spread)
+  end
+  T.raises(function() mech.interp.patching_map(m, clean, clean, { dataset = ds, ablate = "zero" }) end,
+    "give corrupted tokens (argument 3) or option 'ablate', not both")
+  T.raises(function() mech.interp.patching_map(m, clean, nil, { dataset = ds, ablate = "max" }) end,
+    "option 'ablate' expected 'zero' or 'mean', got 'max'")
+end)
+
 T.done()

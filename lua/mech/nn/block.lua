@@ -1,5 +1,6 @@
 -- nn.Block{d_model =, mixer =, kind =, state_mixer = "mlp"}: the paper's blocks around a sequence
--- mixer (src/nn/model.c, block_resume), with the six sites of a built-in block:
+-- mixer (src/nn/model.c, block_resume), with the sites of a built-in block (the six, and resid_mid
+-- before norm2 where there is an MLP):
 --   TransformerBlock: r = r + mixer(LN1(r)); r = r + MLP(LN2(r))   (state_mixer "none": + LN2(r))
 --   MambaBlock:       r = r + mixer(RMSNorm(r))
 -- Parameters are named as the built-in state dicts (norm1, sequence_mixer, norm2, state_mixer;
@@ -44,6 +45,7 @@ function Block:init(opts)
     self:add_module("norm1", norm.LayerNorm(D))
     self:add_module("mixer", mixer, "sequence_mixer")
     self.attention_output = nn.HookPoint()
+    if sm ~= "none" then self.resid_mid = nn.HookPoint() end -- as TransformerLens: only with an MLP
     self:add_module("norm2", norm.LayerNorm(D))
     if sm ~= "none" then
       self.mlp_input = nn.HookPoint()
@@ -61,6 +63,7 @@ function Block:forward(r)
     return self.block_output(r)
   end
   r = r + self.attention_output(self.mixer(self.attention_input(self.norm1(r))))
+  if self.resid_mid then r = self.resid_mid(r) end
   local c = self.norm2(r)
   if self.mlp then c = self.mlp_output(self.mlp(self.mlp_input(c))) end
   return self.block_output(r + c)

@@ -10,7 +10,7 @@
 /* ------------------------------------------------------------------ storage & lifetime */
 
 static size_t live_bytes = 0;
-size_t ml_storage_live_bytes(void) { return live_bytes; }
+size_t ml_storage_live_bytes(void) { return __atomic_load_n(&live_bytes, __ATOMIC_RELAXED); }
 
 static ml_storage *storage_new(size_t nbytes) {
     ml_storage *s = malloc(sizeof *s);
@@ -24,13 +24,13 @@ static ml_storage *storage_new(size_t nbytes) {
     s->nbytes = nbytes;
     s->refcount = 1;
     s->version = 0;
-    live_bytes += nbytes;
+    __atomic_add_fetch(&live_bytes, nbytes, __ATOMIC_RELAXED); /* the interchange workers allocate concurrently */
     return s;
 }
 
 static void storage_release(ml_storage *s) {
     if (s && --s->refcount == 0) {
-        live_bytes -= s->nbytes;
+        __atomic_sub_fetch(&live_bytes, s->nbytes, __ATOMIC_RELAXED);
         free(s->data);
         free(s);
     }

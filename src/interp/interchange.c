@@ -20,12 +20,14 @@
  * draw per document in dataset order, so a combination's corruptions do not depend on which
  * other combinations or batch sizes were asked for. */
 #include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "interp/interp.h"
+#include "core/threads.h"
 #include "interp/interp_private.h"
 #include "ops/nn_ops.h"
 #include "ops/ops.h"
@@ -211,6 +213,7 @@ typedef struct {
     ml_ic_result *res;
     int N, V, batch;
     bool reference; /* full forwards with a patch hook (cfg->reference, or persistent hooks on the model) */
+    int64_t patched; /* examples that went through a patched run (summed over workers) */
     bool *want_clean, *want_base;     /* which sites each cache keeps */
     ml_tensor **clean, **base, **sub; /* activations by site id; sub: the base's rows that change */
     int32_t *map, *ppos;              /* per example of a batch: which change, their patch position */
@@ -499,18 +502,122 @@ static ml_status run_combo(ic_run *r, const ic_batch *bt, int k) {
     ml_status st = nchg > 0 && !int_logits ? failed() : ML_OK;
     if (!st) {
         score_rows(r, bt, k, base_logits, int_logits, nchg);
-        r->res->patched_forwards += r->reference ? bt->B : nchg;
+        r->patched += r->reference ? bt->B : nchg;
     }
     ml_release(int_logits), ml_release(base_logits), ml_release(ctok);
     capture_clear(&r->cb);
     return st;
 }
 
-static ml_status run_batch(ic_run *r, const ml_dataset *ds, int64_t f0, int B) {
+/* ------------------------------------------------------------------ combinations in parallel
+ *
+ * With ml_threads() = n > 1 the combinations of a batch run on n workers, each combination on one
+ * thread (BLAS and the kernels' loops at one thread inside), so every combination's result has
+ * the bits of the one-thread run whatever n and the schedule. Tensors are reference counted
+ * without atomics, so a worker shares none with another: each has its own copy of the model (its
+ * parameters copied; checked to give the caller's clean logits bit for bit, else the sweep stays
+ * serial), of the clean cache and of the batch's tensors, and its own scratch. Models whose mixer
+ * calls back into the host (a Lua mixer) run serially. */
+
+typedef struct {
+    ic_run r;   /* shallow copy of the run: own model, scratch, clean cache */
+    ic_batch b; /* shallow copy of the batch: own tensors */
+    ml_status st;
+    char msg[256];
+} ic_worker;
+
+static bool can_parallel(const ic_run *r) {
+    if (r->reference || ml_threads() < 2 || r->res->n_combos < 2) return false;
+    for (int l = 0; l < r->m->cfg.n_layers; l++)
+        if (r->m->layers[l].mixer->user) return false;
+    return true;
+}
+
+/* A copy of m with its parameters' values (NULL if it cannot be made). */
+static ml_model *model_copy(const ml_model *m) {
+    ml_model *c = ml_model_new(&m->cfg);
+    if (!c) return NULL;
+    if (c->n_total != m->n_total || !c->flat || !m->flat) {
+        ml_model_free(c);
+        return NULL;
+    }
+    memcpy(ml_f32(c->flat), ml_f32(m->flat), sizeof(float) * (size_t)m->n_total);
+    return c;
+}
+
+static void worker_free(ic_worker *w, int ns) {
+    if (w->r.clean)
+        for (int i = 0; i < ns; i++) ml_release(w->r.clean[i]);
+    if (w->r.cb.m) capture_clear(&w->r.cb);
+    free(w->r.want_base), free(w->r.clean), free(w->r.base), free(w->r.sub), free(w->r.map), free(w->r.ppos);
+    ml_release(w->b.tok), ml_release(w->b.rows), ml_release(w->b.pos), ml_release(w->b.clean_logits);
+}
+
+/* Worker w's copies for batch bt (model: its model copy). false: it cannot stand in for r. */
+static bool worker_init(ic_worker *w, const ic_run *r, const ic_batch *bt, ml_model *model) {
+    int ns = r->m->n_sites;
+    *w = (ic_worker){.r = *r, .b = {.f0 = bt->f0, .B = bt->B, .Lt = bt->Lt, .ans = bt->ans}};
+    w->r.m = model, w->r.patched = 0, w->r.cb = (capture){0}, w->r.cc = (capture){0};
+    w->r.want_base = calloc((size_t)ns, 1), w->r.base = calloc((size_t)ns, sizeof *w->r.base);
+    w->r.clean = calloc((size_t)ns, sizeof *w->r.clean), w->r.sub = calloc((size_t)ns, sizeof *w->r.sub);
+    w->r.map = malloc(sizeof(int32_t) * (size_t)r->batch + 4), w->r.ppos = malloc(sizeof(int32_t) * (size_t)r->batch + 4);
+    if (!w->r.want_base || !w->r.base || !w->r.clean || !w->r.sub || !w->r.map || !w->r.ppos) return false;
+    w->r.cb = (capture){model, w->r.want_base, w->r.base};
+    for (int i = 0; i < ns; i++)
+        if (r->clean[i] && !(w->r.clean[i] = ml_clone(r->clean[i]))) return false;
+    w->b.tok = ml_clone(bt->tok), w->b.rows = ml_clone(bt->rows), w->b.pos = ml_clone(bt->pos);
+    w->b.clean_logits = ml_clone(bt->clean_logits);
+    if (!w->b.tok || !w->b.rows || !w->b.pos || !w->b.clean_logits) return false;
+    /* the copy must be the model: the same clean logits, bit for bit */
+    ml_tensor *hid = ml_model_hidden(model, w->b.tok, NULL);
+    ml_tensor *lg = hid ? mli_readout(model, hid, ml_i32(w->b.rows)) : NULL;
+    bool same = lg && ml_numel(lg) == ml_numel(bt->clean_logits) &&
+                !memcmp(ml_f32(lg), ml_f32(bt->clean_logits), sizeof(float) * (size_t)ml_numel(lg));
+    ml_release(hid), ml_release(lg);
+    return same;
+}
+
+/* The combinations of batch bt on nw workers (models: theirs). ML_OK, or the first error. */
+static ml_status combos_parallel(ic_run *r, const ic_batch *bt, ml_model **models, int nw, bool *fallback) {
+    int ns = r->m->n_sites, nc = r->res->n_combos;
+    ic_worker *w = calloc((size_t)nw, sizeof *w);
+    if (!w) return ml_fail(ML_ERR_MEM, "interchange: out of memory");
+    bool ok = true;
+    for (int i = 0; i < nw && ok; i++) ok = worker_init(&w[i], r, bt, models[i]);
+    ml_status st = ML_OK;
+    if (!ok) *fallback = true; /* a copy that is not the model, or no memory: serial */
+    else {
+        int old = ml_threads();
+        ml_set_threads(1);
+        int next = 0;
+#pragma omp parallel num_threads(nw)
+        {
+            ic_worker *me = &w[omp_get_thread_num()];
+            for (;;) {
+                int k;
+#pragma omp atomic capture
+                k = next++;
+                if (k >= nc || me->st) break;
+                if ((me->st = run_combo(&me->r, &me->b, k))) snprintf(me->msg, sizeof me->msg, "%s", ml_last_error());
+            }
+        }
+        ml_set_threads(old);
+        for (int i = 0; i < nw; i++) r->patched += w[i].r.patched;
+        for (int i = 0; i < nw && !st; i++)
+            if (w[i].st) st = ml_fail(w[i].st, "%s", w[i].msg);
+    }
+    for (int i = 0; i < nw; i++) worker_free(&w[i], ns);
+    free(w);
+    return st;
+}
+
+static ml_status run_batch(ic_run *r, const ml_dataset *ds, int64_t f0, int B, ml_model **models, int nw) {
     ic_batch bt;
     ml_status st = batch_load(r, ds, f0, B, &bt);
     if (!st) st = batch_clean_run(r, &bt);
-    for (int k = 0; !st && k < r->res->n_combos; k++) st = run_combo(r, &bt, k);
+    bool serial = nw < 2;
+    if (!st && !serial) st = combos_parallel(r, &bt, models, nw, &serial);
+    for (int k = 0; !st && serial && k < r->res->n_combos; k++) st = run_combo(r, &bt, k);
     capture_clear(&r->cc), capture_clear(&r->cb);
     batch_free(&bt);
     return st;
@@ -529,10 +636,19 @@ ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_
     if (cfg->swap) /* the clean run is the base: it needs the resume sites too */
         for (int s = 0; s < cfg->n_sites; s++) ml_patch_needs(m, cfg->sites[s], r.want_clean);
     bool old_grad = ml_set_grad_enabled(false);
+    /* workers' model copies (none: serial) */
+    int nm = can_parallel(&r) ? ml_threads() : 0, nw = nm;
+    ml_model **models = nm ? calloc((size_t)nm, sizeof *models) : NULL;
+    for (int i = 0; models && i < nm; i++)
+        if (!(models[i] = model_copy(m))) nw = 0;
+    if (models && !nw) ml_clear_error(); /* no copy: serial */
     ml_status st = ML_OK;
     for (int64_t f0 = 0; !st && f0 < r.N; f0 += r.batch)
-        st = run_batch(&r, ds, f0, (int)(r.N - f0 < r.batch ? r.N - f0 : r.batch));
+        st = run_batch(&r, ds, f0, (int)(r.N - f0 < r.batch ? r.N - f0 : r.batch), models, models ? nw : 0);
     ml_set_grad_enabled(old_grad);
+    for (int i = 0; models && i < nm; i++) ml_model_free(models[i]);
+    free(models);
+    r.res->patched_forwards = r.patched;
     ic_run_free(&r);
     if (st) {
         ml_ic_result_free(r.res);

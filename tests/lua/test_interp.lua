@@ -134,6 +134,27 @@ T.test("interchange: the paper's names, fast = reference, mixer-internal sites",
   T.raises(function() mech.interp.interchange(m, "x") end, "argument 2 expected a mech.Dataset")
 end)
 
+T.test("interchange: combinations in parallel give the one-thread bits", function()
+  local old = mech.threads()
+  local tok, tg = ds:batch(0, 4)
+  for _, arch in ipairs { "attention", "mamba" } do
+    local m = tiny(arch)
+    m:train_step(mech.adamw(m), tok, tg, 1e-2) -- weights away from their initialisation (workers copy them)
+    for _, opts in ipairs { { batch = 5 }, { batch = 7, swap = true } } do
+      mech.threads(1)
+      local one = ic.evaluate(m, ds, opts)
+      mech.threads(2)
+      local two = ic.evaluate(m, ds, opts)
+      for _, k in ipairs { "restored_prob", "corrupted_prob", "restored_logit", "corrupted_logit", "kl_div",
+        "corrupt_token" } do
+        T.truthy(one[k]:equal(two[k]), arch .. " " .. k)
+      end
+      T.eq(one.patched_examples, two.patched_examples)
+    end
+  end
+  mech.threads(old)
+end)
+
 T.test("interchange CSV and the training-loop evaluator", function()
   local dir = os.tmpname()
   os.remove(dir)

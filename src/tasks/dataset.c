@@ -42,6 +42,12 @@ void ml_dataset_free(ml_dataset *ds) {
     free(ds);
 }
 
+/* memcpy of n int32 values; n = 0 copies nothing (either pointer may then be NULL: a buffer no
+ * document has filled yet). */
+static void copy_i32(int32_t *dst, const int32_t *src, int64_t n) {
+    if (n > 0) memcpy(dst, src, (size_t)n * sizeof(int32_t));
+}
+
 /* Appends k int32 values to a growing buffer. */
 static ml_status append(int32_t **buf, int64_t *cap, int64_t used, const int32_t *src, int k) {
     if (used + k > *cap) {
@@ -52,7 +58,7 @@ static ml_status append(int32_t **buf, int64_t *cap, int64_t used, const int32_t
         *buf = q;
         *cap = c;
     }
-    if (src && k > 0) memcpy(*buf + used, src, (size_t)k * sizeof(int32_t)); /* k = 0: *buf may still be NULL */
+    if (src) copy_i32(*buf + used, src, k);
     return ML_OK;
 }
 
@@ -364,16 +370,16 @@ ml_status ml_dataset_get_doc(const ml_dataset *ds, int64_t i, ml_doc *doc) {
     const int32_t *tok = ml_dataset_tokens(ds, i, &len);
     const int32_t *at = ml_dataset_all_targets(ds, i, &na);
     if (ml_doc_reserve(doc, len) != ML_OK) return ML_ERR_MEM;
-    memcpy(doc->tokens, tok, (size_t)len * sizeof(int32_t));
+    copy_i32(doc->tokens, tok, len);
     doc->len = len;
     memcpy(doc->pos, ml_dataset_positions(ds, i), sizeof doc->pos);
-    memcpy(doc->all_targets, at, (size_t)na * sizeof(int32_t));
+    copy_i32(doc->all_targets, at, na);
     doc->n_all_targets = na;
     doc->qtype = ml_dataset_qtype(ds, i);
     doc->stats = ds->stats[i];
     const int32_t *ans, *rp = ml_dataset_readouts(ds, i, &doc->n_reads, &ans);
-    memcpy(doc->read_pos, rp, (size_t)doc->n_reads * sizeof(int32_t));
-    memcpy(doc->read_ans, ans, (size_t)doc->n_reads * sizeof(int32_t));
+    copy_i32(doc->read_pos, rp, doc->n_reads);
+    copy_i32(doc->read_ans, ans, doc->n_reads);
     doc->n_yield = 0;
     if (ds->parent) {
         /* node/head ids are not kept; the tree is fully described by parents and depths */

@@ -366,10 +366,8 @@ static void read_doc(lua_State *L, int idx, const ml_task *t, ml_doc *d, const c
     d->n_all_targets = na && read_int_array(L, lua_gettop(L), "all_target_items_orig", d->all_targets, na, fn) ? na : 0;
     lua_pop(L, 1);
     lua_getfield(L, idx, "type");
-    const char *ty = lua_tostring(L, -1);
-    d->qtype = ML_QT_KEY;
-    for (int q = 0; ty && q <= ML_QT_SIBLING; q++)
-        if (strcmp(ty, ml_qtype_name((ml_qtype)q)) == 0) d->qtype = (ml_qtype)q;
+    int q = ml_qtype_parse(lua_tostring(L, -1));
+    d->qtype = q < 0 ? ML_QT_KEY : (ml_qtype)q;
     lua_pop(L, 1);
     /* readouts and their answers (MQAR's queries), when the table has both, equally long */
     d->n_reads = 0;
@@ -794,6 +792,95 @@ static const char *meta_get(lua_State *L, int idx, ml_safetensors *st, const cha
     return v;
 }
 
+/* Pushes the task metadata of the checkpoint at 1 (a path or mech.load's table) as strings, "" for
+ * absent: 2 the spec, 3 the name, 4 the training seed. A path's file is closed before anything can
+ * raise. */
+static void push_task_meta(lua_State *L, bool is_path) {
+    ml_safetensors *st = NULL;
+    if (is_path) {
+        st = ml_safetensors_open(lua_tostring(L, 1));
+        if (!st) mlL_raise(L);
+    }
+    static const char *const keys[] = {"task.spec", "task.name", "train.seed"};
+    for (int i = 0; i < 3; i++) {
+        const char *v = meta_get(L, 1, st, keys[i]);
+        lua_pushstring(L, v ? v : "");
+    }
+    ml_safetensors_close(st);
+}
+
+/* The preset `name` at the training seed (seed: its digits, "" for train.run's default 42): what
+ * train.run built from a preset name. Returns 0, pushing nothing, when name is no preset. */
+static int push_preset_at_seed(lua_State *L, const char *name, const char *seed) {
+    bool preset = false;
+    for (int i = 0; ml_task_preset_names[i]; i++) preset = preset || !strcmp(name, ml_task_preset_names[i]);
+    if (!preset) return 0;
+    char *end;
+    unsigned long long s = *seed ? strtoull(seed, &end, 10) : 42;
+    ml_task *t = ml_task_preset(name, (uint64_t)s);
+    if (!t) return mlL_raise(L);
+    push_task(L, t);
+    return 1;
+}
+
+/* Pushes the contents of the file at path; returns false, pushing nothing, when it cannot be opened. */
+static bool push_file(lua_State *L, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) luaL_addlstring(&b, buf, n);
+    fclose(f);
+    luaL_pushresult(&b);
+    return true;
+}
+
+/* The spec of a manifest's task options (the table at opts, written before specs: the options with
+ * their seed; the kind shows in the keys) and the task's name; 0, pushing nothing, for none. */
+static int push_manifest_spec(lua_State *L, int opts, const char *name) {
+    lua_getfield(L, opts, "num_kv");
+    const char *kind = !lua_isnil(L, -1) ? "ar" : NULL;
+    lua_pop(L, 1);
+    lua_getfield(L, opts, "head_position");
+    if (!lua_isnil(L, -1)) kind = "atr";
+    lua_pop(L, 1);
+    if (!kind || lua_getfield(L, opts, "kind") != LUA_TNIL) return 0;
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, kind);
+    lua_setfield(L, -2, "kind");
+    lua_getfield(L, opts, "seed");
+    lua_setfield(L, -2, "seed");
+    lua_pushnil(L);
+    lua_setfield(L, opts, "seed");
+    lua_pushvalue(L, opts);
+    lua_setfield(L, -2, "options");
+    if (*name) {
+        lua_pushstring(L, name);
+        lua_setfield(L, -2, "name");
+    }
+    return 1;
+}
+
+/* The task of the manifest.json beside the checkpoint `path` (an older run directory); 0, pushing
+ * nothing meaningful, when there is none. */
+static int push_manifest_task(lua_State *L, const char *path, const char *name, const char *fn) {
+    const char *slash = strrchr(path, '/');
+    lua_pushlstring(L, path, slash ? (size_t)(slash - path + 1) : 0);
+    lua_pushstring(L, "manifest.json");
+    lua_concat(L, 2);
+    if (!push_file(L, lua_tostring(L, -1))) return 0;
+    push_json_text(L, lua_tostring(L, -1), fn, lua_tostring(L, -2));
+    if (!lua_istable(L, -1) || lua_getfield(L, -1, "task") != LUA_TTABLE) return 0;
+    if (!push_manifest_spec(L, lua_gettop(L), name)) return 0;
+    lua_pushcfunction(L, l_from_spec);
+    lua_insert(L, -2);
+    lua_call(L, 1, 1);
+    return 1;
+}
+
 /* mech.task.from_checkpoint(path | meta) -> task, or nil and why. The task recorded by train.run
  * (metadata task.spec); for checkpoints written before it, the preset named by task.name at the
  * training seed, else the task of the manifest.json beside the file. */
@@ -802,19 +889,7 @@ static int l_from_checkpoint(lua_State *L) {
     int is_path = lua_type(L, 1) == LUA_TSTRING;
     if (!is_path && !lua_istable(L, 1)) return mlL_argerror(L, fn, 1, "a checkpoint path or mech.load's metadata table");
     lua_settop(L, 1);
-    ml_safetensors *st = NULL;
-    if (is_path) {
-        st = ml_safetensors_open(lua_tostring(L, 1));
-        if (!st) return mlL_raise(L);
-    }
-    /* copy what is needed, then close the file before anything can raise */
-    const char *v = meta_get(L, 1, st, "task.spec");
-    lua_pushstring(L, v ? v : ""); /* 2: spec */
-    v = meta_get(L, 1, st, "task.name");
-    lua_pushstring(L, v ? v : ""); /* 3: name */
-    v = meta_get(L, 1, st, "train.seed");
-    lua_pushstring(L, v ? v : ""); /* 4: training seed */
-    ml_safetensors_close(st);
+    push_task_meta(L, is_path); /* 2: spec, 3: name, 4: training seed */
     const char *what = is_path ? lua_tostring(L, 1) : "the metadata";
     if (*lua_tostring(L, 2)) {
         push_json_text(L, lua_tostring(L, 2), fn, "metadata task.spec");
@@ -824,64 +899,8 @@ static int l_from_checkpoint(lua_State *L) {
         return 1;
     }
     const char *name = lua_tostring(L, 3);
-    bool preset = false;
-    for (int i = 0; ml_task_preset_names[i]; i++) preset = preset || !strcmp(name, ml_task_preset_names[i]);
-    if (preset) { /* the preset at the training seed: what train.run built from a preset name */
-        char *end;
-        const char *s = lua_tostring(L, 4);
-        unsigned long long seed = *s ? strtoull(s, &end, 10) : 42;
-        ml_task *t = ml_task_preset(name, (uint64_t)seed);
-        if (!t) return mlL_raise(L);
-        push_task(L, t);
-        return 1;
-    }
-    if (is_path) { /* an older run directory: the manifest's task options (with their seed) */
-        const char *path = lua_tostring(L, 1), *slash = strrchr(path, '/');
-        lua_pushlstring(L, path, slash ? (size_t)(slash - path + 1) : 0);
-        lua_pushstring(L, "manifest.json");
-        lua_concat(L, 2);
-        FILE *f = fopen(lua_tostring(L, -1), "rb");
-        if (f) {
-            luaL_Buffer b;
-            luaL_buffinit(L, &b);
-            char buf[4096];
-            size_t n;
-            while ((n = fread(buf, 1, sizeof buf, f)) > 0) luaL_addlstring(&b, buf, n);
-            fclose(f);
-            luaL_pushresult(&b);
-            push_json_text(L, lua_tostring(L, -1), fn, lua_tostring(L, -2));
-            if (lua_istable(L, -1) && lua_getfield(L, -1, "task") == LUA_TTABLE) {
-                int opts = lua_gettop(L);
-                /* written before specs: the options with their seed; the kind shows in the keys */
-                lua_getfield(L, opts, "num_kv");
-                const char *kind = !lua_isnil(L, -1) ? "ar" : NULL;
-                lua_pop(L, 1);
-                lua_getfield(L, opts, "head_position");
-                if (!lua_isnil(L, -1)) kind = "atr";
-                lua_pop(L, 1);
-                if (kind && lua_getfield(L, opts, "kind") == LUA_TNIL) {
-                    lua_pop(L, 1);
-                    lua_createtable(L, 0, 4);
-                    lua_pushstring(L, kind);
-                    lua_setfield(L, -2, "kind");
-                    lua_getfield(L, opts, "seed");
-                    lua_setfield(L, -2, "seed");
-                    lua_pushnil(L);
-                    lua_setfield(L, opts, "seed");
-                    lua_pushvalue(L, opts);
-                    lua_setfield(L, -2, "options");
-                    if (*name) {
-                        lua_pushstring(L, name);
-                        lua_setfield(L, -2, "name");
-                    }
-                    lua_pushcfunction(L, l_from_spec);
-                    lua_insert(L, -2);
-                    lua_call(L, 1, 1);
-                    return 1;
-                }
-            }
-        }
-    }
+    if (push_preset_at_seed(L, name, lua_tostring(L, 4))) return 1;
+    if (is_path && push_manifest_task(L, lua_tostring(L, 1), name, fn)) return 1;
     lua_pushnil(L);
     if (*name)
         lua_pushfstring(L, "%s: %s records only the task's name '%s' (a checkpoint written before task records); "
@@ -1273,27 +1292,24 @@ static int32_t doc_pos(lua_State *L, const char *what, int j) {
     return p < INT32_MIN ? INT32_MIN : p > INT32_MAX ? INT32_MAX : (int32_t)p;
 }
 
-/* Converts the document table at idx into d (the definition's name -> id table at ids_idx, or 0).
- * Leaves the stack as it found it. */
-static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
-    int base = lua_gettop(L);
-    if (!lua_istable(L, idx))
-        doc_error(L, "expected a document table {tokens=, targets=, positions=}, got %s", luaL_typename(L, idx));
+/* Raises unless every key of the table at idx names a document field (what: "document field" or
+ * "sample_batch's field", for the message). */
+static void check_doc_fields(lua_State *L, int idx, const char *what) {
     for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1))
         if (name_code(L, -2) < NAME_FIELD)
-            doc_error(L, "document field '%s' is not one of tokens, targets, readouts, answers, positions, type",
-                       lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2));
-    int len = doc_list(L, idx, F_TOKENS), tok = lua_gettop(L);
-    if (len < 1) doc_error(L, "document field 'tokens' expected a non-empty list of tokens");
-    int nt = doc_list(L, idx, F_TARGETS), tg = lua_gettop(L);
-    int nr = doc_list(L, idx, F_READOUTS), rd = lua_gettop(L);
-    int na = doc_list(L, idx, F_ANSWERS), an = lua_gettop(L);
-    if (nr != na)
-        doc_error(L, "document fields 'readouts' and 'answers' expected lists of the same length, got %d and %d",
-                   nr < 0 ? 0 : nr, na < 0 ? 0 : na);
-    nt = nt < 0 ? 0 : nt, nr = nr < 0 ? 0 : nr;
-    int cap = len > nt + nr ? len : nt + nr;
-    if (ml_doc_reserve(d, cap) != ML_OK) mlL_raise(L);
+            doc_error(L, "%s '%s' is not one of tokens, targets, readouts, answers, positions, type", what,
+                      lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2));
+}
+
+/* The query type named by the value at the top of the stack (what: as for check_doc_fields). */
+static ml_qtype doc_qtype(lua_State *L, const char *what) {
+    int q = ml_qtype_parse(lua_tostring(L, -1));
+    if (q < 0) doc_error(L, "%s 'type' expected KEY, VALUE, PARENT, CHILD or SIBLING", what);
+    return (ml_qtype)q;
+}
+
+/* The len tokens of the list at tok into d->tokens. */
+static void read_doc_tokens(lua_State *L, int tok, int len, int ids_idx, ml_doc *d) {
     /* the common case (integer ids) in one pass that pops once per 32 tokens */
     luaL_checkstack(L, 40, "document tokens");
     int top = lua_gettop(L);
@@ -1307,15 +1323,18 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
         if ((i & 31) == 31) lua_settop(L, top);
     }
     lua_settop(L, top);
-    d->len = len;
-    /* targets: positions whose token is predicted from the position before; readouts/answers: any */
+}
+
+/* The readouts of d from the lists of targets (nt at tg; positions whose token is predicted from
+ * the position before) and of readouts with their answers (nr at rd and an: any position). */
+static void read_doc_readouts(lua_State *L, int tg, int nt, int rd, int an, int nr, int ids_idx, ml_doc *d) {
     int k = 0;
     for (int j = 0; j < nt; j++, k++) {
         lua_rawgeti(L, tg, j + 1);
         int32_t p = doc_pos(L, "targets", j + 1);
-        if (p < 1 || p >= len)
+        if (p < 1 || p >= d->len)
             doc_error(L, "targets[%d] = %d is not a position of the document that can be predicted (1..%d: a "
-                       "target is read at the position before it)", j + 1, (int)p, len - 1);
+                       "target is read at the position before it)", j + 1, (int)p, d->len - 1);
         lua_pop(L, 1);
         d->read_pos[k] = p - 1, d->read_ans[k] = d->tokens[p];
     }
@@ -1327,55 +1346,68 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
         lua_pop(L, 2);
     }
     d->n_reads = k;
-    for (int a = 1; a < k; a++) /* in document order (ml_doc_check refuses repeats) */
-        for (int b = a; b > 0 && d->read_pos[b] < d->read_pos[b - 1]; b--) {
-            int32_t p = d->read_pos[b], v = d->read_ans[b];
-            d->read_pos[b] = d->read_pos[b - 1], d->read_ans[b] = d->read_ans[b - 1];
-            d->read_pos[b - 1] = p, d->read_ans[b - 1] = v;
-        }
-    lua_settop(L, base);
-    for (int i = 0; i < ML_NPOS; i++) d->pos[i] = -1;
-    d->n_all_targets = 0;
-    if (get_field(L, idx, F_POSITIONS) != LUA_TNIL) {
-        if (!lua_istable(L, -1))
-            doc_error(L, "document field 'positions' expected a table, got %s", luaL_typename(L, -1));
-        for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
-            const char *pn = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-            int pi = name_code(L, -2);
-            if (pi == NAME_ALL_TARGETS) {
-                if (!lua_istable(L, -1)) doc_error(L, "positions.all_target_items_orig expected a list of positions");
-                lua_Integer m = (lua_Integer)lua_rawlen(L, -1);
-                if (m > len) doc_error(L, "positions.all_target_items_orig has %I entries, more than the %d tokens", m, len);
-                for (int j = 0; j < (int)m; j++, lua_pop(L, 1)) {
-                    lua_rawgeti(L, -1, j + 1);
-                    d->all_targets[j] = doc_pos(L, "positions.all_target_items_orig", j + 1);
-                }
-                d->n_all_targets = (int)m;
-                continue;
-            }
-            if (pi < 0 || pi >= ML_NPOS)
-                doc_error(L, "positions: '%s' is not a position name (mech.task.positions lists them)", pn);
-            int isint = 0;
-            if (lua_type(L, -1) == LUA_TNUMBER) lua_tointegerx(L, -1, &isint);
-            if (!isint)
-                doc_error(L, "positions.%s expected an integer position, got %s", pn,
-                           lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
-            d->pos[pi] = doc_pos(L, "positions", 0); /* -1: absent, as in batches */
-        }
+    ml_doc_sort_readouts(d);
+}
+
+/* positions.all_target_items_orig (the list at the top of the stack) into d. */
+static void read_doc_all_targets(lua_State *L, ml_doc *d) {
+    if (!lua_istable(L, -1)) doc_error(L, "positions.all_target_items_orig expected a list of positions");
+    lua_Integer m = (lua_Integer)lua_rawlen(L, -1);
+    if (m > d->len) doc_error(L, "positions.all_target_items_orig has %I entries, more than the %d tokens", m, d->len);
+    for (int j = 0; j < (int)m; j++, lua_pop(L, 1)) {
+        lua_rawgeti(L, -1, j + 1);
+        d->all_targets[j] = doc_pos(L, "positions.all_target_items_orig", j + 1);
     }
-    lua_settop(L, base);
-    d->qtype = ML_QT_KEY;
-    if (get_field(L, idx, F_TYPE) != LUA_TNIL) {
-        const char *ty = lua_tostring(L, -1);
-        int q = -1;
-        for (int i = 0; ty && i <= ML_QT_SIBLING; i++)
-            if (!strcmp(ty, ml_qtype_name((ml_qtype)i))) q = i;
-        if (q < 0) doc_error(L, "document field 'type' expected KEY, VALUE, PARENT, CHILD or SIBLING");
-        d->qtype = (ml_qtype)q;
+    d->n_all_targets = (int)m;
+}
+
+/* The document's field positions (the table at the top of the stack) into d. */
+static void read_doc_positions(lua_State *L, ml_doc *d) {
+    if (!lua_istable(L, -1)) doc_error(L, "document field 'positions' expected a table, got %s", luaL_typename(L, -1));
+    for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
+        const char *pn = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        int pi = name_code(L, -2);
+        if (pi == NAME_ALL_TARGETS) {
+            read_doc_all_targets(L, d);
+            continue;
+        }
+        if (pi < 0 || pi >= ML_NPOS)
+            doc_error(L, "positions: '%s' is not a position name (mech.task.positions lists them)", pn);
+        int isint = 0;
+        if (lua_type(L, -1) == LUA_TNUMBER) lua_tointegerx(L, -1, &isint);
+        if (!isint)
+            doc_error(L, "positions.%s expected an integer position, got %s", pn,
+                       lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        d->pos[pi] = doc_pos(L, "positions", 0); /* -1: absent, as in batches */
     }
+}
+
+/* Converts the document table at idx into d (the definition's name -> id table at ids_idx, or 0).
+ * Leaves the stack as it found it. */
+static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
+    int base = lua_gettop(L);
+    if (!lua_istable(L, idx))
+        doc_error(L, "expected a document table {tokens=, targets=, positions=}, got %s", luaL_typename(L, idx));
+    check_doc_fields(L, idx, "document field");
+    int len = doc_list(L, idx, F_TOKENS), tok = lua_gettop(L);
+    if (len < 1) doc_error(L, "document field 'tokens' expected a non-empty list of tokens");
+    int nt = doc_list(L, idx, F_TARGETS), tg = lua_gettop(L);
+    int nr = doc_list(L, idx, F_READOUTS), rd = lua_gettop(L);
+    int na = doc_list(L, idx, F_ANSWERS), an = lua_gettop(L);
+    if (nr != na)
+        doc_error(L, "document fields 'readouts' and 'answers' expected lists of the same length, got %d and %d",
+                   nr < 0 ? 0 : nr, na < 0 ? 0 : na);
+    nt = nt < 0 ? 0 : nt, nr = nr < 0 ? 0 : nr;
+    int cap = len > nt + nr ? len : nt + nr;
+    if (ml_doc_reserve(d, cap) != ML_OK) mlL_raise(L);
+    ml_doc_start(d, len);
+    read_doc_tokens(L, tok, len, ids_idx, d);
+    read_doc_readouts(L, tg, nt, rd, an, nr, ids_idx, d);
     lua_settop(L, base);
-    memset(&d->stats, 0, sizeof d->stats);
-    d->stats.doc_len = len;
+    if (get_field(L, idx, F_POSITIONS) != LUA_TNIL) read_doc_positions(L, d);
+    lua_settop(L, base);
+    if (get_field(L, idx, F_TYPE) != LUA_TNIL) d->qtype = doc_qtype(L, "document field");
+    lua_settop(L, base);
 }
 
 /* appended = C.append(ds, doc, [scratch]): false when the task's holdout puts doc in the other split;
@@ -1465,6 +1497,82 @@ static void batch_column(lua_State *L, const char *what, int ndim, int64_t n, ba
               describe_value(L, top));
 }
 
+/* A batch's columns, read once; each document is filled from its row of them. */
+typedef struct {
+    batch_cols tok, tg, rd, an, pos[ML_NPOS];
+    int pos_index[ML_NPOS], npos; /* pos[i] holds named position pos_index[i] */
+    ml_qtype qtype;
+} batch_view;
+
+/* The batch's field tokens: an int32 tensor (n, L) with 1 <= n <= max. Returns n. */
+static lua_Integer batch_tokens(lua_State *L, lua_Integer max, batch_cols *tok) {
+    lua_getfield(L, 2, "tokens");
+    ml_tensor *tt = mlL_testtensor(L, -1);
+    if (!tt || tt->dtype != ML_I32 || tt->ndim != 2 || tt->shape[0] < 1 || tt->shape[0] > max || tt->shape[1] < 1 ||
+        tt->shape[1] > (1 << 24))
+        doc_error(L, "sample_batch's field 'tokens' expected an int32 tensor (n, L) with 1 <= n <= %I (the "
+                  "documents asked for) and 1 <= L <= 2^24, got %s", max, describe_value(L, -1));
+    lua_Integer n = (lua_Integer)tt->shape[0];
+    batch_column(L, "tokens", 2, n, tok);
+    return n;
+}
+
+/* The batch's fields targets, readouts and answers (each optional; readouts with answers). */
+static void batch_readouts(lua_State *L, lua_Integer n, batch_view *v) {
+    if (lua_getfield(L, 2, "targets") != LUA_TNIL) batch_column(L, "targets", 2, n, &v->tg);
+    bool has_rd = lua_getfield(L, 2, "readouts") != LUA_TNIL;
+    if (has_rd) batch_column(L, "readouts", 2, n, &v->rd);
+    bool has_an = lua_getfield(L, 2, "answers") != LUA_TNIL;
+    if (has_an) batch_column(L, "answers", 2, n, &v->an);
+    if (has_rd != has_an || v->rd.cols != v->an.cols)
+        doc_error(L, "sample_batch's fields 'readouts' and 'answers' expected the same number of columns, got %I and %I",
+                  (lua_Integer)v->rd.cols, (lua_Integer)v->an.cols);
+}
+
+/* The batch's field positions (optional): one entry per document for each named position. */
+static void batch_positions(lua_State *L, lua_Integer n, batch_view *v) {
+    if (lua_getfield(L, 2, "positions") == LUA_TNIL) return;
+    int pt = lua_gettop(L);
+    if (!lua_istable(L, pt))
+        doc_error(L, "sample_batch's field 'positions' expected a table, got %s", luaL_typename(L, pt));
+    for (lua_pushnil(L); lua_next(L, pt); lua_pop(L, 1)) {
+        const char *pn = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        int pi = name_code(L, -2);
+        if (pi < 0 || pi >= ML_NPOS)
+            doc_error(L, "sample_batch's positions: '%s' is not a position name of one entry per document "
+                      "(mech.task.positions lists them; all_target_items_orig needs sample)", pn);
+        char what[64];
+        snprintf(what, sizeof what, "positions.%s", pn);
+        batch_column(L, what, 1, n, &v->pos[v->npos]); /* pushes nothing for ndim 1 */
+        v->pos_index[v->npos++] = pi;
+    }
+}
+
+/* Fills d (reserved for the batch) with document r of the batch. Returns the 0-based column of a
+ * target that cannot be predicted, else -1 (-1 in a targets or readouts column: none there). */
+static int batch_row(const batch_view *v, lua_Integer r, ml_doc *d) {
+    int len = (int)v->tok.cols, k = 0;
+    ml_doc_start(d, len);
+    const int32_t *row = v->tok.p + r * v->tok.s0;
+    for (int j = 0; j < len; j++) d->tokens[j] = row[j * v->tok.s1];
+    for (int j = 0; j < v->tg.cols; j++) {
+        int32_t p = v->tg.p[r * v->tg.s0 + j * v->tg.s1];
+        if (p == -1) continue;
+        if (p < 1 || p >= len) return j;
+        d->read_pos[k] = p - 1, d->read_ans[k++] = d->tokens[p];
+    }
+    for (int j = 0; j < v->rd.cols; j++) {
+        int32_t p = v->rd.p[r * v->rd.s0 + j * v->rd.s1];
+        if (p == -1) continue;
+        d->read_pos[k] = p, d->read_ans[k++] = v->an.p[r * v->an.s0 + j * v->an.s1];
+    }
+    d->n_reads = k;
+    ml_doc_sort_readouts(d);
+    for (int i = 0; i < v->npos; i++) d->pos[v->pos_index[i]] = v->pos[i].p[r * v->pos[i].s0];
+    d->qtype = v->qtype;
+    return -1;
+}
+
 /* kept, rows = C.append_batch(ds, batch, scratch, max): appends the documents of batch (the table
  * sample_batch returned: 1 .. max of them) until max are kept (a holdout may reject some), checking
  * each as C.append does; nil, row, message for the first faulty document (row: 0-based in the
@@ -1478,92 +1586,27 @@ static int c_append_batch(lua_State *L) {
     if (!lua_istable(L, 2))
         return doc_error(L, "sample_batch expected to return a table {tokens=, targets=, positions=}, got %s",
                          luaL_typename(L, 2));
-    for (lua_pushnil(L); lua_next(L, 2); lua_pop(L, 1))
-        if (name_code(L, -2) < NAME_FIELD)
-            doc_error(L, "sample_batch's field '%s' is not one of tokens, targets, readouts, answers, positions, type",
-                      lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2));
-    batch_cols tok, tg = {0}, rd = {0}, an = {0}, pos[ML_NPOS];
-    lua_getfield(L, 2, "tokens");
-    ml_tensor *tt = mlL_testtensor(L, -1);
-    if (!tt || tt->dtype != ML_I32 || tt->ndim != 2 || tt->shape[0] < 1 || tt->shape[0] > max || tt->shape[1] < 1 ||
-        tt->shape[1] > (1 << 24))
-        return doc_error(L, "sample_batch's field 'tokens' expected an int32 tensor (n, L) with 1 <= n <= %I (the "
-                         "documents asked for) and 1 <= L <= 2^24, got %s", max, describe_value(L, -1));
-    lua_Integer n = (lua_Integer)tt->shape[0];
-    batch_column(L, "tokens", 2, n, &tok);
-    if (lua_getfield(L, 2, "targets") != LUA_TNIL) batch_column(L, "targets", 2, n, &tg);
-    bool has_rd = lua_getfield(L, 2, "readouts") != LUA_TNIL;
-    if (has_rd) batch_column(L, "readouts", 2, n, &rd);
-    bool has_an = lua_getfield(L, 2, "answers") != LUA_TNIL;
-    if (has_an) batch_column(L, "answers", 2, n, &an);
-    if (has_rd != has_an || rd.cols != an.cols)
-        return doc_error(L, "sample_batch's fields 'readouts' and 'answers' expected the same number of columns, "
-                         "got %I and %I", (lua_Integer)rd.cols, (lua_Integer)an.cols);
-    int npos = 0, pos_index[ML_NPOS];
-    if (lua_getfield(L, 2, "positions") != LUA_TNIL) {
-        int pt = lua_gettop(L);
-        if (!lua_istable(L, pt))
-            return doc_error(L, "sample_batch's field 'positions' expected a table, got %s", luaL_typename(L, pt));
-        for (lua_pushnil(L); lua_next(L, pt); lua_pop(L, 1)) {
-            const char *pn = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-            int pi = name_code(L, -2);
-            if (pi < 0 || pi >= ML_NPOS)
-                doc_error(L, "sample_batch's positions: '%s' is not a position name of one entry per document "
-                          "(mech.task.positions lists them; all_target_items_orig needs sample)", pn);
-            char what[64];
-            snprintf(what, sizeof what, "positions.%s", pn);
-            batch_column(L, what, 1, n, &pos[npos]); /* pushes nothing for ndim 1 */
-            pos_index[npos++] = pi;
-        }
-    }
-    ml_qtype qtype = ML_QT_KEY;
-    if (lua_getfield(L, 2, "type") != LUA_TNIL) {
-        const char *ty = lua_tostring(L, -1);
-        int q = -1;
-        for (int i = 0; ty && i <= ML_QT_SIBLING; i++)
-            if (!strcmp(ty, ml_qtype_name((ml_qtype)i))) q = i;
-        if (q < 0) return doc_error(L, "sample_batch's field 'type' expected KEY, VALUE, PARENT, CHILD or SIBLING");
-        qtype = (ml_qtype)q;
-    }
-    int len = (int)tok.cols, nreads = (int)(tg.cols + rd.cols);
+    check_doc_fields(L, 2, "sample_batch's field");
+    batch_view v = {0};
+    lua_Integer n = batch_tokens(L, max, &v.tok);
+    batch_readouts(L, n, &v);
+    batch_positions(L, n, &v);
+    v.qtype = ML_QT_KEY;
+    if (lua_getfield(L, 2, "type") != LUA_TNIL) v.qtype = doc_qtype(L, "sample_batch's field");
+    int len = (int)v.tok.cols, nreads = (int)(v.tg.cols + v.rd.cols);
     if (ml_doc_reserve(d, len > nreads ? len : nreads) != ML_OK) return mlL_raise(L);
     lua_Integer kept = 0, r = 0;
     for (; r < n && kept < max; r++) {
-        const int32_t *row = tok.p + r * tok.s0;
-        for (int j = 0; j < len; j++) d->tokens[j] = row[j * tok.s1];
-        d->len = len;
-        int k = 0;
-        for (int j = 0; j < tg.cols; j++) {
-            int32_t p = tg.p[r * tg.s0 + j * tg.s1];
-            if (p == -1) continue; /* no target in this column for this document */
-            if (p < 1 || p >= len) {
-                lua_pushnil(L);
-                lua_pushinteger(L, r);
-                lua_pushfstring(L, "targets column %d (0-based) = %d is not a position of the document that can be "
-                                   "predicted (1..%d: a target is read at the position before it)", j, (int)p, len - 1);
-                return 3;
-            }
-            d->read_pos[k] = p - 1, d->read_ans[k++] = d->tokens[p];
+        int bad = batch_row(&v, r, d);
+        bool rejected = false;
+        if (bad >= 0) {
+            lua_pushnil(L);
+            lua_pushinteger(L, r);
+            lua_pushfstring(L, "targets column %d (0-based) = %d is not a position of the document that can be "
+                               "predicted (1..%d: a target is read at the position before it)", bad,
+                            (int)v.tg.p[r * v.tg.s0 + bad * v.tg.s1], len - 1);
+            return 3;
         }
-        for (int j = 0; j < rd.cols; j++) {
-            int32_t p = rd.p[r * rd.s0 + j * rd.s1];
-            if (p == -1) continue;
-            d->read_pos[k] = p, d->read_ans[k++] = an.p[r * an.s0 + j * an.s1];
-        }
-        d->n_reads = k;
-        for (int a = 1; a < k; a++) /* in document order (ml_doc_check refuses repeats) */
-            for (int b = a; b > 0 && d->read_pos[b] < d->read_pos[b - 1]; b--) {
-                int32_t p = d->read_pos[b], v = d->read_ans[b];
-                d->read_pos[b] = d->read_pos[b - 1], d->read_ans[b] = d->read_ans[b - 1];
-                d->read_pos[b - 1] = p, d->read_ans[b - 1] = v;
-            }
-        for (int i = 0; i < ML_NPOS; i++) d->pos[i] = -1;
-        for (int i = 0; i < npos; i++) d->pos[pos_index[i]] = pos[i].p[r * pos[i].s0];
-        d->n_all_targets = 0;
-        d->qtype = qtype;
-        memset(&d->stats, 0, sizeof d->stats);
-        d->stats.doc_len = len;
-        bool rejected;
         if (ml_dataset_append(ds, d, &rejected) != ML_OK) {
             lua_pushnil(L);
             lua_pushinteger(L, r);

@@ -112,3 +112,29 @@ ml_status ml_doc_check(const ml_task *t, const ml_doc *d) {
     }
     return ML_OK;
 }
+
+void ml_doc_start(ml_doc *d, int len) {
+    d->len = len;
+    for (int i = 0; i < ML_NPOS; i++) d->pos[i] = -1;
+    d->n_all_targets = 0;
+    d->n_reads = 0;
+    d->qtype = ML_QT_KEY;
+    memset(&d->stats, 0, sizeof d->stats);
+    d->stats.doc_len = len;
+}
+
+/* Insertion sort: a document has few readouts, usually already in order. */
+void ml_doc_sort_readouts(ml_doc *d) {
+    for (int a = 1; a < d->n_reads; a++)
+        for (int b = a; b > 0 && d->read_pos[b] < d->read_pos[b - 1]; b--) {
+            int32_t p = d->read_pos[b], v = d->read_ans[b];
+            d->read_pos[b] = d->read_pos[b - 1], d->read_ans[b] = d->read_ans[b - 1];
+            d->read_pos[b - 1] = p, d->read_ans[b - 1] = v;
+        }
+}
+
+int ml_qtype_parse(const char *name) {
+    for (int i = 0; name && i <= ML_QT_SIBLING; i++)
+        if (!strcmp(name, ml_qtype_name((ml_qtype)i))) return i;
+    return -1;
+}

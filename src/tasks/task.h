@@ -243,6 +243,13 @@ ml_status ml_dataset_append(ml_dataset *ds, const ml_doc *doc, bool *rejected);
  * document (and, for a custom task, declared), readouts inside it with answers in the vocabulary, at
  * least one readout. The message names the first fault. */
 ml_status ml_doc_check(const ml_task *t, const ml_doc *doc);
+/* Starts filling doc by hand (after ml_doc_reserve): len tokens, no named position, readout or
+ * all_target_items_orig, type KEY, statistics zero but doc_len. */
+void ml_doc_start(ml_doc *doc, int len);
+/* Puts doc's readouts in document order (a stable sort; ml_doc_check refuses repeats). */
+void ml_doc_sort_readouts(ml_doc *doc);
+/* The query type named `name` (as ml_qtype_name writes it), -1 for none. */
+int ml_qtype_parse(const char *name);
 /* Whether a custom task's holdout puts these tokens in dev/test (true) or train (false). */
 bool ml_task_held_out(const ml_task *t, const int32_t *tokens, int len);
 /* Copies document i into doc (tree included) for printing. */

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # mechlab set-up on a fresh Debian machine (run as root):
 #   scripts/setup.sh run    install what is missing, build (Release, -O2), run the default job
-#   scripts/setup.sh test   install (SLURM too), start a throw-away SLURM cluster, build Release and
-#                           ASan+UBSan, run the whole test suite in both, stop the cluster
+#   scripts/setup.sh test   install (SLURM and chromium too), start a throw-away SLURM cluster,
+#                           build Release and ASan+UBSan, run the whole test suite in both, stop the cluster
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-run}
-packages=(build-essential cmake pkg-config liblua5.4-dev lua-argparse libopenblas-dev libpng-dev libcairo2-dev libfreetype-dev fonts-urw-base35 check libreadline-dev python3 chromium)
-# the cluster the sweep tests submit to (scripts/slurm/up.sh); iproute2 for its port check
-slurm_packages=(slurmctld slurmd slurm-client munge iproute2)
+packages=(build-essential cmake pkg-config liblua5.4-dev lua-argparse libopenblas-dev libpng-dev libcairo2-dev libfreetype-dev fonts-urw-base35 check libreadline-dev python3)
+# for the tests only: the cluster the sweep tests submit to (scripts/slurm/up.sh; iproute2 for its
+# port check) and the browser the attention viewer's test loads its page in (tests/lua/test_viz.lua)
+test_packages=(slurmctld slurmd slurm-client munge iproute2 chromium)
 
 install_deps() { # install_deps [package...]: the build's packages and these
     local missing=()
@@ -40,7 +41,7 @@ run)
     ./build/mechlab experiments/default.lua
     ;;
 test)
-    install_deps "${slurm_packages[@]}"
+    install_deps "${test_packages[@]}"
     export MECHLAB_SLURM_DIR=${MECHLAB_SLURM_DIR:-/tmp/mechlab-slurm-$$}
     trap 'scripts/slurm/down.sh' EXIT # also cleans up a half-started cluster
     scripts/slurm/up.sh

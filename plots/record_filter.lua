@@ -2,8 +2,11 @@
 -- as docs/img/reproduction/filter.csv (sweep, run, position, attrib) for drawing the figures
 -- from the committed rows (`mechlab experiments/paper.lua --results docs/results`).
 --
--- The committed report-step rows (docs/results/*.csv) carry no filter denominators (attrib_den),
--- and the run directories they came from are gone; the figures drawn from those directories
+-- The committed report-step rows of AR, the Mamba conv ablation and ATR (5, 20)
+-- (docs/results/ar-quick.csv, mamba-conv-quick.csv, atr-easy-quick.csv) carry no filter
+-- denominators (attrib_den), and the run directories they came from are gone. (atr_hard's and
+-- atr_split's rows, taken later, do carry them: their figures take the filter from the rows, and
+-- the record lists none of their runs.) The figures drawn from those directories
 -- plotted exactly the runs that passed: Fig. 3b the value's filter on AR, Fig. 3c the query's,
 -- Fig. 4b every position on ATR (5, 20), Fig. 6b every position on Mamba (ar and mamba_conv).
 -- Each plotted point is matched to its run by its value(s) at 9 significant digits, as the

@@ -158,16 +158,48 @@ T.test("atr_split: a changed dev accuracy shows in its table and the ledger", fu
   remove(root)
 end)
 
-T.test("Fig. 5a and 5c drawn from the committed rows are the committed figures", function()
+T.test("Fig. 5a-c drawn from the committed rows are the committed figures", function()
   local dir = os.tmpname()
   os.remove(dir)
-  local ok = os.execute(string.format("%q experiments/paper.lua --dir %q --results docs/results fig5a fig5c > %q 2>&1", arg[-1],
-    dir, dir .. ".log"))
+  local ok = os.execute(string.format("%q experiments/paper.lua --dir %q --results docs/results fig5a fig5b fig5c > %q 2>&1",
+    arg[-1], dir, dir .. ".log"))
   T.truthy(ok, read(dir .. ".log"))
-  for _, id in ipairs { "fig5a", "fig5c" } do
+  for _, id in ipairs { "fig5a", "fig5b", "fig5c" } do
     T.eq(read(dir .. "/figures/" .. id .. ".csv"), read("docs/img/reproduction/" .. id .. ".csv"), id)
   end
   os.execute(string.format("rm -rf %q %q", dir, dir .. ".log"))
+end)
+
+T.test("Fig. 5b: a sweep directory's curves.csv gives the committed checkpoints' file and the same figure", function()
+  local recipe = dofile("plots/paper/fig5b.lua")
+  T.eq(recipe.curves_file("docs/results/atr-split-quick.csv"), "docs/results/atr-split-quick-curves.csv")
+  -- a sweep directory made from the committed rows: curves.csv in the sweep's long form, with the
+  -- rows the figure leaves out (loss, the training loss) between them
+  local dir = os.tmpname()
+  os.remove(dir)
+  mech.sys.mkdir(dir)
+  write(dir .. "/results.csv", read("docs/results/atr-split-quick.csv"))
+  local committed = read("docs/results/atr-split-quick-curves.csv")
+  local long = { "sweep,run,arch,d_model,lr,seed,step,split,metric,value" }
+  for run, arch, step, dev, test in committed:gmatch("\n([^,\n]+),([^,\n]+),(%d+),([^,\n]+),([^,\n]+)") do
+    local head = table.concat({ "atr_split", run, arch, run:match("%-d(%d+)%-"), "0.001", "42", step }, ",")
+    long[#long + 1] = head .. ",test,accuracy," .. test
+    long[#long + 1] = head .. ",train,loss,1.5"
+    long[#long + 1] = head .. ",dev,loss,0.5"
+    long[#long + 1] = head .. ",dev,accuracy," .. dev
+  end
+  T.truthy(#long > 4000, #long)
+  write(dir .. "/curves.csv", table.concat(long, "\n") .. "\n")
+  T.eq(recipe.write_curves(dir, dir .. "/written.csv"), (#long - 1) // 4)
+  T.eq(read(dir .. "/written.csv"), committed)
+  recipe.draw({ atr_split = dir }, dir .. "/fig5b.png")
+  T.eq(read(dir .. "/fig5b.csv"), read("docs/img/reproduction/fig5b.csv"))
+  -- a changed checkpoint shows
+  write(dir .. "/curves.csv", (table.concat(long, "\n") .. "\n"):gsub(",dev,accuracy,[^\n]+", ",dev,accuracy,0.5", 1))
+  recipe.draw({ atr_split = dir }, dir .. "/fig5b.png")
+  T.falsy(read(dir .. "/fig5b.csv") == read("docs/img/reproduction/fig5b.csv"))
+  T.raises(function() recipe.write_curves(dir .. "/none", dir .. "/x.csv") end, "cannot read")
+  remove(dir)
 end)
 
 T.test("an unknown marker and a missing one are reported", function()

@@ -38,7 +38,8 @@ end
 local function recorded_filter() return require("mech.paper").recorded_filter end
 
 --- Reads which runs passed the 0.01 filter, for rows that carry no filter denominators (the
---- committed report-step rows), from a CSV of (sweep, run, position, attrib) rows such as
+--- committed report-step rows of ar, mamba_conv and atr_easy; atr_hard's and atr_split's carry
+--- attrib_den), from a CSV of (sweep, run, position, attrib) rows such as
 --- docs/img/reproduction/filter.csv (plots/record_filter.lua), into mech.paper.recorded_filter
 --- ({label = {run = true}}; nil: the filter comes from the rows' attrib_den only).
 function selection.use_recorded_filter(file)

@@ -10,14 +10,8 @@ local function fail(fn, msg) error(fn .. ": " .. msg, 3) end
 local function opt_keys(fn, opts, allowed)
   if opts == nil then return {} end
   if type(opts) ~= "table" then fail(fn, "the options expected a table, got " .. type(opts)) end
-  local set = {}
-  for _, k in ipairs(allowed) do set[k] = true end
-  for k in pairs(opts) do
-    if not set[k] then
-      fail(fn, string.format("unknown option '%s' (did you mean '%s'?)", tostring(k):sub(1, 80),
-        require("mech.util").closest(tostring(k), set)))
-    end
-  end
+  local bad = require("mech.util").unknown_option(opts, allowed)
+  if bad then fail(fn, bad) end
   return opts
 end
 

@@ -33,6 +33,19 @@ function util.closest(name, set)
 end
 
 --- A deep copy of plain data (tables copied, other values shared).
+--- The message for the first key of opts not in the list `allowed` ("unknown option 'x' (did you
+--- mean 'y'?)", the key cut to 80 characters), or nil when every key is allowed.
+function util.unknown_option(opts, allowed)
+  local set = {}
+  for _, k in ipairs(allowed) do set[k] = true end
+  for k in pairs(opts) do
+    if not set[k] then
+      return string.format("unknown option '%s' (did you mean '%s'?)", tostring(k):sub(1, 80),
+        util.closest(tostring(k), set))
+    end
+  end
+end
+
 function util.copy(v)
   if type(v) ~= "table" then return v end
   local t = {}

@@ -8,14 +8,8 @@ local function fail(fn, msg) error(fn .. ": " .. msg, 3) end
 
 local function check_opts(fn, opts, allowed)
   if type(opts) ~= "table" then fail(fn, "argument 1 expected a table of options, got " .. type(opts)) end
-  local set = {}
-  for _, k in ipairs(allowed) do set[k] = true end
-  for k in pairs(opts) do
-    if not set[k] then
-      fail(fn, string.format("unknown option '%s' (did you mean '%s'?)", tostring(k):sub(1, 80),
-        require("mech.util").closest(tostring(k), set)))
-    end
-  end
+  local bad = require("mech.util").unknown_option(opts, allowed)
+  if bad then fail(fn, bad) end
 end
 
 -- The layers of option `pattern` as {{name=, t=(H, L, L)}, ...}: a tensor (H, L, L) or (B, H, L, L)

@@ -17,7 +17,8 @@ local T = {}
 
 -- the report-step rows of each sweep, by sweep name
 T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ablation = "based-ablation-quick.csv",
-  atr_easy = "atr-easy-quick.csv", atr_hard = "atr-hard-quick.csv", atr_split = "atr-split-quick.csv" }
+  atr_easy = "atr-easy-quick.csv", atr_hard = "atr-hard-quick.csv", atr_split = "atr-split-quick.csv",
+  delta_net = "delta-net-quick.csv" }
 -- the figure CSVs read for the filter and for sites the rows do not hold
 T.filter_csv = "docs/img/reproduction/filter.csv"
 T.figure_csvs = { "fig3b", "fig3c", "fig4b", "fig6b", "v3_next_key", "mamba_next_key" }
@@ -258,6 +259,9 @@ local function stats(d)
     for _, w in ipairs { 32, 64 } do s.split[a][w] = pick(d, { "atr_split" }, function(e) return e.arch == a and e.d == w end)[1] end
   end
   s.split_total = #d.ids.atr_split
+  -- v3's DeltaNet on AR: two seeds per width; its rows carry the filter denominators
+  s.delta = {}
+  for _, w in ipairs { 32, 64 } do s.delta[w] = pick(d, { "delta_net" }, function(e) return e.d == w end) end
   -- Fig. 4b's points of these settings must be the runs the denominators pass, no more, no fewer
   for _, st in ipairs(T.hard_settings) do
     local plotted = box_runs(d, "fig4b", { "atr_hard" }, function(g)
@@ -355,6 +359,29 @@ tables["ar-attrib"] = function(s)
     local v, q = of_arch(s.ar_value, a), of_arch(s.ar_query, a)
     lines[#lines + 1] = row { paper.arch_name(a), #v .. " / " .. #q, ms(field(v, "value")), ms(field(q, "query")),
       ms(field(q, "key")), paper_says[a] }
+  end
+  return lines
+end
+
+-- the runs of list that pass the filter at pos by their own denominators
+local function passing_own(list, pos)
+  local out = {}
+  for _, e in ipairs(list) do if passes_at(e, pos) then out[#out + 1] = e end end
+  return out
+end
+
+tables["delta-net"] = function(s)
+  local lines = { "| architecture | width | accuracy | @ Value | @ Query | @ Key | runs passing the filter (value / query / key) |",
+    "|---|---|---|---|---|---|---|" }
+  for _, w in ipairs { 32, 64 } do
+    local l = s.delta[w]
+    local v, q, k = passing_own(l, "value"), passing_own(l, "query"), passing_own(l, "key")
+    lines[#lines + 1] = row { "DeltaNet", "d = " .. w, ms(field(l, "accuracy"), 3), ms(field(v, "value")),
+      ms(field(q, "query")), ms(field(k, "key")), string.format("%d / %d / %d of %d", #v, #q, #k, #l) }
+  end
+  for _, a in ipairs { "attention", "based", "mamba" } do
+    lines[#lines + 1] = row { paper.arch_name(a) .. " (`ar`)", "d = 32 / 64",
+      ms(field(s.ar[a][32], "accuracy"), 3) .. " / " .. ms(field(s.ar[a][64], "accuracy"), 3), "–", "–", "–", "–" }
   end
   return lines
 end
@@ -597,7 +624,8 @@ end
 -- the claims ledger: a row per claim, mechlab's numbers computed here
 
 local function acc(list) return ms(field(list, "accuracy"), 3) end
-local function accs(s, a) return string.format("d = 32: %s, d = 64: %s", acc(s.ar[a][32]), acc(s.ar[a][64])) end
+local function accs_of(by_width) return string.format("d = 32: %s, d = 64: %s", acc(by_width[32]), acc(by_width[64])) end
+local function accs(s, a) return accs_of(s.ar[a]) end
 local function atr_acc(s, a) return string.format("%s / %s", num(s.atr[a][32].accuracy, 2), num(s.atr[a][64].accuracy, 2)) end
 
 local function max_acc(lists)
@@ -613,7 +641,7 @@ local settle = {
   atr_easy5 = "the (5, 20) main curves at 5 epochs, as `atr_hard` (12 runs, ≈ 0.45 h)",
   atr_split = "`atr_split` (12 runs, 1.39 h)",
   ar_layers = "`ar_layers` (24 runs, 1.98 h)", atr_1layer = "`atr_1layer` (12 runs, 1.46 h)",
-  sibling = "`sibling` (36 runs, 1.79 h)", delta_net = "`delta_net` (4 runs, 0.39 h)",
+  sibling = "`sibling` (36 runs, 1.79 h)",
   atr_mamba_conv = "`atr_mamba_conv` (8 runs, 1.91 h)",
   -- the same 12 (arch, width) configs as `ar` at three more learning rates: 1.5 x its 2.30 h
   lr = "the AR learning-rate slice (lr 3e-4, 3e-3, 1e-2 at d = 32 and 64, seed 42: 36 runs, ≈ 3.5 h) and one run " ..
@@ -623,6 +651,23 @@ local settle = {
 
 local function claims(s)
   local NS = "not settled at quick scale"
+  -- v3's DeltaNet: how far behind Attention at each width, and where it retrieves
+  local dn_all = concat(s.delta[32], s.delta[64])
+  local dn_v, dn_q, dn_k = passing_own(dn_all, "value"), passing_own(dn_all, "query"), passing_own(dn_all, "key")
+  local function behind(list, w) return mean_of(field(s.ar.attention[w], "accuracy")) - mean_of(field(list, "accuracy")) end
+  local dn_gap = math.max(behind(s.delta[32], 32), behind(s.delta[64], 64))
+  local mamba_gap = math.max(behind(s.ar.mamba[32], 32), behind(s.ar.mamba[64], 64))
+  local dn_verdict = dn_gap <= 0.05
+    and string.format("agrees for DeltaNet (at most %s below Attention at either width%s)", num(dn_gap, 3),
+      behind(s.delta[64], 64) <= 0 and "; at d = 64 it reaches Attention's accuracy, more than \"close behind\"" or "")
+    or string.format("disagrees for DeltaNet (up to %s below Attention)", num(dn_gap, 3))
+  dn_verdict = dn_verdict .. (mamba_gap <= 0.1 and "; agrees for Mamba"
+    or string.format("; for Mamba (up to %s below Attention at lr 1e-3) %s: %s", num(mamba_gap, 3), NS, settle.lr))
+  local dn_value, dn_query = mean_of(field(dn_v, "value")), mean_of(field(dn_q, "query"))
+  local dn_mech = (#dn_v > 0 and math.abs(dn_value) < 0.1 and #dn_q > 0 and dn_query > 0.8)
+    and string.format("agrees for DeltaNet: direct retrieval at the query, in layer 0 (%d of %d runs pass the query's " ..
+      "filter); Mamba as in row 7", #dn_q, #dn_all)
+    or "disagrees for DeltaNet: " .. (#dn_v > 0 and math.abs(dn_value) >= 0.1 and "mass at the value" or "not at the query")
   local d64 = {}
   for _, a in ipairs { "attention", "based", "mamba", "hyena", "base_conv", "h3" } do
     d64[#d64 + 1] = num(mean_of(field(s.ar[a][64], "accuracy")), 3)
@@ -917,10 +962,13 @@ local function claims(s)
     -- v3
     { "spec §9.1", "AR: only Attention and Based fully succeed, Mamba and DeltaNet come close behind",
       "Attention, Based ≈100 %; Mamba, DeltaNet close",
-      "DeltaNet not run", NS .. ": " .. settle.delta_net },
+      string.format("DeltaNet %s; Attention %s; Based %s; Mamba %s", accs_of(s.delta), accs(s, "attention"), accs(s, "based"),
+        accs(s, "mamba")), dn_verdict },
     { "spec §9.1", "Attention and Based show induction, Mamba and DeltaNet direct retrieval",
       "@ Value ≈ 1 / ≈ 0",
-      "Attention, Based, Mamba as in the paper's section 5.1 above; DeltaNet not run", NS .. ": " .. settle.delta_net },
+      string.format("DeltaNet @ Value %s, @ Query %s, @ Key %s (%d runs, each position's filter); Attention, Based, Mamba " ..
+        "as in the paper's section 5.1 above", ms(field(dn_v, "value")), ms(field(dn_q, "query")), ms(field(dn_k, "key")),
+        #dn_all), dn_mech },
     { "spec §9.2", "Mamba implements induction through its short conv: restoring the next key at layer 0 restores the most",
       "next key largest", string.format("next key, block output: at most %s (%d filtered runs); @ Key block output %s (d_conv 2, 3, 4); conv output at the next key, d_conv 4: %s (mean)",
         num(nk_max), #nk_block, table.concat(key_block, ", "), num(nk4)),
@@ -940,7 +988,7 @@ tables.claims = function(s)
 end
 
 T.ids = { "ar-accuracy", "ar-attrib", "mamba-conv-accuracy", "mamba-conv-attrib", "next-key", "based-accuracy",
-  "atr-easy", "atr-hard-accuracy", "atr-hard-attrib", "atr-split-accuracy", "atr-split-attrib", "claims" }
+  "atr-easy", "atr-hard-accuracy", "atr-hard-attrib", "atr-split-accuracy", "atr-split-attrib", "delta-net", "claims" }
 
 --- Every table's text (its lines joined), by id.
 function T.render(d)

@@ -94,9 +94,9 @@ T.test("a changed accuracy row makes the check fail, naming the tables; rewritin
   local before = read(root .. "/docs/reproduction.md")
   local ok, msgs = tables.run { root = root, check = true }
   T.eq(ok, false)
-  -- Based at d = 64 is in Fig. 3a's table, in Fig. 6c's (kernel 3) and in the ledger
+  -- Based at d = 64 is in Fig. 3a's table, in DeltaNet's comparison, in Fig. 6c's (kernel 3) and in the ledger
   T.eq(msgs, { "table 'claims' differs from the committed data", "table 'ar-accuracy' differs from the committed data",
-    "table 'based-accuracy' differs from the committed data" })
+    "table 'delta-net' differs from the committed data", "table 'based-accuracy' differs from the committed data" })
   T.eq(read(root .. "/docs/reproduction.md"), before) -- --check writes nothing
   ok = tables.run { root = root }
   T.eq(ok, true)
@@ -158,13 +158,22 @@ T.test("atr_split: a changed dev accuracy shows in its table and the ledger", fu
   remove(root)
 end)
 
-T.test("Fig. 5a-c drawn from the committed rows are the committed figures", function()
+T.test("delta_net: a changed accuracy or Attrib shows in its table and the ledger", function()
+  local root = copy_root()
+  alter_row(root, "delta-net-quick.csv", { "delta_net-d64", "s42", ",test,accuracy," }, "0.5")
+  local ok, msgs = tables.run { root = root, check = true }
+  T.eq(ok, false)
+  T.eq(msgs, { "table 'claims' differs from the committed data", "table 'delta-net' differs from the committed data" })
+  remove(root)
+end)
+
+T.test("Fig. 5a-c and v3_delta_net drawn from the committed rows are the committed figures", function()
   local dir = os.tmpname()
   os.remove(dir)
-  local ok = os.execute(string.format("%q experiments/paper.lua --dir %q --results docs/results fig5a fig5b fig5c > %q 2>&1",
+  local ok = os.execute(string.format("%q experiments/paper.lua --dir %q --results docs/results fig5a fig5b fig5c v3_delta_net > %q 2>&1",
     arg[-1], dir, dir .. ".log"))
   T.truthy(ok, read(dir .. ".log"))
-  for _, id in ipairs { "fig5a", "fig5b", "fig5c" } do
+  for _, id in ipairs { "fig5a", "fig5b", "fig5c", "v3_delta_net" } do
     T.eq(read(dir .. "/figures/" .. id .. ".csv"), read("docs/img/reproduction/" .. id .. ".csv"), id)
   end
   os.execute(string.format("rm -rf %q %q", dir, dir .. ".log"))

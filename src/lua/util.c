@@ -293,3 +293,52 @@ void mlL_opttable(lua_State *L, int idx, const char *fn, int arg, const char *co
     mlL_checktable(L, idx, fn, arg);
     mlL_checkkeys(L, idx, fn, allowed);
 }
+
+/* ---- slimtensor: the generic option reader ---- */
+
+/* "fn: <expected>, got <value>" for a value at the top of the stack that fails row o's range or
+ * names. */
+static void option_fail(lua_State *L, const char *fn, const mlL_option *o) {
+    char got[160], want[256];
+    mlL_describe(L, lua_gettop(L), got, sizeof got);
+    if (o->expected) {
+        snprintf(want, sizeof want, "%s", o->expected);
+    } else if (o->type == MLL_ENUM) {
+        int n = snprintf(want, sizeof want, "option '%s' expected one of ", o->key);
+        for (int i = 0; o->names[i] && n < (int)sizeof want; i++)
+            n += snprintf(want + n, sizeof want - (size_t)n, "%s'%s'", i ? ", " : "", o->names[i]);
+    } else {
+        snprintf(want, sizeof want, "option '%s' expected a value in [%.17g, %.17g]", o->key, o->min, o->max);
+    }
+    luaL_error(L, "%s: %s, got %s", fn, want, got);
+}
+
+void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, void *out) {
+    idx = lua_absindex(L, idx);
+    for (const mlL_option *o = spec; o->key; o++) {
+        if (lua_getfield(L, idx, o->key) == LUA_TNIL) {
+            lua_pop(L, 1);
+            continue;
+        }
+        char *f = (char *)out + o->offset;
+        double v = 0; /* the number, for the range check */
+        switch (o->type) {
+        case MLL_INT: v = (double)(*(int64_t *)f = mlL_optint(L, idx, o->key, 0, fn)); break;
+        case MLL_INT32: v = *(int *)f = mlL_optint32(L, idx, o->key, 0, fn); break;
+        case MLL_NUM: v = *(double *)f = mlL_optnum(L, idx, o->key, 0, fn); break;
+        case MLL_FLOAT: v = *(float *)f = (float)mlL_optnum(L, idx, o->key, 0, fn); break;
+        case MLL_BOOL: *(int *)f = mlL_optbool(L, idx, o->key, 0, fn); break;
+        case MLL_STR: *(const char **)f = mlL_optstr(L, idx, o->key, NULL, fn); break;
+        case MLL_ENUM: {
+            const char *s = mlL_optstr(L, idx, o->key, NULL, fn);
+            int i = 0;
+            while (o->names[i] && strcmp(o->names[i], s)) i++;
+            if (!o->names[i]) option_fail(L, fn, o);
+            *(int *)f = i;
+            break;
+        }
+        }
+        if (o->min < o->max && !(v >= o->min && v <= o->max)) option_fail(L, fn, o);
+        lua_pop(L, 1);
+    }
+}

@@ -127,6 +127,10 @@ static void print_rec(printer *p, int dim, int64_t off) {
     put(p, "]", 1);
 }
 
+const char *const ml_print_profile_names[] = {"default", "short", "full", NULL};
+const ml_print_options ml_print_profiles[] = {
+    {1000, 3, 4, 80, ML_SCI_AUTO}, {1000, 2, 2, 80, ML_SCI_AUTO}, {INFINITY, 3, 4, 80, ML_SCI_AUTO}};
+
 char *ml_tensor_format(const ml_tensor *t, const ml_print_options *o) {
     printer p = {.t = t, .o = *o, .amax = 0, .amin = HUGE_VAL, .all_int = true, .unit = true, .cap = 256};
     p.s = malloc(p.cap);

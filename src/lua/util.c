@@ -296,8 +296,8 @@ void mlL_opttable(lua_State *L, int idx, const char *fn, int arg, const char *co
 
 /* ---- slimtensor: the generic option reader ---- */
 
-/* "fn: <expected>, got <value>" for a value at the top of the stack that fails row o's range or
- * names. */
+/* "fn: <expected>, got <value>" for the value at the top of the stack (as read: an integer, a
+ * float or the string) that fails row o's range or names. */
 static void option_fail(lua_State *L, const char *fn, const mlL_option *o) {
     char got[160], want[256];
     mlL_describe(L, lua_gettop(L), got, sizeof got);
@@ -308,7 +308,8 @@ static void option_fail(lua_State *L, const char *fn, const mlL_option *o) {
         for (int i = 0; o->names[i] && n < (int)sizeof want; i++)
             n += snprintf(want + n, sizeof want - (size_t)n, "%s'%s'", i ? ", " : "", o->names[i]);
     } else {
-        snprintf(want, sizeof want, "option '%s' expected a value in [%.17g, %.17g]", o->key, o->min, o->max);
+        snprintf(want, sizeof want, "option '%s' expected %s in [%.17g, %.17g]", o->key,
+                 o->type == MLL_INT || o->type == MLL_INT32 ? "an integer" : "a number", o->min, o->max);
     }
     luaL_error(L, "%s: %s, got %s", fn, want, got);
 }
@@ -321,10 +322,18 @@ void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, 
             continue;
         }
         char *f = (char *)out + o->offset;
+        bool ranged = o->min < o->max;
         double v = 0; /* the number, for the range check */
         switch (o->type) {
-        case MLL_INT: v = (double)(*(int64_t *)f = mlL_optint(L, idx, o->key, 0, fn)); break;
-        case MLL_INT32: v = *(int *)f = mlL_optint32(L, idx, o->key, 0, fn); break;
+        case MLL_INT:
+        case MLL_INT32: {
+            lua_Integer i = mlL_optint(L, idx, o->key, 0, fn);
+            if (ranged && !(i >= o->min && i <= o->max)) lua_pushinteger(L, i), option_fail(L, fn, o); /* before int32's */
+            if (o->type == MLL_INT) *(int64_t *)f = i;
+            else *(int *)f = mlL_optint32(L, idx, o->key, 0, fn);
+            ranged = false;
+            break;
+        }
         case MLL_NUM: v = *(double *)f = mlL_optnum(L, idx, o->key, 0, fn); break;
         case MLL_FLOAT: v = *(float *)f = (float)mlL_optnum(L, idx, o->key, 0, fn); break;
         case MLL_BOOL: *(int *)f = mlL_optbool(L, idx, o->key, 0, fn); break;
@@ -338,7 +347,7 @@ void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, 
             break;
         }
         }
-        if (o->min < o->max && !(v >= o->min && v <= o->max)) option_fail(L, fn, o);
+        if (ranged && !(v >= o->min && v <= o->max)) lua_pushnumber(L, v), option_fail(L, fn, o);
         lua_pop(L, 1);
     }
 }

@@ -560,6 +560,22 @@ START_TEST(long_chain_does_not_overflow) {
 }
 END_TEST
 
+/* The slice syntax of t[{"a:b:s"}]: parts optional, defaults 0, size, 1; a bare number is not one. */
+START_TEST(slice_syntax) {
+    int64_t a, b, st;
+    ck_assert(ml_parse_slice("1:3", 10, &a, &b, &st) && a == 1 && b == 3 && st == 1);
+    ck_assert(ml_parse_slice(":", 10, &a, &b, &st) && a == 0 && b == 10 && st == 1);
+    ck_assert(ml_parse_slice(" -2 : ", 7, &a, &b, &st) && a == -2 && b == 7 && st == 1);
+    ck_assert(ml_parse_slice("::2", 5, &a, &b, &st) && a == 0 && b == 5 && st == 2);
+    ck_assert(ml_parse_slice("1:-1:3", 9, &a, &b, &st) && a == 1 && b == -1 && st == 3);
+    ck_assert(!ml_parse_slice("3", 9, &a, &b, &st));
+    ck_assert(!ml_parse_slice("1:2:3:4", 9, &a, &b, &st));
+    ck_assert(!ml_parse_slice("a:b", 9, &a, &b, &st));
+    ck_assert(!ml_parse_slice("1:2x", 9, &a, &b, &st));
+    ck_assert(!ml_parse_slice("", 9, &a, &b, &st));
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("tensor");
     TCase *c = tcase_create("core");
@@ -570,6 +586,7 @@ static Suite *suite(void) {
     tcase_add_test(c, view_reshape_keep_order);
     tcase_add_test(c, views_of_empty_tensors);
     tcase_add_test(c, view_errors);
+    tcase_add_test(c, slice_syntax);
     tcase_add_test(c, copies);
     tcase_add_test(c, copy_broadcast_overlap_versions);
     tcase_add_test(c, storage_accounting);

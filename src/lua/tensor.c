@@ -172,24 +172,24 @@ ml_tensor *mlL_checkints(lua_State *L, int idx, const char *fn, const char *key)
 
 /* ------------------------------------------------------------------ constructors */
 
-static ml_dtype check_dtype(lua_State *L, const char *name, const char *fn) {
-    if (!strcmp(name, "float32") || !strcmp(name, "float")) return ML_F32;
-    if (!strcmp(name, "int32") || !strcmp(name, "int")) return ML_I32;
-    luaL_error(L, "%s: option 'dtype' expected 'float32' or 'int32', got '%s'", fn, name);
-    return ML_F32;
-}
-
 static const char *const ctor_keys[] = {"dtype", "requires_grad", "generator", NULL};
+static const char *const dtype_names[] = {"float32", "int32", "float", "int", NULL}; /* index % 2: ml_dtype */
+typedef struct {
+    int dtype, requires_grad;
+} ctor_options;
+static const mlL_option ctor_spec[] = {
+    {"dtype", MLL_ENUM, offsetof(ctor_options, dtype), 0, 0, dtype_names, "option 'dtype' expected 'float32' or 'int32'"},
+    MLL_OPTION(MLL_BOOL, "requires_grad", ctor_options, requires_grad), {NULL}};
 
 /* Reads {dtype=, requires_grad=} at idx (may be none). */
 static void ctor_opts(lua_State *L, int idx, const char *fn, ml_dtype *dtype, int *requires_grad) {
-    *requires_grad = 0;
-    if (lua_isnoneornil(L, idx)) return;
-    if (!lua_istable(L, idx)) mlL_argerror(L, fn, idx, "an option table {dtype=..., requires_grad=...}");
-    mlL_checkkeys(L, idx, fn, ctor_keys);
-    const char *d = mlL_optstr(L, idx, "dtype", NULL, fn);
-    if (d) *dtype = check_dtype(L, d, fn);
-    *requires_grad = mlL_optbool(L, idx, "requires_grad", 0, fn);
+    ctor_options o = {(int)*dtype, 0};
+    if (!lua_isnoneornil(L, idx)) {
+        if (!lua_istable(L, idx)) mlL_argerror(L, fn, idx, "an option table {dtype=..., requires_grad=...}");
+        mlL_checkkeys(L, idx, fn, ctor_keys);
+        mlL_options(L, idx, fn, ctor_spec, &o);
+    }
+    *dtype = (ml_dtype)(o.dtype % 2), *requires_grad = o.requires_grad;
 }
 
 static void finish_new(lua_State *L, ml_tensor *t, int requires_grad) {
@@ -417,15 +417,17 @@ static ml_tensor *apply_index(lua_State *L, ml_tensor *t, int idx, const char *f
     return out;
 }
 
+/* An element x of t as Lua has it: an integer for int32, else a float. */
+static int push_element(lua_State *L, const ml_tensor *t, double x) {
+    if (t->dtype == ML_I32) lua_pushinteger(L, (lua_Integer)x);
+    else lua_pushnumber(L, x);
+    return 1;
+}
+
 static int push_element_or_view(lua_State *L, ml_tensor *v) {
-    if (v->ndim == 0) {
-        double x = ml_get_flat(v, 0);
-        if (v->dtype == ML_I32) lua_pushinteger(L, (lua_Integer)x);
-        else lua_pushnumber(L, x);
-        ml_release(v);
-    } else {
-        mlL_pushtensor(L, v);
-    }
+    if (v->ndim > 0) return mlL_pushtensor(L, v), 1;
+    push_element(L, v, ml_get_flat(v, 0));
+    ml_release(v);
     return 1;
 }
 
@@ -644,10 +646,7 @@ static int m_item(lua_State *L) {
         char s[ML_SHAPE_STR];
         return luaL_error(L, "item: expected a tensor with one element, got shape %s", ml_shape_str(s, t->ndim, t->shape));
     }
-    double x = ml_get_flat(t, 0);
-    if (t->dtype == ML_I32) lua_pushinteger(L, (lua_Integer)x);
-    else lua_pushnumber(L, x);
-    return 1;
+    return push_element(L, t, ml_get_flat(t, 0));
 }
 
 /* Reads a full element index from arguments first.. (0-based, negatives from the end). */
@@ -670,10 +669,7 @@ static int m_get(lua_State *L) {
     ml_tensor *t = mlL_checktensor(L, 1, "get");
     int64_t idx[ML_MAX_DIMS];
     element_index(L, t, 2, idx, "get");
-    double x = ml_get(t, idx);
-    if (t->dtype == ML_I32) lua_pushinteger(L, (lua_Integer)x);
-    else lua_pushnumber(L, x);
-    return 1;
+    return push_element(L, t, ml_get(t, idx));
 }
 
 static int m_set(lua_State *L) {

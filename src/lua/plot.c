@@ -250,12 +250,17 @@ static pl_panel *read_panels(ctx *c, pl_kind kind, const char *list, int *np) {
     return pan;
 }
 
-static int figure(lua_State *L, pl_kind kind, const char *fn) {
+/* Checks the figure's table (argument 1) against `keys` and puts the anchor table at index 2. */
+static ctx open_args(lua_State *L, const char *fn, const char *const *keys) {
     mlL_checktable(L, 1, fn, 1);
     lua_settop(L, 1);
     lua_newtable(L);
-    ctx c = {L, 2, 0, fn};
-    mlL_checkkeys(L, 1, fn, fig_keys);
+    mlL_checkkeys(L, 1, fn, keys);
+    return (ctx){L, 2, 0, fn};
+}
+
+static int figure(lua_State *L, pl_kind kind, const char *fn) {
+    ctx c = open_args(L, fn, fig_keys);
     const char *list = kind == PL_BOX ? "groups" : "series";
     /* misuse of the other kinds' field names gets a pointed message */
     lua_getfield(L, 1, kind == PL_BOX ? "series" : "groups");
@@ -403,11 +408,7 @@ static const mlL_option heat_opts[] = {
 
 static int l_heatmap(lua_State *L) {
     const char *fn = "mech.plot.heatmap";
-    mlL_checktable(L, 1, fn, 1);
-    lua_settop(L, 1);
-    lua_newtable(L);
-    ctx c = {L, 2, 0, fn};
-    mlL_checkkeys(L, 1, fn, heat_keys);
+    ctx c = open_args(L, fn, heat_keys);
     pl_heatmap_spec h;
     pl_heatmap_init(&h);
     h.out = mlL_optstr(L, 1, "out", NULL, fn);

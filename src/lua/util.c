@@ -180,35 +180,31 @@ lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, 
     return v;
 }
 
+/* Pushes option `key` of the table at idx and returns true when it is given; it must then have Lua
+ * type `type` ("fn: option 'k' expected <what>, got <type name>"). */
+static bool opt_present(lua_State *L, int idx, const char *key, int type, const char *what, const char *fn) {
+    if (lua_getfield(L, idx, key) == LUA_TNIL) return lua_pop(L, 1), false;
+    if (lua_type(L, -1) != type) luaL_error(L, "%s: option '%s' expected %s, got %s", fn, key, what, luaL_typename(L, -1));
+    return true;
+}
+
 lua_Number mlL_optnum(lua_State *L, int idx, const char *key, lua_Number def, const char *fn) {
-    lua_getfield(L, idx, key);
-    lua_Number v = def;
-    if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "%s: option '%s' expected a number, got %s", fn, key, luaL_typename(L, -1));
-        v = lua_tonumber(L, -1);
-    }
+    if (!opt_present(L, idx, key, LUA_TNUMBER, "a number", fn)) return def;
+    lua_Number v = lua_tonumber(L, -1);
     lua_pop(L, 1);
     return v;
 }
 
 int mlL_optbool(lua_State *L, int idx, const char *key, int def, const char *fn) {
-    lua_getfield(L, idx, key);
-    int v = def;
-    if (!lua_isnil(L, -1)) {
-        if (!lua_isboolean(L, -1)) luaL_error(L, "%s: option '%s' expected a boolean, got %s", fn, key, luaL_typename(L, -1));
-        v = lua_toboolean(L, -1);
-    }
+    if (!opt_present(L, idx, key, LUA_TBOOLEAN, "a boolean", fn)) return def;
+    int v = lua_toboolean(L, -1);
     lua_pop(L, 1);
     return v;
 }
 
 const char *mlL_optstr(lua_State *L, int idx, const char *key, const char *def, const char *fn) {
-    lua_getfield(L, idx, key);
-    const char *v = def;
-    if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: option '%s' expected a string, got %s", fn, key, luaL_typename(L, -1));
-        v = lua_tostring(L, -1); /* the string stays alive: it is referenced by the option table */
-    }
+    if (!opt_present(L, idx, key, LUA_TSTRING, "a string", fn)) return def;
+    const char *v = lua_tostring(L, -1); /* the string stays alive: it is referenced by the option table */
     lua_pop(L, 1);
     return v;
 }

@@ -153,3 +153,17 @@ char *ml_tensor_format(const ml_tensor *t, const ml_print_options *o) {
     if (!p.s) ml_fail(ML_ERR_MEM, "tostring: out of memory");
     return p.s;
 }
+
+char *ml_tensor_repr(const ml_tensor *t, const char *grad_fn, const ml_print_options *o) {
+    char *body = ml_tensor_format(t, o), shape[ML_SHAPE_STR], head[ML_SHAPE_STR + 256];
+    if (!body) return NULL;
+    int n = snprintf(head, sizeof head, "tensor(shape=%s, dtype=%s%s%.200s%s)\n", ml_shape_str(shape, t->ndim, t->shape),
+                     ml_dtype_name(t->dtype), grad_fn ? ", grad_fn=" : "", grad_fn ? grad_fn : "",
+                     t->requires_grad ? ", requires_grad=true" : "");
+    size_t nb = strlen(body);
+    char *s = malloc((size_t)n + nb + 1);
+    if (s) memcpy(s, head, (size_t)n), memcpy(s + n, body, nb + 1);
+    else ml_fail(ML_ERR_MEM, "tostring: out of memory");
+    free(body);
+    return s;
+}

@@ -516,7 +516,7 @@ static int t_newindex(lua_State *L) {
 
 /* ------------------------------------------------------------------ printing */
 
-/* As PyTorch prints (ml_tensor_format, core/format.h), with the options of mech.set_printoptions
+/* As PyTorch prints (ml_tensor_repr, core/format.h), with the options of mech.set_printoptions
  * kept in the registry. */
 typedef ml_print_options print_options;
 
@@ -535,15 +535,10 @@ static int t_tostring(lua_State *L) {
         lua_pushstring(L, "tensor(closed)");
         return 1;
     }
-    ml_tensor *t = b->t;
-    char s[ML_SHAPE_STR], *body = ml_tensor_format(t, print_opts(L));
-    if (!body) return mlL_raise(L);
-    lua_pushfstring(L, "tensor(shape=%s, dtype=%s%s%s%s)\n", ml_shape_str(s, t->ndim, t->shape),
-                    ml_dtype_name(t->dtype), t->grad_fn ? ", grad_fn=" : "", t->grad_fn ? t->grad_fn->name : "",
-                    t->requires_grad ? ", requires_grad=true" : "");
-    lua_pushstring(L, body);
-    free(body);
-    lua_concat(L, 2);
+    char *s = ml_tensor_repr(b->t, b->t->grad_fn ? b->t->grad_fn->name : NULL, print_opts(L));
+    if (!s) return mlL_raise(L);
+    lua_pushstring(L, s);
+    free(s);
     return 1;
 }
 

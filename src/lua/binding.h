@@ -120,8 +120,9 @@ int luaopen_mech(lua_State *L);
  * names. mlL_options reads every row's key from the table at idx into `out`; an absent (nil) key
  * leaves its field as it was, so the caller (or the core's *_init) sets the defaults first.
  * Type errors are those of mlL_optint32 & co. ("fn: option 'k' expected a number, got string");
- * a value out of [min, max] or not among `names` raises "fn: <expected>, got <value>", where a
- * NULL `expected` reads "option 'k' expected a value in [min, max]" or "... one of 'a', 'b'".
+ * a value out of [min, max] (checked before an integer's int32 range) or not among `names` raises
+ * "fn: <expected>, got <value as read>", where a NULL `expected` reads "option 'k' expected an
+ * integer in [min, max]" ("a number" for MLL_NUM/MLL_FLOAT) or "option 'k' expected one of 'a', 'b'".
  * Unknown keys are the caller's check (mlL_checkkeys / mlL_opttable): tables often hold more. */
 typedef enum {
     MLL_INT,   /* int64_t */

@@ -125,11 +125,12 @@ int luaopen_mech(lua_State *L);
  * integer in [min, max]" ("a number" for MLL_NUM/MLL_FLOAT) or "option 'k' expected one of 'a', 'b'".
  * Unknown keys are the caller's check (mlL_checkkeys / mlL_opttable): tables often hold more. */
 typedef enum {
-    MLL_INT,   /* int64_t */
+    MLL_INT,   /* int64_t (or uint64_t: a seed) */
     MLL_INT32, /* int, and out of int32 range is an error */
     MLL_NUM,   /* double */
     MLL_FLOAT, /* float */
     MLL_BOOL,  /* int, 0 or 1 */
+    MLL_CBOOL, /* bool */
     MLL_STR,   /* const char *, borrowed from the option table */
     MLL_ENUM,  /* int: the index of the string in `names` */
 } mlL_opt_type;

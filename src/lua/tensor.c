@@ -175,15 +175,16 @@ ml_tensor *mlL_checkints(lua_State *L, int idx, const char *fn, const char *key)
 static const char *const ctor_keys[] = {"dtype", "requires_grad", "generator", NULL};
 static const char *const dtype_names[] = {"float32", "int32", "float", "int", NULL}; /* index % 2: ml_dtype */
 typedef struct {
-    int dtype, requires_grad;
+    int dtype;
+    bool requires_grad;
 } ctor_options;
 static const mlL_option ctor_spec[] = {
     {"dtype", MLL_ENUM, offsetof(ctor_options, dtype), 0, 0, dtype_names, "option 'dtype' expected 'float32' or 'int32'"},
-    MLL_OPTION(MLL_BOOL, "requires_grad", ctor_options, requires_grad), {NULL}};
+    MLL_OPTION(MLL_CBOOL, "requires_grad", ctor_options, requires_grad), {NULL}};
 
 /* Reads {dtype=, requires_grad=} at idx (may be none). */
 static void ctor_opts(lua_State *L, int idx, const char *fn, ml_dtype *dtype, int *requires_grad) {
-    ctor_options o = {(int)*dtype, 0};
+    ctor_options o = {(int)*dtype, false};
     if (!lua_isnoneornil(L, idx)) {
         if (!lua_istable(L, idx)) mlL_argerror(L, fn, idx, "an option table {dtype=..., requires_grad=...}");
         mlL_checkkeys(L, idx, fn, ctor_keys);

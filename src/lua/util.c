@@ -333,6 +333,7 @@ void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, 
         case MLL_NUM: v = *(double *)f = mlL_optnum(L, idx, o->key, 0, fn); break;
         case MLL_FLOAT: v = *(float *)f = (float)mlL_optnum(L, idx, o->key, 0, fn); break;
         case MLL_BOOL: *(int *)f = mlL_optbool(L, idx, o->key, 0, fn); break;
+        case MLL_CBOOL: *(bool *)f = mlL_optbool(L, idx, o->key, 0, fn); break;
         case MLL_STR: *(const char **)f = mlL_optstr(L, idx, o->key, NULL, fn); break;
         case MLL_ENUM: {
             const char *s = mlL_optstr(L, idx, o->key, NULL, fn);

@@ -127,6 +127,10 @@ static void print_rec(printer *p, int dim, int64_t off) {
     put(p, "]", 1);
 }
 
+const char *const ml_print_profile_names[] = {"default", "short", "full", NULL};
+const ml_print_options ml_print_profiles[] = {
+    {1000, 3, 4, 80, ML_SCI_AUTO}, {1000, 2, 2, 80, ML_SCI_AUTO}, {INFINITY, 3, 4, 80, ML_SCI_AUTO}};
+
 char *ml_tensor_format(const ml_tensor *t, const ml_print_options *o) {
     printer p = {.t = t, .o = *o, .amax = 0, .amin = HUGE_VAL, .all_int = true, .unit = true, .cap = 256};
     p.s = malloc(p.cap);
@@ -148,4 +152,18 @@ char *ml_tensor_format(const ml_tensor *t, const ml_print_options *o) {
     print_rec(&p, 0, 0);
     if (!p.s) ml_fail(ML_ERR_MEM, "tostring: out of memory");
     return p.s;
+}
+
+char *ml_tensor_repr(const ml_tensor *t, const char *grad_fn, const ml_print_options *o) {
+    char *body = ml_tensor_format(t, o), shape[ML_SHAPE_STR], head[ML_SHAPE_STR + 256];
+    if (!body) return NULL;
+    int n = snprintf(head, sizeof head, "tensor(shape=%s, dtype=%s%s%.200s%s)\n", ml_shape_str(shape, t->ndim, t->shape),
+                     ml_dtype_name(t->dtype), grad_fn ? ", grad_fn=" : "", grad_fn ? grad_fn : "",
+                     t->requires_grad ? ", requires_grad=true" : "");
+    size_t nb = strlen(body);
+    char *s = malloc((size_t)n + nb + 1);
+    if (s) memcpy(s, head, (size_t)n), memcpy(s + n, body, nb + 1);
+    else ml_fail(ML_ERR_MEM, "tostring: out of memory");
+    free(body);
+    return s;
 }

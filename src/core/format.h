@@ -18,8 +18,16 @@ typedef struct {
 
 enum { ML_SCI_AUTO = -1, ML_SCI_OFF = 0, ML_SCI_ON = 1 };
 
+/* mech.set_printoptions' profiles: ml_print_profile_names[i] ("default", "short", "full"; NULL
+ * after the last) names ml_print_profiles[i]. The first is the default. */
+extern const char *const ml_print_profile_names[];
+extern const ml_print_options ml_print_profiles[];
+
 /* The nested-bracket text of t's elements ("[[1., 2.],\n [3., 4.]]"): a malloc'd string, or
  * NULL with an error when memory runs out. */
 char *ml_tensor_format(const ml_tensor *t, const ml_print_options *o);
+/* mech.Tensor's tostring: "tensor(shape=[2,3], dtype=float32[, grad_fn=NAME][, requires_grad=true])\n"
+ * then ml_tensor_format's text; grad_fn is the name of the node that made t, or NULL. */
+char *ml_tensor_repr(const ml_tensor *t, const char *grad_fn, const ml_print_options *o);
 
 #endif

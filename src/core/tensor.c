@@ -369,6 +369,31 @@ ml_tensor *ml_copy_contiguous(const ml_tensor *t, ml_dtype dtype) {
 
 /* ------------------------------------------------------------------ raw views */
 
+bool ml_parse_slice(const char *s, int64_t size, int64_t *a, int64_t *b, int64_t *st) {
+    *a = 0, *b = size, *st = 1;
+    const char *p = s;
+    int64_t *parts[3] = {a, b, st};
+    for (int k = 0; k < 3; k++) {
+        while (*p == ' ') p++;
+        if (*p && *p != ':') {
+            char *end;
+            long long v = strtoll(p, &end, 10);
+            if (end == p) return false;
+            *parts[k] = v;
+            p = end;
+        }
+        while (*p == ' ') p++;
+        if (*p == ':') {
+            if (k == 2) return false;
+            p++;
+        } else {
+            if (*p) return false;
+            return k >= 1 || strchr(s, ':') != NULL;
+        }
+    }
+    return *p == 0;
+}
+
 ml_tensor *ml_view_apply(ml_tensor *t, const ml_view_spec *v) {
     int64_t shape[ML_MAX_DIMS], stride[ML_MAX_DIMS];
     int nd = t->ndim;

@@ -112,6 +112,9 @@ typedef struct {
     int ndim;                     /* view, expand: the new shape */
     int64_t shape[ML_MAX_DIMS];
 } ml_view_spec;
+/* Python's slice syntax "a:b:s" (each part optional, spaces allowed; "a" alone is not a slice) for
+ * a dim of `size`: *a, *b, *st get the parts, 0, size and 1 where left out. false: not a slice. */
+bool ml_parse_slice(const char *s, int64_t size, int64_t *a, int64_t *b, int64_t *st);
 /* The view v of t (arguments already checked by the caller). NULL without a message when t's
  * strides cannot express a ML_VIEW_VIEW reshape, or when out of memory. */
 ml_tensor *ml_view_apply(ml_tensor *t, const ml_view_spec *v);

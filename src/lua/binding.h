@@ -9,6 +9,7 @@
 #define MLL_BINDING_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -113,5 +114,37 @@ int mlL_open_nn(lua_State *L);     /* src/lua/nn.c: mech.nn (lua/mech/nn/, loade
 int mlL_cache_save(lua_State *L);
 
 int luaopen_mech(lua_State *L);
+
+/* ---- slimtensor: the generic option reader ----
+ * One row per option of a C struct: key, type, offset of the field, an optional range and enum
+ * names. mlL_options reads every row's key from the table at idx into `out`; an absent (nil) key
+ * leaves its field as it was, so the caller (or the core's *_init) sets the defaults first.
+ * Type errors are those of mlL_optint32 & co. ("fn: option 'k' expected a number, got string");
+ * a value out of [min, max] (checked before an integer's int32 range) or not among `names` raises
+ * "fn: <expected>, got <value as read>", where a NULL `expected` reads "option 'k' expected an
+ * integer in [min, max]" ("a number" for MLL_NUM/MLL_FLOAT) or "option 'k' expected one of 'a', 'b'".
+ * Unknown keys are the caller's check (mlL_checkkeys / mlL_opttable): tables often hold more. */
+typedef enum {
+    MLL_INT,   /* int64_t (or uint64_t: a seed) */
+    MLL_INT32, /* int, and out of int32 range is an error */
+    MLL_NUM,   /* double */
+    MLL_FLOAT, /* float */
+    MLL_BOOL,  /* int, 0 or 1 */
+    MLL_CBOOL, /* bool */
+    MLL_STR,   /* const char *, borrowed from the option table */
+    MLL_ENUM,  /* int: the index of the string in `names` */
+} mlL_opt_type;
+typedef struct {
+    const char *key;
+    mlL_opt_type type;
+    size_t offset;            /* offsetof(the struct, the field) */
+    double min, max;          /* numbers: checked when min < max (both inclusive) */
+    const char *const *names; /* MLL_ENUM: NULL-terminated */
+    const char *expected;     /* range or enum failure text, or NULL for the generic one */
+} mlL_option;
+/* A row without a range: MLL_OPTION(MLL_NUM, "width", pl_plot, width). */
+#define MLL_OPTION(type, key, T, field) {key, type, offsetof(T, field), 0, 0, NULL, NULL}
+/* Reads the rows of spec (ended by a row whose key is NULL) from the table at idx into out. */
+void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, void *out);
 
 #endif

@@ -53,22 +53,34 @@ static int l_save_tensors(lua_State *L) {
     return 0;
 }
 
-/* An open file owned by the stack, closed by the collector if an error unwinds first. */
-#define FILE_MT "mech.SafetensorsFile"
-static int file_gc(lua_State *L) {
-    ml_safetensors **box = luaL_checkudata(L, 1, FILE_MT);
-    ml_safetensors_close(*box);
-    *box = NULL;
+/* An open safetensors file or a parsed JSON tree owned by the stack: the collector frees it if an
+ * error unwinds first. */
+#define OWNED_MT "mech.IoOwned"
+typedef struct {
+    void *p;
+    bool json;
+} owned;
+
+static int owned_gc(lua_State *L) {
+    owned *o = luaL_checkudata(L, 1, OWNED_MT);
+    if (o->json) ml_json_free(o->p);
+    else ml_safetensors_close(o->p);
+    o->p = NULL;
     return 0;
+}
+
+static owned *push_owned(lua_State *L, bool json) {
+    owned *o = lua_newuserdatauv(L, sizeof *o, 0);
+    *o = (owned){NULL, json};
+    luaL_setmetatable(L, OWNED_MT);
+    return o;
 }
 
 /* mech.load_tensors(path) -> {name = tensor, ...}, {metadata key = value, ...} */
 static int l_load_tensors(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
-    ml_safetensors **box = lua_newuserdatauv(L, sizeof *box, 0);
-    *box = NULL;
-    luaL_setmetatable(L, FILE_MT);
-    ml_safetensors *f = *box = ml_safetensors_open(path);
+    owned *box = push_owned(L, false);
+    ml_safetensors *f = box->p = ml_safetensors_open(path);
     if (!f) return mlL_raise(L);
     lua_newtable(L);
     for (int i = 0; i < ml_safetensors_count(f); i++) {
@@ -82,7 +94,7 @@ static int l_load_tensors(lua_State *L) {
         lua_setfield(L, -2, ml_safetensors_meta_key(f, i));
     }
     ml_safetensors_close(f);
-    *box = NULL;
+    box->p = NULL;
     return 2;
 }
 
@@ -93,15 +105,6 @@ int mlL_cache_save(lua_State *L) {
     if (!lua_istable(L, 1)) mlL_argerror(L, fn, 1, "a cache table (from run_with_cache)");
     const char *path = luaL_checkstring(L, 2);
     save_table(L, 1, 0, path, fn);
-    return 0;
-}
-
-/* A parsed JSON tree owned by the stack, freed by the collector if an error unwinds first. */
-#define JSON_MT "mech.JsonTree"
-static int json_gc(lua_State *L) {
-    ml_json **box = luaL_checkudata(L, 1, JSON_MT);
-    ml_json_free(*box);
-    *box = NULL;
     return 0;
 }
 
@@ -139,17 +142,15 @@ static int l_json_decode(lua_State *L) {
     if (lua_type(L, 1) != LUA_TSTRING) return mlL_argerror(L, fn, 1, "a string");
     size_t n;
     const char *text = lua_tolstring(L, 1, &n), *name = luaL_optstring(L, 2, NULL);
-    ml_json **box = lua_newuserdatauv(L, sizeof *box, 0);
-    *box = NULL;
-    luaL_setmetatable(L, JSON_MT);
-    if (!(*box = ml_json_parse(text, n, NULL))) {
+    owned *box = push_owned(L, true);
+    if (!(box->p = ml_json_parse(text, n, NULL))) {
         const char *msg = ml_last_error();
         if (!strncmp(msg, "json: ", 6)) msg += 6;
         return luaL_error(L, "%s: %s%s%s", fn, name ? name : "", name ? ": " : "", msg);
     }
-    push_json(L, *box);
-    ml_json_free(*box);
-    *box = NULL;
+    push_json(L, box->p);
+    ml_json_free(box->p);
+    box->p = NULL;
     return 1;
 }
 
@@ -159,13 +160,9 @@ int mlL_open_io(lua_State *L) {
                                      {"json_decode", l_json_decode},
                                      {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
-    static const char *const mts[] = {FILE_MT, JSON_MT};
-    static const lua_CFunction gcs[] = {file_gc, json_gc};
-    for (int i = 0; i < 2; i++) {
-        luaL_newmetatable(L, mts[i]);
-        lua_pushcfunction(L, gcs[i]);
-        lua_setfield(L, -2, "__gc");
-        lua_pop(L, 1);
-    }
+    luaL_newmetatable(L, OWNED_MT);
+    lua_pushcfunction(L, owned_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
     return 0;
 }

@@ -1,13 +1,11 @@
 /* luaopen_mech: builds the `mech` module from the area openers. */
 #define _DEFAULT_SOURCE /* realpath */
 #include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "io/os.h"
 #include "lua/binding.h"
 
 #ifndef MECHLAB_SOURCE_DIR
@@ -17,24 +15,18 @@
 #define MECHLAB_HOME_FROM_BIN "../share/mechlab"
 #endif
 
-static bool is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 /* mechlab's home: the directory holding its Lua library, sweep files and figure recipes (lua/,
  * experiments/, plots/). An installation (`cmake --install`) is found from the executable's own
  * location, so it runs from any directory and any prefix; a build tree uses its source tree. */
 static void push_home(lua_State *L) {
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
+    char *slash = ml_executable(exe, sizeof exe) ? (ml_clear_error(), NULL) : strrchr(exe, '/');
     if (slash) {
         *slash = '\0';
         char installed[PATH_MAX + 64], probe[PATH_MAX + 96], home[PATH_MAX];
         snprintf(installed, sizeof installed, "%s/%s", exe, MECHLAB_HOME_FROM_BIN);
         snprintf(probe, sizeof probe, "%s/lua/mech/sweep.lua", installed);
-        if (is_file(probe) && realpath(installed, home)) {
+        if (ml_is_file(probe) && realpath(installed, home)) {
             lua_pushstring(L, home);
             return;
         }
@@ -64,7 +56,7 @@ static void add_lua_path(lua_State *L, const char *home) {
  * recipe of the distribution is found from any directory, a local copy first (as `require`). */
 static int l_find(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
-    if (is_file(path)) {
+    if (ml_is_file(path)) {
         lua_settop(L, 1);
         return 1;
     }
@@ -72,7 +64,7 @@ static int l_find(lua_State *L) {
     const char *home = lua_tostring(L, -1);
     if (path[0] != '/' && home) {
         lua_pushfstring(L, "%s/%s", home, path);
-        if (is_file(lua_tostring(L, -1))) return 1;
+        if (ml_is_file(lua_tostring(L, -1))) return 1;
     }
     lua_pushnil(L);
     lua_pushfstring(L, "no file '%s' here%s%s", path, home && path[0] != '/' ? " or in mechlab's home " : "",

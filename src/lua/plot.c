@@ -121,12 +121,6 @@ static const char **labels_at(ctx *c, int t, const char *field, int *n) {
     return v;
 }
 
-/* A string field kept alive by the anchor (option tables may be mutated by callers later). */
-static const char *str_field(ctx *c, int t, const char *key) {
-    const char *s = mlL_optstr(c->L, t, key, NULL, c->fn);
-    return s;
-}
-
 static void lim_field(ctx *c, int t, const char *key, double lim[2]) {
     int n;
     double *v = opt_vector(c, t, key, &n);
@@ -136,6 +130,11 @@ static void lim_field(ctx *c, int t, const char *key, double lim[2]) {
 }
 
 static const char *const series_keys[] = {"label", "key", "x", "y", "values", "marker", "dashed", "color", "path", "alpha", NULL};
+static const mlL_option series_opts[] = {
+    MLL_OPTION(MLL_STR, "label", pl_series, label), MLL_OPTION(MLL_STR, "key", pl_series, key),
+    MLL_OPTION(MLL_STR, "color", pl_series, color), MLL_OPTION(MLL_BOOL, "dashed", pl_series, dashed),
+    MLL_OPTION(MLL_BOOL, "path", pl_series, path),  MLL_OPTION(MLL_NUM, "alpha", pl_series, alpha),
+    {NULL}};
 
 /* One series table at the top of the stack. */
 static void read_series(ctx *c, pl_kind kind, pl_series *se, int j) {
@@ -148,14 +147,9 @@ static void read_series(ctx *c, pl_kind kind, pl_series *se, int j) {
                    kind == PL_BOX || kind == PL_BAR ? "values = {...}" : "x = {...}, y = {...}", j + 1, got(L, t));
     mlL_checkkeys(L, t, where, series_keys);
     memset(se, 0, sizeof *se);
-    se->label = str_field(c, t, "label");
-    se->key = str_field(c, t, "key");
-    se->color = str_field(c, t, "color");
-    se->dashed = mlL_optbool(L, t, "dashed", 0, c->fn);
-    se->path = mlL_optbool(L, t, "path", 0, c->fn);
-    se->alpha = mlL_optnum(L, t, "alpha", 0, c->fn);
+    mlL_options(L, t, c->fn, series_opts, se);
     if (se->path && kind != PL_SCATTER) luaL_error(L, "%s: series field 'path' belongs to mech.plot.scatter", c->fn);
-    const char *mk = str_field(c, t, "marker");
+    const char *mk = mlL_optstr(L, t, "marker", NULL, c->fn);
     se->marker = PL_MARKER_AUTO;
     if (mk && (se->marker = pl_marker_find(mk)) < 0)
         luaL_error(L, "%s: unknown marker '%s' (circle, triangle, square, diamond, triangle_down, plus, cross, none)", c->fn, mk);
@@ -202,6 +196,21 @@ static const char *const fig_keys[] = {"series", "groups", "facets", "categories
                                        "legend", "legend_title", "width", "height", "scale", "ncol", "free_y", "logx",
                                        "xlim", "ylim", "xticks", "yticks", "hlines", "palette", "alpha", "line_width",
                                        "marker_size", "markers", "jitter", "seed", "dodge", "caption", "out", NULL};
+static const char *const legend_names[] = {"auto", "right", "bottom", "none", NULL}; /* pl_legend_pos */
+/* Read after 'out', before 'logx' and the vectors; the defaults are pl_plot_init's. */
+static const mlL_option fig_opts[] = {
+    MLL_OPTION(MLL_STR, "title", pl_plot, title),          MLL_OPTION(MLL_STR, "xlabel", pl_plot, xlabel),
+    MLL_OPTION(MLL_STR, "ylabel", pl_plot, ylabel),        MLL_OPTION(MLL_STR, "legend_title", pl_plot, legend_title),
+    MLL_OPTION(MLL_STR, "palette", pl_plot, palette),      MLL_OPTION(MLL_NUM, "width", pl_plot, width),
+    MLL_OPTION(MLL_NUM, "height", pl_plot, height),        MLL_OPTION(MLL_NUM, "scale", pl_plot, scale),
+    MLL_OPTION(MLL_INT32, "ncol", pl_plot, ncol),          MLL_OPTION(MLL_BOOL, "free_y", pl_plot, free_y),
+    MLL_OPTION(MLL_NUM, "alpha", pl_plot, alpha),          MLL_OPTION(MLL_NUM, "line_width", pl_plot, line_width),
+    MLL_OPTION(MLL_NUM, "marker_size", pl_plot, marker_size), MLL_OPTION(MLL_BOOL, "markers", pl_plot, markers),
+    MLL_OPTION(MLL_NUM, "jitter", pl_plot, jitter),
+    {"seed", MLL_INT32, offsetof(pl_plot, jitter_seed), 0, INT32_MAX, NULL, "field 'seed' expected a non-negative integer"},
+    MLL_OPTION(MLL_NUM, "dodge", pl_plot, dodge),          MLL_OPTION(MLL_STR, "caption", pl_plot, caption),
+    {"legend", MLL_ENUM, offsetof(pl_plot, legend), 0, 0, legend_names, "field 'legend' expected 'right', 'bottom' or 'none'"},
+    {NULL}};
 
 /* The figure's panels: the one list (`series` or `groups`) or the facets, each {title =, list =};
  * *np gets their number. */
@@ -232,7 +241,7 @@ static pl_panel *read_panels(ctx *c, pl_kind kind, const char *list, int *np) {
             int t = lua_gettop(L);
             if (!lua_istable(L, t)) luaL_error(L, "%s: facet %d expected a table {title = ..., %s = ...}, got %s", fn, i + 1, list, got(L, t));
             mlL_checkkeys(L, t, fn, facet_keys);
-            pan[i].title = str_field(c, t, "title");
+            pan[i].title = mlL_optstr(L, t, "title", NULL, fn);
             pan[i].series = read_list(c, kind, t, list, &pan[i].nseries);
             lua_pop(L, 1);
         }
@@ -241,12 +250,17 @@ static pl_panel *read_panels(ctx *c, pl_kind kind, const char *list, int *np) {
     return pan;
 }
 
-static int figure(lua_State *L, pl_kind kind, const char *fn) {
+/* Checks the figure's table (argument 1) against `keys` and puts the anchor table at index 2. */
+static ctx open_args(lua_State *L, const char *fn, const char *const *keys) {
     mlL_checktable(L, 1, fn, 1);
     lua_settop(L, 1);
     lua_newtable(L);
-    ctx c = {L, 2, 0, fn};
-    mlL_checkkeys(L, 1, fn, fig_keys);
+    mlL_checkkeys(L, 1, fn, keys);
+    return (ctx){L, 2, 0, fn};
+}
+
+static int figure(lua_State *L, pl_kind kind, const char *fn) {
+    ctx c = open_args(L, fn, fig_keys);
     const char *list = kind == PL_BOX ? "groups" : "series";
     /* misuse of the other kinds' field names gets a pointed message */
     lua_getfield(L, 1, kind == PL_BOX ? "series" : "groups");
@@ -257,39 +271,12 @@ static int figure(lua_State *L, pl_kind kind, const char *fn) {
     pl_plot_init(&p);
     p.out = mlL_optstr(L, 1, "out", NULL, fn);
     if (!p.out) luaL_error(L, "%s: field 'out' (the PNG path) is required", fn);
-    p.title = str_field(&c, 1, "title");
-    p.xlabel = str_field(&c, 1, "xlabel");
-    p.ylabel = str_field(&c, 1, "ylabel");
-    p.legend_title = str_field(&c, 1, "legend_title");
-    p.palette = str_field(&c, 1, "palette");
-    p.width = mlL_optnum(L, 1, "width", 0, fn);
-    p.height = mlL_optnum(L, 1, "height", 0, fn);
-    p.scale = mlL_optnum(L, 1, "scale", 0, fn);
-    p.ncol = mlL_optint32(L, 1, "ncol", 0, fn);
-    p.free_y = mlL_optbool(L, 1, "free_y", 0, fn);
-    p.alpha = mlL_optnum(L, 1, "alpha", NAN, fn);
-    p.line_width = mlL_optnum(L, 1, "line_width", 0, fn);
-    p.marker_size = mlL_optnum(L, 1, "marker_size", 0, fn);
-    p.markers = mlL_optbool(L, 1, "markers", 1, fn);
-    p.jitter = mlL_optnum(L, 1, "jitter", 0, fn);
-    lua_Integer seed = mlL_optint32(L, 1, "seed", 0, fn);
-    if (seed < 0) luaL_error(L, "%s: field 'seed' expected a non-negative integer, got %d", fn, (int)seed);
-    p.jitter_seed = (unsigned)seed;
-    p.dodge = mlL_optnum(L, 1, "dodge", 0, fn);
-    p.caption = str_field(&c, 1, "caption");
+    mlL_options(L, 1, fn, fig_opts, &p);
     lua_getfield(L, 1, "logx");
     if (lua_isboolean(L, -1)) p.logx = lua_toboolean(L, -1) ? 10 : 0;
     else if (lua_type(L, -1) == LUA_TNUMBER) p.logx = lua_tonumber(L, -1);
     else if (!lua_isnil(L, -1)) luaL_error(L, "%s: field 'logx' expected true or a base such as 2, got %s", fn, got(L, -1));
     lua_pop(L, 1);
-    const char *leg = str_field(&c, 1, "legend");
-    if (leg) {
-        static const char *const names[] = {"auto", "right", "bottom", "none", NULL};
-        p.legend = -1;
-        for (int i = 0; names[i]; i++)
-            if (strcmp(leg, names[i]) == 0) p.legend = i;
-        if (p.legend < 0) luaL_error(L, "%s: field 'legend' expected 'right', 'bottom' or 'none', got '%s'", fn, leg);
-    }
     lim_field(&c, 1, "xlim", p.xlim);
     lim_field(&c, 1, "ylim", p.ylim);
     p.xticks = opt_vector(&c, 1, "xticks", &p.nxticks);
@@ -366,7 +353,7 @@ static void heatmap_mask(ctx *c, pl_heatmap_spec *h) {
     lua_getfield(L, 1, "filter");
     int has_mask = !lua_isnil(L, -2), has_filter = !lua_isnil(L, -1);
     if (has_mask && has_filter) luaL_error(L, "%s: give 'mask' or 'filter', not both", fn);
-    h->mask_note = str_field(c, 1, "mask_note");
+    h->mask_note = mlL_optstr(L, 1, "mask_note", NULL, fn);
     if (!has_mask && !has_filter) {
         if (h->mask_note) luaL_error(L, "%s: field 'mask_note' needs a 'mask'", fn);
         lua_pop(L, 2);
@@ -388,7 +375,7 @@ static void heatmap_mask(ctx *c, pl_heatmap_spec *h) {
         if (lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "%s: field 'filter.min' expected a number, got %s", fn, got(L, -1));
         min = lua_tonumber(L, -1);
         lua_pop(L, 1);
-        const char *note = str_field(c, m, "note");
+        const char *note = mlL_optstr(L, m, "note", NULL, fn);
         if (note && h->mask_note) luaL_error(L, "%s: give the note as 'filter.note' or 'mask_note', not both", fn);
         if (note) h->mask_note = note;
         if (!h->mask_note) {
@@ -410,14 +397,18 @@ static void heatmap_mask(ctx *c, pl_heatmap_spec *h) {
 static const char *const heat_keys[] = {"data", "xlabels", "ylabels", "cmap", "center", "vmin", "vmax", "values",
                                         "digits", "title", "xlabel", "ylabel", "colorbar", "cell", "scale", "out",
                                         "mask", "filter", "mask_note", NULL};
+/* Read after the data and labels; the defaults are pl_heatmap_init's. */
+static const mlL_option heat_opts[] = {
+    MLL_OPTION(MLL_STR, "cmap", pl_heatmap_spec, cmap),    MLL_OPTION(MLL_NUM, "center", pl_heatmap_spec, center),
+    MLL_OPTION(MLL_NUM, "vmin", pl_heatmap_spec, vmin),    MLL_OPTION(MLL_NUM, "vmax", pl_heatmap_spec, vmax),
+    MLL_OPTION(MLL_BOOL, "values", pl_heatmap_spec, values), MLL_OPTION(MLL_INT32, "digits", pl_heatmap_spec, digits),
+    MLL_OPTION(MLL_STR, "title", pl_heatmap_spec, title),  MLL_OPTION(MLL_STR, "xlabel", pl_heatmap_spec, xlabel),
+    MLL_OPTION(MLL_STR, "ylabel", pl_heatmap_spec, ylabel), MLL_OPTION(MLL_NUM, "cell", pl_heatmap_spec, cell),
+    MLL_OPTION(MLL_NUM, "scale", pl_heatmap_spec, scale),  {NULL}};
 
 static int l_heatmap(lua_State *L) {
     const char *fn = "mech.plot.heatmap";
-    mlL_checktable(L, 1, fn, 1);
-    lua_settop(L, 1);
-    lua_newtable(L);
-    ctx c = {L, 2, 0, fn};
-    mlL_checkkeys(L, 1, fn, heat_keys);
+    ctx c = open_args(L, fn, heat_keys);
     pl_heatmap_spec h;
     pl_heatmap_init(&h);
     h.out = mlL_optstr(L, 1, "out", NULL, fn);
@@ -432,17 +423,7 @@ static int l_heatmap(lua_State *L) {
     h.ylabels = labels_at(&c, 1, "ylabels", &ny);
     if (h.xlabels && nx != h.cols) luaL_error(L, "%s: %d xlabels for %d columns", fn, nx, h.cols);
     if (h.ylabels && ny != h.rows) luaL_error(L, "%s: %d ylabels for %d rows", fn, ny, h.rows);
-    h.cmap = str_field(&c, 1, "cmap");
-    h.center = mlL_optnum(L, 1, "center", NAN, fn);
-    h.vmin = mlL_optnum(L, 1, "vmin", NAN, fn);
-    h.vmax = mlL_optnum(L, 1, "vmax", NAN, fn);
-    h.values = mlL_optbool(L, 1, "values", 0, fn);
-    h.digits = mlL_optint32(L, 1, "digits", 2, fn);
-    h.title = str_field(&c, 1, "title");
-    h.xlabel = str_field(&c, 1, "xlabel");
-    h.ylabel = str_field(&c, 1, "ylabel");
-    h.cell = mlL_optnum(L, 1, "cell", 0, fn);
-    h.scale = mlL_optnum(L, 1, "scale", 0, fn);
+    mlL_options(L, 1, fn, heat_opts, &h);
     lua_getfield(L, 1, "colorbar");
     if (lua_isboolean(L, -1)) h.colorbar = lua_toboolean(L, -1);
     else if (lua_type(L, -1) == LUA_TSTRING) h.cbar_label = lua_tostring(L, -1);

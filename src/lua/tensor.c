@@ -172,24 +172,25 @@ ml_tensor *mlL_checkints(lua_State *L, int idx, const char *fn, const char *key)
 
 /* ------------------------------------------------------------------ constructors */
 
-static ml_dtype check_dtype(lua_State *L, const char *name, const char *fn) {
-    if (!strcmp(name, "float32") || !strcmp(name, "float")) return ML_F32;
-    if (!strcmp(name, "int32") || !strcmp(name, "int")) return ML_I32;
-    luaL_error(L, "%s: option 'dtype' expected 'float32' or 'int32', got '%s'", fn, name);
-    return ML_F32;
-}
-
 static const char *const ctor_keys[] = {"dtype", "requires_grad", "generator", NULL};
+static const char *const dtype_names[] = {"float32", "int32", "float", "int", NULL}; /* index % 2: ml_dtype */
+typedef struct {
+    int dtype;
+    bool requires_grad;
+} ctor_options;
+static const mlL_option ctor_spec[] = {
+    {"dtype", MLL_ENUM, offsetof(ctor_options, dtype), 0, 0, dtype_names, "option 'dtype' expected 'float32' or 'int32'"},
+    MLL_OPTION(MLL_CBOOL, "requires_grad", ctor_options, requires_grad), {NULL}};
 
 /* Reads {dtype=, requires_grad=} at idx (may be none). */
 static void ctor_opts(lua_State *L, int idx, const char *fn, ml_dtype *dtype, int *requires_grad) {
-    *requires_grad = 0;
-    if (lua_isnoneornil(L, idx)) return;
-    if (!lua_istable(L, idx)) mlL_argerror(L, fn, idx, "an option table {dtype=..., requires_grad=...}");
-    mlL_checkkeys(L, idx, fn, ctor_keys);
-    const char *d = mlL_optstr(L, idx, "dtype", NULL, fn);
-    if (d) *dtype = check_dtype(L, d, fn);
-    *requires_grad = mlL_optbool(L, idx, "requires_grad", 0, fn);
+    ctor_options o = {(int)*dtype, false};
+    if (!lua_isnoneornil(L, idx)) {
+        if (!lua_istable(L, idx)) mlL_argerror(L, fn, idx, "an option table {dtype=..., requires_grad=...}");
+        mlL_checkkeys(L, idx, fn, ctor_keys);
+        mlL_options(L, idx, fn, ctor_spec, &o);
+    }
+    *dtype = (ml_dtype)(o.dtype % 2), *requires_grad = o.requires_grad;
 }
 
 static void finish_new(lua_State *L, ml_tensor *t, int requires_grad) {
@@ -364,32 +365,6 @@ static int g_tostring(lua_State *L) {
 
 /* ------------------------------------------------------------------ indexing */
 
-/* Parses "a:b:s" (parts optional). Returns false if s is not slice syntax. */
-static bool parse_slice(const char *s, int64_t *a, int64_t *b, int64_t *st, int64_t size) {
-    *a = 0, *b = size, *st = 1;
-    const char *p = s;
-    int64_t *parts[3] = {a, b, st};
-    for (int k = 0; k < 3; k++) {
-        while (*p == ' ') p++;
-        if (*p && *p != ':') {
-            char *end;
-            long long v = strtoll(p, &end, 10);
-            if (end == p) return false;
-            *parts[k] = v;
-            p = end;
-        }
-        while (*p == ' ') p++;
-        if (*p == ':') {
-            if (k == 2) return false;
-            p++;
-        } else {
-            if (*p) return false;
-            return k >= 1 || strchr(s, ':') != NULL;
-        }
-    }
-    return *p == 0;
-}
-
 /* Applies the index at stack idx to t (new reference). The view being built is held in a box
  * on the stack, so that a Lua error midway (a bad entry, an index table whose __index or __len
  * raises) leaves it to the collector instead of leaking it. */
@@ -417,7 +392,7 @@ static ml_tensor *apply_index(lua_State *L, ml_tensor *t, int idx, const char *f
         int64_t a, b, st;
         if (lua_type(L, -1) == LUA_TNUMBER && lua_isinteger(L, -1)) {
             next = ml_select(cur->t, dim, lua_tointeger(L, -1));
-        } else if (lua_type(L, -1) == LUA_TSTRING && parse_slice(lua_tostring(L, -1), &a, &b, &st, cur->t->shape[dim])) {
+        } else if (lua_type(L, -1) == LUA_TSTRING && ml_parse_slice(lua_tostring(L, -1), cur->t->shape[dim], &a, &b, &st)) {
             next = ml_slice(cur->t, dim++, a, b, st);
         } else if (lua_istable(L, -1)) {
             lua_geti(L, -1, 1);
@@ -443,15 +418,17 @@ static ml_tensor *apply_index(lua_State *L, ml_tensor *t, int idx, const char *f
     return out;
 }
 
+/* An element x of t as Lua has it: an integer for int32, else a float. */
+static int push_element(lua_State *L, const ml_tensor *t, double x) {
+    if (t->dtype == ML_I32) lua_pushinteger(L, (lua_Integer)x);
+    else lua_pushnumber(L, x);
+    return 1;
+}
+
 static int push_element_or_view(lua_State *L, ml_tensor *v) {
-    if (v->ndim == 0) {
-        double x = ml_get_flat(v, 0);
-        if (v->dtype == ML_I32) lua_pushinteger(L, (lua_Integer)x);
-        else lua_pushnumber(L, x);
-        ml_release(v);
-    } else {
-        mlL_pushtensor(L, v);
-    }
+    if (v->ndim > 0) return mlL_pushtensor(L, v), 1;
+    push_element(L, v, ml_get_flat(v, 0));
+    ml_release(v);
     return 1;
 }
 
@@ -540,16 +517,9 @@ static int t_newindex(lua_State *L) {
 
 /* ------------------------------------------------------------------ printing */
 
-/* As PyTorch prints (ml_tensor_format, core/format.h), with the options of mech.set_printoptions
+/* As PyTorch prints (ml_tensor_repr, core/format.h), with the options of mech.set_printoptions
  * kept in the registry. */
 typedef ml_print_options print_options;
-
-static const struct {
-    const char *name;
-    print_options o;
-} print_profiles[] = {{"default", {1000, 3, 4, 80, ML_SCI_AUTO}},
-                      {"short", {1000, 2, 2, 80, ML_SCI_AUTO}},
-                      {"full", {HUGE_VAL, 3, 4, 80, ML_SCI_AUTO}}};
 
 #define PRINT_OPTIONS_KEY "mech.printoptions"
 
@@ -566,15 +536,10 @@ static int t_tostring(lua_State *L) {
         lua_pushstring(L, "tensor(closed)");
         return 1;
     }
-    ml_tensor *t = b->t;
-    char s[ML_SHAPE_STR], *body = ml_tensor_format(t, print_opts(L));
-    if (!body) return mlL_raise(L);
-    lua_pushfstring(L, "tensor(shape=%s, dtype=%s%s%s%s)\n", ml_shape_str(s, t->ndim, t->shape),
-                    ml_dtype_name(t->dtype), t->grad_fn ? ", grad_fn=" : "", t->grad_fn ? t->grad_fn->name : "",
-                    t->requires_grad ? ", requires_grad=true" : "");
-    lua_pushstring(L, body);
-    free(body);
-    lua_concat(L, 2);
+    char *s = ml_tensor_repr(b->t, b->t->grad_fn ? b->t->grad_fn->name : NULL, print_opts(L));
+    if (!s) return mlL_raise(L);
+    lua_pushstring(L, s);
+    free(s);
     return 1;
 }
 
@@ -584,30 +549,21 @@ static int t_tostring(lua_State *L) {
 static int l_set_printoptions(lua_State *L) {
     const char *fn = "mech.set_printoptions";
     static const char *const keys[] = {"threshold", "edgeitems", "precision", "linewidth", "sci_mode", "profile", NULL};
+    static const mlL_option profile[] = {
+        {"profile", MLL_ENUM, 0, 0, 0, ml_print_profile_names, "option 'profile' expected 'default', 'short' or 'full'"}, {NULL}};
+    static const mlL_option opts[] = {
+        {"threshold", MLL_NUM, offsetof(print_options, threshold), 0, INFINITY, NULL,
+         "option 'threshold' expected a number >= 0 (math.huge: never summarise)"},
+        {"edgeitems", MLL_INT32, offsetof(print_options, edgeitems), 1, 1000, NULL, NULL},
+        {"precision", MLL_INT32, offsetof(print_options, precision), 0, 16, NULL, NULL},
+        {"linewidth", MLL_INT32, offsetof(print_options, linewidth), 1, 100000, NULL, NULL}, {NULL}};
     mlL_checktable(L, 1, fn, 1);
     mlL_checkkeys(L, 1, fn, keys);
     print_options o = *print_opts(L);
-    const char *profile = mlL_optstr(L, 1, "profile", NULL, fn);
-    if (profile) {
-        size_t k = 0, n = sizeof print_profiles / sizeof *print_profiles;
-        while (k < n && strcmp(print_profiles[k].name, profile)) k++;
-        if (k == n) return luaL_error(L, "%s: option 'profile' expected 'default', 'short' or 'full', got '%s'", fn, profile);
-        o = print_profiles[k].o;
-    }
-    o.threshold = mlL_optnum(L, 1, "threshold", o.threshold, fn);
-    if (!(o.threshold >= 0)) return luaL_error(L, "%s: option 'threshold' expected a number >= 0 (math.huge: never summarise), got %f", fn, o.threshold);
-    static const struct {
-        const char *key;
-        int lo, hi;
-    } ranges[] = {{"edgeitems", 1, 1000}, {"precision", 0, 16}, {"linewidth", 1, 100000}};
-    int *fields[] = {&o.edgeitems, &o.precision, &o.linewidth};
-    for (int i = 0; i < 3; i++) {
-        lua_Integer v = mlL_optint(L, 1, ranges[i].key, *fields[i], fn);
-        if (v < ranges[i].lo || v > ranges[i].hi)
-            return luaL_error(L, "%s: option '%s' expected an integer in [%d, %d], got %I", fn, ranges[i].key,
-                              ranges[i].lo, ranges[i].hi, v);
-        *fields[i] = (int)v;
-    }
+    int k = -1;
+    mlL_options(L, 1, fn, profile, &k);
+    if (k >= 0) o = ml_print_profiles[k];
+    mlL_options(L, 1, fn, opts, &o);
     int t = lua_getfield(L, 1, "sci_mode");
     if (t == LUA_TBOOLEAN) o.sci_mode = lua_toboolean(L, -1) ? ML_SCI_ON : ML_SCI_OFF;
     else if (t == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "auto")) o.sci_mode = ML_SCI_AUTO;
@@ -686,10 +642,7 @@ static int m_item(lua_State *L) {
         char s[ML_SHAPE_STR];
         return luaL_error(L, "item: expected a tensor with one element, got shape %s", ml_shape_str(s, t->ndim, t->shape));
     }
-    double x = ml_get_flat(t, 0);
-    if (t->dtype == ML_I32) lua_pushinteger(L, (lua_Integer)x);
-    else lua_pushnumber(L, x);
-    return 1;
+    return push_element(L, t, ml_get_flat(t, 0));
 }
 
 /* Reads a full element index from arguments first.. (0-based, negatives from the end). */
@@ -712,10 +665,7 @@ static int m_get(lua_State *L) {
     ml_tensor *t = mlL_checktensor(L, 1, "get");
     int64_t idx[ML_MAX_DIMS];
     element_index(L, t, 2, idx, "get");
-    double x = ml_get(t, idx);
-    if (t->dtype == ML_I32) lua_pushinteger(L, (lua_Integer)x);
-    else lua_pushnumber(L, x);
-    return 1;
+    return push_element(L, t, ml_get(t, idx));
 }
 
 static int m_set(lua_State *L) {
@@ -943,13 +893,16 @@ static int l_gradcheck(lua_State *L) {
     mlL_checktable(L, 2, "mech.gradcheck", 2);
     int n = (int)luaL_len(L, 2);
     if (n < 1 || n > 16) return luaL_error(L, "mech.gradcheck: argument 2 expected 1 to 16 tensors, got %d", n);
-    double eps = 1e-2, atol = 1e-3, rtol = 1e-2;
+    struct tolerances {
+        double eps, atol, rtol;
+    } tol = {1e-2, 1e-3, 1e-2};
     if (lua_istable(L, 3)) {
         static const char *const keys[] = {"eps", "atol", "rtol", NULL};
+        static const mlL_option opts[] = {MLL_OPTION(MLL_NUM, "eps", struct tolerances, eps),
+                                          MLL_OPTION(MLL_NUM, "atol", struct tolerances, atol),
+                                          MLL_OPTION(MLL_NUM, "rtol", struct tolerances, rtol), {NULL}};
         mlL_checkkeys(L, 3, "mech.gradcheck", keys);
-        eps = mlL_optnum(L, 3, "eps", eps, "mech.gradcheck");
-        atol = mlL_optnum(L, 3, "atol", atol, "mech.gradcheck");
-        rtol = mlL_optnum(L, 3, "rtol", rtol, "mech.gradcheck");
+        mlL_options(L, 3, "mech.gradcheck", opts, &tol);
     }
     ml_tensor *ins[16];
     for (int i = 0; i < n; i++) {
@@ -958,7 +911,7 @@ static int l_gradcheck(lua_State *L) {
         lua_pop(L, 1); /* still referenced by the table */
     }
     gc_ud ud = {L, 1, n};
-    ml_status st = ml_gradcheck(gradcheck_cb, &ud, n, ins, eps, atol, rtol);
+    ml_status st = ml_gradcheck(gradcheck_cb, &ud, n, ins, tol.eps, tol.atol, tol.rtol);
     lua_pushboolean(L, st == ML_OK);
     if (st) {
         lua_pushstring(L, ml_last_error());
@@ -1026,7 +979,7 @@ int mlL_open_tensor(lua_State *L) {
     lua_pushinteger(L, 0);
     lua_call(L, 1, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, "mech.default_rng");
-    *(print_options *)lua_newuserdatauv(L, sizeof(print_options), 0) = print_profiles[0].o;
+    *(print_options *)lua_newuserdatauv(L, sizeof(print_options), 0) = ml_print_profiles[0];
     lua_setfield(L, LUA_REGISTRYINDEX, PRINT_OPTIONS_KEY);
 
     static const luaL_Reg funcs[] = {

@@ -180,35 +180,31 @@ lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, 
     return v;
 }
 
+/* Pushes option `key` of the table at idx and returns true when it is given; it must then have Lua
+ * type `type` ("fn: option 'k' expected <what>, got <type name>"). */
+static bool opt_present(lua_State *L, int idx, const char *key, int type, const char *what, const char *fn) {
+    if (lua_getfield(L, idx, key) == LUA_TNIL) return lua_pop(L, 1), false;
+    if (lua_type(L, -1) != type) luaL_error(L, "%s: option '%s' expected %s, got %s", fn, key, what, luaL_typename(L, -1));
+    return true;
+}
+
 lua_Number mlL_optnum(lua_State *L, int idx, const char *key, lua_Number def, const char *fn) {
-    lua_getfield(L, idx, key);
-    lua_Number v = def;
-    if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "%s: option '%s' expected a number, got %s", fn, key, luaL_typename(L, -1));
-        v = lua_tonumber(L, -1);
-    }
+    if (!opt_present(L, idx, key, LUA_TNUMBER, "a number", fn)) return def;
+    lua_Number v = lua_tonumber(L, -1);
     lua_pop(L, 1);
     return v;
 }
 
 int mlL_optbool(lua_State *L, int idx, const char *key, int def, const char *fn) {
-    lua_getfield(L, idx, key);
-    int v = def;
-    if (!lua_isnil(L, -1)) {
-        if (!lua_isboolean(L, -1)) luaL_error(L, "%s: option '%s' expected a boolean, got %s", fn, key, luaL_typename(L, -1));
-        v = lua_toboolean(L, -1);
-    }
+    if (!opt_present(L, idx, key, LUA_TBOOLEAN, "a boolean", fn)) return def;
+    int v = lua_toboolean(L, -1);
     lua_pop(L, 1);
     return v;
 }
 
 const char *mlL_optstr(lua_State *L, int idx, const char *key, const char *def, const char *fn) {
-    lua_getfield(L, idx, key);
-    const char *v = def;
-    if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: option '%s' expected a string, got %s", fn, key, luaL_typename(L, -1));
-        v = lua_tostring(L, -1); /* the string stays alive: it is referenced by the option table */
-    }
+    if (!opt_present(L, idx, key, LUA_TSTRING, "a string", fn)) return def;
+    const char *v = lua_tostring(L, -1); /* the string stays alive: it is referenced by the option table */
     lua_pop(L, 1);
     return v;
 }
@@ -292,4 +288,63 @@ void mlL_opttable(lua_State *L, int idx, const char *fn, int arg, const char *co
     if (lua_isnil(L, idx)) lua_newtable(L), lua_replace(L, idx);
     mlL_checktable(L, idx, fn, arg);
     mlL_checkkeys(L, idx, fn, allowed);
+}
+
+/* ---- slimtensor: the generic option reader ---- */
+
+/* "fn: <expected>, got <value>" for the value at the top of the stack (as read: an integer, a
+ * float or the string) that fails row o's range or names. */
+static void option_fail(lua_State *L, const char *fn, const mlL_option *o) {
+    char got[160], want[256];
+    mlL_describe(L, lua_gettop(L), got, sizeof got);
+    if (o->expected) {
+        snprintf(want, sizeof want, "%s", o->expected);
+    } else if (o->type == MLL_ENUM) {
+        int n = snprintf(want, sizeof want, "option '%s' expected one of ", o->key);
+        for (int i = 0; o->names[i] && n < (int)sizeof want; i++)
+            n += snprintf(want + n, sizeof want - (size_t)n, "%s'%s'", i ? ", " : "", o->names[i]);
+    } else {
+        snprintf(want, sizeof want, "option '%s' expected %s in [%.17g, %.17g]", o->key,
+                 o->type == MLL_INT || o->type == MLL_INT32 ? "an integer" : "a number", o->min, o->max);
+    }
+    luaL_error(L, "%s: %s, got %s", fn, want, got);
+}
+
+void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, void *out) {
+    idx = lua_absindex(L, idx);
+    for (const mlL_option *o = spec; o->key; o++) {
+        if (lua_getfield(L, idx, o->key) == LUA_TNIL) {
+            lua_pop(L, 1);
+            continue;
+        }
+        char *f = (char *)out + o->offset;
+        bool ranged = o->min < o->max;
+        double v = 0; /* the number, for the range check */
+        switch (o->type) {
+        case MLL_INT:
+        case MLL_INT32: {
+            lua_Integer i = mlL_optint(L, idx, o->key, 0, fn);
+            if (ranged && !(i >= o->min && i <= o->max)) lua_pushinteger(L, i), option_fail(L, fn, o); /* before int32's */
+            if (o->type == MLL_INT) *(int64_t *)f = i;
+            else *(int *)f = mlL_optint32(L, idx, o->key, 0, fn);
+            ranged = false;
+            break;
+        }
+        case MLL_NUM: v = *(double *)f = mlL_optnum(L, idx, o->key, 0, fn); break;
+        case MLL_FLOAT: v = *(float *)f = (float)mlL_optnum(L, idx, o->key, 0, fn); break;
+        case MLL_BOOL: *(int *)f = mlL_optbool(L, idx, o->key, 0, fn); break;
+        case MLL_CBOOL: *(bool *)f = mlL_optbool(L, idx, o->key, 0, fn); break;
+        case MLL_STR: *(const char **)f = mlL_optstr(L, idx, o->key, NULL, fn); break;
+        case MLL_ENUM: {
+            const char *s = mlL_optstr(L, idx, o->key, NULL, fn);
+            int i = 0;
+            while (o->names[i] && strcmp(o->names[i], s)) i++;
+            if (!o->names[i]) option_fail(L, fn, o);
+            *(int *)f = i;
+            break;
+        }
+        }
+        if (ranged && !(v >= o->min && v <= o->max)) lua_pushnumber(L, v), option_fail(L, fn, o);
+        lua_pop(L, 1);
+    }
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "autograd/autograd.h"
+#include "core/format.h"
 #include "core/tensor.h"
 #include "ops/ops.h"
 #include "testutil.h"
@@ -560,6 +561,37 @@ START_TEST(long_chain_does_not_overflow) {
 }
 END_TEST
 
+/* The slice syntax of t[{"a:b:s"}]: parts optional, defaults 0, size, 1; a bare number is not one. */
+START_TEST(slice_syntax) {
+    int64_t a, b, st;
+    ck_assert(ml_parse_slice("1:3", 10, &a, &b, &st) && a == 1 && b == 3 && st == 1);
+    ck_assert(ml_parse_slice(":", 10, &a, &b, &st) && a == 0 && b == 10 && st == 1);
+    ck_assert(ml_parse_slice(" -2 : ", 7, &a, &b, &st) && a == -2 && b == 7 && st == 1);
+    ck_assert(ml_parse_slice("::2", 5, &a, &b, &st) && a == 0 && b == 5 && st == 2);
+    ck_assert(ml_parse_slice("1:-1:3", 9, &a, &b, &st) && a == 1 && b == -1 && st == 3);
+    ck_assert(!ml_parse_slice("3", 9, &a, &b, &st));
+    ck_assert(!ml_parse_slice("1:2:3:4", 9, &a, &b, &st));
+    ck_assert(!ml_parse_slice("a:b", 9, &a, &b, &st));
+    ck_assert(!ml_parse_slice("1:2x", 9, &a, &b, &st));
+    ck_assert(!ml_parse_slice("", 9, &a, &b, &st));
+}
+END_TEST
+
+/* tostring's text: the header names shape, dtype, the node and requires_grad, then the elements. */
+START_TEST(repr_text) {
+    int64_t shape[1] = {2};
+    ml_tensor *t = ml_full(ML_F32, 1, shape, 1.5);
+    char *s = ml_tensor_repr(t, NULL, &ml_print_profiles[0]);
+    ck_assert_str_eq(s, "tensor(shape=[2], dtype=float32)\n[1.5000, 1.5000]");
+    free(s);
+    ck_assert_int_eq(ml_set_requires_grad(t, true), ML_OK);
+    s = ml_tensor_repr(t, "AddBackward", &ml_print_profiles[1]);
+    ck_assert_str_eq(s, "tensor(shape=[2], dtype=float32, grad_fn=AddBackward, requires_grad=true)\n[1.50, 1.50]");
+    free(s);
+    ml_release(t);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("tensor");
     TCase *c = tcase_create("core");
@@ -570,6 +602,8 @@ static Suite *suite(void) {
     tcase_add_test(c, view_reshape_keep_order);
     tcase_add_test(c, views_of_empty_tensors);
     tcase_add_test(c, view_errors);
+    tcase_add_test(c, slice_syntax);
+    tcase_add_test(c, repr_text);
     tcase_add_test(c, copies);
     tcase_add_test(c, copy_broadcast_overlap_versions);
     tcase_add_test(c, storage_accounting);

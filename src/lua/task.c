@@ -77,124 +77,92 @@ static int l_lib_entry(lua_State *L) { return call_lib(L, lua_tostring(L, lua_up
 
 /* ------------------------------------------------------------------- constructors ---- */
 
-/* A string option that must be one of names[]; returns its index. */
-static int opt_enum(lua_State *L, int idx, const char *key, int def, const char *const *names, const char *fn) {
-    const char *s = mlL_optstr(L, idx, key, NULL, fn);
-    if (!s) return def;
-    for (int i = 0; names[i]; i++)
-        if (strcmp(s, names[i]) == 0) return i;
+static const char *const rng_names[] = {"philox", "numpy", NULL}; /* ml_task_rng order */
+
+/* Option o (an ENUM) of the table at idx: a name of o->names (its index), a boolean where o says
+ * what one means, else def when absent. */
+static int opt_enum(lua_State *L, int idx, const ml_task_option *o, int def, const char *fn) {
+    lua_getfield(L, idx, o->name);
+    int is_bool = lua_isboolean(L, -1), bval = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (is_bool && (o->if_true || o->if_false)) return bval ? o->if_true : o->if_false;
+    const char *s = mlL_optstr(L, idx, o->name, NULL, fn);
+    int i = s ? ml_task_option_enum(o, s) : def;
+    if (i >= 0) return i;
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    for (int i = 0; names[i]; i++) {
-        luaL_addstring(&b, i ? (names[i + 1] ? ", \"" : " or \"") : "\"");
-        luaL_addstring(&b, names[i]);
+    for (int k = 0; o->names[k]; k++) {
+        luaL_addstring(&b, k ? (o->names[k + 1] ? ", \"" : " or \"") : "\"");
+        luaL_addstring(&b, o->names[k]);
         luaL_addstring(&b, "\"");
     }
     luaL_pushresult(&b);
-    return luaL_error(L, "%s: option '%s' expected %s, got '%s'", fn, key, lua_tostring(L, -1), s);
+    return luaL_error(L, "%s: option '%s' expected %s, got '%s'", fn, o->name, lua_tostring(L, -1), s);
 }
 
-static uint64_t opt_seed(lua_State *L, int idx, const char *fn) {
-    return (uint64_t)mlL_optint(L, idx, "seed", 42, fn);
+/* Checks the options table (argument 1; nil: none) of a task of kind k: its keys are those of
+ * src/tasks/options.c. */
+static void check_task_options(lua_State *L, ml_task_kind k, const char *fn) {
+    if (lua_isnoneornil(L, 1)) lua_newtable(L), lua_replace(L, 1);
+    mlL_checktable(L, 1, fn, 1);
+    const char *keys[32];
+    int n = 0;
+    for (const ml_task_option *o = ml_task_options(k); o->name; o++) keys[n++] = o->name;
+    keys[n] = NULL;
+    mlL_checkkeys(L, 1, fn, keys);
 }
 
-static const char *const ar_keys[] = {"num_kv", "length", "min_length", "max_length", "query_type",
-                                      "train_test_split", "seed", NULL};
+/* Reads the checked options table into cfg, whose fields hold the defaults; returns the seed. */
+static uint64_t read_task_options(lua_State *L, ml_task_kind k, void *cfg, const char *fn) {
+    for (const ml_task_option *o = ml_task_options(k); o->name; o++) {
+        char *p = (char *)cfg + o->offset;
+        if (o->offset == ML_TOPT_NO_FIELD) continue;
+        if (o->type == ML_TOPT_INT) *(int *)p = mlL_optint32(L, 1, o->name, *(int *)p, fn);
+        else if (o->type == ML_TOPT_NUM) *(double *)p = mlL_optnum(L, 1, o->name, *(double *)p, fn);
+        else if (o->type == ML_TOPT_BOOL) *(bool *)p = mlL_optbool(L, 1, o->name, *(bool *)p, fn);
+        else *(int *)p = opt_enum(L, 1, o, *(int *)p, fn);
+    }
+    return (uint64_t)mlL_optint(L, 1, "seed", 42, fn);
+}
+
+/* Sets the options of task t (of kind AR, ATR or MQAR) in the table on top, as its constructor
+ * takes them. */
+static void set_task_options(lua_State *L, const ml_task *t) {
+    const char *cfg = ml_task_config(t);
+    for (const ml_task_option *o = ml_task_options(ml_task_get_kind(t)); o->name; o++) {
+        const char *p = cfg + o->offset;
+        if (o->offset == ML_TOPT_NO_FIELD) continue;
+        if (o->type == ML_TOPT_INT) lua_pushinteger(L, *(const int *)p);
+        else if (o->type == ML_TOPT_NUM) lua_pushnumber(L, *(const double *)p);
+        else if (o->type == ML_TOPT_BOOL) lua_pushboolean(L, *(const bool *)p);
+        else lua_pushstring(L, o->names[*(const int *)p]);
+        lua_setfield(L, -2, o->name);
+    }
+}
 
 static int l_ar(lua_State *L) {
     const char *fn = "mech.task.ar";
-    if (lua_isnoneornil(L, 1)) lua_newtable(L), lua_replace(L, 1);
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checkkeys(L, 1, fn, ar_keys);
     ml_ar_config c = ml_ar_config_default();
-    c.num_kv = mlL_optint32(L, 1, "num_kv", c.num_kv, fn);
-    int len = mlL_optint32(L, 1, "length", c.max_length, fn);
-    c.min_length = mlL_optint32(L, 1, "min_length", len, fn);
-    c.max_length = mlL_optint32(L, 1, "max_length", len, fn);
-    static const char *const qt[] = {"key", "value", NULL};
-    c.query_type = opt_enum(L, 1, "query_type", 0, qt, fn) ? ML_QT_VALUE : ML_QT_KEY;
-    c.train_test_split = mlL_optnum(L, 1, "train_test_split", 0.0, fn);
-    push_task(L, ml_task_ar(&c, opt_seed(L, 1, fn)));
+    check_task_options(L, ML_TASK_AR, fn);
+    c.min_length = c.max_length = mlL_optint32(L, 1, "length", c.max_length, fn);
+    uint64_t seed = read_task_options(L, ML_TASK_AR, &c, fn);
+    push_task(L, ml_task_ar(&c, seed));
     return 1;
 }
-
-static const char *const atr_keys[] = {"head_position",
-                                       "max_depth",
-                                       "max_rhs_len",
-                                       "max_rules_per_nt",
-                                       "num_nonterminals",
-                                       "num_terminals",
-                                       "terminal_occurrence_factor",
-                                       "transparent_nonterminals",
-                                       "train_test_split",
-                                       "parent",
-                                       "child",
-                                       "sibling",
-                                       "unambiguous_queries",
-                                       "sample_first",
-                                       "query_type_token",
-                                       "min_yield",
-                                       "max_yield",
-                                       "rng",
-                                       "seed",
-                                       NULL};
-
-static const char *const rng_names[] = {"philox", "numpy", NULL}; /* ml_task_rng order */
 
 static int l_atr(lua_State *L) {
-    const char *fn = "mech.task.atr";
-    if (lua_isnoneornil(L, 1)) lua_newtable(L), lua_replace(L, 1);
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checkkeys(L, 1, fn, atr_keys);
     ml_atr_config c = ml_atr_config_default();
-    static const char *const heads[] = {"right", "left", NULL};
-    static const char *const first[] = {"target", "query", NULL};
-    static const char *const qtok[] = {"auto", "never", "always", NULL};
-    c.head_position = (ml_head_pos)opt_enum(L, 1, "head_position", c.head_position, heads, fn);
-    c.max_depth = mlL_optint32(L, 1, "max_depth", c.max_depth, fn);
-    c.max_rhs_len = mlL_optint32(L, 1, "max_rhs_len", c.max_rhs_len, fn);
-    c.max_rules_per_nt = mlL_optint32(L, 1, "max_rules_per_nt", c.max_rules_per_nt, fn);
-    c.num_nonterminals = mlL_optint32(L, 1, "num_nonterminals", c.num_nonterminals, fn);
-    c.num_terminals = mlL_optint32(L, 1, "num_terminals", c.num_terminals, fn);
-    c.terminal_occurrence_factor = mlL_optnum(L, 1, "terminal_occurrence_factor", 0.0, fn);
-    c.transparent_nonterminals = mlL_optbool(L, 1, "transparent_nonterminals", c.transparent_nonterminals, fn);
-    c.train_test_split = mlL_optnum(L, 1, "train_test_split", 0.0, fn);
-    c.parent = mlL_optbool(L, 1, "parent", c.parent, fn);
-    c.child = mlL_optbool(L, 1, "child", c.child, fn);
-    c.sibling = mlL_optbool(L, 1, "sibling", c.sibling, fn);
-    c.unambiguous_queries = mlL_optbool(L, 1, "unambiguous_queries", c.unambiguous_queries, fn);
-    c.sample_first = (ml_sample_first)opt_enum(L, 1, "sample_first", c.sample_first, first, fn);
-    lua_getfield(L, 1, "query_type_token"); /* a boolean means always/never */
-    int is_bool = lua_isboolean(L, -1), bval = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    c.query_type_token = is_bool ? (bval ? ML_QTOK_ALWAYS : ML_QTOK_NEVER)
-                                 : (ml_qtok)opt_enum(L, 1, "query_type_token", ML_QTOK_AUTO, qtok, fn);
-    c.min_yield = mlL_optint32(L, 1, "min_yield", c.min_yield, fn);
-    c.max_yield = mlL_optint32(L, 1, "max_yield", c.max_yield, fn);
-    c.rng = (ml_task_rng)opt_enum(L, 1, "rng", c.rng, rng_names, fn);
-    push_task(L, ml_task_atr(&c, opt_seed(L, 1, fn)));
+    check_task_options(L, ML_TASK_ATR, "mech.task.atr");
+    uint64_t seed = read_task_options(L, ML_TASK_ATR, &c, "mech.task.atr");
+    push_task(L, ml_task_atr(&c, seed));
     return 1;
 }
 
-static const char *const mqar_keys[] = {"vocab_size", "input_seq_len", "num_kv_pairs", "power_a", "num_passes",
-                                        "random_non_queries", "rng", "seed", NULL};
-
-/* mech.task.mqar{vocab_size, input_seq_len, num_kv_pairs, power_a, num_passes, random_non_queries,
- * rng, seed}: the option names of Zoology's multiquery_ar */
 static int l_mqar(lua_State *L) {
-    const char *fn = "mech.task.mqar";
-    if (lua_isnoneornil(L, 1)) lua_newtable(L), lua_replace(L, 1);
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checkkeys(L, 1, fn, mqar_keys);
     ml_mqar_config c = ml_mqar_config_default();
-    c.vocab_size = mlL_optint32(L, 1, "vocab_size", c.vocab_size, fn);
-    c.input_seq_len = mlL_optint32(L, 1, "input_seq_len", c.input_seq_len, fn);
-    c.num_kv_pairs = mlL_optint32(L, 1, "num_kv_pairs", c.num_kv_pairs, fn);
-    c.power_a = mlL_optnum(L, 1, "power_a", c.power_a, fn);
-    c.num_passes = mlL_optint32(L, 1, "num_passes", c.num_passes, fn);
-    c.random_non_queries = mlL_optbool(L, 1, "random_non_queries", c.random_non_queries, fn);
-    c.rng = (ml_task_rng)opt_enum(L, 1, "rng", c.rng, rng_names, fn);
-    push_task(L, ml_task_mqar(&c, opt_seed(L, 1, fn)));
+    check_task_options(L, ML_TASK_MQAR, "mech.task.mqar");
+    uint64_t seed = read_task_options(L, ML_TASK_MQAR, &c, "mech.task.mqar");
+    push_task(L, ml_task_mqar(&c, seed));
     return 1;
 }
 
@@ -214,7 +182,8 @@ static int l_preset(lua_State *L) {
     if (!lua_isnoneornil(L, 3)) {
         mlL_checktable(L, 3, fn, 3);
         mlL_checkkeys(L, 3, fn, preset_keys);
-        rng = (ml_task_rng)opt_enum(L, 3, "rng", rng, rng_names, fn);
+        static const ml_task_option rng_option = {"rng", ML_TOPT_ENUM, 0, .names = rng_names};
+        rng = (ml_task_rng)opt_enum(L, 3, &rng_option, rng, fn);
     }
     const char *name = lua_tostring(L, 1);
     ml_task *t = ml_task_preset_rng(name, (uint64_t)seed, rng);
@@ -620,61 +589,13 @@ static int l_corrupt_range(lua_State *L) {
     return 2;
 }
 
-/* task:config(): the options as a table (those that mech.task.ar / atr accept). */
+/* task:config(): the options as a table (those that mech.task.ar / atr / mqar accept). */
 static int l_config(lua_State *L) {
     task_box *b = check_task(L, 1, "task:config");
     if (ml_task_get_kind(b->t) == ML_TASK_CUSTOM) return call_lib(L, "config");
-    const ml_ar_config *a = ml_task_ar_config(b->t);
-    const ml_atr_config *c = ml_task_atr_config(b->t);
-    const ml_mqar_config *q = ml_task_mqar_config(b->t);
     lua_newtable(L);
     set_int(L, "seed", (lua_Integer)ml_task_seed(b->t));
-    if (q) {
-        set_int(L, "vocab_size", q->vocab_size);
-        set_int(L, "input_seq_len", q->input_seq_len);
-        set_int(L, "num_kv_pairs", q->num_kv_pairs);
-        set_num(L, "power_a", q->power_a);
-        set_int(L, "num_passes", q->num_passes);
-        lua_pushboolean(L, q->random_non_queries);
-        lua_setfield(L, -2, "random_non_queries");
-        lua_pushstring(L, ml_task_rng_name(q->rng));
-        lua_setfield(L, -2, "rng");
-        return 1;
-    }
-    if (a) {
-        set_int(L, "num_kv", a->num_kv);
-        set_int(L, "min_length", a->min_length);
-        set_int(L, "max_length", a->max_length);
-        lua_pushstring(L, a->query_type == ML_QT_VALUE ? "value" : "key");
-        lua_setfield(L, -2, "query_type");
-        set_num(L, "train_test_split", a->train_test_split);
-        return 1;
-    }
-    static const char *const heads[] = {"right", "left"}, *const first[] = {"target", "query"},
-                             *const qtok[] = {"auto", "never", "always"};
-    lua_pushstring(L, heads[c->head_position]);
-    lua_setfield(L, -2, "head_position");
-    set_int(L, "max_depth", c->max_depth);
-    set_int(L, "max_rhs_len", c->max_rhs_len);
-    set_int(L, "max_rules_per_nt", c->max_rules_per_nt);
-    set_int(L, "num_nonterminals", c->num_nonterminals);
-    set_int(L, "num_terminals", c->num_terminals);
-    set_num(L, "terminal_occurrence_factor", c->terminal_occurrence_factor);
-    set_num(L, "train_test_split", c->train_test_split);
-    const char *flags[] = {"transparent_nonterminals", "parent", "child", "sibling", "unambiguous_queries"};
-    bool vals[] = {c->transparent_nonterminals, c->parent, c->child, c->sibling, c->unambiguous_queries};
-    for (int i = 0; i < 5; i++) {
-        lua_pushboolean(L, vals[i]);
-        lua_setfield(L, -2, flags[i]);
-    }
-    lua_pushstring(L, first[c->sample_first]);
-    lua_setfield(L, -2, "sample_first");
-    lua_pushstring(L, qtok[c->query_type_token]);
-    lua_setfield(L, -2, "query_type_token");
-    set_int(L, "min_yield", c->min_yield);
-    set_int(L, "max_yield", c->max_yield);
-    lua_pushstring(L, ml_task_rng_name(c->rng));
-    lua_setfield(L, -2, "rng");
+    set_task_options(L, b->t);
     return 1;
 }
 

@@ -115,6 +115,25 @@ ml_mqar_config ml_mqar_config_default(void);
 
 typedef struct ml_task ml_task;
 
+/* The options of mech.task.ar / atr / mqar as a table (src/tasks/options.c): key, type and the
+ * offset of its field in the kind's config struct (ML_TOPT_NO_FIELD: a key the constructor reads
+ * itself, "length" and "seed"). ENUM fields are int-sized; their value is the index in names. */
+typedef enum { ML_TOPT_INT, ML_TOPT_NUM, ML_TOPT_BOOL, ML_TOPT_ENUM } ml_task_opt_type;
+#define ML_TOPT_NO_FIELD ((size_t)-1)
+typedef struct {
+    const char *name;
+    ml_task_opt_type type;
+    size_t offset;
+    const char *const *names; /* ENUM: the value names, NULL-terminated */
+    int if_true, if_false;    /* ENUM: the values a boolean means (both 0: booleans refused) */
+} ml_task_option;
+/* The options of kind k (AR, ATR, MQAR; NULL for another), ended by an entry with a NULL name. */
+const ml_task_option *ml_task_options(ml_task_kind k);
+/* The index of s in o->names, -1 for none. */
+int ml_task_option_enum(const ml_task_option *o, const char *s);
+/* The config struct of an AR, ATR or MQAR task (what ml_task_options' offsets index), else NULL. */
+const void *ml_task_config(const ml_task *t);
+
 /* Constructors validate the configuration (message names the option, the expected and the
  * received value) and return NULL on error. The task is refcounted (datasets retain it). */
 ml_task *ml_task_ar(const ml_ar_config *cfg, uint64_t seed);

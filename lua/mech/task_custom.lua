@@ -295,6 +295,65 @@ function M.from_spec(spec)
   return M.load(spec.module, spec.options, spec.seed, spec.name)
 end
 
+-- JSON text as Lua data; a syntax error raises naming fn and what the text is.
+local function decode(text, fn, what)
+  local ok, v = pcall(mech.json_decode, text)
+  if not ok then fail(fn, string.format("%s is not valid JSON (json: %s)", what, (tostring(v):gsub("^mech%.json_decode: ", "")))) end
+  return v
+end
+
+-- The preset `name` at the training seed (its digits; "" for train.run's default 42): what train.run
+-- built from a preset name. nil when name is no preset.
+local function preset_at_seed(name, seed)
+  for _, p in ipairs(mech.task.presets()) do
+    if p == name then
+      return mech.task.preset(name, seed == "" and 42 or math.tointeger(tonumber(seed:match("^%s*%+?(%d+)") or "0")) or 0)
+    end
+  end
+end
+
+-- The task of the manifest.json beside the checkpoint `path` (an older run directory), nil for none.
+-- Its options (written before task records) hold the seed; the kind shows in the keys.
+local function manifest_task(path, name, fn)
+  local file = (path:match("^(.*/)") or "") .. "manifest.json"
+  local f = io.open(file, "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  local m = decode(text, fn, file)
+  local opts = type(m) == "table" and m.task
+  if type(opts) ~= "table" then return nil end
+  local kind = opts.head_position ~= nil and "atr" or opts.num_kv ~= nil and "ar" or nil
+  if not kind or opts.kind ~= nil then return nil end
+  local seed = opts.seed
+  opts.seed = nil
+  return (mech.task.from_spec { kind = kind, seed = seed, options = opts, name = name ~= "" and name or nil })
+end
+
+--- mech.task.from_checkpoint(path | meta) -> task, or nil and why (argument checked in C). The task
+--- recorded by train.run (metadata task.spec); for checkpoints written before it, the preset named
+--- by task.name at the training seed, else the task of the manifest.json beside the file.
+function M.from_checkpoint(src)
+  local fn = "mech.task.from_checkpoint"
+  local meta = type(src) == "string" and C.meta(src) or src
+  local function get(key)
+    local v = meta[key]
+    return type(v) == "string" and v or ""
+  end
+  local spec, name = get("task.spec"), get("task.name")
+  if spec ~= "" then return (mech.task.from_spec(decode(spec, fn, "metadata task.spec"))) end
+  local t = preset_at_seed(name, get("train.seed"))
+      or type(src) == "string" and manifest_task(src, name, fn) or nil
+  if t then return t end
+  local what = type(src) == "string" and src or "the metadata"
+  if name ~= "" then
+    return nil, string.format("%s: %s records only the task's name '%s' (a checkpoint written before task records); "
+      .. "build the task with mech.task.* and pass it", fn, what, name)
+  end
+  return nil, string.format("%s: %s records no task (not written by mech.train); build the task with mech.task.* "
+    .. "and pass it", fn, what)
+end
+
 ------------------------------------------------------------------------------------------------
 -- JSON lines
 

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/json.h"
 #include "io/safetensors.h"
 #include "lua/binding.h"
 #include "tasks/task.h"
@@ -667,169 +666,12 @@ static int l_from_spec(lua_State *L) {
     return 1;
 }
 
-/* Pushes a JSON value as Lua (objects and arrays as tables, integers as integers). */
-static void push_json(lua_State *L, const ml_json *v) {
-    luaL_checkstack(L, 4, "mech.task.from_checkpoint: JSON nested too deeply");
-    switch (v->type) {
-    case ML_JSON_BOOL: lua_pushboolean(L, v->boolean); break;
-    case ML_JSON_NUMBER:
-        if (v->is_int) lua_pushinteger(L, (lua_Integer)v->integer);
-        else lua_pushnumber(L, v->number);
-        break;
-    case ML_JSON_STRING: lua_pushlstring(L, v->str, v->len); break;
-    case ML_JSON_ARRAY:
-        lua_createtable(L, (int)v->count, 0);
-        for (size_t i = 0; i < v->count; i++) {
-            push_json(L, v->items[i]);
-            lua_rawseti(L, -2, (lua_Integer)i + 1);
-        }
-        break;
-    case ML_JSON_OBJECT:
-        lua_createtable(L, 0, (int)v->count);
-        for (size_t i = 0; i < v->count; i++) {
-            lua_pushlstring(L, v->keys[i], v->key_lens[i]);
-            push_json(L, v->items[i]);
-            lua_rawset(L, -3);
-        }
-        break;
-    default: lua_pushnil(L); break;
-    }
-}
-
-/* Parses JSON text into a Lua value; raises naming `what` on a syntax error. */
-static void push_json_text(lua_State *L, const char *text, const char *fn, const char *what) {
-    ml_json *j = ml_json_parse(text, strlen(text), NULL);
-    if (!j) luaL_error(L, "%s: %s is not valid JSON (%s)", fn, what, ml_last_error());
-    push_json(L, j);
-    ml_json_free(j);
-}
-
-/* A metadata entry of the checkpoint source at idx (a path's open file or mech.load's table). */
-static const char *meta_get(lua_State *L, int idx, ml_safetensors *st, const char *key) {
-    if (st) return ml_safetensors_meta(st, key);
-    lua_getfield(L, idx, key);
-    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    lua_pop(L, 1); /* the string stays alive in the table */
-    return v;
-}
-
-/* Pushes the task metadata of the checkpoint at 1 (a path or mech.load's table) as strings, "" for
- * absent: 2 the spec, 3 the name, 4 the training seed. A path's file is closed before anything can
- * raise. */
-static void push_task_meta(lua_State *L, bool is_path) {
-    ml_safetensors *st = NULL;
-    if (is_path) {
-        st = ml_safetensors_open(lua_tostring(L, 1));
-        if (!st) mlL_raise(L);
-    }
-    static const char *const keys[] = {"task.spec", "task.name", "train.seed"};
-    for (int i = 0; i < 3; i++) {
-        const char *v = meta_get(L, 1, st, keys[i]);
-        lua_pushstring(L, v ? v : "");
-    }
-    ml_safetensors_close(st);
-}
-
-/* The preset `name` at the training seed (seed: its digits, "" for train.run's default 42): what
- * train.run built from a preset name. Returns 0, pushing nothing, when name is no preset. */
-static int push_preset_at_seed(lua_State *L, const char *name, const char *seed) {
-    bool preset = false;
-    for (int i = 0; ml_task_preset_names[i]; i++) preset = preset || !strcmp(name, ml_task_preset_names[i]);
-    if (!preset) return 0;
-    char *end;
-    unsigned long long s = *seed ? strtoull(seed, &end, 10) : 42;
-    ml_task *t = ml_task_preset(name, (uint64_t)s);
-    if (!t) return mlL_raise(L);
-    push_task(L, t);
-    return 1;
-}
-
-/* Pushes the contents of the file at path; returns false, pushing nothing, when it cannot be opened. */
-static bool push_file(lua_State *L, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) luaL_addlstring(&b, buf, n);
-    fclose(f);
-    luaL_pushresult(&b);
-    return true;
-}
-
-/* The spec of a manifest's task options (the table at opts, written before specs: the options with
- * their seed; the kind shows in the keys) and the task's name; 0, pushing nothing, for none. */
-static int push_manifest_spec(lua_State *L, int opts, const char *name) {
-    lua_getfield(L, opts, "num_kv");
-    const char *kind = !lua_isnil(L, -1) ? "ar" : NULL;
-    lua_pop(L, 1);
-    lua_getfield(L, opts, "head_position");
-    if (!lua_isnil(L, -1)) kind = "atr";
-    lua_pop(L, 1);
-    if (!kind || lua_getfield(L, opts, "kind") != LUA_TNIL) return 0;
-    lua_pop(L, 1);
-    lua_createtable(L, 0, 4);
-    lua_pushstring(L, kind);
-    lua_setfield(L, -2, "kind");
-    lua_getfield(L, opts, "seed");
-    lua_setfield(L, -2, "seed");
-    lua_pushnil(L);
-    lua_setfield(L, opts, "seed");
-    lua_pushvalue(L, opts);
-    lua_setfield(L, -2, "options");
-    if (*name) {
-        lua_pushstring(L, name);
-        lua_setfield(L, -2, "name");
-    }
-    return 1;
-}
-
-/* The task of the manifest.json beside the checkpoint `path` (an older run directory); 0, pushing
- * nothing meaningful, when there is none. */
-static int push_manifest_task(lua_State *L, const char *path, const char *name, const char *fn) {
-    const char *slash = strrchr(path, '/');
-    lua_pushlstring(L, path, slash ? (size_t)(slash - path + 1) : 0);
-    lua_pushstring(L, "manifest.json");
-    lua_concat(L, 2);
-    if (!push_file(L, lua_tostring(L, -1))) return 0;
-    push_json_text(L, lua_tostring(L, -1), fn, lua_tostring(L, -2));
-    if (!lua_istable(L, -1) || lua_getfield(L, -1, "task") != LUA_TTABLE) return 0;
-    if (!push_manifest_spec(L, lua_gettop(L), name)) return 0;
-    lua_pushcfunction(L, l_from_spec);
-    lua_insert(L, -2);
-    lua_call(L, 1, 1);
-    return 1;
-}
-
-/* mech.task.from_checkpoint(path | meta) -> task, or nil and why. The task recorded by train.run
- * (metadata task.spec); for checkpoints written before it, the preset named by task.name at the
- * training seed, else the task of the manifest.json beside the file. */
+/* mech.task.from_checkpoint(path | meta) -> task, or nil and why (lua/mech/task_custom.lua). */
 static int l_from_checkpoint(lua_State *L) {
-    const char *fn = "mech.task.from_checkpoint";
-    int is_path = lua_type(L, 1) == LUA_TSTRING;
-    if (!is_path && !lua_istable(L, 1)) return mlL_argerror(L, fn, 1, "a checkpoint path or mech.load's metadata table");
+    if (lua_type(L, 1) != LUA_TSTRING && !lua_istable(L, 1))
+        return mlL_argerror(L, "mech.task.from_checkpoint", 1, "a checkpoint path or mech.load's metadata table");
     lua_settop(L, 1);
-    push_task_meta(L, is_path); /* 2: spec, 3: name, 4: training seed */
-    const char *what = is_path ? lua_tostring(L, 1) : "the metadata";
-    if (*lua_tostring(L, 2)) {
-        push_json_text(L, lua_tostring(L, 2), fn, "metadata task.spec");
-        lua_pushcfunction(L, l_from_spec);
-        lua_insert(L, -2);
-        lua_call(L, 1, 1);
-        return 1;
-    }
-    const char *name = lua_tostring(L, 3);
-    if (push_preset_at_seed(L, name, lua_tostring(L, 4))) return 1;
-    if (is_path && push_manifest_task(L, lua_tostring(L, 1), name, fn)) return 1;
-    lua_pushnil(L);
-    if (*name)
-        lua_pushfstring(L, "%s: %s records only the task's name '%s' (a checkpoint written before task records); "
-                        "build the task with mech.task.* and pass it", fn, what, name);
-    else
-        lua_pushfstring(L, "%s: %s records no task (not written by mech.train); build the task with mech.task.* "
-                        "and pass it", fn, what);
-    return 2;
+    return call_lib(L, "from_checkpoint");
 }
 
 static int l_task_tostring(lua_State *L) {
@@ -1541,6 +1383,19 @@ static int c_append_batch(lua_State *L) {
     return 2;
 }
 
+/* meta = C.meta(path): the metadata of the safetensors file at path, {key = value}. */
+static int c_meta(lua_State *L) {
+    ml_safetensors *st = ml_safetensors_open(luaL_checkstring(L, 1));
+    if (!st) return mlL_raise(L);
+    lua_newtable(L); /* only running out of memory raises before the close */
+    for (int i = 0; i < ml_safetensors_meta_count(st); i++) {
+        lua_pushstring(L, ml_safetensors_meta_value(st, i));
+        lua_setfield(L, -2, ml_safetensors_meta_key(st, i));
+    }
+    ml_safetensors_close(st);
+    return 1;
+}
+
 /* C.done(ds): a filled dataset, its memory accounted; returns ds */
 static int c_done(lua_State *L) {
     account_dataset(L, check_dataset(L, 1, "task:dataset"));
@@ -1549,7 +1404,7 @@ static int c_done(lua_State *L) {
 }
 
 static int open_task_c(lua_State *L) {
-    static const luaL_Reg f[] = {{"custom", c_custom}, {"open", c_open}, {"done", c_done}, {NULL, NULL}};
+    static const luaL_Reg f[] = {{"custom", c_custom}, {"open", c_open}, {"done", c_done}, {"meta", c_meta}, {NULL, NULL}};
     static const luaL_Reg with_names[] = {{"append", c_append}, {"append_batch", c_append_batch}, {NULL, NULL}};
     luaL_newlib(L, f);
     push_name_codes(L);

@@ -228,18 +228,11 @@ static void push_int_array(lua_State *L, const int32_t *a, int n) {
 
 static void push_stats(lua_State *L, const ml_doc_stats *s) {
     lua_createtable(L, 0, 13);
-    set_int(L, "doc_len", s->doc_len);
-    set_int(L, "yield_len", s->yield_len);
-    set_int(L, "depth", s->depth);
-    set_int(L, "qt_dist", s->qt_dist);
-    set_int(L, "query_key_dist", s->query_key_dist);
-    set_int(L, "query_target_dist", s->query_target_dist);
-    set_num(L, "branching", s->branching);
-    set_num(L, "percent_non_unique", s->percent_non_unique);
-    set_int(L, "eligible_pairs", s->eligible_pairs);
-    set_int(L, "eligible_queries", s->eligible_queries);
-    set_int(L, "eligible_targets", s->eligible_targets);
-    set_int(L, "rejections", s->rejections);
+    for (int j = 0; j < ML_NSTATS; j++) {
+        if (ml_doc_stat_fields[j].is_float) lua_pushnumber(L, ml_doc_stat(s, j));
+        else lua_pushinteger(L, (lua_Integer)ml_doc_stat(s, j));
+        lua_setfield(L, -2, ml_doc_stat_fields[j].name);
+    }
 }
 
 /* Pushes the document table; task_idx is the stack index of the task userdata. */
@@ -835,27 +828,14 @@ static int l_ds_show(lua_State *L) {
 /* ds:stats() -> means of the per-document statistics, plus min/max of the lengths */
 static int l_ds_stats(lua_State *L) {
     ml_dataset *ds = check_dataset(L, 1, "dataset:stats");
-    int64_t n = ml_dataset_size(ds);
-    double m[11] = {0};
-    int lo = INT_MAX, hi = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const ml_doc_stats *s = ml_dataset_stats(ds, i);
-        double v[11] = {s->doc_len,        s->yield_len,         s->depth,          s->qt_dist,
-                        s->query_key_dist, s->query_target_dist, s->branching,      s->percent_non_unique,
-                        s->eligible_pairs, s->eligible_queries,  s->eligible_targets};
-        for (int j = 0; j < 11; j++) m[j] += v[j];
-        lo = s->yield_len < lo ? s->yield_len : lo;
-        hi = s->yield_len > hi ? s->yield_len : hi;
-    }
-    static const char *const names[11] = {"doc_len",          "yield_len",        "depth",
-                                          "qt_dist",          "query_key_dist",   "query_target_dist",
-                                          "branching",        "percent_non_unique", "eligible_pairs",
-                                          "eligible_queries", "eligible_targets"};
+    double m[ML_STAT_MEANS];
+    int lo, hi;
+    ml_dataset_stat_means(ds, m, &lo, &hi);
     lua_createtable(L, 0, 14);
-    for (int j = 0; j < 11; j++) set_num(L, names[j], n ? m[j] / (double)n : 0.0);
-    set_int(L, "yield_len_min", n ? lo : 0);
+    for (int j = 0; j < ML_STAT_MEANS; j++) set_num(L, ml_doc_stat_fields[j].name, m[j]);
+    set_int(L, "yield_len_min", lo);
     set_int(L, "yield_len_max", hi);
-    set_int(L, "documents", n);
+    set_int(L, "documents", ml_dataset_size(ds));
     return 1;
 }
 

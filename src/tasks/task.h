@@ -114,6 +114,7 @@ ml_atr_config ml_atr_config_default(void);
 ml_mqar_config ml_mqar_config_default(void);
 
 typedef struct ml_task ml_task;
+typedef struct ml_dataset ml_dataset;
 
 /* The options of mech.task.ar / atr / mqar as a table (src/tasks/options.c): key, type and the
  * offset of its field in the kind's config struct (ML_TOPT_NO_FIELD: a key the constructor reads
@@ -191,6 +192,20 @@ typedef struct {
     int32_t rejections;        /* draws rejected before this document */
 } ml_doc_stats;
 
+/* The statistics as a table (dataset.c): each field's name, offset and type (float or int32). The
+ * first ML_STAT_MEANS (all but rejections) are what dataset:stats() averages. */
+enum { ML_NSTATS = 12, ML_STAT_MEANS = 11 };
+typedef struct {
+    const char *name;
+    size_t offset;
+    bool is_float;
+} ml_stat_field;
+extern const ml_stat_field ml_doc_stat_fields[ML_NSTATS];
+double ml_doc_stat(const ml_doc_stats *s, int field);
+/* Means of the first ML_STAT_MEANS statistics over the dataset (0 when empty) and the range of
+ * yield_len (0, 0 when empty). */
+void ml_dataset_stat_means(const ml_dataset *ds, double means[ML_STAT_MEANS], int *yield_min, int *yield_max);
+
 /* One document with its tree. Reusable: init once, sample many times, free once. */
 typedef struct {
     int32_t *tokens;
@@ -224,7 +239,6 @@ ml_status ml_task_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *
 char *ml_doc_format(const ml_task *t, const ml_doc *doc);
 
 /* ---- datasets ---- */
-typedef struct ml_dataset ml_dataset;
 
 /* n documents of `split`, drawn from stream (seed, ml_split_stream(split)). An ATR task with
  * rng = numpy ignores seed: the first n documents of the split in the original's stream (n at

@@ -812,6 +812,61 @@ START_TEST(test_custom) {
 }
 END_TEST
 
+/* The option tables: every field option names its config field (the preset's value reads back
+ * through the offset), enum names index their values, and the keys the constructors read alone
+ * have no field. */
+START_TEST(test_option_tables) {
+    ml_task *t = preset("pcfg_tts", 3);
+    const ml_atr_config *c = ml_task_config(t);
+    EXPECT(c == ml_task_atr_config(t));
+    int fields = 0;
+    for (const ml_task_option *o = ml_task_options(ML_TASK_ATR); o->name; o++) {
+        if (!strcmp(o->name, "seed")) {
+            EXPECT(o->offset == ML_TOPT_NO_FIELD);
+            continue;
+        }
+        fields++;
+        const char *p = (const char *)c + o->offset;
+        if (!strcmp(o->name, "train_test_split")) EXPECT(o->type == ML_TOPT_NUM && *(const double *)p == 0.2);
+        if (!strcmp(o->name, "max_yield")) EXPECT(o->type == ML_TOPT_INT && *(const int *)p == c->max_yield);
+        if (!strcmp(o->name, "parent")) EXPECT(o->type == ML_TOPT_BOOL && *(const bool *)p);
+        if (!strcmp(o->name, "query_type_token"))
+            EXPECT(o->if_true == ML_QTOK_ALWAYS && ml_task_option_enum(o, "never") == ML_QTOK_NEVER &&
+                   ml_task_option_enum(o, "sometimes") == -1);
+    }
+    EXPECT_OP(fields, ==, 18);
+    ml_task_release(t);
+    const ml_task_option *ar = ml_task_options(ML_TASK_AR);
+    EXPECT(!strcmp(ar[1].name, "length") && ar[1].offset == ML_TOPT_NO_FIELD);
+    EXPECT(ml_task_options(ML_TASK_CUSTOM) == NULL);
+}
+END_TEST
+
+/* dataset:stats()'s means, against a direct sum over the documents. */
+START_TEST(test_stat_means) {
+    ml_task *t = preset("pcfg_5_20", 5);
+    ml_dataset *ds = ml_dataset_new(t, 64, 5, ML_SPLIT_TEST);
+    double m[ML_STAT_MEANS], depth = 0;
+    int lo, hi, want_lo = 1 << 30, want_hi = 0;
+    ml_dataset_stat_means(ds, m, &lo, &hi);
+    for (int64_t i = 0; i < 64; i++) {
+        const ml_doc_stats *s = ml_dataset_stats(ds, i);
+        depth += s->depth;
+        want_lo = s->yield_len < want_lo ? s->yield_len : want_lo;
+        want_hi = s->yield_len > want_hi ? s->yield_len : want_hi;
+    }
+    EXPECT(!strcmp(ml_doc_stat_fields[2].name, "depth") && fabs(m[2] - depth / 64) < 1e-12);
+    EXPECT(lo == want_lo && hi == want_hi && lo < hi);
+    EXPECT(!strcmp(ml_doc_stat_fields[ML_NSTATS - 1].name, "rejections"));
+    ml_dataset_free(ds);
+    ml_dataset *empty = ml_dataset_open(t, 1, ML_SPLIT_TRAIN);
+    ml_dataset_stat_means(empty, m, &lo, &hi);
+    EXPECT(m[0] == 0 && lo == 0 && hi == 0);
+    ml_dataset_free(empty);
+    ml_task_release(t);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("tasks");
     TCase *tc = tcase_create("structure");
@@ -827,6 +882,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_dataset_get_doc_and_show);
     tcase_add_test(tc, test_validation);
     tcase_add_test(tc, test_custom);
+    tcase_add_test(tc, test_option_tables);
+    tcase_add_test(tc, test_stat_means);
     suite_add_tcase(s, tc);
     tc = tcase_create("statistics");
     tcase_set_timeout(tc, 120);

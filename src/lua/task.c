@@ -1175,14 +1175,6 @@ static int c_append(lua_State *L) {
 
 /* ---- the batched form: sample_batch(gen, split, n) returns n documents as int32 tensors ---- */
 
-/* A column set of a batch: entry (r, j) at p[r * s0 + j * s1] for j < cols; s0 = 0 when every
- * document shares it (a Lua list or a number). */
-typedef struct {
-    const int32_t *p;
-    int64_t s0, s1, cols;
-    int32_t one; /* the value of a number every document shares (p points here) */
-} batch_cols;
-
 static const char *describe_value(lua_State *L, int idx) {
     ml_tensor *t = mlL_testtensor(L, idx);
     if (!t) return luaL_typename(L, idx);
@@ -1203,7 +1195,7 @@ static const char *describe_value(lua_State *L, int idx) {
 /* Reads the value at the top of the stack (field `what` of the batch) into c: an int32 tensor
  * with n rows (ndim 2: (n, cols); ndim 1: (n)), or what all rows share — a list of integers
  * (ndim 2) or an integer (ndim 1). A list is copied into a userdata left on the stack. */
-static void batch_column(lua_State *L, const char *what, int ndim, int64_t n, batch_cols *c) {
+static void batch_column(lua_State *L, const char *what, int ndim, int64_t n, ml_doc_cols *c) {
     int top = lua_gettop(L);
     ml_tensor *t = mlL_testtensor(L, top);
     if (t && t->dtype == ML_I32 && t->ndim == ndim && t->shape[0] == n) {
@@ -1240,15 +1232,8 @@ static void batch_column(lua_State *L, const char *what, int ndim, int64_t n, ba
               describe_value(L, top));
 }
 
-/* A batch's columns, read once; each document is filled from its row of them. */
-typedef struct {
-    batch_cols tok, tg, rd, an, pos[ML_NPOS];
-    int pos_index[ML_NPOS], npos; /* pos[i] holds named position pos_index[i] */
-    ml_qtype qtype;
-} batch_view;
-
 /* The batch's field tokens: an int32 tensor (n, L) with 1 <= n <= max. Returns n. */
-static lua_Integer batch_tokens(lua_State *L, lua_Integer max, batch_cols *tok) {
+static lua_Integer batch_tokens(lua_State *L, lua_Integer max, ml_doc_cols *tok) {
     lua_getfield(L, 2, "tokens");
     ml_tensor *tt = mlL_testtensor(L, -1);
     if (!tt || tt->dtype != ML_I32 || tt->ndim != 2 || tt->shape[0] < 1 || tt->shape[0] > max || tt->shape[1] < 1 ||
@@ -1261,7 +1246,7 @@ static lua_Integer batch_tokens(lua_State *L, lua_Integer max, batch_cols *tok) 
 }
 
 /* The batch's fields targets, readouts and answers (each optional; readouts with answers). */
-static void batch_readouts(lua_State *L, lua_Integer n, batch_view *v) {
+static void batch_readouts(lua_State *L, lua_Integer n, ml_doc_batch *v) {
     if (lua_getfield(L, 2, "targets") != LUA_TNIL) batch_column(L, "targets", 2, n, &v->tg);
     bool has_rd = lua_getfield(L, 2, "readouts") != LUA_TNIL;
     if (has_rd) batch_column(L, "readouts", 2, n, &v->rd);
@@ -1273,7 +1258,7 @@ static void batch_readouts(lua_State *L, lua_Integer n, batch_view *v) {
 }
 
 /* The batch's field positions (optional): one entry per document for each named position. */
-static void batch_positions(lua_State *L, lua_Integer n, batch_view *v) {
+static void batch_positions(lua_State *L, lua_Integer n, ml_doc_batch *v) {
     if (lua_getfield(L, 2, "positions") == LUA_TNIL) return;
     int pt = lua_gettop(L);
     if (!lua_istable(L, pt))
@@ -1291,31 +1276,6 @@ static void batch_positions(lua_State *L, lua_Integer n, batch_view *v) {
     }
 }
 
-/* Fills d (reserved for the batch) with document r of the batch. Returns the 0-based column of a
- * target that cannot be predicted, else -1 (-1 in a targets or readouts column: none there). */
-static int batch_row(const batch_view *v, lua_Integer r, ml_doc *d) {
-    int len = (int)v->tok.cols, k = 0;
-    ml_doc_start(d, len);
-    const int32_t *row = v->tok.p + r * v->tok.s0;
-    for (int j = 0; j < len; j++) d->tokens[j] = row[j * v->tok.s1];
-    for (int j = 0; j < v->tg.cols; j++) {
-        int32_t p = v->tg.p[r * v->tg.s0 + j * v->tg.s1];
-        if (p == -1) continue;
-        if (p < 1 || p >= len) return j;
-        d->read_pos[k] = p - 1, d->read_ans[k++] = d->tokens[p];
-    }
-    for (int j = 0; j < v->rd.cols; j++) {
-        int32_t p = v->rd.p[r * v->rd.s0 + j * v->rd.s1];
-        if (p == -1) continue;
-        d->read_pos[k] = p, d->read_ans[k++] = v->an.p[r * v->an.s0 + j * v->an.s1];
-    }
-    d->n_reads = k;
-    ml_doc_sort_readouts(d);
-    for (int i = 0; i < v->npos; i++) d->pos[v->pos_index[i]] = v->pos[i].p[r * v->pos[i].s0];
-    d->qtype = v->qtype;
-    return -1;
-}
-
 /* kept, rows = C.append_batch(ds, batch, scratch, max): appends the documents of batch (the table
  * sample_batch returned: 1 .. max of them) until max are kept (a holdout may reject some), checking
  * each as C.append does; nil, row, message for the first faulty document (row: 0-based in the
@@ -1330,37 +1290,24 @@ static int c_append_batch(lua_State *L) {
         return doc_error(L, "sample_batch expected to return a table {tokens=, targets=, positions=}, got %s",
                          luaL_typename(L, 2));
     check_doc_fields(L, 2, "sample_batch's field");
-    batch_view v = {0};
+    ml_doc_batch v = {0};
     lua_Integer n = batch_tokens(L, max, &v.tok);
     batch_readouts(L, n, &v);
     batch_positions(L, n, &v);
     v.qtype = ML_QT_KEY;
     if (lua_getfield(L, 2, "type") != LUA_TNIL) v.qtype = doc_qtype(L, "sample_batch's field");
-    int len = (int)v.tok.cols, nreads = (int)(v.tg.cols + v.rd.cols);
-    if (ml_doc_reserve(d, len > nreads ? len : nreads) != ML_OK) return mlL_raise(L);
-    lua_Integer kept = 0, r = 0;
-    for (; r < n && kept < max; r++) {
-        int bad = batch_row(&v, r, d);
-        bool rejected = false;
-        if (bad >= 0) {
-            lua_pushnil(L);
-            lua_pushinteger(L, r);
-            lua_pushfstring(L, "targets column %d (0-based) = %d is not a position of the document that can be "
-                               "predicted (1..%d: a target is read at the position before it)", bad,
-                            (int)v.tg.p[r * v.tg.s0 + bad * v.tg.s1], len - 1);
-            return 3;
-        }
-        if (ml_dataset_append(ds, d, &rejected) != ML_OK) {
-            lua_pushnil(L);
-            lua_pushinteger(L, r);
-            lua_pushstring(L, ml_last_error());
-            return 3;
-        }
-        kept += !rejected;
+    int64_t kept, rows;
+    v.n = n;
+    if (ml_dataset_append_batch(ds, &v, max, d, &kept, &rows) == ML_OK) {
+        lua_pushinteger(L, (lua_Integer)kept);
+        lua_pushinteger(L, (lua_Integer)rows);
+        return 2;
     }
-    lua_pushinteger(L, kept);
-    lua_pushinteger(L, r);
-    return 2;
+    if (rows < 0) return mlL_raise(L);
+    lua_pushnil(L);
+    lua_pushinteger(L, (lua_Integer)rows);
+    lua_pushstring(L, ml_last_error());
+    return 3;
 }
 
 /* meta = C.meta(path): the metadata of the safetensors file at path, {key = value}. */

@@ -283,6 +283,28 @@ void ml_doc_start(ml_doc *doc, int len);
 void ml_doc_sort_readouts(ml_doc *doc);
 /* The query type named `name` (as ml_qtype_name writes it), -1 for none. */
 int ml_qtype_parse(const char *name);
+/* Documents made outside C in columns (what a custom task's sample_batch returns). A column set:
+ * entry (r, j) at p[r * s0 + j * s1] for j < cols; s0 = 0 when every document shares it. */
+typedef struct {
+    const int32_t *p;
+    int64_t s0, s1, cols;
+    int32_t one; /* the value of a number every document shares (p points here) */
+} ml_doc_cols;
+/* n documents: tokens (n, L); targets (positions whose token is predicted from the position
+ * before) and readouts with their answers, -1 entries meaning none; pos[i] holds the named position
+ * pos_index[i] (one entry per document); every document's type qtype. */
+typedef struct {
+    int64_t n;
+    ml_doc_cols tok, tg, rd, an, pos[ML_NPOS];
+    int pos_index[ML_NPOS], npos;
+    ml_qtype qtype;
+} ml_doc_batch;
+/* Appends the documents of b to ds in order (scratch: a document buffer) until max are kept (a
+ * holdout may reject some): *kept of them, *rows read. A faulty document stops it with ML_ERR_ARG
+ * (or the append's error) and *rows its 0-based row; any other failure leaves *rows = -1. */
+ml_status ml_dataset_append_batch(ml_dataset *ds, const ml_doc_batch *b, int64_t max, ml_doc *scratch, int64_t *kept,
+                                  int64_t *rows);
+
 /* Whether a custom task's holdout puts these tokens in dev/test (true) or train (false). */
 bool ml_task_held_out(const ml_task *t, const int32_t *tokens, int len);
 /* Copies document i into doc (tree included) for printing. */

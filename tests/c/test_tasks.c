@@ -842,6 +842,36 @@ START_TEST(test_option_tables) {
 }
 END_TEST
 
+/* A custom task's documents in columns: a shared targets list, a per-document position, -1 for no
+ * target; the faulty row is named and the documents before it are kept. */
+START_TEST(test_append_batch) {
+    ml_custom_config c = {.vocab = 5, .positions = 1u << ML_POS_DIVIDER, .corrupt_lo = -1, .corrupt_hi = -1};
+    ml_task *t = ml_task_custom(&c, "cols", 1);
+    ml_dataset *ds = ml_dataset_open(t, 8, ML_SPLIT_TRAIN);
+    int32_t tok[3][4] = {{1, 2, 4, 2}, {3, 3, 4, 1}, {2, 1, 4, 3}}, tg[2] = {3, -1}, div[3] = {2, 2, 1};
+    ml_doc_batch b = {.n = 3, .npos = 1, .qtype = ML_QT_VALUE};
+    b.tok = (ml_doc_cols){.p = &tok[0][0], .s0 = 4, .s1 = 1, .cols = 4};
+    b.tg = (ml_doc_cols){.p = tg, .s0 = 0, .s1 = 1, .cols = 2};
+    b.pos[0] = (ml_doc_cols){.p = div, .s0 = 1, .cols = 1};
+    b.pos_index[0] = ML_POS_DIVIDER;
+    ml_doc d;
+    ml_doc_init(&d);
+    int64_t kept, rows;
+    EXPECT_OP(ml_dataset_append_batch(ds, &b, 2, &d, &kept, &rows), ==, ML_OK);
+    EXPECT(kept == 2 && rows == 2 && ml_dataset_size(ds) == 2);
+    int nr;
+    const int32_t *ans, *rp = ml_dataset_readouts(ds, 1, &nr, &ans);
+    EXPECT(nr == 1 && rp[0] == 2 && ans[0] == 1 && ml_dataset_positions(ds, 1)[ML_POS_DIVIDER] == 2);
+    EXPECT(ml_dataset_qtype(ds, 0) == ML_QT_VALUE);
+    tg[1] = 4; /* not a position that can be predicted */
+    EXPECT_OP(ml_dataset_append_batch(ds, &b, 8, &d, &kept, &rows), ==, ML_ERR_ARG);
+    EXPECT(kept == 0 && rows == 0 && strstr(ml_last_error(), "targets column 1 (0-based) = 4") != NULL);
+    ml_doc_free(&d);
+    ml_dataset_free(ds);
+    ml_task_release(t);
+}
+END_TEST
+
 /* dataset:stats()'s means, against a direct sum over the documents. */
 START_TEST(test_stat_means) {
     ml_task *t = preset("pcfg_5_20", 5);
@@ -884,6 +914,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_custom);
     tcase_add_test(tc, test_option_tables);
     tcase_add_test(tc, test_stat_means);
+    tcase_add_test(tc, test_append_batch);
     suite_add_tcase(s, tc);
     tc = tcase_create("statistics");
     tcase_set_timeout(tc, 120);

@@ -58,6 +58,14 @@ static void push_ds_task(lua_State *L, int ds_idx, ml_dataset *ds) {
     lua_setiuservalue(L, -2, 1);
 }
 
+/* Pushes an empty document buffer that the collector frees (scratch space for one call, or reused). */
+static ml_doc *push_scratch_doc(lua_State *L) {
+    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
+    ml_doc_init(d);
+    luaL_setmetatable(L, "mech.TaskDoc");
+    return d;
+}
+
 /* Calls lua/mech/task_custom.lua's function `name` with this call's arguments; returns its results.
  * The Lua side of tasks made outside C lives there. */
 static int call_lib(lua_State *L, const char *name) {
@@ -197,12 +205,17 @@ static int l_preset(lua_State *L) {
     return 1;
 }
 
-static int l_presets(lua_State *L) {
+/* Pushes the list of the first n names (n < 0: up to a NULL). */
+static void push_names(lua_State *L, const char *const *names, int n) {
     lua_newtable(L);
-    for (int i = 0; ml_task_preset_names[i]; i++) {
-        lua_pushstring(L, ml_task_preset_names[i]);
+    for (int i = 0; n < 0 ? names[i] != NULL : i < n; i++) {
+        lua_pushstring(L, names[i]);
         lua_rawseti(L, -2, i + 1);
     }
+}
+
+static int l_presets(lua_State *L) {
+    push_names(L, ml_task_preset_names, -1);
     return 1;
 }
 
@@ -261,18 +274,14 @@ static void push_doc(lua_State *L, int task_idx, const ml_doc *d, ml_split split
     }
     if (d->n_yield > 0) {
         lua_createtable(L, 0, 2);
-        lua_createtable(L, d->len, 0);
-        for (int p = 0; p < d->len; p++) {
-            lua_pushinteger(L, p >= 1 && p <= d->n_yield ? d->parent_pos[p - 1] : -1);
-            lua_rawseti(L, -2, p + 1);
+        for (int k = 0; k < 2; k++) { /* per position: yield entries at 1 .. n_yield, else none */
+            lua_createtable(L, d->len, 0);
+            for (int p = 0; p < d->len; p++) {
+                lua_pushinteger(L, p >= 1 && p <= d->n_yield ? (k ? d->depth : d->parent_pos)[p - 1] : k - 1);
+                lua_rawseti(L, -2, p + 1);
+            }
+            lua_setfield(L, -2, k ? "depth" : "parent");
         }
-        lua_setfield(L, -2, "parent");
-        lua_createtable(L, d->len, 0);
-        for (int p = 0; p < d->len; p++) {
-            lua_pushinteger(L, p >= 1 && p <= d->n_yield ? d->depth[p - 1] : 0);
-            lua_rawseti(L, -2, p + 1);
-        }
-        lua_setfield(L, -2, "depth");
         lua_setfield(L, -2, "tree");
     }
     lua_pushvalue(L, task_idx);
@@ -377,9 +386,7 @@ static int l_task_show(lua_State *L) {
     task_box *b = check_task(L, 1, fn);
     mlL_checktable(L, 2, fn, 2);
     /* the buffers would leak if read_doc raised: keep them in a userdata whose __gc frees */
-    ml_doc *box = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-    ml_doc_init(box);
-    luaL_setmetatable(L, "mech.TaskDoc");
+    ml_doc *box = push_scratch_doc(L);
     read_doc(L, 2, b->t, box, fn);
     char *s = ml_doc_format(b->t, box);
     if (!s) return mlL_raise(L);
@@ -441,9 +448,7 @@ static int l_sample(lua_State *L) {
         rng = luaL_testudata(L, 2, MLL_RNG_MT);
         if (!rng) return mlL_argerror(L, fn, 2, "an integer seed, a mech.Generator or nil");
     }
-    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-    ml_doc_init(d);
-    luaL_setmetatable(L, "mech.TaskDoc");
+    ml_doc *d = push_scratch_doc(L);
     if (ml_task_sample(b->t, rng, split, d) != ML_OK) return mlL_raise(L);
     push_doc(L, 1, d, split);
     return 1;
@@ -770,28 +775,24 @@ static int l_ds_batch_at(lua_State *L) {
     return push_batch(L, ds, idx, (int)n);
 }
 
-/* ds:positions(first, count) -> int32 tensor (count, #mech.task.positions) */
-static int l_ds_positions(lua_State *L) {
-    const char *fn = "dataset:positions";
+/* A tensor of documents first .. first + count - 1 (arguments 2, 3) that the core function f makes. */
+static int range_tensor(lua_State *L, const char *fn,
+                        ml_status (*f)(const ml_dataset *, const int64_t *, int, ml_tensor **)) {
     ml_dataset *ds = check_dataset(L, 1, fn);
     int n;
     int64_t *idx = range_indices(L, ds, 2, fn, &n);
-    ml_tensor *p;
-    if (ml_dataset_batch_positions(ds, idx, n, &p) != ML_OK) return mlL_raise(L);
-    mlL_pushtensor(L, p);
+    ml_tensor *t;
+    if (f(ds, idx, n, &t) != ML_OK) return mlL_raise(L);
+    mlL_pushtensor(L, t);
     return 1;
 }
 
+/* ds:positions(first, count) -> int32 tensor (count, #mech.task.positions) */
+static int l_ds_positions(lua_State *L) { return range_tensor(L, "dataset:positions", ml_dataset_batch_positions); }
+
 /* ds:target_dist(first, count) -> float32 tensor (count, V) */
 static int l_ds_target_dist(lua_State *L) {
-    const char *fn = "dataset:target_dist";
-    ml_dataset *ds = check_dataset(L, 1, fn);
-    int n;
-    int64_t *idx = range_indices(L, ds, 2, fn, &n);
-    ml_tensor *d;
-    if (ml_dataset_batch_target_dist(ds, idx, n, &d) != ML_OK) return mlL_raise(L);
-    mlL_pushtensor(L, d);
-    return 1;
+    return range_tensor(L, "dataset:target_dist", ml_dataset_batch_target_dist);
 }
 
 /* ds:doc(i) -> document table (0-based i) */
@@ -801,9 +802,7 @@ static int l_ds_doc(lua_State *L) {
     int64_t i = check_index(L, ds, 2, fn);
     push_ds_task(L, 1, ds);
     int task_idx = lua_gettop(L);
-    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-    ml_doc_init(d);
-    luaL_setmetatable(L, "mech.TaskDoc");
+    ml_doc *d = push_scratch_doc(L);
     if (ml_dataset_get_doc(ds, i, d) != ML_OK) return mlL_raise(L);
     push_doc(L, task_idx, d, ml_dataset_split(ds));
     return 1;
@@ -814,9 +813,7 @@ static int l_ds_show(lua_State *L) {
     const char *fn = "dataset:show";
     ml_dataset *ds = check_dataset(L, 1, fn);
     int64_t i = check_index(L, ds, 2, fn);
-    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-    ml_doc_init(d);
-    luaL_setmetatable(L, "mech.TaskDoc");
+    ml_doc *d = push_scratch_doc(L);
     if (ml_dataset_get_doc(ds, i, d) != ML_OK) return mlL_raise(L);
     char *s = ml_doc_format(ml_dataset_task(ds), d);
     if (!s) return mlL_raise(L);
@@ -935,9 +932,7 @@ static int c_open(lua_State *L) {
     ml_rng *g = lua_newuserdatauv(L, sizeof *g, 0);
     ml_rng_init(g, (uint64_t)seed, ml_split_stream(split));
     luaL_setmetatable(L, MLL_RNG_MT);
-    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-    ml_doc_init(d);
-    luaL_setmetatable(L, "mech.TaskDoc");
+    push_scratch_doc(L);
     return 3;
 }
 
@@ -969,16 +964,6 @@ static void push_name_codes(lua_State *L) {
     for (int i = 0; doc_keys[i]; i++) {
         lua_pushinteger(L, NAME_FIELD + i);
         lua_setfield(L, -2, doc_keys[i]);
-    }
-}
-
-/* The list of doc_keys as Lua strings (the second upvalue): fields are read by these, without
- * lua_getfield's string lookup. */
-static void push_field_names(lua_State *L) {
-    lua_createtable(L, 6, 0);
-    for (int i = 0; doc_keys[i]; i++) {
-        lua_pushstring(L, doc_keys[i]);
-        lua_rawseti(L, -2, i + 1);
     }
 }
 
@@ -1159,11 +1144,7 @@ static int c_append(lua_State *L) {
     ml_dataset *ds = check_dataset(L, 1, "task:dataset");
     ml_doc *d = luaL_testudata(L, 3, "mech.TaskDoc"); /* reused: no allocation per document */
     lua_settop(L, 3);
-    if (!d) {
-        d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-        ml_doc_init(d);
-        luaL_setmetatable(L, "mech.TaskDoc");
-    }
+    if (!d) d = push_scratch_doc(L);
     int ids = 0;
     if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE && lua_getfield(L, -1, "ids") == LUA_TTABLE) ids = lua_gettop(L);
     read_custom_doc(L, 2, ids, d);
@@ -1335,7 +1316,7 @@ static int open_task_c(lua_State *L) {
     static const luaL_Reg with_names[] = {{"append", c_append}, {"append_batch", c_append_batch}, {NULL, NULL}};
     luaL_newlib(L, f);
     push_name_codes(L);
-    push_field_names(L);
+    push_names(L, doc_keys, -1); /* the second upvalue: fields are read by these, without lua_getfield's lookup */
     luaL_setfuncs(L, with_names, 2);
     return 1;
 }
@@ -1422,11 +1403,7 @@ int mlL_open_task(lua_State *L) {
     lua_pushcfunction(L, open_task_c);
     lua_setfield(L, -2, "mech.task_c");
     lua_pop(L, 1);
-    lua_createtable(L, ML_NPOS, 0); /* column order of dataset:positions() */
-    for (int i = 0; i < ML_NPOS; i++) {
-        lua_pushstring(L, ml_pos_names[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
+    push_names(L, ml_pos_names, ML_NPOS); /* column order of dataset:positions() */
     lua_setfield(L, -2, "positions");
     lua_pushinteger(L, ML_TRAIN_DOCS);
     lua_setfield(L, -2, "TRAIN_DOCS");

@@ -298,8 +298,8 @@ end
 -- JSON text as Lua data; a syntax error raises naming fn and what the text is.
 local function decode(text, fn, what)
   local ok, v = pcall(mech.json_decode, text)
-  if not ok then fail(fn, string.format("%s is not valid JSON (json: %s)", what, (tostring(v):gsub("^mech%.json_decode: ", "")))) end
-  return v
+  if ok then return v end
+  fail(fn, string.format("%s is not valid JSON (json: %s)", what, (tostring(v):gsub("^mech%.json_decode: ", ""))))
 end
 
 -- The preset `name` at the training seed (its digits; "" for train.run's default 42): what train.run

@@ -609,11 +609,8 @@ static int l_spec(lua_State *L) {
     lua_pushstring(L, ml_task_name(b->t));
     lua_setfield(L, -2, "name");
     set_int(L, "seed", (lua_Integer)ml_task_seed(b->t));
-    lua_pushcfunction(L, l_config);
-    lua_pushvalue(L, 1);
-    lua_call(L, 1, 1);
-    lua_pushnil(L);
-    lua_setfield(L, -2, "seed"); /* kept once, at the top */
+    lua_newtable(L); /* the seed is kept once, at the top */
+    set_task_options(L, b->t);
     lua_setfield(L, -2, "options");
     return 1;
 }

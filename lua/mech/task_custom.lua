@@ -278,9 +278,34 @@ end
 
 function M.kind(task) return definition(task).kind end
 
---- mech.task.from_spec for kind "lua" (its module, options, seed) and "jsonl" (its file).
+local builtin = { ar = true, atr = true, mqar = true }
+
+--- mech.task.from_spec(spec) (its table and keys checked in C): a built-in task from its kind, seed,
+--- options and name; kind "lua" from its module, options, seed; "jsonl" from its file.
 function M.from_spec(spec)
   local fn = "mech.task.from_spec"
+  local function optstr(key)
+    local v = spec[key]
+    if v ~= nil and type(v) ~= "string" then fail(fn, string.format("option '%s' expected a string, got %s", key, type(v))) end
+    return v
+  end
+  local kind = optstr("kind")
+  if builtin[kind] then
+    local name, options, seed = optstr("name"), spec.options, spec.seed
+    if options ~= nil and type(options) ~= "table" then fail(fn, "field 'options' expected a table, got " .. type(options)) end
+    if seed ~= nil and math.type(seed) ~= "integer" then fail(fn, "field 'seed' expected an integer, got " .. type(seed)) end
+    local args = {}
+    for k, v in pairs(options or {}) do args[k] = v end
+    args.seed = seed
+    local t = C.call(mech.task[kind], args)
+    if name then
+      if #name > 31 then fail(fn, string.format("field 'name' expected at most 31 bytes, got %d", #name)) end
+      C.set_name(t, name)
+    end
+    return t
+  elseif kind ~= "lua" and kind ~= "jsonl" then
+    fail(fn, string.format('field \'kind\' expected "ar", "atr", "mqar", "lua" or "jsonl", got %s', kind or "nothing"))
+  end
   if spec.kind == "jsonl" then
     if type(spec.path) ~= "string" then fail(fn, "a jsonl task record expected its file's 'path'") end
     local opts = util.copy(spec.options or {})
@@ -302,13 +327,24 @@ local function decode(text, fn, what)
   fail(fn, string.format("%s is not valid JSON (json: %s)", what, (tostring(v):gsub("^mech%.json_decode: ", ""))))
 end
 
--- The preset `name` at the training seed (its digits; "" for train.run's default 42): what train.run
--- built from a preset name. nil when name is no preset.
+-- The training seed's text read as C's strtoull reads it: leading digits (none: 0), negated after a
+-- '-', saturating at 2^64 - 1 (-1 as a Lua integer).
+local function seed_of(text)
+  local sign, digits = text:match("^%s*([+-]?)(%d*)")
+  local n, max10 = 0, 0x1999999999999999 -- (2^64 - 1) // 10
+  for c in digits:gmatch("%d") do
+    local d = c:byte() - 48
+    if math.ult(max10, n) or (n == max10 and d > 5) then return -1 end
+    n = n * 10 + d
+  end
+  return sign == "-" and -n or n
+end
+
+-- The preset `name` at the training seed ("" for train.run's default 42): what train.run built from a
+-- preset name. nil when name is no preset.
 local function preset_at_seed(name, seed)
   for _, p in ipairs(mech.task.presets()) do
-    if p == name then
-      return mech.task.preset(name, seed == "" and 42 or math.tointeger(tonumber(seed:match("^%s*%+?(%d+)") or "0")) or 0)
-    end
+    if p == name then return (C.call(mech.task.preset, name, seed == "" and 42 or seed_of(seed))) end
   end
 end
 
@@ -327,7 +363,7 @@ local function manifest_task(path, name, fn)
   if not kind or opts.kind ~= nil then return nil end
   local seed = opts.seed
   opts.seed = nil
-  return (mech.task.from_spec { kind = kind, seed = seed, options = opts, name = name ~= "" and name or nil })
+  return (C.call(mech.task.from_spec, { kind = kind, seed = seed, options = opts, name = name ~= "" and name or nil }))
 end
 
 --- mech.task.from_checkpoint(path | meta) -> task, or nil and why (argument checked in C). The task
@@ -341,7 +377,7 @@ function M.from_checkpoint(src)
     return type(v) == "string" and v or ""
   end
   local spec, name = get("task.spec"), get("task.name")
-  if spec ~= "" then return (mech.task.from_spec(decode(spec, fn, "metadata task.spec"))) end
+  if spec ~= "" then return (C.call(mech.task.from_spec, decode(spec, fn, "metadata task.spec"))) end
   local t = preset_at_seed(name, get("train.seed"))
       or type(src) == "string" and manifest_task(src, name, fn) or nil
   if t then return t end

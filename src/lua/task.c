@@ -615,50 +615,14 @@ static int l_spec(lua_State *L) {
     return 1;
 }
 
-static int l_ar(lua_State *L);
-static int l_atr(lua_State *L);
 static const char *const spec_keys[] = {"kind", "name", "seed", "options", "module", "path", NULL};
 
-/* mech.task.from_spec(spec): the task of a record made by task:spec(). */
+/* mech.task.from_spec(spec): the task of a record made by task:spec() (lua/mech/task_custom.lua). */
 static int l_from_spec(lua_State *L) {
-    const char *fn = "mech.task.from_spec";
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checkkeys(L, 1, fn, spec_keys);
+    mlL_checktable(L, 1, "mech.task.from_spec", 1);
+    mlL_checkkeys(L, 1, "mech.task.from_spec", spec_keys);
     lua_settop(L, 1);
-    const char *kind = mlL_optstr(L, 1, "kind", NULL, fn);
-    lua_CFunction make = NULL;
-    if (kind && !strcmp(kind, "ar")) make = l_ar;
-    else if (kind && !strcmp(kind, "atr")) make = l_atr;
-    else if (kind && !strcmp(kind, "mqar")) make = l_mqar;
-    else if (kind && (!strcmp(kind, "lua") || !strcmp(kind, "jsonl"))) return call_lib(L, "from_spec");
-    if (!make)
-        return luaL_error(L, "%s: field 'kind' expected \"ar\", \"atr\", \"mqar\", \"lua\" or \"jsonl\", got %s", fn,
-                          kind ? kind : "nothing");
-    const char *name = mlL_optstr(L, 1, "name", NULL, fn);
-    lua_getfield(L, 1, "options");
-    if (!lua_isnil(L, -1) && !lua_istable(L, -1))
-        return luaL_error(L, "%s: field 'options' expected a table, got %s", fn, luaL_typename(L, -1));
-    lua_newtable(L); /* the constructor's argument: the options and the seed */
-    if (lua_istable(L, 2)) {
-        lua_pushnil(L);
-        while (lua_next(L, 2)) {
-            lua_pushvalue(L, -2);
-            lua_insert(L, -2);
-            lua_settable(L, 3);
-        }
-    }
-    lua_getfield(L, 1, "seed");
-    if (!lua_isnil(L, -1) && !lua_isinteger(L, -1))
-        return luaL_error(L, "%s: field 'seed' expected an integer, got %s", fn, luaL_typename(L, -1));
-    lua_setfield(L, 3, "seed");
-    lua_pushcfunction(L, make);
-    lua_pushvalue(L, 3);
-    lua_call(L, 1, 1);
-    if (name) {
-        if (strlen(name) > 31) return luaL_error(L, "%s: field 'name' expected at most 31 bytes, got %d", fn, (int)strlen(name));
-        ml_task_set_name(check_task(L, -1, fn)->t, name);
-    }
-    return 1;
+    return call_lib(L, "from_spec");
 }
 
 /* mech.task.from_checkpoint(path | meta) -> task, or nil and why (lua/mech/task_custom.lua). */
@@ -1288,6 +1252,19 @@ static int c_append_batch(lua_State *L) {
     return 3;
 }
 
+/* ... = C.call(f, ...): f(...) called from C, so that the messages of a C function f carry no Lua
+ * source position (as when the binding called it). */
+static int c_call(lua_State *L) {
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+/* C.set_name(task, name): a preset's name on the task rebuilt from its record. */
+static int c_set_name(lua_State *L) {
+    ml_task_set_name(check_task(L, 1, "mech.task.from_spec")->t, luaL_checkstring(L, 2));
+    return 0;
+}
+
 /* meta = C.meta(path): the metadata of the safetensors file at path, {key = value}. */
 static int c_meta(lua_State *L) {
     ml_safetensors *st = ml_safetensors_open(luaL_checkstring(L, 1));
@@ -1309,7 +1286,8 @@ static int c_done(lua_State *L) {
 }
 
 static int open_task_c(lua_State *L) {
-    static const luaL_Reg f[] = {{"custom", c_custom}, {"open", c_open}, {"done", c_done}, {"meta", c_meta}, {NULL, NULL}};
+    static const luaL_Reg f[] = {{"custom", c_custom}, {"open", c_open}, {"done", c_done},
+                                 {"meta", c_meta}, {"call", c_call}, {"set_name", c_set_name}, {NULL, NULL}};
     static const luaL_Reg with_names[] = {{"append", c_append}, {"append_batch", c_append_batch}, {NULL, NULL}};
     luaL_newlib(L, f);
     push_name_codes(L);

@@ -1117,21 +1117,13 @@ static int c_append(lua_State *L) {
 
 /* ---- the batched form: sample_batch(gen, split, n) returns n documents as int32 tensors ---- */
 
+/* What a batch field is, for messages: "int64 tensor of shape [4,2]" (left on the stack until the
+ * error unwinds it) or the type's name. */
 static const char *describe_value(lua_State *L, int idx) {
     ml_tensor *t = mlL_testtensor(L, idx);
+    char shape[ML_SHAPE_STR];
     if (!t) return luaL_typename(L, idx);
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    luaL_addstring(&b, ml_dtype_name(t->dtype));
-    luaL_addstring(&b, " tensor of shape [");
-    for (int i = 0; i < t->ndim; i++) {
-        if (i) luaL_addchar(&b, ',');
-        lua_pushinteger(L, (lua_Integer)t->shape[i]);
-        luaL_addvalue(&b);
-    }
-    luaL_addchar(&b, ']');
-    luaL_pushresult(&b);
-    return lua_tostring(L, -1); /* stays on the stack until the error unwinds it */
+    return lua_pushfstring(L, "%s tensor of shape %s", ml_dtype_name(t->dtype), ml_shape_str(shape, t->ndim, t->shape));
 }
 
 /* Reads the value at the top of the stack (field `what` of the batch) into c: an int32 tensor

@@ -1,6 +1,7 @@
 --- Tasks made outside C (docs/tasks.md, "Your own task"): written in Lua (mech.task.new), made by a
 --- module from its options (mech.task.load), or read from a JSON-lines file (mech.task.from_jsonl);
 --- datasets written back to that format (ds:write_jsonl) and text to token ids (task:to_tokens).
+--- Also the reading of task records of every kind: mech.task.from_spec and mech.task.from_checkpoint.
 ---
 --- Such a task is a C task of kind CUSTOM (src/tasks/custom.c: vocabulary, names, declared
 --- positions, corruption pool, holdout; every document is checked there and stored in the same

@@ -6,7 +6,11 @@
  *     positions = { bos = 0, query_item = ..., ..., all_target_items_orig = {...} },
  *     stats = { yield_len = ..., depth = ..., ... },
  *     tree = { parent = {...}, depth = {...} },  -- ATR: per position, parent position (-1: none)
- *     task = <the task> } */
+ *     task = <the task> }
+ *
+ * The options of the built-in kinds come from one table (src/tasks/options.c). Tasks made outside C
+ * (a Lua task, a file) and the reading of task records (from_spec, from_checkpoint) live in
+ * lua/mech/task_custom.lua; this file gives it its primitives (require "mech.task_c"). */
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -287,14 +287,20 @@ function M.from_spec(spec)
   local fn = "mech.task.from_spec"
   local function optstr(key)
     local v = spec[key]
-    if v ~= nil and type(v) ~= "string" then fail(fn, string.format("option '%s' expected a string, got %s", key, type(v))) end
+    if v ~= nil and type(v) ~= "string" then
+      fail(fn, string.format("option '%s' expected a string, got %s", key, type(v)))
+    end
     return v
   end
   local kind = optstr("kind")
   if builtin[kind] then
     local name, options, seed = optstr("name"), spec.options, spec.seed
-    if options ~= nil and type(options) ~= "table" then fail(fn, "field 'options' expected a table, got " .. type(options)) end
-    if seed ~= nil and math.type(seed) ~= "integer" then fail(fn, "field 'seed' expected an integer, got " .. type(seed)) end
+    if options ~= nil and type(options) ~= "table" then
+      fail(fn, "field 'options' expected a table, got " .. type(options))
+    end
+    if seed ~= nil and math.type(seed) ~= "integer" then
+      fail(fn, "field 'seed' expected an integer, got " .. type(seed))
+    end
     local args = {}
     for k, v in pairs(options or {}) do args[k] = v end
     args.seed = seed
@@ -364,7 +370,8 @@ local function manifest_task(path, name, fn)
   if not kind or opts.kind ~= nil then return nil end
   local seed = opts.seed
   opts.seed = nil
-  return (C.call(mech.task.from_spec, { kind = kind, seed = seed, options = opts, name = name ~= "" and name or nil }))
+  local spec = { kind = kind, seed = seed, options = opts, name = name ~= "" and name or nil }
+  return (C.call(mech.task.from_spec, spec))
 end
 
 --- mech.task.from_checkpoint(path | meta) -> task, or nil and why (argument checked in C). The task

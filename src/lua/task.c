@@ -114,7 +114,8 @@ static int opt_enum(lua_State *L, int idx, const ml_task_option *o, int def, con
 /* Checks the options table (argument 1; nil: none) of a task of kind k: its keys are those of
  * src/tasks/options.c. */
 static void check_task_options(lua_State *L, ml_task_kind k, const char *fn) {
-    if (lua_isnoneornil(L, 1)) lua_newtable(L), lua_replace(L, 1);
+    lua_settop(L, 1); /* with no argument at all, the table must still land at 1 */
+    if (lua_isnil(L, 1)) lua_newtable(L), lua_replace(L, 1);
     mlL_checktable(L, 1, fn, 1);
     const char *keys[32];
     int n = 0;
@@ -126,8 +127,8 @@ static void check_task_options(lua_State *L, ml_task_kind k, const char *fn) {
 /* Reads the checked options table into cfg, whose fields hold the defaults; returns the seed. */
 static uint64_t read_task_options(lua_State *L, ml_task_kind k, void *cfg, const char *fn) {
     for (const ml_task_option *o = ml_task_options(k); o->name; o++) {
-        char *p = (char *)cfg + o->offset;
         if (o->offset == ML_TOPT_NO_FIELD) continue;
+        char *p = (char *)cfg + o->offset;
         if (o->type == ML_TOPT_INT) *(int *)p = mlL_optint32(L, 1, o->name, *(int *)p, fn);
         else if (o->type == ML_TOPT_NUM) *(double *)p = mlL_optnum(L, 1, o->name, *(double *)p, fn);
         else if (o->type == ML_TOPT_BOOL) *(bool *)p = mlL_optbool(L, 1, o->name, *(bool *)p, fn);
@@ -141,8 +142,8 @@ static uint64_t read_task_options(lua_State *L, ml_task_kind k, void *cfg, const
 static void set_task_options(lua_State *L, const ml_task *t) {
     const char *cfg = ml_task_config(t);
     for (const ml_task_option *o = ml_task_options(ml_task_get_kind(t)); o->name; o++) {
-        const char *p = cfg + o->offset;
         if (o->offset == ML_TOPT_NO_FIELD) continue;
+        const char *p = cfg + o->offset;
         if (o->type == ML_TOPT_INT) lua_pushinteger(L, *(const int *)p);
         else if (o->type == ML_TOPT_NUM) lua_pushnumber(L, *(const double *)p);
         else if (o->type == ML_TOPT_BOOL) lua_pushboolean(L, *(const bool *)p);

@@ -461,15 +461,6 @@ static int l_sample(lua_State *L) {
 
 static const char *const dataset_keys[] = {"seed", "split", NULL};
 
-/* Tells the collector how much memory a dataset holds (it is not Lua's). */
-static void account_dataset(lua_State *L, const ml_dataset *ds) {
-    int len;
-    int64_t n = ml_dataset_size(ds);
-    size_t bytes = 0;
-    for (int64_t i = 0; i < n; i++) ml_dataset_tokens(ds, i, &len), bytes += (size_t)len * 12;
-    mlL_account(L, bytes + (size_t)n * (sizeof(ml_doc_stats) + 64));
-}
-
 /* task:dataset([n], [{seed = task seed, split = "train"}]); n defaults to the paper's sizes:
  * 100,032 training documents, 320 for an eval split (docs/tasks.md, "Datasets and batches"). */
 static int l_dataset(lua_State *L) {
@@ -505,7 +496,7 @@ static int l_dataset(lua_State *L) {
     luaL_setmetatable(L, DATASET_MT);
     db->ds = ml_dataset_new(b->t, n, seed, split);
     if (!db->ds) return mlL_raise(L);
-    account_dataset(L, db->ds);
+    mlL_account(L, ml_dataset_bytes(db->ds)); /* memory the collector cannot see */
     return 1;
 }
 
@@ -1277,7 +1268,7 @@ static int c_meta(lua_State *L) {
 
 /* C.done(ds): a filled dataset, its memory accounted; returns ds */
 static int c_done(lua_State *L) {
-    account_dataset(L, check_dataset(L, 1, "task:dataset"));
+    mlL_account(L, ml_dataset_bytes(check_dataset(L, 1, "task:dataset")));
     lua_settop(L, 1);
     return 1;
 }

@@ -335,6 +335,12 @@ const int32_t *ml_dataset_tokens(const ml_dataset *ds, int64_t i, int *len) {
 const int32_t *ml_dataset_positions(const ml_dataset *ds, int64_t i) { return ds->positions + i * ML_NPOS; }
 const ml_doc_stats *ml_dataset_stats(const ml_dataset *ds, int64_t i) { return &ds->stats[i]; }
 
+size_t ml_dataset_bytes(const ml_dataset *ds) {
+    /* per token: the token, its parent and its depth; per document: statistics, positions, offsets */
+    int64_t tokens = ds->n ? ds->offsets[ds->n] - ds->offsets[0] : 0;
+    return (size_t)tokens * 12 + (size_t)ds->n * (sizeof(ml_doc_stats) + 64);
+}
+
 #define STAT(f, fl) {#f, offsetof(ml_doc_stats, f), fl}
 const ml_stat_field ml_doc_stat_fields[ML_NSTATS] = {
     STAT(doc_len, false),           STAT(yield_len, false),        STAT(depth, false),

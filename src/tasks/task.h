@@ -267,6 +267,8 @@ const int32_t *ml_dataset_readouts(const ml_dataset *ds, int64_t i, int *n, cons
  * + 1, query_item_orig / target_item_orig its pair in the context's last pass, next_key the next
  * key there (-1 after the last pair). For an evaluator that reads every query. */
 ml_status ml_dataset_readout_positions(const ml_dataset *ds, int64_t i, int j, int32_t pos[ML_NPOS]);
+/* About the memory the dataset holds (for a garbage collector's accounting). */
+size_t ml_dataset_bytes(const ml_dataset *ds);
 /* A dataset filled from outside C: room for n documents of `split`, none yet (size 0). */
 ml_dataset *ml_dataset_open(ml_task *t, int64_t n, ml_split split);
 /* Checks a document against its task (ml_doc_check) and appends it. With a holdout (custom tasks), a

@@ -872,7 +872,7 @@ START_TEST(test_append_batch) {
 }
 END_TEST
 
-/* dataset:stats()'s means, against a direct sum over the documents. */
+/* dataset:stats()'s means, against a direct sum over the documents; the memory estimate. */
 START_TEST(test_stat_means) {
     ml_task *t = preset("pcfg_5_20", 5);
     ml_dataset *ds = ml_dataset_new(t, 64, 5, ML_SPLIT_TEST);
@@ -888,10 +888,13 @@ START_TEST(test_stat_means) {
     EXPECT(!strcmp(ml_doc_stat_fields[2].name, "depth") && fabs(m[2] - depth / 64) < 1e-12);
     EXPECT(lo == want_lo && hi == want_hi && lo < hi);
     EXPECT(!strcmp(ml_doc_stat_fields[ML_NSTATS - 1].name, "rejections"));
+    size_t tokens = 0;
+    for (int64_t i = 0; i < 64; i++) tokens += (size_t)ml_dataset_stats(ds, i)->doc_len;
+    EXPECT(ml_dataset_bytes(ds) == tokens * 12 + 64 * (sizeof(ml_doc_stats) + 64));
     ml_dataset_free(ds);
     ml_dataset *empty = ml_dataset_open(t, 1, ML_SPLIT_TRAIN);
     ml_dataset_stat_means(empty, m, &lo, &hi);
-    EXPECT(m[0] == 0 && lo == 0 && hi == 0);
+    EXPECT(m[0] == 0 && lo == 0 && hi == 0 && ml_dataset_bytes(empty) == 0);
     ml_dataset_free(empty);
     ml_task_release(t);
 }

@@ -1,6 +1,7 @@
 --- Tasks made outside C (docs/tasks.md, "Your own task"): written in Lua (mech.task.new), made by a
 --- module from its options (mech.task.load), or read from a JSON-lines file (mech.task.from_jsonl);
 --- datasets written back to that format (ds:write_jsonl) and text to token ids (task:to_tokens).
+--- Also the reading of task records of every kind: mech.task.from_spec and mech.task.from_checkpoint.
 ---
 --- Such a task is a C task of kind CUSTOM (src/tasks/custom.c: vocabulary, names, declared
 --- positions, corruption pool, holdout; every document is checked there and stored in the same
@@ -278,9 +279,40 @@ end
 
 function M.kind(task) return definition(task).kind end
 
---- mech.task.from_spec for kind "lua" (its module, options, seed) and "jsonl" (its file).
+local builtin = { ar = true, atr = true, mqar = true }
+
+--- mech.task.from_spec(spec) (its table and keys checked in C): a built-in task from its kind, seed,
+--- options and name; kind "lua" from its module, options, seed; "jsonl" from its file.
 function M.from_spec(spec)
   local fn = "mech.task.from_spec"
+  local function optstr(key)
+    local v = spec[key]
+    if v ~= nil and type(v) ~= "string" then
+      fail(fn, string.format("option '%s' expected a string, got %s", key, type(v)))
+    end
+    return v
+  end
+  local kind = optstr("kind")
+  if builtin[kind] then
+    local name, options, seed = optstr("name"), spec.options, spec.seed
+    if options ~= nil and type(options) ~= "table" then
+      fail(fn, "field 'options' expected a table, got " .. type(options))
+    end
+    if seed ~= nil and math.type(seed) ~= "integer" then
+      fail(fn, "field 'seed' expected an integer, got " .. type(seed))
+    end
+    local args = {}
+    for k, v in pairs(options or {}) do args[k] = v end
+    args.seed = seed
+    local t = C.call(mech.task[kind], args)
+    if name then
+      if #name > 31 then fail(fn, string.format("field 'name' expected at most 31 bytes, got %d", #name)) end
+      C.set_name(t, name)
+    end
+    return t
+  elseif kind ~= "lua" and kind ~= "jsonl" then
+    fail(fn, string.format('field \'kind\' expected "ar", "atr", "mqar", "lua" or "jsonl", got %s', kind or "nothing"))
+  end
   if spec.kind == "jsonl" then
     if type(spec.path) ~= "string" then fail(fn, "a jsonl task record expected its file's 'path'") end
     local opts = util.copy(spec.options or {})
@@ -293,6 +325,77 @@ function M.from_spec(spec)
       tostring(spec.name)))
   end
   return M.load(spec.module, spec.options, spec.seed, spec.name)
+end
+
+-- JSON text as Lua data; a syntax error raises naming fn and what the text is.
+local function decode(text, fn, what)
+  local ok, v = pcall(mech.json_decode, text)
+  if ok then return v end
+  fail(fn, string.format("%s is not valid JSON (json: %s)", what, (tostring(v):gsub("^mech%.json_decode: ", ""))))
+end
+
+-- The training seed's text read as C's strtoull reads it: leading digits (none: 0), negated after a
+-- '-', saturating at 2^64 - 1 (-1 as a Lua integer).
+local function seed_of(text)
+  local sign, digits = text:match("^%s*([+-]?)(%d*)")
+  local n, max10 = 0, 0x1999999999999999 -- (2^64 - 1) // 10
+  for c in digits:gmatch("%d") do
+    local d = c:byte() - 48
+    if math.ult(max10, n) or (n == max10 and d > 5) then return -1 end
+    n = n * 10 + d
+  end
+  return sign == "-" and -n or n
+end
+
+-- The preset `name` at the training seed ("" for train.run's default 42): what train.run built from a
+-- preset name. nil when name is no preset.
+local function preset_at_seed(name, seed)
+  for _, p in ipairs(mech.task.presets()) do
+    if p == name then return (C.call(mech.task.preset, name, seed == "" and 42 or seed_of(seed))) end
+  end
+end
+
+-- The task of the manifest.json beside the checkpoint `path` (an older run directory), nil for none.
+-- Its options (written before task records) hold the seed; the kind shows in the keys.
+local function manifest_task(path, name, fn)
+  local file = (path:match("^(.*/)") or "") .. "manifest.json"
+  local f = io.open(file, "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  local m = decode(text, fn, file)
+  local opts = type(m) == "table" and m.task
+  if type(opts) ~= "table" then return nil end
+  local kind = opts.head_position ~= nil and "atr" or opts.num_kv ~= nil and "ar" or nil
+  if not kind or opts.kind ~= nil then return nil end
+  local seed = opts.seed
+  opts.seed = nil
+  local spec = { kind = kind, seed = seed, options = opts, name = name ~= "" and name or nil }
+  return (C.call(mech.task.from_spec, spec))
+end
+
+--- mech.task.from_checkpoint(path | meta) -> task, or nil and why (argument checked in C). The task
+--- recorded by train.run (metadata task.spec); for checkpoints written before it, the preset named
+--- by task.name at the training seed, else the task of the manifest.json beside the file.
+function M.from_checkpoint(src)
+  local fn = "mech.task.from_checkpoint"
+  local meta = type(src) == "string" and C.meta(src) or src
+  local function get(key)
+    local v = meta[key]
+    return type(v) == "string" and v or ""
+  end
+  local spec, name = get("task.spec"), get("task.name")
+  if spec ~= "" then return (C.call(mech.task.from_spec, decode(spec, fn, "metadata task.spec"))) end
+  local t = preset_at_seed(name, get("train.seed"))
+      or type(src) == "string" and manifest_task(src, name, fn) or nil
+  if t then return t end
+  local what = type(src) == "string" and src or "the metadata"
+  if name ~= "" then
+    return nil, string.format("%s: %s records only the task's name '%s' (a checkpoint written before task records); "
+      .. "build the task with mech.task.* and pass it", fn, what, name)
+  end
+  return nil, string.format("%s: %s records no task (not written by mech.train); build the task with mech.task.* "
+    .. "and pass it", fn, what)
 end
 
 ------------------------------------------------------------------------------------------------

@@ -6,14 +6,17 @@
  *     positions = { bos = 0, query_item = ..., ..., all_target_items_orig = {...} },
  *     stats = { yield_len = ..., depth = ..., ... },
  *     tree = { parent = {...}, depth = {...} },  -- ATR: per position, parent position (-1: none)
- *     task = <the task> } */
+ *     task = <the task> }
+ *
+ * The options of the built-in kinds come from one table (src/tasks/options.c). Tasks made outside C
+ * (a Lua task, a file) and the reading of task records (from_spec, from_checkpoint) live in
+ * lua/mech/task_custom.lua; this file gives it its primitives (require "mech.task_c"). */
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/json.h"
 #include "io/safetensors.h"
 #include "lua/binding.h"
 #include "tasks/task.h"
@@ -59,6 +62,14 @@ static void push_ds_task(lua_State *L, int ds_idx, ml_dataset *ds) {
     lua_setiuservalue(L, -2, 1);
 }
 
+/* Pushes an empty document buffer that the collector frees (scratch space for one call, or reused). */
+static ml_doc *push_scratch_doc(lua_State *L) {
+    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
+    ml_doc_init(d);
+    luaL_setmetatable(L, "mech.TaskDoc");
+    return d;
+}
+
 /* Calls lua/mech/task_custom.lua's function `name` with this call's arguments; returns its results.
  * The Lua side of tasks made outside C lives there. */
 static int call_lib(lua_State *L, const char *name) {
@@ -77,124 +88,93 @@ static int l_lib_entry(lua_State *L) { return call_lib(L, lua_tostring(L, lua_up
 
 /* ------------------------------------------------------------------- constructors ---- */
 
-/* A string option that must be one of names[]; returns its index. */
-static int opt_enum(lua_State *L, int idx, const char *key, int def, const char *const *names, const char *fn) {
-    const char *s = mlL_optstr(L, idx, key, NULL, fn);
-    if (!s) return def;
-    for (int i = 0; names[i]; i++)
-        if (strcmp(s, names[i]) == 0) return i;
+static const char *const rng_names[] = {"philox", "numpy", NULL}; /* ml_task_rng order */
+
+/* Option o (an ENUM) of the table at idx: a name of o->names (its index), a boolean where o says
+ * what one means, else def when absent. */
+static int opt_enum(lua_State *L, int idx, const ml_task_option *o, int def, const char *fn) {
+    lua_getfield(L, idx, o->name);
+    int is_bool = lua_isboolean(L, -1), bval = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (is_bool && (o->if_true || o->if_false)) return bval ? o->if_true : o->if_false;
+    const char *s = mlL_optstr(L, idx, o->name, NULL, fn);
+    int i = s ? ml_task_option_enum(o, s) : def;
+    if (i >= 0) return i;
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    for (int i = 0; names[i]; i++) {
-        luaL_addstring(&b, i ? (names[i + 1] ? ", \"" : " or \"") : "\"");
-        luaL_addstring(&b, names[i]);
+    for (int k = 0; o->names[k]; k++) {
+        luaL_addstring(&b, k ? (o->names[k + 1] ? ", \"" : " or \"") : "\"");
+        luaL_addstring(&b, o->names[k]);
         luaL_addstring(&b, "\"");
     }
     luaL_pushresult(&b);
-    return luaL_error(L, "%s: option '%s' expected %s, got '%s'", fn, key, lua_tostring(L, -1), s);
+    return luaL_error(L, "%s: option '%s' expected %s, got '%s'", fn, o->name, lua_tostring(L, -1), s);
 }
 
-static uint64_t opt_seed(lua_State *L, int idx, const char *fn) {
-    return (uint64_t)mlL_optint(L, idx, "seed", 42, fn);
+/* Checks the options table (argument 1; nil: none) of a task of kind k: its keys are those of
+ * src/tasks/options.c. */
+static void check_task_options(lua_State *L, ml_task_kind k, const char *fn) {
+    lua_settop(L, 1); /* with no argument at all, the table must still land at 1 */
+    if (lua_isnil(L, 1)) lua_newtable(L), lua_replace(L, 1);
+    mlL_checktable(L, 1, fn, 1);
+    const char *keys[32];
+    int n = 0;
+    for (const ml_task_option *o = ml_task_options(k); o->name; o++) keys[n++] = o->name;
+    keys[n] = NULL;
+    mlL_checkkeys(L, 1, fn, keys);
 }
 
-static const char *const ar_keys[] = {"num_kv", "length", "min_length", "max_length", "query_type",
-                                      "train_test_split", "seed", NULL};
+/* Reads the checked options table into cfg, whose fields hold the defaults; returns the seed. */
+static uint64_t read_task_options(lua_State *L, ml_task_kind k, void *cfg, const char *fn) {
+    for (const ml_task_option *o = ml_task_options(k); o->name; o++) {
+        if (o->offset == ML_TOPT_NO_FIELD) continue;
+        char *p = (char *)cfg + o->offset;
+        if (o->type == ML_TOPT_INT) *(int *)p = mlL_optint32(L, 1, o->name, *(int *)p, fn);
+        else if (o->type == ML_TOPT_NUM) *(double *)p = mlL_optnum(L, 1, o->name, *(double *)p, fn);
+        else if (o->type == ML_TOPT_BOOL) *(bool *)p = mlL_optbool(L, 1, o->name, *(bool *)p, fn);
+        else *(int *)p = opt_enum(L, 1, o, *(int *)p, fn);
+    }
+    return (uint64_t)mlL_optint(L, 1, "seed", 42, fn);
+}
+
+/* Sets the options of task t (of kind AR, ATR or MQAR) in the table on top, as its constructor
+ * takes them. */
+static void set_task_options(lua_State *L, const ml_task *t) {
+    const char *cfg = ml_task_config(t);
+    for (const ml_task_option *o = ml_task_options(ml_task_get_kind(t)); o->name; o++) {
+        if (o->offset == ML_TOPT_NO_FIELD) continue;
+        const char *p = cfg + o->offset;
+        if (o->type == ML_TOPT_INT) lua_pushinteger(L, *(const int *)p);
+        else if (o->type == ML_TOPT_NUM) lua_pushnumber(L, *(const double *)p);
+        else if (o->type == ML_TOPT_BOOL) lua_pushboolean(L, *(const bool *)p);
+        else lua_pushstring(L, o->names[*(const int *)p]);
+        lua_setfield(L, -2, o->name);
+    }
+}
 
 static int l_ar(lua_State *L) {
     const char *fn = "mech.task.ar";
-    if (lua_isnoneornil(L, 1)) lua_newtable(L), lua_replace(L, 1);
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checkkeys(L, 1, fn, ar_keys);
     ml_ar_config c = ml_ar_config_default();
-    c.num_kv = mlL_optint32(L, 1, "num_kv", c.num_kv, fn);
-    int len = mlL_optint32(L, 1, "length", c.max_length, fn);
-    c.min_length = mlL_optint32(L, 1, "min_length", len, fn);
-    c.max_length = mlL_optint32(L, 1, "max_length", len, fn);
-    static const char *const qt[] = {"key", "value", NULL};
-    c.query_type = opt_enum(L, 1, "query_type", 0, qt, fn) ? ML_QT_VALUE : ML_QT_KEY;
-    c.train_test_split = mlL_optnum(L, 1, "train_test_split", 0.0, fn);
-    push_task(L, ml_task_ar(&c, opt_seed(L, 1, fn)));
+    check_task_options(L, ML_TASK_AR, fn);
+    c.min_length = c.max_length = mlL_optint32(L, 1, "length", c.max_length, fn);
+    uint64_t seed = read_task_options(L, ML_TASK_AR, &c, fn);
+    push_task(L, ml_task_ar(&c, seed));
     return 1;
 }
-
-static const char *const atr_keys[] = {"head_position",
-                                       "max_depth",
-                                       "max_rhs_len",
-                                       "max_rules_per_nt",
-                                       "num_nonterminals",
-                                       "num_terminals",
-                                       "terminal_occurrence_factor",
-                                       "transparent_nonterminals",
-                                       "train_test_split",
-                                       "parent",
-                                       "child",
-                                       "sibling",
-                                       "unambiguous_queries",
-                                       "sample_first",
-                                       "query_type_token",
-                                       "min_yield",
-                                       "max_yield",
-                                       "rng",
-                                       "seed",
-                                       NULL};
-
-static const char *const rng_names[] = {"philox", "numpy", NULL}; /* ml_task_rng order */
 
 static int l_atr(lua_State *L) {
-    const char *fn = "mech.task.atr";
-    if (lua_isnoneornil(L, 1)) lua_newtable(L), lua_replace(L, 1);
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checkkeys(L, 1, fn, atr_keys);
     ml_atr_config c = ml_atr_config_default();
-    static const char *const heads[] = {"right", "left", NULL};
-    static const char *const first[] = {"target", "query", NULL};
-    static const char *const qtok[] = {"auto", "never", "always", NULL};
-    c.head_position = (ml_head_pos)opt_enum(L, 1, "head_position", c.head_position, heads, fn);
-    c.max_depth = mlL_optint32(L, 1, "max_depth", c.max_depth, fn);
-    c.max_rhs_len = mlL_optint32(L, 1, "max_rhs_len", c.max_rhs_len, fn);
-    c.max_rules_per_nt = mlL_optint32(L, 1, "max_rules_per_nt", c.max_rules_per_nt, fn);
-    c.num_nonterminals = mlL_optint32(L, 1, "num_nonterminals", c.num_nonterminals, fn);
-    c.num_terminals = mlL_optint32(L, 1, "num_terminals", c.num_terminals, fn);
-    c.terminal_occurrence_factor = mlL_optnum(L, 1, "terminal_occurrence_factor", 0.0, fn);
-    c.transparent_nonterminals = mlL_optbool(L, 1, "transparent_nonterminals", c.transparent_nonterminals, fn);
-    c.train_test_split = mlL_optnum(L, 1, "train_test_split", 0.0, fn);
-    c.parent = mlL_optbool(L, 1, "parent", c.parent, fn);
-    c.child = mlL_optbool(L, 1, "child", c.child, fn);
-    c.sibling = mlL_optbool(L, 1, "sibling", c.sibling, fn);
-    c.unambiguous_queries = mlL_optbool(L, 1, "unambiguous_queries", c.unambiguous_queries, fn);
-    c.sample_first = (ml_sample_first)opt_enum(L, 1, "sample_first", c.sample_first, first, fn);
-    lua_getfield(L, 1, "query_type_token"); /* a boolean means always/never */
-    int is_bool = lua_isboolean(L, -1), bval = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    c.query_type_token = is_bool ? (bval ? ML_QTOK_ALWAYS : ML_QTOK_NEVER)
-                                 : (ml_qtok)opt_enum(L, 1, "query_type_token", ML_QTOK_AUTO, qtok, fn);
-    c.min_yield = mlL_optint32(L, 1, "min_yield", c.min_yield, fn);
-    c.max_yield = mlL_optint32(L, 1, "max_yield", c.max_yield, fn);
-    c.rng = (ml_task_rng)opt_enum(L, 1, "rng", c.rng, rng_names, fn);
-    push_task(L, ml_task_atr(&c, opt_seed(L, 1, fn)));
+    check_task_options(L, ML_TASK_ATR, "mech.task.atr");
+    uint64_t seed = read_task_options(L, ML_TASK_ATR, &c, "mech.task.atr");
+    push_task(L, ml_task_atr(&c, seed));
     return 1;
 }
 
-static const char *const mqar_keys[] = {"vocab_size", "input_seq_len", "num_kv_pairs", "power_a", "num_passes",
-                                        "random_non_queries", "rng", "seed", NULL};
-
-/* mech.task.mqar{vocab_size, input_seq_len, num_kv_pairs, power_a, num_passes, random_non_queries,
- * rng, seed}: the option names of Zoology's multiquery_ar */
 static int l_mqar(lua_State *L) {
-    const char *fn = "mech.task.mqar";
-    if (lua_isnoneornil(L, 1)) lua_newtable(L), lua_replace(L, 1);
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checkkeys(L, 1, fn, mqar_keys);
     ml_mqar_config c = ml_mqar_config_default();
-    c.vocab_size = mlL_optint32(L, 1, "vocab_size", c.vocab_size, fn);
-    c.input_seq_len = mlL_optint32(L, 1, "input_seq_len", c.input_seq_len, fn);
-    c.num_kv_pairs = mlL_optint32(L, 1, "num_kv_pairs", c.num_kv_pairs, fn);
-    c.power_a = mlL_optnum(L, 1, "power_a", c.power_a, fn);
-    c.num_passes = mlL_optint32(L, 1, "num_passes", c.num_passes, fn);
-    c.random_non_queries = mlL_optbool(L, 1, "random_non_queries", c.random_non_queries, fn);
-    c.rng = (ml_task_rng)opt_enum(L, 1, "rng", c.rng, rng_names, fn);
-    push_task(L, ml_task_mqar(&c, opt_seed(L, 1, fn)));
+    check_task_options(L, ML_TASK_MQAR, "mech.task.mqar");
+    uint64_t seed = read_task_options(L, ML_TASK_MQAR, &c, "mech.task.mqar");
+    push_task(L, ml_task_mqar(&c, seed));
     return 1;
 }
 
@@ -214,7 +194,8 @@ static int l_preset(lua_State *L) {
     if (!lua_isnoneornil(L, 3)) {
         mlL_checktable(L, 3, fn, 3);
         mlL_checkkeys(L, 3, fn, preset_keys);
-        rng = (ml_task_rng)opt_enum(L, 3, "rng", rng, rng_names, fn);
+        static const ml_task_option rng_option = {"rng", ML_TOPT_ENUM, 0, .names = rng_names};
+        rng = (ml_task_rng)opt_enum(L, 3, &rng_option, rng, fn);
     }
     const char *name = lua_tostring(L, 1);
     ml_task *t = ml_task_preset_rng(name, (uint64_t)seed, rng);
@@ -229,12 +210,17 @@ static int l_preset(lua_State *L) {
     return 1;
 }
 
-static int l_presets(lua_State *L) {
+/* Pushes the list of the first n names (n < 0: up to a NULL). */
+static void push_names(lua_State *L, const char *const *names, int n) {
     lua_newtable(L);
-    for (int i = 0; ml_task_preset_names[i]; i++) {
-        lua_pushstring(L, ml_task_preset_names[i]);
+    for (int i = 0; n < 0 ? names[i] != NULL : i < n; i++) {
+        lua_pushstring(L, names[i]);
         lua_rawseti(L, -2, i + 1);
     }
+}
+
+static int l_presets(lua_State *L) {
+    push_names(L, ml_task_preset_names, -1);
     return 1;
 }
 
@@ -260,18 +246,11 @@ static void push_int_array(lua_State *L, const int32_t *a, int n) {
 
 static void push_stats(lua_State *L, const ml_doc_stats *s) {
     lua_createtable(L, 0, 13);
-    set_int(L, "doc_len", s->doc_len);
-    set_int(L, "yield_len", s->yield_len);
-    set_int(L, "depth", s->depth);
-    set_int(L, "qt_dist", s->qt_dist);
-    set_int(L, "query_key_dist", s->query_key_dist);
-    set_int(L, "query_target_dist", s->query_target_dist);
-    set_num(L, "branching", s->branching);
-    set_num(L, "percent_non_unique", s->percent_non_unique);
-    set_int(L, "eligible_pairs", s->eligible_pairs);
-    set_int(L, "eligible_queries", s->eligible_queries);
-    set_int(L, "eligible_targets", s->eligible_targets);
-    set_int(L, "rejections", s->rejections);
+    for (int j = 0; j < ML_NSTATS; j++) {
+        if (ml_doc_stat_fields[j].is_float) lua_pushnumber(L, ml_doc_stat(s, j));
+        else lua_pushinteger(L, (lua_Integer)ml_doc_stat(s, j));
+        lua_setfield(L, -2, ml_doc_stat_fields[j].name);
+    }
 }
 
 /* Pushes the document table; task_idx is the stack index of the task userdata. */
@@ -300,18 +279,14 @@ static void push_doc(lua_State *L, int task_idx, const ml_doc *d, ml_split split
     }
     if (d->n_yield > 0) {
         lua_createtable(L, 0, 2);
-        lua_createtable(L, d->len, 0);
-        for (int p = 0; p < d->len; p++) {
-            lua_pushinteger(L, p >= 1 && p <= d->n_yield ? d->parent_pos[p - 1] : -1);
-            lua_rawseti(L, -2, p + 1);
+        for (int k = 0; k < 2; k++) { /* per position: yield entries at 1 .. n_yield, else none */
+            lua_createtable(L, d->len, 0);
+            for (int p = 0; p < d->len; p++) {
+                lua_pushinteger(L, p >= 1 && p <= d->n_yield ? (k ? d->depth : d->parent_pos)[p - 1] : k - 1);
+                lua_rawseti(L, -2, p + 1);
+            }
+            lua_setfield(L, -2, k ? "depth" : "parent");
         }
-        lua_setfield(L, -2, "parent");
-        lua_createtable(L, d->len, 0);
-        for (int p = 0; p < d->len; p++) {
-            lua_pushinteger(L, p >= 1 && p <= d->n_yield ? d->depth[p - 1] : 0);
-            lua_rawseti(L, -2, p + 1);
-        }
-        lua_setfield(L, -2, "depth");
         lua_setfield(L, -2, "tree");
     }
     lua_pushvalue(L, task_idx);
@@ -416,9 +391,7 @@ static int l_task_show(lua_State *L) {
     task_box *b = check_task(L, 1, fn);
     mlL_checktable(L, 2, fn, 2);
     /* the buffers would leak if read_doc raised: keep them in a userdata whose __gc frees */
-    ml_doc *box = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-    ml_doc_init(box);
-    luaL_setmetatable(L, "mech.TaskDoc");
+    ml_doc *box = push_scratch_doc(L);
     read_doc(L, 2, b->t, box, fn);
     char *s = ml_doc_format(b->t, box);
     if (!s) return mlL_raise(L);
@@ -480,24 +453,13 @@ static int l_sample(lua_State *L) {
         rng = luaL_testudata(L, 2, MLL_RNG_MT);
         if (!rng) return mlL_argerror(L, fn, 2, "an integer seed, a mech.Generator or nil");
     }
-    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-    ml_doc_init(d);
-    luaL_setmetatable(L, "mech.TaskDoc");
+    ml_doc *d = push_scratch_doc(L);
     if (ml_task_sample(b->t, rng, split, d) != ML_OK) return mlL_raise(L);
     push_doc(L, 1, d, split);
     return 1;
 }
 
 static const char *const dataset_keys[] = {"seed", "split", NULL};
-
-/* Tells the collector how much memory a dataset holds (it is not Lua's). */
-static void account_dataset(lua_State *L, const ml_dataset *ds) {
-    int len;
-    int64_t n = ml_dataset_size(ds);
-    size_t bytes = 0;
-    for (int64_t i = 0; i < n; i++) ml_dataset_tokens(ds, i, &len), bytes += (size_t)len * 12;
-    mlL_account(L, bytes + (size_t)n * (sizeof(ml_doc_stats) + 64));
-}
 
 /* task:dataset([n], [{seed = task seed, split = "train"}]); n defaults to the paper's sizes:
  * 100,032 training documents, 320 for an eval split (docs/tasks.md, "Datasets and batches"). */
@@ -534,7 +496,7 @@ static int l_dataset(lua_State *L) {
     luaL_setmetatable(L, DATASET_MT);
     db->ds = ml_dataset_new(b->t, n, seed, split);
     if (!db->ds) return mlL_raise(L);
-    account_dataset(L, db->ds);
+    mlL_account(L, ml_dataset_bytes(db->ds)); /* memory the collector cannot see */
     return 1;
 }
 
@@ -620,61 +582,13 @@ static int l_corrupt_range(lua_State *L) {
     return 2;
 }
 
-/* task:config(): the options as a table (those that mech.task.ar / atr accept). */
+/* task:config(): the options as a table (those that mech.task.ar / atr / mqar accept). */
 static int l_config(lua_State *L) {
     task_box *b = check_task(L, 1, "task:config");
     if (ml_task_get_kind(b->t) == ML_TASK_CUSTOM) return call_lib(L, "config");
-    const ml_ar_config *a = ml_task_ar_config(b->t);
-    const ml_atr_config *c = ml_task_atr_config(b->t);
-    const ml_mqar_config *q = ml_task_mqar_config(b->t);
     lua_newtable(L);
     set_int(L, "seed", (lua_Integer)ml_task_seed(b->t));
-    if (q) {
-        set_int(L, "vocab_size", q->vocab_size);
-        set_int(L, "input_seq_len", q->input_seq_len);
-        set_int(L, "num_kv_pairs", q->num_kv_pairs);
-        set_num(L, "power_a", q->power_a);
-        set_int(L, "num_passes", q->num_passes);
-        lua_pushboolean(L, q->random_non_queries);
-        lua_setfield(L, -2, "random_non_queries");
-        lua_pushstring(L, ml_task_rng_name(q->rng));
-        lua_setfield(L, -2, "rng");
-        return 1;
-    }
-    if (a) {
-        set_int(L, "num_kv", a->num_kv);
-        set_int(L, "min_length", a->min_length);
-        set_int(L, "max_length", a->max_length);
-        lua_pushstring(L, a->query_type == ML_QT_VALUE ? "value" : "key");
-        lua_setfield(L, -2, "query_type");
-        set_num(L, "train_test_split", a->train_test_split);
-        return 1;
-    }
-    static const char *const heads[] = {"right", "left"}, *const first[] = {"target", "query"},
-                             *const qtok[] = {"auto", "never", "always"};
-    lua_pushstring(L, heads[c->head_position]);
-    lua_setfield(L, -2, "head_position");
-    set_int(L, "max_depth", c->max_depth);
-    set_int(L, "max_rhs_len", c->max_rhs_len);
-    set_int(L, "max_rules_per_nt", c->max_rules_per_nt);
-    set_int(L, "num_nonterminals", c->num_nonterminals);
-    set_int(L, "num_terminals", c->num_terminals);
-    set_num(L, "terminal_occurrence_factor", c->terminal_occurrence_factor);
-    set_num(L, "train_test_split", c->train_test_split);
-    const char *flags[] = {"transparent_nonterminals", "parent", "child", "sibling", "unambiguous_queries"};
-    bool vals[] = {c->transparent_nonterminals, c->parent, c->child, c->sibling, c->unambiguous_queries};
-    for (int i = 0; i < 5; i++) {
-        lua_pushboolean(L, vals[i]);
-        lua_setfield(L, -2, flags[i]);
-    }
-    lua_pushstring(L, first[c->sample_first]);
-    lua_setfield(L, -2, "sample_first");
-    lua_pushstring(L, qtok[c->query_type_token]);
-    lua_setfield(L, -2, "query_type_token");
-    set_int(L, "min_yield", c->min_yield);
-    set_int(L, "max_yield", c->max_yield);
-    lua_pushstring(L, ml_task_rng_name(c->rng));
-    lua_setfield(L, -2, "rng");
+    set_task_options(L, b->t);
     return 1;
 }
 
@@ -691,224 +605,28 @@ static int l_spec(lua_State *L) {
     lua_pushstring(L, ml_task_name(b->t));
     lua_setfield(L, -2, "name");
     set_int(L, "seed", (lua_Integer)ml_task_seed(b->t));
-    lua_pushcfunction(L, l_config);
-    lua_pushvalue(L, 1);
-    lua_call(L, 1, 1);
-    lua_pushnil(L);
-    lua_setfield(L, -2, "seed"); /* kept once, at the top */
+    lua_newtable(L); /* the seed is kept once, at the top */
+    set_task_options(L, b->t);
     lua_setfield(L, -2, "options");
     return 1;
 }
 
-static int l_ar(lua_State *L);
-static int l_atr(lua_State *L);
 static const char *const spec_keys[] = {"kind", "name", "seed", "options", "module", "path", NULL};
 
-/* mech.task.from_spec(spec): the task of a record made by task:spec(). */
+/* mech.task.from_spec(spec): the task of a record made by task:spec() (lua/mech/task_custom.lua). */
 static int l_from_spec(lua_State *L) {
-    const char *fn = "mech.task.from_spec";
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checkkeys(L, 1, fn, spec_keys);
+    mlL_checktable(L, 1, "mech.task.from_spec", 1);
+    mlL_checkkeys(L, 1, "mech.task.from_spec", spec_keys);
     lua_settop(L, 1);
-    const char *kind = mlL_optstr(L, 1, "kind", NULL, fn);
-    lua_CFunction make = NULL;
-    if (kind && !strcmp(kind, "ar")) make = l_ar;
-    else if (kind && !strcmp(kind, "atr")) make = l_atr;
-    else if (kind && !strcmp(kind, "mqar")) make = l_mqar;
-    else if (kind && (!strcmp(kind, "lua") || !strcmp(kind, "jsonl"))) return call_lib(L, "from_spec");
-    if (!make)
-        return luaL_error(L, "%s: field 'kind' expected \"ar\", \"atr\", \"mqar\", \"lua\" or \"jsonl\", got %s", fn,
-                          kind ? kind : "nothing");
-    const char *name = mlL_optstr(L, 1, "name", NULL, fn);
-    lua_getfield(L, 1, "options");
-    if (!lua_isnil(L, -1) && !lua_istable(L, -1))
-        return luaL_error(L, "%s: field 'options' expected a table, got %s", fn, luaL_typename(L, -1));
-    lua_newtable(L); /* the constructor's argument: the options and the seed */
-    if (lua_istable(L, 2)) {
-        lua_pushnil(L);
-        while (lua_next(L, 2)) {
-            lua_pushvalue(L, -2);
-            lua_insert(L, -2);
-            lua_settable(L, 3);
-        }
-    }
-    lua_getfield(L, 1, "seed");
-    if (!lua_isnil(L, -1) && !lua_isinteger(L, -1))
-        return luaL_error(L, "%s: field 'seed' expected an integer, got %s", fn, luaL_typename(L, -1));
-    lua_setfield(L, 3, "seed");
-    lua_pushcfunction(L, make);
-    lua_pushvalue(L, 3);
-    lua_call(L, 1, 1);
-    if (name) {
-        if (strlen(name) > 31) return luaL_error(L, "%s: field 'name' expected at most 31 bytes, got %d", fn, (int)strlen(name));
-        ml_task_set_name(check_task(L, -1, fn)->t, name);
-    }
-    return 1;
+    return call_lib(L, "from_spec");
 }
 
-/* Pushes a JSON value as Lua (objects and arrays as tables, integers as integers). */
-static void push_json(lua_State *L, const ml_json *v) {
-    luaL_checkstack(L, 4, "mech.task.from_checkpoint: JSON nested too deeply");
-    switch (v->type) {
-    case ML_JSON_BOOL: lua_pushboolean(L, v->boolean); break;
-    case ML_JSON_NUMBER:
-        if (v->is_int) lua_pushinteger(L, (lua_Integer)v->integer);
-        else lua_pushnumber(L, v->number);
-        break;
-    case ML_JSON_STRING: lua_pushlstring(L, v->str, v->len); break;
-    case ML_JSON_ARRAY:
-        lua_createtable(L, (int)v->count, 0);
-        for (size_t i = 0; i < v->count; i++) {
-            push_json(L, v->items[i]);
-            lua_rawseti(L, -2, (lua_Integer)i + 1);
-        }
-        break;
-    case ML_JSON_OBJECT:
-        lua_createtable(L, 0, (int)v->count);
-        for (size_t i = 0; i < v->count; i++) {
-            lua_pushlstring(L, v->keys[i], v->key_lens[i]);
-            push_json(L, v->items[i]);
-            lua_rawset(L, -3);
-        }
-        break;
-    default: lua_pushnil(L); break;
-    }
-}
-
-/* Parses JSON text into a Lua value; raises naming `what` on a syntax error. */
-static void push_json_text(lua_State *L, const char *text, const char *fn, const char *what) {
-    ml_json *j = ml_json_parse(text, strlen(text), NULL);
-    if (!j) luaL_error(L, "%s: %s is not valid JSON (%s)", fn, what, ml_last_error());
-    push_json(L, j);
-    ml_json_free(j);
-}
-
-/* A metadata entry of the checkpoint source at idx (a path's open file or mech.load's table). */
-static const char *meta_get(lua_State *L, int idx, ml_safetensors *st, const char *key) {
-    if (st) return ml_safetensors_meta(st, key);
-    lua_getfield(L, idx, key);
-    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    lua_pop(L, 1); /* the string stays alive in the table */
-    return v;
-}
-
-/* Pushes the task metadata of the checkpoint at 1 (a path or mech.load's table) as strings, "" for
- * absent: 2 the spec, 3 the name, 4 the training seed. A path's file is closed before anything can
- * raise. */
-static void push_task_meta(lua_State *L, bool is_path) {
-    ml_safetensors *st = NULL;
-    if (is_path) {
-        st = ml_safetensors_open(lua_tostring(L, 1));
-        if (!st) mlL_raise(L);
-    }
-    static const char *const keys[] = {"task.spec", "task.name", "train.seed"};
-    for (int i = 0; i < 3; i++) {
-        const char *v = meta_get(L, 1, st, keys[i]);
-        lua_pushstring(L, v ? v : "");
-    }
-    ml_safetensors_close(st);
-}
-
-/* The preset `name` at the training seed (seed: its digits, "" for train.run's default 42): what
- * train.run built from a preset name. Returns 0, pushing nothing, when name is no preset. */
-static int push_preset_at_seed(lua_State *L, const char *name, const char *seed) {
-    bool preset = false;
-    for (int i = 0; ml_task_preset_names[i]; i++) preset = preset || !strcmp(name, ml_task_preset_names[i]);
-    if (!preset) return 0;
-    char *end;
-    unsigned long long s = *seed ? strtoull(seed, &end, 10) : 42;
-    ml_task *t = ml_task_preset(name, (uint64_t)s);
-    if (!t) return mlL_raise(L);
-    push_task(L, t);
-    return 1;
-}
-
-/* Pushes the contents of the file at path; returns false, pushing nothing, when it cannot be opened. */
-static bool push_file(lua_State *L, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) luaL_addlstring(&b, buf, n);
-    fclose(f);
-    luaL_pushresult(&b);
-    return true;
-}
-
-/* The spec of a manifest's task options (the table at opts, written before specs: the options with
- * their seed; the kind shows in the keys) and the task's name; 0, pushing nothing, for none. */
-static int push_manifest_spec(lua_State *L, int opts, const char *name) {
-    lua_getfield(L, opts, "num_kv");
-    const char *kind = !lua_isnil(L, -1) ? "ar" : NULL;
-    lua_pop(L, 1);
-    lua_getfield(L, opts, "head_position");
-    if (!lua_isnil(L, -1)) kind = "atr";
-    lua_pop(L, 1);
-    if (!kind || lua_getfield(L, opts, "kind") != LUA_TNIL) return 0;
-    lua_pop(L, 1);
-    lua_createtable(L, 0, 4);
-    lua_pushstring(L, kind);
-    lua_setfield(L, -2, "kind");
-    lua_getfield(L, opts, "seed");
-    lua_setfield(L, -2, "seed");
-    lua_pushnil(L);
-    lua_setfield(L, opts, "seed");
-    lua_pushvalue(L, opts);
-    lua_setfield(L, -2, "options");
-    if (*name) {
-        lua_pushstring(L, name);
-        lua_setfield(L, -2, "name");
-    }
-    return 1;
-}
-
-/* The task of the manifest.json beside the checkpoint `path` (an older run directory); 0, pushing
- * nothing meaningful, when there is none. */
-static int push_manifest_task(lua_State *L, const char *path, const char *name, const char *fn) {
-    const char *slash = strrchr(path, '/');
-    lua_pushlstring(L, path, slash ? (size_t)(slash - path + 1) : 0);
-    lua_pushstring(L, "manifest.json");
-    lua_concat(L, 2);
-    if (!push_file(L, lua_tostring(L, -1))) return 0;
-    push_json_text(L, lua_tostring(L, -1), fn, lua_tostring(L, -2));
-    if (!lua_istable(L, -1) || lua_getfield(L, -1, "task") != LUA_TTABLE) return 0;
-    if (!push_manifest_spec(L, lua_gettop(L), name)) return 0;
-    lua_pushcfunction(L, l_from_spec);
-    lua_insert(L, -2);
-    lua_call(L, 1, 1);
-    return 1;
-}
-
-/* mech.task.from_checkpoint(path | meta) -> task, or nil and why. The task recorded by train.run
- * (metadata task.spec); for checkpoints written before it, the preset named by task.name at the
- * training seed, else the task of the manifest.json beside the file. */
+/* mech.task.from_checkpoint(path | meta) -> task, or nil and why (lua/mech/task_custom.lua). */
 static int l_from_checkpoint(lua_State *L) {
-    const char *fn = "mech.task.from_checkpoint";
-    int is_path = lua_type(L, 1) == LUA_TSTRING;
-    if (!is_path && !lua_istable(L, 1)) return mlL_argerror(L, fn, 1, "a checkpoint path or mech.load's metadata table");
+    if (lua_type(L, 1) != LUA_TSTRING && !lua_istable(L, 1))
+        return mlL_argerror(L, "mech.task.from_checkpoint", 1, "a checkpoint path or mech.load's metadata table");
     lua_settop(L, 1);
-    push_task_meta(L, is_path); /* 2: spec, 3: name, 4: training seed */
-    const char *what = is_path ? lua_tostring(L, 1) : "the metadata";
-    if (*lua_tostring(L, 2)) {
-        push_json_text(L, lua_tostring(L, 2), fn, "metadata task.spec");
-        lua_pushcfunction(L, l_from_spec);
-        lua_insert(L, -2);
-        lua_call(L, 1, 1);
-        return 1;
-    }
-    const char *name = lua_tostring(L, 3);
-    if (push_preset_at_seed(L, name, lua_tostring(L, 4))) return 1;
-    if (is_path && push_manifest_task(L, lua_tostring(L, 1), name, fn)) return 1;
-    lua_pushnil(L);
-    if (*name)
-        lua_pushfstring(L, "%s: %s records only the task's name '%s' (a checkpoint written before task records); "
-                        "build the task with mech.task.* and pass it", fn, what, name);
-    else
-        lua_pushfstring(L, "%s: %s records no task (not written by mech.train); build the task with mech.task.* "
-                        "and pass it", fn, what);
-    return 2;
+    return call_lib(L, "from_checkpoint");
 }
 
 static int l_task_tostring(lua_State *L) {
@@ -1014,28 +732,24 @@ static int l_ds_batch_at(lua_State *L) {
     return push_batch(L, ds, idx, (int)n);
 }
 
-/* ds:positions(first, count) -> int32 tensor (count, #mech.task.positions) */
-static int l_ds_positions(lua_State *L) {
-    const char *fn = "dataset:positions";
+/* A tensor of documents first .. first + count - 1 (arguments 2, 3) that the core function f makes. */
+static int range_tensor(lua_State *L, const char *fn,
+                        ml_status (*f)(const ml_dataset *, const int64_t *, int, ml_tensor **)) {
     ml_dataset *ds = check_dataset(L, 1, fn);
     int n;
     int64_t *idx = range_indices(L, ds, 2, fn, &n);
-    ml_tensor *p;
-    if (ml_dataset_batch_positions(ds, idx, n, &p) != ML_OK) return mlL_raise(L);
-    mlL_pushtensor(L, p);
+    ml_tensor *t;
+    if (f(ds, idx, n, &t) != ML_OK) return mlL_raise(L);
+    mlL_pushtensor(L, t);
     return 1;
 }
 
+/* ds:positions(first, count) -> int32 tensor (count, #mech.task.positions) */
+static int l_ds_positions(lua_State *L) { return range_tensor(L, "dataset:positions", ml_dataset_batch_positions); }
+
 /* ds:target_dist(first, count) -> float32 tensor (count, V) */
 static int l_ds_target_dist(lua_State *L) {
-    const char *fn = "dataset:target_dist";
-    ml_dataset *ds = check_dataset(L, 1, fn);
-    int n;
-    int64_t *idx = range_indices(L, ds, 2, fn, &n);
-    ml_tensor *d;
-    if (ml_dataset_batch_target_dist(ds, idx, n, &d) != ML_OK) return mlL_raise(L);
-    mlL_pushtensor(L, d);
-    return 1;
+    return range_tensor(L, "dataset:target_dist", ml_dataset_batch_target_dist);
 }
 
 /* ds:doc(i) -> document table (0-based i) */
@@ -1045,9 +759,7 @@ static int l_ds_doc(lua_State *L) {
     int64_t i = check_index(L, ds, 2, fn);
     push_ds_task(L, 1, ds);
     int task_idx = lua_gettop(L);
-    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-    ml_doc_init(d);
-    luaL_setmetatable(L, "mech.TaskDoc");
+    ml_doc *d = push_scratch_doc(L);
     if (ml_dataset_get_doc(ds, i, d) != ML_OK) return mlL_raise(L);
     push_doc(L, task_idx, d, ml_dataset_split(ds));
     return 1;
@@ -1058,9 +770,7 @@ static int l_ds_show(lua_State *L) {
     const char *fn = "dataset:show";
     ml_dataset *ds = check_dataset(L, 1, fn);
     int64_t i = check_index(L, ds, 2, fn);
-    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-    ml_doc_init(d);
-    luaL_setmetatable(L, "mech.TaskDoc");
+    ml_doc *d = push_scratch_doc(L);
     if (ml_dataset_get_doc(ds, i, d) != ML_OK) return mlL_raise(L);
     char *s = ml_doc_format(ml_dataset_task(ds), d);
     if (!s) return mlL_raise(L);
@@ -1072,27 +782,14 @@ static int l_ds_show(lua_State *L) {
 /* ds:stats() -> means of the per-document statistics, plus min/max of the lengths */
 static int l_ds_stats(lua_State *L) {
     ml_dataset *ds = check_dataset(L, 1, "dataset:stats");
-    int64_t n = ml_dataset_size(ds);
-    double m[11] = {0};
-    int lo = INT_MAX, hi = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const ml_doc_stats *s = ml_dataset_stats(ds, i);
-        double v[11] = {s->doc_len,        s->yield_len,         s->depth,          s->qt_dist,
-                        s->query_key_dist, s->query_target_dist, s->branching,      s->percent_non_unique,
-                        s->eligible_pairs, s->eligible_queries,  s->eligible_targets};
-        for (int j = 0; j < 11; j++) m[j] += v[j];
-        lo = s->yield_len < lo ? s->yield_len : lo;
-        hi = s->yield_len > hi ? s->yield_len : hi;
-    }
-    static const char *const names[11] = {"doc_len",          "yield_len",        "depth",
-                                          "qt_dist",          "query_key_dist",   "query_target_dist",
-                                          "branching",        "percent_non_unique", "eligible_pairs",
-                                          "eligible_queries", "eligible_targets"};
+    double m[ML_STAT_MEANS];
+    int lo, hi;
+    ml_dataset_stat_means(ds, m, &lo, &hi);
     lua_createtable(L, 0, 14);
-    for (int j = 0; j < 11; j++) set_num(L, names[j], n ? m[j] / (double)n : 0.0);
-    set_int(L, "yield_len_min", n ? lo : 0);
+    for (int j = 0; j < ML_STAT_MEANS; j++) set_num(L, ml_doc_stat_fields[j].name, m[j]);
+    set_int(L, "yield_len_min", lo);
     set_int(L, "yield_len_max", hi);
-    set_int(L, "documents", n);
+    set_int(L, "documents", ml_dataset_size(ds));
     return 1;
 }
 
@@ -1192,9 +889,7 @@ static int c_open(lua_State *L) {
     ml_rng *g = lua_newuserdatauv(L, sizeof *g, 0);
     ml_rng_init(g, (uint64_t)seed, ml_split_stream(split));
     luaL_setmetatable(L, MLL_RNG_MT);
-    ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-    ml_doc_init(d);
-    luaL_setmetatable(L, "mech.TaskDoc");
+    push_scratch_doc(L);
     return 3;
 }
 
@@ -1226,16 +921,6 @@ static void push_name_codes(lua_State *L) {
     for (int i = 0; doc_keys[i]; i++) {
         lua_pushinteger(L, NAME_FIELD + i);
         lua_setfield(L, -2, doc_keys[i]);
-    }
-}
-
-/* The list of doc_keys as Lua strings (the second upvalue): fields are read by these, without
- * lua_getfield's string lookup. */
-static void push_field_names(lua_State *L) {
-    lua_createtable(L, 6, 0);
-    for (int i = 0; doc_keys[i]; i++) {
-        lua_pushstring(L, doc_keys[i]);
-        lua_rawseti(L, -2, i + 1);
     }
 }
 
@@ -1416,11 +1101,7 @@ static int c_append(lua_State *L) {
     ml_dataset *ds = check_dataset(L, 1, "task:dataset");
     ml_doc *d = luaL_testudata(L, 3, "mech.TaskDoc"); /* reused: no allocation per document */
     lua_settop(L, 3);
-    if (!d) {
-        d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
-        ml_doc_init(d);
-        luaL_setmetatable(L, "mech.TaskDoc");
-    }
+    if (!d) d = push_scratch_doc(L);
     int ids = 0;
     if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE && lua_getfield(L, -1, "ids") == LUA_TTABLE) ids = lua_gettop(L);
     read_custom_doc(L, 2, ids, d);
@@ -1432,35 +1113,19 @@ static int c_append(lua_State *L) {
 
 /* ---- the batched form: sample_batch(gen, split, n) returns n documents as int32 tensors ---- */
 
-/* A column set of a batch: entry (r, j) at p[r * s0 + j * s1] for j < cols; s0 = 0 when every
- * document shares it (a Lua list or a number). */
-typedef struct {
-    const int32_t *p;
-    int64_t s0, s1, cols;
-    int32_t one; /* the value of a number every document shares (p points here) */
-} batch_cols;
-
+/* What a batch field is, for messages: "int64 tensor of shape [4,2]" (left on the stack until the
+ * error unwinds it) or the type's name. */
 static const char *describe_value(lua_State *L, int idx) {
     ml_tensor *t = mlL_testtensor(L, idx);
+    char shape[ML_SHAPE_STR];
     if (!t) return luaL_typename(L, idx);
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    luaL_addstring(&b, ml_dtype_name(t->dtype));
-    luaL_addstring(&b, " tensor of shape [");
-    for (int i = 0; i < t->ndim; i++) {
-        if (i) luaL_addchar(&b, ',');
-        lua_pushinteger(L, (lua_Integer)t->shape[i]);
-        luaL_addvalue(&b);
-    }
-    luaL_addchar(&b, ']');
-    luaL_pushresult(&b);
-    return lua_tostring(L, -1); /* stays on the stack until the error unwinds it */
+    return lua_pushfstring(L, "%s tensor of shape %s", ml_dtype_name(t->dtype), ml_shape_str(shape, t->ndim, t->shape));
 }
 
 /* Reads the value at the top of the stack (field `what` of the batch) into c: an int32 tensor
  * with n rows (ndim 2: (n, cols); ndim 1: (n)), or what all rows share — a list of integers
  * (ndim 2) or an integer (ndim 1). A list is copied into a userdata left on the stack. */
-static void batch_column(lua_State *L, const char *what, int ndim, int64_t n, batch_cols *c) {
+static void batch_column(lua_State *L, const char *what, int ndim, int64_t n, ml_doc_cols *c) {
     int top = lua_gettop(L);
     ml_tensor *t = mlL_testtensor(L, top);
     if (t && t->dtype == ML_I32 && t->ndim == ndim && t->shape[0] == n) {
@@ -1497,15 +1162,8 @@ static void batch_column(lua_State *L, const char *what, int ndim, int64_t n, ba
               describe_value(L, top));
 }
 
-/* A batch's columns, read once; each document is filled from its row of them. */
-typedef struct {
-    batch_cols tok, tg, rd, an, pos[ML_NPOS];
-    int pos_index[ML_NPOS], npos; /* pos[i] holds named position pos_index[i] */
-    ml_qtype qtype;
-} batch_view;
-
 /* The batch's field tokens: an int32 tensor (n, L) with 1 <= n <= max. Returns n. */
-static lua_Integer batch_tokens(lua_State *L, lua_Integer max, batch_cols *tok) {
+static lua_Integer batch_tokens(lua_State *L, lua_Integer max, ml_doc_cols *tok) {
     lua_getfield(L, 2, "tokens");
     ml_tensor *tt = mlL_testtensor(L, -1);
     if (!tt || tt->dtype != ML_I32 || tt->ndim != 2 || tt->shape[0] < 1 || tt->shape[0] > max || tt->shape[1] < 1 ||
@@ -1518,7 +1176,7 @@ static lua_Integer batch_tokens(lua_State *L, lua_Integer max, batch_cols *tok) 
 }
 
 /* The batch's fields targets, readouts and answers (each optional; readouts with answers). */
-static void batch_readouts(lua_State *L, lua_Integer n, batch_view *v) {
+static void batch_readouts(lua_State *L, lua_Integer n, ml_doc_batch *v) {
     if (lua_getfield(L, 2, "targets") != LUA_TNIL) batch_column(L, "targets", 2, n, &v->tg);
     bool has_rd = lua_getfield(L, 2, "readouts") != LUA_TNIL;
     if (has_rd) batch_column(L, "readouts", 2, n, &v->rd);
@@ -1530,7 +1188,7 @@ static void batch_readouts(lua_State *L, lua_Integer n, batch_view *v) {
 }
 
 /* The batch's field positions (optional): one entry per document for each named position. */
-static void batch_positions(lua_State *L, lua_Integer n, batch_view *v) {
+static void batch_positions(lua_State *L, lua_Integer n, ml_doc_batch *v) {
     if (lua_getfield(L, 2, "positions") == LUA_TNIL) return;
     int pt = lua_gettop(L);
     if (!lua_istable(L, pt))
@@ -1548,31 +1206,6 @@ static void batch_positions(lua_State *L, lua_Integer n, batch_view *v) {
     }
 }
 
-/* Fills d (reserved for the batch) with document r of the batch. Returns the 0-based column of a
- * target that cannot be predicted, else -1 (-1 in a targets or readouts column: none there). */
-static int batch_row(const batch_view *v, lua_Integer r, ml_doc *d) {
-    int len = (int)v->tok.cols, k = 0;
-    ml_doc_start(d, len);
-    const int32_t *row = v->tok.p + r * v->tok.s0;
-    for (int j = 0; j < len; j++) d->tokens[j] = row[j * v->tok.s1];
-    for (int j = 0; j < v->tg.cols; j++) {
-        int32_t p = v->tg.p[r * v->tg.s0 + j * v->tg.s1];
-        if (p == -1) continue;
-        if (p < 1 || p >= len) return j;
-        d->read_pos[k] = p - 1, d->read_ans[k++] = d->tokens[p];
-    }
-    for (int j = 0; j < v->rd.cols; j++) {
-        int32_t p = v->rd.p[r * v->rd.s0 + j * v->rd.s1];
-        if (p == -1) continue;
-        d->read_pos[k] = p, d->read_ans[k++] = v->an.p[r * v->an.s0 + j * v->an.s1];
-    }
-    d->n_reads = k;
-    ml_doc_sort_readouts(d);
-    for (int i = 0; i < v->npos; i++) d->pos[v->pos_index[i]] = v->pos[i].p[r * v->pos[i].s0];
-    d->qtype = v->qtype;
-    return -1;
-}
-
 /* kept, rows = C.append_batch(ds, batch, scratch, max): appends the documents of batch (the table
  * sample_batch returned: 1 .. max of them) until max are kept (a holdout may reject some), checking
  * each as C.append does; nil, row, message for the first faulty document (row: 0-based in the
@@ -1587,52 +1220,66 @@ static int c_append_batch(lua_State *L) {
         return doc_error(L, "sample_batch expected to return a table {tokens=, targets=, positions=}, got %s",
                          luaL_typename(L, 2));
     check_doc_fields(L, 2, "sample_batch's field");
-    batch_view v = {0};
+    ml_doc_batch v = {0};
     lua_Integer n = batch_tokens(L, max, &v.tok);
     batch_readouts(L, n, &v);
     batch_positions(L, n, &v);
     v.qtype = ML_QT_KEY;
     if (lua_getfield(L, 2, "type") != LUA_TNIL) v.qtype = doc_qtype(L, "sample_batch's field");
-    int len = (int)v.tok.cols, nreads = (int)(v.tg.cols + v.rd.cols);
-    if (ml_doc_reserve(d, len > nreads ? len : nreads) != ML_OK) return mlL_raise(L);
-    lua_Integer kept = 0, r = 0;
-    for (; r < n && kept < max; r++) {
-        int bad = batch_row(&v, r, d);
-        bool rejected = false;
-        if (bad >= 0) {
-            lua_pushnil(L);
-            lua_pushinteger(L, r);
-            lua_pushfstring(L, "targets column %d (0-based) = %d is not a position of the document that can be "
-                               "predicted (1..%d: a target is read at the position before it)", bad,
-                            (int)v.tg.p[r * v.tg.s0 + bad * v.tg.s1], len - 1);
-            return 3;
-        }
-        if (ml_dataset_append(ds, d, &rejected) != ML_OK) {
-            lua_pushnil(L);
-            lua_pushinteger(L, r);
-            lua_pushstring(L, ml_last_error());
-            return 3;
-        }
-        kept += !rejected;
+    int64_t kept, rows;
+    v.n = n;
+    if (ml_dataset_append_batch(ds, &v, max, d, &kept, &rows) == ML_OK) {
+        lua_pushinteger(L, (lua_Integer)kept);
+        lua_pushinteger(L, (lua_Integer)rows);
+        return 2;
     }
-    lua_pushinteger(L, kept);
-    lua_pushinteger(L, r);
-    return 2;
+    if (rows < 0) return mlL_raise(L);
+    lua_pushnil(L);
+    lua_pushinteger(L, (lua_Integer)rows);
+    lua_pushstring(L, ml_last_error());
+    return 3;
+}
+
+/* ... = C.call(f, ...): f(...) called from C, so that the messages of a C function f carry no Lua
+ * source position (as when the binding called it). */
+static int c_call(lua_State *L) {
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+/* C.set_name(task, name): a preset's name on the task rebuilt from its record. */
+static int c_set_name(lua_State *L) {
+    ml_task_set_name(check_task(L, 1, "mech.task.from_spec")->t, luaL_checkstring(L, 2));
+    return 0;
+}
+
+/* meta = C.meta(path): the metadata of the safetensors file at path, {key = value}. */
+static int c_meta(lua_State *L) {
+    ml_safetensors *st = ml_safetensors_open(luaL_checkstring(L, 1));
+    if (!st) return mlL_raise(L);
+    lua_newtable(L); /* only running out of memory raises before the close */
+    for (int i = 0; i < ml_safetensors_meta_count(st); i++) {
+        lua_pushstring(L, ml_safetensors_meta_value(st, i));
+        lua_setfield(L, -2, ml_safetensors_meta_key(st, i));
+    }
+    ml_safetensors_close(st);
+    return 1;
 }
 
 /* C.done(ds): a filled dataset, its memory accounted; returns ds */
 static int c_done(lua_State *L) {
-    account_dataset(L, check_dataset(L, 1, "task:dataset"));
+    mlL_account(L, ml_dataset_bytes(check_dataset(L, 1, "task:dataset")));
     lua_settop(L, 1);
     return 1;
 }
 
 static int open_task_c(lua_State *L) {
-    static const luaL_Reg f[] = {{"custom", c_custom}, {"open", c_open}, {"done", c_done}, {NULL, NULL}};
+    static const luaL_Reg f[] = {{"custom", c_custom}, {"open", c_open}, {"done", c_done},
+                                 {"meta", c_meta}, {"call", c_call}, {"set_name", c_set_name}, {NULL, NULL}};
     static const luaL_Reg with_names[] = {{"append", c_append}, {"append_batch", c_append_batch}, {NULL, NULL}};
     luaL_newlib(L, f);
     push_name_codes(L);
-    push_field_names(L);
+    push_names(L, doc_keys, -1); /* the second upvalue: fields are read by these, without lua_getfield's lookup */
     luaL_setfuncs(L, with_names, 2);
     return 1;
 }
@@ -1719,11 +1366,7 @@ int mlL_open_task(lua_State *L) {
     lua_pushcfunction(L, open_task_c);
     lua_setfield(L, -2, "mech.task_c");
     lua_pop(L, 1);
-    lua_createtable(L, ML_NPOS, 0); /* column order of dataset:positions() */
-    for (int i = 0; i < ML_NPOS; i++) {
-        lua_pushstring(L, ml_pos_names[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
+    push_names(L, ml_pos_names, ML_NPOS); /* column order of dataset:positions() */
     lua_setfield(L, -2, "positions");
     lua_pushinteger(L, ML_TRAIN_DOCS);
     lua_setfield(L, -2, "TRAIN_DOCS");

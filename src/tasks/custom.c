@@ -133,6 +133,53 @@ void ml_doc_sort_readouts(ml_doc *d) {
         }
 }
 
+/* Fills d (reserved for the batch) with document r of b. Returns the 0-based column of a target
+ * that cannot be predicted, else -1. */
+static int batch_row(const ml_doc_batch *b, int64_t r, ml_doc *d) {
+    int len = (int)b->tok.cols, k = 0;
+    ml_doc_start(d, len);
+    const int32_t *row = b->tok.p + r * b->tok.s0;
+    for (int j = 0; j < len; j++) d->tokens[j] = row[j * b->tok.s1];
+    for (int j = 0; j < b->tg.cols; j++) {
+        int32_t p = b->tg.p[r * b->tg.s0 + j * b->tg.s1];
+        if (p == -1) continue;
+        if (p < 1 || p >= len) return j;
+        d->read_pos[k] = p - 1, d->read_ans[k++] = d->tokens[p];
+    }
+    for (int j = 0; j < b->rd.cols; j++) {
+        int32_t p = b->rd.p[r * b->rd.s0 + j * b->rd.s1];
+        if (p == -1) continue;
+        d->read_pos[k] = p, d->read_ans[k++] = b->an.p[r * b->an.s0 + j * b->an.s1];
+    }
+    d->n_reads = k;
+    ml_doc_sort_readouts(d);
+    for (int i = 0; i < b->npos; i++) d->pos[b->pos_index[i]] = b->pos[i].p[r * b->pos[i].s0];
+    d->qtype = b->qtype;
+    return -1;
+}
+
+ml_status ml_dataset_append_batch(ml_dataset *ds, const ml_doc_batch *b, int64_t max, ml_doc *d, int64_t *kept,
+                                  int64_t *rows) {
+    int len = (int)b->tok.cols, nreads = (int)(b->tg.cols + b->rd.cols);
+    *kept = 0, *rows = -1;
+    ml_status st = ml_doc_reserve(d, len > nreads ? len : nreads);
+    if (st != ML_OK) return st;
+    int64_t r = 0;
+    for (; r < b->n && *kept < max; r++) {
+        int bad = batch_row(b, r, d);
+        bool rejected = false;
+        *rows = r;
+        if (bad >= 0)
+            return ml_fail(ML_ERR_ARG, "targets column %d (0-based) = %d is not a position of the document that can "
+                           "be predicted (1..%d: a target is read at the position before it)", bad,
+                           (int)b->tg.p[r * b->tg.s0 + bad * b->tg.s1], len - 1);
+        if ((st = ml_dataset_append(ds, d, &rejected)) != ML_OK) return st;
+        *kept += !rejected;
+    }
+    *rows = r;
+    return ML_OK;
+}
+
 int ml_qtype_parse(const char *name) {
     for (int i = 0; name && i <= ML_QT_SIBLING; i++)
         if (!strcmp(name, ml_qtype_name((ml_qtype)i))) return i;

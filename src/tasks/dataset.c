@@ -1,4 +1,6 @@
 /* Pre-generated datasets and the batches of the training loop (docs/tasks.md, "Datasets and batches"). */
+#include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -332,6 +334,39 @@ const int32_t *ml_dataset_tokens(const ml_dataset *ds, int64_t i, int *len) {
 }
 const int32_t *ml_dataset_positions(const ml_dataset *ds, int64_t i) { return ds->positions + i * ML_NPOS; }
 const ml_doc_stats *ml_dataset_stats(const ml_dataset *ds, int64_t i) { return &ds->stats[i]; }
+
+size_t ml_dataset_bytes(const ml_dataset *ds) {
+    /* per token: the token, its parent and its depth; per document: statistics, positions, offsets */
+    int64_t tokens = ds->n ? ds->offsets[ds->n] - ds->offsets[0] : 0;
+    return (size_t)tokens * 12 + (size_t)ds->n * (sizeof(ml_doc_stats) + 64);
+}
+
+#define STAT(f, fl) {#f, offsetof(ml_doc_stats, f), fl}
+const ml_stat_field ml_doc_stat_fields[ML_NSTATS] = {
+    STAT(doc_len, false),           STAT(yield_len, false),        STAT(depth, false),
+    STAT(qt_dist, false),           STAT(query_key_dist, false),   STAT(query_target_dist, false),
+    STAT(branching, true),          STAT(percent_non_unique, true), STAT(eligible_pairs, false),
+    STAT(eligible_queries, false),  STAT(eligible_targets, false), STAT(rejections, false),
+};
+
+double ml_doc_stat(const ml_doc_stats *s, int field) {
+    const char *p = (const char *)s + ml_doc_stat_fields[field].offset;
+    return ml_doc_stat_fields[field].is_float ? *(const float *)p : *(const int32_t *)p;
+}
+
+void ml_dataset_stat_means(const ml_dataset *ds, double means[ML_STAT_MEANS], int *yield_min, int *yield_max) {
+    int64_t n = ml_dataset_size(ds);
+    int lo = INT_MAX, hi = 0;
+    for (int j = 0; j < ML_STAT_MEANS; j++) means[j] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const ml_doc_stats *s = &ds->stats[i];
+        for (int j = 0; j < ML_STAT_MEANS; j++) means[j] += ml_doc_stat(s, j);
+        lo = s->yield_len < lo ? s->yield_len : lo;
+        hi = s->yield_len > hi ? s->yield_len : hi;
+    }
+    for (int j = 0; j < ML_STAT_MEANS && n; j++) means[j] /= (double)n;
+    *yield_min = n ? lo : 0, *yield_max = hi;
+}
 ml_qtype ml_dataset_qtype(const ml_dataset *ds, int64_t i) { return (ml_qtype)ds->qtype[i]; }
 const int32_t *ml_dataset_all_targets(const ml_dataset *ds, int64_t i, int *n) {
     *n = (int)(ds->all_off[i + 1] - ds->all_off[i]);

@@ -114,6 +114,26 @@ ml_atr_config ml_atr_config_default(void);
 ml_mqar_config ml_mqar_config_default(void);
 
 typedef struct ml_task ml_task;
+typedef struct ml_dataset ml_dataset;
+
+/* The options of mech.task.ar / atr / mqar as a table (src/tasks/options.c): key, type and the
+ * offset of its field in the kind's config struct (ML_TOPT_NO_FIELD: a key the constructor reads
+ * itself, "length" and "seed"). ENUM fields are int-sized; their value is the index in names. */
+typedef enum { ML_TOPT_INT, ML_TOPT_NUM, ML_TOPT_BOOL, ML_TOPT_ENUM } ml_task_opt_type;
+#define ML_TOPT_NO_FIELD ((size_t)-1)
+typedef struct {
+    const char *name;
+    ml_task_opt_type type;
+    size_t offset;
+    const char *const *names; /* ENUM: the value names, NULL-terminated */
+    int if_true, if_false;    /* ENUM: the values a boolean means (both 0: booleans refused) */
+} ml_task_option;
+/* The options of kind k (AR, ATR, MQAR; NULL for another), ended by an entry with a NULL name. */
+const ml_task_option *ml_task_options(ml_task_kind k);
+/* The index of s in o->names, -1 for none. */
+int ml_task_option_enum(const ml_task_option *o, const char *s);
+/* The config struct of an AR, ATR or MQAR task (what ml_task_options' offsets index), else NULL. */
+const void *ml_task_config(const ml_task *t);
 
 /* Constructors validate the configuration (message names the option, the expected and the
  * received value) and return NULL on error. The task is refcounted (datasets retain it). */
@@ -172,6 +192,20 @@ typedef struct {
     int32_t rejections;        /* draws rejected before this document */
 } ml_doc_stats;
 
+/* The statistics as a table (dataset.c): each field's name, offset and type (float or int32). The
+ * first ML_STAT_MEANS (all but rejections) are what dataset:stats() averages. */
+enum { ML_NSTATS = 12, ML_STAT_MEANS = 11 };
+typedef struct {
+    const char *name;
+    size_t offset;
+    bool is_float;
+} ml_stat_field;
+extern const ml_stat_field ml_doc_stat_fields[ML_NSTATS];
+double ml_doc_stat(const ml_doc_stats *s, int field);
+/* Means of the first ML_STAT_MEANS statistics over the dataset (0 when empty) and the range of
+ * yield_len (0, 0 when empty). */
+void ml_dataset_stat_means(const ml_dataset *ds, double means[ML_STAT_MEANS], int *yield_min, int *yield_max);
+
 /* One document with its tree. Reusable: init once, sample many times, free once. */
 typedef struct {
     int32_t *tokens;
@@ -205,7 +239,6 @@ ml_status ml_task_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *
 char *ml_doc_format(const ml_task *t, const ml_doc *doc);
 
 /* ---- datasets ---- */
-typedef struct ml_dataset ml_dataset;
 
 /* n documents of `split`, drawn from stream (seed, ml_split_stream(split)). An ATR task with
  * rng = numpy ignores seed: the first n documents of the split in the original's stream (n at
@@ -234,6 +267,8 @@ const int32_t *ml_dataset_readouts(const ml_dataset *ds, int64_t i, int *n, cons
  * + 1, query_item_orig / target_item_orig its pair in the context's last pass, next_key the next
  * key there (-1 after the last pair). For an evaluator that reads every query. */
 ml_status ml_dataset_readout_positions(const ml_dataset *ds, int64_t i, int j, int32_t pos[ML_NPOS]);
+/* About the memory the dataset holds (for a garbage collector's accounting). */
+size_t ml_dataset_bytes(const ml_dataset *ds);
 /* A dataset filled from outside C: room for n documents of `split`, none yet (size 0). */
 ml_dataset *ml_dataset_open(ml_task *t, int64_t n, ml_split split);
 /* Checks a document against its task (ml_doc_check) and appends it. With a holdout (custom tasks), a
@@ -250,6 +285,28 @@ void ml_doc_start(ml_doc *doc, int len);
 void ml_doc_sort_readouts(ml_doc *doc);
 /* The query type named `name` (as ml_qtype_name writes it), -1 for none. */
 int ml_qtype_parse(const char *name);
+/* Documents made outside C in columns (what a custom task's sample_batch returns). A column set:
+ * entry (r, j) at p[r * s0 + j * s1] for j < cols; s0 = 0 when every document shares it. */
+typedef struct {
+    const int32_t *p;
+    int64_t s0, s1, cols;
+    int32_t one; /* the value of a number every document shares (p points here) */
+} ml_doc_cols;
+/* n documents: tokens (n, L); targets (positions whose token is predicted from the position
+ * before) and readouts with their answers, -1 entries meaning none; pos[i] holds the named position
+ * pos_index[i] (one entry per document); every document's type qtype. */
+typedef struct {
+    int64_t n;
+    ml_doc_cols tok, tg, rd, an, pos[ML_NPOS];
+    int pos_index[ML_NPOS], npos;
+    ml_qtype qtype;
+} ml_doc_batch;
+/* Appends the documents of b to ds in order (scratch: a document buffer) until max are kept (a
+ * holdout may reject some): *kept of them, *rows read. A faulty document stops it with ML_ERR_ARG
+ * (or the append's error) and *rows its 0-based row; any other failure leaves *rows = -1. */
+ml_status ml_dataset_append_batch(ml_dataset *ds, const ml_doc_batch *b, int64_t max, ml_doc *scratch, int64_t *kept,
+                                  int64_t *rows);
+
 /* Whether a custom task's holdout puts these tokens in dev/test (true) or train (false). */
 bool ml_task_held_out(const ml_task *t, const int32_t *tokens, int len);
 /* Copies document i into doc (tree included) for printing. */

@@ -812,6 +812,94 @@ START_TEST(test_custom) {
 }
 END_TEST
 
+/* The option tables: every field option names its config field (the preset's value reads back
+ * through the offset), enum names index their values, and the keys the constructors read alone
+ * have no field. */
+START_TEST(test_option_tables) {
+    ml_task *t = preset("pcfg_tts", 3);
+    const ml_atr_config *c = ml_task_config(t);
+    EXPECT(c == ml_task_atr_config(t));
+    int fields = 0;
+    for (const ml_task_option *o = ml_task_options(ML_TASK_ATR); o->name; o++) {
+        if (!strcmp(o->name, "seed")) {
+            EXPECT(o->offset == ML_TOPT_NO_FIELD);
+            continue;
+        }
+        fields++;
+        const char *p = (const char *)c + o->offset;
+        if (!strcmp(o->name, "train_test_split")) EXPECT(o->type == ML_TOPT_NUM && *(const double *)p == 0.2);
+        if (!strcmp(o->name, "max_yield")) EXPECT(o->type == ML_TOPT_INT && *(const int *)p == c->max_yield);
+        if (!strcmp(o->name, "parent")) EXPECT(o->type == ML_TOPT_BOOL && *(const bool *)p);
+        if (!strcmp(o->name, "query_type_token"))
+            EXPECT(o->if_true == ML_QTOK_ALWAYS && ml_task_option_enum(o, "never") == ML_QTOK_NEVER &&
+                   ml_task_option_enum(o, "sometimes") == -1);
+    }
+    EXPECT_OP(fields, ==, 18);
+    ml_task_release(t);
+    const ml_task_option *ar = ml_task_options(ML_TASK_AR);
+    EXPECT(!strcmp(ar[1].name, "length") && ar[1].offset == ML_TOPT_NO_FIELD);
+    EXPECT(ml_task_options(ML_TASK_CUSTOM) == NULL);
+}
+END_TEST
+
+/* A custom task's documents in columns: a shared targets list, a per-document position, -1 for no
+ * target; the faulty row is named and the documents before it are kept. */
+START_TEST(test_append_batch) {
+    ml_custom_config c = {.vocab = 5, .positions = 1u << ML_POS_DIVIDER, .corrupt_lo = -1, .corrupt_hi = -1};
+    ml_task *t = ml_task_custom(&c, "cols", 1);
+    ml_dataset *ds = ml_dataset_open(t, 8, ML_SPLIT_TRAIN);
+    int32_t tok[3][4] = {{1, 2, 4, 2}, {3, 3, 4, 1}, {2, 1, 4, 3}}, tg[2] = {3, -1}, div[3] = {2, 2, 1};
+    ml_doc_batch b = {.n = 3, .npos = 1, .qtype = ML_QT_VALUE};
+    b.tok = (ml_doc_cols){.p = &tok[0][0], .s0 = 4, .s1 = 1, .cols = 4};
+    b.tg = (ml_doc_cols){.p = tg, .s0 = 0, .s1 = 1, .cols = 2};
+    b.pos[0] = (ml_doc_cols){.p = div, .s0 = 1, .cols = 1};
+    b.pos_index[0] = ML_POS_DIVIDER;
+    ml_doc d;
+    ml_doc_init(&d);
+    int64_t kept, rows;
+    EXPECT_OP(ml_dataset_append_batch(ds, &b, 2, &d, &kept, &rows), ==, ML_OK);
+    EXPECT(kept == 2 && rows == 2 && ml_dataset_size(ds) == 2);
+    int nr;
+    const int32_t *ans, *rp = ml_dataset_readouts(ds, 1, &nr, &ans);
+    EXPECT(nr == 1 && rp[0] == 2 && ans[0] == 1 && ml_dataset_positions(ds, 1)[ML_POS_DIVIDER] == 2);
+    EXPECT(ml_dataset_qtype(ds, 0) == ML_QT_VALUE);
+    tg[1] = 4; /* not a position that can be predicted */
+    EXPECT_OP(ml_dataset_append_batch(ds, &b, 8, &d, &kept, &rows), ==, ML_ERR_ARG);
+    EXPECT(kept == 0 && rows == 0 && strstr(ml_last_error(), "targets column 1 (0-based) = 4") != NULL);
+    ml_doc_free(&d);
+    ml_dataset_free(ds);
+    ml_task_release(t);
+}
+END_TEST
+
+/* dataset:stats()'s means, against a direct sum over the documents; the memory estimate. */
+START_TEST(test_stat_means) {
+    ml_task *t = preset("pcfg_5_20", 5);
+    ml_dataset *ds = ml_dataset_new(t, 64, 5, ML_SPLIT_TEST);
+    double m[ML_STAT_MEANS], depth = 0;
+    int lo, hi, want_lo = 1 << 30, want_hi = 0;
+    ml_dataset_stat_means(ds, m, &lo, &hi);
+    for (int64_t i = 0; i < 64; i++) {
+        const ml_doc_stats *s = ml_dataset_stats(ds, i);
+        depth += s->depth;
+        want_lo = s->yield_len < want_lo ? s->yield_len : want_lo;
+        want_hi = s->yield_len > want_hi ? s->yield_len : want_hi;
+    }
+    EXPECT(!strcmp(ml_doc_stat_fields[2].name, "depth") && fabs(m[2] - depth / 64) < 1e-12);
+    EXPECT(lo == want_lo && hi == want_hi && lo < hi);
+    EXPECT(!strcmp(ml_doc_stat_fields[ML_NSTATS - 1].name, "rejections"));
+    size_t tokens = 0;
+    for (int64_t i = 0; i < 64; i++) tokens += (size_t)ml_dataset_stats(ds, i)->doc_len;
+    EXPECT(ml_dataset_bytes(ds) == tokens * 12 + 64 * (sizeof(ml_doc_stats) + 64));
+    ml_dataset_free(ds);
+    ml_dataset *empty = ml_dataset_open(t, 1, ML_SPLIT_TRAIN);
+    ml_dataset_stat_means(empty, m, &lo, &hi);
+    EXPECT(m[0] == 0 && lo == 0 && hi == 0 && ml_dataset_bytes(empty) == 0);
+    ml_dataset_free(empty);
+    ml_task_release(t);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("tasks");
     TCase *tc = tcase_create("structure");
@@ -827,6 +915,9 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_dataset_get_doc_and_show);
     tcase_add_test(tc, test_validation);
     tcase_add_test(tc, test_custom);
+    tcase_add_test(tc, test_option_tables);
+    tcase_add_test(tc, test_stat_means);
+    tcase_add_test(tc, test_append_batch);
     suite_add_tcase(s, tc);
     tc = tcase_create("statistics");
     tcase_set_timeout(tc, 120);

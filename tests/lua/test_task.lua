@@ -261,4 +261,11 @@ T.test("rng = numpy at seed 42 is the paper's data (its published corpus statist
   T.near(tts:dataset(1024, { split = "test" }):stats().yield_len, 11.29, 0.005)
 end)
 
+T.test("constructors without an options table take every default", function()
+  T.eq(mech.task.ar():config(), mech.task.ar({}):config())
+  T.eq(mech.task.atr():spec(), mech.task.atr(nil):spec())
+  T.eq(mech.task.mqar():config().vocab_size, 8192)
+  T.eq(mech.task.ar { length = 8 }:config().min_length, 8)
+end)
+
 T.done()

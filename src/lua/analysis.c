@@ -155,24 +155,6 @@ static int l_implicit_attention(lua_State *L) {
     return 1;
 }
 
-/* mech.viz.attention{...} and mech.viz.attention_grid{...}: lua/mech/viz.lua builds the page and
- * the figure; these check the argument is a table and call it. */
-static int call_viz(lua_State *L, const char *name) {
-    char fn[48];
-    snprintf(fn, sizeof fn, "mech.viz.%s", name);
-    mlL_checktable(L, 1, fn, 1);
-    lua_settop(L, 1);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "mech.viz");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, name);
-    lua_pushvalue(L, 1);
-    lua_call(L, 1, 1);
-    return 1;
-}
-static int l_viz_attention(lua_State *L) { return call_viz(L, "attention"); }
-static int l_viz_attention_grid(lua_State *L) { return call_viz(L, "attention_grid"); }
-
 int mlL_open_analysis(lua_State *L) {
     luaL_getmetatable(L, "mech.Model");
     if (lua_istable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE) {
@@ -193,8 +175,10 @@ int mlL_open_analysis(lua_State *L) {
         mlL_hooked(L, -1, (const char *const[]){"path_patch", "implicit_attention", NULL});
     }
     lua_pop(L, 1);
-    static const luaL_Reg viz[] = {{"attention", l_viz_attention}, {"attention_grid", l_viz_attention_grid}, {NULL, NULL}};
-    luaL_newlib(L, viz);
+    /* mech.viz: lua/mech/viz.lua builds the page and the figure */
+    lua_newtable(L);
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"attention", "mech.viz", NULL, "mech.viz.attention"},
+                                            {"attention_grid", "mech.viz", NULL, "mech.viz.attention_grid"}, {NULL, NULL, NULL, NULL}});
     lua_setfield(L, -2, "viz");
     return 0;
 }

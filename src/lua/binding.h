@@ -114,4 +114,17 @@ int mlL_cache_save(lua_State *L);
 
 int luaopen_mech(lua_State *L);
 
+/* ---- sliminterp: functions written in the Lua library, reached from C tables */
+
+/* Pushes a C function that calls require(module)[name] with its arguments and returns its
+ * results; with table_fn, argument 1 must be a table (an error names table_fn) and is the only
+ * one passed. For presentation and plumbing that Lua says shorter (__tostring, figures, help). */
+void mlL_pushlua(lua_State *L, const char *module, const char *name, const char *table_fn);
+/* One entry of a table of such functions: field `name` = require(module)[function or name]. */
+typedef struct {
+    const char *name, *module, *function, *table_fn;
+} mlL_LuaReg;
+/* Sets table[reg.name] for each entry up to the one whose name is NULL (table: a stack index). */
+void mlL_setlua(lua_State *L, int table, const mlL_LuaReg *regs);
+
 #endif

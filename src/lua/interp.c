@@ -299,39 +299,6 @@ static int cache_names(lua_State *L) {
     return 1;
 }
 
-/* Appends "(d0, d1, ...)" to b. */
-static void add_shape(luaL_Buffer *b, const ml_tensor *t) {
-    luaL_addchar(b, '(');
-    for (int d = 0; d < t->ndim; d++) {
-        char num[32];
-        snprintf(num, sizeof num, d ? ", %lld" : "%lld", (long long)t->shape[d]);
-        luaL_addstring(b, num);
-    }
-    luaL_addchar(b, ')');
-}
-
-/* One line per activation: its name and shape. */
-static int cache_tostring(lua_State *L) {
-    check_cache(L, 1, "cache:__tostring");
-    int n;
-    const char **keys = cache_keys(L, 1, &n);
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    lua_pushfstring(L, "mech.Cache with %d activations%s", n, n ? ":" : "");
-    luaL_addvalue(&b);
-    for (int i = 0; i < n; i++) {
-        lua_pushfstring(L, "\n  %s ", keys[i]);
-        luaL_addvalue(&b);
-        for (int pad = (int)strlen(keys[i]); pad < 32; pad++) luaL_addchar(&b, ' ');
-        rawfield(L, 1, keys[i]);
-        ml_tensor *t = mlL_testtensor(L, -1);
-        lua_pop(L, 1);
-        if (t) add_shape(&b, t);
-    }
-    luaL_pushresult(&b);
-    return 1;
-}
-
 static void push_site_table(lua_State *L, ml_model *m, ml_tensor **t) {
     lua_newtable(L);
     for (int i = 0; i < m->n_sites; i++)
@@ -896,22 +863,6 @@ static int l_plot_map(lua_State *L) {
     return 0;
 }
 
-/* mech.interp.plot_layers(values[, {out=, title=, labels=, xlabel=, ylabel=}]) and
- * mech.interp.plot_components(values, labels[, {out=, title=}]): figures of lua/mech/analysis.lua,
- * also mech.plot.layers and mech.plot.components (aliased in mech.c). */
-static int call_analysis(lua_State *L, const char *name) {
-    int n = lua_gettop(L);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "mech.analysis");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, name);
-    for (int i = 1; i <= n; i++) lua_pushvalue(L, i);
-    lua_call(L, n, 0);
-    return 0;
-}
-static int l_plot_layers(lua_State *L) { return call_analysis(L, "plot_layers"); }
-static int l_plot_components(lua_State *L) { return call_analysis(L, "plot_components"); }
-
 /* ------------------------------------------------------------------ the evaluators */
 
 static int pos_arg(lua_State *L, int idx, const char *fn, const char *what) {
@@ -1145,19 +1096,6 @@ static int l_corrupt(lua_State *L) {
     return 1;
 }
 
-/* mech.help([x]): prints the entry of x from the registry lua/mech/help.lua (the REPL also
- * names it `help`). */
-static int l_help(lua_State *L) {
-    lua_settop(L, 1);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "mech.help");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "help");
-    lua_pushvalue(L, 1);
-    lua_call(L, 1, 0);
-    return 0;
-}
-
 int mlL_open_interp(lua_State *L) {
     static const luaL_Reg methods[] = {{"run_with_cache", m_run_with_cache}, {"run_with_hooks", m_run_with_hooks}, {NULL, NULL}};
     luaL_getmetatable(L, "mech.Model");
@@ -1180,7 +1118,7 @@ int mlL_open_interp(lua_State *L) {
     lua_pushvalue(L, -1), lua_setfield(L, -3, "__methods"); /* for the REPL's completion */
     lua_pushcclosure(L, cache_index, 1);
     lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, cache_tostring), lua_setfield(L, -2, "__tostring");
+    mlL_pushlua(L, "mech.show", "cache", NULL), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
     luaL_newmetatable(L, MLL_PATCHING_MAP_MT);
     lua_createtable(L, 0, 1);
@@ -1192,13 +1130,14 @@ int mlL_open_interp(lua_State *L) {
                                    {"patching_map", l_patching_map}, {"plot_map", l_plot_map},
                                    {"attention_mass", l_attention_mass}, {"attribution_patching", l_attribution_patching},
                                    {"kl_div", l_kl_div},       {"argmax", l_argmax},       {"corrupt", l_corrupt},
-                                   {"plot_layers", l_plot_layers}, {"plot_components", l_plot_components},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
+    /* figures of lua/mech/analysis.lua, also mech.plot.layers and mech.plot.components (mech.c) */
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"plot_layers", "mech.analysis", NULL, NULL}, {"plot_components", "mech.analysis", NULL, NULL}, {NULL, NULL, NULL, NULL}});
     mlL_hooked(L, -1, (const char *const[]){"patch", "site_mean", "mamba_attention", "interchange", "attention_mass",
                                              "attribution_patching", NULL});
     lua_setfield(L, -2, "interp");
-    lua_pushcfunction(L, l_help);
-    lua_setfield(L, -2, "help");
+    /* mech.help([x]) prints x's entry of lua/mech/help.lua (the REPL also names it `help`) */
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"help", "mech.help", NULL, NULL}, {NULL, NULL, NULL, NULL}});
     return mlL_open_analysis(L);
 }

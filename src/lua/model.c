@@ -305,30 +305,6 @@ static int m_hook_names(lua_State *L) {
     return 1;
 }
 
-/* A hook_names() list prints one site a line with its shape. */
-static int hook_names_tostring(lua_State *L) {
-    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
-    lua_pushfstring(L, "%I hook sites:", n);
-    for (lua_Integer i = 1; i <= n; i++) {
-        char line[256];
-        int len = 0, top = lua_gettop(L);
-        lua_rawgeti(L, 1, i);
-        lua_getfield(L, -1, "name");
-        len += snprintf(line, sizeof line, "\n  %-32s (", lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
-        lua_getfield(L, -2, "shape");
-        for (lua_Integer d = 1; lua_istable(L, -1) && lua_rawgeti(L, -1, d) != LUA_TNIL && len < 200; d++) {
-            const char *dim = lua_tostring(L, -1);
-            len += snprintf(line + len, sizeof line - (size_t)len, d > 1 ? ", %s" : "%s", dim ? dim : "?");
-            lua_pop(L, 1);
-        }
-        lua_settop(L, top);
-        snprintf(line + len, sizeof line - (size_t)len, ")");
-        lua_pushstring(L, line);
-        lua_concat(L, 2);
-    }
-    return 1;
-}
-
 typedef struct {
     lua_State *L;
     model_box *box;
@@ -841,7 +817,7 @@ int mlL_open_model(lua_State *L) {
     lua_pop(L, 1);
 
     luaL_newmetatable(L, MLL_HOOK_NAMES_MT);
-    lua_pushcfunction(L, hook_names_tostring), lua_setfield(L, -2, "__tostring");
+    mlL_pushlua(L, "mech.show", "hook_names", NULL), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 
     static const luaL_Reg funcs[] = {{"model", l_model}, {"lr_schedule", l_lr_schedule},

@@ -542,37 +542,6 @@ static int o_gc(lua_State *L) {
     return 0;
 }
 
-static int o_tostring(lua_State *L) {
-    optim_box *b = luaL_checkudata(L, 1, MLL_OPTIM_MT);
-    if (!b->o) {
-        lua_pushliteral(L, "mech.optim (freed)");
-        return 1;
-    }
-    const ml_optimizer *o = b->o;
-    int64_t elems = 0;
-    for (int i = 0; i < o->n_params; i++) elems += ml_numel(o->state[i].param);
-    luaL_Buffer buf;
-    luaL_buffinit(L, &buf);
-    lua_pushfstring(L, "mech.optim.%s(%d tensors, %I elements", ml_optim_kind_name(o->kind), o->n_params,
-                    (lua_Integer)elems);
-    luaL_addvalue(&buf);
-    for (int g = 0; g < o->n_groups; g++) {
-        const ml_optim_hparams *h = &o->groups[g].h;
-        char line[200];
-        if (o->kind == ML_OPTIM_ADAMW)
-            snprintf(line, sizeof line, "; group %d: %d tensors, lr %g, betas (%g, %g), eps %g, weight_decay %g", g,
-                     o->groups[g].count, h->lr, h->beta1, h->beta2, h->eps, h->weight_decay);
-        else
-            snprintf(line, sizeof line, "; group %d: %d tensors, lr %g, momentum %g, dampening %g, nesterov %s, weight_decay %g",
-                     g, o->groups[g].count, h->lr, h->momentum, h->dampening, h->nesterov ? "true" : "false",
-                     h->weight_decay);
-        luaL_addstring(&buf, line);
-    }
-    luaL_addchar(&buf, ')');
-    luaL_pushresult(&buf);
-    return 1;
-}
-
 /* Fields: kind, n_groups, n_params, lr (group 0's; setting it sets every group's); then the methods. */
 static int o_index(lua_State *L) {
     ml_optimizer *o = check_opt(L, 1, "index");
@@ -701,7 +670,7 @@ int mlL_open_optim(lua_State *L) {
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, o_gc), lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, o_newindex), lua_setfield(L, -2, "__newindex");
-    lua_pushcfunction(L, o_tostring), lua_setfield(L, -2, "__tostring");
+    mlL_pushlua(L, "mech.show", "optimizer", NULL), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
     static const luaL_Reg funcs[] = {
         {"adamw", l_adamw}, {"sgd", l_sgd}, {"clip_grad_norm", l_clip_grad_norm}, {NULL, NULL}};

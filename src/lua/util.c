@@ -293,3 +293,39 @@ void mlL_opttable(lua_State *L, int idx, const char *fn, int arg, const char *co
     mlL_checktable(L, idx, fn, arg);
     mlL_checkkeys(L, idx, fn, allowed);
 }
+
+/* ------------------------------------------------------------------ sliminterp */
+
+/* The closure of mlL_pushlua: require(upvalue 1)[upvalue 2](...) with every argument and result;
+ * with upvalue 3 (a function name), argument 1 must be a table and is the only one passed. */
+static int lua_forward(lua_State *L) {
+    if (lua_isstring(L, lua_upvalueindex(3))) {
+        mlL_checktable(L, 1, lua_tostring(L, lua_upvalueindex(3)), 1);
+        lua_settop(L, 1);
+    }
+    int n = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, lua_tostring(L, lua_upvalueindex(2)));
+    lua_replace(L, -2);
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+void mlL_pushlua(lua_State *L, const char *module, const char *name, const char *table_fn) {
+    lua_pushstring(L, module);
+    lua_pushstring(L, name);
+    if (table_fn) lua_pushstring(L, table_fn);
+    else lua_pushnil(L);
+    lua_pushcclosure(L, lua_forward, 3);
+}
+
+void mlL_setlua(lua_State *L, int table, const mlL_LuaReg *regs) {
+    table = lua_absindex(L, table);
+    for (; regs->name; regs++) {
+        mlL_pushlua(L, regs->module, regs->function ? regs->function : regs->name, regs->table_fn);
+        lua_setfield(L, table, regs->name);
+    }
+}

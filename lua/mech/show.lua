@@ -1,8 +1,18 @@
 --- The text of the binding's objects (their __tostring, set in src/lua/ through mlL_setlua):
---- a run_with_cache cache, a model:hook_names() list and a mech.optim optimizer.
+--- a run_with_cache cache, a model:hook_names() list and a mech.optim optimizer; and any value
+--- as error messages describe it.
 local S = {}
 
 local function dims(shape) return table.concat(shape, ", ") end
+
+--- A value as error messages name what came ("got ..."), as the binding's mlL_describe: "a float32
+--- tensor of shape [2,3]", "'text'", "3", "nil", "table".
+function S.value(v)
+  if mech.is_tensor(v) then return "a " .. v:dtype() .. " tensor of shape [" .. table.concat(v:shape(), ",") .. "]" end
+  if type(v) == "string" then return "'" .. v:sub(1, 60) .. "'" end
+  if type(v) == "number" then return tostring(v):sub(1, 60) end
+  return type(v)
+end
 
 --- "mech.Cache with N activations:" and one line per cached name (sorted) with its shape.
 function S.cache(cache)

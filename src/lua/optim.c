@@ -1,8 +1,9 @@
 /* mech.optim: AdamW and SGD as objects over any list of leaf tensors, a mech.Model or a module
  * (an object with :parameters() or :named_parameters()), in parameter groups; clipping by the
  * global gradient norm; and mech.adamw(model), the flat optimiser of a mech.Model that
- * model:train_step and checkpoints use (mech.AdamW). The maths and the state live in optim/optim.h (ml_optimizer); this file
- * reads arguments and builds the tables of state_dict. */
+ * model:train_step and checkpoints use (mech.AdamW). The maths and the state live in optim/optim.h
+ * (ml_optimizer); which tensors a list, model or module gives is lua/mech/optim_params.lua; this
+ * file reads the hyper-parameters and builds the tables of state_dict. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -101,102 +102,15 @@ static void read_hparams(lua_State *L, int idx, const char *fn, const char *wher
     if (ml_optim_hparams_problem(kind, h, why, sizeof why)) luaL_error(L, "%s: %s %s", fn, where, why);
 }
 
-/* True when the value at idx is an object whose parameters come from a method: a mech.Model, or
- * a table or userdata with parameters / named_parameters. Leaves the method on the stack. */
-static bool push_param_method(lua_State *L, int idx) {
+/* Appends the tensors of the value at idx to the lists at stack indices 3 (tensors) and 4 (their
+ * labels for messages; lua/mech/optim_params.lua's collect). Returns the list's length. */
+static int collect(lua_State *L, int idx, const char *fn, const char *where, bool allow_single) {
     idx = lua_absindex(L, idx);
-    bool indexable = lua_istable(L, idx) || luaL_testudata(L, idx, "mech.Model") || luaL_testudata(L, idx, MLL_OPTIM_MT);
-    if (!indexable) return false;
-    static const char *const names[] = {"named_parameters", "parameters"};
-    for (int i = 0; i < 2; i++) {
-        if (lua_getfield(L, idx, names[i]) == LUA_TFUNCTION) return true;
-        lua_pop(L, 1);
-    }
-    return false;
-}
-
-/* Appends the tensors of the source at idx to the list at `list` (and, at the same positions, a
- * label for messages to `labels`; *count is their length): a tensor (if allow_single), a list of
- * tensors, or an object with :named_parameters() ({name, tensor} pairs or a name -> tensor map)
- * or :parameters(). */
-static void collect(lua_State *L, int idx, int list, int labels, int *count, const char *fn, const char *where,
-                    bool allow_single) {
-    idx = lua_absindex(L, idx);
-    char got[160];
-    int top = lua_gettop(L);
-    /* stack: value, label -> stored at the next position */
-#define PUT()                                                                                              \
-    do {                                                                                                   \
-        if (lua_isnil(L, -2)) luaL_error(L, "%s: %s expected a tensor, got nil", fn, lua_tostring(L, -1)); \
-        ++*count;                                                                                          \
-        lua_rawseti(L, labels, *count);                                                                    \
-        lua_rawseti(L, list, *count);                                                                      \
-    } while (0)
-    if (mlL_testtensor(L, idx) && allow_single) {
-        lua_pushvalue(L, idx);
-        lua_pushstring(L, where);
-        PUT();
-    } else if (push_param_method(L, idx)) {
-        lua_pushvalue(L, idx);
-        lua_call(L, 1, 1);
-        int res = lua_gettop(L);
-        if (!lua_istable(L, res))
-            luaL_error(L, "%s: %s: its parameters method returned %s, expected a list of tensors", fn, where,
-                       mlL_describe(L, res, got, sizeof got));
-        lua_Integer n = luaL_len(L, res);
-        if (n > 0) { /* a list of tensors or of {name, tensor} pairs */
-            for (lua_Integer i = 1; i <= n; i++) {
-                lua_geti(L, res, i);
-                if (lua_istable(L, -1) && !mlL_testtensor(L, -1)) {
-                    lua_geti(L, -1, 2); /* tensor */
-                    lua_geti(L, -2, 1); /* name */
-                    lua_pushfstring(L, "%s parameter '%s'", where, lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
-                    lua_remove(L, -2);
-                } else {
-                    lua_pushvalue(L, -1);
-                    lua_pushfstring(L, "%s parameter %d", where, (int)i - 1);
-                }
-                PUT();
-                lua_pop(L, 1);
-            }
-        } else { /* a map name -> tensor: in the order of the sorted names, so the order is fixed */
-            lua_newtable(L);
-            int names = lua_gettop(L), k = 0;
-            lua_pushnil(L);
-            while (lua_next(L, res)) {
-                lua_pop(L, 1);
-                if (lua_type(L, -1) == LUA_TSTRING) {
-                    lua_pushvalue(L, -1);
-                    lua_rawseti(L, names, ++k);
-                }
-            }
-            lua_getglobal(L, "table");
-            lua_getfield(L, -1, "sort");
-            lua_pushvalue(L, names);
-            lua_call(L, 1, 0);
-            lua_pop(L, 1);
-            for (int i = 1; i <= k; i++) {
-                lua_geti(L, names, i);
-                lua_pushvalue(L, -1);
-                lua_gettable(L, res);
-                lua_pushfstring(L, "%s parameter '%s'", where, lua_tostring(L, -2));
-                PUT();
-                lua_pop(L, 1);
-            }
-        }
-    } else if (lua_istable(L, idx) && !mlL_testtensor(L, idx)) {
-        lua_Integer n = luaL_len(L, idx);
-        for (lua_Integer i = 1; i <= n; i++) {
-            lua_geti(L, idx, i);
-            lua_pushfstring(L, "%s element %d", where, (int)i);
-            PUT();
-        }
-    } else {
-        luaL_error(L, "%s: %s expected a list of tensors, a mech.Model or a module with :parameters(), got %s", fn,
-                   where, mlL_describe(L, idx, got, sizeof got));
-    }
-#undef PUT
-    lua_settop(L, top);
+    mlL_pushlua(L, "mech.optim_params", "collect", NULL);
+    lua_pushvalue(L, idx), lua_pushvalue(L, 3), lua_pushvalue(L, 4);
+    lua_pushstring(L, fn), lua_pushstring(L, where), lua_pushboolean(L, allow_single);
+    lua_call(L, 6, 0);
+    return (int)lua_rawlen(L, 3);
 }
 
 /* Turns the lists at `list` / `labels` into tensors, checking each with check_param (leaf,
@@ -219,21 +133,13 @@ static ml_tensor **list_tensors(lua_State *L, int list, int labels, int n, const
     return ts;
 }
 
-/* A list of groups: a table whose first element is a table that is neither a tensor nor a module,
- * and that is not itself a module. */
+/* A list of parameter groups (lua/mech/optim_params.lua's is_group_list)? */
 static bool is_group_list(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
-    if (!lua_istable(L, idx)) return false;
-    if (push_param_method(L, idx)) {
-        lua_pop(L, 1);
-        return false;
-    }
-    lua_geti(L, idx, 1);
-    bool g = false;
-    if (lua_istable(L, -1)) {
-        if (push_param_method(L, -1)) lua_pop(L, 1);
-        else g = true;
-    }
+    mlL_pushlua(L, "mech.optim_params", "is_group_list", NULL);
+    lua_pushvalue(L, idx);
+    lua_call(L, 1, 1);
+    bool g = lua_toboolean(L, -1);
     lua_pop(L, 1);
     return g;
 }
@@ -281,7 +187,7 @@ static int new_optimizer(lua_State *L, ml_optim_kind kind) {
             if (lua_getfield(L, gi, "params") == LUA_TNIL) luaL_error(L, "%s: %s has no 'params'", fn, w);
             char where[80];
             snprintf(where, sizeof where, "%s params", w);
-            collect(L, -1, 3, 4, &n, fn, where, false);
+            n = collect(L, -1, fn, where, false);
             counts[g] = n - before;
             lua_pop(L, 2);
         }
@@ -290,8 +196,7 @@ static int new_optimizer(lua_State *L, ml_optim_kind kind) {
         hs = lua_newuserdatauv(L, sizeof *hs, 0);
         counts = lua_newuserdatauv(L, sizeof *counts, 0);
         hs[0] = base;
-        collect(L, 1, 3, 4, &n, fn, "argument 1", false);
-        counts[0] = n;
+        counts[0] = n = collect(L, 1, fn, "argument 1", false);
         n_groups = 1;
     }
     if (n == 0) {
@@ -582,8 +487,7 @@ static int l_clip_grad_norm(lua_State *L) {
     lua_newtable(L);
     lua_newtable(L);
     if (is_group_list(L, 1)) luaL_error(L, "%s: argument 1 expected tensors, not parameter groups (pass opt itself)", fn);
-    int n = 0;
-    collect(L, 1, 3, 4, &n, fn, "argument 1", true);
+    int n = collect(L, 1, fn, "argument 1", true);
     ml_tensor **ts = list_tensors(L, 3, 4, n, fn, false);
     double total;
     if (ml_clip_grad_norm(n, ts, max_norm, &total)) return mlL_raise(L);

@@ -8,12 +8,7 @@ local nn = require "mech.nn.module"
 
 local M = {}
 
-local function describe(v)
-  if mech.is_tensor(v) then return "a " .. v:dtype() .. " tensor of shape [" .. table.concat(v:shape(), ",") .. "]" end
-  if type(v) == "string" then return "'" .. v:sub(1, 60) .. "'" end
-  if type(v) == "number" then return tostring(v):sub(1, 60) end
-  return type(v)
-end
+local describe = require("mech.show").value
 
 --- The module of the class for the options (their JSON, "" for none) plus d_model, and its
 --- parameters: {obj =, specs =, params = {{name =, shape =, init = name or nil, fan =}, ...}}.

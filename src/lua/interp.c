@@ -819,50 +819,6 @@ static int l_patching_map(lua_State *L) {
     return 1;
 }
 
-/* mech.interp.plot_map(map, {out=, title=, filter=true, vmin=-1, vmax=1, xlabels=, ylabels=}) or map:plot{...}: checks
- * the arguments; the drawing (a mech.plot.heatmap of the map) is ic.plot_map in
- * lua/mech/interchange.lua. */
-static int l_plot_map(lua_State *L) {
-    const char *fn = "mech.interp.plot_map";
-    static const char *const keys[] = {"out", "title", "filter", "vmin", "vmax", "xlabels", "ylabels", NULL};
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checktable(L, 2, fn, 2);
-    mlL_checkkeys(L, 2, fn, keys);
-    lua_settop(L, 2);
-    mlL_optnum(L, 2, "vmin", -1, fn), mlL_optnum(L, 2, "vmax", 1, fn), mlL_optbool(L, 2, "filter", 1, fn);
-    mlL_optstr(L, 2, "title", NULL, fn);
-    /* xlabels / ylabels: tick labels in place of the map's col_labels / row_labels, drawn from a
-     * shallow copy of the map so the map itself keeps its own */
-    static const char *const lab[2][2] = {{"xlabels", "col_labels"}, {"ylabels", "row_labels"}};
-    for (int k = 0; k < 2; k++) {
-        if (lua_getfield(L, 2, lab[k][0]) == LUA_TNIL) {
-            lua_pop(L, 1);
-            continue;
-        }
-        lua_getfield(L, 1, lab[k][1]);
-        lua_Integer want = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : -1;
-        lua_pop(L, 1);
-        bool ok = lua_istable(L, -1) && (lua_Integer)lua_rawlen(L, -1) == want;
-        for (lua_Integer i = 1; ok && i <= want; i++) ok = lua_rawgeti(L, -1, i) == LUA_TSTRING || lua_isnumber(L, -1), lua_pop(L, 1);
-        if (!ok)
-            return luaL_error(L, "%s: option '%s' expected a list of %d labels (one per %s), got %s", fn, lab[k][0],
-                              (int)want, k ? "row" : "column", luaL_typename(L, -1));
-        lua_newtable(L); /* the copy */
-        lua_pushnil(L);
-        while (lua_next(L, 1)) lua_pushvalue(L, -2), lua_insert(L, -2), lua_rawset(L, -4);
-        lua_insert(L, -2);
-        lua_setfield(L, -2, lab[k][1]);
-        lua_replace(L, 1);
-    }
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "mech.interchange");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "plot_map");
-    lua_pushvalue(L, 1), lua_pushvalue(L, 2);
-    lua_call(L, 2, 0);
-    return 0;
-}
-
 /* ------------------------------------------------------------------ the evaluators */
 
 static int pos_arg(lua_State *L, int idx, const char *fn, const char *what) {
@@ -1122,18 +1078,23 @@ int mlL_open_interp(lua_State *L) {
     lua_pop(L, 1);
     luaL_newmetatable(L, MLL_PATCHING_MAP_MT);
     lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, l_plot_map), lua_setfield(L, -2, "plot");
+    mlL_pushlua(L, "mech.interchange", "checked_plot_map", NULL), lua_setfield(L, -2, "plot");
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {{"patch", l_patch},         {"site_mean", l_site_mean}, {"short_conv_edit", l_short_conv_edit},
                                    {"mamba_attention", l_mamba_attention}, {"interchange", l_interchange},
-                                   {"patching_map", l_patching_map}, {"plot_map", l_plot_map},
+                                   {"patching_map", l_patching_map},
                                    {"attention_mass", l_attention_mass}, {"attribution_patching", l_attribution_patching},
                                    {"kl_div", l_kl_div},       {"argmax", l_argmax},       {"corrupt", l_corrupt},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
-    /* figures of lua/mech/analysis.lua, also mech.plot.layers and mech.plot.components (mech.c) */
-    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"plot_layers", "mech.analysis", NULL, NULL}, {"plot_components", "mech.analysis", NULL, NULL}, {NULL, NULL, NULL, NULL}});
+    /* the figures: lua/mech/interchange.lua checks plot_map's options and draws a map (also
+     * map:plot); plot_layers and plot_components (also mech.plot.layers and .components, mech.c)
+     * are lua/mech/analysis.lua's */
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"plot_map", "mech.interchange", "checked_plot_map", NULL},
+                                            {"plot_layers", "mech.analysis", NULL, NULL},
+                                            {"plot_components", "mech.analysis", NULL, NULL},
+                                            {NULL, NULL, NULL, NULL}});
     mlL_hooked(L, -1, (const char *const[]){"patch", "site_mean", "mamba_attention", "interchange", "attention_mass",
                                              "attribution_patching", NULL});
     lua_setfield(L, -2, "interp");

@@ -5,6 +5,7 @@
  * (ml_optimizer); which tensors a list, model or module gives is lua/mech/optim_params.lua; this
  * file reads the hyper-parameters and builds the tables of state_dict. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,16 +19,35 @@ typedef struct {
     ml_optimizer *o;
 } optim_box;
 
-static const char *const adamw_keys[] = {"lr", "betas", "beta1", "beta2", "eps", "weight_decay", NULL};
-static const char *const sgd_keys[] = {"lr", "momentum", "dampening", "nesterov", "weight_decay", NULL};
+/* The hyper-parameters as options and param_groups fields, in the order messages list them: the
+ * kind that reads one (-1: both) and its type: 'n' a number, 'a' a number given only as an option
+ * (beta1, beta2), 'b' a boolean, '2' the pair betas (beta1 and beta2, adjacent in the struct). */
+typedef struct {
+    const char *name;
+    size_t off;
+    int kind;
+    char type;
+} hparam;
+#define HP(f) #f, offsetof(ml_optim_hparams, f)
+static const hparam hparams[] = {
+    {HP(lr), -1, 'n'}, {"betas", offsetof(ml_optim_hparams, beta1), ML_OPTIM_ADAMW, '2'},
+    {HP(beta1), ML_OPTIM_ADAMW, 'a'}, {HP(beta2), ML_OPTIM_ADAMW, 'a'}, {HP(eps), ML_OPTIM_ADAMW, 'n'},
+    {HP(momentum), ML_OPTIM_SGD, 'n'}, {HP(dampening), ML_OPTIM_SGD, 'n'}, {HP(nesterov), ML_OPTIM_SGD, 'b'},
+    {HP(weight_decay), -1, 'n'}, {NULL, 0, 0, 0}};
+#undef HP
 
-static const char *const *kind_keys(ml_optim_kind kind) { return kind == ML_OPTIM_SGD ? sgd_keys : adamw_keys; }
+static bool reads(const hparam *p, ml_optim_kind kind) { return p->kind < 0 || p->kind == (int)kind; }
 
 /* Checks the keys of the option table at idx (plus "params" in a group): an unknown one is an
  * error naming where it is, the keys allowed and the closest. */
 static void check_option_keys(lua_State *L, int idx, const char *fn, const char *where, ml_optim_kind kind,
                               bool group) {
-    const char *const *keys = kind_keys(kind);
+    const char *keys[16];
+    char list[160] = "";
+    int n = 0;
+    for (const hparam *p = hparams; p->name; p++)
+        if (reads(p, kind)) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", n ? ", " : "", p->name), keys[n++] = p->name;
+    keys[n] = NULL;
     idx = lua_absindex(L, idx);
     lua_pushnil(L);
     while (lua_next(L, idx)) {
@@ -36,67 +56,33 @@ static void check_option_keys(lua_State *L, int idx, const char *fn, const char 
         const char *k = lua_tostring(L, -1);
         bool ok = group && !strcmp(k, "params");
         for (int i = 0; keys[i] && !ok; i++) ok = !strcmp(k, keys[i]);
-        if (!ok) {
-            char list[160] = "";
-            for (int i = 0; keys[i]; i++)
-                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", keys[i]);
+        if (!ok)
             luaL_error(L, "%s: %s has an unknown option '%s' (expected %s%s; did you mean '%s'?)", fn, where, k,
                        group ? "params, " : "", list, mlL_closest(k, keys));
-        }
     }
-}
-
-static double opt_number(lua_State *L, int idx, const char *key, double def, const char *fn, const char *where) {
-    double v = def;
-    if (lua_getfield(L, idx, key) != LUA_TNIL) {
-        if (lua_type(L, -1) != LUA_TNUMBER) {
-            char got[160];
-            luaL_error(L, "%s: %s option '%s' expected a number, got %s", fn, where, key,
-                       mlL_describe(L, lua_gettop(L), got, sizeof got));
-        }
-        v = lua_tonumber(L, -1);
-    }
-    lua_pop(L, 1);
-    return v;
 }
 
 /* Reads the hyper-parameters of the table at idx over h (which holds the defaults) and checks them. */
 static void read_hparams(lua_State *L, int idx, const char *fn, const char *where, ml_optim_kind kind,
                          ml_optim_hparams *h) {
     idx = lua_absindex(L, idx);
-    h->lr = opt_number(L, idx, "lr", h->lr, fn, where);
-    h->weight_decay = opt_number(L, idx, "weight_decay", h->weight_decay, fn, where);
-    if (kind == ML_OPTIM_ADAMW) {
-        if (lua_getfield(L, idx, "betas") != LUA_TNIL) {
-            int t = lua_gettop(L);
-            bool ok = lua_istable(L, t) && luaL_len(L, t) == 2;
-            for (int i = 1; ok && i <= 2; i++) {
-                ok = lua_geti(L, t, i) == LUA_TNUMBER;
-                if (ok) (i == 1 ? &h->beta1 : &h->beta2)[0] = lua_tonumber(L, -1);
-                lua_pop(L, 1);
-            }
-            if (!ok) {
-                char got[160];
-                luaL_error(L, "%s: %s option 'betas' expected a list of two numbers {beta1, beta2}, got %s", fn, where,
-                           mlL_describe(L, t, got, sizeof got));
-            }
+    for (const hparam *p = hparams; p->name; p++) {
+        if (!reads(p, kind)) continue;
+        int t = lua_getfield(L, idx, p->name), top = lua_gettop(L);
+        double *d = (double *)(void *)((char *)h + p->off);
+        bool ok = t == LUA_TNIL || (p->type == 'b' ? t == LUA_TBOOLEAN
+                                    : p->type == '2' ? t == LUA_TTABLE && luaL_len(L, top) == 2 : t == LUA_TNUMBER);
+        for (int i = 0; ok && t != LUA_TNIL && p->type == '2' && i < 2; i++, lua_pop(L, 1))
+            if ((ok = lua_geti(L, top, i + 1) == LUA_TNUMBER)) d[i] = lua_tonumber(L, -1);
+        if (!ok) {
+            char got[160];
+            luaL_error(L, "%s: %s option '%s' expected %s, got %s", fn, where, p->name,
+                       p->type == 'b' ? "a boolean" : p->type == '2' ? "a list of two numbers {beta1, beta2}" : "a number",
+                       mlL_describe(L, top, got, sizeof got));
         }
-        lua_pop(L, 1);
-        h->beta1 = opt_number(L, idx, "beta1", h->beta1, fn, where);
-        h->beta2 = opt_number(L, idx, "beta2", h->beta2, fn, where);
-        h->eps = opt_number(L, idx, "eps", h->eps, fn, where);
-    } else {
-        h->momentum = opt_number(L, idx, "momentum", h->momentum, fn, where);
-        h->dampening = opt_number(L, idx, "dampening", h->dampening, fn, where);
-        if (lua_getfield(L, idx, "nesterov") != LUA_TNIL) {
-            if (!lua_isboolean(L, -1)) {
-                char got[160];
-                luaL_error(L, "%s: %s option 'nesterov' expected a boolean, got %s", fn, where,
-                           mlL_describe(L, lua_gettop(L), got, sizeof got));
-            }
-            h->nesterov = lua_toboolean(L, -1);
-        }
-        lua_pop(L, 1);
+        if (t != LUA_TNIL && p->type == 'b') *(bool *)(void *)((char *)h + p->off) = lua_toboolean(L, top);
+        else if (t != LUA_TNIL && p->type != '2') *d = lua_tonumber(L, top);
+        lua_settop(L, top - 1);
     }
     char why[160];
     if (ml_optim_hparams_problem(kind, h, why, sizeof why)) luaL_error(L, "%s: %s %s", fn, where, why);
@@ -287,20 +273,14 @@ static int o_get_lr(lua_State *L) {
 
 /* The hyper-parameters of group g as a table (PyTorch's param_group without the tensors). */
 static void push_hparams(lua_State *L, const ml_optimizer *o, int g) {
-    const ml_optim_hparams *h = &o->groups[g].h;
     lua_newtable(L);
-    lua_pushnumber(L, h->lr), lua_setfield(L, -2, "lr");
-    lua_pushnumber(L, h->weight_decay), lua_setfield(L, -2, "weight_decay");
-    if (o->kind == ML_OPTIM_ADAMW) {
-        lua_createtable(L, 2, 0);
-        lua_pushnumber(L, h->beta1), lua_rawseti(L, -2, 1);
-        lua_pushnumber(L, h->beta2), lua_rawseti(L, -2, 2);
-        lua_setfield(L, -2, "betas");
-        lua_pushnumber(L, h->eps), lua_setfield(L, -2, "eps");
-    } else {
-        lua_pushnumber(L, h->momentum), lua_setfield(L, -2, "momentum");
-        lua_pushnumber(L, h->dampening), lua_setfield(L, -2, "dampening");
-        lua_pushboolean(L, h->nesterov), lua_setfield(L, -2, "nesterov");
+    for (const hparam *p = hparams; p->name; p++) {
+        const double *d = (const double *)(const void *)((const char *)&o->groups[g].h + p->off);
+        if (!reads(p, o->kind) || p->type == 'a') continue;
+        if (p->type == 'b') lua_pushboolean(L, *(const bool *)d);
+        else if (p->type == 'n') lua_pushnumber(L, *d);
+        else lua_createtable(L, 2, 0), lua_pushnumber(L, d[0]), lua_rawseti(L, -2, 1), lua_pushnumber(L, d[1]), lua_rawseti(L, -2, 2);
+        lua_setfield(L, -2, p->name);
     }
 }
 

@@ -203,52 +203,6 @@ static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn
                near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", n);
 }
 
-/* The model and tokens a cache came from, for the analysis methods: a weak-keyed registry table
- * cache -> {model, tokens} (the cache itself stays a plain table of activations). */
-#define CACHE_ORIGIN_KEY "mech.cache_origin"
-
-static void set_cache_origin(lua_State *L, int cache, int model, int tokens) {
-    cache = lua_absindex(L, cache), model = lua_absindex(L, model), tokens = lua_absindex(L, tokens);
-    if (lua_getfield(L, LUA_REGISTRYINDEX, CACHE_ORIGIN_KEY) != LUA_TTABLE) {
-        lua_pop(L, 1);
-        lua_newtable(L);
-        lua_createtable(L, 0, 1);
-        lua_pushliteral(L, "k"), lua_setfield(L, -2, "__mode");
-        lua_setmetatable(L, -2);
-        lua_pushvalue(L, -1), lua_setfield(L, LUA_REGISTRYINDEX, CACHE_ORIGIN_KEY);
-    }
-    lua_pushvalue(L, cache);
-    lua_createtable(L, 2, 0);
-    lua_pushvalue(L, model), lua_rawseti(L, -2, 1);
-    lua_pushvalue(L, tokens), lua_rawseti(L, -2, 2);
-    lua_rawset(L, -3);
-    lua_pop(L, 1);
-}
-
-/* cache:NAME(...) for the analysis methods of lua/mech/analysis.lua: NAME(cache, model, tokens, ...). */
-static int cache_analysis(lua_State *L) {
-    const char *name = lua_tostring(L, lua_upvalueindex(1));
-    char fn[64];
-    snprintf(fn, sizeof fn, "cache:%s", name);
-    check_cache(L, 1, fn);
-    int n = lua_gettop(L);
-    lua_getfield(L, LUA_REGISTRYINDEX, CACHE_ORIGIN_KEY);
-    if (!lua_istable(L, -1) || (lua_pushvalue(L, 1), lua_rawget(L, -2)) != LUA_TTABLE)
-        return luaL_error(L, "%s: this cache has no model (caches of model:run_with_cache have one)", fn);
-    int origin = lua_gettop(L);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "mech.analysis");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, name);
-    lua_pushvalue(L, 1);
-    lua_rawgeti(L, origin, 1);
-    mlL_checkmodel(L, lua_gettop(L), fn);
-    lua_rawgeti(L, origin, 2);
-    for (int i = 2; i <= n; i++) lua_pushvalue(L, i);
-    lua_call(L, n + 2, LUA_MULTRET);
-    return lua_gettop(L) - origin - 1;
-}
-
 /* cache[key] for a key the table lacks: a method, else an activation under another spelling. */
 static int cache_index(lua_State *L) {
     if (lua_type(L, 2) != LUA_TSTRING)
@@ -350,11 +304,14 @@ static int m_run_with_cache(lua_State *L) {
         for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]), ml_release(g[i]), acts[i] = g[i] = NULL;
         return mlL_raise(L);
     }
-    int tok_idx = 4; /* mlL_checktokens anchored the tokens tensor there (after the options at 3) */
     mlL_pushtensor(L, logits);
     push_site_table(L, m, acts);
-    set_cache_origin(L, -1, 1, tok_idx);
-    if (grads) push_site_table(L, m, g), set_cache_origin(L, -1, 1, tok_idx);
+    if (grads) push_site_table(L, m, g);
+    for (int c = lua_gettop(L) - grads; c <= lua_gettop(L); c++) { /* the caches' model and tokens (at 4) */
+        mlL_pushlua(L, "mech.analysis", "set_origin", NULL);
+        lua_pushvalue(L, c), lua_pushvalue(L, 1), lua_pushvalue(L, 4);
+        lua_call(L, 3, 0);
+    }
     return grads ? 3 : 2;
 }
 
@@ -1067,10 +1024,12 @@ int mlL_open_interp(lua_State *L) {
                                                    {"save", mlL_cache_save}, {NULL, NULL}};
     luaL_newmetatable(L, MLL_CACHE_MT);
     luaL_newlib(L, cache_methods);
-    static const char *const analysis[] = {"accumulated_resid", "decompose_resid", "stack_head_results",
-                                           "apply_ln_to_stack", "logit_attrs", NULL};
-    for (int i = 0; analysis[i]; i++)
-        lua_pushstring(L, analysis[i]), lua_pushcclosure(L, cache_analysis, 1), lua_setfield(L, -2, analysis[i]);
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"accumulated_resid", "mech.analysis", "cache_accumulated_resid", NULL},
+                                            {"decompose_resid", "mech.analysis", "cache_decompose_resid", NULL},
+                                            {"stack_head_results", "mech.analysis", "cache_stack_head_results", NULL},
+                                            {"apply_ln_to_stack", "mech.analysis", "cache_apply_ln_to_stack", NULL},
+                                            {"logit_attrs", "mech.analysis", "cache_logit_attrs", NULL},
+                                            {NULL, NULL, NULL, NULL}});
     lua_pushvalue(L, -1), lua_setfield(L, -3, "__methods"); /* for the REPL's completion */
     lua_pushcclosure(L, cache_index, 1);
     lua_setfield(L, -2, "__index");

@@ -42,9 +42,10 @@ static int m_weight(lua_State *L) {
     return push_weight(L, m, layer, name, fn);
 }
 
-/* model:param(name): TransformerLens's per-head names ("blocks.0.attn.W_Q", "W_U", "unembed.W_U",
- * "embed.W_E", "pos_embed.W_pos") as views, every other name as the model's own param. */
-static int m_param_tl(lua_State *L) {
+/* model:param(name): by state-dict name ("backbone.layers.1.sequence_mixer.A_log") or hook-style
+ * name ("blocks.1.mixer.A_log"), sharing the model's storage; TransformerLens's per-head names
+ * ("blocks.0.attn.W_Q", "W_U", "unembed.W_U", "embed.W_E", "pos_embed.W_pos") as views. */
+static int m_param(lua_State *L) {
     const char *fn = "param";
     ml_model *m = mlL_checkmodel(L, 1, fn);
     const char *name = luaL_checkstring(L, 2);
@@ -61,16 +62,15 @@ static int m_param_tl(lua_State *L) {
     }
     if (!strcmp(name, "W_U") || !strcmp(name, "unembed.W_U")) return push_weight(L, m, 0, "W_U", fn);
     char spelled[160], q[128];
-    if (ml_model_resolve_param(m, name, spelled, sizeof spelled) < 0) { /* quoted short, closest by layer */
+    int i = ml_model_resolve_param(m, name, spelled, sizeof spelled);
+    if (i < 0) { /* quoted short, closest by layer */
         const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(m->n_params + 1), 0);
         for (int k = 0; k < m->n_params; k++) names[k] = m->params[k].name;
         names[m->n_params] = NULL;
         return luaL_error(L, "%s: no parameter named %s (did you mean '%s'? model:named_parameters() lists them)", fn,
                           mlL_quote(name, q, sizeof q), mlL_closest(spelled, names));
     }
-    lua_pushvalue(L, lua_upvalueindex(1)); /* the model's own param */
-    lua_insert(L, 1);
-    lua_call(L, lua_gettop(L) - 1, 1);
+    mlL_pushtensor(L, ml_retain(m->params[i].t));
     return 1;
 }
 
@@ -161,9 +161,7 @@ int mlL_open_analysis(lua_State *L) {
         lua_pushcfunction(L, m_weight), lua_setfield(L, -2, "weight");
         lua_pushcfunction(L, m_generate), lua_setfield(L, -2, "generate");
         mlL_hooked(L, -1, (const char *const[]){"generate", NULL}); /* persistent hooks apply */
-        lua_getfield(L, -1, "param");
-        lua_pushcclosure(L, m_param_tl, 1);
-        lua_setfield(L, -2, "param");
+        lua_pushcfunction(L, m_param), lua_setfield(L, -2, "param");
         lua_pop(L, 1);
     } else {
         lua_pop(L, lua_istable(L, -1) ? 1 : 0);

@@ -7,7 +7,6 @@
  * model optimiser (mech.adamw, the mech.AdamW userdata) is in src/lua/optim.c. */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "io/safetensors.h"
@@ -180,27 +179,6 @@ static int m_named_parameters(lua_State *L) {
         lua_rawseti(L, -2, 2);
         lua_rawseti(L, -2, i + 1);
     }
-    return 1;
-}
-
-/* model:param(name): by state-dict name ("backbone.layers.1.sequence_mixer.A_log") or hook-style
- * name ("blocks.1.mixer.A_log"); the tensor shares the model's storage. */
-static int m_param(lua_State *L) {
-    ml_model *m = check_model(L, 1, "param");
-    const char *name = luaL_checkstring(L, 2);
-    char spelled[160];
-    int i = ml_model_resolve_param(m, name, spelled, sizeof spelled);
-    if (i < 0) {
-        const char **names = malloc(sizeof *names * (size_t)(m->n_params + 1));
-        if (!names) return luaL_error(L, "param: out of memory");
-        for (int k = 0; k < m->n_params; k++) names[k] = m->params[k].name;
-        names[m->n_params] = NULL;
-        lua_pushfstring(L, "param: no parameter named '%s' (did you mean '%s'? model:named_parameters() lists them)",
-                        name, mlL_closest(spelled, names));
-        free(names);
-        return lua_error(L);
-    }
-    mlL_pushtensor(L, ml_retain(m->params[i].t));
     return 1;
 }
 
@@ -788,7 +766,7 @@ static int m_tree_method(lua_State *L) {
 int mlL_open_model(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"config", m_config},       {"n_params", m_n_params},     {"named_parameters", m_named_parameters},
-        {"param", m_param},         {"zero_grad", m_zero_grad},   {"hook_names", m_hook_names}, {"site", m_site},
+        {"zero_grad", m_zero_grad},   {"hook_names", m_hook_names}, {"site", m_site},
         {"forward", m_forward},     {"hidden", m_hidden},         {"loss", m_loss},
         {"add_hook", m_add_hook},   {"train_step", m_train_step}, {"evaluate", m_evaluate},
         {"save", m_save},           {"reset_hooks", m_reset_hooks}, {"unembed", m_unembed},

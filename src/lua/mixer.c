@@ -16,7 +16,6 @@
  * the core's error naming the mixer and the layer, never a longjmp across the core's frames; and
  * the caller's thread keeps the frame its hook callbacks index (src/lua/model.c's hook tables sit
  * at stack indices of the calling binding function). */
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -425,26 +424,6 @@ static const lua_mixer *lua_mixer_of(const ml_mixer_type *t) {
     return t && t->build == lm_build ? (const lua_mixer *)t->user : NULL;
 }
 
-/* The class's name (Module:extend("Name") keeps it as __name), or NULL. */
-static const char *class_name(lua_State *L, int cls) {
-    lua_pushliteral(L, "__name");
-    lua_rawget(L, cls);
-    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    lua_pop(L, 1); /* the class keeps the string alive */
-    return s;
-}
-
-/* "BaseConv" -> "base_conv", "GLA" -> "gla": the arch name of a class. */
-static void snake_case(const char *s, char *out, size_t n) {
-    size_t k = 0;
-    for (size_t i = 0; s[i] && k + 2 < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (isupper(c) && i > 0 && (islower((unsigned char)s[i - 1]) || isdigit((unsigned char)s[i - 1]))) out[k++] = '_';
-        out[k++] = (char)tolower(c);
-    }
-    out[k] = 0;
-}
-
 /* Registers the class at `cls` (a mech.nn Module class) as a mixer; name and module may be NULL.
  * Returns its name (owned by the registry). An already registered class keeps its name. */
 static const char *register_class(lua_State *L, int cls, const char *name, const char *module, const char *fn) {
@@ -470,10 +449,13 @@ static const char *register_class(lua_State *L, int cls, const char *name, const
         }
     }
     char snake[64];
-    if (!name) {
-        const char *cn = class_name(L, cls);
-        if (!cn) luaL_error(L, "%s: the class has no name (make it with mech.nn.Module:extend(\"Name\"))", fn);
-        snake_case(cn, snake, sizeof snake);
+    if (!name) { /* "BaseConv" -> "base_conv" (lua/mech/nn/lua_mixer.lua) */
+        mlL_pushlua(L, "mech.nn.lua_mixer", "arch_name", NULL);
+        lua_pushvalue(L, cls);
+        lua_call(L, 1, 1);
+        if (!lua_isstring(L, -1)) luaL_error(L, "%s: the class has no name (make it with mech.nn.Module:extend(\"Name\"))", fn);
+        snprintf(snake, sizeof snake, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
         name = snake;
     }
     if (module && strlen(module) >= sizeof an->head->module)

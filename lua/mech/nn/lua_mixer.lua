@@ -101,6 +101,13 @@ function M.sites(obj, D)
   return sites
 end
 
+--- The arch name of a class, its name (Module:extend("BaseConv") keeps it as __name) in snake
+--- case ("base_conv", "GLA" -> "gla"), or nil when it has none.
+function M.arch_name(class)
+  local name = rawget(class, "__name")
+  return type(name) == "string" and (name:gsub("([%l%d])(%u)", "%1_%2"):lower()) or nil
+end
+
 --- The mixer's own options among mech.model's (every key not in the set `config`) as the JSON
 --- text the config records ("" for none): the options its class is built with.
 function M.options_json(opts, fn, config)

@@ -287,18 +287,9 @@ typedef struct {
     lua_State *L;
     model_box *box;
     const ml_model *m;
-    int hooks;   /* the call's own hooks: stack index of a table site -> fn (0: none) */
-    int persist; /* the persistent hooks: registry reference to the table site -> {fn...} */
+    int hooks;   /* a table site -> {fn, ...}: the call's own hooks (a stack index of the calling */
+    int persist; /* function's frame) or, when persist is not LUA_NOREF, its registry reference */
 } hook_ud;
-
-static bool hook_wants(void *ud, int site) {
-    hook_ud *h = ud;
-    char full[96];
-    ml_site_fullname(h->m, site, full, sizeof full);
-    bool found = lua_getfield(h->L, h->hooks, full) != LUA_TNIL;
-    lua_pop(h->L, 1);
-    return found;
-}
 
 /* Calls fn (on top of the stack) with (act, ctx); returns a new reference to a replacement or
  * NULL; on a Lua error sets *err and the core message. */
@@ -332,22 +323,46 @@ static ml_tensor *call_hook(hook_ud *h, ml_tensor *act, const char *full, int la
     return rep;
 }
 
-/* The call's own hook at a site (model:forward(tokens, hooks), model:loss(..., hooks)). */
-static ml_tensor *hook_call(void *ud, int site, ml_tensor *act, ml_status *err) {
+/* Pushes the hooks of the site (a list, possibly empty) or nil; returns how many. */
+static int push_hooks(hook_ud *h, const char *full) {
+    if (h->persist != LUA_NOREF) lua_rawgeti(h->L, LUA_REGISTRYINDEX, h->persist);
+    else lua_pushvalue(h->L, h->hooks);
+    lua_getfield(h->L, -1, full);
+    lua_remove(h->L, -2);
+    return lua_istable(h->L, -1) ? (int)lua_rawlen(h->L, -1) : 0;
+}
+
+static bool hooks_want(void *ud, int site) {
     hook_ud *h = ud;
     char full[96];
     ml_site_fullname(h->m, site, full, sizeof full);
-    if (lua_getfield(h->L, h->hooks, full) == LUA_TNIL) {
-        lua_pop(h->L, 1);
-        return NULL;
+    int n = push_hooks(h, full);
+    lua_pop(h->L, 1);
+    return n > 0;
+}
+
+/* The hooks of a site in registration order, each seeing the previous one's result. */
+static ml_tensor *hooks_call(void *ud, int site, ml_tensor *act, ml_status *err) {
+    hook_ud *h = ud;
+    lua_State *L = h->L;
+    char full[96];
+    ml_site_fullname(h->m, site, full, sizeof full);
+    ml_tensor *cur = NULL;
+    int n = push_hooks(h, full);
+    for (int i = 1; i <= n && !*err; i++) {
+        lua_rawgeti(L, -1, i);
+        ml_tensor *rep = call_hook(h, cur ? cur : act, full, h->m->site_layer[site], h->m->sites[site].name, err);
+        if (rep) ml_release(cur), cur = rep;
     }
-    return call_hook(h, act, full, h->m->site_layer[site], h->m->sites[site].name, err);
+    lua_pop(L, 1);
+    if (*err) ml_release(cur), cur = NULL;
+    return cur;
 }
 
 /* Sets up a run from the optional hooks table at index `arg`. Returns whether it has hooks. */
 static bool setup_run(lua_State *L, ml_model *m, int arg, hook_ud *h, ml_run *run, const char *fn) {
     memset(run, 0, sizeof *run);
-    *h = (hook_ud){.L = L, .box = lua_touserdata(L, 1), .m = m};
+    *h = (hook_ud){.L = L, .box = lua_touserdata(L, 1), .m = m, .persist = LUA_NOREF};
     if (lua_isnoneornil(L, arg)) return false;
     if (!lua_istable(L, arg)) mlL_argerror(L, fn, arg, "a table of hooks {site = function}");
     /* the call's hooks under mechlab's full names (keys may be TransformerLens names) */
@@ -364,53 +379,21 @@ static bool setup_run(lua_State *L, ml_model *m, int arg, hook_ud *h, ml_run *ru
         if (lua_getfield(L, h->hooks, full) != LUA_TNIL)
             luaL_error(L, "%s: two hooks for site '%s' (one named '%s')", fn, full, lua_tostring(L, -3));
         lua_pop(L, 1);
+        lua_createtable(L, 1, 0);
+        lua_insert(L, -2);
+        lua_rawseti(L, -2, 1);
         lua_setfield(L, h->hooks, full);
         any = true;
     }
     if (any) {
-        run->hook = hook_call;
-        run->wants = hook_wants;
+        run->hook = hooks_call;
+        run->wants = hooks_want;
         run->ud = h;
     }
     return any;
 }
 
 /* ---- persistent hooks (model:add_hook): m->hooks while a method or mech.interp function runs */
-
-/* Pushes the persistent hooks of the site (a list, possibly empty) or nil. */
-static int push_persistent(hook_ud *h, const char *full) {
-    lua_rawgeti(h->L, LUA_REGISTRYINDEX, h->persist);
-    lua_getfield(h->L, -1, full);
-    lua_remove(h->L, -2);
-    return lua_istable(h->L, -1) ? (int)lua_rawlen(h->L, -1) : 0;
-}
-
-static bool persist_wants(void *ud, int site) {
-    hook_ud *h = ud;
-    char full[96];
-    ml_site_fullname(h->m, site, full, sizeof full);
-    int n = push_persistent(h, full);
-    lua_pop(h->L, 1);
-    return n > 0;
-}
-
-/* The persistent hooks of a site in registration order, each seeing the previous one's result. */
-static ml_tensor *persist_call(void *ud, int site, ml_tensor *act, ml_status *err) {
-    hook_ud *h = ud;
-    lua_State *L = h->L;
-    char full[96];
-    ml_site_fullname(h->m, site, full, sizeof full);
-    ml_tensor *cur = NULL;
-    int n = push_persistent(h, full);
-    for (int i = 1; i <= n && !*err; i++) {
-        lua_rawgeti(L, -1, i);
-        ml_tensor *rep = call_hook(h, cur ? cur : act, full, h->m->site_layer[site], h->m->sites[site].name, err);
-        if (rep) ml_release(cur), cur = rep;
-    }
-    lua_pop(L, 1);
-    if (*err) ml_release(cur), cur = NULL;
-    return cur;
-}
 
 static bool has_persistent(lua_State *L, int model) {
     lua_getiuservalue(L, model, 1);
@@ -434,7 +417,7 @@ static int with_hooks(lua_State *L) {
     if (!m || (!m->hooks && !has_persistent(L, 1))) return lua_tocfunction(L, lua_upvalueindex(1))(L);
     int nargs = lua_gettop(L);
     hook_ud h = {.L = L, .box = b, .m = m, .persist = LUA_NOREF};
-    ml_run run = {.hook = persist_call, .wants = persist_wants, .ud = &h};
+    ml_run run = {.hook = hooks_call, .wants = hooks_want, .ud = &h};
     lua_getiuservalue(L, 1, 1);
     h.persist = luaL_ref(L, LUA_REGISTRYINDEX);
     ml_run *outer = m->hooks;

@@ -28,16 +28,7 @@ static int m_weight(lua_State *L) {
     const char *name = luaL_checkstring(L, 2);
     bool global = !strcmp(name, "W_E") || !strcmp(name, "W_pos") || !strcmp(name, "W_U");
     int layer = 0;
-    if (!global || !lua_isnoneornil(L, 3)) {
-        int ok;
-        lua_Integer l = lua_tointegerx(L, 3, &ok);
-        if (!ok || l < 0 || l >= m->cfg.n_layers) {
-            char got[96];
-            return luaL_error(L, "%s: argument 2 expected a layer in [0, %d) (the model has %d layers), got %s", fn,
-                              m->cfg.n_layers, m->cfg.n_layers, mlL_describe(L, 3, got, sizeof got));
-        }
-        layer = (int)l;
-    }
+    if (!global || !lua_isnoneornil(L, 3)) layer = mlL_checklayer(L, m, 3, 2, fn);
     ml_clear_error();
     return push_weight(L, m, layer, name, fn);
 }
@@ -142,14 +133,7 @@ static int l_implicit_attention(lua_State *L) {
     const char *fn = "mech.interp.implicit_attention";
     ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
-    int ok;
-    lua_Integer layer = lua_tointegerx(L, 3, &ok);
-    if (!ok || layer < 0 || layer >= m->cfg.n_layers) {
-        char got[96];
-        return luaL_error(L, "%s: argument 3 expected a layer in [0, %d), got %s", fn, m->cfg.n_layers,
-                          mlL_describe(L, 3, got, sizeof got));
-    }
-    ml_tensor *a = ml_implicit_attention_run(m, tok, (int)layer);
+    ml_tensor *a = ml_implicit_attention_run(m, tok, mlL_checklayer(L, m, 3, 3, fn));
     if (!a) return mlL_raise(L);
     mlL_pushtensor(L, a);
     return 1;

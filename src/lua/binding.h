@@ -126,5 +126,8 @@ typedef struct {
 } mlL_LuaReg;
 /* Sets table[reg.name] for each entry up to the one whose name is NULL (table: a stack index). */
 void mlL_setlua(lua_State *L, int table, const mlL_LuaReg *regs);
+/* A layer of m at stack index arg, else "fn: argument <shown> expected a layer in [0, n), got ...";
+ * a method's (shown = arg - 1: self is not counted) also names the layer count. */
+int mlL_checklayer(lua_State *L, const struct ml_model *m, int arg, int shown, const char *fn);
 
 #endif

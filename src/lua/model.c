@@ -232,15 +232,9 @@ static void push_site_entry(lua_State *L, const ml_model *m, int i) {
 static int m_site(lua_State *L) {
     const char *fn = "site";
     ml_model *m = check_model(L, 1, fn);
-    int ok;
-    lua_Integer layer = lua_tointegerx(L, 2, &ok);
-    if (!ok || layer < 0 || layer >= m->cfg.n_layers) {
-        char got[64];
-        return luaL_error(L, "%s: argument 1 expected a layer in [0, %d) (the model has %d layers), got %s", fn,
-                          m->cfg.n_layers, m->cfg.n_layers, mlL_describe(L, 2, got, sizeof got));
-    }
+    int layer = mlL_checklayer(L, m, 2, 1, fn);
     const char *c = luaL_checkstring(L, 3);
-    int s = ml_site_find(m, (int)layer, c);
+    int s = ml_site_find(m, layer, c);
     if (s < 0) {
         const ml_layer *ly = &m->layers[layer];
         const char *names[ML_MAX_SITES + 1];
@@ -249,7 +243,7 @@ static int m_site(lua_State *L) {
         names[n] = NULL;
         const char *near = mlL_closest(c, names);
         return luaL_error(L, "%s: layer %d has no component '%s' (did you mean '%s'? model:hook_names() lists the sites)",
-                          fn, (int)layer, c, near ? near : "");
+                          fn, layer, c, near ? near : "");
     }
     char name[ML_SITE_NAME_MAX];
     ml_site_fullname(m, s, name, sizeof name);

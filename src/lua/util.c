@@ -329,3 +329,13 @@ void mlL_setlua(lua_State *L, int table, const mlL_LuaReg *regs) {
         lua_setfield(L, table, regs->name);
     }
 }
+
+int mlL_checklayer(lua_State *L, const ml_model *m, int arg, int shown, const char *fn) {
+    int ok, n = m->cfg.n_layers;
+    lua_Integer l = lua_tointegerx(L, arg, &ok);
+    if (ok && l >= 0 && l < n) return (int)l;
+    char got[96], count[48] = "";
+    if (shown != arg) snprintf(count, sizeof count, " (the model has %d layers)", n);
+    return luaL_error(L, "%s: argument %d expected a layer in [0, %d)%s, got %s", fn, shown, n, count,
+                      mlL_describe(L, arg, got, sizeof got));
+}

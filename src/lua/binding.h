@@ -129,5 +129,8 @@ void mlL_setlua(lua_State *L, int table, const mlL_LuaReg *regs);
 /* A layer of m at stack index arg, else "fn: argument <shown> expected a layer in [0, n), got ...";
  * a method's (shown = arg - 1: self is not counted) also names the layer count. */
 int mlL_checklayer(lua_State *L, const struct ml_model *m, int arg, int shown, const char *fn);
+/* What a Lua hook returned (on top of the stack, popped): nil -> NULL, a tensor -> a new reference,
+ * anything else -> NULL with *err set and the core message "<who> returned <type>, expected ...". */
+ml_tensor *mlL_hook_result(lua_State *L, const char *who, ml_status *err);
 
 #endif

@@ -303,18 +303,9 @@ static ml_tensor *call_hook(hook_ud *h, ml_tensor *act, const char *full, int la
         *err = ML_ERR_ARG;
         return NULL;
     }
-    ml_tensor *rep = NULL;
-    if (!lua_isnil(L, -1)) {
-        rep = mlL_testtensor(L, -1);
-        if (!rep) {
-            ml_fail(ML_ERR_ARG, "hook at %s returned %s, expected nothing or a tensor", full, luaL_typename(L, -1));
-            *err = ML_ERR_ARG;
-        } else {
-            ml_retain(rep);
-        }
-    }
-    lua_pop(L, 1);
-    return rep;
+    char who[128];
+    snprintf(who, sizeof who, "hook at %s", full);
+    return mlL_hook_result(L, who, err);
 }
 
 /* Pushes the hooks of the site (a list, possibly empty) or nil; returns how many. */

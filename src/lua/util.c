@@ -339,3 +339,12 @@ int mlL_checklayer(lua_State *L, const ml_model *m, int arg, int shown, const ch
     return luaL_error(L, "%s: argument %d expected a layer in [0, %d)%s, got %s", fn, shown, n, count,
                       mlL_describe(L, arg, got, sizeof got));
 }
+
+ml_tensor *mlL_hook_result(lua_State *L, const char *who, ml_status *err) {
+    ml_tensor *rep = lua_isnil(L, -1) ? NULL : mlL_testtensor(L, -1);
+    if (rep) ml_retain(rep);
+    else if (!lua_isnil(L, -1))
+        *err = ml_fail(ML_ERR_ARG, "%s returned %s, expected nothing or a tensor", who, luaL_typename(L, -1));
+    lua_pop(L, 1);
+    return rep;
+}

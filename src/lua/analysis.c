@@ -13,10 +13,7 @@
 /* Pushes the view of weight `name` of `layer`, or raises naming fn. */
 static int push_weight(lua_State *L, ml_model *m, int layer, const char *name, const char *fn) {
     ml_tensor *w = ml_head_weight(m, layer, name);
-    if (!w) {
-        const char *e = ml_last_error(), *c = strstr(e, ": ");
-        return luaL_error(L, "%s: %s", fn, c ? c + 2 : e);
-    }
+    if (!w) return mlL_raise_as(L, fn);
     mlL_pushtensor(L, w);
     return 1;
 }

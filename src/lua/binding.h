@@ -132,5 +132,7 @@ int mlL_checklayer(lua_State *L, const struct ml_model *m, int arg, int shown, c
 /* What a Lua hook returned (on top of the stack, popped): nil -> NULL, a tensor -> a new reference,
  * anything else -> NULL with *err set and the core message "<who> returned <type>, expected ...". */
 ml_tensor *mlL_hook_result(lua_State *L, const char *who, ml_status *err);
+/* Raises the core's last error with its function name ("patching_map: ...") replaced by fn. */
+int mlL_raise_as(lua_State *L, const char *fn);
 
 #endif

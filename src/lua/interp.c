@@ -15,6 +15,7 @@
 #include <lualib.h>
 
 #include "interp/interp.h"
+#include "interp/pm_readout.h"
 #include "nn/sites.h"
 #include "lua/binding.h"
 #include "tasks/task.h"
@@ -576,47 +577,21 @@ static int32_t *map_positions(lua_State *L, int opt, int64_t Lq, int *n_out, con
  * query for MQAR). Without either the map refuses: a guessed row (the last token, often padding
  * or <eos>) reads no answer and makes a working model look at chance. */
 static void map_readout(lua_State *L, const ml_model *m, ml_tensor *clean, int opt, ml_pm_config *c, const char *fn) {
-    int64_t B = clean->shape[0], Lq = clean->shape[1];
-    int V = m->cfg.vocab;
+    int64_t B = clean->shape[0];
     int32_t *rows = scratch(L, sizeof *rows * (size_t)B), *targets = scratch(L, sizeof *targets * (size_t)B);
     bool has_rows = read_per_example(L, opt, "rows", B, rows, fn);
-    lua_getfield(L, opt, "dataset");
-    bool has_ds = !lua_isnil(L, -1);
+    bool has_ds = lua_getfield(L, opt, "dataset") != LUA_TNIL;
     if (has_ds && has_rows) luaL_error(L, "%s: give option 'dataset' or options 'rows' and 'targets', not both", fn);
-    if (has_ds) {
-        ml_dataset *ds = check_dataset(L, lua_gettop(L), fn);
-        int64_t first = mlL_optint(L, opt, "first", 0, fn), n = ml_dataset_size(ds);
-        if (first < 0 || first + B > n)
-            luaL_error(L, "%s: option 'first' expected documents [first, first + %d) within the dataset's %d, got %d", fn,
-                       (int)B, (int)n, (int)first);
-        for (int64_t b = 0; b < B; b++) {
-            int len;
-            const int32_t *doc = ml_dataset_tokens(ds, first + b, &len);
-            int32_t pos[ML_NPOS];
-            bool same = len <= Lq && ml_dataset_readout_positions(ds, first + b, 0, pos) == ML_OK;
-            for (int t = 0; same && t < len; t++) same = ml_i32(clean)[b * Lq + t] == doc[t];
-            if (!same)
-                luaL_error(L, "%s: option 'dataset': clean example %d is not document %d of the dataset (option 'first')",
-                           fn, (int)b, (int)(first + b));
-            rows[b] = pos[ML_POS_TARGET_ITEM] - 1;
-            if (rows[b] < 0) luaL_error(L, "%s: document %d has no answer position", fn, (int)(first + b));
-        }
-    } else if (!has_rows) {
+    if (!has_ds && !has_rows)
         luaL_error(L, "%s: say where the answer is read: option 'dataset' (the clean tokens are its documents from "
                       "option 'first') or option 'rows' (and 'targets'; ic.readout(ds, first, n) gives both)", fn);
+    if (has_ds) {
+        ml_dataset *ds = check_dataset(L, lua_gettop(L), fn);
+        if (ml_pm_dataset_rows(ds, mlL_optint(L, opt, "first", 0, fn), clean, rows)) mlL_raise_as(L, fn);
     }
     lua_pop(L, 1);
     bool has_targets = read_per_example(L, opt, "targets", B, targets, fn);
-    for (int64_t b = 0; b < B; b++) {
-        if (rows[b] < 0 || rows[b] >= Lq)
-            luaL_error(L, "%s: option 'rows' expected rows in [0, %d), got %d", fn, (int)Lq, (int)rows[b]);
-        if (!has_targets) {
-            if (rows[b] + 1 >= Lq) luaL_error(L, "%s: row %d is the last position: option 'targets' is needed", fn, (int)rows[b]);
-            targets[b] = (int32_t)ml_get_flat(clean, b * Lq + rows[b] + 1);
-        }
-        if (targets[b] < 0 || targets[b] >= V)
-            luaL_error(L, "%s: option 'targets' expected token ids in [0, %d), got %d", fn, V, (int)targets[b]);
-    }
+    if (ml_pm_check_readout(clean, m->cfg.vocab, rows, targets, has_targets)) mlL_raise_as(L, fn);
     c->rows = rows, c->targets = targets;
 }
 

@@ -348,3 +348,10 @@ ml_tensor *mlL_hook_result(lua_State *L, const char *who, ml_status *err) {
     lua_pop(L, 1);
     return rep;
 }
+
+int mlL_raise_as(lua_State *L, const char *fn) {
+    const char *e = ml_last_error(), *c = strstr(e, ": ");
+    lua_pushfstring(L, "%s: %s", fn, c ? c + 2 : e);
+    ml_clear_error();
+    return lua_error(L);
+}

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "interp/interp.h"
+#include "interp/pm_options.h"
 #include "lua/binding.h"
 #include "nn/generate.h"
 #include "nn/sites.h"
@@ -95,10 +96,10 @@ static int opt_site(lua_State *L, ml_model *m, int opt, const char *key, const c
 static int opt_head(lua_State *L, ml_model *m, int opt, const char *key, int s, const char *fn) {
     int h = mlL_optint32(L, opt, key, -1, fn);
     if (h == -1) return -1;
-    const ml_site_decl *d = &m->sites[s];
     int n_heads = (int)ml_mixer_opt(&m->cfg, "n_heads");
-    if (d->ndim != 4 || d->shape[2] != n_heads || strncmp(d->name, "mixer.head_", 11))
-        return luaL_error(L, "%s: option '%s' needs a per-head site (attn.hook_z, hook_q, ...), got %s", fn, key, d->name);
+    if (!ml_site_per_head(m, s))
+        return luaL_error(L, "%s: option '%s' needs a per-head site (attn.hook_z, hook_q, ...), got %s", fn, key,
+                          m->sites[s].name);
     if (h < 0 || h >= n_heads)
         return luaL_error(L, "%s: option '%s' expected a head in [0, %d), got %d", fn, key, n_heads, h);
     return h;

@@ -15,7 +15,7 @@
 #include <lualib.h>
 
 #include "interp/interp.h"
-#include "interp/pm_readout.h"
+#include "interp/pm_options.h"
 #include "nn/sites.h"
 #include "lua/binding.h"
 #include "tasks/task.h"
@@ -502,12 +502,6 @@ static int map_layers(lua_State *L, const ml_model *m, int opt, int *layers, con
 /* The map's rows: layers x option 'components' (default: the six paper sites), the components
  * each layer has, a per-head component once per head. A component no layer has is an error
  * naming the closest site. */
-/* Whether a site has a head dimension (dim 2 of (B, L, H, ...)): attention's mixer.head_*. */
-static bool is_head_site(const ml_model *m, int site) {
-    const ml_site_decl *s = &m->sites[site];
-    return !strncmp(s->name, "mixer.head_", 11) && s->ndim == 4 && s->shape[2] == (int)ml_mixer_opt(&m->cfg, "n_heads");
-}
-
 static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **heads_out, const char *fn) {
     int *layers = scratch(L, sizeof *layers * (size_t)(m->cfg.n_layers + 1)), top = lua_gettop(L);
     int nl = map_layers(L, m, opt, layers, fn), nc = 0;
@@ -522,24 +516,16 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **head
         if (given) lua_pop(L, 1); /* the strings stay anchored in the list */
     }
     int *sites = scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), missing;
-    int R = ml_site_grid(m, layers, nl, comps, nc, sites, &missing);
-    for (int r = 0; r < R; r++)
-        if (ml_site_pos_dim(m, sites[r]) < 0)
-            luaL_error(L, "%s: component '%s' has no position dimension; it cannot be patched per position", fn,
-                       m->sites[sites[r]].name);
+    int R = ml_site_grid(m, layers, nl, comps, nc, sites, &missing), n = ml_pm_rows(m, sites, R, NULL, NULL);
+    if (n < 0) mlL_raise_as(L, fn);
     if (given && missing >= 0) { /* raises naming the closest site */
         char name[ML_SITE_NAME_MAX];
         ml_site_format(name, sizeof name, nl ? layers[0] : 0, comps[missing]);
         mlL_checksite(L, m, name, fn);
     }
     if (R == 0) luaL_error(L, "%s: no site to patch", fn);
-    /* a per-head site (mixer.head_z, ...) becomes one row per head */
-    int H = (int)ml_mixer_opt(&m->cfg, "n_heads"), n = 0;
-    for (int r = 0; r < R; r++) n += is_head_site(m, sites[r]) ? H : 1;
     int *rows = scratch(L, sizeof *rows * (size_t)n), *heads = scratch(L, sizeof *heads * (size_t)n);
-    for (int r = 0, k = 0; r < R; r++)
-        for (int h = 0; h < (is_head_site(m, sites[r]) ? H : 1); h++, k++)
-            rows[k] = sites[r], heads[k] = is_head_site(m, sites[r]) ? h : -1;
+    ml_pm_rows(m, sites, R, rows, heads);
     *heads_out = heads;
     *n_out = n;
     return rows;

@@ -1,5 +1,25 @@
-/* The readout rows and targets of a patching map (pm_readout.h). */
-#include "interp/pm_readout.h"
+/* A patching map's rows and readout from its options (pm_options.h). */
+#include <string.h>
+
+#include "interp/interp.h"
+#include "interp/pm_options.h"
+
+bool ml_site_per_head(const ml_model *m, int s) {
+    const ml_site_decl *d = &m->sites[s];
+    return !strncmp(d->name, "mixer.head_", 11) && d->ndim == 4 && d->shape[2] == (int)ml_mixer_opt(&m->cfg, "n_heads");
+}
+
+int ml_pm_rows(const ml_model *m, const int *sites, int n, int *rows, int *heads) {
+    int k = 0, H = (int)ml_mixer_opt(&m->cfg, "n_heads");
+    for (int r = 0; r < n; r++) {
+        if (ml_site_pos_dim(m, sites[r]) < 0)
+            return ml_fail(ML_ERR_ARG, "patching_map: component '%s' has no position dimension; it cannot be patched "
+                                       "per position", m->sites[sites[r]].name), -1;
+        for (int h = 0; h < (ml_site_per_head(m, sites[r]) ? H : 1); h++, k++)
+            if (rows) rows[k] = sites[r], heads[k] = ml_site_per_head(m, sites[r]) ? h : -1;
+    }
+    return k;
+}
 
 ml_status ml_pm_dataset_rows(const ml_dataset *ds, int64_t first, const ml_tensor *clean, int32_t *rows) {
     int64_t B = clean->shape[0], Lq = clean->shape[1], n = ml_dataset_size(ds);

@@ -157,8 +157,8 @@ int mlL_open_analysis(lua_State *L) {
     lua_pop(L, 1);
     /* mech.viz: lua/mech/viz.lua builds the page and the figure */
     lua_newtable(L);
-    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"attention", "mech.viz", NULL, "mech.viz.attention"},
-                                            {"attention_grid", "mech.viz", NULL, "mech.viz.attention_grid"}, {NULL, NULL, NULL, NULL}});
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"attention", "mech.viz", NULL, MLL_CHECK_TABLE, "mech.viz.attention"},
+                                            {"attention_grid", "mech.viz", NULL, MLL_CHECK_TABLE, "mech.viz.attention_grid"}, {NULL, NULL, NULL, 0, NULL}});
     lua_setfield(L, -2, "viz");
     return 0;
 }

@@ -117,12 +117,16 @@ int luaopen_mech(lua_State *L);
 /* ---- sliminterp: functions written in the Lua library, reached from C tables */
 
 /* Pushes a C function that calls require(module)[name] with its arguments and returns its
- * results; with table_fn, argument 1 must be a table (an error names table_fn) and is the only
- * one passed. For presentation and plumbing that Lua says shorter (__tostring, figures, help). */
-void mlL_pushlua(lua_State *L, const char *module, const char *name, const char *table_fn);
+ * results, for presentation and plumbing that Lua says shorter (__tostring, figures, help). First
+ * it checks argument 1, naming fn: MLL_CHECK_TABLE a table (then the only argument passed),
+ * MLL_CHECK_MODEL a live mech.Model; MLL_CHECK_NONE nothing. */
+enum { MLL_CHECK_NONE, MLL_CHECK_TABLE, MLL_CHECK_MODEL };
+void mlL_pushlua(lua_State *L, const char *module, const char *name, int check, const char *fn);
 /* One entry of a table of such functions: field `name` = require(module)[function or name]. */
 typedef struct {
-    const char *name, *module, *function, *table_fn;
+    const char *name, *module, *function;
+    int check;
+    const char *fn;
 } mlL_LuaReg;
 /* Sets table[reg.name] for each entry up to the one whose name is NULL (table: a stack index). */
 void mlL_setlua(lua_State *L, int table, const mlL_LuaReg *regs);

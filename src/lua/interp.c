@@ -309,7 +309,7 @@ static int m_run_with_cache(lua_State *L) {
     push_site_table(L, m, acts);
     if (grads) push_site_table(L, m, g);
     for (int c = lua_gettop(L) - grads; c <= lua_gettop(L); c++) { /* the caches' model and tokens (at 4) */
-        mlL_pushlua(L, "mech.analysis", "set_origin", NULL);
+        mlL_pushlua(L, "mech.analysis", "set_origin", MLL_CHECK_NONE, NULL);
         lua_pushvalue(L, c), lua_pushvalue(L, 1), lua_pushvalue(L, 4);
         lua_call(L, 3, 0);
     }
@@ -985,20 +985,20 @@ int mlL_open_interp(lua_State *L) {
                                                    {"save", mlL_cache_save}, {NULL, NULL}};
     luaL_newmetatable(L, MLL_CACHE_MT);
     luaL_newlib(L, cache_methods);
-    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"accumulated_resid", "mech.analysis", "cache_accumulated_resid", NULL},
-                                            {"decompose_resid", "mech.analysis", "cache_decompose_resid", NULL},
-                                            {"stack_head_results", "mech.analysis", "cache_stack_head_results", NULL},
-                                            {"apply_ln_to_stack", "mech.analysis", "cache_apply_ln_to_stack", NULL},
-                                            {"logit_attrs", "mech.analysis", "cache_logit_attrs", NULL},
-                                            {NULL, NULL, NULL, NULL}});
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"accumulated_resid", "mech.analysis", "cache_accumulated_resid", MLL_CHECK_NONE, NULL},
+                                            {"decompose_resid", "mech.analysis", "cache_decompose_resid", MLL_CHECK_NONE, NULL},
+                                            {"stack_head_results", "mech.analysis", "cache_stack_head_results", MLL_CHECK_NONE, NULL},
+                                            {"apply_ln_to_stack", "mech.analysis", "cache_apply_ln_to_stack", MLL_CHECK_NONE, NULL},
+                                            {"logit_attrs", "mech.analysis", "cache_logit_attrs", MLL_CHECK_NONE, NULL},
+                                            {NULL, NULL, NULL, 0, NULL}});
     lua_pushvalue(L, -1), lua_setfield(L, -3, "__methods"); /* for the REPL's completion */
     lua_pushcclosure(L, cache_index, 1);
     lua_setfield(L, -2, "__index");
-    mlL_pushlua(L, "mech.show", "cache", NULL), lua_setfield(L, -2, "__tostring");
+    mlL_pushlua(L, "mech.show", "cache", MLL_CHECK_NONE, NULL), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
     luaL_newmetatable(L, MLL_PATCHING_MAP_MT);
     lua_createtable(L, 0, 1);
-    mlL_pushlua(L, "mech.interchange", "checked_plot_map", NULL), lua_setfield(L, -2, "plot");
+    mlL_pushlua(L, "mech.interchange", "checked_plot_map", MLL_CHECK_NONE, NULL), lua_setfield(L, -2, "plot");
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {{"patch", l_patch},         {"site_mean", l_site_mean}, {"short_conv_edit", l_short_conv_edit},
@@ -1011,14 +1011,14 @@ int mlL_open_interp(lua_State *L) {
     /* the figures: lua/mech/interchange.lua checks plot_map's options and draws a map (also
      * map:plot); plot_layers and plot_components (also mech.plot.layers and .components, mech.c)
      * are lua/mech/analysis.lua's */
-    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"plot_map", "mech.interchange", "checked_plot_map", NULL},
-                                            {"plot_layers", "mech.analysis", NULL, NULL},
-                                            {"plot_components", "mech.analysis", NULL, NULL},
-                                            {NULL, NULL, NULL, NULL}});
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"plot_map", "mech.interchange", "checked_plot_map", MLL_CHECK_NONE, NULL},
+                                            {"plot_layers", "mech.analysis", NULL, MLL_CHECK_NONE, NULL},
+                                            {"plot_components", "mech.analysis", NULL, MLL_CHECK_NONE, NULL},
+                                            {NULL, NULL, NULL, 0, NULL}});
     mlL_hooked(L, -1, (const char *const[]){"patch", "site_mean", "mamba_attention", "interchange", "attention_mass",
                                              "attribution_patching", NULL});
     lua_setfield(L, -2, "interp");
     /* mech.help([x]) prints x's entry of lua/mech/help.lua (the REPL also names it `help`) */
-    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"help", "mech.help", NULL, NULL}, {NULL, NULL, NULL, NULL}});
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"help", "mech.help", NULL, MLL_CHECK_NONE, NULL}, {NULL, NULL, NULL, 0, NULL}});
     return mlL_open_analysis(L);
 }

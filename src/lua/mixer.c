@@ -450,7 +450,7 @@ static const char *register_class(lua_State *L, int cls, const char *name, const
     }
     char snake[64];
     if (!name) { /* "BaseConv" -> "base_conv" (lua/mech/nn/lua_mixer.lua) */
-        mlL_pushlua(L, "mech.nn.lua_mixer", "arch_name", NULL);
+        mlL_pushlua(L, "mech.nn.lua_mixer", "arch_name", MLL_CHECK_NONE, NULL);
         lua_pushvalue(L, cls);
         lua_call(L, 1, 1);
         if (!lua_isstring(L, -1)) luaL_error(L, "%s: the class has no name (make it with mech.nn.Module:extend(\"Name\"))", fn);

@@ -715,22 +715,6 @@ static int l_load(lua_State *L) {
     return 3;
 }
 
-/* The model as a mech.nn tree (lua/mech/nn/tree.lua): model:NAME(...) calls tree.NAME(model, ...). */
-static int m_tree_method(lua_State *L) {
-    const char *name = lua_tostring(L, lua_upvalueindex(1));
-    char fn[32];
-    snprintf(fn, sizeof fn, "model:%s", name);
-    mlL_checkmodel(L, 1, fn);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "mech.nn.tree");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, name);
-    lua_insert(L, 1);
-    lua_pop(L, 1); /* the module table */
-    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-    return lua_gettop(L);
-}
-
 int mlL_open_model(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"config", m_config},       {"n_params", m_n_params},     {"named_parameters", m_named_parameters},
@@ -742,13 +726,16 @@ int mlL_open_model(lua_State *L) {
     luaL_newmetatable(L, MLL_MODEL_MT);
     luaL_newlib(L, methods);
     mlL_hooked(L, -1, (const char *const[]){"forward", "hidden", "loss", "train_step", "evaluate", NULL});
-    for (const char *const *n = (const char *const[]){"module", "children", "named_children", "modules", "parameters",
-                                                       "tree", "train", "eval", NULL};
-         *n; n++) {
-        lua_pushstring(L, *n);
-        lua_pushcclosure(L, m_tree_method, 1);
-        lua_setfield(L, -2, *n);
-    }
+    /* the model as a mech.nn tree: model:NAME(...) is lua/mech/nn/tree.lua's NAME(model, ...) */
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"module", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:module"},
+                                            {"children", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:children"},
+                                            {"named_children", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:named_children"},
+                                            {"modules", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:modules"},
+                                            {"parameters", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:parameters"},
+                                            {"tree", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:tree"},
+                                            {"train", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:train"},
+                                            {"eval", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:eval"},
+                                            {NULL, NULL, NULL, 0, NULL}});
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, m_gc), lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, m_close), lua_setfield(L, -2, "__close");
@@ -763,7 +750,7 @@ int mlL_open_model(lua_State *L) {
     lua_pop(L, 1);
 
     luaL_newmetatable(L, MLL_HOOK_NAMES_MT);
-    mlL_pushlua(L, "mech.show", "hook_names", NULL), lua_setfield(L, -2, "__tostring");
+    mlL_pushlua(L, "mech.show", "hook_names", MLL_CHECK_NONE, NULL), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 
     static const luaL_Reg funcs[] = {{"model", l_model}, {"lr_schedule", l_lr_schedule},

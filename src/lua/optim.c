@@ -92,7 +92,7 @@ static void read_hparams(lua_State *L, int idx, const char *fn, const char *wher
  * labels for messages; lua/mech/optim_params.lua's collect). Returns the list's length. */
 static int collect(lua_State *L, int idx, const char *fn, const char *where, bool allow_single) {
     idx = lua_absindex(L, idx);
-    mlL_pushlua(L, "mech.optim_params", "collect", NULL);
+    mlL_pushlua(L, "mech.optim_params", "collect", MLL_CHECK_NONE, NULL);
     lua_pushvalue(L, idx), lua_pushvalue(L, 3), lua_pushvalue(L, 4);
     lua_pushstring(L, fn), lua_pushstring(L, where), lua_pushboolean(L, allow_single);
     lua_call(L, 6, 0);
@@ -122,7 +122,7 @@ static ml_tensor **list_tensors(lua_State *L, int list, int labels, int n, const
 /* A list of parameter groups (lua/mech/optim_params.lua's is_group_list)? */
 static bool is_group_list(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
-    mlL_pushlua(L, "mech.optim_params", "is_group_list", NULL);
+    mlL_pushlua(L, "mech.optim_params", "is_group_list", MLL_CHECK_NONE, NULL);
     lua_pushvalue(L, idx);
     lua_call(L, 1, 1);
     bool g = lua_toboolean(L, -1);
@@ -554,7 +554,7 @@ int mlL_open_optim(lua_State *L) {
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, o_gc), lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, o_newindex), lua_setfield(L, -2, "__newindex");
-    mlL_pushlua(L, "mech.show", "optimizer", NULL), lua_setfield(L, -2, "__tostring");
+    mlL_pushlua(L, "mech.show", "optimizer", MLL_CHECK_NONE, NULL), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
     static const luaL_Reg funcs[] = {
         {"adamw", l_adamw}, {"sgd", l_sgd}, {"clip_grad_norm", l_clip_grad_norm}, {NULL, NULL}};

@@ -296,13 +296,13 @@ void mlL_opttable(lua_State *L, int idx, const char *fn, int arg, const char *co
 
 /* ------------------------------------------------------------------ sliminterp */
 
-/* The closure of mlL_pushlua: require(upvalue 1)[upvalue 2](...) with every argument and result;
- * with upvalue 3 (a function name), argument 1 must be a table and is the only one passed. */
+/* The closure of mlL_pushlua: require(upvalue 1)[upvalue 2](...) with every argument and result,
+ * after the check (upvalue 4) of argument 1 naming upvalue 3. */
 static int lua_forward(lua_State *L) {
-    if (lua_isstring(L, lua_upvalueindex(3))) {
-        mlL_checktable(L, 1, lua_tostring(L, lua_upvalueindex(3)), 1);
-        lua_settop(L, 1);
-    }
+    const char *fn = lua_tostring(L, lua_upvalueindex(3));
+    lua_Integer check = lua_tointeger(L, lua_upvalueindex(4));
+    if (check == MLL_CHECK_TABLE) mlL_checktable(L, 1, fn, 1), lua_settop(L, 1);
+    if (check == MLL_CHECK_MODEL) mlL_checkmodel(L, 1, fn);
     int n = lua_gettop(L);
     lua_getglobal(L, "require");
     lua_pushvalue(L, lua_upvalueindex(1));
@@ -314,18 +314,18 @@ static int lua_forward(lua_State *L) {
     return lua_gettop(L);
 }
 
-void mlL_pushlua(lua_State *L, const char *module, const char *name, const char *table_fn) {
+void mlL_pushlua(lua_State *L, const char *module, const char *name, int check, const char *fn) {
     lua_pushstring(L, module);
     lua_pushstring(L, name);
-    if (table_fn) lua_pushstring(L, table_fn);
-    else lua_pushnil(L);
-    lua_pushcclosure(L, lua_forward, 3);
+    lua_pushstring(L, fn ? fn : name);
+    lua_pushinteger(L, check);
+    lua_pushcclosure(L, lua_forward, 4);
 }
 
 void mlL_setlua(lua_State *L, int table, const mlL_LuaReg *regs) {
     table = lua_absindex(L, table);
     for (; regs->name; regs++) {
-        mlL_pushlua(L, regs->module, regs->function ? regs->function : regs->name, regs->table_fn);
+        mlL_pushlua(L, regs->module, regs->function ? regs->function : regs->name, regs->check, regs->fn);
         lua_setfield(L, table, regs->name);
     }
 }

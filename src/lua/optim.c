@@ -284,21 +284,26 @@ static void push_hparams(lua_State *L, const ml_optimizer *o, int g) {
     }
 }
 
-/* opt:param_groups() -> {{lr=, weight_decay=, ..., params = {tensor, ...}}, ...} (copies of the
- * hyper-parameters; change them with set_lr) */
-static int o_param_groups(lua_State *L) {
-    ml_optimizer *o = check_opt(L, 1, "param_groups");
+/* The groups: their hyper-parameters and params, the tensors (indices: their 0-based indices). */
+static void push_groups(lua_State *L, const ml_optimizer *o, bool indices) {
     lua_createtable(L, o->n_groups, 0);
     for (int g = 0; g < o->n_groups; g++) {
         push_hparams(L, o, g);
         lua_createtable(L, o->groups[g].count, 0);
-        for (int k = 0; k < o->groups[g].count; k++) {
-            mlL_pushtensor(L, ml_retain(o->state[o->groups[g].first + k].param));
+        for (int k = 0, i = o->groups[g].first; k < o->groups[g].count; k++, i++) {
+            if (indices) lua_pushinteger(L, i);
+            else mlL_pushtensor(L, ml_retain(o->state[i].param));
             lua_rawseti(L, -2, k + 1);
         }
         lua_setfield(L, -2, "params");
         lua_rawseti(L, -2, g + 1);
     }
+}
+
+/* opt:param_groups() -> {{lr=, weight_decay=, ..., params = {tensor, ...}}, ...} (copies of the
+ * hyper-parameters; change them with set_lr) */
+static int o_param_groups(lua_State *L) {
+    push_groups(L, check_opt(L, 1, "param_groups"), false);
     return 1;
 }
 
@@ -339,17 +344,7 @@ static int o_state_dict(lua_State *L) {
         lua_rawseti(L, -2, i);
     }
     lua_setfield(L, -2, "state");
-    lua_createtable(L, o->n_groups, 0);
-    for (int g = 0; g < o->n_groups; g++) {
-        push_hparams(L, o, g);
-        lua_createtable(L, o->groups[g].count, 0);
-        for (int k = 0; k < o->groups[g].count; k++) {
-            lua_pushinteger(L, o->groups[g].first + k);
-            lua_rawseti(L, -2, k + 1);
-        }
-        lua_setfield(L, -2, "params");
-        lua_rawseti(L, -2, g + 1);
-    }
+    push_groups(L, o, true);
     lua_setfield(L, -2, "param_groups");
     return 1;
 }

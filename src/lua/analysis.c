@@ -1,6 +1,7 @@
 /* The TransformerLens-style analysis toolkit from Lua (docs/analysis.md): per-head weight views
- * (model:weight, and TransformerLens's names through model:param) and text out (model:generate).
- * Each function checks its arguments and calls src/interp or src/nn/generate.c. */
+ * (model:weight), every parameter name (model:param: state-dict, hook-style and TransformerLens's
+ * names), text out (model:generate), path patching and implicit attention; mech.viz is
+ * lua/mech/viz.lua. Each function checks its arguments and calls src/interp or src/nn. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

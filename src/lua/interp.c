@@ -2,8 +2,9 @@
  * mech.interp table (patching, ablations, conv surgery, Mamba's implicit attention, patching
  * maps, attention mass, attribution patching, the paper's interchange evaluator). Every
  * function here checks its arguments, calls src/interp and converts the result; the Lua face
- * with site choice, labels, CSV writing and the training-loop evaluator is
- * lua/mech/interchange.lua.
+ * with site choice, labels, CSV writing, plot_map's checks and the training-loop evaluator is
+ * lua/mech/interchange.lua; a cache's text is lua/mech/show.lua's and its analysis methods
+ * lua/mech/analysis.lua's.
  *
  * Models come from mlL_checkmodel (model.c); a dataset box starts with its core pointer
  * (dataset_box {ml_dataset *ds}, task.c), which is all this file reads of it. */

@@ -1,8 +1,11 @@
 --- Residual-stream analysis on a cache (docs/analysis.md): the cache methods accumulated_resid,
 --- decompose_resid, stack_head_results, apply_ln_to_stack and logit_attrs, and the figures
---- mech.plot.layers / components (also mech.interp.plot_layers / plot_components). The C methods (src/lua/interp.c) check the cache
---- and pass the model and tokens it came from; everything here is tensor ops, so the results
---- carry gradients where the cached tensors do.
+--- mech.plot.layers / components (also mech.interp.plot_layers / plot_components). The cache
+--- methods (A.cache_NAME, set as methods of mech.Cache by src/lua/interp.c) check the cache and
+--- pass the model and tokens it came from (A.set_origin, at model:run_with_cache); everything here
+--- is tensor ops, so the results carry gradients where the cached tensors do.
+local show = require "mech.show"
+
 local A = {}
 
 local function fail(fn, msg) error(fn .. ": " .. msg, 3) end
@@ -206,6 +209,25 @@ function A.plot_components(values, labels, opts)
   for i = 1, #labels do cats[i], vals[i] = tostring(labels[i]), values[i - 1] end
   mech.plot.bar { categories = cats, series = { { label = opts.series or "value", values = vals } }, out = opts.out,
     title = opts.title, ylabel = opts.ylabel }
+end
+
+-- The model and tokens each cache came from (weak keys: the cache stays a plain table of activations).
+local origins = setmetatable({}, { __mode = "k" })
+
+--- Records the model and tokens of a cache of model:run_with_cache (src/lua/interp.c calls it).
+function A.set_origin(cache, model, tokens) origins[cache] = { model, tokens } end
+
+-- cache:NAME(...) is NAME(cache, model, tokens, ...) (a tail call: errors name the caller's line).
+for _, name in ipairs({ "accumulated_resid", "decompose_resid", "stack_head_results", "apply_ln_to_stack", "logit_attrs" }) do
+  A["cache_" .. name] = function(cache, ...)
+    local fn = "cache:" .. name
+    local mt = type(cache) == "table" and getmetatable(cache)
+    if not (mt and mt.__name == "mech.Cache") then error(fn .. ": argument 1 expected a mech.Cache, got " .. show.value(cache), 0) end
+    local o = origins[cache]
+    if not o then error(fn .. ": this cache has no model (caches of model:run_with_cache have one)", 0) end
+    if not pcall(o[1].n_params, o[1]) then error(fn .. ": the model was closed", 0) end
+    return A[name](cache, o[1], o[2], ...)
+  end
 end
 
 return A

@@ -477,6 +477,9 @@ E("ic.attention_mass", "ic.attention_mass(model, dataset[, {query=, key=, n=}]) 
 E("ic.plot_map", "ic.plot_map(map[, {out=, title=, filter=, vmin=, vmax=}])",
   "The drawing behind mech.interp.plot_map and map:plot (which check their options first): the map's values as a mech.plot.heatmap, cells failing the filter hatched.",
   'ic.plot_map(map, { out = "map.png" })')
+E("ic.checked_plot_map", "ic.checked_plot_map(map, {out=, title=, filter=, vmin=, vmax=, xlabels=, ylabels=})",
+  "mech.interp.plot_map and map:plot themselves: checks the options (xlabels / ylabels replace the map's tick labels, on a copy of the map), then ic.plot_map.",
+  'ic.checked_plot_map(map, { out = "map.png", xlabels = { "a", "b", "c" } })')
 E("ic.type_name", "ic.type_name(task) -> string", "The TYPE in metric labels (KEY, VALUE, PARENT, ...).", "print(ic.type_name(task))")
 E("ic.attribution_patching", "ic.attribution_patching(model, dataset[, {real=, n=, seed=, ...}]) -> {estimates, correlation, n}",
   "Gradient attribution patching (activation × gradient) and its correlation with real patching.",

@@ -11,6 +11,8 @@
 -- long-format CSV (step, split, metric, value) and adds the analyses that are cheap in Lua:
 -- attention mass between named positions and gradient attribution patching.
 local mech = require "mech"
+local show = require "mech.show"
+local util = require "mech.util"
 
 local ic = {}
 
@@ -232,6 +234,46 @@ function ic.plot_map(map, opts)
       note = map.filter_note or string.format("fails the filter: clean - corrupted metric <= %.14g", map.threshold) }
   end
   mech.plot.heatmap(args)
+end
+
+--- mech.interp.plot_map(map, opts) and map:plot(opts): checks the options, then ic.plot_map.
+--- Options xlabels / ylabels are tick labels in place of the map's col_labels / row_labels, drawn
+--- from a shallow copy of the map so the map itself keeps its own.
+function ic.checked_plot_map(...)
+  local fn, map, opts = "mech.interp.plot_map", ...
+  local function bad(msg) error(fn .. ": " .. msg, 0) end
+  for i, v in ipairs({ map == nil and 0 or map, opts == nil and 0 or opts }) do
+    if type(v) ~= "table" then
+      bad(("argument %d expected a table, got %s"):format(i, select("#", ...) < i and "no value" or show.value(select(i, ...))))
+    end
+  end
+  for k in next, opts do
+    if type(k) ~= "string" then bad("option table keys must be strings, got " .. type(k)) end
+  end
+  local unknown = util.unknown_option(opts, { "out", "title", "filter", "vmin", "vmax", "xlabels", "ylabels" })
+  if unknown then bad(unknown) end
+  for _, o in ipairs({ { "vmin", "number" }, { "vmax", "number" }, { "filter", "boolean" }, { "title", "string" } }) do
+    if opts[o[1]] ~= nil and type(opts[o[1]]) ~= o[2] then
+      bad(("option '%s' expected a %s, got %s"):format(o[1], o[2], type(opts[o[1]])))
+    end
+  end
+  for _, lab in ipairs({ { "xlabels", "col_labels", "column" }, { "ylabels", "row_labels", "row" } }) do
+    local given = opts[lab[1]]
+    if given ~= nil then
+      local want = type(map[lab[2]]) == "table" and rawlen(map[lab[2]]) or -1
+      local ok = type(given) == "table" and rawlen(given) == want
+      for i = 1, ok and want or 0 do
+        ok = ok and (type(rawget(given, i)) == "string" or type(rawget(given, i)) == "number")
+      end
+      if not ok then
+        bad(("option '%s' expected a list of %d labels (one per %s), got %s"):format(lab[1], want, lab[3], type(given)))
+      end
+      local copy = {}
+      for k, v in next, map do copy[k] = v end
+      copy[lab[2]], map = given, copy
+    end
+  end
+  return ic.plot_map(map, opts)
 end
 
 --- The TYPE of a task's metric labels (its first enabled query type for ATR).

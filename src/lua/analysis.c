@@ -1,11 +1,13 @@
 /* The TransformerLens-style analysis toolkit from Lua (docs/analysis.md): per-head weight views
- * (model:weight, and TransformerLens's names through model:param) and text out (model:generate).
- * Each function checks its arguments and calls src/interp or src/nn/generate.c. */
+ * (model:weight), every parameter name (model:param: state-dict, hook-style and TransformerLens's
+ * names), text out (model:generate), path patching and implicit attention; mech.viz is
+ * lua/mech/viz.lua. Each function checks its arguments and calls src/interp or src/nn. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "interp/interp.h"
+#include "interp/pm_options.h"
 #include "lua/binding.h"
 #include "nn/generate.h"
 #include "nn/sites.h"
@@ -13,10 +15,7 @@
 /* Pushes the view of weight `name` of `layer`, or raises naming fn. */
 static int push_weight(lua_State *L, ml_model *m, int layer, const char *name, const char *fn) {
     ml_tensor *w = ml_head_weight(m, layer, name);
-    if (!w) {
-        const char *e = ml_last_error(), *c = strstr(e, ": ");
-        return luaL_error(L, "%s: %s", fn, c ? c + 2 : e);
-    }
+    if (!w) return mlL_raise_as(L, fn);
     mlL_pushtensor(L, w);
     return 1;
 }
@@ -28,23 +27,15 @@ static int m_weight(lua_State *L) {
     const char *name = luaL_checkstring(L, 2);
     bool global = !strcmp(name, "W_E") || !strcmp(name, "W_pos") || !strcmp(name, "W_U");
     int layer = 0;
-    if (!global || !lua_isnoneornil(L, 3)) {
-        int ok;
-        lua_Integer l = lua_tointegerx(L, 3, &ok);
-        if (!ok || l < 0 || l >= m->cfg.n_layers) {
-            char got[96];
-            return luaL_error(L, "%s: argument 2 expected a layer in [0, %d) (the model has %d layers), got %s", fn,
-                              m->cfg.n_layers, m->cfg.n_layers, mlL_describe(L, 3, got, sizeof got));
-        }
-        layer = (int)l;
-    }
+    if (!global || !lua_isnoneornil(L, 3)) layer = mlL_checklayer(L, m, 3, 2, fn);
     ml_clear_error();
     return push_weight(L, m, layer, name, fn);
 }
 
-/* model:param(name): TransformerLens's per-head names ("blocks.0.attn.W_Q", "W_U", "unembed.W_U",
- * "embed.W_E", "pos_embed.W_pos") as views, every other name as the model's own param. */
-static int m_param_tl(lua_State *L) {
+/* model:param(name): by state-dict name ("backbone.layers.1.sequence_mixer.A_log") or hook-style
+ * name ("blocks.1.mixer.A_log"), sharing the model's storage; TransformerLens's per-head names
+ * ("blocks.0.attn.W_Q", "W_U", "unembed.W_U", "embed.W_E", "pos_embed.W_pos") as views. */
+static int m_param(lua_State *L) {
     const char *fn = "param";
     ml_model *m = mlL_checkmodel(L, 1, fn);
     const char *name = luaL_checkstring(L, 2);
@@ -61,16 +52,15 @@ static int m_param_tl(lua_State *L) {
     }
     if (!strcmp(name, "W_U") || !strcmp(name, "unembed.W_U")) return push_weight(L, m, 0, "W_U", fn);
     char spelled[160], q[128];
-    if (ml_model_resolve_param(m, name, spelled, sizeof spelled) < 0) { /* quoted short, closest by layer */
+    int i = ml_model_resolve_param(m, name, spelled, sizeof spelled);
+    if (i < 0) { /* quoted short, closest by layer */
         const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(m->n_params + 1), 0);
         for (int k = 0; k < m->n_params; k++) names[k] = m->params[k].name;
         names[m->n_params] = NULL;
         return luaL_error(L, "%s: no parameter named %s (did you mean '%s'? model:named_parameters() lists them)", fn,
                           mlL_quote(name, q, sizeof q), mlL_closest(spelled, names));
     }
-    lua_pushvalue(L, lua_upvalueindex(1)); /* the model's own param */
-    lua_insert(L, 1);
-    lua_call(L, lua_gettop(L) - 1, 1);
+    mlL_pushtensor(L, ml_retain(m->params[i].t));
     return 1;
 }
 
@@ -107,10 +97,10 @@ static int opt_site(lua_State *L, ml_model *m, int opt, const char *key, const c
 static int opt_head(lua_State *L, ml_model *m, int opt, const char *key, int s, const char *fn) {
     int h = mlL_optint32(L, opt, key, -1, fn);
     if (h == -1) return -1;
-    const ml_site_decl *d = &m->sites[s];
     int n_heads = (int)ml_mixer_opt(&m->cfg, "n_heads");
-    if (d->ndim != 4 || d->shape[2] != n_heads || strncmp(d->name, "mixer.head_", 11))
-        return luaL_error(L, "%s: option '%s' needs a per-head site (attn.hook_z, hook_q, ...), got %s", fn, key, d->name);
+    if (!ml_site_per_head(m, s))
+        return luaL_error(L, "%s: option '%s' needs a per-head site (attn.hook_z, hook_q, ...), got %s", fn, key,
+                          m->sites[s].name);
     if (h < 0 || h >= n_heads)
         return luaL_error(L, "%s: option '%s' expected a head in [0, %d), got %d", fn, key, n_heads, h);
     return h;
@@ -142,36 +132,11 @@ static int l_implicit_attention(lua_State *L) {
     const char *fn = "mech.interp.implicit_attention";
     ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
-    int ok;
-    lua_Integer layer = lua_tointegerx(L, 3, &ok);
-    if (!ok || layer < 0 || layer >= m->cfg.n_layers) {
-        char got[96];
-        return luaL_error(L, "%s: argument 3 expected a layer in [0, %d), got %s", fn, m->cfg.n_layers,
-                          mlL_describe(L, 3, got, sizeof got));
-    }
-    ml_tensor *a = ml_implicit_attention_run(m, tok, (int)layer);
+    ml_tensor *a = ml_implicit_attention_run(m, tok, mlL_checklayer(L, m, 3, 3, fn));
     if (!a) return mlL_raise(L);
     mlL_pushtensor(L, a);
     return 1;
 }
-
-/* mech.viz.attention{...} and mech.viz.attention_grid{...}: lua/mech/viz.lua builds the page and
- * the figure; these check the argument is a table and call it. */
-static int call_viz(lua_State *L, const char *name) {
-    char fn[48];
-    snprintf(fn, sizeof fn, "mech.viz.%s", name);
-    mlL_checktable(L, 1, fn, 1);
-    lua_settop(L, 1);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "mech.viz");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, name);
-    lua_pushvalue(L, 1);
-    lua_call(L, 1, 1);
-    return 1;
-}
-static int l_viz_attention(lua_State *L) { return call_viz(L, "attention"); }
-static int l_viz_attention_grid(lua_State *L) { return call_viz(L, "attention_grid"); }
 
 int mlL_open_analysis(lua_State *L) {
     luaL_getmetatable(L, "mech.Model");
@@ -179,9 +144,7 @@ int mlL_open_analysis(lua_State *L) {
         lua_pushcfunction(L, m_weight), lua_setfield(L, -2, "weight");
         lua_pushcfunction(L, m_generate), lua_setfield(L, -2, "generate");
         mlL_hooked(L, -1, (const char *const[]){"generate", NULL}); /* persistent hooks apply */
-        lua_getfield(L, -1, "param");
-        lua_pushcclosure(L, m_param_tl, 1);
-        lua_setfield(L, -2, "param");
+        lua_pushcfunction(L, m_param), lua_setfield(L, -2, "param");
         lua_pop(L, 1);
     } else {
         lua_pop(L, lua_istable(L, -1) ? 1 : 0);
@@ -193,8 +156,10 @@ int mlL_open_analysis(lua_State *L) {
         mlL_hooked(L, -1, (const char *const[]){"path_patch", "implicit_attention", NULL});
     }
     lua_pop(L, 1);
-    static const luaL_Reg viz[] = {{"attention", l_viz_attention}, {"attention_grid", l_viz_attention_grid}, {NULL, NULL}};
-    luaL_newlib(L, viz);
+    /* mech.viz: lua/mech/viz.lua builds the page and the figure */
+    lua_newtable(L);
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"attention", "mech.viz", NULL, MLL_CHECK_TABLE, "mech.viz.attention"},
+                                            {"attention_grid", "mech.viz", NULL, MLL_CHECK_TABLE, "mech.viz.attention_grid"}, {NULL, NULL, NULL, 0, NULL}});
     lua_setfield(L, -2, "viz");
     return 0;
 }

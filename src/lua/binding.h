@@ -147,4 +147,29 @@ typedef struct {
 /* Reads the rows of spec (ended by a row whose key is NULL) from the table at idx into out. */
 void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, void *out);
 
+/* ---- sliminterp: functions written in the Lua library, reached from C tables */
+
+/* Pushes a C function that calls require(module)[name] with its arguments and returns its
+ * results, for presentation and plumbing that Lua says shorter (__tostring, figures, help). First
+ * it checks argument 1, naming fn: MLL_CHECK_TABLE a table (then the only argument passed),
+ * MLL_CHECK_MODEL a live mech.Model; MLL_CHECK_NONE nothing. */
+enum { MLL_CHECK_NONE, MLL_CHECK_TABLE, MLL_CHECK_MODEL };
+void mlL_pushlua(lua_State *L, const char *module, const char *name, int check, const char *fn);
+/* One entry of a table of such functions: field `name` = require(module)[function or name]. */
+typedef struct {
+    const char *name, *module, *function;
+    int check;
+    const char *fn;
+} mlL_LuaReg;
+/* Sets table[reg.name] for each entry up to the one whose name is NULL (table: a stack index). */
+void mlL_setlua(lua_State *L, int table, const mlL_LuaReg *regs);
+/* A layer of m at stack index arg, else "fn: argument <shown> expected a layer in [0, n), got ...";
+ * a method's (shown = arg - 1: self is not counted) also names the layer count. */
+int mlL_checklayer(lua_State *L, const struct ml_model *m, int arg, int shown, const char *fn);
+/* What a Lua hook returned (on top of the stack, popped): nil -> NULL, a tensor -> a new reference,
+ * anything else -> NULL with *err set and the core message "<who> returned <type>, expected ...". */
+ml_tensor *mlL_hook_result(lua_State *L, const char *who, ml_status *err);
+/* Raises the core's last error with its function name ("patching_map: ...") replaced by fn. */
+int mlL_raise_as(lua_State *L, const char *fn);
+
 #endif

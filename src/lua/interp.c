@@ -2,8 +2,9 @@
  * mech.interp table (patching, ablations, conv surgery, Mamba's implicit attention, patching
  * maps, attention mass, attribution patching, the paper's interchange evaluator). Every
  * function here checks its arguments, calls src/interp and converts the result; the Lua face
- * with site choice, labels, CSV writing and the training-loop evaluator is
- * lua/mech/interchange.lua.
+ * with site choice, labels, CSV writing, plot_map's checks and the training-loop evaluator is
+ * lua/mech/interchange.lua; a cache's text is lua/mech/show.lua's and its analysis methods
+ * lua/mech/analysis.lua's.
  *
  * Models come from mlL_checkmodel (model.c); a dataset box starts with its core pointer
  * (dataset_box {ml_dataset *ds}, task.c), which is all this file reads of it. */
@@ -15,6 +16,7 @@
 #include <lualib.h>
 
 #include "interp/interp.h"
+#include "interp/pm_options.h"
 #include "nn/sites.h"
 #include "lua/binding.h"
 #include "tasks/task.h"
@@ -203,52 +205,6 @@ static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn
                near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", n);
 }
 
-/* The model and tokens a cache came from, for the analysis methods: a weak-keyed registry table
- * cache -> {model, tokens} (the cache itself stays a plain table of activations). */
-#define CACHE_ORIGIN_KEY "mech.cache_origin"
-
-static void set_cache_origin(lua_State *L, int cache, int model, int tokens) {
-    cache = lua_absindex(L, cache), model = lua_absindex(L, model), tokens = lua_absindex(L, tokens);
-    if (lua_getfield(L, LUA_REGISTRYINDEX, CACHE_ORIGIN_KEY) != LUA_TTABLE) {
-        lua_pop(L, 1);
-        lua_newtable(L);
-        lua_createtable(L, 0, 1);
-        lua_pushliteral(L, "k"), lua_setfield(L, -2, "__mode");
-        lua_setmetatable(L, -2);
-        lua_pushvalue(L, -1), lua_setfield(L, LUA_REGISTRYINDEX, CACHE_ORIGIN_KEY);
-    }
-    lua_pushvalue(L, cache);
-    lua_createtable(L, 2, 0);
-    lua_pushvalue(L, model), lua_rawseti(L, -2, 1);
-    lua_pushvalue(L, tokens), lua_rawseti(L, -2, 2);
-    lua_rawset(L, -3);
-    lua_pop(L, 1);
-}
-
-/* cache:NAME(...) for the analysis methods of lua/mech/analysis.lua: NAME(cache, model, tokens, ...). */
-static int cache_analysis(lua_State *L) {
-    const char *name = lua_tostring(L, lua_upvalueindex(1));
-    char fn[64];
-    snprintf(fn, sizeof fn, "cache:%s", name);
-    check_cache(L, 1, fn);
-    int n = lua_gettop(L);
-    lua_getfield(L, LUA_REGISTRYINDEX, CACHE_ORIGIN_KEY);
-    if (!lua_istable(L, -1) || (lua_pushvalue(L, 1), lua_rawget(L, -2)) != LUA_TTABLE)
-        return luaL_error(L, "%s: this cache has no model (caches of model:run_with_cache have one)", fn);
-    int origin = lua_gettop(L);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "mech.analysis");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, name);
-    lua_pushvalue(L, 1);
-    lua_rawgeti(L, origin, 1);
-    mlL_checkmodel(L, lua_gettop(L), fn);
-    lua_rawgeti(L, origin, 2);
-    for (int i = 2; i <= n; i++) lua_pushvalue(L, i);
-    lua_call(L, n + 2, LUA_MULTRET);
-    return lua_gettop(L) - origin - 1;
-}
-
 /* cache[key] for a key the table lacks: a method, else an activation under another spelling. */
 static int cache_index(lua_State *L) {
     if (lua_type(L, 2) != LUA_TSTRING)
@@ -296,39 +252,6 @@ static int cache_names(lua_State *L) {
     lua_newtable(L);
     for (int i = 0, k = 0; i < n; i++)
         if (!filtered || mlL_name_filter(L, 2, keys[i], fn)) lua_pushstring(L, keys[i]), lua_rawseti(L, -2, ++k);
-    return 1;
-}
-
-/* Appends "(d0, d1, ...)" to b. */
-static void add_shape(luaL_Buffer *b, const ml_tensor *t) {
-    luaL_addchar(b, '(');
-    for (int d = 0; d < t->ndim; d++) {
-        char num[32];
-        snprintf(num, sizeof num, d ? ", %lld" : "%lld", (long long)t->shape[d]);
-        luaL_addstring(b, num);
-    }
-    luaL_addchar(b, ')');
-}
-
-/* One line per activation: its name and shape. */
-static int cache_tostring(lua_State *L) {
-    check_cache(L, 1, "cache:__tostring");
-    int n;
-    const char **keys = cache_keys(L, 1, &n);
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    lua_pushfstring(L, "mech.Cache with %d activations%s", n, n ? ":" : "");
-    luaL_addvalue(&b);
-    for (int i = 0; i < n; i++) {
-        lua_pushfstring(L, "\n  %s ", keys[i]);
-        luaL_addvalue(&b);
-        for (int pad = (int)strlen(keys[i]); pad < 32; pad++) luaL_addchar(&b, ' ');
-        rawfield(L, 1, keys[i]);
-        ml_tensor *t = mlL_testtensor(L, -1);
-        lua_pop(L, 1);
-        if (t) add_shape(&b, t);
-    }
-    luaL_pushresult(&b);
     return 1;
 }
 
@@ -383,11 +306,14 @@ static int m_run_with_cache(lua_State *L) {
         for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]), ml_release(g[i]), acts[i] = g[i] = NULL;
         return mlL_raise(L);
     }
-    int tok_idx = 4; /* mlL_checktokens anchored the tokens tensor there (after the options at 3) */
     mlL_pushtensor(L, logits);
     push_site_table(L, m, acts);
-    set_cache_origin(L, -1, 1, tok_idx);
-    if (grads) push_site_table(L, m, g), set_cache_origin(L, -1, 1, tok_idx);
+    if (grads) push_site_table(L, m, g);
+    for (int c = lua_gettop(L) - grads; c <= lua_gettop(L); c++) { /* the caches' model and tokens (at 4) */
+        mlL_pushlua(L, "mech.analysis", "set_origin", MLL_CHECK_NONE, NULL);
+        lua_pushvalue(L, c), lua_pushvalue(L, 1), lua_pushvalue(L, 4);
+        lua_call(L, 3, 0);
+    }
     return grads ? 3 : 2;
 }
 
@@ -577,12 +503,6 @@ static int map_layers(lua_State *L, const ml_model *m, int opt, int *layers, con
 /* The map's rows: layers x option 'components' (default: the six paper sites), the components
  * each layer has, a per-head component once per head. A component no layer has is an error
  * naming the closest site. */
-/* Whether a site has a head dimension (dim 2 of (B, L, H, ...)): attention's mixer.head_*. */
-static bool is_head_site(const ml_model *m, int site) {
-    const ml_site_decl *s = &m->sites[site];
-    return !strncmp(s->name, "mixer.head_", 11) && s->ndim == 4 && s->shape[2] == (int)ml_mixer_opt(&m->cfg, "n_heads");
-}
-
 static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **heads_out, const char *fn) {
     int *layers = scratch(L, sizeof *layers * (size_t)(m->cfg.n_layers + 1)), top = lua_gettop(L);
     int nl = map_layers(L, m, opt, layers, fn), nc = 0;
@@ -597,24 +517,16 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **head
         if (given) lua_pop(L, 1); /* the strings stay anchored in the list */
     }
     int *sites = scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), missing;
-    int R = ml_site_grid(m, layers, nl, comps, nc, sites, &missing);
-    for (int r = 0; r < R; r++)
-        if (ml_site_pos_dim(m, sites[r]) < 0)
-            luaL_error(L, "%s: component '%s' has no position dimension; it cannot be patched per position", fn,
-                       m->sites[sites[r]].name);
+    int R = ml_site_grid(m, layers, nl, comps, nc, sites, &missing), n = ml_pm_rows(m, sites, R, NULL, NULL);
+    if (n < 0) mlL_raise_as(L, fn);
     if (given && missing >= 0) { /* raises naming the closest site */
         char name[ML_SITE_NAME_MAX];
         ml_site_format(name, sizeof name, nl ? layers[0] : 0, comps[missing]);
         mlL_checksite(L, m, name, fn);
     }
     if (R == 0) luaL_error(L, "%s: no site to patch", fn);
-    /* a per-head site (mixer.head_z, ...) becomes one row per head */
-    int H = (int)ml_mixer_opt(&m->cfg, "n_heads"), n = 0;
-    for (int r = 0; r < R; r++) n += is_head_site(m, sites[r]) ? H : 1;
     int *rows = scratch(L, sizeof *rows * (size_t)n), *heads = scratch(L, sizeof *heads * (size_t)n);
-    for (int r = 0, k = 0; r < R; r++)
-        for (int h = 0; h < (is_head_site(m, sites[r]) ? H : 1); h++, k++)
-            rows[k] = sites[r], heads[k] = is_head_site(m, sites[r]) ? h : -1;
+    ml_pm_rows(m, sites, R, rows, heads);
     *heads_out = heads;
     *n_out = n;
     return rows;
@@ -652,47 +564,21 @@ static int32_t *map_positions(lua_State *L, int opt, int64_t Lq, int *n_out, con
  * query for MQAR). Without either the map refuses: a guessed row (the last token, often padding
  * or <eos>) reads no answer and makes a working model look at chance. */
 static void map_readout(lua_State *L, const ml_model *m, ml_tensor *clean, int opt, ml_pm_config *c, const char *fn) {
-    int64_t B = clean->shape[0], Lq = clean->shape[1];
-    int V = m->cfg.vocab;
+    int64_t B = clean->shape[0];
     int32_t *rows = scratch(L, sizeof *rows * (size_t)B), *targets = scratch(L, sizeof *targets * (size_t)B);
     bool has_rows = read_per_example(L, opt, "rows", B, rows, fn);
-    lua_getfield(L, opt, "dataset");
-    bool has_ds = !lua_isnil(L, -1);
+    bool has_ds = lua_getfield(L, opt, "dataset") != LUA_TNIL;
     if (has_ds && has_rows) luaL_error(L, "%s: give option 'dataset' or options 'rows' and 'targets', not both", fn);
-    if (has_ds) {
-        ml_dataset *ds = check_dataset(L, lua_gettop(L), fn);
-        int64_t first = mlL_optint(L, opt, "first", 0, fn), n = ml_dataset_size(ds);
-        if (first < 0 || first + B > n)
-            luaL_error(L, "%s: option 'first' expected documents [first, first + %d) within the dataset's %d, got %d", fn,
-                       (int)B, (int)n, (int)first);
-        for (int64_t b = 0; b < B; b++) {
-            int len;
-            const int32_t *doc = ml_dataset_tokens(ds, first + b, &len);
-            int32_t pos[ML_NPOS];
-            bool same = len <= Lq && ml_dataset_readout_positions(ds, first + b, 0, pos) == ML_OK;
-            for (int t = 0; same && t < len; t++) same = ml_i32(clean)[b * Lq + t] == doc[t];
-            if (!same)
-                luaL_error(L, "%s: option 'dataset': clean example %d is not document %d of the dataset (option 'first')",
-                           fn, (int)b, (int)(first + b));
-            rows[b] = pos[ML_POS_TARGET_ITEM] - 1;
-            if (rows[b] < 0) luaL_error(L, "%s: document %d has no answer position", fn, (int)(first + b));
-        }
-    } else if (!has_rows) {
+    if (!has_ds && !has_rows)
         luaL_error(L, "%s: say where the answer is read: option 'dataset' (the clean tokens are its documents from "
                       "option 'first') or option 'rows' (and 'targets'; ic.readout(ds, first, n) gives both)", fn);
+    if (has_ds) {
+        ml_dataset *ds = check_dataset(L, lua_gettop(L), fn);
+        if (ml_pm_dataset_rows(ds, mlL_optint(L, opt, "first", 0, fn), clean, rows)) mlL_raise_as(L, fn);
     }
     lua_pop(L, 1);
     bool has_targets = read_per_example(L, opt, "targets", B, targets, fn);
-    for (int64_t b = 0; b < B; b++) {
-        if (rows[b] < 0 || rows[b] >= Lq)
-            luaL_error(L, "%s: option 'rows' expected rows in [0, %d), got %d", fn, (int)Lq, (int)rows[b]);
-        if (!has_targets) {
-            if (rows[b] + 1 >= Lq) luaL_error(L, "%s: row %d is the last position: option 'targets' is needed", fn, (int)rows[b]);
-            targets[b] = (int32_t)ml_get_flat(clean, b * Lq + rows[b] + 1);
-        }
-        if (targets[b] < 0 || targets[b] >= V)
-            luaL_error(L, "%s: option 'targets' expected token ids in [0, %d), got %d", fn, V, (int)targets[b]);
-    }
+    if (ml_pm_check_readout(clean, m->cfg.vocab, rows, targets, has_targets)) mlL_raise_as(L, fn);
     c->rows = rows, c->targets = targets;
 }
 
@@ -851,66 +737,6 @@ static int l_patching_map(lua_State *L) {
     ml_pm_result_free(r);
     return 1;
 }
-
-/* mech.interp.plot_map(map, {out=, title=, filter=true, vmin=-1, vmax=1, xlabels=, ylabels=}) or map:plot{...}: checks
- * the arguments; the drawing (a mech.plot.heatmap of the map) is ic.plot_map in
- * lua/mech/interchange.lua. */
-static int l_plot_map(lua_State *L) {
-    const char *fn = "mech.interp.plot_map";
-    static const char *const keys[] = {"out", "title", "filter", "vmin", "vmax", "xlabels", "ylabels", NULL};
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checktable(L, 2, fn, 2);
-    mlL_checkkeys(L, 2, fn, keys);
-    lua_settop(L, 2);
-    mlL_optnum(L, 2, "vmin", -1, fn), mlL_optnum(L, 2, "vmax", 1, fn), mlL_optbool(L, 2, "filter", 1, fn);
-    mlL_optstr(L, 2, "title", NULL, fn);
-    /* xlabels / ylabels: tick labels in place of the map's col_labels / row_labels, drawn from a
-     * shallow copy of the map so the map itself keeps its own */
-    static const char *const lab[2][2] = {{"xlabels", "col_labels"}, {"ylabels", "row_labels"}};
-    for (int k = 0; k < 2; k++) {
-        if (lua_getfield(L, 2, lab[k][0]) == LUA_TNIL) {
-            lua_pop(L, 1);
-            continue;
-        }
-        lua_getfield(L, 1, lab[k][1]);
-        lua_Integer want = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : -1;
-        lua_pop(L, 1);
-        bool ok = lua_istable(L, -1) && (lua_Integer)lua_rawlen(L, -1) == want;
-        for (lua_Integer i = 1; ok && i <= want; i++) ok = lua_rawgeti(L, -1, i) == LUA_TSTRING || lua_isnumber(L, -1), lua_pop(L, 1);
-        if (!ok)
-            return luaL_error(L, "%s: option '%s' expected a list of %d labels (one per %s), got %s", fn, lab[k][0],
-                              (int)want, k ? "row" : "column", luaL_typename(L, -1));
-        lua_newtable(L); /* the copy */
-        lua_pushnil(L);
-        while (lua_next(L, 1)) lua_pushvalue(L, -2), lua_insert(L, -2), lua_rawset(L, -4);
-        lua_insert(L, -2);
-        lua_setfield(L, -2, lab[k][1]);
-        lua_replace(L, 1);
-    }
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "mech.interchange");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "plot_map");
-    lua_pushvalue(L, 1), lua_pushvalue(L, 2);
-    lua_call(L, 2, 0);
-    return 0;
-}
-
-/* mech.interp.plot_layers(values[, {out=, title=, labels=, xlabel=, ylabel=}]) and
- * mech.interp.plot_components(values, labels[, {out=, title=}]): figures of lua/mech/analysis.lua,
- * also mech.plot.layers and mech.plot.components (aliased in mech.c). */
-static int call_analysis(lua_State *L, const char *name) {
-    int n = lua_gettop(L);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "mech.analysis");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, name);
-    for (int i = 1; i <= n; i++) lua_pushvalue(L, i);
-    lua_call(L, n, 0);
-    return 0;
-}
-static int l_plot_layers(lua_State *L) { return call_analysis(L, "plot_layers"); }
-static int l_plot_components(lua_State *L) { return call_analysis(L, "plot_components"); }
 
 /* ------------------------------------------------------------------ the evaluators */
 
@@ -1145,19 +971,6 @@ static int l_corrupt(lua_State *L) {
     return 1;
 }
 
-/* mech.help([x]): prints the entry of x from the registry lua/mech/help.lua (the REPL also
- * names it `help`). */
-static int l_help(lua_State *L) {
-    lua_settop(L, 1);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "mech.help");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "help");
-    lua_pushvalue(L, 1);
-    lua_call(L, 1, 0);
-    return 0;
-}
-
 int mlL_open_interp(lua_State *L) {
     static const luaL_Reg methods[] = {{"run_with_cache", m_run_with_cache}, {"run_with_hooks", m_run_with_hooks}, {NULL, NULL}};
     luaL_getmetatable(L, "mech.Model");
@@ -1173,32 +986,40 @@ int mlL_open_interp(lua_State *L) {
                                                    {"save", mlL_cache_save}, {NULL, NULL}};
     luaL_newmetatable(L, MLL_CACHE_MT);
     luaL_newlib(L, cache_methods);
-    static const char *const analysis[] = {"accumulated_resid", "decompose_resid", "stack_head_results",
-                                           "apply_ln_to_stack", "logit_attrs", NULL};
-    for (int i = 0; analysis[i]; i++)
-        lua_pushstring(L, analysis[i]), lua_pushcclosure(L, cache_analysis, 1), lua_setfield(L, -2, analysis[i]);
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"accumulated_resid", "mech.analysis", "cache_accumulated_resid", MLL_CHECK_NONE, NULL},
+                                            {"decompose_resid", "mech.analysis", "cache_decompose_resid", MLL_CHECK_NONE, NULL},
+                                            {"stack_head_results", "mech.analysis", "cache_stack_head_results", MLL_CHECK_NONE, NULL},
+                                            {"apply_ln_to_stack", "mech.analysis", "cache_apply_ln_to_stack", MLL_CHECK_NONE, NULL},
+                                            {"logit_attrs", "mech.analysis", "cache_logit_attrs", MLL_CHECK_NONE, NULL},
+                                            {NULL, NULL, NULL, 0, NULL}});
     lua_pushvalue(L, -1), lua_setfield(L, -3, "__methods"); /* for the REPL's completion */
     lua_pushcclosure(L, cache_index, 1);
     lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, cache_tostring), lua_setfield(L, -2, "__tostring");
+    mlL_pushlua(L, "mech.show", "cache", MLL_CHECK_NONE, NULL), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
     luaL_newmetatable(L, MLL_PATCHING_MAP_MT);
     lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, l_plot_map), lua_setfield(L, -2, "plot");
+    mlL_pushlua(L, "mech.interchange", "checked_plot_map", MLL_CHECK_NONE, NULL), lua_setfield(L, -2, "plot");
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {{"patch", l_patch},         {"site_mean", l_site_mean}, {"short_conv_edit", l_short_conv_edit},
                                    {"mamba_attention", l_mamba_attention}, {"interchange", l_interchange},
-                                   {"patching_map", l_patching_map}, {"plot_map", l_plot_map},
+                                   {"patching_map", l_patching_map},
                                    {"attention_mass", l_attention_mass}, {"attribution_patching", l_attribution_patching},
                                    {"kl_div", l_kl_div},       {"argmax", l_argmax},       {"corrupt", l_corrupt},
-                                   {"plot_layers", l_plot_layers}, {"plot_components", l_plot_components},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
+    /* the figures: lua/mech/interchange.lua checks plot_map's options and draws a map (also
+     * map:plot); plot_layers and plot_components (also mech.plot.layers and .components, mech.c)
+     * are lua/mech/analysis.lua's */
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"plot_map", "mech.interchange", "checked_plot_map", MLL_CHECK_NONE, NULL},
+                                            {"plot_layers", "mech.analysis", NULL, MLL_CHECK_NONE, NULL},
+                                            {"plot_components", "mech.analysis", NULL, MLL_CHECK_NONE, NULL},
+                                            {NULL, NULL, NULL, 0, NULL}});
     mlL_hooked(L, -1, (const char *const[]){"patch", "site_mean", "mamba_attention", "interchange", "attention_mass",
                                              "attribution_patching", NULL});
     lua_setfield(L, -2, "interp");
-    lua_pushcfunction(L, l_help);
-    lua_setfield(L, -2, "help");
+    /* mech.help([x]) prints x's entry of lua/mech/help.lua (the REPL also names it `help`) */
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"help", "mech.help", NULL, MLL_CHECK_NONE, NULL}, {NULL, NULL, NULL, 0, NULL}});
     return mlL_open_analysis(L);
 }

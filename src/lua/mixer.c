@@ -3,10 +3,11 @@
  * (embedding, blocks, norms, MLP, head, sites, hooks, training, checkpoints, the interp
  * evaluators) runs it as it runs a built-in mixer.
  *
- * Per layer, build instantiates the class with the model's mixer options plus d_model, declares
- * the module's parameters from module:param_specs() (so they live in the model's flat buffer) and
- * its internal sites: every submodule output and HookPoint that fires during a forward, named
- * "mixer.<path>", with shapes found by two small probe forwards at different (B, L). Once the
+ * Per layer, build declares what lua/mech/nn/lua_mixer.lua finds: the class instantiated with the
+ * model's mixer options plus d_model, the module's parameters from module:param_specs() (so they
+ * live in the model's flat buffer) and its internal sites, every submodule output and HookPoint
+ * that fires during a forward, named "mixer.<path>", with shapes found by two small probe
+ * forwards at different (B, L). Once the
  * parameters exist, attach hands their leaf views to the module (module:set_parameter). A forward
  * pushes a hook context (mech.nn.push_context) whose fire(path, t) calls ml_site with the running
  * ml_run, so model hooks, caches and patching see the internal sites, then calls module(x).
@@ -15,7 +16,6 @@
  * the core's error naming the mixer and the layer, never a longjmp across the core's frames; and
  * the caller's thread keeps the frame its hook callbacks index (src/lua/model.c's hook tables sit
  * at stack indices of the calling binding function). */
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,8 +82,6 @@ static void push_require(lua_State *L, const char *name) {
     lua_call(L, 1, 1);
 }
 
-/* Pushes mech.nn (the Module library, lua/mech/nn). */
-static void push_nn(lua_State *L) { push_require(L, "mech.nn"); }
 
 /* ------------------------------------------------------------------ build */
 
@@ -93,166 +91,49 @@ typedef struct {
     layer_state *s;
 } build_args;
 
-static ml_param_kind init_kind(lua_State *L, int spec, const char *pname, int64_t *fan, const int64_t *shape, int ndim) {
-    lua_getfield(L, spec, "fan");
-    *fan = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
-    lua_pop(L, 1);
-    lua_getfield(L, spec, "init");
-    ml_param_kind kind = ML_P_CUSTOM;
-    if (lua_type(L, -1) == LUA_TSTRING) {
-        static const char *const names[] = {"linear_weight", "linear_bias", "embedding", "conv_weight", "conv_bias",
-                                            "ones", "zeros", NULL};
-        static const ml_param_kind kinds[] = {ML_P_LINEAR_W, ML_P_LINEAR_B, ML_P_EMBEDDING, ML_P_CONV_W,
-                                              ML_P_CONV_B, ML_P_ONES, ML_P_ZEROS};
-        const char *k = lua_tostring(L, -1);
-        int i = 0;
-        while (names[i] && strcmp(names[i], k)) i++;
-        if (!names[i]) luaL_error(L, "parameter '%s' has an unknown init '%s'", pname, k);
-        kind = kinds[i];
-        /* nn.Linear and nn.Conv1d fans: in_features (the last dim), K */
-        if (!*fan && (kind == ML_P_LINEAR_W || kind == ML_P_CONV_W)) *fan = shape[ndim - 1];
-    } else if (!lua_istable(L, -1) && !lua_isfunction(L, -1) && !lua_isnil(L, -1)) {
-        luaL_error(L, "parameter '%s' has an init of type %s", pname, luaL_typename(L, -1));
-    }
-    lua_pop(L, 1);
-    return kind;
-}
+static int fire_forward(lua_State *L);
+static int wants_forward(lua_State *L);
 
-/* Declares the module's parameters (state index 1 holds the layer table). */
-static void declare_params(lua_State *L, build_args *a, int lt) {
-    lua_getfield(L, lt, "obj");
-    lua_getfield(L, -1, "param_specs");
-    if (!lua_isfunction(L, -1)) luaL_error(L, "the module has no param_specs method (is it a mech.nn.Module?)");
-    lua_insert(L, -2);
-    lua_call(L, 1, 1);
-    if (!lua_istable(L, -1)) luaL_error(L, "param_specs() returned %s, expected a list", luaL_typename(L, -1));
-    int specs = lua_gettop(L);
-    lua_pushvalue(L, specs);
-    lua_setfield(L, lt, "specs");
+/* Declares the parameters {{name=, shape=, init=, fan=}, ...} at `params`; their model indices
+ * go to the layer table's pidx. */
+static void declare_params(lua_State *L, build_args *a, int lt, int params) {
+    static const char *const names[] = {"linear_weight", "linear_bias", "embedding", "conv_weight", "conv_bias",
+                                        "ones", "zeros", NULL};
+    static const ml_param_kind kinds[] = {ML_P_LINEAR_W, ML_P_LINEAR_B, ML_P_EMBEDDING, ML_P_CONV_W,
+                                          ML_P_CONV_B, ML_P_ONES, ML_P_ZEROS};
     lua_newtable(L);
     int pidx = lua_gettop(L);
-    lua_Integer n = luaL_len(L, specs);
-    for (lua_Integer i = 1; i <= n; i++) {
-        lua_geti(L, specs, i);
-        int spec = lua_gettop(L);
-        if (!lua_istable(L, spec)) luaL_error(L, "param_specs() entry %d is not a table", (int)i);
-        lua_getfield(L, spec, "name");
-        const char *pname = lua_tostring(L, -1);
-        if (!pname) luaL_error(L, "param_specs() entry %d has no name", (int)i);
-        lua_getfield(L, spec, "shape");
-        int ndim = lua_istable(L, -1) ? (int)luaL_len(L, -1) : 0;
-        if (ndim < 1 || ndim > 4) luaL_error(L, "parameter '%s' needs a shape of 1 to 4 dims", pname);
+    for (lua_Integer i = 1; lua_rawgeti(L, params, i) == LUA_TTABLE; i++) {
+        int p = lua_gettop(L);
+        lua_getfield(L, p, "name"), lua_getfield(L, p, "shape"), lua_getfield(L, p, "init"), lua_getfield(L, p, "fan");
+        const char *pname = lua_tostring(L, p + 1), *init = lua_tostring(L, p + 3);
+        int ndim = (int)lua_rawlen(L, p + 2), k = 0;
         int64_t shape[4];
-        for (int d = 0; d < ndim; d++) {
-            lua_geti(L, -1, d + 1);
-            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1) luaL_error(L, "parameter '%s' has a bad shape", pname);
-            shape[d] = lua_tointeger(L, -1);
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-        int64_t fan;
-        ml_param_kind kind = init_kind(L, spec, pname, &fan, shape, ndim);
-        int idx = ml_model_add_param(a->m, a->layer, pname, ndim, shape, kind, fan);
+        for (int d = 0; d < ndim; d++) shape[d] = (lua_rawgeti(L, p + 2, d + 1), lua_tointeger(L, -1));
+        while (init && names[k] && strcmp(names[k], init)) k++;
+        if (init && !names[k]) luaL_error(L, "parameter '%s' has an unknown init '%s'", pname, init);
+        int idx = ml_model_add_param(a->m, a->layer, pname, ndim, shape, init ? kinds[k] : ML_P_CUSTOM,
+                                     lua_tointeger(L, p + 4));
         if (idx < 0) luaL_error(L, "%s", ml_last_error());
         lua_pushinteger(L, idx);
         lua_rawseti(L, pidx, i);
         lua_settop(L, pidx);
     }
+    lua_settop(L, pidx);
     lua_setfield(L, lt, "pidx");
-    lua_settop(L, lt);
 }
 
-/* The probe context's fire: records path -> shape, first-seen order. Upvalue 1: {order = {...}, shapes = {}}. */
-static int probe_fire(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 2, "mixer probe");
-    if (lua_type(L, 1) != LUA_TSTRING) return 1;
-    lua_settop(L, 2);
-    lua_getfield(L, lua_upvalueindex(1), "shapes");
-    lua_pushvalue(L, 1);
-    if (lua_rawget(L, -2) == LUA_TNIL) {
-        lua_pop(L, 1);
-        lua_createtable(L, t->ndim, 0);
-        for (int d = 0; d < t->ndim; d++) lua_pushinteger(L, t->shape[d]), lua_rawseti(L, -2, d + 1);
-        lua_pushvalue(L, 1);
-        lua_pushvalue(L, -2);
-        lua_rawset(L, 3);
-        lua_getfield(L, lua_upvalueindex(1), "order");
-        lua_pushvalue(L, 1);
-        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-    }
-    lua_settop(L, 2);
-    return 1;
-}
-
-/* One probe forward of the module at (B, L): returns (on the stack) the table path -> shape and the order. */
-static void probe(lua_State *L, int lt, int64_t B, int64_t T, int64_t D) {
-    lua_newtable(L);
-    int rec = lua_gettop(L);
-    lua_newtable(L), lua_setfield(L, rec, "shapes");
-    lua_newtable(L), lua_setfield(L, rec, "order");
-    push_nn(L);
-    int nn = lua_gettop(L);
-    lua_getfield(L, nn, "push_context");
-    lua_newtable(L);
-    lua_pushvalue(L, rec);
-    lua_pushcclosure(L, probe_fire, 1);
-    lua_setfield(L, -2, "fire");
-    lua_call(L, 1, 0);
-    /* the module under the context; popped whatever happens */
-    lua_getfield(L, lt, "obj");
-    ml_tensor *x = ml_full(ML_F32, 3, (int64_t[]){B, T, D}, 0.01);
-    mlL_pushtensor(L, x);
-    int st = lua_pcall(L, 1, 1, 0);
-    lua_getfield(L, nn, "pop_context");
-    lua_call(L, 0, 0);
-    if (st != LUA_OK) lua_error(L);
-    ml_tensor *y = mlL_testtensor(L, -1);
-    if (!y || y->dtype != ML_F32 || y->ndim != 3 || y->shape[0] != B || y->shape[1] != T || y->shape[2] != D) {
-        char got[128];
-        luaL_error(L, "forward returned %s, expected a float32 tensor of shape [%d,%d,%d] (B, L, d_model)", mlL_describe(L, -1, got, sizeof got), (int)B, (int)T, (int)D);
-    }
-    lua_pop(L, 1);
-    lua_remove(L, nn);
-}
-
-/* Declares "mixer.<path>" for each path both probes fired, with B and L found from the two. */
-static void declare_sites(lua_State *L, build_args *a, int lt) {
-    const int64_t B1 = 2, T1 = 7, B2 = 3, T2 = 11;
-    int64_t D = a->m->cfg.d_model;
-    probe(L, lt, B1, T1, D);
-    int p1 = lua_gettop(L);
-    probe(L, lt, B2, T2, D);
-    int p2 = lua_gettop(L);
+/* Declares "mixer.<path>" for each {path, shape} at `list`; the table path -> site id goes to the
+ * layer table's sites. */
+static void declare_sites(lua_State *L, build_args *a, int lt, int list) {
     lua_newtable(L);
     int sites = lua_gettop(L);
-    lua_getfield(L, p1, "order");
-    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-    for (lua_Integer i = 1; i <= n; i++) {
-        int top = lua_gettop(L);
-        lua_geti(L, top, i);
-        const char *path = lua_tostring(L, -1);
-        if (!*path) { /* the root's own output is the block's attention_output */
-            lua_settop(L, top);
-            continue;
-        }
-        lua_getfield(L, p1, "shapes"), lua_getfield(L, -1, path);
-        lua_getfield(L, p2, "shapes"), lua_getfield(L, -1, path);
-        int s1 = top + 3, s2 = top + 5;
-        if (lua_isnil(L, s2)) luaL_error(L, "site '%s' fired in one probe forward only", path);
-        int ndim = (int)lua_rawlen(L, s1);
-        if (ndim != (int)lua_rawlen(L, s2) || ndim > 5)
-            luaL_error(L, "site '%s' changes its number of dims with (B, L) or has more than 5", path);
+    for (lua_Integer i = 1; lua_rawgeti(L, list, i) == LUA_TTABLE; i++) {
+        lua_rawgeti(L, -1, 1), lua_rawgeti(L, -2, 2);
+        const char *path = lua_tostring(L, -2);
+        int ndim = (int)lua_rawlen(L, -1);
         int64_t shape[5];
-        for (int d = 0; d < ndim; d++) {
-            lua_geti(L, s1, d + 1), lua_geti(L, s2, d + 1);
-            int64_t v1 = lua_tointeger(L, -2), v2 = lua_tointeger(L, -1);
-            lua_pop(L, 2);
-            if (v1 == B1 && v2 == B2) shape[d] = -1;
-            else if (v1 == T1 && v2 == T2) shape[d] = -2;
-            else if (v1 == v2) shape[d] = v1;
-            else
-                luaL_error(L, "dim %d of site '%s' is neither B, L nor a constant (%d at B=%d L=%d, %d at B=%d L=%d)", d, path, (int)v1, (int)B1, (int)T1, (int)v2, (int)B2, (int)T2);
-        }
+        for (int d = 0; d < ndim; d++) shape[d] = (lua_rawgeti(L, -1 - d, d + 1), lua_tointeger(L, -1));
         char site[64];
         int len = snprintf(site, sizeof site, "mixer.%s", path);
         if (len >= (int)sizeof(((ml_site_decl *)0)->name))
@@ -262,46 +143,33 @@ static void declare_sites(lua_State *L, build_args *a, int lt) {
         if (id < 0) luaL_error(L, "%s", ml_last_error());
         lua_pushinteger(L, id);
         lua_setfield(L, sites, path);
-        lua_settop(L, top);
+        lua_settop(L, sites);
     }
     lua_settop(L, sites);
     lua_setfield(L, lt, "sites");
-    lua_settop(L, lt);
 }
 
-static int fire_forward(lua_State *L);
-static int wants_forward(lua_State *L);
-
+/* The layer table {obj=, specs=, pidx=, sites=, ctx=, target=}: the module and its parameters and
+ * sites from lua/mech/nn/lua_mixer.lua, declared in the model; the forward's context. */
 static int build_lua(lua_State *L) {
     build_args *a = lua_touserdata(L, 1);
-    lua_mixer *mx = a->s->mx;
-    const ml_model_config *c = &a->m->cfg;
-    lua_newtable(L);
+    push_require(L, "mech.nn.lua_mixer");
+    int lib = lua_gettop(L);
+    lua_getfield(L, lib, "build");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, a->s->mx->class_ref);
+    lua_pushstring(L, a->m->cfg.mixer_options);
+    lua_pushinteger(L, a->m->cfg.d_model);
+    lua_call(L, 3, 1);
     int lt = lua_gettop(L);
-    /* the options: the recorded JSON, plus d_model */
-    if (c->mixer_options[0]) {
-        push_require(L, "mech.json");
-        lua_getfield(L, -1, "decode");
-        lua_pushstring(L, c->mixer_options);
-        lua_call(L, 1, 1);
-        lua_remove(L, -2);
-        if (!lua_istable(L, -1)) luaL_error(L, "mixer options are not a JSON object");
-    } else {
-        lua_newtable(L);
-    }
-    lua_pushinteger(L, c->d_model);
-    lua_setfield(L, -2, "d_model");
-    int opts = lua_gettop(L);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, mx->class_ref);
-    lua_pushvalue(L, opts);
-    lua_call(L, 1, 1);
-    if (!lua_istable(L, -1)) luaL_error(L, "the class returned %s, expected a module", luaL_typename(L, -1));
-    lua_setfield(L, lt, "obj");
-    lua_settop(L, lt);
-    declare_params(L, a, lt);
+    lua_getfield(L, lt, "params");
+    declare_params(L, a, lt, lt + 1);
     /* the probes' forwards record no graph (lm_build restores grad mode, also after an error) */
     ml_set_grad_enabled(false);
-    declare_sites(L, a, lt);
+    lua_getfield(L, lib, "sites");
+    lua_getfield(L, lt, "obj");
+    lua_pushinteger(L, a->m->cfg.d_model);
+    lua_call(L, 2, 1);
+    declare_sites(L, a, lt, lua_gettop(L));
     /* the forward's context: fire and wants with the layer's running model and run */
     fire_target *tg = lua_newuserdatauv(L, sizeof *tg, 0);
     *tg = (fire_target){0};
@@ -469,7 +337,7 @@ static int forward_lua(lua_State *L) {
     call_args *a = lua_touserdata(L, 1);
     lua_rawgeti(L, LUA_REGISTRYINDEX, a->s->ref);
     int lt = lua_gettop(L);
-    push_nn(L);
+    push_require(L, "mech.nn");
     int nn = lua_gettop(L);
     lua_getfield(L, lt, "target");
     fire_target *tg = lua_touserdata(L, -1), saved = *tg; /* a hook may run this layer again */
@@ -556,26 +424,6 @@ static const lua_mixer *lua_mixer_of(const ml_mixer_type *t) {
     return t && t->build == lm_build ? (const lua_mixer *)t->user : NULL;
 }
 
-/* The class's name (Module:extend("Name") keeps it as __name), or NULL. */
-static const char *class_name(lua_State *L, int cls) {
-    lua_pushliteral(L, "__name");
-    lua_rawget(L, cls);
-    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    lua_pop(L, 1); /* the class keeps the string alive */
-    return s;
-}
-
-/* "BaseConv" -> "base_conv", "GLA" -> "gla": the arch name of a class. */
-static void snake_case(const char *s, char *out, size_t n) {
-    size_t k = 0;
-    for (size_t i = 0; s[i] && k + 2 < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (isupper(c) && i > 0 && (islower((unsigned char)s[i - 1]) || isdigit((unsigned char)s[i - 1]))) out[k++] = '_';
-        out[k++] = (char)tolower(c);
-    }
-    out[k] = 0;
-}
-
 /* Registers the class at `cls` (a mech.nn Module class) as a mixer; name and module may be NULL.
  * Returns its name (owned by the registry). An already registered class keeps its name. */
 static const char *register_class(lua_State *L, int cls, const char *name, const char *module, const char *fn) {
@@ -601,10 +449,13 @@ static const char *register_class(lua_State *L, int cls, const char *name, const
         }
     }
     char snake[64];
-    if (!name) {
-        const char *cn = class_name(L, cls);
-        if (!cn) luaL_error(L, "%s: the class has no name (make it with mech.nn.Module:extend(\"Name\"))", fn);
-        snake_case(cn, snake, sizeof snake);
+    if (!name) { /* "BaseConv" -> "base_conv" (lua/mech/nn/lua_mixer.lua) */
+        mlL_pushlua(L, "mech.nn.lua_mixer", "arch_name", MLL_CHECK_NONE, NULL);
+        lua_pushvalue(L, cls);
+        lua_call(L, 1, 1);
+        if (!lua_isstring(L, -1)) luaL_error(L, "%s: the class has no name (make it with mech.nn.Module:extend(\"Name\"))", fn);
+        snprintf(snake, sizeof snake, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
         name = snake;
     }
     if (module && strlen(module) >= sizeof an->head->module)
@@ -700,43 +551,20 @@ void mlL_mixer_options(lua_State *L, int idx, const char *fn, const char *const 
     idx = lua_absindex(L, idx);
     const lua_mixer *mx = lua_mixer_of(ml_mixer_find(c->arch));
     snprintf(c->mixer_module, sizeof c->mixer_module, "%s", mx->module);
+    push_require(L, "mech.nn.lua_mixer");
+    lua_getfield(L, -1, "options_json");
+    lua_pushvalue(L, idx);
+    lua_pushstring(L, fn);
     lua_newtable(L);
-    int opts = lua_gettop(L);
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        bool config = false;
-        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: option keys must be strings", fn);
-        const char *k = lua_tostring(L, -2);
-        for (int i = 0; config_keys[i] && !config; i++) config = !strcmp(config_keys[i], k);
-        if (!config) {
-            int t = lua_type(L, -1);
-            if (t != LUA_TNUMBER && t != LUA_TSTRING && t != LUA_TBOOLEAN && t != LUA_TTABLE)
-                luaL_error(L, "%s: mixer option '%s' expected a number, string, boolean or table (it is recorded in "
-                              "checkpoints), got %s", fn, k, luaL_typename(L, -1));
-            lua_pushvalue(L, -2);
-            lua_pushvalue(L, -2);
-            lua_rawset(L, opts);
-        }
-        lua_pop(L, 1);
-    }
-    lua_pushnil(L);
-    if (lua_next(L, opts) == 0) { /* none */
-        c->mixer_options[0] = 0;
-        lua_settop(L, opts - 1);
-        return;
-    }
-    lua_pop(L, 2);
-    push_require(L, "mech.json");
-    lua_getfield(L, -1, "encode");
-    lua_pushvalue(L, opts);
-    lua_call(L, 1, 1);
+    for (int i = 0; config_keys[i]; i++) lua_pushboolean(L, 1), lua_setfield(L, -2, config_keys[i]);
+    lua_call(L, 3, 1);
     size_t len;
     const char *text = lua_tolstring(L, -1, &len);
     if (len >= sizeof c->mixer_options)
         luaL_error(L, "%s: the mixer options take %d bytes as JSON, more than %d", fn, (int)len,
                    (int)sizeof c->mixer_options - 1);
     memcpy(c->mixer_options, text, len + 1);
-    lua_settop(L, opts - 1);
+    lua_pop(L, 2);
 }
 
 void mlL_mixer_require(lua_State *L, const ml_model_config *c, const char *what) {

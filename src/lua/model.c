@@ -7,7 +7,6 @@
  * model optimiser (mech.adamw, the mech.AdamW userdata) is in src/lua/optim.c. */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "io/safetensors.h"
@@ -183,27 +182,6 @@ static int m_named_parameters(lua_State *L) {
     return 1;
 }
 
-/* model:param(name): by state-dict name ("backbone.layers.1.sequence_mixer.A_log") or hook-style
- * name ("blocks.1.mixer.A_log"); the tensor shares the model's storage. */
-static int m_param(lua_State *L) {
-    ml_model *m = check_model(L, 1, "param");
-    const char *name = luaL_checkstring(L, 2);
-    char spelled[160];
-    int i = ml_model_resolve_param(m, name, spelled, sizeof spelled);
-    if (i < 0) {
-        const char **names = malloc(sizeof *names * (size_t)(m->n_params + 1));
-        if (!names) return luaL_error(L, "param: out of memory");
-        for (int k = 0; k < m->n_params; k++) names[k] = m->params[k].name;
-        names[m->n_params] = NULL;
-        lua_pushfstring(L, "param: no parameter named '%s' (did you mean '%s'? model:named_parameters() lists them)",
-                        name, mlL_closest(spelled, names));
-        free(names);
-        return lua_error(L);
-    }
-    mlL_pushtensor(L, ml_retain(m->params[i].t));
-    return 1;
-}
-
 /* model:unembed(x) -> logits: the final LayerNorm and the tied head on a residual x (B, L, D) or
  * (L, D), e.g. a cached block_output (the logit lens) -> (B, L, V) / (L, V). */
 static int m_unembed(lua_State *L) {
@@ -254,15 +232,9 @@ static void push_site_entry(lua_State *L, const ml_model *m, int i) {
 static int m_site(lua_State *L) {
     const char *fn = "site";
     ml_model *m = check_model(L, 1, fn);
-    int ok;
-    lua_Integer layer = lua_tointegerx(L, 2, &ok);
-    if (!ok || layer < 0 || layer >= m->cfg.n_layers) {
-        char got[64];
-        return luaL_error(L, "%s: argument 1 expected a layer in [0, %d) (the model has %d layers), got %s", fn,
-                          m->cfg.n_layers, m->cfg.n_layers, mlL_describe(L, 2, got, sizeof got));
-    }
+    int layer = mlL_checklayer(L, m, 2, 1, fn);
     const char *c = luaL_checkstring(L, 3);
-    int s = ml_site_find(m, (int)layer, c);
+    int s = ml_site_find(m, layer, c);
     if (s < 0) {
         const ml_layer *ly = &m->layers[layer];
         const char *names[ML_MAX_SITES + 1];
@@ -271,7 +243,7 @@ static int m_site(lua_State *L) {
         names[n] = NULL;
         const char *near = mlL_closest(c, names);
         return luaL_error(L, "%s: layer %d has no component '%s' (did you mean '%s'? model:hook_names() lists the sites)",
-                          fn, (int)layer, c, near ? near : "");
+                          fn, layer, c, near ? near : "");
     }
     char name[ML_SITE_NAME_MAX];
     ml_site_fullname(m, s, name, sizeof name);
@@ -305,46 +277,13 @@ static int m_hook_names(lua_State *L) {
     return 1;
 }
 
-/* A hook_names() list prints one site a line with its shape. */
-static int hook_names_tostring(lua_State *L) {
-    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
-    lua_pushfstring(L, "%I hook sites:", n);
-    for (lua_Integer i = 1; i <= n; i++) {
-        char line[256];
-        int len = 0, top = lua_gettop(L);
-        lua_rawgeti(L, 1, i);
-        lua_getfield(L, -1, "name");
-        len += snprintf(line, sizeof line, "\n  %-32s (", lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
-        lua_getfield(L, -2, "shape");
-        for (lua_Integer d = 1; lua_istable(L, -1) && lua_rawgeti(L, -1, d) != LUA_TNIL && len < 200; d++) {
-            const char *dim = lua_tostring(L, -1);
-            len += snprintf(line + len, sizeof line - (size_t)len, d > 1 ? ", %s" : "%s", dim ? dim : "?");
-            lua_pop(L, 1);
-        }
-        lua_settop(L, top);
-        snprintf(line + len, sizeof line - (size_t)len, ")");
-        lua_pushstring(L, line);
-        lua_concat(L, 2);
-    }
-    return 1;
-}
-
 typedef struct {
     lua_State *L;
     model_box *box;
     const ml_model *m;
-    int hooks;   /* the call's own hooks: stack index of a table site -> fn (0: none) */
-    int persist; /* the persistent hooks: registry reference to the table site -> {fn...} */
+    int hooks;   /* a table site -> {fn, ...}: the call's own hooks (a stack index of the calling */
+    int persist; /* function's frame) or, when persist is not LUA_NOREF, its registry reference */
 } hook_ud;
-
-static bool hook_wants(void *ud, int site) {
-    hook_ud *h = ud;
-    char full[96];
-    ml_site_fullname(h->m, site, full, sizeof full);
-    bool found = lua_getfield(h->L, h->hooks, full) != LUA_TNIL;
-    lua_pop(h->L, 1);
-    return found;
-}
 
 /* Calls fn (on top of the stack) with (act, ctx); returns a new reference to a replacement or
  * NULL; on a Lua error sets *err and the core message. */
@@ -364,36 +303,51 @@ static ml_tensor *call_hook(hook_ud *h, ml_tensor *act, const char *full, int la
         *err = ML_ERR_ARG;
         return NULL;
     }
-    ml_tensor *rep = NULL;
-    if (!lua_isnil(L, -1)) {
-        rep = mlL_testtensor(L, -1);
-        if (!rep) {
-            ml_fail(ML_ERR_ARG, "hook at %s returned %s, expected nothing or a tensor", full, luaL_typename(L, -1));
-            *err = ML_ERR_ARG;
-        } else {
-            ml_retain(rep);
-        }
-    }
-    lua_pop(L, 1);
-    return rep;
+    char who[128];
+    snprintf(who, sizeof who, "hook at %s", full);
+    return mlL_hook_result(L, who, err);
 }
 
-/* The call's own hook at a site (model:forward(tokens, hooks), model:loss(..., hooks)). */
-static ml_tensor *hook_call(void *ud, int site, ml_tensor *act, ml_status *err) {
+/* Pushes the hooks of the site (a list, possibly empty) or nil; returns how many. */
+static int push_hooks(hook_ud *h, const char *full) {
+    if (h->persist != LUA_NOREF) lua_rawgeti(h->L, LUA_REGISTRYINDEX, h->persist);
+    else lua_pushvalue(h->L, h->hooks);
+    lua_getfield(h->L, -1, full);
+    lua_remove(h->L, -2);
+    return lua_istable(h->L, -1) ? (int)lua_rawlen(h->L, -1) : 0;
+}
+
+static bool hooks_want(void *ud, int site) {
     hook_ud *h = ud;
     char full[96];
     ml_site_fullname(h->m, site, full, sizeof full);
-    if (lua_getfield(h->L, h->hooks, full) == LUA_TNIL) {
-        lua_pop(h->L, 1);
-        return NULL;
+    int n = push_hooks(h, full);
+    lua_pop(h->L, 1);
+    return n > 0;
+}
+
+/* The hooks of a site in registration order, each seeing the previous one's result. */
+static ml_tensor *hooks_call(void *ud, int site, ml_tensor *act, ml_status *err) {
+    hook_ud *h = ud;
+    lua_State *L = h->L;
+    char full[96];
+    ml_site_fullname(h->m, site, full, sizeof full);
+    ml_tensor *cur = NULL;
+    int n = push_hooks(h, full);
+    for (int i = 1; i <= n && !*err; i++) {
+        lua_rawgeti(L, -1, i);
+        ml_tensor *rep = call_hook(h, cur ? cur : act, full, h->m->site_layer[site], h->m->sites[site].name, err);
+        if (rep) ml_release(cur), cur = rep;
     }
-    return call_hook(h, act, full, h->m->site_layer[site], h->m->sites[site].name, err);
+    lua_pop(L, 1);
+    if (*err) ml_release(cur), cur = NULL;
+    return cur;
 }
 
 /* Sets up a run from the optional hooks table at index `arg`. Returns whether it has hooks. */
 static bool setup_run(lua_State *L, ml_model *m, int arg, hook_ud *h, ml_run *run, const char *fn) {
     memset(run, 0, sizeof *run);
-    *h = (hook_ud){.L = L, .box = lua_touserdata(L, 1), .m = m};
+    *h = (hook_ud){.L = L, .box = lua_touserdata(L, 1), .m = m, .persist = LUA_NOREF};
     if (lua_isnoneornil(L, arg)) return false;
     if (!lua_istable(L, arg)) mlL_argerror(L, fn, arg, "a table of hooks {site = function}");
     /* the call's hooks under mechlab's full names (keys may be TransformerLens names) */
@@ -410,53 +364,21 @@ static bool setup_run(lua_State *L, ml_model *m, int arg, hook_ud *h, ml_run *ru
         if (lua_getfield(L, h->hooks, full) != LUA_TNIL)
             luaL_error(L, "%s: two hooks for site '%s' (one named '%s')", fn, full, lua_tostring(L, -3));
         lua_pop(L, 1);
+        lua_createtable(L, 1, 0);
+        lua_insert(L, -2);
+        lua_rawseti(L, -2, 1);
         lua_setfield(L, h->hooks, full);
         any = true;
     }
     if (any) {
-        run->hook = hook_call;
-        run->wants = hook_wants;
+        run->hook = hooks_call;
+        run->wants = hooks_want;
         run->ud = h;
     }
     return any;
 }
 
 /* ---- persistent hooks (model:add_hook): m->hooks while a method or mech.interp function runs */
-
-/* Pushes the persistent hooks of the site (a list, possibly empty) or nil. */
-static int push_persistent(hook_ud *h, const char *full) {
-    lua_rawgeti(h->L, LUA_REGISTRYINDEX, h->persist);
-    lua_getfield(h->L, -1, full);
-    lua_remove(h->L, -2);
-    return lua_istable(h->L, -1) ? (int)lua_rawlen(h->L, -1) : 0;
-}
-
-static bool persist_wants(void *ud, int site) {
-    hook_ud *h = ud;
-    char full[96];
-    ml_site_fullname(h->m, site, full, sizeof full);
-    int n = push_persistent(h, full);
-    lua_pop(h->L, 1);
-    return n > 0;
-}
-
-/* The persistent hooks of a site in registration order, each seeing the previous one's result. */
-static ml_tensor *persist_call(void *ud, int site, ml_tensor *act, ml_status *err) {
-    hook_ud *h = ud;
-    lua_State *L = h->L;
-    char full[96];
-    ml_site_fullname(h->m, site, full, sizeof full);
-    ml_tensor *cur = NULL;
-    int n = push_persistent(h, full);
-    for (int i = 1; i <= n && !*err; i++) {
-        lua_rawgeti(L, -1, i);
-        ml_tensor *rep = call_hook(h, cur ? cur : act, full, h->m->site_layer[site], h->m->sites[site].name, err);
-        if (rep) ml_release(cur), cur = rep;
-    }
-    lua_pop(L, 1);
-    if (*err) ml_release(cur), cur = NULL;
-    return cur;
-}
 
 static bool has_persistent(lua_State *L, int model) {
     lua_getiuservalue(L, model, 1);
@@ -480,7 +402,7 @@ static int with_hooks(lua_State *L) {
     if (!m || (!m->hooks && !has_persistent(L, 1))) return lua_tocfunction(L, lua_upvalueindex(1))(L);
     int nargs = lua_gettop(L);
     hook_ud h = {.L = L, .box = b, .m = m, .persist = LUA_NOREF};
-    ml_run run = {.hook = persist_call, .wants = persist_wants, .ud = &h};
+    ml_run run = {.hook = hooks_call, .wants = hooks_want, .ud = &h};
     lua_getiuservalue(L, 1, 1);
     h.persist = luaL_ref(L, LUA_REGISTRYINDEX);
     ml_run *outer = m->hooks;
@@ -793,26 +715,10 @@ static int l_load(lua_State *L) {
     return 3;
 }
 
-/* The model as a mech.nn tree (lua/mech/nn/tree.lua): model:NAME(...) calls tree.NAME(model, ...). */
-static int m_tree_method(lua_State *L) {
-    const char *name = lua_tostring(L, lua_upvalueindex(1));
-    char fn[32];
-    snprintf(fn, sizeof fn, "model:%s", name);
-    mlL_checkmodel(L, 1, fn);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "mech.nn.tree");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, name);
-    lua_insert(L, 1);
-    lua_pop(L, 1); /* the module table */
-    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-    return lua_gettop(L);
-}
-
 int mlL_open_model(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"config", m_config},       {"n_params", m_n_params},     {"named_parameters", m_named_parameters},
-        {"param", m_param},         {"zero_grad", m_zero_grad},   {"hook_names", m_hook_names}, {"site", m_site},
+        {"zero_grad", m_zero_grad},   {"hook_names", m_hook_names}, {"site", m_site},
         {"forward", m_forward},     {"hidden", m_hidden},         {"loss", m_loss},
         {"add_hook", m_add_hook},   {"train_step", m_train_step}, {"evaluate", m_evaluate},
         {"save", m_save},           {"reset_hooks", m_reset_hooks}, {"unembed", m_unembed},
@@ -820,13 +726,16 @@ int mlL_open_model(lua_State *L) {
     luaL_newmetatable(L, MLL_MODEL_MT);
     luaL_newlib(L, methods);
     mlL_hooked(L, -1, (const char *const[]){"forward", "hidden", "loss", "train_step", "evaluate", NULL});
-    for (const char *const *n = (const char *const[]){"module", "children", "named_children", "modules", "parameters",
-                                                       "tree", "train", "eval", NULL};
-         *n; n++) {
-        lua_pushstring(L, *n);
-        lua_pushcclosure(L, m_tree_method, 1);
-        lua_setfield(L, -2, *n);
-    }
+    /* the model as a mech.nn tree: model:NAME(...) is lua/mech/nn/tree.lua's NAME(model, ...) */
+    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"module", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:module"},
+                                            {"children", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:children"},
+                                            {"named_children", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:named_children"},
+                                            {"modules", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:modules"},
+                                            {"parameters", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:parameters"},
+                                            {"tree", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:tree"},
+                                            {"train", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:train"},
+                                            {"eval", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:eval"},
+                                            {NULL, NULL, NULL, 0, NULL}});
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, m_gc), lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, m_close), lua_setfield(L, -2, "__close");
@@ -841,7 +750,7 @@ int mlL_open_model(lua_State *L) {
     lua_pop(L, 1);
 
     luaL_newmetatable(L, MLL_HOOK_NAMES_MT);
-    lua_pushcfunction(L, hook_names_tostring), lua_setfield(L, -2, "__tostring");
+    mlL_pushlua(L, "mech.show", "hook_names", MLL_CHECK_NONE, NULL), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 
     static const luaL_Reg funcs[] = {{"model", l_model}, {"lr_schedule", l_lr_schedule},

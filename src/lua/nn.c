@@ -1,5 +1,6 @@
 /* mech.nn: the layers of lua/mech/nn/ (Lua), reached as mech.nn on first use, and the one core
  * call they need, mech.nn.core's mixer_forward (a built-in mixer run as a layer). */
+#include <stdio.h>
 #include <string.h>
 
 #include "lua/binding.h"
@@ -60,19 +61,9 @@ static ml_tensor *site_hook(void *ud, int site, ml_tensor *act, ml_status *err) 
         ml_fail(ML_ERR_ARG, "mixer_forward: the hook raised an error");
         return NULL;
     }
-    ml_tensor *rep = NULL;
-    if (!lua_isnil(L, -1)) {
-        rep = mlL_testtensor(L, -1);
-        if (!rep) {
-            ml_fail(ML_ERR_ARG, "mixer_forward: the hook at %s returned %s, expected nothing or a tensor",
-                    h->m->sites[site].name, luaL_typename(L, -1));
-            *err = ML_ERR_ARG;
-        } else {
-            ml_retain(rep);
-        }
-    }
-    lua_pop(L, 1);
-    return rep;
+    char who[128];
+    snprintf(who, sizeof who, "mixer_forward: the hook at %s", h->m->sites[site].name);
+    return mlL_hook_result(L, who, err);
 }
 
 /* core.mixer_forward(model, layer, x[, hook[, wants]]) -> y: block `layer`'s sequence mixer of a

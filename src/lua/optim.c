@@ -1,9 +1,11 @@
 /* mech.optim: AdamW and SGD as objects over any list of leaf tensors, a mech.Model or a module
  * (an object with :parameters() or :named_parameters()), in parameter groups; clipping by the
  * global gradient norm; and mech.adamw(model), the flat optimiser of a mech.Model that
- * model:train_step and checkpoints use (mech.AdamW). The maths and the state live in optim/optim.h (ml_optimizer); this file
- * reads arguments and builds the tables of state_dict. */
+ * model:train_step and checkpoints use (mech.AdamW). The maths and the state live in optim/optim.h
+ * (ml_optimizer); which tensors a list, model or module gives is lua/mech/optim_params.lua; this
+ * file reads the hyper-parameters and builds the tables of state_dict. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,16 +19,35 @@ typedef struct {
     ml_optimizer *o;
 } optim_box;
 
-static const char *const adamw_keys[] = {"lr", "betas", "beta1", "beta2", "eps", "weight_decay", NULL};
-static const char *const sgd_keys[] = {"lr", "momentum", "dampening", "nesterov", "weight_decay", NULL};
+/* The hyper-parameters as options and param_groups fields, in the order messages list them: the
+ * kind that reads one (-1: both) and its type: 'n' a number, 'a' a number given only as an option
+ * (beta1, beta2), 'b' a boolean, '2' the pair betas (beta1 and beta2, adjacent in the struct). */
+typedef struct {
+    const char *name;
+    size_t off;
+    int kind;
+    char type;
+} hparam;
+#define HP(f) #f, offsetof(ml_optim_hparams, f)
+static const hparam hparams[] = {
+    {HP(lr), -1, 'n'}, {"betas", offsetof(ml_optim_hparams, beta1), ML_OPTIM_ADAMW, '2'},
+    {HP(beta1), ML_OPTIM_ADAMW, 'a'}, {HP(beta2), ML_OPTIM_ADAMW, 'a'}, {HP(eps), ML_OPTIM_ADAMW, 'n'},
+    {HP(momentum), ML_OPTIM_SGD, 'n'}, {HP(dampening), ML_OPTIM_SGD, 'n'}, {HP(nesterov), ML_OPTIM_SGD, 'b'},
+    {HP(weight_decay), -1, 'n'}, {NULL, 0, 0, 0}};
+#undef HP
 
-static const char *const *kind_keys(ml_optim_kind kind) { return kind == ML_OPTIM_SGD ? sgd_keys : adamw_keys; }
+static bool reads(const hparam *p, ml_optim_kind kind) { return p->kind < 0 || p->kind == (int)kind; }
 
 /* Checks the keys of the option table at idx (plus "params" in a group): an unknown one is an
  * error naming where it is, the keys allowed and the closest. */
 static void check_option_keys(lua_State *L, int idx, const char *fn, const char *where, ml_optim_kind kind,
                               bool group) {
-    const char *const *keys = kind_keys(kind);
+    const char *keys[16];
+    char list[160] = "";
+    int n = 0;
+    for (const hparam *p = hparams; p->name; p++)
+        if (reads(p, kind)) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", n ? ", " : "", p->name), keys[n++] = p->name;
+    keys[n] = NULL;
     idx = lua_absindex(L, idx);
     lua_pushnil(L);
     while (lua_next(L, idx)) {
@@ -35,168 +56,47 @@ static void check_option_keys(lua_State *L, int idx, const char *fn, const char 
         const char *k = lua_tostring(L, -1);
         bool ok = group && !strcmp(k, "params");
         for (int i = 0; keys[i] && !ok; i++) ok = !strcmp(k, keys[i]);
-        if (!ok) {
-            char list[160] = "";
-            for (int i = 0; keys[i]; i++)
-                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", keys[i]);
+        if (!ok)
             luaL_error(L, "%s: %s has an unknown option '%s' (expected %s%s; did you mean '%s'?)", fn, where, k,
                        group ? "params, " : "", list, mlL_closest(k, keys));
-        }
     }
-}
-
-static double opt_number(lua_State *L, int idx, const char *key, double def, const char *fn, const char *where) {
-    double v = def;
-    if (lua_getfield(L, idx, key) != LUA_TNIL) {
-        if (lua_type(L, -1) != LUA_TNUMBER) {
-            char got[160];
-            luaL_error(L, "%s: %s option '%s' expected a number, got %s", fn, where, key,
-                       mlL_describe(L, lua_gettop(L), got, sizeof got));
-        }
-        v = lua_tonumber(L, -1);
-    }
-    lua_pop(L, 1);
-    return v;
 }
 
 /* Reads the hyper-parameters of the table at idx over h (which holds the defaults) and checks them. */
 static void read_hparams(lua_State *L, int idx, const char *fn, const char *where, ml_optim_kind kind,
                          ml_optim_hparams *h) {
     idx = lua_absindex(L, idx);
-    h->lr = opt_number(L, idx, "lr", h->lr, fn, where);
-    h->weight_decay = opt_number(L, idx, "weight_decay", h->weight_decay, fn, where);
-    if (kind == ML_OPTIM_ADAMW) {
-        if (lua_getfield(L, idx, "betas") != LUA_TNIL) {
-            int t = lua_gettop(L);
-            bool ok = lua_istable(L, t) && luaL_len(L, t) == 2;
-            for (int i = 1; ok && i <= 2; i++) {
-                ok = lua_geti(L, t, i) == LUA_TNUMBER;
-                if (ok) (i == 1 ? &h->beta1 : &h->beta2)[0] = lua_tonumber(L, -1);
-                lua_pop(L, 1);
-            }
-            if (!ok) {
-                char got[160];
-                luaL_error(L, "%s: %s option 'betas' expected a list of two numbers {beta1, beta2}, got %s", fn, where,
-                           mlL_describe(L, t, got, sizeof got));
-            }
+    for (const hparam *p = hparams; p->name; p++) {
+        if (!reads(p, kind)) continue;
+        int t = lua_getfield(L, idx, p->name), top = lua_gettop(L);
+        double *d = (double *)(void *)((char *)h + p->off);
+        bool ok = t == LUA_TNIL || (p->type == 'b' ? t == LUA_TBOOLEAN
+                                    : p->type == '2' ? t == LUA_TTABLE && luaL_len(L, top) == 2 : t == LUA_TNUMBER);
+        for (int i = 0; ok && t != LUA_TNIL && p->type == '2' && i < 2; i++, lua_pop(L, 1))
+            if ((ok = lua_geti(L, top, i + 1) == LUA_TNUMBER)) d[i] = lua_tonumber(L, -1);
+        if (!ok) {
+            char got[160];
+            luaL_error(L, "%s: %s option '%s' expected %s, got %s", fn, where, p->name,
+                       p->type == 'b' ? "a boolean" : p->type == '2' ? "a list of two numbers {beta1, beta2}" : "a number",
+                       mlL_describe(L, top, got, sizeof got));
         }
-        lua_pop(L, 1);
-        h->beta1 = opt_number(L, idx, "beta1", h->beta1, fn, where);
-        h->beta2 = opt_number(L, idx, "beta2", h->beta2, fn, where);
-        h->eps = opt_number(L, idx, "eps", h->eps, fn, where);
-    } else {
-        h->momentum = opt_number(L, idx, "momentum", h->momentum, fn, where);
-        h->dampening = opt_number(L, idx, "dampening", h->dampening, fn, where);
-        if (lua_getfield(L, idx, "nesterov") != LUA_TNIL) {
-            if (!lua_isboolean(L, -1)) {
-                char got[160];
-                luaL_error(L, "%s: %s option 'nesterov' expected a boolean, got %s", fn, where,
-                           mlL_describe(L, lua_gettop(L), got, sizeof got));
-            }
-            h->nesterov = lua_toboolean(L, -1);
-        }
-        lua_pop(L, 1);
+        if (t != LUA_TNIL && p->type == 'b') *(bool *)(void *)((char *)h + p->off) = lua_toboolean(L, top);
+        else if (t != LUA_TNIL && p->type != '2') *d = lua_tonumber(L, top);
+        lua_settop(L, top - 1);
     }
     char why[160];
     if (ml_optim_hparams_problem(kind, h, why, sizeof why)) luaL_error(L, "%s: %s %s", fn, where, why);
 }
 
-/* True when the value at idx is an object whose parameters come from a method: a mech.Model, or
- * a table or userdata with parameters / named_parameters. Leaves the method on the stack. */
-static bool push_param_method(lua_State *L, int idx) {
+/* Appends the tensors of the value at idx to the lists at stack indices 3 (tensors) and 4 (their
+ * labels for messages; lua/mech/optim_params.lua's collect). Returns the list's length. */
+static int collect(lua_State *L, int idx, const char *fn, const char *where, bool allow_single) {
     idx = lua_absindex(L, idx);
-    bool indexable = lua_istable(L, idx) || luaL_testudata(L, idx, "mech.Model") || luaL_testudata(L, idx, MLL_OPTIM_MT);
-    if (!indexable) return false;
-    static const char *const names[] = {"named_parameters", "parameters"};
-    for (int i = 0; i < 2; i++) {
-        if (lua_getfield(L, idx, names[i]) == LUA_TFUNCTION) return true;
-        lua_pop(L, 1);
-    }
-    return false;
-}
-
-/* Appends the tensors of the source at idx to the list at `list` (and, at the same positions, a
- * label for messages to `labels`; *count is their length): a tensor (if allow_single), a list of
- * tensors, or an object with :named_parameters() ({name, tensor} pairs or a name -> tensor map)
- * or :parameters(). */
-static void collect(lua_State *L, int idx, int list, int labels, int *count, const char *fn, const char *where,
-                    bool allow_single) {
-    idx = lua_absindex(L, idx);
-    char got[160];
-    int top = lua_gettop(L);
-    /* stack: value, label -> stored at the next position */
-#define PUT()                                                                                              \
-    do {                                                                                                   \
-        if (lua_isnil(L, -2)) luaL_error(L, "%s: %s expected a tensor, got nil", fn, lua_tostring(L, -1)); \
-        ++*count;                                                                                          \
-        lua_rawseti(L, labels, *count);                                                                    \
-        lua_rawseti(L, list, *count);                                                                      \
-    } while (0)
-    if (mlL_testtensor(L, idx) && allow_single) {
-        lua_pushvalue(L, idx);
-        lua_pushstring(L, where);
-        PUT();
-    } else if (push_param_method(L, idx)) {
-        lua_pushvalue(L, idx);
-        lua_call(L, 1, 1);
-        int res = lua_gettop(L);
-        if (!lua_istable(L, res))
-            luaL_error(L, "%s: %s: its parameters method returned %s, expected a list of tensors", fn, where,
-                       mlL_describe(L, res, got, sizeof got));
-        lua_Integer n = luaL_len(L, res);
-        if (n > 0) { /* a list of tensors or of {name, tensor} pairs */
-            for (lua_Integer i = 1; i <= n; i++) {
-                lua_geti(L, res, i);
-                if (lua_istable(L, -1) && !mlL_testtensor(L, -1)) {
-                    lua_geti(L, -1, 2); /* tensor */
-                    lua_geti(L, -2, 1); /* name */
-                    lua_pushfstring(L, "%s parameter '%s'", where, lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
-                    lua_remove(L, -2);
-                } else {
-                    lua_pushvalue(L, -1);
-                    lua_pushfstring(L, "%s parameter %d", where, (int)i - 1);
-                }
-                PUT();
-                lua_pop(L, 1);
-            }
-        } else { /* a map name -> tensor: in the order of the sorted names, so the order is fixed */
-            lua_newtable(L);
-            int names = lua_gettop(L), k = 0;
-            lua_pushnil(L);
-            while (lua_next(L, res)) {
-                lua_pop(L, 1);
-                if (lua_type(L, -1) == LUA_TSTRING) {
-                    lua_pushvalue(L, -1);
-                    lua_rawseti(L, names, ++k);
-                }
-            }
-            lua_getglobal(L, "table");
-            lua_getfield(L, -1, "sort");
-            lua_pushvalue(L, names);
-            lua_call(L, 1, 0);
-            lua_pop(L, 1);
-            for (int i = 1; i <= k; i++) {
-                lua_geti(L, names, i);
-                lua_pushvalue(L, -1);
-                lua_gettable(L, res);
-                lua_pushfstring(L, "%s parameter '%s'", where, lua_tostring(L, -2));
-                PUT();
-                lua_pop(L, 1);
-            }
-        }
-    } else if (lua_istable(L, idx) && !mlL_testtensor(L, idx)) {
-        lua_Integer n = luaL_len(L, idx);
-        for (lua_Integer i = 1; i <= n; i++) {
-            lua_geti(L, idx, i);
-            lua_pushfstring(L, "%s element %d", where, (int)i);
-            PUT();
-        }
-    } else {
-        luaL_error(L, "%s: %s expected a list of tensors, a mech.Model or a module with :parameters(), got %s", fn,
-                   where, mlL_describe(L, idx, got, sizeof got));
-    }
-#undef PUT
-    lua_settop(L, top);
+    mlL_pushlua(L, "mech.optim_params", "collect", MLL_CHECK_NONE, NULL);
+    lua_pushvalue(L, idx), lua_pushvalue(L, 3), lua_pushvalue(L, 4);
+    lua_pushstring(L, fn), lua_pushstring(L, where), lua_pushboolean(L, allow_single);
+    lua_call(L, 6, 0);
+    return (int)lua_rawlen(L, 3);
 }
 
 /* Turns the lists at `list` / `labels` into tensors, checking each with check_param (leaf,
@@ -219,21 +119,13 @@ static ml_tensor **list_tensors(lua_State *L, int list, int labels, int n, const
     return ts;
 }
 
-/* A list of groups: a table whose first element is a table that is neither a tensor nor a module,
- * and that is not itself a module. */
+/* A list of parameter groups (lua/mech/optim_params.lua's is_group_list)? */
 static bool is_group_list(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
-    if (!lua_istable(L, idx)) return false;
-    if (push_param_method(L, idx)) {
-        lua_pop(L, 1);
-        return false;
-    }
-    lua_geti(L, idx, 1);
-    bool g = false;
-    if (lua_istable(L, -1)) {
-        if (push_param_method(L, -1)) lua_pop(L, 1);
-        else g = true;
-    }
+    mlL_pushlua(L, "mech.optim_params", "is_group_list", MLL_CHECK_NONE, NULL);
+    lua_pushvalue(L, idx);
+    lua_call(L, 1, 1);
+    bool g = lua_toboolean(L, -1);
     lua_pop(L, 1);
     return g;
 }
@@ -281,7 +173,7 @@ static int new_optimizer(lua_State *L, ml_optim_kind kind) {
             if (lua_getfield(L, gi, "params") == LUA_TNIL) luaL_error(L, "%s: %s has no 'params'", fn, w);
             char where[80];
             snprintf(where, sizeof where, "%s params", w);
-            collect(L, -1, 3, 4, &n, fn, where, false);
+            n = collect(L, -1, fn, where, false);
             counts[g] = n - before;
             lua_pop(L, 2);
         }
@@ -290,8 +182,7 @@ static int new_optimizer(lua_State *L, ml_optim_kind kind) {
         hs = lua_newuserdatauv(L, sizeof *hs, 0);
         counts = lua_newuserdatauv(L, sizeof *counts, 0);
         hs[0] = base;
-        collect(L, 1, 3, 4, &n, fn, "argument 1", false);
-        counts[0] = n;
+        counts[0] = n = collect(L, 1, fn, "argument 1", false);
         n_groups = 1;
     }
     if (n == 0) {
@@ -382,38 +273,37 @@ static int o_get_lr(lua_State *L) {
 
 /* The hyper-parameters of group g as a table (PyTorch's param_group without the tensors). */
 static void push_hparams(lua_State *L, const ml_optimizer *o, int g) {
-    const ml_optim_hparams *h = &o->groups[g].h;
     lua_newtable(L);
-    lua_pushnumber(L, h->lr), lua_setfield(L, -2, "lr");
-    lua_pushnumber(L, h->weight_decay), lua_setfield(L, -2, "weight_decay");
-    if (o->kind == ML_OPTIM_ADAMW) {
-        lua_createtable(L, 2, 0);
-        lua_pushnumber(L, h->beta1), lua_rawseti(L, -2, 1);
-        lua_pushnumber(L, h->beta2), lua_rawseti(L, -2, 2);
-        lua_setfield(L, -2, "betas");
-        lua_pushnumber(L, h->eps), lua_setfield(L, -2, "eps");
-    } else {
-        lua_pushnumber(L, h->momentum), lua_setfield(L, -2, "momentum");
-        lua_pushnumber(L, h->dampening), lua_setfield(L, -2, "dampening");
-        lua_pushboolean(L, h->nesterov), lua_setfield(L, -2, "nesterov");
+    for (const hparam *p = hparams; p->name; p++) {
+        const double *d = (const double *)(const void *)((const char *)&o->groups[g].h + p->off);
+        if (!reads(p, o->kind) || p->type == 'a') continue;
+        if (p->type == 'b') lua_pushboolean(L, *(const bool *)d);
+        else if (p->type == 'n') lua_pushnumber(L, *d);
+        else lua_createtable(L, 2, 0), lua_pushnumber(L, d[0]), lua_rawseti(L, -2, 1), lua_pushnumber(L, d[1]), lua_rawseti(L, -2, 2);
+        lua_setfield(L, -2, p->name);
+    }
+}
+
+/* The groups: their hyper-parameters and params, the tensors (indices: their 0-based indices). */
+static void push_groups(lua_State *L, const ml_optimizer *o, bool indices) {
+    lua_createtable(L, o->n_groups, 0);
+    for (int g = 0; g < o->n_groups; g++) {
+        push_hparams(L, o, g);
+        lua_createtable(L, o->groups[g].count, 0);
+        for (int k = 0, i = o->groups[g].first; k < o->groups[g].count; k++, i++) {
+            if (indices) lua_pushinteger(L, i);
+            else mlL_pushtensor(L, ml_retain(o->state[i].param));
+            lua_rawseti(L, -2, k + 1);
+        }
+        lua_setfield(L, -2, "params");
+        lua_rawseti(L, -2, g + 1);
     }
 }
 
 /* opt:param_groups() -> {{lr=, weight_decay=, ..., params = {tensor, ...}}, ...} (copies of the
  * hyper-parameters; change them with set_lr) */
 static int o_param_groups(lua_State *L) {
-    ml_optimizer *o = check_opt(L, 1, "param_groups");
-    lua_createtable(L, o->n_groups, 0);
-    for (int g = 0; g < o->n_groups; g++) {
-        push_hparams(L, o, g);
-        lua_createtable(L, o->groups[g].count, 0);
-        for (int k = 0; k < o->groups[g].count; k++) {
-            mlL_pushtensor(L, ml_retain(o->state[o->groups[g].first + k].param));
-            lua_rawseti(L, -2, k + 1);
-        }
-        lua_setfield(L, -2, "params");
-        lua_rawseti(L, -2, g + 1);
-    }
+    push_groups(L, check_opt(L, 1, "param_groups"), false);
     return 1;
 }
 
@@ -454,17 +344,7 @@ static int o_state_dict(lua_State *L) {
         lua_rawseti(L, -2, i);
     }
     lua_setfield(L, -2, "state");
-    lua_createtable(L, o->n_groups, 0);
-    for (int g = 0; g < o->n_groups; g++) {
-        push_hparams(L, o, g);
-        lua_createtable(L, o->groups[g].count, 0);
-        for (int k = 0; k < o->groups[g].count; k++) {
-            lua_pushinteger(L, o->groups[g].first + k);
-            lua_rawseti(L, -2, k + 1);
-        }
-        lua_setfield(L, -2, "params");
-        lua_rawseti(L, -2, g + 1);
-    }
+    push_groups(L, o, true);
     lua_setfield(L, -2, "param_groups");
     return 1;
 }
@@ -542,37 +422,6 @@ static int o_gc(lua_State *L) {
     return 0;
 }
 
-static int o_tostring(lua_State *L) {
-    optim_box *b = luaL_checkudata(L, 1, MLL_OPTIM_MT);
-    if (!b->o) {
-        lua_pushliteral(L, "mech.optim (freed)");
-        return 1;
-    }
-    const ml_optimizer *o = b->o;
-    int64_t elems = 0;
-    for (int i = 0; i < o->n_params; i++) elems += ml_numel(o->state[i].param);
-    luaL_Buffer buf;
-    luaL_buffinit(L, &buf);
-    lua_pushfstring(L, "mech.optim.%s(%d tensors, %I elements", ml_optim_kind_name(o->kind), o->n_params,
-                    (lua_Integer)elems);
-    luaL_addvalue(&buf);
-    for (int g = 0; g < o->n_groups; g++) {
-        const ml_optim_hparams *h = &o->groups[g].h;
-        char line[200];
-        if (o->kind == ML_OPTIM_ADAMW)
-            snprintf(line, sizeof line, "; group %d: %d tensors, lr %g, betas (%g, %g), eps %g, weight_decay %g", g,
-                     o->groups[g].count, h->lr, h->beta1, h->beta2, h->eps, h->weight_decay);
-        else
-            snprintf(line, sizeof line, "; group %d: %d tensors, lr %g, momentum %g, dampening %g, nesterov %s, weight_decay %g",
-                     g, o->groups[g].count, h->lr, h->momentum, h->dampening, h->nesterov ? "true" : "false",
-                     h->weight_decay);
-        luaL_addstring(&buf, line);
-    }
-    luaL_addchar(&buf, ')');
-    luaL_pushresult(&buf);
-    return 1;
-}
-
 /* Fields: kind, n_groups, n_params, lr (group 0's; setting it sets every group's); then the methods. */
 static int o_index(lua_State *L) {
     ml_optimizer *o = check_opt(L, 1, "index");
@@ -613,8 +462,7 @@ static int l_clip_grad_norm(lua_State *L) {
     lua_newtable(L);
     lua_newtable(L);
     if (is_group_list(L, 1)) luaL_error(L, "%s: argument 1 expected tensors, not parameter groups (pass opt itself)", fn);
-    int n = 0;
-    collect(L, 1, 3, 4, &n, fn, "argument 1", true);
+    int n = collect(L, 1, fn, "argument 1", true);
     ml_tensor **ts = list_tensors(L, 3, 4, n, fn, false);
     double total;
     if (ml_clip_grad_norm(n, ts, max_norm, &total)) return mlL_raise(L);
@@ -701,7 +549,7 @@ int mlL_open_optim(lua_State *L) {
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, o_gc), lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, o_newindex), lua_setfield(L, -2, "__newindex");
-    lua_pushcfunction(L, o_tostring), lua_setfield(L, -2, "__tostring");
+    mlL_pushlua(L, "mech.show", "optimizer", MLL_CHECK_NONE, NULL), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
     static const luaL_Reg funcs[] = {
         {"adamw", l_adamw}, {"sgd", l_sgd}, {"clip_grad_norm", l_clip_grad_norm}, {NULL, NULL}};

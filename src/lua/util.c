@@ -348,3 +348,65 @@ void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, 
         lua_pop(L, 1);
     }
 }
+
+/* ------------------------------------------------------------------ sliminterp */
+
+/* The closure of mlL_pushlua: require(upvalue 1)[upvalue 2](...) with every argument and result,
+ * after the check (upvalue 4) of argument 1 naming upvalue 3. */
+static int lua_forward(lua_State *L) {
+    const char *fn = lua_tostring(L, lua_upvalueindex(3));
+    lua_Integer check = lua_tointeger(L, lua_upvalueindex(4));
+    if (check == MLL_CHECK_TABLE) mlL_checktable(L, 1, fn, 1), lua_settop(L, 1);
+    if (check == MLL_CHECK_MODEL) mlL_checkmodel(L, 1, fn);
+    int n = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, lua_tostring(L, lua_upvalueindex(2)));
+    lua_replace(L, -2);
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+void mlL_pushlua(lua_State *L, const char *module, const char *name, int check, const char *fn) {
+    lua_pushstring(L, module);
+    lua_pushstring(L, name);
+    lua_pushstring(L, fn ? fn : name);
+    lua_pushinteger(L, check);
+    lua_pushcclosure(L, lua_forward, 4);
+}
+
+void mlL_setlua(lua_State *L, int table, const mlL_LuaReg *regs) {
+    table = lua_absindex(L, table);
+    for (; regs->name; regs++) {
+        mlL_pushlua(L, regs->module, regs->function ? regs->function : regs->name, regs->check, regs->fn);
+        lua_setfield(L, table, regs->name);
+    }
+}
+
+int mlL_checklayer(lua_State *L, const ml_model *m, int arg, int shown, const char *fn) {
+    int ok, n = m->cfg.n_layers;
+    lua_Integer l = lua_tointegerx(L, arg, &ok);
+    if (ok && l >= 0 && l < n) return (int)l;
+    char got[96], count[48] = "";
+    if (shown != arg) snprintf(count, sizeof count, " (the model has %d layers)", n);
+    return luaL_error(L, "%s: argument %d expected a layer in [0, %d)%s, got %s", fn, shown, n, count,
+                      mlL_describe(L, arg, got, sizeof got));
+}
+
+ml_tensor *mlL_hook_result(lua_State *L, const char *who, ml_status *err) {
+    ml_tensor *rep = lua_isnil(L, -1) ? NULL : mlL_testtensor(L, -1);
+    if (rep) ml_retain(rep);
+    else if (!lua_isnil(L, -1))
+        *err = ml_fail(ML_ERR_ARG, "%s returned %s, expected nothing or a tensor", who, luaL_typename(L, -1));
+    lua_pop(L, 1);
+    return rep;
+}
+
+int mlL_raise_as(lua_State *L, const char *fn) {
+    const char *e = ml_last_error(), *c = strstr(e, ": ");
+    lua_pushfstring(L, "%s: %s", fn, c ? c + 2 : e);
+    ml_clear_error();
+    return lua_error(L);
+}

@@ -126,6 +126,65 @@ START_TEST(resid_mid_resume_is_exact) {
 }
 END_TEST
 
+/* The forward from row t (ml_model_hidden_suffix: the interchange's corrupted runs) equals rows
+ * t.. of the whole forward bit for bit, for every architecture that has one (the others refuse),
+ * from several rows up to the first changed token, with and without readout rows. D = 64 and 40
+ * sequences keep every product above the BLAS's small-matrix sizes (interchange.c, IC_GROUP_MIN). */
+START_TEST(suffix_forward_is_exact) {
+    ml_task *t = small_ar();
+    int B = 40, changed = 6;
+    ml_dataset *ds = ml_dataset_new(t, B, 1, ML_SPLIT_TEST);
+    for (int a = 0; a < ml_mixer_count() * (1 + ML_MIXER_MAX_ALIASES); a++) { /* every name, aliases too */
+        const ml_mixer_type *mt = ml_mixer_at(a / (1 + ML_MIXER_MAX_ALIASES));
+        const char *arch = a % (1 + ML_MIXER_MAX_ALIASES) ? mt->aliases[a % (1 + ML_MIXER_MAX_ALIASES) - 1].name : mt->name;
+        if (!arch) continue;
+        ml_model_config c;
+        ml_model_config_defaults(&c, arch);
+        c.d_model = 64, c.n_layers = 2, c.vocab = ml_task_vocab_size(t), c.seed = 7;
+        ml_model *m = ml_model_new(&c);
+        ck_assert_msg(m != NULL, "%s: %s", arch, ml_last_error());
+        ml_tensor *tok = tokens_of(ds, 0, B), *ctok = ml_clone(tok);
+        int64_t L = tok->shape[1], B64 = B;
+        for (int b = 0; b < B; b++) /* the corrupted copy differs from row `changed` on */
+            ml_i32(ctok)[b * L + changed] = (ml_i32(tok)[b * L + changed] + 1 + b) % c.vocab;
+        ml_tensor **pre = cache_all(m, tok, NULL), *emb = ml_model_embed(m, ctok);
+        ml_tensor *full = ml_model_hidden(m, ctok, NULL), *rows = ml_empty(ML_I32, 1, &B64);
+        int32_t docs[40];
+        for (int b = 0; b < B; b++) docs[b] = b;
+        for (int t0 = 0; t0 <= changed; t0 += 3) {
+            ml_tensor *nw = ml_narrow(ctok, 1, t0, L - t0), *st = ml_contiguous(nw);
+            ml_suffix sx = {.t = t0, .pre = pre, .docs = docs};
+            ml_tensor *h = ml_model_hidden_suffix(m, st, &sx, NULL, NULL);
+            if (!ml_model_can_suffix(m)) {
+                ck_assert_msg(!h && strstr(ml_last_error(), "has none"), "%s: a forward from row t without one", arch);
+                ml_clear_error();
+                ml_release(nw), ml_release(st);
+                break;
+            }
+            ml_tensor *want = ml_narrow(full, 1, t0, L - t0);
+            ck_assert_msg(h && ml_equal(h, want), "%s from row %d: not the whole forward's bits (%s)", arch, t0,
+                          h ? "" : ml_last_error());
+            /* readout rows (relative to t0), the last mixer at those rows only */
+            for (int b = 0; b < B; b++) ml_i32(rows)[b] = (int32_t)(b % (L - t0));
+            ml_tensor *hr = ml_model_hidden_suffix(m, st, &sx, rows, NULL);
+            sx.rows = ml_i32(rows);
+            ml_tensor *hs = ml_model_hidden_suffix(m, st, &sx, rows, NULL);
+            for (int b = 0; b < B; b++) ml_i32(rows)[b] += t0;
+            ml_resume rs = {.layer = 0, .entry = ML_ENTRY_BLOCK_INPUT, .act = emb, .rows = rows};
+            ml_tensor *hw = ml_model_hidden_resume(m, &rs, NULL);
+            ck_assert_msg(hr && hs && hw, "%s: %s", arch, ml_last_error());
+            ck_assert_msg(ml_equal(hr, hw) && ml_equal(hs, hw), "%s from row %d with readout rows: not the bits", arch, t0);
+            ml_release(h), ml_release(want), ml_release(hr), ml_release(hs), ml_release(hw), ml_release(nw), ml_release(st);
+        }
+        free_cache(m, pre);
+        ml_release(tok), ml_release(ctok), ml_release(emb), ml_release(full), ml_release(rows);
+        ml_model_free(m);
+    }
+    ml_dataset_free(ds);
+    ml_task_release(t);
+}
+END_TEST
+
 /* Patching block_input of layer 0 at every position reproduces the source run exactly. */
 START_TEST(block_input_all_positions_is_the_source) {
     ml_task *t = small_ar();
@@ -622,6 +681,7 @@ static Suite *suite(void) {
     tcase_set_timeout(inv, 120);
     tcase_add_test(inv, clean_into_clean);
     tcase_add_test(inv, resid_mid_resume_is_exact);
+    tcase_add_test(inv, suffix_forward_is_exact);
     tcase_add_test(inv, block_input_all_positions_is_the_source);
     tcase_add_test(inv, fast_equals_full);
     tcase_add_test(inv, state_patch_continues_recurrence);

@@ -598,8 +598,12 @@ static ml_tensor *patched_logits(ic_run *r, const ic_batch *bt, int site, ml_ten
         ml_release(h2);
         return logits;
     }
+    /* the last mixer at the readout rows only, when its products keep the whole run's bits
+     * (IC_GROUP_MIN) and the site is not inside a mixer (those resume with a hook) */
+    bool slim = r->suffix && (int64_t)nchg * r->m->cfg.d_model > 2048 && ml_entry_index(r->m->sites[site].name) >= 0;
+    ml_suffix sx = {.t = 0, .rows = ml_i32(bt->rows)};
     if (nchg == bt->B) { /* every example changes: the whole base cache */
-        ml_tensor *h2 = mli_patch_fast_mapped(r->m, base, &pt, bt->rows, NULL);
+        ml_tensor *h2 = mli_patch_fast_mapped(r->m, base, &pt, bt->rows, NULL, slim ? &sx : NULL);
         ml_tensor *logits = h2 ? mli_readout(r->m, h2, ml_i32(bt->rows)) : NULL;
         ml_release(h2);
         return logits;
@@ -610,7 +614,8 @@ static ml_tensor *patched_logits(ic_run *r, const ic_batch *bt, int site, ml_ten
     ml_tensor *idx = ml_from_i32(1, &nn, r->map), *logits = NULL;
     ml_tensor *sub_rows = idx ? ml_index_select(bt->rows, 0, idx) : NULL;
     for (int i = 0; i < r->m->n_sites; i++) r->sub[i] = base[i] && idx ? ml_index_select(base[i], 0, idx) : NULL;
-    ml_tensor *h2 = sub_rows ? mli_patch_fast_mapped(r->m, r->sub, &pt, sub_rows, r->map) : NULL;
+    if (sub_rows) sx.rows = ml_i32(sub_rows);
+    ml_tensor *h2 = sub_rows ? mli_patch_fast_mapped(r->m, r->sub, &pt, sub_rows, r->map, slim ? &sx : NULL) : NULL;
     logits = h2 ? mli_readout(r->m, h2, ml_i32(sub_rows)) : NULL;
     ml_release(h2), ml_release(sub_rows), ml_release(idx);
     for (int i = 0; i < r->m->n_sites; i++) ml_release(r->sub[i]), r->sub[i] = NULL;

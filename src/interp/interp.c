@@ -313,7 +313,7 @@ void ml_patch_needs(const ml_model *m, int site, bool *want) {
 
 /* Fast patch with an optional map from the rows of the base cache to the patch's examples. */
 static ml_tensor *patch_fast(ml_model *m, ml_tensor *const *base, const ml_patch *p, ml_tensor *rows,
-                             const int32_t *batch_map) {
+                             const int32_t *batch_map, const ml_suffix *sx) {
     if (p->site < 0 || p->site >= m->n_sites) {
         ml_fail(ML_ERR_ARG, "patch: site index %d out of range", p->site);
         return NULL;
@@ -346,7 +346,8 @@ static ml_tensor *patch_fast(ml_model *m, ml_tensor *const *base, const ml_patch
         ml_run run = make_run(&h);
         ml_resume rs = {.layer = l, .entry = e, .act = act, .resid = resid, .rows = rows};
         bool old = ml_set_grad_enabled(false);
-        hid = ml_model_hidden_resume(m, &rs, internal ? &run : NULL);
+        ml_run slim = {.suffix = sx}; /* the mixers' own rows options (no hooks: not for internal sites) */
+        hid = ml_model_hidden_resume(m, &rs, internal ? &run : sx ? &slim : NULL);
         ml_set_grad_enabled(old);
     }
     ml_release(act), ml_release(resid);
@@ -354,12 +355,12 @@ static ml_tensor *patch_fast(ml_model *m, ml_tensor *const *base, const ml_patch
 }
 
 ml_tensor *ml_patch_fast(ml_model *m, ml_tensor *const *base_acts, const ml_patch *p, ml_tensor *rows) {
-    return patch_fast(m, base_acts, p, rows, NULL);
+    return patch_fast(m, base_acts, p, rows, NULL, NULL);
 }
 
 ml_tensor *mli_patch_fast_mapped(ml_model *m, ml_tensor *const *base, const ml_patch *p, ml_tensor *rows,
-                                 const int32_t *batch_map) {
-    return patch_fast(m, base, p, rows, batch_map);
+                                 const int32_t *batch_map, const ml_suffix *sx) {
+    return patch_fast(m, base, p, rows, batch_map, sx);
 }
 /* Does unit (ba, pos) of a (possibly gathered: rows_a says which position it kept) differ from
  * unit (bb, pos) of b (full length)? A gathered act that did not keep pos cannot change the

@@ -123,9 +123,9 @@ static ml_tensor *attn_suffix(ml_model *m, int l, const attn_state *s, int H, ml
     int64_t D = m->cfg.d_model, Bg = x->shape[0], Ls = x->shape[1], t = sx->t, Lf = t + Ls;
     /* the last layer with readout rows: queries and output of those rows only */
     const int32_t *rows = l == m->cfg.n_layers - 1 ? sx->rows : NULL;
-    ml_tensor *pk = sx->pre[s->site[S_K]], *pv = sx->pre[s->site[S_V]];
-    if (!pk || !pv || pk->ndim != 3 || !ml_is_contiguous(pk) || !ml_is_contiguous(pv) || pk->shape[1] < t ||
-        !ml_same_shape(pk, pv)) {
+    ml_tensor *pk = t > 0 ? sx->pre[s->site[S_K]] : NULL, *pv = t > 0 ? sx->pre[s->site[S_V]] : NULL;
+    if (t > 0 && (!pk || !pv || pk->ndim != 3 || !ml_is_contiguous(pk) || !ml_is_contiguous(pv) || pk->shape[1] < t ||
+                  !ml_same_shape(pk, pv))) {
         ml_fail(ML_ERR_ARG, "attention: a forward from row t needs the cached mixer.k and mixer.v");
         return NULL;
     }
@@ -138,19 +138,23 @@ static ml_tensor *attn_suffix(ml_model *m, int l, const attn_state *s, int H, ml
         if (!wq || !wkv || !xr || !(qr = ml_linear(xr, wq, NULL)) || !(qs = ml_linear(xc, wkv, NULL))) goto done;
     } else if (!(qs = ml_linear(xc, ml_model_p(m, s->wqkv), NULL)))
         goto done;
-    if (!(qkv = ml_zeros(ML_F32, 3, (int64_t[]){Bg, Lf, 3 * D}))) goto done;
-    int64_t L0 = pk->shape[1];
+    if (!(qkv = ml_empty(ML_F32, 3, (int64_t[]){Bg, Lf, 3 * D}))) goto done;
+    int64_t L0 = pk ? pk->shape[1] : 0;
     for (int64_t b = 0; b < Bg; b++) {
         float *o = ml_f32(qkv) + b * Lf * 3 * D;
-        const float *k = ml_f32(pk) + (int64_t)sx->docs[b] * L0 * D, *v = ml_f32(pv) + (int64_t)sx->docs[b] * L0 * D;
-        for (int64_t r = 0; r < t; r++) { /* rows < t: only their keys and values are read */
+        const float *k = pk ? ml_f32(pk) + (int64_t)sx->docs[b] * L0 * D : NULL;
+        const float *v = pv ? ml_f32(pv) + (int64_t)sx->docs[b] * L0 * D : NULL;
+        for (int64_t r = 0; r < t; r++) { /* rows < t: their keys and values (their queries' scores are not read) */
+            memset(o + r * 3 * D, 0, sizeof(float) * (size_t)D);
             memcpy(o + r * 3 * D + D, k + r * D, sizeof(float) * (size_t)D);
             memcpy(o + r * 3 * D + 2 * D, v + r * D, sizeof(float) * (size_t)D);
         }
         if (!rows) memcpy(o + t * 3 * D, ml_f32(qs) + b * Ls * 3 * D, sizeof(float) * (size_t)(Ls * 3 * D));
         else { /* keys and values of every row, the query of the readout row (the other rows' are not read) */
-            for (int64_t r = 0; r < Ls; r++)
+            for (int64_t r = 0; r < Ls; r++) {
+                memset(o + (t + r) * 3 * D, 0, sizeof(float) * (size_t)D);
                 memcpy(o + (t + r) * 3 * D + D, ml_f32(qs) + (b * Ls + r) * 2 * D, sizeof(float) * (size_t)(2 * D));
+            }
             memcpy(o + (t + rows[b]) * 3 * D, ml_f32(qr) + b * D, sizeof(float) * (size_t)D);
         }
     }
@@ -173,7 +177,8 @@ done:
 static ml_tensor *attn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_run *run) {
     attn_state *s = state;
     int H = (int)ml_mixer_opt(&m->cfg, "n_heads");
-    if (run && run->suffix) return attn_suffix(m, l, s, H, x, run->suffix);
+    const ml_suffix *sx = run ? run->suffix : NULL;
+    if (sx && (sx->t > 0 || (sx->rows && l == m->cfg.n_layers - 1))) return attn_suffix(m, l, s, H, x, sx);
     ml_tensor *qkv = ml_linear(x, ml_model_p(m, s->wqkv), NULL);
     bool any = false;
     for (int i = 0; i < 3; i++) any = any || ml_site_wanted(m, run, s->site[S_Q + i]) || ml_site_wanted(m, run, s->site[S_HQ + i]);

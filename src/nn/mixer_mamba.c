@@ -221,9 +221,9 @@ static ml_tensor *mamba_suffix(ml_model *m, int l, const mamba_state *s, ml_tens
     int64_t E = s->E, N = s->N, R = s->R, Bg = x->shape[0], Ls = x->shape[1], t = sx->t;
     /* the last layer with readout rows: the gate and the output of those rows only */
     const int32_t *rows = l == m->cfg.n_layers - 1 ? sx->rows : NULL;
-    ml_tensor *px = sx->pre[s->site[S_X]], *ph = sx->pre[s->site[S_SSM_STATE]];
-    if (!px || !ph || !ml_is_contiguous(px) || !ml_is_contiguous(ph) || px->ndim != 3 || ph->ndim != 4 ||
-        px->shape[1] < t || ph->shape[1] < t) {
+    ml_tensor *px = t > 0 ? sx->pre[s->site[S_X]] : NULL, *ph = t > 0 ? sx->pre[s->site[S_SSM_STATE]] : NULL;
+    if (t > 0 && (!px || !ph || !ml_is_contiguous(px) || !ml_is_contiguous(ph) || px->ndim != 3 || ph->ndim != 4 ||
+                  px->shape[1] < t || ph->shape[1] < t)) {
         ml_fail(ML_ERR_ARG, "mamba: a forward from row t needs the cached mixer.x and mixer.ssm_state");
         return NULL;
     }
@@ -232,14 +232,15 @@ static ml_tensor *mamba_suffix(ml_model *m, int l, const mamba_state *s, ml_tens
     ml_tensor *delta = NULL, *dr = NULL, *dt = NULL, *Bm = NULL, *Cm = NULL, *A = NULL, *h0 = NULL, *y = NULL;
     ml_tensor *g = NULL, *yg = NULL, *out = NULL, *xr = rows ? pick_rows(x, rows) : ml_retain(x);
     if (!xr || !(xi = linear_rows(x, w_in, 0, E, NULL)) || !(z = linear_rows(xr, w_in, E, E, NULL))) goto done;
-    if (s->conv) {
+    if (s->conv && t == 0) xc = ml_causal_conv1d(xi, ml_model_p(m, s->cw), ml_model_p(m, s->cb));
+    else if (s->conv) {
         int64_t w = t < s->K - 1 ? t : s->K - 1; /* the window before t (zeros before row 0, as the whole run) */
         if (!(xe = with_prefix(px, sx->docs, t, w, xi, Bg)) ||
             !(xce = ml_causal_conv1d(xe, ml_model_p(m, s->cw), ml_model_p(m, s->cb))) ||
             !(xcn = ml_narrow(xce, 1, w, Ls)) || !(xc = ml_contiguous(xcn)))
             goto done;
     } else xc = ml_retain(xi);
-    if (!(u = ml_unary(ML_SILU, xc)) || !(xd = ml_linear(u, ml_model_p(m, s->w_x), NULL)) ||
+    if (!xc || !(u = ml_unary(ML_SILU, xc)) || !(xd = ml_linear(u, ml_model_p(m, s->w_x), NULL)) ||
         !(delta = ml_narrow(xd, 2, 0, R)))
         goto done;
     if (!(dr = ml_linear(delta, ml_model_p(m, s->w_dt), ml_model_p(m, s->b_dt))) || !(dt = ml_unary(ML_SOFTPLUS, dr)))
@@ -261,7 +262,8 @@ done:
 
 static ml_tensor *mamba_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_run *run) {
     mamba_state *s = state;
-    if (run && run->suffix) return mamba_suffix(m, l, s, x, run->suffix);
+    const ml_suffix *sx = run ? run->suffix : NULL;
+    if (sx && (sx->t > 0 || (sx->rows && l == m->cfg.n_layers - 1))) return mamba_suffix(m, l, s, x, sx);
     int64_t E = s->E, N = s->N, R = s->R;
     ml_tensor *w_in = ml_model_p(m, s->w_in), *w_x = ml_model_p(m, s->w_x);
     ml_tensor *xi = NULL, *z = NULL, *xc = NULL, *u = NULL, *xd = NULL, *delta = NULL, *dr = NULL, *dt = NULL;

@@ -11,7 +11,8 @@
  *
  * Cost. The clean run is cached once per batch (every swept site). Per combination the
  * corrupted run keeps the activations the resume needs at the patched layer and, in its last
- * block, only the readout rows after the mixer; the patched run resumes at the patched layer
+ * block, only the readout rows after the mixer; where every mixer can, it starts at the corrupted
+ * row (base_suffix: the rows before are the clean run's); the patched run resumes at the patched layer
  * (interp.c) for the examples whose patched unit differs from the source's (the others are the
  * base run, bit for bit). Sequences are cut after the readout row (a causal model's readout does
  * not see later tokens).
@@ -493,7 +494,8 @@ static ml_tensor *base_suffix(ic_run *r, const ic_batch *bt, int a, ml_tensor *c
     const int32_t *rw = ml_i32(bt->rows), *tk = ml_i32(ctok);
     /* the last mixer's output at the readout rows only, unless its whole output is wanted */
     int ao = m->layers[m->cfg.n_layers - 1].entry_site[ML_ENTRY_ATTENTION_OUTPUT];
-    bool slim = (ao < 0 || !r->want_base[ao]) && (int64_t)(B / bt->ng[a]) * D > 2048; /* products of a row per example */
+    /* (products of one row per example: above the small-matrix sizes, see IC_GROUP_MIN) */
+    bool slim = (ao < 0 || !r->want_base[ao]) && (int64_t)(B / bt->ng[a]) * D > 2048;
     for (int g = 0; g < bt->ng[a]; g++) {
         const int32_t *docs = bt->gdoc[a] + bt->gstart[a][g];
         int64_t n = bt->gstart[a][g + 1] - bt->gstart[a][g], t = bt->gt[a][g], Ls = Lt - t;

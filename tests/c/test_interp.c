@@ -136,7 +136,8 @@ START_TEST(suffix_forward_is_exact) {
     ml_dataset *ds = ml_dataset_new(t, B, 1, ML_SPLIT_TEST);
     for (int a = 0; a < ml_mixer_count() * (1 + ML_MIXER_MAX_ALIASES); a++) { /* every name, aliases too */
         const ml_mixer_type *mt = ml_mixer_at(a / (1 + ML_MIXER_MAX_ALIASES));
-        const char *arch = a % (1 + ML_MIXER_MAX_ALIASES) ? mt->aliases[a % (1 + ML_MIXER_MAX_ALIASES) - 1].name : mt->name;
+        int al = a % (1 + ML_MIXER_MAX_ALIASES);
+        const char *arch = al ? mt->aliases[al - 1].name : mt->name;
         if (!arch) continue;
         ml_model_config c;
         ml_model_config_defaults(&c, arch);
@@ -173,8 +174,10 @@ START_TEST(suffix_forward_is_exact) {
             ml_resume rs = {.layer = 0, .entry = ML_ENTRY_BLOCK_INPUT, .act = emb, .rows = rows};
             ml_tensor *hw = ml_model_hidden_resume(m, &rs, NULL);
             ck_assert_msg(hr && hs && hw, "%s: %s", arch, ml_last_error());
-            ck_assert_msg(ml_equal(hr, hw) && ml_equal(hs, hw), "%s from row %d with readout rows: not the bits", arch, t0);
-            ml_release(h), ml_release(want), ml_release(hr), ml_release(hs), ml_release(hw), ml_release(nw), ml_release(st);
+            ck_assert_msg(ml_equal(hr, hw) && ml_equal(hs, hw), "%s from row %d with readout rows: not the bits", arch,
+                          t0);
+            ml_release(h), ml_release(want), ml_release(hr), ml_release(hs), ml_release(hw), ml_release(nw);
+            ml_release(st);
         }
         free_cache(m, pre);
         ml_release(tok), ml_release(ctok), ml_release(emb), ml_release(full), ml_release(rows);

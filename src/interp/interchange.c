@@ -237,6 +237,7 @@ typedef struct {
      * start their corrupted run at row gt[a][g] (the group's least) */
     int ng[2];
     int32_t *gdoc[2], *gstart[2], *gt[2];
+    int32_t *first[2]; /* per example: the first row a corruption there changes */
 } ic_batch;
 
 static ml_status check_run(const ml_model *m, const ml_dataset *ds, int64_t first, int64_t count,
@@ -348,7 +349,7 @@ static void batch_free(ic_batch *bt) {
     ml_release(bt->tok_full), ml_release(bt->tg), ml_release(bt->pos), ml_release(bt->tok), ml_release(bt->rows);
     ml_release(bt->clean_logits);
     free(bt->ans);
-    for (int a = 0; a < 2; a++) free(bt->gdoc[a]), free(bt->gstart[a]), free(bt->gt[a]);
+    for (int a = 0; a < 2; a++) free(bt->gdoc[a]), free(bt->gstart[a]), free(bt->gt[a]), free(bt->first[a]);
     *bt = (ic_batch){0};
 }
 
@@ -390,18 +391,15 @@ static int by_key(const void *a, const void *b) {
  * groups of equal size. */
 static ml_status batch_groups(const ic_run *r, ic_batch *bt) {
     int B = bt->B;
-    int32_t *first = malloc(sizeof(int32_t) * (size_t)B + 4);
     int64_t *key = malloc(sizeof(int64_t) * (size_t)B + 8); /* first row, then the example */
-    if (!first || !key) {
-        free(first), free(key);
-        return ml_fail(ML_ERR_MEM, "interchange: out of memory");
-    }
+    if (!key) return ml_fail(ML_ERR_MEM, "interchange: out of memory");
     for (int a = 0; a < r->cfg->n_label_types; a++) {
+        int32_t *first = bt->first[a] = malloc(sizeof(int32_t) * (size_t)B + 4);
         int G = B / IC_GROUP_MIN < 1 ? 1 : B / IC_GROUP_MIN > IC_GROUPS ? IC_GROUPS : B / IC_GROUP_MIN;
         bt->gdoc[a] = malloc(sizeof(int32_t) * (size_t)B + 4);
         bt->gstart[a] = malloc(sizeof(int32_t) * (size_t)(G + 1)), bt->gt[a] = malloc(sizeof(int32_t) * (size_t)G);
-        if (!bt->gdoc[a] || !bt->gstart[a] || !bt->gt[a]) {
-            free(first), free(key);
+        if (!first || !bt->gdoc[a] || !bt->gstart[a] || !bt->gt[a]) {
+            free(key);
             return ml_fail(ML_ERR_MEM, "interchange: out of memory");
         }
         const int32_t *pp = ml_i32(bt->pos), *rw = ml_i32(bt->rows);
@@ -416,7 +414,7 @@ static ml_status batch_groups(const ic_run *r, ic_batch *bt) {
         for (int g = 0; g <= G; g++) bt->gstart[a][g] = (int32_t)((int64_t)g * B / G);
         for (int g = 0; g < G; g++) bt->gt[a][g] = first[bt->gdoc[a][bt->gstart[a][g]]];
     }
-    free(first), free(key);
+    free(key);
     return ML_OK;
 }
 
@@ -589,10 +587,58 @@ static int mark_changed(ic_run *r, const ic_batch *bt, int k, ml_tensor *const *
     return nchg;
 }
 
+/* The patched runs of the changed examples (r->map) of combination k from row t_b on, the least of
+ * the corrupted row, the patched row and the readout row (the rows before are the clean run's, as
+ * neither change has reached them), in groups of at least IC_GROUP_MIN sorted by it: the hidden
+ * states at the readout rows (nchg, 1, D) in r->map's order. */
+static ml_tensor *patched_from_rows(ic_run *r, const ic_batch *bt, int k, const ml_patch *pt, ml_tensor *const *base,
+                                   int nchg) {
+    ml_model *m = r->m;
+    int ns = m->n_sites, G = nchg / IC_GROUP_MIN > IC_GROUPS ? IC_GROUPS : nchg / IC_GROUP_MIN;
+    int64_t D = m->cfg.d_model;
+    const int32_t *rw = ml_i32(bt->rows), *first = bt->first[r->res->combo_lt[k] == r->cfg->label_types[0] ? 0 : 1];
+    bool *need = calloc((size_t)ns, 1);
+    int64_t *key = malloc(sizeof(int64_t) * (size_t)nchg + 8);
+    int32_t *docs = malloc(sizeof(int32_t) * (size_t)nchg + 4), *rel = malloc(sizeof(int32_t) * (size_t)nchg + 4);
+    ml_tensor *hid = ml_empty(ML_F32, 3, (int64_t[]){nchg, 1, D}), **sub = r->sub;
+    bool ok = need && key && docs && rel && hid;
+    if (ok) {
+        ml_patch_needs(m, pt->site, need);
+        for (int j = 0; j < nchg; j++) {
+            int b = r->map[j], q = r->ppos[b] < first[b] ? r->ppos[b] : first[b];
+            key[j] = (int64_t)(q < rw[b] ? q : rw[b]) << 32 | j;
+        }
+        qsort(key, (size_t)nchg, sizeof(int64_t), by_key);
+    }
+    for (int g = 0; ok && g < G; g++) {
+        int j0 = (int)((int64_t)g * nchg / G), n = (int)((int64_t)(g + 1) * nchg / G) - j0;
+        int64_t n64 = n, t = key[j0] >> 32;
+        for (int i = 0; i < n; i++) {
+            int b = r->map[key[j0 + i] & 0xffffffff];
+            docs[i] = b, rel[i] = rw[b] - (int32_t)t;
+        }
+        ml_tensor *idx = ml_from_i32(1, &n64, docs), *rows = idx ? ml_index_select(bt->rows, 0, idx) : NULL, *h = NULL;
+        for (int i = 0; idx && i < ns; i++)
+            if (need[i] && base[i] && !(sub[i] = ml_index_select(base[i], 0, idx))) ok = false;
+        ml_suffix sx = {.t = t, .pre = r->clean, .docs = docs, .rows = rel}; /* t = 0: the last mixer's rows only */
+        if (ok && rows) h = mli_patch_fast_mapped(m, sub, pt, rows, docs, &sx); /* (n, 1, D) */
+        ok = h != NULL;
+        for (int i = 0; ok && i < n; i++)
+            memcpy(ml_f32(hid) + (int64_t)(key[j0 + i] & 0xffffffff) * D, ml_f32(h) + (int64_t)i * D,
+                   sizeof(float) * (size_t)D);
+        ml_release(h), ml_release(rows), ml_release(idx);
+        for (int i = 0; i < ns; i++) ml_release(sub[i]), sub[i] = NULL;
+    }
+    free(need), free(key), free(docs), free(rel);
+    if (!ok) ml_release(hid), hid = NULL;
+    return hid;
+}
+
 /* Readout logits of the patched run: (B, V) for the reference (the whole model with a hook), else
  * (nchg, V) for the examples in r->map (resumed at the patched layer from the base cache). */
-static ml_tensor *patched_logits(ic_run *r, const ic_batch *bt, int site, ml_tensor *ctok, ml_tensor *const *src,
+static ml_tensor *patched_logits(ic_run *r, const ic_batch *bt, int k, ml_tensor *ctok, ml_tensor *const *src,
                                  ml_tensor *const *base, int nchg) {
+    int site = r->res->combo_site[k];
     ml_patch pt = {.site = site, .source = src[site], .pos = r->ppos};
     if (r->reference) {
         ml_tensor *h2 = ml_patch_full(r->m, r->cfg->swap ? bt->tok : ctok, &pt);
@@ -604,6 +650,14 @@ static ml_tensor *patched_logits(ic_run *r, const ic_batch *bt, int site, ml_ten
      * (IC_GROUP_MIN) and the site is not inside a mixer (those resume with a hook) */
     bool slim = r->suffix && (int64_t)nchg * r->m->cfg.d_model > 2048 && ml_entry_index(r->m->sites[site].name) >= 0;
     ml_suffix sx = {.t = 0, .rows = ml_i32(bt->rows)};
+    if (slim && nchg >= IC_GROUP_MIN && !site_gathered(r->m, site)) { /* from the first changed row */
+        int64_t nn = nchg;
+        ml_tensor *h2 = patched_from_rows(r, bt, k, &pt, base, nchg), *idx = ml_from_i32(1, &nn, r->map);
+        ml_tensor *sub_rows = idx ? ml_index_select(bt->rows, 0, idx) : NULL;
+        ml_tensor *logits = h2 && sub_rows ? mli_readout(r->m, h2, ml_i32(sub_rows)) : NULL;
+        ml_release(h2), ml_release(idx), ml_release(sub_rows);
+        return logits;
+    }
     if (nchg == bt->B) { /* every example changes: the whole base cache */
         ml_tensor *h2 = mli_patch_fast_mapped(r->m, base, &pt, bt->rows, NULL, slim ? &sx : NULL);
         ml_tensor *logits = h2 ? mli_readout(r->m, h2, ml_i32(bt->rows)) : NULL;
@@ -653,7 +707,6 @@ static void score_rows(ic_run *r, const ic_batch *bt, int k, ml_tensor *base_log
 
 /* Combination k on one batch: corrupt, run the base (and source), patch, score. */
 static ml_status run_combo(ic_run *r, const ic_batch *bt, int k) {
-    int site = r->res->combo_site[k];
     ml_tensor *const *src, *const *base;
     ml_tensor *ctok = corrupt_tokens(r, bt, k);
     ml_tensor *base_logits = ctok ? base_run(r, bt, k, ctok, &src, &base) : NULL;
@@ -662,7 +715,7 @@ static ml_status run_combo(ic_run *r, const ic_batch *bt, int k) {
         return failed();
     }
     int nchg = mark_changed(r, bt, k, src, base);
-    ml_tensor *int_logits = nchg > 0 ? patched_logits(r, bt, site, ctok, src, base, nchg) : NULL;
+    ml_tensor *int_logits = nchg > 0 ? patched_logits(r, bt, k, ctok, src, base, nchg) : NULL;
     ml_status st = nchg > 0 && !int_logits ? failed() : ML_OK;
     if (!st) {
         score_rows(r, bt, k, base_logits, int_logits, nchg);
@@ -722,7 +775,8 @@ static bool worker_init(ic_worker *w, const ic_run *r, const ic_batch *bt, ml_mo
     int ns = r->m->n_sites;
     *w = (ic_worker){.r = *r, .b = {.f0 = bt->f0, .B = bt->B, .Lt = bt->Lt, .ans = bt->ans}};
     for (int a = 0; a < 2; a++) /* read only: shared */
-        w->b.ng[a] = bt->ng[a], w->b.gdoc[a] = bt->gdoc[a], w->b.gstart[a] = bt->gstart[a], w->b.gt[a] = bt->gt[a];
+        w->b.ng[a] = bt->ng[a], w->b.gdoc[a] = bt->gdoc[a], w->b.gstart[a] = bt->gstart[a], w->b.gt[a] = bt->gt[a],
+        w->b.first[a] = bt->first[a];
     w->r.m = model, w->r.patched = 0, w->r.cb = (capture){0}, w->r.cc = (capture){0};
     w->r.want_base = calloc((size_t)ns, 1), w->r.base = calloc((size_t)ns, sizeof *w->r.base);
     w->r.clean = calloc((size_t)ns, sizeof *w->r.clean), w->r.sub = calloc((size_t)ns, sizeof *w->r.sub);

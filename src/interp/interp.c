@@ -340,17 +340,26 @@ static ml_tensor *patch_fast(ml_model *m, ml_tensor *const *base, const ml_patch
     ml_tensor *resid = NULL;
     if (act && need_mid) resid = ml_add(base[s_in], base[s_ao]); /* r after the mixer, the same bits */
     else if (act && need_r) resid = ml_retain(base[s_in]);
-    ml_tensor *hid = NULL;
+    ml_tensor *hid = NULL, *rel = NULL;
+    if (act && sx && sx->t > 0 && !internal) { /* rows from t on (sx->rows: the readout rows from t) */
+        int64_t B = act->shape[0], L = act->shape[1];
+        ml_tensor *a2 = ml_narrow(act, 1, sx->t, L - sx->t), *r2 = resid ? ml_narrow(resid, 1, sx->t, L - sx->t) : NULL;
+        ml_release(act), ml_release(resid);
+        act = a2 ? ml_contiguous(a2) : NULL, resid = r2 ? ml_contiguous(r2) : NULL;
+        ml_release(a2), ml_release(r2);
+        rel = ml_from_i32(1, &B, sx->rows);
+        if (!rel) ml_release(act), act = NULL;
+    }
     if (act && (resid || !need_r)) {
         hook_ud h = {.m = m, .patch = p, .batch_map = batch_map, .rows = rw};
         ml_run run = make_run(&h);
-        ml_resume rs = {.layer = l, .entry = e, .act = act, .resid = resid, .rows = rows};
+        ml_resume rs = {.layer = l, .entry = e, .act = act, .resid = resid, .rows = rel ? rel : rows};
         bool old = ml_set_grad_enabled(false);
         ml_run slim = {.suffix = sx}; /* the mixers' own rows options (no hooks: not for internal sites) */
         hid = ml_model_hidden_resume(m, &rs, internal ? &run : sx ? &slim : NULL);
         ml_set_grad_enabled(old);
     }
-    ml_release(act), ml_release(resid);
+    ml_release(act), ml_release(resid), ml_release(rel);
     return hid;
 }
 

@@ -348,6 +348,38 @@ static double metric(const ml_metric *v, int n, const char *name) {
     return 0;
 }
 
+/* The evaluator's runs from the first changed row (groups of at least 40 examples: a batch of 96)
+ * against the reference's whole forwards, for attention and Mamba at D = 64. */
+START_TEST(evaluator_from_rows_equals_reference) {
+    ml_task *t = small_ar();
+    ml_dataset *ds = ml_dataset_new(t, 96, 1, ML_SPLIT_TEST);
+    for (int a = 0; a < 2; a++) {
+        ml_model_config mc;
+        ml_model_config_defaults(&mc, a ? "mamba" : "attention");
+        mc.d_model = 64, mc.n_layers = 2, mc.vocab = ml_task_vocab_size(t), mc.seed = 9;
+        ml_model *m = ml_model_new(&mc);
+        ck_assert_msg(m != NULL, "%s", ml_last_error());
+        ml_ic_config c;
+        ml_ic_config_paper(&c, m, t);
+        c.batch = 96;
+        ml_ic_result *fast = ml_ic_run(m, ds, 0, 96, &c);
+        c.reference = true;
+        ml_ic_result *ref = ml_ic_run(m, ds, 0, 96, &c);
+        ck_assert_msg(fast && ref, "%s", ml_last_error());
+        for (size_t i = 0; i < (size_t)fast->n_combos * 96; i++) {
+            ck_assert_float_eq_tol(fast->corrupted_prob[i], ref->corrupted_prob[i], 2e-6f);
+            ck_assert_float_eq_tol(fast->restored_prob[i], ref->restored_prob[i], 2e-6f);
+            ck_assert_float_eq_tol(fast->restored_logit[i], ref->restored_logit[i], 2e-5f);
+            ck_assert_float_eq_tol(fast->kl_div[i], ref->kl_div[i], 1e-7f);
+        }
+        ml_ic_result_free(fast), ml_ic_result_free(ref);
+        ml_model_free(m);
+    }
+    ml_dataset_free(ds);
+    ml_task_release(t);
+}
+END_TEST
+
 START_TEST(evaluator_names_and_reference) {
     ml_task *t = small_ar();
     ml_dataset *ds = ml_dataset_new(t, 24, 1, ML_SPLIT_TEST);
@@ -698,6 +730,7 @@ static Suite *suite(void) {
     TCase *ev = tcase_create("evaluator");
     tcase_set_timeout(ev, 120);
     tcase_add_test(ev, evaluator_names_and_reference);
+    tcase_add_test(ev, evaluator_from_rows_equals_reference);
     tcase_add_test(ev, evaluator_internal_sites);
     tcase_add_test(ev, evaluator_bad_config);
     tcase_add_test(ev, conv_surgery);

@@ -140,6 +140,12 @@ static ml_tensor *attn_suffix(ml_model *m, int l, const attn_state *s, int H, ml
         goto done;
     if (!(qkv = ml_empty(ML_F32, 3, (int64_t[]){Bg, Lf, 3 * D}))) goto done;
     int64_t L0 = pk ? pk->shape[1] : 0;
+    for (int64_t b = 0; pk && b < Bg; b++)
+        if (sx->docs[b] < 0 || sx->docs[b] >= pk->shape[0]) {
+            ml_fail(ML_ERR_ARG, "attention: a forward from row t names sequence %d of a cache of %lld", sx->docs[b],
+                    (long long)pk->shape[0]);
+            goto done;
+        }
     for (int64_t b = 0; b < Bg; b++) {
         float *o = ml_f32(qkv) + b * Lf * 3 * D;
         const float *k = pk ? ml_f32(pk) + (int64_t)sx->docs[b] * L0 * D : NULL;

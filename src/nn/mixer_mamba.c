@@ -227,6 +227,12 @@ static ml_tensor *mamba_suffix(ml_model *m, int l, const mamba_state *s, ml_tens
         ml_fail(ML_ERR_ARG, "mamba: a forward from row t needs the cached mixer.x and mixer.ssm_state");
         return NULL;
     }
+    for (int64_t b = 0; px && b < Bg; b++)
+        if (sx->docs[b] < 0 || sx->docs[b] >= px->shape[0] || sx->docs[b] >= ph->shape[0]) {
+            ml_fail(ML_ERR_ARG, "mamba: a forward from row t names sequence %d of a cache of %lld", sx->docs[b],
+                    (long long)px->shape[0]);
+            return NULL;
+        }
     ml_tensor *w_in = ml_model_p(m, s->w_in);
     ml_tensor *xi = NULL, *z = NULL, *xe = NULL, *xce = NULL, *xcn = NULL, *xc = NULL, *u = NULL, *xd = NULL;
     ml_tensor *delta = NULL, *dr = NULL, *dt = NULL, *Bm = NULL, *Cm = NULL, *A = NULL, *h0 = NULL, *y = NULL;

@@ -11,7 +11,8 @@
  *
  * Cost. The clean run is cached once per batch (every swept site). Per combination the
  * corrupted run keeps the activations the resume needs at the patched layer and, in its last
- * block, only the readout rows after the mixer; the patched run resumes at the patched layer
+ * block, only the readout rows after the mixer; where every mixer can, it starts at the corrupted
+ * row (base_suffix: the rows before are the clean run's); the patched run resumes at the patched layer
  * (interp.c) for the examples whose patched unit differs from the source's (the others are the
  * base run, bit for bit). Sequences are cut after the readout row (a causal model's readout does
  * not see later tokens).
@@ -213,6 +214,7 @@ typedef struct {
     ml_ic_result *res;
     int N, V, batch;
     bool reference; /* full forwards with a patch hook (cfg->reference, or persistent hooks on the model) */
+    bool suffix;    /* corrupted runs from the corrupted row on (ml_model_hidden_suffix) where they can */
     int64_t patched; /* examples that went through a patched run (summed over workers) */
     bool *want_clean, *want_base;     /* which sites each cache keeps */
     ml_tensor **clean, **base, **sub; /* activations by site id; sub: the base's rows that change */
@@ -231,6 +233,11 @@ typedef struct {
     ml_tensor *tok, *rows;          /* tokens (B, Lt); readout rows (B) */
     int32_t *ans;                   /* the answer token per example */
     ml_tensor *clean_logits;        /* (B, V) at the readout rows */
+    /* per label type (cfg order): the examples sorted by their first corrupted row, in groups that
+     * start their corrupted run at row gt[a][g] (the group's least) */
+    int ng[2];
+    int32_t *gdoc[2], *gstart[2], *gt[2];
+    int32_t *first[2]; /* per example: the first row a corruption there changes */
 } ic_batch;
 
 static ml_status check_run(const ml_model *m, const ml_dataset *ds, int64_t first, int64_t count,
@@ -292,6 +299,9 @@ static ml_status ic_run_init(ic_run *r, ml_model *m, const ml_ic_config *cfg, co
      * fire twice at the resumed site) and shows later sites only the readout rows: with hooks on
      * the model, every run is a whole forward. */
     r->reference = cfg->reference || m->hooks;
+    /* the rows before the corrupted token are the clean run's (a causal model): the corrupted run
+     * starts there when every mixer can (the clean cache then keeps what the mixers read) */
+    r->suffix = !r->reference && !cfg->swap && ml_model_can_suffix(m);
     r->res = result_new(cfg->n_sites * cfg->n_label_types * cfg->n_positions, N);
     r->want_clean = calloc((size_t)ns, 1), r->want_base = calloc((size_t)ns, 1);
     r->clean = calloc((size_t)ns, sizeof *r->clean), r->base = calloc((size_t)ns, sizeof *r->base);
@@ -339,6 +349,7 @@ static void batch_free(ic_batch *bt) {
     ml_release(bt->tok_full), ml_release(bt->tg), ml_release(bt->pos), ml_release(bt->tok), ml_release(bt->rows);
     ml_release(bt->clean_logits);
     free(bt->ans);
+    for (int a = 0; a < 2; a++) free(bt->gdoc[a]), free(bt->gstart[a]), free(bt->gt[a]), free(bt->first[a]);
     *bt = (ic_batch){0};
 }
 
@@ -361,6 +372,49 @@ static ml_status batch_load(const ic_run *r, const ml_dataset *ds, int64_t f0, i
     if (!bt->tok) return failed();
     if (!(bt->ans = malloc(sizeof(int32_t) * (size_t)B + 4))) return ml_fail(ML_ERR_MEM, "interchange: out of memory");
     memcpy(bt->ans, r->ex_ans + f0, sizeof(int32_t) * (size_t)B);
+    return ML_OK;
+}
+
+/* The corrupted runs from row t go in at most IC_GROUPS groups of at least IC_GROUP_MIN examples:
+ * smaller groups recompute fewer rows but make more calls, and products of few rows would take
+ * the BLAS's small-matrix kernel, whose rounding differs (OpenBLAS 0.3.21: an M x N product with
+ * M·N up to about 1,200), so their rows would not have the whole run's bits. */
+enum { IC_GROUPS = 8, IC_GROUP_MIN = 40 };
+
+static int by_key(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Per label type: the first row a corruption there changes in each example (its position, or the
+ * readout row when the position is later or absent), the examples sorted by it, in IC_GROUPS
+ * groups of equal size. */
+static ml_status batch_groups(const ic_run *r, ic_batch *bt) {
+    int B = bt->B;
+    int64_t *key = malloc(sizeof(int64_t) * (size_t)B + 8); /* first row, then the example */
+    if (!key) return ml_fail(ML_ERR_MEM, "interchange: out of memory");
+    for (int a = 0; a < r->cfg->n_label_types; a++) {
+        int32_t *first = bt->first[a] = malloc(sizeof(int32_t) * (size_t)B + 4);
+        int G = B / IC_GROUP_MIN < 1 ? 1 : B / IC_GROUP_MIN > IC_GROUPS ? IC_GROUPS : B / IC_GROUP_MIN;
+        bt->gdoc[a] = malloc(sizeof(int32_t) * (size_t)B + 4);
+        bt->gstart[a] = malloc(sizeof(int32_t) * (size_t)(G + 1)), bt->gt[a] = malloc(sizeof(int32_t) * (size_t)G);
+        if (!first || !bt->gdoc[a] || !bt->gstart[a] || !bt->gt[a]) {
+            free(key);
+            return ml_fail(ML_ERR_MEM, "interchange: out of memory");
+        }
+        const int32_t *pp = ml_i32(bt->pos), *rw = ml_i32(bt->rows);
+        for (int b = 0; b < B; b++) {
+            int pc = pp[b * ML_NPOS + r->cfg->label_types[a]];
+            first[b] = pc >= 0 && pc < rw[b] ? pc : rw[b];
+            key[b] = (int64_t)first[b] << 32 | b;
+        }
+        qsort(key, (size_t)B, sizeof(int64_t), by_key);
+        for (int b = 0; b < B; b++) bt->gdoc[a][b] = (int32_t)(key[b] & 0xffffffff);
+        bt->ng[a] = G;
+        for (int g = 0; g <= G; g++) bt->gstart[a][g] = (int32_t)((int64_t)g * B / G);
+        for (int g = 0; g < G; g++) bt->gt[a][g] = first[bt->gdoc[a][bt->gstart[a][g]]];
+    }
+    free(key);
     return ML_OK;
 }
 
@@ -391,13 +445,116 @@ static ml_tensor *corrupt_tokens(const ic_run *r, const ic_batch *bt, int k) {
     return ctok;
 }
 
+/* The corrupted run's caching hook: wanted sites, contiguous. */
+typedef struct {
+    const bool *want;
+    ml_tensor **acts;
+} sfx_cache;
+
+static ml_tensor *sfx_hook(void *ud, int site, ml_tensor *act, ml_status *err) {
+    sfx_cache *c = ud;
+    if (c->want[site]) {
+        ml_release(c->acts[site]);
+        if (!(c->acts[site] = ml_contiguous(act))) *err = failed();
+    }
+    return NULL;
+}
+
+static bool sfx_wants(void *ud, int site) { return ((sfx_cache *)ud)->want[site]; }
+
+/* Is site's value in a run with readout rows one row per sequence (after the last mixer)? */
+static bool site_gathered(const ml_model *m, int site) {
+    return m->site_layer[site] == m->cfg.n_layers - 1 && ml_entry_index(m->sites[site].name) >= ML_ENTRY_MLP_INPUT;
+}
+
+/* The corrupted run of combination k group by group, each from its first changed row (the rows
+ * before it are the clean cache's): fills r->base with the sites in r->want_base as the whole
+ * run with readout rows would (rows before a group's start from the clean cache) and returns the
+ * hidden states at the readout rows (B, 1, D). */
+static ml_tensor *base_suffix(ic_run *r, const ic_batch *bt, int a, ml_tensor *ctok) {
+    ml_model *m = r->m;
+    int ns = m->n_sites, B = bt->B, Lt = bt->Lt;
+    int64_t D = m->cfg.d_model;
+    ml_tensor *hid = ml_empty(ML_F32, 3, (int64_t[]){B, 1, D});
+    if (!hid) return NULL;
+    for (int i = 0; i < ns; i++) {
+        if (!r->want_base[i]) continue;
+        ml_tensor *c = r->clean[i];
+        if (!c) { /* ic_run_init keeps every site a patch needs: not reached */
+            ml_fail(ML_ERR_ARG, "interchange: the clean cache lacks a site the corrupted run needs");
+            goto fail;
+        }
+        int64_t shp[ML_MAX_DIMS];
+        memcpy(shp, c->shape, sizeof shp);
+        if (site_gathered(m, i)) shp[1] = 1;
+        if (!(r->base[i] = ml_empty(ML_F32, c->ndim, shp))) goto fail;
+    }
+    const int32_t *rw = ml_i32(bt->rows), *tk = ml_i32(ctok);
+    /* the last mixer's output at the readout rows only, unless its whole output is wanted */
+    int ao = m->layers[m->cfg.n_layers - 1].entry_site[ML_ENTRY_ATTENTION_OUTPUT];
+    /* (products of one row per example: above the small-matrix sizes, see IC_GROUP_MIN) */
+    bool slim = (ao < 0 || !r->want_base[ao]) && (int64_t)(B / bt->ng[a]) * D > 2048;
+    for (int g = 0; g < bt->ng[a]; g++) {
+        const int32_t *docs = bt->gdoc[a] + bt->gstart[a][g];
+        int64_t n = bt->gstart[a][g + 1] - bt->gstart[a][g], t = bt->gt[a][g], Ls = Lt - t;
+        ml_tensor *tok = ml_empty(ML_I32, 2, (int64_t[]){n, Ls}), *rows = ml_empty(ML_I32, 1, &n), *h = NULL;
+        if (tok && rows) {
+            for (int64_t i = 0; i < n; i++) {
+                memcpy(ml_i32(tok) + i * Ls, tk + (int64_t)docs[i] * Lt + t, sizeof(int32_t) * (size_t)Ls);
+                ml_i32(rows)[i] = rw[docs[i]] - (int32_t)t;
+            }
+            ml_suffix sx = {.t = t, .pre = r->clean, .docs = docs, .rows = slim ? ml_i32(rows) : NULL};
+            sfx_cache cache = {r->want_base, r->sub};
+            ml_run run = {.hook = sfx_hook, .ud = &cache, .wants = sfx_wants};
+            h = ml_model_hidden_suffix(m, tok, &sx, rows, &run);
+        }
+        ml_release(tok), ml_release(rows);
+        if (!h) goto fail;
+        for (int64_t i = 0; i < n; i++)
+            memcpy(ml_f32(hid) + (int64_t)docs[i] * D, ml_f32(h) + i * D, sizeof(float) * (size_t)D);
+        ml_release(h);
+        /* the group's rows of each wanted site, after the clean rows before t */
+        for (int s = 0; s < ns; s++) {
+            if (!r->want_base[s]) continue;
+            ml_tensor *v = r->sub[s], *c = r->clean[s], *o = r->base[s];
+            if (!v) {
+                ml_fail(ML_ERR_ARG, "interchange: the corrupted run did not reach a wanted site");
+                goto fail;
+            }
+            int64_t W = ml_numel(c) / (c->shape[0] * c->shape[1]), Lc = c->shape[1], Lo = o->shape[1];
+            int64_t Lv = v->shape[1];
+            for (int64_t i = 0; i < n; i++) {
+                float *dst = ml_f32(o) + (int64_t)docs[i] * Lo * W;
+                if (Lo == 1) memcpy(dst, ml_f32(v) + i * Lv * W, sizeof(float) * (size_t)W);
+                else {
+                    memcpy(dst, ml_f32(c) + (int64_t)docs[i] * Lc * W, sizeof(float) * (size_t)(t * W));
+                    memcpy(dst + t * W, ml_f32(v) + i * Lv * W, sizeof(float) * (size_t)(Lv * W));
+                }
+            }
+            ml_release(r->sub[s]), r->sub[s] = NULL;
+        }
+    }
+    return hid;
+fail:
+    for (int i = 0; i < ns; i++) ml_release(r->sub[i]), r->sub[i] = NULL;
+    ml_release(hid);
+    return NULL;
+}
+
 /* The base run of combination k (the corrupted run; with swap, the clean one, and the corrupted
  * run is the source). Returns the base logits (B, V); *src, *base: the caches to patch from and into. */
-static ml_tensor *base_run(ic_run *r, const ic_batch *bt, int site, ml_tensor *ctok, ml_tensor *const **src,
+static ml_tensor *base_run(ic_run *r, const ic_batch *bt, int k, ml_tensor *ctok, ml_tensor *const **src,
                            ml_tensor *const **base) {
+    int site = r->res->combo_site[k];
     memset(r->want_base, 0, (size_t)r->m->n_sites);
     ml_tensor *hid, *logits;
-    if (!r->cfg->swap) {
+    if (r->suffix && ml_entry_index(r->m->sites[site].name) >= 0) { /* mixer-internal sites: the whole run */
+        ml_patch_needs(r->m, site, r->want_base);
+        int a = r->res->combo_lt[k] == r->cfg->label_types[0] ? 0 : 1;
+        hid = base_suffix(r, bt, a, ctok);
+        logits = hid ? mli_readout(r->m, hid, ml_i32(bt->rows)) : NULL;
+        *src = r->clean, *base = r->base;
+    } else if (!r->cfg->swap) {
         ml_patch_needs(r->m, site, r->want_base);
         hid = run_capture(&r->cb, ctok, r->reference ? NULL : bt->rows);
         logits = hid ? mli_readout(r->m, hid, ml_i32(bt->rows)) : NULL;
@@ -430,10 +587,58 @@ static int mark_changed(ic_run *r, const ic_batch *bt, int k, ml_tensor *const *
     return nchg;
 }
 
+/* The patched runs of the changed examples (r->map) of combination k from row t_b on, the least of
+ * the corrupted row, the patched row and the readout row (the rows before are the clean run's, as
+ * neither change has reached them), in groups of at least IC_GROUP_MIN sorted by it: the hidden
+ * states at the readout rows (nchg, 1, D) in r->map's order. */
+static ml_tensor *patched_from_rows(ic_run *r, const ic_batch *bt, int k, const ml_patch *pt, ml_tensor *const *base,
+                                   int nchg) {
+    ml_model *m = r->m;
+    int ns = m->n_sites, G = nchg / IC_GROUP_MIN > IC_GROUPS ? IC_GROUPS : nchg / IC_GROUP_MIN;
+    int64_t D = m->cfg.d_model;
+    const int32_t *rw = ml_i32(bt->rows), *first = bt->first[r->res->combo_lt[k] == r->cfg->label_types[0] ? 0 : 1];
+    bool *need = calloc((size_t)ns, 1);
+    int64_t *key = malloc(sizeof(int64_t) * (size_t)nchg + 8);
+    int32_t *docs = malloc(sizeof(int32_t) * (size_t)nchg + 4), *rel = malloc(sizeof(int32_t) * (size_t)nchg + 4);
+    ml_tensor *hid = ml_empty(ML_F32, 3, (int64_t[]){nchg, 1, D}), **sub = r->sub;
+    bool ok = need && key && docs && rel && hid;
+    if (ok) {
+        ml_patch_needs(m, pt->site, need);
+        for (int j = 0; j < nchg; j++) {
+            int b = r->map[j], q = r->ppos[b] < first[b] ? r->ppos[b] : first[b];
+            key[j] = (int64_t)(q < rw[b] ? q : rw[b]) << 32 | j;
+        }
+        qsort(key, (size_t)nchg, sizeof(int64_t), by_key);
+    }
+    for (int g = 0; ok && g < G; g++) {
+        int j0 = (int)((int64_t)g * nchg / G), n = (int)((int64_t)(g + 1) * nchg / G) - j0;
+        int64_t n64 = n, t = key[j0] >> 32;
+        for (int i = 0; i < n; i++) {
+            int b = r->map[key[j0 + i] & 0xffffffff];
+            docs[i] = b, rel[i] = rw[b] - (int32_t)t;
+        }
+        ml_tensor *idx = ml_from_i32(1, &n64, docs), *rows = idx ? ml_index_select(bt->rows, 0, idx) : NULL, *h = NULL;
+        for (int i = 0; idx && i < ns; i++)
+            if (need[i] && base[i] && !(sub[i] = ml_index_select(base[i], 0, idx))) ok = false;
+        ml_suffix sx = {.t = t, .pre = r->clean, .docs = docs, .rows = rel}; /* t = 0: the last mixer's rows only */
+        if (ok && rows) h = mli_patch_fast_mapped(m, sub, pt, rows, docs, &sx); /* (n, 1, D) */
+        ok = h != NULL;
+        for (int i = 0; ok && i < n; i++)
+            memcpy(ml_f32(hid) + (int64_t)(key[j0 + i] & 0xffffffff) * D, ml_f32(h) + (int64_t)i * D,
+                   sizeof(float) * (size_t)D);
+        ml_release(h), ml_release(rows), ml_release(idx);
+        for (int i = 0; i < ns; i++) ml_release(sub[i]), sub[i] = NULL;
+    }
+    free(need), free(key), free(docs), free(rel);
+    if (!ok) ml_release(hid), hid = NULL;
+    return hid;
+}
+
 /* Readout logits of the patched run: (B, V) for the reference (the whole model with a hook), else
  * (nchg, V) for the examples in r->map (resumed at the patched layer from the base cache). */
-static ml_tensor *patched_logits(ic_run *r, const ic_batch *bt, int site, ml_tensor *ctok, ml_tensor *const *src,
+static ml_tensor *patched_logits(ic_run *r, const ic_batch *bt, int k, ml_tensor *ctok, ml_tensor *const *src,
                                  ml_tensor *const *base, int nchg) {
+    int site = r->res->combo_site[k];
     ml_patch pt = {.site = site, .source = src[site], .pos = r->ppos};
     if (r->reference) {
         ml_tensor *h2 = ml_patch_full(r->m, r->cfg->swap ? bt->tok : ctok, &pt);
@@ -441,8 +646,20 @@ static ml_tensor *patched_logits(ic_run *r, const ic_batch *bt, int site, ml_ten
         ml_release(h2);
         return logits;
     }
+    /* the last mixer at the readout rows only, when its products keep the whole run's bits
+     * (IC_GROUP_MIN) and the site is not inside a mixer (those resume with a hook) */
+    bool slim = r->suffix && (int64_t)nchg * r->m->cfg.d_model > 2048 && ml_entry_index(r->m->sites[site].name) >= 0;
+    ml_suffix sx = {.t = 0, .rows = ml_i32(bt->rows)};
+    if (slim && nchg >= IC_GROUP_MIN && !site_gathered(r->m, site)) { /* from the first changed row */
+        int64_t nn = nchg;
+        ml_tensor *h2 = patched_from_rows(r, bt, k, &pt, base, nchg), *idx = ml_from_i32(1, &nn, r->map);
+        ml_tensor *sub_rows = idx ? ml_index_select(bt->rows, 0, idx) : NULL;
+        ml_tensor *logits = h2 && sub_rows ? mli_readout(r->m, h2, ml_i32(sub_rows)) : NULL;
+        ml_release(h2), ml_release(idx), ml_release(sub_rows);
+        return logits;
+    }
     if (nchg == bt->B) { /* every example changes: the whole base cache */
-        ml_tensor *h2 = mli_patch_fast_mapped(r->m, base, &pt, bt->rows, NULL);
+        ml_tensor *h2 = mli_patch_fast_mapped(r->m, base, &pt, bt->rows, NULL, slim ? &sx : NULL);
         ml_tensor *logits = h2 ? mli_readout(r->m, h2, ml_i32(bt->rows)) : NULL;
         ml_release(h2);
         return logits;
@@ -453,7 +670,8 @@ static ml_tensor *patched_logits(ic_run *r, const ic_batch *bt, int site, ml_ten
     ml_tensor *idx = ml_from_i32(1, &nn, r->map), *logits = NULL;
     ml_tensor *sub_rows = idx ? ml_index_select(bt->rows, 0, idx) : NULL;
     for (int i = 0; i < r->m->n_sites; i++) r->sub[i] = base[i] && idx ? ml_index_select(base[i], 0, idx) : NULL;
-    ml_tensor *h2 = sub_rows ? mli_patch_fast_mapped(r->m, r->sub, &pt, sub_rows, r->map) : NULL;
+    if (sub_rows) sx.rows = ml_i32(sub_rows);
+    ml_tensor *h2 = sub_rows ? mli_patch_fast_mapped(r->m, r->sub, &pt, sub_rows, r->map, slim ? &sx : NULL) : NULL;
     logits = h2 ? mli_readout(r->m, h2, ml_i32(sub_rows)) : NULL;
     ml_release(h2), ml_release(sub_rows), ml_release(idx);
     for (int i = 0; i < r->m->n_sites; i++) ml_release(r->sub[i]), r->sub[i] = NULL;
@@ -489,16 +707,15 @@ static void score_rows(ic_run *r, const ic_batch *bt, int k, ml_tensor *base_log
 
 /* Combination k on one batch: corrupt, run the base (and source), patch, score. */
 static ml_status run_combo(ic_run *r, const ic_batch *bt, int k) {
-    int site = r->res->combo_site[k];
     ml_tensor *const *src, *const *base;
     ml_tensor *ctok = corrupt_tokens(r, bt, k);
-    ml_tensor *base_logits = ctok ? base_run(r, bt, site, ctok, &src, &base) : NULL;
+    ml_tensor *base_logits = ctok ? base_run(r, bt, k, ctok, &src, &base) : NULL;
     if (!base_logits) {
         ml_release(ctok);
         return failed();
     }
     int nchg = mark_changed(r, bt, k, src, base);
-    ml_tensor *int_logits = nchg > 0 ? patched_logits(r, bt, site, ctok, src, base, nchg) : NULL;
+    ml_tensor *int_logits = nchg > 0 ? patched_logits(r, bt, k, ctok, src, base, nchg) : NULL;
     ml_status st = nchg > 0 && !int_logits ? failed() : ML_OK;
     if (!st) {
         score_rows(r, bt, k, base_logits, int_logits, nchg);
@@ -557,6 +774,9 @@ static void worker_free(ic_worker *w, int ns) {
 static bool worker_init(ic_worker *w, const ic_run *r, const ic_batch *bt, ml_model *model) {
     int ns = r->m->n_sites;
     *w = (ic_worker){.r = *r, .b = {.f0 = bt->f0, .B = bt->B, .Lt = bt->Lt, .ans = bt->ans}};
+    for (int a = 0; a < 2; a++) /* read only: shared */
+        w->b.ng[a] = bt->ng[a], w->b.gdoc[a] = bt->gdoc[a], w->b.gstart[a] = bt->gstart[a], w->b.gt[a] = bt->gt[a],
+        w->b.first[a] = bt->first[a];
     w->r.m = model, w->r.patched = 0, w->r.cb = (capture){0}, w->r.cc = (capture){0};
     w->r.want_base = calloc((size_t)ns, 1), w->r.base = calloc((size_t)ns, sizeof *w->r.base);
     w->r.clean = calloc((size_t)ns, sizeof *w->r.clean), w->r.sub = calloc((size_t)ns, sizeof *w->r.sub);
@@ -614,6 +834,7 @@ static ml_status combos_parallel(ic_run *r, const ic_batch *bt, ml_model **model
 static ml_status run_batch(ic_run *r, const ml_dataset *ds, int64_t f0, int B, ml_model **models, int nw) {
     ic_batch bt;
     ml_status st = batch_load(r, ds, f0, B, &bt);
+    if (!st && r->suffix) st = batch_groups(r, &bt);
     if (!st) st = batch_clean_run(r, &bt);
     bool serial = nw < 2;
     if (!st && !serial) st = combos_parallel(r, &bt, models, nw, &serial);
@@ -633,8 +854,9 @@ ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_
     draw_corruptions(m, ds, &r, r.res, cfg->seed);
     for (int i = 0; i < r.N; i++) r.res->qtype[i] = (uint8_t)ml_dataset_qtype(ds, r.ex_doc[i]);
     for (int s = 0; s < cfg->n_sites; s++) r.want_clean[cfg->sites[s]] = true;
-    if (cfg->swap) /* the clean run is the base: it needs the resume sites too */
+    if (cfg->swap || r.suffix) /* the clean run is the base, or its rows are the base's first ones */
         for (int s = 0; s < cfg->n_sites; s++) ml_patch_needs(m, cfg->sites[s], r.want_clean);
+    if (r.suffix) ml_model_suffix_needs(m, r.want_clean);
     bool old_grad = ml_set_grad_enabled(false);
     /* workers' model copies (none: serial) */
     int nm = can_parallel(&r) ? ml_threads() : 0, nw = nm;

@@ -313,7 +313,7 @@ void ml_patch_needs(const ml_model *m, int site, bool *want) {
 
 /* Fast patch with an optional map from the rows of the base cache to the patch's examples. */
 static ml_tensor *patch_fast(ml_model *m, ml_tensor *const *base, const ml_patch *p, ml_tensor *rows,
-                             const int32_t *batch_map) {
+                             const int32_t *batch_map, const ml_suffix *sx) {
     if (p->site < 0 || p->site >= m->n_sites) {
         ml_fail(ML_ERR_ARG, "patch: site index %d out of range", p->site);
         return NULL;
@@ -340,26 +340,36 @@ static ml_tensor *patch_fast(ml_model *m, ml_tensor *const *base, const ml_patch
     ml_tensor *resid = NULL;
     if (act && need_mid) resid = ml_add(base[s_in], base[s_ao]); /* r after the mixer, the same bits */
     else if (act && need_r) resid = ml_retain(base[s_in]);
-    ml_tensor *hid = NULL;
+    ml_tensor *hid = NULL, *rel = NULL;
+    if (act && sx && sx->t > 0 && !internal) { /* rows from t on (sx->rows: the readout rows from t) */
+        int64_t B = act->shape[0], L = act->shape[1];
+        ml_tensor *a2 = ml_narrow(act, 1, sx->t, L - sx->t), *r2 = resid ? ml_narrow(resid, 1, sx->t, L - sx->t) : NULL;
+        ml_release(act), ml_release(resid);
+        act = a2 ? ml_contiguous(a2) : NULL, resid = r2 ? ml_contiguous(r2) : NULL;
+        ml_release(a2), ml_release(r2);
+        rel = ml_from_i32(1, &B, sx->rows);
+        if (!rel) ml_release(act), act = NULL;
+    }
     if (act && (resid || !need_r)) {
         hook_ud h = {.m = m, .patch = p, .batch_map = batch_map, .rows = rw};
         ml_run run = make_run(&h);
-        ml_resume rs = {.layer = l, .entry = e, .act = act, .resid = resid, .rows = rows};
+        ml_resume rs = {.layer = l, .entry = e, .act = act, .resid = resid, .rows = rel ? rel : rows};
         bool old = ml_set_grad_enabled(false);
-        hid = ml_model_hidden_resume(m, &rs, internal ? &run : NULL);
+        ml_run slim = {.suffix = sx}; /* the mixers' own rows options (no hooks: not for internal sites) */
+        hid = ml_model_hidden_resume(m, &rs, internal ? &run : sx ? &slim : NULL);
         ml_set_grad_enabled(old);
     }
-    ml_release(act), ml_release(resid);
+    ml_release(act), ml_release(resid), ml_release(rel);
     return hid;
 }
 
 ml_tensor *ml_patch_fast(ml_model *m, ml_tensor *const *base_acts, const ml_patch *p, ml_tensor *rows) {
-    return patch_fast(m, base_acts, p, rows, NULL);
+    return patch_fast(m, base_acts, p, rows, NULL, NULL);
 }
 
 ml_tensor *mli_patch_fast_mapped(ml_model *m, ml_tensor *const *base, const ml_patch *p, ml_tensor *rows,
-                                 const int32_t *batch_map) {
-    return patch_fast(m, base, p, rows, batch_map);
+                                 const int32_t *batch_map, const ml_suffix *sx) {
+    return patch_fast(m, base, p, rows, batch_map, sx);
 }
 /* Does unit (ba, pos) of a (possibly gathered: rows_a says which position it kept) differ from
  * unit (bb, pos) of b (full length)? A gathered act that did not keep pos cannot change the

@@ -5,9 +5,12 @@
 #include "interp/interp.h"
 
 /* ml_patch_fast where row b of the base cache stands for example batch_map[b] of the patch's
- * positions and source (NULL: the identity). */
+ * positions and source (NULL: the identity). sx (optional; not with a mixer-internal site): a
+ * resume with the mixers' ml_run.suffix: with t = 0 and sx->rows = rows, the last mixer computes
+ * the readout rows only; with t > 0 (the patched run's rows before t are those of sx->pre's
+ * run, sx->rows the readout rows from t) it computes rows t.. only and returns their readout rows. */
 ml_tensor *mli_patch_fast_mapped(ml_model *m, ml_tensor *const *base, const ml_patch *p, ml_tensor *rows,
-                                 const int32_t *batch_map);
+                                 const int32_t *batch_map, const ml_suffix *sx);
 /* Does unit (ba, pos) of a (possibly gathered: rows_a says which position it kept) differ from
  * unit (bb, pos) of b (full length)? A gathered act that did not keep pos cannot change the
  * readout, so it counts as equal. */

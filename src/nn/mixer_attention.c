@@ -100,9 +100,91 @@ static ml_tensor *out_by_head(const ml_model *m, const attn_state *s, ml_tensor 
     return y;
 }
 
+/* ---- forward from row t (ml_run.suffix): the projections of rows t.. only; the keys and values
+ * of rows < t from the reference cache; scores, softmax and weighted sum by the ops of attn_forward
+ * over all t + Ls rows (the same products, so every row keeps its bits; they are the cheap part) ---- */
+
+static void attn_suffix_needs(const ml_model *m, int l, const void *state, bool *want) {
+    (void)m, (void)l;
+    const attn_state *s = state;
+    want[s->site[S_K]] = want[s->site[S_V]] = true;
+}
+
+/* Rows rows[b] of x (B, L, W): (B, 1, W). */
+static ml_tensor *pick_rows(ml_tensor *x, const int32_t *rows) {
+    int64_t B = x->shape[0], L = x->shape[1], W = x->shape[2];
+    ml_tensor *o = ml_empty(ML_F32, 3, (int64_t[]){B, 1, W});
+    for (int64_t b = 0; o && b < B; b++)
+        memcpy(ml_f32(o) + b * W, ml_f32(x) + (b * L + rows[b]) * W, sizeof(float) * (size_t)W);
+    return o;
+}
+
+static ml_tensor *attn_suffix(ml_model *m, int l, const attn_state *s, int H, ml_tensor *x, const ml_suffix *sx) {
+    int64_t D = m->cfg.d_model, Bg = x->shape[0], Ls = x->shape[1], t = sx->t, Lf = t + Ls;
+    /* the last layer with readout rows: queries and output of those rows only */
+    const int32_t *rows = l == m->cfg.n_layers - 1 ? sx->rows : NULL;
+    ml_tensor *pk = t > 0 ? sx->pre[s->site[S_K]] : NULL, *pv = t > 0 ? sx->pre[s->site[S_V]] : NULL;
+    if (t > 0 && (!pk || !pv || pk->ndim != 3 || !ml_is_contiguous(pk) || !ml_is_contiguous(pv) || pk->shape[1] < t ||
+                  !ml_same_shape(pk, pv))) {
+        ml_fail(ML_ERR_ARG, "attention: a forward from row t needs the cached mixer.k and mixer.v");
+        return NULL;
+    }
+    ml_tensor *xc = ml_contiguous(x), *qs = NULL, *xr = NULL, *wq = NULL, *wkv = NULL, *qr = NULL;
+    ml_tensor *qkv = NULL, *S = NULL, *P = NULL, *ctx = NULL, *cn = NULL, *cc = NULL, *y = NULL;
+    if (!xc) goto done;
+    if (rows) {
+        wq = ml_narrow(ml_model_p(m, s->wqkv), 0, 0, D), wkv = ml_narrow(ml_model_p(m, s->wqkv), 0, D, 2 * D);
+        xr = pick_rows(xc, rows);
+        if (!wq || !wkv || !xr || !(qr = ml_linear(xr, wq, NULL)) || !(qs = ml_linear(xc, wkv, NULL))) goto done;
+    } else if (!(qs = ml_linear(xc, ml_model_p(m, s->wqkv), NULL)))
+        goto done;
+    if (!(qkv = ml_empty(ML_F32, 3, (int64_t[]){Bg, Lf, 3 * D}))) goto done;
+    int64_t L0 = pk ? pk->shape[1] : 0;
+    for (int64_t b = 0; pk && b < Bg; b++)
+        if (sx->docs[b] < 0 || sx->docs[b] >= pk->shape[0]) {
+            ml_fail(ML_ERR_ARG, "attention: a forward from row t names sequence %d of a cache of %lld", sx->docs[b],
+                    (long long)pk->shape[0]);
+            goto done;
+        }
+    for (int64_t b = 0; b < Bg; b++) {
+        float *o = ml_f32(qkv) + b * Lf * 3 * D;
+        const float *k = pk ? ml_f32(pk) + (int64_t)sx->docs[b] * L0 * D : NULL;
+        const float *v = pv ? ml_f32(pv) + (int64_t)sx->docs[b] * L0 * D : NULL;
+        for (int64_t r = 0; r < t; r++) { /* rows < t: their keys and values (their queries' scores are not read) */
+            memset(o + r * 3 * D, 0, sizeof(float) * (size_t)D);
+            memcpy(o + r * 3 * D + D, k + r * D, sizeof(float) * (size_t)D);
+            memcpy(o + r * 3 * D + 2 * D, v + r * D, sizeof(float) * (size_t)D);
+        }
+        if (!rows) memcpy(o + t * 3 * D, ml_f32(qs) + b * Ls * 3 * D, sizeof(float) * (size_t)(Ls * 3 * D));
+        else { /* keys and values of every row, the query of the readout row (the other rows' are not read) */
+            for (int64_t r = 0; r < Ls; r++) {
+                memset(o + (t + r) * 3 * D, 0, sizeof(float) * (size_t)D);
+                memcpy(o + (t + r) * 3 * D + D, ml_f32(qs) + (b * Ls + r) * 2 * D, sizeof(float) * (size_t)(2 * D));
+            }
+            memcpy(o + (t + rows[b]) * 3 * D, ml_f32(qr) + b * D, sizeof(float) * (size_t)D);
+        }
+    }
+    if ((S = ml_attention_scores(qkv, H)) && (P = ml_causal_softmax(S)) && (ctx = ml_attention_apply(P, qkv, H))) {
+        if (rows) {
+            int32_t *at = malloc(sizeof(int32_t) * (size_t)Bg + 4);
+            for (int64_t b = 0; at && b < Bg; b++) at[b] = (int32_t)t + rows[b];
+            cc = at ? pick_rows(ctx, at) : NULL;
+            free(at);
+        } else if ((cn = ml_narrow(ctx, 1, t, Ls)))
+            cc = ml_contiguous(cn);
+        if (cc) y = ml_linear(cc, ml_model_p(m, s->wo), ml_model_p(m, s->bo));
+    }
+done:
+    ml_release(xc), ml_release(qs), ml_release(xr), ml_release(wq), ml_release(wkv), ml_release(qr), ml_release(qkv);
+    ml_release(S), ml_release(P), ml_release(ctx), ml_release(cn), ml_release(cc);
+    return y;
+}
+
 static ml_tensor *attn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_run *run) {
     attn_state *s = state;
     int H = (int)ml_mixer_opt(&m->cfg, "n_heads");
+    const ml_suffix *sx = run ? run->suffix : NULL;
+    if (sx && (sx->t > 0 || (sx->rows && l == m->cfg.n_layers - 1))) return attn_suffix(m, l, s, H, x, sx);
     ml_tensor *qkv = ml_linear(x, ml_model_p(m, s->wqkv), NULL);
     bool any = false;
     for (int i = 0; i < 3; i++) any = any || ml_site_wanted(m, run, s->site[S_Q + i]) || ml_site_wanted(m, run, s->site[S_HQ + i]);
@@ -209,6 +291,7 @@ const ml_mixer_type ml_mixer_attention = {
     .flops = attn_flops,
     .build = attn_build,
     .forward = attn_forward,
+    .suffix_needs = attn_suffix_needs,
     .free_state = free,
     .rec_new = attn_rec_new,
     .rec_step = attn_rec_step,

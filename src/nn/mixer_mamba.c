@@ -175,8 +175,101 @@ static ml_tensor *linear_rows(ml_tensor *x, ml_tensor *w, int64_t start, int64_t
     return y;
 }
 
+/* ---- forward from row t (ml_run.suffix): the rows t.. of every position-wise step; the conv
+ * reads the K − 1 inputs before t and the scan starts from h_{t−1}, both from the reference cache
+ * (the same operations as the whole forward's on those rows, so the same bits) ---- */
+
+static void mamba_suffix_needs(const ml_model *m, int l, const void *state, bool *want) {
+    (void)m, (void)l;
+    const mamba_state *s = state;
+    want[s->site[S_X]] = want[s->site[S_SSM_STATE]] = true;
+}
+
+/* Rows [t − w, t) of pre (B0, L0, W...) of sequences docs, then y (Bg, Ls, W...): (Bg, w + Ls, W...);
+ * w = 0 with y NULL and rows = 1 gives the one row t − 1 (the state h_{t−1}) as (Bg, W...). */
+static ml_tensor *with_prefix(const ml_tensor *pre, const int32_t *docs, int64_t t, int64_t w, ml_tensor *y,
+                              int64_t Bg) {
+    int64_t L0 = pre->shape[1], W = ml_numel(pre) / (pre->shape[0] * L0), Ls = y ? y->shape[1] : 0;
+    int64_t shp[4] = {Bg, w + Ls, W};
+    ml_tensor *o = y ? ml_empty(ML_F32, 3, shp) : ml_empty(ML_F32, 3, (int64_t[]){Bg, pre->shape[2], pre->shape[3]});
+    if (!o) return NULL;
+    for (int64_t b = 0; b < Bg; b++) {
+        float *d = ml_f32(o) + b * (w + Ls) * W;
+        if (!y) {
+            memcpy(ml_f32(o) + b * W, ml_f32(pre) + ((int64_t)docs[b] * L0 + t - 1) * W, sizeof(float) * (size_t)W);
+            continue;
+        }
+        memcpy(d, ml_f32(pre) + ((int64_t)docs[b] * L0 + t - w) * W, sizeof(float) * (size_t)(w * W));
+        memcpy(d + w * W, ml_f32(y) + b * Ls * W, sizeof(float) * (size_t)(Ls * W));
+    }
+    return o;
+}
+
+/* Rows rows[b] of x (B, L, W): (B, 1, W). */
+static ml_tensor *pick_rows(ml_tensor *x, const int32_t *rows) {
+    ml_tensor *xc = ml_contiguous(x);
+    if (!xc) return NULL;
+    int64_t B = xc->shape[0], L = xc->shape[1], W = xc->shape[2];
+    ml_tensor *o = ml_empty(ML_F32, 3, (int64_t[]){B, 1, W});
+    for (int64_t b = 0; o && b < B; b++)
+        memcpy(ml_f32(o) + b * W, ml_f32(xc) + (b * L + rows[b]) * W, sizeof(float) * (size_t)W);
+    ml_release(xc);
+    return o;
+}
+
+static ml_tensor *mamba_suffix(ml_model *m, int l, const mamba_state *s, ml_tensor *x, const ml_suffix *sx) {
+    int64_t E = s->E, N = s->N, R = s->R, Bg = x->shape[0], Ls = x->shape[1], t = sx->t;
+    /* the last layer with readout rows: the gate and the output of those rows only */
+    const int32_t *rows = l == m->cfg.n_layers - 1 ? sx->rows : NULL;
+    ml_tensor *px = t > 0 ? sx->pre[s->site[S_X]] : NULL, *ph = t > 0 ? sx->pre[s->site[S_SSM_STATE]] : NULL;
+    if (t > 0 && (!px || !ph || !ml_is_contiguous(px) || !ml_is_contiguous(ph) || px->ndim != 3 || ph->ndim != 4 ||
+                  px->shape[1] < t || ph->shape[1] < t)) {
+        ml_fail(ML_ERR_ARG, "mamba: a forward from row t needs the cached mixer.x and mixer.ssm_state");
+        return NULL;
+    }
+    for (int64_t b = 0; px && b < Bg; b++)
+        if (sx->docs[b] < 0 || sx->docs[b] >= px->shape[0] || sx->docs[b] >= ph->shape[0]) {
+            ml_fail(ML_ERR_ARG, "mamba: a forward from row t names sequence %d of a cache of %lld", sx->docs[b],
+                    (long long)px->shape[0]);
+            return NULL;
+        }
+    ml_tensor *w_in = ml_model_p(m, s->w_in);
+    ml_tensor *xi = NULL, *z = NULL, *xe = NULL, *xce = NULL, *xcn = NULL, *xc = NULL, *u = NULL, *xd = NULL;
+    ml_tensor *delta = NULL, *dr = NULL, *dt = NULL, *Bm = NULL, *Cm = NULL, *A = NULL, *h0 = NULL, *y = NULL;
+    ml_tensor *g = NULL, *yg = NULL, *out = NULL, *xr = rows ? pick_rows(x, rows) : ml_retain(x);
+    if (!xr || !(xi = linear_rows(x, w_in, 0, E, NULL)) || !(z = linear_rows(xr, w_in, E, E, NULL))) goto done;
+    if (s->conv && t == 0) xc = ml_causal_conv1d(xi, ml_model_p(m, s->cw), ml_model_p(m, s->cb));
+    else if (s->conv) {
+        int64_t w = t < s->K - 1 ? t : s->K - 1; /* the window before t (zeros before row 0, as the whole run) */
+        if (!(xe = with_prefix(px, sx->docs, t, w, xi, Bg)) ||
+            !(xce = ml_causal_conv1d(xe, ml_model_p(m, s->cw), ml_model_p(m, s->cb))) ||
+            !(xcn = ml_narrow(xce, 1, w, Ls)) || !(xc = ml_contiguous(xcn)))
+            goto done;
+    } else xc = ml_retain(xi);
+    if (!xc || !(u = ml_unary(ML_SILU, xc)) || !(xd = ml_linear(u, ml_model_p(m, s->w_x), NULL)) ||
+        !(delta = ml_narrow(xd, 2, 0, R)))
+        goto done;
+    if (!(dr = ml_linear(delta, ml_model_p(m, s->w_dt), ml_model_p(m, s->b_dt))) || !(dt = ml_unary(ML_SOFTPLUS, dr)))
+        goto done;
+    if (!(Bm = ml_narrow(xd, 2, R, N)) || !(Cm = ml_narrow(xd, 2, R + N, N))) goto done;
+    ml_tensor *ea = ml_unary(ML_EXP, ml_model_p(m, s->a_log));
+    A = ea ? ml_unary(ML_NEG, ea) : NULL;
+    ml_release(ea);
+    if (!A || (t > 0 && !(h0 = with_prefix(ph, sx->docs, t, 0, NULL, Bg)))) goto done;
+    if (!(y = ml_selective_scan(u, dt, A, Bm, Cm, ml_model_p(m, s->dskip), h0, NULL, NULL))) goto done;
+    if (rows && !(y = swap(y, pick_rows(y, rows)))) goto done;
+    if ((g = ml_unary(ML_SILU, z)) && (yg = ml_mul(y, g))) out = ml_linear(yg, ml_model_p(m, s->w_out), NULL);
+done:
+    ml_release(xi), ml_release(z), ml_release(xe), ml_release(xce), ml_release(xcn), ml_release(xc), ml_release(u);
+    ml_release(xd), ml_release(delta), ml_release(dr), ml_release(dt), ml_release(Bm), ml_release(Cm), ml_release(A);
+    ml_release(h0), ml_release(y), ml_release(g), ml_release(yg), ml_release(xr);
+    return out;
+}
+
 static ml_tensor *mamba_forward(ml_model *m, int l, void *state, ml_tensor *x, ml_run *run) {
     mamba_state *s = state;
+    const ml_suffix *sx = run ? run->suffix : NULL;
+    if (sx && (sx->t > 0 || (sx->rows && l == m->cfg.n_layers - 1))) return mamba_suffix(m, l, s, x, sx);
     int64_t E = s->E, N = s->N, R = s->R;
     ml_tensor *w_in = ml_model_p(m, s->w_in), *w_x = ml_model_p(m, s->w_x);
     ml_tensor *xi = NULL, *z = NULL, *xc = NULL, *u = NULL, *xd = NULL, *delta = NULL, *dr = NULL, *dt = NULL;
@@ -326,6 +419,7 @@ const ml_mixer_type ml_mixer_mamba = {
     .build = mamba_build,
     .init = mamba_init,
     .forward = mamba_forward,
+    .suffix_needs = mamba_suffix_needs,
     .free_state = free,
     .rec_new = mamba_rec_new,
     .rec_step = mamba_rec_step,

@@ -595,6 +595,52 @@ ml_tensor *ml_model_hidden(ml_model *m, ml_tensor *tokens, ml_run *run) {
     return h;
 }
 
+bool ml_model_can_suffix(const ml_model *m) {
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (!m->layers[l].mixer->suffix_needs) return false;
+    return true;
+}
+
+void ml_model_suffix_needs(const ml_model *m, bool *want) {
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (m->layers[l].mixer->suffix_needs) m->layers[l].mixer->suffix_needs(m, l, m->layers[l].state, want);
+}
+
+ml_tensor *ml_model_hidden_suffix(ml_model *m, ml_tensor *tokens, const ml_suffix *sx, ml_tensor *rows, ml_run *run) {
+    const ml_model_config *c = &m->cfg;
+    if (!ml_model_can_suffix(m)) {
+        ml_fail(ML_ERR_ARG, "forward from row t: a mixer of this model has none");
+        return NULL;
+    }
+    if (tokens->dtype != ML_I32 || tokens->ndim != 2 || sx->t < 0 || !sx->pre || !sx->docs) {
+        ml_fail(ML_ERR_ARG, "forward from row t: expected int32 tokens (B, L), t >= 0, a cache and its sequences");
+        return NULL;
+    }
+    int64_t L = tokens->shape[1];
+    if (c->pos_emb && sx->t + L > c->max_pos) {
+        ml_fail(ML_ERR_SHAPE, "forward: sequence length %lld exceeds the position table (%d)", (long long)(sx->t + L),
+                c->max_pos);
+        return NULL;
+    }
+    /* the embedding of rows t.. : the token's row plus position t + i's (the same adds as ml_model_embed) */
+    ml_tensor *r = ml_embedding(ml_model_p(m, m->p_wte), tokens);
+    if (r && c->pos_emb) {
+        ml_tensor *pos = ml_narrow(ml_model_p(m, m->p_wpe), 0, sx->t, L);
+        ml_tensor *s = pos ? ml_add(r, pos) : NULL;
+        ml_release(pos), ml_release(r);
+        r = s;
+    }
+    if (!r) return NULL;
+    ml_run own = {0}, *rr = run ? run : &own;
+    const ml_suffix *old = rr->suffix;
+    rr->suffix = sx;
+    ml_resume rs = {.layer = 0, .entry = ML_ENTRY_BLOCK_INPUT, .act = r, .rows = rows};
+    ml_tensor *h = ml_model_hidden_resume(m, &rs, rr);
+    rr->suffix = old;
+    ml_release(r);
+    return h;
+}
+
 ml_tensor *ml_model_mixer_forward(ml_model *m, int layer, ml_tensor *x, ml_run *run) {
     if (layer < 0 || layer >= m->cfg.n_layers) {
         ml_fail(ML_ERR_ARG, "mixer_forward: argument 2 expected a layer in [0, %d], got %d", m->cfg.n_layers - 1, layer);

@@ -174,6 +174,9 @@ typedef struct ml_mixer_type {
     void *(*rec_new)(ml_model *m, int layer, void *state, int64_t B);
     ml_tensor *(*rec_step)(ml_model *m, int layer, void *state, void *rec, ml_tensor *x_t);
     void (*rec_free)(void *rec);
+    /* Marks the sites of the reference cache its forward from row t (ml_run.suffix) reads; NULL:
+     * the mixer has no such forward (ml_model_hidden_suffix refuses the model). */
+    void (*suffix_needs)(const ml_model *m, int layer, const void *state, bool *want);
     /* MambaBlock (RMSNorm, no state mixer) instead of TransformerBlock. */
     bool mamba_block;
     /* A runtime-registered mixer's context (e.g. the host's handle on the code that implements
@@ -228,6 +231,9 @@ struct ml_run {
     /* Optional: does the run want site `site` (to pick decomposed compute paths)? */
     bool (*wants)(void *ud, int site);
     ml_status status; /* first error raised by a hook */
+    /* Optional: the forward computes rows [t, t + Ls) only (ml_model_hidden_suffix); mixers with
+     * suffix_needs read the rows before t from the reference cache. */
+    const struct ml_suffix *suffix;
 };
 /* Returns a new reference to the activation to use from here on (act or its replacement, after
  * m->hooks and then run's hook), or NULL with an error (bad replacement shape, hook error). */
@@ -304,6 +310,24 @@ typedef struct {
  * layer 0 with act = ml_model_embed(tokens), so a resume from a cached activation reproduces the
  * full forward's bits. */
 ml_tensor *ml_model_hidden_resume(ml_model *m, const ml_resume *rs, ml_run *run);
+/* A forward of the rows from t on (interp's interchange: a corrupted run whose rows before t are a
+ * cached run's, as a causal model's rows before the first changed token are). */
+typedef struct ml_suffix {
+    int64_t t;             /* first row computed */
+    ml_tensor *const *pre; /* the reference run's cached sites by id, whole batch (B0, L0 >= t, ...) */
+    const int32_t *docs;   /* sequence b of this run continues sequence docs[b] of pre's batch */
+    /* Optional (with the run's readout rows, relative to t): the last layer's mixer returns only
+     * those rows (B, 1, D), so that layer's attention_output site is one row per sequence. */
+    const int32_t *rows;
+} ml_suffix;
+/* Does every layer's mixer have a forward from row t (suffix_needs)? */
+bool ml_model_can_suffix(const ml_model *m);
+/* Marks the sites the mixers read in the reference cache. */
+void ml_model_suffix_needs(const ml_model *m, bool *want);
+/* LN_f of rows [sx->t, sx->t + Ls) of the forward, tokens (B, Ls) being those rows' tokens and the
+ * rows before sx->t those of pre's sequences docs[b]; rows (int32 (B), relative to sx->t) as in
+ * ml_resume. The same bits as those rows of the whole forward (tested for every architecture). */
+ml_tensor *ml_model_hidden_suffix(ml_model *m, ml_tensor *tokens, const ml_suffix *sx, ml_tensor *rows, ml_run *run);
 /* Block `layer`'s sequence mixer alone on x (B, L, D) -> (B, L, D), firing its internal sites
  * through run (mech.nn's built-in mixer layers: a one-layer model run as a layer). */
 ml_tensor *ml_model_mixer_forward(ml_model *m, int layer, ml_tensor *x, ml_run *run);

@@ -126,6 +126,68 @@ START_TEST(resid_mid_resume_is_exact) {
 }
 END_TEST
 
+/* The forward from row t (ml_model_hidden_suffix: the interchange's corrupted runs) equals rows
+ * t.. of the whole forward bit for bit, for every architecture that has one (the others refuse),
+ * from several rows up to the first changed token, with and without readout rows. D = 64 and 40
+ * sequences keep every product above the BLAS's small-matrix sizes (interchange.c, IC_GROUP_MIN). */
+START_TEST(suffix_forward_is_exact) {
+    ml_task *t = small_ar();
+    int B = 40, changed = 6;
+    ml_dataset *ds = ml_dataset_new(t, B, 1, ML_SPLIT_TEST);
+    for (int a = 0; a < ml_mixer_count() * (1 + ML_MIXER_MAX_ALIASES); a++) { /* every name, aliases too */
+        const ml_mixer_type *mt = ml_mixer_at(a / (1 + ML_MIXER_MAX_ALIASES));
+        int al = a % (1 + ML_MIXER_MAX_ALIASES);
+        const char *arch = al ? mt->aliases[al - 1].name : mt->name;
+        if (!arch) continue;
+        ml_model_config c;
+        ml_model_config_defaults(&c, arch);
+        c.d_model = 64, c.n_layers = 2, c.vocab = ml_task_vocab_size(t), c.seed = 7;
+        ml_model *m = ml_model_new(&c);
+        ck_assert_msg(m != NULL, "%s: %s", arch, ml_last_error());
+        ml_tensor *tok = tokens_of(ds, 0, B), *ctok = ml_clone(tok);
+        int64_t L = tok->shape[1], B64 = B;
+        for (int b = 0; b < B; b++) /* the corrupted copy differs from row `changed` on */
+            ml_i32(ctok)[b * L + changed] = (ml_i32(tok)[b * L + changed] + 1 + b) % c.vocab;
+        ml_tensor **pre = cache_all(m, tok, NULL), *emb = ml_model_embed(m, ctok);
+        ml_tensor *full = ml_model_hidden(m, ctok, NULL), *rows = ml_empty(ML_I32, 1, &B64);
+        int32_t docs[40];
+        for (int b = 0; b < B; b++) docs[b] = b;
+        for (int t0 = 0; t0 <= changed; t0 += 3) {
+            ml_tensor *nw = ml_narrow(ctok, 1, t0, L - t0), *st = ml_contiguous(nw);
+            ml_suffix sx = {.t = t0, .pre = pre, .docs = docs};
+            ml_tensor *h = ml_model_hidden_suffix(m, st, &sx, NULL, NULL);
+            if (!ml_model_can_suffix(m)) {
+                ck_assert_msg(!h && strstr(ml_last_error(), "has none"), "%s: a forward from row t without one", arch);
+                ml_clear_error();
+                ml_release(nw), ml_release(st);
+                break;
+            }
+            ml_tensor *want = ml_narrow(full, 1, t0, L - t0);
+            ck_assert_msg(h && ml_equal(h, want), "%s from row %d: not the whole forward's bits (%s)", arch, t0,
+                          h ? "" : ml_last_error());
+            /* readout rows (relative to t0), the last mixer at those rows only */
+            for (int b = 0; b < B; b++) ml_i32(rows)[b] = (int32_t)(b % (L - t0));
+            ml_tensor *hr = ml_model_hidden_suffix(m, st, &sx, rows, NULL);
+            sx.rows = ml_i32(rows);
+            ml_tensor *hs = ml_model_hidden_suffix(m, st, &sx, rows, NULL);
+            for (int b = 0; b < B; b++) ml_i32(rows)[b] += t0;
+            ml_resume rs = {.layer = 0, .entry = ML_ENTRY_BLOCK_INPUT, .act = emb, .rows = rows};
+            ml_tensor *hw = ml_model_hidden_resume(m, &rs, NULL);
+            ck_assert_msg(hr && hs && hw, "%s: %s", arch, ml_last_error());
+            ck_assert_msg(ml_equal(hr, hw) && ml_equal(hs, hw), "%s from row %d with readout rows: not the bits", arch,
+                          t0);
+            ml_release(h), ml_release(want), ml_release(hr), ml_release(hs), ml_release(hw), ml_release(nw);
+            ml_release(st);
+        }
+        free_cache(m, pre);
+        ml_release(tok), ml_release(ctok), ml_release(emb), ml_release(full), ml_release(rows);
+        ml_model_free(m);
+    }
+    ml_dataset_free(ds);
+    ml_task_release(t);
+}
+END_TEST
+
 /* Patching block_input of layer 0 at every position reproduces the source run exactly. */
 START_TEST(block_input_all_positions_is_the_source) {
     ml_task *t = small_ar();
@@ -285,6 +347,38 @@ static double metric(const ml_metric *v, int n, const char *name) {
     ck_abort_msg("metric %s missing", name);
     return 0;
 }
+
+/* The evaluator's runs from the first changed row (groups of at least 40 examples: a batch of 96)
+ * against the reference's whole forwards, for attention and Mamba at D = 64. */
+START_TEST(evaluator_from_rows_equals_reference) {
+    ml_task *t = small_ar();
+    ml_dataset *ds = ml_dataset_new(t, 96, 1, ML_SPLIT_TEST);
+    for (int a = 0; a < 2; a++) {
+        ml_model_config mc;
+        ml_model_config_defaults(&mc, a ? "mamba" : "attention");
+        mc.d_model = 64, mc.n_layers = 2, mc.vocab = ml_task_vocab_size(t), mc.seed = 9;
+        ml_model *m = ml_model_new(&mc);
+        ck_assert_msg(m != NULL, "%s", ml_last_error());
+        ml_ic_config c;
+        ml_ic_config_paper(&c, m, t);
+        c.batch = 96;
+        ml_ic_result *fast = ml_ic_run(m, ds, 0, 96, &c);
+        c.reference = true;
+        ml_ic_result *ref = ml_ic_run(m, ds, 0, 96, &c);
+        ck_assert_msg(fast && ref, "%s", ml_last_error());
+        for (size_t i = 0; i < (size_t)fast->n_combos * 96; i++) {
+            ck_assert_float_eq_tol(fast->corrupted_prob[i], ref->corrupted_prob[i], 2e-6f);
+            ck_assert_float_eq_tol(fast->restored_prob[i], ref->restored_prob[i], 2e-6f);
+            ck_assert_float_eq_tol(fast->restored_logit[i], ref->restored_logit[i], 2e-5f);
+            ck_assert_float_eq_tol(fast->kl_div[i], ref->kl_div[i], 1e-7f);
+        }
+        ml_ic_result_free(fast), ml_ic_result_free(ref);
+        ml_model_free(m);
+    }
+    ml_dataset_free(ds);
+    ml_task_release(t);
+}
+END_TEST
 
 START_TEST(evaluator_names_and_reference) {
     ml_task *t = small_ar();
@@ -622,6 +716,7 @@ static Suite *suite(void) {
     tcase_set_timeout(inv, 120);
     tcase_add_test(inv, clean_into_clean);
     tcase_add_test(inv, resid_mid_resume_is_exact);
+    tcase_add_test(inv, suffix_forward_is_exact);
     tcase_add_test(inv, block_input_all_positions_is_the_source);
     tcase_add_test(inv, fast_equals_full);
     tcase_add_test(inv, state_patch_continues_recurrence);
@@ -635,6 +730,7 @@ static Suite *suite(void) {
     TCase *ev = tcase_create("evaluator");
     tcase_set_timeout(ev, 120);
     tcase_add_test(ev, evaluator_names_and_reference);
+    tcase_add_test(ev, evaluator_from_rows_equals_reference);
     tcase_add_test(ev, evaluator_internal_sites);
     tcase_add_test(ev, evaluator_bad_config);
     tcase_add_test(ev, conv_surgery);

@@ -35,6 +35,13 @@ local function check_layer(fn, layer, n, default)
   return layer
 end
 
+-- The parts stacked on a new dim 0 and, with opts.apply_ln, through the final norm.
+local function stacked(cache, model, opts, parts, labels)
+  local stack = mech.stack(parts, 0)
+  if opts.apply_ln then stack = A.apply_ln_to_stack(cache, model, nil, stack) end
+  return stack, labels
+end
+
 -- The label of layer l's mixer output: TransformerLens's attn_out for attention.
 local function mixer_label(model, l)
   return (model:config().arch == "attention" or model:config().arch == "based" and l % 2 == 1) and "attn_out" or "mixer_out"
@@ -58,9 +65,7 @@ function A.accumulated_resid(cache, model, _, opts)
       parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(n - 1, "block_output")), "final_post"
     end
   end
-  local stack = mech.stack(parts, 0)
-  if opts.apply_ln then stack = A.apply_ln_to_stack(cache, model, nil, stack) end
-  return stack, labels
+  return stacked(cache, model, opts, parts, labels)
 end
 
 --- The residual entering `layer` (default: the final one) as its parts: embed, pos_embed, then
@@ -82,9 +87,7 @@ function A.decompose_resid(cache, model, tokens, opts)
       parts[#parts + 1], labels[#labels + 1] = cache[site(i, "mlp_output")], i .. "_mlp_out"
     end
   end
-  local stack = mech.stack(parts, 0)
-  if opts.apply_ln then stack = A.apply_ln_to_stack(cache, model, nil, stack) end
-  return stack, labels
+  return stacked(cache, model, opts, parts, labels)
 end
 
 --- Every head's output (its z through its slice of W_O, without the bias) of the layers below

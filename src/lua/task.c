@@ -152,30 +152,32 @@ static void set_task_options(lua_State *L, const ml_task *t) {
     }
 }
 
-static int l_ar(lua_State *L) {
-    const char *fn = "mech.task.ar";
-    ml_ar_config c = ml_ar_config_default();
-    check_task_options(L, ML_TASK_AR, fn);
-    c.min_length = c.max_length = mlL_optint32(L, 1, "length", c.max_length, fn);
-    uint64_t seed = read_task_options(L, ML_TASK_AR, &c, fn);
-    push_task(L, ml_task_ar(&c, seed));
+/* mech.task.ar / atr / mqar{...}: the options table read into the kind's defaults cfg (AR's
+ * option length sets min_length = max_length first, so that either may still override it). */
+static int new_task(lua_State *L, ml_task_kind k, void *cfg, const char *fn) {
+    check_task_options(L, k, fn);
+    if (k == ML_TASK_AR) {
+        ml_ar_config *c = cfg;
+        c->min_length = c->max_length = mlL_optint32(L, 1, "length", c->max_length, fn);
+    }
+    uint64_t seed = read_task_options(L, k, cfg, fn);
+    push_task(L, k == ML_TASK_AR    ? ml_task_ar(cfg, seed)
+                 : k == ML_TASK_ATR ? ml_task_atr(cfg, seed)
+                                    : ml_task_mqar(cfg, seed));
     return 1;
 }
 
+static int l_ar(lua_State *L) {
+    ml_ar_config c = ml_ar_config_default();
+    return new_task(L, ML_TASK_AR, &c, "mech.task.ar");
+}
 static int l_atr(lua_State *L) {
     ml_atr_config c = ml_atr_config_default();
-    check_task_options(L, ML_TASK_ATR, "mech.task.atr");
-    uint64_t seed = read_task_options(L, ML_TASK_ATR, &c, "mech.task.atr");
-    push_task(L, ml_task_atr(&c, seed));
-    return 1;
+    return new_task(L, ML_TASK_ATR, &c, "mech.task.atr");
 }
-
 static int l_mqar(lua_State *L) {
     ml_mqar_config c = ml_mqar_config_default();
-    check_task_options(L, ML_TASK_MQAR, "mech.task.mqar");
-    uint64_t seed = read_task_options(L, ML_TASK_MQAR, &c, "mech.task.mqar");
-    push_task(L, ml_task_mqar(&c, seed));
-    return 1;
+    return new_task(L, ML_TASK_MQAR, &c, "mech.task.mqar");
 }
 
 static const char *const preset_keys[] = {"rng", NULL};

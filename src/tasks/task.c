@@ -103,6 +103,20 @@ ml_scratch *ml_scratch_get(ml_doc *d) {
     return d->scratch;
 }
 
+ml_status ml_scratch_reserve_kv(ml_scratch *s, int n_used, int n) {
+    int cap = s->used_cap;
+    if (ml_grow((void **)&s->used, &cap, n_used, 1) != ML_OK) return ML_ERR_MEM;
+    if (cap > s->used_cap) memset(s->used + s->used_cap, 0, (size_t)(cap - s->used_cap));
+    s->used_cap = cap;
+    void **arrs[] = {(void **)&s->keys, (void **)&s->vals, (void **)&s->elig};
+    for (int i = 0; i < 3; i++) {
+        cap = s->ar_cap;
+        if (ml_grow(arrs[i], &cap, n, sizeof(int32_t)) != ML_OK) return ML_ERR_MEM;
+    }
+    s->ar_cap = cap;
+    return ML_OK;
+}
+
 static void scratch_free(ml_scratch *s) {
     if (!s) return;
     void *ps[] = {s->stk_sym, s->stk_id, s->stk_head, s->stk_depth, s->id_pos, s->grp_last,

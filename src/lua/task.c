@@ -70,6 +70,15 @@ static ml_doc *push_scratch_doc(lua_State *L) {
     return d;
 }
 
+/* Returns 1 with ml_doc_format's text of d, a document of task t, pushed (task:show, ds:show). */
+static int push_doc_text(lua_State *L, const ml_task *t, const ml_doc *d) {
+    char *s = ml_doc_format(t, d);
+    if (!s) return mlL_raise(L);
+    lua_pushstring(L, s);
+    free(s);
+    return 1;
+}
+
 /* Calls lua/mech/task_custom.lua's function `name` with this call's arguments; returns its results.
  * The Lua side of tasks made outside C lives there. */
 static int call_lib(lua_State *L, const char *name) {
@@ -395,11 +404,7 @@ static int l_task_show(lua_State *L) {
     /* the buffers would leak if read_doc raised: keep them in a userdata whose __gc frees */
     ml_doc *box = push_scratch_doc(L);
     read_doc(L, 2, b->t, box, fn);
-    char *s = ml_doc_format(b->t, box);
-    if (!s) return mlL_raise(L);
-    lua_pushstring(L, s);
-    free(s);
-    return 1;
+    return push_doc_text(L, b->t, box);
 }
 
 static int l_doc_gc(lua_State *L) {
@@ -774,11 +779,7 @@ static int l_ds_show(lua_State *L) {
     int64_t i = check_index(L, ds, 2, fn);
     ml_doc *d = push_scratch_doc(L);
     if (ml_dataset_get_doc(ds, i, d) != ML_OK) return mlL_raise(L);
-    char *s = ml_doc_format(ml_dataset_task(ds), d);
-    if (!s) return mlL_raise(L);
-    lua_pushstring(L, s);
-    free(s);
-    return 1;
+    return push_doc_text(L, ml_dataset_task(ds), d);
 }
 
 /* ds:stats() -> means of the per-document statistics, plus min/max of the lengths */

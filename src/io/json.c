@@ -451,18 +451,25 @@ static ml_json *parse_number(parser *p) {
 
 static ml_json *parse_value(parser *p, int depth);
 
-static ml_json *parse_array(parser *p, int depth) {
-    ml_json *a = json_new(ML_JSON_ARRAY);
-    if (!a) {
+/* A new array or object for the one opening at p->i, read past its bracket and any space; *empty
+ * (and read past too) when `close` follows at once. NULL when out of memory. */
+static ml_json *open_container(parser *p, ml_json_type type, char close, bool *empty) {
+    ml_json *c = json_new(type);
+    if (!c) {
         p->failed = true;
         return NULL;
     }
-    p->i++; /* '[' */
+    p->i++; /* '[' or '{' */
     skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == ']') {
-        p->i++;
-        return a;
-    }
+    *empty = p->i < p->n && p->s[p->i] == close;
+    if (*empty) p->i++;
+    return c;
+}
+
+static ml_json *parse_array(parser *p, int depth) {
+    bool empty;
+    ml_json *a = open_container(p, ML_JSON_ARRAY, ']', &empty);
+    if (!a || empty) return a;
     for (;;) {
         ml_json *item = parse_value(p, depth + 1);
         if (!item) goto fail;
@@ -531,17 +538,9 @@ static size_t find_duplicate(const ml_json *o) {
 }
 
 static ml_json *parse_object(parser *p, int depth) {
-    ml_json *o = json_new(ML_JSON_OBJECT);
-    if (!o) {
-        p->failed = true;
-        return NULL;
-    }
-    p->i++; /* '{' */
-    skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == '}') {
-        p->i++;
-        return o;
-    }
+    bool empty;
+    ml_json *o = open_container(p, ML_JSON_OBJECT, '}', &empty);
+    if (!o || empty) return o;
     size_t *key_at = NULL; /* byte offsets of the keys, for the duplicate-key message */
     size_t key_at_cap = 0;
     for (;;) {

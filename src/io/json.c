@@ -466,6 +466,17 @@ static ml_json *open_container(parser *p, ml_json_type type, char close, bool *e
     return c;
 }
 
+/* After an item of an array or object: past the ',' before the next (0) or the closing bracket
+ * (1); -1 with the error set at the end of the text (`unterminated`) or at anything else (`bad`). */
+static int after_item(parser *p, char close, const char *unterminated, const char *bad) {
+    skip_ws(p);
+    if (p->i >= p->n) return perr(p, p->i, unterminated), -1;
+    char c = p->s[p->i];
+    if (c != ',' && c != close) return perr(p, p->i, bad), -1;
+    p->i++;
+    return c == close;
+}
+
 static ml_json *parse_array(parser *p, int depth) {
     bool empty;
     ml_json *a = open_container(p, ML_JSON_ARRAY, ']', &empty);
@@ -478,21 +489,9 @@ static ml_json *parse_array(parser *p, int depth) {
             p->err_at = p->i;
             goto fail;
         }
-        skip_ws(p);
-        if (p->i >= p->n) {
-            perr(p, p->i, "unterminated array");
-            goto fail;
-        }
-        unsigned char c = p->s[p->i];
-        if (c == ']') {
-            p->i++;
-            return a;
-        }
-        if (c != ',') {
-            perr(p, p->i, "expected ',' or ']' in array");
-            goto fail;
-        }
-        p->i++;
+        int end = after_item(p, ']', "unterminated array", "expected ',' or ']' in array");
+        if (end < 0) goto fail;
+        if (end) return a;
     }
 fail:
     ml_json_free(a);
@@ -589,21 +588,9 @@ static ml_json *parse_object(parser *p, int depth) {
             p->failed = true;
             goto fail;
         }
-        skip_ws(p);
-        if (p->i >= p->n) {
-            perr(p, p->i, "unterminated object");
-            goto fail;
-        }
-        unsigned char c = p->s[p->i];
-        if (c == '}') {
-            p->i++;
-            break;
-        }
-        if (c != ',') {
-            perr(p, p->i, "expected ',' or '}' in object");
-            goto fail;
-        }
-        p->i++;
+        int end = after_item(p, '}', "unterminated object", "expected ',' or '}' in object");
+        if (end < 0) goto fail;
+        if (end) break;
     }
     size_t dup = find_duplicate(o);
     if (dup == SIZE_MAX - 1) {

@@ -4,18 +4,8 @@
 -- Both are mech.model's C language model with mech.adamw (model:train_step); only the mixer
 -- differs. Prints numbers and asserts nothing (the machine may be busy).
 --   build/mechlab bench/bench_lua_mixer.lua [steps=20]
-local opts = { steps = 20 }
-for _, a in ipairs(arg or {}) do
-  local k, v = a:match("^(%w+)=(.*)$")
-  if not k or opts[k] == nil then error("usage: bench_lua_mixer.lua [steps=N]; got " .. a) end
-  opts[k] = math.tointeger(tonumber(v)) or error("bench_lua_mixer.lua: " .. k .. " expected an integer")
-end
-mech.threads(1)
-
-local D, NL, B = 64, 2, 32
-local task = mech.task.preset("ar_32")
-local V = task:vocab_size()
-local ds = task:dataset(64 * B, { seed = 1, split = "train" })
+local S = dofile(mech.find("bench/ar_setting.lua"))(arg, "bench_lua_mixer.lua")
+local D, NL, B, V, ds = S.D, S.NL, S.B, S.V, S.ds
 
 local models = {
   { label = "based (C)", model = mech.model { arch = "based", d_model = D, n_layers = NL, vocab = V, seed = 1 } },
@@ -25,15 +15,10 @@ local models = {
 for _, e in ipairs(models) do e.opt = mech.adamw(e.model) end
 
 local function time(e)
-  local function step(i)
+  return S.ms_per_step(function(i)
     local tokens, targets = ds:batch(B * (i % 64), B)
     return e.model:train_step(e.opt, tokens, targets, 1e-3).loss
-  end
-  for i = 1, 3 do step(i) end
-  collectgarbage()
-  local t0 = os.clock() -- CPU time: one thread, so a busy machine stretches it least
-  for i = 1, opts.steps do step(i) end
-  return (os.clock() - t0) * 1000 / opts.steps
+  end)
 end
 -- alternate to share the machine's noise fairly; keep each one's best round
 for _, e in ipairs(models) do e.ms = math.huge end
@@ -41,7 +26,7 @@ for _ = 1, 2 do
   for _, e in ipairs(models) do e.ms = math.min(e.ms, time(e)) end
 end
 local base = models[1].ms
-print(string.format("D=%d B=%d L=37 V=%d, 1 thread, %d steps:", D, B, V, opts.steps))
+print(string.format("D=%d B=%d L=37 V=%d, 1 thread, %d steps:", D, B, V, S.steps))
 for _, e in ipairs(models) do
   print(string.format("  %-10s %8d params  %7.2f ms/step  %.2fx", e.label, e.model:n_params(), e.ms, e.ms / base))
 end

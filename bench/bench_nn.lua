@@ -5,18 +5,8 @@
 --   build/mechlab bench/bench_nn.lua [steps=20]
 local nn = mech.nn
 
-local opts = { steps = 20 }
-for _, a in ipairs(arg or {}) do
-  local k, v = a:match("^(%w+)=(.*)$")
-  if not k or opts[k] == nil then error("usage: bench_nn.lua [steps=N]; got " .. a) end
-  opts[k] = math.tointeger(tonumber(v)) or error("bench_nn.lua: " .. k .. " expected an integer")
-end
-mech.threads(1)
-
-local D, NL, B = 64, 2, 32
-local task = mech.task.preset("ar_32")
-local V = task:vocab_size()
-local ds = task:dataset(64 * B, { seed = 1, split = "train" })
+local S = dofile(mech.find("bench/ar_setting.lua"))(arg, "bench_nn.lua")
+local D, NL, B, V, ds = S.D, S.NL, S.B, S.V, S.ds
 
 -- The hand-built LM: the built-in model's state-dict names, so it loads the same weights.
 local LM = nn.Module:extend("BenchLM")
@@ -76,18 +66,11 @@ end
 local l1, l2 = builtin_step(0), hand_step(0)
 print(string.format("first step loss: built-in %.6f, hand-built %.6f", l1, l2))
 
-local function time(step)
-  for i = 1, 3 do step(i) end
-  collectgarbage()
-  local t0 = os.clock() -- CPU time: one thread, so a busy machine stretches it least
-  for i = 1, opts.steps do step(i) end
-  return (os.clock() - t0) * 1000 / opts.steps
-end
 -- alternate to share the machine's noise fairly
 local tb, th = {}, {}
 for r = 1, 2 do
-  tb[r], th[r] = time(builtin_step), time(hand_step)
+  tb[r], th[r] = S.ms_per_step(builtin_step), S.ms_per_step(hand_step)
 end
 local b_ms, h_ms = math.min(tb[1], tb[2]), math.min(th[1], th[2])
 print(string.format("D=%d B=%d L=37 V=%d, 1 thread, %d steps: built-in %.2f ms/step, hand-built (mech.nn) %.2f ms/step, ratio %.2fx",
-  D, B, V, opts.steps, b_ms, h_ms, h_ms / b_ms))
+  D, B, V, S.steps, b_ms, h_ms, h_ms / b_ms))

@@ -1,4 +1,4 @@
--- Your own task in Lua (docs/tasks.md, "Your own task"): a copy task written here, a built-in
+-- Your own task in Lua (docs/tasks.md, "Your own task"): a copy task written in Lua, a built-in
 -- mixer trained on it, and the paper's interchange evaluation (spec §6) on its test set.
 --   mechlab experiments/own_task.lua [arch=attention] [steps=600] [symbols=8] [out=DIR] [smoke=true]
 -- A document is <bos> s1 … sn = s1 … sn: every copied symbol is a target (read at the position
@@ -19,28 +19,11 @@ end
 local smoke = opts.smoke == "true"
 local n_sym = math.tointeger(tonumber(opts.symbols))
 
--- The task: a vocabulary of names, a sample function drawing one document from `gen` (the
--- dataset's own random stream), and the positions it declares.
-local vocab = { "<pad>", "<bos>", "=" }
-for i = 0, n_sym - 1 do vocab[#vocab + 1] = "s" .. i end
-local task = mech.task.new {
-  name = "copy", vocab = vocab,
-  positions = { "bos", "query_item_orig", "divider", "query_item" },
-  corrupt = { "s0", "s" .. (n_sym - 1) }, -- a corrupted position draws another symbol
-  sample = function(gen, split)
-    local n = 2 + gen:below(4) -- 2 to 5 symbols
-    local tokens = { 1 }
-    for i = 1, n do tokens[i + 1] = 3 + gen:below(n_sym) end
-    tokens[n + 2] = 2
-    local targets = {}
-    for i = 1, n do
-      tokens[n + 2 + i] = tokens[i + 1]
-      targets[i] = n + 1 + i
-    end
-    return { tokens = tokens, targets = targets,
-      positions = { bos = 0, query_item_orig = 1, divider = n + 1, query_item = n + 2 } }
-  end,
-}
+-- The task: the copy task of lua/mech/task_examples.lua (read how it is written there: a
+-- vocabulary of names, a sample function drawing one document from `gen`, the dataset's own random
+-- stream, and the positions it declares), with 2 to 5 symbols. Made by mech.task.load from a module
+-- and its options, a run's checkpoint (out=DIR) names the task and rebuilds it.
+local task = mech.task.load("mech.task_examples", { n_symbols = n_sym, max_len = 5 }, nil, "copy")
 print(task:dataset(1, { split = "test" }):show(0))
 
 local steps = smoke and 60 or math.tointeger(tonumber(opts.steps))

@@ -35,6 +35,21 @@ local function check_layer(fn, layer, n, default)
   return layer
 end
 
+-- A stack's options checked against `allowed`, the model's layer count and opts.layer (default:
+-- every layer).
+local function layer_opts(fn, model, opts, allowed)
+  opts = opt_keys(fn, opts, allowed)
+  local n = model:config().n_layers
+  return opts, n, check_layer(fn, opts.layer, n, n)
+end
+
+-- The parts stacked on a new dim 0 and, with opts.apply_ln, through the final norm.
+local function stacked(cache, model, opts, parts, labels)
+  local stack = mech.stack(parts, 0)
+  if opts.apply_ln then stack = A.apply_ln_to_stack(cache, model, nil, stack) end
+  return stack, labels
+end
+
 -- The label of layer l's mixer output: TransformerLens's attn_out for attention.
 local function mixer_label(model, l)
   return (model:config().arch == "attention" or model:config().arch == "based" and l % 2 == 1) and "attn_out" or "mixer_out"
@@ -42,11 +57,9 @@ end
 
 --- The residual stream before each layer (and between mixer and MLP with incl_mid), up to
 --- `layer` (default n_layers: then the final residual last): (n, B, L, D) and labels.
-function A.accumulated_resid(cache, model, _, opts)
+function A.accumulated_resid(cache, model, _, options)
   local fn = "cache:accumulated_resid"
-  opts = opt_keys(fn, opts, { "layer", "incl_mid", "apply_ln" })
-  local n = model:config().n_layers
-  local layer = check_layer(fn, opts.layer, n, n)
+  local opts, n, layer = layer_opts(fn, model, options, { "layer", "incl_mid", "apply_ln" })
   local parts, labels = {}, {}
   for i = 0, layer do
     if i < n then
@@ -58,18 +71,14 @@ function A.accumulated_resid(cache, model, _, opts)
       parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(n - 1, "block_output")), "final_post"
     end
   end
-  local stack = mech.stack(parts, 0)
-  if opts.apply_ln then stack = A.apply_ln_to_stack(cache, model, nil, stack) end
-  return stack, labels
+  return stacked(cache, model, opts, parts, labels)
 end
 
 --- The residual entering `layer` (default: the final one) as its parts: embed, pos_embed, then
 --- each layer's mixer output and MLP output; (n, B, L, D) and labels. The parts sum to it.
-function A.decompose_resid(cache, model, tokens, opts)
+function A.decompose_resid(cache, model, tokens, options)
   local fn = "cache:decompose_resid"
-  opts = opt_keys(fn, opts, { "layer", "apply_ln" })
-  local n = model:config().n_layers
-  local layer = check_layer(fn, opts.layer, n, n)
+  local opts, _, layer = layer_opts(fn, model, options, { "layer", "apply_ln" })
   local B, L = tokens:size(0), tokens:size(1)
   local parts = { model:weight("W_E"):embedding(tokens) }
   local labels = { "embed" }
@@ -82,19 +91,15 @@ function A.decompose_resid(cache, model, tokens, opts)
       parts[#parts + 1], labels[#labels + 1] = cache[site(i, "mlp_output")], i .. "_mlp_out"
     end
   end
-  local stack = mech.stack(parts, 0)
-  if opts.apply_ln then stack = A.apply_ln_to_stack(cache, model, nil, stack) end
-  return stack, labels
+  return stacked(cache, model, opts, parts, labels)
 end
 
 --- Every head's output (its z through its slice of W_O, without the bias) of the layers below
 --- `layer` (default all): (layers·H, B, L, D) and labels "L0H0", ...; incl_remainder adds the
 --- final residual minus their sum.
-function A.stack_head_results(cache, model, _, opts)
+function A.stack_head_results(cache, model, _, options)
   local fn = "cache:stack_head_results"
-  opts = opt_keys(fn, opts, { "layer", "incl_remainder", "apply_ln" })
-  local c = model:config()
-  local layer = check_layer(fn, opts.layer, c.n_layers, c.n_layers)
+  local opts, n, layer = layer_opts(fn, model, options, { "layer", "incl_remainder", "apply_ln" })
   local parts, labels = {}, {}
   for l = 0, layer - 1 do
     local key = site(l, "mixer.head_result")
@@ -106,7 +111,7 @@ function A.stack_head_results(cache, model, _, opts)
   if #parts == 0 then fail(fn, "the cache holds no mixer.head_result (attention layers, cached with names = nil or 'result')") end
   local stack = mech.stack(parts, 0)
   if opts.incl_remainder then
-    local final = need(cache, fn, site(c.n_layers - 1, "block_output"))
+    local final = need(cache, fn, site(n - 1, "block_output"))
     stack = mech.cat({ stack, (final - stack:sum(0)):unsqueeze(0) }, 0)
     labels[#labels + 1] = "remainder"
   end

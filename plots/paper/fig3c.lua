@@ -6,12 +6,7 @@ local paper = require "mech.paper"
 local recipe = { id = "fig3c", sweeps = { "ar" }, title = "AR: Attrib @ Query vs @ Key, layer-1 block input" }
 
 function recipe.draw(dirs, out)
-  local n, filtered, series = paper.attrib_scatter(paper.results(dirs, "ar"), "query", "key", out, {
-    title = "AR, key corrupted, filter @Query", caption = "layer-1 block input", where = function(r) return r.pos_emb == (r.arch == "attention") end,
-  })
-  local keys = { string.format(filtered and "%d runs pass the 0.01 filter" or "%d runs shown: none passes the 0.01 filter", n) }
-  for _, k in ipairs(paper.scatter_keys(series, "@Query", "@Key")) do keys[#keys + 1] = k end
-  return keys
+  return paper.ar_attrib_scatter(paper.results(dirs, "ar"), "query", "key", out)
 end
 
 if select("#", ...) > 0 then paper.main(recipe, ...) end

@@ -10,6 +10,14 @@
 
 #include <lua.h>
 
+/* Set by the build (CMakeLists.txt); for a build without it: */
+#ifndef MECHLAB_VERSION
+#define MECHLAB_VERSION "unknown"
+#endif
+#ifndef MECHLAB_GIT
+#define MECHLAB_GIT "unknown"
+#endif
+
 extern const char *mh_progname;      /* "mechlab", or how the program was called */
 extern lua_State *mh_state;          /* the one state, for the SIGINT handler */
 extern volatile sig_atomic_t mh_tty_repl; /* the REPL runs on a terminal (readline) */

@@ -16,12 +16,6 @@
 #include "host/process.h"
 #include "lua/binding.h"
 
-#ifndef MECHLAB_VERSION
-#define MECHLAB_VERSION "unknown"
-#endif
-#ifndef MECHLAB_GIT
-#define MECHLAB_GIT "unknown"
-#endif
 enum { EXIT_USAGE = 2 };
 
 /* ------------------------------------------------------------------------------------------ */

@@ -19,12 +19,6 @@
 
 #include "host/host.h"
 
-#ifndef MECHLAB_VERSION
-#define MECHLAB_VERSION "unknown"
-#endif
-#ifndef MECHLAB_GIT
-#define MECHLAB_GIT "unknown"
-#endif
 #ifndef PATH_MAX
 #define PATH_MAX 4096
 #endif

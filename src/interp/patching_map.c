@@ -8,6 +8,7 @@
 
 #include "interp/interp.h"
 #include "interp/interp_private.h"
+#include "interp/pm_options.h"
 #include "ops/nn_ops.h"
 #include "ops/ops.h"
 
@@ -102,13 +103,7 @@ static ml_tensor *head_source(ml_tensor *corr, ml_tensor *clean, int h) {
         ml_fail(ML_ERR_ARG, "patching_map: head %d of a site of shape without a head dimension (dim 2)", h);
         return NULL;
     }
-    ml_tensor *src = ml_copy_contiguous(corr, ML_F32);
-    ml_tensor *dst = src ? ml_narrow(src, 2, h, 1) : NULL, *from = dst ? ml_narrow(clean, 2, h, 1) : NULL;
-    if (from) ml_copy_raw(dst, from);
-    ml_release(dst);
-    if (!from) ml_release(src), src = NULL;
-    ml_release(from);
-    return src;
+    return ml_with_head(corr, clean, h);
 }
 
 /* The ablated value of a site's activation x (batch first): zeros, or at every example the mean

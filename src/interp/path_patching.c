@@ -16,6 +16,7 @@
 
 #include "autograd/autograd.h"
 #include "interp/interp.h"
+#include "interp/pm_options.h"
 #include "nn/sites.h"
 
 enum { ROLE_NONE, ROLE_SENDER, ROLE_FROZEN, ROLE_RECORD, ROLE_RECEIVER };
@@ -30,18 +31,6 @@ typedef struct {
     int pass;
 } pp_ud;
 
-/* act with head h's slice (dim 2) from src, or all of src when h < 0: a new tensor. */
-static ml_tensor *with_slice(ml_tensor *act, ml_tensor *src, int h) {
-    if (h < 0) return ml_copy_contiguous(src, ML_F32);
-    ml_tensor *out = ml_copy_contiguous(act, ML_F32);
-    ml_tensor *dst = out ? ml_narrow(out, 2, h, 1) : NULL, *from = dst ? ml_narrow(src, 2, h, 1) : NULL;
-    if (from) ml_copy_raw(dst, from);
-    ml_release(dst);
-    if (!from) ml_release(out), out = NULL;
-    ml_release(from);
-    return out;
-}
-
 static ml_tensor *pp_hook(void *ud, int site, ml_tensor *act, ml_status *err) {
     pp_ud *u = ud;
     const ml_path_patch *p = u->p;
@@ -51,13 +40,13 @@ static ml_tensor *pp_hook(void *ud, int site, ml_tensor *act, ml_status *err) {
         return NULL;
     }
     if (u->pass == 1) {
-        if (site == p->sender) out = with_slice(act, u->sender_src, p->sender_head);
+        if (site == p->sender) out = ml_with_head(act, u->sender_src, p->sender_head);
         else if (site == p->receiver) return ml_release(u->recorded), u->recorded = ml_retain(act), NULL;
         else if (u->role[site] == ROLE_FROZEN) out = ml_retain(u->clean[site]);
         else return NULL;
     } else {
         if (site != p->receiver) return NULL;
-        out = with_slice(act, u->recorded, p->receiver_head);
+        out = ml_with_head(act, u->recorded, p->receiver_head);
     }
     if (!out) *err = ml_last_status();
     return out;

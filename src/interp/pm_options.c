@@ -9,6 +9,17 @@ bool ml_site_per_head(const ml_model *m, int s) {
     return !strncmp(d->name, "mixer.head_", 11) && d->ndim == 4 && d->shape[2] == (int)ml_mixer_opt(&m->cfg, "n_heads");
 }
 
+ml_tensor *ml_with_head(ml_tensor *act, ml_tensor *src, int h) {
+    if (h < 0) return ml_copy_contiguous(src, ML_F32);
+    ml_tensor *out = ml_copy_contiguous(act, ML_F32);
+    ml_tensor *dst = out ? ml_narrow(out, 2, h, 1) : NULL, *from = dst ? ml_narrow(src, 2, h, 1) : NULL;
+    if (from) ml_copy_raw(dst, from);
+    ml_release(dst);
+    if (!from) ml_release(out), out = NULL;
+    ml_release(from);
+    return out;
+}
+
 int ml_pm_rows(const ml_model *m, const int *sites, int n, int *rows, int *heads) {
     int k = 0, H = (int)ml_mixer_opt(&m->cfg, "n_heads");
     for (int r = 0; r < n; r++) {

@@ -1,7 +1,8 @@
 /* A patching map's rows and readout from its options (docs/interventions.md, "Patching maps"):
  * the rows (sites, a per-head site once per head), the row of each clean example where the answer
  * is read and the token it must predict. mech.interp.patching_map reads the options; the rules are
- * here. Errors name the option as a Lua caller sees it, after "patching_map: ". */
+ * here. Errors name the option as a Lua caller sees it, after "patching_map: ". Also the patched
+ * value of a per-head site, which path patching shares. */
 #ifndef ML_INTERP_PM_OPTIONS_H
 #define ML_INTERP_PM_OPTIONS_H
 
@@ -16,6 +17,9 @@ bool ml_site_per_head(const ml_model *m, int s);
  * else -1). Writes rows and heads unless they are NULL; returns how many, or -1 when a site has no
  * position dimension. */
 int ml_pm_rows(const ml_model *m, const int *sites, int n, int *rows, int *heads);
+/* A fresh f32 copy of act with head h's slice (dim 2) taken from src, or of all of src when h < 0:
+ * the patched value of a per-head site (patching maps and path patching); NULL on failure. */
+ml_tensor *ml_with_head(ml_tensor *act, ml_tensor *src, int h);
 
 /* rows[b] for the B clean examples (B, L) = where document first + b of ds answers (its target
  * item's position - 1, the first query for MQAR), after checking the clean tokens are those

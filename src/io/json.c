@@ -451,18 +451,36 @@ static ml_json *parse_number(parser *p) {
 
 static ml_json *parse_value(parser *p, int depth);
 
-static ml_json *parse_array(parser *p, int depth) {
-    ml_json *a = json_new(ML_JSON_ARRAY);
-    if (!a) {
+/* A new array or object for the one opening at p->i, read past its bracket and any space; *empty
+ * (and read past too) when `close` follows at once. NULL when out of memory. */
+static ml_json *open_container(parser *p, ml_json_type type, char close, bool *empty) {
+    ml_json *c = json_new(type);
+    if (!c) {
         p->failed = true;
         return NULL;
     }
-    p->i++; /* '[' */
+    p->i++; /* '[' or '{' */
     skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == ']') {
-        p->i++;
-        return a;
-    }
+    *empty = p->i < p->n && p->s[p->i] == close;
+    if (*empty) p->i++;
+    return c;
+}
+
+/* After an item of an array or object: past the ',' before the next (0) or the closing bracket
+ * (1); -1 with the error set at the end of the text (`unterminated`) or at anything else (`bad`). */
+static int after_item(parser *p, char close, const char *unterminated, const char *bad) {
+    skip_ws(p);
+    if (p->i >= p->n) return perr(p, p->i, unterminated), -1;
+    char c = p->s[p->i];
+    if (c != ',' && c != close) return perr(p, p->i, bad), -1;
+    p->i++;
+    return c == close;
+}
+
+static ml_json *parse_array(parser *p, int depth) {
+    bool empty;
+    ml_json *a = open_container(p, ML_JSON_ARRAY, ']', &empty);
+    if (!a || empty) return a;
     for (;;) {
         ml_json *item = parse_value(p, depth + 1);
         if (!item) goto fail;
@@ -471,21 +489,9 @@ static ml_json *parse_array(parser *p, int depth) {
             p->err_at = p->i;
             goto fail;
         }
-        skip_ws(p);
-        if (p->i >= p->n) {
-            perr(p, p->i, "unterminated array");
-            goto fail;
-        }
-        unsigned char c = p->s[p->i];
-        if (c == ']') {
-            p->i++;
-            return a;
-        }
-        if (c != ',') {
-            perr(p, p->i, "expected ',' or ']' in array");
-            goto fail;
-        }
-        p->i++;
+        int end = after_item(p, ']', "unterminated array", "expected ',' or ']' in array");
+        if (end < 0) goto fail;
+        if (end) return a;
     }
 fail:
     ml_json_free(a);
@@ -531,17 +537,9 @@ static size_t find_duplicate(const ml_json *o) {
 }
 
 static ml_json *parse_object(parser *p, int depth) {
-    ml_json *o = json_new(ML_JSON_OBJECT);
-    if (!o) {
-        p->failed = true;
-        return NULL;
-    }
-    p->i++; /* '{' */
-    skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == '}') {
-        p->i++;
-        return o;
-    }
+    bool empty;
+    ml_json *o = open_container(p, ML_JSON_OBJECT, '}', &empty);
+    if (!o || empty) return o;
     size_t *key_at = NULL; /* byte offsets of the keys, for the duplicate-key message */
     size_t key_at_cap = 0;
     for (;;) {
@@ -590,21 +588,9 @@ static ml_json *parse_object(parser *p, int depth) {
             p->failed = true;
             goto fail;
         }
-        skip_ws(p);
-        if (p->i >= p->n) {
-            perr(p, p->i, "unterminated object");
-            goto fail;
-        }
-        unsigned char c = p->s[p->i];
-        if (c == '}') {
-            p->i++;
-            break;
-        }
-        if (c != ',') {
-            perr(p, p->i, "expected ',' or '}' in object");
-            goto fail;
-        }
-        p->i++;
+        int end = after_item(p, '}', "unterminated object", "expected ',' or '}' in object");
+        if (end < 0) goto fail;
+        if (end) break;
     }
     size_t dup = find_duplicate(o);
     if (dup == SIZE_MAX - 1) {

@@ -70,6 +70,15 @@ static ml_doc *push_scratch_doc(lua_State *L) {
     return d;
 }
 
+/* Returns 1 with ml_doc_format's text of d, a document of task t, pushed (task:show, ds:show). */
+static int push_doc_text(lua_State *L, const ml_task *t, const ml_doc *d) {
+    char *s = ml_doc_format(t, d);
+    if (!s) return mlL_raise(L);
+    lua_pushstring(L, s);
+    free(s);
+    return 1;
+}
+
 /* Calls lua/mech/task_custom.lua's function `name` with this call's arguments; returns its results.
  * The Lua side of tasks made outside C lives there. */
 static int call_lib(lua_State *L, const char *name) {
@@ -152,30 +161,32 @@ static void set_task_options(lua_State *L, const ml_task *t) {
     }
 }
 
-static int l_ar(lua_State *L) {
-    const char *fn = "mech.task.ar";
-    ml_ar_config c = ml_ar_config_default();
-    check_task_options(L, ML_TASK_AR, fn);
-    c.min_length = c.max_length = mlL_optint32(L, 1, "length", c.max_length, fn);
-    uint64_t seed = read_task_options(L, ML_TASK_AR, &c, fn);
-    push_task(L, ml_task_ar(&c, seed));
+/* mech.task.ar / atr / mqar{...}: the options table read into the kind's defaults cfg (AR's
+ * option length sets min_length = max_length first, so that either may still override it). */
+static int new_task(lua_State *L, ml_task_kind k, void *cfg, const char *fn) {
+    check_task_options(L, k, fn);
+    if (k == ML_TASK_AR) {
+        ml_ar_config *c = cfg;
+        c->min_length = c->max_length = mlL_optint32(L, 1, "length", c->max_length, fn);
+    }
+    uint64_t seed = read_task_options(L, k, cfg, fn);
+    push_task(L, k == ML_TASK_AR    ? ml_task_ar(cfg, seed)
+                 : k == ML_TASK_ATR ? ml_task_atr(cfg, seed)
+                                    : ml_task_mqar(cfg, seed));
     return 1;
 }
 
+static int l_ar(lua_State *L) {
+    ml_ar_config c = ml_ar_config_default();
+    return new_task(L, ML_TASK_AR, &c, "mech.task.ar");
+}
 static int l_atr(lua_State *L) {
     ml_atr_config c = ml_atr_config_default();
-    check_task_options(L, ML_TASK_ATR, "mech.task.atr");
-    uint64_t seed = read_task_options(L, ML_TASK_ATR, &c, "mech.task.atr");
-    push_task(L, ml_task_atr(&c, seed));
-    return 1;
+    return new_task(L, ML_TASK_ATR, &c, "mech.task.atr");
 }
-
 static int l_mqar(lua_State *L) {
     ml_mqar_config c = ml_mqar_config_default();
-    check_task_options(L, ML_TASK_MQAR, "mech.task.mqar");
-    uint64_t seed = read_task_options(L, ML_TASK_MQAR, &c, "mech.task.mqar");
-    push_task(L, ml_task_mqar(&c, seed));
-    return 1;
+    return new_task(L, ML_TASK_MQAR, &c, "mech.task.mqar");
 }
 
 static const char *const preset_keys[] = {"rng", NULL};
@@ -393,11 +404,7 @@ static int l_task_show(lua_State *L) {
     /* the buffers would leak if read_doc raised: keep them in a userdata whose __gc frees */
     ml_doc *box = push_scratch_doc(L);
     read_doc(L, 2, b->t, box, fn);
-    char *s = ml_doc_format(b->t, box);
-    if (!s) return mlL_raise(L);
-    lua_pushstring(L, s);
-    free(s);
-    return 1;
+    return push_doc_text(L, b->t, box);
 }
 
 static int l_doc_gc(lua_State *L) {
@@ -772,11 +779,7 @@ static int l_ds_show(lua_State *L) {
     int64_t i = check_index(L, ds, 2, fn);
     ml_doc *d = push_scratch_doc(L);
     if (ml_dataset_get_doc(ds, i, d) != ML_OK) return mlL_raise(L);
-    char *s = ml_doc_format(ml_dataset_task(ds), d);
-    if (!s) return mlL_raise(L);
-    lua_pushstring(L, s);
-    free(s);
-    return 1;
+    return push_doc_text(L, ml_dataset_task(ds), d);
 }
 
 /* ds:stats() -> means of the per-document statistics, plus min/max of the lengths */

@@ -54,18 +54,7 @@ ml_status ml_ar_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *do
     ml_scratch *s = ml_scratch_get(doc);
     if (!s) return ML_ERR_MEM;
     int mmin = c->min_length / 2, mmax = c->max_length / 2, k = t->n_keys;
-    {
-        int cap = s->used_cap;
-        if (ml_grow((void **)&s->used, &cap, k, 1) != ML_OK) return ML_ERR_MEM;
-        if (cap > s->used_cap) memset(s->used + s->used_cap, 0, (size_t)(cap - s->used_cap));
-        s->used_cap = cap;
-        void **arrs[] = {(void **)&s->keys, (void **)&s->vals, (void **)&s->elig};
-        for (int i = 0; i < 3; i++) {
-            cap = s->ar_cap;
-            if (ml_grow(arrs[i], &cap, mmax, sizeof(int32_t)) != ML_OK) return ML_ERR_MEM;
-        }
-        s->ar_cap = cap;
-    }
+    if (ml_scratch_reserve_kv(s, k, mmax) != ML_OK) return ML_ERR_MEM;
     if (ml_doc_reserve(doc, 2 * mmax + 5) != ML_OK) return ML_ERR_MEM;
 
     /* The split is ignored on purpose: blacklisted pairs are never queried in any split (the

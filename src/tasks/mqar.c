@@ -145,17 +145,8 @@ ml_status ml_mqar_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *
     int n = c->num_kv_pairs, K = c->vocab_size / 2;
     ml_scratch *s = ml_scratch_get(doc);
     if (!s) return ML_ERR_MEM;
-    int cap = s->used_cap;
     int need = c->vocab_size > t->mq_space ? c->vocab_size : t->mq_space;
-    if (ml_grow((void **)&s->used, &cap, need, 1) != ML_OK) return ML_ERR_MEM;
-    if (cap > s->used_cap) memset(s->used + s->used_cap, 0, (size_t)(cap - s->used_cap));
-    s->used_cap = cap;
-    void **arrs[] = {(void **)&s->keys, (void **)&s->vals, (void **)&s->elig};
-    for (int i = 0; i < 3; i++) {
-        cap = s->ar_cap;
-        if (ml_grow(arrs[i], &cap, n, sizeof(int32_t)) != ML_OK) return ML_ERR_MEM;
-    }
-    s->ar_cap = cap;
+    if (ml_scratch_reserve_kv(s, need, n) != ML_OK) return ML_ERR_MEM;
     uint8_t *used = s->used;
     /* distinct keys in 1 .. K-1 and values in K .. V-1 by rejection */
     for (int i = 0; i < n; i++) {

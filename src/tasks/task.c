@@ -103,6 +103,20 @@ ml_scratch *ml_scratch_get(ml_doc *d) {
     return d->scratch;
 }
 
+ml_status ml_scratch_reserve_kv(ml_scratch *s, int n_used, int n) {
+    int cap = s->used_cap;
+    if (ml_grow((void **)&s->used, &cap, n_used, 1) != ML_OK) return ML_ERR_MEM;
+    if (cap > s->used_cap) memset(s->used + s->used_cap, 0, (size_t)(cap - s->used_cap));
+    s->used_cap = cap;
+    void **arrs[] = {(void **)&s->keys, (void **)&s->vals, (void **)&s->elig};
+    for (int i = 0; i < 3; i++) {
+        cap = s->ar_cap;
+        if (ml_grow(arrs[i], &cap, n, sizeof(int32_t)) != ML_OK) return ML_ERR_MEM;
+    }
+    s->ar_cap = cap;
+    return ML_OK;
+}
+
 static void scratch_free(ml_scratch *s) {
     if (!s) return;
     void *ps[] = {s->stk_sym, s->stk_id, s->stk_head, s->stk_depth, s->id_pos, s->grp_last,
@@ -195,37 +209,28 @@ ml_task *ml_task_alloc(ml_task_kind kind, uint64_t seed, const char *name) {
     return t;
 }
 
+/* t once build(t) succeeds; NULL when t is NULL (its allocation failed) or the build fails. */
+static ml_task *built(ml_task *t, ml_status (*build)(ml_task *)) {
+    if (t && build(t) != ML_OK) ml_task_release(t), t = NULL;
+    return t;
+}
+
 ml_task *ml_task_ar(const ml_ar_config *cfg, uint64_t seed) {
     ml_task *t = ml_task_alloc(ML_TASK_AR, seed, "ar");
-    if (!t) return NULL;
-    t->ar = *cfg;
-    if (ml_ar_build(t) != ML_OK) {
-        ml_task_release(t);
-        return NULL;
-    }
-    return t;
+    if (t) t->ar = *cfg;
+    return built(t, ml_ar_build);
 }
 
 ml_task *ml_task_atr(const ml_atr_config *cfg, uint64_t seed) {
     ml_task *t = ml_task_alloc(ML_TASK_ATR, seed, "atr");
-    if (!t) return NULL;
-    t->atr = *cfg;
-    if (ml_atr_build(t) != ML_OK) {
-        ml_task_release(t);
-        return NULL;
-    }
-    return t;
+    if (t) t->atr = *cfg;
+    return built(t, ml_atr_build);
 }
 
 ml_task *ml_task_mqar(const ml_mqar_config *cfg, uint64_t seed) {
     ml_task *t = ml_task_alloc(ML_TASK_MQAR, seed, "mqar");
-    if (!t) return NULL;
-    t->mqar = *cfg;
-    if (ml_mqar_build(t) != ML_OK) {
-        ml_task_release(t);
-        return NULL;
-    }
-    return t;
+    if (t) t->mqar = *cfg;
+    return built(t, ml_mqar_build);
 }
 
 void ml_task_set_name(ml_task *t, const char *name) { snprintf(t->name, sizeof t->name, "%s", name); }

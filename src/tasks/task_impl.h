@@ -104,6 +104,9 @@ typedef struct {
 } ml_scratch;
 
 ml_scratch *ml_scratch_get(ml_doc *d);
+/* Room for AR's and MQAR's draws: n_used flags in used (the new ones zero) and n in each of keys,
+ * vals and elig. */
+ml_status ml_scratch_reserve_kv(ml_scratch *s, int n_used, int n);
 
 /* Grows *p (elements of `size` bytes, capacity *cap) to at least n elements. */
 ml_status ml_grow(void **p, int *cap, int n, size_t size);

@@ -214,4 +214,17 @@ function draw.attrib_scatter(rows, xpos, ypos, out, opts)
   return n, filtered, series
 end
 
+--- Fig. 3b and 3c: the AR scatter of Attrib @ xpos against @ ypos at the layer-1 block input, key
+--- corrupted, filtered at xpos, the runs of the main curves' embeddings (positions for attention
+--- only). Draws it and returns its key lines: how many runs it shows, then mean ± sd per architecture.
+function draw.ar_attrib_scatter(rows, xpos, ypos, out)
+  local x, y = "@" .. style.position_name(xpos), "@" .. style.position_name(ypos)
+  local n, filtered, series = draw.attrib_scatter(rows, xpos, ypos, out, {
+    title = "AR, key corrupted, filter " .. x, caption = "layer-1 block input", where = function(r) return r.pos_emb == (r.arch == "attention") end,
+  })
+  local keys = { string.format(filtered and "%d runs pass the 0.01 filter" or "%d runs shown: none passes the 0.01 filter", n) }
+  for _, k in ipairs(stats.scatter_keys(series, x, y)) do keys[#keys + 1] = k end
+  return keys
+end
+
 return draw

@@ -149,6 +149,20 @@ ml_tensor *ml_sum_to_shape(ml_tensor *g, int ndim, const int64_t *shape) {
     if (same) return ml_contiguous(g);
     ml_tensor *out = ml_zeros(ML_F32, ndim, shape);
     if (!out) return NULL;
+    /* Fast path: out is g's trailing dims (leading dims summed away, e.g. a position table's
+     * gradient over the batch) and g is contiguous: the same additions in the same order as
+     * the general loop below, without its per-element iterator. */
+    int lead = g->ndim - ndim;
+    bool suffix = lead > 0 && ml_is_contiguous(g);
+    for (int d = 0; suffix && d < ndim; d++) suffix = g->shape[lead + d] == shape[d];
+    if (suffix) {
+        int64_t inner = ml_numel(out), outer = inner ? ml_numel(g) / inner : 0;
+        float *po = ml_f32(out);
+        const float *pg = ml_f32(g);
+        for (int64_t i = 0; i < outer; i++)
+            for (int64_t j = 0; j < inner; j++) po[j] += pg[i * inner + j];
+        return out;
+    }
     /* strides of out seen with g's shape: 0 where out broadcast */
     int64_t so[ML_MAX_DIMS], sg[ML_MAX_DIMS];
     for (int i = 0; i < g->ndim; i++) {

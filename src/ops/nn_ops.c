@@ -464,6 +464,25 @@ MLK_CLONES static float row_max(const float *x, int64_t V) {
     return mx;
 }
 
+/* The index the scalar scan `if (x[c] > mx) mx = x[c], best = c` from mx = x[0] ends at (the first
+ * maximum; NaNs after x[0] never win, a NaN x[0] keeps index 0), in two vectorised passes: the
+ * maximum, then its first position. A scalar scan over the 8196 classes cost as much as the exp. */
+static int32_t row_argmax_first(const float *x, int64_t V) {
+    if (isnan(x[0])) return 0;
+    float mx = row_max(x, V); /* exact, and not NaN: every lane starts from a number and skips NaNs */
+    /* == also matches -0 for +0: the strict scan keeps the first of such ties too */
+    for (int64_t c0 = 0; c0 < V; c0 += 64) {
+        int64_t n = V - c0 < 64 ? V - c0 : 64;
+        int hit = 0;
+#pragma omp simd reduction(| : hit)
+        for (int64_t k = 0; k < n; k++) hit |= x[c0 + k] == mx;
+        if (hit)
+            for (int64_t k = 0; k < n; k++)
+                if (x[c0 + k] == mx) return (int32_t)(c0 + k);
+    }
+    return 0; /* no number but x[0] = -inf, or only NaNs after it: the scan stays at 0 */
+}
+
 double ml_logsumexp_row(const float *x, int64_t V) {
     if (V < 1) return -INFINITY;
     float mx = row_max(x, V);
@@ -523,10 +542,8 @@ ml_tensor *ml_cross_entropy_stats(ml_tensor *logits, ml_tensor *targets, float *
             continue;
         }
         const float *xr = px + r * V;
-        float mx = xr[0];
-        int32_t best = 0;
-        for (int64_t c = 1; c < V; c++)
-            if (xr[c] > mx) mx = xr[c], best = (int32_t)c;
+        int32_t best = row_argmax_first(xr, V);
+        float mx = xr[best];
         /* one pass of exp: the shifted exponentials serve the sum and the probabilities */
         float *e = prob ? ml_f32(prob) + r * V : scratch;
         double sum = shifted_exp(V, xr, mx, e);

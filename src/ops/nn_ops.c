@@ -234,10 +234,12 @@ static ml_status scores_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     if (!qkvt) return ml_last_status();
     int H = (int)n->iarg[0];
     int64_t B = qkvt->shape[0], L = qkvt->shape[1], D = qkvt->shape[2] / 3, dh = D / H, row = 3 * D;
-    ml_tensor *d = ml_zeros(ML_F32, 3, qkvt->shape);
+    /* the products below write the q and k columns of every row; only v's are zeroed */
+    ml_tensor *d = ml_empty(ML_F32, 3, qkvt->shape);
     if (!d) return ML_ERR_MEM;
     const float *qkv = ml_f32(qkvt), *dS = ml_f32(g);
     float *dq0 = ml_f32(d);
+    for (int64_t r = 0; r < B * L; r++) memset(dq0 + r * row + 2 * D, 0, sizeof(float) * (size_t)D);
     float scale = (float)(1.0 / sqrt((double)dh));
     float *masked = malloc(sizeof(float) * (size_t)(L * L + 1));
     if (!masked) {
@@ -354,8 +356,12 @@ static ml_status apply_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     if (!Pt || !qkvt) return ml_last_status();
     int H = (int)n->iarg[0];
     int64_t B = qkvt->shape[0], L = qkvt->shape[1], D = qkvt->shape[2] / 3, dh = D / H, row = 3 * D;
-    ml_tensor *dP = ml_node_input_needs_grad(n, 0) ? ml_zeros(ML_F32, 4, Pt->shape) : NULL;
-    ml_tensor *dqkv = ml_node_input_needs_grad(n, 1) ? ml_zeros(ML_F32, 3, qkvt->shape) : NULL;
+    /* the products below write all of dP and the v columns of dqkv (beta = 0): only q's and k's
+     * columns are zeroed */
+    ml_tensor *dP = ml_node_input_needs_grad(n, 0) ? ml_empty(ML_F32, 4, Pt->shape) : NULL;
+    ml_tensor *dqkv = ml_node_input_needs_grad(n, 1) ? ml_empty(ML_F32, 3, qkvt->shape) : NULL;
+    if (dqkv)
+        for (int64_t r = 0; r < B * L; r++) memset(ml_f32(dqkv) + r * row, 0, sizeof(float) * (size_t)(2 * D));
     const float *P = ml_f32(Pt), *qkv = ml_f32(qkvt), *dctx = ml_f32(g);
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {

@@ -426,7 +426,10 @@ static ml_status cross_entropy_backward(ml_node *n, ml_tensor *g, ml_tensor **gi
     ml_tensor *prob = ml_node_saved(n, 0), *tg = ml_node_saved(n, 1);
     if (!prob || !tg) return ml_last_status();
     int64_t N = prob->shape[0], V = prob->shape[1];
-    ml_tensor *d = ml_empty(ML_F32, 2, prob->shape);
+    /* the probabilities are private to this node and read once, element by element: the
+     * gradient overwrites them in place (no N x V buffer more; the node frees them next) */
+    bool own = prob->refcount == 1 && prob->storage->refcount == 1 && ml_is_contiguous(prob);
+    ml_tensor *d = own ? ml_retain(prob) : ml_empty(ML_F32, 2, prob->shape);
     if (!d) return ML_ERR_MEM;
     float scale = (float)(ml_f32(g)[0] * n->farg[0]);
     const float *pp = ml_f32(prob);

@@ -435,10 +435,7 @@ static ml_status unary_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     bool slope = op == ML_GELU && n->iarg[1];
     ml_tensor *xs = ml_node_saved(n, 0), *ys = slope ? NULL : ml_node_saved(n, 1);
     if (!xs || (!slope && !ys)) return ml_last_status();
-    /* the incoming gradient is read once, element by element: when only this node holds it
-     * (the engine's own), the result overwrites it instead of a new buffer */
-    bool own = g->refcount == 1 && g->storage->refcount == 1 && ml_is_contiguous(g) && g->offset == 0;
-    ml_tensor *r = own ? ml_retain(g) : ml_empty(ML_F32, g->ndim, g->shape);
+    ml_tensor *r = mlo_grad_over(n, 0, g); /* elementwise: may overwrite g */
     if (!r) return ML_ERR_MEM;
     const float *x = ml_f32(xs), *y = ys ? ml_f32(ys) : NULL, *pg = ml_f32(g);
     float *d = ml_f32(r);

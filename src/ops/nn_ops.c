@@ -28,7 +28,8 @@ static ml_status layer_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) 
     const float *rstd = n->ctx;
     int64_t D = w->shape[0], rows = ml_numel(xhat) / (D ? D : 1);
     const float *xh = ml_f32(xhat), *pw = ml_f32(w), *pg = ml_f32(g);
-    ml_tensor *dx = ml_node_input_needs_grad(n, 0) ? ml_empty(ML_F32, n->in_ndim[0], n->in_shape[0]) : NULL;
+    /* a row of g is read (dw, db, the means) before that row of dx is written: dx may overwrite g */
+    ml_tensor *dx = mlo_grad_over(n, 0, g);
     ml_tensor *dw = ml_node_input_needs_grad(n, 1) ? ml_zeros(ML_F32, 1, &D) : NULL;
     ml_tensor *db = ml_node_input_needs_grad(n, 2) ? ml_zeros(ML_F32, 1, &D) : NULL;
     for (int64_t r = 0; r < rows; r++) {
@@ -139,7 +140,8 @@ static ml_status rms_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     const float *rr = n->ctx;
     int64_t D = w->shape[0], rows = ml_numel(x) / (D ? D : 1);
     const float *px = ml_f32(x), *pw = ml_f32(w), *pg = ml_f32(g);
-    ml_tensor *dx = ml_node_input_needs_grad(n, 0) ? ml_empty(ML_F32, n->in_ndim[0], n->in_shape[0]) : NULL;
+    /* a row of g is read (dw, the dot) before that row of dx is written: dx may overwrite g */
+    ml_tensor *dx = mlo_grad_over(n, 0, g);
     ml_tensor *dw = ml_node_input_needs_grad(n, 1) ? ml_zeros(ML_F32, 1, &D) : NULL;
     for (int64_t r = 0; r < rows; r++) {
         const float *gr = pg + r * D, *xr = px + r * D;

@@ -2,6 +2,7 @@
  * and the step's FLOP floor, per architecture, width and thread count.
  *
  *   bench_train [--task NAME] [--d 64,256] [--threads 1,2] [--steps N] [--rounds R] [--rate GFLOPS] [arch ...]
+ *   bench_train --shapes [--task NAME] [--d 16,32,64] [--rate GFLOPS]
  *
  * Defaults: ar_32 (B = 32, L = 37, V = 8196), D = 64 and 256, 1 and 2 threads, attention.
  * `--task pcfg_5_20` gives the ATR (5, 20) documents (their own length and vocabulary).
@@ -14,11 +15,14 @@
  * step is printed beside it (with 2 threads it adds both threads' time); each row is the best of
  * `rounds` rounds of `steps` steps. bench/step_breakdown.sh runs this under perf to split a step
  * into matmuls, mixer kernels, norms and elementwise ops, embedding and head, optimizer and
- * bookkeeping. */
+ * bookkeeping. `--shapes` times, on one thread, each linear product of an attention step alone
+ * (forward and both backward products at their shapes) against the floor's rate. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <cblas.h>
 
 #include "core/threads.h"
 #include "host/process.h"
@@ -75,6 +79,7 @@ typedef struct {
     const char *task;
     int d[8], n_d, threads[4], n_threads, steps, rounds;
     double rate; /* GFLOP/s of the floor; 0: measure */
+    bool shapes; /* --shapes: time the step's linear products alone */
     const char **archs;
     int n_archs;
 } options;
@@ -89,6 +94,10 @@ static int parse_args(int argc, char **argv, options *o) {
         if (a[0] != '-') {
             first_arch = i;
             break;
+        }
+        if (!strcmp(a, "--shapes")) {
+            o->shapes = true;
+            continue;
         }
         if (!v) return fprintf(stderr, "bench_train: %s needs a value\n", a), -1;
         i++;
@@ -150,6 +159,53 @@ static int bench_row(const options *o, const ml_task *task, const ml_dataset *ds
     return rc;
 }
 
+/* Seconds of one cblas_sgemm as ml_linear and its backward call it, best of 5 runs of `reps`. */
+static double time_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float beta) {
+    float *a = calloc((size_t)M * K, sizeof(float)), *b = calloc((size_t)K * N, sizeof(float));
+    float *c = calloc((size_t)M * N, sizeof(float));
+    int reps = 1 + (int)(2e7 / (2.0 * M * N * K)); /* about 20 MFLOP a run */
+    double best = 1e30;
+    for (int r = 0; a && b && c && r < 6; r++) {
+        double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        for (int i = 0; i < reps; i++)
+            cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, ta == CblasNoTrans ? K : M, b,
+                        tb == CblasNoTrans ? N : K, beta, c, N);
+        double dt = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / reps;
+        if (r > 0 && dt < best) best = dt; /* the first run warms the caches */
+    }
+    free(a), free(b), free(c);
+    return best;
+}
+
+/* --shapes: the sgemm rate of each linear product of an attention step at width d (forward
+ * y = x·Wᵀ, backward dx = dy·W and dW += dyᵀ·x, as src/ops/matmul.c calls them) and their sum
+ * against the same FLOPs at the 512-cube rate: the bound the products alone put on a step. */
+static void bench_shapes(const int *ds, int n_d, int rows, int head_rows, int vocab, double rate) {
+    ml_set_threads(1);
+    printf("product          rows   in   out  GFLOP/s (fwd, dx, dW)   ms (3 products)  x floor\n");
+    for (int di = 0; di < n_d; di++) {
+        int d = ds[di];
+        struct { const char *name; int n, in, out, count; } lin[] = {
+            {"qkv", rows, d, 3 * d, 2}, {"attn out", rows, d, d, 2}, {"mlp fc1", rows, d, 4 * d, 2},
+            {"mlp fc2", rows, 4 * d, d, 2}, {"head", head_rows, d, vocab, 1}};
+        double total = 0, flops = 0;
+        for (size_t k = 0; k < sizeof lin / sizeof lin[0]; k++) {
+            int n = lin[k].n, in = lin[k].in, out = lin[k].out;
+            double f = 2.0 * n * in * out;
+            double t0 = time_gemm(CblasNoTrans, CblasTrans, n, out, in, 0.0f);
+            double t1 = time_gemm(CblasNoTrans, CblasNoTrans, n, in, out, 0.0f);
+            double t2 = time_gemm(CblasTrans, CblasNoTrans, out, in, n, 1.0f);
+            double t = t0 + t1 + t2;
+            printf("%-3d %-10s %5d %4d %5d  %6.1f %6.1f %6.1f      %7.3f        %5.2f\n", d, lin[k].name, n, in, out,
+                   f / t0 / 1e9, f / t1 / 1e9, f / t2 / 1e9, t * 1e3, t / (3 * f / rate / 1e9));
+            total += lin[k].count * t;
+            flops += lin[k].count * 3 * f;
+        }
+        printf("%-3d all linear products of a 2-layer step: %.3f ms, floor %.3f ms (%.2fx)\n", d, total * 1e3,
+               flops / rate / 1e6, total / (flops / rate / 1e9));
+    }
+}
+
 int main(int argc, char **argv) {
     mh_exec_passive(argv); /* workers that sleep when idle (host/process.h) */
     mh_tune_malloc();
@@ -162,6 +218,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     double rate = o.rate > 0 ? o.rate : sgemm_rate();
+    if (o.shapes) { /* B 32 sequences of the task's length, one supervised row each (ar_32) */
+        printf("sgemm %.1f GFLOP/s on one thread (512-cube)\n", rate);
+        bench_shapes(o.d, o.n_d, 32 * ml_dataset_max_len(ds), 32, ml_task_vocab_size(task), rate);
+        ml_dataset_free(ds);
+        ml_task_release(task);
+        return 0;
+    }
     printf("task %s, sgemm %.1f GFLOP/s on one thread (the floor's rate); floor x: cpu ms (1 thread) or ms over "
            "the floor\n",
            o.task, rate);

@@ -149,6 +149,20 @@ ml_tensor *ml_sum_to_shape(ml_tensor *g, int ndim, const int64_t *shape) {
     if (same) return ml_contiguous(g);
     ml_tensor *out = ml_zeros(ML_F32, ndim, shape);
     if (!out) return NULL;
+    /* Fast path: out is g's trailing dims (leading dims summed away, e.g. a position table's
+     * gradient over the batch) and g is contiguous: the same additions in the same order as
+     * the general loop below, without its per-element iterator. */
+    int lead = g->ndim - ndim;
+    bool suffix = lead > 0 && ml_is_contiguous(g);
+    for (int d = 0; suffix && d < ndim; d++) suffix = g->shape[lead + d] == shape[d];
+    if (suffix) {
+        int64_t inner = ml_numel(out), outer = inner ? ml_numel(g) / inner : 0;
+        float *po = ml_f32(out);
+        const float *pg = ml_f32(g);
+        for (int64_t i = 0; i < outer; i++)
+            for (int64_t j = 0; j < inner; j++) po[j] += pg[i * inner + j];
+        return out;
+    }
     /* strides of out seen with g's shape: 0 where out broadcast */
     int64_t so[ML_MAX_DIMS], sg[ML_MAX_DIMS];
     for (int i = 0; i < g->ndim; i++) {
@@ -165,17 +179,33 @@ ml_tensor *ml_sum_to_shape(ml_tensor *g, int ndim, const int64_t *shape) {
 }
 
 /* dst (may be NULL) += src, both shaped `shape`; returns the accumulated tensor (new or dst).
- * A first gradient that nothing else references is adopted instead of copied. */
-static ml_tensor *accumulate(ml_tensor *dst, ml_tensor *src) {
+ * A first gradient that nothing else references is adopted instead of copied. A node's gradient
+ * (internal: only the engine reads it, never writes it) also adopts a shared one, e.g. the one
+ * gradient an addition hands both its inputs, and a second contribution then goes to a new
+ * tensor (dst + src, the same sums as a copy of dst plus src) instead of into the shared one:
+ * a copy of the residual stream's gradient per add saved. A leaf's .grad is a user's tensor
+ * (or a view of the model's flat gradient) and keeps the copy and the in-place sum. */
+static ml_tensor *accumulate(ml_tensor *dst, ml_tensor *src, bool internal) {
     if (!dst) {
-        bool exclusive = src->refcount == 1 && src->storage->refcount == 1 && src->offset == 0 &&
-                         ml_is_contiguous(src) && !src->grad_fn && !src->requires_grad;
-        return exclusive ? ml_retain(src) : ml_clone(src);
+        bool plain = src->offset == 0 && ml_is_contiguous(src) && !src->grad_fn && !src->requires_grad;
+        bool exclusive = plain && src->refcount == 1 && src->storage->refcount == 1;
+        return exclusive || (plain && internal) ? ml_retain(src) : ml_clone(src);
     }
     ml_tensor *s = ml_contiguous(src);
     if (!s) return NULL;
-    float *pd = ml_f32(dst);
     const float *ps = ml_f32(s);
+    if (internal && (dst->refcount > 1 || dst->storage->refcount > 1)) { /* shared: sum out of place */
+        ml_tensor *sum = ml_empty(ML_F32, dst->ndim, dst->shape);
+        if (sum) {
+            float *po = ml_f32(sum);
+            const float *pd = ml_f32(dst);
+            for (int64_t i = 0, n = ml_numel(dst); i < n; i++) po[i] = pd[i] + ps[i];
+            ml_release(dst);
+        }
+        ml_release(s);
+        return sum;
+    }
+    float *pd = ml_f32(dst);
     for (int64_t i = 0, n = ml_numel(dst); i < n; i++) pd[i] += ps[i];
     dst->storage->version++;
     ml_release(s);
@@ -223,7 +253,7 @@ ml_status ml_backward(ml_tensor *root, ml_tensor *grad_root) {
     bool old_mode = ml_set_grad_enabled(false);
     ml_status st = ML_OK;
     if (!root->grad_fn) { /* a leaf */
-        ml_tensor *acc = accumulate(root->grad, g0);
+        ml_tensor *acc = accumulate(root->grad, g0, false);
         if (!acc) st = ML_ERR_MEM;
         else root->grad = acc;
         ml_release(g0);
@@ -282,11 +312,11 @@ ml_status ml_backward(ml_tensor *root, ml_tensor *grad_root) {
                                  n->name, ml_shape_str(s1, gin[i]->ndim, gin[i]->shape), i + 1,
                                  ml_shape_str(s2, n->in_ndim[i], n->in_shape[i]));
                 } else if (t->grad_fn) {
-                    ml_tensor *acc = accumulate(t->grad_fn->grad, gin[i]);
+                    ml_tensor *acc = accumulate(t->grad_fn->grad, gin[i], true);
                     if (!acc) st = ML_ERR_MEM;
                     else t->grad_fn->grad = acc;
                 } else if (t->requires_grad) {
-                    ml_tensor *acc = accumulate(t->grad, gin[i]);
+                    ml_tensor *acc = accumulate(t->grad, gin[i], false);
                     if (!acc) st = ML_ERR_MEM;
                     else t->grad = acc;
                 }

@@ -379,6 +379,19 @@ MLK_CLONES static void unary_sigmoid_f32(ml_unop op, int64_t n, const float *x, 
     }
 }
 
+/* GELU y = x·Φ(x) and, for its backward, f'(x) = Φ(x) + x·φ(x): the forward has both Φ and φ at
+ * hand, so the backward needs only a product instead of the erf and exp again (the same
+ * operations as unary_grad_f32's, so the same bits). */
+MLK_CLONES static void gelu_slope_f32(int64_t n, const float *x, float *y, float *slope) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        float cdf, pdf;
+        mlk_normal_cdf_pdf(x[i], &cdf, &pdf);
+        y[i] = x[i] * cdf;
+        slope[i] = cdf + x[i] * pdf;
+    }
+}
+
 /* d = g · f'(x): the loops of unary_backward, multiversioned like unary_f32 */
 MLK_CLONES static void unary_grad_f32(ml_unop op, int64_t m, const float *x, const float *y, const float *pg,
                                          float *d) {
@@ -419,14 +432,20 @@ MLK_CLONES static void unary_grad_f32(ml_unop op, int64_t m, const float *x, con
 
 static ml_status unary_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     ml_unop op = (ml_unop)n->iarg[0];
-    ml_tensor *xs = ml_node_saved(n, 0), *ys = ml_node_saved(n, 1);
-    if (!xs || !ys) return ml_last_status();
-    ml_tensor *r = ml_empty(ML_F32, g->ndim, g->shape);
+    bool slope = op == ML_GELU && n->iarg[1];
+    ml_tensor *xs = ml_node_saved(n, 0), *ys = slope ? NULL : ml_node_saved(n, 1);
+    if (!xs || (!slope && !ys)) return ml_last_status();
+    ml_tensor *r = mlo_grad_over(n, 0, g); /* elementwise: may overwrite g */
     if (!r) return ML_ERR_MEM;
-    const float *x = ml_f32(xs), *y = ml_f32(ys), *pg = ml_f32(g);
+    const float *x = ml_f32(xs), *y = ys ? ml_f32(ys) : NULL, *pg = ml_f32(g);
     float *d = ml_f32(r);
     int64_t m = ml_numel(g);
-    unary_grad_f32(op, m, x, y, pg, d);
+    if (slope) { /* slot 0 holds f'(x) (gelu_slope_f32) */
+#pragma omp simd
+        for (int64_t i = 0; i < m; i++) d[i] = pg[i] * x[i];
+    } else {
+        unary_grad_f32(op, m, x, y, pg, d);
+    }
     gin[0] = r;
     return ML_OK;
 }
@@ -466,14 +485,22 @@ ml_tensor *ml_unary(ml_unop op, ml_tensor *a) {
         ml_release(x), ml_release(out);
         return NULL;
     }
-    if (sig) unary_sigmoid_f32(op, ml_numel(out), ml_f32(x), ml_f32(out), ml_f32(sig));
+    /* GELU's backward reads f'(x) saved by the forward instead of x (sig holds it) */
+    bool gelu_slope = op == ML_GELU && ml_needs_grad(a);
+    if (gelu_slope && !(sig = ml_empty(ML_F32, a->ndim, a->shape))) {
+        ml_release(x), ml_release(out);
+        return NULL;
+    }
+    if (gelu_slope) gelu_slope_f32(ml_numel(out), ml_f32(x), ml_f32(out), ml_f32(sig));
+    else if (sig) unary_sigmoid_f32(op, ml_numel(out), ml_f32(x), ml_f32(out), ml_f32(sig));
     else unary_f32(op, ml_numel(out), ml_f32(x), ml_f32(out));
     if (ml_needs_grad(a)) {
         ml_node *node = ml_node_new(unop_bw_names[op], unary_backward, 1, &a);
         if (node) {
             node->iarg[0] = op;
-            ml_node_save(node, 0, x);
-            ml_node_save(node, 1, sig ? sig : out);
+            node->iarg[1] = gelu_slope;
+            ml_node_save(node, 0, gelu_slope ? sig : x);
+            ml_node_save(node, 1, gelu_slope ? NULL : sig ? sig : out);
         }
         out = mlo_attach(out, node);
     }

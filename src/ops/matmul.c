@@ -9,6 +9,7 @@
 
 #include "core/iter.h"
 #include "core/threads.h"
+#include "ops/kernel_util.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -202,6 +203,13 @@ ml_tensor *ml_matmul(ml_tensor *a, ml_tensor *b) {
 
 /* ------------------------------------------------------------------ linear */
 
+/* acc[j] += Σ_r g[r, j] in row order, in double: the bias gradient. Multiversioned
+ * (kernel_util.h): each column sums alone, so the vector width does not change the bits. */
+MLK_CLONES static void bias_grad_f64(int64_t N, int64_t out, const float *pg, double *acc) {
+    for (int64_t r = 0; r < N; r++)
+        for (int64_t j = 0; j < out; j++) acc[j] += pg[r * out + j];
+}
+
 /* Saved: 0 = x as (N, in) contiguous, 1 = W contiguous. */
 static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
     int64_t N = node->iarg[0], in = node->iarg[1], out = node->iarg[2];
@@ -243,8 +251,7 @@ static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
             free(acc);
             return ml_fail(ML_ERR_MEM, "linear backward: out of memory");
         }
-        for (int64_t r = 0; r < N; r++)
-            for (int64_t j = 0; j < out; j++) acc[j] += pg[r * out + j];
+        bias_grad_f64(N, out, pg, acc);
         for (int64_t j = 0; j < out; j++) ml_f32(gb)[j] = (float)acc[j];
         free(acc);
         float *bsink = ml_node_grad_sink(node, 2);

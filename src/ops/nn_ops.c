@@ -28,7 +28,8 @@ static ml_status layer_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) 
     const float *rstd = n->ctx;
     int64_t D = w->shape[0], rows = ml_numel(xhat) / (D ? D : 1);
     const float *xh = ml_f32(xhat), *pw = ml_f32(w), *pg = ml_f32(g);
-    ml_tensor *dx = ml_node_input_needs_grad(n, 0) ? ml_empty(ML_F32, n->in_ndim[0], n->in_shape[0]) : NULL;
+    /* a row of g is read (dw, db, the means) before that row of dx is written: dx may overwrite g */
+    ml_tensor *dx = mlo_grad_over(n, 0, g);
     ml_tensor *dw = ml_node_input_needs_grad(n, 1) ? ml_zeros(ML_F32, 1, &D) : NULL;
     ml_tensor *db = ml_node_input_needs_grad(n, 2) ? ml_zeros(ML_F32, 1, &D) : NULL;
     for (int64_t r = 0; r < rows; r++) {
@@ -139,7 +140,8 @@ static ml_status rms_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     const float *rr = n->ctx;
     int64_t D = w->shape[0], rows = ml_numel(x) / (D ? D : 1);
     const float *px = ml_f32(x), *pw = ml_f32(w), *pg = ml_f32(g);
-    ml_tensor *dx = ml_node_input_needs_grad(n, 0) ? ml_empty(ML_F32, n->in_ndim[0], n->in_shape[0]) : NULL;
+    /* a row of g is read (dw, the dot) before that row of dx is written: dx may overwrite g */
+    ml_tensor *dx = mlo_grad_over(n, 0, g);
     ml_tensor *dw = ml_node_input_needs_grad(n, 1) ? ml_zeros(ML_F32, 1, &D) : NULL;
     for (int64_t r = 0; r < rows; r++) {
         const float *gr = pg + r * D, *xr = px + r * D;
@@ -234,10 +236,12 @@ static ml_status scores_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     if (!qkvt) return ml_last_status();
     int H = (int)n->iarg[0];
     int64_t B = qkvt->shape[0], L = qkvt->shape[1], D = qkvt->shape[2] / 3, dh = D / H, row = 3 * D;
-    ml_tensor *d = ml_zeros(ML_F32, 3, qkvt->shape);
+    /* the products below write the q and k columns of every row; only v's are zeroed */
+    ml_tensor *d = ml_empty(ML_F32, 3, qkvt->shape);
     if (!d) return ML_ERR_MEM;
     const float *qkv = ml_f32(qkvt), *dS = ml_f32(g);
     float *dq0 = ml_f32(d);
+    for (int64_t r = 0; r < B * L; r++) memset(dq0 + r * row + 2 * D, 0, sizeof(float) * (size_t)D);
     float scale = (float)(1.0 / sqrt((double)dh));
     float *masked = malloc(sizeof(float) * (size_t)(L * L + 1));
     if (!masked) {
@@ -354,8 +358,12 @@ static ml_status apply_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     if (!Pt || !qkvt) return ml_last_status();
     int H = (int)n->iarg[0];
     int64_t B = qkvt->shape[0], L = qkvt->shape[1], D = qkvt->shape[2] / 3, dh = D / H, row = 3 * D;
-    ml_tensor *dP = ml_node_input_needs_grad(n, 0) ? ml_zeros(ML_F32, 4, Pt->shape) : NULL;
-    ml_tensor *dqkv = ml_node_input_needs_grad(n, 1) ? ml_zeros(ML_F32, 3, qkvt->shape) : NULL;
+    /* the products below write all of dP and the v columns of dqkv (beta = 0): only q's and k's
+     * columns are zeroed */
+    ml_tensor *dP = ml_node_input_needs_grad(n, 0) ? ml_empty(ML_F32, 4, Pt->shape) : NULL;
+    ml_tensor *dqkv = ml_node_input_needs_grad(n, 1) ? ml_empty(ML_F32, 3, qkvt->shape) : NULL;
+    if (dqkv)
+        for (int64_t r = 0; r < B * L; r++) memset(ml_f32(dqkv) + r * row, 0, sizeof(float) * (size_t)(2 * D));
     const float *P = ml_f32(Pt), *qkv = ml_f32(qkvt), *dctx = ml_f32(g);
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
@@ -420,7 +428,10 @@ static ml_status cross_entropy_backward(ml_node *n, ml_tensor *g, ml_tensor **gi
     ml_tensor *prob = ml_node_saved(n, 0), *tg = ml_node_saved(n, 1);
     if (!prob || !tg) return ml_last_status();
     int64_t N = prob->shape[0], V = prob->shape[1];
-    ml_tensor *d = ml_empty(ML_F32, 2, prob->shape);
+    /* the probabilities are private to this node and read once, element by element: the
+     * gradient overwrites them in place (no N x V buffer more; the node frees them next) */
+    bool own = prob->refcount == 1 && prob->storage->refcount == 1 && ml_is_contiguous(prob);
+    ml_tensor *d = own ? ml_retain(prob) : ml_empty(ML_F32, 2, prob->shape);
     if (!d) return ML_ERR_MEM;
     float scale = (float)(ml_f32(g)[0] * n->farg[0]);
     const float *pp = ml_f32(prob);
@@ -462,6 +473,25 @@ MLK_CLONES static float row_max(const float *x, int64_t V) {
 #pragma omp simd reduction(max : mx)
     for (int64_t c = 1; c < V; c++) mx = x[c] > mx ? x[c] : mx;
     return mx;
+}
+
+/* The index the scalar scan `if (x[c] > mx) mx = x[c], best = c` from mx = x[0] ends at (the first
+ * maximum; NaNs after x[0] never win, a NaN x[0] keeps index 0), in two vectorised passes: the
+ * maximum, then its first position. A scalar scan over the 8196 classes cost as much as the exp. */
+static int32_t row_argmax_first(const float *x, int64_t V) {
+    if (isnan(x[0])) return 0;
+    float mx = row_max(x, V); /* exact, and not NaN: every lane starts from a number and skips NaNs */
+    /* == also matches -0 for +0: the strict scan keeps the first of such ties too */
+    for (int64_t c0 = 0; c0 < V; c0 += 64) {
+        int64_t n = V - c0 < 64 ? V - c0 : 64;
+        int hit = 0;
+#pragma omp simd reduction(| : hit)
+        for (int64_t k = 0; k < n; k++) hit |= x[c0 + k] == mx;
+        if (hit)
+            for (int64_t k = 0; k < n; k++)
+                if (x[c0 + k] == mx) return (int32_t)(c0 + k);
+    }
+    return 0; /* no number but x[0] = -inf, or only NaNs after it: the scan stays at 0 */
 }
 
 double ml_logsumexp_row(const float *x, int64_t V) {
@@ -523,10 +553,8 @@ ml_tensor *ml_cross_entropy_stats(ml_tensor *logits, ml_tensor *targets, float *
             continue;
         }
         const float *xr = px + r * V;
-        float mx = xr[0];
-        int32_t best = 0;
-        for (int64_t c = 1; c < V; c++)
-            if (xr[c] > mx) mx = xr[c], best = (int32_t)c;
+        int32_t best = row_argmax_first(xr, V);
+        float mx = xr[best];
         /* one pass of exp: the shifted exponentials serve the sum and the probabilities */
         float *e = prob ? ml_f32(prob) + r * V : scratch;
         double sum = shifted_exp(V, xr, mx, e);

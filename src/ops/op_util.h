@@ -198,6 +198,16 @@ static inline ml_tensor *mlo_grad_like(ml_node *n, int i) {
 }
 static inline float *mlo_gp(ml_tensor *g) { return g ? ml_f32(g) : NULL; }
 
+/* The same for a backward that reads the incoming gradient g at each element (row) before it
+ * writes that element of the result and never after: when only the engine holds g (shaped like
+ * the input), the result overwrites it instead of taking a new buffer. */
+static inline ml_tensor *mlo_grad_over(ml_node *n, int i, ml_tensor *g) {
+    if (!ml_node_input_needs_grad(n, i)) return NULL;
+    bool own = g->refcount == 1 && g->storage->refcount == 1 && g->offset == 0 && ml_is_contiguous(g) &&
+               g->ndim == n->in_ndim[i] && !memcmp(g->shape, n->in_shape[i], sizeof(int64_t) * (size_t)g->ndim);
+    return own ? ml_retain(g) : ml_empty(ML_F32, n->in_ndim[i], n->in_shape[i]);
+}
+
 /* Checks that every requested gradient buffer was allocated. */
 static inline ml_status mlo_grads_ok(ml_node *n, ml_tensor **gin) {
     for (int i = 0; i < n->n_in; i++)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/threads.h"
+#include "ops/nn_ops.h"
 #include "ops/ops.h"
 #include "testutil.h"
 
@@ -1505,6 +1506,46 @@ START_TEST(errors_sort_norm_scan_einsum) {
 }
 END_TEST
 
+/* Cross-entropy's argmax (two vectorised passes) against the scalar scan it replaced: the first
+ * maximum, ties, ±0, -inf rows and NaNs (a NaN first entry keeps index 0, later NaNs never win). */
+START_TEST(cross_entropy_argmax_is_the_scalar_scan) {
+    enum { N = 12, V = 200 };
+    float x[N * V];
+    ml_rng r;
+    ml_rng_init(&r, 77, 0);
+    for (int i = 0; i < N * V; i++) x[i] = (float)ml_rng_normal(&r);
+    x[0 * V + 70] = x[0 * V + 150] = x[0 * V + 199] = 9.0f;         /* ties across 64-blocks */
+    x[1 * V + 0] = NAN, x[1 * V + 5] = 9.0f;                         /* NaN first: index 0 */
+    x[2 * V + 3] = NAN, x[2 * V + 130] = NAN, x[2 * V + 100] = 8.0f; /* later NaNs skipped */
+    for (int c = 0; c < V; c++) x[3 * V + c] = -1.0f, x[4 * V + c] = -INFINITY, x[5 * V + c] = -INFINITY;
+    x[3 * V + 64] = -0.0f, x[3 * V + 65] = 0.0f, x[3 * V + 3] = 0.0f; /* ±0 ties */
+    x[5 * V + 130] = -3e38f;                                          /* one number among -inf */
+    for (int c = 1; c < V; c++) x[6 * V + c] = NAN;                   /* only x[0] is a number */
+    x[7 * V + 199] = 50.0f;                                           /* the last entry */
+    ml_tensor *logits = ml_from_f32(2, (int64_t[]){N, V}, x);
+    int32_t tgt[N];
+    for (int i = 0; i < N; i++) tgt[i] = (i * 37) % V;
+    ml_tensor *tg = ml_from_i32(1, (int64_t[]){N}, tgt);
+    float prob[N];
+    int32_t best[N];
+    ml_tensor *loss = ml_cross_entropy_stats(logits, tg, prob, best);
+    ck_assert_ptr_nonnull(loss);
+    for (int i = 0; i < N; i++) {
+        const float *xr = x + i * V;
+        float mx = xr[0];
+        int32_t want = 0;
+        for (int c = 1; c < V; c++)
+            if (xr[c] > mx) mx = xr[c], want = c;
+        ck_assert_msg(best[i] == want, "row %d: argmax %d, the scalar scan %d", i, best[i], want);
+    }
+    ck_assert_int_eq(best[0], 70);
+    ck_assert_int_eq(best[1], 0);
+    ck_assert_int_eq(best[3], 3);
+    ck_assert_int_eq(best[5], 130);
+    DROP(logits, tg, loss);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("ops");
     TCase *v = tcase_create("values");
@@ -1528,6 +1569,7 @@ static Suite *suite(void) {
     tcase_add_test(v, norm_std_cumsum_values);
     tcase_add_test(v, flatten_values);
     tcase_add_test(v, einsum_values);
+    tcase_add_test(v, cross_entropy_argmax_is_the_scalar_scan);
     suite_add_tcase(s, v);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, grad_binary);

@@ -21,6 +21,64 @@ static ml_status check_vec(const char *fn, int arg, const ml_tensor *t, int64_t 
 
 /* ------------------------------------------------------------------ LayerNorm */
 
+/* The mean and (biased) variance of LN_ROWS rows of length D in double, each row summed in the
+ * order its earlier vectorised loop used (kept for the bits): four partial sums, lane j taking
+ * x[4k + j], the tail x[4⌊D/4⌋..] added to lane 0, then (((0 + s0) + s1) + s2) + s3; the
+ * variance as Σ (x − μ)² the same way. The rows' sums are independent chains run side by side:
+ * one row's chain is bound by the latency of the add at small D. */
+#define LN_ROWS 2
+MLK_INLINE void ln_stats(const float *const *xs, int64_t D, double *mu, double *var) {
+    const float *x = xs[0], *y = xs[1];
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    int64_t nb = D & ~(int64_t)3, i;
+    for (i = 0; i < nb; i += 4) {
+        a0 += (double)x[i], a1 += (double)x[i + 1], a2 += (double)x[i + 2], a3 += (double)x[i + 3];
+        b0 += (double)y[i], b1 += (double)y[i + 1], b2 += (double)y[i + 2], b3 += (double)y[i + 3];
+    }
+    for (; i < D; i++) a0 += (double)x[i], b0 += (double)y[i];
+    double mx = ((((0.0 + a0) + a1) + a2) + a3) / (double)D, my = ((((0.0 + b0) + b1) + b2) + b3) / (double)D;
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = 0;
+#define SQ(v, m) (((double)(v) - (m)) * ((double)(v) - (m)))
+    for (i = 0; i < nb; i += 4) {
+        a0 += SQ(x[i], mx), a1 += SQ(x[i + 1], mx), a2 += SQ(x[i + 2], mx), a3 += SQ(x[i + 3], mx);
+        b0 += SQ(y[i], my), b1 += SQ(y[i + 1], my), b2 += SQ(y[i + 2], my), b3 += SQ(y[i + 3], my);
+    }
+    for (; i < D; i++) a0 += SQ(x[i], mx), b0 += SQ(y[i], my);
+#undef SQ
+    mu[0] = mx, mu[1] = my;
+    var[0] = ((((0.0 + a0) + a1) + a2) + a3) / (double)D;
+    var[1] = ((((0.0 + b0) + b1) + b2) + b3) / (double)D;
+}
+
+/* LayerNorm's forward over rows of D, two rows at a time (ln_stats); x̂ goes to xhat when
+ * recording, else straight into out. Elementwise after the statistics: the same bits at any
+ * vector width (no contraction into FMA in this file). */
+MLK_CLONES static void layer_norm_rows(int64_t rows, int64_t D, const float *px, const float *pw, const float *pb,
+                                       double eps, float *out, float *xhat, float *rstd) {
+    for (int64_t r0 = 0; r0 < rows; r0 += LN_ROWS) {
+        const float *xr2[LN_ROWS];
+        double mu[LN_ROWS], var[LN_ROWS];
+        for (int k = 0; k < LN_ROWS; k++) xr2[k] = px + (r0 + k < rows ? r0 + k : rows - 1) * D;
+        ln_stats(xr2, D, mu, var);
+        for (int k = 0; k < LN_ROWS && r0 + k < rows; k++) {
+            int64_t r = r0 + k;
+            const float *xr = xr2[k];
+            float rs = (float)(1.0 / sqrt(var[k] + eps)), fmu = (float)mu[k];
+            float *o = out + r * D, *xh = xhat ? xhat + r * D : o;
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) xh[i] = (xr[i] - fmu) * rs;
+            if (pb) {
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++) o[i] = xh[i] * pw[i] + pb[i];
+            } else {
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++) o[i] = xh[i] * pw[i];
+            }
+            if (rstd) rstd[r] = rs;
+        }
+    }
+}
+
 /* Saved: 0 = x̂ (rows, D), 1 = weight; ctx = 1/σ per row (rows). */
 static ml_status layer_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     ml_tensor *xhat = ml_node_saved(n, 0), *w = ml_node_saved(n, 1);
@@ -83,30 +141,8 @@ ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, doubl
         ml_fail(ML_ERR_MEM, "layer_norm: out of memory");
         return NULL;
     }
-    const float *px = ml_f32(xc), *pw = ml_f32(wc), *pb = bc ? ml_f32(bc) : NULL;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = px + r * D;
-        double mu = 0, var = 0;
-#pragma omp simd reduction(+ : mu)
-        for (int64_t i = 0; i < D; i++) mu += xr[i];
-        mu /= (double)D;
-#pragma omp simd reduction(+ : var)
-        for (int64_t i = 0; i < D; i++) var += ((double)xr[i] - mu) * ((double)xr[i] - mu);
-        var /= (double)D;
-        float rs = (float)(1.0 / sqrt(var + eps)), fmu = (float)mu;
-        float *o = ml_f32(out) + r * D, *xh = xhat ? ml_f32(xhat) + r * D : o;
-        /* x̂ goes to the saved buffer when recording, else straight into the output */
-#pragma omp simd
-        for (int64_t i = 0; i < D; i++) xh[i] = (xr[i] - fmu) * rs;
-        if (pb) {
-#pragma omp simd
-            for (int64_t i = 0; i < D; i++) o[i] = xh[i] * pw[i] + pb[i];
-        } else {
-#pragma omp simd
-            for (int64_t i = 0; i < D; i++) o[i] = xh[i] * pw[i];
-        }
-        if (rstd) rstd[r] = rs;
-    }
+    layer_norm_rows(rows, D, ml_f32(xc), ml_f32(wc), bc ? ml_f32(bc) : NULL, eps, ml_f32(out),
+                    xhat ? ml_f32(xhat) : NULL, rstd);
     if (rec) {
         ml_node *n = ml_node_new("LayerNormBackward", layer_norm_backward, 3, (ml_tensor *[]){x, weight, bias});
         ml_node_save(n, 0, xhat);

@@ -276,8 +276,7 @@ ml_tensor *ml_binary(ml_binop op, ml_tensor *a, ml_tensor *b) {
         else run_f32(op, &p, ml_f32(out), ml_f32(fa), ml_f32(fb));
     }
     if (!cmp && (ml_needs_grad(a) || ml_needs_grad(b))) {
-        ml_tensor *in[2] = {a, b};
-        ml_node *node = ml_node_new(binop_bw_names[op], binary_backward, 2, in);
+        ml_node *node = ml_node_new(binop_bw_names[op], binary_backward, 2, (ml_tensor *[]){a, b});
         if (node) {
             node->iarg[0] = op;
             if (op != ML_ADD && op != ML_SUB) {
@@ -291,6 +290,13 @@ ml_tensor *ml_binary(ml_binop op, ml_tensor *a, ml_tensor *b) {
     ml_release(fa);
     ml_release(fb);
     return out;
+}
+
+ml_tensor *mlo_add_node(ml_tensor *out, ml_tensor *a, ml_tensor *b) {
+    if (!out || !(ml_needs_grad(a) || ml_needs_grad(b))) return out;
+    ml_node *node = ml_node_new(binop_bw_names[ML_ADD], binary_backward, 2, (ml_tensor *[]){a, b});
+    if (node) node->iarg[0] = ML_ADD;
+    return mlo_attach(out, node);
 }
 
 /* A 0-dim operand for the scalar forms: int32 when it keeps an int32 tensor's arithmetic exact. */

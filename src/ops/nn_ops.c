@@ -51,11 +51,17 @@ MLK_INLINE void ln_stats(const float *const *xs, int64_t D, double *mu, double *
 }
 
 /* LayerNorm's forward over rows of D, two rows at a time (ln_stats); x̂ goes to xhat when
- * recording, else straight into out. Elementwise after the statistics: the same bits at any
+ * recording, else straight into out. With sa and sb, px is first filled with sa + sb. Elementwise after the statistics: the same bits at any
  * vector width (no contraction into FMA in this file). */
-MLK_CLONES static void layer_norm_rows(int64_t rows, int64_t D, const float *px, const float *pw, const float *pb,
-                                       double eps, float *out, float *xhat, float *rstd) {
+MLK_CLONES static void layer_norm_rows(int64_t rows, int64_t D, float *px, const float *pw, const float *pb,
+                                       double eps, float *out, float *xhat, float *rstd, const float *sa,
+                                       const float *sb) {
     for (int64_t r0 = 0; r0 < rows; r0 += LN_ROWS) {
+        if (sa) { /* fused residual add: x = a + b, written as the sum's rows just before they are read */
+            int64_t e = (r0 + LN_ROWS < rows ? r0 + LN_ROWS : rows) * D;
+#pragma omp simd
+            for (int64_t i = r0 * D; i < e; i++) px[i] = sa[i] + sb[i];
+        }
         const float *xr2[LN_ROWS];
         double mu[LN_ROWS], var[LN_ROWS];
         for (int k = 0; k < LN_ROWS; k++) xr2[k] = px + (r0 + k < rows ? r0 + k : rows - 1) * D;
@@ -121,7 +127,9 @@ static ml_status layer_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) 
     return ML_OK;
 }
 
-ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, double eps) {
+/* LayerNorm of x; with sa and sb, x is a fresh dense tensor that the kernel fills with sa + sb. */
+static ml_tensor *layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, double eps, const float *sa,
+                             const float *sb) {
     if (mlo_check_f32("layer_norm", 1, x)) return NULL;
     if (x->ndim < 1) {
         ml_fail(ML_ERR_SHAPE, "layer_norm: argument 1 expected at least 1 dimension, got 0");
@@ -142,7 +150,7 @@ ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, doubl
         return NULL;
     }
     layer_norm_rows(rows, D, ml_f32(xc), ml_f32(wc), bc ? ml_f32(bc) : NULL, eps, ml_f32(out),
-                    xhat ? ml_f32(xhat) : NULL, rstd);
+                    xhat ? ml_f32(xhat) : NULL, rstd, sa, sb);
     if (rec) {
         ml_node *n = ml_node_new("LayerNormBackward", layer_norm_backward, 3, (ml_tensor *[]){x, weight, bias});
         ml_node_save(n, 0, xhat);
@@ -152,6 +160,27 @@ ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, doubl
         ml_attach(out, n);
     }
     ml_release(xhat), ml_release(xc), ml_release(wc), ml_release(bc);
+    return out;
+}
+
+ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, double eps) {
+    return layer_norm(x, weight, bias, eps, NULL, NULL);
+}
+
+ml_tensor *ml_add_layer_norm(ml_tensor *a, ml_tensor *b, ml_tensor *weight, ml_tensor *bias, double eps,
+                             ml_tensor **sum) {
+    *sum = NULL;
+    bool fuse = a->dtype == ML_F32 && b->dtype == ML_F32 && a->ndim >= 1 && ml_same_shape(a, b) &&
+                ml_is_contiguous(a) && ml_is_contiguous(b);
+    /* the sum as ml_add makes it (the same values and graph node), then LayerNorm over it */
+    ml_tensor *s = fuse ? mlo_add_node(ml_empty(ML_F32, a->ndim, a->shape), a, b) : ml_add(a, b);
+    if (!s) return NULL;
+    ml_tensor *out = fuse ? layer_norm(s, weight, bias, eps, ml_f32(a), ml_f32(b)) : ml_layer_norm(s, weight, bias, eps);
+    if (!out) {
+        ml_release(s);
+        return NULL;
+    }
+    *sum = s;
     return out;
 }
 

@@ -36,6 +36,62 @@ START_TEST(grad_layer_norm) {
 }
 END_TEST
 
+/* both outputs reach the result, so the check covers the sum's gradient and norm's through it */
+static ml_tensor *f_add_layer_norm(void *ud, ml_tensor **in) {
+    ml_tensor *sum = NULL, *y = ml_add_layer_norm(in[0], in[1], in[2], in[3], 1e-5, &sum);
+    ml_tensor *half = sum ? ml_binary_scalar(ML_MUL, sum, 0.5) : NULL;
+    ml_tensor *out = half ? ml_add(y, half) : NULL;
+    ml_release(y), ml_release(sum), ml_release(half);
+    return out;
+}
+
+START_TEST(grad_add_layer_norm) {
+    ml_tensor *in[4] = {randn(3, (int64_t[]){2, 3, 5}, 11, true), randn(3, (int64_t[]){2, 3, 5}, 12, true),
+                        randn(1, (int64_t[]){5}, 13, true), randn(1, (int64_t[]){5}, 14, true)};
+    ck_assert_msg(ml_gradcheck(f_add_layer_norm, NULL, 4, in, 1e-2, 2e-3, 2e-2) == ML_OK, "%s", ml_last_error());
+    for (int i = 0; i < 4; i++) ml_release(in[i]);
+}
+END_TEST
+
+/* The fused add and norm give ml_add then ml_layer_norm's bits: outputs and every gradient, at widths
+ * around the statistics' blocks of four and odd row counts (rows run in pairs); b broadcast takes
+ * the unfused path. */
+START_TEST(add_layer_norm_bits) {
+    for (int64_t D = 1; D <= 19; D += 3)
+        for (int64_t rows = 1; rows <= 5; rows += 2)
+            for (int bc = 0; bc < 2; bc++) {
+                ml_tensor *a[2], *b[2], *w[2], *bias[2], *y[2], *sum[2];
+                for (int k = 0; k < 2; k++) {
+                    a[k] = randn(2, (int64_t[]){rows, D}, 20 + (uint64_t)D, true);
+                    b[k] = randn(bc ? 1 : 2, bc ? &D : (int64_t[]){rows, D}, 40 + (uint64_t)rows, true);
+                    w[k] = randn(1, &D, 60, true), bias[k] = randn(1, &D, 61, true);
+                    if (k == 0) {
+                        sum[0] = ml_add(a[0], b[0]);
+                        y[0] = ml_layer_norm(sum[0], w[0], bias[0], 1e-5);
+                    } else {
+                        y[1] = ml_add_layer_norm(a[1], b[1], w[1], bias[1], 1e-5, &sum[1]);
+                    }
+                    ck_assert_ptr_nonnull(y[k]);
+                    ml_tensor *g = randn(2, (int64_t[]){rows, D}, 80, false), *g2 = randn(2, (int64_t[]){rows, D}, 81, false);
+                    ml_tensor *p = ml_mul(y[k], g), *q = ml_mul(sum[k], g2), *t = ml_add(p, q), *l = ml_sum_all(t);
+                    ck_assert_int_eq(ml_backward(l, NULL), ML_OK);
+                    ml_release(g), ml_release(g2), ml_release(p), ml_release(q), ml_release(t), ml_release(l);
+                }
+                ml_tensor *cmp[2][6] = {{y[0], sum[0], a[0]->grad, b[0]->grad, w[0]->grad, bias[0]->grad},
+                                        {y[1], sum[1], a[1]->grad, b[1]->grad, w[1]->grad, bias[1]->grad}};
+                for (int j = 0; j < 6; j++) {
+                    ck_assert_ptr_nonnull(cmp[0][j]);
+                    ck_assert_ptr_nonnull(cmp[1][j]);
+                    ck_assert_msg(!memcmp(ml_f32(cmp[0][j]), ml_f32(cmp[1][j]), sizeof(float) * (size_t)ml_numel(cmp[0][j])),
+                                  "D %lld rows %lld broadcast %d: output %d differs", (long long)D, (long long)rows, bc, j);
+                }
+                for (int k = 0; k < 2; k++)
+                    ml_release(a[k]), ml_release(b[k]), ml_release(w[k]), ml_release(bias[k]), ml_release(y[k]),
+                        ml_release(sum[k]);
+            }
+}
+END_TEST
+
 START_TEST(grad_rms_norm) {
     ml_tensor *in[2] = {randn(2, (int64_t[]){4, 6}, 4, true), randn(1, (int64_t[]){6}, 5, true)};
     ck_assert_msg(ml_gradcheck(f_rms_norm, NULL, 2, in, 1e-2, 2e-3, 2e-2) == ML_OK, "%s", ml_last_error());
@@ -587,6 +643,8 @@ static Suite *suite(void) {
     TCase *ops = tcase_create("fused_ops");
     tcase_add_test(ops, grad_layer_norm);
     tcase_add_test(ops, grad_rms_norm);
+    tcase_add_test(ops, grad_add_layer_norm);
+    tcase_add_test(ops, add_layer_norm_bits);
     tcase_add_test(ops, grad_attention);
     tcase_add_test(ops, grad_cross_entropy);
     tcase_add_test(ops, attention_masks_future);

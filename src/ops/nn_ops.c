@@ -85,6 +85,65 @@ MLK_CLONES static void layer_norm_rows(int64_t rows, int64_t D, float *px, const
     }
 }
 
+/* mean(g) and mean(g⊙x̂) with g = dy⊙γ for two rows (gr[k], xr[k]), each summed in double in the
+ * order of its earlier vectorised loop, as ln_stats: four lanes, the tail into lane 0, then
+ * (((0 + s0) + s1) + s2) + s3; the two rows' chains side by side. */
+MLK_INLINE void lnb_stats(const float *const *gr, const float *const *xr, const float *pw, int64_t D, float *mg,
+                          float *mgx) {
+    double a[4] = {0}, ax[4] = {0}, b[4] = {0}, bx[4] = {0};
+    int64_t nb = D & ~(int64_t)3, i;
+    const float *g0 = gr[0], *g1 = gr[1], *x0 = xr[0], *x1 = xr[1];
+    for (i = 0; i < nb; i += 4)
+        for (int j = 0; j < 4; j++) {
+            double u = (double)g0[i + j] * pw[i + j], v = (double)g1[i + j] * pw[i + j];
+            a[j] += u, ax[j] += u * x0[i + j];
+            b[j] += v, bx[j] += v * x1[i + j];
+        }
+    for (; i < D; i++) {
+        double u = (double)g0[i] * pw[i], v = (double)g1[i] * pw[i];
+        a[0] += u, ax[0] += u * x0[i];
+        b[0] += v, bx[0] += v * x1[i];
+    }
+    mg[0] = (float)(((((0.0 + a[0]) + a[1]) + a[2]) + a[3]) / (double)D);
+    mgx[0] = (float)(((((0.0 + ax[0]) + ax[1]) + ax[2]) + ax[3]) / (double)D);
+    mg[1] = (float)(((((0.0 + b[0]) + b[1]) + b[2]) + b[3]) / (double)D);
+    mgx[1] = (float)(((((0.0 + bx[0]) + bx[1]) + bx[2]) + bx[3]) / (double)D);
+}
+
+/* LayerNorm's backward over rows of D, two at a time. dw and db sum the rows in order; a row of g
+ * is read (the means, dw, db) before that row of dx is written, so dx may be g itself. */
+MLK_CLONES static void layer_norm_backward_rows(int64_t rows, int64_t D, const float *pg, const float *xh,
+                                                const float *pw, const float *rstd, float *dx, float *dw,
+                                                float *db) {
+    for (int64_t r0 = 0; r0 < rows; r0 += LN_ROWS) {
+        const float *g2[LN_ROWS], *x2[LN_ROWS];
+        float mg[LN_ROWS], mgx[LN_ROWS];
+        for (int k = 0; k < LN_ROWS; k++) {
+            int64_t r = r0 + k < rows ? r0 + k : rows - 1;
+            g2[k] = pg + r * D, x2[k] = xh + r * D;
+        }
+        if (dx) lnb_stats(g2, x2, pw, D, mg, mgx);
+        for (int k = 0; k < LN_ROWS && r0 + k < rows; k++) {
+            const float *gr = g2[k], *xr = x2[k];
+            if (dw) {
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++) dw[i] += gr[i] * xr[i];
+            }
+            if (db) {
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++) db[i] += gr[i];
+            }
+            if (dx) {
+                /* dx = (g − mean(g) − x̂·mean(g⊙x̂)) / σ */
+                float fmg = mg[k], fmgx = mgx[k], rs = rstd[r0 + k];
+                float *o = dx + (r0 + k) * D;
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++) o[i] = (gr[i] * pw[i] - fmg - xr[i] * fmgx) * rs;
+            }
+        }
+    }
+}
+
 /* Saved: 0 = x̂ (rows, D), 1 = weight; ctx = 1/σ per row (rows). */
 static ml_status layer_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     ml_tensor *xhat = ml_node_saved(n, 0), *w = ml_node_saved(n, 1);
@@ -96,33 +155,8 @@ static ml_status layer_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) 
     ml_tensor *dx = mlo_grad_over(n, 0, g);
     ml_tensor *dw = ml_node_input_needs_grad(n, 1) ? ml_zeros(ML_F32, 1, &D) : NULL;
     ml_tensor *db = ml_node_input_needs_grad(n, 2) ? ml_zeros(ML_F32, 1, &D) : NULL;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *gr = pg + r * D, *xr = xh + r * D;
-        if (dw) {
-            float *w = ml_f32(dw);
-#pragma omp simd
-            for (int64_t i = 0; i < D; i++) w[i] += gr[i] * xr[i];
-        }
-        if (db) {
-            float *b = ml_f32(db);
-#pragma omp simd
-            for (int64_t i = 0; i < D; i++) b[i] += gr[i];
-        }
-        if (dx) {
-            /* dx = (g − mean(g) − x̂·mean(g⊙x̂)) / σ with g = dy⊙γ */
-            double mg = 0, mgx = 0;
-#pragma omp simd reduction(+ : mg, mgx)
-            for (int64_t i = 0; i < D; i++) {
-                double gi = (double)gr[i] * pw[i];
-                mg += gi;
-                mgx += gi * xr[i];
-            }
-            float fmg = (float)(mg / (double)D), fmgx = (float)(mgx / (double)D), rs = rstd[r];
-            float *o = ml_f32(dx) + r * D;
-#pragma omp simd
-            for (int64_t i = 0; i < D; i++) o[i] = (gr[i] * pw[i] - fmg - xr[i] * fmgx) * rs;
-        }
-    }
+    layer_norm_backward_rows(rows, D, pg, xh, pw, rstd, dx ? ml_f32(dx) : NULL, dw ? ml_f32(dw) : NULL,
+                             db ? ml_f32(db) : NULL);
     gin[0] = dx, gin[1] = dw, gin[2] = db;
     return ML_OK;
 }

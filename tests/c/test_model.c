@@ -92,6 +92,52 @@ START_TEST(add_layer_norm_bits) {
 }
 END_TEST
 
+static ml_tensor *f_bias_gelu(void *ud, ml_tensor **in) { return ml_bias_gelu(in[0], in[1]); }
+
+START_TEST(grad_bias_gelu) {
+    ml_tensor *in[2] = {randn(3, (int64_t[]){2, 3, 7}, 15, true), randn(1, (int64_t[]){7}, 16, true)};
+    ck_assert_msg(ml_gradcheck(f_bias_gelu, NULL, 2, in, 1e-2, 2e-3, 2e-2) == ML_OK, "%s", ml_last_error());
+    ml_release(in[0]), ml_release(in[1]);
+}
+END_TEST
+
+/* The MLP's fused first layer, a bias-free product then ml_bias_gelu, gives the bits of
+ * ml_linear with its bias then GELU (inner widths up to the MLP's fused limit, 64): the output
+ * and the gradients of x, W and the bias. */
+START_TEST(bias_gelu_bits) {
+    for (int64_t in = 1; in <= 64; in += 21)
+        for (int64_t out = 1; out <= 70; out += 23) {
+            ml_tensor *x[2], *w[2], *b[2], *y[2];
+            for (int k = 0; k < 2; k++) {
+                x[k] = randn(3, (int64_t[]){3, 5, in}, 90 + (uint64_t)in, true);
+                w[k] = randn(2, (int64_t[]){out, in}, 91 + (uint64_t)out, true);
+                b[k] = randn(1, &out, 92, true);
+                if (k == 0) {
+                    ml_tensor *pre = ml_linear(x[0], w[0], b[0]);
+                    y[0] = ml_unary(ML_GELU, pre);
+                    ml_release(pre);
+                } else {
+                    ml_tensor *h = ml_linear(x[1], w[1], NULL);
+                    y[1] = ml_bias_gelu(h, b[1]);
+                    ml_release(h);
+                }
+                ck_assert_ptr_nonnull(y[k]);
+                ml_tensor *g = randn(3, (int64_t[]){3, 5, out}, 93, false), *p = ml_mul(y[k], g), *l = ml_sum_all(p);
+                ck_assert_int_eq(ml_backward(l, NULL), ML_OK);
+                ml_release(g), ml_release(p), ml_release(l);
+            }
+            ml_tensor *cmp[2][4] = {{y[0], x[0]->grad, w[0]->grad, b[0]->grad}, {y[1], x[1]->grad, w[1]->grad, b[1]->grad}};
+            for (int j = 0; j < 4; j++) {
+                ck_assert_ptr_nonnull(cmp[0][j]);
+                ck_assert_ptr_nonnull(cmp[1][j]);
+                ck_assert_msg(!memcmp(ml_f32(cmp[0][j]), ml_f32(cmp[1][j]), sizeof(float) * (size_t)ml_numel(cmp[0][j])),
+                              "in %lld out %lld: output %d differs", (long long)in, (long long)out, j);
+            }
+            for (int k = 0; k < 2; k++) ml_release(x[k]), ml_release(w[k]), ml_release(b[k]), ml_release(y[k]);
+        }
+}
+END_TEST
+
 START_TEST(grad_rms_norm) {
     ml_tensor *in[2] = {randn(2, (int64_t[]){4, 6}, 4, true), randn(1, (int64_t[]){6}, 5, true)};
     ck_assert_msg(ml_gradcheck(f_rms_norm, NULL, 2, in, 1e-2, 2e-3, 2e-2) == ML_OK, "%s", ml_last_error());
@@ -645,6 +691,8 @@ static Suite *suite(void) {
     tcase_add_test(ops, grad_rms_norm);
     tcase_add_test(ops, grad_add_layer_norm);
     tcase_add_test(ops, add_layer_norm_bits);
+    tcase_add_test(ops, grad_bias_gelu);
+    tcase_add_test(ops, bias_gelu_bits);
     tcase_add_test(ops, grad_attention);
     tcase_add_test(ops, grad_cross_entropy);
     tcase_add_test(ops, attention_masks_future);

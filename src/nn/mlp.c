@@ -29,7 +29,22 @@ ml_status ml_build_state_mixer(ml_model *m, int l) {
     return ML_OK;
 }
 
+/* The MLP's widths where fc1's product is one block of OpenBLAS's inner dimension: its bias-free
+ * product plus the bias (ml_bias_gelu) rounds as the product onto the bias (beta = 1) does; checked
+ * up to here (docs/kernels.md, "Small widths"). */
+#define FUSED_BIAS_GELU_MAX_D 64
+
 ml_tensor *ml_state_mixer_forward(ml_model *m, int l, ml_tensor *x, ml_run *run) {
+    if (m->p_fc3_w[l] < 0 && m->cfg.d_model <= FUSED_BIAS_GELU_MAX_D && !(run && run->hook) &&
+        !(m->hooks && m->hooks->hook)) {
+        /* no hook can see mlp.hidden_pre or hidden_post: bias and GELU in one pass */
+        ml_tensor *h = ml_linear(x, ml_model_p(m, m->p_fc1_w[l]), NULL);
+        ml_tensor *hid = h ? ml_bias_gelu(h, ml_model_p(m, m->p_fc1_b[l])) : NULL;
+        ml_release(h);
+        ml_tensor *y = hid ? ml_linear(hid, ml_model_p(m, m->p_fc2_w[l]), ml_model_p(m, m->p_fc2_b[l])) : NULL;
+        ml_release(hid);
+        return y;
+    }
     ml_tensor *pre = ml_linear(x, ml_model_p(m, m->p_fc1_w[l]), ml_model_p(m, m->p_fc1_b[l]));
     if (!pre || !ml_at_site(m, run, m->layers[l].mlp_site[0], &pre)) return NULL;
     ml_tensor *hid, *y;

@@ -438,6 +438,11 @@ static ml_tensor *gather_rows(ml_tensor *x, ml_tensor *rows) {
     return out;
 }
 
+/* Whether a hook (the run's or the model's persistent ones) may see the sites of this forward. */
+static bool hooked(const ml_model *m, const ml_run *run) {
+    return (run && run->hook) || (m->hooks && m->hooks->hook);
+}
+
 /* Block l from one of its six paper sites (`entry`, which fires first): act is that site's value,
  * resid the residual it is added to (r entering the block for attention_input/attention_output,
  * r after the mixer for mlp_input/mlp_output). block_input is the ordinary block. With rows (last
@@ -493,6 +498,14 @@ attention_output:
         r = rg, y = yg;
         if (!r || !y) goto fail;
     }
+    if (!L->mixer->mamba_block && !hooked(m, run)) {
+        /* no hook can see or replace the residual between the add and norm2: one pass for both */
+        c = ml_add_layer_norm(r, y, ml_model_p(m, m->p_norm2_w[l]), ml_model_p(m, m->p_norm2_b[l]), 1e-5, &sum);
+        ml_release(r);
+        r = sum;
+        if (!c) goto fail;
+        goto normed;
+    }
     sum = ml_add(r, y);
     ml_release(r);
     r = sum;
@@ -502,6 +515,7 @@ resid_mid:
     if (mlp && !ml_at_site(m, run, L->entry_site[ML_ENTRY_RESID_MID], &r)) goto fail;
     c = ml_layer_norm(r, ml_model_p(m, m->p_norm2_w[l]), ml_model_p(m, m->p_norm2_b[l]), 1e-5);
     if (!c) goto fail;
+normed:
     if (!mlp) {
         z = ml_retain(c); /* state mixer None: the branch adds LN2(r) (docs/mixers.md, "State mixers") */
         goto add_z;

@@ -276,8 +276,7 @@ ml_tensor *ml_binary(ml_binop op, ml_tensor *a, ml_tensor *b) {
         else run_f32(op, &p, ml_f32(out), ml_f32(fa), ml_f32(fb));
     }
     if (!cmp && (ml_needs_grad(a) || ml_needs_grad(b))) {
-        ml_tensor *in[2] = {a, b};
-        ml_node *node = ml_node_new(binop_bw_names[op], binary_backward, 2, in);
+        ml_node *node = ml_node_new(binop_bw_names[op], binary_backward, 2, (ml_tensor *[]){a, b});
         if (node) {
             node->iarg[0] = op;
             if (op != ML_ADD && op != ML_SUB) {
@@ -291,6 +290,13 @@ ml_tensor *ml_binary(ml_binop op, ml_tensor *a, ml_tensor *b) {
     ml_release(fa);
     ml_release(fb);
     return out;
+}
+
+ml_tensor *mlo_add_node(ml_tensor *out, ml_tensor *a, ml_tensor *b) {
+    if (!out || !(ml_needs_grad(a) || ml_needs_grad(b))) return out;
+    ml_node *node = ml_node_new(binop_bw_names[ML_ADD], binary_backward, 2, (ml_tensor *[]){a, b});
+    if (node) node->iarg[0] = ML_ADD;
+    return mlo_attach(out, node);
 }
 
 /* A 0-dim operand for the scalar forms: int32 when it keeps an int32 tensor's arithmetic exact. */
@@ -505,6 +511,109 @@ ml_tensor *ml_unary(ml_unop op, ml_tensor *a) {
         out = mlo_attach(out, node);
     }
     ml_release(x), ml_release(sig);
+    return out;
+}
+
+/* ------------------------------------------------------------------ bias + GELU */
+
+/* y = gelu(h + b) and f'(h + b) over rows of n: gelu_slope_f32 on the biased value, which it
+ * computes as an addition of its own (the sum ml_linear's beta = 1 product rounds the same way). */
+MLK_CLONES static void bias_gelu_f32(int64_t rows, int64_t n, const float *h, const float *b, float *y,
+                                     float *slope) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *hr = h + r * n;
+        float *yr = y + r * n, *sr = slope ? slope + r * n : NULL;
+        if (sr) {
+#pragma omp simd
+            for (int64_t j = 0; j < n; j++) {
+                float x = hr[j] + b[j], cdf, pdf;
+                mlk_normal_cdf_pdf(x, &cdf, &pdf);
+                yr[j] = x * cdf;
+                sr[j] = cdf + x * pdf;
+            }
+        } else {
+#pragma omp simd
+            for (int64_t j = 0; j < n; j++) {
+                float x = hr[j] + b[j], cdf, pdf;
+                mlk_normal_cdf_pdf(x, &cdf, &pdf);
+                yr[j] = x * cdf;
+            }
+        }
+    }
+}
+
+/* d = g·f' (over g when d is g) and, when acc is given, acc[j] += Σ_r d[r, j] in row order in
+ * double: the bias gradient as linear_backward sums it, in the same pass. */
+MLK_CLONES static void bias_gelu_grad_f32(int64_t rows, int64_t n, const float *g, const float *slope, float *d,
+                                          double *acc) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *gr = g + r * n, *sr = slope + r * n;
+        float *dr = d + r * n;
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++) dr[j] = gr[j] * sr[j];
+        if (acc)
+            for (int64_t j = 0; j < n; j++) acc[j] += dr[j];
+    }
+}
+
+/* Saved: 0 = f'(h + b); iarg[0] = n (the bias length). */
+static ml_status bias_gelu_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
+    ml_tensor *sl = ml_node_saved(node, 0);
+    if (!sl) return ml_last_status();
+    int64_t n = node->iarg[0], rows = n ? ml_numel(g) / n : 0;
+    bool wb = ml_node_input_needs_grad(node, 1);
+    ml_tensor *d = ml_node_input_needs_grad(node, 0) ? mlo_grad_over(node, 0, g) : ml_empty(ML_F32, g->ndim, g->shape);
+    double *acc = wb ? calloc((size_t)(n ? n : 1), sizeof *acc) : NULL;
+    ml_tensor *gb = wb ? ml_empty(ML_F32, 1, &n) : NULL;
+    if (!d || (wb && (!acc || !gb))) {
+        ml_release(d), ml_release(gb);
+        free(acc);
+        return ml_fail(ML_ERR_MEM, "bias_gelu backward: out of memory");
+    }
+    bias_gelu_grad_f32(rows, n, ml_f32(g), ml_f32(sl), ml_f32(d), acc);
+    if (wb) {
+        for (int64_t j = 0; j < n; j++) ml_f32(gb)[j] = (float)acc[j];
+        free(acc);
+        float *bsink = ml_node_grad_sink(node, 1);
+        if (bsink) {
+            for (int64_t j = 0; j < n; j++) bsink[j] += ml_f32(gb)[j];
+            ml_release(gb);
+            gb = NULL;
+        }
+    }
+    if (ml_node_input_needs_grad(node, 0)) gin[0] = d;
+    else ml_release(d);
+    gin[1] = gb;
+    return ML_OK;
+}
+
+ml_tensor *ml_bias_gelu(ml_tensor *h, ml_tensor *bias) {
+    if (mlo_check_f32("bias_gelu", 1, h) || mlo_check_f32("bias_gelu", 2, bias)) return NULL;
+    int64_t n = h->ndim ? h->shape[h->ndim - 1] : 0;
+    if (h->ndim < 1 || bias->ndim != 1 || bias->shape[0] != n) {
+        char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
+        ml_fail(ML_ERR_SHAPE, "bias_gelu: expected a bias [n] for a tensor (..., n), got %s and %s",
+                ml_shape_str(s1, bias->ndim, bias->shape), ml_shape_str(s2, h->ndim, h->shape));
+        return NULL;
+    }
+    ml_tensor *hc = mlo_dense(h), *bc = mlo_dense(bias);
+    bool rec = ml_needs_grad(h) || ml_needs_grad(bias);
+    ml_tensor *out = hc && bc ? ml_empty(ML_F32, h->ndim, h->shape) : NULL;
+    ml_tensor *sl = out && rec ? ml_empty(ML_F32, h->ndim, h->shape) : NULL;
+    if (!out || (rec && !sl)) {
+        ml_release(hc), ml_release(bc), ml_release(out);
+        return NULL;
+    }
+    bias_gelu_f32(n ? ml_numel(h) / n : 0, n, ml_f32(hc), ml_f32(bc), ml_f32(out), sl ? ml_f32(sl) : NULL);
+    if (rec) {
+        ml_node *node = ml_node_new("BiasGeluBackward", bias_gelu_backward, 2, (ml_tensor *[]){h, bias});
+        if (node) {
+            node->iarg[0] = n;
+            ml_node_save(node, 0, sl);
+        }
+        out = mlo_attach(out, node);
+    }
+    ml_release(hc), ml_release(bc), ml_release(sl);
     return out;
 }
 

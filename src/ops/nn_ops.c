@@ -21,6 +21,129 @@ static ml_status check_vec(const char *fn, int arg, const ml_tensor *t, int64_t 
 
 /* ------------------------------------------------------------------ LayerNorm */
 
+/* The mean and (biased) variance of LN_ROWS rows of length D in double, each row summed in the
+ * order its earlier vectorised loop used (kept for the bits): four partial sums, lane j taking
+ * x[4k + j], the tail x[4⌊D/4⌋..] added to lane 0, then (((0 + s0) + s1) + s2) + s3; the
+ * variance as Σ (x − μ)² the same way. The rows' sums are independent chains run side by side:
+ * one row's chain is bound by the latency of the add at small D. */
+#define LN_ROWS 2
+MLK_INLINE void ln_stats(const float *const *xs, int64_t D, double *mu, double *var) {
+    const float *x = xs[0], *y = xs[1];
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    int64_t nb = D & ~(int64_t)3, i;
+    for (i = 0; i < nb; i += 4) {
+        a0 += (double)x[i], a1 += (double)x[i + 1], a2 += (double)x[i + 2], a3 += (double)x[i + 3];
+        b0 += (double)y[i], b1 += (double)y[i + 1], b2 += (double)y[i + 2], b3 += (double)y[i + 3];
+    }
+    for (; i < D; i++) a0 += (double)x[i], b0 += (double)y[i];
+    double mx = ((((0.0 + a0) + a1) + a2) + a3) / (double)D, my = ((((0.0 + b0) + b1) + b2) + b3) / (double)D;
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = 0;
+#define SQ(v, m) (((double)(v) - (m)) * ((double)(v) - (m)))
+    for (i = 0; i < nb; i += 4) {
+        a0 += SQ(x[i], mx), a1 += SQ(x[i + 1], mx), a2 += SQ(x[i + 2], mx), a3 += SQ(x[i + 3], mx);
+        b0 += SQ(y[i], my), b1 += SQ(y[i + 1], my), b2 += SQ(y[i + 2], my), b3 += SQ(y[i + 3], my);
+    }
+    for (; i < D; i++) a0 += SQ(x[i], mx), b0 += SQ(y[i], my);
+#undef SQ
+    mu[0] = mx, mu[1] = my;
+    var[0] = ((((0.0 + a0) + a1) + a2) + a3) / (double)D;
+    var[1] = ((((0.0 + b0) + b1) + b2) + b3) / (double)D;
+}
+
+/* LayerNorm's forward over rows of D, two rows at a time (ln_stats); x̂ goes to xhat when
+ * recording, else straight into out. With sa and sb, px is first filled with sa + sb. Elementwise after the statistics: the same bits at any
+ * vector width (no contraction into FMA in this file). */
+MLK_CLONES static void layer_norm_rows(int64_t rows, int64_t D, float *px, const float *pw, const float *pb,
+                                       double eps, float *out, float *xhat, float *rstd, const float *sa,
+                                       const float *sb) {
+    for (int64_t r0 = 0; r0 < rows; r0 += LN_ROWS) {
+        if (sa) { /* fused residual add: x = a + b, written as the sum's rows just before they are read */
+            int64_t e = (r0 + LN_ROWS < rows ? r0 + LN_ROWS : rows) * D;
+#pragma omp simd
+            for (int64_t i = r0 * D; i < e; i++) px[i] = sa[i] + sb[i];
+        }
+        const float *xr2[LN_ROWS];
+        double mu[LN_ROWS], var[LN_ROWS];
+        for (int k = 0; k < LN_ROWS; k++) xr2[k] = px + (r0 + k < rows ? r0 + k : rows - 1) * D;
+        ln_stats(xr2, D, mu, var);
+        for (int k = 0; k < LN_ROWS && r0 + k < rows; k++) {
+            int64_t r = r0 + k;
+            const float *xr = xr2[k];
+            float rs = (float)(1.0 / sqrt(var[k] + eps)), fmu = (float)mu[k];
+            float *o = out + r * D, *xh = xhat ? xhat + r * D : o;
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) xh[i] = (xr[i] - fmu) * rs;
+            if (pb) {
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++) o[i] = xh[i] * pw[i] + pb[i];
+            } else {
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++) o[i] = xh[i] * pw[i];
+            }
+            if (rstd) rstd[r] = rs;
+        }
+    }
+}
+
+/* mean(g) and mean(g⊙x̂) with g = dy⊙γ for two rows (gr[k], xr[k]), each summed in double in the
+ * order of its earlier vectorised loop, as ln_stats: four lanes, the tail into lane 0, then
+ * (((0 + s0) + s1) + s2) + s3; the two rows' chains side by side. */
+MLK_INLINE void lnb_stats(const float *const *gr, const float *const *xr, const float *pw, int64_t D, float *mg,
+                          float *mgx) {
+    double a[4] = {0}, ax[4] = {0}, b[4] = {0}, bx[4] = {0};
+    int64_t nb = D & ~(int64_t)3, i;
+    const float *g0 = gr[0], *g1 = gr[1], *x0 = xr[0], *x1 = xr[1];
+    for (i = 0; i < nb; i += 4)
+        for (int j = 0; j < 4; j++) {
+            double u = (double)g0[i + j] * pw[i + j], v = (double)g1[i + j] * pw[i + j];
+            a[j] += u, ax[j] += u * x0[i + j];
+            b[j] += v, bx[j] += v * x1[i + j];
+        }
+    for (; i < D; i++) {
+        double u = (double)g0[i] * pw[i], v = (double)g1[i] * pw[i];
+        a[0] += u, ax[0] += u * x0[i];
+        b[0] += v, bx[0] += v * x1[i];
+    }
+    mg[0] = (float)(((((0.0 + a[0]) + a[1]) + a[2]) + a[3]) / (double)D);
+    mgx[0] = (float)(((((0.0 + ax[0]) + ax[1]) + ax[2]) + ax[3]) / (double)D);
+    mg[1] = (float)(((((0.0 + b[0]) + b[1]) + b[2]) + b[3]) / (double)D);
+    mgx[1] = (float)(((((0.0 + bx[0]) + bx[1]) + bx[2]) + bx[3]) / (double)D);
+}
+
+/* LayerNorm's backward over rows of D, two at a time. dw and db sum the rows in order; a row of g
+ * is read (the means, dw, db) before that row of dx is written, so dx may be g itself. */
+MLK_CLONES static void layer_norm_backward_rows(int64_t rows, int64_t D, const float *pg, const float *xh,
+                                                const float *pw, const float *rstd, float *dx, float *dw,
+                                                float *db) {
+    for (int64_t r0 = 0; r0 < rows; r0 += LN_ROWS) {
+        const float *g2[LN_ROWS], *x2[LN_ROWS];
+        float mg[LN_ROWS], mgx[LN_ROWS];
+        for (int k = 0; k < LN_ROWS; k++) {
+            int64_t r = r0 + k < rows ? r0 + k : rows - 1;
+            g2[k] = pg + r * D, x2[k] = xh + r * D;
+        }
+        if (dx) lnb_stats(g2, x2, pw, D, mg, mgx);
+        for (int k = 0; k < LN_ROWS && r0 + k < rows; k++) {
+            const float *gr = g2[k], *xr = x2[k];
+            if (dw) {
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++) dw[i] += gr[i] * xr[i];
+            }
+            if (db) {
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++) db[i] += gr[i];
+            }
+            if (dx) {
+                /* dx = (g − mean(g) − x̂·mean(g⊙x̂)) / σ */
+                float fmg = mg[k], fmgx = mgx[k], rs = rstd[r0 + k];
+                float *o = dx + (r0 + k) * D;
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++) o[i] = (gr[i] * pw[i] - fmg - xr[i] * fmgx) * rs;
+            }
+        }
+    }
+}
+
 /* Saved: 0 = x̂ (rows, D), 1 = weight; ctx = 1/σ per row (rows). */
 static ml_status layer_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     ml_tensor *xhat = ml_node_saved(n, 0), *w = ml_node_saved(n, 1);
@@ -32,38 +155,15 @@ static ml_status layer_norm_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) 
     ml_tensor *dx = mlo_grad_over(n, 0, g);
     ml_tensor *dw = ml_node_input_needs_grad(n, 1) ? ml_zeros(ML_F32, 1, &D) : NULL;
     ml_tensor *db = ml_node_input_needs_grad(n, 2) ? ml_zeros(ML_F32, 1, &D) : NULL;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *gr = pg + r * D, *xr = xh + r * D;
-        if (dw) {
-            float *w = ml_f32(dw);
-#pragma omp simd
-            for (int64_t i = 0; i < D; i++) w[i] += gr[i] * xr[i];
-        }
-        if (db) {
-            float *b = ml_f32(db);
-#pragma omp simd
-            for (int64_t i = 0; i < D; i++) b[i] += gr[i];
-        }
-        if (dx) {
-            /* dx = (g − mean(g) − x̂·mean(g⊙x̂)) / σ with g = dy⊙γ */
-            double mg = 0, mgx = 0;
-#pragma omp simd reduction(+ : mg, mgx)
-            for (int64_t i = 0; i < D; i++) {
-                double gi = (double)gr[i] * pw[i];
-                mg += gi;
-                mgx += gi * xr[i];
-            }
-            float fmg = (float)(mg / (double)D), fmgx = (float)(mgx / (double)D), rs = rstd[r];
-            float *o = ml_f32(dx) + r * D;
-#pragma omp simd
-            for (int64_t i = 0; i < D; i++) o[i] = (gr[i] * pw[i] - fmg - xr[i] * fmgx) * rs;
-        }
-    }
+    layer_norm_backward_rows(rows, D, pg, xh, pw, rstd, dx ? ml_f32(dx) : NULL, dw ? ml_f32(dw) : NULL,
+                             db ? ml_f32(db) : NULL);
     gin[0] = dx, gin[1] = dw, gin[2] = db;
     return ML_OK;
 }
 
-ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, double eps) {
+/* LayerNorm of x; with sa and sb, x is a fresh dense tensor that the kernel fills with sa + sb. */
+static ml_tensor *layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, double eps, const float *sa,
+                             const float *sb) {
     if (mlo_check_f32("layer_norm", 1, x)) return NULL;
     if (x->ndim < 1) {
         ml_fail(ML_ERR_SHAPE, "layer_norm: argument 1 expected at least 1 dimension, got 0");
@@ -83,30 +183,8 @@ ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, doubl
         ml_fail(ML_ERR_MEM, "layer_norm: out of memory");
         return NULL;
     }
-    const float *px = ml_f32(xc), *pw = ml_f32(wc), *pb = bc ? ml_f32(bc) : NULL;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = px + r * D;
-        double mu = 0, var = 0;
-#pragma omp simd reduction(+ : mu)
-        for (int64_t i = 0; i < D; i++) mu += xr[i];
-        mu /= (double)D;
-#pragma omp simd reduction(+ : var)
-        for (int64_t i = 0; i < D; i++) var += ((double)xr[i] - mu) * ((double)xr[i] - mu);
-        var /= (double)D;
-        float rs = (float)(1.0 / sqrt(var + eps)), fmu = (float)mu;
-        float *o = ml_f32(out) + r * D, *xh = xhat ? ml_f32(xhat) + r * D : o;
-        /* x̂ goes to the saved buffer when recording, else straight into the output */
-#pragma omp simd
-        for (int64_t i = 0; i < D; i++) xh[i] = (xr[i] - fmu) * rs;
-        if (pb) {
-#pragma omp simd
-            for (int64_t i = 0; i < D; i++) o[i] = xh[i] * pw[i] + pb[i];
-        } else {
-#pragma omp simd
-            for (int64_t i = 0; i < D; i++) o[i] = xh[i] * pw[i];
-        }
-        if (rstd) rstd[r] = rs;
-    }
+    layer_norm_rows(rows, D, ml_f32(xc), ml_f32(wc), bc ? ml_f32(bc) : NULL, eps, ml_f32(out),
+                    xhat ? ml_f32(xhat) : NULL, rstd, sa, sb);
     if (rec) {
         ml_node *n = ml_node_new("LayerNormBackward", layer_norm_backward, 3, (ml_tensor *[]){x, weight, bias});
         ml_node_save(n, 0, xhat);
@@ -116,6 +194,27 @@ ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, doubl
         ml_attach(out, n);
     }
     ml_release(xhat), ml_release(xc), ml_release(wc), ml_release(bc);
+    return out;
+}
+
+ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, double eps) {
+    return layer_norm(x, weight, bias, eps, NULL, NULL);
+}
+
+ml_tensor *ml_add_layer_norm(ml_tensor *a, ml_tensor *b, ml_tensor *weight, ml_tensor *bias, double eps,
+                             ml_tensor **sum) {
+    *sum = NULL;
+    bool fuse = a->dtype == ML_F32 && b->dtype == ML_F32 && a->ndim >= 1 && ml_same_shape(a, b) &&
+                ml_is_contiguous(a) && ml_is_contiguous(b);
+    /* the sum as ml_add makes it (the same values and graph node), then LayerNorm over it */
+    ml_tensor *s = fuse ? mlo_add_node(ml_empty(ML_F32, a->ndim, a->shape), a, b) : ml_add(a, b);
+    if (!s) return NULL;
+    ml_tensor *out = fuse ? layer_norm(s, weight, bias, eps, ml_f32(a), ml_f32(b)) : ml_layer_norm(s, weight, bias, eps);
+    if (!out) {
+        ml_release(s);
+        return NULL;
+    }
+    *sum = s;
     return out;
 }
 

@@ -8,6 +8,10 @@
 
 /* x (..., D), weight (D), bias (D) or NULL -> (..., D). Biased variance, eps inside the sqrt. */
 ml_tensor *ml_layer_norm(ml_tensor *x, ml_tensor *weight, ml_tensor *bias, double eps);
+/* LayerNorm of a + b in one pass over the rows; *sum gets a + b (as ml_add: the same bits and graph),
+ * which the caller owns. The residual stream's add then norm. */
+ml_tensor *ml_add_layer_norm(ml_tensor *a, ml_tensor *b, ml_tensor *weight, ml_tensor *bias, double eps,
+                             ml_tensor **sum);
 /* x (..., D), weight (D) -> w ⊙ x / sqrt(mean(x²) + eps). */
 ml_tensor *ml_rms_norm(ml_tensor *x, ml_tensor *weight, double eps);
 

@@ -134,6 +134,10 @@ static inline ml_tensor *mlo_attach(ml_tensor *out, ml_node *node) {
     return out;
 }
 
+/* Records on out (a + b of the same shape, filled by the caller) the node ml_add would record:
+ * for ops that compute a sum inside a fused kernel (ml_add_layer_norm). Returns out, or NULL. */
+ml_tensor *mlo_add_node(ml_tensor *out, ml_tensor *a, ml_tensor *b);
+
 /* ---- shared by the differentiable mixer ops (mixer_ops.h), each at the end of its kernel's file
  * (conv1d.c, longconv.c, selective_scan.c, linear_attention.c, delta_rule.c, h3.c) */
 

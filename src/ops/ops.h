@@ -34,6 +34,9 @@ typedef enum {
 } ml_unop;
 const char *ml_unop_name(ml_unop op);
 ml_tensor *ml_unary(ml_unop op, ml_tensor *a);
+/* gelu(h + bias), bias (n) over the last dim of h (..., n), in one pass forward and backward (the
+ * bias gradient summed in the pass that forms h's): the MLP's first layer after a bias-free product. */
+ml_tensor *ml_bias_gelu(ml_tensor *h, ml_tensor *bias);
 ml_tensor *ml_clamp(ml_tensor *a, double lo, double hi); /* NAN bound = none */
 ml_tensor *ml_where(ml_tensor *cond, ml_tensor *a, ml_tensor *b); /* cond: any dtype, nonzero = a */
 

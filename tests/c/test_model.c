@@ -36,6 +36,108 @@ START_TEST(grad_layer_norm) {
 }
 END_TEST
 
+/* both outputs reach the result, so the check covers the sum's gradient and norm's through it */
+static ml_tensor *f_add_layer_norm(void *ud, ml_tensor **in) {
+    ml_tensor *sum = NULL, *y = ml_add_layer_norm(in[0], in[1], in[2], in[3], 1e-5, &sum);
+    ml_tensor *half = sum ? ml_binary_scalar(ML_MUL, sum, 0.5) : NULL;
+    ml_tensor *out = half ? ml_add(y, half) : NULL;
+    ml_release(y), ml_release(sum), ml_release(half);
+    return out;
+}
+
+START_TEST(grad_add_layer_norm) {
+    ml_tensor *in[4] = {randn(3, (int64_t[]){2, 3, 5}, 11, true), randn(3, (int64_t[]){2, 3, 5}, 12, true),
+                        randn(1, (int64_t[]){5}, 13, true), randn(1, (int64_t[]){5}, 14, true)};
+    ck_assert_msg(ml_gradcheck(f_add_layer_norm, NULL, 4, in, 1e-2, 2e-3, 2e-2) == ML_OK, "%s", ml_last_error());
+    for (int i = 0; i < 4; i++) ml_release(in[i]);
+}
+END_TEST
+
+/* The fused add and norm give ml_add then ml_layer_norm's bits: outputs and every gradient, at widths
+ * around the statistics' blocks of four and odd row counts (rows run in pairs); b broadcast takes
+ * the unfused path. */
+START_TEST(add_layer_norm_bits) {
+    for (int64_t D = 1; D <= 19; D += 3)
+        for (int64_t rows = 1; rows <= 5; rows += 2)
+            for (int bc = 0; bc < 2; bc++) {
+                ml_tensor *a[2], *b[2], *w[2], *bias[2], *y[2], *sum[2];
+                for (int k = 0; k < 2; k++) {
+                    a[k] = randn(2, (int64_t[]){rows, D}, 20 + (uint64_t)D, true);
+                    b[k] = randn(bc ? 1 : 2, bc ? &D : (int64_t[]){rows, D}, 40 + (uint64_t)rows, true);
+                    w[k] = randn(1, &D, 60, true), bias[k] = randn(1, &D, 61, true);
+                    if (k == 0) {
+                        sum[0] = ml_add(a[0], b[0]);
+                        y[0] = ml_layer_norm(sum[0], w[0], bias[0], 1e-5);
+                    } else {
+                        y[1] = ml_add_layer_norm(a[1], b[1], w[1], bias[1], 1e-5, &sum[1]);
+                    }
+                    ck_assert_ptr_nonnull(y[k]);
+                    ml_tensor *g = randn(2, (int64_t[]){rows, D}, 80, false), *g2 = randn(2, (int64_t[]){rows, D}, 81, false);
+                    ml_tensor *p = ml_mul(y[k], g), *q = ml_mul(sum[k], g2), *t = ml_add(p, q), *l = ml_sum_all(t);
+                    ck_assert_int_eq(ml_backward(l, NULL), ML_OK);
+                    ml_release(g), ml_release(g2), ml_release(p), ml_release(q), ml_release(t), ml_release(l);
+                }
+                ml_tensor *cmp[2][6] = {{y[0], sum[0], a[0]->grad, b[0]->grad, w[0]->grad, bias[0]->grad},
+                                        {y[1], sum[1], a[1]->grad, b[1]->grad, w[1]->grad, bias[1]->grad}};
+                for (int j = 0; j < 6; j++) {
+                    ck_assert_ptr_nonnull(cmp[0][j]);
+                    ck_assert_ptr_nonnull(cmp[1][j]);
+                    ck_assert_msg(!memcmp(ml_f32(cmp[0][j]), ml_f32(cmp[1][j]), sizeof(float) * (size_t)ml_numel(cmp[0][j])),
+                                  "D %lld rows %lld broadcast %d: output %d differs", (long long)D, (long long)rows, bc, j);
+                }
+                for (int k = 0; k < 2; k++)
+                    ml_release(a[k]), ml_release(b[k]), ml_release(w[k]), ml_release(bias[k]), ml_release(y[k]),
+                        ml_release(sum[k]);
+            }
+}
+END_TEST
+
+static ml_tensor *f_bias_gelu(void *ud, ml_tensor **in) { return ml_bias_gelu(in[0], in[1]); }
+
+START_TEST(grad_bias_gelu) {
+    ml_tensor *in[2] = {randn(3, (int64_t[]){2, 3, 7}, 15, true), randn(1, (int64_t[]){7}, 16, true)};
+    ck_assert_msg(ml_gradcheck(f_bias_gelu, NULL, 2, in, 1e-2, 2e-3, 2e-2) == ML_OK, "%s", ml_last_error());
+    ml_release(in[0]), ml_release(in[1]);
+}
+END_TEST
+
+/* The MLP's fused first layer, a bias-free product then ml_bias_gelu, gives the bits of
+ * ml_linear with its bias then GELU (inner widths up to the MLP's fused limit, 64): the output
+ * and the gradients of x, W and the bias. */
+START_TEST(bias_gelu_bits) {
+    for (int64_t in = 1; in <= 64; in += 21)
+        for (int64_t out = 1; out <= 70; out += 23) {
+            ml_tensor *x[2], *w[2], *b[2], *y[2];
+            for (int k = 0; k < 2; k++) {
+                x[k] = randn(3, (int64_t[]){3, 5, in}, 90 + (uint64_t)in, true);
+                w[k] = randn(2, (int64_t[]){out, in}, 91 + (uint64_t)out, true);
+                b[k] = randn(1, &out, 92, true);
+                if (k == 0) {
+                    ml_tensor *pre = ml_linear(x[0], w[0], b[0]);
+                    y[0] = ml_unary(ML_GELU, pre);
+                    ml_release(pre);
+                } else {
+                    ml_tensor *h = ml_linear(x[1], w[1], NULL);
+                    y[1] = ml_bias_gelu(h, b[1]);
+                    ml_release(h);
+                }
+                ck_assert_ptr_nonnull(y[k]);
+                ml_tensor *g = randn(3, (int64_t[]){3, 5, out}, 93, false), *p = ml_mul(y[k], g), *l = ml_sum_all(p);
+                ck_assert_int_eq(ml_backward(l, NULL), ML_OK);
+                ml_release(g), ml_release(p), ml_release(l);
+            }
+            ml_tensor *cmp[2][4] = {{y[0], x[0]->grad, w[0]->grad, b[0]->grad}, {y[1], x[1]->grad, w[1]->grad, b[1]->grad}};
+            for (int j = 0; j < 4; j++) {
+                ck_assert_ptr_nonnull(cmp[0][j]);
+                ck_assert_ptr_nonnull(cmp[1][j]);
+                ck_assert_msg(!memcmp(ml_f32(cmp[0][j]), ml_f32(cmp[1][j]), sizeof(float) * (size_t)ml_numel(cmp[0][j])),
+                              "in %lld out %lld: output %d differs", (long long)in, (long long)out, j);
+            }
+            for (int k = 0; k < 2; k++) ml_release(x[k]), ml_release(w[k]), ml_release(b[k]), ml_release(y[k]);
+        }
+}
+END_TEST
+
 START_TEST(grad_rms_norm) {
     ml_tensor *in[2] = {randn(2, (int64_t[]){4, 6}, 4, true), randn(1, (int64_t[]){6}, 5, true)};
     ck_assert_msg(ml_gradcheck(f_rms_norm, NULL, 2, in, 1e-2, 2e-3, 2e-2) == ML_OK, "%s", ml_last_error());
@@ -587,6 +689,10 @@ static Suite *suite(void) {
     TCase *ops = tcase_create("fused_ops");
     tcase_add_test(ops, grad_layer_norm);
     tcase_add_test(ops, grad_rms_norm);
+    tcase_add_test(ops, grad_add_layer_norm);
+    tcase_add_test(ops, add_layer_norm_bits);
+    tcase_add_test(ops, grad_bias_gelu);
+    tcase_add_test(ops, bias_gelu_bits);
     tcase_add_test(ops, grad_attention);
     tcase_add_test(ops, grad_cross_entropy);
     tcase_add_test(ops, attention_masks_future);

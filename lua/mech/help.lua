@@ -76,7 +76,9 @@ E("mech.grad_enabled", "mech.grad_enabled() -> boolean", "Whether operations rec
 E("mech.gradcheck", "mech.gradcheck(fn, {inputs...}[, {eps=, atol=, rtol=}]) -> true or message",
   "Compares fn's autograd gradients with central differences (double-precision accumulation).",
   "print(mech.gradcheck(function(x) return (x * x):sum() end, { mech.randn(3, { requires_grad = true }) }))")
-E("mech.threads", "mech.threads([n]) -> n", "Sets (with n, in [1, 64], OpenBLAS's ceiling) and returns the thread count of OpenBLAS and the loops.",
+E("mech.threads", "mech.threads([n]) -> n", "Sets (with n, in [1, 64], OpenBLAS's ceiling) and returns the thread count of OpenBLAS and the loops. "
+  .. "mechlab starts at one, for the same bits on every machine; the interchange evaluator's results are the same at any count "
+  .. "(its combinations run side by side), so an analysis in the REPL can take every core.",
   "mech.threads(1)")
 E("mech.is_tensor", "mech.is_tensor(x) -> boolean", "Whether x is a live mech.Tensor.", "print(mech.is_tensor(mech.zeros(1)))")
 E("mech.memory_bytes", "mech.memory_bytes() -> bytes", "Bytes held by live tensor storages.", "print(mech.memory_bytes())")

@@ -35,8 +35,7 @@ ml_status ml_build_state_mixer(ml_model *m, int l) {
 #define FUSED_BIAS_GELU_MAX_D 64
 
 ml_tensor *ml_state_mixer_forward(ml_model *m, int l, ml_tensor *x, ml_run *run) {
-    if (m->p_fc3_w[l] < 0 && m->cfg.d_model <= FUSED_BIAS_GELU_MAX_D && !(run && run->hook) &&
-        !(m->hooks && m->hooks->hook)) {
+    if (m->p_fc3_w[l] < 0 && m->cfg.d_model <= FUSED_BIAS_GELU_MAX_D && !ml_model_hooked(m, run)) {
         /* no hook can see mlp.hidden_pre or hidden_post: bias and GELU in one pass */
         ml_tensor *h = ml_linear(x, ml_model_p(m, m->p_fc1_w[l]), NULL);
         ml_tensor *hid = h ? ml_bias_gelu(h, ml_model_p(m, m->p_fc1_b[l])) : NULL;

@@ -438,8 +438,7 @@ static ml_tensor *gather_rows(ml_tensor *x, ml_tensor *rows) {
     return out;
 }
 
-/* Whether a hook (the run's or the model's persistent ones) may see the sites of this forward. */
-static bool hooked(const ml_model *m, const ml_run *run) {
+bool ml_model_hooked(const ml_model *m, const ml_run *run) {
     return (run && run->hook) || (m->hooks && m->hooks->hook);
 }
 
@@ -498,7 +497,7 @@ attention_output:
         r = rg, y = yg;
         if (!r || !y) goto fail;
     }
-    if (!L->mixer->mamba_block && !hooked(m, run)) {
+    if (!L->mixer->mamba_block && !ml_model_hooked(m, run)) {
         /* no hook can see or replace the residual between the add and norm2: one pass for both */
         c = ml_add_layer_norm(r, y, ml_model_p(m, m->p_norm2_w[l]), ml_model_p(m, m->p_norm2_b[l]), 1e-5, &sum);
         ml_release(r);

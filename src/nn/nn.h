@@ -12,6 +12,9 @@ ml_tensor *ml_state_mixer_forward(ml_model *m, int l, ml_tensor *x, ml_run *run)
 
 /* Helpers for mixers: x = site(x) in place; false on error (x released and set to NULL). */
 bool ml_at_site(const ml_model *m, ml_run *run, int site, ml_tensor **x);
+/* Whether a hook (the run's or the model's persistent ones) may see the sites of this forward:
+ * a fused path that skips sites may run only when none can. */
+bool ml_model_hooked(const ml_model *m, const ml_run *run);
 
 /* Positional features of the implicit filters (docs/mixers.md, "Convolutions"), on the l_max grid: z[i] = [t_i, cos ω_i,
  * −sin ω_i] with t = linspace(0, 1, l_max) and ω_i = 2π·10⁻⁴·i/l_max (z: [l_max, 3], t: [l_max]). */

@@ -539,28 +539,34 @@ fail:
     return NULL;
 }
 
-ml_tensor *ml_model_embed(ml_model *m, ml_tensor *tokens) {
+/* The residual stream's rows t.. of tokens (B, L): each token's row plus position t + i's. */
+static ml_tensor *embed_from(ml_model *m, ml_tensor *tokens, int64_t t) {
     const ml_model_config *c = &m->cfg;
-    if (tokens->dtype != ML_I32 || tokens->ndim != 2) {
-        char s[ML_SHAPE_STR];
-        ml_fail(ML_ERR_SHAPE, "forward: argument 1 expected an int32 tensor of shape [B,L], got %s %s",
-                ml_dtype_name(tokens->dtype), ml_shape_str(s, tokens->ndim, tokens->shape));
-        return NULL;
-    }
     int64_t L = tokens->shape[1];
-    if (c->pos_emb && L > c->max_pos) {
-        ml_fail(ML_ERR_SHAPE, "forward: sequence length %lld exceeds the position table (%d)", (long long)L, c->max_pos);
+    if (c->pos_emb && t + L > c->max_pos) {
+        ml_fail(ML_ERR_SHAPE, "forward: sequence length %lld exceeds the position table (%d)", (long long)(t + L),
+                c->max_pos);
         return NULL;
     }
     ml_tensor *r = ml_embedding(ml_model_p(m, m->p_wte), tokens);
     if (r && c->pos_emb) {
-        ml_tensor *pos = ml_narrow(ml_model_p(m, m->p_wpe), 0, 0, L);
+        ml_tensor *pos = ml_narrow(ml_model_p(m, m->p_wpe), 0, t, L);
         ml_tensor *s = pos ? ml_add(r, pos) : NULL;
         ml_release(pos);
         ml_release(r);
         r = s;
     }
     return r;
+}
+
+ml_tensor *ml_model_embed(ml_model *m, ml_tensor *tokens) {
+    if (tokens->dtype != ML_I32 || tokens->ndim != 2) {
+        char s[ML_SHAPE_STR];
+        ml_fail(ML_ERR_SHAPE, "forward: argument 1 expected an int32 tensor of shape [B,L], got %s %s",
+                ml_dtype_name(tokens->dtype), ml_shape_str(s, tokens->ndim, tokens->shape));
+        return NULL;
+    }
+    return embed_from(m, tokens, 0);
 }
 
 ml_tensor *ml_model_hidden_resume(ml_model *m, const ml_resume *rs, ml_run *run) {
@@ -620,7 +626,6 @@ void ml_model_suffix_needs(const ml_model *m, bool *want) {
 }
 
 ml_tensor *ml_model_hidden_suffix(ml_model *m, ml_tensor *tokens, const ml_suffix *sx, ml_tensor *rows, ml_run *run) {
-    const ml_model_config *c = &m->cfg;
     if (!ml_model_can_suffix(m)) {
         ml_fail(ML_ERR_ARG, "forward from row t: a mixer of this model has none");
         return NULL;
@@ -629,20 +634,7 @@ ml_tensor *ml_model_hidden_suffix(ml_model *m, ml_tensor *tokens, const ml_suffi
         ml_fail(ML_ERR_ARG, "forward from row t: expected int32 tokens (B, L), t >= 0, a cache and its sequences");
         return NULL;
     }
-    int64_t L = tokens->shape[1];
-    if (c->pos_emb && sx->t + L > c->max_pos) {
-        ml_fail(ML_ERR_SHAPE, "forward: sequence length %lld exceeds the position table (%d)", (long long)(sx->t + L),
-                c->max_pos);
-        return NULL;
-    }
-    /* the embedding of rows t.. : the token's row plus position t + i's (the same adds as ml_model_embed) */
-    ml_tensor *r = ml_embedding(ml_model_p(m, m->p_wte), tokens);
-    if (r && c->pos_emb) {
-        ml_tensor *pos = ml_narrow(ml_model_p(m, m->p_wpe), 0, sx->t, L);
-        ml_tensor *s = pos ? ml_add(r, pos) : NULL;
-        ml_release(pos), ml_release(r);
-        r = s;
-    }
+    ml_tensor *r = embed_from(m, tokens, sx->t);
     if (!r) return NULL;
     ml_run own = {0}, *rr = run ? run : &own;
     const ml_suffix *old = rr->suffix;

@@ -8,6 +8,8 @@
  *   bench_interchange [arch ...]   (default: attention mamba)
  *   bench_interchange --reference  also time the reference (two full forwards per combination)
  *   bench_interchange --threads N  N threads (default 1)
+ *   bench_interchange --workers W  W combinations at once, each on one thread (default: N; what
+ *                                  ic.evaluate does by default: the machine's cores, at N = 1)
  *   bench_interchange --rounds R   R sweeps per path; prints the minimum CPU (and wall) seconds,
  *                                  as the machine is shared and noisy */
 #include <stdio.h>
@@ -26,20 +28,22 @@ int main(int argc, char **argv) {
     const char *archs[16];
     int n = 0;
     bool reference = false;
-    int threads = 1, rounds = 1;
+    int threads = 1, rounds = 1, workers = 0;
     for (int i = 1; i < argc && n < 16; i++) {
         if (!strcmp(argv[i], "--reference")) reference = true;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--workers") && i + 1 < argc) workers = atoi(argv[++i]);
         else archs[n++] = argv[i];
     }
     if (!n) archs[n++] = "attention", archs[n++] = "mamba";
-    if (threads < 1 || rounds < 1) {
-        fprintf(stderr, "bench_interchange: --threads and --rounds expect a positive integer\n");
+    if (threads < 1 || rounds < 1 || workers < 0) {
+        fprintf(stderr, "bench_interchange: --threads, --workers and --rounds expect a positive integer\n");
         return 1;
     }
     ml_set_threads(threads);
-    printf("threads %d, rounds %d (minimum over the rounds)\n", threads, rounds);
+    printf("threads %d, workers %d, rounds %d (minimum over the rounds)\n", threads, workers ? workers : threads,
+           rounds);
     ml_task *task = ml_task_preset("ar_32", 42);
     ml_dataset *ds = task ? ml_dataset_new(task, 320, 42, ML_SPLIT_TEST) : NULL;
     if (!ds) {
@@ -60,6 +64,7 @@ int main(int argc, char **argv) {
             ml_ic_config c;
             ml_ic_config_paper(&c, m, task);
             c.reference = ref;
+            c.workers = workers;
             double cpu = 0, wall = 0;
             ml_ic_result *r = NULL;
             for (int round = 0; round < rounds; round++) {

@@ -431,8 +431,8 @@ E("mech.interp.attention_mass", "mech.interp.attention_mass(model, dataset[, {qu
 E("mech.interp.attribution_patching", "mech.interp.attribution_patching(model, dataset, {sites=, positions=, label_types=, seed=, n=}) -> {{site=, layer=, component=, label_type=, position=, estimate=}, ...}",
   "Gradient attribution patching in C: per label type one corrupted run and one backward pass of Σ p(answer); estimate = mean over documents of (clean − corrupted)·gradient at the named position (ic.attribution_patching names and correlates them).",
   'local est = mech.interp.attribution_patching(model, ds, { sites = { "blocks.1.block_input" }, positions = { "query_item" } })')
-E("mech.interp.interchange", "mech.interp.interchange(model, dataset[, {sites=, label_types=, positions=, seed=, batch=, first=, count=, swap=, reference=}]) -> result",
-  "The paper's interchange sweep in C (ic.evaluate adds the site choice and names).", "local r = mech.interp.interchange(model, ds, { sites = { \"blocks.1.block_input\" } })")
+E("mech.interp.interchange", "mech.interp.interchange(model, dataset[, {sites=, label_types=, positions=, seed=, batch=, first=, count=, swap=, reference=, workers=}]) -> result",
+  "The paper's interchange sweep in C (ic.evaluate adds the site choice and names). workers: combinations run at once, each on one thread (default: mech.threads()); the results are the same bits for any number.", "local r = mech.interp.interchange(model, ds, { sites = { \"blocks.1.block_input\" } })")
 E("mech.interp.path_patch", "mech.interp.path_patch(model, clean, corrupted, {sender=, receiver=, sender_head=, receiver_head=}) -> logits",
   "Path patching (Wang et al. 2022): the clean run with the receiver set to what it reads when the sender takes its corrupted value and every other mixer and MLP output is frozen to its clean value — the sender's effect through the residual stream only. Sites in either spelling; heads restrict a per-head site (attn.hook_z, hook_q, ...) to one head.",
   'local lg = mech.interp.path_patch(model, clean, corrupted, { sender = "blocks.0.attn.hook_z", sender_head = 1, receiver = "blocks.1.attn.hook_q", receiver_head = 0 })')
@@ -457,8 +457,8 @@ E("mech.interp.argmax", "mech.interp.argmax({values}, {names}) -> index", "max_p
   'print(mech.interp.argmax({ 0.1, 0.3 }, { "a", "b" }))')
 E("mech.interp.corrupt", "mech.interp.corrupt(lo, hi, orig, gen) -> token", "The paper's corruption draw from the pool [lo, hi] (task:corrupt_range()), never orig.",
   "print(mech.interp.corrupt(4, 35, 10, mech.Generator(42, 7)))")
-E("ic.evaluate", "ic.evaluate(model, dataset[, {layers=, components=, sites=, mixer_sites=, label_types=, positions=, seed=, batch=, first=, count=, swap=}]) -> res",
-  "The paper's interchange evaluation: res.by_name[metric], res.passes[label] (the 0.01 filter), res.accuracy, res.chance and res.warning when the model is at chance.",
+E("ic.evaluate", "ic.evaluate(model, dataset[, {layers=, components=, sites=, mixer_sites=, label_types=, positions=, seed=, batch=, first=, count=, swap=, workers=}]) -> res",
+  "The paper's interchange evaluation: res.by_name[metric], res.passes[label] (the 0.01 filter), res.accuracy, res.chance and res.warning when the model is at chance. It runs its combinations on all the machine's cores (workers=, default mech.sys.cores()): the results are the same bits for any number, whatever mech.threads() says.",
   "local res = ic.evaluate(model, ds, { layers = { 1 } })")
 E("ic.sites", "ic.sites(model[, {sites=, layers=, components=, mixer_sites=}]) -> {site, ...}", "The sites a sweep patches.",
   "local sites = ic.sites(model, { layers = { 0 } })")

@@ -75,17 +75,19 @@ end
 
 --- Runs the sweep; returns mech.interp.interchange's table plus `by_name` (metric -> value).
 --- opts: components, layers, sites, mixer_sites, label_types, positions, seed, batch, first,
---- count, swap, reference.
+--- count, swap, reference, workers (combinations run at once, each on one thread; default: the
+--- machine's cores, as the results are the same bits for any number).
 function ic.evaluate(model, dataset, opts)
   opts = opts or {}
   local known = { components = 1, layers = 1, sites = 1, mixer_sites = 1, label_types = 1, positions = 1, seed = 1,
-    batch = 1, first = 1, count = 1, swap = 1, reference = 1 }
+    batch = 1, first = 1, count = 1, swap = 1, reference = 1, workers = 1 }
   for k in pairs(opts) do
     if not known[k] then fail("interchange.evaluate", "unknown option '" .. tostring(k) .. "'") end
   end
   local res = mech.interp.interchange(model, dataset, {
     sites = ic.sites(model, opts), label_types = opts.label_types, positions = opts.positions, seed = opts.seed,
     batch = opts.batch, first = opts.first, count = opts.count, swap = opts.swap, reference = opts.reference,
+    workers = opts.workers or math.min(mech.sys.cores(), 64),
   })
   res.by_name = {}
   for _, kv in ipairs(res.metrics) do res.by_name[kv[1]] = kv[2] end
@@ -135,7 +137,8 @@ function ic.attrib(res, label, threshold)
 end
 
 --- An evaluator for train.run{evaluators = {...}}: runs the sweep on the first eval set every
---- `every` steps and appends its metrics to the run's metrics.csv.
+--- `every` steps and appends its metrics to the run's metrics.csv. Its workers default to the
+--- run's threads (a sweep's runs share the cores).
 function ic.evaluator(opts)
   opts = opts or {}
   local every = opts.every
@@ -144,6 +147,7 @@ function ic.evaluator(opts)
   return {
     every = every,
     fn = function(step, model, ctx)
+      sweep.workers = opts.workers or mech.threads()
       for _, e in ipairs(ctx.eval_sets) do
         if not opts.split or e.split == opts.split then
           local res = ic.evaluate(model, e.ds, sweep)

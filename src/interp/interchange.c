@@ -728,7 +728,7 @@ static ml_status run_combo(ic_run *r, const ic_batch *bt, int k) {
 
 /* ------------------------------------------------------------------ combinations in parallel
  *
- * With ml_threads() = n > 1 the combinations of a batch run on n workers, each combination on one
+ * With n > 1 workers (config.workers, else ml_threads()) the combinations of a batch run n at a time, each on one
  * thread (BLAS and the kernels' loops at one thread inside), so every combination's result has
  * the bits of the one-thread run whatever n and the schedule. Tensors are reference counted
  * without atomics, so a worker shares none with another: each has its own copy of the model (its
@@ -743,8 +743,11 @@ typedef struct {
     char msg[256];
 } ic_worker;
 
+/* The number of workers (config.workers, else ml_threads()). */
+static int n_workers(const ic_run *r) { return r->cfg->workers > 0 ? r->cfg->workers : ml_threads(); }
+
 static bool can_parallel(const ic_run *r) {
-    if (r->reference || ml_threads() < 2 || r->res->n_combos < 2) return false;
+    if (r->reference || n_workers(r) < 2 || r->res->n_combos < 2) return false;
     for (int l = 0; l < r->m->cfg.n_layers; l++)
         if (r->m->layers[l].mixer->user) return false;
     return true;
@@ -859,7 +862,7 @@ ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_
     if (r.suffix) ml_model_suffix_needs(m, r.want_clean);
     bool old_grad = ml_set_grad_enabled(false);
     /* workers' model copies (none: serial) */
-    int nm = can_parallel(&r) ? ml_threads() : 0, nw = nm;
+    int nm = can_parallel(&r) ? n_workers(&r) : 0, nw = nm;
     ml_model **models = nm ? calloc((size_t)nm, sizeof *models) : NULL;
     for (int i = 0; models && i < nm; i++)
         if (!(models[i] = model_copy(m))) nw = 0;

@@ -158,6 +158,8 @@ typedef struct {
     int batch;                    /* documents per forward */
     bool swap;                    /* base = clean, source = corrupted (the original's option) */
     bool reference;               /* full forwards with a hook instead of the fast path (tests) */
+    int workers;                  /* combinations run at once, each on one thread (0: ml_threads());
+                                   * the results are the same bits for any number */
 } ml_ic_config;
 /* The paper's sweep for model m and task t: the six components (four for a MambaBlock), every
  * layer, both label types, the task's patch positions (AR: query_item_orig, target_item_orig,

@@ -833,12 +833,12 @@ static void push_ic_result(lua_State *L, const ml_model *m, const ml_ic_result *
 }
 
 /* res = mech.interp.interchange(model, dataset, {sites=, label_types=, positions=, seed=, batch=,
- *   first=, count=, swap=, reference=}): ml_ic_run and ml_ic_metrics (src/interp/interchange.c).
+ *   first=, count=, swap=, reference=, workers=}): ml_ic_run and ml_ic_metrics (src/interp/interchange.c).
  * sites: full site names (default: the paper's components at every layer). */
 static int l_interchange(lua_State *L) {
     const char *fn = "mech.interp.interchange";
     static const char *const keys[] = {"sites", "label_types", "positions", "seed", "batch", "first",
-                                       "count", "swap", "reference", NULL};
+                                       "count", "swap", "reference", "workers", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_dataset *ds = check_dataset(L, 2, fn);
     mlL_opttable(L, 3, fn, 3, keys);
@@ -851,6 +851,10 @@ static int l_interchange(lua_State *L) {
     c->batch = mlL_optint32(L, 3, "batch", 320, fn);
     c->swap = mlL_optbool(L, 3, "swap", 0, fn);
     c->reference = mlL_optbool(L, 3, "reference", 0, fn);
+    c->workers = mlL_optint32(L, 3, "workers", 0, fn);
+    if (c->workers < 0 || c->workers > 64)
+        return luaL_error(L, "%s: option 'workers' expected a count in [1, 64] (0: mech.threads()), got %d", fn,
+                          c->workers);
     int64_t first = mlL_optint(L, 3, "first", 0, fn);
     int64_t count = mlL_optint(L, 3, "count", ml_dataset_size(ds) - first, fn);
     if (c->batch < 1) return luaL_error(L, "%s: option 'batch' expected a positive integer", fn);

@@ -137,22 +137,33 @@ end)
 T.test("interchange: combinations in parallel give the one-thread bits", function()
   local old = mech.threads()
   local tok, tg = ds:batch(0, 4)
+  local function with(opts, extra)
+    local o = {}
+    for k, v in pairs(opts) do o[k] = v end
+    for k, v in pairs(extra) do o[k] = v end
+    return o
+  end
   for _, arch in ipairs { "attention", "mamba" } do
     local m = tiny(arch)
     m:train_step(mech.adamw(m), tok, tg, 1e-2) -- weights away from their initialisation (workers copy them)
     for _, opts in ipairs { { batch = 5 }, { batch = 7, swap = true } } do
       mech.threads(1)
-      local one = ic.evaluate(m, ds, opts)
+      local one = ic.evaluate(m, ds, with(opts, { workers = 1 }))
+      local runs = { workers3 = ic.evaluate(m, ds, with(opts, { workers = 3 })), cores = ic.evaluate(m, ds, opts) }
       mech.threads(2)
-      local two = ic.evaluate(m, ds, opts)
-      for _, k in ipairs { "restored_prob", "corrupted_prob", "restored_logit", "corrupted_logit", "kl_div",
-        "corrupt_token" } do
-        T.truthy(one[k]:equal(two[k]), arch .. " " .. k)
+      runs.threads2 = ic.evaluate(m, ds, opts)
+      runs.threads2_serial = ic.evaluate(m, ds, with(opts, { workers = 1 }))
+      for name, two in pairs(runs) do
+        for _, k in ipairs { "restored_prob", "corrupted_prob", "restored_logit", "corrupted_logit", "kl_div",
+          "corrupt_token" } do
+          T.truthy(one[k]:equal(two[k]), arch .. " " .. name .. " " .. k)
+        end
+        T.eq(one.patched_examples, two.patched_examples)
       end
-      T.eq(one.patched_examples, two.patched_examples)
     end
   end
   mech.threads(old)
+  T.raises(function() ic.evaluate(tiny(), ds, { workers = -1 }) end, "option 'workers' expected a count in %[1, 64%]")
 end)
 
 T.test("interchange CSV and the training-loop evaluator", function()

@@ -97,6 +97,27 @@ if opts.results then -- committed rows: ar -> CSVDIR/ar-quick.csv, mamba_conv ->
 end
 if opts.filter then paper.use_recorded_filter(opts.filter) end
 
+-- A figure's sweeps with its slices at this profile (mech.paper.figures): each slice's committed rows
+-- CSVDIR/<sweep>-<slice>.csv, or its sweep directory DIR/sweeps/<sweep>-<slice> (not run from here:
+-- `mechlab sweep run experiments/paper/<sweep>.lua --profile <slice> --dir` that directory), after the
+-- profile's own rows, where it has results. Returns the dirs and the slices used.
+local function figure_dirs(f)
+  local slices, fd, used = f.slices[opts.profile], {}, {}
+  if not slices then return dirs, used end
+  for k, v in pairs(dirs) do fd[k] = v end
+  for s, profiles in pairs(slices) do
+    local list = { dirs[s] }
+    for _, p in ipairs(profiles) do
+      local at = opts.results and (opts.results .. "/" .. (s .. "-" .. p):gsub("_", "-") .. ".csv")
+        or (dir .. "/sweeps/" .. s .. "-" .. p)
+      if paper.has_results(at) then list[#list + 1], used[#used + 1] = at, s .. " " .. p end
+    end
+    fd[s] = list
+  end
+  table.sort(used)
+  return fd, used
+end
+
 mech.sys.mkdir(dir)
 mech.sys.mkdir(dir .. "/sweeps")
 local failed_runs = 0
@@ -161,9 +182,10 @@ for _, f in ipairs(figures) do
   end
   -- a figure with some of its sweeps done is drawn with what there is (their panels empty), so
   -- that a suite can be looked at before the others have run
+  local fdirs, slices_used = figure_dirs(f)
   if ok and #missing < #f.sweeps then
     local t0 = mech.sys.time()
-    ok, keys = pcall(recipe.draw, dirs, out)
+    ok, keys = pcall(recipe.draw, fdirs, out)
     if ok then
       print(string.format("%s: %s (%.1f s)%s", f.id, out, mech.sys.time() - t0,
         #missing > 0 and ("; partial, no results yet for " .. table.concat(missing, ", ")) or ""))
@@ -196,6 +218,7 @@ for _, f in ipairs(figures) do
     end
   end
   index[#index + 1] = string.format("- runs: %d (sweeps: %s)", runs, table.concat(f.sweeps, ", "))
+  if #slices_used > 0 then index[#index + 1] = "- with the slices: " .. table.concat(slices_used, ", ") end
   index[#index + 1] = "- wall time: " .. (#walls > 0 and table.concat(walls, "; ") or "none measured")
   if ok and #missing > 0 then
     index[#index + 1] = "- partial: no results yet for " .. table.concat(missing, ", ") .. " (its panels are empty)"

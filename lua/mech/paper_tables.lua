@@ -18,7 +18,10 @@ local T = {}
 -- the report-step rows of each sweep, by sweep name
 T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ablation = "based-ablation-quick.csv",
   atr_easy = "atr-easy-quick.csv", atr_hard = "atr-hard-quick.csv", atr_split = "atr-split-quick.csv",
-  delta_net = "delta-net-quick.csv" }
+  delta_net = "delta-net-quick.csv", ar_lr_slice = "ar-lr-slice.csv" }
+-- the learning rates of AR's quick profile (1e-3) and its slice (the other three), and the slice's own runs
+T.lrs = { 3e-4, 1e-3, 3e-3, 1e-2 }
+T.slice_runs = 36
 -- the figure CSVs read for the filter and for sites the rows do not hold
 T.filter_csv = "docs/img/reproduction/filter.csv"
 T.figure_csvs = { "fig3b", "fig3c", "fig4b", "fig6b", "v3_next_key", "mamba_next_key" }
@@ -66,6 +69,16 @@ function T.load(root)
     d.runs[name], d.ids[name] = runs, ids
   end
   for _, id in ipairs(T.figure_csvs) do d.fig[id] = sweep.results(root .. "/docs/img/reproduction/" .. id .. ".csv") end
+  -- the slice trained the quick profile's runs at lr 1e-3, seed 42 again (the same ids): the
+  -- quick rows stand, as in the figures (mech.paper's selection.results); the second training is
+  -- kept for comparison in d.retrained
+  d.retrained = {}
+  local ids = {}
+  for _, id in ipairs(d.ids.ar_lr_slice) do
+    if d.runs.ar[id] then d.retrained[#d.retrained + 1] = { quick = d.runs.ar[id], slice = d.runs.ar_lr_slice[id] }
+    else ids[#ids + 1] = id end
+  end
+  d.ids.ar_lr_slice = ids
   return d
 end
 
@@ -190,9 +203,27 @@ local function stats(d)
       s.ar[a][w] = pick(d, { "ar" }, function(e) return e.arch == a and e.d == w and e.pos_emb == (a == "attention") end)
     end
   end
-  s.ar_value = scatter_runs(d, "fig3b", { "ar" }, "value", "query") -- Fig. 3b: the value's filter
-  s.ar_query = scatter_runs(d, "fig3c", { "ar" }, "query", "key")   -- Fig. 3c: the query's filter
-  s.ar_total = #d.ids.ar
+  -- Fig. 3b-c plot every learning rate: the quick profile's and the slice's runs
+  s.ar_value = scatter_runs(d, "fig3b", { "ar", "ar_lr_slice" }, "value", "query") -- Fig. 3b: the value's filter
+  s.ar_query = scatter_runs(d, "fig3c", { "ar", "ar_lr_slice" }, "query", "key")   -- Fig. 3c: the query's filter
+  s.ar_total, s.slice_done = #d.ids.ar + #d.ids.ar_lr_slice, #d.ids.ar_lr_slice
+  -- AR main curves at each learning rate (1e-3: the quick profile's two seeds; the others: the
+  -- slice's seed 42) and the best one per (arch, width): the best mean accuracy
+  s.ar_lr, s.ar_best = {}, {}
+  for _, a in ipairs(paper.archs) do
+    s.ar_lr[a], s.ar_best[a] = {}, {}
+    for _, w in ipairs { 32, 64 } do
+      s.ar_lr[a][w] = {}
+      for _, lr in ipairs(T.lrs) do
+        local l = pick(d, { "ar", "ar_lr_slice" }, function(e)
+          return e.arch == a and e.d == w and e.pos_emb == (a == "attention") and e.lr == lr end)
+        s.ar_lr[a][w][lr] = l
+        local m = #l > 0 and mean_of(field(l, "accuracy")) or nil
+        if m and (not s.ar_best[a][w] or m > s.ar_best[a][w].mean) then s.ar_best[a][w] = { lr = lr, runs = l, mean = m } end
+      end
+    end
+  end
+  s.retrained = d.retrained
   -- Mamba by conv width (4: ar's Mamba)
   local function conv_is(k) return function(e) return e.arch == "mamba" and (e.d_conv or 4) == k end end
   s.mamba = {}
@@ -341,6 +372,40 @@ tables["ar-accuracy"] = function(s)
   return lines
 end
 
+-- a learning rate as the page writes it (3e-4, 1e-3, ...)
+local function lr_str(lr) return (string.format("%.0e", lr):gsub("e%-0", "e-")) end
+
+tables["ar-lr"] = function(s)
+  local order = { "attention", "based", "mamba", "hyena", "base_conv", "h3" }
+  local head = { "architecture", "width" }
+  for _, lr in ipairs(T.lrs) do head[#head + 1] = "lr " .. lr_str(lr) end
+  head[#head + 1], head[#head + 2] = "best lr", "@ Value / @ Query / @ Key at the best lr"
+  local lines = { row(head), "|" .. string.rep("---|", #head) }
+  for _, a in ipairs(order) do
+    for _, w in ipairs { 32, 64 } do
+      local cells, b = { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""), "d = " .. w }, s.ar_best[a][w]
+      for _, lr in ipairs(T.lrs) do cells[#cells + 1] = ms(field(s.ar_lr[a][w][lr], "accuracy"), 3) end
+      cells[#cells + 1] = b and lr_str(b.lr) or "–"
+      cells[#cells + 1] = b and string.format("%s / %s / %s", ms(field(b.runs, "value")), ms(field(b.runs, "query")),
+        ms(field(b.runs, "key"))) or "–"
+      lines[#lines + 1] = row(cells)
+    end
+  end
+  lines[#lines + 1] = ""
+  local dmax, dsum = 0, 0
+  for _, r in ipairs(s.retrained) do
+    local dv = math.abs(r.quick.accuracy - r.slice.accuracy)
+    dmax, dsum = math.max(dmax, dv), dsum + dv
+  end
+  para(lines, string.format("lr 1e-3: the quick profile's two seeds; the other rates: the slice's seed 42 (%d of its " ..
+    "%d runs so far). The best lr has the best mean accuracy; Attrib at the layer-1 block input, unfiltered. The slice " ..
+    "also trained the quick profile's %d runs at lr 1e-3, seed 42 again (the same ids; a later build, whose kernels " ..
+    "round differently): their test accuracy moved by %s on average, at most %s; the table and the figures keep the " ..
+    "quick profile's.", s.slice_done, T.slice_runs, #s.retrained, #s.retrained > 0 and num(dsum / #s.retrained, 3) or "–",
+    num(dmax, 3)))
+  return lines
+end
+
 tables["ar-attrib"] = function(s)
   local paper_says = { attention = "≈1 at the value (induction)", based = "≈1 at the value (induction)",
     mamba = "≈0 at the value; Query + Key ≈ 1", h3 = "≈0 at the value, mass at the query",
@@ -348,8 +413,9 @@ tables["ar-attrib"] = function(s)
   local order = { "attention", "based", "mamba", "h3", "base_conv", "hyena" }
   local lines = para({}, string.format("The filter is taken per position, so each column has its own runs: %d of " ..
     "the %d runs pass it at the value (Fig. 3b's points: @ Value over them), %d at the query (Fig. 3c's points: " ..
-    "@ Query and @ Key over them, as Fig. 3c plots them; the key's own filter is not in the committed data). " ..
-    "Mean ± sd over both widths and both seeds:", #s.ar_value, s.ar_total, #s.ar_query))
+    "@ Query and @ Key over them, as Fig. 3c plots them; the key's own filter is not in every run's rows). " ..
+    "Mean ± sd over both widths, both seeds at lr 1e-3 and the slice's runs at the other rates:", #s.ar_value,
+    s.ar_total, #s.ar_query))
   for _, l in ipairs {
     "",
     "| architecture | runs: value / query filter | @ Value | @ Query | @ Key | the paper |",
@@ -643,25 +709,60 @@ local settle = {
   ar_layers = "`ar_layers` (24 runs, 1.98 h)", atr_1layer = "`atr_1layer` (12 runs, 1.46 h)",
   sibling = "`sibling` (36 runs, 1.79 h)",
   atr_mamba_conv = "`atr_mamba_conv` (8 runs, 1.91 h)",
-  -- the same 12 (arch, width) configs as `ar` at three more learning rates: 1.5 x its 2.30 h
-  lr = "the AR learning-rate slice (lr 3e-4, 3e-3, 1e-2 at d = 32 and 64, seed 42: 36 runs, ≈ 3.5 h) and one run " ..
-    "at d = 256 at the best of them",
+  -- Mamba at the paper's width, at the best rate of the slice (one run)
+  d256 = "Mamba at the paper's d = 256 at its best learning rate from the slice (one run)",
+  -- the d_conv ablation at the slice's other rates: 3 x mamba_conv's 1.29 h
+  conv_lr = "`mamba_conv` at the slice's three other learning rates (48 runs, ≈ 3.9 h)",
+  next_key = "`experiments/mamba_next_key.lua` on Mamba's best-lr checkpoints of the slice",
   nope = "Attention without positions on AR (the `ar` paper profile's NoPE runs; not in a quick suite)",
 }
 
 local function claims(s)
   local NS = "not settled at quick scale"
+  -- the learning-rate slice: an architecture is judged at its best lr once the slice has its runs
+  local function sliced(a)
+    for _, w in ipairs { 32, 64 } do for _, lr in ipairs(T.lrs) do if #s.ar_lr[a][w][lr] == 0 then return false end end end
+    return true
+  end
+  settle.lr = string.format("the AR learning-rate slice (running: %d of its %d runs done) and one run at d = 256 at " ..
+    "the best of them", s.slice_done, T.slice_runs)
+  local function best(a, w) return s.ar_best[a][w] end
+  local function best_accs(a)
+    return string.format("d = 32: %s (lr %s), d = 64: %s (lr %s)", num(best(a, 32).mean, 3), lr_str(best(a, 32).lr),
+      num(best(a, 64).mean, 3), lr_str(best(a, 64).lr))
+  end
+  -- neighbouring rates of which one succeeds and the other fails (accuracy > 0.5 against < 0.1)
+  local cliffs = {}
+  for _, a in ipairs(paper.archs) do
+    for _, w in ipairs { 32, 64 } do
+      for i = 1, #T.lrs - 1 do
+        local l1, l2 = s.ar_lr[a][w][T.lrs[i]], s.ar_lr[a][w][T.lrs[i + 1]]
+        if #l1 > 0 and #l2 > 0 then
+          local m1, m2 = mean_of(field(l1, "accuracy")), mean_of(field(l2, "accuracy"))
+          if math.max(m1, m2) > 0.5 and math.min(m1, m2) < 0.1 then
+            cliffs[#cliffs + 1] = string.format("%s d = %d: %s at %s, %s at %s", paper.arch_name(a), w, num(m1, 3),
+              lr_str(T.lrs[i]), num(m2, 3), lr_str(T.lrs[i + 1]))
+          end
+        end
+      end
+    end
+  end
   -- v3's DeltaNet: how far behind Attention at each width, and where it retrieves
   local dn_all = concat(s.delta[32], s.delta[64])
   local dn_v, dn_q, dn_k = passing_own(dn_all, "value"), passing_own(dn_all, "query"), passing_own(dn_all, "key")
   local function behind(list, w) return mean_of(field(s.ar.attention[w], "accuracy")) - mean_of(field(list, "accuracy")) end
   local dn_gap = math.max(behind(s.delta[32], 32), behind(s.delta[64], 64))
   local mamba_gap = math.max(behind(s.ar.mamba[32], 32), behind(s.ar.mamba[64], 64))
+  if sliced("mamba") and sliced("attention") then
+    mamba_gap = math.max(best("attention", 32).mean - best("mamba", 32).mean, best("attention", 64).mean - best("mamba", 64).mean)
+  end
   local dn_verdict = dn_gap <= 0.05
     and string.format("agrees for DeltaNet (at most %s below Attention at either width%s)", num(dn_gap, 3),
       behind(s.delta[64], 64) <= 0 and "; at d = 64 it reaches Attention's accuracy, more than \"close behind\"" or "")
     or string.format("disagrees for DeltaNet (up to %s below Attention)", num(dn_gap, 3))
   dn_verdict = dn_verdict .. (mamba_gap <= 0.1 and "; agrees for Mamba"
+    or sliced("mamba") and string.format("; disagrees for Mamba at d ≤ 64 (up to %s below Attention at the best lr of " ..
+      "each); %s: %s", num(mamba_gap, 3), NS, settle.d256)
     or string.format("; for Mamba (up to %s below Attention at lr 1e-3) %s: %s", num(mamba_gap, 3), NS, settle.lr))
   local dn_value, dn_query = mean_of(field(dn_v, "value")), mean_of(field(dn_q, "query"))
   local dn_mech = (#dn_v > 0 and math.abs(dn_value) < 0.1 and #dn_q > 0 and dn_query > 0.8)
@@ -840,17 +941,47 @@ local function claims(s)
   for k = 2, 4 do for _, v in ipairs(nk(s, "Next key  block output", k)) do nk_block[#nk_block + 1] = v end end
   local nk_max = -1
   for _, v in ipairs(nk_block) do nk_max = math.max(nk_max, v) end
+  -- at the best lr: d = 64 accuracies, Based against Attention, Mamba's retrieval
+  local d64b = {}
+  if sliced("mamba") then
+    for _, a in ipairs { "attention", "based", "mamba", "hyena", "base_conv", "h3" } do d64b[#d64b + 1] = num(best(a, 64).mean, 3) end
+  end
+  local based_verdict = "agrees at d = 64; at d = 32 Based is behind: " .. NS .. " (one lr): " .. settle.lr
+  if sliced("based") and sliced("attention") then
+    local behind_at = {}
+    for _, w in ipairs { 32, 64 } do
+      local g = best("attention", w).mean - best("based", w).mean
+      if g > 0.05 then behind_at[#behind_at + 1] = string.format("d = %d (%s)", w, num(g, 3)) end
+    end
+    based_verdict = #behind_at == 0 and "agrees at the best lr of each (within 0.05 at both widths)"
+      or ("agrees at the best lr of each except at " .. table.concat(behind_at, ", ") .. ", where Based is behind")
+  end
+  local mamba_retrieval = "agrees for H3 and Hyena; disagrees for Mamba (mass mostly at the key) at d ≤ 64, lr 1e-3: " .. settle.lr
+  if sliced("mamba") then
+    local q, k = {}, {}
+    for _, w in ipairs { 32, 64 } do
+      for _, v in ipairs(field(best("mamba", w).runs, "query")) do q[#q + 1] = v end
+      for _, v in ipairs(field(best("mamba", w).runs, "key")) do k[#k + 1] = v end
+    end
+    mamba_retrieval = "agrees for H3 and Hyena; " .. (mean_of(q) > mean_of(k)
+      and "agrees for Mamba at its best lr (more at the query than at the key)"
+      or "disagrees for Mamba at its best lr too (mass mostly at the key) at d ≤ 64") .. ": " .. NS .. ": " .. settle.d256
+  end
 
   return {
     -- spec §8.1 headline numbers and spec §8.2.1
     { "spec §8.2.1", "Attention reaches 100 % on AR from d = 32 on", "100 %", accs(s, "attention"), "agrees" },
     { "spec §8.2.1", "AR at d = 256, best LR: Attention 100 %, Based ≈99 %, Mamba ≈91 %, Hyena < 30 %, BaseConv < 10 %, H3 < 3 %",
       "100 / ≈99 / ≈91 / < 30 / < 10 / < 3 %",
-      "at d = 64, lr 1e-3: " .. table.concat(d64, " / "), NS .. ": " .. settle.lr },
+      "at d = 64, lr 1e-3: " .. table.concat(d64, " / ") .. (sliced("mamba") and ("; at the best lr: " .. table.concat(d64b, " / ")) or ""),
+      NS .. ": " .. (sliced("mamba") and settle.d256 or settle.lr) },
     { "spec §8.2.1", "Attention and Based solve AR with almost the same width-scaling curve", "Based ≈ Attention at every d",
-      "Based " .. accs(s, "based"), "agrees at d = 64; at d = 32 Based is behind: " .. NS .. " (one lr): " .. settle.lr },
-    { "spec §8.2.1", "Mamba is a close third", "≈91 % at d = 256", "Mamba " .. accs(s, "mamba"),
-      "third, not close: " .. NS .. ": " .. settle.lr },
+      "Based " .. accs(s, "based") .. (sliced("based") and ("; at the best lr " .. best_accs("based")) or ""),
+      based_verdict },
+    { "spec §8.2.1", "Mamba is a close third", "≈91 % at d = 256",
+      "Mamba " .. accs(s, "mamba") .. (sliced("mamba") and ("; at the best lr " .. best_accs("mamba")) or ""),
+      sliced("mamba") and ("third, not close, at d ≤ 64 at its best lr too: " .. NS .. ": " .. settle.d256)
+        or ("third, not close: " .. NS .. ": " .. settle.lr) },
     { "spec §8.2.1", "Hyena, BaseConv and H3 fail AR", "< 30 %, < 10 %, < 3 %",
       "at most " .. num(fail3, 3) .. " (any of their 12 runs)", "agrees" },
     { "spec §8.2.1", "Nearly all Attention and Based checkpoints show full attribution at the value (induction)", "≈1 @ Value",
@@ -858,8 +989,11 @@ local function claims(s)
       "agrees" },
     { "spec §8.2.1", "The best Mamba, Hyena and H3 models do direct retrieval in layer 0 (at the query)", "@ Query ≈ 1",
       string.format("H3 @ Query %s (%d run); Hyena (no run passes) unfiltered @ Query %s (d = 32), %s (d = 64); Mamba @ Query %s, @ Key %s",
-        ms(field(q_h3, "query")), #q_h3, ms(hy_q32), ms(hy_q64), ms(field(q_mamba, "query")), ms(field(q_mamba, "key"))),
-      "agrees for H3 and Hyena; disagrees for Mamba (mass mostly at the key) at d ≤ 64, lr 1e-3: " .. settle.lr },
+        ms(field(q_h3, "query")), #q_h3, ms(hy_q32), ms(hy_q64), ms(field(q_mamba, "query")), ms(field(q_mamba, "key")))
+        .. (sliced("mamba") and string.format("; Mamba at its best lr, unfiltered: @ Query %s / %s, @ Key %s / %s (d = 32 / 64)",
+          ms(field(best("mamba", 32).runs, "query")), ms(field(best("mamba", 64).runs, "query")),
+          ms(field(best("mamba", 32).runs, "key")), ms(field(best("mamba", 64).runs, "key"))) or ""),
+      mamba_retrieval },
     { "spec §8.2.1", "Weaker SSM checkpoints split query and key; Mamba's lie near @ Query + @ Key ≈ 1", "Q + K ≈ 1",
       string.format("Mamba Q + K %s (%d runs)", ms(qk), #qk), "agrees" },
     { "spec §8.2.1", "The only BaseConv checkpoint that passes the filter shows partial induction", "one run, partial @ Value",
@@ -931,10 +1065,11 @@ local function claims(s)
     -- spec §8.2.4
     { "spec §8.2.4", "Mamba: a step change between d_conv 1 and 2; without a short conv it fails AR", "< 7 % for d_conv 0, 1",
       string.format("d_conv 0, 1: at most %s; d_conv (d = 32 / 64) %s", num(low01, 3), table.concat(hi2, ", ")),
-      "agrees in direction (none of 2–4 succeeds at d ≤ 64, lr 1e-3): " .. settle.lr },
+      "agrees in direction (none of 2–4 succeeds at d ≤ 64, lr 1e-3): " .. (sliced("mamba") and settle.conv_lr or settle.lr) },
     { "spec §8.2.4", "Larger kernels move retrieval earlier: with d_conv 4 most checkpoints retrieve at the query",
       "d_conv 4: mostly @ Query", string.format("@ Query / @ Key: d_conv 2 %s / %s, 3 %s / %s, 4 %s / %s", q2, k2, q3, k3, q4, k4),
-      "agrees in direction (only d_conv 4 has mass at the query), disagrees in degree (mostly @ Key): " .. settle.lr },
+      "agrees in direction (only d_conv 4 has mass at the query), disagrees in degree (mostly @ Key): " ..
+        (sliced("mamba") and settle.conv_lr or settle.lr) },
     { "spec §8.2.4", "Based works with kernels 2–4 and fails with kernel 1 or a long conv (< 10 %)", "works / fails",
       string.format("kernels 2, 3, 4 at d = 64: %s; kernel 1 and long conv at most %s", table.concat(bk, ", "), num(bfail, 3)),
       "agrees" },
@@ -972,8 +1107,12 @@ local function claims(s)
     { "spec §9.2", "Mamba implements induction through its short conv: restoring the next key at layer 0 restores the most",
       "next key largest", string.format("next key, block output: at most %s (%d filtered runs); @ Key block output %s (d_conv 2, 3, 4); conv output at the next key, d_conv 4: %s (mean)",
         num(nk_max), #nk_block, table.concat(key_block, ", "), num(nk4)),
-      "disagrees at this scale (one run, d = 64, d_conv 4, shows it inside the mixer): " .. settle.lr },
-    { "spec §9.2", "Results are sensitive to the learning rate", "a neighbouring lr can fail completely", "one lr (1e-3)", NS .. ": " .. settle.lr },
+      "disagrees at this scale (one run, d = 64, d_conv 4, shows it inside the mixer): " ..
+        (sliced("mamba") and settle.next_key or settle.lr) },
+    { "spec §9.2", "Results are sensitive to the learning rate", "a neighbouring lr can fail completely",
+      #cliffs > 0 and table.concat(cliffs, "; ") or string.format("no neighbouring rate fails (%d of the slice's %d runs)",
+        s.slice_done, T.slice_runs),
+      #cliffs > 0 and "agrees" or (s.slice_done == T.slice_runs and "disagrees at this scale" or (NS .. ": " .. settle.lr)) },
     { "spec §9.3", "Mamba without a short conv learns Attention-like induction on ATR (@ Value high)", "@ Value high",
       "not run", NS .. ": " .. settle.atr_mamba_conv },
   }
@@ -987,7 +1126,7 @@ tables.claims = function(s)
   return lines
 end
 
-T.ids = { "ar-accuracy", "ar-attrib", "mamba-conv-accuracy", "mamba-conv-attrib", "next-key", "based-accuracy",
+T.ids = { "ar-accuracy", "ar-lr", "ar-attrib", "mamba-conv-accuracy", "mamba-conv-attrib", "next-key", "based-accuracy",
   "atr-easy", "atr-hard-accuracy", "atr-hard-attrib", "atr-split-accuracy", "atr-split-attrib", "delta-net", "claims" }
 
 --- Every table's text (its lines joined), by id.

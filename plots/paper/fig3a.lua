@@ -3,7 +3,9 @@
 -- without.   mechlab plots/paper/fig3a.lua DIR [OUT.png]
 local paper = require "mech.paper"
 
-local recipe = { id = "fig3a", sweeps = { "ar" }, title = "AR accuracy vs width (best LR)" }
+local recipe = { id = "fig3a", sweeps = { "ar" }, title = "AR accuracy vs width (best LR)",
+  -- the quick profile has one learning rate; its slice (profile lr_slice) adds three
+  slices = { quick = { ar = { "lr_slice" } } } }
 
 -- The key lines add the per-width attribution table of spec §6.7: Attrib at the layer-1 block input
 -- of the selected runs (mean ± sd over seeds).

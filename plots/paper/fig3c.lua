@@ -3,7 +3,9 @@
 --   mechlab plots/paper/fig3c.lua DIR [OUT.png]
 local paper = require "mech.paper"
 
-local recipe = { id = "fig3c", sweeps = { "ar" }, title = "AR: Attrib @ Query vs @ Key, layer-1 block input" }
+local recipe = { id = "fig3c", sweeps = { "ar" }, title = "AR: Attrib @ Query vs @ Key, layer-1 block input",
+  -- the quick profile has one learning rate; its slice (profile lr_slice) adds three
+  slices = { quick = { ar = { "lr_slice" } } } }
 
 function recipe.draw(dirs, out)
   return paper.ar_attrib_scatter(paper.results(dirs, "ar"), "query", "key", out)

@@ -3,7 +3,9 @@
 --   mechlab plots/paper/v3_lr_heatmap.lua DIR [OUT.png]
 local paper = require "mech.paper"
 
-local recipe = { id = "v3_lr_heatmap", sweeps = { "ar" }, title = "v3: AR accuracy by learning rate and width" }
+local recipe = { id = "v3_lr_heatmap", sweeps = { "ar" }, title = "v3: AR accuracy by learning rate and width",
+  -- the quick profile has one learning rate; its slice (profile lr_slice) adds three
+  slices = { quick = { ar = { "lr_slice" } } } }
 
 function recipe.draw(dirs, out)
   local cells, archs, lrs, widths, seen = {}, {}, {}, {}, {}

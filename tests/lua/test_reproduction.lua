@@ -94,9 +94,11 @@ T.test("a changed accuracy row makes the check fail, naming the tables; rewritin
   local before = read(root .. "/docs/reproduction.md")
   local ok, msgs = tables.run { root = root, check = true }
   T.eq(ok, false)
-  -- Based at d = 64 is in Fig. 3a's table, in DeltaNet's comparison, in Fig. 6c's (kernel 3) and in the ledger
+  -- Based at d = 64 is in Fig. 3a's table, the learning rates' (lr 1e-3), DeltaNet's comparison, Fig. 6c's (kernel 3)
+  -- and the ledger
   T.eq(msgs, { "table 'claims' differs from the committed data", "table 'ar-accuracy' differs from the committed data",
-    "table 'delta-net' differs from the committed data", "table 'based-accuracy' differs from the committed data" })
+    "table 'ar-lr' differs from the committed data", "table 'delta-net' differs from the committed data",
+    "table 'based-accuracy' differs from the committed data" })
   T.eq(read(root .. "/docs/reproduction.md"), before) -- --check writes nothing
   ok = tables.run { root = root }
   T.eq(ok, true)
@@ -104,6 +106,24 @@ T.test("a changed accuracy row makes the check fail, naming the tables; rewritin
   T.truthy(after:find("| Based | 0.791 ± 0.027 | 0.744 ± 0.345 |", 1, true))
   T.eq(prose(after), prose(before)) -- the prose is left alone
   T.eq(select(1, tables.run { root = root, check = true }), true)
+  remove(root)
+end)
+
+T.test("the learning-rate slice: a changed rate shows in its table and the ledger; a run trained twice only in the comparison", function()
+  local root = copy_root()
+  -- Attention, d = 64 at lr 3e-3 (0.053): the learning-rate cliff of the ledger's row 36
+  alter_row(root, "ar-lr-slice.csv", { "attention-d64-pe-lr0.003-s42", ",accuracy," }, "0.5")
+  local ok, msgs = tables.run { root = root, check = true }
+  T.eq(ok, false)
+  T.eq(msgs, { "table 'claims' differs from the committed data", "table 'ar-lr' differs from the committed data" })
+  remove(root)
+  -- the slice's second training of a quick run (the same id) moves the comparison, not the quick numbers
+  root = copy_root()
+  alter_row(root, "ar-lr-slice.csv", { "attention-d32-pe-lr0.001-s42", ",accuracy," }, "0.5")
+  ok, msgs = tables.run { root = root, check = true }
+  T.eq(msgs, { "table 'ar-lr' differs from the committed data" })
+  T.eq(select(1, tables.run { root = root }), true)
+  T.truthy(read(root .. "/docs/reproduction.md"):find("| Attention (PE) | d = 32 | 0.950 | 0.997 ± 0.000 |", 1, true))
   remove(root)
 end)
 

@@ -1,5 +1,7 @@
 --- The paper's figures: one recipe per figure, plots/paper/<id>.lua, returning {id, sweeps, title,
---- draw}. The figure list is read from those files (nothing repeats what they say), and the
+--- draw} and, optionally, slices = {profile = {sweep = {other profiles}}}: at that profile the
+--- sweep's rows take those profiles' rows too, where they have been run (the quick profile's AR
+--- curves and its learning-rate slice). The figure list is read from those files (nothing repeats what they say), and the
 --- sweeps of experiments/paper/ are found beside them. Part of mech.paper.
 local util = require "mech.util"
 
@@ -29,8 +31,8 @@ function figures.recipe_ids()
   return ids
 end
 
---- The figures: {id, sweeps} per recipe (sweeps: the experiments/paper/ sweeps it reads), in
---- natural order of their ids. A recipe whose id differs from its file name is an error.
+--- The figures: {id, sweeps, slices} per recipe (sweeps: the experiments/paper/ sweeps it reads),
+--- in natural order of their ids. A recipe whose id differs from its file name is an error.
 function figures.read_figures()
   local list = {}
   for _, id in ipairs(figures.recipe_ids()) do
@@ -38,7 +40,7 @@ function figures.read_figures()
     if type(recipe) ~= "table" or recipe.id ~= id or type(recipe.sweeps) ~= "table" then
       error(string.format("mech.paper: plots/paper/%s.lua does not return a recipe {id = \"%s\", sweeps = {...}}", id, id), 0)
     end
-    list[#list + 1] = { id = id, sweeps = recipe.sweeps }
+    list[#list + 1] = { id = id, sweeps = recipe.sweeps, slices = recipe.slices or {} }
   end
   return list
 end

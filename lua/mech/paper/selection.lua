@@ -9,19 +9,34 @@ local stats = require "mech.paper.stats"
 local selection = {}
 
 --- Does a sweep's entry of dirs hold results: a sweep directory with its results.csv, or a
---- results CSV itself (the committed report-step rows, docs/results/<sweep>-<profile>.csv)?
+--- results CSV itself (the committed report-step rows, docs/results/<sweep>-<profile>.csv)? A
+--- list of such entries (a profile and its slices, experiments/paper.lua) asks of its first.
 function selection.has_results(dir)
+  if type(dir) == "table" then dir = dir[1] end
   if not dir then return false end
   if dir:match("%.csv$") then return mech.sys.exists(dir) end
   return mech.sys.exists(dir .. "/results.csv")
 end
 
---- The rows of one sweep's results (dirs: {name = a sweep directory or a results CSV}), or none
---- while that sweep has no results yet: a figure draws its other sweeps' panels and leaves these empty.
+--- The rows of one sweep's results (dirs: {name = a sweep directory or a results CSV, or a list
+--- of them}), or none while that sweep has no results yet: a figure draws its other sweeps'
+--- panels and leaves these empty. Of a list, a run already read from an earlier entry is skipped
+--- in the later ones (a slice that trained a run of the profile again).
 function selection.results(dirs, name)
   local dir = dirs[name]
   if not selection.has_results(dir) then return {} end
-  return sweep.results(dir)
+  if type(dir) ~= "table" then return sweep.results(dir) end
+  local rows, seen = {}, {}
+  for _, entry in ipairs(dir) do
+    local mine = {}
+    if selection.has_results(entry) then
+      for _, r in ipairs(sweep.results(entry)) do
+        if not seen[r.run] then rows[#rows + 1], mine[r.run] = r, true end
+      end
+    end
+    for id in pairs(mine) do seen[id] = true end
+  end
+  return rows
 end
 
 --- Rows of several sweeps' results.csv, concatenated (names: which).
@@ -53,17 +68,19 @@ function selection.use_recorded_filter(file)
 end
 
 --- The runs passing the 0.01 filter at label (layer-1 block input form), from the rows' own
---- denominators (metric_of(row) == label .. ".attrib_den"), else from the recorded filter.
+--- denominators (metric_of(row) == label .. ".attrib_den"); a run whose rows have none, from the
+--- recorded filter (rows of several sweeps or slices may mix both).
 function selection.filter_pass(rows, label, threshold, metric_of, split)
-  local pass = {}
+  local pass, has_den = {}, {}
   for _, r in ipairs(rows) do
-    if r.step_kind == "report" and r.split == (split or "test") and metric_of(r) == label .. ".attrib_den" and r.value > threshold then
-      pass[r.run] = true
+    if r.step_kind == "report" and r.split == (split or "test") and metric_of(r) == label .. ".attrib_den" then
+      has_den[r.run] = true
+      if r.value > threshold then pass[r.run] = true end
     end
   end
   local rec = recorded_filter()
-  if next(pass) == nil and rec and rec[label] and threshold == 0.01 then
-    for id in pairs(rec[label]) do pass[id] = true end
+  if rec and rec[label] and threshold == 0.01 then
+    for id in pairs(rec[label]) do if not has_den[id] then pass[id] = true end end
   end
   return pass
 end

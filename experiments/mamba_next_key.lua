@@ -5,21 +5,27 @@
 -- checkpoint at layer 0 with the mixer-internal sites (the conv output `mixer.conv`, the SSM's
 -- input `mixer.u`, its state, ...), the key corrupted, and gives the mean Attrib per conv width,
 -- site and position over the runs that pass the 0.01 filter.
---   mechlab experiments/mamba_next_key.lua SWEEP_DIR ... [out=mamba_next_key]
+--   mechlab experiments/mamba_next_key.lua SWEEP_DIR ... [out=mamba_next_key] [best_lr=true]
 -- writes OUT_runs.csv (one row per run, site and position) and OUT.png (the means as a heatmap,
--- with their CSV, OUT.csv).
+-- with their CSV, OUT.csv). best_lr=true keeps, per conv width and model width, the runs at the
+-- learning rate with the best mean test accuracy in the sweeps' rows (the paper's model
+-- selection, as Fig. 3a takes it).
 local ic = require "mech.interchange"
 local json = require "mech.json"
 local paper = require "mech.paper"
 local sweep = require "mech.sweep"
 local train = require "mech.train"
 
-local dirs, out = {}, "mamba_next_key"
+local dirs, out, best_lr = {}, "mamba_next_key", false
 for _, a in ipairs(arg or {}) do
   local v = a:match("^out=(.+)$")
-  if v then out = v else dirs[#dirs + 1] = a end
+  if v then out = v
+  elseif a == "best_lr=true" then best_lr = true
+  else dirs[#dirs + 1] = a end
 end
-if #dirs == 0 then error("usage: mechlab experiments/mamba_next_key.lua SWEEP_DIR ... [out=mamba_next_key]", 0) end
+if #dirs == 0 then
+  error("usage: mechlab experiments/mamba_next_key.lua SWEEP_DIR ... [out=mamba_next_key] [best_lr=true]", 0)
+end
 
 local positions = { { "query_item_orig", "key" }, { "target_item_orig", "value" }, { "next_key", "next key" },
   { "query_item", "query" } }
@@ -29,11 +35,30 @@ local function done_mamba_runs(dir)
   local list = {}
   for _, r in ipairs(st.runs) do
     local c = r.manifest and r.manifest.config
-    if r.state == "done" and c and c.model.arch == "mamba" and not c.model.pos_emb then
+    if r.state == "done" and c and c.model.arch == "mamba" and not c.model.pos_emb and (not keep or keep[r.id]) then
       list[#list + 1] = { dir = dir .. "/runs/" .. r.id, id = r.id, config = c }
     end
   end
   return list
+end
+
+-- with best_lr: the ids of the runs at the best learning rate per (conv width, model width)
+local keep
+if best_lr then
+  keep = {}
+  local rows = {}
+  for _, dir in ipairs(dirs) do
+    for _, r in ipairs(paper.results({ d = dir }, "d")) do rows[#rows + 1] = r end
+  end
+  local best = paper.best_per_width(rows, { where = function(r) return r.arch == "mamba" and not r.pos_emb end,
+    group = function(r) return r.d_conv or 4 end })
+  for conv, by_d in pairs(best) do
+    for d, e in pairs(by_d) do
+      print(string.format("conv %s, d = %d: the best lr %g (test accuracy %.3f, %d runs)", tostring(conv), d, e.lr, e.mean,
+        #e.runs))
+      for _, id in ipairs(e.runs) do keep[id] = true end
+    end
+  end
 end
 
 -- by[conv][site][position] = {Attrib of each run}, of the runs that pass the filter and of all

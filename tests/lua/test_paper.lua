@@ -366,6 +366,11 @@ T.test("experiments/paper.lua --profile smoke draws every figure, its CSV and it
   T.truthy(csv and csv:find("^run,d_conv,d_model,seed,accuracy,site,position,attrib,passes\n"), csv)
   T.truthy(csv:find(",4,16,42,[^,]*,mixer%.conv,next_key,"), csv)
   T.truthy(mech.sys.exists(dir .. "/next_key.png"))
+  -- best_lr=true: the runs at each width's best learning rate (the smoke profile has one)
+  ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q out=%q best_lr=true > %q 2>&1", arg[-1],
+    dir .. "/sweeps/ar", dir .. "/next_key", dir .. ".log"))
+  log = mech.sys.read_file(dir .. ".log")
+  T.truthy(ok and log:find("conv 4, d = 16: the best lr 0.003", 1, true) and log:find("1 runs in", 1, true), log)
   ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q > %q 2>&1", arg[-1], dir .. "/figures", dir .. ".log"))
   T.truthy(not ok)
   -- experiments/attention_mass.lua on the AR sweep's Attention run: a row per layer and position

@@ -77,7 +77,7 @@ for _, dir in ipairs(dirs) do
         local site = name:match("^0%.KEY%.query_item_orig%." .. p[1] .. "%.(.+)%.attrib$")
         if site then
           local a, pass = ic.attrib(res, "0.KEY.query_item_orig." .. p[1] .. "." .. site)
-          rows[#rows + 1] = { run.id, conv, c.model.d_model, c.seed, res.accuracy, site, p[1], a, pass }
+          rows[#rows + 1] = { run.id, conv, c.model.d_model, c.lr, c.seed, res.accuracy, site, p[1], a, pass }
           if not seen_conv[conv] then seen_conv[conv] = true; convs[#convs + 1] = conv end
           if not seen_site[site] then seen_site[site] = true; sites[#sites + 1] = site end
           for _, t in ipairs(pass and { by, by_all } or { by_all }) do
@@ -97,13 +97,13 @@ if #rows == 0 then error("mamba_next_key.lua: no finished Mamba run without posi
 
 table.sort(rows, function(x, y)
   if x[1] ~= y[1] then return x[1] < y[1] end
-  if x[6] ~= y[6] then return x[6] < y[6] end
-  return x[7] < y[7]
+  if x[7] ~= y[7] then return x[7] < y[7] end
+  return x[8] < y[8]
 end)
-local csv = { "run,d_conv,d_model,seed,accuracy,site,position,attrib,passes" }
+local csv = { "run,d_conv,d_model,lr,seed,accuracy,site,position,attrib,passes" }
 for _, r in ipairs(rows) do
-  csv[#csv + 1] = string.format("%s,%d,%d,%d,%.6g,%s,%s,%.6g,%s", r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
-    tostring(r[9]))
+  csv[#csv + 1] = string.format("%s,%d,%d,%g,%d,%.6g,%s,%s,%.6g,%s", r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9],
+    tostring(r[10]))
 end
 mech.sys.write_atomic(out .. "_runs.csv", table.concat(csv, "\n") .. "\n")
 

@@ -363,8 +363,8 @@ T.test("experiments/paper.lua --profile smoke draws every figure, its CSV and it
   log = mech.sys.read_file(dir .. ".log")
   T.truthy(ok and log:find("1 runs in", 1, true), log)
   local csv = mech.sys.read_file(dir .. "/next_key_runs.csv")
-  T.truthy(csv and csv:find("^run,d_conv,d_model,seed,accuracy,site,position,attrib,passes\n"), csv)
-  T.truthy(csv:find(",4,16,42,[^,]*,mixer%.conv,next_key,"), csv)
+  T.truthy(csv and csv:find("^run,d_conv,d_model,lr,seed,accuracy,site,position,attrib,passes\n"), csv)
+  T.truthy(csv:find(",4,16,0%.003,42,[^,]*,mixer%.conv,next_key,"), csv)
   T.truthy(mech.sys.exists(dir .. "/next_key.png"))
   -- best_lr=true: the runs at each width's best learning rate (the smoke profile has one)
   ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q out=%q best_lr=true > %q 2>&1", arg[-1],

@@ -238,9 +238,23 @@ T.test("every suite: the paper's run count, seed 42 only in paper, a small smoke
     for _, r in ipairs(smoke) do T.truthy(r.steps <= 20, name .. " smoke steps") end
   end
   for name in pairs(used) do T.truthy(paper_runs[name], "the suite " .. name .. " is counted here") end
-  local seeds = {}
-  for _, r in ipairs(sweep.load(paper.sweep_file("ar"), "quick").runs) do seeds[r.config.seed] = true end
+  local seeds, quick = {}, {}
+  for _, r in ipairs(sweep.load(paper.sweep_file("ar"), "quick").runs) do seeds[r.config.seed], quick[r.id] = true, r end
   T.eq(seeds, { [42] = true, [43] = true }, "ar quick seeds")
+  -- the learning-rate slice: the quick curves at four rates, seed 42; at lr 1e-3 the quick profile's own runs
+  local slice, lrs = sweep.load(paper.sweep_file("ar"), "lr_slice").runs, {}
+  T.eq(#slice, 48)
+  for _, r in ipairs(slice) do
+    lrs[r.config.lr] = true
+    T.eq(r.config.seed, 42)
+    T.eq(quick[r.id] ~= nil, r.config.lr == 1e-3, r.id)
+  end
+  T.eq(lrs, { [3e-4] = true, [1e-3] = true, [3e-3] = true, [1e-2] = true })
+  -- Mamba at the paper's d = 256, one run at a rate of the slice
+  local m256 = sweep.load(paper.sweep_file("ar"), "mamba_256").runs
+  T.eq(#m256, 1)
+  T.eq({ m256[1].config.model.arch, m256[1].config.model.d_model, m256[1].config.seed, lrs[m256[1].config.lr] },
+    { "mamba", 256, 42, true })
 end)
 
 T.test("P.quick: widths 32 and 64, lr 1e-3, seed 42; a suite's axes added, its base and cell kept", function()

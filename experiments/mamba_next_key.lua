@@ -30,6 +30,9 @@ end
 local positions = { { "query_item_orig", "key" }, { "target_item_orig", "value" }, { "next_key", "next key" },
   { "query_item", "query" } }
 
+-- with best_lr: the ids of the runs to evaluate (filled below), else nil (every run)
+local keep
+
 local function done_mamba_runs(dir)
   local st = sweep.status(dir)
   local list = {}
@@ -42,8 +45,7 @@ local function done_mamba_runs(dir)
   return list
 end
 
--- with best_lr: the ids of the runs at the best learning rate per (conv width, model width)
-local keep
+-- with best_lr: the runs at the best learning rate per (conv width, model width)
 if best_lr then
   keep = {}
   local rows = {}

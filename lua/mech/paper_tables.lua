@@ -24,7 +24,7 @@ T.lrs = { 3e-4, 1e-3, 3e-3, 1e-2 }
 T.slice_runs = 36
 -- the figure CSVs read for the filter and for sites the rows do not hold
 T.filter_csv = "docs/img/reproduction/filter.csv"
-T.figure_csvs = { "fig3b", "fig3c", "fig4b", "fig6b", "v3_next_key", "mamba_next_key" }
+T.figure_csvs = { "fig3b", "fig3c", "fig4b", "fig6b", "v3_next_key", "mamba_next_key", "mamba_next_key_best_lr_runs" }
 
 local function fail(msg) error("paper_tables: " .. msg, 0) end
 
@@ -315,6 +315,18 @@ local function stats(d)
     s.next_key[key] = s.next_key[key] or {}
     table.insert(s.next_key[key], r.value)
   end
+  -- the next-key rerun on the slice's best-lr Mamba checkpoints: per run, site and position
+  s.nk_best = {}
+  for _, r in ipairs(d.fig.mamba_next_key_best_lr_runs) do
+    local e = s.nk_best[r.run]
+    if not e then
+      e = { id = r.run, d = r.d_model, lr = r.lr, accuracy = r.accuracy, at = {}, pass = {} }
+      s.nk_best[r.run], s.nk_best[#s.nk_best + 1] = e, e
+    end
+    e.at[r.site .. "|" .. r.position] = r.attrib
+    e.pass[r.site .. "|" .. r.position] = r.passes == true or r.passes == "true"
+  end
+  table.sort(s.nk_best, function(a, b) return a.d < b.d end)
   s.next_key_heat = {}
   for _, r in ipairs(d.fig.mamba_next_key) do
     if type(r.value) == "number" then s.next_key_heat[r.ylabel .. "|" .. r.xlabel] = r.value end
@@ -491,6 +503,39 @@ tables["next-key"] = function(s)
     return num(s.next_key_heat["mixer.ssm_state|conv " .. k .. " next key"]) end)
   add("key: block output", function(k) return ms(nk(s, "Key  block output", k)) end)
   add("runs passing the filter at the next key", function(k) return tostring(#nk(s, "Next key  block output", k)) end)
+  return lines
+end
+
+-- the positions of the next-key rerun, in its CSV's names
+local nk_positions = { { "query_item_orig", "key" }, { "target_item_orig", "value" }, { "next_key", "next key" },
+  { "query_item", "query" } }
+local nk_sites = { "block_output", "attention_output", "mixer.conv", "mixer.ssm_state" }
+
+-- the position with the largest Attrib of a run at layer 0 over nk_sites, and that Attrib
+local function nk_argmax(e)
+  local best, at = nil, -math.huge
+  for _, p in ipairs(nk_positions) do
+    for _, site in ipairs(nk_sites) do
+      local v = e.at[site .. "|" .. p[1]]
+      if v and v > at then best, at = p[2], v end
+    end
+  end
+  return best, at
+end
+
+tables["next-key-best-lr"] = function(s)
+  if #s.nk_best == 0 then return { "(not run yet: it needs the slice's Mamba runs)" } end
+  local lines = { "| run (d, lr, accuracy) | site, layer 0 | @ key | @ value | @ next key | @ query |", "|---|---|---|---|---|---|" }
+  for _, e in ipairs(s.nk_best) do
+    for _, site in ipairs(nk_sites) do
+      local cells = { string.format("d = %d, lr %s, %s", e.d, lr_str(e.lr), num(e.accuracy, 3)), "`" .. site .. "`" }
+      for _, p in ipairs(nk_positions) do
+        local v = e.at[site .. "|" .. p[1]]
+        cells[#cells + 1] = v and (num(v) .. (e.pass[site .. "|" .. p[1]] and "" or " (below the filter)")) or "–"
+      end
+      lines[#lines + 1] = row(cells)
+    end
+  end
   return lines
 end
 
@@ -941,6 +986,21 @@ local function claims(s)
   for k = 2, 4 do for _, v in ipairs(nk(s, "Next key  block output", k)) do nk_block[#nk_block + 1] = v end end
   local nk_max = -1
   for _, v in ipairs(nk_block) do nk_max = math.max(nk_max, v) end
+  -- the next-key rerun at Mamba's best lr: where each run restores the most at layer 0
+  local nk_best_text, nk_best_verdict, nk_wins = "", nil, 0
+  if #s.nk_best > 0 then
+    local parts = {}
+    for _, e in ipairs(s.nk_best) do
+      local where, v = nk_argmax(e)
+      if where == "next key" then nk_wins = nk_wins + 1 end
+      parts[#parts + 1] = string.format("d = %d: the most at the %s (%s), conv output at the next key %s", e.d, where, num(v),
+        num(e.at["mixer.conv|next_key"] or 0 / 0))
+    end
+    nk_best_text = "; at the best lr (layer 0, any of four sites): " .. table.concat(parts, "; ")
+    nk_best_verdict = (nk_wins == #s.nk_best and "agrees at Mamba's best lr"
+      or nk_wins > 0 and string.format("agrees in %d of %d best-lr runs", nk_wins, #s.nk_best)
+      or "disagrees at this scale, at Mamba's best lr too") .. ": " .. NS .. ": " .. settle.d256
+  end
   -- at the best lr: d = 64 accuracies, Based against Attention, Mamba's retrieval
   local d64b = {}
   if sliced("mamba") then
@@ -1106,9 +1166,9 @@ local function claims(s)
         #dn_all), dn_mech },
     { "spec §9.2", "Mamba implements induction through its short conv: restoring the next key at layer 0 restores the most",
       "next key largest", string.format("next key, block output: at most %s (%d filtered runs); @ Key block output %s (d_conv 2, 3, 4); conv output at the next key, d_conv 4: %s (mean)",
-        num(nk_max), #nk_block, table.concat(key_block, ", "), num(nk4)),
-      "disagrees at this scale (one run, d = 64, d_conv 4, shows it inside the mixer): " ..
-        (sliced("mamba") and settle.next_key or settle.lr) },
+        num(nk_max), #nk_block, table.concat(key_block, ", "), num(nk4)) .. nk_best_text,
+      nk_best_verdict or ("disagrees at this scale (one run, d = 64, d_conv 4, shows it inside the mixer): " ..
+        (sliced("mamba") and settle.next_key or settle.lr)) },
     { "spec §9.2", "Results are sensitive to the learning rate", "a neighbouring lr can fail completely",
       #cliffs > 0 and table.concat(cliffs, "; ") or string.format("no neighbouring rate fails (%d of the slice's %d runs)",
         s.slice_done, T.slice_runs),
@@ -1126,7 +1186,8 @@ tables.claims = function(s)
   return lines
 end
 
-T.ids = { "ar-accuracy", "ar-lr", "ar-attrib", "mamba-conv-accuracy", "mamba-conv-attrib", "next-key", "based-accuracy",
+T.ids = { "ar-accuracy", "ar-lr", "ar-attrib", "mamba-conv-accuracy", "mamba-conv-attrib", "next-key", "next-key-best-lr",
+  "based-accuracy",
   "atr-easy", "atr-hard-accuracy", "atr-hard-attrib", "atr-split-accuracy", "atr-split-attrib", "delta-net", "claims" }
 
 --- Every table's text (its lines joined), by id.

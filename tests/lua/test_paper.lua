@@ -385,6 +385,14 @@ T.test("experiments/paper.lua --profile smoke draws every figure, its CSV and it
     dir .. "/sweeps/ar", dir .. "/next_key", dir .. ".log"))
   log = mech.sys.read_file(dir .. ".log")
   T.truthy(ok and log:find("conv 4, d = 16: the best lr 0.003", 1, true) and log:find("1 runs in", 1, true), log)
+  -- a run the rows do not rank (its accuracy rows removed) is not among the best
+  local rows_csv = mech.sys.read_file(dir .. "/sweeps/ar/results.csv")
+  mech.sys.write_atomic(dir .. "/sweeps/ar/results.csv", (rows_csv:gsub("[^\n]*mamba[^\n]*,accuracy,[^\n]*\n", "")))
+  ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q out=%q best_lr=true > %q 2>&1", arg[-1],
+    dir .. "/sweeps/ar", dir .. "/next_key", dir .. ".log"))
+  log = mech.sys.read_file(dir .. ".log")
+  T.truthy(not ok and log:find("no finished Mamba run", 1, true), log)
+  mech.sys.write_atomic(dir .. "/sweeps/ar/results.csv", rows_csv)
   ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q > %q 2>&1", arg[-1], dir .. "/figures", dir .. ".log"))
   T.truthy(not ok)
   -- experiments/attention_mass.lua on the AR sweep's Attention run: a row per layer and position

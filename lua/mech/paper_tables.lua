@@ -411,9 +411,9 @@ tables["ar-lr"] = function(s)
   end
   para(lines, string.format("lr 1e-3: the quick profile's two seeds; the other rates: the slice's seed 42 (%d of its " ..
     "%d runs so far). The best lr has the best mean accuracy; Attrib at the layer-1 block input, unfiltered. The slice " ..
-    "also trained the quick profile's %d runs at lr 1e-3, seed 42 again (the same ids; a later build, whose kernels " ..
-    "round differently): their test accuracy moved by %s on average, at most %s; the table and the figures keep the " ..
-    "quick profile's.", s.slice_done, T.slice_runs, #s.retrained, #s.retrained > 0 and num(dsum / #s.retrained, 3) or "–",
+    "also trained the quick profile's %d runs at lr 1e-3, seed 42 again (the same ids, by a later build: the same " ..
+    "seed gives the same bits within one build): their test accuracy moved by %s on average, at most %s; the table " ..
+    "and the figures keep the quick profile's.", s.slice_done, T.slice_runs, #s.retrained, #s.retrained > 0 and num(dsum / #s.retrained, 3) or "–",
     num(dmax, 3)))
   return lines
 end

@@ -52,6 +52,15 @@ local function alter_row(root, file, needles, value)
   write(path, table.concat(lines, "\n") .. "\n")
 end
 
+-- whether the check passes, and the tables it names, after one row of `file` is changed (in a copy of the root)
+local function check_after(file, needles, value)
+  local root = copy_root()
+  alter_row(root, file, needles, value)
+  local ok, msgs = tables.run { root = root, check = true }
+  remove(root)
+  return ok, msgs
+end
+
 T.test("the committed page is in step with the committed rows", function()
   local ok, msgs = tables.run { check = true }
   T.eq(msgs, {})
@@ -110,15 +119,12 @@ T.test("a changed accuracy row makes the check fail, naming the tables; rewritin
 end)
 
 T.test("the learning-rate slice: a changed rate shows in its table and the ledger; a run trained twice only in the comparison", function()
-  local root = copy_root()
   -- Attention, d = 64 at lr 3e-3 (0.053): the learning-rate cliff of the ledger's row 36
-  alter_row(root, "ar-lr-slice.csv", { "attention-d64-pe-lr0.003-s42", ",accuracy," }, "0.5")
-  local ok, msgs = tables.run { root = root, check = true }
+  local ok, msgs = check_after("ar-lr-slice.csv", { "attention-d64-pe-lr0.003-s42", ",accuracy," }, "0.5")
   T.eq(ok, false)
   T.eq(msgs, { "table 'claims' differs from the committed data", "table 'ar-lr' differs from the committed data" })
-  remove(root)
   -- the slice's second training of a quick run (the same id) moves the comparison, not the quick numbers
-  root = copy_root()
+  local root = copy_root()
   alter_row(root, "ar-lr-slice.csv", { "attention-d32-pe-lr0.001-s42", ",accuracy," }, "0.5")
   ok, msgs = tables.run { root = root, check = true }
   T.eq(msgs, { "table 'ar-lr' differs from the committed data" })
@@ -148,14 +154,11 @@ T.test("a changed ATR row and a changed seed gap show in their tables", function
 end)
 
 T.test("atr_hard: a changed accuracy shows; a denominator that moves a run across the filter disagrees with Fig. 4b", function()
-  local root = copy_root()
-  alter_row(root, "atr-hard-quick.csv", { "pcfg_10_20-t42-numpy-mamba-d64", ",accuracy," }, "0.25")
-  local ok, msgs = tables.run { root = root, check = true }
+  local ok, msgs = check_after("atr-hard-quick.csv", { "pcfg_10_20-t42-numpy-mamba-d64", ",accuracy," }, "0.25")
   T.eq(ok, false)
   T.eq(msgs, { "table 'claims' differs from the committed data", "table 'atr-hard-accuracy' differs from the committed data" })
-  remove(root)
   -- Based at d = 32 on (10, 20) passes the value's filter and is one of Fig. 4b's points
-  root = copy_root()
+  local root = copy_root()
   alter_row(root, "atr-hard-quick.csv", { "pcfg_10_20-t42-numpy-based-d32", "target_item_orig.block_input.attrib_den" },
     "0.005")
   T.raises(function() tables.run { root = root, check = true } end, "fails the filter (attrib_den 0.005) but is plotted")

@@ -413,8 +413,8 @@ tables["ar-lr"] = function(s)
     "%d runs so far). The best lr has the best mean accuracy; Attrib at the layer-1 block input, unfiltered. The slice " ..
     "also trained the quick profile's %d runs at lr 1e-3, seed 42 again (the same ids, by a later build: the same " ..
     "seed gives the same bits within one build): their test accuracy moved by %s on average, at most %s; the table " ..
-    "and the figures keep the quick profile's.", s.slice_done, T.slice_runs, #s.retrained, #s.retrained > 0 and num(dsum / #s.retrained, 3) or "–",
-    num(dmax, 3)))
+    "and the figures keep the quick profile's.", s.slice_done, T.slice_runs, #s.retrained,
+    #s.retrained > 0 and num(dsum / #s.retrained, 3) or "–", num(dmax, 3)))
   return lines
 end
 
@@ -769,8 +769,8 @@ local function claims(s)
     for _, w in ipairs { 32, 64 } do for _, lr in ipairs(T.lrs) do if #s.ar_lr[a][w][lr] == 0 then return false end end end
     return true
   end
-  settle.lr = string.format("the AR learning-rate slice (running: %d of its %d runs done) and one run at d = 256 at " ..
-    "the best of them", s.slice_done, T.slice_runs)
+  local lr_left = string.format("the AR learning-rate slice (running: %d of its %d runs done) and one run at d = 256 " ..
+    "at the best of them", s.slice_done, T.slice_runs)
   local function best(a, w) return s.ar_best[a][w] end
   local function best_accs(a)
     return string.format("d = 32: %s (lr %s), d = 64: %s (lr %s)", num(best(a, 32).mean, 3), lr_str(best(a, 32).lr),
@@ -808,7 +808,7 @@ local function claims(s)
   dn_verdict = dn_verdict .. (mamba_gap <= 0.1 and "; agrees for Mamba"
     or sliced("mamba") and string.format("; disagrees for Mamba at d ≤ 64 (up to %s below Attention at the best lr of " ..
       "each); %s: %s", num(mamba_gap, 3), NS, settle.d256)
-    or string.format("; for Mamba (up to %s below Attention at lr 1e-3) %s: %s", num(mamba_gap, 3), NS, settle.lr))
+    or string.format("; for Mamba (up to %s below Attention at lr 1e-3) %s: %s", num(mamba_gap, 3), NS, lr_left))
   local dn_value, dn_query = mean_of(field(dn_v, "value")), mean_of(field(dn_q, "query"))
   local dn_mech = (#dn_v > 0 and math.abs(dn_value) < 0.1 and #dn_q > 0 and dn_query > 0.8)
     and string.format("agrees for DeltaNet: direct retrieval at the query, in layer 0 (%d of %d runs pass the query's " ..
@@ -1006,7 +1006,7 @@ local function claims(s)
   if sliced("mamba") then
     for _, a in ipairs { "attention", "based", "mamba", "hyena", "base_conv", "h3" } do d64b[#d64b + 1] = num(best(a, 64).mean, 3) end
   end
-  local based_verdict = "agrees at d = 64; at d = 32 Based is behind: " .. NS .. " (one lr): " .. settle.lr
+  local based_verdict = "agrees at d = 64; at d = 32 Based is behind: " .. NS .. " (one lr): " .. lr_left
   if sliced("based") and sliced("attention") then
     local behind_at = {}
     for _, w in ipairs { 32, 64 } do
@@ -1016,7 +1016,7 @@ local function claims(s)
     based_verdict = #behind_at == 0 and "agrees at the best lr of each (within 0.05 at both widths)"
       or ("agrees at the best lr of each except at " .. table.concat(behind_at, ", ") .. ", where Based is behind")
   end
-  local mamba_retrieval = "agrees for H3 and Hyena; disagrees for Mamba (mass mostly at the key) at d ≤ 64, lr 1e-3: " .. settle.lr
+  local mamba_retrieval = "agrees for H3 and Hyena; disagrees for Mamba (mass mostly at the key) at d ≤ 64, lr 1e-3: " .. lr_left
   if sliced("mamba") then
     local q, k = {}, {}
     for _, w in ipairs { 32, 64 } do
@@ -1034,14 +1034,14 @@ local function claims(s)
     { "spec §8.2.1", "AR at d = 256, best LR: Attention 100 %, Based ≈99 %, Mamba ≈91 %, Hyena < 30 %, BaseConv < 10 %, H3 < 3 %",
       "100 / ≈99 / ≈91 / < 30 / < 10 / < 3 %",
       "at d = 64, lr 1e-3: " .. table.concat(d64, " / ") .. (sliced("mamba") and ("; at the best lr: " .. table.concat(d64b, " / ")) or ""),
-      NS .. ": " .. (sliced("mamba") and settle.d256 or settle.lr) },
+      NS .. ": " .. (sliced("mamba") and settle.d256 or lr_left) },
     { "spec §8.2.1", "Attention and Based solve AR with almost the same width-scaling curve", "Based ≈ Attention at every d",
       "Based " .. accs(s, "based") .. (sliced("based") and ("; at the best lr " .. best_accs("based")) or ""),
       based_verdict },
     { "spec §8.2.1", "Mamba is a close third", "≈91 % at d = 256",
       "Mamba " .. accs(s, "mamba") .. (sliced("mamba") and ("; at the best lr " .. best_accs("mamba")) or ""),
       sliced("mamba") and ("third, not close, at d ≤ 64 at its best lr too: " .. NS .. ": " .. settle.d256)
-        or ("third, not close: " .. NS .. ": " .. settle.lr) },
+        or ("third, not close: " .. NS .. ": " .. lr_left) },
     { "spec §8.2.1", "Hyena, BaseConv and H3 fail AR", "< 30 %, < 10 %, < 3 %",
       "at most " .. num(fail3, 3) .. " (any of their 12 runs)", "agrees" },
     { "spec §8.2.1", "Nearly all Attention and Based checkpoints show full attribution at the value (induction)", "≈1 @ Value",
@@ -1125,11 +1125,11 @@ local function claims(s)
     -- spec §8.2.4
     { "spec §8.2.4", "Mamba: a step change between d_conv 1 and 2; without a short conv it fails AR", "< 7 % for d_conv 0, 1",
       string.format("d_conv 0, 1: at most %s; d_conv (d = 32 / 64) %s", num(low01, 3), table.concat(hi2, ", ")),
-      "agrees in direction (none of 2–4 succeeds at d ≤ 64, lr 1e-3): " .. (sliced("mamba") and settle.conv_lr or settle.lr) },
+      "agrees in direction (none of 2–4 succeeds at d ≤ 64, lr 1e-3): " .. (sliced("mamba") and settle.conv_lr or lr_left) },
     { "spec §8.2.4", "Larger kernels move retrieval earlier: with d_conv 4 most checkpoints retrieve at the query",
       "d_conv 4: mostly @ Query", string.format("@ Query / @ Key: d_conv 2 %s / %s, 3 %s / %s, 4 %s / %s", q2, k2, q3, k3, q4, k4),
       "agrees in direction (only d_conv 4 has mass at the query), disagrees in degree (mostly @ Key): " ..
-        (sliced("mamba") and settle.conv_lr or settle.lr) },
+        (sliced("mamba") and settle.conv_lr or lr_left) },
     { "spec §8.2.4", "Based works with kernels 2–4 and fails with kernel 1 or a long conv (< 10 %)", "works / fails",
       string.format("kernels 2, 3, 4 at d = 64: %s; kernel 1 and long conv at most %s", table.concat(bk, ", "), num(bfail, 3)),
       "agrees" },
@@ -1168,11 +1168,11 @@ local function claims(s)
       "next key largest", string.format("next key, block output: at most %s (%d filtered runs); @ Key block output %s (d_conv 2, 3, 4); conv output at the next key, d_conv 4: %s (mean)",
         num(nk_max), #nk_block, table.concat(key_block, ", "), num(nk4)) .. nk_best_text,
       nk_best_verdict or ("disagrees at this scale (one run, d = 64, d_conv 4, shows it inside the mixer): " ..
-        (sliced("mamba") and settle.next_key or settle.lr)) },
+        (sliced("mamba") and settle.next_key or lr_left)) },
     { "spec §9.2", "Results are sensitive to the learning rate", "a neighbouring lr can fail completely",
       #cliffs > 0 and table.concat(cliffs, "; ") or string.format("no neighbouring rate fails (%d of the slice's %d runs)",
         s.slice_done, T.slice_runs),
-      #cliffs > 0 and "agrees" or (s.slice_done == T.slice_runs and "disagrees at this scale" or (NS .. ": " .. settle.lr)) },
+      #cliffs > 0 and "agrees" or (s.slice_done == T.slice_runs and "disagrees at this scale" or (NS .. ": " .. lr_left)) },
     { "spec §9.3", "Mamba without a short conv learns Attention-like induction on ATR (@ Value high)", "@ Value high",
       "not run", NS .. ": " .. settle.atr_mamba_conv },
   }

@@ -458,7 +458,7 @@ E("mech.interp.argmax", "mech.interp.argmax({values}, {names}) -> index", "max_p
 E("mech.interp.corrupt", "mech.interp.corrupt(lo, hi, orig, gen) -> token", "The paper's corruption draw from the pool [lo, hi] (task:corrupt_range()), never orig.",
   "print(mech.interp.corrupt(4, 35, 10, mech.Generator(42, 7)))")
 E("ic.evaluate", "ic.evaluate(model, dataset[, {layers=, components=, sites=, mixer_sites=, label_types=, positions=, seed=, batch=, first=, count=, swap=, workers=}]) -> res",
-  "The paper's interchange evaluation: res.by_name[metric], res.passes[label] (the 0.01 filter), res.accuracy, res.chance and res.warning when the model is at chance. It runs its combinations on all the machine's cores (workers=, default mech.sys.cores()): the results are the same bits for any number, whatever mech.threads() says.",
+  "The paper's interchange evaluation: res.by_name[metric], res.passes[label] (the 0.01 filter), res.accuracy, res.chance and res.warning when the model is at chance. It runs its combinations on the machine's cores (workers=, default mech.sys.cores() up to 8; each worker copies the model and the clean cache): the results are the same bits for any number, whatever mech.threads() says.",
   "local res = ic.evaluate(model, ds, { layers = { 1 } })")
 E("ic.sites", "ic.sites(model[, {sites=, layers=, components=, mixer_sites=}]) -> {site, ...}", "The sites a sweep patches.",
   "local sites = ic.sites(model, { layers = { 0 } })")

@@ -76,7 +76,8 @@ end
 --- Runs the sweep; returns mech.interp.interchange's table plus `by_name` (metric -> value).
 --- opts: components, layers, sites, mixer_sites, label_types, positions, seed, batch, first,
 --- count, swap, reference, workers (combinations run at once, each on one thread; default: the
---- machine's cores, as the results are the same bits for any number).
+--- machine's cores, at most 8, as the results are the same bits for any number; each worker holds
+--- a copy of the model and of the clean run's cache).
 function ic.evaluate(model, dataset, opts)
   opts = opts or {}
   local known = { components = 1, layers = 1, sites = 1, mixer_sites = 1, label_types = 1, positions = 1, seed = 1,
@@ -87,7 +88,7 @@ function ic.evaluate(model, dataset, opts)
   local res = mech.interp.interchange(model, dataset, {
     sites = ic.sites(model, opts), label_types = opts.label_types, positions = opts.positions, seed = opts.seed,
     batch = opts.batch, first = opts.first, count = opts.count, swap = opts.swap, reference = opts.reference,
-    workers = opts.workers or math.min(mech.sys.cores(), 64),
+    workers = opts.workers or math.min(mech.sys.cores(), 8),
   })
   res.by_name = {}
   for _, kv in ipairs(res.metrics) do res.by_name[kv[1]] = kv[2] end

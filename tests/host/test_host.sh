@@ -155,8 +155,10 @@ check "a second Ctrl-C stops code that catches the first" '[ $rc -eq 1 ] && has_
 # One Ctrl-C once the command has started (it writes "started" to stderr first): on a loaded
 # machine a fixed delay could land before the command, or a second Ctrl-C after it.
 interrupt_once() {
+    # up to a minute for the command to start: a sanitizer build beside other work can take 20 s
+    # to make the pcfg_5_20 task of the C-loop case (a CI run once sent the signal too early)
     i=0
-    while kill -0 "$1" 2>/dev/null && ! grep -q started "$TMP/err" && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+    while kill -0 "$1" 2>/dev/null && ! grep -q started "$TMP/err" && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done
     sleep 0.2
     kill -INT "$1" 2>/dev/null
     i=0

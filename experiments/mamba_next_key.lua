@@ -48,11 +48,9 @@ end
 -- with best_lr: the runs at the best learning rate per (conv width, model width)
 if best_lr then
   keep = {}
-  local rows = {}
-  for _, dir in ipairs(dirs) do
-    for _, r in ipairs(paper.results({ d = dir }, "d")) do rows[#rows + 1] = r end
-  end
-  local best = paper.best_per_width(rows, { where = function(r) return r.arch == "mamba" and not r.pos_emb end,
+  local named, names = {}, {}
+  for i, dir in ipairs(dirs) do named[i], names[i] = dir, i end
+  local best = paper.best_per_width(paper.rows(named, names), { where = function(r) return r.arch == "mamba" and not r.pos_emb end,
     group = function(r) return r.d_conv or 4 end })
   for conv, by_d in pairs(best) do
     for d, e in pairs(by_d) do

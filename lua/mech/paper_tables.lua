@@ -39,18 +39,20 @@ local function passes_at(e, pos)
 end
 
 --- The data the tables are made from, under root (the repository; default "."):
---- {runs = {sweep = {by id}}, ids = {sweep = {ids in file order}}, fig = {id = rows}}. A run's entry
+--- {runs = {sweep = {by id}}, ids = {sweep = {ids in file order}}, rows = {sweep = {report rows}},
+--- fig = {id = rows}}. A run's entry
 --- has its test accuracy and Attrib (value, query, key) and, where the rows carry them, the filter
 --- denominators (value_den, query_den, key_den; the later sweeps' rows have them) and its task;
 --- the same on the dev split, where a sweep evaluates it (the ATR split), in entry.dev.
 function T.load(root)
   root = root or "."
-  local d = { runs = {}, ids = {}, fig = {} }
+  local d = { runs = {}, ids = {}, rows = {}, fig = {} }
   local pos_of = { target_item_orig = "value", query_item = "query", query_item_orig = "key" }
   for name, file in pairs(T.results) do
-    local runs, ids = {}, {}
+    local runs, ids, rows = {}, {}, {}
     for _, r in ipairs(sweep.results(root .. "/docs/results/" .. file)) do
       if r.step_kind == "report" and (r.split == "test" or r.split == "dev") then
+        rows[#rows + 1] = r
         local e = runs[r.run]
         if not e then
           e = { id = r.run, arch = r.arch, d = r.d_model, d_conv = r.d_conv, seed = r.seed, lr = r.lr, pos_emb = r.pos_emb,
@@ -66,7 +68,7 @@ function T.load(root)
         elseif p and pos_of[p] and what == "attrib_den" then t[pos_of[p] .. "_den"] = r.value end
       end
     end
-    d.runs[name], d.ids[name] = runs, ids
+    d.runs[name], d.ids[name], d.rows[name] = runs, ids, rows
   end
   for _, id in ipairs(T.figure_csvs) do d.fig[id] = sweep.results(root .. "/docs/img/reproduction/" .. id .. ".csv") end
   -- the slice trained the quick profile's runs at lr 1e-3, seed 42 again (the same ids): the
@@ -190,6 +192,14 @@ local function where_all(...)
   return function(e) for _, f in ipairs(fs) do if not f(e) then return false end end return true end
 end
 
+-- AR's report rows as the figures read them: the quick profile's, then the slice's other runs
+local function ar_rows(d)
+  local rows = {}
+  for _, r in ipairs(d.rows.ar) do rows[#rows + 1] = r end
+  for _, r in ipairs(d.rows.ar_lr_slice) do if not d.runs.ar[r.run] then rows[#rows + 1] = r end end
+  return rows
+end
+
 ------------------------------------------------------------------------------------------------
 -- the statistics the tables and the ledger share, computed once from the data
 
@@ -208,18 +218,24 @@ local function stats(d)
   s.ar_query = scatter_runs(d, "fig3c", { "ar", "ar_lr_slice" }, "query", "key")   -- Fig. 3c: the query's filter
   s.ar_total, s.slice_done = #d.ids.ar + #d.ids.ar_lr_slice, #d.ids.ar_lr_slice
   -- AR main curves at each learning rate (1e-3: the quick profile's two seeds; the others: the
-  -- slice's seed 42) and the best one per (arch, width): the best mean accuracy
+  -- slice's seed 42), and the best one per (arch, width) as Fig. 3a picks it
   s.ar_lr, s.ar_best = {}, {}
   for _, a in ipairs(paper.archs) do
     s.ar_lr[a], s.ar_best[a] = {}, {}
     for _, w in ipairs { 32, 64 } do
       s.ar_lr[a][w] = {}
       for _, lr in ipairs(T.lrs) do
-        local l = pick(d, { "ar", "ar_lr_slice" }, function(e)
+        s.ar_lr[a][w][lr] = pick(d, { "ar", "ar_lr_slice" }, function(e)
           return e.arch == a and e.d == w and e.pos_emb == (a == "attention") and e.lr == lr end)
-        s.ar_lr[a][w][lr] = l
-        local m = #l > 0 and mean_of(field(l, "accuracy")) or nil
-        if m and (not s.ar_best[a][w] or m > s.ar_best[a][w].mean) then s.ar_best[a][w] = { lr = lr, runs = l, mean = m } end
+      end
+    end
+  end
+  local best = paper.best_per_width(ar_rows(d), { where = function(r) return r.pos_emb == (r.arch == "attention") end })
+  for a, by_w in pairs(best) do
+    for w, b in pairs(by_w) do
+      if s.ar_best[a] and s.ar_lr[a][w] then
+        local set = in_set(b.runs)
+        s.ar_best[a][w] = { lr = b.lr, mean = b.mean, runs = pick(d, { "ar", "ar_lr_slice" }, function(e) return set[e.id] end) }
       end
     end
   end

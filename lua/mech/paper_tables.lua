@@ -18,7 +18,7 @@ local T = {}
 -- the report-step rows of each sweep, by sweep name
 T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ablation = "based-ablation-quick.csv",
   atr_easy = "atr-easy-quick.csv", atr_hard = "atr-hard-quick.csv", atr_split = "atr-split-quick.csv",
-  delta_net = "delta-net-quick.csv", ar_lr_slice = "ar-lr-slice.csv" }
+  delta_net = "delta-net-quick.csv", ar_lr_slice = "ar-lr-slice.csv", ar_mamba_256 = "ar-mamba-256.csv" }
 -- the learning rates of AR's quick profile (1e-3) and its slice (the other three), and the slice's own runs
 T.lrs = { 3e-4, 1e-3, 3e-3, 1e-2 }
 T.slice_runs = 36
@@ -240,6 +240,8 @@ local function stats(d)
     end
   end
   s.retrained = d.retrained
+  -- Mamba at the paper's d = 256 at its best rate of the slice (profile mamba_256, one run)
+  s.mamba256 = pick(d, { "ar_mamba_256" })[1]
   -- Mamba by conv width (4: ar's Mamba)
   local function conv_is(k) return function(e) return e.arch == "mamba" and (e.d_conv or 4) == k end end
   s.mamba = {}
@@ -418,6 +420,14 @@ tables["ar-lr"] = function(s)
         ms(field(b.runs, "key"))) or "–"
       lines[#lines + 1] = row(cells)
     end
+    local m = a == "mamba" and s.mamba256
+    if m then
+      local cells = { paper.arch_name(a), "d = 256" }
+      for _, lr in ipairs(T.lrs) do cells[#cells + 1] = lr == m.lr and num(m.accuracy, 3) or "–" end
+      cells[#cells + 1] = "(" .. lr_str(m.lr) .. ")"
+      cells[#cells + 1] = string.format("%s / %s / %s", num(m.value), num(m.query), num(m.key))
+      lines[#lines + 1] = row(cells)
+    end
   end
   lines[#lines + 1] = ""
   local dmax, dsum = 0, 0
@@ -425,12 +435,16 @@ tables["ar-lr"] = function(s)
     local dv = math.abs(r.quick.accuracy - r.slice.accuracy)
     dmax, dsum = math.max(dmax, dv), dsum + dv
   end
-  para(lines, string.format("lr 1e-3: the quick profile's two seeds; the other rates: the slice's seed 42 (%d of its " ..
-    "%d runs so far). The best lr has the best mean accuracy; Attrib at the layer-1 block input, unfiltered. The slice " ..
+  local done = s.slice_done == T.slice_runs and string.format("all %d of its runs", T.slice_runs)
+    or string.format("%d of its %d runs so far", s.slice_done, T.slice_runs)
+  para(lines, string.format("lr 1e-3: the quick profile's two seeds; the other rates: the slice's seed 42 (%s). The " ..
+    "best lr has the best mean accuracy; Attrib at the layer-1 block input, unfiltered.%s The slice " ..
     "also trained the quick profile's %d runs at lr 1e-3, seed 42 again (the same ids, by a later build: the same " ..
     "seed gives the same bits within one build): their test accuracy moved by %s on average, at most %s; the table " ..
-    "and the figures keep the quick profile's.", s.slice_done, T.slice_runs, #s.retrained,
-    #s.retrained > 0 and num(dsum / #s.retrained, 3) or "–", num(dmax, 3)))
+    "and the figures keep the quick profile's.", done,
+    s.mamba256 and string.format(" Mamba at d = 256 is one run (profile `mamba_256`, seed 42) at its best rate at " ..
+      "d = 64, %s, in parentheses: no other rate was trained at that width.", lr_str(s.mamba256.lr)) or "",
+    #s.retrained, #s.retrained > 0 and num(dsum / #s.retrained, 3) or "–", num(dmax, 3)))
   return lines
 end
 
@@ -808,6 +822,34 @@ local function claims(s)
       end
     end
   end
+  -- Mamba at the paper's d = 256 (one run at its best rate of the slice), set against the paper's
+  -- d = 256 numbers; the other architectures are at d = 64, their widest quick width
+  local m256, v256 = s.mamba256, {}
+  local at256 = ""
+  if m256 and sliced("mamba") then
+    at256 = string.format("; Mamba at d = 256 (lr %s, one run): %s", lr_str(m256.lr), num(m256.accuracy, 3))
+    local gap = best("attention", 64).mean - m256.accuracy
+    local fails = math.max(best("hyena", 32).mean, best("hyena", 64).mean) < 0.3
+      and math.max(best("base_conv", 32).mean, best("base_conv", 64).mean) < 0.1
+      and math.max(best("h3", 32).mean, best("h3", 64).mean) < 0.03
+    local strong = best("attention", 64).mean >= 0.99 and best("based", 64).mean >= 0.95
+    local near = math.abs(m256.accuracy - 0.91) <= 0.05
+    v256.headline = (near and strong and fails) and string.format("agrees: Mamba %s at d = 256 against ≈91 %%; Attention " ..
+      "and Based at d = 64 already at the paper's d = 256 level, Hyena, BaseConv and H3 below its bounds at d ≤ 64",
+      num(m256.accuracy, 3))
+      or string.format("disagrees in part: Mamba %s at d = 256 against ≈91 %%%s%s", num(m256.accuracy, 3),
+        strong and "" or "; Attention or Based below the paper at d = 64", fails and "" or "; a failing architecture above its bound")
+    v256.third = gap <= 0.1 and string.format("agrees at the paper's d = 256: third, %s below Attention's d = 64 accuracy " ..
+      "(at d ≤ 64 it is not close)", num(gap, 3))
+      or string.format("third, not close, at d = 256 too (%s below Attention's d = 64 accuracy)", num(gap, 3))
+    v256.retrieval = "agrees for H3 and Hyena; " .. (m256.query > m256.key
+      and string.format("agrees for Mamba at d = 256 (@ Query %s, @ Key %s, unfiltered), not at d ≤ 64 (mass mostly at the key)",
+        num(m256.query), num(m256.key))
+      or string.format("disagrees for Mamba at d = 256 too (@ Query %s, @ Key %s, unfiltered) and at d ≤ 64", num(m256.query),
+        num(m256.key)))
+    v256.retrieval_text = string.format("; at d = 256: @ Query %s, @ Key %s", num(m256.query), num(m256.key))
+    v256.gap = gap
+  end
   -- v3's DeltaNet: how far behind Attention at each width, and where it retrieves
   local dn_all = concat(s.delta[32], s.delta[64])
   local dn_v, dn_q, dn_k = passing_own(dn_all, "value"), passing_own(dn_all, "query"), passing_own(dn_all, "key")
@@ -821,7 +863,11 @@ local function claims(s)
     and string.format("agrees for DeltaNet (at most %s below Attention at either width%s)", num(dn_gap, 3),
       behind(s.delta[64], 64) <= 0 and "; at d = 64 it reaches Attention's accuracy, more than \"close behind\"" or "")
     or string.format("disagrees for DeltaNet (up to %s below Attention)", num(dn_gap, 3))
-  dn_verdict = dn_verdict .. (mamba_gap <= 0.1 and "; agrees for Mamba"
+  dn_verdict = dn_verdict .. (v256.gap and (v256.gap <= 0.1
+      and string.format("; agrees for Mamba at the paper's d = 256 (%s below Attention's d = 64 accuracy), not at d ≤ 64 " ..
+        "(up to %s below at the best lr of each)", num(v256.gap, 3), num(mamba_gap, 3))
+      or string.format("; disagrees for Mamba at d = 256 too (%s below Attention's d = 64 accuracy)", num(v256.gap, 3)))
+    or mamba_gap <= 0.1 and "; agrees for Mamba"
     or sliced("mamba") and string.format("; disagrees for Mamba at d ≤ 64 (up to %s below Attention at the best lr of " ..
       "each); %s: %s", num(mamba_gap, 3), NS, settle.d256)
     or string.format("; for Mamba (up to %s below Attention at lr 1e-3) %s: %s", num(mamba_gap, 3), NS, lr_left))
@@ -1015,7 +1061,13 @@ local function claims(s)
     nk_best_text = "; at the best lr (layer 0, any of four sites): " .. table.concat(parts, "; ")
     nk_best_verdict = (nk_wins == #s.nk_best and "agrees at Mamba's best lr"
       or nk_wins > 0 and string.format("agrees in %d of %d best-lr runs", nk_wins, #s.nk_best)
-      or "disagrees at this scale, at Mamba's best lr too") .. ": " .. NS .. ": " .. settle.d256
+      or "disagrees at this scale, at Mamba's best lr too")
+    if s.nk_best[#s.nk_best].d < 256 then nk_best_verdict = nk_best_verdict .. ": " .. NS .. ": " .. settle.d256
+    elseif nk_wins == 0 then
+      local conv = s.nk_best[#s.nk_best].at["mixer.conv|next_key"] or 0
+      nk_best_verdict = "disagrees at Mamba's best lr up to the paper's d = 256" .. (conv > 0.1 and string.format(
+        " (there, inside the mixer, the conv output at the next key restores %s: part of the mechanism)", num(conv)) or "")
+    end
   end
   -- at the best lr: d = 64 accuracies, Based against Attention, Mamba's retrieval
   local d64b = {}
@@ -1049,14 +1101,15 @@ local function claims(s)
     { "spec §8.2.1", "Attention reaches 100 % on AR from d = 32 on", "100 %", accs(s, "attention"), "agrees" },
     { "spec §8.2.1", "AR at d = 256, best LR: Attention 100 %, Based ≈99 %, Mamba ≈91 %, Hyena < 30 %, BaseConv < 10 %, H3 < 3 %",
       "100 / ≈99 / ≈91 / < 30 / < 10 / < 3 %",
-      "at d = 64, lr 1e-3: " .. table.concat(d64, " / ") .. (sliced("mamba") and ("; at the best lr: " .. table.concat(d64b, " / ")) or ""),
-      NS .. ": " .. (sliced("mamba") and settle.d256 or lr_left) },
+      "at d = 64, lr 1e-3: " .. table.concat(d64, " / ") .. (sliced("mamba") and ("; at the best lr: " .. table.concat(d64b, " / ")) or "")
+        .. at256,
+      v256.headline or (NS .. ": " .. (sliced("mamba") and settle.d256 or lr_left)) },
     { "spec §8.2.1", "Attention and Based solve AR with almost the same width-scaling curve", "Based ≈ Attention at every d",
       "Based " .. accs(s, "based") .. (sliced("based") and ("; at the best lr " .. best_accs("based")) or ""),
       based_verdict },
     { "spec §8.2.1", "Mamba is a close third", "≈91 % at d = 256",
-      "Mamba " .. accs(s, "mamba") .. (sliced("mamba") and ("; at the best lr " .. best_accs("mamba")) or ""),
-      sliced("mamba") and ("third, not close, at d ≤ 64 at its best lr too: " .. NS .. ": " .. settle.d256)
+      "Mamba " .. accs(s, "mamba") .. (sliced("mamba") and ("; at the best lr " .. best_accs("mamba")) or "") .. at256,
+      v256.third or sliced("mamba") and ("third, not close, at d ≤ 64 at its best lr too: " .. NS .. ": " .. settle.d256)
         or ("third, not close: " .. NS .. ": " .. lr_left) },
     { "spec §8.2.1", "Hyena, BaseConv and H3 fail AR", "< 30 %, < 10 %, < 3 %",
       "at most " .. num(fail3, 3) .. " (any of their 12 runs)", "agrees" },
@@ -1069,7 +1122,7 @@ local function claims(s)
         .. (sliced("mamba") and string.format("; Mamba at its best lr, unfiltered: @ Query %s / %s, @ Key %s / %s (d = 32 / 64)",
           ms(field(best("mamba", 32).runs, "query")), ms(field(best("mamba", 64).runs, "query")),
           ms(field(best("mamba", 32).runs, "key")), ms(field(best("mamba", 64).runs, "key"))) or ""),
-      mamba_retrieval },
+      v256.retrieval or mamba_retrieval },
     { "spec §8.2.1", "Weaker SSM checkpoints split query and key; Mamba's lie near @ Query + @ Key ≈ 1", "Q + K ≈ 1",
       string.format("Mamba Q + K %s (%d runs)", ms(qk), #qk), "agrees" },
     { "spec §8.2.1", "The only BaseConv checkpoint that passes the filter shows partial induction", "one run, partial @ Value",

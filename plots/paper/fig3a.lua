@@ -4,8 +4,9 @@
 local paper = require "mech.paper"
 
 local recipe = { id = "fig3a", sweeps = { "ar" }, title = "AR accuracy vs width (best LR)",
-  -- the quick profile has one learning rate; its slice (profile lr_slice) adds three
-  slices = { quick = { ar = { "lr_slice" } } } }
+  -- the quick profile has one learning rate; its slice (profile lr_slice) adds three, and
+  -- profile mamba_256 Mamba at the paper's d = 256 at its best of them
+  slices = { quick = { ar = { "lr_slice", "mamba_256" } } } }
 
 -- The key lines add the per-width attribution table of spec §6.7: Attrib at the layer-1 block input
 -- of the selected runs (mean ± sd over seeds).

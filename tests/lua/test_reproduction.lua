@@ -181,6 +181,23 @@ T.test("atr_split: a changed dev accuracy shows in its table and the ledger", fu
   remove(root)
 end)
 
+T.test("Mamba at d = 256: its accuracy and its retrieval decide rows 2, 4 and 7 of the ledger", function()
+  local root = copy_root()
+  alter_row(root, "ar-mamba-256.csv", { "mamba-d256", ",test,accuracy," }, "0.5")
+  alter_row(root, "ar-mamba-256.csv", { "mamba-d256", ".query_item.block_input.attrib," }, "0.1")
+  alter_row(root, "ar-mamba-256.csv", { "mamba-d256", ".query_item_orig.block_input.attrib," }, "0.9")
+  local ok, msgs = tables.run { root = root, check = true }
+  T.eq(ok, false)
+  T.eq(msgs, { "table 'claims' differs from the committed data", "table 'ar-lr' differs from the committed data" })
+  T.eq(select(1, tables.run { root = root }), true)
+  local page = read(root .. "/docs/reproduction.md")
+  T.truthy(page:find("disagrees in part: Mamba 0.500 at d = 256 against ≈91 %", 1, true))
+  T.truthy(page:find("third, not close, at d = 256 too", 1, true))
+  T.truthy(page:find("disagrees for Mamba at d = 256 too (@ Query 0.10, @ Key 0.90, unfiltered)", 1, true))
+  T.truthy(page:find("| Mamba | d = 256 | – | – | 0.500 | – | (3e-3) |", 1, true))
+  remove(root)
+end)
+
 T.test("delta_net: a changed accuracy or Attrib shows in its table and the ledger", function()
   local root = copy_root()
   alter_row(root, "delta-net-quick.csv", { "delta_net-d64", "s42", ",test,accuracy," }, "0.5")

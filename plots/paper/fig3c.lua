@@ -4,8 +4,9 @@
 local paper = require "mech.paper"
 
 local recipe = { id = "fig3c", sweeps = { "ar" }, title = "AR: Attrib @ Query vs @ Key, layer-1 block input",
-  -- the quick profile has one learning rate; its slice (profile lr_slice) adds three
-  slices = { quick = { ar = { "lr_slice" } } } }
+  -- the quick profile has one learning rate; its slice (profile lr_slice) adds three, and
+  -- profile mamba_256 Mamba at the paper's d = 256
+  slices = { quick = { ar = { "lr_slice", "mamba_256" } } } }
 
 function recipe.draw(dirs, out)
   return paper.ar_attrib_scatter(paper.results(dirs, "ar"), "query", "key", out)

@@ -17,6 +17,9 @@ return {
     -- the AR quick profile's widths, learning rate and seeds (its Mamba is d_conv 4): 16 runs,
     -- 2.45 core-hours, projected 1.29 h on 2 cores (`bench/bench_sweep.lua quick`)
     quick = P.quick { grid = { seed = { 42, 43 } } },
+    -- the same at Mamba's best rate in the AR learning-rate slice (3e-3 at d = 32 and 64, d_conv 4),
+    -- seed 42, so that the d_conv ordering is judged there too (issue 28): 8 runs
+    best_lr = P.quick { grid = { lr = { 3e-3 } } },
     smoke = P.smoke { grid = { d_conv = { 0, 2 }, d_model = { 16 }, lr = { 3e-3 } } },
   },
 }

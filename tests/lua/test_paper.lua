@@ -258,6 +258,12 @@ T.test("every suite: the paper's run count, seed 42 only in paper, a small smoke
   T.eq(#m256, 1)
   T.eq({ m256[1].config.model.arch, m256[1].config.model.d_model, m256[1].config.seed, lrs[m256[1].config.lr] },
     { "mamba", 256, 42, true })
+  -- the conv ablation at Mamba's rate of the d = 256 run: d_conv 0-3 at both quick widths, seed 42
+  local conv = sweep.load(paper.sweep_file("mamba_conv"), "best_lr").runs
+  T.eq(#conv, 8)
+  for _, r in ipairs(conv) do
+    T.eq({ r.config.lr, r.config.seed, r.config.model.d_model <= 64 }, { m256[1].config.lr, 42, true }, r.id)
+  end
 end)
 
 T.test("P.quick: widths 32 and 64, lr 1e-3, seed 42; a suite's axes added, its base and cell kept", function()

@@ -18,7 +18,8 @@ local T = {}
 -- the report-step rows of each sweep, by sweep name
 T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ablation = "based-ablation-quick.csv",
   atr_easy = "atr-easy-quick.csv", atr_hard = "atr-hard-quick.csv", atr_split = "atr-split-quick.csv",
-  delta_net = "delta-net-quick.csv", ar_lr_slice = "ar-lr-slice.csv", ar_mamba_256 = "ar-mamba-256.csv" }
+  delta_net = "delta-net-quick.csv", ar_lr_slice = "ar-lr-slice.csv", ar_mamba_256 = "ar-mamba-256.csv",
+  mamba_conv_best_lr = "mamba-conv-best-lr.csv" }
 -- the learning rates of AR's quick profile (1e-3) and its slice (the other three), and the slice's own runs
 T.lrs = { 3e-4, 1e-3, 3e-3, 1e-2 }
 T.slice_runs = 36
@@ -249,6 +250,16 @@ local function stats(d)
     s.mamba[k] = {}
     for _, w in ipairs { 32, 64 } do
       s.mamba[k][w] = pick(d, { "mamba_conv", "ar" }, where_all(conv_is(k), function(e) return e.d == w end))
+    end
+  end
+  -- the same at Mamba's best rate of the slice at d = 64 (mamba_conv's profile best_lr; 4: the slice's runs)
+  s.mamba_rate = s.ar_best.mamba[64].lr
+  s.mamba_best = {}
+  for k = 0, 4 do
+    s.mamba_best[k] = {}
+    for _, w in ipairs { 32, 64 } do
+      s.mamba_best[k][w] = pick(d, { "mamba_conv_best_lr", "ar_lr_slice" },
+        where_all(conv_is(k), function(e) return e.d == w and e.lr == s.mamba_rate end))
     end
   end
   -- the Mamba runs that pass each position's filter, as recorded in docs/img/reproduction/filter.csv
@@ -496,10 +507,12 @@ end
 
 tables["mamba-conv-accuracy"] = function(s)
   local paper_says = { [0] = "fails (< 7 %)", "fails (< 7 %)", "succeeds", "succeeds", "succeeds (≈91 % at d = 256)" }
-  local lines = { "| d_conv | d = 32 | d = 64 | the paper |", "|---|---|---|---|" }
+  local lines = { "| d_conv | lr 1e-3, d = 32 | lr 1e-3, d = 64 | lr " .. lr_str(s.mamba_rate) .. ", seed 42: d = 32 / 64 | the paper |",
+    "|---|---|---|---|---|" }
   for k = 0, 4 do
     lines[#lines + 1] = row { k == 4 and "4 (`ar`)" or tostring(k), ms(field(s.mamba[k][32], "accuracy"), 3),
-      ms(field(s.mamba[k][64], "accuracy"), 3), paper_says[k] }
+      ms(field(s.mamba[k][64], "accuracy"), 3),
+      ms(field(s.mamba_best[k][32], "accuracy"), 3) .. " / " .. ms(field(s.mamba_best[k][64], "accuracy"), 3), paper_says[k] }
   end
   return lines
 end
@@ -787,7 +800,8 @@ local settle = {
   -- Mamba at the paper's width, at the best rate of the slice (one run)
   d256 = "Mamba at the paper's d = 256 at its best learning rate from the slice (one run)",
   -- the d_conv ablation at the slice's other rates: 3 x mamba_conv's 1.29 h
-  conv_lr = "`mamba_conv` at the slice's three other learning rates (48 runs, ≈ 3.9 h)",
+  -- the d_conv ablation at Mamba's best rate of the slice (profile best_lr: half of quick's 2.45 core-hours)
+  conv_lr = "`mamba_conv` at Mamba's best rate of the slice, 3e-3 (profile `best_lr`, 8 runs, ≈ 1.2 core-hours)",
   next_key = "`experiments/mamba_next_key.lua` on Mamba's best-lr checkpoints of the slice",
   nope = "Attention without positions on AR (the `ar` paper profile's NoPE runs; not in a quick suite)",
 }
@@ -897,6 +911,39 @@ local function claims(s)
   local q3, k3 = mq(3)
   local q4, k4 = mq(4)
   local low01 = max_acc { s.mamba[0][32], s.mamba[0][64], s.mamba[1][32], s.mamba[1][64] }
+  -- the d_conv claims at Mamba's best rate (mamba_conv's profile best_lr), once every cell has its run
+  local conv_best = { done = true }
+  for k = 0, 4 do for _, w in ipairs { 32, 64 } do conv_best.done = conv_best.done and #s.mamba_best[k][w] > 0 end end
+  if conv_best.done then
+    local function a(k, w) return mean_of(field(s.mamba_best[k][w], "accuracy")) end
+    local low = max_acc { s.mamba_best[0][32], s.mamba_best[0][64], s.mamba_best[1][32], s.mamba_best[1][64] }
+    local above, succeed, cells = true, true, {}
+    for k = 2, 4 do
+      cells[#cells + 1] = string.format("%d: %s / %s", k, num(a(k, 32), 3), num(a(k, 64), 3))
+      succeed = succeed and a(k, 64) > 0.5
+      for _, w in ipairs { 32, 64 } do above = above and a(k, w) > math.max(a(0, w), a(1, w)) end
+    end
+    local at = "lr " .. lr_str(s.mamba_rate)
+    conv_best.acc_text = string.format("; at %s (seed 42): d_conv 0, 1 at most %s, %s", at, num(low, 3), table.concat(cells, ", "))
+    conv_best.acc_verdict = low >= 0.07 and string.format("disagrees at Mamba's best rate, %s: d_conv 0 or 1 reaches %s", at, num(low, 3))
+      or not above and string.format("disagrees at Mamba's best rate, %s: a kernel of 2–4 not above 0 and 1", at)
+      or succeed and string.format("agrees at Mamba's best rate, %s: d_conv 0 and 1 below 7 %%, 2–4 above 0.5 at d = 64", at)
+      or string.format("agrees in direction at Mamba's best rate, %s: d_conv 0 and 1 below 7 %%, 2–4 above them at both " ..
+        "widths but not all above 0.5 at d = 64", at)
+    local q, kk, parts = {}, {}, {}
+    for k = 2, 4 do
+      local all = concat(s.mamba_best[k][32], s.mamba_best[k][64])
+      local qv, kv = field(passing_own(all, "query"), "query"), field(passing_own(all, "key"), "key")
+      q[k], kk[k] = #qv > 0 and mean_of(qv) or 0, #kv > 0 and mean_of(kv) or 0
+      parts[#parts + 1] = string.format("%d %s / %s", k, ms(qv), ms(kv))
+    end
+    conv_best.attrib_text = string.format("; at %s (each position's filter): %s", at, table.concat(parts, ", "))
+    conv_best.attrib_verdict = q[4] > kk[4]
+      and string.format("agrees at Mamba's best rate, %s (d_conv 4 mostly @ Query)", at)
+      or q[4] > q[3] and q[3] > q[2] and string.format("agrees in direction at Mamba's best rate, %s (@ Query grows with the " ..
+        "kernel), disagrees in degree (d_conv 4 mostly @ Key)", at)
+      or string.format("disagrees at Mamba's best rate, %s (d_conv 4 mostly @ Key, @ Query not growing with the kernel)", at)
+  end
   local hi2 = {}
   for k = 2, 4 do hi2[#hi2 + 1] = string.format("%d: %s / %s", k, acc(s.mamba[k][32]), acc(s.mamba[k][64])) end
   local bk = {}
@@ -1195,12 +1242,17 @@ local function claims(s)
       split_pending or verdict_split[21] },
     -- spec §8.2.4
     { "spec §8.2.4", "Mamba: a step change between d_conv 1 and 2; without a short conv it fails AR", "< 7 % for d_conv 0, 1",
-      string.format("d_conv 0, 1: at most %s; d_conv (d = 32 / 64) %s", num(low01, 3), table.concat(hi2, ", ")),
-      "agrees in direction (none of 2–4 succeeds at d ≤ 64, lr 1e-3): " .. (sliced("mamba") and settle.conv_lr or lr_left) },
+      string.format("d_conv 0, 1: at most %s; d_conv (d = 32 / 64) %s", num(low01, 3), table.concat(hi2, ", ")) ..
+        (conv_best.acc_text or ""),
+      conv_best.acc_verdict and ("at lr 1e-3 agrees in direction (none of 2–4 succeeds at d ≤ 64); " .. conv_best.acc_verdict)
+        or ("agrees in direction (none of 2–4 succeeds at d ≤ 64, lr 1e-3): " .. (sliced("mamba") and settle.conv_lr or lr_left)) },
     { "spec §8.2.4", "Larger kernels move retrieval earlier: with d_conv 4 most checkpoints retrieve at the query",
-      "d_conv 4: mostly @ Query", string.format("@ Query / @ Key: d_conv 2 %s / %s, 3 %s / %s, 4 %s / %s", q2, k2, q3, k3, q4, k4),
-      "agrees in direction (only d_conv 4 has mass at the query), disagrees in degree (mostly @ Key): " ..
-        (sliced("mamba") and settle.conv_lr or lr_left) },
+      "d_conv 4: mostly @ Query", string.format("@ Query / @ Key: d_conv 2 %s / %s, 3 %s / %s, 4 %s / %s", q2, k2, q3, k3, q4, k4) ..
+        (conv_best.attrib_text or ""),
+      conv_best.attrib_verdict and ("at lr 1e-3 agrees in direction (only d_conv 4 has mass at the query), disagrees in " ..
+        "degree; " .. conv_best.attrib_verdict)
+        or ("agrees in direction (only d_conv 4 has mass at the query), disagrees in degree (mostly @ Key): " ..
+        (sliced("mamba") and settle.conv_lr or lr_left)) },
     { "spec §8.2.4", "Based works with kernels 2–4 and fails with kernel 1 or a long conv (< 10 %)", "works / fails",
       string.format("kernels 2, 3, 4 at d = 64: %s; kernel 1 and long conv at most %s", table.concat(bk, ", "), num(bfail, 3)),
       "agrees" },

@@ -181,10 +181,12 @@ T.test("a profile with its slices: every file's rows, a run already read skipped
   T.truthy(paper.has_results { a, missing })
   T.falsy(paper.has_results { missing, a }) -- the profile's own rows decide
   for _, f in ipairs { a, b, base } do os.remove(f) end
-  -- the AR curves' recipes take the learning-rate slice at the quick profile, Fig. 3a-c the d = 256 run too
+  -- the AR curves' recipes take the learning-rate slice at the quick profile, Fig. 3a-c the d = 256 run too,
+  -- Fig. 6a the conv ablation at Mamba's best rate
   for _, f in ipairs(paper.figures) do
     local want = f.id == "v3_lr_heatmap" and { quick = { ar = { "lr_slice" } } } or {}
     if f.id:match("^fig3[abc]$") then want = { quick = { ar = { "lr_slice", "mamba_256" } } } end
+    if f.id == "fig6a" then want = { quick = { ar = { "lr_slice" }, mamba_conv = { "best_lr" } } } end
     T.eq(f.slices, want, f.id)
   end
 end)

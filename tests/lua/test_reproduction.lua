@@ -207,6 +207,44 @@ T.test("Mamba at d = 256: its accuracy and its retrieval decide rows 2, 4 and 7 
   remove(root)
 end)
 
+T.test("mamba_conv at Mamba's best rate: its rows decide the last column of the conv table and rows 22-23", function()
+  -- eight runs of profile best_lr (d_conv 0-3 at d = 32 and 64, lr 3e-3): 0 and 1 fail, 2 and 3 learn
+  -- and retrieve at the query; d_conv 4 is the slice's committed run at that rate (mostly @ Key)
+  local function rows(acc0)
+    local out = { "sweep,run,status,task,arch,n_layers,d_model,d_conv,pos_emb,lr,seed,steps,split,metric,step_kind,step,value" }
+    for _, w in ipairs { 32, 64 } do
+      for k = 0, 3 do
+        local id = string.format("mamba-d%d-k%d-nope-lr0.003-s42-0000000%d", w, k, k)
+        local function add(metric, v)
+          out[#out + 1] = string.format("mamba_conv,%s,done,ar_32,mamba,2,%d,%d,false,0.003,42,50016,test,%s,report,50000,%s",
+            id, w, k, metric, v)
+        end
+        add("accuracy", k == 0 and acc0 or k == 1 and 0.02 or 0.5 + 0.1 * k)
+        for pos, v in pairs { query_item = 0.9, query_item_orig = 0.1, target_item_orig = 0 } do
+          add("1.KEY.query_item_orig." .. pos .. ".block_input.attrib", k >= 2 and v or 0)
+          add("1.KEY.query_item_orig." .. pos .. ".block_input.attrib_den", k >= 2 and 0.5 or 0.001)
+        end
+      end
+    end
+    return table.concat(out, "\n") .. "\n"
+  end
+  for _, case in ipairs {
+    { 0.02, "at lr 1e-3 agrees in direction (none of 2–4 succeeds at d ≤ 64); agrees at Mamba's best rate, lr 3e-3: d_conv 0 " ..
+      "and 1 below 7 %, 2–4 above 0.5 at d = 64" },
+    { 0.2, "disagrees at Mamba's best rate, lr 3e-3: d_conv 0 or 1 reaches 0.200" } } do
+    local root = copy_root()
+    write(root .. "/docs/results/mamba-conv-best-lr.csv", rows(case[1]))
+    T.eq(select(1, tables.run { root = root }), true)
+    local page = read(root .. "/docs/reproduction.md")
+    T.truthy(page:find(case[2], 1, true), case[2])
+    T.truthy(page:find("| 3 | 0.216 ± 0.027 | 0.378 ± 0.022 | 0.800 / 0.800 | succeeds |", 1, true))
+    T.truthy(page:find("at lr 3e-3 (each position's filter): 2 0.90 ± 0.00 / 0.10 ± 0.00, 3 0.90 ± 0.00 / 0.10 ± 0.00", 1, true))
+    T.truthy(page:find("disagrees at Mamba's best rate, lr 3e-3 (d_conv 4 mostly @ Key, @ Query not growing with the kernel)", 1,
+      true))
+    remove(root)
+  end
+end)
+
 T.test("delta_net: a changed accuracy or Attrib shows in its table and the ledger", function()
   local root = copy_root()
   alter_row(root, "delta-net-quick.csv", { "delta_net-d64", "s42", ",test,accuracy," }, "0.5")

@@ -5,8 +5,8 @@ local paper = require "mech.paper"
 
 local recipe = { id = "fig6a", sweeps = { "ar", "mamba_conv" }, title = "Mamba on AR by conv width (best LR)",
   -- the quick profiles have one learning rate; at the quick profile the best of it and the slices'
-  -- (d_conv 4: the AR slice's four rates; 0-3: mamba_conv's best_lr, Mamba's best rate of the slice)
-  slices = { quick = { ar = { "lr_slice" }, mamba_conv = { "best_lr" } } } }
+  -- (d_conv 4: the AR slice's four rates and the d = 256 run; 0-3: mamba_conv's best_lr, Mamba's best rate)
+  slices = { quick = { ar = { "lr_slice", "mamba_256" }, mamba_conv = { "best_lr" } } } }
 
 function recipe.draw(dirs, out)
   local rows = paper.rows(dirs, { "ar", "mamba_conv" })

@@ -186,7 +186,7 @@ T.test("a profile with its slices: every file's rows, a run already read skipped
   for _, f in ipairs(paper.figures) do
     local want = f.id == "v3_lr_heatmap" and { quick = { ar = { "lr_slice" } } } or {}
     if f.id:match("^fig3[abc]$") then want = { quick = { ar = { "lr_slice", "mamba_256" } } } end
-    if f.id == "fig6a" then want = { quick = { ar = { "lr_slice" }, mamba_conv = { "best_lr" } } } end
+    if f.id == "fig6a" then want = { quick = { ar = { "lr_slice", "mamba_256" }, mamba_conv = { "best_lr" } } } end
     T.eq(f.slices, want, f.id)
   end
 end)

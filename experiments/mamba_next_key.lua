@@ -27,8 +27,7 @@ if #dirs == 0 then
   error("usage: mechlab experiments/mamba_next_key.lua SWEEP_DIR ... [out=mamba_next_key] [best_lr=true]", 0)
 end
 
-local positions = { { "query_item_orig", "key" }, { "target_item_orig", "value" }, { "next_key", "next key" },
-  { "query_item", "query" } }
+local positions = paper.next_key_positions
 
 -- with best_lr: the ids of the runs to evaluate (filled below), else nil (every run)
 local keep

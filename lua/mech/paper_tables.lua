@@ -549,9 +549,8 @@ tables["next-key"] = function(s)
   return lines
 end
 
--- the positions of the next-key rerun, in its CSV's names
-local nk_positions = { { "query_item_orig", "key" }, { "target_item_orig", "value" }, { "next_key", "next key" },
-  { "query_item", "query" } }
+-- the positions and sites of the next-key rerun (experiments/mamba_next_key.lua), in its CSV's names
+local nk_positions = paper.next_key_positions
 local nk_sites = { "block_output", "attention_output", "mixer.conv", "mixer.ssm_state" }
 
 -- the position with the largest Attrib of a run at layer 0 over nk_sites, and that Attrib
@@ -799,7 +798,6 @@ local settle = {
   atr_mamba_conv = "`atr_mamba_conv` (8 runs, 1.91 h)",
   -- Mamba at the paper's width, at the best rate of the slice (one run)
   d256 = "Mamba at the paper's d = 256 at its best learning rate from the slice (one run)",
-  -- the d_conv ablation at the slice's other rates: 3 x mamba_conv's 1.29 h
   -- the d_conv ablation at Mamba's best rate of the slice (profile best_lr: half of quick's 2.45 core-hours)
   conv_lr = "`mamba_conv` at Mamba's best rate of the slice, 3e-3 (profile `best_lr`, 8 runs, ≈ 1.2 core-hours)",
   next_key = "`experiments/mamba_next_key.lua` on Mamba's best-lr checkpoints of the slice",
@@ -861,7 +859,6 @@ local function claims(s)
         num(m256.query), num(m256.key))
       or string.format("disagrees for Mamba at d = 256 too (@ Query %s, @ Key %s, unfiltered) and at d ≤ 64", num(m256.query),
         num(m256.key)))
-    v256.retrieval_text = string.format("; at d = 256: @ Query %s, @ Key %s", num(m256.query), num(m256.key))
     v256.gap = gap
   end
   -- v3's DeltaNet: how far behind Attention at each width, and where it retrieves

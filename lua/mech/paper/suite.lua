@@ -45,6 +45,11 @@ function suite.attrib_label(position, layer, component)
   return string.format("%d.KEY.query_item_orig.%s.%s", layer or 1, pos, component or "block_input")
 end
 
+--- The positions v3's next-key test restores (spec §9.2), as {document position, label}: the
+--- rows of experiments/mamba_next_key.lua's CSV and the columns of the page's next-key tables.
+suite.next_key_positions = { { "query_item_orig", "key" }, { "target_item_orig", "value" }, { "next_key", "next key" },
+  { "query_item", "query" } }
+
 --- An ATR task for a sweep: the preset at seed 42 with the original generator's random stream,
 --- so that grammars and documents are the paper's own (docs/tasks.md, "Random streams").
 function suite.atr_task(preset)

@@ -19,13 +19,15 @@ local T = {}
 T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ablation = "based-ablation-quick.csv",
   atr_easy = "atr-easy-quick.csv", atr_hard = "atr-hard-quick.csv", atr_split = "atr-split-quick.csv",
   delta_net = "delta-net-quick.csv", ar_lr_slice = "ar-lr-slice.csv", ar_mamba_256 = "ar-mamba-256.csv",
-  mamba_conv_best_lr = "mamba-conv-best-lr.csv" }
+  mamba_conv_best_lr = "mamba-conv-best-lr.csv", atr_mamba_conv = "atr-mamba-conv-quick.csv",
+  ar_layers = "ar-layers-quick.csv", atr_1layer = "atr-1layer-quick.csv", sibling = "sibling-quick.csv" }
 -- the learning rates of AR's quick profile (1e-3) and its slice (the other three), and the slice's own runs
 T.lrs = { 3e-4, 1e-3, 3e-3, 1e-2 }
 T.slice_runs = 36
 -- the figure CSVs read for the filter and for sites the rows do not hold
 T.filter_csv = "docs/img/reproduction/filter.csv"
-T.figure_csvs = { "fig3b", "fig3c", "fig4b", "fig6b", "v3_next_key", "mamba_next_key", "mamba_next_key_best_lr_runs" }
+T.figure_csvs = { "fig3b", "fig3c", "fig4b", "fig6b", "v3_next_key", "mamba_next_key", "mamba_next_key_best_lr_runs",
+  "v3_atr_mamba_conv" }
 
 local function fail(msg) error("paper_tables: " .. msg, 0) end
 
@@ -44,41 +46,55 @@ end
 --- fig = {id = rows}}. A run's entry
 --- has its test accuracy and Attrib (value, query, key) and, where the rows carry them, the filter
 --- denominators (value_den, query_den, key_den; the later sweeps' rows have them) and its task;
---- the same on the dev split, where a sweep evaluates it (the ATR split), in entry.dev.
+--- the same on the dev split, where a sweep evaluates it (the ATR split), in entry.dev; and the
+--- Attrib of the mixer output at the query per layer, where the rows hold it (mixer[layer] and
+--- mixer_den[layer]). A sweep whose file is not there has not run: it has no runs (nor has a
+--- figure whose CSV is not there any points).
 function T.load(root)
   root = root or "."
   local d = { runs = {}, ids = {}, rows = {}, fig = {} }
   local pos_of = { target_item_orig = "value", query_item = "query", query_item_orig = "key" }
   for name, file in pairs(T.results) do
     local runs, ids, rows = {}, {}, {}
-    for _, r in ipairs(sweep.results(root .. "/docs/results/" .. file)) do
+    local path = root .. "/docs/results/" .. file
+    for _, r in ipairs(mech.sys.exists(path) and sweep.results(path) or {}) do
       if r.step_kind == "report" and (r.split == "test" or r.split == "dev") then
         rows[#rows + 1] = r
         local e = runs[r.run]
         if not e then
           e = { id = r.run, arch = r.arch, d = r.d_model, d_conv = r.d_conv, seed = r.seed, lr = r.lr, pos_emb = r.pos_emb,
-            long = r.run:find("long_only=true", 1, true) ~= nil, task = r.task }
+            n_layers = r.n_layers, long = r.run:find("long_only=true", 1, true) ~= nil, task = r.task, mixer = {}, mixer_den = {} }
           runs[r.run], ids[#ids + 1] = e, r.run
         end
         if r.split == "dev" then e.dev = e.dev or {} end
         local t = r.split == "dev" and e.dev or e
         -- the query type (KEY on AR, PARENT on ATR) does not matter here
         local p, what = r.metric:match("^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.(attrib[_den]*)$")
+        local layer, mixer = r.metric:match("^(%d)%.%u+%.query_item_orig%.query_item%.attention_output%.(attrib[_den]*)$")
         if r.metric == "accuracy" then t.accuracy = r.value
         elseif p and pos_of[p] and what == "attrib" then t[pos_of[p]] = r.value
-        elseif p and pos_of[p] and what == "attrib_den" then t[pos_of[p] .. "_den"] = r.value end
+        elseif p and pos_of[p] and what == "attrib_den" then t[pos_of[p] .. "_den"] = r.value
+        elseif layer and r.split == "test" then
+          e[mixer == "attrib" and "mixer" or "mixer_den"][tonumber(layer)] = r.value
+        end
       end
     end
     d.runs[name], d.ids[name], d.rows[name] = runs, ids, rows
   end
-  for _, id in ipairs(T.figure_csvs) do d.fig[id] = sweep.results(root .. "/docs/img/reproduction/" .. id .. ".csv") end
+  for _, id in ipairs(T.figure_csvs) do
+    local path = root .. "/docs/img/reproduction/" .. id .. ".csv"
+    d.fig[id] = mech.sys.exists(path) and sweep.results(path) or {}
+  end
   -- the slice trained the quick profile's runs at lr 1e-3, seed 42 again (the same ids): the
   -- quick rows stand, as in the figures (mech.paper's selection.results); the second training is
-  -- kept for comparison in d.retrained
-  d.retrained = {}
+  -- kept for comparison in d.retrained, and as a sweep of its own, "retrained" (its rows hold
+  -- the mixer output that the quick rows lack)
+  d.retrained, d.runs.retrained, d.ids.retrained = {}, {}, {}
   local ids = {}
   for _, id in ipairs(d.ids.ar_lr_slice) do
-    if d.runs.ar[id] then d.retrained[#d.retrained + 1] = { quick = d.runs.ar[id], slice = d.runs.ar_lr_slice[id] }
+    if d.runs.ar[id] then
+      d.retrained[#d.retrained + 1] = { quick = d.runs.ar[id], slice = d.runs.ar_lr_slice[id] }
+      d.runs.retrained[id], d.ids.retrained[#d.ids.retrained + 1] = d.runs.ar_lr_slice[id], id
     else ids[#ids + 1] = id end
   end
   d.ids.ar_lr_slice = ids
@@ -156,6 +172,12 @@ end
 local function arch_is(a) return function(e) return e.arch == a end end
 local arch_by_name = {}
 for _, a in ipairs(paper.archs) do arch_by_name[paper.arch_name(a)] = a end
+
+local function of_arch(list, a)
+  local out = {}
+  for _, e in ipairs(list) do if e.arch == a then out[#out + 1] = e end end
+  return out
+end
 
 -- the filtered runs of a scatter figure (x: the position whose filter it applies; y: the other)
 local function scatter_runs(d, fig, sweeps, xpos, ypos)
@@ -336,6 +358,62 @@ local function stats(d)
       end
     end
   end
+  -- v3's Mamba conv ablation on ATR (5, 20): one run per d_conv (0-3) and width, its rows with the
+  -- filter denominators; d_conv 4 is atr_easy's Mamba, filtered by Fig. 4b. The figure must plot
+  -- exactly the runs the denominators pass, and atr_easy's Mamba as Fig. 4b does.
+  s.atr_conv = {}
+  for k = 0, 3 do
+    s.atr_conv[k] = {}
+    for _, w in ipairs { 32, 64 } do
+      s.atr_conv[k][w] = pick(d, { "atr_mamba_conv" }, function(e) return e.d_conv == k and e.d == w end)[1]
+    end
+  end
+  s.atr_conv_total = #d.ids.atr_mamba_conv
+  local plotted = box_runs(d, "v3_atr_mamba_conv", { "atr_mamba_conv", "atr_easy" }, function(g)
+    local k = tonumber(g:match("^conv (%d)$"))
+    return function(e) return e.arch == "mamba" and (e.d_conv or 4) == k end
+  end)
+  for _, pos in ipairs(s.atr_conv_total > 0 and { "value", "query", "key" } or {}) do
+    local got = in_set(plotted[pos] or {})
+    for _, e in ipairs(pick(d, { "atr_mamba_conv" })) do
+      if passes_at(e, pos) ~= (got[e] == true) then
+        fail(string.format("v3_atr_mamba_conv.csv (@%s): run %s %s the filter (attrib_den %s) but %s plotted", pos, e.id,
+          passes_at(e, pos) and "passes" or "fails", g9(e[pos .. "_den"]), got[e] and "is" or "is not"))
+      end
+    end
+    local easy = in_set(of_arch(s.atr_filtered[pos] or {}, "mamba"))
+    for _, e in ipairs(pick(d, { "atr_easy" }, arch_is("mamba"))) do
+      if (easy[e] == true) ~= (got[e] == true) then
+        fail(string.format("v3_atr_mamba_conv.csv (@%s): atr_easy's run %s is %s in Fig. 4b but %s here", pos, e.id,
+          easy[e] and "plotted" or "not plotted", got[e] and "plotted" or "not plotted"))
+      end
+    end
+  end
+  -- depth (appendix D): runs per arch, number of layers and width. AR: 1 and 3 layers from
+  -- ar_layers (lr 1e-3, seed 42), 2 from `ar` (lr 1e-3, both seeds) for accuracy and from the
+  -- slice's second training of `ar`'s seed-42 runs for the mixer output, which `ar`'s rows lack.
+  -- ATR (5, 20): 1 layer from atr_1layer, 2 from atr_easy. Sibling: all three from sibling.
+  local function by_depth(sweeps, depths, where)
+    local out = {}
+    for _, a in ipairs(paper.archs) do
+      out[a] = {}
+      for _, L in ipairs(depths) do
+        out[a][L] = {}
+        for _, w in ipairs { 32, 64 } do
+          out[a][L][w] = pick(d, { sweeps[L] }, function(e)
+            return e.arch == a and e.d == w and (e.n_layers or 2) == L and (not where or where(e)) end)
+        end
+      end
+    end
+    return out
+  end
+  s.layers = by_depth({ "ar_layers", "ar", "ar_layers" }, { 1, 2, 3 },
+    function(e) return e.pos_emb == (e.arch == "attention") end)
+  s.layers_mixer = by_depth({ "ar_layers", "retrained", "ar_layers" }, { 1, 2, 3 },
+    function(e) return e.pos_emb == (e.arch == "attention") end)
+  s.atr_layers = by_depth({ "atr_1layer", "atr_easy" }, { 1, 2 })
+  s.sibling = by_depth({ "sibling", "sibling", "sibling" }, { 1, 2, 3 })
+  s.layers_total, s.atr_1layer_total, s.sibling_total = #d.ids.ar_layers, #d.ids.atr_1layer, #d.ids.sibling
   -- v3 next key: the per-run values Fig. v3_next_key plotted (layer 0; filtered per panel) and
   -- the mixer-internal means of the mamba_next_key heatmap
   s.next_key = {}
@@ -374,12 +452,6 @@ local function concat(a, b)
   local out = {}
   for _, e in ipairs(a) do out[#out + 1] = e end
   for _, e in ipairs(b) do out[#out + 1] = e end
-  return out
-end
-
-local function of_arch(list, a)
-  local out = {}
-  for _, e in ipairs(list) do if e.arch == a then out[#out + 1] = e end end
   return out
 end
 
@@ -501,6 +573,134 @@ tables["delta-net"] = function(s)
   for _, a in ipairs { "attention", "based", "mamba" } do
     lines[#lines + 1] = row { paper.arch_name(a) .. " (`ar`)", "d = 32 / 64",
       ms(field(s.ar[a][32], "accuracy"), 3) .. " / " .. ms(field(s.ar[a][64], "accuracy"), 3), "–", "–", "–", "–" }
+  end
+  return lines
+end
+
+-- a sweep that has not run yet: one line instead of a table
+local function not_run(lines, name)
+  return para(lines, string.format("(`%s` has not run yet: \"What has run\" below says when it will.)", name))
+end
+
+-- the runs of atr_mamba_conv with d_conv from k0 to k1, both widths
+local function pick_conv(s, k0, k1)
+  local out = {}
+  for k = k0, k1 do for _, w in ipairs { 32, 64 } do out[#out + 1] = s.atr_conv[k][w] end end
+  return out
+end
+
+-- a cell per width of one run's value, "–" where the run is missing or fails pos's filter (by its
+-- own denominator, or not in the filtered set when one is given)
+local function per_width(runs, key, pos, filtered)
+  local set = filtered and in_set(filtered)
+  local parts = {}
+  for _, w in ipairs { 32, 64 } do
+    local e = runs[w]
+    local pass = e and (pos == nil or (set and set[e]) or (not set and passes_at(e, pos)))
+    parts[#parts + 1] = pass and num(e[key], key == "accuracy" and 3 or 2) or "–"
+  end
+  return table.concat(parts, " / ")
+end
+
+tables["atr-mamba-conv"] = function(s)
+  if s.atr_conv_total == 0 then return not_run({}, "atr_mamba_conv") end
+  local lines = { "| d_conv | accuracy, d = 32 / 64 | @ Value | @ Query | @ Key | the paper |", "|---|---|---|---|---|---|" }
+  for k = 0, 3 do
+    local r = s.atr_conv[k]
+    lines[#lines + 1] = row { tostring(k), per_width(r, "accuracy"), per_width(r, "value", "value"),
+      per_width(r, "query", "query"), per_width(r, "key", "key"), k == 0 and "induction: @ Value high" or "–" }
+  end
+  local easy, f = s.atr.mamba, s.atr_filtered
+  lines[#lines + 1] = row { "4 (`atr_easy`)", per_width(easy, "accuracy"), per_width(easy, "value", "value", f.value or {}),
+    per_width(easy, "query", "query", f.query or {}), per_width(easy, "key", "key", f.key or {}), "direct retrieval" }
+  local runs = pick_conv(s, 0, 3)
+  lines[#lines + 1] = ""
+  para(lines, string.format("(Attrib at the layer-1 block input, the key corrupted; – : the run fails the position's " ..
+    "filter, by its own denominator for d_conv 0–3 and by Fig. 4b for d_conv 4; runs of `atr_mamba_conv` passing: %d " ..
+    "of %d at the value, %d at the query, %d at the key.)", #passing_own(runs, "value"), s.atr_conv_total,
+    #passing_own(runs, "query"), #passing_own(runs, "key")))
+  return lines
+end
+
+-- the depth tables (appendix D): "d = 32 / d = 64" accuracy cells of by_depth runs
+local function depth_acc(runs)
+  return ms(field(runs[32], "accuracy"), 3) .. " / " .. ms(field(runs[64], "accuracy"), 3)
+end
+
+local depth_order = { "attention", "based", "base_conv", "hyena", "h3", "mamba" }
+
+tables["ar-layers"] = function(s)
+  if s.layers_total == 0 then return not_run({}, "ar_layers") end
+  local paper_says = { attention = "1 layer fails; 3 ≈ 2", based = "1 layer (= BaseConv) fails; 3 ≈ 2", base_conv = "3 ≈ 2",
+    hyena = "1 ≥ 2; 3 ≈ 2", h3 = "3 ≈ 2", mamba = "1 ≥ 2; 3 ≈ 2 (but at one small width)" }
+  local lines = { "| architecture | 1 layer, d = 32 / 64 | 2 layers (`ar`) | 3 layers | the paper |", "|---|---|---|---|---|" }
+  for _, a in ipairs(depth_order) do
+    local l = s.layers[a]
+    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""), depth_acc(l[1]), depth_acc(l[2]),
+      depth_acc(l[3]), paper_says[a] }
+  end
+  return lines
+end
+
+-- the mean Attrib of the mixer output at the query in one layer, over the runs of both widths that
+-- pass that layer's filter, and how many do
+local function mixer_at(runs, layer)
+  local v = {}
+  for _, w in ipairs { 32, 64 } do
+    for _, e in ipairs(runs[w]) do
+      if (e.mixer_den[layer] or 0) > 0.01 and e.mixer[layer] then v[#v + 1] = e.mixer[layer] end
+    end
+  end
+  return #v > 0 and mean_of(v) or nil, #v
+end
+
+tables["ar-mixer-output"] = function(s)
+  if s.layers_total == 0 then return not_run({}, "ar_layers") end
+  local paper_says = { attention = "2: layer 1; 3: layer 1, a little in 2", based = "2: layer 1; 3: layer 1, a little in 2",
+    base_conv = "2: layer 1; 3: layer 1, a little in 2", hyena = "layer 0 at every depth", h3 = "1: layer 0; 2: layer 1",
+    mamba = "1: layer 0; 2: mostly 0, partly 1; 3: 0 or the last, never the middle" }
+  local lines = { "| architecture | 1 layer: layer 0 | 2 layers: layer 0 / 1 | 3 layers: layer 0 / 1 / 2 | the paper |",
+    "|---|---|---|---|---|" }
+  for _, a in ipairs(depth_order) do
+    local cells = { paper.arch_name(a) .. (a == "attention" and " (PE)" or "") }
+    for L = 1, 3 do
+      local parts = {}
+      for layer = 0, L - 1 do
+        local m, n = mixer_at(s.layers_mixer[a][L], layer)
+        parts[#parts + 1] = m and string.format("%s (%d)", num(m), n) or "–"
+      end
+      cells[#cells + 1] = table.concat(parts, " / ")
+    end
+    cells[#cells + 1] = paper_says[a]
+    lines[#lines + 1] = row(cells)
+  end
+  lines[#lines + 1] = ""
+  para(lines, "(Attrib of the sequence mixer's output (`attention_output`) at the query, the key corrupted: the mean " ..
+    "over both widths of the runs that pass that layer's filter, their number in brackets; – : none passes. The " ..
+    "2-layer models are the slice's second training of `ar`'s seed-42 runs at lr 1e-3, whose rows hold every layer.)")
+  return lines
+end
+
+tables["atr-1layer"] = function(s)
+  if s.atr_1layer_total == 0 then return not_run({}, "atr_1layer") end
+  local paper_says = { attention = "drops clearly", based = "weakest (= BaseConv)", base_conv = "weakest", hyena = "stays strong",
+    h3 = "stays strong", mamba = "stays strong" }
+  local lines = { "| architecture | 1 layer, d = 32 / 64 | 2 layers (`atr_easy`) | the paper, 1 layer |", "|---|---|---|---|" }
+  for _, a in ipairs(depth_order) do
+    local l = s.atr_layers[a]
+    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""), depth_acc(l[1]), depth_acc(l[2]),
+      paper_says[a] }
+  end
+  return lines
+end
+
+tables.sibling = function(s)
+  if s.sibling_total == 0 then return not_run({}, "sibling") end
+  local lines = { "| architecture | 1 layer, d = 32 / 64 | 2 layers | 3 layers | the paper |", "|---|---|---|---|---|" }
+  for _, a in ipairs(depth_order) do
+    local l = s.sibling[a]
+    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""), depth_acc(l[1]), depth_acc(l[2]),
+      depth_acc(l[3]), (a == "based" or a == "base_conv") and "high; 1 layer lags" or "high at every width" }
   end
   return lines
 end
@@ -804,8 +1004,185 @@ local settle = {
   nope = "Attention without positions on AR (the `ar` paper profile's NoPE runs; not in a quick suite)",
 }
 
+-- the depth claims (appendix D), each {text, verdict} or nil while its sweep has not run. A run
+-- "fails" below 0.1, "does as well" within 0.05 of the deeper model or above it, "drops" by more
+-- than 0.1, "is about the same" within 0.1, "does well" at 0.9 or more.
+local function depth_mean(runs) local v = field(runs, "accuracy"); return #v > 0 and mean_of(v) or nil end
+
+local function acc_cell(v) return v and num(v, 3) or "–" end
+
+-- "name x1 / x2 (d = 32), y1 / y2 (d = 64)": the mean accuracies at depths L1 and L2 of by_depth runs
+local function depth_pair(by, a, L1, L2)
+  local parts = {}
+  for _, w in ipairs { 32, 64 } do
+    parts[#parts + 1] = string.format("%s / %s (d = %d)", acc_cell(depth_mean(by[a][L1][w])), acc_cell(depth_mean(by[a][L2][w])), w)
+  end
+  return paper.arch_name(a) .. " " .. table.concat(parts, ", ")
+end
+
+-- a verdict from named parts {holds, what}: all hold, some or none
+local function parts_verdict(parts)
+  local yes, no = {}, {}
+  for _, p in ipairs(parts) do if p[1] then yes[#yes + 1] = p[2] else no[#no + 1] = p[2] end end
+  if #no == 0 then return "agrees: " .. table.concat(yes, "; ") end
+  if #yes == 0 then return "disagrees: not " .. table.concat(no, "; not ") end
+  return "agrees in part: " .. table.concat(yes, "; ") .. "; but not " .. table.concat(no, "; not ")
+end
+
+local function depth_claims(s)
+  local c = {}
+  local function each(archs, by, test)
+    for _, a in ipairs(archs) do
+      for _, w in ipairs { 32, 64 } do if not test(a, w, by[a]) then return false end end
+    end
+    return true
+  end
+  local function acc_at(l, L, w) return depth_mean(l[L][w]) or 0 / 0 end
+  if s.layers_total > 0 then
+    local L = s.layers
+    c.ar_1layer = { "1 layer / 2 layers: " .. table.concat({ depth_pair(L, "mamba", 1, 2), depth_pair(L, "hyena", 1, 2),
+        depth_pair(L, "attention", 1, 2), depth_pair(L, "based", 1, 2) }, "; "),
+      parts_verdict {
+        { each({ "mamba", "hyena" }, L, function(a, w, l) return acc_at(l, 1, w) >= acc_at(l, 2, w) - 0.05 end),
+          "1-layer Mamba and Hyena do as well as 2-layer" },
+        { each({ "attention", "based" }, L, function(a, w, l) return acc_at(l, 1, w) < 0.1 end),
+          "1-layer Attention and Based fail" } } }
+    local off = {}
+    for _, a in ipairs(depth_order) do
+      for _, w in ipairs { 32, 64 } do
+        if not (math.abs(acc_at(L[a], 3, w) - acc_at(L[a], 2, w)) <= 0.1) then
+          off[#off + 1] = { a = a, text = string.format("%s d = %d: %s against %s", paper.arch_name(a), w,
+            acc_cell(depth_mean(L[a][3][w])), acc_cell(depth_mean(L[a][2][w]))) }
+        end
+      end
+    end
+    local off_text = {}
+    for _, o in ipairs(off) do off_text[#off_text + 1] = o.text end
+    c.ar_3layer = { string.format("3 layers within 0.1 of 2 layers in %d of %d (architecture, width)%s",
+        2 * #depth_order - #off, 2 * #depth_order,
+        #off > 0 and ("; not: " .. table.concat(off_text, ", ")) or ""),
+      (#off == 0 or (#off == 1 and off[1].a == "mamba")) and "agrees" or
+        (#off <= #depth_order and "agrees in part: " .. #off .. " (architecture, width) differ by more than 0.1" or "disagrees") }
+    -- which layer writes the answer: the layer of the largest mean over the runs passing its filter
+    local expect = { { hyena = { 0 }, h3 = { 0 }, mamba = { 0 } },
+      { attention = { 1 }, base_conv = { 1 }, based = { 1 }, h3 = { 1 }, hyena = { 0 }, mamba = { 0 } },
+      { attention = { 1 }, base_conv = { 1 }, based = { 1 }, hyena = { 0 }, mamba = { 0, 2 } } }
+    local seen, agree, wrong, none = {}, 0, {}, {}
+    for depth = 1, 3 do
+      local parts = {}
+      for _, a in ipairs(depth_order) do
+        if expect[depth][a] then
+          local best, at
+          for layer = 0, depth - 1 do
+            local m = mixer_at(s.layers_mixer[a][depth], layer)
+            if m and (not best or m > best) then best, at = m, layer end
+          end
+          local name = paper.arch_name(a)
+          if at == nil then none[#none + 1] = string.format("%s %d-layer", name, depth)
+          else
+            parts[#parts + 1] = string.format("%s %d", name, at)
+            local ok = false
+            for _, l in ipairs(expect[depth][a]) do ok = ok or l == at end
+            if ok then agree = agree + 1 else wrong[#wrong + 1] = string.format("%s %d-layer (layer %d)", name, depth, at) end
+          end
+        end
+      end
+      seen[#seen + 1] = string.format("%d layer%s: %s", depth, depth > 1 and "s" or "", #parts > 0 and table.concat(parts, ", ") or "–")
+    end
+    local n = agree + #wrong
+    local text = "the layer whose mixer output at the query restores the most: " .. table.concat(seen, "; ") ..
+      (#none > 0 and ("; no run passes the filter: " .. table.concat(none, ", ")) or "")
+    c.mixer = { text, n == 0 and "not settled at quick scale: no run passes the filter" or #wrong == 0 and
+      string.format("agrees (%d of %d as the paper)", agree, n) or
+      string.format("%s: %d of %d as the paper; not %s", agree * 2 >= n and "agrees in part" or "disagrees", agree, n,
+        table.concat(wrong, ", ")) }
+  end
+  if s.atr_1layer_total > 0 then
+    local A = s.atr_layers
+    local weakest = true
+    for _, w in ipairs { 32, 64 } do
+      local lo_others = math.huge
+      for _, a in ipairs { "attention", "hyena", "h3", "mamba" } do lo_others = math.min(lo_others, acc_at(A[a], 1, w)) end
+      weakest = weakest and acc_at(A.based, 1, w) < lo_others and acc_at(A.base_conv, 1, w) < lo_others
+    end
+    c.atr_1layer = { "1 layer / 2 layers: " .. table.concat({ depth_pair(A, "mamba", 1, 2), depth_pair(A, "h3", 1, 2),
+        depth_pair(A, "hyena", 1, 2), depth_pair(A, "attention", 1, 2), depth_pair(A, "based", 1, 2),
+        depth_pair(A, "base_conv", 1, 2) }, "; "),
+      parts_verdict {
+        { each({ "mamba", "h3", "hyena" }, A, function(a, w, l) return acc_at(l, 1, w) >= acc_at(l, 2, w) - 0.05 end),
+          "1-layer Mamba, H3 and Hyena stay strong" },
+        { each({ "attention" }, A, function(a, w, l) return acc_at(l, 1, w) < acc_at(l, 2, w) - 0.1 end),
+          "1-layer Attention drops" },
+        { weakest, "1-layer Based and BaseConv are the weakest" } } }
+  end
+  if s.sibling_total > 0 then
+    local S = s.sibling
+    local low, lags = {}, true
+    for _, a in ipairs(depth_order) do
+      for depth = 1, 3 do
+        for _, w in ipairs { 32, 64 } do
+          local lagging = depth == 1 and (a == "based" or a == "base_conv")
+          if not lagging and not (acc_at(S[a], depth, w) >= 0.9) then
+            low[#low + 1] = string.format("%s %d-layer d = %d: %s", paper.arch_name(a), depth, w,
+              acc_cell(depth_mean(S[a][depth][w])))
+          end
+        end
+      end
+    end
+    for _, w in ipairs { 32, 64 } do
+      local lo_others = math.huge
+      for _, a in ipairs { "attention", "hyena", "h3", "mamba" } do lo_others = math.min(lo_others, acc_at(S[a], 1, w)) end
+      lags = lags and acc_at(S.based, 1, w) < lo_others and acc_at(S.base_conv, 1, w) < lo_others
+    end
+    c.sibling = { string.format("at 0.9 or more: every model but 1-layer Based and BaseConv%s; 1-layer Based %s / %s, " ..
+        "BaseConv %s / %s (d = 32 / 64)", #low > 0 and (" except " .. table.concat(low, ", ")) or "",
+        acc_cell(depth_mean(S.based[1][32])), acc_cell(depth_mean(S.based[1][64])), acc_cell(depth_mean(S.base_conv[1][32])),
+        acc_cell(depth_mean(S.base_conv[1][64]))),
+      parts_verdict { { #low == 0, "every other model does well" }, { lags, "1-layer Based and BaseConv lag" } } }
+  end
+  return c
+end
+
+-- row 37 (spec §9.3), from atr_mamba_conv and atr_easy's Mamba: @ Value without a conv (d_conv 0)
+-- against the short convs' (d_conv 2-4). Induction is the larger part of the effect at the value
+-- (> 0.5) in every run; "in direction" when d_conv 0's lowest stays 0.2 above the convs' highest.
+local function atr_conv_claim(s)
+  local runs = pick_conv(s, 0, 3)
+  if #runs < 8 then
+    return "not run", "not settled at quick scale: " .. settle.atr_mamba_conv ..
+      (#runs > 0 and string.format(" (%d of 8 done)", #runs) or "")
+  end
+  local v0 = field(passing_own(pick_conv(s, 0, 0), "value"), "value")
+  local convs = field(concat(passing_own(pick_conv(s, 2, 3), "value"), of_arch(s.atr_filtered.value or {}, "mamba")), "value")
+  local lo0, hi = math.huge, -math.huge
+  for _, v in ipairs(v0) do lo0 = math.min(lo0, v) end
+  for _, v in ipairs(convs) do hi = math.max(hi, v) end
+  local f = s.atr_filtered
+  local text = string.format("@ Value (d = 32 / 64): d_conv 0 %s, d_conv 1 %s, d_conv 2 %s, d_conv 3 %s, d_conv 4 (`atr_easy`) %s; " ..
+    "accuracy d_conv 0 %s, d_conv 4 %s", per_width(s.atr_conv[0], "value", "value"), per_width(s.atr_conv[1], "value", "value"),
+    per_width(s.atr_conv[2], "value", "value"), per_width(s.atr_conv[3], "value", "value"),
+    per_width(s.atr.mamba, "value", "value", f.value or {}), per_width(s.atr_conv[0], "accuracy"), per_width(s.atr.mamba, "accuracy"))
+  if #v0 == 0 then return text, "disagrees: no d_conv 0 run passes the value's filter" end
+  if #convs == 0 then hi = 0 end
+  if lo0 > 0.5 and hi < 0.2 then
+    return text, string.format("agrees: without a conv the larger part of the effect is at the value (at least %s), " ..
+      "with a short conv at most %s", num(lo0), num(hi))
+  elseif lo0 > hi + 0.2 then
+    return text, string.format("agrees in direction: @ Value without a conv at least %s, with a short conv at most %s",
+      num(lo0), num(hi))
+  end
+  return text, string.format("disagrees: @ Value without a conv at least %s, with a short conv up to %s", num(lo0), num(hi))
+end
+
 local function claims(s)
   local NS = "not settled at quick scale"
+  local conv_text, conv_verdict = atr_conv_claim(s)
+  local dc = depth_claims(s)
+  -- a depth claim's two cells, or "not run" with the sweep that settles it
+  local function depth(claim, sweep_name)
+    if dc[claim] then return dc[claim][1], dc[claim][2] end
+    return "not run", NS .. ": " .. settle[sweep_name]
+  end
   -- the learning-rate slice: an architecture is judged at its best lr once the slice has its runs
   local function sliced(a)
     for _, w in ipairs { 32, 64 } do for _, lr in ipairs(T.lrs) do if #s.ar_lr[a][w][lr] == 0 then return false end end end
@@ -1262,18 +1639,16 @@ local function claims(s)
       "SSMs: PE < NoPE; ATR, small d: Attention NoPE > PE", "not run (the quick profiles train the main curves only)",
       NS .. ": the PE/NoPE pairs of the `ar` and `atr_easy` paper profiles" },
     { "D.2", "AR: 1-layer Mamba and Hyena do as well as 2-layer; 1-layer Attention and Based fail",
-      "1 layer ≥ 2 (Mamba, Hyena); 1-layer Attention, Based fail",
-      "not run", NS .. ": " .. settle.ar_layers },
+      "1 layer ≥ 2 (Mamba, Hyena); 1-layer Attention, Based fail", depth("ar_1layer", "ar_layers") },
     { "D.2", "ATR (5, 20): 1-layer Mamba, H3, Hyena stay strong, 1-layer Attention drops, 1-layer Based/BaseConv weakest",
-      "1-layer SSMs ≈ 2-layer; Attention lower; Based/BaseConv lowest", "not run", NS .. ": " .. settle.atr_1layer },
-    { "D.3", "3-layer AR accuracy ≈ 2-layer (Mamba at one small width excepted)", "3 layers ≈ 2 layers", "not run",
-      NS .. ": " .. settle.ar_layers },
+      "1-layer SSMs ≈ 2-layer; Attention lower; Based/BaseConv lowest", depth("atr_1layer", "atr_1layer") },
+    { "D.3", "3-layer AR accuracy ≈ 2-layer (Mamba at one small width excepted)", "3 layers ≈ 2 layers",
+      depth("ar_3layer", "ar_layers") },
     { "D.3", "Mixer output at the query: which layer writes the answer, by depth and architecture",
       "1-layer SSMs: layer 0; 2 layers: Hyena 0, Mamba mostly 0, the others 1; 3 layers: Mamba 0 or last",
-      "not run", NS .. ": " .. settle.ar_layers },
+      depth("mixer", "ar_layers") },
     { "D.4", "Rightmost-sibling queries are trivial: every model does well, 1-layer Based/BaseConv lags",
-      "all high; 1-layer Based/BaseConv lower",
-      "not run", NS .. ": " .. settle.sibling },
+      "all high; 1-layer Based/BaseConv lower", depth("sibling", "sibling") },
     -- v3
     { "spec §9.1", "AR: only Attention and Based fully succeed, Mamba and DeltaNet come close behind",
       "Attention, Based ≈100 %; Mamba, DeltaNet close",
@@ -1294,7 +1669,7 @@ local function claims(s)
         s.slice_done, T.slice_runs),
       #cliffs > 0 and "agrees" or (s.slice_done == T.slice_runs and "disagrees at this scale" or (NS .. ": " .. lr_left)) },
     { "spec §9.3", "Mamba without a short conv learns Attention-like induction on ATR (@ Value high)", "@ Value high",
-      "not run", NS .. ": " .. settle.atr_mamba_conv },
+      conv_text, conv_verdict },
   }
 end
 
@@ -1308,7 +1683,8 @@ end
 
 T.ids = { "ar-accuracy", "ar-lr", "ar-attrib", "mamba-conv-accuracy", "mamba-conv-attrib", "next-key", "next-key-best-lr",
   "based-accuracy",
-  "atr-easy", "atr-hard-accuracy", "atr-hard-attrib", "atr-split-accuracy", "atr-split-attrib", "delta-net", "claims" }
+  "atr-easy", "atr-hard-accuracy", "atr-hard-attrib", "atr-split-accuracy", "atr-split-attrib", "delta-net", "atr-mamba-conv",
+  "ar-layers", "ar-mixer-output", "atr-1layer", "sibling", "claims" }
 
 --- Every table's text (its lines joined), by id.
 function T.render(d)

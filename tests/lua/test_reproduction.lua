@@ -149,9 +149,10 @@ T.test("a changed ATR row and a changed seed gap show in their tables", function
   alter_row(root, "based-ablation-quick.csv", { "based-d64-k2-nope-lr0.001-s42", ",accuracy," }, "0.5")
   local ok, msgs = tables.run { root = root, check = true }
   T.eq(ok, false)
-  -- the (5, 20) accuracy is also a column of the atr_hard accuracy table
+  -- the (5, 20) accuracy is also a column of the atr_hard accuracy table, and Mamba's of the ATR conv table
   T.eq(msgs, { "table 'claims' differs from the committed data", "table 'based-accuracy' differs from the committed data",
-    "table 'atr-easy' differs from the committed data", "table 'atr-hard-accuracy' differs from the committed data" })
+    "table 'atr-easy' differs from the committed data", "table 'atr-hard-accuracy' differs from the committed data",
+    "table 'atr-mamba-conv' differs from the committed data" })
   remove(root)
 end)
 
@@ -398,14 +399,14 @@ T.test("the depth suites: made-up ar_layers, atr_1layer and sibling rows decide 
   remove(root)
 end)
 
-T.test("Fig. 5a-c and v3_delta_net drawn from the committed rows are the committed figures", function()
+T.test("Fig. 5a-c, v3_delta_net and v3_atr_mamba_conv drawn from the committed rows are the committed figures", function()
   local dir = os.tmpname()
   os.remove(dir)
   local ok = os.execute(string.format("%q experiments/paper.lua --dir %q --results docs/results " ..
-    "--filter docs/img/reproduction/filter.csv fig5a fig5b fig5c v3_delta_net > %q 2>&1",
+    "--filter docs/img/reproduction/filter.csv fig5a fig5b fig5c v3_delta_net v3_atr_mamba_conv > %q 2>&1",
     arg[-1], dir, dir .. ".log"))
   T.truthy(ok, read(dir .. ".log"))
-  for _, id in ipairs { "fig5a", "fig5b", "fig5c", "v3_delta_net" } do
+  for _, id in ipairs { "fig5a", "fig5b", "fig5c", "v3_delta_net", "v3_atr_mamba_conv" } do
     T.eq(read(dir .. "/figures/" .. id .. ".csv"), read("docs/img/reproduction/" .. id .. ".csv"), id)
   end
   os.execute(string.format("rm -rf %q %q", dir, dir .. ".log"))

@@ -31,6 +31,10 @@ return {
     -- accuracy 0.819, against 0.716 at 1e-2, 0.255 at 1e-3 and 0.006 at 3e-4), one run, to set
     -- beside the paper's ≈ 91 % (issue 28)
     mamba_256 = P.quick { grid = { arch = { "mamba" }, d_model = { 256 }, lr = { 3e-3 }, pos_emb = { false } } },
+    -- Attention without positions at the quick profile's widths, rate and first seed: 2 runs, the
+    -- other member of Fig. 7's AR pair and the paper's "Attention fails AR without positions"
+    -- (appendix D.1)
+    nope = P.quick { grid = { arch = { "attention" }, pos_emb = { false } } },
     smoke = {
       grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, pos_emb = { false }, seed = { 42 } },
       cell = P.pe_for_attention,

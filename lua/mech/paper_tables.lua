@@ -20,7 +20,8 @@ T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ab
   atr_easy = "atr-easy-quick.csv", atr_hard = "atr-hard-quick.csv", atr_split = "atr-split-quick.csv",
   delta_net = "delta-net-quick.csv", ar_lr_slice = "ar-lr-slice.csv", ar_mamba_256 = "ar-mamba-256.csv",
   mamba_conv_best_lr = "mamba-conv-best-lr.csv", atr_mamba_conv = "atr-mamba-conv-quick.csv",
-  ar_layers = "ar-layers-quick.csv", atr_1layer = "atr-1layer-quick.csv", sibling = "sibling-quick.csv" }
+  ar_layers = "ar-layers-quick.csv", atr_1layer = "atr-1layer-quick.csv", sibling = "sibling-quick.csv",
+  ar_nope = "ar-nope.csv" }
 -- the learning rates of AR's quick profile (1e-3) and its slice (the other three), and the slice's own runs
 T.lrs = { 3e-4, 1e-3, 3e-3, 1e-2 }
 T.slice_runs = 36
@@ -414,6 +415,11 @@ local function stats(d)
   s.atr_layers = by_depth({ "atr_1layer", "atr_easy" }, { 1, 2 })
   s.sibling = by_depth({ "sibling", "sibling", "sibling" }, { 1, 2, 3 })
   s.layers_total, s.atr_1layer_total, s.sibling_total = #d.ids.ar_layers, #d.ids.atr_1layer, #d.ids.sibling
+  -- Attention without positions on AR (`ar`'s nope slice), per width
+  s.ar_nope = {}
+  for _, w in ipairs { 32, 64 } do
+    s.ar_nope[w] = pick(d, { "ar_nope" }, function(e) return e.arch == "attention" and not e.pos_emb and e.d == w end)
+  end
   -- v3 next key: the per-run values Fig. v3_next_key plotted (layer 0; filtered per panel) and
   -- the mixer-internal means of the mamba_next_key heatmap
   s.next_key = {}
@@ -1001,7 +1007,7 @@ local settle = {
   -- the d_conv ablation at Mamba's best rate of the slice (profile best_lr: half of quick's 2.45 core-hours)
   conv_lr = "`mamba_conv` at Mamba's best rate of the slice, 3e-3 (profile `best_lr`, 8 runs, ≈ 1.2 core-hours)",
   next_key = "`experiments/mamba_next_key.lua` on Mamba's best-lr checkpoints of the slice",
-  nope = "Attention without positions on AR (the `ar` paper profile's NoPE runs; not in a quick suite)",
+  nope = "Attention without positions on AR (`ar` profile `nope`: d = 32 and 64, lr 1e-3, 2 runs, 0.25 h)",
 }
 
 -- the depth claims (appendix D), each {text, verdict} or nil while its sweep has not run. A run
@@ -1172,6 +1178,22 @@ local function atr_conv_claim(s)
       num(lo0), num(hi))
   end
   return text, string.format("disagrees: @ Value without a conv at least %s, with a short conv up to %s", num(lo0), num(hi))
+end
+
+-- row 26 (appendix D.1), from `ar`'s nope slice: Attention without positions against with them
+-- (`ar`, lr 1e-3), failing below 0.1 as elsewhere in the ledger
+local function nope_claim(s)
+  local nope, pe = s.ar_nope, s.ar.attention
+  if #nope[32] + #nope[64] == 0 then return "not run", "not settled at quick scale: " .. settle.nope end
+  local function m(l) return #l > 0 and mean_of(field(l, "accuracy")) or nil end
+  local text = string.format("lr 1e-3, without / with positions: d = 32 %s / %s, d = 64 %s / %s", acc_cell(m(nope[32])),
+    acc_cell(m(pe[32])), acc_cell(m(nope[64])), acc_cell(m(pe[64])))
+  local hi = math.max(m(nope[32]) or 0, m(nope[64]) or 0)
+  if hi < 0.1 then return text, "agrees: below 0.1 at both widths" end
+  local drop = math.min((m(pe[32]) or 0) - (m(nope[32]) or 0), (m(pe[64]) or 0) - (m(nope[64]) or 0))
+  if drop > 0.3 then return text, string.format("agrees in direction: at most %s without positions, but above the paper's ≈6 %%",
+    num(hi, 3)) end
+  return text, string.format("disagrees: %s without positions", num(hi, 3))
 end
 
 local function claims(s)
@@ -1634,7 +1656,7 @@ local function claims(s)
       "Hyena < 30 %", string.format("as the two rows above; Hyena at most %s", num(max_acc { s.ar.hyena[32], s.ar.hyena[64] }, 3)),
       "agrees" },
     -- appendix D
-    { "D.1", "Attention fails AR without positional embeddings", "≈6 %", "not run", NS .. ": " .. settle.nope },
+    { "D.1", "Attention fails AR without positional embeddings", "≈6 %", nope_claim(s) },
     { "D.1", "SSMs are generally worse with PE than without; on ATR, NoPE Attention beats PE Attention at small widths",
       "SSMs: PE < NoPE; ATR, small d: Attention NoPE > PE", "not run (the quick profiles train the main curves only)",
       NS .. ": the PE/NoPE pairs of the `ar` and `atr_easy` paper profiles" },

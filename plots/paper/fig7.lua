@@ -3,7 +3,9 @@
 --   mechlab plots/paper/fig7.lua DIR [OUT.png]
 local paper = require "mech.paper"
 
-local recipe = { id = "fig7", sweeps = { "ar", "atr_easy", "atr_hard" }, title = "PE (dashed) vs NoPE (solid)" }
+local recipe = { id = "fig7", sweeps = { "ar", "atr_easy", "atr_hard" }, title = "PE (dashed) vs NoPE (solid)",
+  -- the quick profile trains the main curves only: its `nope` slice adds Attention's NoPE runs
+  slices = { quick = { ar = { "nope" } } } }
 
 function recipe.draw(dirs, out)
   local settings = {

@@ -182,11 +182,12 @@ T.test("a profile with its slices: every file's rows, a run already read skipped
   T.falsy(paper.has_results { missing, a }) -- the profile's own rows decide
   for _, f in ipairs { a, b, base } do os.remove(f) end
   -- the AR curves' recipes take the learning-rate slice at the quick profile, Fig. 3a-c the d = 256 run too,
-  -- Fig. 6a the conv ablation at Mamba's best rate
+  -- Fig. 6a the conv ablation at Mamba's best rate, Fig. 7 Attention without positions
   for _, f in ipairs(paper.figures) do
     local want = f.id == "v3_lr_heatmap" and { quick = { ar = { "lr_slice" } } } or {}
     if f.id:match("^fig3[abc]$") then want = { quick = { ar = { "lr_slice", "mamba_256" } } } end
     if f.id == "fig6a" then want = { quick = { ar = { "lr_slice", "mamba_256" }, mamba_conv = { "best_lr" } } } end
+    if f.id == "fig7" then want = { quick = { ar = { "nope" } } } end
     T.eq(f.slices, want, f.id)
   end
 end)
@@ -265,6 +266,13 @@ T.test("every suite: the paper's run count, seed 42 only in paper, a small smoke
   T.eq(#conv, 8)
   for _, r in ipairs(conv) do
     T.eq({ r.config.lr, r.config.seed, r.config.model.d_model <= 64 }, { m256[1].config.lr, 42, true }, r.id)
+  end
+  -- Attention without positions at the quick profile's widths, rate and seed: runs of its own
+  local nope = sweep.load(paper.sweep_file("ar"), "nope").runs
+  T.eq(#nope, 2)
+  for _, r in ipairs(nope) do
+    T.eq({ r.config.model.arch, r.config.model.pos_emb, r.config.lr, r.config.seed, quick[r.id] }, { "attention", false, 1e-3, 42 },
+      r.id)
   end
 end)
 

@@ -399,6 +399,25 @@ T.test("the depth suites: made-up ar_layers, atr_1layer and sibling rows decide 
   remove(root)
 end)
 
+T.test("ar's nope slice: Attention without positions decides row 26", function()
+  for _, case in ipairs {
+    { 0.05, "lr 1e-3, without / with positions: d = 32 0.050 / 0.997, d = 64 0.050 / 0.998 | agrees: below 0.1 at both widths |" },
+    { 0.5, "agrees in direction: at most 0.500 without positions, but above the paper's ≈6 % |" },
+    { 0.9, "disagrees: 0.900 without positions |" } } do
+    local out = { "sweep,run,status,task,arch,n_layers,d_model,d_conv,pos_emb,lr,seed,steps,split,metric,step_kind,step,value" }
+    for _, w in ipairs { 32, 64 } do
+      out[#out + 1] = string.format("ar,attention-d%d-nope-lr0.001-s42-0000000%d,done,ar_32,attention,2,%d,,false,0.001,42," ..
+        "50016,test,accuracy,report,50000,%s", w, w // 32, w, case[1])
+    end
+    local root = copy_root()
+    write(root .. "/docs/results/ar-nope.csv", table.concat(out, "\n") .. "\n")
+    T.eq(select(1, tables.run { root = root }), true)
+    local page = read(root .. "/docs/reproduction.md")
+    remove(root)
+    T.truthy(page:find(case[2], 1, true), case[2])
+  end
+end)
+
 T.test("Fig. 5a-c, v3_delta_net and v3_atr_mamba_conv drawn from the committed rows are the committed figures", function()
   local dir = os.tmpname()
   os.remove(dir)

@@ -174,6 +174,9 @@ local function arch_is(a) return function(e) return e.arch == a end end
 local arch_by_name = {}
 for _, a in ipairs(paper.archs) do arch_by_name[paper.arch_name(a)] = a end
 
+-- an architecture as the tables' first column names it: Attention's main curve has positions
+local function arch_label(a) return paper.arch_name(a) .. (a == "attention" and " (PE)" or "") end
+
 local function of_arch(list, a)
   local out = {}
   for _, e in ipairs(list) do if e.arch == a then out[#out + 1] = e end end
@@ -485,7 +488,7 @@ tables["ar-accuracy"] = function(s)
   local order = { "attention", "based", "mamba", "hyena", "base_conv", "h3" }
   local lines = { "| architecture | d = 32 | d = 64 | the paper |", "|---|---|---|---|" }
   for _, a in ipairs(order) do
-    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""),
+    lines[#lines + 1] = row { arch_label(a),
       ms(field(s.ar[a][32], "accuracy"), 3), ms(field(s.ar[a][64], "accuracy"), 3), paper_says[a] }
   end
   return lines
@@ -502,7 +505,7 @@ tables["ar-lr"] = function(s)
   local lines = { row(head), "|" .. string.rep("---|", #head) }
   for _, a in ipairs(order) do
     for _, w in ipairs { 32, 64 } do
-      local cells, b = { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""), "d = " .. w }, s.ar_best[a][w]
+      local cells, b = { arch_label(a), "d = " .. w }, s.ar_best[a][w]
       for _, lr in ipairs(T.lrs) do cells[#cells + 1] = ms(field(s.ar_lr[a][w][lr], "accuracy"), 3) end
       cells[#cells + 1] = b and lr_str(b.lr) or "–"
       cells[#cells + 1] = b and string.format("%s / %s / %s", ms(field(b.runs, "value")), ms(field(b.runs, "query")),
@@ -642,7 +645,7 @@ tables["ar-layers"] = function(s)
   local lines = { "| architecture | 1 layer, d = 32 / 64 | 2 layers (`ar`) | 3 layers | the paper |", "|---|---|---|---|---|" }
   for _, a in ipairs(depth_order) do
     local l = s.layers[a]
-    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""), depth_acc(l[1]), depth_acc(l[2]),
+    lines[#lines + 1] = row { arch_label(a), depth_acc(l[1]), depth_acc(l[2]),
       depth_acc(l[3]), paper_says[a] }
   end
   return lines
@@ -668,7 +671,7 @@ tables["ar-mixer-output"] = function(s)
   local lines = { "| architecture | 1 layer: layer 0 | 2 layers: layer 0 / 1 | 3 layers: layer 0 / 1 / 2 | the paper |",
     "|---|---|---|---|---|" }
   for _, a in ipairs(depth_order) do
-    local cells = { paper.arch_name(a) .. (a == "attention" and " (PE)" or "") }
+    local cells = { arch_label(a) }
     for L = 1, 3 do
       local parts = {}
       for layer = 0, L - 1 do
@@ -694,7 +697,7 @@ tables["atr-1layer"] = function(s)
   local lines = { "| architecture | 1 layer, d = 32 / 64 | 2 layers (`atr_easy`) | the paper, 1 layer |", "|---|---|---|---|" }
   for _, a in ipairs(depth_order) do
     local l = s.atr_layers[a]
-    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""), depth_acc(l[1]), depth_acc(l[2]),
+    lines[#lines + 1] = row { arch_label(a), depth_acc(l[1]), depth_acc(l[2]),
       paper_says[a] }
   end
   return lines
@@ -705,7 +708,7 @@ tables.sibling = function(s)
   local lines = { "| architecture | 1 layer, d = 32 / 64 | 2 layers | 3 layers | the paper |", "|---|---|---|---|---|" }
   for _, a in ipairs(depth_order) do
     local l = s.sibling[a]
-    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""), depth_acc(l[1]), depth_acc(l[2]),
+    lines[#lines + 1] = row { arch_label(a), depth_acc(l[1]), depth_acc(l[2]),
       depth_acc(l[3]), (a == "based" or a == "base_conv") and "high; 1 layer lags" or "high at every width" }
   end
   return lines
@@ -827,7 +830,7 @@ tables["atr-easy"] = function(s)
   local lines = { "| architecture | accuracy, d = 32 | d = 64 | @ Value, d = 32 / 64 | @ Query | @ Key | the paper |",
     "|---|---|---|---|---|---|---|" }
   for _, a in ipairs { "attention", "based", "base_conv", "hyena", "h3", "mamba" } do
-    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""),
+    lines[#lines + 1] = row { arch_label(a),
       s.atr[a][32] and num(s.atr[a][32].accuracy, 3) or "–", s.atr[a][64] and num(s.atr[a][64].accuracy, 3) or "–",
       at(a, "value"), at(a, "query"), at(a, "key"), paper_says[a] }
   end
@@ -847,7 +850,7 @@ tables["atr-hard-accuracy"] = function(s)
   local lines = { "| architecture | (5, 20), d = 32 / 64 | (5, 8192), d = 32 / 64 | (10, 20), d = 32 / 64 | the paper |",
     "|---|---|---|---|---|" }
   for _, a in ipairs(order6) do
-    local cells = { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""), pair(s.atr[a][32], s.atr[a][64]) }
+    local cells = { arch_label(a), pair(s.atr[a][32], s.atr[a][64]) }
     for _, st in ipairs(T.hard_settings) do cells[#cells + 1] = pair(s.hard[st.preset][a][32], s.hard[st.preset][a][64]) end
     cells[#cells + 1] = paper_says[a] or "–"
     lines[#lines + 1] = row(cells)
@@ -924,7 +927,7 @@ tables["atr-split-accuracy"] = function(s)
   local lines = { "| architecture | dev, d = 32 / 64 | test, d = 32 / 64 | dev − test, d = 32 / 64 | the paper |",
     "|---|---|---|---|---|" }
   for _, a in ipairs(order6) do
-    lines[#lines + 1] = row { paper.arch_name(a) .. (a == "attention" and " (PE)" or ""),
+    lines[#lines + 1] = row { arch_label(a),
       pair(a, function(e) return e.dev.accuracy end), pair(a, function(e) return e.accuracy end),
       pair(a, function(e) return e.dev.accuracy - e.accuracy end), paper_says[a] or "–" }
   end
@@ -1044,6 +1047,15 @@ local function depth_claims(s)
     return true
   end
   local function acc_at(l, L, w) return depth_mean(l[L][w]) or 0 / 0 end
+  -- are 1-layer Based and BaseConv below every other 1-layer model at both widths
+  local function based_lowest(by)
+    for _, w in ipairs { 32, 64 } do
+      local lo = math.huge
+      for _, a in ipairs { "attention", "hyena", "h3", "mamba" } do lo = math.min(lo, acc_at(by[a], 1, w)) end
+      if not (acc_at(by.based, 1, w) < lo and acc_at(by.base_conv, 1, w) < lo) then return false end
+    end
+    return true
+  end
   if s.layers_total > 0 then
     local L = s.layers
     c.ar_1layer = { "1 layer / 2 layers: " .. table.concat({ depth_pair(L, "mamba", 1, 2), depth_pair(L, "hyena", 1, 2),
@@ -1105,12 +1117,6 @@ local function depth_claims(s)
   end
   if s.atr_1layer_total > 0 then
     local A = s.atr_layers
-    local weakest = true
-    for _, w in ipairs { 32, 64 } do
-      local lo_others = math.huge
-      for _, a in ipairs { "attention", "hyena", "h3", "mamba" } do lo_others = math.min(lo_others, acc_at(A[a], 1, w)) end
-      weakest = weakest and acc_at(A.based, 1, w) < lo_others and acc_at(A.base_conv, 1, w) < lo_others
-    end
     c.atr_1layer = { "1 layer / 2 layers: " .. table.concat({ depth_pair(A, "mamba", 1, 2), depth_pair(A, "h3", 1, 2),
         depth_pair(A, "hyena", 1, 2), depth_pair(A, "attention", 1, 2), depth_pair(A, "based", 1, 2),
         depth_pair(A, "base_conv", 1, 2) }, "; "),
@@ -1119,11 +1125,11 @@ local function depth_claims(s)
           "1-layer Mamba, H3 and Hyena stay strong" },
         { each({ "attention" }, A, function(a, w, l) return acc_at(l, 1, w) < acc_at(l, 2, w) - 0.1 end),
           "1-layer Attention drops" },
-        { weakest, "1-layer Based and BaseConv are the weakest" } } }
+        { based_lowest(A), "1-layer Based and BaseConv are the weakest" } } }
   end
   if s.sibling_total > 0 then
     local S = s.sibling
-    local low, lags = {}, true
+    local low = {}
     for _, a in ipairs(depth_order) do
       for depth = 1, 3 do
         for _, w in ipairs { 32, 64 } do
@@ -1135,16 +1141,11 @@ local function depth_claims(s)
         end
       end
     end
-    for _, w in ipairs { 32, 64 } do
-      local lo_others = math.huge
-      for _, a in ipairs { "attention", "hyena", "h3", "mamba" } do lo_others = math.min(lo_others, acc_at(S[a], 1, w)) end
-      lags = lags and acc_at(S.based, 1, w) < lo_others and acc_at(S.base_conv, 1, w) < lo_others
-    end
     c.sibling = { string.format("at 0.9 or more: every model but 1-layer Based and BaseConv%s; 1-layer Based %s / %s, " ..
         "BaseConv %s / %s (d = 32 / 64)", #low > 0 and (" except " .. table.concat(low, ", ")) or "",
         acc_cell(depth_mean(S.based[1][32])), acc_cell(depth_mean(S.based[1][64])), acc_cell(depth_mean(S.base_conv[1][32])),
         acc_cell(depth_mean(S.base_conv[1][64]))),
-      parts_verdict { { #low == 0, "every other model does well" }, { lags, "1-layer Based and BaseConv lag" } } }
+      parts_verdict { { #low == 0, "every other model does well" }, { based_lowest(S), "1-layer Based and BaseConv lag" } } }
   end
   return c
 end
@@ -1185,7 +1186,7 @@ end
 local function nope_claim(s)
   local nope, pe = s.ar_nope, s.ar.attention
   if #nope[32] + #nope[64] == 0 then return "not run", "not settled at quick scale: " .. settle.nope end
-  local function m(l) return #l > 0 and mean_of(field(l, "accuracy")) or nil end
+  local m = depth_mean
   local text = string.format("lr 1e-3, without / with positions: d = 32 %s / %s, d = 64 %s / %s", acc_cell(m(nope[32])),
     acc_cell(m(pe[32])), acc_cell(m(nope[64])), acc_cell(m(pe[64])))
   local hi = math.max(m(nope[32]) or 0, m(nope[64]) or 0)

@@ -261,6 +261,7 @@ T.test("atr_mamba_conv: @ Value without a conv against the short convs' decides 
   -- eight made-up runs (d_conv 0-3 at d = 32 and 64) with @ Value v0 at d_conv 0 and 0.05 at 2-3, each
   -- passing every filter, and the figure's points to match; d_conv 4 is atr_easy's committed Mamba (in
   -- Fig. 4b at every position)
+  local atr_easy = tables.load(".").runs.atr_easy
   local function rows(v0)
     local out, fig = { "sweep,run,status,task,arch,n_layers,d_model,d_conv,pos_emb,lr,seed,steps,split,metric,step_kind,step,value" },
       { "panel,group,value" }
@@ -280,7 +281,7 @@ T.test("atr_mamba_conv: @ Value without a conv against the short convs' decides 
         end
       end
     end
-    for _, e in pairs(tables.load(".").runs.atr_easy) do
+    for _, e in pairs(atr_easy) do
       if e.arch == "mamba" then
         for pos, panel in pairs { value = "@Value", query = "@Query", key = "@Key" } do
           fig[#fig + 1] = string.format("%s,conv 4,%.9g", panel, e[pos])

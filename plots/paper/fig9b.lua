@@ -5,33 +5,32 @@
 --   mechlab plots/paper/fig9b.lua DIR [OUT.png]
 local paper = require "mech.paper"
 
-local recipe = { id = "fig9b", sweeps = { "ar", "ar_layers" }, title = "AR: mixer output at the query, by layer and depth" }
+local recipe = { id = "fig9b", sweeps = { "ar", "ar_layers" }, title = "AR: mixer output at the query, by layer and depth",
+  -- `ar`'s quick rows never kept the mixer output; its learning-rate slice trained their seed-42
+  -- runs at lr 1e-3 again with every layer's, and gives the 2-layer column
+  slices = { quick = { ar = { "lr_slice" } } } }
 
 function recipe.draw(dirs, out)
-  local rows = paper.rows(dirs, { "ar", "ar_layers" })
-  local facets, keys, unfiltered = {}, {}, false
-  for layer = 0, 2 do
-    for L = 1, 3 do
-      local title = string.format("Layer %d, %d-layer", layer, L)
-      local groups = {}
-      if layer < L then
-        local by, n, filtered, archs = paper.attrib_by_group(rows, paper.attrib_label("query", layer, "attention_output"),
-          { where = function(r) return r.n_layers == L and paper.main_curve(r) end })
-        if not filtered then unfiltered = true end
-        local parts = {}
-        for _, a in ipairs(archs) do
-          groups[#groups + 1] = { label = paper.arch_name(a), values = by[a] }
-          parts[#parts + 1] = string.format("%s %s (%d)", paper.arch_name(a), paper.fmt_mean(by[a], 2), #by[a])
-        end
-        keys[#keys + 1] = string.format("%s: %d runs; mean ± sd: %s", title, n, table.concat(parts, ", "))
-      end
-      facets[#facets + 1] = { title = title, groups = groups }
-    end
+  local layers = paper.results(dirs, "ar_layers")
+  -- the 2-layer runs at the learning rates the 1- and 3-layer runs have (all of them when those
+  -- have not run): at the quick profile, lr 1e-3 alone, not the slice's other three
+  local lrs = {}
+  for _, r in ipairs(layers) do lrs[r.lr] = true end
+  local settings = {}
+  for L = 1, 3 do
+    settings[L] = { title = L .. "-layer", rows = L == 2 and paper.results(dirs, "ar", "attention_output") or layers,
+      where = function(r)
+        return r.n_layers == L and paper.main_curve(r) and (L ~= 2 or next(lrs) == nil or lrs[r.lr] == true)
+      end, depth = L }
   end
-  mech.plot.box { facets = facets, ncol = 3, free_y = false, hlines = { 0, 1 }, ylabel = "Attrib @ Query (mixer output)",
-    title = "AR" .. (unfiltered and " (no run passes the filter: all shown)" or ""), width = 720, height = 560, scale = 2,
-    out = out }
-  return keys
+  return paper.attrib_boxes(settings, { 0, 1, 2 }, out, {
+    label = function(layer) return paper.attrib_label("query", layer, "attention_output") end,
+    facet_title = function(layer, st)
+      return layer < st.depth and string.format("Layer %d, %s", layer, st.title)
+        or string.format("%s model: no layer %d", st.title, layer)
+    end,
+    skip = function(layer, st) return layer >= st.depth end,
+    ncol = 3, free_y = false, ylabel = "Attrib @ Query (mixer output)", title = "AR", width = 720, height = 560 })
 end
 
 if select("#", ...) > 0 then paper.main(recipe, ...) end

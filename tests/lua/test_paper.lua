@@ -180,14 +180,27 @@ T.test("a profile with its slices: every file's rows, a run already read skipped
   T.eq(#paper.results({ ar = { a, missing } }, "ar"), 1) -- a slice not run yet adds nothing
   T.truthy(paper.has_results { a, missing })
   T.falsy(paper.has_results { missing, a }) -- the profile's own rows decide
+  -- asked for a metric, a run comes whole from the first file whose rows of it hold one: r1 from b,
+  -- accuracy included (no mixing of two trainings), r2 from b as before
+  local mixer = "ar,r1,done,ar_32,h3,2,32,,false,0.001,42,100,test,0.KEY.query_item_orig.query_item.attention_output.attrib,report,100,0.8\n"
+  mech.sys.write_atomic(b, mech.sys.read_file(b) .. mixer)
+  rows = paper.results({ ar = { a, b } }, "ar", "attention_output")
+  T.eq(#rows, 3)
+  T.eq({ rows[1].run, rows[1].value, rows[2].run, rows[3].run, rows[3].value }, { "r1", 0.9, "r2", "r1", 0.8 })
+  T.eq(#paper.results({ ar = { a, b } }, "ar"), 2) -- without it, as before
+  mech.sys.write_atomic(a, mech.sys.read_file(a) .. mixer) -- the first file holds it too: a stands
+  rows = paper.results({ ar = { a, b } }, "ar", "attention_output")
+  T.eq({ #rows, rows[1].value, rows[2].value, rows[3].run }, { 3, 0.5, 0.8, "r2" })
   for _, f in ipairs { a, b, base } do os.remove(f) end
   -- the AR curves' recipes take the learning-rate slice at the quick profile, Fig. 3a-c the d = 256 run too,
-  -- Fig. 6a the conv ablation at Mamba's best rate, Fig. 7 Attention without positions
+  -- Fig. 6a the conv ablation at Mamba's best rate, Fig. 7 Attention without positions, Fig. 9b the
+  -- slice's second training of the 2-layer runs for the mixer output
   for _, f in ipairs(paper.figures) do
     local want = f.id == "v3_lr_heatmap" and { quick = { ar = { "lr_slice" } } } or {}
     if f.id:match("^fig3[abc]$") then want = { quick = { ar = { "lr_slice", "mamba_256" } } } end
     if f.id == "fig6a" then want = { quick = { ar = { "lr_slice", "mamba_256" }, mamba_conv = { "best_lr" } } } end
     if f.id == "fig7" then want = { quick = { ar = { "nope" } } } end
+    if f.id == "fig9b" then want = { quick = { ar = { "lr_slice" } } } end
     T.eq(f.slices, want, f.id)
   end
 end)

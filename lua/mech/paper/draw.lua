@@ -93,7 +93,9 @@ end
 
 --- Box-plot facets of Attrib at the layer-1 block input, one facet per (position, setting):
 --- settings = {{title =, rows =, where =, split =}}, positions e.g. {"key", "query", "value"};
---- opts.label(position, setting) names the attribution (default: suite.attrib_label(position)).
+--- opts.label(position, setting) names the attribution (default: suite.attrib_label(position)),
+--- opts.facet_title(position, setting) titles a facet (default "@Position  setting"), and
+--- opts.skip(position, setting) leaves a facet empty that cannot have data (no key line for it).
 --- Draws the figure (dashed lines at 0 and 1, free y) and returns key lines (mean ± sd per group)
 --- and whether it showed every run because none passed the filter (an empty panel never counts).
 function draw.attrib_boxes(settings, positions, out, opts)
@@ -106,6 +108,12 @@ function draw.attrib_boxes(settings, positions, out, opts)
   local present, drawn, order, left = {}, {}, {}, {}
   for _, pos in ipairs(positions) do
     for _, st in ipairs(settings) do
+      local title = opts.facet_title and opts.facet_title(pos, st)
+        or ("@" .. style.position_name(pos) .. (st.title and ("  " .. st.title) or ""))
+      if opts.skip and opts.skip(pos, st) then
+        facets[#facets + 1] = { title = title, groups = {} }
+        goto next_facet
+      end
       local label = opts.label and opts.label(pos, st) or suite.attrib_label(pos)
       local all = selection.attrib_by_group(st.rows, label, { where = st.where, split = st.split, group = opts.group, threshold = false })
       for g in pairs(all) do
@@ -125,10 +133,9 @@ function draw.attrib_boxes(settings, positions, out, opts)
           parts[#parts + 1] = string.format("%s %s (%d)", name(g), stats.fmt_mean(by[g], 2), #by[g])
         end
       end
-      local title = "@" .. (style.position_name(pos)) .. (st.title and ("  " .. st.title) or "")
       facets[#facets + 1] = { title = draw.panel_title(title, st.rows), groups = boxes }
-      keys[#keys + 1] = string.format("@%s%s: %d runs; mean ± sd: %s", style.position_name(pos),
-        st.title and (" " .. st.title) or "", shown, table.concat(parts, ", "))
+      keys[#keys + 1] = string.format("%s: %d runs; mean ± sd: %s", title, shown, table.concat(parts, ", "))
+      ::next_facet::
     end
   end
   local title = opts.title

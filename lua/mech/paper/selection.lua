@@ -20,21 +20,26 @@ end
 
 --- The rows of one sweep's results (dirs: {name = a sweep directory or a results CSV, or a list
 --- of them}), or none while that sweep has no results yet: a figure draws its other sweeps'
---- panels and leaves these empty. Of a list, a run already read from an earlier entry is skipped
---- in the later ones (a slice that trained a run of the profile again).
-function selection.results(dirs, name)
+--- panels and leaves these empty. Of a list, each run is read from one entry, the first that has
+--- it (a slice that trained a run of the profile again adds nothing), or, given holds (a piece of a
+--- metric's name), the first whose rows of that run hold such a metric: `ar`'s quick rows never
+--- kept the mixer output, and the slice's second training of those runs did.
+function selection.results(dirs, name, holds)
   local dir = dirs[name]
   if not selection.has_results(dir) then return {} end
   if type(dir) ~= "table" then return sweep.results(dir) end
-  local rows, seen = {}, {}
-  for _, entry in ipairs(dir) do
-    local mine = {}
-    if selection.has_results(entry) then
-      for _, r in ipairs(sweep.results(entry)) do
-        if not seen[r.run] then rows[#rows + 1], mine[r.run] = r, true end
-      end
+  local entries, from, has = {}, {}, {}
+  for i, entry in ipairs(dir) do
+    entries[i] = selection.has_results(entry) and sweep.results(entry) or {}
+    for _, r in ipairs(entries[i]) do
+      local held = holds ~= nil and r.metric:find(holds, 1, true) ~= nil
+      if not from[r.run] or (held and not has[r.run] and from[r.run] < i) then from[r.run] = i end
+      if held and from[r.run] == i then has[r.run] = true end
     end
-    for id in pairs(mine) do seen[id] = true end
+  end
+  local rows = {}
+  for i, list in ipairs(entries) do
+    for _, r in ipairs(list) do if from[r.run] == i then rows[#rows + 1] = r end end
   end
   return rows
 end

@@ -554,7 +554,7 @@ for _, p in ipairs {
   { "heatmap", "{data=, xlabels=, ylabels=, center=, values=, filter=, title=, out=, ...}", "A heatmap of a matrix (table of rows or 2-D tensor)." },
   { "lines", "{series = {{label=, x=, y=}, ...}, logx=, dodge=, caption=, title=, out=, ...}", "Line plots (or facets = {...}); dodge = px shifts overlapping series apart along x; caption adds a line under the figure." },
   { "scatter", "{series = {{label=, x=, y=}, ...}, jitter=, seed=, dodge=, caption=, title=, out=, ...}", "A scatter plot; jitter = px moves each point by up to px pixels (fixed by seed) so that coinciding points show." },
-  { "box", "{groups = {{label=, key=, values=}, ...}, hlines=, caption=, title=, out=, ...}", "Box plots of groups (a group of fewer than 3 values is drawn as its points)." },
+  { "box", "{groups = {{label=, key=, values=}, ...}, categories=, hlines=, caption=, title=, out=, ...}", "Box plots of groups (a group of fewer than 3 values is drawn as its points); categories = {keys} fixes their order along x." },
   { "bar", "{groups = {{label=, values=}, ...}, title=, out=, ...}", "A bar chart." },
 } do
   E("mech.plot." .. p[1], "mech.plot." .. p[1] .. p[2], p[3] .. " Writes PNG, SVG or PDF (by `out`'s extension) and a CSV of the plotted numbers (docs/figures.md).",

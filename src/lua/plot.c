@@ -6,6 +6,7 @@
  *                   out = "acc.png"}            -- or facets = {{title = ..., series = {...}}, ...}
  *   mech.plot.scatter{...}                      -- as lines
  *   mech.plot.box{groups = {{label = "attention", values = {...}}, ...}, hlines = {0, 1}, ...}
+ *                                               -- categories = {keys}: the x order of the groups
  *   mech.plot.bar{categories = {...}, series = {{label = ..., values = {...}}, ...}, ...}
  *
  *   mech.plot.heatmap{..., filter = {values = den, min = 0.01, note = ...}}  -- or mask = booleans
@@ -285,7 +286,8 @@ static int figure(lua_State *L, pl_kind kind, const char *fn) {
     int ncat = 0;
     p.categories = labels_at(&c, 1, "categories", &ncat);
     if (kind == PL_BAR && !p.categories) luaL_error(L, "%s: field 'categories' (names along x) is required", fn);
-    if (kind != PL_BAR && p.categories) luaL_error(L, "%s: field 'categories' belongs to mech.plot.bar", fn);
+    if (kind != PL_BAR && kind != PL_BOX && p.categories)
+        luaL_error(L, "%s: field 'categories' belongs to mech.plot.bar and mech.plot.box", fn);
     p.ncat = ncat;
 
     int np = 1;

@@ -143,7 +143,8 @@ static ml_status validate(fig *f) {
         return ml_fail(ML_ERR_ARG, "%s: dodge belongs to line and scatter plots", fn);
     f->pal = pl_palette_find(p->palette ? p->palette : "set2");
     if (f->pal < 0) return ml_fail(ML_ERR_ARG, "%s: unknown palette '%s' (known: %s)", fn, p->palette, pl_palette_names());
-    if (f->kind == PL_BAR) {
+    /* bars need their categories; boxes may fix the order of theirs (default: first appearance) */
+    if (f->kind == PL_BAR || (f->kind == PL_BOX && p->categories)) {
         if (p->ncat < 1 || !p->categories || p->ncat > MAXKEYS)
             return ml_fail(ML_ERR_ARG, "%s: expected 1 to %d categories, got %d", fn, MAXKEYS, p->ncat);
         for (int i = 0; i < p->ncat; i++) f->cats[i] = f->cat_lab[i] = p->categories[i] ? p->categories[i] : "";
@@ -178,9 +179,13 @@ static ml_status validate(fig *f) {
                 if (f->nkeys == MAXKEYS) return ml_fail(ML_ERR_ARG, "%s: more than %d distinct series", fn, MAXKEYS);
                 f->keys[f->nkeys++] = k;
             }
-            if (f->kind == PL_BOX && find_str(f->cats, f->ncat, k) < 0) {
-                f->cat_lab[f->ncat] = se->label && se->label[0] ? se->label : k;
-                f->cats[f->ncat++] = k;
+            if (f->kind == PL_BOX) {
+                int at = find_str(f->cats, f->ncat, k);
+                if (at < 0 && p->categories)
+                    return ml_fail(ML_ERR_ARG, "%s: group '%s' of panel %d is not among the categories", fn, k, i + 1);
+                if (at < 0) f->cats[at = f->ncat++] = k, f->cat_lab[at] = k;
+                /* the tick shows the first label given for the key (it may add a run count) */
+                if (f->cat_lab[at] == f->cats[at] && se->label && se->label[0]) f->cat_lab[at] = se->label;
             }
             if (se->label && se->label[0] && f->nleg < MAXKEYS) {
                 int seen = 0;

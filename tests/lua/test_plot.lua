@@ -219,6 +219,19 @@ T.test("dodge moves series apart, caption adds a line; box groups keep their key
   local csv = read(p:gsub("%.png$", ".csv"))
   T.truthy(csv:find("x,conv 2,0.5\n", 1, true))
   T.falsy(csv:find("(1)", 1, true))
+  -- categories fix the groups' order along x: b's first panel alone no longer puts it first
+  local facets = {{title = "x", groups = {{label = "b", values = {0.5}}}},
+                  {title = "y", groups = {{label = "a", values = {0.1}}, {label = "b", values = {0.2}}}}}
+  local first, fixed, same = out("boxorder1"), out("boxorder2"), out("boxorder3")
+  mech.plot.box {facets = facets, out = first}
+  mech.plot.box {facets = facets, categories = {"a", "b"}, out = fixed}
+  mech.plot.box {facets = facets, categories = {"b", "a"}, out = same}
+  T.truthy(read(first) ~= read(fixed))
+  T.eq(read(first), read(same)) -- the order of first appearance, given
+  T.raises(function() mech.plot.box {facets = facets, categories = {"a"}, out = out("e")} end,
+           "group 'b' of panel 1 is not among the categories")
+  T.raises(function() mech.plot.lines {series = series, categories = {"a"}, out = out("e")} end,
+           "belongs to mech.plot.bar and mech.plot.box")
 end)
 
 for _, p in ipairs(made) do os.remove(p) end

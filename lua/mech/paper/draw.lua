@@ -140,9 +140,11 @@ function draw.attrib_boxes(settings, positions, out, opts)
   end
   local title = opts.title
   if unfiltered then title = (title and title .. " " or "") .. "(no run passes the filter: all shown)" end
-  local caption, none = opts.caption, {}
+  local caption, none, categories = opts.caption, {}, {}
   style.sort_keys(order)
-  for _, g in ipairs(order) do if not drawn[g] then none[#none + 1] = name(g) end end
+  for _, g in ipairs(order) do
+    if drawn[g] then categories[#categories + 1] = name(g) else none[#none + 1] = name(g) end
+  end
   if #none > 0 then
     caption = (caption and caption .. "; " or "") .. "no run passes the filter: " .. table.concat(none, ", ")
   end
@@ -155,7 +157,8 @@ function draw.attrib_boxes(settings, positions, out, opts)
   end
   mech.plot.box { facets = facets, ncol = opts.ncol or #settings, free_y = opts.free_y ~= false, hlines = { 0, 1 },
     ylim = opts.ylim, ylabel = opts.ylabel or "Attrib", title = title, width = opts.width or 200 * #settings + 120,
-    height = opts.height or 170 * #positions + 80, scale = opts.scale or 2, caption = caption, alpha = opts.alpha, out = out }
+    height = opts.height or 170 * #positions + 80, scale = opts.scale or 2, caption = caption, alpha = opts.alpha,
+    categories = #categories > 0 and categories or nil, out = out } -- the paper's order in every panel
   return keys, unfiltered
 end
 

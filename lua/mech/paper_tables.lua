@@ -1058,11 +1058,19 @@ local function depth_claims(s)
   end
   if s.layers_total > 0 then
     local L = s.layers
+    -- "as well" when both depths fail is no finding of its own: the verdict names such a model
+    local both_fail = {}
+    for _, a in ipairs { "mamba", "hyena" } do
+      if each({ a }, L, function(_, w, l) return acc_at(l, 1, w) < 0.1 and acc_at(l, 2, w) < 0.1 end) then
+        both_fail[#both_fail + 1] = paper.arch_name(a)
+      end
+    end
     c.ar_1layer = { "1 layer / 2 layers: " .. table.concat({ depth_pair(L, "mamba", 1, 2), depth_pair(L, "hyena", 1, 2),
         depth_pair(L, "attention", 1, 2), depth_pair(L, "based", 1, 2) }, "; "),
       parts_verdict {
         { each({ "mamba", "hyena" }, L, function(a, w, l) return acc_at(l, 1, w) >= acc_at(l, 2, w) - 0.05 end),
-          "1-layer Mamba and Hyena do as well as 2-layer" },
+          "1-layer Mamba and Hyena do as well as 2-layer" .. (#both_fail > 0 and
+            string.format(" (%s below 0.1 at both depths)", table.concat(both_fail, " and ")) or "") },
         { each({ "attention", "based" }, L, function(a, w, l) return acc_at(l, 1, w) < 0.1 end),
           "1-layer Attention and Based fail" } } }
     local off = {}

@@ -105,11 +105,11 @@ T.test("a changed accuracy row makes the check fail, naming the tables; rewritin
   local before = read(root .. "/docs/reproduction.md")
   local ok, msgs = tables.run { root = root, check = true }
   T.eq(ok, false)
-  -- Based at d = 64 is in Fig. 3a's table, the learning rates' (lr 1e-3), DeltaNet's comparison, Fig. 6c's (kernel 3)
-  -- and the ledger
+  -- Based at d = 64 is in Fig. 3a's table, the learning rates' (lr 1e-3), DeltaNet's comparison, Fig. 6c's (kernel 3),
+  -- the depths' (2 layers) and the ledger
   T.eq(msgs, { "table 'claims' differs from the committed data", "table 'ar-accuracy' differs from the committed data",
     "table 'ar-lr' differs from the committed data", "table 'delta-net' differs from the committed data",
-    "table 'based-accuracy' differs from the committed data" })
+    "table 'based-accuracy' differs from the committed data", "table 'ar-layers' differs from the committed data" })
   T.eq(read(root .. "/docs/reproduction.md"), before) -- --check writes nothing
   ok = tables.run { root = root }
   T.eq(ok, true)
@@ -371,7 +371,7 @@ T.test("the depth suites: made-up ar_layers, atr_1layer and sibling rows decide 
   T.eq(select(1, tables.run { root = root }), true)
   local page = read(root .. "/docs/reproduction.md")
   for _, want in ipairs {
-    "| 28 | D.2 |", "agrees: 1-layer Mamba and Hyena do as well as 2-layer; 1-layer Attention and Based fail |",
+    "| 28 | D.2 |", "agrees: 1-layer Mamba and Hyena do as well as 2-layer (Hyena below 0.1 at both depths); 1-layer Attention and Based fail |",
     "| 29 | D.2 |", "agrees: 1-layer Mamba, H3 and Hyena stay strong; 1-layer Attention drops; 1-layer Based and BaseConv are the weakest |",
     "3 layers within 0.1 of 2 layers in 12 of 12 (architecture, width) | agrees |",
     "1 layer: Hyena 0, H3 0, Mamba 0;", "3 layers: Attention 1, Based 1, BaseConv 1, Hyena 0, Mamba 2",
@@ -392,7 +392,7 @@ T.test("the depth suites: made-up ar_layers, atr_1layer and sibling rows decide 
   T.eq(select(1, tables.run { root = root }), true)
   page = read(root .. "/docs/reproduction.md")
   for _, want in ipairs {
-    "agrees in part: 1-layer Mamba and Hyena do as well as 2-layer; but not 1-layer Attention and Based fail |",
+    "agrees in part: 1-layer Mamba and Hyena do as well as 2-layer (Hyena below 0.1 at both depths); but not 1-layer Attention and Based fail |",
     "| agrees in part: 2 (architecture, width) differ by more than 0.1 |",
     "disagrees: not every other model does well; not 1-layer Based and BaseConv lag |" } do
     T.truthy(page:find(want, 1, true), want)

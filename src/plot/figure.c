@@ -183,7 +183,10 @@ static ml_status validate(fig *f) {
                 int at = find_str(f->cats, f->ncat, k);
                 if (at < 0 && p->categories)
                     return ml_fail(ML_ERR_ARG, "%s: group '%s' of panel %d is not among the categories", fn, k, i + 1);
-                if (at < 0) f->cats[at = f->ncat++] = k, f->cat_lab[at] = k;
+                if (at < 0) {
+                    at = f->ncat++;
+                    f->cats[at] = f->cat_lab[at] = k;
+                }
                 /* the tick shows the first label given for the key (it may add a run count) */
                 if (f->cat_lab[at] == f->cats[at] && se->label && se->label[0]) f->cat_lab[at] = se->label;
             }

@@ -78,7 +78,8 @@ function draw.accuracy_figure(rows, out, opts)
 end
 
 --- Accuracy against width by depth: one facet per number of layers, the main curves (positions
---- for Attention only) at the best learning rate. Returns the key lines.
+--- for Attention only) at the best learning rate, series dodged apart (1-layer Based and BaseConv
+--- are one model and coincide). Returns the key lines.
 function draw.depth_figure(rows, depths, out, opts)
   local panels, keys = {}, {}
   for _, L in ipairs(depths) do
@@ -87,7 +88,8 @@ function draw.depth_figure(rows, depths, out, opts)
     panels[#panels + 1] = { title = L == 1 and "1 layer" or (L .. " layers"), series = draw.accuracy_series(best, widths, archs) }
     for _, k in ipairs(stats.accuracy_keys(best, widths, archs, nil, L .. "L ")) do keys[#keys + 1] = k end
   end
-  draw.draw_accuracy(panels, out, { title = opts.title, legend = "bottom", width = 220 * #depths + 180, height = 320 })
+  draw.draw_accuracy(panels, out, { title = opts.title, legend = "bottom", width = 220 * #depths + 180, height = 320,
+    dodge = 6, caption = "series dodged apart along x" })
   return keys
 end
 

@@ -209,7 +209,7 @@ T.test("experiments/paper.lua --results draws from the committed rows: the commi
   local dir = os.tmpname()
   os.remove(dir)
   local figs = { "fig3a", "fig3b", "fig3c", "fig4a", "fig4b", "fig6a", "fig6b", "fig6c", "fig7", "fig8a", "fig8b", "fig9a",
-    "fig9b", "v3_lr_heatmap" }
+    "fig9b", "fig10", "v3_lr_heatmap" }
   local ok = os.execute(string.format("%q experiments/paper.lua --dir %q --results docs/results --filter "
     .. "docs/img/reproduction/filter.csv %s > %q 2>&1", arg[-1], dir, table.concat(figs, " "), dir .. ".log"))
   local log = mech.sys.read_file(dir .. ".log") or ""

@@ -27,6 +27,7 @@
 #include "core/threads.h"
 #include "host/process.h"
 #include "nn/train.h"
+#include "ops/kernels.h"
 #include "ops/ops.h"
 #include "tasks/task.h"
 
@@ -159,8 +160,9 @@ static int bench_row(const options *o, const ml_task *task, const ml_dataset *ds
     return rc;
 }
 
-/* Seconds of one cblas_sgemm as ml_linear and its backward call it, best of 5 runs of `reps`. */
-static double time_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float beta) {
+/* Seconds of one product as ml_linear and its backward make it, best of 5 runs of `reps`: own,
+ * the forward's mlk_gemm_nt (y = a·bᵀ, a row's bits alone); else cblas_sgemm. */
+static double time_gemm(bool own, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float beta) {
     float *a = calloc((size_t)M * K, sizeof(float)), *b = calloc((size_t)K * N, sizeof(float));
     float *c = calloc((size_t)M * N, sizeof(float));
     int reps = 1 + (int)(2e7 / (2.0 * M * N * K)); /* about 20 MFLOP a run */
@@ -168,7 +170,9 @@ static double time_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, in
     for (int r = 0; a && b && c && r < 6; r++) {
         double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
         for (int i = 0; i < reps; i++)
-            cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, ta == CblasNoTrans ? K : M, b,
+            if (own) mlk_gemm_nt(M, N, K, a, b, NULL, c);
+            else
+                cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, ta == CblasNoTrans ? K : M, b,
                         tb == CblasNoTrans ? N : K, beta, c, N);
         double dt = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / reps;
         if (r > 0 && dt < best) best = dt; /* the first run warms the caches */
@@ -177,12 +181,13 @@ static double time_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, in
     return best;
 }
 
-/* --shapes: the sgemm rate of each linear product of an attention step at width d (forward
- * y = x·Wᵀ, backward dx = dy·W and dW += dyᵀ·x, as src/ops/matmul.c calls them) and their sum
- * against the same FLOPs at the 512-cube rate: the bound the products alone put on a step. */
+/* --shapes: the rate of each linear product of an attention step at width d (forward y = x·Wᵀ by
+ * mlk_gemm_nt, and by sgemm beside it; backward dx = dy·W and dW += dyᵀ·x by sgemm, as
+ * src/ops/matmul.c makes them) and their sum against the same FLOPs at the 512-cube rate: the
+ * bound the products alone put on a step. */
 static void bench_shapes(const int *ds, int n_d, int rows, int head_rows, int vocab, double rate) {
     ml_set_threads(1);
-    printf("product          rows   in   out  GFLOP/s (fwd, dx, dW)   ms (3 products)  x floor\n");
+    printf("product          rows   in   out  GFLOP/s (fwd, fwd by sgemm, dx, dW)   ms (3 products)  x floor\n");
     for (int di = 0; di < n_d; di++) {
         int d = ds[di];
         struct { const char *name; int n, in, out, count; } lin[] = {
@@ -192,12 +197,13 @@ static void bench_shapes(const int *ds, int n_d, int rows, int head_rows, int vo
         for (size_t k = 0; k < sizeof lin / sizeof lin[0]; k++) {
             int n = lin[k].n, in = lin[k].in, out = lin[k].out;
             double f = 2.0 * n * in * out;
-            double t0 = time_gemm(CblasNoTrans, CblasTrans, n, out, in, 0.0f);
-            double t1 = time_gemm(CblasNoTrans, CblasNoTrans, n, in, out, 0.0f);
-            double t2 = time_gemm(CblasTrans, CblasNoTrans, out, in, n, 1.0f);
+            double t0 = time_gemm(true, CblasNoTrans, CblasTrans, n, out, in, 0.0f);
+            double ts = time_gemm(false, CblasNoTrans, CblasTrans, n, out, in, 0.0f);
+            double t1 = time_gemm(false, CblasNoTrans, CblasNoTrans, n, in, out, 0.0f);
+            double t2 = time_gemm(false, CblasTrans, CblasNoTrans, out, in, n, 1.0f);
             double t = t0 + t1 + t2;
-            printf("%-3d %-10s %5d %4d %5d  %6.1f %6.1f %6.1f      %7.3f        %5.2f\n", d, lin[k].name, n, in, out,
-                   f / t0 / 1e9, f / t1 / 1e9, f / t2 / 1e9, t * 1e3, t / (3 * f / rate / 1e9));
+            printf("%-3d %-10s %5d %4d %5d  %6.1f %6.1f %6.1f %6.1f           %7.3f        %5.2f\n", d, lin[k].name, n,
+                   in, out, f / t0 / 1e9, f / ts / 1e9, f / t1 / 1e9, f / t2 / 1e9, t * 1e3, t / (3 * f / rate / 1e9));
             total += lin[k].count * t;
             flops += lin[k].count * 3 * f;
         }

@@ -1,6 +1,6 @@
-/* Raw kernels of the sequence mixers (the maths of each mixer: docs/mixers.md; conventions:
- * docs/kernels.md): plain C on contiguous float arrays, no tensors, no autograd. The autograd
- * ops (ops/mixer_ops.h) wrap them.
+/* Raw kernels of the sequence mixers and of the linear layers' product (the maths of each mixer:
+ * docs/mixers.md; conventions: docs/kernels.md): plain C on contiguous float arrays, no tensors,
+ * no autograd. The autograd ops (ops/mixer_ops.h, ml_linear) wrap them.
  *
  * Conventions shared by every kernel:
  *  - Activations are token-major: x[B,L,C] means x[(b*L + t)*C + c].
@@ -19,6 +19,7 @@
 #define ML_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* ---- causal depthwise short convolution SC_K (docs/kernels.md, "Convolutions"), conv1d.c ----
  * y[b,t,c] = bias[c] + Σ_{j<K} w[c,j]·x[b, t-(K-1)+j, c]   (x = 0 before t = 0)
@@ -161,5 +162,11 @@ void mlk_h3_outer_bwd(int BL, int H, const float *kt, const float *v, const floa
  * q, o: [B,L,2H], yk: [B,L,4H]. */
 void mlk_h3_gate_fwd(int BL, int H, const float *q, const float *yk, float *o);
 void mlk_h3_gate_bwd(int BL, int H, const float *q, const float *yk, const float *dout, float *dq, float *dyk);
+
+/* ---- the linear layers' product, gemm.c ----
+ * y[i,j] = bias[j] + Σ_k x[i,k]·w[j,k], summed in k order: a row's bits do not depend on how many
+ * rows come with it, where it sits or the thread count (a BLAS does not promise that).
+ * x: [M,K];  w: [N,K];  bias: [N] or NULL;  y: [M,N]. Returns -1 when out of memory. */
+int mlk_gemm_nt(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias, float *y);
 
 #endif

@@ -1,4 +1,5 @@
-/* matmul (PyTorch semantics) and linear, through cblas_sgemm. A matrix operand whose last two
+/* matmul (PyTorch semantics) through cblas_sgemm, and linear: its forward through mlk_gemm_nt
+ * (a row's bits alone, gemm.c), its backward through sgemm. A matrix operand whose last two
  * dims are a row-major or a transposed row-major matrix goes to sgemm as is (NoTrans / Trans with
  * its leading dimension); only other layouts are copied. Batched products whose right operand is
  * shared across the batch and whose left operand stacks its rows uniformly run as one sgemm. */
@@ -10,6 +11,7 @@
 #include "core/iter.h"
 #include "core/threads.h"
 #include "ops/kernel_util.h"
+#include "ops/kernels.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -301,25 +303,15 @@ ml_tensor *ml_linear(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
         ml_release(W);
         return NULL;
     }
-    float *py = ml_f32(y);
-    /* the bias goes in first and sgemm adds onto it (beta = 1): no second pass over y */
-    if (bias) {
-        ml_tensor *bd = mlo_dense(bias);
-        if (!bd) {
-            ml_release(X);
-            ml_release(W);
-            ml_release(y);
-            return NULL;
-        }
-        for (int64_t r = 0; r < N; r++) memcpy(py + r * out, ml_f32(bd), (size_t)out * sizeof(float));
-        ml_release(bd);
-    } else if (N > 0 && out > 0 && in == 0) {
-        memset(py, 0, (size_t)(N * out) * sizeof(float)); /* an empty sum; otherwise sgemm writes y */
-    }
-    if (N && out && in) {
-        ml_threads();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)out, (int)in, 1.0f, ml_f32(X), (int)in,
-                    ml_f32(W), (int)in, bias ? 1.0f : 0.0f, py, (int)out);
+    /* not sgemm: each row's bits must not depend on the rows beside it (kernels.h, mlk_gemm_nt) */
+    ml_tensor *bd = bias ? mlo_dense(bias) : NULL;
+    bool ok = (!bias || bd) && !mlk_gemm_nt(N, out, in, ml_f32(X), ml_f32(W), bd ? ml_f32(bd) : NULL, ml_f32(y));
+    ml_release(bd);
+    if (!ok) {
+        ml_release(X), ml_release(W), ml_release(y);
+        if (bias && !bd) return NULL;
+        ml_fail(ML_ERR_MEM, "linear: out of memory");
+        return NULL;
     }
     ml_tensor *in3[3] = {x, w, bias};
     if (ml_any_needs_grad(bias ? 3 : 2, in3)) {

@@ -76,7 +76,8 @@ ml_tensor *ml_einsum(const char *spec, int n, ml_tensor *const *operands);
 /* ---- linear algebra (cblas_sgemm; transposed views are passed as transposes, not copied) ---- */
 /* PyTorch matmul semantics: 1-D·1-D dot, 2-D·2-D, batched with broadcasting of batch dims. */
 ml_tensor *ml_matmul(ml_tensor *a, ml_tensor *b);
-/* y = x·Wᵀ + bias over the last dim; x (..., in), W (out, in), bias (out) or NULL. */
+/* y = x·Wᵀ + bias over the last dim; x (..., in), W (out, in), bias (out) or NULL. The forward is
+ * mlk_gemm_nt (kernels.h), not sgemm: a row's bits do not depend on the rows beside it. */
 ml_tensor *ml_linear(ml_tensor *x, ml_tensor *w, ml_tensor *bias);
 
 /* ---- softmax ---- */

@@ -916,6 +916,56 @@ START_TEST(h3_outer_and_gate) {
 }
 END_TEST
 
+/* ---- the linear layers' product ---- */
+
+/* y = x·wᵀ + bias against a double-precision sum, and the bits of a row or a column alone: the
+ * rows from a (x from row a), the columns from c (w and bias from row c) and at 1 and 2 threads
+ * are the whole product's, for tails of every size (rows past a tile of 4, columns past a
+ * vector of 16 and a panel of 64, K = 0 and odd K). */
+static void gemm_check(int64_t M, int64_t N, int64_t K, bool bias) {
+    float *x = rnd((size_t)(M * K), -1, 1), *w = rnd((size_t)(N * K), -1, 1), *b = bias ? rnd((size_t)N, -1, 1) : NULL;
+    float *y = zeros((size_t)(M * N)), *part = zeros((size_t)(M * N));
+    ck_assert_int_eq(mlk_gemm_nt(M, N, K, x, w, b, y), 0);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double ref = b ? b[j] : 0.0, mag = fabs(ref);
+            for (int64_t k = 0; k < K; k++) ref += (double)x[i * K + k] * w[j * K + k], mag += fabs(x[i * K + k] * w[j * K + k]);
+            ck_assert_msg(fabs(y[i * N + j] - ref) <= 1e-6 * (mag + 1.0), "gemm %lldx%lldx%lld: y[%lld,%lld] = %g, want %g",
+                          (long long)M, (long long)N, (long long)K, (long long)i, (long long)j, y[i * N + j], ref);
+        }
+    for (int64_t a = 1; a < M; a += 2) {
+        ck_assert_int_eq(mlk_gemm_nt(M - a, N, K, x + a * K, w, b, part), 0);
+        ck_assert_msg(!memcmp(part, y + a * N, sizeof(float) * (size_t)((M - a) * N)),
+                      "gemm %lldx%lldx%lld: rows from %lld alone are not the bits", (long long)M, (long long)N,
+                      (long long)K, (long long)a);
+    }
+    for (int64_t c = 1; c < N; c += 7) {
+        ck_assert_int_eq(mlk_gemm_nt(M, N - c, K, x, w + c * K, b ? b + c : NULL, part), 0);
+        for (int64_t i = 0; i < M; i++)
+            ck_assert_msg(!memcmp(part + i * (N - c), y + i * N + c, sizeof(float) * (size_t)(N - c)),
+                          "gemm %lldx%lldx%lld: columns from %lld alone are not the bits", (long long)M, (long long)N,
+                          (long long)K, (long long)c);
+    }
+}
+
+START_TEST(gemm_rows_alone) {
+    const int64_t Ms[] = {1, 3, 4, 6, 9}, Ns[] = {1, 15, 17, 64, 70}, Ks[] = {0, 1, 7, 16};
+    for (int a = 0; a < 5; a++)
+        for (int b = 0; b < 5; b++)
+            for (int c = 0; c < 4; c++) gemm_check(Ms[a], Ns[b], Ks[c], (a + b + c) % 2);
+    ml_set_threads(2); /* above the threading threshold, both ways of splitting: rows and panels */
+    gemm_check(301, 130, 40, true);
+    gemm_check(9, 1100, 120, false);
+    int64_t M = 301, N = 130, K = 40;
+    float *x = rnd((size_t)(M * K), -1, 1), *w = rnd((size_t)(N * K), -1, 1);
+    float *y2 = zeros((size_t)(M * N)), *y1 = zeros((size_t)(M * N));
+    ck_assert_int_eq(mlk_gemm_nt(M, N, K, x, w, NULL, y2), 0);
+    ml_set_threads(1);
+    ck_assert_int_eq(mlk_gemm_nt(M, N, K, x, w, NULL, y1), 0);
+    ck_assert_msg(!memcmp(y1, y2, sizeof(float) * (size_t)(M * N)), "gemm: 1 and 2 threads differ");
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("all");
@@ -958,6 +1008,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, h3_kernels_whole_tiles_grad);
     tcase_add_test(tc, h3_kernels_deterministic_threads);
     tcase_add_test(tc, h3_outer_and_gate);
+    tcase_add_test(tc, gemm_rows_alone);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,149 @@
+/* The product of linear layers, y = x·wᵀ + bias, with bits that are a function of the row alone
+ * (docs/kernels.md, "Determinism"): y[i,j] = bias[j] + Σ_k x[i,k]·w[j,k], summed in k order from
+ * zero, whatever the number of rows, where the row sits and the thread count. A BLAS does not
+ * promise that: OpenBLAS's kernels treat the edges of a product, and small products, with another
+ * summation, so a row computed alone (a forward from row t, the readout rows) would not have the
+ * bits it has inside the whole forward.
+ *
+ *   x (M, K) row-major, w (N, K) row-major, bias (N) or NULL, y (M, N) row-major.
+ *
+ * wᵀ is packed once per call in panels of 64 columns, each (K, 64) and contiguous, with zero
+ * columns after N, so every column, the last ones included, goes through the same 16-lane
+ * multiply-adds. Tiles of 4 rows x one panel keep 16 accumulators in registers (AVX-512; two or
+ * four registers a vector on the narrower clones, the same arithmetic per lane). */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ops/kernel_util.h"
+#include "ops/kernels.h"
+
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4))); /* an unaligned row of y */
+typedef float v4 __attribute__((vector_size(16)));
+typedef float v4u __attribute__((vector_size(16), aligned(4)));
+typedef int32_t m4 __attribute__((vector_size(16))); /* a shuffle's lane indices */
+
+enum { GEMM_ROWS = 4, GEMM_LANES = 16, GEMM_VECS = 4, GEMM_COLS = GEMM_LANES * GEMM_VECS };
+
+/* R rows x V vectors of y from column j0, whose panel is wp: R and V are constants at each call,
+ * so the loops unroll and the accumulators stay in registers. */
+MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float *wp, const float *bias, float *y,
+                           int64_t N, int64_t j0) {
+    v16 acc[GEMM_ROWS][GEMM_VECS];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) acc[r][v] = (v16){0};
+    for (int64_t k = 0; k < K; k++) {
+        v16 w[GEMM_VECS];
+        for (int v = 0; v < V; v++) w[v] = *(const v16 *)(wp + k * GEMM_COLS + GEMM_LANES * v);
+        for (int r = 0; r < R; r++) {
+            float a = x[r * K + k];
+            for (int v = 0; v < V; v++) acc[r][v] += a * w[v];
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) {
+            int64_t j = j0 + GEMM_LANES * v, n = N - j < GEMM_LANES ? N - j : GEMM_LANES;
+            float *o = y + r * N + j;
+            v16 s = acc[r][v];
+            if (bias) /* the bias after the sum, as sgemm with beta = 1 on a bias-filled y */
+                for (int e = 0; e < n; e++) s[e] += bias[j + e];
+            if (n == GEMM_LANES) *(v16u *)o = s;
+            else
+                for (int e = 0; e < n; e++) o[e] = s[e];
+        }
+}
+
+/* One tile: rows i0.. (up to 4) x the panel of columns j0.. (up to 64). */
+MLK_INLINE void gemm_tile(int64_t M, int64_t N, int64_t K, const float *x, const float *wp, const float *bias,
+                          float *y, int64_t i0, int64_t j0) {
+    int64_t vr = (N - j0 + GEMM_LANES - 1) / GEMM_LANES;
+    int V = vr > GEMM_VECS ? GEMM_VECS : (int)vr;
+    const float *xi = x + i0 * K;
+    float *yi = y + i0 * N;
+    if (M - i0 >= GEMM_ROWS) {
+        switch (V) {
+        case 4: gemm_block(4, 4, K, xi, wp, bias, yi, N, j0); break;
+        case 3: gemm_block(4, 3, K, xi, wp, bias, yi, N, j0); break;
+        case 2: gemm_block(4, 2, K, xi, wp, bias, yi, N, j0); break;
+        default: gemm_block(4, 1, K, xi, wp, bias, yi, N, j0);
+        }
+        return;
+    }
+    for (int64_t i = i0; i < M; i++, xi += K, yi += N) /* the last rows, one at a time */
+        switch (V) {
+        case 4: gemm_block(1, 4, K, xi, wp, bias, yi, N, j0); break;
+        case 3: gemm_block(1, 3, K, xi, wp, bias, yi, N, j0); break;
+        case 2: gemm_block(1, 2, K, xi, wp, bias, yi, N, j0); break;
+        default: gemm_block(1, 1, K, xi, wp, bias, yi, N, j0);
+        }
+}
+
+/* Panel p of wᵀ: wt[p][k][e] = w[64p + e][k], zero past N. 4 x 4 blocks go through registers
+ * (4 rows of w read along k, 4 columns of the panel written), three times faster than element by
+ * element, which matters where the rows are few and w is long (the tied head: 8,196 x D). */
+MLK_INLINE void gemm_pack(int64_t N, int64_t K, const float *w, float *wt, int64_t p) {
+    float *wp = wt + p * K * GEMM_COLS;
+    int64_t j0 = p * GEMM_COLS, nc = N - j0 < GEMM_COLS ? N - j0 : GEMM_COLS, e = 0;
+    for (; e + 4 <= nc; e += 4) {
+        const float *s = w + (j0 + e) * K;
+        int64_t k = 0;
+        for (; k + 4 <= K; k += 4) {
+            v4 a = *(const v4u *)(s + k), b = *(const v4u *)(s + K + k), c = *(const v4u *)(s + 2 * K + k),
+               d = *(const v4u *)(s + 3 * K + k);
+            v4 ab0 = __builtin_shuffle(a, b, (m4){0, 4, 1, 5}), ab1 = __builtin_shuffle(a, b, (m4){2, 6, 3, 7});
+            v4 cd0 = __builtin_shuffle(c, d, (m4){0, 4, 1, 5}), cd1 = __builtin_shuffle(c, d, (m4){2, 6, 3, 7});
+            *(v4 *)(wp + k * GEMM_COLS + e) = __builtin_shuffle(ab0, cd0, (m4){0, 1, 4, 5});
+            *(v4 *)(wp + (k + 1) * GEMM_COLS + e) = __builtin_shuffle(ab0, cd0, (m4){2, 3, 6, 7});
+            *(v4 *)(wp + (k + 2) * GEMM_COLS + e) = __builtin_shuffle(ab1, cd1, (m4){0, 1, 4, 5});
+            *(v4 *)(wp + (k + 3) * GEMM_COLS + e) = __builtin_shuffle(ab1, cd1, (m4){2, 3, 6, 7});
+        }
+        for (; k < K; k++)
+            for (int q = 0; q < 4; q++) wp[k * GEMM_COLS + e + q] = s[q * K + k];
+    }
+    for (; e < nc; e++)
+        for (int64_t k = 0; k < K; k++) wp[k * GEMM_COLS + e] = w[(j0 + e) * K + k];
+    for (; e < GEMM_COLS; e++)
+        for (int64_t k = 0; k < K; k++) wp[k * GEMM_COLS + e] = 0.0f;
+}
+
+/* The tiles of panels [p0, p1) x rows [i0, i1) (i0 a multiple of 4), each panel packed first
+ * when `pack`; panel outer, so a run of tiles reuses one K x 64 panel from cache. */
+MLK_CLONES static void gemm_part(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias,
+                                 float *y, float *wt, int64_t p0, int64_t p1, int64_t i0, int64_t i1, bool pack) {
+    for (int64_t p = p0; p < p1; p++) {
+        if (pack) gemm_pack(N, K, w, wt, p);
+        for (int64_t i = i0; i < i1; i += GEMM_ROWS)
+            gemm_tile(M, N, K, x, wt + p * K * GEMM_COLS, bias, y, i, p * GEMM_COLS);
+    }
+}
+
+int mlk_gemm_nt(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias, float *y) {
+    if (M <= 0 || N <= 0) return 0;
+    int64_t nb = (N + GEMM_COLS - 1) / GEMM_COLS, mb = (M + GEMM_ROWS - 1) / GEMM_ROWS;
+    size_t bytes = sizeof(float) * (size_t)(nb * K * GEMM_COLS + 1);
+    float *wt = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!wt) return -1;
+    /* a thread pays off from about a million multiply-adds (6 µs on one thread; fork and join ~5 µs) */
+    int nt = (double)M * (double)N * (double)K < 1e6 ? 1 : ml_threads();
+    if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+        {
+#pragma omp for schedule(static)
+            for (int64_t p = 0; p < nb; p++) gemm_part(M, N, K, x, w, bias, y, wt, p, p + 1, 0, 0, true);
+            /* rows split where there are more row blocks than panels (a thread writes whole rows of y,
+             * so no cache line is written by both), else panels (the tied head: 8,196 columns) */
+            bool by_rows = mb >= nb && mb >= 2 * nt;
+#pragma omp for schedule(static)
+            for (int64_t c = 0; c < (by_rows ? nt : nb); c++) {
+                if (!by_rows) gemm_part(M, N, K, x, w, bias, y, wt, c, c + 1, 0, M, false);
+                else {
+                    int64_t i0 = c * mb / nt * GEMM_ROWS, i1 = (c + 1) * mb / nt * GEMM_ROWS;
+                    gemm_part(M, N, K, x, w, bias, y, wt, 0, nb, i0, i1 < M ? i1 : M, false);
+                }
+            }
+        }
+    } else
+        gemm_part(M, N, K, x, w, bias, y, wt, 0, nb, 0, M, true);
+    free(wt);
+    return 0;
+}

@@ -376,9 +376,9 @@ static ml_status batch_load(const ic_run *r, const ml_dataset *ds, int64_t f0, i
 }
 
 /* The corrupted runs from row t go in at most IC_GROUPS groups of at least IC_GROUP_MIN examples:
- * smaller groups recompute fewer rows but make more calls, and products of few rows would take
- * the BLAS's small-matrix kernel, whose rounding differs (OpenBLAS 0.3.21: an M x N product with
- * M·N up to about 1,200), so their rows would not have the whole run's bits. */
+ * smaller groups recompute fewer rows but make more, smaller calls. Any grouping gives the same
+ * bits: a row of a linear layer's product has the same bits however many rows come with it
+ * (mlk_gemm_nt), and the per-sequence products of attention keep their shapes. */
 enum { IC_GROUPS = 8, IC_GROUP_MIN = 40 };
 
 static int by_key(const void *a, const void *b) {
@@ -492,8 +492,7 @@ static ml_tensor *base_suffix(ic_run *r, const ic_batch *bt, int a, ml_tensor *c
     const int32_t *rw = ml_i32(bt->rows), *tk = ml_i32(ctok);
     /* the last mixer's output at the readout rows only, unless its whole output is wanted */
     int ao = m->layers[m->cfg.n_layers - 1].entry_site[ML_ENTRY_ATTENTION_OUTPUT];
-    /* (products of one row per example: above the small-matrix sizes, see IC_GROUP_MIN) */
-    bool slim = (ao < 0 || !r->want_base[ao]) && (int64_t)(B / bt->ng[a]) * D > 2048;
+    bool slim = ao < 0 || !r->want_base[ao];
     for (int g = 0; g < bt->ng[a]; g++) {
         const int32_t *docs = bt->gdoc[a] + bt->gstart[a][g];
         int64_t n = bt->gstart[a][g + 1] - bt->gstart[a][g], t = bt->gt[a][g], Ls = Lt - t;
@@ -646,9 +645,9 @@ static ml_tensor *patched_logits(ic_run *r, const ic_batch *bt, int k, ml_tensor
         ml_release(h2);
         return logits;
     }
-    /* the last mixer at the readout rows only, when its products keep the whole run's bits
-     * (IC_GROUP_MIN) and the site is not inside a mixer (those resume with a hook) */
-    bool slim = r->suffix && (int64_t)nchg * r->m->cfg.d_model > 2048 && ml_entry_index(r->m->sites[site].name) >= 0;
+    /* the last mixer at the readout rows only, where the site is not inside a mixer (those resume
+     * with a hook) */
+    bool slim = r->suffix && ml_entry_index(r->m->sites[site].name) >= 0;
     ml_suffix sx = {.t = 0, .rows = ml_i32(bt->rows)};
     if (slim && nchg >= IC_GROUP_MIN && !site_gathered(r->m, site)) { /* from the first changed row */
         int64_t nn = nchg;

@@ -128,11 +128,12 @@ END_TEST
 
 /* The forward from row t (ml_model_hidden_suffix: the interchange's corrupted runs) equals rows
  * t.. of the whole forward bit for bit, for every architecture that has one (the others refuse),
- * from several rows up to the first changed token, with and without readout rows. D = 64 and 40
- * sequences keep every product above the BLAS's small-matrix sizes (interchange.c, IC_GROUP_MIN). */
-START_TEST(suffix_forward_is_exact) {
+ * from several rows up to the first changed token, with and without readout rows, for B
+ * sequences at width D: many rows and few (a linear layer's product gives a row the same bits
+ * however many rows come with it, mlk_gemm_nt; a BLAS does not). */
+static void suffix_exact(int B, int D) {
     ml_task *t = small_ar();
-    int B = 40, changed = 6;
+    int changed = 6;
     ml_dataset *ds = ml_dataset_new(t, B, 1, ML_SPLIT_TEST);
     for (int a = 0; a < ml_mixer_count() * (1 + ML_MIXER_MAX_ALIASES); a++) { /* every name, aliases too */
         const ml_mixer_type *mt = ml_mixer_at(a / (1 + ML_MIXER_MAX_ALIASES));
@@ -141,7 +142,7 @@ START_TEST(suffix_forward_is_exact) {
         if (!arch) continue;
         ml_model_config c;
         ml_model_config_defaults(&c, arch);
-        c.d_model = 64, c.n_layers = 2, c.vocab = ml_task_vocab_size(t), c.seed = 7;
+        c.d_model = D, c.n_layers = 2, c.vocab = ml_task_vocab_size(t), c.seed = 7;
         ml_model *m = ml_model_new(&c);
         ck_assert_msg(m != NULL, "%s: %s", arch, ml_last_error());
         ml_tensor *tok = tokens_of(ds, 0, B), *ctok = ml_clone(tok);
@@ -163,7 +164,7 @@ START_TEST(suffix_forward_is_exact) {
                 break;
             }
             ml_tensor *want = ml_narrow(full, 1, t0, L - t0);
-            ck_assert_msg(h && ml_equal(h, want), "%s from row %d: not the whole forward's bits (%s)", arch, t0,
+            ck_assert_msg(h && ml_equal(h, want), "%s D=%d from row %d: not the whole forward's bits (%s)", arch, D, t0,
                           h ? "" : ml_last_error());
             /* readout rows (relative to t0), the last mixer at those rows only */
             for (int b = 0; b < B; b++) ml_i32(rows)[b] = (int32_t)(b % (L - t0));
@@ -174,7 +175,7 @@ START_TEST(suffix_forward_is_exact) {
             ml_resume rs = {.layer = 0, .entry = ML_ENTRY_BLOCK_INPUT, .act = emb, .rows = rows};
             ml_tensor *hw = ml_model_hidden_resume(m, &rs, NULL);
             ck_assert_msg(hr && hs && hw, "%s: %s", arch, ml_last_error());
-            ck_assert_msg(ml_equal(hr, hw) && ml_equal(hs, hw), "%s from row %d with readout rows: not the bits", arch,
+            ck_assert_msg(ml_equal(hr, hw) && ml_equal(hs, hw), "%s D=%d from row %d with readout rows: not the bits", arch, D,
                           t0);
             ml_release(h), ml_release(want), ml_release(hr), ml_release(hs), ml_release(hw), ml_release(nw);
             ml_release(st);
@@ -185,6 +186,11 @@ START_TEST(suffix_forward_is_exact) {
     }
     ml_dataset_free(ds);
     ml_task_release(t);
+}
+
+START_TEST(suffix_forward_is_exact) {
+    suffix_exact(40, 64);
+    suffix_exact(3, 16);
 }
 END_TEST
 

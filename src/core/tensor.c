@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -130,9 +131,16 @@ static ml_tensor *tensor_alloc(ml_dtype dtype, int ndim, const int64_t *shape, m
     return t;
 }
 
+/* Read once: sysconf(_SC_PHYS_PAGES) is a sysinfo system call, and every tensor asks. */
 static double physical_memory_bytes(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-    return pages > 0 && size > 0 ? (double)pages * (double)size : INFINITY;
+    static atomic_llong known; /* bytes; 0 = not read yet, -1 = unknown */
+    long long b = atomic_load_explicit(&known, memory_order_relaxed);
+    if (!b) {
+        long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+        b = pages > 0 && size > 0 ? (long long)pages * size : -1;
+        atomic_store_explicit(&known, b, memory_order_relaxed);
+    }
+    return b > 0 ? (double)b : INFINITY;
 }
 
 ml_tensor *ml_empty(ml_dtype dtype, int ndim, const int64_t *shape) {

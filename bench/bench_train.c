@@ -161,7 +161,7 @@ static int bench_row(const options *o, const ml_task *task, const ml_dataset *ds
 }
 
 /* Seconds of one product as ml_linear and its backward make it, best of 5 runs of `reps`: own,
- * the forward's mlk_gemm_nt (y = a·bᵀ, a row's bits alone); else cblas_sgemm. */
+ * mechlab's kernel (mlk_gemm_nt for a·bᵀ, mlk_gemm_nn for a·b); else cblas_sgemm. */
 static double time_gemm(bool own, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float beta) {
     float *a = calloc((size_t)M * K, sizeof(float)), *b = calloc((size_t)K * N, sizeof(float));
     float *c = calloc((size_t)M * N, sizeof(float));
@@ -170,7 +170,8 @@ static double time_gemm(bool own, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M,
     for (int r = 0; a && b && c && r < 6; r++) {
         double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
         for (int i = 0; i < reps; i++)
-            if (own) mlk_gemm_nt(M, N, K, a, b, NULL, c);
+            if (own && tb == CblasTrans) mlk_gemm_nt(M, N, K, a, b, NULL, c);
+            else if (own) mlk_gemm_nn(M, N, K, a, b, c);
             else
                 cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, ta == CblasNoTrans ? K : M, b,
                         tb == CblasNoTrans ? N : K, beta, c, N);
@@ -181,13 +182,13 @@ static double time_gemm(bool own, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M,
     return best;
 }
 
-/* --shapes: the rate of each linear product of an attention step at width d (forward y = x·Wᵀ by
- * mlk_gemm_nt, and by sgemm beside it; backward dx = dy·W and dW += dyᵀ·x by sgemm, as
- * src/ops/matmul.c makes them) and their sum against the same FLOPs at the 512-cube rate: the
- * bound the products alone put on a step. */
+/* --shapes: the rate of each linear product of an attention step at width d, as src/ops/matmul.c
+ * makes them (forward y = x·Wᵀ by mlk_gemm_nt, dx = dy·W by mlk_gemm_nn, dW += dyᵀ·x by sgemm;
+ * the first two by sgemm beside them) and their sum against the same FLOPs at the 512-cube
+ * rate: the bound the products alone put on a step. */
 static void bench_shapes(const int *ds, int n_d, int rows, int head_rows, int vocab, double rate) {
     ml_set_threads(1);
-    printf("product          rows   in   out  GFLOP/s (fwd, fwd by sgemm, dx, dW)   ms (3 products)  x floor\n");
+    printf("product          rows   in   out  GFLOP/s: fwd, dx, dW (by sgemm: fwd, dx)   ms (3 products)  x floor\n");
     for (int di = 0; di < n_d; di++) {
         int d = ds[di];
         struct { const char *name; int n, in, out, count; } lin[] = {
@@ -198,12 +199,14 @@ static void bench_shapes(const int *ds, int n_d, int rows, int head_rows, int vo
             int n = lin[k].n, in = lin[k].in, out = lin[k].out;
             double f = 2.0 * n * in * out;
             double t0 = time_gemm(true, CblasNoTrans, CblasTrans, n, out, in, 0.0f);
-            double ts = time_gemm(false, CblasNoTrans, CblasTrans, n, out, in, 0.0f);
-            double t1 = time_gemm(false, CblasNoTrans, CblasNoTrans, n, in, out, 0.0f);
+            double t1 = time_gemm(true, CblasNoTrans, CblasNoTrans, n, in, out, 0.0f);
             double t2 = time_gemm(false, CblasTrans, CblasNoTrans, out, in, n, 1.0f);
+            double s0 = time_gemm(false, CblasNoTrans, CblasTrans, n, out, in, 0.0f);
+            double s1 = time_gemm(false, CblasNoTrans, CblasNoTrans, n, in, out, 0.0f);
             double t = t0 + t1 + t2;
-            printf("%-3d %-10s %5d %4d %5d  %6.1f %6.1f %6.1f %6.1f           %7.3f        %5.2f\n", d, lin[k].name, n,
-                   in, out, f / t0 / 1e9, f / ts / 1e9, f / t1 / 1e9, f / t2 / 1e9, t * 1e3, t / (3 * f / rate / 1e9));
+            printf("%-3d %-10s %5d %4d %5d  %6.1f %6.1f %6.1f   %6.1f %6.1f                %7.3f        %5.2f\n", d,
+                   lin[k].name, n, in, out, f / t0 / 1e9, f / t1 / 1e9, f / t2 / 1e9, f / s0 / 1e9, f / s1 / 1e9,
+                   t * 1e3, t / (3 * f / rate / 1e9));
             total += lin[k].count * t;
             flops += lin[k].count * 3 * f;
         }

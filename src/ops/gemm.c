@@ -6,13 +6,16 @@
  * bits it has inside the whole forward.
  *
  *   x (M, K) row-major, w (N, K) row-major, bias (N) or NULL, y (M, N) row-major.
+ *   mlk_gemm_nn: the same with w given as (K, N) (the input gradient dy·W), the same bits.
  *
- * wᵀ is packed once per call in panels of 64 columns, each (K, 64) and contiguous, with zero
- * columns after N, so every column, the last ones included, goes through the same 16-lane
- * multiply-adds. Tiles of 4 rows x one panel keep 16 accumulators in registers (AVX-512; two or
- * four registers a vector on the narrower clones, the same arithmetic per lane). */
+ * wᵀ is packed once per call in panels of 64 columns (the last as many vectors of 16 as its
+ * columns fill), each (K, width) and contiguous, with zero columns after N, so every column,
+ * the last ones included, goes through the same 16-lane multiply-adds. Tiles of 4 rows x one
+ * panel keep up to 16 accumulators in registers (AVX-512; two or four registers a vector on the
+ * narrower clones, the same arithmetic per lane). */
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
@@ -25,7 +28,14 @@ typedef int32_t m4 __attribute__((vector_size(16))); /* a shuffle's lane indices
 
 enum { GEMM_ROWS = 4, GEMM_LANES = 16, GEMM_VECS = 4, GEMM_COLS = GEMM_LANES * GEMM_VECS };
 
-/* R rows x V vectors of y from column j0, whose panel is wp: R and V are constants at each call,
+/* The width of the panel of columns j0..: 64, or the vectors that the last columns fill (a
+ * panel's rows are that far apart, so a narrow product packs and reads no zero vectors). */
+static inline int64_t panel_width(int64_t N, int64_t j0) {
+    int64_t n = N - j0 < GEMM_COLS ? N - j0 : GEMM_COLS;
+    return (n + GEMM_LANES - 1) / GEMM_LANES * GEMM_LANES;
+}
+
+/* R rows x V vectors of y from column j0, whose panel is wp (rows 16·V floats apart): R and V are constants at each call,
  * so the loops unroll and the accumulators stay in registers. */
 MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float *wp, const float *bias, float *y,
                            int64_t N, int64_t j0) {
@@ -34,7 +44,7 @@ MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float 
         for (int v = 0; v < V; v++) acc[r][v] = (v16){0};
     for (int64_t k = 0; k < K; k++) {
         v16 w[GEMM_VECS];
-        for (int v = 0; v < V; v++) w[v] = *(const v16 *)(wp + k * GEMM_COLS + GEMM_LANES * v);
+        for (int v = 0; v < V; v++) w[v] = *(const v16 *)(wp + k * GEMM_LANES * V + GEMM_LANES * v);
         for (int r = 0; r < R; r++) {
             float a = x[r * K + k];
             for (int v = 0; v < V; v++) acc[r][v] += a * w[v];
@@ -83,7 +93,7 @@ MLK_INLINE void gemm_tile(int64_t M, int64_t N, int64_t K, const float *x, const
  * element, which matters where the rows are few and w is long (the tied head: 8,196 x D). */
 MLK_INLINE void gemm_pack(int64_t N, int64_t K, const float *w, float *wt, int64_t p) {
     float *wp = wt + p * K * GEMM_COLS;
-    int64_t j0 = p * GEMM_COLS, nc = N - j0 < GEMM_COLS ? N - j0 : GEMM_COLS, e = 0;
+    int64_t j0 = p * GEMM_COLS, nc = N - j0 < GEMM_COLS ? N - j0 : GEMM_COLS, pw = panel_width(N, j0), e = 0;
     for (; e + 4 <= nc; e += 4) {
         const float *s = w + (j0 + e) * K;
         int64_t k = 0;
@@ -92,32 +102,46 @@ MLK_INLINE void gemm_pack(int64_t N, int64_t K, const float *w, float *wt, int64
                d = *(const v4u *)(s + 3 * K + k);
             v4 ab0 = __builtin_shuffle(a, b, (m4){0, 4, 1, 5}), ab1 = __builtin_shuffle(a, b, (m4){2, 6, 3, 7});
             v4 cd0 = __builtin_shuffle(c, d, (m4){0, 4, 1, 5}), cd1 = __builtin_shuffle(c, d, (m4){2, 6, 3, 7});
-            *(v4 *)(wp + k * GEMM_COLS + e) = __builtin_shuffle(ab0, cd0, (m4){0, 1, 4, 5});
-            *(v4 *)(wp + (k + 1) * GEMM_COLS + e) = __builtin_shuffle(ab0, cd0, (m4){2, 3, 6, 7});
-            *(v4 *)(wp + (k + 2) * GEMM_COLS + e) = __builtin_shuffle(ab1, cd1, (m4){0, 1, 4, 5});
-            *(v4 *)(wp + (k + 3) * GEMM_COLS + e) = __builtin_shuffle(ab1, cd1, (m4){2, 3, 6, 7});
+            *(v4 *)(wp + k * pw + e) = __builtin_shuffle(ab0, cd0, (m4){0, 1, 4, 5});
+            *(v4 *)(wp + (k + 1) * pw + e) = __builtin_shuffle(ab0, cd0, (m4){2, 3, 6, 7});
+            *(v4 *)(wp + (k + 2) * pw + e) = __builtin_shuffle(ab1, cd1, (m4){0, 1, 4, 5});
+            *(v4 *)(wp + (k + 3) * pw + e) = __builtin_shuffle(ab1, cd1, (m4){2, 3, 6, 7});
         }
         for (; k < K; k++)
-            for (int q = 0; q < 4; q++) wp[k * GEMM_COLS + e + q] = s[q * K + k];
+            for (int q = 0; q < 4; q++) wp[k * pw + e + q] = s[q * K + k];
     }
     for (; e < nc; e++)
-        for (int64_t k = 0; k < K; k++) wp[k * GEMM_COLS + e] = w[(j0 + e) * K + k];
-    for (; e < GEMM_COLS; e++)
-        for (int64_t k = 0; k < K; k++) wp[k * GEMM_COLS + e] = 0.0f;
+        for (int64_t k = 0; k < K; k++) wp[k * pw + e] = w[(j0 + e) * K + k];
+    for (; e < pw; e++)
+        for (int64_t k = 0; k < K; k++) wp[k * pw + e] = 0.0f;
 }
 
+/* Panel p of w given as (K, N) (mlk_gemm_nn): its columns 64p.., a copy, zero past N. */
+MLK_INLINE void gemm_pack_nn(int64_t N, int64_t K, const float *w, float *wt, int64_t p) {
+    float *wp = wt + p * K * GEMM_COLS;
+    int64_t j0 = p * GEMM_COLS, nc = N - j0 < GEMM_COLS ? N - j0 : GEMM_COLS, pw = panel_width(N, j0);
+    for (int64_t k = 0; k < K; k++) {
+        memcpy(wp + k * pw, w + k * N + j0, sizeof(float) * (size_t)nc);
+        memset(wp + k * pw + nc, 0, sizeof(float) * (size_t)(pw - nc));
+    }
+}
+
+/* How w is packed: not (skip), from (N, K) (transposed) or from (K, N) (copied). */
+enum { PACK_NONE, PACK_NT, PACK_NN };
+
 /* The tiles of panels [p0, p1) x rows [i0, i1) (i0 a multiple of 4), each panel packed first
- * when `pack`; panel outer, so a run of tiles reuses one K x 64 panel from cache. */
+ * unless PACK_NONE; panel outer, so a run of tiles reuses one K x 64 panel from cache. */
 MLK_CLONES static void gemm_part(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias,
-                                 float *y, float *wt, int64_t p0, int64_t p1, int64_t i0, int64_t i1, bool pack) {
+                                 float *y, float *wt, int64_t p0, int64_t p1, int64_t i0, int64_t i1, int pack) {
     for (int64_t p = p0; p < p1; p++) {
-        if (pack) gemm_pack(N, K, w, wt, p);
+        if (pack == PACK_NT) gemm_pack(N, K, w, wt, p);
+        else if (pack == PACK_NN) gemm_pack_nn(N, K, w, wt, p);
         for (int64_t i = i0; i < i1; i += GEMM_ROWS)
             gemm_tile(M, N, K, x, wt + p * K * GEMM_COLS, bias, y, i, p * GEMM_COLS);
     }
 }
 
-int mlk_gemm_nt(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias, float *y) {
+static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int pack, const float *bias, float *y) {
     if (M <= 0 || N <= 0) return 0;
     int64_t nb = (N + GEMM_COLS - 1) / GEMM_COLS, mb = (M + GEMM_ROWS - 1) / GEMM_ROWS;
     size_t bytes = sizeof(float) * (size_t)(nb * K * GEMM_COLS + 1);
@@ -129,21 +153,29 @@ int mlk_gemm_nt(int64_t M, int64_t N, int64_t K, const float *x, const float *w,
 #pragma omp parallel num_threads(nt)
         {
 #pragma omp for schedule(static)
-            for (int64_t p = 0; p < nb; p++) gemm_part(M, N, K, x, w, bias, y, wt, p, p + 1, 0, 0, true);
+            for (int64_t p = 0; p < nb; p++) gemm_part(M, N, K, x, w, bias, y, wt, p, p + 1, 0, 0, pack);
             /* rows split where there are more row blocks than panels (a thread writes whole rows of y,
              * so no cache line is written by both), else panels (the tied head: 8,196 columns) */
             bool by_rows = mb >= nb && mb >= 2 * nt;
 #pragma omp for schedule(static)
             for (int64_t c = 0; c < (by_rows ? nt : nb); c++) {
-                if (!by_rows) gemm_part(M, N, K, x, w, bias, y, wt, c, c + 1, 0, M, false);
+                if (!by_rows) gemm_part(M, N, K, x, w, bias, y, wt, c, c + 1, 0, M, PACK_NONE);
                 else {
                     int64_t i0 = c * mb / nt * GEMM_ROWS, i1 = (c + 1) * mb / nt * GEMM_ROWS;
-                    gemm_part(M, N, K, x, w, bias, y, wt, 0, nb, i0, i1 < M ? i1 : M, false);
+                    gemm_part(M, N, K, x, w, bias, y, wt, 0, nb, i0, i1 < M ? i1 : M, PACK_NONE);
                 }
             }
         }
     } else
-        gemm_part(M, N, K, x, w, bias, y, wt, 0, nb, 0, M, true);
+        gemm_part(M, N, K, x, w, bias, y, wt, 0, nb, 0, M, pack);
     free(wt);
     return 0;
+}
+
+int mlk_gemm_nt(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias, float *y) {
+    return gemm(M, N, K, x, w, PACK_NT, bias, y);
+}
+
+int mlk_gemm_nn(int64_t M, int64_t N, int64_t K, const float *x, const float *w, float *y) {
+    return gemm(M, N, K, x, w, PACK_NN, NULL, y);
 }

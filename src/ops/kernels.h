@@ -168,5 +168,7 @@ void mlk_h3_gate_bwd(int BL, int H, const float *q, const float *yk, const float
  * rows come with it, where it sits or the thread count (a BLAS does not promise that).
  * x: [M,K];  w: [N,K];  bias: [N] or NULL;  y: [M,N]. Returns -1 when out of memory. */
 int mlk_gemm_nt(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias, float *y);
+/* y = x·w with w: [K,N] (the linear layer's input gradient, dy·W), the same arithmetic. */
+int mlk_gemm_nn(int64_t M, int64_t N, int64_t K, const float *x, const float *w, float *y);
 
 #endif

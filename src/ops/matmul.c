@@ -1,7 +1,8 @@
 /* matmul (PyTorch semantics) through cblas_sgemm, and linear: its forward through mlk_gemm_nt
- * (a row's bits alone, gemm.c), its backward through sgemm. A matrix operand whose last two
- * dims are a row-major or a transposed row-major matrix goes to sgemm as is (NoTrans / Trans with
- * its leading dimension); only other layouts are copied. Batched products whose right operand is
+ * (a row's bits alone, gemm.c), its input gradient through mlk_gemm_nn, its weight gradient
+ * through sgemm. A matrix operand whose last two dims are a row-major or a transposed row-major
+ * matrix goes to sgemm as is (NoTrans / Trans with its leading dimension); only other layouts
+ * are copied. Batched products whose right operand is
  * shared across the batch and whose left operand stacks its rows uniformly run as one sgemm. */
 #include <cblas.h>
 #include <stdio.h>
@@ -219,12 +220,13 @@ static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
     if (ml_node_input_needs_grad(node, 0)) {
         ml_tensor *W = ml_node_saved(node, 1);
         if (!W) return ml_last_status();
-        bool full = N && in && out; /* sgemm writes every element (beta = 0): no need to zero first */
-        ml_tensor *gx = (full ? ml_empty : ml_zeros)(ML_F32, node->in_ndim[0], node->in_shape[0]);
+        /* dX = dY·W by mlk_gemm_nn (faster than sgemm at these widths); it writes every element */
+        ml_tensor *gx = ml_empty(ML_F32, node->in_ndim[0], node->in_shape[0]);
         if (!gx) return ML_ERR_MEM;
-        if (full)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)in, (int)out, 1.0f, pg, (int)out,
-                        ml_f32(W), (int)in, 0.0f, ml_f32(gx), (int)in);
+        if (mlk_gemm_nn(N, in, out, pg, ml_f32(W), ml_f32(gx))) {
+            ml_release(gx);
+            return ml_fail(ML_ERR_MEM, "linear backward: out of memory");
+        }
         gin[0] = gx;
     }
     float *sink = ml_node_input_needs_grad(node, 1) ? ml_node_grad_sink(node, 1) : NULL;

@@ -921,7 +921,7 @@ END_TEST
 /* y = x·wᵀ + bias against a double-precision sum, and the bits of a row or a column alone: the
  * rows from a (x from row a), the columns from c (w and bias from row c) and at 1 and 2 threads
  * are the whole product's, for tails of every size (rows past a tile of 4, columns past a
- * vector of 16 and a panel of 64, K = 0 and odd K). */
+ * vector of 16 and a panel of 64, K = 0 and odd K); mlk_gemm_nn on wᵀ gives the same bits. */
 static void gemm_check(int64_t M, int64_t N, int64_t K, bool bias) {
     float *x = rnd((size_t)(M * K), -1, 1), *w = rnd((size_t)(N * K), -1, 1), *b = bias ? rnd((size_t)N, -1, 1) : NULL;
     float *y = zeros((size_t)(M * N)), *part = zeros((size_t)(M * N));
@@ -939,6 +939,14 @@ static void gemm_check(int64_t M, int64_t N, int64_t K, bool bias) {
                       "gemm %lldx%lldx%lld: rows from %lld alone are not the bits", (long long)M, (long long)N,
                       (long long)K, (long long)a);
     }
+    if (!b) { /* x·w with w given as (K, N): the same arithmetic, so the same bits */
+        float *wk = zeros((size_t)(K * N));
+        for (int64_t j = 0; j < N; j++)
+            for (int64_t k = 0; k < K; k++) wk[k * N + j] = w[j * K + k];
+        ck_assert_int_eq(mlk_gemm_nn(M, N, K, x, wk, part), 0);
+        ck_assert_msg(!memcmp(part, y, sizeof(float) * (size_t)(M * N)), "gemm_nn %lldx%lldx%lld: not gemm_nt's bits",
+                      (long long)M, (long long)N, (long long)K);
+    }
     for (int64_t c = 1; c < N; c += 7) {
         ck_assert_int_eq(mlk_gemm_nt(M, N - c, K, x, w + c * K, b ? b + c : NULL, part), 0);
         for (int64_t i = 0; i < M; i++)
@@ -946,6 +954,7 @@ static void gemm_check(int64_t M, int64_t N, int64_t K, bool bias) {
                           "gemm %lldx%lldx%lld: columns from %lld alone are not the bits", (long long)M, (long long)N,
                           (long long)K, (long long)c);
     }
+    free_tracked(); /* this check's buffers: a hundred checks would outgrow the tracker */
 }
 
 START_TEST(gemm_rows_alone) {

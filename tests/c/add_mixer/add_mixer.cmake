@@ -34,15 +34,16 @@ add_mixer_edit(tests/lua/test_mixers.lua ${ADD_MIXER_DIR}/test_mixers.lua "(loca
                nope_ok)
 
 if(registry_ok AND variants_ok AND nope_ok)
-  # the C mixer tests (gradients, recurrent = parallel, hooks, learning) over the registry with the dummy
+  # the C mixer tests with the dummy: the registry-wide checks over every mixer, the per-architecture
+  # ones (gradients, recurrent = parallel, hooks, learning) over the dummy (c.test_mixers has the rest)
   add_executable(test_add_mixer ${ADD_MIXER_DIR}/test_mixers.c ${ADD_MIXER_DIR}/mixers.c ${ADD_MIXER_FILE}
                  tests/c/testutil.c)
   target_link_libraries(test_add_mixer PRIVATE mechcore PkgConfig::CHECK)
   target_include_directories(test_add_mixer PRIVATE tests/c)
   target_compile_definitions(test_add_mixer PRIVATE ML_FIXTURES_DIR="${CMAKE_SOURCE_DIR}/tests/fixtures")
   add_test(NAME c.test_add_mixer COMMAND test_add_mixer)
-  # as long as c.test_mixers (CMakeLists.txt's costs: seconds under the sanitizers), so it starts early
-  set_tests_properties(c.test_add_mixer PROPERTIES TIMEOUT 300 ENVIRONMENT "CK_DEFAULT_TIMEOUT=120" COST 102)
+  set_tests_properties(c.test_add_mixer PROPERTIES TIMEOUT 300
+                       ENVIRONMENT "CK_DEFAULT_TIMEOUT=120;MECHLAB_TEST_MIXER=dummy")
   # mechlab with the dummy: mech.architectures lists it, and the Lua mixer tests run over it
   add_executable(mechlab_add_mixer src/host/main.c src/host/run.c src/host/repl.c src/host/complete.c
                  ${ADD_MIXER_DIR}/mixers.c ${ADD_MIXER_FILE})

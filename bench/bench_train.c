@@ -182,12 +182,47 @@ static double time_gemm(bool own, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M,
     return best;
 }
 
+/* Elements of the first `m` rows of an M x N x K product (y = x·wᵀ) that differ when those rows
+ * and n columns are computed alone, by sgemm (*blas) and by mlk_gemm_nt (*own): how far this
+ * machine's BLAS keeps a row's bits (docs/kernels.md, "Determinism"). */
+static float lcg_uniform(uint32_t *st) { /* in [-0.5, 0.5) */
+    *st = *st * 1664525u + 1013904223u;
+    return (float)(*st >> 8) / 16777216.0f - 0.5f;
+}
+
+static void row_bits(int M, int N, int K, int m, int n, int *blas, int *own) {
+    float *x = malloc(sizeof(float) * (size_t)M * K), *w = malloc(sizeof(float) * (size_t)N * K);
+    float *y = malloc(sizeof(float) * (size_t)M * N), *p = malloc(sizeof(float) * (size_t)m * n);
+    *blas = *own = -1;
+    if (!x || !w || !y || !p) goto done;
+    uint32_t st = 1;
+    for (int64_t i = 0; i < (int64_t)M * K; i++) x[i] = lcg_uniform(&st);
+    for (int64_t i = 0; i < (int64_t)N * K; i++) w[i] = lcg_uniform(&st);
+    for (int pass = 0; pass < 2; pass++) {
+        int *count = pass ? own : blas;
+        if (pass) mlk_gemm_nt(M, N, K, x, w, NULL, y), mlk_gemm_nt(m, n, K, x, w, NULL, p);
+        else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w, K, 0.0f, y, N);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, K, 1.0f, x, K, w, K, 0.0f, p, n);
+        }
+        *count = 0;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) *count += memcmp(&p[i * n + j], &y[i * N + j], sizeof(float)) != 0;
+    }
+done:
+    free(x), free(w), free(y), free(p);
+}
+
 /* --shapes: the rate of each linear product of an attention step at width d, as src/ops/matmul.c
  * makes them (forward y = x·Wᵀ by mlk_gemm_nt, dx = dy·W by mlk_gemm_nn, dW += dyᵀ·x by sgemm;
  * the first two by sgemm beside them) and their sum against the same FLOPs at the 512-cube
  * rate: the bound the products alone put on a step. */
 static void bench_shapes(const int *ds, int n_d, int rows, int head_rows, int vocab, double rate) {
     ml_set_threads(1);
+    int blas, own;
+    row_bits(800, 192, 64, 40, 64, &blas, &own);
+    printf("the first 40 rows of an 800 x 192 x 64 product computed alone as 40 x 64: %d of 2560 elements differ "
+           "by sgemm, %d by mlk_gemm_nt\n", blas, own);
     printf("product          rows   in   out  GFLOP/s: fwd, dx, dW (by sgemm: fwd, dx)   ms (3 products)  x floor\n");
     for (int di = 0; di < n_d; di++) {
         int d = ds[di];

@@ -35,8 +35,8 @@ static inline int64_t panel_width(int64_t N, int64_t j0) {
     return (n + GEMM_LANES - 1) / GEMM_LANES * GEMM_LANES;
 }
 
-/* R rows x V vectors of y from column j0, whose panel is wp (rows 16·V floats apart): R and V are constants at each call,
- * so the loops unroll and the accumulators stay in registers. */
+/* R rows x V vectors of y from column j0, whose panel is wp (rows 16·V floats apart): R and V
+ * are constants at each call, so the loops unroll and the accumulators stay in registers. */
 MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float *wp, const float *bias, float *y,
                            int64_t N, int64_t j0) {
     v16 acc[GEMM_ROWS][GEMM_VECS];
@@ -141,7 +141,8 @@ MLK_CLONES static void gemm_part(int64_t M, int64_t N, int64_t K, const float *x
     }
 }
 
-static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int pack, const float *bias, float *y) {
+static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int pack, const float *bias,
+                float *y) {
     if (M <= 0 || N <= 0) return 0;
     int64_t nb = (N + GEMM_COLS - 1) / GEMM_COLS, mb = (M + GEMM_ROWS - 1) / GEMM_ROWS;
     size_t bytes = sizeof(float) * (size_t)(nb * K * GEMM_COLS + 1);

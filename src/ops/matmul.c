@@ -307,12 +307,11 @@ ml_tensor *ml_linear(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
     }
     /* not sgemm: each row's bits must not depend on the rows beside it (kernels.h, mlk_gemm_nt) */
     ml_tensor *bd = bias ? mlo_dense(bias) : NULL;
-    bool ok = (!bias || bd) && !mlk_gemm_nt(N, out, in, ml_f32(X), ml_f32(W), bd ? ml_f32(bd) : NULL, ml_f32(y));
+    int rc = bias && !bd ? -1 : mlk_gemm_nt(N, out, in, ml_f32(X), ml_f32(W), bd ? ml_f32(bd) : NULL, ml_f32(y));
     ml_release(bd);
-    if (!ok) {
+    if (rc) {
         ml_release(X), ml_release(W), ml_release(y);
-        if (bias && !bd) return NULL;
-        ml_fail(ML_ERR_MEM, "linear: out of memory");
+        if (!bias || bd) ml_fail(ML_ERR_MEM, "linear: out of memory"); /* else mlo_dense said why */
         return NULL;
     }
     ml_tensor *in3[3] = {x, w, bias};

@@ -164,8 +164,8 @@ static void suffix_exact(int B, int D) {
                 break;
             }
             ml_tensor *want = ml_narrow(full, 1, t0, L - t0);
-            ck_assert_msg(h && ml_equal(h, want), "%s D=%d from row %d: not the whole forward's bits (%s)", arch, D, t0,
-                          h ? "" : ml_last_error());
+            ck_assert_msg(h && ml_equal(h, want), "%s D=%d from row %d: not the whole forward's bits (%s)", arch, D,
+                          t0, h ? "" : ml_last_error());
             /* readout rows (relative to t0), the last mixer at those rows only */
             for (int b = 0; b < B; b++) ml_i32(rows)[b] = (int32_t)(b % (L - t0));
             ml_tensor *hr = ml_model_hidden_suffix(m, st, &sx, rows, NULL);
@@ -175,8 +175,8 @@ static void suffix_exact(int B, int D) {
             ml_resume rs = {.layer = 0, .entry = ML_ENTRY_BLOCK_INPUT, .act = emb, .rows = rows};
             ml_tensor *hw = ml_model_hidden_resume(m, &rs, NULL);
             ck_assert_msg(hr && hs && hw, "%s: %s", arch, ml_last_error());
-            ck_assert_msg(ml_equal(hr, hw) && ml_equal(hs, hw), "%s D=%d from row %d with readout rows: not the bits", arch, D,
-                          t0);
+            ck_assert_msg(ml_equal(hr, hw) && ml_equal(hs, hw), "%s D=%d from row %d with readout rows: not the bits",
+                          arch, D, t0);
             ml_release(h), ml_release(want), ml_release(hr), ml_release(hs), ml_release(hw), ml_release(nw);
             ml_release(st);
         }

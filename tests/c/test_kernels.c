@@ -929,9 +929,13 @@ static void gemm_check(int64_t M, int64_t N, int64_t K, bool bias) {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             double ref = b ? b[j] : 0.0, mag = fabs(ref);
-            for (int64_t k = 0; k < K; k++) ref += (double)x[i * K + k] * w[j * K + k], mag += fabs(x[i * K + k] * w[j * K + k]);
-            ck_assert_msg(fabs(y[i * N + j] - ref) <= 1e-6 * (mag + 1.0), "gemm %lldx%lldx%lld: y[%lld,%lld] = %g, want %g",
-                          (long long)M, (long long)N, (long long)K, (long long)i, (long long)j, y[i * N + j], ref);
+            for (int64_t k = 0; k < K; k++) {
+                double p = (double)x[i * K + k] * w[j * K + k];
+                ref += p, mag += fabs(p);
+            }
+            ck_assert_msg(fabs(y[i * N + j] - ref) <= 1e-6 * (mag + 1.0),
+                          "gemm %lldx%lldx%lld: y[%lld,%lld] = %g, want %g", (long long)M, (long long)N, (long long)K,
+                          (long long)i, (long long)j, y[i * N + j], ref);
         }
     for (int64_t a = 1; a < M; a += 2) {
         ck_assert_int_eq(mlk_gemm_nt(M - a, N, K, x + a * K, w, b, part), 0);

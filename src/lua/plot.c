@@ -130,7 +130,7 @@ static void lim_field(ctx *c, int t, const char *key, double lim[2]) {
     lim[0] = v[0], lim[1] = v[1];
 }
 
-static const char *const series_keys[] = {"label", "key", "x", "y", "values", "marker", "dashed", "color", "path", "alpha", NULL};
+static const char *const series_keys[] = {"label", "key", "x", "y", "values", "marker", "dashed", "color", "path", "alpha", "tags", NULL};
 static const mlL_option series_opts[] = {
     MLL_OPTION(MLL_STR, "label", pl_series, label), MLL_OPTION(MLL_STR, "key", pl_series, key),
     MLL_OPTION(MLL_STR, "color", pl_series, color), MLL_OPTION(MLL_BOOL, "dashed", pl_series, dashed),
@@ -150,6 +150,9 @@ static void read_series(ctx *c, pl_kind kind, pl_series *se, int j) {
     memset(se, 0, sizeof *se);
     mlL_options(L, t, c->fn, series_opts, se);
     if (se->path && kind != PL_SCATTER) luaL_error(L, "%s: series field 'path' belongs to mech.plot.scatter", c->fn);
+    lua_getfield(L, t, "tags");
+    if (!lua_isnil(L, -1) && kind != PL_BOX) luaL_error(L, "%s: series field 'tags' belongs to mech.plot.box", c->fn);
+    lua_pop(L, 1);
     const char *mk = mlL_optstr(L, t, "marker", NULL, c->fn);
     se->marker = PL_MARKER_AUTO;
     if (mk && (se->marker = pl_marker_find(mk)) < 0)
@@ -161,6 +164,10 @@ static void read_series(ctx *c, pl_kind kind, pl_series *se, int j) {
         lua_pop(L, 1);
         se->y = opt_vector(c, t, "values", &ny);
         se->n = ny;
+        int nt = 0;
+        se->tag = opt_vector(c, t, "tags", &nt);
+        if (se->tag && kind != PL_BOX) luaL_error(L, "%s: series field 'tags' belongs to mech.plot.box", c->fn);
+        if (se->tag && nt != ny) luaL_error(L, "%s: group %d has %d values and %d tags", c->fn, j + 1, ny, nt);
         return;
     }
     se->y = opt_vector(c, t, "y", &ny);
@@ -196,7 +203,7 @@ static pl_series *read_list(ctx *c, pl_kind kind, int t, const char *field, int 
 static const char *const fig_keys[] = {"series", "groups", "facets", "categories", "title", "xlabel", "ylabel",
                                        "legend", "legend_title", "width", "height", "scale", "ncol", "free_y", "logx",
                                        "xlim", "ylim", "xticks", "yticks", "hlines", "palette", "alpha", "line_width",
-                                       "marker_size", "markers", "jitter", "seed", "dodge", "caption", "out", NULL};
+                                       "marker_size", "markers", "jitter", "seed", "dodge", "caption", "tag_title", "out", NULL};
 static const char *const legend_names[] = {"auto", "right", "bottom", "none", NULL}; /* pl_legend_pos */
 /* Read after 'out', before 'logx' and the vectors; the defaults are pl_plot_init's. */
 static const mlL_option fig_opts[] = {
@@ -210,6 +217,7 @@ static const mlL_option fig_opts[] = {
     MLL_OPTION(MLL_NUM, "jitter", pl_plot, jitter),
     {"seed", MLL_INT32, offsetof(pl_plot, jitter_seed), 0, INT32_MAX, NULL, "field 'seed' expected a non-negative integer"},
     MLL_OPTION(MLL_NUM, "dodge", pl_plot, dodge),          MLL_OPTION(MLL_STR, "caption", pl_plot, caption),
+    MLL_OPTION(MLL_STR, "tag_title", pl_plot, tag_title),
     {"legend", MLL_ENUM, offsetof(pl_plot, legend), 0, 0, legend_names, "field 'legend' expected 'right', 'bottom' or 'none'"},
     {NULL}};
 
@@ -228,7 +236,7 @@ static pl_panel *read_panels(ctx *c, pl_kind kind, const char *list, int *np) {
     pl_panel *pan;
     if (has_list) {
         pan = buf(c, sizeof *pan);
-        pan->title = NULL;
+        pan->title = NULL, pan->blank = 0;
         pan->series = read_list(c, kind, 1, list, &pan->nseries);
     } else {
         lua_getfield(L, 1, "facets");
@@ -236,13 +244,25 @@ static pl_panel *read_panels(ctx *c, pl_kind kind, const char *list, int *np) {
         *np = (int)luaL_len(L, -1);
         if (*np < 1 || *np > PL_MAXPANELS) luaL_error(L, "%s: field 'facets' must have 1 to %d entries, got %d", fn, PL_MAXPANELS, *np);
         pan = buf(c, sizeof *pan * (size_t)*np);
-        const char *const facet_keys[] = {"title", list, NULL};
+        const char *const facet_keys[] = {"title", list, "blank", NULL};
         for (int i = 0; i < *np; i++) {
             lua_geti(L, -1, i + 1);
             int t = lua_gettop(L);
             if (!lua_istable(L, t)) luaL_error(L, "%s: facet %d expected a table {title = ..., %s = ...}, got %s", fn, i + 1, list, got(L, t));
             mlL_checkkeys(L, t, fn, facet_keys);
             pan[i].title = mlL_optstr(L, t, "title", NULL, fn);
+            lua_getfield(L, t, "blank");
+            pan[i].blank = lua_toboolean(L, -1);
+            if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) luaL_error(L, "%s: facet %d field 'blank' expected a boolean, got %s", fn, i + 1, got(L, -1));
+            lua_pop(L, 1);
+            if (pan[i].blank) { /* an empty slot of the grid: no data, nothing drawn */
+                lua_getfield(L, t, list);
+                if (!lua_isnil(L, -1)) luaL_error(L, "%s: facet %d is blank and cannot have '%s'", fn, i + 1, list);
+                lua_pop(L, 1);
+                pan[i].series = NULL, pan[i].nseries = 0;
+                lua_pop(L, 1);
+                continue;
+            }
             pan[i].series = read_list(c, kind, t, list, &pan[i].nseries);
             lua_pop(L, 1);
         }

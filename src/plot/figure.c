@@ -98,7 +98,10 @@ typedef struct {
     const char *cats[MAXKEYS];    /* x categories (box: group keys; bar: p->categories) */
     const char *cat_lab[MAXKEYS]; /* their tick labels (box: the group's label) */
     int nleg;
-    const pl_series *leg[MAXKEYS]; /* first series of each legend label */
+    const pl_series *leg[MAXKEYS]; /* first series with data of each legend label */
+    int ntag;                      /* box: the distinct tag values, ascending; the legend lists them */
+    double tags[MAXKEYS];
+    char tag_lab[MAXKEYS][32];
 } fig;
 
 static const char *skey(const pl_series *se) { return se->key ? se->key : se->label ? se->label : ""; }
@@ -115,9 +118,11 @@ static pl_color series_color(const fig *f, const pl_series *se) {
     return pl_palette_at(f->pal, find_str(f->keys, f->nkeys, skey(se)), f->nkeys);
 }
 
+static const int marker_cycle[] = {PL_MARKER_CIRCLE, PL_MARKER_TRIANGLE, PL_MARKER_SQUARE, PL_MARKER_DIAMOND,
+                                   PL_MARKER_TRIANGLE_DOWN, PL_MARKER_PLUS, PL_MARKER_CROSS};
+
 static int series_marker(const fig *f, const pl_series *se) {
-    static const int cycle[] = {PL_MARKER_CIRCLE, PL_MARKER_TRIANGLE, PL_MARKER_SQUARE, PL_MARKER_DIAMOND,
-                                PL_MARKER_TRIANGLE_DOWN, PL_MARKER_PLUS, PL_MARKER_CROSS};
+    const int *cycle = marker_cycle;
     if (se->marker >= 0) return se->marker;
     return cycle[find_str(f->keys, f->nkeys, skey(se)) % 7];
 }
@@ -155,6 +160,7 @@ static ml_status validate(fig *f) {
         const pl_panel *pa = &f->pan[i];
         if (pa->nseries < 0 || (pa->nseries && !pa->series))
             return ml_fail(ML_ERR_ARG, "%s: panel %d has a bad series array", fn, i + 1);
+        if (pa->blank && pa->nseries) return ml_fail(ML_ERR_ARG, "%s: panel %d is blank but has series", fn, i + 1);
         for (int j = 0; j < pa->nseries; j++) {
             const pl_series *se = &pa->series[j];
             if (se->n < 0 || (se->n && !se->y) || (se->n && !se->x && (f->kind == PL_LINES || f->kind == PL_SCATTER)))
@@ -168,12 +174,23 @@ static ml_status validate(fig *f) {
             pl_color dummy;
             if (se->color && !pl_parse_hex(se->color, &dummy))
                 return ml_fail(ML_ERR_ARG, "%s: colour '%s' is not of the form #rrggbb", fn, se->color);
+            if (se->tag && f->kind != PL_BOX) return ml_fail(ML_ERR_ARG, "%s: tags belong to box plots", fn);
+            int has_data = 0;
             for (int k = 0; k < se->n; k++) {
                 int ok = isfinite(se->y[k]) && (f->kind == PL_BOX || f->kind == PL_BAR || isfinite(se->x[k]));
                 if (ok && p->logx && se->x[k] <= 0)
                     return ml_fail(ML_ERR_ARG, "%s: x value %g of series %d is not > 0 on a log axis", fn, se->x[k], j + 1);
-                finite += ok;
+                has_data += ok;
+                if (ok && se->tag && isfinite(se->tag[k])) {
+                    int t = 0;
+                    while (t < f->ntag && f->tags[t] < se->tag[k]) t++;
+                    if (t < f->ntag && f->tags[t] == se->tag[k]) continue;
+                    if (f->ntag == MAXKEYS) return ml_fail(ML_ERR_ARG, "%s: more than %d distinct tags", fn, MAXKEYS);
+                    memmove(&f->tags[t + 1], &f->tags[t], sizeof(double) * (size_t)(f->ntag - t));
+                    f->tags[t] = se->tag[k], f->ntag++;
+                }
             }
+            finite += has_data;
             const char *k = skey(se);
             if (find_str(f->keys, f->nkeys, k) < 0) {
                 if (f->nkeys == MAXKEYS) return ml_fail(ML_ERR_ARG, "%s: more than %d distinct series", fn, MAXKEYS);
@@ -190,7 +207,7 @@ static ml_status validate(fig *f) {
                 /* the tick shows the first label given for the key (it may add a run count) */
                 if (f->cat_lab[at] == f->cats[at] && se->label && se->label[0]) f->cat_lab[at] = se->label;
             }
-            if (se->label && se->label[0] && f->nleg < MAXKEYS) {
+            if (has_data && se->label && se->label[0] && f->nleg < MAXKEYS) { /* a series without points has no entry */
                 int seen = 0;
                 for (int l = 0; l < f->nleg && !seen; l++) seen = strcmp(f->leg[l]->label, se->label) == 0;
                 if (!seen) f->leg[f->nleg++] = se;
@@ -198,6 +215,9 @@ static ml_status validate(fig *f) {
         }
     }
     if (!finite) return ml_fail(ML_ERR_ARG, "%s: no finite data to plot", fn);
+    for (int t = 0; t < f->ntag; t++)
+        snprintf(f->tag_lab[t], sizeof f->tag_lab[t], "%s%s%g", p->tag_title && p->tag_title[0] ? p->tag_title : "",
+                 p->tag_title && p->tag_title[0] ? " = " : "", f->tags[t]);
     return ML_OK;
 }
 
@@ -273,10 +293,93 @@ static double jitter_unit(unsigned seed, int panel, int series, int k, int axis)
     return (double)(z >> 11) / 9007199254740992.0 * 2 - 1;
 }
 
-/* The x shift in pixels of a series under `dodge`: by its key's place among the figure's keys. */
-static double dodge_px(const fig *f, const pl_series *se) {
-    if (!(f->p->dodge > 0) || f->nkeys < 2) return 0;
-    return (find_str(f->keys, f->nkeys, skey(se)) - (f->nkeys - 1) / 2.0) * f->p->dodge * f->s;
+/* Dodging, in screen space: at each x of a panel, the series (by key) whose markers would overlap
+ * there form a cluster, spread `dodge` pixels apart and centred on that x; a series alone at an x
+ * stays on it, so its point reads at its true x on any axis scale. A cluster never spreads wider
+ * than 0.6 of the gap to the next x. Points of one key (a mean and its seeds) move together.
+ * Returns one offset per point (base[j] + k for series j's point k), or NULL without dodge. */
+typedef struct {
+    double px, py;
+    int key, j, k;
+} dodge_pt;
+
+static int cmp_dodge_pt(const void *a, const void *b) {
+    const dodge_pt *x = a, *y = b;
+    if (x->px != y->px) return x->px < y->px ? -1 : 1;
+    if (x->key != y->key) return x->key - y->key;
+    return (x->py > y->py) - (x->py < y->py);
+}
+
+typedef struct {
+    int key;
+    double lo, hi;
+} dodge_span;
+
+static int cmp_span_lo(const void *a, const void *b) {
+    const dodge_span *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+static int cmp_span_key(const void *a, const void *b) { return ((const dodge_span *)a)->key - ((const dodge_span *)b)->key; }
+
+static double *dodge_offsets(const fig *f, const pl_panel *pa, const pl_box_px *b, int *base, double ms) {
+    if (!(f->p->dodge > 0) || (f->kind != PL_LINES && f->kind != PL_SCATTER)) return NULL;
+    int total = 0;
+    for (int j = 0; j < pa->nseries; j++) base[j] = total, total += pa->series[j].n;
+    double *off = calloc((size_t)(total ? total : 1), sizeof *off);
+    dodge_pt *pt = malloc(sizeof *pt * (size_t)(total ? total : 1));
+    dodge_span *sp = malloc(sizeof *sp * (size_t)(total ? total : 1));
+    if (!off || !pt || !sp) {
+        free(pt), free(sp);
+        return off;
+    }
+    int n = 0;
+    for (int j = 0; j < pa->nseries; j++) {
+        const pl_series *se = &pa->series[j];
+        int key = find_str(f->keys, f->nkeys, skey(se));
+        for (int k = 0; k < se->n; k++)
+            if (isfinite(se->x[k]) && isfinite(se->y[k]))
+                pt[n++] = (dodge_pt){round(pl_px_x(b, se->x[k]) * 64) / 64, pl_px_y(b, se->y[k]), key, j, k};
+    }
+    qsort(pt, (size_t)n, sizeof *pt, cmp_dodge_pt);
+    double gap = INFINITY; /* the smallest distance between two x that carry points */
+    for (int i = 1; i < n; i++)
+        if (pt[i].px - pt[i - 1].px > 0.5) gap = fmin(gap, pt[i].px - pt[i - 1].px);
+    double step0 = f->p->dodge * f->s, near = 2 * ms + f->s; /* markers closer than this touch */
+    for (int a = 0, e; a < n; a = e) {
+        for (e = a; e < n && pt[e].px - pt[a].px <= 0.5;) e++;
+        int m = 0; /* each key's vertical extent at this x */
+        for (int i = a; i < e; i++) {
+            if (m && sp[m - 1].key == pt[i].key) sp[m - 1].hi = fmax(sp[m - 1].hi, pt[i].py);
+            else sp[m++] = (dodge_span){pt[i].key, pt[i].py, pt[i].py};
+        }
+        qsort(sp, (size_t)m, sizeof *sp, cmp_span_lo);
+        for (int c0 = 0, c1; c0 < m; c0 = c1) {
+            double hi = sp[c0].hi;
+            for (c1 = c0 + 1; c1 < m && sp[c1].lo <= hi + near; c1++) hi = fmax(hi, sp[c1].hi);
+            int cm = c1 - c0;
+            if (cm < 2) continue;
+            qsort(sp + c0, (size_t)cm, sizeof *sp, cmp_span_key); /* the figure's key order, left to right */
+            double step = isfinite(gap) ? fmin(step0, 0.6 * gap / (cm - 1)) : step0;
+            for (int q = 0; q < cm; q++)
+                for (int i = a; i < e; i++)
+                    if (pt[i].key == sp[c0 + q].key) off[base[pt[i].j] + pt[i].k] = (q - (cm - 1) / 2.0) * step;
+        }
+    }
+    free(pt), free(sp);
+    return off;
+}
+
+/* The fill opacity of a scatter series' points. */
+static double point_alpha(const fig *f, const pl_series *se) {
+    return se->alpha > 0 ? fmin(1, se->alpha) : isnan(f->p->alpha) ? 0.45 : f->p->alpha;
+}
+
+/* A scatter point's outline: darker than its fill and twice as opaque (at most solid), so that
+ * a faint point (alpha 0.2 in a dense cloud) stays faint instead of an opaque ring. */
+static pl_color point_edge(pl_color col, double alpha) {
+    pl_color e = pl_darken(col, 0.8);
+    e.a = (float)fmin(1, 2 * alpha);
+    return e;
 }
 
 static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px *b) {
@@ -285,19 +388,29 @@ static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px 
     double s = f->s, lw = (p->line_width > 0 ? p->line_width : 1.3) * s;
     double ms = (p->marker_size > 0 ? p->marker_size : 3.0) * s;
     double slot = (b->x1 - b->x0) / (b->xmax - b->xmin); /* pixels per category */
+    int *base = malloc(sizeof(int) * (size_t)(pa->nseries ? pa->nseries : 1));
+    if (!base) return;
+    double *off = dodge_offsets(f, pa, b, base, ms);
+    /* two passes: a scatter's highlighted series (those joined by a path) go on top of the cloud */
+    for (int pass = 0; pass < 2; pass++)
     for (int j = 0; j < pa->nseries; j++) {
         const pl_series *se = &pa->series[j];
+        if (pass != (f->kind == PL_SCATTER && se->path)) continue;
         pl_color col = series_color(f, se);
         int mk = series_marker(f, se);
-        double dx = dodge_px(f, se);
+#define DX(k) (off ? off[base[j] + (k)] : 0)
         if (f->kind == PL_LINES || (f->kind == PL_SCATTER && se->path)) {
             double *xy = malloc(sizeof(double) * 2 * (size_t)(se->n ? se->n : 1));
             if (!xy) return;
             int m = 0;
             for (int k = 0; k <= se->n; k++) { /* NaN breaks the line */
                 int ok = k < se->n && isfinite(se->x[k]) && isfinite(se->y[k]);
-                if (ok) xy[2 * m] = pl_px_x(b, se->x[k]) + dx, xy[2 * m + 1] = pl_px_y(b, se->y[k]), m++;
+                if (ok) xy[2 * m] = pl_px_x(b, se->x[k]) + DX(k), xy[2 * m + 1] = pl_px_y(b, se->y[k]), m++;
                 if (!ok && m) {
+                    if (f->kind == PL_SCATTER) { /* a white halo lifts the highlighted path off the cloud */
+                        pl_mask_polyline(c, xy, m, lw + 2 * s, 0);
+                        pl_paint(c, pl_grey(1, 0.85f));
+                    }
                     if (se->dashed) pl_mask_dashed(c, xy, m, lw, 4.5 * s, 3 * s);
                     else pl_mask_polyline(c, xy, m, lw, 0);
                     pl_paint(c, col);
@@ -308,35 +421,48 @@ static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px 
             if (f->kind == PL_LINES && p->markers && mk)
                 for (int k = 0; k < se->n; k++)
                     if (isfinite(se->x[k]) && isfinite(se->y[k]))
-                        pl_draw_marker(c, mk, pl_px_x(b, se->x[k]) + dx, pl_px_y(b, se->y[k]), ms, col, col, 0);
+                        pl_draw_marker(c, mk, pl_px_x(b, se->x[k]) + DX(k), pl_px_y(b, se->y[k]), ms, col, col, 0);
         }
         if (f->kind == PL_SCATTER) {
-            pl_color fill = col;
-            fill.a *= (float)(se->alpha > 0 ? fmin(1, se->alpha) : isnan(p->alpha) ? 0.45 : p->alpha);
+            double alpha = point_alpha(f, se);
+            pl_color fill = col, edge = point_edge(col, alpha);
+            fill.a *= (float)alpha;
             double jit = p->jitter * s;
             for (int k = 0; k < se->n; k++)
                 if (isfinite(se->x[k]) && isfinite(se->y[k])) {
-                    double px = pl_px_x(b, se->x[k]) + dx, py = pl_px_y(b, se->y[k]);
+                    double px = pl_px_x(b, se->x[k]) + DX(k), py = pl_px_y(b, se->y[k]);
                     /* a path joins the unjittered points: jitter only the points drawn alone */
                     if (jit > 0 && !se->path)
                         px += jit * jitter_unit(p->jitter_seed, ip, j, k, 0), py += jit * jitter_unit(p->jitter_seed, ip, j, k, 1);
-                    pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, px, py, ms, fill, pl_darken(col, 0.8), 0.9 * s);
+                    pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, px, py, ms, fill, edge, 0.9 * s);
                 }
         } else if (f->kind == PL_LINES) {
             continue;
         } else if (f->kind == PL_BOX) {
-            double *v = malloc(sizeof(double) * (size_t)(se->n ? se->n : 1));
-            if (!v) return;
+            double *v = malloc(sizeof(double) * 2 * (size_t)(se->n ? se->n : 1));
+            if (!v) break;
+            double *tg = v + (se->n ? se->n : 1);
             int m = 0;
             for (int k = 0; k < se->n; k++)
-                if (isfinite(se->y[k])) v[m++] = se->y[k];
+                if (isfinite(se->y[k])) tg[m] = se->tag ? se->tag[k] : NAN, v[m++] = se->y[k];
             double xc = pl_px_x(b, find_str(f->cats, f->ncat, skey(se)));
-            if (m && m < PL_BOX_MIN_N) { /* one or two runs: their points, a box would invent a spread */
+            if (m && m < PL_BOX_MIN_N) { /* a few runs: their points, side by side; a box would invent a spread */
                 pl_color fill = col;
                 fill.a *= (float)(isnan(p->alpha) ? 0.85 : p->alpha);
-                for (int k = 0; k < m; k++)
-                    pl_draw_marker(c, PL_MARKER_CIRCLE, xc + (m == 2 ? (k ? 1 : -1) * 3.5 * s : 0), pl_px_y(b, v[k]), 3 * s, fill,
+                int places = f->ntag ? f->ntag : m; /* with tags, one place (and shape) per tag value */
+                double sp = fmin(7 * s, slot * 0.7 / places);
+                for (int k = 0; k < m; k++) {
+                    int rank = -1, same = 0, before = 0;
+                    for (int t = 0; t < f->ntag; t++)
+                        if (f->tags[t] == tg[k]) rank = t;
+                    double x = xc + (k - (m - 1) / 2.0) * sp;
+                    if (f->ntag) {
+                        for (int q = 0; q < m; q++) same += tg[q] == tg[k] || (isnan(tg[q]) && isnan(tg[k])), before += q < k && (tg[q] == tg[k] || (isnan(tg[q]) && isnan(tg[k])));
+                        x = xc + (rank >= 0 ? rank - (f->ntag - 1) / 2.0 : 0) * sp + (before - (same - 1) / 2.0) * sp * 0.4;
+                    }
+                    pl_draw_marker(c, rank >= 0 ? marker_cycle[rank % 7] : PL_MARKER_CIRCLE, x, pl_px_y(b, v[k]), 3 * s, fill,
                                    pl_grey(0.2, 1), fmax(1, 0.9 * s));
+                }
             } else if (m) {
                 qsort(v, (size_t)m, sizeof *v, cmp_double);
                 double q1 = quantile(v, m, 0.25), med = quantile(v, m, 0.5), q3 = quantile(v, m, 0.75);
@@ -367,8 +493,16 @@ static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px 
                 pl_fill_rect(c, x0 + 0.5 * s, y0, x0 + bw - 0.5 * s, y1, fill);
             }
         }
+#undef DX
     }
+    free(off);
+    free(base);
 }
+
+/* The legend's entries: a box plot with tags lists the tag values (their marker shapes), any
+ * other figure its labelled series that have data. */
+static int legend_n(const fig *f) { return f->kind == PL_BOX && f->ntag ? f->ntag : f->nleg; }
+static const char *legend_label(const fig *f, int l) { return f->kind == PL_BOX && f->ntag ? f->tag_lab[l] : f->leg[l]->label; }
 
 /* Legend key glyph for a series, centred at (x, y). */
 static void draw_key(fig *f, pl_canvas *c, const pl_series *se, double x, double y) {
@@ -381,10 +515,11 @@ static void draw_key(fig *f, pl_canvas *c, const pl_series *se, double x, double
         else pl_mask_polyline(c, xy, 2, 1.3 * s, 0);
         pl_paint(c, col);
         if (f->p->markers && mk) pl_draw_marker(c, mk, x, y, 3 * s, col, col, 0);
-    } else if (f->kind == PL_SCATTER) {
+    } else if (f->kind == PL_SCATTER) { /* a faint cloud's key would be unreadable: at least 0.45 */
+        double alpha = fmax(0.45, point_alpha(f, se));
         pl_color fill = col;
-        fill.a *= (float)(se->alpha > 0 ? fmin(1, se->alpha) : isnan(f->p->alpha) ? 0.45 : f->p->alpha);
-        pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, x, y, 3.4 * s, fill, pl_darken(col, 0.8), 0.9 * s);
+        fill.a *= (float)alpha;
+        pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, x, y, 3.4 * s, fill, point_edge(col, alpha), 0.9 * s);
     } else {
         pl_fill_rect(c, x - 5 * s, y - 5 * s, x + 5 * s, y + 5 * s, col);
         if (f->kind == PL_BOX) pl_stroke_rect(c, x - 5 * s, y - 5 * s, x + 5 * s, y + 5 * s, fmax(1, 0.9 * s), pl_grey(0.2, 1));
@@ -396,6 +531,8 @@ static double crisp(double v) { return floor(v) + 0.5; }
 
 /* ---- layout: data ranges, ticks, legend and margins ---- */
 
+enum { PL_CAPLINES = 8 };
+
 typedef struct {
     double W, H;
     int ncol, nrow, cat, legend, xrot, every_xaxis; /* every_xaxis: panels' category labels differ */
@@ -405,7 +542,10 @@ typedef struct {
     double strip_h, xaxis_h, pw, ph, colgap, rowgap[PL_MAXPANELS];
     double left, top, keyw, rowh, lw_right, lw_bottom, lh_right, cap_h;
     const char *ltitle;
-    pl_font ft, fl, fti, fs, fg, fgt;
+    pl_font ft, fl, fti, fs, fg, fgt, fc;
+    char *cap_text; /* the caption, cut into lines at spaces */
+    int cap_n;
+    const char *cap_line[PL_CAPLINES];
 } frame;
 
 /* The shared x range and each panel's y range (shared unless free_y). */
@@ -447,14 +587,15 @@ static ml_status data_ranges(const fig *f, frame *fr) {
 static void plan_legend(const fig *f, frame *fr) {
     double s = f->s;
     int legend = f->p->legend;
+    int tags = f->kind == PL_BOX && f->ntag, nl = legend_n(f);
     if (legend == PL_LEGEND_AUTO)
-        legend = f->nleg == 0 || f->kind == PL_BOX || (f->kind == PL_BAR && f->nleg < 2) ? PL_LEGEND_NONE : PL_LEGEND_RIGHT;
-    if (f->nleg == 0) legend = PL_LEGEND_NONE;
-    fr->ltitle = f->p->legend_title && f->p->legend_title[0] ? f->p->legend_title : NULL;
+        legend = nl == 0 || (f->kind == PL_BOX && !tags) || (f->kind == PL_BAR && nl < 2) ? PL_LEGEND_NONE : PL_LEGEND_RIGHT;
+    if (nl == 0) legend = PL_LEGEND_NONE;
+    fr->ltitle = tags ? NULL : f->p->legend_title && f->p->legend_title[0] ? f->p->legend_title : NULL;
     fr->keyw = (f->kind == PL_LINES ? 20 : 12) * s, fr->rowh = fmax(pl_text_height(&fr->fg), 13 * s);
     fr->lw_right = fr->lw_bottom = 0;
-    for (int l = 0; l < f->nleg; l++) {
-        double tw = pl_text_width(f->leg[l]->label, &fr->fg);
+    for (int l = 0; l < nl; l++) {
+        double tw = pl_text_width(legend_label(f, l), &fr->fg);
         fr->lw_right = fmax(fr->lw_right, fr->keyw + PL_GAP * s + tw);
         fr->lw_bottom += fr->keyw + PL_GAP * s + tw + 12 * s;
     }
@@ -462,7 +603,7 @@ static void plan_legend(const fig *f, frame *fr) {
         fr->lw_right = fmax(fr->lw_right, pl_text_width(fr->ltitle, &fr->fgt));
         fr->lw_bottom += pl_text_width(fr->ltitle, &fr->fgt) + 10 * s;
     }
-    fr->lh_right = fr->rowh * (f->nleg + (fr->ltitle ? 1 : 0));
+    fr->lh_right = fr->rowh * (nl + (fr->ltitle ? 1 : 0));
     if (legend == PL_LEGEND_BOTTOM && fr->lw_bottom > fr->W - 2 * PL_PAD * s) legend = PL_LEGEND_RIGHT;
     fr->legend = legend;
 }
@@ -497,6 +638,37 @@ static void plan_xticks(const fig *f, frame *fr) {
     fr->xaxis_h = PL_TICKLEN * s + 3 * s + xt_h;
 }
 
+/* The caption at the tick labels' size (readable wherever the figure is), broken at spaces into
+ * lines that fit the figure's width; only a word wider than the figure, or a ninth line, makes
+ * a line shrink when drawn. */
+static ml_status wrap_caption(const fig *f, frame *fr) {
+    const char *cap = f->p->caption;
+    fr->cap_n = 0;
+    if (!cap || !cap[0]) return ML_OK;
+    fr->fc = pl_f(PL_FS_TICK, f->s, 0, 0, PL_LEFT, PL_BOTTOM);
+    if (!(fr->cap_text = malloc(strlen(cap) + 1))) return ml_fail(ML_ERR_MEM, "plot: out of memory");
+    strcpy(fr->cap_text, cap);
+    double room = fr->W - 2 * PL_PAD * f->s;
+    char *line = fr->cap_text;
+    while (line) {
+        fr->cap_line[fr->cap_n++] = line;
+        if (fr->cap_n == PL_CAPLINES || pl_text_width(line, &fr->fc) <= room) break;
+        char *cut = NULL; /* the last space before which the line fits, else the first */
+        for (char *sp = strchr(line, ' '); sp; sp = strchr(sp + 1, ' ')) {
+            *sp = 0;
+            int fits = pl_text_width(line, &fr->fc) <= room;
+            *sp = ' ';
+            if (!fits && cut) break;
+            cut = sp;
+            if (!fits) break;
+        }
+        if (!cut) break;
+        *cut = 0;
+        line = cut + 1;
+    }
+    return ML_OK;
+}
+
 /* Fonts, ticks, legend, margins and the panels' size. */
 static ml_status plan_layout(fig *f, frame *fr) {
     const pl_plot *p = f->p;
@@ -523,6 +695,9 @@ static ml_status plan_layout(fig *f, frame *fr) {
     double ytw = 0;
     for (int i = 0; i < np; i++) {
         make_ticks(&fr->yt[i], p->yticks, p->nyticks, fr->ylo[i], fr->yhi[i], 0, ytarget);
+        /* at least three ticks: a short panel's axis must still show its scale between 0 and 1 */
+        for (int t = ytarget + 1; !p->nyticks && fr->yt[i].n < 3 && t <= 10; t++)
+            make_ticks(&fr->yt[i], NULL, 0, fr->ylo[i], fr->yhi[i], 0, t);
         for (int k = 0; k < fr->yt[i].n; k++) ytw = fmax(ytw, pl_text_width(fr->yt[i].lab[k], &fr->ft));
     }
     double yaxis_w = ytw + PL_TICKLEN * s + 3 * s; /* tick labels plus ticks */
@@ -534,13 +709,15 @@ static ml_status plan_layout(fig *f, frame *fr) {
     fr->colgap = p->free_y ? yaxis_w + 6 * s : 8 * s;
     fr->pw = (fr->W - fr->left - right - (fr->ncol - 1) * fr->colgap) / fr->ncol;
     plan_xticks(f, fr);
-    fr->cap_h = p->caption && p->caption[0] ? pl_text_height(&fr->ft) + 8 * s : 0;
+    if (wrap_caption(f, fr)) return ml_last_status();
+    fr->cap_h = fr->cap_n ? fr->cap_n * pl_text_height(&fr->fc) + 8 * s : 0;
     double bottom = PL_PAD * s + fr->xaxis_h + (p->xlabel && p->xlabel[0] ? lh_label + PL_GAP * s : 0) +
                     (fr->legend == PL_LEGEND_BOTTOM ? fr->rowh + 8 * s : 0) + fr->cap_h;
     /* a panel with no panel below it carries x tick labels, so its row needs their room */
     double gaps = 0;
     for (int r = 0; r < fr->nrow - 1; r++) {
         int need = (np % fr->ncol && r == fr->nrow - 2) || fr->every_xaxis;
+        for (int i = (r + 1) * fr->ncol; i < (r + 2) * fr->ncol && i < np; i++) need |= f->pan[i].blank; /* axis over a blank */
         fr->rowgap[r] = need ? fr->xaxis_h + 6 * s : 8 * s;
         gaps += fr->rowgap[r];
     }
@@ -634,6 +811,7 @@ static void draw_panel(fig *f, pl_canvas *c, const frame *fr, pl_layout *L, int 
     double y0 = round(y + fr->strip_h), y1 = round(y0 + fr->ph);
     pl_box_px *b = &L->panel[i];
     *b = (pl_box_px){x0, y0, x1, y1, fr->xlo, fr->xhi, fr->ylo[i], fr->yhi[i], p->logx};
+    if (f->pan[i].blank) return; /* a slot that cannot have data stays white */
     const char *title = f->pan[i].title;
     if (title && title[0] && fr->strip_h > 0) draw_strip(c, fr, title, x0, y, x1, y0, ew);
     pl_clip(c, x0, y0, x1, y1);
@@ -641,8 +819,9 @@ static void draw_panel(fig *f, pl_canvas *c, const frame *fr, pl_layout *L, int 
     draw_data(f, c, &f->pan[i], b);
     pl_unclip(c);
     pl_stroke_rect(c, crisp(x0), crisp(y0), crisp(x1 - 1), crisp(y1 - 1), ew, PL_BORDER);
-    if (col == 0 || p->free_y) draw_yaxis(f, c, fr, &fr->yt[i], b, ew); /* first column, or every panel with free scales */
-    if (i + fr->ncol >= f->np || fr->every_xaxis) draw_xaxis(f, c, fr, &f->pan[i], b, ew); /* nothing below, or own labels */            /* nothing below */
+    if (col == 0 || p->free_y || f->pan[i - 1].blank) draw_yaxis(f, c, fr, &fr->yt[i], b, ew); /* first in its row, or free scales */
+    if (i + fr->ncol >= f->np || fr->every_xaxis || f->pan[i + fr->ncol].blank)
+        draw_xaxis(f, c, fr, &f->pan[i], b, ew); /* nothing below, or own labels */
 }
 
 static void draw_titles(const fig *f, pl_canvas *c, const frame *fr, pl_layout *L, const double g[4]) {
@@ -660,13 +839,28 @@ static void draw_titles(const fig *f, pl_canvas *c, const frame *fr, pl_layout *
         pl_font fy = pl_f(PL_FS_LABEL, s, 0, 90, PL_CENTER, PL_TOP);
         pl_text(c, p->ylabel, &fy, PL_PAD * s, (g[1] + g[3]) / 2, PL_INK);
     }
-    if (fr->cap_h > 0) { /* left-aligned at the bottom; a caption wider than the figure shrinks */
-        pl_font fc = pl_f(PL_FS_TICK, s, 0, 0, PL_LEFT, PL_BOTTOM);
-        double room = fr->W - 2 * PL_PAD * s, w = pl_text_width(p->caption, &fc);
-        if (w > room) fc.size *= room / w;
-        pl_text(c, p->caption, &fc, PL_PAD * s, fr->H - PL_PAD * s, PL_TICKINK);
-        pl_text_box(p->caption, &fc, PL_PAD * s, fr->H - PL_PAD * s, L->caption);
+    if (fr->cap_n) { /* left-aligned at the bottom, line by line */
+        double room = fr->W - 2 * PL_PAD * s, lh = pl_text_height(&fr->fc);
+        L->caption[0] = L->caption[1] = INFINITY, L->caption[2] = L->caption[3] = -INFINITY;
+        for (int i = 0; i < fr->cap_n; i++) {
+            pl_font fc = fr->fc;
+            double w = pl_text_width(fr->cap_line[i], &fc), y = fr->H - PL_PAD * s - (fr->cap_n - 1 - i) * lh, box[4];
+            if (w > room) fc.size *= room / w;
+            pl_text(c, fr->cap_line[i], &fc, PL_PAD * s, y, PL_TICKINK);
+            pl_text_box(fr->cap_line[i], &fc, PL_PAD * s, y, box);
+            L->caption[0] = fmin(L->caption[0], box[0]), L->caption[1] = fmin(L->caption[1], box[1]);
+            L->caption[2] = fmax(L->caption[2], box[2]), L->caption[3] = fmax(L->caption[3], box[3]);
+        }
+        L->caption_lines = fr->cap_n;
     }
+}
+
+/* Legend entry l's key: a tag's marker shape in grey, or the series' key glyph. */
+static void draw_entry_key(fig *f, pl_canvas *c, int l, double x, double y) {
+    if (f->kind == PL_BOX && f->ntag)
+        pl_draw_marker(c, marker_cycle[l % 7], x, y, 3.4 * f->s, pl_grey(0.6, 1), pl_grey(0.2, 1), fmax(1, 0.9 * f->s));
+    else
+        draw_key(f, c, f->leg[l], x, y);
 }
 
 /* The legend beside (right) or under (bottom) the panels' box g. */
@@ -676,19 +870,23 @@ static void draw_legend(fig *f, pl_canvas *c, const frame *fr, pl_layout *L, con
         double lx = g[2] + 12 * s, ly = round((g[1] + g[3]) / 2 - fr->lh_right / 2);
         L->legend[0] = lx, L->legend[1] = ly, L->legend[2] = lx + fr->lw_right, L->legend[3] = ly + fr->lh_right;
         if (fr->ltitle) pl_text(c, fr->ltitle, &fr->fgt, lx, ly + rowh / 2, PL_INK), ly += rowh;
-        for (int l = 0; l < f->nleg; l++, ly += rowh) {
-            draw_key(f, c, f->leg[l], lx + keyw / 2, crisp(ly + rowh / 2));
-            pl_text(c, f->leg[l]->label, &fr->fg, lx + keyw + PL_GAP * s, ly + rowh / 2, PL_INK);
+        for (int l = 0; l < legend_n(f); l++, ly += rowh) {
+            draw_entry_key(f, c, l, lx + keyw / 2, crisp(ly + rowh / 2));
+            pl_text(c, legend_label(f, l), &fr->fg, lx + keyw + PL_GAP * s, ly + rowh / 2, PL_INK);
         }
     } else if (fr->legend == PL_LEGEND_BOTTOM) {
         double lx = round((g[0] + g[2]) / 2 - (fr->lw_bottom - 12 * s) / 2), ly = fr->H - PL_PAD * s - fr->cap_h - rowh / 2;
         L->legend[0] = lx, L->legend[1] = ly - rowh / 2, L->legend[2] = lx + fr->lw_bottom - 12 * s, L->legend[3] = ly + rowh / 2;
         if (fr->ltitle) pl_text(c, fr->ltitle, &fr->fgt, lx, ly, PL_INK), lx += pl_text_width(fr->ltitle, &fr->fgt) + 10 * s;
-        for (int l = 0; l < f->nleg; l++) {
-            draw_key(f, c, f->leg[l], lx + keyw / 2, crisp(ly));
-            pl_text(c, f->leg[l]->label, &fr->fg, lx + keyw + PL_GAP * s, ly, PL_INK);
-            lx += keyw + PL_GAP * s + pl_text_width(f->leg[l]->label, &fr->fg) + 12 * s;
+        for (int l = 0; l < legend_n(f); l++) {
+            draw_entry_key(f, c, l, lx + keyw / 2, crisp(ly));
+            pl_text(c, legend_label(f, l), &fr->fg, lx + keyw + PL_GAP * s, ly, PL_INK);
+            lx += keyw + PL_GAP * s + pl_text_width(legend_label(f, l), &fr->fg) + 12 * s;
         }
+    }
+    if (fr->legend == PL_LEGEND_RIGHT || fr->legend == PL_LEGEND_BOTTOM) {
+        L->nlegend = legend_n(f);
+        for (int l = 0; l < L->nlegend && l < 32; l++) snprintf(L->legend_label[l], sizeof L->legend_label[l], "%s", legend_label(f, l));
     }
 }
 
@@ -727,6 +925,7 @@ pl_canvas *pl_render_to(pl_kind kind, const pl_plot *p, int np, const pl_panel *
         f->s = p->scale > 0 ? p->scale : 1;
         if (!validate(f) && !pl_font_load() && !plan_layout(f, fr)) c = draw_figure(f, fr, lay, t);
         free(fr->yt);
+        free(fr->cap_text);
     }
     free(fr);
     free(f);

@@ -34,12 +34,15 @@ typedef struct {
     const char *color;   /* "#rrggbb[aa]" overriding the palette, or NULL */
     int path;            /* scatter: also join the points in order (e.g. best checkpoint per d) */
     double alpha;        /* scatter: fill opacity of this series; 0 or NaN: the figure's */
+    const double *tag;   /* box: n numbers (e.g. each run's model width) or NULL; a group drawn as
+                            points gives each tag value its own marker shape and place, in a legend */
 } pl_series;
 
 typedef struct {
     const char *title;   /* facet strip text, or NULL */
     int nseries;
     const pl_series *series;
+    int blank;           /* an empty slot of the grid (a facet that cannot have data): nothing drawn */
 } pl_panel;
 
 typedef enum { PL_LEGEND_AUTO = 0, PL_LEGEND_RIGHT, PL_LEGEND_BOTTOM, PL_LEGEND_NONE } pl_legend_pos;
@@ -64,9 +67,11 @@ typedef struct {
     double jitter;                     /* scatter: each point moved by up to this many pixels (at scale 1)
                                           in x and y, so that coinciding points show; 0: none */
     unsigned jitter_seed;              /* the jitter's seed: the same seed gives the same offsets */
-    double dodge;                      /* lines, scatter: series k of n shifted (k - (n-1)/2) * dodge
-                                          pixels along x, so that overlapping series are told apart */
-    const char *caption;               /* a line of small text under the figure, or NULL */
+    double dodge;                      /* lines, scatter: where markers of several series overlap at one
+                                          x, they are spread by this many pixels apart, centred on
+                                          that x; a point nothing overlaps stays at its x */
+    const char *caption;               /* small text under the figure, wrapped to its width, or NULL */
+    const char *tag_title;             /* box: the legend title of the groups' tags (e.g. "d") */
     int markers;                       /* lines: 0 hides the markers */
     int ncat;                          /* bar: category names along x */
     const char *const *categories;
@@ -91,14 +96,18 @@ typedef struct {
     double mask_note[4];               /* heatmap: the box of the masked-cell note; all 0 when none */
     double title[4];
     double caption[4];                 /* the caption's box; all 0 when there is none */
+    int caption_lines;                 /* lines the caption was wrapped to */
+    int nlegend;                       /* the legend's entries (series with data, or tags) */
+    char legend_label[32][48];         /* the first 32 entries' texts */
 } pl_layout;
 
 /* Pixel position of a data point in a panel. */
 double pl_px_x(const pl_box_px *b, double x);
 double pl_px_y(const pl_box_px *b, double y);
 
-/* Box plots draw a group of fewer than PL_BOX_MIN_N finite values as its points (no box). */
-enum { PL_BOX_MIN_N = 3 };
+/* Box plots draw a group of fewer than PL_BOX_MIN_N finite values as its points (no box): a
+ * box of four runs shows quartiles that four runs cannot estimate. */
+enum { PL_BOX_MIN_N = 5 };
 
 /* Renders a raster without writing (NULL on bad input). lay may be NULL. */
 pl_canvas *pl_render(pl_kind kind, const pl_plot *p, int npanels, const pl_panel *panels, pl_layout *lay);

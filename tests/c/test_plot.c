@@ -432,7 +432,7 @@ static double xs[5] = {16, 32, 64, 128, 256}, ya[5] = {0.1, 0.5, 0.9, 1, 1}, yb[
 START_TEST(test_lines_layout) {
     pl_series se[2] = {{.label = "attention", .n = 5, .x = xs, .y = ya, .marker = PL_MARKER_AUTO, .dashed = 0, .color = NULL},
                        {.label = "mamba", .n = 5, .x = xs, .y = yb, .marker = PL_MARKER_AUTO, .dashed = 1, .color = "#0000ff"}};
-    pl_panel pan[2] = {{"AR", 2, se}, {"ATR", 2, se}};
+    pl_panel pan[2] = {{"AR", 2, se, 0}, {"ATR", 2, se, 0}};
     pl_plot p;
     pl_plot_init(&p);
     p.title = "Accuracy", p.xlabel = "width", p.ylabel = "accuracy", p.logx = 2, p.legend_title = "Arch.";
@@ -470,7 +470,7 @@ START_TEST(test_extreme_ranges) {
     /* ranges near the limits of double: no hang, no overflow, and a line plot draws only lines */
     double x[2] = {0, 1e-300}, y[2] = {0, 1e-300}, hx[2] = {-1e308, 1e308}, hy[2] = {1e308, -1e308};
     pl_series se = {.label = "a", .n = 2, .x = x, .y = y, .marker = PL_MARKER_AUTO};
-    pl_panel pan = {NULL, 1, &se};
+    pl_panel pan = {NULL, 1, &se, 0};
     pl_plot p;
     pl_plot_init(&p);
     p.legend = PL_LEGEND_NONE, p.markers = 0;
@@ -494,7 +494,7 @@ END_TEST
 START_TEST(test_scatter_alpha) {
     double x[1] = {0.5}, y[1] = {0.5};
     pl_series se = {.label = "a", .n = 1, .x = x, .y = y, .marker = PL_MARKER_SQUARE, .dashed = 0, .color = "#ff0000"};
-    pl_panel pan = {NULL, 1, &se};
+    pl_panel pan = {NULL, 1, &se, 0};
     pl_plot p;
     pl_plot_init(&p);
     p.alpha = 0.5, p.marker_size = 6, p.xlim[0] = 0, p.xlim[1] = 1, p.ylim[0] = 0, p.ylim[1] = 1, p.legend = PL_LEGEND_NONE;
@@ -510,7 +510,7 @@ END_TEST
 START_TEST(test_box_and_bar) {
     double v1[7] = {0, 0.1, 0.2, 0.3, 0.4, 0.5, 3.0}, v2[4] = {0.8, 0.9, 1.0, NAN};
     pl_series g[2] = {{.label = "attention", .n = 7, .x = NULL, .y = v1, .marker = PL_MARKER_AUTO, .dashed = 0, .color = NULL}, {.label = "mamba", .n = 4, .x = NULL, .y = v2, .marker = PL_MARKER_AUTO, .dashed = 0, .color = NULL}};
-    pl_panel pan[3] = {{"@Key", 2, g}, {"@Query", 2, g}, {"@Value", 1, g}};
+    pl_panel pan[3] = {{"@Key", 2, g, 0}, {"@Query", 2, g, 0}, {"@Value", 1, g, 0}};
     double hl[2] = {0, 1};
     pl_plot p;
     pl_plot_init(&p);
@@ -525,7 +525,7 @@ START_TEST(test_box_and_bar) {
     const char *cats[3] = {"AR", "ATR", "ATR-split"};
     double b1[3] = {1, 0.5, 0.25}, b2[3] = {0.9, NAN, 0.1};
     pl_series s[2] = {{.label = "1 layer", .n = 3, .x = NULL, .y = b1, .marker = PL_MARKER_AUTO, .dashed = 0, .color = NULL}, {.label = "2 layers", .n = 3, .x = NULL, .y = b2, .marker = PL_MARKER_AUTO, .dashed = 0, .color = NULL}};
-    pl_panel bp = {NULL, 2, s};
+    pl_panel bp = {NULL, 2, s, 0};
     pl_plot_init(&p);
     p.categories = cats, p.ncat = 3, p.out = path("bar.png");
     ck_assert_int_eq(pl_figure(PL_BAR, &p, 1, &bp), ML_OK);
@@ -542,7 +542,7 @@ END_TEST
 START_TEST(test_figure_errors) {
     double x[2] = {0, 1}, y[2] = {NAN, NAN};
     pl_series se = {.label = "a", .n = 2, .x = x, .y = y, .marker = PL_MARKER_AUTO, .dashed = 0, .color = NULL};
-    pl_panel pan = {NULL, 1, &se};
+    pl_panel pan = {NULL, 1, &se, 0};
     pl_plot p;
     pl_plot_init(&p);
     p.out = path("f.png");
@@ -792,7 +792,7 @@ START_TEST(test_heatmap_tiny_scale_or_cell_is_an_error) {
     pl_canvas_free(c);
     double x[2] = {0, 1};
     pl_series se = {.label = "a", .n = 2, .x = x, .y = x, .marker = PL_MARKER_AUTO};
-    pl_panel pan = {NULL, 1, &se};
+    pl_panel pan = {NULL, 1, &se, 0};
     pl_plot p;
     pl_plot_init(&p);
     p.scale = 0.01;
@@ -819,7 +819,7 @@ START_TEST(test_scatter_jitter_seeded) {
      * the same picture, another seed another; the CSV keeps the true values */
     double x[6] = {1, 1, 1, 1, 1, 1}, y[6] = {0, 0, 0, 0, 0, 0};
     pl_series se = {.label = "a", .n = 6, .x = x, .y = y, .marker = PL_MARKER_CIRCLE, .color = "#ff0000"};
-    pl_panel pan = {NULL, 1, &se};
+    pl_panel pan = {NULL, 1, &se, 0};
     pl_plot p;
     pl_plot_init(&p);
     p.xlim[0] = 0, p.xlim[1] = 2, p.ylim[0] = -1, p.ylim[1] = 1, p.legend = PL_LEGEND_NONE;
@@ -861,7 +861,7 @@ START_TEST(test_dodge_shifts_series) {
     double x[2] = {1, 4}, y[2] = {0.5, 0.5};
     pl_series se[2] = {{.label = "a", .n = 2, .x = x, .y = y, .marker = PL_MARKER_SQUARE, .color = "#ff0000"},
                        {.label = "b", .n = 2, .x = x, .y = y, .marker = PL_MARKER_SQUARE, .color = "#0000ff"}};
-    pl_panel pan = {NULL, 2, se};
+    pl_panel pan = {NULL, 2, se, 0};
     pl_plot p;
     pl_plot_init(&p);
     p.xlim[0] = 0, p.xlim[1] = 5, p.ylim[0] = 0, p.ylim[1] = 1, p.legend = PL_LEGEND_NONE, p.dodge = 20, p.line_width = 0.5;
@@ -885,11 +885,11 @@ END_TEST
 
 START_TEST(test_box_of_few_values_is_points) {
     /* a group of two values is two points and no box: the middle between them is not filled;
-     * a group of three is a box, filled at its median */
-    double two[2] = {0.2, 0.8}, three[3] = {0.2, 0.5, 0.8};
+     * a group of five is a box, filled at its median */
+    double two[2] = {0.2, 0.8}, three[5] = {0.2, 0.35, 0.5, 0.65, 0.8};
     pl_series g[2] = {{.label = "two", .n = 2, .y = two, .marker = PL_MARKER_AUTO, .color = "#ff0000"},
-                      {.label = "three", .n = 3, .y = three, .marker = PL_MARKER_AUTO, .color = "#ff0000"}};
-    pl_panel pan = {NULL, 2, g};
+                      {.label = "five", .n = 5, .y = three, .marker = PL_MARKER_AUTO, .color = "#ff0000"}};
+    pl_panel pan = {NULL, 2, g, 0};
     pl_plot p;
     pl_plot_init(&p);
     p.ylim[0] = 0, p.ylim[1] = 1, p.alpha = 1;
@@ -914,7 +914,7 @@ START_TEST(test_caption_strips_and_own_labels) {
     double v[3] = {0.1, 0.5, 0.9};
     pl_series g1[1] = {{.label = "conv 2 (3)", .key = "conv 2", .n = 3, .y = v, .marker = PL_MARKER_AUTO}};
     pl_series g2[1] = {{.label = "conv 2 (1)", .key = "conv 2", .n = 1, .y = v, .marker = PL_MARKER_AUTO}};
-    pl_panel pan[2] = {{"a facet label far too long to fit in the strip of its narrow panel", 1, g1}, {"b", 1, g2}};
+    pl_panel pan[2] = {{"a facet label far too long to fit in the strip of its narrow panel", 1, g1, 0}, {"b", 1, g2, 0}};
     pl_plot p;
     pl_plot_init(&p);
     p.ncol = 1, p.width = 200, p.height = 300, p.caption = "runs passing the filter", p.xlabel = "group";
@@ -925,7 +925,7 @@ START_TEST(test_caption_strips_and_own_labels) {
     /* the first panel's own x axis: the second panel starts below its tick labels, lower than
      * when both panels share their labels */
     pl_series same[1] = {{.label = "conv 2 (3)", .key = "conv 2", .n = 1, .y = v, .marker = PL_MARKER_AUTO}};
-    pl_panel pan_same[2] = {pan[0], {"b", 1, same}};
+    pl_panel pan_same[2] = {pan[0], {"b", 1, same, 0}};
     pl_layout Ls;
     pl_canvas *cs = pl_render(PL_BOX, &p, 2, pan_same, &Ls);
     ck_assert_ptr_nonnull(cs);
@@ -1008,6 +1008,211 @@ START_TEST(test_heatmap_mask_marks_cells) {
 }
 END_TEST
 
+
+/* The mean x of the pixels of colour col in rows y0..y1 of panel b (0 pixels: NaN). */
+static double ink_x(const pl_canvas *c, const pl_box_px *b, pl_color col, int y0, int y1) {
+    double sum = 0;
+    int n = 0;
+    for (int y = y0; y <= y1; y++)
+        for (int x = (int)b->x0; x < (int)b->x1; x++)
+            if (same_color(pl_pixel(c, x, y), col)) sum += x + 0.5, n++;
+    return n ? sum / n : NAN;
+}
+
+START_TEST(test_dodge_keeps_true_x_on_log_axis) {
+    /* five series on one spot at d = 32 and a sixth alone at d = 256 (the last of six keys, which
+     * a per-key shift moved 2.5 dodges right): the lone point sits on its tick, the five are
+     * spread dodge apart around theirs */
+    static const char *cols[6] = {"#ff0000", "#00ff00", "#0000ff", "#ff00ff", "#00ffff", "#ffaa00"};
+    static const char *labs[6] = {"a", "b", "c", "d", "e", "f"};
+    double x32[1] = {32}, x256[1] = {256}, y5[1] = {0.5}, y9[1] = {0.9}, xt[4] = {32, 64, 128, 256};
+    pl_series se[6];
+    for (int i = 0; i < 6; i++)
+        se[i] = (pl_series){.label = labs[i], .n = 1, .x = i < 5 ? x32 : x256, .y = i < 5 ? y5 : y9, .marker = PL_MARKER_SQUARE, .color = cols[i]};
+    pl_panel pan = {NULL, 6, se, 0};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.logx = 2, p.xticks = xt, p.nxticks = 4, p.xlim[0] = 24, p.xlim[1] = 340, p.ylim[0] = 0, p.ylim[1] = 1;
+    p.legend = PL_LEGEND_NONE, p.dodge = 8, p.marker_size = 2, p.scale = 1;
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_LINES, &p, 1, &pan, &L);
+    ck_assert_ptr_nonnull(c);
+    pl_box_px *b = &L.panel[0];
+    pl_color col;
+    ck_assert(pl_parse_hex(cols[5], &col));
+    int y9p = (int)pl_px_y(b, 0.9), y5p = (int)pl_px_y(b, 0.5);
+    double lone = ink_x(c, b, col, y9p - 5, y9p + 5);
+    ck_assert_msg(fabs(lone - pl_px_x(b, 256)) < 0.6, "lone point at x %g px, its tick at %g", lone, pl_px_x(b, 256));
+    double sum = 0, prev = -INFINITY;
+    for (int i = 0; i < 5; i++) {
+        ck_assert(pl_parse_hex(cols[i], &col));
+        double cx = ink_x(c, b, col, y5p - 5, y5p + 5);
+        ck_assert_msg(i == 0 || (cx - prev > 7 && cx - prev < 9), "series %d at %g, previous at %g", i, cx, prev);
+        sum += cx, prev = cx;
+    }
+    ck_assert_msg(fabs(sum / 5 - pl_px_x(b, 32)) < 0.6, "cluster centred at %g, tick at %g", sum / 5, pl_px_x(b, 32));
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_caption_wraps_at_readable_size) {
+    /* a caption four times the figure's width wraps into lines at the tick labels' size; its
+     * capitals stand PL_FS_TICK * scale pixels high instead of shrinking to a fifth */
+    char cap[600] = "";
+    for (int i = 0; i < 12; i++) strcat(cap, "HHHH HH ");
+    double x[2] = {0, 1}, y[2] = {0, 1};
+    pl_series se = {.label = "a", .n = 2, .x = x, .y = y, .marker = PL_MARKER_AUTO};
+    pl_panel pan = {NULL, 1, &se, 0};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.width = 240, p.height = 300, p.scale = 2, p.caption = cap, p.legend = PL_LEGEND_NONE;
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_LINES, &p, 1, &pan, &L);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_ge(L.caption_lines, 4);
+    ck_assert(L.caption[0] >= 0 && L.caption[2] <= c->w && L.caption[1] > L.panel[0].y1 && L.caption[3] <= c->h);
+    /* the last line's ink: rows with a dark pixel, counted upwards from the bottom */
+    int bottom = -1, top = -1;
+    for (int yy = c->h - 1; yy > (int)L.panel[0].y1; yy--) {
+        int ink = 0;
+        for (int xx = 0; xx < c->w && !ink; xx++) ink = pl_pixel(c, xx, yy).r < 0.6;
+        if (ink && bottom < 0) bottom = yy;
+        if (!ink && bottom >= 0) { top = yy + 1; break; }
+    }
+    ck_assert(bottom >= 0 && top >= 0);
+    int h = bottom - top + 1;
+    ck_assert_msg(h >= 14 && h <= 18, "caption capitals %d px high at scale 2", h);
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_scatter_highlight_on_top_and_faint_cloud) {
+    /* the path series comes first in the list yet is drawn over the opaque cloud; a point at
+     * alpha 0.2 has no opaque outline */
+    double hx[2] = {0.5, 0.7}, hy[2] = {0.5, 0.7}, cx[3] = {0.5, 0.5, 0.5}, cy[3] = {0.5, 0.5, 0.5}, fx[1] = {0.2}, fy[1] = {0.2};
+    pl_series se[3] = {{.label = "best", .n = 2, .x = hx, .y = hy, .marker = PL_MARKER_SQUARE, .color = "#ff0000", .path = 1, .alpha = 1},
+                       {.label = "cloud", .n = 3, .x = cx, .y = cy, .marker = PL_MARKER_SQUARE, .color = "#0000ff", .alpha = 1},
+                       {.label = "faint", .n = 1, .x = fx, .y = fy, .marker = PL_MARKER_SQUARE, .color = "#00ff00", .alpha = 0.2}};
+    pl_panel pan = {NULL, 3, se, 0};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.xlim[0] = 0, p.xlim[1] = 1, p.ylim[0] = 0, p.ylim[1] = 1, p.legend = PL_LEGEND_NONE, p.marker_size = 5;
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_SCATTER, &p, 1, &pan, &L);
+    ck_assert_ptr_nonnull(c);
+    pl_box_px *b = &L.panel[0];
+    pl_color mid = pl_pixel(c, (int)pl_px_x(b, 0.5) + 1, (int)pl_px_y(b, 0.5) + 2);
+    ck_assert_msg(mid.r > 0.9 && mid.b < 0.1, "highlight under the cloud: %g %g %g", mid.r, mid.g, mid.b);
+    double darkest = 1;
+    for (int yy = (int)pl_px_y(b, 0.2) - 7; yy <= (int)pl_px_y(b, 0.2) + 7; yy++)
+        for (int xx = (int)pl_px_x(b, 0.2) - 7; xx <= (int)pl_px_x(b, 0.2) + 7; xx++) darkest = fmin(darkest, pl_pixel(c, xx, yy).r);
+    ck_assert_msg(darkest > 0.5 && darkest < 0.95, "faint point's darkest red channel %g", darkest);
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_legend_lists_series_with_data) {
+    double x[2] = {1, 2}, y[2] = {0.1, 0.2}, nan2[2] = {NAN, NAN};
+    pl_series se[3] = {{.label = "has data", .n = 2, .x = x, .y = y, .marker = PL_MARKER_AUTO},
+                       {.label = "empty", .n = 0, .x = x, .y = y, .marker = PL_MARKER_AUTO},
+                       {.label = "all NaN", .n = 2, .x = x, .y = nan2, .marker = PL_MARKER_AUTO}};
+    pl_panel pan = {NULL, 3, se, 0};
+    pl_plot p;
+    pl_plot_init(&p);
+    pl_layout L;
+    for (int kind = PL_LINES; kind <= PL_SCATTER; kind++) {
+        pl_canvas *c = pl_render((pl_kind)kind, &p, 1, &pan, &L);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_int_eq(L.nlegend, 1);
+        ck_assert_str_eq(L.legend_label[0], "has data");
+        /* one entry tall: a row of text, not three */
+        ck_assert(L.legend[3] - L.legend[1] < 2 * 13 + 1);
+        pl_canvas_free(c);
+    }
+}
+END_TEST
+
+START_TEST(test_box_few_points_encode_tags) {
+    /* a group of three runs (d = 32, 64, 64) is three points: d = 32 left of the group's x and
+     * d = 64 right, in two shapes named by the legend; a group of six is a box */
+    double v[3] = {0.2, 0.5, 0.8}, t[3] = {32, 64, 64}, six[6] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6}, t6[6] = {32, 32, 32, 64, 64, 64};
+    pl_series g[2] = {{.label = "few", .n = 3, .y = v, .tag = t, .marker = PL_MARKER_AUTO, .color = "#ff0000"},
+                      {.label = "many", .n = 6, .y = six, .tag = t6, .marker = PL_MARKER_AUTO, .color = "#0000ff"}};
+    pl_panel pan = {NULL, 2, g, 0};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.ylim[0] = 0, p.ylim[1] = 1, p.alpha = 1, p.tag_title = "d";
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_BOX, &p, 1, &pan, &L);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(L.nlegend, 2);
+    ck_assert_str_eq(L.legend_label[0], "d = 32");
+    ck_assert_str_eq(L.legend_label[1], "d = 64");
+    pl_box_px *b = &L.panel[0];
+    pl_color red = {1, 0, 0, 1};
+    int y2 = (int)pl_px_y(b, 0.2), y5 = (int)pl_px_y(b, 0.5);
+    double xc = pl_px_x(b, 0);
+    ck_assert_msg(ink_x(c, b, red, y2 - 1, y2 + 1) < xc - 1, "d = 32 at %g, group at %g", ink_x(c, b, red, y2 - 1, y2 + 1), xc);
+    ck_assert_msg(ink_x(c, b, red, y5 - 1, y5 + 1) > xc, "d = 64 at %g, group at %g", ink_x(c, b, red, y5 - 1, y5 + 1), xc);
+    /* the six-run group is a box: filled at its median */
+    pl_color blue = pl_pixel(c, (int)pl_px_x(b, 1) + 4, (int)pl_px_y(b, 0.3));
+    ck_assert(blue.b > 0.9 && blue.r < 0.1);
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_short_panel_has_three_y_ticks) {
+    /* a short panel from -0.5 to 1.75 gets ticks between 0 and 1, not 0 and 1 alone */
+    double v[2] = {0, 1};
+    pl_series g = {.label = "a", .n = 2, .y = v, .marker = PL_MARKER_AUTO};
+    pl_panel pan = {NULL, 1, &g, 0};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.ylim[0] = -0.5, p.ylim[1] = 1.75, p.height = 130, p.scale = 1;
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_BOX, &p, 1, &pan, &L);
+    ck_assert_ptr_nonnull(c);
+    pl_box_px *b = &L.panel[0];
+    int ticks = 0, in = 0;
+    for (int yy = (int)b->y0; yy < (int)b->y1; yy++) {
+        int dark = pl_pixel(c, (int)b->x0 - 2, yy).r < 0.5;
+        ticks += dark && !in, in = dark;
+    }
+    ck_assert_int_ge(ticks, 4);
+    pl_canvas_free(c);
+}
+END_TEST
+
+START_TEST(test_blank_facets_are_dropped) {
+    /* a 2 x 2 grid whose lower-left slot cannot have data: nothing drawn there; the panel above it
+     * carries its own x tick labels and the one right of it its own y tick labels */
+    double v[3] = {0.1, 0.5, 0.9};
+    pl_series g = {.label = "a", .n = 3, .y = v, .marker = PL_MARKER_AUTO};
+    pl_panel pan[4] = {{"p0", 1, &g, 0}, {"p1", 1, &g, 0}, {"no layer 1", 0, NULL, 1}, {"p3", 1, &g, 0}};
+    pl_plot p;
+    pl_plot_init(&p);
+    p.ncol = 2, p.width = 300, p.height = 300;
+    pl_layout L;
+    pl_canvas *c = pl_render(PL_BOX, &p, 4, pan, &L);
+    ck_assert_ptr_nonnull(c);
+    pl_box_px *b2 = &L.panel[2], *b0 = &L.panel[0], *b3 = &L.panel[3];
+    for (int yy = (int)b2->y0 - 20; yy < (int)b2->y1; yy += 2)
+        for (int xx = (int)b2->x0; xx < (int)b2->x1 - 20; xx += 2) ck_assert_msg(is_white(pl_pixel(c, xx, yy)), "ink at %d %d", xx, yy);
+    int ink = 0;
+    for (int yy = (int)b0->y1 + 5; yy < (int)b2->y0 - 20; yy++)
+        for (int xx = (int)b0->x0; xx < (int)b0->x1; xx++) ink += pl_pixel(c, xx, yy).r < 0.8;
+    ck_assert_int_gt(ink, 5);
+    ink = 0;
+    for (int yy = (int)b3->y0; yy < (int)b3->y1; yy++)
+        for (int xx = (int)b3->x0 - 14; xx < (int)b3->x0 - 5; xx++) ink += pl_pixel(c, xx, yy).r < 0.5;
+    ck_assert_int_gt(ink, 10);
+    pl_canvas_free(c);
+    pan[2].nseries = 1, pan[2].series = &g;
+    ck_assert_ptr_null(pl_render(PL_BOX, &p, 4, pan, NULL));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "blank but has series"));
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("plot");
     TCase *tc = tcase_create("plot");
@@ -1045,6 +1250,13 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_heatmap_mask_marks_cells);
     tcase_add_test(tc, test_scatter_jitter_seeded);
     tcase_add_test(tc, test_dodge_shifts_series);
+    tcase_add_test(tc, test_dodge_keeps_true_x_on_log_axis);
+    tcase_add_test(tc, test_caption_wraps_at_readable_size);
+    tcase_add_test(tc, test_scatter_highlight_on_top_and_faint_cloud);
+    tcase_add_test(tc, test_legend_lists_series_with_data);
+    tcase_add_test(tc, test_box_few_points_encode_tags);
+    tcase_add_test(tc, test_short_panel_has_three_y_ticks);
+    tcase_add_test(tc, test_blank_facets_are_dropped);
     tcase_add_test(tc, test_box_of_few_values_is_points);
     tcase_add_test(tc, test_caption_strips_and_own_labels);
     tcase_add_test(tc, test_heatmap_centred_under_wide_title_and_blues);

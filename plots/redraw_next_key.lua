@@ -49,7 +49,7 @@ local none = {}
 for k in pairs(kernels) do if not drawn[k] then none[#none + 1] = k end end
 table.sort(none)
 for i, k in ipairs(none) do none[i] = "conv " .. k end
-local caption = "runs passing the 0.01 filter at the panel's site (n per kernel); fewer than 3 runs: their points"
+local caption = "runs passing the 0.01 filter at the panel's site (n per kernel); fewer than 5 runs: their points"
 if #none > 0 then caption = caption .. "; no run passes the filter: " .. table.concat(none, ", ") end
 mech.plot.box { facets = facets, ncol = 2, free_y = true, hlines = { 0, 1 }, ylabel = "Attrib",
   title = "Mamba, AR, key corrupted, layer 0", width = 560, height = 820, scale = 2, alpha = 0.6, caption = caption,

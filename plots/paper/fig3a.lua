@@ -12,9 +12,10 @@ local recipe = { id = "fig3a", sweeps = { "ar" }, title = "AR accuracy vs width 
 -- of the selected runs (mean ± sd over seeds).
 function recipe.draw(dirs, out)
   local rows = paper.results(dirs, "ar")
-  -- the caption says which learning rates and seeds the points are; series near 0 are dodged apart
+  -- the caption says which learning rates and seeds the points are; points that would overlap
+  -- (the failing architectures near 0) are moved apart, centred on their width
   local best, widths, archs = paper.accuracy_figure(rows, out, { title = "AR", where = paper.main_curve, dodge = 6,
-    selection_caption = true, caption = "series dodged apart along x" })
+    selection_caption = true, caption = "overlapping points moved apart along x, centred on their width" })
   local keys = paper.accuracy_keys(best, widths, archs)
   for _, a in ipairs(archs) do
     local parts = {}

@@ -14,7 +14,7 @@ function recipe.draw(dirs, out)
     { title = "(5, 8192)", rows = hard, where = main("pcfg_easy_8192") },
     { title = "(10, 20)", rows = hard, where = main("pcfg_10_20") },
   }, { "key", "query", "value" }, out, { title = "ATR, key corrupted, layer-1 block input",
-    caption = "runs passing the 0.01 filter at the panel's position; fewer than 3 runs: their points, no box" })
+    caption = "runs passing the 0.01 filter at the panel's position; fewer than 5 runs: their points, no box; shape: width d" })
 end
 
 if select("#", ...) > 0 then paper.main(recipe, ...) end

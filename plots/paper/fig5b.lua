@@ -90,12 +90,13 @@ function recipe.draw(dirs, out)
         parts[#parts + 1] = string.format("d=%d dev %s test %s", d, paper.fmt_mean(e.values), paper.fmt_mean(t.values))
       end
     end
-    series[#series + 1] = { label = paper.arch_name(a), key = a, x = bx, y = by, path = true, alpha = 0.9 }
+    series[#series + 1] = { label = paper.arch_name(a), key = a, x = bx, y = by, path = true, highlight = true, alpha = 0.9 }
     keys[#keys + 1] = string.format("%s: %d checkpoints; best dev per width: %s", paper.arch_name(a), #x,
       table.concat(parts, ", "))
   end
   mech.plot.scatter { series = series, xlim = { 0, 1.05 }, ylim = { 0, 1.05 }, title = "ATR split",
-    xlabel = "dev accuracy", ylabel = "test accuracy", legend_title = "Arch.", width = 420, height = 340, scale = 2,
+    xlabel = "dev accuracy", ylabel = "test accuracy", legend_title = "Arch.", width = 420, height = 360, scale = 2,
+    caption = "every checkpoint at α = 0.2; large outlined points joined by a path: the best-dev run per width",
     out = out }
   return keys
 end

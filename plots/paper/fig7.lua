@@ -1,11 +1,30 @@
 -- Fig. 7: learned positions against none, accuracy against width at the best learning rate;
--- facets AR, ATR (5, 20), ATR (10, 20); solid = NoPE, dashed = PE, colour by architecture.
+-- facets AR, ATR (5, 20), ATR (10, 20); solid = NoPE, dashed = PE, colour by architecture. An
+-- architecture is drawn in a panel where the rows hold both its PE and its NoPE runs: a pair is
+-- the figure's point, and a line without its partner says nothing about positions.
 --   mechlab plots/paper/fig7.lua DIR [OUT.png]
 local paper = require "mech.paper"
 
-local recipe = { id = "fig7", sweeps = { "ar", "atr_easy", "atr_hard" }, title = "PE (dashed) vs NoPE (solid)",
-  -- the quick profile trains the main curves only: its `nope` slice adds Attention's NoPE runs
-  slices = { quick = { ar = { "nope" } } } }
+local sweeps = { "ar", "atr_easy", "atr_hard" }
+
+-- The quick profile trains the main curves only (Attention with positions, the rest without);
+-- the other member of each pair comes from a further profile of the sweep. Every profile of the
+-- three sweeps beyond paper, quick and smoke is read as a slice (taken where its rows exist), so
+-- that a profile added later for the missing pairs is drawn without a change here.
+local function pair_slices()
+  local at = {}
+  for _, s in ipairs(sweeps) do
+    local def, list = dofile(paper.sweep_file(s)), {}
+    for name in pairs(def.profiles or {}) do
+      if name ~= "paper" and name ~= "quick" and name ~= "smoke" then list[#list + 1] = name end
+    end
+    table.sort(list)
+    if #list > 0 then at[s] = list end
+  end
+  return { quick = at }
+end
+
+local recipe = { id = "fig7", sweeps = sweeps, title = "PE (dashed) vs NoPE (solid)", slices = pair_slices() }
 
 function recipe.draw(dirs, out)
   local settings = {
@@ -13,31 +32,43 @@ function recipe.draw(dirs, out)
     { title = "(5, 20)", rows = paper.results(dirs, "atr_easy"), preset = "pcfg_5_20" },
     { title = "(10, 20)", rows = paper.results(dirs, "atr_hard"), preset = "pcfg_10_20" },
   }
-  local panels, keys = {}, {}
+  local panels, keys, unpaired, npairs = {}, {}, {}, 0
   for _, st in ipairs(settings) do
-    local series = {}
+    local by_pe, has = {}, {}
     for _, pe in ipairs { false, true } do
       local best, widths, archs = paper.best_per_width(st.rows, {
         where = function(r) return paper.task_is(r, st.preset) and r.pos_emb == pe end })
-      for _, s in ipairs(paper.accuracy_series(best, widths, archs, { dashed = pe })) do series[#series + 1] = s end
+      by_pe[pe] = { best = best, widths = widths, archs = archs }
+      for _, a in ipairs(archs) do has[a] = (has[a] or 0) + 1 end
       for _, k in ipairs(paper.accuracy_keys(best, widths, archs, nil, st.title .. (pe and " PE " or " NoPE "))) do
         keys[#keys + 1] = k
       end
     end
-    -- each architecture's NoPE then PE series, architectures in the paper's order (its colour)
-    local keys_in_order, by_key = {}, {}
-    for _, sr in ipairs(series) do
-      if not by_key[sr.key] then by_key[sr.key] = {}; keys_in_order[#keys_in_order + 1] = sr.key end
-      table.insert(by_key[sr.key], sr)
+    -- each paired architecture's NoPE then PE series, in the paper's order (its colour)
+    local paired, alone = {}, {}
+    for a, n in pairs(has) do if n == 2 then paired[#paired + 1] = a else alone[#alone + 1] = a end end
+    paper.sort_keys(paired)
+    paper.sort_keys(alone)
+    local series = {}
+    for _, a in ipairs(paired) do
+      for _, pe in ipairs { false, true } do
+        local e = by_pe[pe]
+        for _, s in ipairs(paper.accuracy_series(e.best, e.widths, { a }, { dashed = pe })) do series[#series + 1] = s end
+      end
     end
-    series = {}
-    for _, k in ipairs(paper.sort_keys(keys_in_order)) do
-      for _, sr in ipairs(by_key[k]) do series[#series + 1] = sr end
-    end
-    panels[#panels + 1] = { title = paper.panel_title(st.title, st.rows), series = series }
+    npairs = npairs + #paired
+    for i, a in ipairs(alone) do alone[i] = paper.arch_name(a) end
+    if #alone > 0 then unpaired[#unpaired + 1] = st.title .. ": " .. table.concat(alone, ", ") end
+    local title = paper.panel_title(st.title, st.rows)
+    if #st.rows > 0 and #paired == 0 then title = st.title .. " (no pair yet)" end
+    panels[#panels + 1] = { title = title, series = series }
+    keys[#keys + 1] = string.format("%s: PE/NoPE pairs for %d architectures", st.title, #paired)
   end
+  if npairs == 0 then error("fig7: no architecture has both PE and NoPE rows yet", 0) end
+  local caption = "an architecture is drawn where both its PE and NoPE runs exist"
+  if #unpaired > 0 then caption = caption .. "; one of the two only: " .. table.concat(unpaired, "; ") end
   paper.draw_accuracy(panels, out, { title = "Positions: dashed PE, solid NoPE", legend = "bottom", width = 620,
-    height = 320 })
+    height = 340, dodge = 6, caption = caption })
   return keys
 end
 

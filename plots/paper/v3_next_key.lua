@@ -19,7 +19,7 @@ function recipe.draw(dirs, out)
   }, { "next_key", "key", "value", "query" }, out, {
     title = "Mamba, AR, key corrupted, layer 0", group = paper.mamba_conv, name = function(k) return "conv " .. k end,
     style = paper.conv_style, counts = true, alpha = 0.6,
-    caption = "runs passing the 0.01 filter at the panel's site (n per kernel); fewer than 3 runs: their points",
+    caption = "runs passing the 0.01 filter at the panel's site (n per kernel); fewer than 5 runs: their points, shape by width d",
     label = function(pos, st) return paper.attrib_label(pos, 0, st.component) end, width = 560, height = 820 })
 end
 

@@ -130,11 +130,12 @@ static void lim_field(ctx *c, int t, const char *key, double lim[2]) {
     lim[0] = v[0], lim[1] = v[1];
 }
 
-static const char *const series_keys[] = {"label", "key", "x", "y", "values", "marker", "dashed", "color", "path", "alpha", "tags", NULL};
+static const char *const series_keys[] = {"label", "key", "x", "y", "values", "marker", "dashed", "color", "path", "highlight", "alpha", "tags", NULL};
 static const mlL_option series_opts[] = {
     MLL_OPTION(MLL_STR, "label", pl_series, label), MLL_OPTION(MLL_STR, "key", pl_series, key),
     MLL_OPTION(MLL_STR, "color", pl_series, color), MLL_OPTION(MLL_BOOL, "dashed", pl_series, dashed),
     MLL_OPTION(MLL_BOOL, "path", pl_series, path),  MLL_OPTION(MLL_NUM, "alpha", pl_series, alpha),
+    MLL_OPTION(MLL_BOOL, "highlight", pl_series, highlight),
     {NULL}};
 
 /* One series table at the top of the stack. */
@@ -150,6 +151,7 @@ static void read_series(ctx *c, pl_kind kind, pl_series *se, int j) {
     memset(se, 0, sizeof *se);
     mlL_options(L, t, c->fn, series_opts, se);
     if (se->path && kind != PL_SCATTER) luaL_error(L, "%s: series field 'path' belongs to mech.plot.scatter", c->fn);
+    if (se->highlight && kind != PL_SCATTER) luaL_error(L, "%s: series field 'highlight' belongs to mech.plot.scatter", c->fn);
     lua_getfield(L, t, "tags");
     if (!lua_isnil(L, -1) && kind != PL_BOX) luaL_error(L, "%s: series field 'tags' belongs to mech.plot.box", c->fn);
     lua_pop(L, 1);

@@ -391,11 +391,11 @@ static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px 
     int *base = malloc(sizeof(int) * (size_t)(pa->nseries ? pa->nseries : 1));
     if (!base) return;
     double *off = dodge_offsets(f, pa, b, base, ms);
-    /* two passes: a scatter's highlighted series (those joined by a path) go on top of the cloud */
+    /* two passes: a scatter's series joined by a path or highlighted go on top of the cloud */
     for (int pass = 0; pass < 2; pass++)
     for (int j = 0; j < pa->nseries; j++) {
         const pl_series *se = &pa->series[j];
-        if (pass != (f->kind == PL_SCATTER && se->path)) continue;
+        if (pass != (f->kind == PL_SCATTER && (se->path || se->highlight))) continue;
         pl_color col = series_color(f, se);
         int mk = series_marker(f, se);
 #define DX(k) (off ? off[base[j] + (k)] : 0)
@@ -407,13 +407,14 @@ static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px 
                 int ok = k < se->n && isfinite(se->x[k]) && isfinite(se->y[k]);
                 if (ok) xy[2 * m] = pl_px_x(b, se->x[k]) + DX(k), xy[2 * m + 1] = pl_px_y(b, se->y[k]), m++;
                 if (!ok && m) {
-                    if (f->kind == PL_SCATTER) { /* a white halo lifts the highlighted path off the cloud */
-                        pl_mask_polyline(c, xy, m, lw + 2 * s, 0);
+                    if (se->highlight) { /* a white halo lifts the highlighted path off the cloud */
+                        pl_mask_polyline(c, xy, m, 1.5 * lw + 2 * s, 0);
                         pl_paint(c, pl_grey(1, 0.85f));
                     }
-                    if (se->dashed) pl_mask_dashed(c, xy, m, lw, 4.5 * s, 3 * s);
-                    else pl_mask_polyline(c, xy, m, lw, 0);
-                    pl_paint(c, col);
+                    double w = se->highlight ? 1.5 * lw : lw; /* a highlighted path reads over its cloud */
+                    if (se->dashed) pl_mask_dashed(c, xy, m, w, 4.5 * s, 3 * s);
+                    else pl_mask_polyline(c, xy, m, w, 0);
+                    pl_paint(c, se->highlight ? pl_darken(col, 0.8) : col);
                     m = 0;
                 }
             }
@@ -434,7 +435,10 @@ static void draw_data(fig *f, pl_canvas *c, const pl_panel *pa, const pl_box_px 
                     /* a path joins the unjittered points: jitter only the points drawn alone */
                     if (jit > 0 && !se->path)
                         px += jit * jitter_unit(p->jitter_seed, ip, j, k, 0), py += jit * jitter_unit(p->jitter_seed, ip, j, k, 1);
-                    pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, px, py, ms, fill, edge, 0.9 * s);
+                    if (se->highlight) /* the figure's point: larger, with a solid dark outline */
+                        pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, px, py, 1.35 * ms, fill, pl_darken(col, 0.55), 1.2 * s);
+                    else
+                        pl_draw_marker(c, mk ? mk : PL_MARKER_CIRCLE, px, py, ms, fill, edge, 0.9 * s);
                 }
         } else if (f->kind == PL_LINES) {
             continue;

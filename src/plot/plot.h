@@ -33,6 +33,8 @@ typedef struct {
     int dashed;
     const char *color;   /* "#rrggbb[aa]" overriding the palette, or NULL */
     int path;            /* scatter: also join the points in order (e.g. best checkpoint per d) */
+    int highlight;       /* scatter: the figure's point: drawn larger, outlined, its path haloed; with
+                            `path`, these series are drawn after (over) all others */
     double alpha;        /* scatter: fill opacity of this series; 0 or NaN: the figure's */
     const double *tag;   /* box: n numbers (e.g. each run's model width) or NULL; a group drawn as
                             points gives each tag value its own marker shape and place, in a legend */

@@ -1090,7 +1090,7 @@ START_TEST(test_scatter_highlight_on_top_and_faint_cloud) {
     /* the path series comes first in the list yet is drawn over the opaque cloud; a point at
      * alpha 0.2 has no opaque outline */
     double hx[2] = {0.5, 0.7}, hy[2] = {0.5, 0.7}, cx[3] = {0.5, 0.5, 0.5}, cy[3] = {0.5, 0.5, 0.5}, fx[1] = {0.2}, fy[1] = {0.2};
-    pl_series se[3] = {{.label = "best", .n = 2, .x = hx, .y = hy, .marker = PL_MARKER_SQUARE, .color = "#ff0000", .path = 1, .alpha = 1},
+    pl_series se[3] = {{.label = "best", .n = 2, .x = hx, .y = hy, .marker = PL_MARKER_SQUARE, .color = "#ff0000", .path = 1, .highlight = 1, .alpha = 1},
                        {.label = "cloud", .n = 3, .x = cx, .y = cy, .marker = PL_MARKER_SQUARE, .color = "#0000ff", .alpha = 1},
                        {.label = "faint", .n = 1, .x = fx, .y = fy, .marker = PL_MARKER_SQUARE, .color = "#00ff00", .alpha = 0.2}};
     pl_panel pan = {NULL, 3, se, 0};

@@ -42,16 +42,35 @@ function draw.accuracy_series(best, widths, lines, opts)
   return series
 end
 
+--- The y range of an accuracy figure: the paper's 0-1.05, unless opts.zoom and every point lies at
+--- 0.5 or above, where lines bunched near the top would sit a few pixels apart; then from a tenth
+--- below the lowest point (so 0.88-0.96 spans half the axis, not a twelfth). Returns the range
+--- and, when zoomed, a note for the caption.
+function draw.accuracy_ylim(panels, opts)
+  local lo = math.huge
+  for _, p in ipairs(panels) do
+    for _, sr in ipairs(p.series) do
+      for _, y in ipairs(sr.y) do if y == y then lo = math.min(lo, y) end end
+    end
+  end
+  if not (opts and opts.zoom) or lo < 0.5 or lo == math.huge then return { -0.03, 1.05 } end
+  local floor = math.floor((lo - 0.03) * 20) / 20
+  return { floor, 1.0 + (1.0 - floor) * 0.03 }, string.format("y axis from %g, not 0: the lines lie above %g", floor, floor)
+end
+
 --- An accuracy-versus-width figure (log2 widths, 0-1.05) from panels {title =, series =}, or one
 --- panel's series.
 function draw.draw_accuracy(panels, out, opts)
   opts = opts or {}
-  local spec = { logx = 2, xticks = opts.xticks or suite.widths, ylim = { -0.03, 1.05 }, title = opts.title,
+  local ylim, ynote = draw.accuracy_ylim(panels[1] and panels[1].series and panels or { { series = panels } }, opts)
+  local caption = opts.caption
+  if ynote then caption = caption and (caption .. "; " .. ynote) or ynote end
+  local spec = { logx = 2, xticks = opts.xticks or suite.widths, ylim = ylim, title = opts.title,
     xlabel = "model width d (log scale)", ylabel = opts.ylabel or "accuracy", legend_title = opts.legend_title or "Arch.",
     legend = opts.legend, ncol = opts.ncol, palette = opts.palette, width = opts.width or 420,
-    height = opts.height or 340, scale = opts.scale or 2, dodge = opts.dodge, caption = opts.caption, out = out }
+    height = opts.height or 340, scale = opts.scale or 2, dodge = opts.dodge, caption = caption, out = out }
   if panels[1] and panels[1].series then spec.facets = panels else spec.series = panels end
-  -- the widths present, with a quarter octave either side: room for dodged series at the ends
+  -- the widths present, with 0.3 octave either side: room for dodged points at the ends
   local lo, hi = math.huge, -math.huge
   for _, p in ipairs(spec.facets or { { series = panels } }) do
     for _, sr in ipairs(p.series) do
@@ -78,8 +97,9 @@ function draw.accuracy_figure(rows, out, opts)
 end
 
 --- Accuracy against width by depth: one facet per number of layers, the main curves (positions
---- for Attention only) at the best learning rate, series dodged apart (1-layer Based and BaseConv
---- are one model and coincide). Returns the key lines.
+--- for Attention only) at the best learning rate, overlapping points dodged apart (1-layer Based
+--- and BaseConv are one model and coincide); opts.zoom narrows the y axis to the lines (Fig. 10).
+--- Returns the key lines.
 function draw.depth_figure(rows, depths, out, opts)
   local panels, keys = {}, {}
   for _, L in ipairs(depths) do
@@ -89,7 +109,7 @@ function draw.depth_figure(rows, depths, out, opts)
     for _, k in ipairs(stats.accuracy_keys(best, widths, archs, nil, L .. "L ")) do keys[#keys + 1] = k end
   end
   draw.draw_accuracy(panels, out, { title = opts.title, legend = "bottom", width = 220 * #depths + 180, height = 320,
-    dodge = 6, caption = "series dodged apart along x" })
+    dodge = 6, zoom = opts.zoom, caption = "points that would overlap are moved apart along x, centred on their width" })
   return keys
 end
 
@@ -97,7 +117,9 @@ end
 --- settings = {{title =, rows =, where =, split =}}, positions e.g. {"key", "query", "value"};
 --- opts.label(position, setting) names the attribution (default: suite.attrib_label(position)),
 --- opts.facet_title(position, setting) titles a facet (default "@Position  setting"), and
---- opts.skip(position, setting) leaves a facet empty that cannot have data (no key line for it).
+--- opts.skip(position, setting) leaves a blank slot where a facet cannot have data (no key line).
+--- Each value carries its run's width d (a group of fewer than 5 runs is drawn as points, the
+--- width by marker shape, named in the legend).
 --- Draws the figure (dashed lines at 0 and 1, free y) and returns key lines (mean ± sd per group)
 --- and whether it showed every run because none passed the filter (an empty panel never counts).
 function draw.attrib_boxes(settings, positions, out, opts)
@@ -113,7 +135,7 @@ function draw.attrib_boxes(settings, positions, out, opts)
       local title = opts.facet_title and opts.facet_title(pos, st)
         or ("@" .. style.position_name(pos) .. (st.title and ("  " .. st.title) or ""))
       if opts.skip and opts.skip(pos, st) then
-        facets[#facets + 1] = { title = title, groups = {} }
+        facets[#facets + 1] = { blank = true }
         goto next_facet
       end
       local label = opts.label and opts.label(pos, st) or suite.attrib_label(pos)
@@ -121,8 +143,17 @@ function draw.attrib_boxes(settings, positions, out, opts)
       for g in pairs(all) do
         if not present[g] and (not opts.keep or opts.keep(g)) then present[g] = true; order[#order + 1] = g end
       end
+      -- each kept value's width, in the order of by[g]: attrib_by_group asks a row's group right
+      -- before it keeps the row's value
+      local widths_of, inner = {}, opts.group or function(r) return r.arch end
+      local function group_and_width(r)
+        local g = inner(r)
+        widths_of[g] = widths_of[g] or {}
+        table.insert(widths_of[g], r.d_model)
+        return g
+      end
       local by, n, filtered, groups = selection.attrib_by_group(st.rows, label, { where = st.where, split = st.split,
-        group = opts.group, threshold = opts.threshold })
+        group = group_and_width, threshold = opts.threshold })
       if not filtered and n > 0 and opts.threshold ~= false then unfiltered = true end -- not an empty panel
       local boxes, parts, shown = {}, {}, 0
       for _, g in ipairs(groups) do
@@ -131,7 +162,7 @@ function draw.attrib_boxes(settings, positions, out, opts)
           drawn[g], shown = true, shown + #by[g]
           -- the key (the CSV's group) stays the name; the tick label may add the run count
           boxes[#boxes + 1] = { label = opts.counts and string.format("%s (%d)", name(g), #by[g]) or name(g), key = name(g),
-            values = by[g], color = (style_of(g)) }
+            values = by[g], tags = widths_of[g], color = (style_of(g)) }
           parts[#parts + 1] = string.format("%s %s (%d)", name(g), stats.fmt_mean(by[g], 2), #by[g])
         end
       end
@@ -159,7 +190,7 @@ function draw.attrib_boxes(settings, positions, out, opts)
   end
   mech.plot.box { facets = facets, ncol = opts.ncol or #settings, free_y = opts.free_y ~= false, hlines = { 0, 1 },
     ylim = opts.ylim, ylabel = opts.ylabel or "Attrib", title = title, width = opts.width or 200 * #settings + 120,
-    height = opts.height or 170 * #positions + 80, scale = opts.scale or 2, caption = caption, alpha = opts.alpha,
+    height = opts.height or 170 * #positions + 80, scale = opts.scale or 2, caption = caption, alpha = opts.alpha, tag_title = "d",
     categories = #categories > 0 and categories or nil, out = out } -- the paper's order in every panel
   return keys, unfiltered
 end
@@ -179,8 +210,8 @@ function draw.attrib_scatter(rows, xpos, ypos, out, opts)
     title = (title and title .. " " or "") .. "(no run passes the filter: all shown)"
     filtered = false
   end
-  -- every architecture with runs is in the legend, passing or not, so that the scatters of one
-  -- suite (Fig. 3b and 3c) share one legend
+  -- every architecture with runs gets a series; one with no passing run has no points, so the
+  -- legend leaves it out and the caption names it
   local pts, archs, seen, total = {}, {}, {}, 0
   for _, r in ipairs(rows) do
     if r.step_kind == "report" and r.split == "test" and (not opts.where or opts.where(r)) and r.metric == xl .. ".attrib" then
@@ -194,7 +225,7 @@ function draw.attrib_scatter(rows, xpos, ypos, out, opts)
     end
   end
   table.sort(archs, style.key_less)
-  local series, n = {}, 0
+  local series, n, none = {}, 0, {}
   for _, a in ipairs(archs) do
     local x, y = {}, {}
     local ids = {}
@@ -202,6 +233,7 @@ function draw.attrib_scatter(rows, xpos, ypos, out, opts)
     table.sort(ids)
     for _, id in ipairs(ids) do x[#x + 1], y[#y + 1] = pts[id].x, pts[id].y end
     n = n + #x
+    if #x == 0 then none[#none + 1] = style.arch_name(a) end
     local color, marker = style.arch_style(a)
     series[#series + 1] = { label = style.arch_name(a), key = a, x = x, y = y, color = color, marker = marker }
   end
@@ -219,6 +251,7 @@ function draw.attrib_scatter(rows, xpos, ypos, out, opts)
   local jitter = opts.jitter or 7
   local caption = string.format("%s%d of %d runs %s at %s; points jittered by up to %g px", opts.caption and (opts.caption .. "; ") or "",
     n, total, filtered and "pass the 0.01 filter" or "shown", style.position_name(xpos), jitter)
+  if #none > 0 then caption = caption .. "; no run passes: " .. table.concat(none, ", ") end
   mech.plot.scatter { series = series, title = title, xlabel = "Attrib @ " .. (style.position_name(xpos)),
     ylabel = "Attrib @ " .. (style.position_name(ypos)), legend_title = "Arch.", width = opts.width or 420,
     height = opts.height or 360, scale = opts.scale or 2, xlim = lim("x"), ylim = lim("y"), alpha = 0.35, jitter = jitter,

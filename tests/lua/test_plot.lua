@@ -234,5 +234,44 @@ T.test("dodge moves series apart, caption adds a line; box groups keep their key
            "belongs to mech.plot.bar and mech.plot.box")
 end)
 
+T.test("box: tags, tag_title and blank facets from Lua; misuse names the field", function()
+  local p = out("tags")
+  T.eq(mech.plot.box {facets = {{title = "layer 0", groups = {{label = "mamba", values = {0.1, 0.9, 0.5}, tags = {32, 64, 64}}}},
+                                {blank = true}},
+                      tag_title = "d", out = p}, p)
+  T.truthy(is_png(p))
+  T.eq(read(p:gsub("%.png$", ".csv")), "panel,group,value\nlayer 0,mamba,0.1\nlayer 0,mamba,0.9\nlayer 0,mamba,0.5\n")
+  T.raises(function() mech.plot.box {groups = {{label = "a", values = {1, 2}, tags = {1}}}, out = out("e")} end,
+           "group 1 has 2 values and 1 tags")
+  T.raises(function() mech.plot.box {facets = {{title = "a", groups = {{label = "a", values = {1}}}}, {blank = true, groups = {}}},
+                                     out = out("e")} end, "facet 2 is blank and cannot have 'groups'")
+  T.raises(function() mech.plot.scatter {series = {{label = "a", x = {1}, y = {1}, tags = {1}}}, out = out("e")} end,
+           "'tags' belongs to mech.plot.box")
+  T.raises(function() mech.plot.lines {series = {{label = "a", x = {1}, y = {1}, highlight = true}}, out = out("e")} end,
+           "'highlight' belongs to mech.plot.scatter")
+end)
+
+T.test("scatter: a highlighted path and a series without points draw; the CSV keeps every point", function()
+  local p = out("hl")
+  mech.plot.scatter {series = {{label = "all", x = {0.1, 0.2}, y = {0.3, 0.4}, alpha = 0.2},
+                               {label = "best", x = {0.2}, y = {0.4}, path = true, highlight = true},
+                               {label = "none passes", x = {}, y = {}}}, out = p}
+  T.eq(read(p:gsub("%.png$", ".csv")), "panel,series,x,y\n1,all,0.1,0.3\n1,all,0.2,0.4\n1,best,0.2,0.4\n")
+end)
+
+T.test("accuracy figures: the y axis separates lines bunched near the top only when asked, and says so", function()
+  local accuracy_ylim = require("mech.paper.draw").accuracy_ylim
+  local bunched = {{series = {{x = {32, 64}, y = {0.88, 0.96}}, {x = {32, 64}, y = {0.74, 0.92}}}}}
+  T.eq(accuracy_ylim(bunched), {-0.03, 1.05}) -- the paper's range by default
+  local lim, note = accuracy_ylim(bunched, {zoom = true})
+  T.near(lim[1], 0.7, 1e-12)
+  T.truthy(lim[2] >= 1 and lim[2] < 1.05)
+  -- 0.01 of accuracy spans at least 3 % of the axis (on 0-1.05: under 1 %)
+  T.truthy(0.01 / (lim[2] - lim[1]) > 0.03)
+  T.truthy(note:find("y axis from 0.7", 1, true), note)
+  -- a line near 0 keeps the paper's 0-1.05
+  T.eq(accuracy_ylim({{series = {{x = {32}, y = {0.02}}, {x = {32}, y = {0.95}}}}}, {zoom = true}), {-0.03, 1.05})
+end)
+
 for _, p in ipairs(made) do os.remove(p) end
 T.done()

@@ -49,24 +49,42 @@ function recipe.draw(dirs, out)
     for a, n in pairs(has) do if n == 2 then paired[#paired + 1] = a else alone[#alone + 1] = a end end
     paper.sort_keys(paired)
     paper.sort_keys(alone)
-    local series = {}
-    for _, a in ipairs(paired) do
+    -- each architecture's series, NoPE then PE; pair[a] says whether it has both
+    local series, every = {}, paper.sort_keys(table.move(alone, 1, #alone, #paired + 1, table.move(paired, 1, #paired, 1, {})))
+    for _, a in ipairs(every) do
       for _, pe in ipairs { false, true } do
         local e = by_pe[pe]
-        for _, s in ipairs(paper.accuracy_series(e.best, e.widths, { a }, { dashed = pe })) do series[#series + 1] = s end
+        for _, s in ipairs(e.best[a] and paper.accuracy_series(e.best, e.widths, { a }, { dashed = pe }) or {}) do
+          s.paired = has[a] == 2
+          series[#series + 1] = s
+        end
       end
     end
     npairs = npairs + #paired
     for i, a in ipairs(alone) do alone[i] = paper.arch_name(a) end
     if #alone > 0 then unpaired[#unpaired + 1] = st.title .. ": " .. table.concat(alone, ", ") end
-    local title = paper.panel_title(st.title, st.rows)
-    if #st.rows > 0 and #paired == 0 then title = st.title .. " (no pair yet)" end
-    panels[#panels + 1] = { title = title, series = series }
+    panels[#panels + 1] = { title = paper.panel_title(st.title, st.rows), series = series, npaired = #paired }
     keys[#keys + 1] = string.format("%s: PE/NoPE pairs for %d architectures", st.title, #paired)
   end
-  if npairs == 0 then error("fig7: no architecture has both PE and NoPE rows yet", 0) end
-  local caption = "an architecture is drawn where both its PE and NoPE runs exist"
-  if #unpaired > 0 then caption = caption .. "; one of the two only: " .. table.concat(unpaired, "; ") end
+  -- the pairs alone, once there is one; before that (a smoke profile), every line, and the
+  -- caption says so
+  local caption
+  if npairs > 0 then
+    for _, p in ipairs(panels) do
+      local kept = {}
+      for _, s in ipairs(p.series) do if s.paired then kept[#kept + 1] = s end end
+      p.series = kept
+      if #kept == 0 and not p.title:find("no results yet", 1, true) then p.title = p.title .. " (no pair yet)" end
+    end
+    caption = "an architecture is drawn where both its PE and NoPE runs exist"
+    if #unpaired > 0 then caption = caption .. "; one of the two only: " .. table.concat(unpaired, "; ") end
+  else
+    caption = "no architecture has both PE and NoPE runs yet: every line shown"
+  end
+  for _, p in ipairs(panels) do
+    for _, s in ipairs(p.series) do s.paired = nil end
+    p.npaired = nil
+  end
   paper.draw_accuracy(panels, out, { title = "Positions: dashed PE, solid NoPE", legend = "bottom", width = 620,
     height = 340, dodge = 6, caption = caption })
   return keys

@@ -13,7 +13,7 @@ function recipe.draw(dirs, out)
   local conv = paper.mamba_conv
   local keys = paper.attrib_boxes({ { rows = rows, where = mamba } }, { "key", "query", "value" }, out, {
     title = "Mamba, ATR (5, 20), layer 1 block input", ncol = 3, group = conv,
-    name = function(k) return "conv " .. k end, width = 640, height = 300 })
+    name = function(k) return "conv " .. k end, style = paper.conv_style, width = 640, height = 300 })
   local best, widths, convs = paper.best_per_width(rows, { where = mamba, group = conv })
   for _, k in ipairs(paper.accuracy_keys(best, widths, convs, function(k) return "accuracy, d_conv " .. k end)) do
     keys[#keys + 1] = k

@@ -7,7 +7,8 @@ local recipe = { id = "v3_delta_net", sweeps = { "ar", "delta_net" }, title = "v
 
 function recipe.draw(dirs, out)
   local best, widths, archs = paper.accuracy_figure(paper.rows(dirs, { "ar", "delta_net" }), out, {
-    title = "AR with DeltaNet", where = function(r) return r.arch == "delta_net" or paper.main_curve(r) end })
+    title = "AR with DeltaNet", where = function(r) return r.arch == "delta_net" or paper.main_curve(r) end, dodge = 6,
+    caption = "overlapping points moved apart along x, centred on their width" })
   return paper.accuracy_keys(best, widths, archs)
 end
 

@@ -273,5 +273,34 @@ T.test("accuracy figures: the y axis separates lines bunched near the top only w
   T.eq(accuracy_ylim({{series = {{x = {32}, y = {0.02}}, {x = {32}, y = {0.95}}}}}, {zoom = true}), {-0.03, 1.05})
 end)
 
+T.test("Fig. 7 draws an architecture once its rows hold both PE and NoPE, from whichever file has them", function()
+  local recipe = dofile("plots/paper/fig7.lua")
+  local head = "sweep,run,status,task,arch,n_layers,d_model,d_conv,pos_emb,lr,seed,steps,split,metric,step_kind,step,value\n"
+  local function row(arch, pe, d, v)
+    return string.format("ar,%s-d%d-%s,done,ar_32,%s,2,%d,,%s,0.001,42,100,test,accuracy,report,100,%g\n", arch, d,
+      pe and "pe" or "nope", arch, d, tostring(pe), v)
+  end
+  local main, later = base .. "_fig7_main.csv", base .. "_fig7_later.csv"
+  made[#made + 1], made[#made + 1] = main, later
+  mech.sys.write_atomic(main, head .. row("attention", true, 32, 1) .. row("attention", false, 32, 0.08)
+    .. row("mamba", false, 32, 0.5) .. row("attention", true, 64, 1) .. row("attention", false, 64, 0.05))
+  mech.sys.write_atomic(later, head .. row("mamba", true, 32, 0.3))
+  local function series_of(dirs)
+    local p = out("fig7")
+    recipe.draw(dirs, p)
+    local n = {}
+    for line in read(p:gsub("%.png$", ".csv")):gmatch("[^\n]+") do
+      local series = line:match('^"[^"]*",([^,]*),') or line:match("^[^,\"]*,([^,]*),") -- "AR, L = 32" is quoted
+      n[series] = (n[series] or 0) + 1
+    end
+    return n
+  end
+  local none = base .. "_none.csv"
+  local n = series_of({ ar = { main }, atr_easy = none, atr_hard = none })
+  T.eq({ n.attention, n.mamba }, { 4, nil }) -- Mamba without its PE partner is not drawn
+  n = series_of({ ar = { main, later }, atr_easy = none, atr_hard = none })
+  T.eq({ n.attention, n.mamba }, { 4, 2 })
+end)
+
 for _, p in ipairs(made) do os.remove(p) end
 T.done()

@@ -30,7 +30,8 @@ function recipe.draw(dirs, out)
         or string.format("%s model: no layer %d", st.title, layer)
     end,
     skip = function(layer, st) return layer >= st.depth end,
-    ncol = 3, free_y = false, ylabel = "Attrib @ Query (mixer output)", title = "AR", width = 720, height = 560 })
+    ncol = 3, free_y = false, ylabel = "Attrib @ Query (mixer output)", title = "AR", width = 720, height = 560,
+    caption = "rows: the layer patched; columns: the model's depth (no panel where the model has no such layer)" })
 end
 
 if select("#", ...) > 0 then paper.main(recipe, ...) end

@@ -1,14 +1,33 @@
 -- The sweep engine's costs, and the projected cost of the paper's whole grid and quick profiles.
 --   build/mechlab bench/bench_sweep.lua [part ...]     parts: workers overhead aggregate eval grid quick
+--   build/mechlab bench/bench_sweep.lua FILE:PROFILE ...  one profile's projection (as `quick`)
+--   build/mechlab bench/bench_sweep.lua issue42           issue 42's background blocks, in order
 -- Run it on an otherwise idle machine; it prints numbers and asserts nothing.
 local sweep = require "mech.sweep"
 local train = require "mech.train"
 local json = require "mech.json"
 local paper = require "mech.paper"
 
-local parts = {}
-for _, a in ipairs(arg or {}) do parts[a] = true end
-local all = next(parts) == nil
+local parts, profiles = {}, {}
+for _, a in ipairs(arg or {}) do
+  if a:find(":", 1, true) then profiles[#profiles + 1] = a else parts[a] = true end
+end
+local all = next(parts) == nil and #profiles == 0
+
+-- issue 42's background blocks (docs/reproduction.md, "Background compute (issue 42)"), in the
+-- order the driver runs them
+local issue42 = {
+  { "quick-scale", "experiments/paper/ar_layers.lua:based_best_lr" },
+  { "quick-scale", "experiments/paper/ar.lua:pe_pairs" },
+  { "quick-scale", "experiments/paper/atr_easy.lua:pe_pairs" },
+  { "quick-scale", "experiments/paper/atr_hard.lua:quick32" },
+  { "d = 128/256", "experiments/paper/ar.lua:best_lr_128" },
+  { "d = 128/256", "experiments/paper/mamba_conv.lua:best_lr_wide" },
+  { "d = 128/256", "experiments/paper/ar.lua:best_lr_256" },
+}
+if parts.issue42 then
+  for _, b in ipairs(issue42) do profiles[#profiles + 1] = b[2] end
+end
 
 local tmp = os.tmpname()
 os.remove(tmp)
@@ -251,6 +270,31 @@ if all or parts.quick then
     print(string.format("quick: %-30s %5.2f h on 2 cores, %5.2f h without ar and atr_easy (%s)", key, h, added,
       table.concat(g.figures, " ")))
   end
+end
+
+if #profiles > 0 then
+  -- named profiles: runs, steps, core-hours (training steps, one thread each) and the wall on 2
+  -- workers (core-hours / 1.9, or the longest run if longer), each run's own hours too
+  local sum_h, sum_wall = 0, 0
+  for _, fp in ipairs(profiles) do
+    local file, profile = fp:match("^(.-):(.+)$")
+    local s = sweep.load(file, profile)
+    local steps, seconds, longest, each = 0, 0, 0, {}
+    for _, r in ipairs(s.runs) do
+      local ms = step_ms(r.config.task, r.config.model, r.config.model.d_model >= 128 and 6 or 10)
+      steps = steps + r.steps
+      seconds = seconds + ms / 1000 * r.steps
+      longest = math.max(longest, ms / 1000 * r.steps)
+      each[#each + 1] = string.format("%s %.2f", r.id:match("^(.-)%-s%d+%-") or r.id, ms / 1000 * r.steps / 3600)
+    end
+    local wall = math.max(seconds / 1.9, longest) / 3600
+    sum_h, sum_wall = sum_h + seconds / 3600, sum_wall + wall
+    print(string.format("profile: %-48s %3d runs %9d steps %6.2f core-hours %6.2f h on 2 cores", fp, #s.runs, steps,
+      seconds / 3600, wall))
+    print("  core-hours per run: " .. table.concat(each, ", "))
+  end
+  print(string.format("profile: all %d above: %.2f core-hours, %.2f h on 2 cores one after another", #profiles, sum_h,
+    sum_wall))
 end
 
 os.execute("rm -rf '" .. tmp .. "'")

@@ -4,6 +4,22 @@
 --   mechlab sweep run experiments/paper/ar.lua --profile quick
 local P = require "mech.paper"
 
+-- Each architecture's best learning rate in the slice at d = 64 (docs/reproduction.md, "AR at four
+-- learning rates": the largest width it trained), for the paper-width runs of issue 42.
+local best_lr = { attention = 3e-4, hyena = 3e-4, base_conv = 1e-3, based = 1e-2, h3 = 3e-3, mamba = 3e-3 }
+
+-- Every architecture at `widths`, each at its best rate (Attention with positions, the rest
+-- without), 1,024 report documents; Mamba at d = 256 is the `mamba_256` run already trained.
+local function at_best_lr(widths)
+  return P.report_all {
+    grid = { arch = P.archs, d_model = widths, lr = { 3e-4, 1e-3, 3e-3, 1e-2 }, pos_emb = { false }, seed = { P.seed } },
+    cell = function(c)
+      if c.lr ~= best_lr[c.arch] or (c.arch == "mamba" and c.d_model == 256) then return false end
+      P.pe_for_attention(c)
+    end,
+  }
+end
+
 return {
   name = "ar",
   description = "AR: 6 architectures x 5 widths x LR7, PE and NoPE (the paper's 360 runs)",
@@ -35,6 +51,16 @@ return {
     -- other member of Fig. 7's AR pair and the paper's "Attention fails AR without positions"
     -- (appendix D.1)
     nope = P.quick { grid = { arch = { "attention" }, pos_emb = { false } } },
+    -- issue 42 (ledger row 27, Fig. 7): the other member of every AR PE/NoPE pair at the quick
+    -- widths, rate and first seed: the five architectures other than Attention with positions
+    -- (Attention's pair is the quick and `nope` runs): 10 runs
+    pe_pairs = P.report_all(P.quick { grid = { arch = { "hyena", "base_conv", "based", "h3", "mamba" },
+      pos_emb = { true } } }),
+    -- issue 42: the paper's widths, each architecture at its best rate of the slice: d = 128 (6 runs)
+    -- and d = 256 (5 runs), two profiles so that d = 128, which settles more ledger rows for its
+    -- cost, runs first (docs/reproduction.md, "Background compute (issue 42)")
+    best_lr_128 = at_best_lr { 128 },
+    best_lr_256 = at_best_lr { 256 },
     smoke = {
       grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, pos_emb = { false }, seed = { 42 } },
       cell = P.pe_for_attention,

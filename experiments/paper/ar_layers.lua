@@ -20,6 +20,10 @@ return {
     -- 8 epochs did not for 2-layer Attention at d = 32, see ar.lua): 3.76 core-hours, projected
     -- 1.98 h on 2 cores (`bench/bench_sweep.lua quick`; 16 epochs would be 2.1 h).
     quick = P.quick { base = { epochs = 15 } },
+    -- issue 42 (ledger row 30): 3-layer Based at 2-layer Based's best rates in the AR slice (3e-3
+    -- at d = 32, 1e-2 at d = 64; both rates at both widths, so 3 layers get a best of two as well),
+    -- the paper's 16 epochs, 1,024 report documents: 4 runs
+    based_best_lr = P.report_all(P.quick { grid = { arch = { "based" }, n_layers = { 3 }, lr = { 3e-3, 1e-2 } } }),
     smoke = P.smoke { grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 } } },
   },
 }

@@ -21,6 +21,10 @@ return {
     -- projects 5.49 core-hours, 2.89 h on 2 cores. Over 2 hours, kept (its runs were trained
     -- under these ids).
     quick = P.quick { grid = { pos_emb = { false } }, cell = P.pe_for_attention },
+    -- issue 42 (ledger row 27, Fig. 7): the other member of every PE/NoPE pair of the quick
+    -- profile: Attention without positions, the other five with them: 12 runs
+    pe_pairs = P.report_all(P.quick { grid = { pos_emb = { true, false } },
+      cell = function(c) if c.pos_emb == (c.arch == "attention") then return false end end }),
     smoke = P.smoke {
       grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, pos_emb = { false }, seed = { 42 } },
       cell = P.pe_for_attention,

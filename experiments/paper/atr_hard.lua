@@ -25,6 +25,9 @@ return {
     -- survives; pcfg_10_20's long documents make it 4x (5, 20)'s cost a step): 3.76 core-hours,
     -- projected 1.98 h on 2 cores (`bench/bench_sweep.lua quick`; 6 epochs would be 2.4 h).
     quick = P.quick { grid = { pos_emb = { false } }, cell = P.pe_for_attention, base = { epochs = 5 } },
+    -- issue 42 (ledger rows 11-13): the quick profile at the paper's 32 epochs (100,032 steps),
+    -- 1,024 report documents: 24 runs
+    quick32 = P.report_all(P.quick { grid = { pos_emb = { false } }, cell = P.pe_for_attention }),
     smoke = P.smoke {
       grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, pos_emb = { false }, seed = { 42 } },
       cell = P.pe_for_attention,

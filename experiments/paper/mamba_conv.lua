@@ -20,6 +20,9 @@ return {
     -- the same at Mamba's best rate in the AR learning-rate slice (3e-3 at d = 32 and 64, d_conv 4),
     -- seed 42, so that the d_conv ordering is judged there too (issue 28): 8 runs
     best_lr = P.quick { grid = { lr = { 3e-3 } } },
+    -- issue 42: d_conv 2 and 3 at the paper's d = 128 and 256 (its d_conv 2 dip at d = 128), at
+    -- the slice's best rate, 1,024 report documents: 4 runs
+    best_lr_wide = P.report_all(P.quick { grid = { d_conv = { 2, 3 }, d_model = { 128, 256 }, lr = { 3e-3 } } }),
     smoke = P.smoke { grid = { d_conv = { 0, 2 }, d_model = { 16 }, lr = { 3e-3 } } },
   },
 }

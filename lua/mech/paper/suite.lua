@@ -71,6 +71,18 @@ function suite.quick(over)
   return p
 end
 
+--- Issue 42's profiles evaluate the reported step on 1,024 test documents (standard error at most
+--- 0.016, against 0.028 with the 320 of the other steps; docs/training.md, `report_docs`). It is an
+--- axis of one value, not a key of suite.base: a key of the base would change every finished
+--- sweep's run ids and definition hash; as an axis it is also a column of the results rows, so
+--- each row says how many documents its accuracy counts.
+suite.report_docs = 1024
+function suite.report_all(p)
+  p.grid = p.grid or {}
+  p.grid.report_docs = { suite.report_docs }
+  return p
+end
+
 --- The smoke profile every suite shares: a few steps on a few documents (the test suite runs it).
 function suite.smoke(over)
   local p = { base = { steps = 20, train_docs = 640, eval_docs = 64, eval_every = 10, checkpoint_every = 10 } }

@@ -64,6 +64,8 @@ function exec.run(dir, id)
   local config = copy(run.config)
   config.out, config.resume, config.lock, config.progress = rdir, true, lock, false
   config.evaluators = make_evaluators(s.evaluators, run, rdir)
+  -- report_docs evaluates the run's own reported step on more documents (docs/training.md)
+  if config.report_docs then config.report_step = run.report_step end
   print(string.format("sweep exec: run %s of sweep %s (%s)", id, s.name, mech.sys.utc()))
   if prior and (prior.step or 0) > 0 then
     print(string.format("sweep exec: resuming run %s from its checkpoint at step %d", id, prior.step))

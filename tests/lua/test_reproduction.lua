@@ -1,8 +1,8 @@
--- docs/reproduction.md's tables against the committed rows (lua/mech/paper_tables.lua): the
+-- docs/reproduction.md's tables against the committed rows (lua/mech/paper/tables/): the
 -- committed page is in step, and a changed row, a changed figure point or a changed marker is
 -- caught. Runs from the repository root (ctest sets it).
 local T = require "check"
-local tables = require "mech.paper_tables"
+local tables = require "mech.paper.tables.page"
 
 local function read(path)
   local f = assert(io.open(path, "rb"))

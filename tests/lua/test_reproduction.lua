@@ -114,7 +114,7 @@ T.test("a changed accuracy row makes the check fail, naming the tables; rewritin
   ok = tables.run { root = root }
   T.eq(ok, true)
   local after = read(root .. "/docs/reproduction.md")
-  T.truthy(after:find("| Based | 0.791 ± 0.027 | 0.744 ± 0.345 |", 1, true))
+  T.truthy(after:find("| Based | 0.791 ± 0.016 (sd 0.027) | 0.744 ± 0.017 (sd 0.345) |", 1, true))
   T.eq(prose(after), prose(before)) -- the prose is left alone
   T.eq(select(1, tables.run { root = root, check = true }), true)
   remove(root)
@@ -131,7 +131,7 @@ T.test("the learning-rate slice: a changed rate shows in its table and the ledge
   ok, msgs = tables.run { root = root, check = true }
   T.eq(msgs, { "table 'ar-lr' differs from the committed data" })
   T.eq(select(1, tables.run { root = root }), true)
-  T.truthy(read(root .. "/docs/reproduction.md"):find("| Attention (PE) | d = 32 | 0.950 | 0.997 ± 0.000 |", 1, true))
+  T.truthy(read(root .. "/docs/reproduction.md"):find("| Attention (PE) | d = 32 | 0.950 ± 0.012 | 0.997 ± 0.002 (sd 0.000) |", 1, true))
   remove(root)
 end)
 
@@ -207,7 +207,7 @@ T.test("Mamba at d = 256: its accuracy and its retrieval decide rows 2, 4 and 7 
   T.truthy(page:find("disagrees in part: Mamba 0.500 at d = 256 against ≈91 %", 1, true))
   T.truthy(page:find("third, not close, at d = 256 too", 1, true))
   T.truthy(page:find("disagrees for Mamba at d = 256 too (@ Query 0.10, @ Key 0.90, unfiltered)", 1, true))
-  T.truthy(page:find("| Mamba | d = 256 | – | – | 0.500 | – | (3e-3) |", 1, true))
+  T.truthy(page:find("| Mamba | d = 256 | – | – | 0.500 ± 0.028 | – | (3e-3) |", 1, true))
   remove(root)
 end)
 
@@ -241,7 +241,7 @@ T.test("mamba_conv at Mamba's best rate: its rows decide the last column of the 
     T.eq(select(1, tables.run { root = root }), true)
     local page = read(root .. "/docs/reproduction.md")
     T.truthy(page:find(case[2], 1, true), case[2])
-    T.truthy(page:find("| 3 | 0.216 ± 0.027 | 0.378 ± 0.022 | 0.800 / 0.800 | succeeds |", 1, true))
+    T.truthy(page:find("| 3 | 0.216 ± 0.016 (sd 0.027) | 0.378 ± 0.019 (sd 0.022) | 0.800 ± 0.022 / 0.800 ± 0.022 | succeeds |", 1, true))
     T.truthy(page:find("at lr 3e-3 (each position's filter): 2 0.90 ± 0.00 / 0.10 ± 0.00, 3 0.90 ± 0.00 / 0.10 ± 0.00", 1, true))
     T.truthy(page:find("disagrees at Mamba's best rate, lr 3e-3 (d_conv 4 mostly @ Key, @ Query not growing with the kernel)", 1,
       true))
@@ -309,7 +309,7 @@ T.test("atr_mamba_conv: @ Value without a conv against the short convs' decides 
     local ok, page = run_with(case[1])
     T.eq(ok, true, page)
     T.truthy(page:find(case[2], 1, true), case[2])
-    T.truthy(page:find("| 1 | 0.800 / 0.800 | 0.50 / 0.50 | 0.30 / 0.30 | 0.20 / 0.20 | – |", 1, true))
+    T.truthy(page:find("| 1 | 0.800 ± 0.022 / 0.800 ± 0.022 | 0.50 / 0.50 | 0.30 / 0.30 | 0.20 / 0.20 | – |", 1, true))
   end
   -- a run that passes the filter but is not plotted
   local ok, msg = run_with(0.8, "@Value,conv 2,0.05")
@@ -377,7 +377,7 @@ T.test("the depth suites: made-up ar_layers, atr_1layer and sibling rows decide 
     "3 layers within 0.1 of 2 layers in 12 of 12 (architecture, width) | agrees |",
     "1 layer: Hyena 0, H3 0, Mamba 0;", "3 layers: Attention 1, Based 1, BaseConv 1, Hyena 0, Mamba 2",
     "agrees: every other model does well; 1-layer Based and BaseConv lag |",
-    "| BaseConv | 0.600 / 0.600 | 0.950 / 0.950 | 0.950 / 0.950 | high; 1 layer lags |",
+    "| BaseConv | 0.600 ± 0.027 / 0.600 ± 0.027 | 0.950 ± 0.012 / 0.950 ± 0.012 | 0.950 ± 0.012 / 0.950 ± 0.012 | high; 1 layer lags |",
     "| Mamba | 0.90 (2) | " } do
     T.truthy(page:find(want, 1, true), want)
   end

@@ -21,6 +21,9 @@ T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ab
 -- the learning rates of AR's quick profile (1e-3) and its slice (the other three), and the slice's own runs
 T.lrs = { 3e-4, 1e-3, 3e-3, 1e-2 }
 T.slice_runs = 36
+-- the documents a report step was evaluated on, where its rows do not say (a column or metric
+-- `eval_docs`): every quick run committed before the suites recorded it used the first 320
+T.eval_docs = 320
 -- the figure CSVs read for the filter and for sites the rows do not hold
 T.filter_csv = "docs/img/reproduction/filter.csv"
 T.figure_csvs = { "fig3b", "fig3c", "fig4b", "fig6b", "v3_next_key", "mamba_next_key", "mamba_next_key_best_lr_runs",
@@ -41,7 +44,7 @@ end
 --- The data the tables are made from, under root (the repository; default "."):
 --- {runs = {sweep = {by id}}, ids = {sweep = {ids in file order}}, rows = {sweep = {report rows}},
 --- fig = {id = rows}}. A run's entry
---- has its test accuracy and Attrib (value, query, key) and, where the rows carry them, the filter
+--- has its test accuracy, the documents it was evaluated on (n), and Attrib (value, query, key) and, where the rows carry them, the filter
 --- denominators (value_den, query_den, key_den; the later sweeps' rows have them) and its task;
 --- the same on the dev split, where a sweep evaluates it (the ATR split), in entry.dev; and the
 --- Attrib of the mixer output at the query per layer, where the rows hold it (mixer[layer] and
@@ -65,10 +68,12 @@ function T.load(root)
         end
         if r.split == "dev" then e.dev = e.dev or {} end
         local t = r.split == "dev" and e.dev or e
+        t.n = tonumber(r.eval_docs) or t.n or T.eval_docs
         -- the query type (KEY on AR, PARENT on ATR) does not matter here
         local p, what = r.metric:match("^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.(attrib[_den]*)$")
         local layer, mixer = r.metric:match("^(%d)%.%u+%.query_item_orig%.query_item%.attention_output%.(attrib[_den]*)$")
         if r.metric == "accuracy" then t.accuracy = r.value
+        elseif r.metric == "eval_docs" then t.n = r.value
         elseif p and pos_of[p] and what == "attrib" then t[pos_of[p]] = r.value
         elseif p and pos_of[p] and what == "attrib_den" then t[pos_of[p] .. "_den"] = r.value
         elseif layer and r.split == "test" then

@@ -6,7 +6,7 @@ local F = require "mech.paper.tables.format"
 local S = require "mech.paper.tables.stats"
 
 local T, passes_at = load, load.passes_at
-local num, mean_of, ms, row, para, lr_str = F.num, F.mean_of, F.ms, F.row, F.para, F.lr_str
+local num, mean_of, ms, row, para, lr_str, acc, acc1 = F.num, F.mean_of, F.ms, F.row, F.para, F.lr_str, F.acc, F.acc1
 local pick, field, of_arch, in_set, arch_label, passing, concat = S.pick, S.field, S.of_arch, S.in_set, S.arch_label,
   S.passing, S.concat
 local passing_own, pick_conv, per_width, depth_order, mixer_at = S.passing_own, S.pick_conv, S.per_width, S.depth_order,
@@ -25,7 +25,7 @@ tables["ar-accuracy"] = function(s)
   local lines = { "| architecture | d = 32 | d = 64 | the paper |", "|---|---|---|---|" }
   for _, a in ipairs(order) do
     lines[#lines + 1] = row { arch_label(a),
-      ms(field(s.ar[a][32], "accuracy"), 3), ms(field(s.ar[a][64], "accuracy"), 3), paper_says[a] }
+      acc(s.ar[a][32]), acc(s.ar[a][64]), paper_says[a] }
   end
   return lines
 end
@@ -40,7 +40,7 @@ tables["ar-lr"] = function(s)
   for _, a in ipairs(order) do
     for _, w in ipairs { 32, 64 } do
       local cells, b = { arch_label(a), "d = " .. w }, s.ar_best[a][w]
-      for _, lr in ipairs(T.lrs) do cells[#cells + 1] = ms(field(s.ar_lr[a][w][lr], "accuracy"), 3) end
+      for _, lr in ipairs(T.lrs) do cells[#cells + 1] = acc(s.ar_lr[a][w][lr]) end
       cells[#cells + 1] = b and lr_str(b.lr) or "–"
       cells[#cells + 1] = b and string.format("%s / %s / %s", ms(field(b.runs, "value")), ms(field(b.runs, "query")),
         ms(field(b.runs, "key"))) or "–"
@@ -49,7 +49,7 @@ tables["ar-lr"] = function(s)
     local m = a == "mamba" and s.mamba256
     if m then
       local cells = { paper.arch_name(a), "d = 256" }
-      for _, lr in ipairs(T.lrs) do cells[#cells + 1] = lr == m.lr and num(m.accuracy, 3) or "–" end
+      for _, lr in ipairs(T.lrs) do cells[#cells + 1] = lr == m.lr and acc1(m) or "–" end
       cells[#cells + 1] = "(" .. lr_str(m.lr) .. ")"
       cells[#cells + 1] = string.format("%s / %s / %s", num(m.value), num(m.query), num(m.key))
       lines[#lines + 1] = row(cells)
@@ -104,12 +104,12 @@ tables["delta-net"] = function(s)
   for _, w in ipairs { 32, 64 } do
     local l = s.delta[w]
     local v, q, k = passing_own(l, "value"), passing_own(l, "query"), passing_own(l, "key")
-    lines[#lines + 1] = row { "DeltaNet", "d = " .. w, ms(field(l, "accuracy"), 3), ms(field(v, "value")),
+    lines[#lines + 1] = row { "DeltaNet", "d = " .. w, acc(l), ms(field(v, "value")),
       ms(field(q, "query")), ms(field(k, "key")), string.format("%d / %d / %d of %d", #v, #q, #k, #l) }
   end
   for _, a in ipairs { "attention", "based", "mamba" } do
     lines[#lines + 1] = row { paper.arch_name(a) .. " (`ar`)", "d = 32 / 64",
-      ms(field(s.ar[a][32], "accuracy"), 3) .. " / " .. ms(field(s.ar[a][64], "accuracy"), 3), "–", "–", "–", "–" }
+      acc(s.ar[a][32]) .. " / " .. acc(s.ar[a][64]), "–", "–", "–", "–" }
   end
   return lines
 end
@@ -142,7 +142,7 @@ end
 
 -- the depth tables (appendix D): "d = 32 / d = 64" accuracy cells of by_depth runs
 local function depth_acc(runs)
-  return ms(field(runs[32], "accuracy"), 3) .. " / " .. ms(field(runs[64], "accuracy"), 3)
+  return acc(runs[32]) .. " / " .. acc(runs[64])
 end
 
 
@@ -216,9 +216,9 @@ tables["mamba-conv-accuracy"] = function(s)
   local lines = { "| d_conv | lr 1e-3, d = 32 | lr 1e-3, d = 64 | lr " .. lr_str(s.mamba_rate) .. ", seed 42: d = 32 / 64 | the paper |",
     "|---|---|---|---|---|" }
   for k = 0, 4 do
-    lines[#lines + 1] = row { k == 4 and "4 (`ar`)" or tostring(k), ms(field(s.mamba[k][32], "accuracy"), 3),
-      ms(field(s.mamba[k][64], "accuracy"), 3),
-      ms(field(s.mamba_best[k][32], "accuracy"), 3) .. " / " .. ms(field(s.mamba_best[k][64], "accuracy"), 3), paper_says[k] }
+    lines[#lines + 1] = row { k == 4 and "4 (`ar`)" or tostring(k), acc(s.mamba[k][32]),
+      acc(s.mamba[k][64]),
+      acc(s.mamba_best[k][32]) .. " / " .. acc(s.mamba_best[k][64]), paper_says[k] }
   end
   return lines
 end
@@ -260,7 +260,7 @@ tables["next-key-best-lr"] = function(s)
   local lines = { "| run (d, lr, accuracy) | site, layer 0 | @ key | @ value | @ next key | @ query |", "|---|---|---|---|---|---|" }
   for _, e in ipairs(s.nk_best) do
     for _, site in ipairs(nk_sites) do
-      local cells = { string.format("d = %d, lr %s, %s", e.d, lr_str(e.lr), num(e.accuracy, 3)), "`" .. site .. "`" }
+      local cells = { string.format("d = %d, lr %s, %s", e.d, lr_str(e.lr), acc1(e)), "`" .. site .. "`" }
       for _, p in ipairs(nk_positions) do
         local v = e.at[site .. "|" .. p[1]]
         cells[#cells + 1] = v and (num(v) .. (e.pass[site .. "|" .. p[1]] and "" or " (below the filter)")) or "–"
@@ -276,7 +276,7 @@ tables["based-accuracy"] = function(s)
     long = "fails (< 10 %)", ["BaseConv, long convs"] = "fails" }
   local lines = { "| BaseConv kernel in Based | d = 32 | d = 64 | the paper |", "|---|---|---|---|" }
   for _, g in ipairs(s.based_groups) do
-    lines[#lines + 1] = row { g[1], ms(field(s.based[g[1]][32], "accuracy"), 3), ms(field(s.based[g[1]][64], "accuracy"), 3),
+    lines[#lines + 1] = row { g[1], acc(s.based[g[1]][32]), acc(s.based[g[1]][64]),
       paper_says[g[1]] }
   end
   -- how far the two seeds of a cell are apart (the page's prose used to say "within 0.03 everywhere")
@@ -290,7 +290,7 @@ tables["based-accuracy"] = function(s)
     end
   end
   lines[#lines + 1] = ""
-  para(lines, string.format("(mean ± sd of seeds 42 and 43; the seeds of a cell are at most %s apart%s.)",
+  para(lines, string.format("(mean of seeds 42 and 43 ± its standard error, the seeds' sd in brackets; the seeds of a cell are at most %s apart%s.)",
     num(most, 3), #wide > 0 and (", more than 0.03 in " .. table.concat(wide, ", ")) or ""))
   return lines
 end
@@ -312,7 +312,7 @@ tables["atr-easy"] = function(s)
     "|---|---|---|---|---|---|---|" }
   for _, a in ipairs { "attention", "based", "base_conv", "hyena", "h3", "mamba" } do
     lines[#lines + 1] = row { arch_label(a),
-      s.atr[a][32] and num(s.atr[a][32].accuracy, 3) or "–", s.atr[a][64] and num(s.atr[a][64].accuracy, 3) or "–",
+      s.atr[a][32] and acc1(s.atr[a][32]) or "–", s.atr[a][64] and acc1(s.atr[a][64]) or "–",
       at(a, "value"), at(a, "query"), at(a, "key"), paper_says[a] }
   end
   lines[#lines + 1] = ""
@@ -326,7 +326,7 @@ end
 tables["atr-hard-accuracy"] = function(s)
   local paper_says = { attention = "beats Mamba only at (5, 8192), d ≤ 64", mamba = "matches or beats every " ..
     "architecture at \\|Σ\\| = 20, most clearly at (10, 20)" }
-  local function pair(e32, e64) return (e32 and num(e32.accuracy, 3) or "–") .. " / " .. (e64 and num(e64.accuracy, 3) or "–") end
+  local function pair(e32, e64) return (e32 and acc1(e32) or "–") .. " / " .. (e64 and acc1(e64) or "–") end
   local lines = { "| architecture | (5, 20), d = 32 / 64 | (5, 8192), d = 32 / 64 | (10, 20), d = 32 / 64 | the paper |",
     "|---|---|---|---|---|" }
   for _, a in ipairs(order6) do
@@ -377,7 +377,7 @@ tables["atr-hard-attrib"] = function(s)
         for _, pos in ipairs { "value", "query", "key" } do if e and passes_at(e, pos) == false then below[#below + 1] = pos end end
         if #below > 0 then
           failing[#failing + 1] = string.format("%s at d = %d on %s (accuracy %s) at the %s", paper.arch_name(a), w, st.title,
-            num(e.accuracy, 3), table.concat(below, ", "))
+            acc1(e), table.concat(below, ", "))
         end
       end
     end
@@ -398,7 +398,7 @@ tables["atr-split-accuracy"] = function(s)
     local parts = {}
     for _, w in ipairs { 32, 64 } do
       local e = s.split[a][w]
-      parts[#parts + 1] = e and e.dev and num(f(e), 3) or "–"
+      parts[#parts + 1] = e and e.dev and f(e) or "–"
     end
     return table.concat(parts, " / ")
   end
@@ -406,8 +406,10 @@ tables["atr-split-accuracy"] = function(s)
     "|---|---|---|---|---|" }
   for _, a in ipairs(order6) do
     lines[#lines + 1] = row { arch_label(a),
-      pair(a, function(e) return e.dev.accuracy end), pair(a, function(e) return e.accuracy end),
-      pair(a, function(e) return e.dev.accuracy - e.accuracy end), paper_says[a] or "–" }
+      pair(a, function(e) return acc1(e.dev) end), pair(a, function(e) return acc1(e) end),
+      pair(a, function(e)
+        return num(e.dev.accuracy - e.accuracy, 3) .. " ± " .. num(math.sqrt(F.se(e.dev.accuracy, e.dev.n) ^ 2 +
+          F.se(e.accuracy, e.n) ^ 2), 3) end), paper_says[a] or "–" }
   end
   local best = {}
   for _, split in ipairs { "dev", "test" } do

@@ -324,7 +324,8 @@ local function stats(d)
   for _, r in ipairs(d.fig.mamba_next_key_best_lr_runs) do
     local e = s.nk_best[r.run]
     if not e then
-      e = { id = r.run, d = r.d_model, lr = r.lr, accuracy = r.accuracy, at = {}, pass = {} }
+      e = { id = r.run, d = r.d_model, lr = r.lr, accuracy = r.accuracy, n = tonumber(r.eval_docs) or T.eval_docs, at = {},
+        pass = {} }
       s.nk_best[r.run], s.nk_best[#s.nk_best + 1] = e, e
     end
     e.at[r.site .. "|" .. r.position] = r.attrib
@@ -374,7 +375,7 @@ local function per_width(runs, key, pos, filtered)
   for _, w in ipairs { 32, 64 } do
     local e = runs[w]
     local pass = e and (pos == nil or (set and set[e]) or (not set and passes_at(e, pos)))
-    parts[#parts + 1] = pass and num(e[key], key == "accuracy" and 3 or 2) or "–"
+    parts[#parts + 1] = pass and (key == "accuracy" and F.acc1(e) or num(e[key], 2)) or "–"
   end
   return table.concat(parts, " / ")
 end

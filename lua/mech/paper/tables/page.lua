@@ -11,12 +11,13 @@ local tables = require "mech.paper.tables.render"
 local T = {}
 for _, k in ipairs { "results", "lrs", "slice_runs", "filter_csv", "figure_csvs", "hard_settings", "load" } do T[k] = load[k] end
 local fail = load.fail
-tables.claims = require "mech.paper.tables.claims"
+local ledger = require "mech.paper.tables.ledger"
+tables.claims, tables["claims-tally"] = ledger.ledger, ledger.tally
 
-T.ids = { "ar-accuracy", "ar-lr", "ar-attrib", "mamba-conv-accuracy", "mamba-conv-attrib", "next-key", "next-key-best-lr",
+T.ids = { "atr-floors", "ar-accuracy", "ar-lr", "ar-attrib", "mamba-conv-accuracy", "mamba-conv-attrib", "next-key", "next-key-best-lr",
   "based-accuracy",
   "atr-easy", "atr-hard-accuracy", "atr-hard-attrib", "atr-split-accuracy", "atr-split-attrib", "delta-net", "atr-mamba-conv",
-  "ar-layers", "ar-mixer-output", "atr-1layer", "sibling", "claims" }
+  "ar-layers", "ar-mixer-output", "atr-1layer", "sibling", "claims-tally", "claims" }
 
 --- Every table's text (its lines joined), by id.
 function T.render(d)

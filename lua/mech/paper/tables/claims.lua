@@ -34,6 +34,10 @@ end
 local SSM = { "hyena", "h3", "mamba" }
 local INDUCTION = { "attention", "based", "base_conv" }
 local HARD = { "pcfg_easy_8192", "pcfg_10_20" }
+-- "mainly induction" on ATR: the paper's own cells at d <= 64 go down to 0.27 (BaseConv, (5, 20),
+-- d = 32 [N]); a bound of 0.5 would fail the paper's own numbers (Attention (10, 20) d = 32 is
+-- -0.23 there: the paper's claim does not hold in that cell either)
+local INDUCTION_BOUND = "mechlab, at the paper's own lowest (5, 20) cell, BaseConv d = 32, 0.27 [N]"
 
 local claims = {
   -- §5.1 and the AR headline numbers (spec §8.1)
@@ -101,10 +105,10 @@ local claims = {
   { section = "§5.2", words = "Attention, Based and BaseConv mainly learn induction on ATR",
     paper = "@ Value ×100, (5, 20): Attention 109 / 102, Based 94 / 95, BaseConv 27 / 51 [N]",
     checks = function(s)
-      local out = each(INDUCTION, W, function(a, w) return chk(">=", C.atr_attr(s, a, w, "value"), 0.5, "mechlab: the larger part") end)
+      local out = each(INDUCTION, W, function(a, w) return chk(">=", C.atr_attr(s, a, w, "value"), 0.25, INDUCTION_BOUND) end)
       for _, preset in ipairs(HARD) do
         for _, c in ipairs(each(INDUCTION, W, function(a, w)
-          return chk(">=", C.hard_attr(s, preset, a, w, "value"), 0.5, "mechlab: the larger part") end)) do out[#out + 1] = c end
+          return chk(">=", C.hard_attr(s, preset, a, w, "value"), 0.25, INDUCTION_BOUND) end)) do out[#out + 1] = c end
       end
       -- a run below the filter has no cell: leave it out rather than call the claim not run
       local kept = {}
@@ -157,11 +161,13 @@ local claims = {
   { section = "§5.3", words = "BaseConv generalises \"vanishingly little\"", paper = "test: BaseConv 16.56 / 19.69, the lowest but Hyena's 13.44 at d = 32 [N]",
     checks = function(s) return each({ "base_conv" }, W, function(a, w) return floor_chk(C.split(s, a, w, "test")) end) end },
   { section = "§5.3", words = "mechanisms are consistent between dev and test, and match the no-split ATR results",
-    paper = "Fig. 5c medians: @ Value dev → test Attention 1.05 → 1.20, Based 0.92 → 0.85 [F]",
+    paper = "Fig. 5c medians, dev → test: @ Value Attention 1.05 → 1.20, Based 0.92 → 0.85; @ Query + @ Key Hyena 1.10 → 0.70 [F]",
     checks = function(s)
-      local out = each({ "attention", "based" }, W, function(a, w) return chk("~", C.split_shift(s, a, w, { "value" }), 0, "mechlab", 0.2) end)
+      -- the paper's own Fig. 5c medians move by up to 0.40 between dev and test (Hyena @ Query + @ Key)
+      local src = "paper: its own Fig. 5c medians move by up to 0.40 [F]"
+      local out = each({ "attention", "based" }, W, function(a, w) return chk("~", C.split_shift(s, a, w, { "value" }), 0, src, 0.4) end)
       for _, c in ipairs(each(SSM, W, function(a, w)
-        return chk("~", C.split_shift(s, a, w, { "query", "key" }), 0, "mechlab", 0.2) end)) do out[#out + 1] = c end
+        return chk("~", C.split_shift(s, a, w, { "query", "key" }), 0, src, 0.4) end)) do out[#out + 1] = c end
       return out
     end },
   { section = "§5.3", words = "the exception: BaseConv does induction on dev but much less on test (\"brittle\")",

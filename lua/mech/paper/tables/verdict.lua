@@ -21,23 +21,31 @@ local V = {}
 V.labels = { "agrees", "agrees in part", "disagrees", "cannot tell at quick scale", "paper scale only", "not run" }
 
 -- the text of a cell: its label and value (± SE for an accuracy; a layer or a position as is)
-local function show(c)
+local function show(c, close)
   if type(c.v) ~= "number" then return c.label .. " " .. tostring(c.v) end
-  local digits = c.digits or (c.se and 3 or 2)
+  local digits = c.digits or close or (c.se and 3 or 2)
   local text = c.label .. " " .. F.num(c.v, digits)
   if c.se then text = text .. " ± " .. F.num(c.se, digits) end
   return text
 end
 
 -- a bound or a second cell as the comparison writes it
-local function rhs(check)
+-- the digits a comparison decided in the third or fourth digit is written with (false: the usual)
+local function close_call(check)
+  local b = type(check.b) == "table" and check.b.v or check.b
+  if type(check.a.v) ~= "number" or type(b) ~= "number" then return false end
+  local edge = math.min(math.abs(math.abs(check.a.v - b) - (check.tol or 0)), math.abs(check.a.v - b))
+  return edge < 0.0005 and 4 or edge < 0.005 and 3 or false
+end
+
+local function rhs(check, close)
   if check.op == "in" then
     local parts = {}
     for _, x in ipairs(check.b) do parts[#parts + 1] = tostring(x) end
     return "{" .. table.concat(parts, ", ") .. "}"
   end
-  if type(check.b) == "table" then return show(check.b) end
-  if type(check.b) == "number" then return F.num(check.b, check.a and check.a.digits or 2) end
+  if type(check.b) == "table" then return show(check.b, close) end
+  if type(check.b) == "number" then return F.num(check.b, check.a and check.a.digits or close or 2) end
   return tostring(check.b)
 end
 
@@ -104,7 +112,8 @@ function V.claim(claim, s)
   for _, c in ipairs(checks) do
     local r, note = judge(c)
     counts[r], results[#results + 1] = counts[r] + 1, r
-    local text = show(c.a) .. " " .. op_text[c.op] .. (c.needs_b == false and "" or " " .. rhs(c))
+    local close = c.needs_b ~= false and c.op ~= "in" and close_call(c)
+    local text = show(c.a, close) .. " " .. op_text[c.op] .. (c.needs_b == false and "" or " " .. rhs(c, close))
     if c.op == "~" and c.tol and c.tol > 0 then text = text .. " within " .. F.num(c.tol, 2) end
     if c.src then text = text .. " (" .. c.src .. ")" end
     lines[#lines + 1] = mark[r] .. " " .. text .. (note and " [" .. note .. "]" or "")

@@ -41,6 +41,27 @@ T.test("two numbers closer than twice their combined error cannot be told apart"
   T.near(se, math.sqrt(0.24 / 1344), 1e-12)
 end)
 
+T.test("n is read from the rows where they record it (a column or a metric eval_docs), else 320", function()
+  local root = os.tmpname()
+  os.remove(root)
+  for _, d in ipairs { root, root .. "/docs", root .. "/docs/results" } do mech.sys.mkdir(d) end
+  local head = "sweep,run,status,task,arch,n_layers,d_model,d_conv,pos_emb,lr,seed,steps,split,metric,step_kind,step,value"
+  local function row(id, metric, v)
+    return string.format("ar,%s,done,ar_32,attention,2,32,,false,0.001,42,50016,test,%s,report,50000,%s", id, metric, v)
+  end
+  local f = assert(io.open(root .. "/docs/results/ar-nope.csv", "wb"))
+  f:write(table.concat({ head, row("a-1024", "accuracy", 0.5), row("a-1024", "eval_docs", 1024), row("b-old", "accuracy", 0.5) },
+    "\n") .. "\n")
+  f:close()
+  local runs = page.load(root).runs.ar_nope
+  os.execute(string.format("rm -rf '%s'", root))
+  T.eq(runs["a-1024"].n, 1024)
+  T.eq(runs["b-old"].n, 320)
+  local F = require "mech.paper.tables.format"
+  T.eq(F.acc1(runs["a-1024"]), "0.500 ± 0.016")
+  T.eq(F.acc1(runs["b-old"]), "0.500 ± 0.028")
+end)
+
 T.test("cells trained for very different epochs cannot tell; one rule gives every verdict", function()
   T.eq(judge({ op = "~", a = acc(0.7, 0.02, { epochs = 5 }), b = acc(0.7, 0.02, { epochs = 32 }), tol = 0.1 }).results, { "?" })
   T.eq(judge({ op = "~", a = acc(0.7, 0.02, { epochs = 15 }), b = acc(0.7, 0.02, { epochs = 16 }), tol = 0.1 }).results, { "yes" })

@@ -58,8 +58,8 @@ if not parsed then fail(opts) end
 local wanted = opts.figures
 if opts.check and not opts.tables then fail("--check goes with --tables") end
 if opts.tables then
-  -- docs/reproduction.md's tables from the committed rows (lua/mech/paper_tables.lua); nothing runs
-  local ok, msgs = require("mech.paper_tables").run { check = opts.check }
+  -- docs/reproduction.md's tables from the committed rows (lua/mech/paper/tables/); nothing runs
+  local ok, msgs = require("mech.paper.tables.page").run { check = opts.check }
   for _, m in ipairs(msgs) do print(m) end
   if opts.check and ok then print("docs/reproduction.md: every table is in step with the committed rows") end
   os.exit(ok and 0 or 1)

@@ -7,6 +7,7 @@
 ---   selection.lua  a sweep's rows, the best learning rate per width, the 0.01 filter
 ---   draw.lua       the figure kinds (accuracy against width, Attrib boxes and scatters)
 ---   figures.lua    the figure list, read from the recipes, and a recipe run on its own
+---   tables/        docs/reproduction.md's tables and claims ledger (paper.tables: tables/page.lua)
 local paper = {}
 
 for _, part in ipairs { "suite", "style", "stats", "selection", "draw", "figures" } do
@@ -25,6 +26,7 @@ setmetatable(paper, { __index = function(t, k)
     rawset(t, "figures", list)
     return list
   end
+  if k == "tables" then return require "mech.paper.tables.page" end
 end })
 
 return paper

@@ -1,0 +1,495 @@
+--- docs/reproduction.md's tables of results, each from the selected runs (stats.lua): tables[id](s)
+--- gives a table's lines. Part of mech.paper.tables.
+local paper = require "mech.paper"
+local load = require "mech.paper.tables.load"
+local F = require "mech.paper.tables.format"
+local S = require "mech.paper.tables.stats"
+local Fl = require "mech.paper.tables.floors"
+
+local T, passes_at = load, load.passes_at
+local num, mean_of, ms, row, para, lr_str, acc, acc1 = F.num, F.mean_of, F.ms, F.row, F.para, F.lr_str, F.acc, F.acc1
+local pick, field, of_arch, in_set, arch_label, passing, concat = S.pick, S.field, S.of_arch, S.in_set, S.arch_label,
+  S.passing, S.concat
+local passing_own, pick_conv, per_width, depth_order, mixer_at = S.passing_own, S.pick_conv, S.per_width, S.depth_order,
+  S.mixer_at
+local nk, nk_positions, nk_sites, nk_argmax, order6, on = S.nk, S.nk_positions, S.nk_sites, S.nk_argmax, S.order6, S.on
+
+------------------------------------------------------------------------------------------------
+-- the tables, in the page's order: each returns its lines
+
+local tables = {}
+
+tables["ar-accuracy"] = function(s)
+  local paper_says = { attention = "100% from d = 32 on", based = "≈99% at d = 256, almost Attention's curve",
+    mamba = "≈91% at d = 256, \"a close third\"", hyena = "< 30%", base_conv = "< 10%", h3 = "< 3%" }
+  local order = { "attention", "based", "mamba", "hyena", "base_conv", "h3" }
+  local lines = { "| architecture | d = 32 | d = 64 | the paper |", "|---|---|---|---|" }
+  for _, a in ipairs(order) do
+    lines[#lines + 1] = row { arch_label(a),
+      acc(s.ar[a][32]), acc(s.ar[a][64]), paper_says[a] }
+  end
+  return lines
+end
+
+
+tables["ar-lr"] = function(s)
+  local order = { "attention", "based", "mamba", "hyena", "base_conv", "h3" }
+  local head = { "architecture", "width" }
+  for _, lr in ipairs(T.lrs) do head[#head + 1] = "lr " .. lr_str(lr) end
+  head[#head + 1], head[#head + 2] = "best lr", "@ Value / @ Query / @ Key at the best lr"
+  local lines = { row(head), "|" .. string.rep("---|", #head) }
+  for _, a in ipairs(order) do
+    for _, w in ipairs { 32, 64 } do
+      local cells, b = { arch_label(a), "d = " .. w }, s.ar_best[a][w]
+      for _, lr in ipairs(T.lrs) do cells[#cells + 1] = acc(s.ar_lr[a][w][lr]) end
+      cells[#cells + 1] = b and lr_str(b.lr) or "–"
+      cells[#cells + 1] = b and string.format("%s / %s / %s", ms(field(b.runs, "value")), ms(field(b.runs, "query")),
+        ms(field(b.runs, "key"))) or "–"
+      lines[#lines + 1] = row(cells)
+    end
+    local m = a == "mamba" and s.mamba256
+    if m then
+      local cells = { paper.arch_name(a), "d = 256" }
+      for _, lr in ipairs(T.lrs) do cells[#cells + 1] = lr == m.lr and acc1(m) or "–" end
+      cells[#cells + 1] = "(" .. lr_str(m.lr) .. ")"
+      cells[#cells + 1] = string.format("%s / %s / %s", num(m.value), num(m.query), num(m.key))
+      lines[#lines + 1] = row(cells)
+    end
+  end
+  lines[#lines + 1] = ""
+  local dmax, dsum = 0, 0
+  for _, r in ipairs(s.retrained) do
+    local dv = math.abs(r.quick.accuracy - r.slice.accuracy)
+    dmax, dsum = math.max(dmax, dv), dsum + dv
+  end
+  local done = s.slice_done == T.slice_runs and string.format("all %d of its runs", T.slice_runs)
+    or string.format("%d of its %d runs so far", s.slice_done, T.slice_runs)
+  para(lines, string.format("lr 1e-3: the quick profile's two seeds; the other rates: the slice's seed 42 (%s). The " ..
+    "best lr has the best mean accuracy; Attrib at the layer-1 block input, unfiltered.%s The slice " ..
+    "also trained the quick profile's %d runs at lr 1e-3, seed 42 again (the same ids, by a later build: the same " ..
+    "seed gives the same bits within one build): their test accuracy moved by %s on average, at most %s; the table " ..
+    "and the figures keep the quick profile's.", done,
+    s.mamba256 and string.format(" Mamba at d = 256 is one run (profile `mamba_256`, seed 42) at its best rate at " ..
+      "d = 64, %s, in parentheses: no other rate was trained at that width.", lr_str(s.mamba256.lr)) or "",
+    #s.retrained, #s.retrained > 0 and num(dsum / #s.retrained, 3) or "–", num(dmax, 3)))
+  return lines
+end
+
+tables["ar-attrib"] = function(s)
+  local paper_says = { attention = "≈1 at the value (induction)", based = "≈1 at the value (induction)",
+    mamba = "≈0 at the value; Query + Key ≈ 1", h3 = "≈0 at the value, mass at the query",
+    base_conv = "the one filtered checkpoint: partial induction", hyena = "≈0 at the value, mass at the query" }
+  local order = { "attention", "based", "mamba", "h3", "base_conv", "hyena" }
+  local lines = para({}, string.format("The filter is taken per position, so each column has its own runs: %d of " ..
+    "the %d runs pass it at the value (Fig. 3b's points: @ Value over them), %d at the query (Fig. 3c's points: " ..
+    "@ Query and @ Key over them, as Fig. 3c plots them; the key's own filter is not in every run's rows). " ..
+    "Mean ± sd over both widths, both seeds at lr 1e-3 and the slice's runs at the other rates, and Mamba's run at d = 256:", #s.ar_value,
+    s.ar_total, #s.ar_query))
+  for _, l in ipairs {
+    "",
+    "| architecture | runs: value / query filter | @ Value | @ Query | @ Key | the paper |",
+    "|---|---|---|---|---|---|",
+  } do lines[#lines + 1] = l end
+  for _, a in ipairs(order) do
+    local v, q = of_arch(s.ar_value, a), of_arch(s.ar_query, a)
+    lines[#lines + 1] = row { paper.arch_name(a), #v .. " / " .. #q, ms(field(v, "value")), ms(field(q, "query")),
+      ms(field(q, "key")), paper_says[a] }
+  end
+  return lines
+end
+
+
+tables["delta-net"] = function(s)
+  local lines = { "| architecture | width | accuracy | @ Value | @ Query | @ Key | runs passing the filter (value / query / key) |",
+    "|---|---|---|---|---|---|---|" }
+  for _, w in ipairs { 32, 64 } do
+    local l = s.delta[w]
+    local v, q, k = passing_own(l, "value"), passing_own(l, "query"), passing_own(l, "key")
+    lines[#lines + 1] = row { "DeltaNet", "d = " .. w, acc(l), ms(field(v, "value")),
+      ms(field(q, "query")), ms(field(k, "key")), string.format("%d / %d / %d of %d", #v, #q, #k, #l) }
+  end
+  for _, a in ipairs { "attention", "based", "mamba" } do
+    lines[#lines + 1] = row { paper.arch_name(a) .. " (`ar`)", "d = 32 / 64",
+      acc(s.ar[a][32]) .. " / " .. acc(s.ar[a][64]), "–", "–", "–", "–" }
+  end
+  return lines
+end
+
+-- a sweep that has not run yet: one line instead of a table
+local function not_run(lines, name)
+  return para(lines, string.format("(`%s` has not run yet: \"What has run\" below says when it will.)", name))
+end
+
+
+tables["atr-mamba-conv"] = function(s)
+  if s.atr_conv_total == 0 then return not_run({}, "atr_mamba_conv") end
+  local lines = { "| d_conv | accuracy, d = 32 / 64 | @ Value | @ Query | @ Key | the paper |", "|---|---|---|---|---|---|" }
+  for k = 0, 3 do
+    local r = s.atr_conv[k]
+    lines[#lines + 1] = row { tostring(k), per_width(r, "accuracy"), per_width(r, "value", "value"),
+      per_width(r, "query", "query"), per_width(r, "key", "key"), k == 0 and "induction: @ Value high" or "–" }
+  end
+  local easy, f = s.atr.mamba, s.atr_filtered
+  lines[#lines + 1] = row { "4 (`atr_easy`)", per_width(easy, "accuracy"), per_width(easy, "value", "value", f.value or {}),
+    per_width(easy, "query", "query", f.query or {}), per_width(easy, "key", "key", f.key or {}), "direct retrieval" }
+  local runs = pick_conv(s, 0, 3)
+  lines[#lines + 1] = ""
+  para(lines, string.format("(Attrib at the layer-1 block input, the key corrupted; – : the run fails the position's " ..
+    "filter, by its own denominator for d_conv 0–3 and by Fig. 4b for d_conv 4; runs of `atr_mamba_conv` passing: %d " ..
+    "of %d at the value, %d at the query, %d at the key.)", #passing_own(runs, "value"), s.atr_conv_total,
+    #passing_own(runs, "query"), #passing_own(runs, "key")))
+  return lines
+end
+
+-- the depth tables (appendix D): "d = 32 / d = 64" accuracy cells of by_depth runs
+local function depth_acc(runs)
+  return acc(runs[32]) .. " / " .. acc(runs[64])
+end
+
+
+tables["ar-layers"] = function(s)
+  if s.layers_total == 0 then return not_run({}, "ar_layers") end
+  local paper_says = { attention = "1 layer fails; 3 ≈ 2", based = "1 layer (= BaseConv) fails; 3 ≈ 2", base_conv = "3 ≈ 2",
+    hyena = "1 ≥ 2; 3 ≈ 2", h3 = "3 ≈ 2", mamba = "1 ≥ 2; 3 ≈ 2 (but at one small width)" }
+  local lines = { "| architecture | 1 layer, d = 32 / 64 | 2 layers (`ar`) | 3 layers | the paper |", "|---|---|---|---|---|" }
+  for _, a in ipairs(depth_order) do
+    local l = s.layers[a]
+    lines[#lines + 1] = row { arch_label(a), depth_acc(l[1]), depth_acc(l[2]),
+      depth_acc(l[3]), paper_says[a] }
+  end
+  return lines
+end
+
+
+tables["ar-mixer-output"] = function(s)
+  if s.layers_total == 0 then return not_run({}, "ar_layers") end
+  local paper_says = { attention = "2: layer 1; 3: layer 1, a little in 2", based = "2: layer 1; 3: layer 1, a little in 2",
+    base_conv = "2: layer 1; 3: layer 1, a little in 2", hyena = "layer 0 at every depth", h3 = "1: layer 0; 2: layer 1",
+    mamba = "1: layer 0; 2: mostly 0, partly 1; 3: 0 or the last, never the middle" }
+  local lines = { "| architecture | 1 layer: layer 0 | 2 layers: layer 0 / 1 | 3 layers: layer 0 / 1 / 2 | the paper |",
+    "|---|---|---|---|---|" }
+  for _, a in ipairs(depth_order) do
+    local cells = { arch_label(a) }
+    for L = 1, 3 do
+      local parts = {}
+      for layer = 0, L - 1 do
+        local m, n = mixer_at(s.layers_mixer[a][L], layer)
+        parts[#parts + 1] = m and string.format("%s (%d)", num(m), n) or "–"
+      end
+      cells[#cells + 1] = table.concat(parts, " / ")
+    end
+    cells[#cells + 1] = paper_says[a]
+    lines[#lines + 1] = row(cells)
+  end
+  lines[#lines + 1] = ""
+  para(lines, "(Attrib of the sequence mixer's output (`attention_output`) at the query, the key corrupted: the mean " ..
+    "over both widths of the runs that pass that layer's filter, their number in brackets; – : none passes. The " ..
+    "2-layer models are the slice's second training of `ar`'s seed-42 runs at lr 1e-3, whose rows hold every layer.)")
+  return lines
+end
+
+tables["atr-1layer"] = function(s)
+  if s.atr_1layer_total == 0 then return not_run({}, "atr_1layer") end
+  local paper_says = { attention = "drops clearly", based = "weakest (= BaseConv)", base_conv = "weakest", hyena = "stays strong",
+    h3 = "stays strong", mamba = "stays strong" }
+  local lines = { "| architecture | 1 layer, d = 32 / 64 | 2 layers (`atr_easy`) | the paper, 1 layer |", "|---|---|---|---|" }
+  for _, a in ipairs(depth_order) do
+    local l = s.atr_layers[a]
+    lines[#lines + 1] = row { arch_label(a), depth_acc(l[1]), depth_acc(l[2]),
+      paper_says[a] }
+  end
+  return lines
+end
+
+tables.sibling = function(s)
+  if s.sibling_total == 0 then return not_run({}, "sibling") end
+  local lines = { "| architecture | 1 layer, d = 32 / 64 | 2 layers | 3 layers | the paper |", "|---|---|---|---|---|" }
+  for _, a in ipairs(depth_order) do
+    local l = s.sibling[a]
+    lines[#lines + 1] = row { arch_label(a), depth_acc(l[1]), depth_acc(l[2]),
+      depth_acc(l[3]), (a == "based" or a == "base_conv") and "high; 1 layer lags" or "high at every width" }
+  end
+  return lines
+end
+
+tables["mamba-conv-accuracy"] = function(s)
+  local paper_says = { [0] = "fails (< 7 %)", "fails (< 7 %)", "succeeds", "succeeds", "succeeds (≈91 % at d = 256)" }
+  local lines = { "| d_conv | lr 1e-3, d = 32 | lr 1e-3, d = 64 | lr " .. lr_str(s.mamba_rate) .. ", seed 42: d = 32 / 64 | the paper |",
+    "|---|---|---|---|---|" }
+  for k = 0, 4 do
+    lines[#lines + 1] = row { k == 4 and "4 (`ar`)" or tostring(k), acc(s.mamba[k][32]),
+      acc(s.mamba[k][64]),
+      acc(s.mamba_best[k][32]) .. " / " .. acc(s.mamba_best[k][64]), paper_says[k] }
+  end
+  return lines
+end
+
+tables["mamba-conv-attrib"] = function(s)
+  local f = s.mamba_filtered
+  local lines = { "| d_conv | runs: value / query / key filter | @ Value | @ Query | @ Key |", "|---|---|---|---|---|" }
+  for k = 0, 4 do
+    local all = concat(s.mamba[k][32], s.mamba[k][64])
+    local v, q, kk = passing(all, f.value), passing(all, f.query), passing(all, f.key)
+    lines[#lines + 1] = row { tostring(k), string.format("%d / %d / %d", #v, #q, #kk), ms(field(v, "value")),
+      ms(field(q, "query")), ms(field(kk, "key")) }
+  end
+  return lines
+end
+
+
+tables["next-key"] = function(s)
+  local lines = { "| site, layer 0 | conv 2 | conv 3 | conv 4 |", "|---|---|---|---|" }
+  local function add(label, values_of)
+    local cells = { label }
+    for k = 2, 4 do cells[#cells + 1] = values_of(k) end
+    lines[#lines + 1] = row(cells)
+  end
+  add("next key: mixer output (`attention_output`)", function(k) return ms(nk(s, "Next key  mixer output", k)) end)
+  add("next key: block output", function(k) return ms(nk(s, "Next key  block output", k)) end)
+  add("next key: conv output (`mixer.conv`), mean", function(k)
+    return num(s.next_key_heat["mixer.conv|conv " .. k .. " next key"]) end)
+  add("next key: SSM state (`mixer.ssm_state`), mean", function(k)
+    return num(s.next_key_heat["mixer.ssm_state|conv " .. k .. " next key"]) end)
+  add("key: block output", function(k) return ms(nk(s, "Key  block output", k)) end)
+  add("runs passing the filter at the next key", function(k) return tostring(#nk(s, "Next key  block output", k)) end)
+  return lines
+end
+
+
+tables["next-key-best-lr"] = function(s)
+  if #s.nk_best == 0 then return { "(not run yet: it needs the slice's Mamba runs)" } end
+  local lines = { "| run (d, lr, accuracy) | site, layer 0 | @ key | @ value | @ next key | @ query |", "|---|---|---|---|---|---|" }
+  for _, e in ipairs(s.nk_best) do
+    for _, site in ipairs(nk_sites) do
+      local cells = { string.format("d = %d, lr %s, %s", e.d, lr_str(e.lr), acc1(e)), "`" .. site .. "`" }
+      for _, p in ipairs(nk_positions) do
+        local v = e.at[site .. "|" .. p[1]]
+        cells[#cells + 1] = v and (num(v) .. (e.pass[site .. "|" .. p[1]] and "" or " (below the filter)")) or "–"
+      end
+      lines[#lines + 1] = row(cells)
+    end
+  end
+  return lines
+end
+
+tables["based-accuracy"] = function(s)
+  local paper_says = { ["1"] = "fails", ["2"] = "works", ["3 (`ar`)"] = "works (≈99 % at d = 256)", ["4"] = "works",
+    long = "fails (< 10 %)", ["BaseConv, long convs"] = "fails" }
+  local lines = { "| BaseConv kernel in Based | d = 32 | d = 64 | the paper |", "|---|---|---|---|" }
+  for _, g in ipairs(s.based_groups) do
+    lines[#lines + 1] = row { g[1], acc(s.based[g[1]][32]), acc(s.based[g[1]][64]),
+      paper_says[g[1]] }
+  end
+  -- how far the two seeds of a cell are apart (the page's prose used to say "within 0.03 everywhere")
+  local wide, most = {}, 0
+  for _, g in ipairs(s.based_groups) do
+    for _, w in ipairs { 32, 64 } do
+      local v = field(s.based[g[1]][w], "accuracy")
+      local gap = #v == 2 and math.abs(v[1] - v[2]) or 0
+      most = math.max(most, gap)
+      if gap > 0.03 then wide[#wide + 1] = string.format("kernel %s at d = %d (%s)", g[1], w, num(gap, 3)) end
+    end
+  end
+  lines[#lines + 1] = ""
+  para(lines, string.format("(mean of seeds 42 and 43 ± its standard error, the seeds' sd in brackets; the seeds of a cell are at most %s apart%s.)",
+    num(most, 3), #wide > 0 and (", more than 0.03 in " .. table.concat(wide, ", ")) or ""))
+  return lines
+end
+
+tables["atr-easy"] = function(s)
+  local paper_says = { attention = "induction", based = "induction", base_conv = "induction", hyena = "direct retrieval",
+    h3 = "direct retrieval", mamba = "direct retrieval" }
+  local f = s.atr_filtered
+  local sets = { value = in_set(f.value or {}), query = in_set(f.query or {}), key = in_set(f.key or {}) }
+  local function at(a, pos)
+    local parts = {}
+    for _, w in ipairs { 32, 64 } do
+      local e = s.atr[a][w]
+      parts[#parts + 1] = (e and sets[pos][e]) and num(e[pos]) or "–"
+    end
+    return table.concat(parts, " / ")
+  end
+  local lines = { "| architecture | accuracy, d = 32 | d = 64 | @ Value, d = 32 / 64 | @ Query | @ Key | the paper |",
+    "|---|---|---|---|---|---|---|" }
+  for _, a in ipairs { "attention", "based", "base_conv", "hyena", "h3", "mamba" } do
+    lines[#lines + 1] = row { arch_label(a),
+      s.atr[a][32] and acc1(s.atr[a][32]) or "–", s.atr[a][64] and acc1(s.atr[a][64]) or "–",
+      at(a, "value"), at(a, "query"), at(a, "key"), paper_says[a] }
+  end
+  lines[#lines + 1] = ""
+  para(lines, string.format("(Attrib at the layer-1 block input, the key corrupted; runs passing the filter " ..
+    "(Fig. 4b's boxes): %d of %d at the value, %d at the query, %d at the key.)", #(f.value or {}), s.atr_total,
+    #(f.query or {}), #(f.key or {})))
+  return lines
+end
+
+
+tables["atr-hard-accuracy"] = function(s)
+  local paper_says = { attention = "beats Mamba only at (5, 8192), d ≤ 64", mamba = "matches or beats every " ..
+    "architecture at \\|Σ\\| = 20, most clearly at (10, 20)" }
+  local function pair(e32, e64) return (e32 and acc1(e32) or "–") .. " / " .. (e64 and acc1(e64) or "–") end
+  local lines = { "| architecture | (5, 20), d = 32 / 64 | (5, 8192), d = 32 / 64 | (10, 20), d = 32 / 64 | the paper |",
+    "|---|---|---|---|---|" }
+  for _, a in ipairs(order6) do
+    local cells = { arch_label(a), pair(s.atr[a][32], s.atr[a][64]) }
+    for _, st in ipairs(T.hard_settings) do cells[#cells + 1] = pair(s.hard[st.preset][a][32], s.hard[st.preset][a][64]) end
+    cells[#cells + 1] = paper_says[a] or "–"
+    lines[#lines + 1] = row(cells)
+  end
+  -- the best architecture per setting and width
+  local best = {}
+  for _, st in ipairs(T.hard_settings) do
+    for _, w in ipairs { 32, 64 } do
+      local top
+      for _, a in ipairs(order6) do
+        local e = s.hard[st.preset][a][w]
+        if e and (not top or e.accuracy > top.accuracy) then top = e end
+      end
+      best[#best + 1] = string.format("%s at d = %d: %s", st.title, w, paper.arch_name(top.arch))
+    end
+  end
+  lines[#lines + 1] = ""
+  para(lines, "(test accuracy at the reported step, lr 1e-3, seed 42; (5, 20) after 32 epochs, the two `atr_hard` " ..
+    "settings after 5. The most accurate: " .. table.concat(best, ", ") .. ".)")
+  return lines
+end
+
+tables["atr-hard-attrib"] = function(s)
+  local paper_says = { attention = "induction", based = "induction", base_conv = "induction" }
+  local ssm = { ["(5, 8192)"] = "direct retrieval, mainly layer 1 (@ Key)", ["(10, 20)"] = "direct retrieval, @ Key and @ Query mixed" }
+  local lines = { "| setting | architecture | @ Value, d = 32 / 64 | @ Query | @ Key | the paper |", "|---|---|---|---|---|---|" }
+  local count, failing = { value = 0, query = 0, key = 0 }, {}
+  for _, st in ipairs(T.hard_settings) do
+    for _, a in ipairs(order6) do
+      local function at(pos)
+        local parts = {}
+        for _, w in ipairs { 32, 64 } do
+          local e = s.hard[st.preset][a][w]
+          local ok = passes_at(e, pos)
+          if ok then count[pos] = count[pos] + 1 end
+          -- a run below the position's filter: its value in parentheses
+          parts[#parts + 1] = not e and "–" or (ok and num(e[pos]) or "(" .. num(e[pos]) .. ")")
+        end
+        return table.concat(parts, " / ")
+      end
+      lines[#lines + 1] = row { st.title, paper.arch_name(a), at("value"), at("query"), at("key"), paper_says[a] or ssm[st.title] }
+      for _, w in ipairs { 32, 64 } do
+        local e, below = s.hard[st.preset][a][w], {}
+        for _, pos in ipairs { "value", "query", "key" } do if e and passes_at(e, pos) == false then below[#below + 1] = pos end end
+        if #below > 0 then
+          failing[#failing + 1] = string.format("%s at d = %d on %s (accuracy %s) at the %s", paper.arch_name(a), w, st.title,
+            acc1(e), table.concat(below, ", "))
+        end
+      end
+    end
+  end
+  lines[#lines + 1] = ""
+  para(lines, string.format("(Attrib at the layer-1 block input, the key corrupted. Runs passing the 0.01 filter, " ..
+    "from their own denominators in the rows: %d of %d at the value, %d at the query, %d at the key; below it: %s, " ..
+    "its values in parentheses.)", count.value, s.hard_total, count.query, count.key,
+    #failing > 0 and table.concat(failing, "; ") or "none"))
+  return lines
+end
+
+
+tables["atr-split-accuracy"] = function(s)
+  local paper_says = { attention = "the highest test accuracy (d ≥ 32)", mamba = "the highest dev accuracy; memorises, " ..
+    "yet tests above the other non-Attention models", h3 = "generalises nearly as Attention", base_conv = "generalises very little" }
+  local function pair(a, f)
+    local parts = {}
+    for _, w in ipairs { 32, 64 } do
+      local e = s.split[a][w]
+      parts[#parts + 1] = e and e.dev and f(e) or "–"
+    end
+    return table.concat(parts, " / ")
+  end
+  local lines = { "| architecture | dev, d = 32 / 64 | test, d = 32 / 64 | dev − test, d = 32 / 64 | the paper |",
+    "|---|---|---|---|---|" }
+  for _, a in ipairs(order6) do
+    lines[#lines + 1] = row { arch_label(a),
+      pair(a, function(e) return acc1(e.dev) end), pair(a, function(e) return acc1(e) end),
+      pair(a, function(e)
+        return num(e.dev.accuracy - e.accuracy, 3) .. " ± " .. num(math.sqrt(F.se(e.dev.accuracy, e.dev.n) ^ 2 +
+          F.se(e.accuracy, e.n) ^ 2), 3) end), paper_says[a] or "–" }
+  end
+  local best = {}
+  for _, split in ipairs { "dev", "test" } do
+    for _, w in ipairs { 32, 64 } do
+      local top, top_arch
+      for _, a in ipairs(order6) do
+        local e = on(s.split[a][w], split)
+        if e and e.accuracy and (not top or e.accuracy > top.accuracy) then top, top_arch = e, a end
+      end
+      if top then best[#best + 1] = string.format("%s at d = %d: %s", split, w, paper.arch_name(top_arch)) end
+    end
+  end
+  local quick_runs = 2 * #paper.archs -- the quick profile: every architecture at d = 32 and 64
+  lines[#lines + 1] = ""
+  para(lines, "(accuracy at the reported step, lr 1e-3, seed 42, 32 epochs, linear decay; the one run per cell is " ..
+    "also the best-dev run Fig. 5a selects. The most accurate: " .. table.concat(best, ", ") .. "." ..
+    (s.split_total < quick_runs and string.format(" –: not finished when the rows were taken (%d of the %d runs were).",
+      s.split_total, quick_runs) or "") .. ")")
+  return lines
+end
+
+tables["atr-split-attrib"] = function(s)
+  local paper_says = { attention = "induction", based = "induction", base_conv = "induction", hyena = "direct retrieval",
+    h3 = "direct retrieval", mamba = "direct retrieval" }
+  local on_test = { base_conv = "much less induction than on dev" }
+  local lines = { "| architecture | split | @ Value, d = 32 / 64 | @ Query | @ Key | the paper |", "|---|---|---|---|---|---|" }
+  local count, total, below = 0, 0, {}
+  for _, a in ipairs(order6) do
+    for _, split in ipairs { "dev", "test" } do
+      local function at(pos)
+        local parts = {}
+        for _, w in ipairs { 32, 64 } do
+          local e = on(s.split[a][w], split)
+          local ok = passes_at(e, pos)
+          if e and e[pos] ~= nil then
+            total = total + 1
+            if ok then count = count + 1 else below[#below + 1] = e end
+          end
+          parts[#parts + 1] = (not e or e[pos] == nil) and "–" or (ok and num(e[pos]) or "(" .. num(e[pos]) .. ")")
+        end
+        return table.concat(parts, " / ")
+      end
+      lines[#lines + 1] = row { paper.arch_name(a), split, at("value"), at("query"), at("key"), split == "test" and on_test[a] or paper_says[a] }
+    end
+  end
+  lines[#lines + 1] = ""
+  para(lines, string.format("(Attrib at the layer-1 block input, the key corrupted; Fig. 5c plots every run, unfiltered, " ..
+    "as the paper does. In parentheses: the %d of %d values whose run is below the 0.01 filter at that position and split, " ..
+    "by the denominators in the rows.)", #below, total))
+  return lines
+end
+
+tables["atr-floors"] = function(s)
+  local lines = { "| setting | floor, first 320 documents | first 1,024 | the predictor that reaches it | hits: root head / query / by context (of 320) |",
+    "|---|---|---|---|---|" }
+  for _, st in ipairs(Fl.settings) do
+    local f, f1024 = Fl.floor(st.preset, st.split, T.eval_docs), Fl.floor(st.preset, st.split, 1024)
+    lines[#lines + 1] = row { st.title .. " (`" .. st.preset .. "`, " .. st.split .. ")", num(f.value, 3), num(f1024.value, 3),
+      f.rule, string.format("%d / %d / %d", f.by_rule["root head"], f.by_rule.query, f.by_rule["by context"]) }
+  end
+  -- the cross-check: 1-layer Based and BaseConv, which never read the key
+  local checks = {}
+  for _, a in ipairs { "based", "base_conv" } do
+    for _, w in ipairs { 32, 64 } do
+      for _, e in ipairs(s.atr_layers[a][1][w]) do
+        checks[#checks + 1] = string.format("%s d = %d on (5, 20) %s (the key's effect, the filter denominator, %s)",
+          paper.arch_name(a), w, acc1(e), e.mixer_den[0] and num(e.mixer_den[0], 3) or "–")
+      end
+      for _, e in ipairs(s.sibling[a][1][w]) do
+        checks[#checks + 1] = string.format("%s d = %d on sibling %s (%s)", paper.arch_name(a), w, acc1(e),
+          e.mixer_den[0] and num(e.mixer_den[0], 3) or "–")
+      end
+    end
+  end
+  lines[#lines + 1] = ""
+  para(lines, "(the best of the key-blind predictors of `lua/mech/paper/tables/floors.lua`, scored on the documents the " ..
+    "runs were evaluated on. Cross-check, the 1-layer runs that cannot retrieve: " ..
+    (#checks > 0 and table.concat(checks, "; ") or "not run yet") .. ".)")
+  return lines
+end
+
+return tables

@@ -231,5 +231,55 @@ case("shapes whose non-zero sizes multiply beyond 2^62 are refused", function()
   empty_of(mech.zeros(0, G, G), { 0, G, G })
 end)
 
+-- Option tables are read once per key (docs/ARCHITECTURE.md, "Option tables"): an __index
+-- that answers a value and then nil made mlL_options pass NULL to strcmp (a segfault).
+local function alternating(first)
+  local reads = 0
+  return setmetatable({}, { __index = function()
+    reads = reads + 1
+    if reads % 2 == 1 then return first end
+  end }), function() return reads end
+end
+
+case("option tables whose __index answers differently on each read", function()
+  for _, ctor in ipairs { "zeros", "ones" } do
+    local opts, reads = alternating("float32")
+    T.eq(mech[ctor](2, 3, opts):dtype(), "float32")
+    T.eq(reads(), 2, "dtype and requires_grad, one read each")
+  end
+  for _, ctor in ipairs { "rand", "randn" } do -- dtype, requires_grad, then generator: "float32" again
+    local opts, reads = alternating("float32")
+    T.raises(function() mech[ctor](2, 3, opts) end, "mech." .. ctor .. ": option 'generator' expected a mech.Generator, got string")
+    T.eq(reads(), 3)
+  end
+  local opts = alternating("int32")
+  T.eq(mech.zeros(2, opts):dtype(), "int32")
+  opts = alternating("nonsense")
+  T.raises(function() mech.zeros(2, opts) end, "mech.zeros: option 'dtype' expected 'float32' or 'int32', got 'nonsense'")
+  opts = alternating(7)
+  T.raises(function() mech.full({ 2 }, 1, opts) end, "mech.full: option 'dtype' expected a string, got number")
+  -- a string made by __index stays alive after the read (anchored to the table)
+  local made = setmetatable({}, { __index = function(_, k) if k == "profile" then return ("sh" .. "ort") end end })
+  local before = mech.get_printoptions()
+  mech.set_printoptions(made)
+  collectgarbage()
+  T.eq(mech.get_printoptions().edgeitems, 2)
+  mech.set_printoptions(before)
+end)
+
+case("option tables whose metamethods raise", function()
+  local boom = setmetatable({}, { __index = function(_, k) error("no option " .. k) end })
+  T.raises(function() mech.zeros(2, boom) end, "no option dtype")
+  T.raises(function() mech.randn(2, boom) end, "no option dtype")
+  local pairs_boom = setmetatable({}, { __pairs = function() error("pairs") end })
+  T.eq(mech.zeros(2, pairs_boom):shape(), { 2 }) -- the key check walks the table's own keys
+  local defaults = setmetatable({}, { __index = { dtype = "int32" } })
+  T.eq(mech.zeros(2, defaults):dtype(), "int32") -- defaults behind __index are honoured
+  local len = 0
+  local shape = setmetatable({}, { __len = function() len = len + 1; return len == 1 and 2 or 9 end,
+    __index = function(_, i) return 3 end })
+  T.eq(mech.zeros(shape):shape(), { 3, 3 })
+end)
+
 os.remove(tmp)
 T.done()

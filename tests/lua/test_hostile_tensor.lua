@@ -203,6 +203,11 @@ case("autograd through an empty tensor", function()
   empty_of(w.grad, { G, 0, 4 })
 end)
 
+case("attention over an empty batch of 2^31 documents", function()
+  local m = mech.model { arch = "attention", d_model = 8, n_layers = 1, vocab = 16 }
+  empty_of(m:forward(mech.zeros({ G, 0 }, { dtype = "int32" })), { G, 0, 16 })
+end)
+
 case("save and load round trip", function()
   local path = tmp .. ".rt"
   mech.save_tensors(path, { x = hostile() })

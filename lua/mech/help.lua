@@ -182,7 +182,7 @@ E("mech.load_tensors", "mech.load_tensors(path) -> {name = tensor}, metadata",
   "Reads the float32/int32 tensors of a safetensors file (int64 and float16 are refused: convert in PyTorch).",
   'local p = os.tmpname(); mech.save_tensors(p, { x = mech.ones(2) }); local t = mech.load_tensors(p)')
 E("mech.json_decode", "mech.json_decode(text[, name]) -> value",
-  "Reads JSON text (strict RFC 8259, the reader of checkpoints) as Lua data: objects and arrays as tables, null as nil, whole numbers as integers; malformed text raises an error naming `name` and the byte offset. require('mech.json').decode is this function.",
+  "Reads JSON text (strict RFC 8259, the reader of checkpoints) as Lua data: objects and arrays as tables, null as nil, whole numbers as integers; malformed text raises an error naming `name` and the byte offset. An object that repeats a key is refused (\"duplicate key\"), as I-JSON (RFC 7493) requires: a repeated key in a checkpoint or manifest is an error, never a choice between values. Held to JSONTestSuite (docs/ARCHITECTURE.md, JSON). require('mech.json').decode is this function.",
   'local t = mech.json_decode(\'{"steps": 20, "lr": 0.001, "tags": ["a", "b"]}\')')
 E("mech.adamw", "mech.adamw(model[, {beta1=, beta2=, eps=, weight_decay=}]) -> optimiser",
   "An AdamW optimiser over every parameter of the model, the one model:train_step, mech.train and checkpoints use; mech.optim.adamw is the same update over any tensors, in groups.", "local opt = mech.adamw(model, { weight_decay = 0.1 })")

@@ -22,6 +22,7 @@ local function encode(v, indent, depth)
   if tv == "nil" then return "null"
   elseif tv == "boolean" then return tostring(v)
   elseif tv == "number" then
+    -- no JSON form: null, as the C writer writes it (docs/ARCHITECTURE.md, "JSON")
     if v ~= v or v == math.huge or v == -math.huge then return "null" end
     if math.type(v) == "integer" then return tostring(v) end
     for digits = 15, 17 do -- the shortest text that reads back to the same double

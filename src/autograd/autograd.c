@@ -178,6 +178,18 @@ ml_tensor *ml_sum_to_shape(ml_tensor *g, int ndim, const int64_t *shape) {
     return out;
 }
 
+/* True when the node's output gradient and every input hold no element: its backward would
+ * only walk the sizes of empty tensors ([2^31, 0, 2^31] rows of nothing). */
+static bool no_elements(const ml_node *n) {
+    if (ml_numel(n->grad)) return false;
+    for (int i = 0; i < n->n_in; i++) {
+        int64_t count = 1;
+        for (int d = 0; d < n->in_ndim[i]; d++) count *= n->in_shape[i][d];
+        if (count) return false;
+    }
+    return true;
+}
+
 /* dst (may be NULL) += src, both shaped `shape`; returns the accumulated tensor (new or dst).
  * A first gradient that nothing else references is adopted instead of copied. A node's gradient
  * (internal: only the engine reads it, never writes it) also adopts a shared one, e.g. the one
@@ -302,7 +314,13 @@ ml_status ml_backward(ml_tensor *root, ml_tensor *grad_root) {
             break;
         }
         if ((st = ml_check_interrupt("backward"))) break;
-        if (n->grad) st = n->backward(n, n->grad, gin);
+        if (n->grad && no_elements(n)) { /* every gradient is empty: nothing to compute, however */
+            for (int i = 0; i < n->n_in && st == ML_OK; i++) /* large the other sizes */
+                if (ml_node_input_needs_grad(n, i) && !(gin[i] = ml_empty(ML_F32, n->in_ndim[i], n->in_shape[i])))
+                    st = ml_last_status();
+        } else if (n->grad) {
+            st = n->backward(n, n->grad, gin);
+        }
         for (int i = 0; i < n->n_in; i++) {
             ml_tensor *t = n->in[i];
             if (st == ML_OK && t && gin[i]) {

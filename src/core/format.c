@@ -139,6 +139,12 @@ char *ml_tensor_format(const ml_tensor *t, const ml_print_options *o) {
         return NULL;
     }
     p.s[0] = 0;
+    if (ml_numel(t) == 0) { /* no element: "[]" whatever the shape (the header has it), as numpy
+                             * prints one; walking [2^31, 0] row by row would take minutes */
+        puts_(&p, "[]");
+        if (!p.s) ml_fail(ML_ERR_MEM, "tostring: out of memory");
+        return p.s;
+    }
     p.summarize = (double)ml_numel(t) > p.o.threshold;
     if (t->dtype == ML_F32) {
         each_shown(&p, 0, 0, scan_value);

@@ -93,20 +93,27 @@ ml_status ml_check_shape(const char *fn, int arg, int ndim, const int64_t *shape
         return ml_fail(ML_ERR_SHAPE, "%s: argument %d has %d dimensions, expected at most %d", fn, arg, ndim,
                        ML_MAX_DIMS);
     /* extent: the product with sizes of 0 counted as 1, since an empty tensor's strides still
-     * multiply its other sizes */
-    int64_t n = 1, extent = 1;
+     * multiply its other sizes; the element limit applies to the whole product, wherever a 0
+     * stands ([2^31, 2^31, 0] is as empty as [0, 2^31, 2^31]) */
+    int64_t extent = 1;
+    bool empty = false;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0)
             return ml_fail(ML_ERR_SHAPE, "%s: argument %d has size %lld at dim %d, expected a size >= 0", fn, arg,
                            (long long)shape[d], d);
         int64_t s = shape[d] ? shape[d] : 1;
-        if (extent > ML_MAX_EXTENT / s || (shape[d] && n > ML_MAX_NUMEL / shape[d])) {
+        empty = empty || shape[d] == 0;
+        if (extent > ML_MAX_EXTENT / s) {
             char str[ML_SHAPE_STR];
-            return ml_fail(ML_ERR_MEM, "%s: argument %d: size too large (shape %s: at most 2^40 elements, and 2^62 counting sizes of 0 as 1)", fn,
+            return ml_fail(ML_ERR_MEM, "%s: argument %d: size too large (shape %s: the product of its non-zero sizes exceeds 2^62)", fn,
                            arg, ml_shape_str(str, ndim, shape));
         }
         extent *= s;
-        n *= shape[d];
+    }
+    if (!empty && extent > ML_MAX_NUMEL) {
+        char str[ML_SHAPE_STR];
+        return ml_fail(ML_ERR_MEM, "%s: argument %d: size too large (shape %s: at most 2^40 elements)", fn, arg,
+                       ml_shape_str(str, ndim, shape));
     }
     return ML_OK;
 }

@@ -780,9 +780,8 @@ static void write_number(sbuf *b, const ml_json *v) {
         sb_puts(b, buf);
         return;
     }
-    if (!isfinite(v->number)) {
-        b->failed = true;
-        ml_fail(ML_ERR_ARG, "json: cannot write the non-finite number %g", v->number);
+    if (!isfinite(v->number)) { /* no JSON form: null, as json.lua writes it (docs/ARCHITECTURE.md) */
+        sb_puts(b, "null");
         return;
     }
     sb_puts(b, ml_format_double(buf, v->number));

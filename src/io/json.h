@@ -67,13 +67,14 @@ ml_status ml_json_set(ml_json *object, const char *key, ml_json *item); /* repla
 
 /* ---- writing ---- */
 /* Serialises v. indent 0: compact ({"a":[1,2]}); indent > 0: one member per line, indented by
- * that many spaces. Returns a malloc'd NUL-terminated string (length in *len if non-NULL), or NULL
- * with an error (non-finite number, invalid UTF-8 in a string, nesting beyond the limit). */
+ * that many spaces. NaN and infinities are written null, as lua/mech/json.lua writes them (JSON has
+ * no form for them). Returns a malloc'd NUL-terminated string (length in *len if non-NULL), or NULL
+ * with an error (invalid UTF-8 in a string, nesting beyond the limit). */
 char *ml_json_write(const ml_json *v, int indent, size_t *len);
 
 /* The shortest decimal text of x that strtod reads back to the same double, in plain notation
  * when the decimal exponent is in [-5, 16) ("100", "0.001", "1e-06", "1e+16"), '.' whatever the
- * locale; "nan", "inf", "-inf" for non-finite x (not JSON: the JSON writer refuses those). */
+ * locale; "nan", "inf", "-inf" for non-finite x (not JSON: the JSON writer writes null for those). */
 const char *ml_format_double(char buf[32], double x);
 
 #endif

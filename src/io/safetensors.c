@@ -133,17 +133,31 @@ static ml_status parse_entry(const char *what, const char *name, const ml_json *
         return ml_fail(ML_ERR_FORMAT, "load: %s: tensor '%s' has %zu dimensions, at most %d are supported", what,
                        name, sh->count, ML_MAX_DIMS);
     e->ndim = (int)sh->count;
-    uint64_t numel = 1;
-    bool overflow = false;
+    /* extent: the product of the non-zero sizes, which an empty tensor's strides still multiply;
+     * bounded as ml_check_shape bounds it, so a 0 never hides [2^40, 0, 2^40] (or sizes above
+     * int64) behind an element count of 0. Without a 0, the byte count below says it. */
+    uint64_t numel = 1, extent = 1;
+    bool overflow = false, has_zero = false;
+    size_t too_far = SIZE_MAX; /* the shape entry where the extent passes 2^62 */
     for (size_t k = 0; k < sh->count; k++) {
         uint64_t d;
         if (!json_uint(sh->items[k], &d))
             return ml_fail(ML_ERR_FORMAT, "load: %s: tensor '%s' has shape entry %zu that is not a non-negative integer",
                            what, name, k);
         e->shape[k] = (int64_t)d;
+        has_zero = has_zero || d == 0;
+        if (d != 0 && too_far == SIZE_MAX) {
+            if (extent > (uint64_t)ML_MAX_EXTENT / d) too_far = k;
+            else extent *= d;
+        }
         if (d != 0 && numel > (uint64_t)INT64_MAX / d) overflow = true;
         else numel *= d;
     }
+    if (has_zero && too_far != SIZE_MAX)
+        return ml_fail(ML_ERR_FORMAT,
+                       "load: %s: tensor '%s' has shape entry %zu of %" PRIu64
+                       ": the product of its non-zero sizes exceeds 2^62",
+                       what, name, too_far, (uint64_t)e->shape[too_far]);
     if (off->type != ML_JSON_ARRAY || off->count != 2 || !json_uint(off->items[0], &e->begin) ||
         !json_uint(off->items[1], &e->end))
         return ml_fail(ML_ERR_FORMAT, "load: %s: tensor '%s' needs data_offsets [begin, end] of non-negative integers",

@@ -237,6 +237,7 @@ static int make_filled(lua_State *L, const char *fn, double value, bool has_valu
     ml_dtype dtype = ML_F32;
     int rg;
     ctor_opts(L, next, fn, &dtype, &rg);
+    if (ml_check_shape(fn, 1, nd, shape)) mlL_raise(L); /* the message names fn, not the core's "empty" */
     finish_new(L, ml_full(dtype, nd, shape, value), rg);
     return 1;
 }
@@ -681,7 +682,7 @@ static int m_set(lua_State *L) {
 }
 
 static void push_list(lua_State *L, const ml_tensor *t, int dim, int64_t off) {
-    lua_createtable(L, (int)t->shape[dim], 0);
+    lua_createtable(L, t->shape[dim] < (1 << 24) ? (int)t->shape[dim] : 0, 0); /* a size hint only */
     for (int64_t i = 0; i < t->shape[dim]; i++) {
         int64_t o = off + i * t->stride[dim];
         if (dim + 1 < t->ndim) push_list(L, t, dim + 1, o);
@@ -694,6 +695,18 @@ static void push_list(lua_State *L, const ml_tensor *t, int dim, int64_t off) {
 static int m_tolist(lua_State *L) {
     ml_tensor *t = mlL_checktensor(L, 1, "tolist");
     if (t->ndim == 0) return m_item(L);
+    if (ml_numel(t) == 0) { /* no element, but one table per index of the dims before the first 0 */
+        int64_t tables = 1, row = 1;
+        for (int d = 0; d < t->ndim && t->shape[d]; d++) {
+            row = row > (INT64_C(1) << 40) / t->shape[d] ? INT64_C(1) << 40 : row * t->shape[d];
+            tables += row;
+        }
+        if (tables > (INT64_C(1) << 24)) {
+            char s[ML_SHAPE_STR];
+            return luaL_error(L, "tolist: the tensor of shape %s has no element, but its nested lists would need more than 2^24 tables",
+                              ml_shape_str(s, t->ndim, t->shape));
+        }
+    }
     push_list(L, t, 0, 0);
     return 1;
 }

@@ -150,11 +150,89 @@ void mlL_checkkeys(lua_State *L, int idx, const char *fn, const char *const *all
     }
 }
 
-int mlL_optint32(lua_State *L, int idx, const char *key, int def, const char *fn) {
-    lua_Integer v = mlL_optint(L, idx, key, def, fn);
+/* ---- option reads ----
+ * The binding's one rule: an option is read once, with lua_getfield (metamethods honoured, as in
+ * Lua's own library), and everything checked and stored comes from that one read. Reading a key
+ * twice let an __index that answers differently (a number, then nil) pass NULL to strcmp. The
+ * top_* helpers below convert the value already pushed; they raise on a wrong type. */
+
+/* Keeps the string at the top alive as long as the option table at idx: a value that came
+ * from __index is referenced by nothing else once popped (registry[anchors][table] = {s, ...},
+ * weak in its keys, so the list goes with the table). */
+static const char *anchor_string(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    if (lua_getmetatable(L, idx)) { /* a plain table holds what it gave: nothing to keep */
+        lua_pop(L, 1);
+        if (luaL_getsubtable(L, LUA_REGISTRYINDEX, "mech.option_anchors") == 0) {
+            lua_newtable(L);
+            lua_pushliteral(L, "k");
+            lua_setfield(L, -2, "__mode");
+            lua_setmetatable(L, -2);
+        }
+        lua_pushvalue(L, idx);
+        if (lua_rawget(L, -2) != LUA_TTABLE) {
+            lua_pop(L, 1);
+            lua_newtable(L);
+            lua_pushvalue(L, idx);
+            lua_pushvalue(L, -2);
+            lua_rawset(L, -4);
+        }
+        lua_pushvalue(L, -3);
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        lua_pop(L, 2);
+    }
+    return lua_tostring(L, -1);
+}
+
+static lua_Integer top_int(lua_State *L, const char *key, const char *fn) {
+    int ok;
+    lua_Integer v = lua_tointegerx(L, -1, &ok);
+    if (!ok) {
+        char got[160];
+        mlL_describe(L, lua_gettop(L), got, sizeof got);
+        luaL_error(L, "%s: option '%s' expected an integer, got %s", fn, key, got);
+    }
+    return v;
+}
+
+static int top_int32(lua_State *L, const char *key, const char *fn) {
+    lua_Integer v = top_int(L, key, fn);
     if (v < INT32_MIN || v > INT32_MAX)
         luaL_error(L, "%s: option '%s' expected an integer in [-2^31, 2^31), got %I", fn, key, v);
     return (int)v;
+}
+
+static void top_type(lua_State *L, const char *key, int type, const char *what, const char *fn) {
+    if (lua_type(L, -1) != type) luaL_error(L, "%s: option '%s' expected %s, got %s", fn, key, what, luaL_typename(L, -1));
+}
+
+static lua_Number top_num(lua_State *L, const char *key, const char *fn) {
+    top_type(L, key, LUA_TNUMBER, "a number", fn);
+    return lua_tonumber(L, -1);
+}
+
+static int top_bool(lua_State *L, const char *key, const char *fn) {
+    top_type(L, key, LUA_TBOOLEAN, "a boolean", fn);
+    return lua_toboolean(L, -1);
+}
+
+static const char *top_str(lua_State *L, int idx, const char *key, const char *fn) {
+    top_type(L, key, LUA_TSTRING, "a string", fn);
+    return anchor_string(L, idx);
+}
+
+/* Pushes option `key` of the table at idx, read once; false (nothing pushed) when it is nil. */
+static bool opt_read(lua_State *L, int idx, const char *key) {
+    if (lua_getfield(L, idx, key) != LUA_TNIL) return true;
+    lua_pop(L, 1);
+    return false;
+}
+
+int mlL_optint32(lua_State *L, int idx, const char *key, int def, const char *fn) {
+    if (!opt_read(L, idx, key)) return def;
+    int v = top_int32(L, key, fn);
+    lua_pop(L, 1);
+    return v;
 }
 
 int mlL_checkint32(lua_State *L, int arg, const char *fn) {
@@ -165,46 +243,30 @@ int mlL_checkint32(lua_State *L, int arg, const char *fn) {
 }
 
 lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, const char *fn) {
-    lua_getfield(L, idx, key);
-    lua_Integer v = def;
-    if (!lua_isnil(L, -1)) {
-        int ok;
-        v = lua_tointegerx(L, -1, &ok);
-        if (!ok) {
-            char got[160];
-            mlL_describe(L, lua_gettop(L), got, sizeof got);
-            luaL_error(L, "%s: option '%s' expected an integer, got %s", fn, key, got);
-        }
-    }
+    if (!opt_read(L, idx, key)) return def;
+    lua_Integer v = top_int(L, key, fn);
     lua_pop(L, 1);
     return v;
 }
 
-/* Pushes option `key` of the table at idx and returns true when it is given; it must then have Lua
- * type `type` ("fn: option 'k' expected <what>, got <type name>"). */
-static bool opt_present(lua_State *L, int idx, const char *key, int type, const char *what, const char *fn) {
-    if (lua_getfield(L, idx, key) == LUA_TNIL) return lua_pop(L, 1), false;
-    if (lua_type(L, -1) != type) luaL_error(L, "%s: option '%s' expected %s, got %s", fn, key, what, luaL_typename(L, -1));
-    return true;
-}
-
 lua_Number mlL_optnum(lua_State *L, int idx, const char *key, lua_Number def, const char *fn) {
-    if (!opt_present(L, idx, key, LUA_TNUMBER, "a number", fn)) return def;
-    lua_Number v = lua_tonumber(L, -1);
+    if (!opt_read(L, idx, key)) return def;
+    lua_Number v = top_num(L, key, fn);
     lua_pop(L, 1);
     return v;
 }
 
 int mlL_optbool(lua_State *L, int idx, const char *key, int def, const char *fn) {
-    if (!opt_present(L, idx, key, LUA_TBOOLEAN, "a boolean", fn)) return def;
-    int v = lua_toboolean(L, -1);
+    if (!opt_read(L, idx, key)) return def;
+    int v = top_bool(L, key, fn);
     lua_pop(L, 1);
     return v;
 }
 
 const char *mlL_optstr(lua_State *L, int idx, const char *key, const char *def, const char *fn) {
-    if (!opt_present(L, idx, key, LUA_TSTRING, "a string", fn)) return def;
-    const char *v = lua_tostring(L, -1); /* the string stays alive: it is referenced by the option table */
+    idx = lua_absindex(L, idx);
+    if (!opt_read(L, idx, key)) return def;
+    const char *v = top_str(L, idx, key, fn); /* alive while the option table is */
     lua_pop(L, 1);
     return v;
 }
@@ -313,30 +375,27 @@ static void option_fail(lua_State *L, const char *fn, const mlL_option *o) {
 void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, void *out) {
     idx = lua_absindex(L, idx);
     for (const mlL_option *o = spec; o->key; o++) {
-        if (lua_getfield(L, idx, o->key) == LUA_TNIL) {
-            lua_pop(L, 1);
-            continue;
-        }
+        if (!opt_read(L, idx, o->key)) continue; /* the one read of this key: the value stays on top */
         char *f = (char *)out + o->offset;
         bool ranged = o->min < o->max;
         double v = 0; /* the number, for the range check */
         switch (o->type) {
         case MLL_INT:
         case MLL_INT32: {
-            lua_Integer i = mlL_optint(L, idx, o->key, 0, fn);
+            lua_Integer i = top_int(L, o->key, fn);
             if (ranged && !(i >= o->min && i <= o->max)) lua_pushinteger(L, i), option_fail(L, fn, o); /* before int32's */
             if (o->type == MLL_INT) *(int64_t *)f = i;
-            else *(int *)f = mlL_optint32(L, idx, o->key, 0, fn);
+            else *(int *)f = top_int32(L, o->key, fn);
             ranged = false;
             break;
         }
-        case MLL_NUM: v = *(double *)f = mlL_optnum(L, idx, o->key, 0, fn); break;
-        case MLL_FLOAT: v = *(float *)f = (float)mlL_optnum(L, idx, o->key, 0, fn); break;
-        case MLL_BOOL: *(int *)f = mlL_optbool(L, idx, o->key, 0, fn); break;
-        case MLL_CBOOL: *(bool *)f = mlL_optbool(L, idx, o->key, 0, fn); break;
-        case MLL_STR: *(const char **)f = mlL_optstr(L, idx, o->key, NULL, fn); break;
+        case MLL_NUM: v = *(double *)f = top_num(L, o->key, fn); break;
+        case MLL_FLOAT: v = *(float *)f = (float)top_num(L, o->key, fn); break;
+        case MLL_BOOL: *(int *)f = top_bool(L, o->key, fn); break;
+        case MLL_CBOOL: *(bool *)f = top_bool(L, o->key, fn); break;
+        case MLL_STR: *(const char **)f = top_str(L, idx, o->key, fn); break;
         case MLL_ENUM: {
-            const char *s = mlL_optstr(L, idx, o->key, NULL, fn);
+            const char *s = top_str(L, idx, o->key, fn);
             int i = 0;
             while (o->names[i] && strcmp(o->names[i], s)) i++;
             if (!o->names[i]) option_fail(L, fn, o);

@@ -184,10 +184,19 @@ MLK_CLONES static void pw_silu_bwd(size_t n, const float *x, const float *g, flo
     }
 }
 
+/* The kernels' B and L: both 0 for an input without element, whose other sizes may exceed int
+ * (an empty [2^31, 0, C] runs no row, and the parameters' gradients are zeros). */
+static void conv_rows(const ml_tensor *x, int *B, int *L) {
+    bool empty = ml_numel(x) == 0;
+    *B = empty ? 0 : (int)x->shape[0];
+    *L = empty ? 0 : (int)x->shape[1];
+}
+
 static ml_status conv1d_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     ml_tensor *x = ml_node_saved(n, 0), *w = ml_node_saved(n, 1);
     if (!x || !w) return ml_last_status();
-    int B = (int)x->shape[0], L = (int)x->shape[1], C = (int)x->shape[2], K = (int)n->iarg[0];
+    int B, L, C = (int)x->shape[2], K = (int)n->iarg[0];
+    conv_rows(x, &B, &L);
     for (int i = 0; i < 3; i++)
         gin[i] = mlo_grad_like(n, i);
     if (mlo_grads_ok(n, gin)) return ml_last_status();
@@ -212,7 +221,7 @@ ml_tensor *ml_causal_conv1d(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
     if (K < 1) return ml_fail(ML_ERR_SHAPE, "%s: argument 2 has kernel width 0", fn), NULL;
     if (bias && mlo_want_shape(fn, 3, bias, 1, &C, mlo_descf(d, sizeof d, "[C] with C=%lld", (long long)C)))
         return NULL;
-    if (mlo_check_int_sizes(fn, x)) return NULL;
+    if (ml_numel(x) && mlo_check_int_sizes(fn, x)) return NULL;
     int64_t ldx = mlo_row_stride(x); /* a column slice (Mamba's x-branch) is read in place */
     ml_tensor *xc = ldx ? ml_retain(x) : mlo_dense(x), *wc = mlo_dense(w), *bc = bias ? mlo_dense(bias) : NULL;
     if (!ldx) ldx = C;
@@ -222,7 +231,9 @@ ml_tensor *ml_causal_conv1d(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
         mlo_release_all(4, all);
         return mlo_oom(fn);
     }
-    mlk_conv1d_fwd_ld((int)x->shape[0], (int)x->shape[1], (int)C, (int)K, ml_f32(xc), (int)ldx, ml_f32(wc),
+    int B, L;
+    conv_rows(x, &B, &L);
+    mlk_conv1d_fwd_ld(B, L, (int)C, (int)K, ml_f32(xc), (int)ldx, ml_f32(wc),
                       bc ? ml_f32(bc) : NULL, ml_f32(out));
     if (ml_any_needs_grad(3, ins)) {
         ml_node *nd = ml_node_new("CausalConv1dBackward", conv1d_backward, 3, ins);
@@ -244,7 +255,8 @@ ml_tensor *ml_causal_conv1d(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
 static ml_status conv1d_silu_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     ml_tensor *x = ml_node_saved(n, 0), *w = ml_node_saved(n, 1), *pre = ml_node_saved(n, 2);
     if (!x || !w || !pre) return ml_last_status();
-    int B = (int)x->shape[0], L = (int)x->shape[1], C = (int)x->shape[2], K = (int)n->iarg[0];
+    int B, L, C = (int)x->shape[2], K = (int)n->iarg[0];
+    conv_rows(x, &B, &L);
     int ldx = (int)n->iarg[1];
     size_t nx = (size_t)B * L * C;
     float *gp_pre = mlk_falloc(nx);

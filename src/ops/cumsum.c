@@ -26,6 +26,7 @@ static ml_status cumsum_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
 ml_tensor *ml_cumsum(ml_tensor *a, int dim) {
     mlo_layout L;
     if (mlo_dim("cumsum", 2, dim, a->ndim) < 0 || !mlo_reduce_layout("cumsum", 2, a, dim, true, &L)) return NULL;
+    mlo_skip_empty_rows(&L.outer, &L.n, &L.inner);
     ml_tensor *x = mlo_dense(a);
     ml_tensor *out = x ? ml_empty(a->dtype, a->ndim, a->shape) : NULL;
     if (!out) {

@@ -187,6 +187,7 @@ ml_tensor *ml_index_select(ml_tensor *a, int dim, ml_tensor *index) {
     int64_t shape[ML_MAX_DIMS];
     memcpy(shape, a->shape, sizeof shape);
     shape[d] = k;
+    if (!outer || !k || !inner) outer = k = inner = 0; /* an empty result: no row to copy */
     ml_tensor *out = idx && x ? ml_empty(a->dtype, a->ndim, shape) : NULL;
     if (out) {
         const uint32_t *px = (const uint32_t *)ml_f32(x);

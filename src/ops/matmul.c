@@ -32,7 +32,9 @@ static bool mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, CBLAS
     return false;
 }
 
+/* Only a product that runs is limited: an empty one ([0 x 2^31] @ [2^31 x 0]) runs no sgemm. */
 static ml_status check_blas_size(const char *fn, int64_t m, int64_t n, int64_t k) {
+    if (!m || !n || !k) return ML_OK;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
         return ml_fail(ML_ERR_SHAPE, "%s: matrix dimensions %lld x %lld x %lld exceed the BLAS limit of 2^31-1", fn,
                        (long long)m, (long long)n, (long long)k);

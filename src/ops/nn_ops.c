@@ -347,6 +347,7 @@ static ml_status scores_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
         ml_release(d);
         return ml_fail(ML_ERR_MEM, "attention backward: out of memory");
     }
+    if (!L) B = 0; /* no position: no (batch, head) product to run, however large B is */
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const float *q = qkv + b * L * row + h * dh, *k = q + D;
@@ -376,6 +377,7 @@ ml_tensor *ml_attention_scores(ml_tensor *qkv, int H) {
     }
     const float *p = ml_f32(x);
     float *ps = ml_f32(S), scale = (float)(1.0 / sqrt((double)dh));
+    if (!L) B = 0; /* no position: no (batch, head) product to run, however large B is */
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const float *q = p + b * L * row + h * dh, *k = q + D;
@@ -464,6 +466,7 @@ static ml_status apply_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     if (dqkv)
         for (int64_t r = 0; r < B * L; r++) memset(ml_f32(dqkv) + r * row, 0, sizeof(float) * (size_t)(2 * D));
     const float *P = ml_f32(Pt), *qkv = ml_f32(qkvt), *dctx = ml_f32(g);
+    if (!L) B = 0; /* no position: no (batch, head) product to run, however large B is */
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const float *v = qkv + b * L * row + 2 * D + h * dh, *dc = dctx + b * L * D + h * dh;
@@ -492,6 +495,7 @@ ml_tensor *ml_attention_apply(ml_tensor *P, ml_tensor *qkv, int H) {
     }
     const float *pp = ml_f32(pc), *px = ml_f32(x);
     float *po = ml_f32(out);
+    if (!L) B = 0; /* no position: no (batch, head) product to run, however large B is */
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) { /* ctx = P·V */
             const float *v = px + b * L * row + 2 * D + h * dh;

@@ -85,7 +85,15 @@ static inline bool mlo_reduce_layout(const char *fn, int arg, const ml_tensor *a
             L->out_shape[L->out_ndim++] = a->shape[i];
         }
     }
+    if (!L->outer || !L->inner) L->outer = L->inner = 0; /* an empty result: no row to visit */
     return true;
+}
+
+/* For an op whose output has its input's shape, seen as [outer, n, inner] rows: with no element
+ * there is no row to visit, however large the other two sizes ([2^31, 0, 2^31] along dim 1 would
+ * be 2^62 rows of nothing). Sets all three to 0 then. */
+static inline void mlo_skip_empty_rows(int64_t *outer, int64_t *n, int64_t *inner) {
+    if (!*outer || !*n || !*inner) *outer = *n = *inner = 0;
 }
 
 /* Strides of t seen with the broadcast shape of nd dims: 0 along broadcast dims. */

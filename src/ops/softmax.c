@@ -11,6 +11,7 @@ static void split_dims(const ml_tensor *a, int d, int64_t *outer, int64_t *n, in
     for (int i = 0; i < d; i++) *outer *= a->shape[i];
     for (int i = d + 1; i < a->ndim; i++) *inner *= a->shape[i];
     *n = a->ndim ? a->shape[d] : 1;
+    mlo_skip_empty_rows(outer, n, inner);
 }
 
 /* Backward from the saved output y: softmax gx = y (g - Σ g y); log_softmax gx = g - e^y Σ g. */

@@ -36,9 +36,10 @@ static ml_tensor *sorted_positions(const char *fn, int darg, ml_tensor *a, int d
     mlo_layout L;
     if (d < 0 || !mlo_reduce_layout(fn, darg, a, d, true, &L)) return NULL;
     L.out_shape[d] = k;
+    if (!k) L.outer = L.inner = 0; /* nothing to keep: no row to sort */
     ml_tensor *x = mlo_dense(a);
     ml_tensor *out = x ? ml_empty(ML_I32, a->ndim, L.out_shape) : NULL;
-    keyed *row = out ? malloc(sizeof *row * (size_t)(L.n ? L.n : 1)) : NULL;
+    keyed *row = out ? malloc(sizeof *row * (size_t)(L.n && L.outer ? L.n : 1)) /* no row: none to hold */ : NULL;
     if (!row) {
         if (out) ml_fail(ML_ERR_MEM, "%s: out of memory", fn);
         ml_release(x);

@@ -202,12 +202,16 @@ START_TEST(test_json_numbers) {
     ck_assert_str_eq(s, "-9223372036854775808");
     free(s);
     ml_json_free(x);
-    /* Non-finite numbers have no JSON form. */
+    /* Non-finite numbers have no JSON form: null, as json.lua writes them (tests/c/test_json.c). */
     x = ml_json_number(NAN);
-    ck_assert_ptr_null(ml_json_write(x, 0, NULL));
+    s = ml_json_write(x, 0, NULL);
+    ck_assert_str_eq(s, "null");
+    free(s);
     ml_json_free(x);
     x = ml_json_number(-INFINITY);
-    ck_assert_ptr_null(ml_json_write(x, 0, NULL));
+    s = ml_json_write(x, 0, NULL);
+    ck_assert_str_eq(s, "null");
+    free(s);
     ml_json_free(x);
 }
 END_TEST

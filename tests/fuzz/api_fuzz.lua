@@ -88,7 +88,38 @@ local function rand_number()
   if k <= 5 then return R(0, 6) - 1 elseif k <= 8 then return pick(huge_ints) else return pick(odd_numbers) end
 end
 
+-- A metatable that makes t answer differently on every read: an __index that gives a value and
+-- then nil (an option read twice once passed NULL to strcmp), one that raises, a __pairs that
+-- raises, a __len that changes (shapes are read with luaL_len), or honest defaults behind __index.
+local function hostile_meta(t)
+  local answers = { pick(names), rand_number(), "float32", true, pick(names) }
+  local reads = 0
+  local k = R(5)
+  if k == 1 then
+    return setmetatable(t, { __index = function()
+      reads = reads + 1
+      if reads % 2 == 1 then return answers[(reads // 2) % #answers + 1] end
+    end })
+  elseif k == 2 then
+    return setmetatable(t, { __index = function(_, key) error("error raised inside __index for " .. tostring(key)) end })
+  elseif k == 3 then
+    return setmetatable(t, { __pairs = function() error("error raised inside __pairs") end,
+      __index = function(_, key) return key == "dtype" and "int32" or nil end })
+  elseif k == 4 then
+    return setmetatable(t, { __len = function() reads = reads + 1; return pick { 2, 9, -1, 2 ^ 40, 0, 3 } end,
+      __index = function(_, i) return type(i) == "number" and (reads % 2 == 1 and 2 or nil) or nil end })
+  end
+  local defaults = {}
+  for i = 1, 3 do defaults[pick(names)] = answers[i] end
+  return setmetatable(t, { __index = defaults })
+end
+
 local function rand_table(depth)
+  if R(6) == 1 then
+    local t = {}
+    for _ = 1, R(0, 2) do t[pick(names)] = rand_number() end
+    return hostile_meta(t)
+  end
   local k = R(8)
   if k == 1 then return {} end
   if k == 2 then return { R(0, 4), R(0, 4), R(0, 4) } end
@@ -373,6 +404,11 @@ local shaped = {
       n_layers = R(0, 2), vocab = R(0, 40) } }
   end },
   { "module()", function() return { pick(pool.module), R(4) == 1 and pick(pool.tensor) or mech.randn(R(1, 2), R(1, 5), 8) } end },
+  -- option tables whose metatables answer differently on each read (hostile_meta) in the calls
+  -- that read options through mlL_options: the constructors
+  { "mech.zeros", function() return { R(0, 3), R(0, 3), hostile_meta({}) } end },
+  { "mech.randn", function() return { R(0, 3), hostile_meta(R(2) == 1 and {} or { dtype = "float32" }) } end },
+  { "mech.full", function() return { { R(0, 3) }, rand_number(), hostile_meta({}) } end },
   { "module:run_with_cache", function() return { pick(pool.module), mech.randn(R(1, 2), R(1, 5), 8), { names = site() } } end },
 }
 for _, s in ipairs(shaped) do

@@ -92,10 +92,21 @@ function M.bundle_of(x, opts)
     local path, temps = draw_map(x, opts)
     local b = file_bundle(path, opts.format or kind_of(path) or "png") or {}
     for _, p in ipairs(temps or {}) do os.remove(p) end
-    b["text/plain"] = require("mech.pp").format(x)
+    b["text/plain"] = M.map_summary(x)
     return b
   end
   return { ["text/plain"] = require("mech.pp").format(x) }
+end
+
+--- One line for a patching map (its text form in a notebook; the picture carries the numbers).
+function M.map_summary(x)
+  local v = rawget(x, "values")
+  local shape = mech.is_tensor(v) and table.concat(v:shape(), " x ") or "?"
+  local parts = { "patching map " .. shape .. " (rows: layer x component, columns: positions)" }
+  if x.metric then parts[#parts + 1] = "metric " .. tostring(x.metric) end
+  if type(x.accuracy) == "number" then parts[#parts + 1] = string.format("accuracy %.3g", x.accuracy) end
+  if x.passes == false then parts[#parts + 1] = "clean - corrupted below the threshold" end
+  return table.concat(parts, ", ")
 end
 
 --- The bundle of a cell's values: one value as bundle_of shows it; several as text, tab-separated.

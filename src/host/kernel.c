@@ -990,11 +990,20 @@ int mh_kernel(lua_State *L, const char *connection_file) {
         publish_status("starting");
         logf_("serving %s (session %s)", connection_file, K.session);
     }
+    /* A client that started the kernel (jupyter_client sets JPY_PARENT_PID) and died without a
+     * shutdown leaves it orphaned: it then shuts down by itself, as ipykernel does. */
+    const char *parent_env = getenv("JPY_PARENT_PID");
+    long parent = parent_env ? strtol(parent_env, NULL, 10) : 0;
+    if (parent != (long)getppid()) parent = 0;
     while (ok && !K.quit) {
         zmq_pollitem_t items[3] = {{K.sock[CH_CONTROL], 0, ZMQ_POLLIN, 0},
                                    {K.sock[CH_SHELL], 0, ZMQ_POLLIN, 0},
                                    {K.sock[CH_STDIN], 0, ZMQ_POLLIN, 0}};
-        int r = zmq_poll(items, 3, -1);
+        int r = zmq_poll(items, 3, parent ? 1000 : -1);
+        if (parent && (long)getppid() != parent) {
+            logf_("the client that started this kernel (pid %ld) is gone", parent);
+            break;
+        }
         if (r < 0) {
             if (errno == EINTR) continue;
             logf_("poll failed: %s", zmq_strerror(errno));

@@ -274,8 +274,6 @@ int mh_load_cell(lua_State *L, const char *code, size_t len, const char *name) {
     lua_remove(L, -2);
     if (status == LUA_OK) return status;
     lua_pop(L, 1);
-    status = luaL_loadbuffer(L, code, len, name);
-    if (status != LUA_OK) return status;
     /* a notebook cell's last line, when it is an expression of its own, is the cell's value */
     size_t end = len;
     while (end > 0 && (code[end - 1] == '\n' || code[end - 1] == ' ' || code[end - 1] == '\t' || code[end - 1] == '\r')) end--;
@@ -283,26 +281,31 @@ int mh_load_cell(lua_State *L, const char *code, size_t len, const char *name) {
     while (last > 0 && code[last - 1] != '\n') last--;
     if (last > 0 && last < end) {
         lua_pushlstring(L, code, last);
-        lua_pushliteral(L, ";" KEEP_LOCALS "()\nreturn " VALUES "(");
+        lua_pushliteral(L, ";" KEEP_LOCALS "() return " VALUES "("); /* on the last line's line */
         lua_pushlstring(L, code + last, end - last);
         lua_pushliteral(L, "\n)");
         lua_concat(L, 4);
         size_t n;
         const char *split = lua_tolstring(L, -1, &n);
         if (luaL_loadbuffer(L, split, n, name) == LUA_OK) {
-            lua_remove(L, -2); /* the split cell */
-            lua_remove(L, -2); /* the whole cell */
+            lua_remove(L, -2); /* the split cell's text */
             return LUA_OK;
         }
         lua_pop(L, 2);
     }
-    char *kept = malloc(len + sizeof ";\n" KEEP_LOCALS "()");
-    if (!kept) return status;
-    memcpy(kept, code, len);
-    memcpy(kept + len, "\n;" KEEP_LOCALS "()", sizeof "\n;" KEEP_LOCALS "()");
-    if (luaL_loadbuffer(L, kept, strlen(kept), name) == LUA_OK) lua_remove(L, -2);
-    else lua_pop(L, 1);
-    free(kept);
+    status = luaL_loadbuffer(L, code, len, name);
+    if (status != LUA_OK) return status;
+    lua_pushlstring(L, code, len);
+    lua_pushliteral(L, "\n;" KEEP_LOCALS "()");
+    lua_concat(L, 2);
+    size_t klen;
+    const char *kept = lua_tolstring(L, -1, &klen);
+    if (luaL_loadbuffer(L, kept, klen, name) == LUA_OK) {
+        lua_remove(L, -2); /* the text */
+        lua_remove(L, -2); /* the cell without its locals kept */
+    } else {
+        lua_pop(L, 2);
+    }
     return status;
 }
 

@@ -41,9 +41,10 @@ def run(kc, code, timeout=60, **kw):
         out.append(msg)
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             break
-    reply = kc.get_shell_msg(timeout=max(1, deadline - time.time()))
-    assert reply["parent_header"]["msg_id"] == msg_id
-    return reply["content"], out
+    while True:  # skip stale replies (wait_for_ready repeats kernel_info while a kernel starts)
+        reply = kc.get_shell_msg(timeout=max(1, deadline - time.time()))
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply["content"], out
 
 
 def of_type(msgs, t):
@@ -83,8 +84,7 @@ def main():
     tmp = tempfile.mkdtemp(dir=root)
 
     # kernel_info
-    kc.kernel_info()
-    info = kc.get_shell_msg(timeout=10)["content"]
+    info = kc.kernel_info(reply=True, timeout=30)["content"]
     check(info["protocol_version"] == "5.3" and info["language_info"]["name"] == "lua", "kernel_info: protocol 5.3, Lua")
 
     # execute: values, counts, persisting locals and globals, streams
@@ -143,10 +143,36 @@ mech.viz.attention{pattern = cache, out = %s}""" % json.dumps(html))
     r, msgs = run(kc, "mech.display(1, {format = 'gif'})")
     check(r["status"] == "error" and "option 'format'" in r["evalue"], "mech.display refuses a bad option")
 
+    # display fuzz: values of every type with good and bad options, as bundles and as display_data
+    n_display = int(os.environ.get("MECHLAB_DISPLAY_FUZZ", "2000"))
+    r, msgs = run(kc, """math.randomseed(%d)
+local cyc = {}; cyc.self = cyc
+local vals = {true, 1, 1.5, 0/0, -1/0, "x", "missing.png", "a.html", "\\0\\255", %s, {}, {1, {2, {3}}}, cyc,
+  mech.zeros(2, 3), mech.zeros(0), mech.arange(5), mech.ones(2, 2, 2):int(), print, coroutine.create(print),
+  setmetatable({}, {__tostring = function() error("bad tostring") end}), {values = 1, plot = function() error("no") end},
+  mech.model{d_model = 8, n_layers = 1, vocab = 10}}
+local opts = {{}, {format = "svg"}, {format = 1}, {out = 3}, {bogus = 1}, 5, {title = {}}}
+local n, errors, shown = 0, 0, 0
+for i = 1, %d do
+  local v, o = vals[math.random(#vals + 1)], math.random(2) == 1 and opts[math.random(#opts)] or nil
+  local ok = pcall(mech.display.bundle_of, v, o)
+  if i %% 20 == 0 and pcall(mech.display, v, o) then shown = shown + 1 end
+  n, errors = n + 1, errors + (ok and 0 or 1)
+end
+n, errors, shown""" % (1, json.dumps(png), n_display), timeout=300)
+    disp = of_type(msgs, "display_data")
+    res = of_type(msgs, "execute_result")
+    counts = res and res[0]["data"]["text/plain"].split("\t")
+    check(r["status"] == "ok" and counts and int(counts[0]) == n_display and len(disp) == int(counts[2]),
+          "display fuzz: %s values (bundle errors, displays) = %s, %d display_data" % (n_display, counts, len(disp)))
+
     # is_complete, complete, inspect, history, comm_info
     def shell(method, *a, **kw):
-        getattr(kc, method)(*a, **kw)
-        return kc.get_shell_msg(timeout=10)["content"]
+        msg_id = getattr(kc, method)(*a, **kw)
+        while True:
+            reply = kc.get_shell_msg(timeout=30)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply["content"]
     check(shell("is_complete", "for i = 1, 3 do")["status"] == "incomplete", "is_complete: an open loop is incomplete")
     check(shell("is_complete", "x = 1")["status"] == "complete", "is_complete: a statement is complete")
     check(shell("is_complete", "x = = 1")["status"] == "invalid", "is_complete: a syntax error is invalid")
@@ -163,8 +189,7 @@ mech.viz.attention{pattern = cache, out = %s}""" % json.dumps(html))
     check(not i["found"], "inspect: nothing found for an unknown name")
     h = shell("history", hist_access_type="tail", n=2, output=False, raw=True)
     check(h["status"] == "ok" and len(h["history"]) == 2 and "cache" in h["history"][-1][2], "history: the last cells")
-    kc.comm_info()
-    check(kc.get_shell_msg(timeout=10)["content"]["comms"] == {}, "comm_info: no comms")
+    check(shell("comm_info")["comms"] == {}, "comm_info: no comms")
 
     # interrupt a long cell (a Lua loop, then a C loop), the kernel answers afterwards
     for code, what in (("while true do end", "a Lua loop"),

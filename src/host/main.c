@@ -238,6 +238,8 @@ static int pmain(lua_State *L) {
     lua_getglobal(L, "require");
     lua_pushliteral(L, "mech.display");
     lua_call(L, 1, 1);
+    lua_getfield(L, -1, "display");
+    lua_remove(L, -2);
     lua_setfield(L, -2, "display");
     lua_pop(L, 1);
     if (o->kernel || o->install_kernel) {

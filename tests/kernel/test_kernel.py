@@ -155,7 +155,7 @@ local opts = {{}, {format = "svg"}, {format = 1}, {out = 3}, {bogus = 1}, 5, {ti
 local n, errors, shown = 0, 0, 0
 for i = 1, %d do
   local v, o = vals[math.random(#vals + 1)], math.random(2) == 1 and opts[math.random(#opts)] or nil
-  local ok = pcall(mech.display.bundle_of, v, o)
+  local ok = pcall(require("mech.display").bundle_of, v, o)
   if i %% 20 == 0 and pcall(mech.display, v, o) then shown = shown + 1 end
   n, errors = n + 1, errors + (ok and 0 or 1)
 end

@@ -329,7 +329,8 @@ function V.attention(opts)
   local title = (opts.title or (kind == "pattern" and "Attention patterns" or "Implicit attention")):gsub("[<>&]", "")
   -- the page's height in a notebook's frame: the matrix, the strip and the grid
   local cell = math.max(6, math.min(28, (1100 - 120) // L))
-  local height = 260 + cell * L + #layers * 110
+  local height = 300 + cell * L
+  for _, l in ipairs(layers) do height = height + 100 * math.ceil(math.min(l.t:size(0), MAX_UNITS) / 9) end
   local f, err = io.open(opts.out, "w")
   if not f then fail(fn, "cannot write " .. tostring(err)) end
   f:write(string.format(PAGE, title, height, title, table.concat(parts)))

@@ -159,7 +159,7 @@ for i = 1, %d do
   if i %% 20 == 0 and pcall(mech.display, v, o) then shown = shown + 1 end
   n, errors = n + 1, errors + (ok and 0 or 1)
 end
-n, errors, shown""" % (1, json.dumps(png), n_display), timeout=300)
+n, errors, shown""" % (int(os.environ.get("MECHLAB_FUZZ_SEED", "1")), json.dumps(png), n_display), timeout=300)
     disp = of_type(msgs, "display_data")
     res = of_type(msgs, "execute_result")
     counts = res and res[0]["data"]["text/plain"].split("\t")

@@ -141,7 +141,7 @@ function M.display(x, opts)
 end
 
 --- Draws mechlab's logo (the kernel spec's, logo-SIZExSIZE.png): a causal attention pattern
---- in which each token attends to itself and to the token before, as induction heads do, drawn
+--- in which each token attends to itself and to the token before (a previous-token head), drawn
 --- by mech.plot.heatmap with nothing around it.
 function M.logo(path, size)
   if type(path) ~= "string" then fail("logo: argument 1 expected a path") end
@@ -151,7 +151,7 @@ function M.logo(path, size)
   for q = 1, n do
     local row = {}
     for k = 1, n do
-      row[k] = k > q and 0 / 0 or (k == q and 1 or (k == q - 1 and 0.7 or 0.08))
+      row[k] = k > q and 0 or (k == q and 1 or (k == q - 1 and 0.7 or 0.15))
     end
     data[q] = row
   end

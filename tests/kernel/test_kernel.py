@@ -204,6 +204,10 @@ n, errors, shown""" % (int(os.environ.get("MECHLAB_FUZZ_SEED", "1")), json.dumps
         r, msgs = run(kc, "40 + 2")
         check(of_type(msgs, "execute_result")[0]["data"]["text/plain"] == "42", "the kernel answers after the interrupt")
     del msg_id
+    km.interrupt_kernel()  # with nothing running: ignored
+    time.sleep(0.3)
+    r, msgs = run(kc, "40 + 2")
+    check(km.is_alive() and of_type(msgs, "execute_result")[0]["data"]["text/plain"] == "42", "an interrupt while idle is harmless")
 
     # bad input on the wire: refused, logged, the kernel keeps running
     conn = km.get_connection_info()

@@ -61,8 +61,11 @@ typedef struct {
     int nhistory;
     const ml_json *parent; /* header of the request being served (iopub's parent) */
     lua_State *L;
-    bool quit, restart;
+    volatile sig_atomic_t quit, restart;
     unsigned long refused, served;
+    EVP_MAC *hmac;          /* fetched once, before any second thread */
+    pthread_t main_thread;
+    volatile sig_atomic_t watch_stop; /* ends the control watcher of a running cell */
 } kernel;
 
 static kernel K;
@@ -162,8 +165,7 @@ static void iso_now(char out[40]) {
 static bool sign_parts(const char *const parts[4], const size_t lens[4], char hex[65]) {
     hex[0] = '\0';
     if (K.keylen == 0) return true; /* an empty key: signing disabled, by the protocol */
-    static EVP_MAC *hmac;
-    if (!hmac) hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    EVP_MAC *hmac = K.hmac;
     EVP_MAC_CTX *h = hmac ? EVP_MAC_CTX_new(hmac) : NULL;
     char digest[] = "SHA256";
     OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_construct_end()};
@@ -269,7 +271,7 @@ static int message_recv(void *sock, message *m, char *why, size_t whysize) {
 
 /* Sends a message of type `type` with `content` (taken) on sock, to the identities of `to` (a
  * request on a ROUTER socket) or, on iopub, under a topic. Returns false on failure (logged). */
-static bool message_send(void *sock, const message *to, const char *type, ml_json *content) {
+static bool message_send(void *sock, const message *to, const ml_json *parent, const char *type, ml_json *content) {
     char id[40], date[40];
     new_uuid(id);
     iso_now(date);
@@ -285,7 +287,7 @@ static bool message_send(void *sock, const message *to, const char *type, ml_jso
     ml_json *empty = ml_json_object();
     size_t lens[4] = {0};
     char *parts[4] = {header ? ml_json_write(header, 0, &lens[0]) : NULL,
-                      K.parent ? ml_json_write(K.parent, 0, &lens[1]) : ml_json_write(empty, 0, &lens[1]),
+                      parent ? ml_json_write(parent, 0, &lens[1]) : ml_json_write(empty, 0, &lens[1]),
                       ml_json_write(empty, 0, &lens[2]), content ? ml_json_write(content, 0, &lens[3]) : NULL};
     ml_json_free(header), ml_json_free(empty), ml_json_free(content);
     bool ok = parts[0] && parts[1] && parts[2] && parts[3];
@@ -312,7 +314,7 @@ static bool message_send(void *sock, const message *to, const char *type, ml_jso
     return ok;
 }
 
-static void publish(const char *type, ml_json *content) { message_send(K.sock[CH_IOPUB], NULL, type, content); }
+static void publish(const char *type, ml_json *content) { message_send(K.sock[CH_IOPUB], NULL, K.parent, type, content); }
 
 static void publish_status(const char *state) {
     ml_json *c = ml_json_object();
@@ -491,6 +493,8 @@ static void error_fields(lua_State *L, bool syntax, ml_json *c) {
     lua_pop(L, 1);
 }
 
+static void *control_watch(void *arg);
+
 static void keep_history(const char *code, size_t len) {
     char **h = realloc(K.history, (size_t)(K.nhistory + 1) * sizeof *h);
     if (!h) return;
@@ -527,7 +531,17 @@ static ml_json *do_execute(const message *m) {
     bool syntax = status != LUA_OK;
     if (status == LUA_OK) {
         mh_use_env(L);
+        K.watch_stop = 0;
+        pthread_t watcher;
+        sigset_t block, old;
+        sigemptyset(&block);
+        sigaddset(&block, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &block, &old); /* the watcher never takes the SIGINT itself */
+        bool watching = pthread_create(&watcher, NULL, control_watch, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         status = mh_docall(L, 0, LUA_MULTRET);
+        K.watch_stop = 1;
+        if (watching) pthread_join(watcher, NULL);
     }
     ml_json *reply = ml_json_object();
     if (!reply) {
@@ -771,6 +785,45 @@ static ml_json *do_interrupt(const message *m) {
     return ok_reply();
 }
 
+/* While a cell runs, a second thread owns the control socket (handed over and back by thread
+ * creation and join, which order the memory as ZeroMQ asks): an interrupt_request stops the
+ * cell as SIGINT does, kernel_info is answered, a shutdown_request is answered and stops the
+ * cell. So interrupt_mode "message" works too, and the control channel answers during a cell. */
+static void *control_watch(void *arg) {
+    (void)arg;
+    void *sock = K.sock[CH_CONTROL];
+    while (!K.watch_stop) {
+        zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&item, 1, 50) <= 0 || !(item.revents & ZMQ_POLLIN)) continue;
+        message m;
+        char why[256];
+        int got = message_recv(sock, &m, why, sizeof why);
+        if (got == 0) logf_("refused a message on the control channel: %s", why);
+        if (got == 1) {
+            ml_json *reply = NULL;
+            const char *reply_type = NULL;
+            if (strcmp(m.type, "interrupt_request") == 0) {
+                pthread_kill(K.main_thread, SIGINT);
+                reply = ok_reply(), reply_type = "interrupt_reply";
+            } else if (strcmp(m.type, "kernel_info_request") == 0) {
+                reply = do_kernel_info(&m), reply_type = "kernel_info_reply";
+            } else if (strcmp(m.type, "shutdown_request") == 0) {
+                int restart = bool_field(m.content, "restart", 0);
+                K.restart = restart > 0;
+                K.quit = 1;
+                reply = ok_reply(), reply_type = "shutdown_reply";
+                if (reply) ml_json_set(reply, "restart", ml_json_bool(restart > 0));
+                pthread_kill(K.main_thread, SIGINT);
+            } else {
+                logf_("refused a message of type %s on the control channel while a cell runs", m.type);
+            }
+            if (reply_type) message_send(sock, &m, m.header, reply_type, reply);
+        }
+        if (got >= 0) message_free(&m);
+    }
+    return NULL;
+}
+
 enum { ON_SHELL = 1, ON_CONTROL = 2 };
 static const struct {
     const char *request, *reply;
@@ -813,7 +866,7 @@ static void serve(int ch) {
     K.parent = m.header;
     publish_status("busy");
     ml_json *reply = handlers[i].fn(&m);
-    message_send(K.sock[ch], &m, handlers[i].reply, reply);
+    message_send(K.sock[ch], &m, m.header, handlers[i].reply, reply);
     publish_status("idle");
     K.parent = NULL;
     message_free(&m);
@@ -950,6 +1003,8 @@ int mh_kernel(lua_State *L, const char *connection_file) {
     K.log = logfd >= 0 ? fdopen(logfd, "w") : NULL;
     if (!K.log) K.log = stderr;
     new_uuid(K.session);
+    K.main_thread = pthread_self();
+    K.hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
     /* zmq's I/O threads and the heartbeat inherit this mask: SIGINT reaches this thread only */
     sigset_t block, old;
     sigemptyset(&block);
@@ -1021,6 +1076,7 @@ int mh_kernel(lua_State *L, const char *connection_file) {
     if (hb_started) pthread_join(hb, NULL);
     for (int i = 0; i < K.nhistory; i++) free(K.history[i]);
     free(K.history);
+    EVP_MAC_free(K.hmac);
     if (K.log != stderr) fclose(K.log);
     return ok ? 0 : 1;
 }

@@ -204,6 +204,20 @@ n, errors, shown""" % (int(os.environ.get("MECHLAB_FUZZ_SEED", "1")), json.dumps
         r, msgs = run(kc, "40 + 2")
         check(of_type(msgs, "execute_result")[0]["data"]["text/plain"] == "42", "the kernel answers after the interrupt")
     del msg_id
+    # interrupt_mode "message": an interrupt_request on control while the cell runs
+    msg_session = Session(key=km.session.key, signature_scheme=km.session.signature_scheme)
+    ctl = zmq.Context.instance().socket(zmq.DEALER)
+    ctl.linger = 0
+    ctl.connect("tcp://%s:%d" % (km.get_connection_info()["ip"], km.get_connection_info()["control_port"]))
+    kc.execute("while true do end")
+    time.sleep(1.0)
+    msg_session.send(ctl, "kernel_info_request", {})
+    msg_session.send(ctl, "interrupt_request", {})
+    reply = kc.get_shell_msg(timeout=30)["content"]
+    answers = [msg_session.recv(ctl, mode=0)[1]["msg_type"] for _ in range(2) if ctl.poll(10000)]
+    check(reply["status"] == "error" and reply["ename"] == "Interrupted" and answers == ["kernel_info_reply", "interrupt_reply"],
+          "an interrupt_request on control stops a running cell; control answers meanwhile: %s" % answers)
+    ctl.close()
     km.interrupt_kernel()  # with nothing running: ignored
     time.sleep(0.3)
     r, msgs = run(kc, "40 + 2")

@@ -7,10 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-run}
-packages=(build-essential cmake pkg-config liblua5.4-dev lua-argparse libopenblas-dev libpng-dev libcairo2-dev libfreetype-dev fonts-urw-base35 check libreadline-dev python3)
+packages=(build-essential cmake pkg-config liblua5.4-dev lua-argparse libopenblas-dev libpng-dev libcairo2-dev libfreetype-dev fonts-urw-base35 check libreadline-dev python3
+    libzmq3-dev libssl-dev) # the Jupyter kernel: ZeroMQ and libcrypto's HMAC (docs/notebook.md)
 # for the tests only: the cluster the sweep tests submit to (scripts/slurm/up.sh; iproute2 for its
 # port check) and the browser the attention viewer's test loads its page in (tests/lua/test_viz.lua)
-test_packages=(slurmctld slurmd slurm-client munge iproute2 chromium)
+test_packages=(slurmctld slurmd slurm-client munge iproute2 chromium
+    # the kernel's client tests (tests/kernel/) and the notebook itself (docs/notebook.md)
+    python3-zmq python3-jupyter-client python3-nbclient python3-nbformat jupyter-notebook)
 
 install_deps() { # install_deps [package...]: the build's packages and these
     local missing=()

@@ -560,9 +560,12 @@ for _, p in ipairs {
   E("mech.plot." .. p[1], "mech.plot." .. p[1] .. p[2], p[3] .. " Writes PNG, SVG or PDF (by `out`'s extension) and a CSV of the plotted numbers (docs/figures.md).",
     "mech.plot." .. p[1] .. " { out = \"fig.png\", ... }")
 end
-E("mech.viz.attention", "mech.viz.attention{pattern=, tokens=, out=, title=, example=0} -> path",
-  "Writes one self-contained HTML page (no network) with every layer and head of a pattern — a cache (its mixer.pattern sites), a tensor (H, L, L) or (B, H, L, L), or a list of them per layer, e.g. from mech.interp.implicit_attention — labelled by tokens; hovering a token colours what it attends to and what attends to it.",
+E("mech.viz.attention", "mech.viz.attention{pattern= | model=, input=; tokens=, out=, title=, example=0} -> path",
+  "Writes one self-contained HTML page (no network), CircuitsVis's attention view: a layer and head (or channel) selector, a per-layer grid of thumbnails, one token strip, the matrix with the tokens on both axes (rows: destination, columns: source), a colour legend; hovering a cell marks its destination and source and shows the value. pattern: a cache (its mixer.pattern sites), a tensor (H, L, L) or (B, H, L, L), or a list of them per layer; model= and input= (token ids) show every layer through mech.interp.implicit_attention, so an SSM shows its implicit attention, the method named on the page. L above 256 is refused; more than 16 heads or channels per layer are cut, with a note. In a notebook the page shows inline (docs/notebook.md).",
   'mech.viz.attention { pattern = cache, tokens = task:to_str_tokens(tokens)[1], out = "view.html" }')
+E("mech.display", "mech.display(x[, {format=, out=, title=}]) -> path or nil",
+  "Shows x as a notebook shows it: in the Jupyter kernel (mechlab --kernel) a figure's or page's path (.png, .svg, .html) as image/png, image/svg+xml or the viewer as text/html, a patching map drawn as image/png (format = \"svg\": image/svg+xml), anything else (tensors too) as text/plain; a cell's last value is shown the same way. In the REPL and in scripts it writes the file (a map: to out or a temporary .png) and prints its path (docs/notebook.md).",
+  'mech.display(mech.plot.heatmap { data = { { 1, 2 }, { 3, 4 } }, out = "h.png" })')
 E("mech.viz.attention_grid", "mech.viz.attention_grid{pattern=, tokens=, out=, title=, example=0} -> path",
   "Every head of every layer in one static heatmap (rows: layers, columns: heads), PNG, SVG or PDF with its CSV, for papers.",
   'mech.viz.attention_grid { pattern = cache, out = "heads.png" }')

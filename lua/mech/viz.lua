@@ -33,7 +33,10 @@ local function layers_of(fn, pattern, example)
   if type(pattern) == "table" and type(mt) == "table" and rawget(mt, "__name") == "mech.Cache" then
     local out = {}
     for _, n in ipairs(pattern:names("mixer%.pattern$")) do out[#out + 1] = one(pattern[n], n:match("^(blocks%.%d+)")) end
-    if #out == 0 then fail(fn, "option 'pattern': the cache holds no mixer.pattern") end
+    if #out == 0 then
+      fail(fn, "option 'pattern': the cache holds no mixer.pattern (a model without attention); pass "
+        .. "{model = model, input = tokens} instead, which shows its implicit attention (mech.interp.implicit_attention)")
+    end
     return out
   end
   if mech.is_tensor(pattern) then return { one(pattern, "layer 0") } end
@@ -66,112 +69,254 @@ local function json_string(s)
   return '"' .. s:gsub('[%c"\\<>&]', function(c) return string.format("\\u%04x", c:byte()) end) .. '"'
 end
 
--- The page: data as JSON in the page, drawn by the script below it. A hover on a token of a head
--- colours, in that head, the tokens it attends to (blue, row "to") and those attending to it
--- (red, row "from"), and outlines its row of the head's matrix. "#selftest" runs a hover and
+-- The page: data as JSON in the page, drawn by the script below it (CircuitsVis's attention
+-- pattern view, without its network). One view at a time: a layer and a head (or channel)
+-- chosen in the selectors or by clicking a thumbnail of the per-layer grid; one token strip;
+-- the matrix with the tokens on both axes (rows: destination, the position that reads; columns:
+-- source, the position read), cells sized to fit the page; a colour legend. Hovering a cell
+-- highlights its destination and source tokens and shows the value; hovering a token of the
+-- strip shades the strip by what that token attends to. "#selftest" hovers a cell and a token and
 -- writes data-selftest = "pass" / "fail" and data-errors (uncaught errors) on <body>.
 local PAGE = [[<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>%s</title>
 <style>
-body{font-family:sans-serif;margin:16px;color:#222}
-h1{font-size:18px}h2{font-size:15px;margin:14px 0 4px}
-.head{display:inline-block;vertical-align:top;margin:0 14px 14px 0;padding:6px;border:1px solid #ddd}
-.head h3{font-size:13px;margin:0 0 4px}
-.row{white-space:nowrap;margin:2px 0}.row b{display:inline-block;width:38px;font-size:11px;color:#666}
-.tok{display:inline-block;padding:1px 3px;margin:1px;border:1px solid #ccc;font:12px monospace;cursor:default}
-.tok.sel{outline:2px solid #000}
-.grid{display:grid;gap:0;margin-top:4px}.cell{width:10px;height:10px}.cell.sel{outline:1px solid #000}
+body{font-family:sans-serif;margin:12px;color:#222}
+h1{font-size:17px;margin:0 0 4px}h2{font-size:14px;margin:14px 0 4px}
+.method{font-size:12px;color:#555;margin:0 0 8px}.note{font-size:12px;color:#a33}
+.controls{font-size:13px;margin:6px 0}.controls select{margin:0 10px 0 4px}
+#info{font:12px monospace;margin-left:8px}
+.strip{margin:6px 0;line-height:22px}
+.tok{display:inline-block;padding:0 3px;margin:1px;border:1px solid #ccc;font:12px monospace;cursor:default;white-space:pre}
+.tok.dst,.lab.dst{outline:2px solid #b2182b}.tok.src,.lab.src{outline:2px solid #2166ac}
+.view{display:flex;align-items:flex-start;gap:16px}
+.matrix{display:grid;gap:0}
+.lab{font:11px monospace;overflow:hidden;white-space:pre;color:#333}
+.lab.row{text-align:right;padding-right:4px}
+.lab.col{writing-mode:vertical-rl;transform:rotate(180deg);text-align:left;padding-top:4px}
+.cell.hl{outline:1px solid #000;z-index:1}
+.legend{font-size:11px}.legend .bar{width:14px;height:180px;border:1px solid #999}
+.grid .layer{margin:4px 0}.grid .layer b{display:inline-block;width:70px;font-size:12px}
+.thumb{display:inline-block;margin:0 6px 4px 0;text-align:center;font-size:10px;cursor:pointer}
+.thumb canvas{border:1px solid #ccc;display:block}.thumb.sel canvas{border:2px solid #000}
 </style></head>
-<body data-selftest="" data-errors="0">
+<body data-selftest="" data-errors="0" data-height="%d">
 <h1>%s</h1>
-<p>Hover a token: blue, what it attends to; red, what attends to it.</p>
-<div id="view"></div>
+<p class="method" id="method"></p>
+<p class="note" id="note"></p>
+<div class="controls">Layer<select id="layer"></select><span id="unitname"></span><select id="unit"></select><span id="info">hover a cell</span></div>
+<div class="strip" id="strip"></div>
+<div class="view"><div class="matrix" id="matrix"></div><div class="legend" id="legend"></div></div>
+<h2>Every layer</h2><div class="grid" id="grid"></div>
 <script>
 var DATA = %s;
 var errors = 0;
 window.onerror = function () { errors++; document.body.setAttribute("data-errors", String(errors)); };
-function shade(x, rgb) { var a = Math.max(0, Math.min(1, x)); return "rgba(" + rgb + "," + a.toFixed(3) + ")"; }
-function draw() {
-  var view = document.getElementById("view"), L = DATA.tokens.length;
-  DATA.layers.forEach(function (layer, li) {
-    var h2 = document.createElement("h2"); h2.textContent = layer.name; view.appendChild(h2);
-    layer.heads.forEach(function (A, hi) {
-      var box = document.createElement("div"); box.className = "head"; box.id = "head-" + li + "-" + hi;
-      var title = document.createElement("h3"); title.textContent = layer.name + " head " + hi; box.appendChild(title);
-      var rows = {};
-      ["tokens", "to", "from"].forEach(function (kind) {
-        var row = document.createElement("div"); row.className = "row";
-        var lab = document.createElement("b"); lab.textContent = kind === "tokens" ? "" : kind; row.appendChild(lab);
-        rows[kind] = [];
-        DATA.tokens.forEach(function (t, i) {
-          var s = document.createElement("span"); s.className = "tok"; s.textContent = t;
-          s.setAttribute("data-i", String(i)); row.appendChild(s); rows[kind].push(s);
-        });
-        box.appendChild(row);
-      });
-      var grid = document.createElement("div"); grid.className = "grid";
-      grid.style.gridTemplateColumns = "repeat(" + L + ", 10px)";
-      var cells = [];
-      for (var q = 0; q < L; q++) for (var k = 0; k < L; k++) {
-        var c = document.createElement("div"); c.className = "cell";
-        c.style.background = shade(A[q][k], "33,102,172"); c.title = DATA.tokens[q] + " -> " + DATA.tokens[k] + ": " + A[q][k].toFixed(4);
-        grid.appendChild(c); cells.push(c);
-      }
-      box.appendChild(grid);
-      view.appendChild(box);
-      function hover(i) {
-        for (var j = 0; j < L; j++) {
-          rows.to[j].style.background = shade(A[i][j], "33,102,172");
-          rows.from[j].style.background = shade(A[j][i], "178,24,43");
-          rows.tokens[j].classList.toggle("sel", j === i);
-          for (var k = 0; k < L; k++) cells[j * L + k].classList.toggle("sel", j === i);
-        }
-      }
-      rows.tokens.concat(rows.to, rows.from).forEach(function (s) {
-        s.addEventListener("mouseover", function () { hover(Number(s.getAttribute("data-i"))); });
-      });
-    });
+var L = DATA.tokens.length, cur = { layer: 0, unit: 0 }, strip = [], rowLabs = [], colLabs = [], cells = [];
+function range(A) {
+  var lo = 0, hi = 0;
+  A.forEach(function (r) { r.forEach(function (x) { if (x < lo) lo = x; if (x > hi) hi = x; }); });
+  return lo < 0 ? [-Math.max(-lo, hi), Math.max(-lo, hi)] : [0, hi > 0 ? hi : 1];
+}
+// white to blue for patterns (>= 0); red, white, blue around 0 for signed matrices
+function colour(x, r) {
+  var t;
+  if (r[0] < 0) {
+    t = Math.max(-1, Math.min(1, x / r[1]));
+    var c = t >= 0 ? [33, 102, 172] : [178, 24, 43], a = Math.abs(t);
+    return "rgb(" + [0, 1, 2].map(function (i) { return Math.round(255 + (c[i] - 255) * a); }).join(",") + ")";
+  }
+  t = Math.max(0, Math.min(1, x / r[1]));
+  return "rgb(" + Math.round(255 - 222 * t) + "," + Math.round(255 - 153 * t) + "," + Math.round(255 - 83 * t) + ")";
+}
+function matrixOf() { return DATA.layers[cur.layer].units[cur.unit]; }
+function unitName() { return DATA.layers[cur.layer].unit; }
+function setInfo(q, k) {
+  var A = matrixOf();
+  document.getElementById("info").textContent = "destination " + q + " " + JSON.stringify(DATA.tokens[q]) +
+    " \u2190 source " + k + " " + JSON.stringify(DATA.tokens[k]) + ": " + A[q][k].toPrecision(4);
+}
+function clearMarks() {
+  strip.concat(rowLabs, colLabs).forEach(function (e) { e.classList.remove("dst"); e.classList.remove("src"); });
+  cells.forEach(function (c) { c.classList.remove("hl"); });
+}
+function hoverCell(q, k) {
+  clearMarks();
+  rowLabs[q].classList.add("dst"); colLabs[k].classList.add("src");
+  strip[q].classList.add("dst"); strip[k].classList.add("src");
+  cells[q * L + k].classList.add("hl");
+  setInfo(q, k);
+}
+function hoverToken(i) {
+  var A = matrixOf(), r = range(A);
+  clearMarks();
+  strip[i].classList.add("dst"); rowLabs[i].classList.add("dst");
+  for (var j = 0; j < L; j++) strip[j].style.background = j <= i || A[i][j] !== 0 ? colour(A[i][j], r) : "";
+  document.getElementById("info").textContent = "destination " + i + " " + JSON.stringify(DATA.tokens[i]) + ": its row shades the strip";
+}
+function drawMatrix() {
+  var A = matrixOf(), r = range(A), box = document.getElementById("matrix");
+  var labw = Math.min(120, 8 + 7 * DATA.tokens.reduce(function (m, t) { return Math.max(m, t.length); }, 1));
+  var cell = Math.max(6, Math.min(28, Math.floor((Math.max(document.documentElement.clientWidth, 600) - labw - 120) / L)));
+  box.innerHTML = ""; rowLabs = []; colLabs = []; cells = [];
+  box.style.gridTemplateColumns = labw + "px repeat(" + L + ", " + cell + "px)";
+  box.style.gridTemplateRows = labw + "px repeat(" + L + ", " + cell + "px)";
+  box.appendChild(document.createElement("div"));
+  var font = Math.max(6, Math.min(11, cell - 2)) + "px";
+  DATA.tokens.forEach(function (t, k) {
+    var c = document.createElement("div"); c.className = "lab col"; c.textContent = t; c.style.fontSize = font;
+    c.title = "source " + k; box.appendChild(c); colLabs.push(c);
+  });
+  for (var q = 0; q < L; q++) {
+    var rl = document.createElement("div"); rl.className = "lab row"; rl.textContent = DATA.tokens[q];
+    rl.style.fontSize = font; rl.style.lineHeight = cell + "px"; rl.title = "destination " + q; box.appendChild(rl); rowLabs.push(rl);
+    for (var k = 0; k < L; k++) {
+      var c = document.createElement("div"); c.className = "cell"; c.style.background = colour(A[q][k], r);
+      (function (q, k) { c.addEventListener("mouseover", function () { hoverCell(q, k); }); })(q, k);
+      box.appendChild(c); cells.push(c);
+    }
+  }
+  var lg = document.getElementById("legend"), stops = [];
+  for (var i = 0; i <= 10; i++) stops.push(colour(r[1] - (r[1] - r[0]) * i / 10, r));
+  lg.innerHTML = "<div>" + r[1].toPrecision(3) + "</div><div class='bar' style='background:linear-gradient(" + stops.join(",") +
+    ")'></div><div>" + r[0].toPrecision(3) + "</div><div>" + (DATA.kind === "pattern" ? "attention" : "value") + "</div>";
+  strip.forEach(function (s) { s.style.background = ""; });
+  document.querySelectorAll(".thumb").forEach(function (t) {
+    t.classList.toggle("sel", t.getAttribute("data-layer") == cur.layer && t.getAttribute("data-unit") == cur.unit);
   });
 }
-function selftest() {
-  var box = document.getElementById("head-0-0");
-  var tok = box.querySelectorAll(".row")[0].children[DATA.tokens.length];
-  var target = box.querySelectorAll(".row")[1].children[1];
-  var before = target.style.background;
-  tok.dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
-  var after = target.style.background, sel = tok.classList.contains("sel");
-  document.body.setAttribute("data-selftest", after !== before && sel ? "pass" : "fail");
+function fillUnits() {
+  var sel = document.getElementById("unit"), n = DATA.layers[cur.layer].units.length;
+  sel.innerHTML = "";
+  for (var h = 0; h < n; h++) { var o = document.createElement("option"); o.value = h; o.textContent = DATA.layers[cur.layer].labels[h]; sel.appendChild(o); }
+  sel.value = cur.unit;
+  document.getElementById("unitname").textContent = " " + unitName().charAt(0).toUpperCase() + unitName().slice(1);
 }
-draw();
+function select(layer, unit) {
+  cur.layer = layer; cur.unit = unit;
+  document.getElementById("layer").value = layer;
+  fillUnits(); drawMatrix();
+}
+function drawGrid() {
+  var grid = document.getElementById("grid");
+  DATA.layers.forEach(function (layer, li) {
+    var row = document.createElement("div"); row.className = "layer";
+    var b = document.createElement("b"); b.textContent = layer.name; row.appendChild(b);
+    layer.units.forEach(function (A, hi) {
+      var t = document.createElement("div"); t.className = "thumb"; t.setAttribute("data-layer", li); t.setAttribute("data-unit", hi);
+      var px = Math.max(1, Math.floor(72 / L)), cv = document.createElement("canvas"); cv.width = cv.height = px * L;
+      var ctx = cv.getContext("2d"), r = range(A);
+      for (var q = 0; q < L; q++) for (var k = 0; k < L; k++) { ctx.fillStyle = colour(A[q][k], r); ctx.fillRect(k * px, q * px, px, px); }
+      t.appendChild(cv); t.appendChild(document.createTextNode(layer.labels[hi]));
+      t.addEventListener("click", function () { select(li, hi); });
+      row.appendChild(t);
+    });
+    grid.appendChild(row);
+  });
+}
+function build() {
+  document.getElementById("method").textContent = DATA.method;
+  document.getElementById("note").textContent = DATA.note || "";
+  var ls = document.getElementById("layer");
+  DATA.layers.forEach(function (l, i) { var o = document.createElement("option"); o.value = i; o.textContent = l.name; ls.appendChild(o); });
+  ls.addEventListener("change", function () { select(Number(ls.value), 0); });
+  document.getElementById("unit").addEventListener("change", function (e) { select(cur.layer, Number(e.target.value)); });
+  var st = document.getElementById("strip");
+  DATA.tokens.forEach(function (t, i) {
+    var s = document.createElement("span"); s.className = "tok"; s.textContent = t; s.title = "position " + i;
+    s.addEventListener("mouseover", function () { hoverToken(i); }); st.appendChild(s); strip.push(s);
+  });
+  drawGrid();
+  select(0, 0);
+}
+function selftest() {
+  var q = L - 1, k = 0;
+  cells[q * L + k].dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+  var ok = rowLabs[q].classList.contains("dst") && colLabs[k].classList.contains("src") &&
+    document.getElementById("info").textContent.indexOf(matrixOf()[q][k].toPrecision(4)) >= 0;
+  var before = strip[0].style.background;
+  strip[q].dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+  ok = ok && strip[0].style.background !== before && strip[q].classList.contains("dst");
+  document.body.setAttribute("data-selftest", ok ? "pass" : "fail");
+}
+build();
 if (location.hash === "#selftest") selftest();
 </script></body></html>
 ]]
 
---- mech.viz.attention{pattern=, tokens=, out=, title=, example=0} -> the page's path
+-- What a model's mixer shows: attention's softmax pattern has heads; the others are read
+-- through mech.interp.implicit_attention, per head (Based, DeltaNet, H3) or per channel.
+local HEADS = { attention = true, based = true, delta_net = true, h3 = true }
+
+local function method_of(arch)
+  if arch == "attention" then return "pattern", "head", "Attention pattern (softmax of the scaled scores), from mech.interp.implicit_attention" end
+  local how = arch == "mamba" and "Mamba's mamba_attention" or "its mixer written as an L × L matrix"
+  return "implicit", HEADS[arch] and "head" or "channel",
+    string.format("Implicit attention of %s (mech.interp.implicit_attention: %s), whose product with the values is the mixer's output", arch, how)
+end
+
+-- The layers of a model on its input (1, L) or (L), through mech.interp.implicit_attention.
+local function layers_of_model(fn, model, input)
+  local ok, cfg = pcall(function() return model:config() end)
+  if not ok or type(cfg) ~= "table" then fail(fn, "option 'model' expected a mech.model") end
+  if not mech.is_tensor(input) or (input:dim() ~= 1 and input:dim() ~= 2) then
+    fail(fn, "option 'input' (the token ids, (L) or (1, L)) is required with 'model'")
+  end
+  if input:dim() == 1 then input = input:reshape(1, input:size(0)) end
+  input = input[{ { 0, 1 } }]
+  local kind, unit, method = method_of(cfg.arch)
+  local out = {}
+  for l = 0, cfg.n_layers - 1 do
+    out[#out + 1] = { name = "blocks." .. l, t = mech.interp.implicit_attention(model, input, l)[0]:float(), unit = unit }
+  end
+  return out, kind, method
+end
+local MAX_L = 256          -- above it a page's matrices are unreadable (and its size grows as L²)
+local MAX_UNITS = 16       -- heads or channels per layer on one page; more are left out, with a note
+
+--- mech.viz.attention{pattern= | model=, input=; tokens=, out=, title=, example=0} -> the page's path
 function V.attention(opts)
   local fn = "mech.viz.attention"
-  check_opts(fn, opts, { "pattern", "tokens", "out", "title", "example" })
+  check_opts(fn, opts, { "pattern", "model", "input", "tokens", "out", "title", "example" })
   if type(opts.out) ~= "string" then fail(fn, "option 'out' (the .html file to write) is required") end
   local example = opts.example or 0
   if math.type(example) ~= "integer" then fail(fn, "option 'example' expected an integer") end
-  local layers = layers_of(fn, opts.pattern, example)
+  local layers, kind, method
+  if opts.model ~= nil then
+    if opts.pattern ~= nil then fail(fn, "give option 'pattern' or option 'model', not both") end
+    layers, kind, method = layers_of_model(fn, opts.model, opts.input)
+  else
+    layers = layers_of(fn, opts.pattern, example)
+    kind, method = "pattern", "Attention pattern as given (rows: destination, columns: source)"
+  end
   local L = layers[1].t:size(1)
   for _, l in ipairs(layers) do
     if l.t:size(1) ~= L then fail(fn, "option 'pattern': every layer needs the same length") end
   end
+  if L > MAX_L then
+    fail(fn, string.format("L = %d is above %d positions, which no page shows readably; pass a slice of the "
+      .. "positions (pattern[{':', {a, b}, {a, b}}]) or a shorter input", L, MAX_L))
+  end
   local labels = labels_of(fn, opts.tokens, L)
+  local note = {}
   local parts = { '{"tokens":[' }
   for i, s in ipairs(labels) do parts[#parts + 1] = (i > 1 and "," or "") .. json_string(s) end
-  parts[#parts + 1] = '],"layers":['
+  parts[#parts + 1] = '],"kind":' .. json_string(kind) .. ',"method":' .. json_string(method) .. ',"layers":['
   for li, l in ipairs(layers) do
-    parts[#parts + 1] = (li > 1 and "," or "") .. '{"name":' .. json_string(l.name) .. ',"heads":['
-    for h = 0, l.t:size(0) - 1 do
+    local unit = l.unit or "head"
+    local n = l.t:size(0)
+    local shown = math.min(n, MAX_UNITS)
+    if shown < n then note[#note + 1] = string.format("%s: %ss 0-%d of %d shown", l.name, unit, shown - 1, n) end
+    local names = {}
+    for h = 0, shown - 1 do names[h + 1] = json_string(unit .. " " .. h) end
+    parts[#parts + 1] = (li > 1 and "," or "") .. '{"name":' .. json_string(l.name) .. ',"unit":' .. json_string(unit)
+      .. ',"labels":[' .. table.concat(names, ",") .. '],"units":['
+    for h = 0, shown - 1 do
       local rows = {}
       for q = 0, L - 1 do
         local r = {}
         for k = 0, L - 1 do
           local x = l.t[{ h, q, k }]
-          r[k + 1] = x == x and string.format("%.5g", x) or "0" -- NaN would break the JSON
+          r[k + 1] = x == x and string.format("%.4g", x) or "0" -- NaN would break the JSON
         end
         rows[q + 1] = "[" .. table.concat(r, ",") .. "]"
       end
@@ -179,11 +324,16 @@ function V.attention(opts)
     end
     parts[#parts + 1] = "]}"
   end
-  parts[#parts + 1] = "]}"
-  local title = (opts.title or "Attention patterns"):gsub("[<>&]", "")
+  parts[#parts + 1] = '],"note":' .. json_string(table.concat(note, "; ")) .. "}"
+  if #note > 0 then io.stderr:write(fn, ": ", table.concat(note, "; "), " (", MAX_UNITS, " per layer at most)\n") end
+  local title = (opts.title or (kind == "pattern" and "Attention patterns" or "Implicit attention")):gsub("[<>&]", "")
+  -- the page's height in a notebook's frame: the matrix, the strip and the grid
+  local cell = math.max(6, math.min(28, (1100 - 120) // L))
+  local height = 300 + cell * L
+  for _, l in ipairs(layers) do height = height + 100 * math.ceil(math.min(l.t:size(0), MAX_UNITS) / 9) end
   local f, err = io.open(opts.out, "w")
   if not f then fail(fn, "cannot write " .. tostring(err)) end
-  f:write(string.format(PAGE, title, title, table.concat(parts)))
+  f:write(string.format(PAGE, title, height, title, table.concat(parts)))
   f:close()
   return opts.out
 end

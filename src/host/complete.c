@@ -216,14 +216,56 @@ static char *next_completion(const char *text, int state) {
 
 /* Inside a string key, `path["text` or `path['text`: the length of path (its start in *from),
  * else -1. */
-static int string_key_path(int start, int *from) {
-    const char *line = rl_line_buffer;
+static int string_key_path(const char *line, int start, int *from) {
     if (start < 2 || (line[start - 1] != '"' && line[start - 1] != '\'') || line[start - 2] != '[') return -1;
     int b = start - 2;
     while (b > 0 && (is_ident(line + b - 1, 1) || (line[b - 1] >= '0' && line[b - 1] <= '9') || line[b - 1] == '.')) b--;
     *from = b;
     return start - 2 - b;
 }
+
+const char mh_word_breaks[] = " \t\n\"\\'`><=;+-*/%^~#&|,{}()[]";
+
+int mh_completions(lua_State *L, const char *line, int start, const char *text) {
+    int from, plen = string_key_path(line, start, &from);
+    if (plen > 0) {
+        lua_pushcfunction(L, collect_string_keys);
+        lua_pushlstring(L, line + from, (size_t)plen);
+        lua_pushstring(L, text);
+    } else {
+        lua_pushcfunction(L, collect_completions);
+        lua_pushstring(L, text);
+    }
+    lua_newtable(L);
+    int out = lua_gettop(L) - (plen > 0 ? 3 : 2);
+    lua_insert(L, out); /* the result list below the call */
+    if (lua_pcall(L, plen > 0 ? 2 : 1, 1, 0) != LUA_OK) {
+        lua_pop(L, 1);
+        return plen > 0;
+    }
+    int n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, out, ++n);
+    }
+    lua_pop(L, 1);
+    lua_getglobal(L, "table");
+    lua_getfield(L, -1, "sort");
+    lua_remove(L, -2);
+    lua_pushvalue(L, out);
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1);
+    if (plen > 0 && n == 1) { /* the one key: close its quote and the bracket */
+        lua_rawgeti(L, out, 1);
+        lua_pushfstring(L, "%s%c]", lua_tostring(L, -1), line[start - 1]);
+        lua_rawseti(L, out, 1);
+        lua_pop(L, 1);
+    }
+    return plen > 0;
+}
+
+void mh_lookup_path(lua_State *L, const char *path, size_t len) { push_path(L, path, len); }
 
 static char **complete(const char *text, int start, int end) {
     (void)end;
@@ -232,39 +274,17 @@ static char **complete(const char *text, int start, int end) {
     free_cands();
     lua_State *L = g_state;
     int top = lua_gettop(L);
-    int from, plen = string_key_path(start, &from);
-    if (plen > 0) {
-        lua_pushcfunction(L, collect_string_keys);
-        lua_pushlstring(L, rl_line_buffer + from, (size_t)plen);
-        lua_pushstring(L, text);
-    } else {
-        lua_pushcfunction(L, collect_completions);
-        lua_pushstring(L, text);
-    }
-    if (lua_pcall(L, plen > 0 ? 2 : 1, 1, 0) == LUA_OK) {
-        size_t n = 0;
-        lua_pushnil(L);
-        while (lua_next(L, -2)) {
-            n++;
-            lua_pop(L, 1);
-        }
-        g_cands = calloc(n ? n : 1, sizeof *g_cands);
-        lua_pushnil(L);
-        while (g_cands && lua_next(L, -2)) {
-            char *s = strdup(lua_tostring(L, -2));
-            if (s) g_cands[g_ncands++] = s;
-            lua_pop(L, 1);
-        }
+    bool key = mh_completions(L, rl_line_buffer, start, text);
+    size_t n = lua_rawlen(L, -1);
+    g_cands = calloc(n ? n : 1, sizeof *g_cands);
+    for (size_t i = 1; g_cands && i <= n; i++) {
+        lua_rawgeti(L, -1, (lua_Integer)i);
+        char *s = strdup(lua_tostring(L, -1));
+        if (s) g_cands[g_ncands++] = s;
+        lua_pop(L, 1);
     }
     lua_settop(L, top);
-    if (plen > 0 && g_ncands == 1) { /* the one key: close its quote and the bracket */
-        char *s = malloc(strlen(g_cands[0]) + 3);
-        if (s) {
-            sprintf(s, "%s%c]", g_cands[0], rl_line_buffer[start - 1]);
-            free(g_cands[0]), g_cands[0] = s;
-            rl_completion_suppress_append = 1;
-        }
-    }
+    if (key && g_ncands == 1) rl_completion_suppress_append = 1;
     const char *sep = last_sep(text);
     g_cand_prefix = sep ? (size_t)(sep - text + 1) : 0; /* for display_matches */
     if (g_ncands == 0) return NULL;
@@ -294,7 +314,7 @@ void mh_complete_start(lua_State *L) {
     g_state = L;
     rl_attempted_completion_function = complete;
     rl_completion_display_matches_hook = display_matches;
-    rl_completer_word_break_characters = " \t\n\"\\'`><=;+-*/%^~#&|,{}()[]";
+    rl_completer_word_break_characters = mh_word_breaks;
     rl_basic_quote_characters = ""; /* else readline closes a key's quote itself, before our ']' */
 }
 

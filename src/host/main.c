@@ -26,6 +26,9 @@ typedef struct {
     char **argv;
     int script; /* index of the script in argv, 0 if none (as lua.c, for the arg table) */
     bool interactive, has_exec, version, help;
+    const char *kernel;          /* --kernel CONNECTION_FILE: the Jupyter kernel (kernel.c) */
+    bool install_kernel, user;   /* --install-kernel [--user | --prefix P] (kernel_spec.c) */
+    const char *prefix;
 } options;
 
 static void print_usage(FILE *f) {
@@ -39,6 +42,9 @@ static void print_usage(FILE *f) {
             "  -i             enter the REPL after running the script and -e code\n"
             "  -v, --version  print version information and exit\n"
             "  -h, --help     print this help and exit\n"
+            "  --kernel FILE  serve Jupyter on the connection file FILE (docs/notebook.md)\n"
+            "  --install-kernel [--user | --prefix P]  register the Jupyter kernel spec\n"
+            "                 (default prefix /usr/local)\n"
             "  --             stop handling options\n"
             "  -              run standard input as the script (arguments may follow)\n"
             "With no script and no -e, the REPL starts when standard input is a terminal;\n"
@@ -69,9 +75,30 @@ static int usage_error(const char *fmt, const char *what) {
     return -1;
 }
 
+/* The Jupyter modes take the whole command line: --kernel FILE, --install-kernel [--user |
+ * --prefix P]. Returns 1 when argv is one of them, 0 when not, -1 after a usage error. */
+static int collect_kernel_args(options *o) {
+    if (o->argc < 2) return 0;
+    if (strcmp(o->argv[1], "--kernel") == 0) {
+        if (o->argc != 3) return usage_error("'%s' needs one argument, the connection file", o->argv[1]);
+        o->kernel = o->argv[2];
+        return 1;
+    }
+    if (strcmp(o->argv[1], "--install-kernel") != 0) return 0;
+    o->install_kernel = true;
+    for (int i = 2; i < o->argc; i++) {
+        if (strcmp(o->argv[i], "--user") == 0 && !o->prefix) o->user = true;
+        else if (strcmp(o->argv[i], "--prefix") == 0 && i + 1 < o->argc && !o->user && !o->prefix) o->prefix = o->argv[++i];
+        else return usage_error("--install-kernel takes --user or --prefix P, not '%s'", o->argv[i]);
+    }
+    return 1;
+}
+
 /* Scans the options before the script. Returns 0, or -1 after printing a usage error. */
 static int collect_args(options *o) {
     o->script = 0;
+    int k = collect_kernel_args(o);
+    if (k != 0) return k < 0 ? -1 : 0;
     for (int i = 1; i < o->argc; i++) {
         const char *a = o->argv[i];
         if (a[0] != '-' || a[1] == '\0') { /* the script, or "-" for stdin */
@@ -207,7 +234,18 @@ static int pmain(lua_State *L) {
     luaL_openlibs(L);
     /* global mech and require "mech"; it also puts mechlab's lua/ first on package.path */
     luaL_requiref(L, "mech", luaopen_mech, 1);
+    /* mech.display (lua/mech/display.lua): notebook display, a file and its path elsewhere */
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "mech.display");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "display");
+    lua_remove(L, -2);
+    lua_setfield(L, -2, "display");
     lua_pop(L, 1);
+    if (o->kernel || o->install_kernel) {
+        lua_pushboolean(L, (o->kernel ? mh_kernel(L, o->kernel) : mh_install_kernel(L, o->prefix, o->user)) == 0);
+        return 1;
+    }
     create_arg_table(L, o);
     if (!run_args(L, o)) return 0;
     if (o->script > 0 && run_script(L, o) != LUA_OK) return 0;

@@ -25,6 +25,7 @@
 
 enum { HISTORY_MAX = 1000 };
 #define KEEP_LOCALS "__mechlab_keep_locals" /* see keep_locals */
+#define VALUES "__mechlab_values"          /* returns its arguments (mh_load_cell) */
 #define REPL_ENV "mechlab.repl_env"          /* registry key of E (complete.c completes its names too) */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -258,6 +259,58 @@ static read_status load_chunk(lua_State *L, int *status) {
     return READ_LINE;
 }
 
+/* Compiles one cell of the kernel (kernel.c) as the REPL compiles a chunk: an expression as
+ * "return <code>" so that it has a value, else the statements keeping their top-level locals.
+ * Pushes the function or the error message; returns the status. */
+int mh_load_cell(lua_State *L, const char *code, size_t len, const char *name) {
+    /* values(...) rather than a tail call, so that a traceback keeps the called function */
+    lua_pushliteral(L, "return " VALUES "(");
+    lua_pushlstring(L, code, len);
+    lua_pushliteral(L, "\n)");
+    lua_concat(L, 3);
+    size_t rlen;
+    const char *ret = lua_tolstring(L, -1, &rlen);
+    int status = luaL_loadbuffer(L, ret, rlen, name);
+    lua_remove(L, -2);
+    if (status == LUA_OK) return status;
+    lua_pop(L, 1);
+    /* a notebook cell's last line, when it is an expression of its own, is the cell's value */
+    size_t end = len;
+    while (end > 0 && (code[end - 1] == '\n' || code[end - 1] == ' ' || code[end - 1] == '\t' || code[end - 1] == '\r')) end--;
+    size_t last = end;
+    while (last > 0 && code[last - 1] != '\n') last--;
+    if (last > 0 && last < end) {
+        lua_pushlstring(L, code, last);
+        lua_pushliteral(L, ";" KEEP_LOCALS "() return " VALUES "("); /* on the last line's line */
+        lua_pushlstring(L, code + last, end - last);
+        lua_pushliteral(L, "\n)");
+        lua_concat(L, 4);
+        size_t n;
+        const char *split = lua_tolstring(L, -1, &n);
+        if (luaL_loadbuffer(L, split, n, name) == LUA_OK) {
+            lua_remove(L, -2); /* the split cell's text */
+            return LUA_OK;
+        }
+        lua_pop(L, 2);
+    }
+    status = luaL_loadbuffer(L, code, len, name);
+    if (status != LUA_OK) return status;
+    lua_pushlstring(L, code, len);
+    lua_pushliteral(L, "\n;" KEEP_LOCALS "()");
+    lua_concat(L, 2);
+    size_t klen;
+    const char *kept = lua_tolstring(L, -1, &klen);
+    if (luaL_loadbuffer(L, kept, klen, name) == LUA_OK) {
+        lua_remove(L, -2); /* the text */
+        lua_remove(L, -2); /* the cell without its locals kept */
+    } else {
+        lua_pop(L, 2);
+    }
+    return status;
+}
+
+bool mh_incomplete(lua_State *L, int status) { return incomplete(L, status); }
+
 static int g_formatter_ref = LUA_NOREF;
 
 /* Locals that persist between lines: every chunk runs with _ENV = a table E whose __index and
@@ -281,7 +334,9 @@ static int keep_locals(lua_State *L) {
     return 0;
 }
 
-static void make_env(lua_State *L) {
+static int values(lua_State *L) { return lua_gettop(L); }
+
+void mh_make_env(lua_State *L) {
     lua_newtable(L);
     lua_createtable(L, 0, 2);
     lua_pushglobaltable(L);
@@ -292,11 +347,13 @@ static void make_env(lua_State *L) {
     lua_pushvalue(L, -1);
     lua_pushcclosure(L, keep_locals, 1);
     lua_setfield(L, -2, KEEP_LOCALS);
+    lua_pushcfunction(L, values);
+    lua_setfield(L, -2, VALUES);
     lua_setfield(L, LUA_REGISTRYINDEX, REPL_ENV);
 }
 
 /* Runs the compiled chunk on top with _ENV = E. */
-static void use_env(lua_State *L) {
+void mh_use_env(lua_State *L) {
     lua_getfield(L, LUA_REGISTRYINDEX, REPL_ENV);
     if (!lua_setupvalue(L, -2, 1)) lua_pop(L, 1);
 }
@@ -349,7 +406,7 @@ void mh_repl(lua_State *L) {
     lua_getfield(L, -1, "format");
     lua_remove(L, -2);
     g_formatter_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    make_env(L);
+    mh_make_env(L);
     lua_getglobal(L, "help"); /* help(x) as in Python's REPL, unless a script defined one */
     if (lua_isnil(L, -1)) {
         lua_getglobal(L, "mech");
@@ -364,7 +421,7 @@ void mh_repl(lua_State *L) {
         if (rs == READ_EOF) break;
         if (rs == READ_INTR) continue;
         if (status == LUA_OK) {
-            use_env(L);
+            mh_use_env(L);
             status = mh_docall(L, 0, LUA_MULTRET);
         }
         if (status == LUA_OK)

@@ -45,9 +45,8 @@ if(registry_ok AND variants_ok AND nope_ok)
   set_tests_properties(c.test_add_mixer PROPERTIES TIMEOUT 300
                        ENVIRONMENT "CK_DEFAULT_TIMEOUT=120;MECHLAB_TEST_MIXER=dummy")
   # mechlab with the dummy: mech.architectures lists it, and the Lua mixer tests run over it
-  add_executable(mechlab_add_mixer src/host/main.c src/host/run.c src/host/repl.c src/host/complete.c
-                 ${ADD_MIXER_DIR}/mixers.c ${ADD_MIXER_FILE})
-  target_link_libraries(mechlab_add_mixer PRIVATE mechlua mechhost PkgConfig::READLINE)
+  add_executable(mechlab_add_mixer ${MECHLAB_HOST_SOURCES} ${ADD_MIXER_DIR}/mixers.c ${ADD_MIXER_FILE})
+  target_link_libraries(mechlab_add_mixer PRIVATE ${MECHLAB_HOST_LIBS})
   add_test(NAME lua.test_add_mixer COMMAND mechlab_add_mixer ${ADD_MIXER_DIR}/test_mixers.lua
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME lua.test_add_mixer_no_row COMMAND mechlab_add_mixer tests/lua/test_mixers.lua

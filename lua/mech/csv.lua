@@ -30,10 +30,12 @@ end
 function csv.parse(text, name)
   name = name or "csv"
   local records, pos, n, line = {}, 1, #text, 1
+  local quote = 0 -- the next '"' at or after pos (n + 1: none), found once per quote, not per line
   while pos <= n do
     local eol = text:find("\n", pos, true) or (n + 1)
     local rec = { line = line }
-    if not text:find('"', pos, true) or text:find('"', pos, true) > eol then
+    if quote < pos then quote = text:find('"', pos, true) or (n + 1) end
+    if quote > eol then
       -- the common case: a line without quotes
       local s = text:sub(pos, eol - 1)
       if s:sub(-1) == "\r" then s = s:sub(1, -2) end

@@ -31,7 +31,8 @@ ml_status ml_realpath(const char *path, char *buf);
  * O_WRONLY, with O_APPEND where wanted. Returns the descriptor, or -1 and an error naming fn. */
 int ml_open_write_in_place(const char *path, int mode, const char *fn);
 
-/* An exclusive flock on path (created if missing, never through a symlink: ml_open_write_in_place), released by the kernel when the holder dies;
+/* An exclusive flock on path (created if missing, never through a symlink: ml_open_write_in_place),
+ * released by the kernel when the holder dies;
  * the file then says "host pid". Returns the descriptor (close it to release), or -1 when another
  * process holds it (holder gets its "host pid", trimmed), or -2 and an error. */
 int ml_lock_try(const char *path, char *holder, size_t cap);

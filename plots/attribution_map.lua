@@ -68,10 +68,20 @@ local function den_of(l, comp, pos)
   local o, c = restored["original." .. rest], restored["corrupted." .. rest]
   return o and c and o - c or 0 / 0
 end
+-- the layers present, in order; an index past the layers the data holds (a file from elsewhere
+-- saying layer 300000000) is an error, not a loop over that many rows
 local ylabels, data, dens = {}, {}, {}
-local nl = 0
-for l in pairs(layers) do nl = math.max(nl, l + 1) end
-for l = 0, nl - 1 do
+local layer_list = {}
+for l in pairs(layers) do layer_list[#layer_list + 1] = l end
+table.sort(layer_list)
+local max_layers = 1024
+for _, l in ipairs(layer_list) do
+  if l >= max_layers or l >= #layer_list * 64 then
+    error(string.format("attribution_map.lua: %s holds layer %d, beyond the %d layers its data covers (at most %d)",
+      path, l, #layer_list, max_layers))
+  end
+end
+for _, l in ipairs(layer_list) do
   for _, comp in ipairs(comp_order) do
     if comps[comp] then
       local row, drow = {}, {}

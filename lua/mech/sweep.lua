@@ -72,7 +72,9 @@ function sweep.run(file_or_table, opts)
   if opts.jobs ~= nil and (math.type(opts.jobs) ~= "integer" or opts.jobs < 1) then
     fail("run", "jobs expected a positive integer, got " .. tostring(opts.jobs))
   end
-  store.prepare(s, dir, file, opts.force)
+  local record = store.prepare(s, dir, file, opts.force)
+  -- the workers take their runs from the same definition (its file, or its hash for a table)
+  local def = { file = file, profile = d.profile, hash = record.definition_hash }
   local st = store.status(dir)
   local todo = {}
   for _, r in ipairs(st.runs) do
@@ -80,17 +82,17 @@ function sweep.run(file_or_table, opts)
       todo[#todo + 1] = r
     end
   end
-  if executor == "print" then return workers.print_commands(dir, todo) end
+  if executor == "print" then return workers.print_commands(dir, todo, def) end
   if executor == "slurm" then
     local ok, slurm = pcall(require, "mech.sweep.slurm")
     if not ok then fail("run", "the slurm executor is not available: " .. tostring(slurm)) end
     local ids = {}
     for _, r in ipairs(todo) do ids[#ids + 1] = r.id end
-    return slurm.submit(d.name, dir, ids, opts)
+    return slurm.submit(d.name, dir, ids, opts, def)
   end
   print(string.format("sweep %s (profile %s): %d runs, %d to train, in %s", d.name, d.profile or "default", #runs,
     #todo, dir))
-  local res = workers.run(dir, todo, opts)
+  local res = workers.run(dir, todo, opts, def)
   if opts.aggregate ~= false and not res.signal then aggregate.write(dir) end
   res.dir = dir
   return res

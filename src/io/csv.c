@@ -2,6 +2,7 @@
 #include "io/csv.h"
 
 #include "io/json.h"
+#include "io/os.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,7 +46,7 @@ ml_atomic_file *ml_atomic_open(const char *path) {
     /* O_EXCL with a fresh name per attempt: never clobbers another writer's temp file. */
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
         snprintf(tmp, n + 64, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&tmp_counter, 1u));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) {
@@ -187,9 +188,18 @@ ml_metrics *ml_metrics_open(const char *path) {
         ml_fail(ML_ERR_ARG, "metrics: empty file name");
         return NULL;
     }
-    FILE *fp = fopen(path, "a+b");
+    /* A new file is created whole (the header) by the atomic rename; then appended to in place,
+     * never through a symlink nor into a FIFO or device (ml_open_write_in_place). */
+    struct stat st;
+    if (lstat(path, &st) != 0 && errno == ENOENT &&
+        ml_write_file_atomic(path, metrics_header, sizeof metrics_header - 1) != ML_OK)
+        return NULL;
+    int fd = ml_open_write_in_place(path, O_RDWR | O_APPEND, "metrics");
+    if (fd < 0) return NULL;
+    FILE *fp = fdopen(fd, "a+b");
     if (!fp) {
         ml_fail(ML_ERR_IO, "metrics: %s: %s", path, strerror(errno));
+        close(fd);
         return NULL;
     }
     /* "a+" reads from anywhere and always writes at the end. */

@@ -3,6 +3,7 @@
 #include "io/os.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -43,26 +44,74 @@ bool ml_is_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-char *ml_read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+/* Opens path for reading without blocking on a FIFO or device (O_NONBLOCK), then keeps it only
+ * when fstat says it is a regular file of at most max bytes. Returns the descriptor, -1 when it
+ * cannot be opened (errno set, no error recorded), -2 with an error when it is not a regular
+ * file or too large. */
+static int open_regular(const char *path, size_t max, int extra_flags, const char *fn, struct stat *st) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | extra_flags);
+    if (fd < 0) return -1;
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+        close(fd);
+        ml_fail(ML_ERR_IO, "%s: cannot read '%s': not a regular file", fn, path);
+        return -2;
+    }
+    if ((unsigned long long)st->st_size > (unsigned long long)max) {
+        close(fd);
+        ml_fail(ML_ERR_IO, "%s: cannot read '%s': it has %lld bytes, more than the bound of %zu", fn, path,
+                (long long)st->st_size, max);
+        return -2;
+    }
+    return fd;
+}
+
+char *ml_read_file_bounded(const char *path, size_t max, size_t *n, bool *unopened) {
+    struct stat st;
+    if (unopened) *unopened = false;
+    int fd = open_regular(path, max, 0, "sys.read_file", &st);
+    if (fd == -1) {
+        if (unopened) *unopened = true;
         ml_fail(ML_ERR_IO, "sys.read_file: cannot open '%s': %s", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, len = 0, got;
-    char *s = malloc(cap);
-    /* grow by doubling: pipes and /proc files have no size to ask for */
-    while (s && (got = fread(s + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        char *t = len + 1 == cap ? realloc(s, cap *= 2) : s;
-        if (!t) free(s);
-        s = t;
+    if (fd < 0) return NULL;
+    /* the size fstat gave, plus one byte to notice a file that grew past the bound meanwhile */
+    size_t cap = (size_t)st.st_size + 1, len = 0;
+    char *s = malloc(cap + 1);
+    if (!s) {
+        close(fd);
+        ml_fail(ML_ERR_MEM, "sys.read_file: cannot read '%s': out of memory", path);
+        return NULL;
     }
-    int failed = ferror(f), err = errno;
-    fclose(f);
-    if (!s || failed) {
+    for (;;) {
+        if (len == cap) {
+            if (cap > max) break;
+            size_t grown = cap * 2 > max + 1 ? max + 1 : cap * 2;
+            char *t = realloc(s, grown + 1);
+            if (!t) {
+                free(s);
+                close(fd);
+                ml_fail(ML_ERR_MEM, "sys.read_file: cannot read '%s': out of memory", path);
+                return NULL;
+            }
+            s = t, cap = grown;
+        }
+        ssize_t got = read(fd, s + len, cap - len);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int err = errno;
+            free(s);
+            close(fd);
+            ml_fail(ML_ERR_IO, "sys.read_file: cannot read '%s': %s", path, strerror(err));
+            return NULL;
+        }
+        if (got == 0) break;
+        len += (size_t)got;
+    }
+    close(fd);
+    if (len > max) {
         free(s);
-        ml_fail(s ? ML_ERR_IO : ML_ERR_MEM, "sys.read_file: cannot read '%s': %s", path, strerror(s ? err : ENOMEM));
+        ml_fail(ML_ERR_IO, "sys.read_file: cannot read '%s': it grew past the bound of %zu bytes", path, max);
         return NULL;
     }
     s[len] = 0;
@@ -70,9 +119,46 @@ char *ml_read_file(const char *path, size_t *n) {
     return s;
 }
 
+char *ml_read_file(const char *path, size_t *n) { return ml_read_file_bounded(path, ML_READ_MAX, n, NULL); }
+
+bool ml_regular_size(const char *path, long long *size) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    *size = (long long)st.st_size;
+    return true;
+}
+
+ml_status ml_realpath(const char *path, char *buf) {
+    if (!realpath(path, buf)) return ml_fail(ML_ERR_IO, "sys.realpath: '%s': %s", path, strerror(errno));
+    return ML_OK;
+}
+
+/* Opens (creating it if missing) a file to write in place: never through a symlink (O_NOFOLLOW),
+ * created only as a new file (O_EXCL) so that a link put there meanwhile is refused, never
+ * blocking on a FIFO, and kept only when it is a regular file. mode: O_RDWR or O_WRONLY, with
+ * O_APPEND where wanted. */
+int ml_open_write_in_place(const char *path, int mode, const char *fn) {
+    int fd = open(path, mode | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST) fd = open(path, mode | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        return ml_fail(ML_ERR_IO, "%s: cannot open '%s': %s", fn, path,
+                       err == ELOOP ? "it is a symbolic link" : strerror(err)),
+               -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return ml_fail(ML_ERR_IO, "%s: '%s' is not a regular file", fn, path), -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 int ml_lock_try(const char *path, char *holder, size_t cap) {
-    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (f < 0) return ml_fail(ML_ERR_IO, "sys.lock: cannot open '%s': %s", path, strerror(errno)), -2;
+    int f = ml_open_write_in_place(path, O_RDWR, "sys.lock");
+    if (f < 0) return -2;
     if (flock(f, LOCK_EX | LOCK_NB) != 0) {
         ssize_t n = pread(f, holder, cap - 1, 0);
         close(f);
@@ -89,6 +175,21 @@ int ml_lock_try(const char *path, char *holder, size_t cap) {
         return -2;
     }
     return f;
+}
+
+int ml_lock_probe(const char *path) {
+    struct stat st;
+    int f = open_regular(path, ML_READ_MAX, O_NOFOLLOW, "sys.lock_held", &st);
+    if (f == -1 && (errno == ENOENT || errno == ENOTDIR)) return 0;
+    if (f == -1)
+        return ml_fail(ML_ERR_IO, "sys.lock_held: cannot open '%s': %s", path,
+                       errno == ELOOP ? "it is a symbolic link" : strerror(errno)),
+               -2;
+    if (f < 0) return -2;
+    /* a shared lock is refused while a holder has its exclusive one; the file is not written */
+    int held = flock(f, LOCK_SH | LOCK_NB) != 0;
+    close(f);
+    return held;
 }
 
 static volatile sig_atomic_t g_caught;
@@ -134,16 +235,19 @@ int ml_signal_find(const char *name) {
 }
 
 ml_status ml_spawn(char *const argv[], const char *log, long *pid) {
+    int logfd = -1;
+    if (log && (logfd = ml_open_write_in_place(log, O_WRONLY | O_APPEND, "sys.spawn")) < 0) return ML_ERR_IO;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     if (log) {
-        posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0666);
-        posix_spawn_file_actions_adddup2(&fa, 1, 2);
+        posix_spawn_file_actions_adddup2(&fa, logfd, 1);
+        posix_spawn_file_actions_adddup2(&fa, logfd, 2);
     }
     extern char **environ;
     pid_t p;
     int err = posix_spawn(&p, argv[0], &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
+    if (logfd >= 0) close(logfd);
     if (err) return ml_fail(ML_ERR_IO, "sys.spawn: cannot run '%s': %s", argv[0], strerror(err));
     *pid = p;
     return ML_OK;

@@ -16,13 +16,29 @@ ml_status ml_mkdir_p(const char *path);
 bool ml_path_exists(const char *path);
 bool ml_is_file(const char *path);
 /* The whole file, NUL-terminated (*n without the NUL), malloc'd; NULL and an error when it cannot
- * be opened or read. */
+ * be opened or read, is not a regular file (a FIFO or device is never read: it is opened with
+ * O_NONBLOCK and checked with fstat) or holds more than max bytes (*unopened, which may be NULL:
+ * whether it could not be opened at all, a missing file say). ml_read_file bounds it by ML_READ_MAX. */
+#define ML_READ_MAX ((size_t)1 << 31)
+char *ml_read_file_bounded(const char *path, size_t max, size_t *n, bool *unopened);
 char *ml_read_file(const char *path, size_t *n);
+/* Whether path (followed) is a regular file, and its size; opens nothing. */
+bool ml_regular_size(const char *path, long long *size);
+/* realpath(3) into buf (PATH_MAX bytes). */
+ml_status ml_realpath(const char *path, char *buf);
+/* A file to write in place (a lock, an appended log): opened with O_NOFOLLOW, created with
+ * O_EXCL when missing, never blocking, kept only if it is a regular file. mode: O_RDWR or
+ * O_WRONLY, with O_APPEND where wanted. Returns the descriptor, or -1 and an error naming fn. */
+int ml_open_write_in_place(const char *path, int mode, const char *fn);
 
-/* An exclusive flock on path (created if missing), released by the kernel when the holder dies;
+/* An exclusive flock on path (created if missing, never through a symlink: ml_open_write_in_place),
+ * released by the kernel when the holder dies;
  * the file then says "host pid". Returns the descriptor (close it to release), or -1 when another
  * process holds it (holder gets its "host pid", trimmed), or -2 and an error. */
 int ml_lock_try(const char *path, char *holder, size_t cap);
+/* Whether another process holds path's lock, without creating or writing it: 1 held, 0 free or
+ * missing, -2 and an error when it is a symlink or not a regular file. */
+int ml_lock_probe(const char *path);
 
 /* Between catch and release (nested calls count; the outermost owns the handlers), SIGINT and
  * SIGTERM only set a flag: ml_signal_caught() returns that signal, else 0. */
@@ -34,7 +50,7 @@ const char *ml_signal_name(int sig);
 int ml_signal_find(const char *name);
 
 /* Runs argv[0] (a path; argv ends with NULL) with stdout and stderr appended to log (inherited when
- * NULL); *pid gets the child's id. */
+ * NULL; opened by ml_open_write_in_place); *pid gets the child's id. */
 ml_status ml_spawn(char *const argv[], const char *log, long *pid);
 /* Reaps a child (any when want is -1): returns its pid with *code its exit status (or -1) and *sig
  * the signal that ended it (or 0); 0 when none has ended and !block, -1 when there is no child or a

@@ -2,8 +2,12 @@
  * monotonic clock, directories, atomic file writes, the metrics CSV) and those of run records
  * and sweeps (run-directory locks, signals caught as a flag, child processes). The services
  * themselves are io/os.h's and io/csv.h's; this file checks arguments and converts results. */
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "io/csv.h"
@@ -36,18 +40,118 @@ static int s_exists(lua_State *L) {
     return 1;
 }
 
-/* text = mech.sys.read_file(path): the whole file, or nil and a message (as io.open) */
+/* text = mech.sys.read_file(path [, max_bytes]): the whole file, or nil and a message (as
+ * io.open) when it cannot be opened, is not a regular file (a FIFO or a device is never read) or
+ * holds more than max_bytes (default 2 GiB); a third result, true, says the file is there but was
+ * refused. */
 static int s_read_file(lua_State *L) {
     size_t n;
-    char *text = ml_read_file(luaL_checkstring(L, 1), &n);
+    const char *path = luaL_checkstring(L, 1);
+    lua_Integer max = luaL_optinteger(L, 2, (lua_Integer)ML_READ_MAX);
+    if (max < 0 || (unsigned long long)max > ML_READ_MAX)
+        return luaL_error(L, "mech.sys.read_file: argument 2 expected a byte count in [0, 2^31], got %d", (int)max);
+    bool unopened = false;
+    char *text = ml_read_file_bounded(path, (size_t)max, &n, &unopened);
     if (!text) {
         luaL_pushfail(L);
         lua_pushfstring(L, "mech.%s", ml_last_error());
-        return 2;
+        lua_pushboolean(L, !unopened);
+        return 3;
     }
     lua_pushlstring(L, text, n);
     free(text);
     return 1;
+}
+
+/* size = mech.sys.file_size(path): the size of a regular file (symlinks followed), else nil; it
+ * opens nothing, so a FIFO cannot block it. */
+static int s_file_size(lua_State *L) {
+    long long size;
+    if (!ml_regular_size(luaL_checkstring(L, 1), &size)) return luaL_pushfail(L), 1;
+    lua_pushinteger(L, (lua_Integer)size);
+    return 1;
+}
+
+/* path = mech.sys.realpath(path): the absolute path without symlinks, or nil and a message. */
+static int s_realpath(lua_State *L) {
+    char buf[PATH_MAX];
+    if (ml_realpath(luaL_checkstring(L, 1), buf)) {
+        luaL_pushfail(L);
+        lua_pushfstring(L, "mech.%s", ml_last_error());
+        return 2;
+    }
+    lua_pushstring(L, buf);
+    return 1;
+}
+
+/* held = mech.sys.lock_held(path): whether another process holds the lock; creates and writes
+ * nothing (io/os.h: ml_lock_probe). A symlink or a non-regular file there is an error. */
+static int s_lock_held(lua_State *L) {
+    int held = ml_lock_probe(luaL_checkstring(L, 1));
+    if (held < 0) return sys_raise(L);
+    lua_pushboolean(L, held);
+    return 1;
+}
+
+/* mech.sys.redirect_output(path): this process's stdout and stderr appended to path (opened with
+ * O_NOFOLLOW, created with O_EXCL, a regular file only). */
+static int s_redirect_output(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    int fd = ml_open_write_in_place(path, O_WRONLY | O_APPEND, "sys.redirect_output");
+    if (fd < 0) return sys_raise(L);
+    fflush(stdout);
+    fflush(stderr);
+    int bad = dup2(fd, 1) < 0 || dup2(fd, 2) < 0;
+    close(fd);
+    if (bad) return luaL_error(L, "mech.sys.redirect_output: cannot redirect to '%s'", path);
+    return 0;
+}
+
+/* f = mech.sys.atomic(path): a file written in pieces (f:write(s, ...)) and published whole by
+ * f:commit() (io/csv.h: ml_atomic_open); dropped (f:abort(), a to-be-closed variable's end, the
+ * collector) it leaves no temporary file and the target untouched. */
+#define MLL_ATOMIC_MT "mech.AtomicFile"
+
+static ml_atomic_file **check_atomic(lua_State *L) {
+    ml_atomic_file **box = luaL_checkudata(L, 1, MLL_ATOMIC_MT);
+    if (!*box) luaL_error(L, "mech.sys.atomic: the file was already committed or aborted");
+    return box;
+}
+
+static int s_atomic(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    ml_atomic_file **box = lua_newuserdatauv(L, sizeof *box, 0);
+    *box = NULL;
+    luaL_setmetatable(L, MLL_ATOMIC_MT);
+    *box = ml_atomic_open(path);
+    if (!*box) return mlL_raise(L);
+    return 1;
+}
+
+static int atomic_write(lua_State *L) {
+    ml_atomic_file **box = check_atomic(L);
+    int top = lua_gettop(L);
+    for (int i = 2; i <= top; i++) {
+        size_t n;
+        const char *s = luaL_checklstring(L, i, &n);
+        if (ml_atomic_write(*box, s, n)) return mlL_raise(L);
+    }
+    return 0;
+}
+
+static int atomic_commit(lua_State *L) {
+    ml_atomic_file **box = check_atomic(L);
+    ml_atomic_file *f = *box;
+    *box = NULL; /* commit frees it, whatever happens */
+    if (ml_atomic_commit(f)) return mlL_raise(L);
+    return 0;
+}
+
+static int atomic_abort(lua_State *L) {
+    ml_atomic_file **box = luaL_checkudata(L, 1, MLL_ATOMIC_MT);
+    ml_atomic_abort(*box);
+    *box = NULL;
+    return 0;
 }
 
 static int s_write_atomic(lua_State *L) {
@@ -241,6 +345,8 @@ static void new_class(lua_State *L, const char *mt, const luaL_Reg *methods, lua
 int mlL_open_sys(lua_State *L) {
     static const luaL_Reg mm[] = {{"append", metrics_append}, {"close", metrics_close}, {NULL, NULL}};
     static const luaL_Reg lm[] = {{"release", lock_release}, {"held", lock_held}, {NULL, NULL}};
+    static const luaL_Reg am[] = {{"write", atomic_write}, {"commit", atomic_commit}, {"abort", atomic_abort}, {NULL, NULL}};
+    new_class(L, MLL_ATOMIC_MT, am, atomic_abort);
     new_class(L, MLL_METRICS_MT, mm, metrics_close);
     new_class(L, MLL_LOCK_MT, lm, lock_release);
     static const luaL_Reg funcs[] = {
@@ -251,7 +357,9 @@ int mlL_open_sys(lua_State *L) {
         {"interrupted", s_interrupted}, {"spawn", s_spawn}, {"wait", s_wait},
         {"kill", s_kill},       {"getpid", s_getpid},     {"hostname", s_hostname},
         {"cores", s_cores},     {"executable", s_executable}, {"sleep", s_sleep},
-        {"utc", s_utc},         {NULL, NULL}};
+        {"utc", s_utc},         {"file_size", s_file_size}, {"realpath", s_realpath},
+        {"lock_held", s_lock_held}, {"redirect_output", s_redirect_output}, {"atomic", s_atomic},
+        {NULL, NULL}};
     luaL_newlib(L, funcs);
     lua_setfield(L, -2, "sys");
     return 0;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,6 +98,56 @@ START_TEST(test_lock) {
 }
 END_TEST
 
+/* Files from others: a FIFO or device is never read (no hang), a file past the bound is refused,
+ * a lock or appended file is never opened through a symlink, and probing a lock writes nothing. */
+START_TEST(test_hostile_files) {
+    make_tmpdir();
+    char fifo[128], big[128], link[128], victim[128], lock[128];
+    size_t n;
+    bool unopened = true;
+    snprintf(fifo, sizeof fifo, "%s/fifo", tdir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_ptr_null(ml_read_file_bounded(fifo, 100, &n, &unopened));
+    ck_assert(!unopened);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "not a regular file"));
+    ck_assert_ptr_null(ml_read_file("/dev/zero", &n));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "not a regular file"));
+    snprintf(big, sizeof big, "%s/big", tdir);
+    ck_assert_int_eq(ml_write_file_atomic(big, "0123456789", 10), ML_OK);
+    ck_assert_ptr_null(ml_read_file_bounded(big, 9, &n, NULL));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "more than the bound of 9"));
+    char *whole = ml_read_file_bounded(big, 10, &n, NULL);
+    ck_assert(whole && n == 10);
+    free(whole);
+    snprintf(victim, sizeof victim, "%s/victim", tdir);
+    ck_assert_int_eq(ml_write_file_atomic(victim, "precious", 8), ML_OK);
+    snprintf(link, sizeof link, "%s/lock", tdir);
+    ck_assert_int_eq(symlink(victim, link), 0);
+    char holder[64];
+    ck_assert_int_eq(ml_lock_try(link, holder, sizeof holder), -2);
+    ck_assert_int_eq(ml_lock_probe(link), -2);
+    ck_assert_int_lt(ml_open_write_in_place(link, O_WRONLY | O_APPEND, "log"), 0);
+    ck_assert_int_lt(ml_open_write_in_place(fifo, O_WRONLY | O_APPEND, "log"), 0); /* no reader: no hang */
+    char *v = ml_read_file(victim, &n);
+    ck_assert(v && n == 8 && memcmp(v, "precious", 8) == 0);
+    free(v);
+    /* a probe neither creates a missing lock nor takes a held one */
+    snprintf(lock, sizeof lock, "%s/run.lock", tdir);
+    ck_assert_int_eq(ml_lock_probe(lock), 0);
+    ck_assert(!ml_path_exists(lock));
+    int fd = ml_lock_try(lock, holder, sizeof holder);
+    ck_assert_int_ge(fd, 0);
+    pid_t child = fork();
+    if (child == 0) _exit(ml_lock_probe(lock) == 1 ? 0 : 1); /* another process sees it held */
+    int status;
+    waitpid(child, &status, 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(fd);
+    ck_assert_int_eq(ml_lock_probe(lock), 0);
+    remove_tmpdir();
+}
+END_TEST
+
 START_TEST(test_signals_and_children) {
     ck_assert_str_eq(ml_signal_name(SIGTERM), "SIGTERM");
     ck_assert_int_eq(ml_signal_find("SIGKILL"), SIGKILL);
@@ -146,6 +197,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_mkdir_read);
     tcase_add_test(tc, test_read_large);
     tcase_add_test(tc, test_lock);
+    tcase_add_test(tc, test_hostile_files);
     tcase_add_test(tc, test_signals_and_children);
     tcase_add_test(tc, test_clocks);
     suite_add_tcase(s, tc);

@@ -265,7 +265,8 @@ T.test("a sweep names the mixer by its module: ids stable from sweep.load to swe
   for _, r in ipairs(rec.runs) do ids[#ids + 1] = r.id end
   T.eq(ids, { a.runs[1].id, a.runs[2].id })
   T.eq(sweep.load(def).runs[2].id, a.runs[2].id)
-  local ok, out = run(string.format("%q sweep exec %q %q", exe, dir, a.runs[1].id))
+  local ok, out = run(string.format("%q sweep exec %q %q --hash %s", exe, dir, a.runs[1].id,
+    require("mech.sweep.store").definition_hash(a))) -- the definition vouches for the module it names
   T.truthy(ok, out)
   local man = require("mech.json").decode(mech.sys.read_file(dir .. "/runs/" .. a.runs[1].id .. "/manifest.json"))
   T.eq(man.status, "done")

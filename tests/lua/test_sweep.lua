@@ -372,11 +372,12 @@ T.test("aggregate uses the rows each worker cached, and only while they match th
   T.truthy(mech.sys.exists(rdir .. "/rows.cache"), "the worker wrote no rows.cache")
   sweep.aggregate(dir)
   local with_cache = read(dir .. "/results.csv") .. read(dir .. "/curves.csv")
+  local cache = read(rdir .. "/rows.cache")
   for _, r in ipairs(s.runs) do os.remove(dir .. "/runs/" .. r.id .. "/rows.cache") end
   sweep.aggregate(dir)
   T.eq(read(dir .. "/results.csv") .. read(dir .. "/curves.csv"), with_cache)
+  T.truthy(not mech.sys.exists(rdir .. "/rows.cache"), "aggregate wrote in a run directory")
   -- a cache whose rows are wrong is used while metrics.csv keeps its size ...
-  local cache = read(rdir .. "/rows.cache")
   mech.sys.write_atomic(rdir .. "/rows.cache", (cache:gsub(",test,accuracy,", ",test,accuracX,")))
   sweep.aggregate(dir)
   T.truthy(read(dir .. "/results.csv"):find("accuracX", 1, true), "the cache was not used")

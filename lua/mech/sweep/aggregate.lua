@@ -4,9 +4,10 @@ local json = require "mech.json"
 local util = require "mech.util"
 local definition = require "mech.sweep.definition"
 local store = require "mech.sweep.store"
+local csv = require "mech.csv"
 
 local aggregate = {}
-local read_file = mech.sys.read_file
+local read_file = store.read_data
 
 local fixed_columns = { "task", "arch", "n_layers", "d_model", "d_conv", "pos_emb", "lr", "seed", "steps" }
 
@@ -19,9 +20,7 @@ local function csv_field(v)
     return (json.encode(v))
   end
   if type(v) == "table" then v = definition.task_text(v) end
-  v = tostring(v)
-  if v:find('[,"\n]') then return '"' .. v:gsub('"', '""') .. '"' end
-  return v
+  return csv.quote(v)
 end
 
 -- A run's values of the fixed columns and its other axes.
@@ -37,23 +36,32 @@ local function run_columns(s, r, m)
   return v
 end
 
--- metrics.csv as text; values stay text (written once, in the shortest exact form).
-local function read_metrics(path) return read_file(path) or "" end
+-- metrics.csv as text (a regular file within the bound); values stay text (written once, in
+-- the shortest exact form).
+aggregate.max_metrics = 1 << 30
+local function read_metrics(path) return read_file(path, aggregate.max_metrics) or "" end
 
--- A file written in pieces and renamed into place when whole: aggregate's outputs reach
--- hundreds of MB at the paper's scale, too much to build as one string first.
+-- A file written in pieces and renamed into place when whole (mech.sys.atomic: a fresh
+-- temporary file, O_EXCL and O_NOFOLLOW, removed if anything fails): aggregate's outputs reach
+-- hundreds of MB at the paper's scale, too much to build as one string first. Writes are
+-- gathered in 1 MB pieces.
 local function stream(path)
-  local tmp = path .. ".tmp." .. mech.sys.getpid()
-  local f = assert(io.open(tmp, "wb"))
-  f:setvbuf("full", 1 << 20)
+  local f = mech.sys.atomic(path)
+  local buf, size = {}, 0
+  local function flush()
+    f:write(table.concat(buf))
+    buf, size = {}, 0
+  end
   return {
-    f = f,
-    close = function()
-      local ok, err = f:close()
-      if not ok then os.remove(tmp); error("sweep.aggregate: cannot write '" .. path .. "': " .. tostring(err), 0) end
-      local okr, errr = os.rename(tmp, path)
-      if not okr then os.remove(tmp); error("sweep.aggregate: " .. tostring(errr), 0) end
+    write = function(_, ...)
+      for i = 1, select("#", ...) do
+        local t = select(i, ...)
+        buf[#buf + 1], size = t, size + #t
+      end
+      if size >= 1 << 20 then flush() end
     end,
+    commit = function() flush(); f:commit() end,
+    abort = function() f:abort() end,
   }
 end
 
@@ -65,15 +73,20 @@ local curve_metric = { accuracy = true, loss = true, prob = true }
 -- (highest accuracy) steps, each with its summary and interchange metrics.
 local function extract_rows(text, report_step)
   local curves, by_split = {}, {} -- by_split: split -> step -> metric -> value (text)
-  for line, step, split, metric, value in text:gmatch("((%d+),([^,\n]*),([^,\n]*),([^\n]*)\n)") do
-    if curve_metric[metric] and (split ~= "train" or metric == "loss") then curves[#curves + 1] = line end
-    if split ~= "train" then
-      step = tonumber(step)
+  for _, rec in ipairs(csv.parse(text, "metrics.csv")) do
+    -- a row: an integer step (anchored: "-5" is -5, the header is no row) and three more fields
+    local step, split, metric, value = csv.integer(rec[1]), rec[2], rec[3], rec[4]
+    if not (step and value and #rec == 4) then
+      -- the header, or a row cut off by a crash: not a value
+    elseif split ~= "train" then
+      if curve_metric[metric] then curves[#curves + 1] = step .. "," .. csv.line { split, metric, value } end
       local st = by_split[split]
       if not st then st = {}; by_split[split] = st end
       local vals = st[step]
       if not vals then vals = {}; st[step] = vals end
       vals[metric] = value
+    elseif metric == "loss" then
+      curves[#curves + 1] = step .. "," .. csv.line { split, metric, value }
     end
   end
   local out, report_acc = {}, nil
@@ -87,7 +100,7 @@ local function extract_rows(text, report_step)
     for step in pairs(steps) do list[#list + 1] = step end
     table.sort(list)
     for _, step in ipairs(list) do
-      local acc = tonumber(steps[step].accuracy)
+      local acc = csv.number(steps[step].accuracy)
       if acc then
         final = step
         if acc > best_acc then best, best_acc = step, acc end
@@ -100,9 +113,9 @@ local function extract_rows(text, report_step)
     for _, k in ipairs(kinds) do
       local kind, step = k[1], k[2]
       local vals = steps[step]
-      if kind == "report" and split == "test" then report_acc = tonumber(vals.accuracy) end
+      if kind == "report" and split == "test" then report_acc = csv.number(vals.accuracy) end
       local head, tail = csv_field(split) .. ",", "," .. kind .. "," .. step .. ","
-      local function row(name, value) out[#out + 1] = head .. name .. tail .. value .. "\n" end
+      local function row(name, value) out[#out + 1] = head .. csv.quote(name) .. tail .. csv.quote(value) .. "\n" end
       for _, name in ipairs { "accuracy", "loss", "prob" } do
         if vals[name] then row(name, vals[name]) end
       end
@@ -115,7 +128,7 @@ local function extract_rows(text, report_step)
       table.sort(labels)
       for _, label in ipairs(labels) do
         local rest = label:match("^%d+%.(.*)$")
-        local o, c = tonumber(vals["original." .. rest .. ".restored_prob"]), tonumber(vals["corrupted." .. rest .. ".restored_prob"])
+        local o, c = csv.number(vals["original." .. rest .. ".restored_prob"]), csv.number(vals["corrupted." .. rest .. ".restored_prob"])
         if vals[label .. ".attrib"] then row(label .. ".attrib", vals[label .. ".attrib"]) end
         if o and c then row(label .. ".attrib_den", csv_field(o - c)) end
         row(label .. ".prob_diff", vals[label .. ".prob_diff"])
@@ -123,19 +136,13 @@ local function extract_rows(text, report_step)
       end
     end
   end
-  return table.concat(curves), table.concat(out), #out, report_acc
+  return curves, out, #out, report_acc
 end
 
--- text (whole lines) with prefix before every line.
-local function prefix_lines(prefix, text)
-  local out, pos = {}, 1
-  while pos <= #text do
-    local nl = text:find("\n", pos, true)
-    out[#out + 1] = text:sub(pos, nl)
-    pos = nl + 1
-  end
-  if #out == 0 then return "" end
-  return prefix .. table.concat(out, prefix)
+-- The rows (each a whole CSV line, which may hold a quoted line break) with prefix before each.
+local function prefix_lines(prefix, rows)
+  if #rows == 0 then return "" end
+  return prefix .. table.concat(rows, prefix)
 end
 
 -- runs/<id>/rows.cache holds a finished run's rows of curves.csv and results.csv as aggregate
@@ -148,13 +155,7 @@ end
 local cache_magic = "mechlab-rows 2"
 local cache_head = "^mechlab%-rows 2 (%d+) (%-?%d+) (%S+) (%d+) (%d+)\n([^\n]*)\n([^\n]*)\n()"
 
-local function file_size(path)
-  local f = io.open(path, "rb")
-  if not f then return 0 end
-  local n = f:seek("end")
-  f:close()
-  return n
-end
+local function file_size(path) return mech.sys.file_size(path) or 0 end
 
 -- The axes that are columns beyond the fixed ones, sorted.
 local function extra_axes(s)
@@ -166,8 +167,9 @@ local function extra_axes(s)
 end
 
 -- A run's rows of curves.csv and results.csv, its state, manifest and test accuracy at the
--- reported step. Rows of finished runs come from (or go to) runs/<id>/rows.cache.
-function aggregate.run_rows(dir, s, r)
+-- reported step. Rows of finished runs come from runs/<id>/rows.cache, which the worker writes
+-- (write_cache); aggregate itself writes nothing in the run directories.
+function aggregate.run_rows(dir, s, r, write_cache)
   local state, m = store.run_state(dir, r.id)
   local cols, extra = run_columns(s, r, m), s.extra or extra_axes(s)
   local prefix = { csv_field(s.name), csv_field(r.id), state }
@@ -179,9 +181,9 @@ function aggregate.run_rows(dir, s, r)
   prefix, cprefix = table.concat(prefix, ",") .. ",", table.concat(cprefix, ",") .. ","
   local finished = state == "done" or state == "failed"
 
-  local rdir = store.run_dir(dir, r.id)
+  local rdir = store.check_inside(dir, store.run_dir(dir, r.id), "aggregate")
   local size = file_size(rdir .. "/metrics.csv")
-  local cached = finished and read_file(rdir .. "/rows.cache")
+  local cached = finished and read_file(rdir .. "/rows.cache", 2 * aggregate.max_metrics)
   if cached then
     local bytes, step, acc, ncurve, nresult, cp, rp, body = cached:match(cache_head)
     if bytes and tonumber(bytes) == size and tonumber(step) == r.report_step and cp == cprefix and rp == prefix then
@@ -194,7 +196,7 @@ function aggregate.run_rows(dir, s, r)
   if text ~= "" and text:sub(-1) ~= "\n" then text = text .. "\n" end
   local curves, results, n, acc = extract_rows(text, r.report_step)
   curves, results = prefix_lines(cprefix, curves), prefix_lines(prefix, results)
-  if finished then
+  if finished and write_cache then
     local head = string.format("%s %d %d %s %d %d\n%s\n%s\n", cache_magic, size, r.report_step,
       acc and string.format("%.17g", acc) or "-", #curves, n, cprefix, prefix)
     mech.sys.write_atomic(rdir .. "/rows.cache", head .. curves .. results)
@@ -215,18 +217,27 @@ function aggregate.write(dir)
   for _, h in ipairs { "step", "split", "metric", "value" } do curve_header[#curve_header + 1] = h end
   for _, h in ipairs { "split", "metric", "step_kind", "step", "value" } do header[#header + 1] = h end
 
-  local results, curves, summary, n = stream(dir .. "/results.csv"), stream(dir .. "/curves.csv"), {}, 0
-  results.f:write(table.concat(header, ","), "\n")
-  curves.f:write(table.concat(curve_header, ","), "\n")
-  for _, r in ipairs(s.runs) do
-    local rows = aggregate.run_rows(dir, s, r)
-    curves.f:write(rows.curves)
-    results.f:write(rows.results)
-    n = n + rows.n
-    summary[#summary + 1] = { id = r.id, state = rows.state, acc = rows.acc, m = rows.manifest }
+  if mech.sys.exists(dir .. "/runs") then store.check_inside(dir, dir .. "/runs", "aggregate") end
+  local results, curves, summary, n = stream(dir .. "/results.csv"), nil, {}, 0
+  local ok, err = pcall(function()
+    curves = stream(dir .. "/curves.csv")
+    results:write(table.concat(header, ","), "\n")
+    curves:write(table.concat(curve_header, ","), "\n")
+    for _, r in ipairs(s.runs) do
+      local rows = aggregate.run_rows(dir, s, r)
+      curves:write(rows.curves)
+      results:write(rows.results)
+      n = n + rows.n
+      summary[#summary + 1] = { id = r.id, state = rows.state, acc = rows.acc, m = rows.manifest }
+    end
+    results.commit()
+    curves.commit()
+  end)
+  if not ok then -- no temporary file stays behind (an abort after a commit does nothing)
+    results.abort()
+    if curves then curves.abort() end
+    error(err, 0)
   end
-  results.close()
-  curves.close()
 
   local counts = { done = 0, running = 0, failed = 0, interrupted = 0, pending = 0 }
   local lines = { string.format("sweep %s, profile %s: %d runs", s.name, s.profile or "default", #s.runs) }
@@ -237,10 +248,13 @@ function aggregate.write(dir)
   end
   lines[#lines + 1] = store.counts_line(counts, #s.runs)
   lines[#lines + 1] = ""
-  lines[#lines + 1] = string.format("%-" .. width .. "s  %-11s  %13s  %8s", "run", "status", "test acc@rep", "wall")
+  -- padded by hand: string.format's widths stop at 99, and ids may be longer
+  local function pad(t) return t .. string.rep(" ", width - #t) end
+  lines[#lines + 1] = string.format("%s  %-11s  %13s  %8s", pad("run"), "status", "test acc@rep", "wall")
   for _, e in ipairs(summary) do
-    lines[#lines + 1] = string.format("%-" .. width .. "s  %-11s  %13s  %8s", e.id, e.state,
-      e.acc and string.format("%.4f", e.acc) or "-", e.m and e.m.wall_s and util.clock(e.m.wall_s) or "-")
+    local wall = e.m and math.type(e.m.wall_s) and util.clock(e.m.wall_s) or "-"
+    lines[#lines + 1] = string.format("%s  %-11s  %13s  %8s", pad(e.id), e.state,
+      e.acc and string.format("%.4f", e.acc) or "-", wall)
   end
   mech.sys.write_atomic(dir .. "/summary.txt", table.concat(lines, "\n") .. "\n")
   return n

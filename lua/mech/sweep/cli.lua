@@ -39,6 +39,10 @@ local function parser()
   ex:argument("run_id", "The run's id."):args("?")
   ex:option("--list", "A file of run ids, one per line, instead of RUN_ID.")
   ex:option("--index", "With --list: the line to take, 0-based."):convert(count("--index"))
+  ex:option("--file", "The sweep file: the run is taken from it, and the directory must hold its runs.")
+  ex:option("--profile", "With --file: the definition's profile.")
+  ex:option("--hash", "The definition's hash that sweep.json must record (what `sweep run` passes for a table).")
+  ex:flag("--log", "Append this process's output to the run's log.txt (never through a symlink).")
   local list = p:command("list", "The runs of a sweep file, without training.")
   list:argument("file", "The sweep file.")
   list:option("--profile", "The definition's profile.")
@@ -46,14 +50,13 @@ local function parser()
 end
 
 local function nth_line(path, n)
-  local f = io.open(path, "rb")
-  if not f then error("mechlab sweep exec: cannot read " .. path, 0) end
+  local text = mech.sys.read_file(path, 64 << 20)
+  if not text then error("mechlab sweep exec: cannot read " .. path, 0) end
   local i = 0
-  for line in f:lines() do
-    if i == n then f:close(); return line end
+  for line in text:gmatch("([^\n]*)\n?") do
+    if i == n then return (line:gsub("\r$", "")) end
     i = i + 1
   end
-  f:close()
   error(string.format("mechlab sweep exec: %s has %d lines; no index %d", path, i, n), 0)
 end
 
@@ -79,12 +82,14 @@ end
 
 function commands.status(a)
   local st = sweep.status(a.dir)
-  print(string.format("sweep %s (profile %s): %s", st.name, st.profile or "default", store.counts_line(st.counts, st.total)))
+  print(string.format("sweep %s (profile %s): %s", store.escape(st.name), store.escape(st.profile or "default"),
+    store.counts_line(st.counts, st.total)))
   for _, r in ipairs(st.runs) do
     if r.state ~= "done" and r.state ~= "pending" then
       local m = r.manifest
-      print(string.format("  %-11s %s%s", r.state, r.id, m and m.step and string.format("  (step %d/%d)", m.step,
-        r.steps) or "") .. (r.state == "failed" and m and m.error and ("  " .. m.error) or ""))
+      print(string.format("  %-11s %s%s", r.state, r.id, m and math.type(m.step) == "integer" and
+        string.format("  (step %d/%s)", m.step, store.escape(r.steps)) or "")
+        .. (r.state == "failed" and m and m.error and ("  " .. store.escape(m.error)) or ""))
     end
   end
 end
@@ -92,14 +97,14 @@ end
 function commands.aggregate(a)
   local n = sweep.aggregate(a.dir)
   print(string.format("%s: %d result rows; results.csv, curves.csv, summary.txt", a.dir, n))
-  io.write(mech.sys.read_file(a.dir .. "/summary.txt") or "")
+  io.write(mech.sys.read_file(a.dir .. "/summary.txt", 256 << 20) or "")
 end
 
 function commands.exec(a)
   local id = a.run_id
   if a.list then id = nth_line(a.list, a.index or usage_error("--list needs --index", "exec")) end
   if not id then usage_error("expected DIR RUN_ID or DIR --list FILE --index N", "exec") end
-  os.exit(sweep.exec(a.dir, id))
+  os.exit(sweep.exec(a.dir, id, { file = a.file, profile = a.profile, hash = a.hash, log = a.log or nil }))
 end
 
 function commands.list(a)

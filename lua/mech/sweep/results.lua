@@ -9,27 +9,58 @@ local function fail(fn, msg, level) error("sweep." .. fn .. ": " .. msg, level o
 local function convert(v)
   if v == "" then return nil end
   if v == "true" then return true elseif v == "false" then return false end
-  return math.tointeger(tonumber(v)) or tonumber(v) or v
+  local x = csv.number(v)
+  if x == nil or x ~= x or x == math.huge or x == -math.huge then return v end -- nan, inf stay text, as ever
+  return x
 end
 
 --- The rows of DIR/results.csv (or a results.csv path) as tables keyed by column, numbers and
---- booleans converted, empty fields nil.
+--- booleans converted, empty fields nil. This is the one loader of results for figures and
+--- tables alike, and it holds the one rule on duplicates: in a file of runs' rows (a `run` and a
+--- `value` column) a row repeated exactly is kept once, and two rows that differ only in their
+--- `value` are an error naming both lines.
 function results.results(path)
   if type(path) ~= "string" then fail("results", "argument 1 expected a sweep directory or a results.csv path") end
   if not path:match("%.csv$") then path = path .. "/results.csv" end
-  local f = io.open(path, "rb")
-  if not f then fail("results", "cannot read '" .. path .. "' (run `mechlab sweep aggregate DIR` first)") end
-  local header, rows = nil, {}
-  for line in f:lines() do
-    local fields = csv.fields(line)
-    if not header then header = fields
-    else
+  local text, err = mech.sys.read_file(path, csv.max_bytes)
+  if not text then fail("results", "cannot read '" .. path .. "' (run `mechlab sweep aggregate DIR` first): " .. tostring(err)) end
+  local ok, recs = pcall(csv.parse, text, path)
+  if not ok then fail("results", recs) end
+  local header, rows = recs[1] or {}, {}
+  -- the rule applies to rows of runs (a `run` and a `value` column: results.csv, curves.csv);
+  -- a figure's points (panel, group, value) may repeat
+  local value_col, has_run
+  for i, h in ipairs(header) do
+    if h == "value" then value_col = i end
+    if h == "run" then has_run = true end
+  end
+  if not has_run then value_col = nil end
+  local seen = {} -- the row without its value -> {value, line}
+  for k = 2, #recs do
+    local fields = recs[k]
+    if not has_run then
+      local row = {}
+      for i, h in ipairs(header) do row[h] = convert(fields[i] or "") end
+      rows[#rows + 1] = row
+      goto continue
+    end
+    local value = value_col and fields[value_col] or ""
+    local parts = {}
+    for i = 1, #header do parts[i] = i == value_col and "" or (fields[i] or "") end
+    local key = table.concat(parts, "\0")
+    local prior = seen[key]
+    if prior and prior[1] ~= value then
+      fail("results", string.format("%s: lines %d and %d are the same row with different values (%s and %s)", path,
+        prior[2], fields.line, prior[1], value))
+    end
+    if not prior then
+      seen[key] = { value, fields.line }
       local row = {}
       for i, h in ipairs(header) do row[h] = convert(fields[i] or "") end
       rows[#rows + 1] = row
     end
+    ::continue::
   end
-  f:close()
   return rows, header
 end
 

@@ -6,7 +6,6 @@
 ---                                from submission on, so a later submission never changes what the
 ---                                tasks of an earlier one, still pending, will train
 ---   DIR/slurm/<job>_<task>.out   each task's own messages (the run's output goes to runs/<id>/log.txt)
-local json = require "mech.json"
 local util = require "mech.util"
 
 local slurm = {}
@@ -28,9 +27,9 @@ end
 local function step_rate(dir, ids, opts)
   if opts.steps_per_s then return opts.steps_per_s end
   local slowest
-  local sweep_json = json.read(dir .. "/sweep.json")
-  for _, r in ipairs(sweep_json and sweep_json.runs or {}) do
-    local m = json.read(dir .. "/runs/" .. r.id .. "/manifest.json")
+  local store = require "mech.sweep.store"
+  for _, r in ipairs(store.read(dir, "run").runs) do
+    local m = store.read_manifest(dir, r.id)
     if m and m.status == "done" and m.steps_per_s and m.steps_per_s > 0 then
       slowest = math.min(slowest or math.huge, m.steps_per_s)
     end
@@ -41,7 +40,7 @@ end
 -- The time limit of a task: the longest run's steps at the assumed rate, with a margin, at least
 -- 10 minutes. A task that reaches it is signalled first, saves, and requeues itself.
 local function time_limit(dir, ids, opts)
-  local s = json.read(dir .. "/sweep.json")
+  local s = require("mech.sweep.store").read(dir, "run")
   local steps, wanted = 0, {}
   for _, id in ipairs(ids) do wanted[id] = true end
   for _, r in ipairs(s.runs) do if wanted[r.id] then steps = math.max(steps, r.steps) end end
@@ -60,8 +59,9 @@ end
 
 --- Submits the runs `ids` of the sweep `name` in `dir` (already prepared by sweep.run) as a job array.
 --- opts: max_parallel (the %K throttle, default 64), steps_per_s, time_margin (1.5), partition,
---- account. Returns {array_job, aggregate_job, script, tasks}.
-function slurm.submit(name, dir, ids, opts)
+--- account. def: the definition's {file, profile, hash}, which every task passes to `sweep exec`
+--- (workers.exec_args). Returns {array_job, aggregate_job, script, tasks}.
+function slurm.submit(name, dir, ids, opts, def)
   opts = opts or {}
   if #ids == 0 then
     print(string.format("sweep %s (slurm): every run is done or running; nothing to submit", name))
@@ -91,17 +91,22 @@ function slurm.submit(name, dir, ids, opts)
   }
   if opts.partition then lines[#lines + 1] = "#SBATCH --partition=" .. opts.partition end
   if opts.account then lines[#lines + 1] = "#SBATCH --account=" .. opts.account end
-  local quoted = {}
-  for i, id in ipairs(ids) do quoted[i] = q(id) end
+  local quoted, store = {}, require "mech.sweep.store"
+  for i, id in ipairs(ids) do quoted[i] = q(store.run_dir(dir, id):match("[^/]*$")) end -- checked ids only
+  local exec_args = {}
+  def = def and { file = def.file, profile = def.profile, hash = def.hash } or {}
+  if def.file and def.file:sub(1, 1) ~= "/" then def.file = (os.getenv("PWD") or ".") .. "/" .. def.file end
+  for i, a in ipairs(require("mech.sweep.workers").exec_args(def)) do exec_args[i] = q(a) end
+  exec_args = #exec_args > 0 and (" " .. table.concat(exec_args, " ")) or ""
   for _, l in ipairs {
     "export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1",
     "ids=(" .. table.concat(quoted, " ") .. ")",
     "id=${ids[$SLURM_ARRAY_TASK_ID]}",
     -- never train or log under an empty id (runs/log.txt)
     "if [ -z \"$id\" ]; then echo \"task $SLURM_ARRAY_TASK_ID of a ${#ids[@]}-task array has no run\" >&2; exit 1; fi",
-    string.format("mkdir -p %s/runs/\"$id\"", q(abs)),
-    -- the run is a child, so that this shell can hear SLURM's USR1 and pass it on as SIGTERM
-    string.format("%s sweep exec %s \"$id\" >>%s/runs/\"$id\"/log.txt 2>&1 &", q(exe), q(abs), q(abs)),
+    -- the run is a child, so that this shell can hear SLURM's USR1 and pass it on as SIGTERM; it
+    -- appends its output to its log.txt itself (--log), never through a symlink
+    string.format("%s sweep exec %s \"$id\"%s --log &", q(exe), q(abs), exec_args),
     "run=$!",
     "requeue=0",
     "trap 'requeue=1; kill -TERM $run' USR1",

@@ -5,8 +5,21 @@ local store = require "mech.sweep.store"
 
 local workers = {}
 
+-- The arguments after `sweep exec DIR ID` that make a worker take its run from the definition:
+-- the file and profile where the sweep came from a file, and always the definition's hash.
+function workers.exec_args(def)
+  local args = {}
+  if def and def.file then
+    args[#args + 1], args[#args + 2] = "--file", def.file
+    if def.profile then args[#args + 1], args[#args + 2] = "--profile", def.profile end
+  end
+  if def and def.hash then args[#args + 1], args[#args + 2] = "--hash", def.hash end
+  return args
+end
+
 -- The local executor: `jobs` worker processes (`mechlab sweep exec DIR ID`, one thread each).
-function workers.run(dir, todo, opts)
+-- def: {file, profile, hash} of the definition (workers.exec_args).
+function workers.run(dir, todo, opts, def)
   local exe = mech.sys.executable()
   local jobs = opts.jobs or mech.sys.cores()
   local queue, running, n_running, mine = {}, {}, 0, {} -- mine: the ids of this process's running workers
@@ -60,9 +73,10 @@ function workers.run(dir, todo, opts)
     end
     while not signal and n_running < jobs and #queue > 0 do
       local r = table.remove(queue)
-      local rdir = store.run_dir(dir, r.id)
-      mech.sys.mkdir(rdir)
-      local pid = mech.sys.spawn({ exe, "sweep", "exec", dir, r.id }, rdir .. "/log.txt")
+      local rdir = store.make_run_dir(dir, r.id, "run")
+      local argv = { exe, "sweep", "exec", dir, r.id }
+      table.move(workers.exec_args(def), 1, #workers.exec_args(def), #argv + 1, argv)
+      local pid = mech.sys.spawn(argv, rdir .. "/log.txt")
       running[pid], mine[r.id] = r, true
       n_running = n_running + 1
     end
@@ -87,14 +101,18 @@ function workers.run(dir, todo, opts)
   mech.sys.release_signals()
   show(true)
   if tty then io.write("\n") end
-  for _, f in ipairs(failed_ids) do print("failed: " .. f.id .. ": " .. tostring(f.error)) end
+  for _, f in ipairs(failed_ids) do print("failed: " .. f.id .. ": " .. store.escape(f.error)) end
   return { counts = st.counts, failed = failed_ids, signal = signal, wall = mech.sys.time() - t0, steps = steps_done }
 end
 
-function workers.print_commands(dir, todo)
+function workers.print_commands(dir, todo, def)
   local exe = mech.sys.executable()
+  local extra = {}
+  for i, a in ipairs(workers.exec_args(def)) do extra[i] = util.shell_quote(a) end
+  extra = #extra > 0 and (" " .. table.concat(extra, " ")) or ""
   for _, r in ipairs(todo) do
-    print(string.format("%s sweep exec %s %s", util.shell_quote(exe), util.shell_quote(dir), util.shell_quote(r.id)))
+    print(string.format("%s sweep exec %s %s%s", util.shell_quote(exe), util.shell_quote(dir), util.shell_quote(r.id),
+      extra))
   end
   return { printed = #todo }
 end

@@ -1,6 +1,7 @@
 --- Which modules a file may name (docs/security.md). A checkpoint names the module of its Lua
 --- mixer and of its Lua task; reading it must not run code the user did not choose. A module is
---- used when the user's code has already loaded it (package.loaded), when the user allowed it for
+--- used when it is mechlab's own (lua/mech/, where require finds it), when the user's code has
+--- already loaded it (package.loaded), when the user allowed it for
 --- one call ({modules = {...}} of mech.load, mech.task.from_checkpoint, mech.task.from_spec;
 --- --allow-module of experiments/interchange.lua), or for the whole process (mech.allow_module).
 --- Nothing a file holds ever allows a module.
@@ -39,8 +40,19 @@ function M.set(list, fn)
   return set
 end
 
---- May a file's `name` be required? (a call's set, then the process's allowances)
-function M.allowed(name, set) return (set and set[name]) or allowed[name] or false end
+-- mechlab's own Lua library: the directory this file's lua/mech/ sits in.
+local own_dir = (debug.getinfo(1, "S").source:match("^@(.*)/mech/trust%.lua$"))
+
+-- Is `name` a module of mechlab's own library, the file require would load? (mechlab's code is
+-- trusted; its modules' functions are still no tasks unless registered as such)
+local function own(name)
+  if not own_dir or not name:match("^mech%.") then return false end
+  local mine = package.searchpath(name, own_dir .. "/?.lua;" .. own_dir .. "/?/init.lua")
+  return mine ~= nil and package.searchpath(name, package.path) == mine
+end
+
+--- May a file's `name` be required? (mechlab's own modules, a call's set, the process's allowances)
+function M.allowed(name, set) return (set and set[name]) or allowed[name] or own(name) end
 
 --- The refusal: names the module, what named it, and the ways to allow it.
 function M.refusal(what, name)

@@ -261,6 +261,27 @@ return mech.task.register({ copy = M.copy })]], marker))
   T.raises(function() mech.allow_module(7) end, "mech.allow_module: argument 1 expected a module name")
 end)
 
+T.test("legitimate use from an empty directory: own_mixer's and own_task's checkpoints reload as documented", function()
+  local empty = tmp .. "/empty"
+  mech.sys.mkdir(empty)
+  -- the mixer module is found from mech.home; its checkpoint loads where the module is allowed
+  local p = tmp .. "/gla.safetensors"
+  local ok, out = child(string.format("require 'experiments.own_mixer'; mech.model { mixer = 'gla', d_model = 16, "
+    .. "n_layers = 1, vocab = 16 }:save(%q)", p), empty)
+  T.truthy(ok, out)
+  ok, out = child(string.format("print(mech.load(%q, { modules = { 'experiments.own_mixer' } }):config().arch)", p), empty)
+  T.truthy(ok and out == "gla\n", out)
+  ok, out = child(string.format("mech.load(%q)", p), empty)
+  T.truthy(not ok and out:find("names module 'experiments.own_mixer'", 1, true), out)
+  -- own_task.lua runs from here (found in mech.home) and its task (mechlab's own module) reloads
+  ok, out = sh(string.format("cd %s && timeout 60 %s experiments/own_task.lua smoke=true out=run </dev/null", q(empty),
+    q(exe)))
+  T.truthy(ok, out)
+  ok, out = child("local _, _, meta = mech.load('run/checkpoint.safetensors'); print(meta.task:name(), meta.task_error)",
+    empty)
+  T.truthy(ok and out == "copy\tnil\n", out)
+end)
+
 T.test("nothing was created or changed in the working directory", function()
   T.eq(listing("."), cwd_before)
 end)

@@ -629,6 +629,8 @@ static int l_lr_schedule(lua_State *L) {
 
 /* ------------------------------------------------------------------ checkpoints */
 
+#define MIXER_HASH_KEY "mixer.module_hash" /* a Lua mixer's module source hash, at save */
+
 /* model:save(path[, {optimizer=opt, meta={key=string,...}, torch=false}]) */
 static int m_save(lua_State *L) {
     const char *fn = "save";
@@ -667,6 +669,16 @@ static int m_save(lua_State *L) {
                 lua_pop(L, 1);
             }
         }
+    }
+    /* a Lua mixer's module: found again by its name, and its source's hash kept (docs/nn.md) */
+    if (mlL_mixer_is_lua(m->cfg.arch) && m->cfg.mixer_module[0]) {
+        if (n == 64) return luaL_error(L, "save: at most 63 metadata entries with a Lua mixer");
+        mlL_pushlua(L, "mech.nn.lua_mixer", "module_hash", MLL_CHECK_NONE, NULL);
+        lua_pushstring(L, m->cfg.mixer_module);
+        lua_pushstring(L, m->cfg.arch);
+        lua_call(L, 2, 1);
+        keys[n] = MIXER_HASH_KEY;
+        vals[n++] = lua_tostring(L, -1); /* stays on the stack */
     }
     if (ml_checkpoint_save(path, m, opt, torch, n, keys, vals)) return mlL_raise(L);
     return 0;
@@ -743,7 +755,16 @@ static int l_load(lua_State *L) {
         lua_setfield(L, -2, ml_safetensors_meta_key(meta, i));
     }
     ml_safetensors_close(meta);
-    mlL_meta_task(L, lua_gettop(L), path, modules);
+    int meta_idx = lua_gettop(L);
+    if (have && fc.mixer_module[0] && lua_getfield(L, meta_idx, MIXER_HASH_KEY) == LUA_TSTRING) {
+        mlL_pushlua(L, "mech.nn.lua_mixer", "check_module_hash", MLL_CHECK_NONE, NULL);
+        lua_pushstring(L, fc.mixer_module);
+        lua_pushvalue(L, -3);
+        lua_pushstring(L, path);
+        lua_call(L, 3, 0);
+    }
+    lua_settop(L, meta_idx);
+    mlL_meta_task(L, meta_idx, path, modules);
     return 3;
 }
 

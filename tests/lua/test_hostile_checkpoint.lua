@@ -138,6 +138,12 @@ T.test("a mixer_module of os: refused, no registration left; a genuine Lua-mixer
   function Fake:forward(x) return x end
   mech.register_mixer(Fake, { module = "os" })
   local hostile = tmp .. "/os_mixer.safetensors"
+  -- (an attacker writes any file: here save finds an os.lua, so that it records the module)
+  local craft = tmp .. "/craft"
+  mech.sys.mkdir(craft)
+  write(craft .. "/os.lua", "return {}\n")
+  local saved_path = package.path
+  package.path = craft .. "/?.lua;" .. package.path
   mech.model { mixer = Fake, d_model = 8, n_layers = 1, vocab = 16 }:save(hostile)
   local code = string.format([[
 local ok, err = pcall(mech.load, %q)
@@ -159,7 +165,9 @@ print('genuine', m:config().arch, m:forward(mech.tensor({{1, 2, 3}}, {dtype = 'i
   local ckdir = tmp .. "/evilmix_ck"
   mech.sys.mkdir(ckdir)
   write(ckdir .. "/evilmix.lua", string.format("io.open(%q, 'w'):write('ran')\nreturn {}\n", marker))
+  write(craft .. "/evilmix.lua", "return {}\n")
   mech.model { mixer = Evil, d_model = 8, n_layers = 1, vocab = 16 }:save(ckdir .. "/m.safetensors")
+  package.path = saved_path
   ok, out = child("print(pcall(mech.load, 'm.safetensors'))", ckdir)
   T.falsy(exists(marker), out)
   T.truthy(out:find("names module 'evilmix', which this process has not loaded", 1, true), out)
@@ -280,6 +288,25 @@ T.test("legitimate use from an empty directory: own_mixer's and own_task's check
   ok, out = child("local _, _, meta = mech.load('run/checkpoint.safetensors'); print(meta.task:name(), meta.task_error)",
     empty)
   T.truthy(ok and out == "copy\tnil\n", out)
+end)
+
+T.test("a checkpoint keeps its mixer module's source hash: loading warns naming both when it changed", function()
+  local dir = tmp .. "/hashmix"
+  mech.sys.mkdir(dir)
+  local source = "local M = mech.nn.Module:extend('HashMix')\nfunction M:forward(x) return x * 1 end\n"
+    .. "mech.register_mixer(M, { module = 'hashmix' })\nreturn M\n"
+  write(dir .. "/hashmix.lua", source)
+  local ok, out = child("require 'hashmix'; mech.model { mixer = 'hash_mix', d_model = 8, n_layers = 1, vocab = 16 }"
+    .. ":save('m.safetensors')", dir)
+  T.truthy(ok, out)
+  local load = "local m, _, meta = mech.load('m.safetensors', { modules = { 'hashmix' } }); print(meta['mixer.module_hash'])"
+  ok, out = child(load, dir)
+  local saved = out:match("^(%x+)\n$")
+  T.truthy(ok and saved and #saved == 16, out)
+  write(dir .. "/hashmix.lua", source .. "-- edited\n")
+  ok, out = child(load, dir)
+  local now = out:match("hash (%x+) now, " .. saved .. " at save")
+  T.truthy(ok and now and now ~= saved and out:find("mixer module 'hashmix'", 1, true), out)
 end)
 
 T.test("nothing was created or changed in the working directory", function()

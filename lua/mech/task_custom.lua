@@ -439,7 +439,8 @@ end
 local function manifest_task(path, name, fn)
   local file = (path:match("^(.*/)") or "") .. "manifest.json"
   if not mech.sys.exists(file) then return nil end
-  local text, err = C.read_data(file, nil, M.MANIFEST_BYTES)
+  local dir = path:match("^(.*)/") or "."
+  local text, err = C.read_data("manifest.json", dir == "" and "/" or dir, M.MANIFEST_BYTES)
   if not text then fail(fn, err) end
   local m = decode(text, fn, file)
   local opts = type(m) == "table" and m.task

@@ -281,6 +281,13 @@ T.test("legitimate use from an empty directory: own_mixer's and own_task's check
   T.truthy(ok and out == "gla\n", out)
   ok, out = child(string.format("mech.load(%q)", p), empty)
   T.truthy(not ok and out:find("names module 'experiments.own_mixer'", 1, true), out)
+  -- a run of a Lua mixer resumes in a fresh process: its config names the module, so it is allowed
+  local cfg = "require('mech.train').run { model = { mixer = 'mixer_gate', d_model = 8, n_layers = 1 }, task = 'ar_32', "
+    .. "steps = 2, train_docs = 16, eval_docs = 8, batch_size = 8, quiet = true, out = 'gate_run', resume = %s }"
+  ok, out = child(string.format(cfg, "nil"), empty)
+  T.truthy(ok, out)
+  ok, out = child(string.format(cfg, "true"), empty)
+  T.truthy(ok, out)
   -- own_task.lua runs from here (found in mech.home) and its task (mechlab's own module) reloads
   ok, out = sh(string.format("cd %s && timeout 60 %s experiments/own_task.lua smoke=true out=run </dev/null", q(empty),
     q(exe)))

@@ -1,6 +1,8 @@
 -- The paper's interchange evaluation (spec §6) of one checkpoint, stand-alone:
 --   mechlab experiments/interchange.lua <checkpoint.safetensors> [out.csv] [split=test] [docs=320]
---                                       [mixer_sites=false] [threads=1]
+--                                       [mixer_sites=false] [threads=1] [--allow-module M]...
+-- A checkpoint names the modules of its Lua mixer and Lua task; they are used only when allowed
+-- with --allow-module (each once; docs/security.md): the file alone never runs code.
 -- The task is the checkpoint's own (mech.load's meta.task: the record train.run writes, or for
 -- older checkpoints the preset of task.name or the manifest beside it); a checkpoint that records
 -- no task is evaluated on ar_32 at seed 42, with a note. The eval set is the first `docs`
@@ -10,24 +12,36 @@
 local mech = require "mech"
 local ic = require "mech.interchange"
 
+local usage = "usage: interchange.lua <checkpoint> [out.csv] [split=test] [docs=320] [mixer_sites=false] [threads=1] "
+  .. "[--allow-module M]..."
 local args = arg or {}
-local ckpt, out = args[1], nil
+local ckpt, out, modules = nil, nil, {}
 local opts = { split = "test", docs = 320, mixer_sites = "false", threads = 1 }
-for i = 2, #args do
-  local k, v = args[i]:match("^(%w[%w_]*)=(.*)$")
-  if k and opts[k] ~= nil then opts[k] = v
-  elseif not k and not out then out = args[i]
-  else error("usage: interchange.lua <checkpoint> [out.csv] [split=test] [docs=320] [mixer_sites=false] [threads=1]; got " .. args[i]) end
+local i = 1
+while i <= #args do
+  local a = args[i]
+  local k, v = a:match("^(%w[%w_]*)=(.*)$")
+  local allow = a:match("^%-%-allow%-module=(.+)$")
+  if a == "--allow-module" then -- a module the checkpoint may name (docs/security.md)
+    allow, i = args[i + 1], i + 1
+    if not allow then error(usage .. "; --allow-module needs a module name", 0) end
+  end
+  if allow then modules[#modules + 1] = allow
+  elseif k and opts[k] ~= nil then opts[k] = v
+  elseif not k and not ckpt then ckpt = a
+  elseif not k and not out then out = a
+  else error(usage .. "; got " .. a, 0) end
+  i = i + 1
 end
-if not ckpt then error("usage: interchange.lua <checkpoint> [out.csv] [split=..] [docs=..] [mixer_sites=..]") end
+if not ckpt then error(usage, 0) end
 mech.threads(math.tointeger(tonumber(opts.threads)))
 
-local model, _, meta = mech.load(ckpt)
+local model, _, meta = mech.load(ckpt, { modules = modules })
 local seed = math.tointeger(tonumber(meta["train.seed"] or "42"))
 local task = meta.task -- the task the checkpoint records (mech.load rebuilds it)
 if meta.task_error then error(meta.task_error, 0) end -- e.g. a Lua task whose module is missing
 if not task then
-  io.stderr:write(select(2, mech.task.from_checkpoint(ckpt)) .. "\n(interchange.lua evaluates it on ar_32 at seed 42)\n")
+  io.stderr:write(select(2, mech.task.from_checkpoint(ckpt, { modules = modules })) .. "\n(interchange.lua evaluates it on ar_32 at seed 42)\n")
   task = mech.task.preset("ar_32", 42)
 end
 local ds = task:dataset(math.tointeger(tonumber(opts.docs)), { seed = seed, split = opts.split })

@@ -2,8 +2,11 @@
 -- gated linear attention (GLA-style), trained on AR (ar_32, D = 64) with mech.train, then the
 -- interchange evaluation and a patching map on it.
 --   mechlab experiments/own_mixer.lua [--steps=2000] [--out=runs/own_mixer] [--docs=320]
--- Required as a module (require "experiments.own_mixer", as mech.load and sweep workers do from
--- the checkpoint's record) it only defines and registers the class.
+-- Required as a module (require "experiments.own_mixer": found from any directory, mech.home is on
+-- the module path) it only defines and registers the class. Its checkpoints name this module, so a
+-- fresh process reloads one where you allow it (docs/security.md):
+--   mech.load("runs/own_mixer/checkpoint.safetensors", {modules = {"experiments.own_mixer"}})
+--   mechlab experiments/interchange.lua runs/own_mixer/checkpoint.safetensors --allow-module experiments.own_mixer
 local nn = mech.nn
 
 ---------------------------------------------------------------------------------------- the mixer

@@ -172,9 +172,12 @@ E("mech.model", "mech.model{arch= or mixer=, d_model=, n_layers=, vocab=, seed=,
 E("mech.register_mixer", "mech.register_mixer(Class[, {name=, module=}]) -> name",
   "Registers a mech.nn Module class as a mixer of the language model (mech.model{mixer = Class} does it on first use). The name defaults to the class name in snake_case; `module` is what a fresh process requires to get the class back (mech.load, sweeps, resumed runs). A name taken by a built-in mixer, or by another class while models built with it are alive, is an error.",
   'local Id = mech.nn.Module:extend("HelpIdentity"); function Id:forward(x) return x * 1 end; print(mech.register_mixer(Id))')
-E("mech.load", "mech.load(path[, {arch=, d_model=, ...}]) -> model, optimiser or nil, metadata",
-  "Loads a checkpoint written by model:save (safetensors with the config in the metadata), or with the options table a plain PyTorch state dict (docs/interop.md). meta.task is the task the checkpoint records (meta.task_error: why it cannot be rebuilt).",
-  'local model, opt, meta = mech.load("run/checkpoint.safetensors")')
+E("mech.load", "mech.load(path[, {arch=, d_model=, ..., modules=}]) -> model, optimiser or nil, metadata",
+  "Loads a checkpoint written by model:save (safetensors with the config in the metadata), or with the options table a plain PyTorch state dict (docs/interop.md). meta.task is the task the checkpoint records (meta.task_error: why it cannot be rebuilt). `modules`: the modules the file may name (its Lua mixer's, its Lua task's) beyond those loaded already or mechlab's own; the file alone never runs code (docs/security.md).",
+  'local model, opt, meta = mech.load("run/checkpoint.safetensors", { modules = { "experiments.own_mixer" } })')
+E("mech.allow_module", "mech.allow_module(name | {name, ...})",
+  "Lets files loaded later in this process name these modules (a Lua mixer's or task's module in a checkpoint); as the `modules` option of mech.load, for every call (docs/security.md).",
+  'mech.allow_module("experiments.own_mixer")')
 E("mech.save_tensors", "mech.save_tensors(path, {name = tensor, ...}[, {key = string}])",
   "Writes float32/int32 tensors (and string metadata) to safetensors, atomically.",
   'mech.save_tensors(os.tmpname(), { x = mech.randn(2, 3) })')
@@ -494,14 +497,17 @@ E("mech.task.atr", "mech.task.atr{...} -> task", "The ATR PCFG task (docs/tasks.
 E("mech.task.mqar", "mech.task.mqar{vocab_size=, input_seq_len=, num_kv_pairs=, power_a=, num_passes=, random_non_queries=, rng=, seed=} -> task",
   "Zoology's multi-query associative recall: every query is a readout (docs/tasks.md, \"MQAR\").",
   "local mq = mech.task.mqar { vocab_size = 64, input_seq_len = 32, num_kv_pairs = 4 }")
-E("mech.task.from_spec", "mech.task.from_spec(spec) -> task", "The task of a record made by task:spec() (same grammar, same documents).",
+E("mech.task.from_spec", "mech.task.from_spec(spec[, {modules=, dir=}]) -> task", "The task of a record made by task:spec() (same grammar, same documents). A Lua task's module must be loaded, mechlab's own or in `modules` (or mech.allow_module), its constructor registered (mech.task.register); with `dir`, a jsonl file must lie below it (docs/security.md).",
   "local again = mech.task.from_spec(task:spec())")
-E("mech.task.from_checkpoint", "mech.task.from_checkpoint(path | meta) -> task | nil, why",
-  "The task a checkpoint was trained on (its task.spec; older files: the preset of task.name or the manifest beside it).",
+E("mech.task.from_checkpoint", "mech.task.from_checkpoint(path | meta[, {modules=, dir=}]) -> task | nil, why",
+  "The task a checkpoint was trained on (its task.spec; older files: the preset of task.name or the manifest beside it). `modules` as mech.load's; a jsonl record's file is read from the checkpoint's directory (dir for a meta table) only (docs/security.md).",
   'local t, why = mech.task.from_checkpoint("runs/default/checkpoint.safetensors")')
 E("mech.task.new", "mech.task.new{name=, vocab=, sample= or sample_batch=, positions=, corrupt=, holdout=, seed=} -> task",
   "A task written in Lua: sample(gen, split) returns one document {tokens=, targets= (positions to predict) or readouts=/answers=, positions=}; or sample_batch(gen, split, n) returns up to n documents at once as int32 tensors {tokens = (m, L), targets = (m, T) or a shared list, positions = {name = (m) or a shared integer}} (fixed-length tasks drawn with tensor ops: several times faster); checked and stored in C (docs/tasks.md, \"Your own task\").",
   'local t = mech.task.new { name = "one", vocab = 4, sample = function(gen) return { tokens = { 1, 2 + gen:below(2) }, targets = { 1 } } end }')
+E("mech.task.register", "mech.task.register(f | {name = f, ...}) -> the same",
+  "Declares a module's task constructors, the only functions of it a checkpoint's or sweep's record may call: end a module of tasks with `return mech.task.register(M)` (docs/security.md).",
+  'local M = mech.task.register({ one = function(o) return mech.task.preset("ar_32") end })')
 E("mech.task.load", "mech.task.load(module[, options][, seed][, name]) -> task",
   "The Lua task that require(module) makes from plain options (a function, or a table of them by task name); recorded so checkpoints and sweeps rebuild it.",
   'local t = mech.task.load("mech.task_examples", { n_symbols = 4 }, 42, "copy")')

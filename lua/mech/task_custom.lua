@@ -11,6 +11,7 @@
 local C = require "mech.task_c"
 local json = require "mech.json"
 local util = require "mech.util"
+local trust = require "mech.trust"
 
 local M = {}
 
@@ -125,32 +126,105 @@ function M.new(def)
     options = util.copy(options) })
 end
 
---- mech.task.load(module, [options], [seed], [name]): the task that `require(module)` makes from
---- options (a function of the options, or a table of such functions keyed by task name).
-function M.load(module, options, seed, name)
-  local fn = "mech.task.load"
+-- Task constructors a file's record may name (docs/security.md): the values modules registered
+-- with mech.task.register, and the constructors the user's own mech.task.load calls used.
+local registered = setmetatable({}, { __mode = "k" })
+local made = setmetatable({}, { __mode = "k" })
+
+--- mech.task.register(f | {name = f, ...}) -> the same value: declares a module's task
+--- constructors (a module of tasks ends with `return mech.task.register(M)`), the only functions
+--- a checkpoint's or a sweep's record may call.
+function M.register(value)
+  if type(value) ~= "function" and type(value) ~= "table" then
+    fail("mech.task.register", "argument 1 expected a function of the options that makes a task, or a table of them "
+      .. "by task name, got " .. type(value))
+  end
+  registered[value] = true
+  return value
+end
+
+-- The function of module value `mod` that makes task `name` (nil: the module's one task).
+local function constructor(mod, name)
+  if type(mod) == "function" then return mod end
+  if type(mod) == "table" then
+    local f = mod[name or ""]
+    if type(f) ~= "function" then f = mod.task end
+    if type(f) == "function" then return f end
+  end
+end
+
+-- The task that f makes from options, recorded as made by `module`.
+local function build(fn, module, f, options, seed)
+  local saved = loading
+  loading = { module = module, options = util.copy(options or {}), seed = seed }
+  local ok, task = pcall(f, util.copy(options or {}))
+  loading = saved
+  if not ok then error(task, 0) end
+  if not (type(task) == "userdata" and tostring(task):match("^mech%.Task") and definition(task)) then
+    fail(fn, string.format("module '%s' returned %s, expected a task made with mech.task.new", module, tostring(task)))
+  end
+  return task
+end
+
+local function check_load_args(fn, module, options, seed)
   if type(module) ~= "string" then fail(fn, "argument 1 expected a module name, got " .. type(module)) end
   if options ~= nil and type(options) ~= "table" then fail(fn, "argument 2 expected a table of options, got " .. type(options)) end
   if seed ~= nil and math.type(seed) ~= "integer" then fail(fn, "argument 3 expected an integer seed, got " .. tostring(seed)) end
   check_data(options or {}, "argument 2", fn)
+end
+
+local function not_a_task_module(fn, module, mod, name)
+  return string.format("module '%s' expected to return a function of the options that makes the task (or a table of "
+    .. "them by task name%s), got %s", module, name and (", '" .. tostring(name) .. "' among them") or "", type(mod))
+end
+
+--- mech.task.load(module, [options], [seed], [name]): the task that `require(module)` makes from
+--- options (a function of the options, or a table of such functions keyed by task name). The
+--- user's code names the module, so it may be any; what it used, a record may name again.
+function M.load(module, options, seed, name)
+  local fn = "mech.task.load"
+  check_load_args(fn, module, options, seed)
   local ok, mod = pcall(require, module)
   if not ok then
     fail(fn, string.format("cannot load module '%s' of the Lua task%s: %s", module,
       name and (" '" .. tostring(name) .. "'") or "", tostring(mod):match("^[^\n]*")))
   end
-  local f = type(mod) == "function" and mod or type(mod) == "table" and (mod[name or ""] or mod.task) or nil
-  if type(f) ~= "function" then
-    fail(fn, string.format("module '%s' expected to return a function of the options that makes the task (or a "
-      .. "table of them by task name%s), got %s", module, name and (", '" .. tostring(name) .. "' among them") or "",
-      type(mod)))
+  local f = constructor(mod, name)
+  if not f then fail(fn, not_a_task_module(fn, module, mod, name)) end
+  local task = build(fn, module, f, options, seed)
+  made[f] = true
+  return task
+end
+
+-- The task of a record {module, name, options, seed} a file holds: its module used only when loaded
+-- already or allowed (`modules`: the call's set), its constructor only one the module registered
+-- or the user's mech.task.load used. A module required here and then refused is forgotten again.
+local function load_recorded(fn, spec, modules)
+  local module, name = spec.module, spec.name
+  check_load_args(fn, module, spec.options, spec.seed)
+  local mod, required = package.loaded[module], false
+  if mod == nil then
+    if not trust.allowed(module, modules) then
+      fail(fn, trust.refusal(string.format("the record of Lua task '%s'", tostring(name)), module))
+    end
+    local ok, v = pcall(require, module)
+    if not ok then
+      fail(fn, string.format("cannot load module '%s' of the Lua task '%s': %s", module, tostring(name),
+        tostring(v):match("^[^\n]*")))
+    end
+    mod, required = v, true
   end
-  local saved = loading
-  loading = { module = module, options = util.copy(options or {}), seed = seed }
-  local ok2, task = pcall(f, util.copy(options or {}))
-  loading = saved
-  if not ok2 then error(task, 0) end
-  if not (type(task) == "userdata" and tostring(task):match("^mech%.Task") and definition(task)) then
-    fail(fn, string.format("module '%s' returned %s, expected a task made with mech.task.new", module, tostring(task)))
+  local f = constructor(mod, name)
+  if not (f and (registered[mod] or made[f])) then
+    if required then package.loaded[module] = nil end
+    fail(fn, string.format("module '%s' registered no task '%s'; a record may only name a task constructor its "
+      .. "module registered (it ends with `return mech.task.register(M)`, docs/tasks.md) or that your code made a "
+      .. "task with (mech.task.load)", module, tostring(name)))
+  end
+  local ok, task = pcall(build, fn, module, f, spec.options, spec.seed)
+  if not ok then
+    if required then package.loaded[module] = nil end
+    error(task, 0)
   end
   return task
 end
@@ -283,8 +357,13 @@ local builtin = { ar = true, atr = true, mqar = true }
 
 --- mech.task.from_spec(spec) (its table and keys checked in C): a built-in task from its kind, seed,
 --- options and name; kind "lua" from its module, options, seed; "jsonl" from its file.
-function M.from_spec(spec)
+function M.from_spec(spec, opts)
   local fn = "mech.task.from_spec"
+  opts = opts or {}
+  local modules = trust.set(opts.modules, fn)
+  if opts.dir ~= nil and type(opts.dir) ~= "string" then
+    fail(fn, "option 'dir' expected a directory, got " .. type(opts.dir))
+  end
   local function optstr(key)
     local v = spec[key]
     if v ~= nil and type(v) ~= "string" then
@@ -315,16 +394,16 @@ function M.from_spec(spec)
   end
   if spec.kind == "jsonl" then
     if type(spec.path) ~= "string" then fail(fn, "a jsonl task record expected its file's 'path'") end
-    local opts = util.copy(spec.options or {})
-    opts.seed, opts.name = spec.seed, spec.name
-    return M.from_jsonl(spec.path, opts)
+    local jopts = util.copy(spec.options or {})
+    jopts.seed, jopts.name = spec.seed, spec.name
+    return M.from_jsonl(spec.path, jopts, opts.dir)
   end
   if spec.module == nil then
     fail(fn, string.format("the Lua task '%s' was made without a module, so its record cannot rebuild it: define it "
       .. "in a module that returns a function of its options and make it with mech.task.load(module, options)",
       tostring(spec.name)))
   end
-  return M.load(spec.module, spec.options, spec.seed, spec.name)
+  return load_recorded(fn, spec, modules)
 end
 
 -- JSON text as Lua data; a syntax error raises naming fn and what the text is.
@@ -359,10 +438,10 @@ end
 -- Its options (written before task records) hold the seed; the kind shows in the keys.
 local function manifest_task(path, name, fn)
   local file = (path:match("^(.*/)") or "") .. "manifest.json"
-  local f = io.open(file, "rb")
-  if not f then return nil end
-  local text = f:read("a")
-  f:close()
+  if not mech.sys.exists(file) then return nil end
+  local dir = path:match("^(.*)/") or "."
+  local text, err = C.read_data("manifest.json", dir == "" and "/" or dir, M.MANIFEST_BYTES)
+  if not text then fail(fn, err) end
   local m = decode(text, fn, file)
   local opts = type(m) == "table" and m.task
   if type(opts) ~= "table" then return nil end
@@ -377,15 +456,27 @@ end
 --- mech.task.from_checkpoint(path | meta) -> task, or nil and why (argument checked in C). The task
 --- recorded by train.run (metadata task.spec); for checkpoints written before it, the preset named
 --- by task.name at the training seed, else the task of the manifest.json beside the file.
-function M.from_checkpoint(src)
+function M.from_checkpoint(src, opts)
   local fn = "mech.task.from_checkpoint"
+  opts = opts or {}
   local meta = type(src) == "string" and C.meta(src) or src
   local function get(key)
     local v = meta[key]
     return type(v) == "string" and v or ""
   end
   local spec, name = get("task.spec"), get("task.name")
-  if spec ~= "" then return (C.call(mech.task.from_spec, decode(spec, fn, "metadata task.spec"))) end
+  if spec ~= "" then
+    local record = decode(spec, fn, "metadata task.spec")
+    -- a file the record names is read from the checkpoint's own directory, and only from there
+    local dir = opts.dir or type(src) == "string" and (src:match("^(.*)/[^/]*$") or ".") or nil
+    if dir == "" then dir = "/" end
+    if type(record) == "table" and record.kind == "jsonl" and not dir then
+      fail(fn, "a jsonl task record is read from the checkpoint's directory: pass the checkpoint's path, or "
+        .. "{dir = its directory}")
+    end
+    if type(record) ~= "table" then fail(fn, "metadata task.spec expected a JSON object") end
+    return (C.call(mech.task.from_spec, record, { modules = opts.modules, dir = dir }))
+  end
   local t = preset_at_seed(name, get("train.seed"))
       or type(src) == "string" and manifest_task(src, name, fn) or nil
   if t then return t end
@@ -404,8 +495,12 @@ end
 local jsonl_keys = { vocab = 1, positions = 1, corrupt = 1, holdout = 1, name = 1, seed = 1 }
 local splits = { train = true, dev = true, test = true }
 
---- mech.task.from_jsonl(path, [{vocab=, positions=, corrupt=, holdout=, name=, seed=}])
-function M.from_jsonl(path, opts)
+M.DATA_BYTES = 256 * 1024 * 1024 -- the most a JSON-lines task file may hold (docs/security.md)
+M.MANIFEST_BYTES = 16 * 1024 * 1024 -- the most a manifest.json read for its task may hold
+
+--- mech.task.from_jsonl(path, [{vocab=, positions=, corrupt=, holdout=, name=, seed=}]) (dir: a
+--- record's directory, which the file must lie below: from_spec's option)
+function M.from_jsonl(path, opts, dir)
   local fn = "mech.task.from_jsonl"
   if type(path) ~= "string" then fail(fn, "argument 1 expected a file path, got " .. type(path)) end
   opts = opts or {}
@@ -416,16 +511,16 @@ function M.from_jsonl(path, opts)
     end
   end
   check_data(opts, "argument 2", fn)
-  local f, err = io.open(path, "r")
-  if not f then fail(fn, "cannot read " .. tostring(err)) end
+  -- a regular file within the bound (a FIFO or /dev/zero never), below dir when a record names it
+  local text, err = C.read_data(path, dir, M.DATA_BYTES)
+  if not text then fail(fn, err) end
   local docs, header, lineno = {}, nil, 0
-  for line in f:lines() do
+  for line in text:gmatch("([^\n]*)\n?") do
     lineno = lineno + 1
     if line:find("%S") then
       local ok, v = pcall(json.decode, line)
-      if not ok then f:close() fail(fn, string.format("%s:%d: %s", path, lineno, v)) end
+      if not ok then fail(fn, string.format("%s:%d: %s", path, lineno, v)) end
       if type(v) ~= "table" or v[1] ~= nil then
-        f:close()
         fail(fn, string.format("%s:%d: expected a JSON object", path, lineno))
       end
       if v.tokens == nil and v.vocab ~= nil and #docs == 0 and not header then
@@ -433,7 +528,6 @@ function M.from_jsonl(path, opts)
       else
         local split = v.split
         if split ~= nil and not splits[split] then
-          f:close()
           fail(fn, string.format("%s:%d: field 'split' expected \"train\", \"dev\" or \"test\", got %s", path, lineno,
             tostring(split)))
         end
@@ -442,7 +536,6 @@ function M.from_jsonl(path, opts)
       end
     end
   end
-  f:close()
   if #docs == 0 then fail(fn, path .. " holds no document") end
   -- the vocabulary: given, else the file's header, else the tokens seen (names in order of first
   -- appearance, or ids 0 .. the largest)

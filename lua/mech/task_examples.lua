@@ -1,7 +1,8 @@
 --- Small tasks written in Lua, the examples of docs/tasks.md ("Your own task"),
 --- experiments/own_task.lua and bench/bench_tasks.lua. A module of tasks returns functions of plain options keyed by task
 --- name, so a sweep file or a checkpoint names a task as {module = "mech.task_examples", name =
---- "copy", options = {...}} and mech.task.load rebuilds it.
+--- "copy", options = {...}} and mech.task.load rebuilds it. mech.task.register declares them the module's
+--- tasks: the only functions of it a record may name (docs/security.md).
 local examples = {}
 
 -- An integer option in [lo, hi] (default def), or an error naming it.
@@ -136,4 +137,4 @@ function examples.associative_recall(o)
   return mech.task.new(def)
 end
 
-return examples
+return mech.task.register(examples)

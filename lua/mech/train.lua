@@ -222,7 +222,9 @@ local function open_model(run, ckpt_path)
   run.resume_from = type(c.resume) == "string" and c.resume or (c.resume and mech.sys.exists(ckpt_path) and ckpt_path)
   if run.resume_from then
     local meta
-    run.model, run.opt, meta = mech.load(run.resume_from)
+    -- the config's mixer (a module named by the user's code) is the one module the checkpoint may name
+    local mixer = type(c.model) == "table" and c.model.mixer
+    run.model, run.opt, meta = mech.load(run.resume_from, type(mixer) == "string" and { modules = { mixer } } or nil)
     if not run.opt then error("train.run: checkpoint '" .. run.resume_from .. "' holds no optimiser state", 0) end
     run.start = math.tointeger(tonumber(meta["train.step"])) or error("train.run: checkpoint has no train.step", 0)
     run.ckpt_total = math.tointeger(tonumber(meta["train.total"]))

@@ -207,13 +207,58 @@ static const char *find_script(lua_State *L, const char *fname, char *buf, size_
     return fname;
 }
 
+/* Inserts `entries` (";"-terminated) into package.path after mechlab's own library (its first two
+ * entries, put there by luaopen_mech), so that nothing shadows the library. */
+static void insert_module_path(lua_State *L, const char *entries) {
+    lua_getglobal(L, "package");
+    if (lua_istable(L, -1) && lua_getfield(L, -1, "path") == LUA_TSTRING) {
+        const char *path = lua_tostring(L, -1);
+        const char *cut = strchr(path, ';');
+        cut = cut ? strchr(cut + 1, ';') : NULL;
+        size_t own = cut ? (size_t)(cut - path) + 1 : 0;
+        lua_pushlstring(L, path, own);
+        lua_pushstring(L, entries);
+        lua_pushstring(L, path + own);
+        lua_concat(L, 3);
+        lua_setfield(L, -3, "path");
+    }
+    lua_pop(L, 2);
+}
+
+/* Where `require` looks, in this order (docs/repl.md): mechlab's library, the script's directory,
+ * the working directory, mech.home (so `require "experiments.own_mixer"` works from anywhere and
+ * from an installation), then LUA_PATH (or Lua's default). This sets the last three; run_script
+ * adds the script's directory. */
+static void set_module_path(lua_State *L) {
+    lua_getglobal(L, "mech");
+    lua_getfield(L, -1, "home");
+    const char *home = lua_tostring(L, -1);
+    if (home) lua_pushfstring(L, "./?.lua;./?/init.lua;%s/?.lua;%s/?/init.lua;", home, home);
+    else lua_pushliteral(L, "./?.lua;./?/init.lua;");
+    insert_module_path(L, lua_tostring(L, -1));
+    lua_pop(L, 3);
+}
+
+static void add_script_dir(lua_State *L, const char *script) {
+    const char *slash = strrchr(script, '/');
+    if (!slash) return; /* the working directory, already there */
+    const char *dir = lua_pushlstring(L, script, (size_t)(slash - script));
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", dir, dir);
+    insert_module_path(L, lua_tostring(L, -1));
+    lua_pop(L, 2);
+}
+
 static int run_script(lua_State *L, const options *o) {
     const char *fname = o->argv[o->script];
     /* "-" is stdin unless it came after "--" (then it is a file named "-") */
     if (strcmp(fname, "-") == 0 && strcmp(o->argv[o->script - 1], "--") != 0) fname = NULL;
     int status = fname ? load_command(L, fname) : -1;
     char found[4096];
-    if (status == -1) status = luaL_loadfile(L, fname ? find_script(L, fname, found, sizeof found) : NULL);
+    if (status == -1) {
+        if (fname) fname = find_script(L, fname, found, sizeof found);
+        if (fname) add_script_dir(L, fname);
+        status = luaL_loadfile(L, fname);
+    }
     if (status == LUA_OK) {
         int n = o->argc - o->script - 1;
         luaL_checkstack(L, n + 3, "too many arguments to script");
@@ -242,6 +287,7 @@ static int pmain(lua_State *L) {
     lua_remove(L, -2);
     lua_setfield(L, -2, "display");
     lua_pop(L, 1);
+    set_module_path(L);
     if (o->kernel || o->install_kernel) {
         lua_pushboolean(L, (o->kernel ? mh_kernel(L, o->kernel) : mh_install_kernel(L, o->prefix, o->user)) == 0);
         return 1;

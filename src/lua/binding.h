@@ -102,8 +102,9 @@ int mlL_open_model(lua_State *L);  /* src/lua/model.c: models, hooks, optimiser,
 int mlL_open_sys(lua_State *L);    /* src/lua/sys.c: mech.sys (clock, tty, files, metrics CSV) */
 int mlL_open_task(lua_State *L);   /* src/lua/task.c: mech.task (AR, ATR, datasets, batches) */
 /* Sets meta.task (the table at meta_idx) to the task the checkpoint at path records, if any; a record
- * that cannot be rebuilt (a Lua task's module missing) sets meta.task_error instead (src/lua/task.c). */
-void mlL_meta_task(lua_State *L, int meta_idx, const char *path);
+ * that cannot be rebuilt (a Lua task's module missing or not allowed) sets meta.task_error instead
+ * (src/lua/task.c). modules_idx: the list of modules the caller allowed (0: none; docs/security.md). */
+void mlL_meta_task(lua_State *L, int meta_idx, const char *path, int modules_idx);
 int mlL_open_interp(lua_State *L); /* src/lua/interp.c: run_with_cache/_hooks, mech.interp */
 int mlL_open_plot(lua_State *L);   /* src/lua/plot.c: mech.plot (figures to PNG + CSV) */
 int mlL_open_io(lua_State *L);     /* src/lua/io.c: mech.save_tensors / load_tensors, cache:save */

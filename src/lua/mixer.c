@@ -31,6 +31,7 @@ typedef struct lua_mixer {
     lua_State *T;           /* the thread the module's code runs on */
     int class_ref;          /* registry reference of the class */
     int refs;               /* the registration, plus one per layer built with it */
+    int serial;             /* its place in the order of registration (mlL_mixer_mark) */
     struct lua_mixer *next; /* this state's mixers */
 } lua_mixer;
 
@@ -387,6 +388,7 @@ static void lm_free(void *state) {
 typedef struct {
     lua_mixer *head;
     lua_State *T; /* the modules' thread, kept alive as the anchor's user value */
+    int count;    /* registrations made so far (the next one's serial) */
 } anchor;
 
 static int anchor_gc(lua_State *L) {
@@ -410,6 +412,7 @@ static anchor *get_anchor(lua_State *L) {
     lua_pop(L, 1);
     anchor *an = lua_newuserdatauv(L, sizeof *an, 1);
     an->head = NULL;
+    an->count = 0;
     an->T = lua_newthread(L);
     lua_setiuservalue(L, -2, 1);
     lua_newtable(L);
@@ -438,6 +441,13 @@ static const char *register_class(lua_State *L, int cls, const char *name, const
     const ml_mixer_type *bt = arch ? ml_mixer_find(arch) : NULL;
     lua_pop(L, 1);
     if (bt && !bt->user) return bt->name;
+    /* only a mech.nn Module class is a mixer (a module such as `os` named by a file never is) */
+    lua_pushliteral(L, "__nnclass");
+    bool is_class = lua_rawget(L, cls) == LUA_TBOOLEAN && lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (!is_class)
+        luaL_error(L, "%s: expected a mech.nn Module class (made with mech.nn.Module:extend), got a table that is not "
+                      "one", fn);
     anchor *an = get_anchor(L);
     for (lua_mixer *mx = an->head; mx; mx = mx->next) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, mx->class_ref);
@@ -499,8 +509,38 @@ static const char *register_class(lua_State *L, int cls, const char *name, const
     lua_pushvalue(L, cls);
     mx->class_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     mx->next = an->head;
+    mx->serial = an->count++;
     an->head = mx;
     return mx->name;
+}
+
+int mlL_mixer_mark(lua_State *L) { return get_anchor(L)->count; }
+
+void mlL_mixer_forget(lua_State *L, int mark, const char *module) {
+    anchor *an = get_anchor(L);
+    for (lua_mixer **p = &an->head; *p;) {
+        lua_mixer *mx = *p;
+        if (mx->serial < mark) {
+            p = &mx->next;
+            continue;
+        }
+        *p = mx->next;
+        ml_mixer_unregister(&mx->type);
+        luaL_unref(L, LUA_REGISTRYINDEX, mx->class_ref);
+        mixer_unref(mx); /* a model still holding it frees it last */
+    }
+    if (module) {
+        luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+        lua_pushnil(L);
+        lua_setfield(L, -2, module);
+        lua_pop(L, 1);
+    }
+}
+
+/* register_class(class, name, module, fn) under lua_pcall (its errors are then a load's to undo). */
+static int protected_register(lua_State *L) {
+    register_class(L, 1, lua_tostring(L, 2), lua_tostring(L, 3), lua_tostring(L, 4));
+    return 0;
 }
 
 /* mech.register_mixer(Class[, {name=, module=}]) -> name */
@@ -567,24 +607,78 @@ void mlL_mixer_options(lua_State *L, int idx, const char *fn, const char *const 
     lua_pop(L, 2);
 }
 
-void mlL_mixer_require(lua_State *L, const ml_model_config *c, const char *what) {
+/* Raises the message on top of L after undoing this load's registrations (and its require). */
+static void refuse(lua_State *L, int mark, const char *required) {
+    mlL_mixer_forget(L, mark, required);
+    lua_error(L);
+}
+
+bool mlL_mixer_require(lua_State *L, const ml_model_config *c, const char *what, int modules_idx) {
     ml_model_config r = *c;
     ml_mixer_resolve_alias(&r);
-    if (ml_mixer_find(r.arch) || !c->mixer_module[0]) return; /* else the core names the choices */
-    int top = lua_gettop(L);
-    lua_getglobal(L, "require");
-    lua_pushstring(L, c->mixer_module);
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK)
-        luaL_error(L, "%s: mixer '%s' is not registered and its module '%s' could not be loaded: %s", what, c->arch,
-                   c->mixer_module, lua_tostring(L, -1));
-    if (lua_istable(L, -1) && !ml_mixer_find(c->arch)) register_class(L, -1, c->arch, c->mixer_module, what);
+    if (ml_mixer_find(r.arch) || !c->mixer_module[0]) return false; /* else the core names the choices */
+    int top = lua_gettop(L), mark = mlL_mixer_mark(L);
+    modules_idx = modules_idx ? lua_absindex(L, modules_idx) : 0;
+    const char *module = c->mixer_module;
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    bool loaded = lua_getfield(L, -1, module) != LUA_TNIL;
+    if (!loaded) { /* the file names it: only the user may allow it */
+        lua_pop(L, 1);
+        mlL_pushlua(L, "mech.trust", "allowed", MLL_CHECK_NONE, NULL);
+        lua_pushstring(L, module);
+        if (modules_idx) lua_pushvalue(L, modules_idx);
+        else lua_pushnil(L);
+        lua_call(L, 2, 1);
+        bool allowed = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        if (!allowed) {
+            char named[96];
+            snprintf(named, sizeof named, "mixer '%s' is not registered, and the file", c->arch);
+            mlL_pushlua(L, "mech.trust", "refusal", MLL_CHECK_NONE, NULL);
+            lua_pushstring(L, named);
+            lua_pushstring(L, module);
+            lua_call(L, 2, 1);
+            lua_pushfstring(L, "%s: %s", what, lua_tostring(L, -1));
+            lua_error(L);
+        }
+        lua_getglobal(L, "require");
+        lua_pushstring(L, module);
+        if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+            lua_pushfstring(L, "%s: mixer '%s' is not registered and its module '%s' could not be loaded: %s", what,
+                            c->arch, module, lua_tostring(L, -1));
+            refuse(L, mark, module);
+        }
+    }
+    bool required = !loaded;
+    if (!ml_mixer_find(c->arch)) {
+        lua_pushliteral(L, "__nnclass");
+        bool is_class = lua_istable(L, -2) && lua_rawget(L, -2) == LUA_TBOOLEAN && lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        if (!is_class) {
+            char got[64];
+            lua_pushfstring(L, "%s: module '%s' is %s, not a mech.nn Module class, and registered no mixer '%s'", what,
+                            module, mlL_describe(L, -1, got, sizeof got), c->arch);
+            refuse(L, mark, required ? module : NULL);
+        }
+        lua_pushcfunction(L, protected_register);
+        lua_pushvalue(L, -2);
+        lua_pushstring(L, c->arch);
+        lua_pushstring(L, module);
+        lua_pushstring(L, what);
+        if (lua_pcall(L, 4, 0, 0) != LUA_OK) refuse(L, mark, required ? module : NULL);
+    }
     lua_settop(L, top);
-    if (!ml_mixer_find(c->arch))
-        luaL_error(L, "%s: module '%s' did not register mixer '%s'", what, c->mixer_module, c->arch);
+    if (!ml_mixer_find(c->arch)) {
+        lua_pushfstring(L, "%s: module '%s' did not register mixer '%s'", what, module, c->arch);
+        refuse(L, mark, required ? module : NULL);
+    }
+    return required;
 }
 
 int mlL_open_mixer(lua_State *L) {
     lua_pushcfunction(L, l_register_mixer);
     lua_setfield(L, -2, "register_mixer");
+    mlL_pushlua(L, "mech.trust", "allow_module", MLL_CHECK_NONE, NULL);
+    lua_setfield(L, -2, "allow_module");
     return 0;
 }

@@ -14,9 +14,16 @@ bool mlL_mixer_is_lua(const char *arch);
 /* For a Lua mixer c->arch: records its module and, as JSON, every option of the table at idx whose
  * key is not in config_keys (NULL-terminated) — the options its class is built with. */
 void mlL_mixer_options(lua_State *L, int idx, const char *fn, const char *const *config_keys, ml_model_config *c);
-/* Makes the mixer of a config read from a file available by requiring its recorded module; a
- * module that cannot be loaded, or does not register the mixer, raises an error naming both
- * (what: the caller, for the message). Without a module the model builder names the choices. */
-void mlL_mixer_require(lua_State *L, const ml_model_config *c, const char *what);
+/* Makes the mixer of a config read from a file available (docs/security.md): a registered mixer
+ * as it is; else its recorded module, only when this process loaded it already or the user allowed
+ * it (the set {name = true} at modules_idx, 0 for none; mech.allow_module). The module's value
+ * must be a mech.nn Module class or have registered the mixer. Any refusal or failure raises an
+ * error naming the module and how to allow it (what: the caller), leaving no registration and no
+ * package.loaded entry behind. Returns whether it required the module now. */
+bool mlL_mixer_require(lua_State *L, const ml_model_config *c, const char *what, int modules_idx);
+/* The mixers registered so far (a mark), and the undoing of every registration since a mark (a
+ * load that failed): module (may be NULL), when required by that load, is forgotten too. */
+int mlL_mixer_mark(lua_State *L);
+void mlL_mixer_forget(lua_State *L, int mark, const char *module);
 
 #endif

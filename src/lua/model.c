@@ -629,6 +629,8 @@ static int l_lr_schedule(lua_State *L) {
 
 /* ------------------------------------------------------------------ checkpoints */
 
+#define MIXER_HASH_KEY "mixer.module_hash" /* a Lua mixer's module source hash, at save */
+
 /* model:save(path[, {optimizer=opt, meta={key=string,...}, torch=false}]) */
 static int m_save(lua_State *L) {
     const char *fn = "save";
@@ -668,20 +670,57 @@ static int m_save(lua_State *L) {
             }
         }
     }
+    /* a Lua mixer's module: found again by its name, and its source's hash kept (docs/nn.md) */
+    if (mlL_mixer_is_lua(m->cfg.arch) && m->cfg.mixer_module[0]) {
+        if (n == 64) return luaL_error(L, "save: at most 63 metadata entries with a Lua mixer");
+        mlL_pushlua(L, "mech.nn.lua_mixer", "module_hash", MLL_CHECK_NONE, NULL);
+        lua_pushstring(L, m->cfg.mixer_module);
+        lua_pushstring(L, m->cfg.arch);
+        lua_call(L, 2, 1);
+        keys[n] = MIXER_HASH_KEY;
+        vals[n++] = lua_tostring(L, -1); /* stays on the stack */
+    }
     if (ml_checkpoint_save(path, m, opt, torch, n, keys, vals)) return mlL_raise(L);
     return 0;
 }
 
-/* mech.load(path[, {arch=..., d_model=..., ...}]) -> model, optimiser or nil, metadata table.
- * The options are the model's for a file without mechlab metadata; for a mechlab checkpoint the
- * ones given must match its config. */
+/* mech.load(path[, {arch=..., d_model=..., ..., modules={...}}]) -> model, optimiser or nil, metadata
+ * table. The options are the model's for a file without mechlab metadata; for a mechlab checkpoint
+ * the ones given must match its config. `modules`: the modules the file may name (its Lua mixer's,
+ * its Lua task's) beyond those already loaded (docs/security.md). A failed load leaves no mixer
+ * registered and no module loaded by it. */
 static int l_load(lua_State *L) {
     const char *fn = "mech.load";
     const char *path = luaL_checkstring(L, 1);
+    lua_settop(L, 2);
     ml_load_options options = {0};
-    if (!lua_isnoneornil(L, 2)) {
+    bool have_options = false;
+    int modules = 0, modules_set = 0;
+    if (!lua_isnil(L, 2)) {
         mlL_checktable(L, 2, fn, 2);
-        read_options(L, 2, fn, &options.cfg, options.given);
+        /* the model's options: a copy without `modules` */
+        lua_newtable(L);
+        int model_opts = lua_gettop(L);
+        lua_pushnil(L);
+        while (lua_next(L, 2)) {
+            if (lua_type(L, -2) == LUA_TSTRING && !strcmp(lua_tostring(L, -2), "modules")) {
+                lua_pop(L, 1);
+                continue;
+            }
+            lua_pushvalue(L, -2);
+            lua_insert(L, -2);
+            lua_settable(L, model_opts);
+            have_options = true;
+        }
+        if (have_options) read_options(L, model_opts, fn, &options.cfg, options.given);
+        if (lua_getfield(L, 2, "modules") != LUA_TNIL) {
+            modules = lua_gettop(L);
+            mlL_pushlua(L, "mech.trust", "set", MLL_CHECK_NONE, NULL);
+            lua_pushvalue(L, modules);
+            lua_pushstring(L, fn);
+            lua_call(L, 2, 1);
+            modules_set = lua_gettop(L);
+        }
     }
     /* a mixer written in Lua: registered, or its recorded module required, before the plan */
     ml_safetensors *head = ml_safetensors_open(path);
@@ -689,16 +728,21 @@ static int l_load(lua_State *L) {
     ml_model_config fc;
     bool have = text && ml_config_from_json(text, &fc) == ML_OK;
     ml_safetensors_close(head);
+    int mark = mlL_mixer_mark(L);
+    bool required = false;
     if (have) {
         char what[300];
         snprintf(what, sizeof what, "load: %s", path); /* as the core's load errors */
-        mlL_mixer_require(L, &fc, what);
+        required = mlL_mixer_require(L, &fc, what, modules_set);
     }
     ml_adamw o;
     bool has_opt;
     ml_safetensors *meta;
-    ml_model *m = ml_checkpoint_load(path, lua_isnoneornil(L, 2) ? NULL : &options, &o, &has_opt, &meta);
-    if (!m) return mlL_raise(L);
+    ml_model *m = ml_checkpoint_load(path, have_options ? &options : NULL, &o, &has_opt, &meta);
+    if (!m) {
+        mlL_mixer_forget(L, mark, required ? fc.mixer_module : NULL);
+        return mlL_raise(L);
+    }
     push_model(L, m);
     if (has_opt) {
         mlL_pushadamw(L, &o);
@@ -711,7 +755,16 @@ static int l_load(lua_State *L) {
         lua_setfield(L, -2, ml_safetensors_meta_key(meta, i));
     }
     ml_safetensors_close(meta);
-    mlL_meta_task(L, lua_gettop(L), path);
+    int meta_idx = lua_gettop(L);
+    if (have && fc.mixer_module[0] && lua_getfield(L, meta_idx, MIXER_HASH_KEY) == LUA_TSTRING) {
+        mlL_pushlua(L, "mech.nn.lua_mixer", "check_module_hash", MLL_CHECK_NONE, NULL);
+        lua_pushstring(L, fc.mixer_module);
+        lua_pushvalue(L, -3);
+        lua_pushstring(L, path);
+        lua_call(L, 3, 0);
+    }
+    lua_settop(L, meta_idx);
+    mlL_meta_task(L, meta_idx, path, modules);
     return 3;
 }
 

@@ -11,11 +11,16 @@
  * The options of the built-in kinds come from one table (src/tasks/options.c). Tasks made outside C
  * (a Lua task, a file) and the reading of task records (from_spec, from_checkpoint) live in
  * lua/mech/task_custom.lua; this file gives it its primitives (require "mech.task_c"). */
+#define _DEFAULT_SOURCE /* realpath */
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/safetensors.h"
 #include "lua/binding.h"
@@ -622,9 +627,11 @@ static const char *const spec_keys[] = {"kind", "name", "seed", "options", "modu
 
 /* mech.task.from_spec(spec): the task of a record made by task:spec() (lua/mech/task_custom.lua). */
 static int l_from_spec(lua_State *L) {
+    static const char *const option_keys[] = {"modules", "dir", NULL};
     mlL_checktable(L, 1, "mech.task.from_spec", 1);
     mlL_checkkeys(L, 1, "mech.task.from_spec", spec_keys);
-    lua_settop(L, 1);
+    mlL_opttable(L, 2, "mech.task.from_spec", 2, option_keys);
+    lua_settop(L, 2);
     return call_lib(L, "from_spec");
 }
 
@@ -632,7 +639,9 @@ static int l_from_spec(lua_State *L) {
 static int l_from_checkpoint(lua_State *L) {
     if (lua_type(L, 1) != LUA_TSTRING && !lua_istable(L, 1))
         return mlL_argerror(L, "mech.task.from_checkpoint", 1, "a checkpoint path or mech.load's metadata table");
-    lua_settop(L, 1);
+    static const char *const option_keys[] = {"modules", "dir", NULL};
+    mlL_opttable(L, 2, "mech.task.from_checkpoint", 2, option_keys);
+    lua_settop(L, 2);
     return call_lib(L, "from_checkpoint");
 }
 
@@ -1269,6 +1278,64 @@ static int c_meta(lua_State *L) {
     return 1;
 }
 
+/* text = C.read_data(path, base, max_bytes), or nil and why: a data file a record names
+ * (docs/security.md). With base (a directory, or nil), a relative path is taken from base and the
+ * file's real path (symlinks resolved) must lie below base's; with or without it, the file must be
+ * a regular file (never a FIFO, device or directory: opened without blocking, checked on the open
+ * descriptor) of at most max_bytes. */
+static int c_read_data(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    const char *base = luaL_optstring(L, 2, NULL);
+    lua_Integer max = luaL_checkinteger(L, 3);
+    char full[PATH_MAX], real[PATH_MAX], real_base[PATH_MAX];
+    if (base && path[0] != '/') {
+        if (snprintf(full, sizeof full, "%s/%s", base, path) >= (int)sizeof full)
+            return luaL_pushfail(L), lua_pushfstring(L, "the path '%s' is too long", path), 2;
+    } else {
+        snprintf(full, sizeof full, "%s", path);
+    }
+    if (!realpath(full, real))
+        return luaL_pushfail(L), lua_pushfstring(L, "cannot read %s: %s", full, strerror(errno)), 2;
+    if (base) {
+        if (!realpath(base, real_base))
+            return luaL_pushfail(L), lua_pushfstring(L, "cannot read the directory %s: %s", base, strerror(errno)), 2;
+        size_t n = strlen(real_base);
+        bool below = !strncmp(real, real_base, n) && (real[n] == '/' || (n == 1 && real_base[0] == '/'));
+        if (!below)
+            return luaL_pushfail(L),
+                   lua_pushfstring(L, "'%s' is not a file below %s (it is %s; a record may only name a file in its "
+                                      "own directory)", path, base, real), 2;
+    }
+    int fd = open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return luaL_pushfail(L), lua_pushfstring(L, "cannot read %s: %s", full, strerror(errno)), 2;
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return luaL_pushfail(L), lua_pushfstring(L, "%s is not a regular file (a FIFO, device or directory is "
+                                                    "never read as data)", full), 2;
+    }
+    if (st.st_size > max) {
+        close(fd);
+        return luaL_pushfail(L), lua_pushfstring(L, "%s holds %I bytes, more than the %I a data file may hold", full,
+                                                 (lua_Integer)st.st_size, max), 2;
+    }
+    luaL_Buffer b;
+    char *out = luaL_buffinitsize(L, &b, (size_t)st.st_size + 1);
+    size_t got = 0;
+    for (;;) { /* a file that grows while read stops at the bound */
+        ssize_t r = read(fd, out + got, (size_t)st.st_size + 1 - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+        if (got > (size_t)st.st_size) break;
+    }
+    close(fd);
+    if (got != (size_t)st.st_size)
+        return luaL_pushfail(L), lua_pushfstring(L, "%s changed while it was read", full), 2;
+    luaL_pushresultsize(&b, got);
+    return 1;
+}
+
 /* C.done(ds): a filled dataset, its memory accounted; returns ds */
 static int c_done(lua_State *L) {
     mlL_account(L, ml_dataset_bytes(check_dataset(L, 1, "task:dataset")));
@@ -1278,7 +1345,8 @@ static int c_done(lua_State *L) {
 
 static int open_task_c(lua_State *L) {
     static const luaL_Reg f[] = {{"custom", c_custom}, {"open", c_open}, {"done", c_done},
-                                 {"meta", c_meta}, {"call", c_call}, {"set_name", c_set_name}, {NULL, NULL}};
+                                 {"meta", c_meta}, {"call", c_call}, {"set_name", c_set_name},
+                                 {"read_data", c_read_data}, {NULL, NULL}};
     static const luaL_Reg with_names[] = {{"append", c_append}, {"append_batch", c_append_batch}, {NULL, NULL}};
     luaL_newlib(L, f);
     push_name_codes(L);
@@ -1364,6 +1432,7 @@ int mlL_open_task(lua_State *L) {
     luaL_newlib(L, fns);
     set_lib_entry(L, "new"); /* tasks made in Lua and from files: lua/mech/task_custom.lua */
     set_lib_entry(L, "load");
+    set_lib_entry(L, "register");
     set_lib_entry(L, "from_jsonl");
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE); /* its primitives */
     lua_pushcfunction(L, open_task_c);
@@ -1383,11 +1452,14 @@ int mlL_open_task(lua_State *L) {
     return 0;
 }
 
-void mlL_meta_task(lua_State *L, int meta_idx, const char *path) {
+void mlL_meta_task(lua_State *L, int meta_idx, const char *path, int modules_idx) {
     meta_idx = lua_absindex(L, meta_idx);
+    modules_idx = modules_idx ? lua_absindex(L, modules_idx) : 0;
     lua_pushcfunction(L, l_from_checkpoint);
     lua_pushstring(L, path);
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    lua_createtable(L, 0, 1); /* the modules the caller of mech.load allowed */
+    if (modules_idx) lua_pushvalue(L, modules_idx), lua_setfield(L, -2, "modules");
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
         lua_setfield(L, meta_idx, "task_error");
         return;
     }

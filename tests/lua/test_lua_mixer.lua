@@ -177,7 +177,7 @@ T.test("mech.model{mixer = name or module} and built-in names give the same mode
   T.eq(max_diff(c:forward(tok), b:forward(tok)), 0)
 end)
 
-T.test("save and mech.load round-trip it; a fresh process loads it by its recorded module", function()
+T.test("save and mech.load round-trip it; a fresh process loads it by its recorded module, when allowed", function()
   local m = tiny()
   local p = tmp .. "/gate.safetensors"
   m:save(p)
@@ -187,18 +187,24 @@ T.test("save and mech.load round-trip it; a fresh process loads it by its record
   T.raises(function() mech.load(p, { mixer = "mamba" }) end, "option 'arch' is 'mamba' but the file's config has 'mixer_gate'")
   T.eq(max_diff(back:forward(tok), m:forward(tok)), 0)
   local ok, out = run(string.format("%q -e %q", exe,
-    "local m = mech.load('" .. p .. "'); print(m:config().arch, m:config().mixer_options, m:n_params())"))
+    "local m = mech.load('" .. p .. "', {modules = {'mixer_gate'}}); print(m:config().arch, m:config().mixer_options, m:n_params())"))
   T.truthy(ok, out)
   T.eq(out, "mixer_gate\t{\"scale\":0.5}\t" .. m:n_params() .. "\n")
+  -- the file alone never allows its module (docs/security.md); mech.allow_module does, as requiring it
+  ok, out = run(string.format("%q -e %q", exe, "mech.load('" .. p .. "')"))
+  T.truthy(not ok and out:find("names module 'mixer_gate', which this process has not loaded", 1, true), out)
+  ok, out = run(string.format("%q -e %q", exe, "mech.allow_module('mixer_gate'); print(mech.load('" .. p
+    .. "'):config().arch)"))
+  T.truthy(ok and out == "mixer_gate\n", out)
   -- a module that cannot be required, a class never registered: errors naming them
   local Ghost = mech.nn.Module:extend("GhostMixer")
   function Ghost:forward(x) return x end
   mech.register_mixer(Ghost, { module = "no_such_module_xyz" })
   local g = mech.model { mixer = Ghost, d_model = 8, n_layers = 1, vocab = V }
-  g:save(tmp .. "/ghost.safetensors")
-  ok, out = run(string.format("%q -e %q", exe, "mech.load('" .. tmp .. "/ghost.safetensors')"))
-  T.truthy(not ok and out:find("mixer 'ghost_mixer' is not registered and its module 'no_such_module_xyz' could not be "
-    .. "loaded", 1, true), out)
+  -- a module require cannot find is an error at save time, naming the fix
+  T.raises(function() g:save(tmp .. "/ghost.safetensors") end,
+    "save: mixer 'ghost_mixer' records module 'no_such_module_xyz', which require cannot find")
+  T.falsy(mech.sys.exists(tmp .. "/ghost.safetensors"))
   local Anon = mech.nn.Module:extend("AnonMixer")
   function Anon:forward(x) return x end
   local anon = mech.model { mixer = Anon, d_model = 8, n_layers = 1, vocab = V }

@@ -335,7 +335,9 @@ T.test("records: a module's task is rebuilt from checkpoints; without its module
   T.raises(function() mech.task.from_spec(anon:spec()) end, "was made without a module")
   local gone = spec
   gone.module = "no_such_task_module"
-  T.raises(function() mech.task.from_spec(gone) end, "cannot load module 'no_such_task_module' of the Lua task 'copy'")
+  T.raises(function() mech.task.from_spec(gone) end, "names module 'no_such_task_module', which this process has not loaded")
+  T.raises(function() mech.task.from_spec(gone, { modules = { "no_such_task_module" } }) end,
+    "cannot load module 'no_such_task_module' of the Lua task 'copy'")
   local out2 = tmp .. "/anon_run"
   train.run { model = { arch = "attention", d_model = 8, n_layers = 1 }, task = anon, train_docs = 16, eval_docs = 8,
     batch_size = 8, steps = 1, quiet = true, out = out2 }
@@ -358,11 +360,12 @@ T.test("records: a module's task is rebuilt from checkpoints; without its module
   package.loaded.gone_task_mod = nil
   os.remove(mod_dir .. "/gone_task_mod.lua")
   local ckpt = out3 .. "/checkpoint.safetensors"
-  local _, _, meta3 = mech.load(ckpt)
+  local _, _, meta3 = mech.load(ckpt, { modules = { "gone_task_mod" } })
   T.eq(meta3.task, nil)
   T.truthy(meta3.task_error:find("cannot load module 'gone_task_mod' of the Lua task 'copy'", 1, true), meta3.task_error)
-  T.raises(function() mech.task.from_checkpoint(ckpt) end, "cannot load module 'gone_task_mod'")
-  local p = io.popen(string.format("%q experiments/interchange.lua %q 2>&1", arg[-1], ckpt))
+  T.raises(function() mech.task.from_checkpoint(ckpt, { modules = { "gone_task_mod" } }) end, "cannot load module 'gone_task_mod'")
+  T.raises(function() mech.task.from_checkpoint(ckpt) end, "names module 'gone_task_mod', which this process has not loaded")
+  local p = io.popen(string.format("%q experiments/interchange.lua %q --allow-module gone_task_mod 2>&1", arg[-1], ckpt))
   local text = p:read("a")
   T.falsy(p:close(), text)
   T.truthy(text:find("cannot load module 'gone_task_mod'", 1, true), text)

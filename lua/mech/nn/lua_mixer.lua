@@ -126,4 +126,44 @@ function M.options_json(opts, fn, config)
   return any and require("mech.json").encode(own) or ""
 end
 
+-- FNV-1a (64 bits) of a text, as 16 hex digits: a fingerprint of a module's source.
+local function fnv1a(text)
+  local h = -3750763034362895579 -- 0xcbf29ce484222325
+  for i = 1, #text do h = (h ~ text:byte(i)) * 0x100000001b3 end
+  return string.format("%016x", h)
+end
+
+-- The file require would load for module, and the hash of its source; nil and why when none.
+local function module_source(module)
+  local path, why = package.searchpath(module, package.path)
+  if not path then return nil, why end
+  local text, err = mech.sys.read_file(path)
+  if not text then return nil, err end
+  return path, fnv1a(text)
+end
+
+--- At save: the hash of the source of the mixer's module (recorded in the checkpoint), or an error
+--- when require cannot find that module by its recorded name, so no other process could load it.
+function M.module_hash(module, arch)
+  local path, hash = module_source(module)
+  if not path then
+    error(string.format("save: mixer '%s' records module '%s', which require cannot find, so no other process "
+      .. "could load this checkpoint: move the class into a module file on the module path (the script's "
+      .. "directory, the working directory, mech.home or LUA_PATH) and register it with {module = \"NAME\"} "
+      .. "(docs/nn.md)%s", arch, module, tostring(hash):gsub("\n%s*", "; ")), 0)
+  end
+  return hash
+end
+
+--- At load: warns on stderr when the module's source differs from the one the checkpoint was saved
+--- with (recorded hash), naming both hashes.
+function M.check_module_hash(module, recorded, ckpt)
+  local path, hash = module_source(module)
+  if path and hash ~= recorded then
+    io.stderr:write(string.format("mech.load: warning: %s: the source of mixer module '%s' (%s) has changed since "
+      .. "the checkpoint was saved: hash %s now, %s at save\n", ckpt, module, path, hash, recorded))
+  end
+  return hash
+end
+
 return M

@@ -199,7 +199,10 @@ T.test("a profile with its slices: every file's rows, a run already read skipped
     local want = f.id == "v3_lr_heatmap" and { quick = { ar = { "lr_slice" } } } or {}
     if f.id:match("^fig3[abc]$") then want = { quick = { ar = { "lr_slice", "mamba_256" } } } end
     if f.id == "fig6a" then want = { quick = { ar = { "lr_slice", "mamba_256" }, mamba_conv = { "best_lr" } } } end
-    if f.id == "fig7" then want = { quick = { ar = { "lr_slice", "mamba_256", "nope" } } } end -- every further profile
+    if f.id == "fig7" then -- every further profile of its three sweeps, where PE/NoPE pairs may come from
+      want = { quick = { ar = { "best_lr_128", "best_lr_256", "lr_slice", "mamba_256", "nope", "pe_pairs" },
+        atr_easy = { "pe_pairs" }, atr_hard = { "quick32" } } }
+    end
     if f.id == "fig9b" then want = { quick = { ar = { "lr_slice" } } } end
     T.eq(f.slices, want, f.id)
   end

@@ -38,8 +38,9 @@ end
 local function remove(root) os.execute(string.format("rm -rf '%s'", root)) end
 
 -- the ledger's row n of a page: its verdict and its comparisons
-local function ledger_row(page, n)
-  local verdict, comparisons = page:match("\n| " .. n .. " | ([^|]+) | [^\n]- | ([^\n]*) |\n")
+local function ledger_row(page, n) -- in the ledger's section only: other tables number their rows too
+  local ledger = page:match("\n## The claims ledger\n.-\n## ") or page:match("\n## The claims ledger\n.*")
+  local verdict, comparisons = ledger:match("\n| " .. n .. " | ([^|]+) | [^\n]- | ([^\n]*) |\n")
   return verdict, comparisons
 end
 

@@ -50,6 +50,7 @@ MLK_CLONES static void conv_fwd_one(int L, int C, int K, const float *xb, int ld
 
 void mlk_conv1d_fwd_ld(int B, int L, int C, int K, const float *x, int ldx, const float *w, const float *bias,
                        float *y) {
+    if (L == 0) return; /* nothing to write: an empty batch costs no loop over its rows */
     float wbuf[WT_MAX];
     const float *wt = transpose_w(C, K, w, wbuf);
     int nt = mlk_threads_for((double)B * L * C * K);

@@ -470,6 +470,7 @@ MLK_CLONES static void quad_fwd_one(int L, int H, int Dk, int Dv, float scale, c
 
 int mlk_delta_quad_fwd(int B, int L, int H, int Dk, int Dv, float scale, const float *q, const float *k,
                        const float *v, const float *beta, float *o, float *vold) {
+    if (L == 0) return 0; /* o and vold are [B, 0, ...]: nothing to write */
     mlk_scratch sc = mlk_scratch_new(2.0 * B * H * L * L * (Dk + Dv), sizeof(float), 0, quad_scratch(L, Dk, Dv, 2, 5), 0);
     if (!sc.base) return -1;
 #pragma omp parallel num_threads(sc.nt)

@@ -58,6 +58,7 @@ MLK_CLONES static void based_fwd_one(int b, int h, int L, int H, int F, int Dv, 
 
 void mlk_based_fwd_ex(int B, int L, int H, int F, int Dv, float eps, const float *q, const float *k,
                       const float *v, float *y, float *den, float *pattern) {
+    if (L == 0) return; /* y, den and pattern are all [B, L, ...]: nothing to write */
     const float inv_sqrt_f = 1.0f / sqrtf((float)F);
     int nt = mlk_threads_for((double)B * H * L * L * (F + Dv) * 0.5);
 #pragma omp parallel for collapse(2) num_threads(nt) schedule(static)

@@ -270,6 +270,7 @@ static void bwd_grouped(int B, int L, int C, int G, const float *u, const float 
 }
 
 void mlk_longconv_fwd(int B, int L, int C, int G, const float *u, const float *k, const float *dskip, float *y) {
+    if (L == 0) return; /* y is [B, 0, C]: nothing to write */
     int nq = lc_chunks(C);
     size_t nk = (size_t)nq * L * LC_CB;
     /* kp, dsp, then up per thread, on a 64-byte boundary like the tensors (aligned vector loads) */

@@ -107,6 +107,7 @@ MLK_CLONES static void scan_fwd_one(int L, int E, int N, const float *u, const f
 
 int mlk_sscan_fwd(int B, int L, int E, int N, const float *u, const float *delta, const float *A, const float *Bm,
                   const float *Cm, const float *D, const float *h0, float *y, float *hs, float *hlast) {
+    if (L == 0 && !hlast) return 0; /* y and hs are [B, 0, ...]: nothing to write */
     size_t EN = (size_t)E * N;
     /* shared: [N,E] A·log2(e); per thread: the running state [N,E], all states [L,N,E] */
     mlk_scratch sc = mlk_scratch_new((double)B * L * EN, sizeof(float), EN, EN + (hs ? (size_t)L * EN : 0), 0);

@@ -53,8 +53,15 @@ T.test("n is read from the rows where they record it (a column or a metric eval_
   f:write(table.concat({ head, row("a-1024", "accuracy", 0.5), row("a-1024", "eval_docs", 1024), row("b-old", "accuracy", 0.5) },
     "\n") .. "\n")
   f:close()
-  local runs = page.load(root).runs.ar_nope
+  -- the suites' report_docs column (a profile's axis) counts the report rows' documents
+  f = assert(io.open(root .. "/docs/results/ar-layers-based-best-lr.csv", "wb"))
+  f:write(head:gsub(",steps,", ",steps,report_docs,") .. "\n"
+    .. row("c-report", "accuracy", 0.5):gsub(",50016,", ",50016,1024,") .. "\n")
+  f:close()
+  local data = page.load(root)
+  local runs = data.runs.ar_nope
   os.execute(string.format("rm -rf '%s'", root))
+  T.eq(data.runs.ar_layers_best["c-report"].n, 1024)
   T.eq(runs["a-1024"].n, 1024)
   T.eq(runs["b-old"].n, 320)
   local F = require "mech.paper.tables.format"

@@ -52,6 +52,11 @@ local titles = { pcfg_easy_8192 = "(5, 8192)", pcfg_10_20 = "(10, 20)" }
 function C.hard(s, preset, a, w) return acc({ s.hard[preset][a][w] }, wlabel(a, w, titles[preset] .. ", 5 ep."), "hard") end
 function C.split(s, a, w, split) return acc({ s.split[a][w] }, wlabel(a, w, split), "split", split) end
 function C.layers(s, a, L, w) return acc(s.layers[a][L][w], wlabel(a, w, L .. "-layer AR")) end
+--- 3 layers at the best of the rates they ran at beyond 1e-3 (nil where none ran)
+function C.layers_best(s, a, w)
+  local e = s.layers_best[a] and s.layers_best[a][w]
+  return e and acc({ e }, wlabel(a, w, "3-layer AR (best lr " .. F.lr_str(e.lr) .. ")"))
+end
 function C.atr_layers(s, a, L, w) return acc(s.atr_layers[a][L][w], wlabel(a, w, L .. "-layer (5, 20)"), "atr_layers") end
 function C.sibling(s, a, L, w) return acc(s.sibling[a][L][w], wlabel(a, w, L .. "-layer sibling"), "sibling") end
 function C.delta(s, w) return acc(s.delta[w], string.format("DeltaNet d = %d", w)) end

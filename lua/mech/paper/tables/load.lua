@@ -17,7 +17,7 @@ T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ab
   delta_net = "delta-net-quick.csv", ar_lr_slice = "ar-lr-slice.csv", ar_mamba_256 = "ar-mamba-256.csv",
   mamba_conv_best_lr = "mamba-conv-best-lr.csv", atr_mamba_conv = "atr-mamba-conv-quick.csv",
   ar_layers = "ar-layers-quick.csv", atr_1layer = "atr-1layer-quick.csv", sibling = "sibling-quick.csv",
-  ar_nope = "ar-nope.csv" }
+  ar_nope = "ar-nope.csv", ar_layers_best = "ar-layers-based-best-lr.csv" }
 -- the learning rates of AR's quick profile (1e-3) and its slice (the other three), and the slice's own runs
 T.lrs = { 3e-4, 1e-3, 3e-3, 1e-2 }
 T.slice_runs = 36
@@ -68,7 +68,8 @@ function T.load(root)
         end
         if r.split == "dev" then e.dev = e.dev or {} end
         local t = r.split == "dev" and e.dev or e
-        t.n = tonumber(r.eval_docs) or t.n or T.eval_docs
+        -- a report row counts report_docs documents where the run set them (docs/training.md)
+        t.n = tonumber(r.eval_docs) or tonumber(r.report_docs) or t.n or T.eval_docs
         -- the query type (KEY on AR, PARENT on ATR) does not matter here
         local p, what = r.metric:match("^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.(attrib[_den]*)$")
         local layer, mixer = r.metric:match("^(%d)%.%u+%.query_item_orig%.query_item%.attention_output%.(attrib[_den]*)$")

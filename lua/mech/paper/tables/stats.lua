@@ -303,6 +303,18 @@ local function stats(d)
     function(e) return e.pos_emb == (e.arch == "attention") end)
   s.layers_mixer = by_depth({ "ar_layers", "retrained", "ar_layers" }, { 1, 2, 3 },
     function(e) return e.pos_emb == (e.arch == "attention") end)
+  -- 3 layers at rates of their own (ar_layers' profile based_best_lr: 3-layer Based at 2-layer
+  -- Based's best rates of the slice, on 1,024 documents): the best per width, as ar_best picks
+  s.layers_best = {}
+  for _, a in ipairs(paper.archs) do
+    s.layers_best[a] = {}
+    for _, w in ipairs { 32, 64 } do
+      for _, e in ipairs(pick(d, { "ar_layers_best" }, function(e) return e.arch == a and e.d == w end)) do
+        local b = s.layers_best[a][w]
+        if e.accuracy and (not b or e.accuracy > b.accuracy) then s.layers_best[a][w] = e end
+      end
+    end
+  end
   s.atr_layers = by_depth({ "atr_1layer", "atr_easy" }, { 1, 2 })
   s.sibling = by_depth({ "sibling", "sibling", "sibling" }, { 1, 2, 3 })
   s.layers_total, s.atr_1layer_total, s.sibling_total = #d.ids.ar_layers, #d.ids.atr_1layer, #d.ids.sibling
@@ -324,7 +336,7 @@ local function stats(d)
   for _, r in ipairs(d.fig.mamba_next_key_best_lr_runs) do
     local e = s.nk_best[r.run]
     if not e then
-      e = { id = r.run, d = r.d_model, lr = r.lr, accuracy = r.accuracy, n = tonumber(r.eval_docs) or T.eval_docs, at = {},
+      e = { id = r.run, d = r.d_model, lr = r.lr, accuracy = r.accuracy, n = tonumber(r.eval_docs) or tonumber(r.report_docs) or T.eval_docs, at = {},
         pass = {} }
       s.nk_best[r.run], s.nk_best[#s.nk_best + 1] = e, e
     end

@@ -8,6 +8,26 @@ import subprocess
 import sys
 import tempfile
 
+failures = []
+passed = [0]
+
+
+def check(cond, what):
+    """One check's line, as the Lua tests print theirs; a failed one is kept for finish()."""
+    print(("ok    " if cond else "FAIL  ") + what, flush=True)
+    if cond:
+        passed[0] += 1
+    else:
+        failures.append(what)
+
+
+def finish():
+    """The closing line; exit status 1 when a check failed."""
+    print("%d passed, %d failed" % (passed[0], len(failures)))
+    if failures:
+        print("failed: %s" % failures)
+        sys.exit(1)
+
 
 def install(mechlab):
     """Installs the spec of this mechlab (`--install-kernel --prefix`) into a temporary directory

@@ -15,13 +15,7 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kernelspec  # noqa: E402
 
-failures = []
-
-
-def check(cond, what):
-    print(("ok    " if cond else "FAIL  ") + what, flush=True)
-    if not cond:
-        failures.append(what)
+check = kernelspec.check
 
 
 def decode_png(data):
@@ -117,10 +111,7 @@ mech.viz.attention{model = m, input = mech.randint(0, 20, 1, L), out = arg[1] ..
         check(sblue + sred > 2000 and scolours > 20, "the SSM page shows its implicit attention (%d coloured pixels)" % (sblue + sred))
     finally:
         shutil.rmtree(tmp, True)
-    if failures:
-        print("%d failed: %s" % (len(failures), failures))
-        sys.exit(1)
-    print("all passed")
+    kernelspec.finish()
 
 
 if __name__ == "__main__":

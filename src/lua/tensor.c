@@ -1002,5 +1002,9 @@ int mlL_open_tensor(lua_State *L) {
         {"threads", l_threads}, {"is_tensor", l_is_tensor}, {"memory_bytes", l_memory},
         {"set_printoptions", l_set_printoptions}, {"get_printoptions", l_get_printoptions}, {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
+    /* mech.default_generator: the generator mech.manual_seed reseeds (PyTorch's torch.default_generator);
+     * an init(t, gen) outside a model draws from it */
+    lua_getfield(L, LUA_REGISTRYINDEX, "mech.default_rng");
+    lua_setfield(L, -2, "default_generator");
     return 0;
 }

@@ -288,7 +288,8 @@ local function default_fan(kind, shape)
 end
 
 local function make_param(self, name, shape, opts)
-  local init, gen = opts.init or "zeros", opts.generator or M.generator
+  -- outside a model, the default generator (seeded by mech.manual_seed): an init always gets one
+  local init, gen = opts.init or "zeros", opts.generator or M.generator or mech.default_generator
   local fan = opts.fan
   if type(init) == "string" then
     if init == "linear_weight" or init == "linear_bias" or init == "conv_weight" or init == "conv_bias" then

@@ -28,8 +28,9 @@ function Block:init(opts)
     error(fn .. ": option kind expected \"transformer\" or \"mamba\", got " .. tostring(kind), 3)
   end
   local sm = opts.state_mixer or "mlp"
-  if sm ~= "mlp" and sm ~= "glu" and sm ~= "none" then
-    error(fn .. ": option state_mixer expected \"mlp\", \"glu\" or \"none\", got " .. tostring(sm), 3)
+  if type(sm) == "table" and rawget(sm, "__nnclass") then sm = sm { d_model = D } end
+  if not nn.is_module(sm) and sm ~= "mlp" and sm ~= "glu" and sm ~= "none" then
+    error(fn .. ": option state_mixer expected \"mlp\", \"glu\", \"none\" or a module (your own state mixer), got " .. tostring(sm), 3)
   end
   if kind == "mamba" and opts.state_mixer and sm ~= "none" then
     error(fn .. ": a mamba block has no state mixer (option state_mixer must be \"none\" or absent)", 3)
@@ -49,23 +50,42 @@ function Block:init(opts)
     self:add_module("norm2", norm.LayerNorm(D))
     if sm ~= "none" then
       self.mlp_input = nn.HookPoint()
-      self:add_module("mlp", MLP { d_model = D, kind = sm }, "state_mixer")
+      self:add_module("mlp", nn.is_module(sm) and sm or MLP { d_model = D, kind = sm }, "state_mixer")
       self.mlp_output = nn.HookPoint()
     end
   end
   self.block_output = nn.HookPoint()
 end
 
+-- A mixer's contract: its output has its input's shape and dtype. Checked here, before the
+-- residual sum, because a (1, 1) tensor or a (B, 1, D) one would broadcast into it silently.
+local function mixed(mixer, x)
+  local y = mixer(x)
+  local ys = mech.is_tensor(y) and y:shape()
+  local xs = x:shape()
+  local same = ys and #ys == #xs and y:dtype() == x:dtype()
+  for d = 1, same and #xs or 0 do same = same and ys[d] == xs[d] end
+  if not same then
+    local cls = rawget(getmetatable(mixer), "__name") or "Module"
+    local got = ys and string.format("%s %s tensor of shape [%s]", y:dtype():match("^[aeiou]") and "an" or "a", y:dtype(),
+      table.concat(ys, ",")) or
+      (y == nil and "nil" or ("a " .. type(y)))
+    error(string.format("mech.nn: %s (%s): forward returned %s, expected a %s tensor of shape [%s] (its input's)",
+      mixer:path() ~= "" and mixer:path() or "mixer", cls, got, x:dtype(), table.concat(xs, ",")), 0)
+  end
+  return y
+end
+
 function Block:forward(r)
   r = self.block_input(r)
   if self.kind == "mamba" then
-    r = r + self.attention_output(self.mixer(self.attention_input(self.norm(r))))
+    r = r + self.attention_output(mixed(self.mixer, self.attention_input(self.norm(r))))
     return self.block_output(r)
   end
-  r = r + self.attention_output(self.mixer(self.attention_input(self.norm1(r))))
+  r = r + self.attention_output(mixed(self.mixer, self.attention_input(self.norm1(r))))
   if self.resid_mid then r = self.resid_mid(r) end
   local c = self.norm2(r)
-  if self.mlp then c = self.mlp_output(self.mlp(self.mlp_input(c))) end
+  if self.mlp then c = self.mlp_output(mixed(self.mlp, self.mlp_input(c))) end
   return self.block_output(r + c)
 end
 

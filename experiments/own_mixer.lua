@@ -80,7 +80,7 @@ local run = train.run {
 local model, task = run.model, run.task
 print(string.format("%s: %d parameters, %d steps in %.1f s (%.1f steps/s); test accuracy %.4f", tostring(model),
   model:n_params(), steps, run.wall, run.steps_per_second, run.final.accuracy))
-print("its sites in layer 1: " .. #model:hook_names("blocks%.1%.mixer%.") .. " (e.g. blocks.1.mixer.hook_scores)")
+print("its sites in layer 1: " .. #model:hook_names("blocks.1.mixer") .. " (e.g. blocks.1.mixer.hook_scores)")
 
 -- the paper's interchange evaluation (the layer-1 block-input attributions of Fig. 3)
 local ds = task:dataset(docs, { seed = 42, split = "test" })

@@ -265,7 +265,7 @@ E("mech.nn.Module.internal_sites", "module:internal_sites() -> {name, ...}",
   "Sites a module fires inside its forward other than its children's, relative to it (a built-in mixer layer lists its C sites); {} by default.",
   "print(#mech.nn.Attention { d_model = 8 }:internal_sites())")
 E("mech.nn.Module.run_with_cache", "module:run_with_cache(x...[, {names = filter}]) -> output, cache",
-  "Runs the module and returns the activations of every hook site (or those a name, Lua pattern, list or function keeps) by name, detached.",
+  "Runs the module and returns the activations of every hook site (or those a name, {pattern = Lua pattern}, list or function keeps; a name is literal: whole dot-separated parts) by name, detached.",
   'local y, cache = block:run_with_cache(x, { names = "mixer" })')
 E("mech.nn.Module.run_with_hooks", "module:run_with_hooks(x..., {fwd_hooks = {{name, fn}, ...}} or {[name] = fn}) -> output",
   "Runs the module with hooks: fn(act, name) returns nil to observe or a replacement of the same shape; name is a hook name (an unknown one is an error with the closest) or, in fwd_hooks, a function(name).",
@@ -329,7 +329,7 @@ E("model:hidden", "model:hidden(tokens[, hooks]) -> h (B, L, D)", "The final hid
 E("model:unembed", "model:unembed(x) -> logits", "The final LayerNorm and the tied head on a residual (B, L, D) or (L, D): the logit lens on any cached residual.",
   'local lens = model:unembed(cache:get("resid_post", 0))')
 E("model:run_with_cache", "model:run_with_cache(tokens[, {names=, grads=, targets=, rows=, objective=}]) -> logits, cache[, grads]",
-  "Runs and keeps activations in a mech.Cache. names: a site, a Lua pattern, a function(name) -> keep, or a list (TransformerLens names work); grads = true also returns d objective / d activation.",
+  "Runs and keeps activations in a mech.Cache. names: a site name or a run of its dot-separated parts (literal; TransformerLens names work), {pattern = a Lua pattern}, a function(name) -> keep, or a list; grads = true also returns d objective / d activation.",
   'local logits, cache = model:run_with_cache(tokens, { names = "block_input" })')
 E("model:run_with_hooks", "model:run_with_hooks(tokens, {[site] = fn(act, ctx)}) -> logits",
   "A forward with hooks for this call: fn observes (returns nothing) or returns a replacement of the same shape; ctx = {site, layer, name}.",
@@ -337,7 +337,7 @@ E("model:run_with_hooks", "model:run_with_hooks(tokens, {[site] = fn(act, ctx)})
 E("model:add_hook", "model:add_hook(site, fn) -> handle", "A hook that stays until handle:remove(), the handle goes out of a `<close>` scope, or model:reset_hooks().",
   'local h <close> = model:add_hook("blocks.0.hook_resid_pre", function(a) print(a:shape()[2]) end)')
 E("model:reset_hooks", "model:reset_hooks()", "Removes every hook added with model:add_hook.", "model:reset_hooks()")
-E("model:hook_names", "model:hook_names([filter]) -> {{id=, name=, layer=, component=, shape=}, ...}", "Every hook site: its integer id, full name, layer, component and shape (B and L for batch and length), or those a name, Lua pattern or function keeps; prints one a line.",
+E("model:hook_names", "model:hook_names([filter]) -> {{id=, name=, layer=, component=, shape=}, ...}", "Every hook site: its integer id, full name, layer, component and shape (B and L for batch and length), or those a name (literal), {pattern = a Lua pattern} or function keeps; prints one a line.",
   'for _, s in ipairs(model:hook_names("mixer")) do print(s.id, s.layer, s.component) end')
 E("model:site", "model:site(layer, component) -> name", "The full site name \"blocks.{layer}.{component}\" (TransformerLens component names too); a bad layer is an error naming the layer count, a bad component one naming the layer's closest.",
   'print(model:site(0, "resid_pre"))   -- blocks.0.block_input')
@@ -388,7 +388,7 @@ E("cache:get", "cache:get(component[, layer]) -> tensor",
   'local r = cache:get("resid_pre", 1)   -- cache["blocks.1.block_input"]')
 E("cache:has", "cache:has(name) -> boolean", "Whether the cache holds the site (`cache[name]` raises for a missing one).",
   'print(cache:has("blocks.0.mixer.q"))')
-E("cache:names", "cache:names([filter]) -> {name, ...}", "The cached site names, sorted; filter: a name, a Lua pattern or a function(name) -> keep.",
+E("cache:names", "cache:names([filter]) -> {name, ...}", "The cached site names, sorted; filter: a name (literal, whole dot-separated parts), {pattern = a Lua pattern} or a function(name) -> keep.",
   'for _, n in ipairs(cache:names("mixer")) do print(n, cache[n]:shape()[2]) end')
 E("cache:save", "cache:save(path)", "Writes the cached activations to safetensors under their full site names (numpy and PyTorch read it).",
   'cache:save(os.tmpname())')

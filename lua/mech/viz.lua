@@ -32,7 +32,7 @@ local function layers_of(fn, pattern, example)
   local mt = getmetatable(pattern)
   if type(pattern) == "table" and type(mt) == "table" and rawget(mt, "__name") == "mech.Cache" then
     local out = {}
-    for _, n in ipairs(pattern:names("mixer%.pattern$")) do out[#out + 1] = one(pattern[n], n:match("^(blocks%.%d+)")) end
+    for _, n in ipairs(pattern:names("mixer.pattern")) do out[#out + 1] = one(pattern[n], n:match("^(blocks%.%d+)")) end
     if #out == 0 then
       fail(fn, "option 'pattern': the cache holds no mixer.pattern (a model without attention); pass "
         .. "{model = model, input = tokens} instead, which shows its implicit attention (mech.interp.implicit_attention)")

@@ -70,9 +70,12 @@ const char *mlL_quote(const char *s, char *buf, size_t n);
  * and the closest site. */
 struct ml_model;
 int mlL_checksite(lua_State *L, const struct ml_model *m, const char *name, const char *fn);
-/* Whether the filter at idx keeps the full site name `name`: a name (either spelling), a Lua
- * pattern matched anywhere in the name or its TransformerLens spelling, or a function(name). */
-bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn);
+/* Whether the filter at idx keeps the full site name `name`: a literal name (either spelling)
+ * that equals the name or its trailing dotted part, {pattern = a Lua pattern} matched anywhere in
+ * the name or its TransformerLens spelling, or a function(name). A bad pattern names fn and arg. */
+bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn, const char *arg);
+/* Checks that idx holds a name filter (else an error naming fn and arg); returns idx, absolute. */
+int mlL_checkfilter(lua_State *L, int idx, const char *fn, const char *arg);
 /* The live model at arg (src/lua/model.c), else an error naming fn. */
 struct ml_model *mlL_checkmodel(lua_State *L, int arg, const char *fn);
 /* Token ids for model m at arg: an int32 tensor or a table of integers, (B, L) or one document

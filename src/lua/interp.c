@@ -37,20 +37,55 @@ static void *scratch(lua_State *L, size_t n) {
 /* ------------------------------------------------------------------ names */
 
 /* Whether Lua pattern `pat` matches `s` anywhere (string.find, so patterns behave as in Lua); a
- * malformed pattern raises its error naming `fn`. */
-static bool pattern_finds(lua_State *L, const char *s, const char *pat, const char *fn) {
+ * malformed pattern is the caller's error, naming fn and the argument. */
+static bool pattern_finds(lua_State *L, const char *s, const char *pat, const char *fn, const char *arg) {
     lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
     lua_getfield(L, -1, LUA_STRLIBNAME);
     lua_getfield(L, -1, "find");
     lua_pushstring(L, s);
     lua_pushstring(L, pat);
-    if (lua_pcall(L, 2, 1, 0) != LUA_OK) luaL_error(L, "%s: bad pattern '%s': %s", fn, pat, lua_tostring(L, -1));
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK)
+        luaL_error(L, "%s: %s: bad Lua pattern '%s': %s", fn, arg, pat, lua_tostring(L, -1));
     bool found = !lua_isnil(L, -1);
     lua_pop(L, 3);
     return found;
 }
 
-bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn) {
+/* A literal filter: `lit` is a whole run of `name`'s dot-separated parts (the full name, a layer
+ * "blocks.0", a component "mlp_output" or "mixer" in every layer), and the last part may leave off
+ * TransformerLens's "hook_" ("resid_post"). A typo ("hook_resid_pr") matches nothing. */
+static bool literal_match(const char *name, const char *lit) {
+    char n[ML_SITE_NAME_MAX + 2], l[ML_SITE_NAME_MAX + 2];
+    if (!*lit || snprintf(n, sizeof n, ".%s.", name) >= (int)sizeof n || snprintf(l, sizeof l, ".%s.", lit) >= (int)sizeof l)
+        return false;
+    if (strstr(n, l)) return true;
+    char *last = strrchr(n, '.'); /* the closing dot; the last part starts after the one before */
+    *last = 0;
+    last = strrchr(n, '.') + 1;
+    if (strncmp(last, "hook_", 5)) return false;
+    memmove(last, last + 5, strlen(last + 5) + 1);
+    strcat(n, ".");
+    return strstr(n, l) != NULL;
+}
+
+/* The {pattern = "..."} table at idx: its pattern, or NULL when idx holds no such table. */
+static const char *filter_pattern(lua_State *L, int idx) {
+    if (!lua_istable(L, idx)) return NULL;
+    lua_getfield(L, idx, "pattern");
+    const char *pat = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL; /* idx anchors it */
+    lua_pop(L, 1);
+    return pat;
+}
+
+int mlL_checkfilter(lua_State *L, int idx, const char *fn, const char *arg) {
+    idx = lua_absindex(L, idx);
+    if (lua_type(L, idx) == LUA_TSTRING || lua_isfunction(L, idx) || filter_pattern(L, idx)) return idx;
+    return luaL_error(L, "%s: %s expected a site name, {pattern = a Lua pattern} or a function(name), got %s", fn, arg,
+                      luaL_typename(L, idx));
+}
+
+bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn, const char *arg) {
+    idx = lua_absindex(L, idx);
     if (lua_isfunction(L, idx)) {
         lua_pushvalue(L, idx);
         lua_pushstring(L, name);
@@ -59,21 +94,25 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn) {
         lua_pop(L, 1);
         return keep;
     }
-    const char *f = lua_tostring(L, idx);
+    const char *pat = filter_pattern(L, idx), *f = pat ? NULL : lua_tostring(L, idx);
     char buf[ML_SITE_NAME_MAX];
-    if (!strcmp(name, ml_site_canonical(f, buf, sizeof buf)) || pattern_finds(L, name, f, fn)) return true;
-    int layer; /* the pattern may be written against the TransformerLens spelling */
+    if (pat ? pattern_finds(L, name, pat, fn, arg) : (literal_match(name, f) ||
+                                                       !strcmp(name, ml_site_canonical(f, buf, sizeof buf))))
+        return true;
+    int layer; /* the filter may be written against the TransformerLens spelling */
     const char *rest = ml_site_split(name, &layer), *tl = rest ? ml_site_tl_name(rest) : NULL;
     if (!tl) return false;
     ml_site_format(buf, sizeof buf, layer, tl);
-    return pattern_finds(L, buf, f, fn);
+    return pat ? pattern_finds(L, buf, pat, fn, arg) : literal_match(buf, f);
 }
 
 /* Marks in want the sites one entry of a `names` option selects (the value at idx): a site name
- * (mechlab's or TransformerLens's), else a Lua pattern over the full names, or a function.
- * A string that selects nothing is an error with the closest name. */
+ * or its trailing part (mechlab's or TransformerLens's spelling), {pattern = a Lua pattern} over
+ * the full names, or a function. A name that selects nothing is an error with the closest name. */
 static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const char *key, const char *fn) {
-    idx = lua_absindex(L, idx);
+    char arg[64];
+    snprintf(arg, sizeof arg, "option '%s'", key);
+    idx = mlL_checkfilter(L, idx, fn, arg);
     if (lua_type(L, idx) == LUA_TSTRING) {
         const char *name = lua_tostring(L, idx);
         int s = ml_site_resolve(m, name);
@@ -81,9 +120,6 @@ static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const c
             want[s] = true;
             return;
         }
-    } else if (!lua_isfunction(L, idx)) {
-        luaL_error(L, "%s: option '%s' expected site names, Lua patterns or a function, got %s", fn, key,
-                   luaL_typename(L, idx));
     }
     /* the names first: a filter function may close the model, so it runs after the last read */
     int n = m->n_sites;
@@ -97,24 +133,24 @@ static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const c
     bool any = false;
     for (int i = 0; i < n; i++) {
         lua_rawgeti(L, -1, i + 1);
-        if (mlL_name_filter(L, idx, lua_tostring(L, -1), fn)) want[i] = any = true;
+        if (mlL_name_filter(L, idx, lua_tostring(L, -1), fn, arg)) want[i] = any = true;
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
     if (!any && lua_type(L, idx) == LUA_TSTRING) mlL_checksite(L, m, lua_tostring(L, idx), fn); /* raises */
 }
 
-/* The `names` option: nil = every site; a name, pattern or function, or a list of names and
- * patterns. The mask is left on the stack. */
+/* The `names` option: nil = every site; a name, {pattern =} or function, or a list of names and
+ * {pattern =} tables. The mask is left on the stack. */
 static bool *names_mask(lua_State *L, ml_model *m, int opt, const char *key, const char *fn) {
     bool *want = scratch(L, (size_t)m->n_sites + 1);
     int t = lua_getfield(L, opt, key);
     if (t == LUA_TNIL) memset(want, 1, (size_t)m->n_sites);
-    else if (t == LUA_TTABLE) {
+    else if (t == LUA_TTABLE && !filter_pattern(L, -1)) {
         for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
-            if (lua_type(L, -1) != LUA_TSTRING) {
-                luaL_error(L, "%s: option '%s' expected a list of site names or patterns, got a %s at index %d", fn,
-                           key, luaL_typename(L, -1), (int)i);
+            if (lua_type(L, -1) != LUA_TSTRING && !filter_pattern(L, -1)) {
+                luaL_error(L, "%s: option '%s' expected a list of site names or {pattern =} tables, got a %s at index %d",
+                           fn, key, luaL_typename(L, -1), (int)i);
             }
             select_sites(L, m, -1, want, key, fn);
             lua_pop(L, 1);
@@ -239,19 +275,19 @@ static int cache_has(lua_State *L) {
     return 1;
 }
 
-/* cache:names([filter]) -> the cached names, sorted; filter: a name, a Lua pattern or a function */
+/* cache:names([filter]) -> the cached names, sorted; filter: a name (or its trailing part),
+ * {pattern = a Lua pattern} or a function */
 static int cache_names(lua_State *L) {
     const char *fn = "cache:names";
     check_cache(L, 1, fn);
     lua_settop(L, 2);
     bool filtered = !lua_isnil(L, 2);
-    if (filtered && lua_type(L, 2) != LUA_TSTRING && !lua_isfunction(L, 2))
-        return mlL_argerror(L, fn, 2, "a name, a Lua pattern or a function");
+    if (filtered) mlL_checkfilter(L, 2, fn, "argument 2");
     int n;
     const char **keys = cache_keys(L, 1, &n);
     lua_newtable(L);
     for (int i = 0, k = 0; i < n; i++)
-        if (!filtered || mlL_name_filter(L, 2, keys[i], fn)) lua_pushstring(L, keys[i]), lua_rawseti(L, -2, ++k);
+        if (!filtered || mlL_name_filter(L, 2, keys[i], fn, "argument 2")) lua_pushstring(L, keys[i]), lua_rawseti(L, -2, ++k);
     return 1;
 }
 

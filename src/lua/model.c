@@ -258,8 +258,7 @@ static int m_hook_names(lua_State *L) {
     ml_model *m = check_model(L, 1, fn);
     lua_settop(L, 2);
     bool filtered = !lua_isnil(L, 2);
-    if (filtered && lua_type(L, 2) != LUA_TSTRING && !lua_isfunction(L, 2))
-        return mlL_argerror(L, fn, 2, "a name, a Lua pattern or a function");
+    if (filtered) mlL_checkfilter(L, 2, fn, "argument 2");
     /* every site first: a filter function may close the model, so it runs after the last read */
     lua_createtable(L, m->n_sites, 0); /* 3: all sites */
     for (int i = 0; i < m->n_sites; i++) push_site_entry(L, m, i), lua_rawseti(L, -2, i + 1);
@@ -268,7 +267,7 @@ static int m_hook_names(lua_State *L) {
     for (int i = 1, k = 0; i <= n; i++) {
         lua_rawgeti(L, 3, i);
         lua_getfield(L, -1, "name");
-        bool keep = !filtered || mlL_name_filter(L, 2, lua_tostring(L, -1), fn);
+        bool keep = !filtered || mlL_name_filter(L, 2, lua_tostring(L, -1), fn, "argument 2");
         lua_pop(L, 1);
         if (keep) lua_rawseti(L, 4, ++k);
         else lua_pop(L, 1);

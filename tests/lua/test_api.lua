@@ -55,25 +55,25 @@ T.test("cache:get(component, layer) with mechlab and TransformerLens names", fun
   T.raises(function() cache.get({}, "x") end, "expected a mech.Cache")
 end)
 
-T.test("names: patterns, functions and TransformerLens names select sites", function()
+T.test("names: literal names, {pattern =}, functions and TransformerLens names select sites", function()
   local m = tiny()
   local _, c = m:run_with_cache(tok, { names = "mlp_output" })
   T.eq(c:names(), { "blocks.0.mlp_output", "blocks.1.mlp_output" })
-  _, c = m:run_with_cache(tok, { names = "^blocks%.1%.mixer%.[qk]$" })
+  _, c = m:run_with_cache(tok, { names = { pattern = "^blocks%.1%.mixer%.[qk]$" } })
   T.eq(c:names(), { "blocks.1.mixer.k", "blocks.1.mixer.q" })
   _, c = m:run_with_cache(tok, { names = function(name) return name:match("pattern$") ~= nil end })
   T.eq(c:names(), { "blocks.0.mixer.pattern", "blocks.1.mixer.pattern" })
   _, c = m:run_with_cache(tok, { names = { "blocks.0.hook_resid_pre", "blocks.1.attn.hook_pattern" } })
   T.eq(c:names(), { "blocks.0.block_input", "blocks.1.mixer.pattern" })
   T.eq(c:names("pattern"), { "blocks.1.mixer.pattern" })
-  T.eq(c:names("hook_resid_pre"), { "blocks.0.block_input" }) -- patterns match TransformerLens spellings too
+  T.eq(c:names("hook_resid_pre"), { "blocks.0.block_input" }) -- names match TransformerLens spellings too
   local _, post = m:run_with_cache(tok, { names = "resid_post" })
   T.eq(post:names(), { "blocks.0.block_output", "blocks.1.block_output" })
   T.eq(c:names(function(n) return n:find("blocks.0", 1, true) end), { "blocks.0.block_input" })
   T.raises(function() m:run_with_cache(tok, { names = "blocks.0.atention_output" }) end,
     "did you mean 'blocks.0.attention_output'")
-  T.raises(function() m:run_with_cache(tok, { names = "blocks[" }) end, "bad pattern")
-  T.raises(function() m:run_with_cache(tok, { names = 3 }) end, "site names, Lua patterns or a function")
+  T.raises(function() m:run_with_cache(tok, { names = { pattern = "blocks[" } }) end, "bad Lua pattern")
+  T.raises(function() m:run_with_cache(tok, { names = 3 }) end, "option 'names' expected a site name, {pattern = a Lua pattern} or a function(name), got number")
 end)
 
 T.test("hooks take TransformerLens names; reset_hooks removes every added hook", function()
@@ -104,12 +104,12 @@ T.test("hook_names and caches print one site a line with its shape", function()
   T.eq(tostring(c), "mech.Cache with 1 activations:\n  blocks.1.mixer.pattern           (4, 1, 13, 13)")
   T.eq(require("mech.pp").format(c), tostring(c))
   T.eq(m:hook_names()[1].name, "blocks.0.block_input") -- still a list of {name, shape}
-  local sel = m:hook_names("^blocks%.1%.mixer%.[qk]$")
+  local sel = m:hook_names({ pattern = "^blocks%.1%.mixer%.[qk]$" })
   T.eq({ #sel, sel[1].name, sel[2].name }, { 2, "blocks.1.mixer.q", "blocks.1.mixer.k" })
   T.eq(sel[1].shape, { "B", "L", 16 })
   T.eq(#m:hook_names(function(n) return n:find("attn_out", 1, true) end), 0) -- functions see mechlab names
   T.eq(#m:hook_names("hook_attn_out"), 2)
-  T.raises(function() m:hook_names(3) end, "hook_names: argument 2 expected a name, a Lua pattern or a function")
+  T.raises(function() m:hook_names(3) end, "hook_names: argument 2 expected a site name, {pattern = a Lua pattern} or a function(name), got number")
 end)
 
 T.test("param: state-dict names and hook-style names reach the same tensor", function()

@@ -526,19 +526,60 @@ function Module:hook_names()
   return out
 end
 
--- A name filter: a name, a Lua pattern (matched anywhere), a list of those, or a function(name).
+-- A literal filter, the built-in model's rule (src/lua/interp.c): `lit` is a whole run of the
+-- name's dot-separated parts (the full name, "blocks.0", a component in every layer), and the last
+-- part may leave off TransformerLens's "hook_". A typo ("hook_resid_pr") matches nothing.
+local function literal_match(name, lit)
+  if lit == "" then return false end
+  local l = "." .. lit .. "."
+  if ("." .. name .. "."):find(l, 1, true) then return true end
+  local head, last = name:match("^(.-)hook_([^.]*)$")
+  return head ~= nil and (head == "" or head:sub(-1) == ".") and ("." .. head .. last .. "."):find(l, 1, true) ~= nil
+end
+
+-- A name filter: a name or a run of its parts (literal), {pattern = a Lua pattern} matched
+-- anywhere, a list of names, or a function(name). A name that selects no site is an error.
 local function filter_fn(f, fn, self)
   if f == nil then return function() return true end end
   if type(f) == "function" then return f end
-  if type(f) == "string" then
-    return function(n) return n == f or n:find(f) ~= nil end
+  local function literal(lit)
+    local any = false
+    for _, n in ipairs(self:hook_names()) do any = any or literal_match(n, lit) end
+    if not any then
+      local names = {}
+      for _, n in ipairs(self:hook_names()) do names[n] = true end
+      local near = util.closest(lit, names)
+      error(string.format("mech.nn: %s: %s: option names: no hook site '%s'%s (a name is literal; {pattern = \"...\"} for a Lua pattern)",
+        where(self), fn, lit, near and (" (did you mean '" .. near .. "'?)") or ""), 4)
+    end
+    return function(n) return literal_match(n, lit) end
+  end
+  if type(f) == "string" then return literal(f) end
+  if type(f) == "table" and type(f.pattern) == "string" then
+    local pat = f.pattern
+    return function(n)
+      local ok, found = pcall(string.find, n, pat)
+      if not ok then
+        error(string.format("mech.nn: %s: %s: option names: bad Lua pattern '%s': %s", where(self), fn, pat, found), 0)
+      end
+      return found ~= nil
+    end
   end
   if type(f) == "table" then
-    local set = {}
-    for _, n in ipairs(f) do set[n] = true end
-    return function(n) return set[n] == true end
+    local keeps = {}
+    for i, n in ipairs(f) do
+      if type(n) ~= "string" then
+        error(string.format("mech.nn: %s: %s: option names expected a list of names, got a %s at index %d", where(self), fn,
+          type(n), i), 3)
+      end
+      keeps[i] = literal(n)
+    end
+    return function(n)
+      for _, k in ipairs(keeps) do if k(n) then return true end end
+      return false
+    end
   end
-  error(string.format("mech.nn: %s: %s: names expected a name, a Lua pattern, a list of names or a function, got %s",
+  error(string.format("mech.nn: %s: %s: option names expected a name, {pattern = a Lua pattern}, a list of names or a function, got %s",
     where(self), fn, type(f)), 3)
 end
 

@@ -588,6 +588,7 @@ for _, s in ipairs {
   { "write_atomic", "(path, text)", "Writes a file atomically (temporary file, then rename)." },
   { "metrics", "(path) -> writer", "A long-format metrics CSV (step, split, metric, value) appended with writer:append(...)." },
   { "lock", "(path) -> lock or nil, holder", "An exclusive lock on a run directory (flock)." },
+  { "closest", "(name, names) -> name or nil", "The entry of the list names nearest to name, as every \"did you mean\" of mechlab chooses it: edit distance with digits compared as numbers, and one table of common synonyms (learning_rate -> lr, epochs -> steps, num_layers -> n_layers, hidden_size -> d_model, attn_out -> attention_output, ...)." },
   { "lock_held", "(path) -> boolean", "Whether another process holds the lock at path; creates and writes nothing (a symlink or a non-regular file there is an error)." },
   { "atomic", "(path) -> file", "A file written in pieces (file:write(s, ...)) and published whole by file:commit(); file:abort() or dropping it leaves no temporary file and the target untouched." },
   { "file_size", "(path) -> bytes or nil", "The size of a regular file (symlinks followed), nil for anything else; opens nothing, so a FIFO cannot block it." },

@@ -44,17 +44,22 @@ function train.config_keys()
   return keys
 end
 
-local distance = util.distance -- for did-you-mean
+-- the model's common options (src/nn/options.c), for a suggestion when one is given outside model=
+local model_keys = { "arch", "d_model", "n_layers", "n_heads", "vocab", "max_pos", "pos_emb", "state_mixer",
+  "tie_embeddings" }
 
 local function check_config(cfg)
   if type(cfg) ~= "table" then error("train.run: argument 1 expected a config table, got " .. type(cfg), 3) end
   local known = train.config_keys()
   for k in pairs(cfg) do
     if not known[k] then
-      local best, bd = nil, math.huge
-      for name in pairs(known) do
-        local d = distance(tostring(k), name)
-        if d < bd or (d == bd and name < best) then best, bd = name, d end
+      -- a model's option given at the top level (num_layers, hidden_size) belongs under model=
+      local candidates = {}
+      for name in pairs(known) do candidates[name] = true end
+      for _, name in ipairs(model_keys) do candidates[name] = true end
+      local best = util.closest(tostring(k), candidates)
+      if not known[best] then
+        error(string.format("train.run: unknown config key '%s' (did you mean model = { %s = ... }?)", tostring(k), best), 3)
       end
       error(string.format("train.run: unknown config key '%s' (did you mean '%s'?)", tostring(k), best), 3)
     end

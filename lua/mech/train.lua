@@ -116,7 +116,14 @@ local function make_task(c)
     end
     return mech.task.preset(c.task.preset, c.task.seed or c.task_seed or c.seed, opts)
   end
-  return c.task
+  local t = c.task
+  local has_dataset = (type(t) == "userdata" or type(t) == "table") and pcall(function() return t.dataset end)
+    and type(t.dataset) == "function"
+  if not has_dataset then
+    error("train.run: 'task' expected a preset name, a task record (task:spec()), {preset = ...}, {module = ...} "
+      .. "or a task object, got " .. (type(t) == "table" and "a table without kind, preset, module or dataset" or type(t)), 3)
+  end
+  return t
 end
 --- The task object of a config's `task` (a preset name, {preset, seed, rng, ...}, a task record
 --- {kind, name, seed, options}, a Lua task's {module, name, options, seed} or a task object).
@@ -442,8 +449,8 @@ local function finish(run, status, err)
 end
 
 -- The run itself, with the run directory (if any) prepared and locked.
-local function run_locked(c, t0, prior, ckpt_path)
-  local run = { c = c, t0 = t0, ckpt_path = ckpt_path, task = make_task(c) }
+local function run_locked(c, t0, prior, ckpt_path, task)
+  local run = { c = c, t0 = t0, ckpt_path = ckpt_path, task = task }
   local started = mech.sys.utc()
   open_model(run, ckpt_path)
   count_steps(run)
@@ -480,10 +487,20 @@ function train.run(cfg)
   if c.threads then mech.threads(c.threads) end
   local t0 = mech.sys.time()
 
+  -- a bad task is refused before anything is written (docs/tasks.md)
+  local task = make_task(c)
+
   -- run directory: refuse a directory holding a run unless resuming or overwriting; hold its lock
   local lock, own_lock, prior = c.lock, false, nil
   local ckpt_path = c.out and (c.out .. "/checkpoint.safetensors")
+  local created, new_lock = {}, false -- what this call made, removed again if the run never starts
   if c.out then
+    local dir = c.out:gsub("/+$", "")
+    while dir ~= "" and dir ~= "." and not mech.sys.exists(dir) do
+      created[#created + 1] = dir
+      dir = dir:match("^(.*)/[^/]*$") or ""
+    end
+    new_lock = not mech.sys.exists(c.out .. "/lock")
     mech.sys.mkdir(c.out)
     if not lock then
       local holder
@@ -506,7 +523,13 @@ function train.run(cfg)
     end
     remove_temp_files(c.out)
   end
-  local ok, result = pcall(run_locked, c, t0, prior, ckpt_path)
+  local ok, result = pcall(run_locked, c, t0, prior, ckpt_path, task)
+  -- a run refused before its manifest was written (a bad model config, say) leaves nothing behind
+  local started = c.out and mech.sys.exists(c.out .. "/manifest.json")
+  if not ok and c.out and not started then
+    if own_lock and new_lock then os.remove(c.out .. "/lock") end
+    for _, dir in ipairs(created) do os.remove(dir) end -- innermost first; only empty ones go
+  end
   if own_lock then lock:release() end
   if not ok then error(result, 0) end
   return result

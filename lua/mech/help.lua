@@ -535,6 +535,7 @@ E("task:config", "task:config() -> table", "The options (those mech.task.ar / at
 E("task:spec", "task:spec() -> {kind, name, seed, options}", "The task's whole record (what checkpoints keep; mech.task.from_spec rebuilds it).",
   "print(task:spec().kind)")
 E("task:has_split", "task:has_split(split) -> boolean", "Whether documents are split into train/test.", 'print(task:has_split("test"))')
+E("task:chance", "task:chance() -> p", "Chance: the accuracy of guessing uniformly among the answers the task can have (AR: 1 / the number of values; ATR: of terminals; MQAR: of values; a custom task: of its corruption pool). ic.evaluate's res.chance and a patching map's (with dataset=) are this number (docs/interventions.md).", "print(task:chance())")
 E("task:corrupt_range", "task:corrupt_range() -> lo, hi", "The corruption pool of the interchange evaluator.", "print(task:corrupt_range())")
 E("dataset:batch", "dataset:batch(first, count) -> tokens, targets, positions", "Documents [first, first + count) as int32 tensors (B, L), padded.",
   "local tokens, targets = ds:batch(0, 4)")

@@ -24,6 +24,7 @@ H.topics = {
   { key = "mech.plot", title = "Figures (`mech.plot.*`)", prefix = "mech.plot." },
   { key = "mech.viz", title = "Viewers (`mech.viz.*`)", prefix = "mech.viz." },
   { key = "mech.sys", title = "System services (`mech.sys.*`)", prefix = "mech.sys." },
+  { key = "mech.train", title = "Training (`require \"mech.train\"`, `train.run` and its config)", prefix = "mech.train." },
 }
 
 -- The class of a userdata or table (its metatable's __name) -> topic key.
@@ -534,6 +535,7 @@ E("task:config", "task:config() -> table", "The options (those mech.task.ar / at
 E("task:spec", "task:spec() -> {kind, name, seed, options}", "The task's whole record (what checkpoints keep; mech.task.from_spec rebuilds it).",
   "print(task:spec().kind)")
 E("task:has_split", "task:has_split(split) -> boolean", "Whether documents are split into train/test.", 'print(task:has_split("test"))')
+E("task:chance", "task:chance() -> p", "Chance: the accuracy of guessing uniformly among the answers the task can have (AR: 1 / the number of values; ATR: of terminals; MQAR: of values; a custom task: of its corruption pool). ic.evaluate's res.chance and a patching map's (with dataset=) are this number (docs/interventions.md).", "print(task:chance())")
 E("task:corrupt_range", "task:corrupt_range() -> lo, hi", "The corruption pool of the interchange evaluator.", "print(task:corrupt_range())")
 E("dataset:batch", "dataset:batch(first, count) -> tokens, targets, positions", "Documents [first, first + count) as int32 tensors (B, L), padded.",
   "local tokens, targets = ds:batch(0, 4)")
@@ -588,6 +590,7 @@ for _, s in ipairs {
   { "write_atomic", "(path, text)", "Writes a file atomically (temporary file, then rename)." },
   { "metrics", "(path) -> writer", "A long-format metrics CSV (step, split, metric, value) appended with writer:append(...)." },
   { "lock", "(path) -> lock or nil, holder", "An exclusive lock on a run directory (flock)." },
+  { "closest", "(name, names) -> name or nil", "The entry of the list names nearest to name, as every \"did you mean\" of mechlab chooses it: edit distance with digits compared as numbers, and one table of common synonyms (learning_rate -> lr, epochs -> steps, num_layers -> n_layers, hidden_size -> d_model, attn_out -> attention_output, ...)." },
   { "lock_held", "(path) -> boolean", "Whether another process holds the lock at path; creates and writes nothing (a symlink or a non-regular file there is an error)." },
   { "atomic", "(path) -> file", "A file written in pieces (file:write(s, ...)) and published whole by file:commit(); file:abort() or dropping it leaves no temporary file and the target untouched." },
   { "file_size", "(path) -> bytes or nil", "The size of a regular file (symlinks followed), nil for anything else; opens nothing, so a FIFO cannot block it." },
@@ -607,6 +610,68 @@ for _, s in ipairs {
 } do
   E("mech.sys." .. s[1], "mech.sys." .. s[1] .. s[2], s[3], "print(mech.sys." .. s[1] .. (s[2]:match("^%(%)") and "())" or " ~= nil)"))
 end
+-- ---------------------------------------------------------------- training (require "mech.train")
+-- One entry per key of train.run's config, its default read from mech.train itself (test_api
+-- checks that every key has one); help("mech.train.run.lr") shows one, help("mech.train") all.
+local train_keys = {
+  { "model", "The model: a config table for mech.model (arch, d_model, n_layers, ...) or a built model." },
+  { "task", "A preset name (\"ar_32\"), a task record (task:spec()) or a task object." },
+  { "task_seed", "The seed of a preset task's vocabulary draw (default: seed)." },
+  { "train_docs", "Training documents (the paper: 100032)." },
+  { "eval_docs", "Documents of each evaluation split (the paper: 320)." },
+  { "batch_size", "Documents per update." },
+  { "eval_batch", "Documents per forward pass of an evaluation." },
+  { "epochs", "Passes over train_docs, in the same fixed order (ignored beside steps)." },
+  { "steps", "Updates in all, instead of epochs." },
+  { "lr", "Peak learning rate of AdamW." },
+  { "schedule", "constant, constant_with_warmup, linear or cosine (Hugging Face's)." },
+  { "warmup", "Warm-up as a fraction of the updates (floor(warmup * total))." },
+  { "weight_decay", "AdamW's decoupled weight decay." },
+  { "beta1", "AdamW's first-moment decay." },
+  { "beta2", "AdamW's second-moment decay." },
+  { "eps", "AdamW's epsilon." },
+  { "eval_every", "Evaluate every this many updates (and at the last)." },
+  { "eval_splits", "The splits evaluated (default {\"test\"})." },
+  { "log_every", "Write the training loss to metrics.csv every this many updates." },
+  { "seed", "Model initialisation and document seed." },
+  { "quiet", "No progress output." },
+  { "progress", "Force the progress bar on (true) or off (false); default: when stdout is a terminal." },
+  { "threads", "mech.threads(n) for the run." },
+  { "out", "Run directory: manifest.json, metrics.csv, checkpoint.safetensors, lock (docs/training.md)." },
+  { "checkpoint_every", "Save a checkpoint every this many updates (with out)." },
+  { "stop_at", "Stop after this many updates, with a checkpoint." },
+  { "resume", "true: continue out's checkpoint; a path: continue that checkpoint." },
+  { "overwrite", "Replace a run already in out." },
+  { "lock", "A lock on out/lock the caller already holds (mech.sys.lock)." },
+  { "on_nonfinite", "\"record\": go on past a non-finite loss, recording it (default: stop with an error)." },
+  { "evaluators", "A list of {every=, fn=} or ic.evaluator(...) called at evaluations." },
+  { "report_docs", "Evaluate the reported step on this many documents of each split instead of eval_docs." },
+  { "report_step", "The reported step for report_docs (default: the last)." },
+}
+E("mech.train.run", "train.run(config) -> run",
+  "Trains a model on a task (docs/training.md): one call with a config table; an unknown key is an error naming the closest. Keys (help(\"mech.train.run.KEY\") for one): "
+  .. (function()
+    local parts = {}
+    for _, k in ipairs(train_keys) do parts[#parts + 1] = k[1] end
+    return table.concat(parts, ", ")
+  end)() .. ".",
+  'local run = require("mech.train").run { model = { arch = "attention", d_model = 16 }, task = "ar_32", train_docs = 64, eval_docs = 16, steps = 2, quiet = true }')
+local function default_text(key)
+  local v = require("mech.train").default(key)
+  if v == nil then return "no default" end
+  if type(v) == "table" then return "default {}" end
+  if type(v) == "string" then return string.format("default %q", v) end
+  return "default " .. tostring(v)
+end
+for _, k in ipairs(train_keys) do
+  E("mech.train.run." .. k[1], "train.run{" .. k[1] .. " = ...} (" .. default_text(k[1]) .. ")", k[2],
+    "local train = require \"mech.train\"; print(train.default(\"" .. k[1] .. "\"))")
+end
+E("mech.train.default", "train.default(key) -> value", "The default of a config key of train.run (nil for keys without one).",
+  'print(require("mech.train").default("lr"))')
+E("mech.train.config_keys", "train.config_keys() -> set", "The keys a train.run config may hold, as a set.",
+  'for k in pairs(require("mech.train").config_keys()) do print(k) end')
+
 E("mech.help", "mech.help([x])", "Prints the signature, description and example of a function, a method (\"model:forward\"), a topic (\"model\", \"cache\", \"mech.interp\") or of what x is (a function, a model, a cache); in the REPL also `help(x)`.",
   'mech.help("cache:get")')
 E("mech.find", "mech.find(path) -> path or nil, message",
@@ -657,6 +722,10 @@ local function value_of(e)
   if prefix then return H.methods(H.method_class[prefix])[method] end
   local icname = e.name:match("^ic%.([%w_]+)$")
   if icname then return require("mech.interchange")[icname] end
+  local train_name = e.name:match("^mech%.train%.([%w_]+)$")
+  if train_name then return require("mech.train")[train_name] end
+  local train_key = e.name:match("^mech%.train%.run%.([%w_]+)$") -- a config key: it names the key
+  if train_key then return require("mech.train").config_keys()[train_key] end
   local v = require "mech"
   for part in e.name:gmatch("[^.]+") do
     -- mech.nn is loaded on first use (mech's __index), so it is read through the index

@@ -102,14 +102,13 @@ function ic.evaluate(model, dataset, opts)
 end
 
 --- Sets res.accuracy (the model's accuracy on the task's supervised rows of documents [first,
---- first + count)) and res.chance (1 / the number of candidate answers, the corruption pool);
+--- first + count)) and res.chance (task:chance(): 1 / the number of answers the task can have);
 --- below twice chance, res.warning says the attributions are noise and it goes to stderr.
 function ic.check_accuracy(res, model, dataset, first, count, fn)
   count = count or #dataset - first
   local tokens, targets = dataset:batch(first, count)
   local s = model:evaluate(tokens, targets)
-  local lo, hi = dataset:task():corrupt_range()
-  res.accuracy, res.chance = s.correct / math.max(s.n, 1), 1 / (hi - lo + 1)
+  res.accuracy, res.chance = s.correct / math.max(s.n, 1), dataset:task():chance()
   if res.accuracy < 2 * res.chance then
     res.warning = string.format("the model's accuracy (%.3g) is at chance (%.3g): its attributions are noise",
       res.accuracy, res.chance)

@@ -44,17 +44,22 @@ function train.config_keys()
   return keys
 end
 
-local distance = util.distance -- for did-you-mean
+-- the model's common options (src/nn/options.c), for a suggestion when one is given outside model=
+local model_keys = { "arch", "d_model", "n_layers", "n_heads", "vocab", "max_pos", "pos_emb", "state_mixer",
+  "tie_embeddings" }
 
 local function check_config(cfg)
   if type(cfg) ~= "table" then error("train.run: argument 1 expected a config table, got " .. type(cfg), 3) end
   local known = train.config_keys()
   for k in pairs(cfg) do
     if not known[k] then
-      local best, bd = nil, math.huge
-      for name in pairs(known) do
-        local d = distance(tostring(k), name)
-        if d < bd or (d == bd and name < best) then best, bd = name, d end
+      -- a model's option given at the top level (num_layers, hidden_size) belongs under model=
+      local candidates = {}
+      for name in pairs(known) do candidates[name] = true end
+      for _, name in ipairs(model_keys) do candidates[name] = true end
+      local best = util.closest(tostring(k), candidates)
+      if not known[best] then
+        error(string.format("train.run: unknown config key '%s' (did you mean model = { %s = ... }?)", tostring(k), best), 3)
       end
       error(string.format("train.run: unknown config key '%s' (did you mean '%s'?)", tostring(k), best), 3)
     end
@@ -111,7 +116,14 @@ local function make_task(c)
     end
     return mech.task.preset(c.task.preset, c.task.seed or c.task_seed or c.seed, opts)
   end
-  return c.task
+  local t = c.task
+  local has_dataset = (type(t) == "userdata" or type(t) == "table") and pcall(function() return t.dataset end)
+    and type(t.dataset) == "function"
+  if not has_dataset then
+    error("train.run: 'task' expected a preset name, a task record (task:spec()), {preset = ...}, {module = ...} "
+      .. "or a task object, got " .. (type(t) == "table" and "a table without kind, preset, module or dataset" or type(t)), 3)
+  end
+  return t
 end
 --- The task object of a config's `task` (a preset name, {preset, seed, rng, ...}, a task record
 --- {kind, name, seed, options}, a Lua task's {module, name, options, seed} or a task object).
@@ -437,8 +449,8 @@ local function finish(run, status, err)
 end
 
 -- The run itself, with the run directory (if any) prepared and locked.
-local function run_locked(c, t0, prior, ckpt_path)
-  local run = { c = c, t0 = t0, ckpt_path = ckpt_path, task = make_task(c) }
+local function run_locked(c, t0, prior, ckpt_path, task)
+  local run = { c = c, t0 = t0, ckpt_path = ckpt_path, task = task }
   local started = mech.sys.utc()
   open_model(run, ckpt_path)
   count_steps(run)
@@ -475,10 +487,20 @@ function train.run(cfg)
   if c.threads then mech.threads(c.threads) end
   local t0 = mech.sys.time()
 
+  -- a bad task is refused before anything is written (docs/tasks.md)
+  local task = make_task(c)
+
   -- run directory: refuse a directory holding a run unless resuming or overwriting; hold its lock
   local lock, own_lock, prior = c.lock, false, nil
   local ckpt_path = c.out and (c.out .. "/checkpoint.safetensors")
+  local created, new_lock = {}, false -- what this call made, removed again if the run never starts
   if c.out then
+    local dir = c.out:gsub("/+$", "")
+    while dir ~= "" and dir ~= "." and not mech.sys.exists(dir) do
+      created[#created + 1] = dir
+      dir = dir:match("^(.*)/[^/]*$") or ""
+    end
+    new_lock = not mech.sys.exists(c.out .. "/lock")
     mech.sys.mkdir(c.out)
     if not lock then
       local holder
@@ -501,7 +523,13 @@ function train.run(cfg)
     end
     remove_temp_files(c.out)
   end
-  local ok, result = pcall(run_locked, c, t0, prior, ckpt_path)
+  local ok, result = pcall(run_locked, c, t0, prior, ckpt_path, task)
+  -- a run refused before its manifest was written (a bad model config, say) leaves nothing behind
+  local started = c.out and mech.sys.exists(c.out .. "/manifest.json")
+  if not ok and c.out and not started then
+    if own_lock and new_lock then os.remove(c.out .. "/lock") end
+    for _, dir in ipairs(created) do os.remove(dir) end -- innermost first; only empty ones go
+  end
   if own_lock then lock:release() end
   if not ok then error(result, 0) end
   return result

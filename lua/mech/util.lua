@@ -20,16 +20,17 @@ function util.distance(a, b)
   return prev[#b]
 end
 
---- The key of `set` (a table whose keys are names) nearest to `name`; ties go to the first in
---- sort order, so that a message is the same on every run.
+--- The key of `set` (a table whose keys are names) nearest to `name`, as mechlab's C side
+--- chooses (src/lua/util.c: digits compared as numbers, substrings and the shared synonym
+--- table, e.g. learning_rate -> lr); ties go to the first in sort order, so that a message is
+--- the same on every run.
 function util.closest(name, set)
-  local best, bd = nil, math.huge
-  name = tostring(name)
+  local names = {}
   for k in pairs(set) do
-    local d = util.distance(name, k)
-    if d < bd or (d == bd and k < best) then best, bd = k, d end
+    if type(k) == "string" then names[#names + 1] = k end
   end
-  return best
+  table.sort(names)
+  return require("mech").sys.closest(tostring(name), names)
 end
 
 --- A deep copy of plain data (tables copied, other values shared).

@@ -763,7 +763,11 @@ static int l_patching_map(lua_State *L) {
     map_readout(L, m, clean, 4, &c, fn);
     map_metric(L, 4, &c, &lm, fn);
     double threshold = mlL_optnum(L, 4, "threshold", 0.01, fn);
-    double chance = mlL_optnum(L, 4, "chance", 1.0 / m->cfg.vocab, fn);
+    /* chance as the interchange evaluation has it (the task's answers); 1/V when no task is known */
+    double chance_default = 1.0 / m->cfg.vocab;
+    if (lua_getfield(L, 4, "dataset") != LUA_TNIL) chance_default = ml_task_chance(ml_dataset_task(check_dataset(L, lua_gettop(L), fn)));
+    lua_pop(L, 1);
+    double chance = mlL_optnum(L, 4, "chance", chance_default, fn);
     ml_pm_result *r = ml_patching_map(m, clean, corr, &c);
     if (!r) {
         if (lm.err && !lua_isnil(L, lm.err)) lua_pushvalue(L, lm.err), lua_error(L);

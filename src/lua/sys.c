@@ -342,6 +342,27 @@ static void new_class(lua_State *L, const char *mt, const luaL_Reg *methods, lua
     lua_pop(L, 1);
 }
 
+/* mech.sys.closest(name, names) -> the name of the list `names` nearest to `name` (nil for an
+ * empty list): the one did-you-mean of mechlab, synonyms included, for the Lua library. */
+static int s_closest(lua_State *L) {
+    const char *fn = "sys.closest";
+    const char *name = luaL_checkstring(L, 1);
+    mlL_checktable(L, 2, fn, 2);
+    lua_Integer n = luaL_len(L, 2);
+    if (n < 0 || n > 1000000) return luaL_error(L, "%s: argument 2 expected a list of names, got %d entries", fn, (int)n);
+    const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n + 1), 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        if (lua_rawgeti(L, 2, i) != LUA_TSTRING) return luaL_error(L, "%s: argument 2 expected a list of strings, entry %d is a %s", fn, (int)i, luaL_typename(L, -1));
+        names[i - 1] = lua_tostring(L, -1); /* kept alive by the table */
+        lua_pop(L, 1);
+    }
+    names[n] = NULL;
+    const char *best = mlL_closest(name, names);
+    if (best) lua_pushstring(L, best);
+    else lua_pushnil(L);
+    return 1;
+}
+
 int mlL_open_sys(lua_State *L) {
     static const luaL_Reg mm[] = {{"append", metrics_append}, {"close", metrics_close}, {NULL, NULL}};
     static const luaL_Reg lm[] = {{"release", lock_release}, {"held", lock_held}, {NULL, NULL}};
@@ -358,7 +379,7 @@ int mlL_open_sys(lua_State *L) {
         {"kill", s_kill},       {"getpid", s_getpid},     {"hostname", s_hostname},
         {"cores", s_cores},     {"executable", s_executable}, {"sleep", s_sleep},
         {"utc", s_utc},         {"file_size", s_file_size}, {"realpath", s_realpath},
-        {"lock_held", s_lock_held}, {"redirect_output", s_redirect_output}, {"atomic", s_atomic},
+        {"lock_held", s_lock_held}, {"closest", s_closest}, {"redirect_output", s_redirect_output}, {"atomic", s_atomic},
         {NULL, NULL}};
     luaL_newlib(L, funcs);
     lua_setfield(L, -2, "sys");

@@ -586,6 +586,11 @@ static int l_has_split(lua_State *L) {
     return 1;
 }
 
+static int l_chance(lua_State *L) {
+    lua_pushnumber(L, ml_task_chance(check_task(L, 1, "task:chance")->t));
+    return 1;
+}
+
 static int l_corrupt_range(lua_State *L) {
     int lo, hi;
     ml_task_corrupt_range(check_task(L, 1, "task:corrupt_range")->t, &lo, &hi);
@@ -1369,7 +1374,7 @@ static const luaL_Reg task_methods[] = {{"sample", l_sample},
                                         {"spec", l_spec},
                                         {"to_tokens", NULL},
                                         {"has_split", l_has_split},
-                                        {"corrupt_range", l_corrupt_range},
+                                        {"corrupt_range", l_corrupt_range}, {"chance", l_chance},
                                         {NULL, NULL}};
 
 static const luaL_Reg dataset_methods[] = {{"batch", l_ds_batch},

@@ -269,6 +269,20 @@ void ml_task_corrupt_range(const ml_task *t, int *lo, int *hi) {
     }
 }
 
+double ml_task_chance(const ml_task *t) {
+    int answers;
+    if (t->kind == ML_TASK_AR) {
+        answers = t->n_keys; /* values for key queries, keys for value queries: n_keys of each */
+    } else if (t->kind == ML_TASK_MQAR) {
+        answers = t->mqar.vocab_size - t->mqar.vocab_size / 2; /* values K .. V-1 */
+    } else { /* ATR: the answer is a terminal, the pool; a custom task declares its pool */
+        int lo, hi;
+        ml_task_corrupt_range(t, &lo, &hi);
+        answers = hi - lo + 1;
+    }
+    return answers > 0 ? 1.0 / answers : 1.0;
+}
+
 const char *ml_task_token_name(const ml_task *t, int id, char buf[32]) {
     if (t->kind == ML_TASK_CUSTOM) {
         if (id < 0 || id >= t->vocab) snprintf(buf, 32, "<%d?>", id);

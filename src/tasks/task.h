@@ -172,6 +172,11 @@ bool ml_task_has_split(const ml_task *t);
 int64_t ml_task_prohibited_pairs(const ml_task *t);
 /* Corruption pool (docs/interventions.md): replacements are drawn from [*lo, *hi] (inclusive). */
 void ml_task_corrupt_range(const ml_task *t, int *lo, int *hi);
+/* Chance: the accuracy of guessing uniformly among the answers the task can have (AR: the values,
+ * or the keys for value queries; ATR: the terminals; MQAR: the values K .. V-1; a custom task: its
+ * declared pool). The one definition that the interchange evaluation and patching maps report
+ * (docs/interventions.md, "Chance"). */
+double ml_task_chance(const ml_task *t);
 const char *ml_qtype_name(ml_qtype q);
 const char *ml_split_name(ml_split s);
 /* Parses "train"/"dev"/"test"; returns false on anything else. */

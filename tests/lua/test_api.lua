@@ -337,6 +337,27 @@ T.test("help: every function of mech, method of its classes and function of mech
   end
 end)
 
+T.test("help: every key of train.run's config has an entry with its default", function()
+  local train = require "mech.train"
+  local topic = help.text("mech.train")
+  T.truthy(help.text("mech.train.run"):find("^train%.run%(config%)"), help.text("mech.train.run"))
+  T.truthy(help.text(train.run):find("^train%.run%(config%)"))
+  for key in pairs(train.config_keys()) do
+    local e = help.by_name["mech.train.run." .. key]
+    T.truthy(e, "train.run config key " .. key .. " has no entry")
+    local default = train.default(key)
+    if type(default) == "number" or type(default) == "boolean" then
+      T.truthy(e.signature:find("(default " .. tostring(default) .. ")", 1, true), e.signature)
+    elseif default == nil then
+      T.truthy(e.signature:find("(no default)", 1, true), e.signature)
+    end
+    T.truthy(topic:find("train.run{" .. key .. " = ...}", 1, true), key .. " missing from help(\"mech.train\")")
+    T.truthy(help.text("mech.train.run"):find(key, 1, true), key .. " missing from help(\"mech.train.run\")")
+  end
+  T.truthy(help.text("mech.train.run.learning_rate"):find("did you mean 'mech.train.run.lr'", 1, true),
+    help.text("mech.train.run.learning_rate"))
+end)
+
 T.test("help(x): by value, by name, by topic, for a model or a cache, with did-you-mean", function()
   local m = tiny()
   local _, cache = m:run_with_cache(tok, { names = "block_input" })

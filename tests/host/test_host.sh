@@ -126,7 +126,7 @@ check "REPL: top-level locals persist between lines; globals stay globals" '[ $r
 nil
 3
 nil"'
-repl 'm = mech.model { d_model = 8, n_layers = 1, vocab = 10 }\nm:hook_names()\n_, c = m:run_with_cache(mech.tensor({{1, 2, 3}}, {dtype = "int32"}), {names = "block_"})\nc\nc["blocks.0.block_inptu"]\n'
+repl 'm = mech.model { d_model = 8, n_layers = 1, vocab = 10 }\nm:hook_names()\n_, c = m:run_with_cache(mech.tensor({{1, 2, 3}}, {dtype = "int32"}), {names = {"block_input", "block_output"}})\nc\nc["blocks.0.block_inptu"]\n'
 check "REPL prints hook names and caches with shapes; a wrong cache key names the right one" '[ $rc -eq 0 ] && has_out "20 hook sites:" && has_out "  blocks.0.mixer.pattern           (B, 1, L, L)" && has_out "mech.Cache with 2 activations:" && has_out "  blocks.0.block_output            (1, 3, 8)" && has_err "did you mean '"'"'blocks.0.block_input'"'"'"'
 repl 'help("cache:get")\nm = mech.model { d_model = 8, n_layers = 1, vocab = 10 }\nt = mech.tensor({{1, 2, 3}}, {dtype = "int32"})\nmap = mech.interp.patching_map(m, t, t, {chance = 1, rows = 1})\nmap.warning ~= nil\n'
 check "REPL: help(x); a map of a model at chance warns on stderr" '[ $rc -eq 0 ] && has_out "cache:get(component[, layer]) -> tensor" && has_out "  Example: " && has_out true && has_err "patching_map: warning: " && has_err "attributions are noise"'

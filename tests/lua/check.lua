@@ -58,10 +58,12 @@ T.equal = equal
 
 --- Runs fn as the test called name; failures are counted, printed and do not stop the file.
 function T.test(name, fn)
+  local t0 = mech.sys.time()
   local ok, err = xpcall(fn, debug.traceback)
   if ok then
     passed = passed + 1
-    print("ok    " .. name)
+    -- the wall time, so that a slow test shows in CI's log (ctest --output-on-failure -V)
+    print(string.format("ok    %s  (%.1f s)", name, mech.sys.time() - t0))
   else
     failed = failed + 1
     print("FAIL  " .. name .. "\n      " .. tostring(err):gsub("\n", "\n      "))

@@ -29,6 +29,15 @@ static inline void ml_iter_init(ml_iter *it, int ndim, const int64_t *shape, int
     for (int k = 0; k < 3; k++) it->off[k] = 0;
 }
 
+/* Moves an iterator fresh from ml_iter_init to the i-th index in row-major order. */
+static inline void ml_iter_seek(ml_iter *it, int64_t i) {
+    for (int d = it->ndim - 1; d >= 0; d--) {
+        it->idx[d] = it->shape[d] ? i % it->shape[d] : 0;
+        i = it->shape[d] ? i / it->shape[d] : 0;
+        for (int k = 0; k < it->nops; k++) it->off[k] += it->idx[d] * it->stride[k][d];
+    }
+}
+
 static inline void ml_iter_next(ml_iter *it) {
     for (int d = it->ndim - 1; d >= 0; d--) {
         if (++it->idx[d] < it->shape[d]) {

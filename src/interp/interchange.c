@@ -745,11 +745,15 @@ typedef struct {
 /* The number of workers (config.workers, else ml_threads()). */
 static int n_workers(const ic_run *r) { return r->cfg->workers > 0 ? r->cfg->workers : ml_threads(); }
 
+/* A mixer that calls back into the host (a Lua mixer): its state runs one thread at a time. */
+static bool has_host_mixer(const ml_model *m) {
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (m->layers[l].mixer->user) return true;
+    return false;
+}
+
 static bool can_parallel(const ic_run *r) {
-    if (r->reference || n_workers(r) < 2 || r->res->n_combos < 2) return false;
-    for (int l = 0; l < r->m->cfg.n_layers; l++)
-        if (r->m->layers[l].mixer->user) return false;
-    return true;
+    return !r->reference && n_workers(r) >= 2 && r->res->n_combos >= 2 && !has_host_mixer(r->m);
 }
 
 /* A copy of m with its parameters' values (NULL if it cannot be made). */
@@ -866,9 +870,14 @@ ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_
     for (int i = 0; models && i < nm; i++)
         if (!(models[i] = model_copy(m))) nw = 0;
     if (models && !nw) ml_clear_error(); /* no copy: serial */
+    /* a Lua mixer's combinations run one at a time; its ops and the C layers around it run on the
+     * workers' threads instead (ops whose bits do not depend on the thread count) */
+    int old_threads = ml_threads();
+    if (!nm && !r.reference && has_host_mixer(m) && n_workers(&r) > old_threads) ml_set_threads(n_workers(&r));
     ml_status st = ML_OK;
     for (int64_t f0 = 0; !st && f0 < r.N; f0 += r.batch)
         st = run_batch(&r, ds, f0, (int)(r.N - f0 < r.batch ? r.N - f0 : r.batch), models, models ? nw : 0);
+    ml_set_threads(old_threads);
     ml_set_grad_enabled(old_grad);
     for (int i = 0; models && i < nm; i++) ml_model_free(models[i]);
     free(models);

@@ -1,6 +1,7 @@
 /* Running sums along one dim over a contiguous copy seen as [outer, n, inner], accumulated in
  * double (int64 for int32) in index order. The backward of a running sum is the running sum of
  * g taken from the end: dx[k] = Σ_{j≥k} g[j]. */
+#include "core/threads.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -33,28 +34,39 @@ ml_tensor *ml_cumsum(ml_tensor *a, int dim) {
         ml_release(x);
         return NULL;
     }
-    for (int64_t o = 0; o < L.outer; o++)
-        for (int64_t i = 0; i < L.inner; i++) {
+    if (a->dtype == ML_F32) {
+        /* one lane (o, i) at a time, on ml_threads_for() threads: the bits of one thread */
+        int64_t lanes = L.outer * L.inner;
+        int nt = ml_threads_for(lanes * L.n);
+        const float *px = ml_f32(x);
+        float *po = ml_f32(out);
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+        for (int64_t j = 0; j < lanes; j++) {
+            int64_t base = j / L.inner * L.n * L.inner + j % L.inner;
             double s = 0;
-            int64_t si = 0;
             for (int64_t k = 0; k < L.n; k++) {
-                int64_t at = (o * L.n + k) * L.inner + i;
-                if (a->dtype == ML_F32) {
-                    s += ml_f32(x)[at];
-                    ml_f32(out)[at] = (float)s;
-                    continue;
-                }
-                si += ml_i32(x)[at];
-                if (si < INT32_MIN || si > INT32_MAX) {
-                    ml_fail(ML_ERR_ARG, "cumsum: the running sum %lld of an int32 tensor overflows int32; convert to float32",
-                            (long long)si);
-                    ml_release(x);
-                    ml_release(out);
-                    return NULL;
-                }
-                ml_i32(out)[at] = (int32_t)si;
+                s += px[base + k * L.inner];
+                po[base + k * L.inner] = (float)s;
             }
         }
+    } else
+        for (int64_t o = 0; o < L.outer; o++)
+            for (int64_t i = 0; i < L.inner; i++) {
+                int64_t si = 0;
+                for (int64_t k = 0; k < L.n; k++) {
+                    int64_t at = (o * L.n + k) * L.inner + i;
+                    si += ml_i32(x)[at];
+                    if (si < INT32_MIN || si > INT32_MAX) {
+                        ml_fail(ML_ERR_ARG,
+                                "cumsum: the running sum %lld of an int32 tensor overflows int32; convert to float32",
+                                (long long)si);
+                        ml_release(x);
+                        ml_release(out);
+                        return NULL;
+                    }
+                    ml_i32(out)[at] = (int32_t)si;
+                }
+            }
     ml_release(x);
     if (ml_needs_grad(a)) {
         ml_node *node = ml_node_new("CumsumBackward", cumsum_backward, 1, &a);

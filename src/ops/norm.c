@@ -4,6 +4,7 @@
  * whose |x| equals the norm; p = 0 (a count) has gradient 0. */
 #include <math.h>
 
+#include "core/threads.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -77,9 +78,14 @@ ml_tensor *ml_norm(ml_tensor *a, double p, int dim, bool keepdim) {
         ml_release(x);
         return NULL;
     }
-    for (int64_t o = 0; o < L.outer; o++)
-        for (int64_t i = 0; i < L.inner; i++)
-            ml_f32(out)[o * L.inner + i] = (float)row_norm(ml_f32(x) + o * L.n * L.inner + i, L.n, L.inner, p);
+    /* one output at a time, on ml_threads_for() threads: the bits of one thread */
+    int64_t n_out = L.outer * L.inner;
+    int nt = ml_threads_for(n_out * L.n);
+    const float *px = ml_f32(x);
+    float *po = ml_f32(out);
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t j = 0; j < n_out; j++)
+        po[j] = (float)row_norm(px + j / L.inner * L.n * L.inner + j % L.inner, L.n, L.inner, p);
     if (ml_needs_grad(a)) {
         ml_node *node = ml_node_new("NormBackward", norm_backward, 1, &a);
         if (node) {

@@ -261,6 +261,23 @@ T.test("mech.train trains it and resumes exactly; interp patching at an internal
   T.truthy(keys > 0, "interchange metrics at the mixer's sites")
 end)
 
+T.test("the interchange evaluation of a Lua mixer has the same numbers for 1 and 3 workers", function()
+  -- wide enough (48 documents x 13 positions x D = 64) that its ops split over the workers' threads
+  local m = tiny { d_model = 64 }
+  local big = task:dataset(48, { seed = 2, split = "test" })
+  local ref = ic.evaluate(m, big, { workers = 1, mixer_sites = true })
+  for _, w in ipairs { 3 } do
+    local res = ic.evaluate(m, big, { workers = w, mixer_sites = true })
+    T.eq(#res.metrics, #ref.metrics)
+    for i, kv in ipairs(res.metrics) do
+      T.eq(kv[1], ref.metrics[i][1])
+      T.truthy(kv[2] == ref.metrics[i][2] or (kv[2] ~= kv[2] and ref.metrics[i][2] ~= ref.metrics[i][2]),
+        kv[1] .. " with " .. w .. " workers")
+    end
+  end
+  T.eq(mech.threads(), 1, "the evaluation gives the caller's thread count back")
+end)
+
 T.test("a sweep names the mixer by its module: ids stable from sweep.load to sweep.json, a worker trains it", function()
   local def = { name = "lua_mixer", base = { task = "ar_32", model = { mixer = "mixer_gate", n_layers = 1, d_model = 16,
     scale = 0.5 }, train_docs = 32, eval_docs = 16, batch_size = 16, steps = 2, eval_every = 2 },

@@ -25,7 +25,12 @@ local function need(cache, fn, key)
   return cache[key]
 end
 
-local function site(l, c) return "blocks." .. l .. "." .. c end
+-- A site's name from the model (model:site owns the naming); nil when the layer has no such site
+-- (no MLP, a mixer without heads).
+local function site(model, l, c)
+  local ok, name = pcall(model.site, model, l, c)
+  return ok and name or nil
+end
 
 local function check_layer(fn, layer, n, default)
   if layer == nil then return default end
@@ -63,12 +68,12 @@ function A.accumulated_resid(cache, model, _, options)
   local parts, labels = {}, {}
   for i = 0, layer do
     if i < n then
-      parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(i, "block_input")), i .. "_pre"
-      if opts.incl_mid and i < layer and pcall(model.site, model, i, "resid_mid") then
-        parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(i, "resid_mid")), i .. "_mid"
+      parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(model, i, "block_input")), i .. "_pre"
+      if opts.incl_mid and i < layer and site(model, i, "resid_mid") then
+        parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(model, i, "resid_mid")), i .. "_mid"
       end
     else
-      parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(n - 1, "block_output")), "final_post"
+      parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(model, n - 1, "block_output")), "final_post"
     end
   end
   return stacked(cache, model, opts, parts, labels)
@@ -86,9 +91,10 @@ function A.decompose_resid(cache, model, tokens, options)
     parts[2], labels[2] = model:weight("W_pos")[{ { 0, L } }]:unsqueeze(0):expand(B, L, model:config().d_model), "pos_embed"
   end
   for i = 0, layer - 1 do
-    parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(i, "attention_output")), i .. "_" .. mixer_label(model, i)
-    if cache:has(site(i, "mlp_output")) then
-      parts[#parts + 1], labels[#labels + 1] = cache[site(i, "mlp_output")], i .. "_mlp_out"
+    parts[#parts + 1], labels[#labels + 1] = need(cache, fn, site(model, i, "attention_output")), i .. "_" .. mixer_label(model, i)
+    local mlp = site(model, i, "mlp_output")
+    if mlp and cache:has(mlp) then
+      parts[#parts + 1], labels[#labels + 1] = cache[mlp], i .. "_mlp_out"
     end
   end
   return stacked(cache, model, opts, parts, labels)
@@ -102,8 +108,8 @@ function A.stack_head_results(cache, model, _, options)
   local opts, n, layer = layer_opts(fn, model, options, { "layer", "incl_remainder", "apply_ln" })
   local parts, labels = {}, {}
   for l = 0, layer - 1 do
-    local key = site(l, "mixer.head_result")
-    if cache:has(key) then
+    local key = site(model, l, "mixer.head_result")
+    if key and cache:has(key) then
       local r = cache[key]:permute(2, 0, 1, 3) -- (H, B, L, D)
       for h = 0, r:size(0) - 1 do parts[#parts + 1], labels[#labels + 1] = r[h], "L" .. l .. "H" .. h end
     end
@@ -111,7 +117,7 @@ function A.stack_head_results(cache, model, _, options)
   if #parts == 0 then fail(fn, "the cache holds no mixer.head_result (attention layers, cached with names = nil or 'result')") end
   local stack = mech.stack(parts, 0)
   if opts.incl_remainder then
-    local final = need(cache, fn, site(n - 1, "block_output"))
+    local final = need(cache, fn, site(model, n - 1, "block_output"))
     stack = mech.cat({ stack, (final - stack:sum(0)):unsqueeze(0) }, 0)
     labels[#labels + 1] = "remainder"
   end
@@ -129,7 +135,7 @@ function A.apply_ln_to_stack(cache, model, _, stack)
     fail(fn, string.format("argument 1 expected a stack of residual parts (n, ..., %d), got %s", D,
       mech.is_tensor(stack) and ("shape " .. table.concat(stack:shape(), "x")) or type(stack)))
   end
-  local final = need(cache, fn, site(model:config().n_layers - 1, "block_output"))
+  local final = need(cache, fn, site(model, model:config().n_layers - 1, "block_output"))
   local centred = final - final:mean(-1, true)
   local scale = ((centred * centred):mean(-1, true) + 1e-5):sqrt()
   local parts = stack - stack:mean(-1, true)

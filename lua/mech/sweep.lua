@@ -26,7 +26,7 @@ local results = require "mech.sweep.results"
 
 local sweep = {}
 
-local function fail(fn, msg, level) error("sweep." .. fn .. ": " .. msg, level or 3) end
+local fail = util.failer("sweep.")
 
 --- The expanded runs of a sweep file or definition, without touching disk:
 --- {name, profile, runs = {{id, axes, config, report_step, steps}, ...}, axes = {names in order}}.

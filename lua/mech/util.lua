@@ -47,6 +47,12 @@ function util.unknown_option(opts, allowed)
   end
 end
 
+--- fail(fn, msg[, level]) raising "PREFIXfn: msg" at the caller of the function that calls it
+--- (level 3, as error's levels count), for a module's argument errors.
+function util.failer(prefix)
+  return function(fn, msg, level) error(prefix .. fn .. ": " .. msg, level or 3) end
+end
+
 function util.copy(v)
   if type(v) ~= "table" then return v end
   local t = {}

@@ -98,22 +98,17 @@ static int wants_forward(lua_State *L);
 /* Declares the parameters {{name=, shape=, init=, fan=}, ...} at `params`; their model indices
  * go to the layer table's pidx. */
 static void declare_params(lua_State *L, build_args *a, int lt, int params) {
-    static const char *const names[] = {"linear_weight", "linear_bias", "embedding", "conv_weight", "conv_bias",
-                                        "ones", "zeros", NULL};
-    static const ml_param_kind kinds[] = {ML_P_LINEAR_W, ML_P_LINEAR_B, ML_P_EMBEDDING, ML_P_CONV_W,
-                                          ML_P_CONV_B, ML_P_ONES, ML_P_ZEROS};
     lua_newtable(L);
     int pidx = lua_gettop(L);
     for (lua_Integer i = 1; lua_rawgeti(L, params, i) == LUA_TTABLE; i++) {
         int p = lua_gettop(L);
         lua_getfield(L, p, "name"), lua_getfield(L, p, "shape"), lua_getfield(L, p, "init"), lua_getfield(L, p, "fan");
         const char *pname = lua_tostring(L, p + 1), *init = lua_tostring(L, p + 3);
-        int ndim = (int)lua_rawlen(L, p + 2), k = 0;
+        int ndim = (int)lua_rawlen(L, p + 2), kind = init ? ml_param_kind_of(init) : (int)ML_P_CUSTOM;
         int64_t shape[4];
         for (int d = 0; d < ndim; d++) shape[d] = (lua_rawgeti(L, p + 2, d + 1), lua_tointeger(L, -1));
-        while (init && names[k] && strcmp(names[k], init)) k++;
-        if (init && !names[k]) luaL_error(L, "parameter '%s' has an unknown init '%s'", pname, init);
-        int idx = ml_model_add_param(a->m, a->layer, pname, ndim, shape, init ? kinds[k] : ML_P_CUSTOM,
+        if (kind < 0) luaL_error(L, "parameter '%s' has an unknown init '%s'", pname, init);
+        int idx = ml_model_add_param(a->m, a->layer, pname, ndim, shape, (ml_param_kind)kind,
                                      lua_tointeger(L, p + 4));
         if (idx < 0) luaL_error(L, "%s", ml_last_error());
         lua_pushinteger(L, idx);

@@ -185,18 +185,8 @@ static int m_named_parameters(lua_State *L) {
 /* model:unembed(x) -> logits: the final LayerNorm and the tied head on a residual x (B, L, D) or
  * (L, D), e.g. a cached block_output (the logit lens) -> (B, L, V) / (L, V). */
 static int m_unembed(lua_State *L) {
-    const char *fn = "unembed";
-    ml_model *m = check_model(L, 1, fn);
-    ml_tensor *x = mlL_checktensor(L, 2, fn);
-    if (x->dtype != ML_F32 || x->ndim < 2 || x->ndim > 3 || x->shape[x->ndim - 1] != m->cfg.d_model) {
-        char s[ML_SHAPE_STR];
-        return luaL_error(L, "%s: argument 1 expected a float32 residual of shape (B, L, %d) or (L, %d), got %s %s", fn,
-                          m->cfg.d_model, m->cfg.d_model, ml_dtype_name(x->dtype), ml_shape_str(s, x->ndim, x->shape));
-    }
-    ml_tensor *h = ml_layer_norm(x, ml_model_p(m, m->p_lnf_w), ml_model_p(m, m->p_lnf_b), 1e-5);
-    ml_tensor *logits = h ? ml_model_head(m, h) : NULL;
-    ml_release(h);
-    mlL_pushtensor(L, logits);
+    ml_model *m = check_model(L, 1, "unembed");
+    mlL_pushtensor(L, ml_model_unembed(m, mlL_checktensor(L, 2, "unembed")));
     return 1;
 }
 

@@ -52,26 +52,12 @@ static ml_status attn_build(ml_model *m, int l, void **state) {
     return ML_OK;
 }
 
-/* x (B, L, D) at the per-head site `site` as (B, L, H, D/H), back to (B, L, D); untouched when the
- * site is not hooked. */
-static bool at_head_site(const ml_model *m, ml_run *run, int site, int64_t H, ml_tensor **x) {
-    if (!ml_site_wanted(m, run, site)) return true;
-    int64_t B = (*x)->shape[0], L = (*x)->shape[1], D = (*x)->shape[2];
-    ml_tensor *h = ml_reshape(*x, 4, (int64_t[]){B, L, H, D / H});
-    ml_release(*x);
-    *x = NULL;
-    if (!h || !ml_at_site(m, run, site, &h)) return ml_release(h), false;
-    *x = ml_reshape(h, 3, (int64_t[]){B, L, D});
-    ml_release(h);
-    return *x != NULL;
-}
-
 /* q, k, v as sites: split, hook, join again (cat copies exact bits, so observing changes nothing). */
 static ml_tensor *qkv_sites(const ml_model *m, const attn_state *s, ml_tensor *qkv, int64_t D, int64_t H, ml_run *run) {
     ml_tensor *parts[3] = {ml_narrow(qkv, 2, 0, D), ml_narrow(qkv, 2, D, D), ml_narrow(qkv, 2, 2 * D, D)};
     bool ok = parts[0] && parts[1] && parts[2];
     for (int i = 0; ok && i < 3; i++)
-        ok = ml_at_site(m, run, s->site[S_Q + i], &parts[i]) && at_head_site(m, run, s->site[S_HQ + i], H, &parts[i]);
+        ok = ml_at_site(m, run, s->site[S_Q + i], &parts[i]) && ml_at_head_site(m, run, s->site[S_HQ + i], H, &parts[i]);
     ml_tensor *out = ok ? ml_cat(3, parts, 2) : NULL;
     for (int i = 0; i < 3; i++) ml_release(parts[i]);
     return out;
@@ -197,7 +183,7 @@ static ml_tensor *attn_forward(ml_model *m, int l, void *state, ml_tensor *x, ml
     ml_tensor *S = ml_attention_scores(qkv, H), *P = NULL, *ctx = NULL, *y = NULL;
     if (S && ml_at_site(m, run, s->site[S_SCORES], &S)) P = ml_causal_softmax(S);
     if (P && ml_at_site(m, run, s->site[S_PATTERN], &P)) ctx = ml_attention_apply(P, qkv, H);
-    if (ctx && ml_at_site(m, run, s->site[S_CTX], &ctx) && at_head_site(m, run, s->site[S_HZ], H, &ctx)) {
+    if (ctx && ml_at_site(m, run, s->site[S_CTX], &ctx) && ml_at_head_site(m, run, s->site[S_HZ], H, &ctx)) {
         if (ml_site_wanted(m, run, s->site[S_RESULT])) y = out_by_head(m, s, ctx, H, run);
         else y = ml_linear(ctx, ml_model_p(m, s->wo), ml_model_p(m, s->bo));
     }

@@ -69,20 +69,6 @@ static ml_status based_build(ml_model *m, int l, void **state) {
     return ML_OK;
 }
 
-/* x (B, L, H·d) at the per-head site `site` as (B, L, H, d), back to (B, L, H·d); untouched when
- * the site is not hooked (a reshape: observing it changes no bit). */
-static bool at_head_site(const ml_model *m, ml_run *run, int site, int64_t H, ml_tensor **x) {
-    if (!ml_site_wanted(m, run, site)) return true;
-    int64_t B = (*x)->shape[0], L = (*x)->shape[1], D = (*x)->shape[2];
-    ml_tensor *h = ml_reshape(*x, 4, (int64_t[]){B, L, H, D / H});
-    ml_release(*x);
-    *x = NULL;
-    if (!h || !ml_at_site(m, run, site, &h)) return ml_release(h), false;
-    *x = ml_reshape(h, 3, (int64_t[]){B, L, D});
-    ml_release(h);
-    return *x != NULL;
-}
-
 /* φ(x) per head: x (B, L, H·F) -> (B, L, H, P). */
 static ml_tensor *features(ml_tensor *x, int H, int F) {
     ml_tensor *x4 = ml_reshape(x, 4, (int64_t[]){x->shape[0], x->shape[1], H, F});
@@ -201,11 +187,11 @@ static ml_tensor *based_forward(ml_model *m, int l, void *state, ml_tensor *x, m
     ml_tensor *q = ml_linear(x, ml_model_p(m, s->wq), NULL), *k = NULL, *v = NULL;
     ml_tensor *fq = NULL, *fk = NULL, *S = NULL, *pat = NULL, *y = NULL, *out = NULL;
     ml_tensor *A = NULL, *den = NULL;
-    if (!q || !ml_at_site(m, run, s->site[S_Q], &q) || !at_head_site(m, run, s->site[S_HQ], H, &q)) goto done;
+    if (!q || !ml_at_site(m, run, s->site[S_Q], &q) || !ml_at_head_site(m, run, s->site[S_HQ], H, &q)) goto done;
     k = ml_linear(x, ml_model_p(m, s->wk), NULL);
-    if (!k || !ml_at_site(m, run, s->site[S_K], &k) || !at_head_site(m, run, s->site[S_HK], H, &k)) goto done;
+    if (!k || !ml_at_site(m, run, s->site[S_K], &k) || !ml_at_head_site(m, run, s->site[S_HK], H, &k)) goto done;
     v = ml_linear(x, ml_model_p(m, s->wv), NULL);
-    if (!v || !ml_at_site(m, run, s->site[S_V], &v) || !at_head_site(m, run, s->site[S_HV], H, &v)) goto done;
+    if (!v || !ml_at_site(m, run, s->site[S_V], &v) || !ml_at_head_site(m, run, s->site[S_HV], H, &v)) goto done;
     bool explicit_form = false; /* a replaced feature map, state or pattern */
     bool want_f = ml_site_wanted(m, run, s->site[S_FEAT_Q]) || ml_site_wanted(m, run, s->site[S_FEAT_K]) ||
                   ml_site_wanted(m, run, s->site[S_KV_STATE]);
@@ -264,7 +250,7 @@ static ml_tensor *based_forward(ml_model *m, int l, void *state, ml_tensor *x, m
             if (!y) goto done;
         }
     }
-    if (!ml_at_site(m, run, s->site[S_Y], &y) || !at_head_site(m, run, s->site[S_HZ], H, &y)) goto done;
+    if (!ml_at_site(m, run, s->site[S_Y], &y) || !ml_at_head_site(m, run, s->site[S_HZ], H, &y)) goto done;
     out = ml_linear(y, ml_model_p(m, s->wo), NULL);
 done:
     ml_release(q), ml_release(k), ml_release(v), ml_release(fq), ml_release(fk), ml_release(S);

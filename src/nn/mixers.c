@@ -98,3 +98,15 @@ bool ml_at_site(const ml_model *m, ml_run *run, int site, ml_tensor **x) {
     *x = y;
     return y != NULL;
 }
+
+bool ml_at_head_site(const ml_model *m, ml_run *run, int site, int64_t H, ml_tensor **x) {
+    if (!ml_site_wanted(m, run, site)) return true;
+    int64_t B = (*x)->shape[0], L = (*x)->shape[1], D = (*x)->shape[2];
+    ml_tensor *h = ml_reshape(*x, 4, (int64_t[]){B, L, H, D / H});
+    ml_release(*x);
+    *x = NULL;
+    if (!h || !ml_at_site(m, run, site, &h)) return ml_release(h), false;
+    *x = ml_reshape(h, 3, (int64_t[]){B, L, D});
+    ml_release(h);
+    return *x != NULL;
+}

@@ -600,7 +600,7 @@ ml_tensor *ml_model_hidden_resume(ml_model *m, const ml_resume *rs, ml_run *run)
         r = next;
     }
     if (!r) return NULL;
-    ml_tensor *h = ml_layer_norm(r, ml_model_p(m, m->p_lnf_w), ml_model_p(m, m->p_lnf_b), 1e-5);
+    ml_tensor *h = ml_model_final_norm(m, r);
     ml_release(r);
     return h;
 }
@@ -665,6 +665,37 @@ ml_tensor *ml_model_mixer_forward(ml_model *m, int layer, ml_tensor *x, ml_run *
 
 ml_tensor *ml_model_head(ml_model *m, ml_tensor *h) {
     return ml_linear(h, ml_model_p(m, m->p_head >= 0 ? m->p_head : m->p_wte), NULL);
+}
+
+static const char *const param_kind_names[] = {"linear_weight", "linear_bias", "embedding", "conv_weight",
+                                               "conv_bias",     "ones",        "zeros",     "custom"};
+_Static_assert(sizeof param_kind_names / sizeof *param_kind_names == ML_P_CUSTOM + 1, "one name per kind");
+
+const char *ml_param_kind_name(ml_param_kind k) {
+    return (unsigned)k <= ML_P_CUSTOM ? param_kind_names[k] : "unknown";
+}
+
+int ml_param_kind_of(const char *name) {
+    for (int k = 0; k < ML_P_CUSTOM; k++)
+        if (!strcmp(param_kind_names[k], name)) return k;
+    return -1;
+}
+
+ml_tensor *ml_model_final_norm(ml_model *m, ml_tensor *r) {
+    return ml_layer_norm(r, ml_model_p(m, m->p_lnf_w), ml_model_p(m, m->p_lnf_b), 1e-5);
+}
+
+ml_tensor *ml_model_unembed(ml_model *m, ml_tensor *x) {
+    if (x->dtype != ML_F32 || x->ndim < 2 || x->ndim > 3 || x->shape[x->ndim - 1] != m->cfg.d_model) {
+        char s[ML_SHAPE_STR];
+        ml_fail(ML_ERR_SHAPE, "unembed: argument 1 expected a float32 residual of shape (B, L, %d) or (L, %d), got %s %s",
+                m->cfg.d_model, m->cfg.d_model, ml_dtype_name(x->dtype), ml_shape_str(s, x->ndim, x->shape));
+        return NULL;
+    }
+    ml_tensor *h = ml_model_final_norm(m, x);
+    ml_tensor *logits = h ? ml_model_head(m, h) : NULL;
+    ml_release(h);
+    return logits;
 }
 
 ml_tensor *ml_model_loss(ml_model *m, ml_tensor *tokens, ml_tensor *targets, ml_run *run, ml_tensor **rows_logits,

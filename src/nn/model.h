@@ -57,6 +57,10 @@ typedef enum {
     ML_P_ZEROS,     /* norm biases */
     ML_P_CUSTOM     /* the mixer's init() fills it */
 } ml_param_kind;
+/* A kind's name as mech.nn's param{init = ...} spells it ("linear_weight" ... "zeros"; "custom"),
+ * and the kind of a name (-1: none of the first seven, which are the ones a name can ask for). */
+const char *ml_param_kind_name(ml_param_kind k);
+int ml_param_kind_of(const char *name);
 
 typedef struct {
     char name[ML_NAME_MAX];
@@ -334,6 +338,11 @@ ml_tensor *ml_model_mixer_forward(ml_model *m, int layer, ml_tensor *x, ml_run *
 /* Logits of the head (the embedding when tied, else lm_head.weight): h (N, D) or (B, L, D) ->
  * (N, V) / (B, L, V). */
 ml_tensor *ml_model_head(ml_model *m, ml_tensor *h);
+/* The final LayerNorm (backbone.ln_f) on a residual r (..., D). */
+ml_tensor *ml_model_final_norm(ml_model *m, ml_tensor *r);
+/* The final LayerNorm and the head on a float32 residual x (B, L, D) or (L, D), e.g. a cached
+ * block_output (the logit lens) -> (B, L, V) / (L, V); any other x is an error. */
+ml_tensor *ml_model_unembed(ml_model *m, ml_tensor *x);
 /* Mean cross-entropy over positions whose target is not −100 (targets (B, L) int32: the token
  * the logit at t must predict). Logits are computed only at those rows. If rows_logits is not
  * NULL it receives those logits (N, V) and rows_index the flat row indices b·L + t (N). */

@@ -12,6 +12,9 @@ ml_tensor *ml_state_mixer_forward(ml_model *m, int l, ml_tensor *x, ml_run *run)
 
 /* Helpers for mixers: x = site(x) in place; false on error (x released and set to NULL). */
 bool ml_at_site(const ml_model *m, ml_run *run, int site, ml_tensor **x);
+/* x (B, L, H·d) at the per-head site `site` seen as (B, L, H, d), back to (B, L, H·d); untouched
+ * when the site is not hooked (reshapes: observing it changes no bit). */
+bool ml_at_head_site(const ml_model *m, ml_run *run, int site, int64_t H, ml_tensor **x);
 /* Whether a hook (the run's or the model's persistent ones) may see the sites of this forward:
  * a fused path that skips sites may run only when none can. */
 bool ml_model_hooked(const ml_model *m, const ml_run *run);

@@ -91,7 +91,7 @@ ml_tensor *ml_model_hidden_recurrent(ml_model *m, ml_tensor *tokens) {
             ml_release(pos);
         }
         for (int l = 0; r && l < c->n_layers; l++) r = swap(r, block_step(m, l, recs[l], r));
-        ml_tensor *h = r ? ml_layer_norm(r, ml_model_p(m, m->p_lnf_w), ml_model_p(m, m->p_lnf_b), 1e-5) : NULL;
+        ml_tensor *h = r ? ml_model_final_norm(m, r) : NULL;
         ml_tensor *hc = h ? ml_contiguous(h) : NULL;
         if (hc)
             for (int64_t b = 0; b < B; b++)

@@ -7,7 +7,7 @@ local util = require "mech.util"
 local definition = {}
 local copy, closest = util.copy, util.closest
 
-local function fail(fn, msg, level) error("sweep." .. fn .. ": " .. msg, level or 3) end
+local fail = util.failer("sweep.")
 
 local model_keys
 local function get_model_keys()

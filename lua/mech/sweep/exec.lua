@@ -10,7 +10,7 @@ local definition = require "mech.sweep.definition"
 local exec = {}
 local copy, closest = util.copy, util.closest
 
-local function fail(fn, msg, level) error("sweep." .. fn .. ": " .. msg, level or 3) end
+local fail = util.failer("sweep.")
 
 -- train.run evaluators for a run: the report checkpoint and the sweep's evaluators.
 local function make_evaluators(evaluators, run, rdir)

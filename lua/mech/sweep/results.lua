@@ -1,10 +1,11 @@
 --- Reading a sweep's results (for figure recipes): DIR/results.csv as rows, the paper's selection of
 --- the best learning rate and its filter.
+local util = require "mech.util"
 local csv = require "mech.csv"
 
 local results = {}
 
-local function fail(fn, msg, level) error("sweep." .. fn .. ": " .. msg, level or 3) end
+local fail = util.failer("sweep.")
 
 local function convert(v)
   if v == "" then return nil end

@@ -1,6 +1,7 @@
 --- A sweep directory: DIR/sweep.json (the expansion) and DIR/runs/<id>/ (each run's train.run
 --- directory); the state of every run read from the directories alone, so that several processes
 --- (and a cluster's nodes) can share one.
+local util = require "mech.util"
 local json = require "mech.json"
 local definition = require "mech.sweep.definition"
 
@@ -15,7 +16,7 @@ local function read_file(path, max)
 end
 store.read_data = read_file
 
-local function fail(fn, msg, level) error("sweep." .. fn .. ": " .. msg, level or 3) end
+local fail = util.failer("sweep.")
 
 -- Bounds of the files a sweep reads whole (a larger one is refused, not read).
 store.max_sweep_json = 256 << 20

@@ -16,7 +16,7 @@ local util = require "mech.util"
 
 local ic = {}
 
-ic.components = { "block_input", "attention_input", "attention_output", "mlp_input", "mlp_output", "block_output" }
+ic.components = mech.interp.components -- the paper's six block sites, in order (from the core)
 
 local function fail(fn, msg) error(fn .. ": " .. msg, 3) end
 

@@ -40,11 +40,9 @@ _Static_assert((int)ML_IC_MAX_POS == (int)ML_NPOS, "one slot per named position"
 
 void ml_ic_config_paper(ml_ic_config *c, const ml_model *m, const ml_task *t) {
     memset(c, 0, sizeof *c);
-    static const char *const comps[] = {"block_input", "attention_input", "attention_output",
-                                        "mlp_input",   "mlp_output",      "block_output"};
-    for (int k = 0; k < 6; k++) /* component-major, as the original loops */
+    for (int k = 0; k < ML_ENTRY_PAPER; k++) /* the paper's six, component-major, as the original loops */
         for (int l = 0; l < m->cfg.n_layers; l++) {
-            int s = ml_site_lookup(m, l, comps[k]);
+            int s = ml_site_lookup(m, l, ml_entry_names[k]);
             if (s >= 0 && c->n_sites < ML_IC_MAX_SITES) c->sites[c->n_sites++] = s;
         }
     c->n_label_types = 2;

@@ -1062,6 +1062,10 @@ int mlL_open_interp(lua_State *L) {
                                             {NULL, NULL, NULL, 0, NULL}});
     mlL_hooked(L, -1, (const char *const[]){"patch", "site_mean", "mamba_attention", "interchange", "attention_mass",
                                              "attribution_patching", NULL});
+    /* mech.interp.components: the paper's six block sites, in order (nn/model.c owns the list) */
+    lua_createtable(L, ML_ENTRY_PAPER, 0);
+    for (int i = 0; i < ML_ENTRY_PAPER; i++) lua_pushstring(L, ml_entry_names[i]), lua_rawseti(L, -2, i + 1);
+    lua_setfield(L, -2, "components");
     lua_setfield(L, -2, "interp");
     /* mech.help([x]) prints x's entry of lua/mech/help.lua (the REPL also names it `help`) */
     mlL_setlua(L, -1, (const mlL_LuaReg[]){{"help", "mech.help", NULL, MLL_CHECK_NONE, NULL}, {NULL, NULL, NULL, 0, NULL}});

@@ -498,6 +498,12 @@ static int l_model_adamw(lua_State *L) {
     double b1 = ML_ADAMW_BETA1, b2 = ML_ADAMW_BETA2, eps = ML_ADAMW_EPS, wd = 0;
     if (!lua_isnoneornil(L, 2)) {
         mlL_checktable(L, 2, fn, 2);
+        /* the learning rate is the step's here: say where it goes, not the closest key */
+        if (lua_getfield(L, 2, "lr") != LUA_TNIL)
+            return luaL_error(L, "%s: option 'lr' is not an option of this optimiser: pass the learning rate to each "
+                                 "step (model:train_step(opt, tokens, targets, lr)), or use mech.optim.adamw(model, "
+                                 "{lr = ...}) and opt:step() (torch.optim.AdamW)", fn);
+        lua_pop(L, 1);
         mlL_checkkeys(L, 2, fn, model_adamw_keys);
         b1 = mlL_optnum(L, 2, "beta1", b1, fn);
         b2 = mlL_optnum(L, 2, "beta2", b2, fn);

@@ -70,7 +70,9 @@ static ml_status protected(lua_State *L, lua_CFunction f, void *ud, const char *
     ml_status out = ML_OK;
     if (st != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
-        out = ml_fail(ML_ERR_ARG, "%s: %s", what, msg ? msg : "(error object is not a string)");
+        if (msg) out = ml_fail(ML_ERR_ARG, "%s: %s", what, msg);
+        else if (lua_isnil(L, -1)) out = ml_fail(ML_ERR_ARG, "%s: raised nil as its error (not a message)", what);
+        else out = ml_fail(ML_ERR_ARG, "%s: raised a %s as its error (not a message)", what, luaL_typename(L, -1));
     }
     lua_settop(L, top);
     return out;

@@ -44,6 +44,9 @@ int mlL_argerror(lua_State *L, const char *fn, int arg, const char *expected);
 /* A short description of the value at idx for "got ..." messages: "a float32 tensor of shape
  * [2,3]", "'text'", "nil", ... (written into buf). */
 const char *mlL_describe(lua_State *L, int idx, char *buf, size_t n);
+/* The message of an error object at idx, or what was raised when it is no string (a table, nil):
+ * never NULL, so it can go to a %s. */
+const char *mlL_error_text(lua_State *L, int idx);
 /* Tells Lua's collector about memory held outside the Lua heap (tensors, models, datasets). */
 void mlL_account(lua_State *L, size_t nbytes);
 

@@ -31,6 +31,18 @@ const char *mlL_describe(lua_State *L, int idx, char *buf, size_t n) {
     return buf;
 }
 
+const char *mlL_error_text(lua_State *L, int idx) {
+    const char *msg = lua_tostring(L, idx);
+    if (msg) return msg;
+    switch (lua_type(L, idx)) {
+    case LUA_TNIL: return "raised nil as its error (not a message)";
+    case LUA_TBOOLEAN: return "raised a boolean as its error (not a message)";
+    case LUA_TTABLE: return "raised a table as its error (not a message)";
+    case LUA_TFUNCTION: return "raised a function as its error (not a message)";
+    default: return "raised a userdata as its error (not a message)";
+    }
+}
+
 int mlL_argerror(lua_State *L, const char *fn, int arg, const char *expected) {
     char got[160];
     mlL_describe(L, arg, got, sizeof got);

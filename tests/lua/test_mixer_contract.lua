@@ -77,6 +77,20 @@ T.test("a mixer returning no tensor or raising: an error naming layer and class,
   end
 end)
 
+T.test("a table or nil raised in a hook, a gradcheck function or a mixer's module is described, not passed on as NULL", function()
+  local m = mech.model { arch = "attention", d_model = 4, n_layers = 1, vocab = 8 }
+  local tok = mech.randint(0, 8, { 1, 3 })
+  T.raises(function() m:forward(tok, { ["blocks.0.hook_resid_pre"] = function() error({}) end }) end,
+    "hook at blocks.0.block_input: raised a table as its error (not a message)")
+  local passed, msg = mech.gradcheck(function() error(nil) end, { mech.randn(2, { requires_grad = true }) })
+  T.falsy(passed)
+  T.eq(msg, "gradcheck: function failed: raised nil as its error (not a message)")
+  package.preload.contract_raises_table = function() error({}) end
+  T.raises(function() mech.model { mixer = "contract_raises_table", d_model = 4, n_layers = 1, vocab = 8 } end,
+    "requiring it as a module failed: raised a table as its error (not a message)")
+  package.preload.contract_raises_table = nil
+end)
+
 T.test("init(t, gen) gets a generator outside a model: the default one, seeded by mech.manual_seed", function()
   local got = {}
   local C = nn.Module:extend("ContractInit")

@@ -77,7 +77,8 @@ int mlL_checksite(lua_State *L, const struct ml_model *m, const char *name, cons
  * that equals the name or its trailing dotted part, {pattern = a Lua pattern} matched anywhere in
  * the name or its TransformerLens spelling, or a function(name). A bad pattern names fn and arg. */
 bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn, const char *arg);
-/* Checks that idx holds a name filter (else an error naming fn and arg); returns idx, absolute. */
+/* Checks that idx holds a name filter (else an error naming fn and arg); returns idx, absolute. A
+ * {pattern = ...} table is read once and replaced in its slot by a plain copy: call this first. */
 int mlL_checkfilter(lua_State *L, int idx, const char *fn, const char *arg);
 /* The live model at arg (src/lua/model.c), else an error naming fn. */
 struct ml_model *mlL_checkmodel(lua_State *L, int arg, const char *fn);

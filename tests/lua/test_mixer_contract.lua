@@ -52,6 +52,7 @@ T.test("the language model: a mixer wrong at a length the probes did not see is 
     local tok = mech.randint(0, 8, { 2, 5 })
     local err = T.raises(function() m:forward(tok) end, "blocks.0.mixer (mixer 'contract_model" .. i .. "'): forward returned ", w[1])
     T.raises(function() error(err) end, "expected a float32 tensor of shape [2,5,4]")
+    T.raises(function() error(err) end, w[3], w[1] .. ": what came, as nn.Block says it")
   end
 end)
 

@@ -44,6 +44,9 @@ int mlL_argerror(lua_State *L, const char *fn, int arg, const char *expected);
 /* A short description of the value at idx for "got ..." messages: "a float32 tensor of shape
  * [2,3]", "'text'", "nil", ... (written into buf). */
 const char *mlL_describe(lua_State *L, int idx, char *buf, size_t n);
+/* The message of an error object at idx, or what was raised when it is no string (a table, nil):
+ * never NULL, so it can go to a %s. */
+const char *mlL_error_text(lua_State *L, int idx);
 /* Tells Lua's collector about memory held outside the Lua heap (tensors, models, datasets). */
 void mlL_account(lua_State *L, size_t nbytes);
 
@@ -74,7 +77,8 @@ int mlL_checksite(lua_State *L, const struct ml_model *m, const char *name, cons
  * that equals the name or its trailing dotted part, {pattern = a Lua pattern} matched anywhere in
  * the name or its TransformerLens spelling, or a function(name). A bad pattern names fn and arg. */
 bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn, const char *arg);
-/* Checks that idx holds a name filter (else an error naming fn and arg); returns idx, absolute. */
+/* Checks that idx holds a name filter (else an error naming fn and arg); returns idx, absolute. A
+ * {pattern = ...} table is read once and replaced in its slot by a plain copy: call this first. */
 int mlL_checkfilter(lua_State *L, int idx, const char *fn, const char *arg);
 /* The live model at arg (src/lua/model.c), else an error naming fn. */
 struct ml_model *mlL_checkmodel(lua_State *L, int arg, const char *fn);

@@ -68,18 +68,37 @@ static bool literal_match(const char *name, const char *lit) {
     return strstr(n, l) != NULL;
 }
 
-/* The {pattern = "..."} table at idx: its pattern, or NULL when idx holds no such table. */
+/* The {pattern = "..."} table at idx, as mlL_checkfilter left it: its pattern, or NULL. Read raw,
+ * so the string stays anchored in the table. */
 static const char *filter_pattern(lua_State *L, int idx) {
     if (!lua_istable(L, idx)) return NULL;
-    lua_getfield(L, idx, "pattern");
+    lua_pushliteral(L, "pattern");
+    lua_rawget(L, idx);
     const char *pat = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL; /* idx anchors it */
     lua_pop(L, 1);
     return pat;
 }
 
+/* Whether idx holds a {pattern = "..."} table. Its `pattern` is read once (an __index may answer
+ * differently on a second read, or give a string nothing else holds), and the table is replaced
+ * in its slot by a plain one holding that pattern, which filter_pattern reads. */
+static bool pattern_table(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    if (!lua_istable(L, idx)) return false;
+    if (lua_getfield(L, idx, "pattern") != LUA_TSTRING) {
+        lua_pop(L, 1);
+        return false;
+    }
+    lua_createtable(L, 0, 1);
+    lua_insert(L, -2);
+    lua_setfield(L, -2, "pattern");
+    lua_replace(L, idx);
+    return true;
+}
+
 int mlL_checkfilter(lua_State *L, int idx, const char *fn, const char *arg) {
     idx = lua_absindex(L, idx);
-    if (lua_type(L, idx) == LUA_TSTRING || lua_isfunction(L, idx) || filter_pattern(L, idx)) return idx;
+    if (lua_type(L, idx) == LUA_TSTRING || lua_isfunction(L, idx) || pattern_table(L, idx)) return idx;
     return luaL_error(L, "%s: %s expected a site name, {pattern = a Lua pattern} or a function(name), got %s", fn, arg,
                       luaL_typename(L, idx));
 }
@@ -94,7 +113,9 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn, co
         lua_pop(L, 1);
         return keep;
     }
-    const char *pat = filter_pattern(L, idx), *f = pat ? NULL : lua_tostring(L, idx);
+    const char *pat = filter_pattern(L, idx);
+    if (!pat && lua_type(L, idx) != LUA_TSTRING) return false; /* a value mlL_checkfilter would refuse */
+    const char *f = pat ? NULL : lua_tostring(L, idx);
     char buf[ML_SITE_NAME_MAX];
     if (pat ? pattern_finds(L, name, pat, fn, arg) : (literal_match(name, f) ||
                                                        !strcmp(name, ml_site_canonical(f, buf, sizeof buf))))
@@ -146,9 +167,9 @@ static bool *names_mask(lua_State *L, ml_model *m, int opt, const char *key, con
     bool *want = scratch(L, (size_t)m->n_sites + 1);
     int t = lua_getfield(L, opt, key);
     if (t == LUA_TNIL) memset(want, 1, (size_t)m->n_sites);
-    else if (t == LUA_TTABLE && !filter_pattern(L, -1)) {
+    else if (t == LUA_TTABLE && !pattern_table(L, -1)) {
         for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
-            if (lua_type(L, -1) != LUA_TSTRING && !filter_pattern(L, -1)) {
+            if (lua_type(L, -1) != LUA_TSTRING && !pattern_table(L, -1)) {
                 luaL_error(L, "%s: option '%s' expected a list of site names or {pattern =} tables, got a %s at index %d",
                            fn, key, luaL_typename(L, -1), (int)i);
             }

@@ -69,8 +69,7 @@ static ml_status protected(lua_State *L, lua_CFunction f, void *ud, const char *
     int st = lua_pcall(L, 1, 0, 0);
     ml_status out = ML_OK;
     if (st != LUA_OK) {
-        const char *msg = lua_tostring(L, -1);
-        out = ml_fail(ML_ERR_ARG, "%s: %s", what, msg ? msg : "(error object is not a string)");
+        out = ml_fail(ML_ERR_ARG, "%s: %s", what, mlL_error_text(L, -1));
     }
     lua_settop(L, top);
     return out;
@@ -564,7 +563,7 @@ static const char *resolve_string(lua_State *L, const char *s, const char *fn) {
     lua_pushstring(L, s);
     if (lua_pcall(L, 1, 1, 0) != LUA_OK)
         luaL_error(L, "%s: option 'mixer' '%s' is no built-in or registered mixer, and requiring it as a module "
-                      "failed: %s", fn, s, lua_tostring(L, -1));
+                      "failed: %s", fn, s, mlL_error_text(L, -1));
     if (!lua_istable(L, -1))
         luaL_error(L, "%s: module '%s' returned %s, expected its mixer class", fn, s, luaL_typename(L, -1));
     const char *name = register_class(L, -1, NULL, s, fn);
@@ -640,7 +639,7 @@ bool mlL_mixer_require(lua_State *L, const ml_model_config *c, const char *what,
         lua_pushstring(L, module);
         if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
             lua_pushfstring(L, "%s: mixer '%s' is not registered and its module '%s' could not be loaded: %s", what,
-                            c->arch, module, lua_tostring(L, -1));
+                            c->arch, module, mlL_error_text(L, -1));
             refuse(L, mark, module);
         }
     }

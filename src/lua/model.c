@@ -287,7 +287,7 @@ static ml_tensor *call_hook(hook_ud *h, ml_tensor *act, const char *full, int la
     int st = lua_pcall(L, 2, 1, 0);
     h->box->in_hook--;
     if (st != LUA_OK) {
-        ml_fail(ML_ERR_ARG, "hook at %s: %s", full, lua_tostring(L, -1));
+        ml_fail(ML_ERR_ARG, "hook at %s: %s", full, mlL_error_text(L, -1)); /* never NULL to %s */
         lua_pop(L, 1);
         *err = ML_ERR_ARG;
         return NULL;

@@ -61,7 +61,8 @@ static double opt_num(lua_State *L, int idx, const char *fn, double def) {
 
 /* ------------------------------------------------------------------ elementwise */
 
-static const ml_binop binops[] = {ML_ADD, ML_SUB, ML_MUL, ML_DIV, ML_POW, ML_MAXIMUM, ML_MINIMUM,
+static const ml_binop binops[] = {ML_ADD, ML_SUB,       ML_MUL,  ML_DIV, ML_POW, ML_MAXIMUM,
+                                  ML_MINIMUM, ML_REMAINDER, ML_FMOD, ML_FLOOR_DIVIDE,
                                   ML_EQ,  ML_NE,  ML_LT,  ML_LE,  ML_GT,  ML_GE};
 
 /* Binary op in upvalue 1; a number on either side uses the scalar forms (int32 tensors stay
@@ -426,7 +427,7 @@ static void push_entry(lua_State *L, const entry *e) {
 
 int mlL_open_ops(lua_State *L) {
     int mech = lua_gettop(L);
-    entry entries[64];
+    entry entries[80]; /* the binary and unary ops and `named` below: 56 now */
     int n = 0;
     for (size_t i = 0; i < sizeof binops / sizeof *binops; i++)
         entries[n++] = (entry){ml_binop_name(binops[i]), l_binary, (int)binops[i]};
@@ -467,7 +468,8 @@ int mlL_open_ops(lua_State *L) {
     static const struct {
         const char *name;
         int op;
-    } meta[] = {{"__add", ML_ADD}, {"__sub", ML_SUB}, {"__mul", ML_MUL}, {"__div", ML_DIV}, {"__pow", ML_POW}};
+    } meta[] = {{"__add", ML_ADD}, {"__sub", ML_SUB},       {"__mul", ML_MUL},          {"__div", ML_DIV},
+                {"__pow", ML_POW}, {"__mod", ML_REMAINDER}, {"__idiv", ML_FLOOR_DIVIDE}};
     for (size_t i = 0; i < sizeof meta / sizeof *meta; i++) {
         lua_pushinteger(L, meta[i].op);
         lua_pushcclosure(L, l_binary, 1);

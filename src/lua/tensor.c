@@ -886,7 +886,7 @@ static ml_tensor *gradcheck_cb(void *ud, ml_tensor **inputs) {
         mlL_pushtensor(L, inputs[i]);
     }
     if (lua_pcall(L, g->n, 1, 0) != LUA_OK) {
-        ml_fail(ML_ERR_ARG, "%s", lua_tostring(L, -1));
+        ml_fail(ML_ERR_ARG, "%s", mlL_error_text(L, -1));
         lua_pop(L, 1);
         return NULL;
     }

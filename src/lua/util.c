@@ -17,7 +17,8 @@ const char *mlL_describe(lua_State *L, int idx, char *buf, size_t n) {
     ml_tensor *t = mlL_testtensor(L, idx);
     if (t) {
         char s[ML_SHAPE_STR];
-        snprintf(buf, n, "a %s tensor of shape %s", ml_dtype_name(t->dtype), ml_shape_str(s, t->ndim, t->shape));
+        const char *dt = ml_dtype_name(t->dtype);
+        snprintf(buf, n, "%s %s tensor of shape %s", strchr("aeiou", dt[0]) ? "an" : "a", dt, ml_shape_str(s, t->ndim, t->shape));
     } else if (lua_isnone(L, idx)) {
         snprintf(buf, n, "no value");
     } else if (lua_type(L, idx) == LUA_TNUMBER || lua_type(L, idx) == LUA_TSTRING) {
@@ -29,6 +30,18 @@ const char *mlL_describe(lua_State *L, int idx, char *buf, size_t n) {
         snprintf(buf, n, "%s", luaL_typename(L, idx));
     }
     return buf;
+}
+
+const char *mlL_error_text(lua_State *L, int idx) {
+    const char *msg = lua_tostring(L, idx);
+    if (msg) return msg;
+    switch (lua_type(L, idx)) {
+    case LUA_TNIL: return "raised nil as its error (not a message)";
+    case LUA_TBOOLEAN: return "raised a boolean as its error (not a message)";
+    case LUA_TTABLE: return "raised a table as its error (not a message)";
+    case LUA_TFUNCTION: return "raised a function as its error (not a message)";
+    default: return "raised a userdata as its error (not a message)";
+    }
 }
 
 int mlL_argerror(lua_State *L, const char *fn, int arg, const char *expected) {

@@ -11,13 +11,14 @@
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-#define N_BINOPS 13
-static const char *const binop_names[N_BINOPS] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                                 "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
+#define N_BINOPS 16
+static const char *const binop_names[N_BINOPS] = {
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder", "fmod", "floor_divide",
+    "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
 static const char *const binop_bw_names[N_BINOPS] = {
-    "AddBackward",     "SubBackward",     "MulBackward", "DivBackward", "PowBackward", "MaximumBackward",
-    "MinimumBackward", "EqBackward",      "NeBackward",  "LtBackward",  "LeBackward",  "GtBackward",
-    "GeBackward"};
+    "AddBackward",       "SubBackward",  "MulBackward",         "DivBackward", "PowBackward", "MaximumBackward",
+    "MinimumBackward",   "RemainderBackward", "FmodBackward",   "FloorDivideBackward",
+    "EqBackward",        "NeBackward",   "LtBackward",          "LeBackward",  "GtBackward",  "GeBackward"};
 
 const char *ml_binop_name(ml_binop op) { return (unsigned)op < N_BINOPS ? binop_names[op] : "binary"; }
 
@@ -109,6 +110,64 @@ static void plan_init(ew_plan *p, const ml_tensor *out, const ml_tensor *a, cons
 #define I_MAX(u, v) ((u) > (v) ? (u) : (v))
 #define I_MIN(u, v) ((u) < (v) ? (u) : (v))
 
+/* The quotient rounded toward minus infinity, as Python's float // and PyTorch's floor_divide:
+ * from fmod, which is exact, rather than floor(u / v), whose rounded quotient can land on the
+ * next integer (floor(1 / 0.1) would be 10, but 1 = 9·0.1 + 0.09999…). */
+static inline float f_floor_divide(float u, float v) {
+    if (v == 0.0f) return u / v; /* IEEE: ±inf, or NaN for 0/0 */
+    float r = fmodf(u, v);
+    float q = (u - r) / v; /* an integer up to rounding: u − r is a multiple of v */
+    if (r != 0.0f && (r < 0.0f) != (v < 0.0f)) q -= 1.0f;
+    if (q == 0.0f) return copysignf(0.0f, u / v);
+    float f = floorf(q);
+    return q - f > 0.5f ? f + 1.0f : f;
+}
+/* The quotient rounded toward zero (fmod's), by the same route. */
+static inline float f_trunc_divide(float u, float v) {
+    if (v == 0.0f) return u / v;
+    float q = (u - fmodf(u, v)) / v;
+    return q == 0.0f ? copysignf(0.0f, u / v) : roundf(q);
+}
+/* fmod moved onto the divisor's side: exact, where u − floor(u/v)·v would round */
+static inline float f_remainder(float u, float v) {
+    float r = fmodf(u, v);
+    return (r != 0.0f && (r < 0.0f) != (v < 0.0f)) ? r + v : r;
+}
+#define F_REM(u, v) f_remainder((u), (v))
+#define F_FMOD(u, v) fmodf((u), (v))
+#define F_FLOORDIV(u, v) f_floor_divide((u), (v))
+
+/* int32 division: a zero divisor sets *zero (the caller raises, C would trap or worse); −1 is
+ * answered without dividing, since INT32_MIN / −1 overflows (undefined in C): the quotient wraps
+ * like the other int32 arithmetic and the remainder is 0. */
+static inline int32_t i_remainder(int32_t u, int32_t v, bool *zero) {
+    if (v == 0 || v == -1) {
+        if (v == 0) *zero = true;
+        return 0;
+    }
+    int32_t r = u % v;
+    return (r != 0 && (r < 0) != (v < 0)) ? r + v : r;
+}
+static inline int32_t i_fmod(int32_t u, int32_t v, bool *zero) {
+    if (v == 0 || v == -1) {
+        if (v == 0) *zero = true;
+        return 0;
+    }
+    return u % v;
+}
+static inline int32_t i_floor_divide(int32_t u, int32_t v, bool *zero) {
+    if (v == 0) {
+        *zero = true;
+        return 0;
+    }
+    if (v == -1) return (int32_t)(0u - (uint32_t)u);
+    int32_t q = u / v;
+    return (u % v != 0 && (u < 0) != (v < 0)) ? q - 1 : q;
+}
+#define I_REM(u, v) i_remainder((u), (v), &zero)
+#define I_FMOD(u, v) i_fmod((u), (v), &zero)
+#define I_FLOORDIV(u, v) i_floor_divide((u), (v), &zero)
+
 static void run_f32(ml_binop op, const ew_plan *p, float *po, const float *pa, const float *pb) {
     switch (op) {
     case ML_ADD: EW_LOOP(p, float, po, float, pa, float, pb, F_ADD); break;
@@ -118,6 +177,9 @@ static void run_f32(ml_binop op, const ew_plan *p, float *po, const float *pa, c
     case ML_POW: EW_LOOP(p, float, po, float, pa, float, pb, F_POW); break;
     case ML_MAXIMUM: EW_LOOP(p, float, po, float, pa, float, pb, F_MAX); break;
     case ML_MINIMUM: EW_LOOP(p, float, po, float, pa, float, pb, F_MIN); break;
+    case ML_REMAINDER: EW_LOOP(p, float, po, float, pa, float, pb, F_REM); break;
+    case ML_FMOD: EW_LOOP(p, float, po, float, pa, float, pb, F_FMOD); break;
+    case ML_FLOOR_DIVIDE: EW_LOOP(p, float, po, float, pa, float, pb, F_FLOORDIV); break;
     default: break;
     }
 }
@@ -134,13 +196,18 @@ static void run_cmp_f32(ml_binop op, const ew_plan *p, int32_t *po, const float 
     }
 }
 
-static void run_i32(ml_binop op, const ew_plan *p, int32_t *po, const int32_t *pa, const int32_t *pb) {
+/* false when a division met a zero divisor */
+static bool run_i32(ml_binop op, const ew_plan *p, int32_t *po, const int32_t *pa, const int32_t *pb) {
+    bool zero = false;
     switch (op) {
     case ML_ADD: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_ADD); break;
     case ML_SUB: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_SUB); break;
     case ML_MUL: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_MUL); break;
     case ML_MAXIMUM: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_MAX); break;
     case ML_MINIMUM: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_MIN); break;
+    case ML_REMAINDER: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_REM); break;
+    case ML_FMOD: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_FMOD); break;
+    case ML_FLOOR_DIVIDE: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_FLOORDIV); break;
     case ML_EQ: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_EQ); break;
     case ML_NE: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_NE); break;
     case ML_LT: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_LT); break;
@@ -149,6 +216,7 @@ static void run_i32(ml_binop op, const ew_plan *p, int32_t *po, const int32_t *p
     case ML_GE: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_GE); break;
     default: break;
     }
+    return !zero;
 }
 
 /* ------------------------------------------------------------------ binary */
@@ -199,6 +267,33 @@ static ml_status binary_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
         else ml_release(q);
         break;
     }
+    case ML_REMAINDER:
+    case ML_FMOD: { /* a − q·b with q piecewise constant: d/da = 1, d/db = −q */
+        ml_tensor *a = ml_node_saved(n, 0), *b = ml_node_saved(n, 1);
+        if (!a || !b) return ml_last_status();
+        if (wa) ga = ml_retain(g);
+        if (!wb) break;
+        ml_tensor *A = materialise(a, g), *B = materialise(b, g);
+        gb = ml_empty(ML_F32, g->ndim, g->shape);
+        if (!A || !B || !gb) {
+            st = ML_ERR_MEM;
+        } else {
+            const float *pa = ml_f32(A), *pb = ml_f32(B), *pg = ml_f32(g);
+            float *qb = ml_f32(gb);
+            for (int64_t i = 0, m = ml_numel(g); i < m; i++) {
+                float q = op == ML_REMAINDER ? f_floor_divide(pa[i], pb[i]) : f_trunc_divide(pa[i], pb[i]);
+                qb[i] = -pg[i] * q;
+            }
+        }
+        ml_release(A);
+        ml_release(B);
+        break;
+    }
+    case ML_FLOOR_DIVIDE: /* piecewise constant: a zero gradient, as torch.div(rounding_mode = "floor") */
+        for (int i = 0; i < 2 && st == ML_OK; i++)
+            if (ml_node_input_needs_grad(n, i) && !(gin[i] = ml_zeros(ML_F32, n->in_ndim[i], n->in_shape[i])))
+                st = ml_last_status();
+        return st;
     case ML_POW:
     case ML_MAXIMUM:
     case ML_MINIMUM: {
@@ -268,7 +363,12 @@ ml_tensor *ml_binary(ml_binop op, ml_tensor *a, ml_tensor *b) {
     if (int_path) {
         ew_plan p;
         plan_init(&p, out, a, b);
-        if (p.total) run_i32(op, &p, ml_i32(out), ml_i32(a), ml_i32(b));
+        if (p.total && !run_i32(op, &p, ml_i32(out), ml_i32(a), ml_i32(b))) {
+            ml_release(out);
+            ml_fail(ML_ERR_ARG, "%s: integer division by zero (argument 2 holds a 0 and both operands are int32; "
+                                "a float32 operand gives IEEE's inf and nan)", fn);
+            return NULL;
+        }
         return out;
     }
     ml_tensor *fa = mlo_float(a), *fb = mlo_float(b);
@@ -288,10 +388,10 @@ ml_tensor *ml_binary(ml_binop op, ml_tensor *a, ml_tensor *b) {
         ml_node *node = ml_node_new(binop_bw_names[op], binary_backward, 2, (ml_tensor *[]){a, b});
         if (node) {
             node->iarg[0] = op;
-            if (op != ML_ADD && op != ML_SUB) {
+            if (op != ML_ADD && op != ML_SUB && op != ML_FLOOR_DIVIDE) {
                 ml_node_save(node, 0, fa);
                 ml_node_save(node, 1, fb);
-                if (op != ML_MUL) ml_node_save(node, 2, out);
+                if (op != ML_MUL && op != ML_REMAINDER && op != ML_FMOD) ml_node_save(node, 2, out);
             }
         }
         out = mlo_attach(out, node);

@@ -3,7 +3,8 @@
  * op as Lua calls it ("add: ..."). Float ops record autograd nodes (autograd.h) when an input
  * needs grad. Elementwise ops broadcast with PyTorch rules; mixed int32/float32 operands
  * promote to float32; int32 with int32 stays int32 for add/sub/mul/maximum/minimum (and
- * neg/abs/relu/clamp), while div and pow give float32; comparisons return int32 0/1 masks.
+ * neg/abs/relu/clamp) and for remainder/fmod/floor_divide (an int32 division by zero is an
+ * error), while div and pow give float32; comparisons return int32 0/1 masks.
  * int32 results never record gradients. docs/tensors.md is the reference from Lua. */
 #ifndef ML_OPS_H
 #define ML_OPS_H
@@ -14,6 +15,9 @@
 /* ---- elementwise binary (broadcasting) ---- */
 typedef enum {
     ML_ADD, ML_SUB, ML_MUL, ML_DIV, ML_POW, ML_MAXIMUM, ML_MINIMUM,
+    /* a - floor(a/b)·b (the divisor's sign, Python's and PyTorch's %), C's fmod (the dividend's
+     * sign), floor(a/b) (PyTorch's //; zero gradient: piecewise constant) */
+    ML_REMAINDER, ML_FMOD, ML_FLOOR_DIVIDE,
     /* comparisons: not differentiable, result int32 0/1 (a mask usable by where) */
     ML_EQ, ML_NE, ML_LT, ML_LE, ML_GT, ML_GE
 } ml_binop;

@@ -1012,6 +1012,34 @@ START_TEST(grad_binary) {
 }
 END_TEST
 
+GFN(g_remainder, return ml_binary(ML_REMAINDER, x[0], x[1]);)
+GFN(g_fmod, return ml_binary(ML_FMOD, x[0], x[1]);)
+GFN(g_floor_divide, return ml_binary(ML_FLOOR_DIVIDE, x[0], x[1]);)
+
+/* a = b·r with r's fractional part in [0.3, 0.7]: a/b at least 0.3 from an integer (the jumps) */
+static void away_from_jumps(ml_tensor **a, ml_tensor **b, bool row) {
+    static const float bv[6] = {0.7f, -1.3f, 1.9f, -0.6f, 1.1f, 0.9f}, r[6] = {2.3f, -1.6f, 0.4f, 3.7f, -2.5f, 1.35f};
+    float av[6];
+    for (int i = 0; i < 6; i++) av[i] = bv[row ? i % 3 : i] * r[i];
+    *a = ml_from_f32(2, (int64_t[]){2, 3}, av);
+    *b = row ? ml_from_f32(1, (int64_t[]){3}, bv) : ml_from_f32(2, (int64_t[]){2, 3}, bv);
+    ml_set_requires_grad(*a, true);
+    ml_set_requires_grad(*b, true);
+}
+
+START_TEST(grad_remainder) {
+    ml_tensor *a, *b;
+    for (int row = 0; row < 2; row++) {
+        away_from_jumps(&a, &b, row);
+        GC(g_remainder, a, b);
+        away_from_jumps(&a, &b, row);
+        GC(g_fmod, a, b);
+        away_from_jumps(&a, &b, row);
+        GC(g_floor_divide, a, b); /* zero on both sides, as the differences */
+    }
+}
+END_TEST
+
 typedef struct {
     ml_unop op;
 } unary_ud;
@@ -1353,6 +1381,29 @@ START_TEST(errors_elementwise) {
 }
 END_TEST
 
+/* int32 division in the core: a zero divisor is an error (not a trap), INT32_MIN by -1 no overflow */
+START_TEST(int32_division) {
+    ml_tensor *a = ml_from_i32(1, (int64_t[]){4}, (int32_t[]){7, -7, INT32_MIN, 5});
+    ml_tensor *d = ml_from_i32(1, (int64_t[]){4}, (int32_t[]){2, 2, -1, -3});
+    ml_tensor *z = ml_from_i32(2, (int64_t[]){2, 1}, (int32_t[]){1, 0});
+    ml_binop ops[] = {ML_REMAINDER, ML_FMOD, ML_FLOOR_DIVIDE};
+    int32_t want[3][4] = {{1, 1, 0, -1}, {1, -1, 0, 2}, {3, -4, INT32_MIN, -2}};
+    for (int k = 0; k < 3; k++) {
+        ml_tensor *q = ml_binary(ops[k], a, d);
+        ck_assert_ptr_nonnull(q);
+        ck_assert_int_eq(q->dtype, ML_I32);
+        for (int i = 0; i < 4; i++) ck_assert_int_eq(ml_i32(q)[i], want[k][i]);
+        ml_release(q);
+        char msg[64];
+        snprintf(msg, sizeof msg, "%s: integer division by zero", ml_binop_name(ops[k]));
+        EXPECT_ERR(ml_binary(ops[k], a, z), msg);
+        EXPECT_ERR(ml_binary_scalar(ops[k], a, 0), msg);
+    }
+    DROP(a, d);
+    ml_release(z);
+}
+END_TEST
+
 START_TEST(errors_reduce) {
     ml_tensor *a = ml_zeros(ML_F32, 2, (int64_t[]){2, 3}), *e = ml_zeros(ML_F32, 2, (int64_t[]){2, 0});
     EXPECT_ERR(ml_reduce(ML_SUM, a, 2, false), "sum: argument 2 expected a dimension in [-2, 1], got 2");
@@ -1573,6 +1624,7 @@ static Suite *suite(void) {
     suite_add_tcase(s, v);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, grad_binary);
+    tcase_add_test(g, grad_remainder);
     tcase_add_test(g, grad_unary);
     tcase_add_test(g, grad_clamp_where);
     tcase_add_test(g, grad_reductions);
@@ -1586,6 +1638,7 @@ static Suite *suite(void) {
     suite_add_tcase(s, g);
     TCase *e = tcase_create("errors");
     tcase_add_test(e, errors_elementwise);
+    tcase_add_test(e, int32_division);
     tcase_add_test(e, errors_reduce);
     tcase_add_test(e, errors_matmul_linear);
     tcase_add_test(e, errors_softmax);

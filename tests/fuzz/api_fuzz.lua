@@ -174,6 +174,92 @@ function value(depth)
 end
 
 ------------------------------------------------------------------------------------------------
+-- Issue 43's surfaces: module search (require, mech.load's modules, mech.allow_module, mech.find)
+-- and the Lua-mixer contract. Made once per process.
+
+-- Modules in the working directory (the child's scratch directory, on require's path): a mixer
+-- registered with its module, one wrong at length 5, and modules that raise (a message, a table),
+-- register nothing, register another name, or do not parse. Their names have one length, so a
+-- checkpoint of the first becomes one naming each of the others by replacing the name.
+local mixer_module = [[
+local C = mech.nn.Module:extend("FzSearch_%s")
+function C:init(o) self.w = self:param("w", { o.d_model }, { init = "ones" }) end
+function C:forward(x)
+  if %s and x:shape()[2] == 5 then return mech.zeros(1, 1) end
+  return mech.cumsum(x * self.w, 1)
+end
+mech.nn.register_mixer(C, { name = "fzsearch_%s", module = "fuzzmod_%s" })
+return C
+]]
+local search_modules = {
+  ok = mixer_module:format("ok", "false", "ok", "ok"),
+  bd = mixer_module:format("bd", "true", "bd", "bd"),
+  wr = mixer_module:format("wr", "false", "other", "wr"),
+  er = 'error("error raised while loading fuzzmod_er")',
+  tb = "error({})",
+  ni = "return nil",
+  sy = "return function(",
+}
+local search_keys = { "ok", "bd", "wr", "er", "tb", "ni", "sy", "zz" } -- zz: no such file
+for key, source in pairs(search_modules) do
+  local f = assert(io.open("fuzzmod_" .. key .. ".lua", "w"))
+  f:write(source)
+  f:close()
+end
+local search_ckpts = {}
+do
+  require "fuzzmod_ok"
+  local m = mech.model { mixer = "fzsearch_ok", d_model = 8, n_layers = 1, vocab = 16, seed = 1 }
+  local good = dir .. "/search_ok.safetensors"
+  m:save(good)
+  local bytes = mech.sys.read_file(good)
+  for _, key in ipairs(search_keys) do
+    local p = dir .. "/search_" .. key .. ".safetensors"
+    local f = assert(io.open(p, "wb"))
+    f:write((bytes:gsub("fuzzmod_ok", "fuzzmod_" .. key):gsub("fzsearch_ok", "fzsearch_" .. key)))
+    f:close()
+    search_ckpts[#search_ckpts + 1] = p
+  end
+end
+local odd_module_names = { "", ".", "..", "../fuzzmod_ok", "./fuzzmod_ok", "fuzzmod_ok.lua", "/etc/passwd", "fuzzmod_ok\0x",
+  "%", "?", ";;", "a..b", ".fuzzmod_ok", "fuzzmod_ok.", string.rep("m.", 2000), "mech", "mech.trust", "mech.nn.block",
+  "mech.no_such_module", "experiments.own_mixer", "experiments.own_mixer.extra", "experiments/own_mixer", "fuzzmod_ok",
+  "fuzzmod_bd", "fuzzmod_wr", "fuzzmod_er", "fuzzmod_tb", "fuzzmod_ni", "fuzzmod_sy", "fuzzmod_zz" }
+local odd_paths = { "experiments/own_mixer.lua", "fuzzmod_ok.lua", "", "/", ".", "..", "experiments",
+  "experiments/../CMakeLists.txt", "/etc/passwd", "no/such/file.lua", string.rep("a/", 3000), "\0", "fuzzmod_ok.lua\0x",
+  "plots/paper", "lua/mech/trust.lua" }
+
+-- Lua mixers that break the contract at length 5 only (so that the model's probes pass): nil, a
+-- table, a number, a string, a model, a closed tensor, another shape, another dtype, and errors
+-- raised as a message, a table and nil. A call that raises must name the layer and the class.
+local contract_wrongs = {
+  function() return nil end,
+  function() return {} end,
+  function() return 3 end,
+  function() return "y" end,
+  function() return pool.model and pool.model[1] end,
+  function() local t = mech.zeros(2, 5, 8); getmetatable(t).__close(t); return t end,
+  function() return mech.full({ 1, 1 }, 0.5) end,
+  function(x) return mech.zeros({ x:shape()[1], 1, 8 }):requires_grad_() end,
+  function(x) return mech.zeros(x:shape(), { dtype = "int32" }) end,
+  function() error("error raised inside a mixer", 0) end,
+  function() error({}) end,
+  function() error(nil) end,
+}
+local contract_classes = {}
+for i, wrong in ipairs(contract_wrongs) do
+  local C = mech.nn.Module:extend("FuzzContract" .. i)
+  function C:init(o) self.w = self:param("w", { o.d_model }, { init = "ones" }) end
+  function C:forward(x)
+    if x:shape()[2] == 5 then return wrong(x) end
+    return x * self.w
+  end
+  contract_classes[i] = C
+end
+local contract = {} -- models and mech.nn trees around them, rebuilt with the pool (out of the pool: no
+                    -- random call hooks or closes them, so their errors can only be the contract's)
+
+------------------------------------------------------------------------------------------------
 -- The objects to start from (rebuilt when the pool runs dry; a call may close them)
 
 local function build_pool()
@@ -262,6 +348,16 @@ local function build_pool()
   add("module", nn.Mamba { d_model = 8 })
   add("module", nn.Sequential(nn.Conv1d(8, 3), nn.RMSNorm(8), nn.MLP { d_model = 8, kind = "glu" }))
   add("tensor", mech.randn(2, 3, 8))
+  -- a model of a mixer found by module search, reloaded from its checkpoint
+  local ok_load, lm = pcall(mech.load, search_ckpts[1])
+  if ok_load then add("model", lm) end
+  contract = { models = {}, modules = {} }
+  for _ = 1, 2 do
+    local i, j = R(#contract_classes), R(#contract_classes)
+    contract.models[#contract.models + 1] = mech.model { mixer = contract_classes[i], d_model = 8, n_layers = 2, vocab = 16 }
+    contract.modules[#contract.modules + 1] = nn.Sequential(nn.Block { d_model = 8, mixer = contract_classes[i],
+      state_mixer = contract_classes[j] })
+  end
   sites = {} -- hook names of the pool's models and of a module tree (for shaped calls)
   for _, s in ipairs(pool.model[1]:hook_names()) do names[#names + 1] = s.name; sites[#sites + 1] = s.name end
   for _, s in ipairs(pool.model[2]:hook_names()) do names[#names + 1] = s.name; sites[#sites + 1] = s.name end
@@ -297,6 +393,7 @@ local function collect(prefix, t, seen)
 end
 collect("mech", mech)
 collect("mech.nn", mech.nn) -- loaded on first use, so not among mech's own fields
+callables[#callables + 1] = { name = "require", fn = require } -- module search (issue 43)
 
 local methods = {}      -- kind -> {{name, fn}}
 local function methods_of(kind, obj)
@@ -305,7 +402,7 @@ local function methods_of(kind, obj)
   local m = mt.methods or mt.__methods or (type(mt.__index) == "table" and mt.__index) or {}
   local list = {}
   for k, v in pairs(m) do if type(v) == "function" then list[#list + 1] = { name = kind .. ":" .. k, fn = v } end end
-  for _, mm in ipairs { "__add", "__sub", "__mul", "__div", "__pow", "__unm", "__index", "__newindex", "__len",
+  for _, mm in ipairs { "__add", "__sub", "__mul", "__div", "__pow", "__mod", "__idiv", "__unm", "__index", "__newindex", "__len",
     "__tostring", "__close" } do
     if type(mt[mm]) == "function" then list[#list + 1] = { name = kind .. "." .. mm, fn = mt[mm] } end
   end
@@ -411,6 +508,74 @@ local shaped = {
   { "mech.full", function() return { { R(0, 3) }, rand_number(), hostile_meta({}) } end },
   { "module:run_with_cache", function() return { pick(pool.module), mech.randn(R(1, 2), R(1, 5), 8), { names = site() } } end },
 }
+
+-- Issue 43: remainder and integer division on operands that divide badly (int32 zeros, INT32_MIN
+-- by -1, NaN, ±inf, ±0, empty and broadcast shapes), and a backward through them.
+local function divisor()
+  local k = R(12)
+  if k == 1 then return mech.tensor({ { 0, 3 }, { -2, 0 } }, { dtype = "int32" }) end
+  if k == 2 then return mech.tensor({ -2147483648, 2147483647, -1, 1 }, { dtype = "int32" }) end
+  if k == 3 then return mech.tensor({ { -1 }, { 2 }, { -2147483648 } }, { dtype = "int32" }) end
+  if k == 4 then return mech.tensor({ 0, -0.0, 0 / 0, math.huge, -math.huge, 1e-45, 3.5, -2.25 }) end
+  if k == 5 then return mech.randn(R(1, 3), R(1, 4)):requires_grad_() end
+  if k == 6 then return pick { mech.zeros(0, 4), mech.zeros(0, 1, { dtype = "int32" }), mech.zeros(2 ^ 31 // 1, 0, 4) } end
+  if k == 7 then return mech.arange(-3, 5):reshape(2, 4) end
+  if k == 8 then return pick(pool.tensor) end
+  return pick { 0, -1, 0.0, -0.0, 0 / 0, math.huge, 2 ^ 31, math.mininteger, 2.5, 7, -7 }
+end
+for _, name in ipairs { "mech.remainder", "mech.fmod", "mech.floor_divide", "tensor.__mod", "tensor.__idiv" } do
+  shaped[#shaped + 1] = { name, function() return { divisor(), divisor() } end }
+end
+shaped[#shaped + 1] = { "tensor:backward", function()
+  local a = mech.randn(R(1, 3), R(1, 4)):requires_grad_()
+  local op = pick { mech.remainder, mech.fmod, mech.floor_divide }
+  local ok, y = pcall(op, R(2) == 1 and a or divisor(), R(2) == 1 and a or divisor())
+  local ok_sum, s = pcall(function() return y:sum() end)
+  return { ok and ok_sum and s or a:sum() }
+end }
+
+-- Issue 43: module search, with odd names and the checkpoints that name each module. A module is
+-- sometimes dropped from package.loaded first, so that require runs it again.
+local function module_name()
+  local name = pick(odd_module_names)
+  if R(4) == 1 then package.loaded[name] = nil end
+  return name
+end
+local function modules_option()
+  local k = R(6)
+  if k == 1 then return nil end
+  if k == 2 then return { modules = { module_name() } } end
+  if k == 3 then return { modules = { module_name(), module_name() }, d_model = pick { 8, 16 } } end
+  if k == 4 then return { modules = pick { "fuzzmod_ok", 3, { 1 }, {}, hostile_meta({}) } } end
+  return { modules = { "fuzzmod_" .. pick(search_keys) } }
+end
+shaped[#shaped + 1] = { "require", function() return { module_name() } end }
+shaped[#shaped + 1] = { "mech.load", function() return { pick(search_ckpts), modules_option() } end }
+shaped[#shaped + 1] = { "mech.allow_module", function()
+  return { R(2) == 1 and module_name() or { module_name(), module_name() } }
+end }
+shaped[#shaped + 1] = { "mech.find", function() return { pick(odd_paths) } end }
+
+-- Issue 43: the Lua-mixer contract, at the length where each class breaks it (and others). These
+-- calls are checked: an error must name the layer and the class (contract_check).
+local function contract_tokens() return tokens(R(1, 2), R(2) == 1 and 5 or R(1, 6)) end
+local function names_model_layer(err) return err:find("blocks%.%d+%.mixer %(mixer 'fuzz_contract%d+'%)") end
+local function names_module_layer(err)
+  return err:find("0%.mixer %(FuzzContract%d+%)") or err:find("0%.mlp %(FuzzContract%d+%)")
+end
+shaped[#shaped + 1] = { "model:forward", function() return { pick(contract.models), contract_tokens() } end,
+  check = names_model_layer }
+shaped[#shaped + 1] = { "model:run_with_cache", function() return { pick(contract.models), contract_tokens() } end,
+  check = names_model_layer }
+shaped[#shaped + 1] = { "model:generate", function()
+  return { pick(contract.models), tokens(1, R(1, 4)), { max_new = R(1, 4), temperature = 0 } }
+end, check = names_model_layer }
+shaped[#shaped + 1] = { "module()", function()
+  return { pick(contract.modules), mech.randn(R(1, 2), R(2) == 1 and 5 or R(1, 6), 8) }
+end, check = names_module_layer }
+shaped[#shaped + 1] = { "mech.model", function()
+  return { { mixer = pick(contract_classes), d_model = 8, n_layers = R(1, 2), vocab = 16 } }
+end }
 for _, s in ipairs(shaped) do
   s.target = assert(by_name[s[1]], "api_fuzz.lua: a shaped call names no function: " .. s[1])
 end
@@ -434,6 +599,7 @@ local counts = { calls = 0, errors = 0 }
 local per_fn, per_fn_ok = {}, {}
 local t_start = mech.sys.time()
 local slow = {}
+local unnamed = {} -- checked calls whose error did not name the layer and the class
 
 -- avoid=NAME,NAME: callables to leave out (to look past a known defect while it is open)
 local avoid = {}
@@ -446,13 +612,14 @@ table.sort(kinds)
 for i = 1, opts.calls do
   if mech.sys.time() - t_start > opts.seconds then break end
   if i % 500 == 0 then build_pool() end -- fresh objects: calls close, mutate and exhaust them
-  local target, args, n
+  local target, args, n, check
   if R(4) == 1 then
     local s = pick(shaped)
     target = s.target
     args = s[2]()
     n = select("#", table.unpack(args))
-    if R(3) == 1 then args[R(math.max(n, 1))] = value() end -- one argument wrong
+    if R(3) == 1 then args[R(math.max(n, 1))] = value() -- one argument wrong
+    else check = s.check end
   elseif R(2) == 1 then
     target = pick(callables)
     args = {}
@@ -473,8 +640,11 @@ for i = 1, opts.calls do
   logf:write(string.format("%d %s(%s)\n", i, target.name, table.concat(shown, ", ")))
   logf:flush()
   local t0 = os.clock()
-  local ok = pcall(target.fn, table.unpack(args, 1, math.max(n, 6)))
+  local ok, err = pcall(target.fn, table.unpack(args, 1, math.max(n, 6)))
   local dt = os.clock() - t0
+  if not ok and check and not (type(err) == "string" and check(err)) then
+    unnamed[#unnamed + 1] = string.format("%d %s(%s): %s", i, target.name, table.concat(shown, ", "), tostring(err))
+  end
   counts.calls = counts.calls + 1
   if not ok then counts.errors = counts.errors + 1 else per_fn_ok[target.name] = (per_fn_ok[target.name] or 0) + 1 end
   per_fn[target.name] = (per_fn[target.name] or 0) + 1
@@ -482,14 +652,23 @@ for i = 1, opts.calls do
   ::continue::
 end
 
-pool = nil
+pool, contract = nil, nil
 collectgarbage()
 collectgarbage()
-logf:close()
 local n_fns = 0
 for _ in pairs(per_fn) do n_fns = n_fns + 1 end
 local total = #callables
 for _, l in pairs(methods) do total = total + #l end
+local summary = string.format("fuzz: seed %d, %d calls (%d raised a Lua error) over %d of %d functions and methods, %.1f s",
+  opts.seed, counts.calls, counts.errors, n_fns, total, mech.sys.time() - t_start)
+local complaints = {}
+for _, s in ipairs(slow) do complaints[#complaints + 1] = "slow call: " .. s end
+for _, s in ipairs(unnamed) do complaints[#complaints + 1] = "unnamed contract error: " .. s end
+-- also at the end of the log: a call may have sent this process's output elsewhere
+-- (mech.sys.redirect_output), and the runner reads the log too
+logf:write("# ", summary, "\n")
+for _, c in ipairs(complaints) do logf:write("# ", c, "\n") end
+logf:close()
 if opts.reach then
   local all = {}
   for _, c in ipairs(callables) do all[#all + 1] = c.name end
@@ -499,9 +678,8 @@ if opts.reach then
   for _, name in ipairs(all) do f:write(name, " ", per_fn[name] or 0, " ", per_fn_ok[name] or 0, "\n") end
   f:close()
 end
-print(string.format("fuzz: seed %d, %d calls (%d raised a Lua error) over %d of %d functions and methods, %.1f s",
-  opts.seed, counts.calls, counts.errors, n_fns, total, mech.sys.time() - t_start))
-if #slow > 0 then
-  for _, s in ipairs(slow) do print("slow call: " .. s) end
+print(summary)
+if #complaints > 0 then
+  for _, c in ipairs(complaints) do print(c) end
   os.exit(1)
 end

@@ -1,7 +1,8 @@
 --- Runs the API fuzzer (tests/fuzz/api_fuzz.lua) in child processes and judges them. A seed fails
 --- when its child dies (a crash, or a sanitizer report: the sanitizer build aborts on the first
 --- one), when LeakSanitizer reports a leak at exit, when the fuzzer reports a call that took
---- more than `slow` seconds of CPU time, or when a call hangs (the call log gains no line for
+--- more than `slow` seconds of CPU time or a checked call (the Lua-mixer contract) whose error does
+--- not name the layer and the class, or when a call hangs (the call log gains no line for
 --- 3·slow + 10 s of wall time: the child is killed). The failing call is the last line of its log, printed with the child's output.
 ---
 ---   mechlab tests/fuzz/api_fuzz_run.lua [seeds=1] [seconds=30] [calls=N] [slow=5|20] [memory_mb=4096] [reach=FILE] [avoid=NAME,...]
@@ -74,9 +75,12 @@ local function run_seed(seed)
   end
   local output = read(out)
   local text = read(log)
-  local last_call = text:sub(-2000):match("([^\n]*)\n$") or "(none)"
+  -- the fuzzer's closing lines ("# ...") end its log too: a call may have redirected its output
+  local closing = text:sub(-20000):match("\n(# fuzz: .*)$") or ""
+  output = output .. (output:find("fuzz: seed", 1, true) and "" or closing:gsub("# ", ""))
+  local last_call = text:sub(-20000):gsub("\n# .*$", "\n"):match("([^\n]*)\n$") or "(none)"
   local report = output:match("ERROR: %w+Sanitizer[^\n]*") or output:match("runtime error:[^\n]*")
-    or output:match("slow call:[^\n]*")
+    or output:match("slow call:[^\n]*") or output:match("unnamed contract error:[^\n]*")
   if code == 0 and not report then
     for name, n, ok in read(reached):gmatch("(%S+) (%d+) (%d+)\n") do
       reach[name] = (reach[name] or 0) + math.tointeger(tonumber(n))

@@ -85,7 +85,9 @@ case("elementwise and broadcast", function()
   for _, f in ipairs { "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "silu", "softplus", "sin", "cos" } do
     empty_of(t[f](t), { G, 0, G })
   end
-  for _, f in ipairs { "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge" } do
+  empty_of(t % 2, { G, 0, G })
+  empty_of(3 // t, { G, 0, G })
+  for _, f in ipairs { "maximum", "minimum", "remainder", "fmod", "floor_divide", "eq", "ne", "lt", "le", "gt", "ge" } do
     empty_of(t[f](t, t), { G, 0, G })
   end
   empty_of(t:clamp(0, 1), { G, 0, G })

@@ -52,7 +52,44 @@ T.test("the language model: a mixer wrong at a length the probes did not see is 
     local tok = mech.randint(0, 8, { 2, 5 })
     local err = T.raises(function() m:forward(tok) end, "blocks.0.mixer (mixer 'contract_model" .. i .. "'): forward returned ", w[1])
     T.raises(function() error(err) end, "expected a float32 tensor of shape [2,5,4]")
+    T.raises(function() error(err) end, w[3], w[1] .. ": what came, as nn.Block says it")
   end
+end)
+
+T.test("a mixer returning no tensor or raising: an error naming layer and class, in the model and in nn.Block", function()
+  local others = {
+    { "a table", function() return {} end, "forward returned table", "forward returned a table" },
+    { "a string", function() return "y" end, "forward returned 'y'", "forward returned a string" },
+    { "a model", function() return mech.model { arch = "attention", d_model = 4, n_layers = 1, vocab = 8 } end,
+      "forward returned userdata", "forward returned a userdata" },
+    { "a raised message", function() error("mixer failed here", 0) end, "mixer failed here", "mixer failed here" },
+    { "a raised table", function() error({}) end, "raised a table as its error", "raised a table as its error" },
+    { "a raised nil", function() error(nil) end, "raised nil as its error", "raised nil as its error" },
+  }
+  for i, w in ipairs(others) do
+    local Bad = mixer_class("ContractOther" .. i, 5, w[2])
+    local m = mech.model { mixer = Bad, d_model = 4, n_layers = 2, vocab = 8, seed = 1 }
+    local err = T.raises(function() m:forward(mech.randint(0, 8, { 2, 5 })) end,
+      "blocks.0.mixer (mixer 'contract_other" .. i .. "'): ", w[1])
+    T.raises(function() error(err) end, w[3], w[1])
+    local tree = nn.Sequential(nn.Block { d_model = 4, mixer = Bad, state_mixer = Bad })
+    err = T.raises(function() tree(mech.ones({ 2, 5, 4 })) end, "0.mixer (ContractOther" .. i .. "): ", w[1] .. " in nn.Block")
+    T.raises(function() error(err) end, w[4], w[1] .. " in nn.Block")
+  end
+end)
+
+T.test("a table or nil raised in a hook, a gradcheck function or a mixer's module is described, not passed on as NULL", function()
+  local m = mech.model { arch = "attention", d_model = 4, n_layers = 1, vocab = 8 }
+  local tok = mech.randint(0, 8, { 1, 3 })
+  T.raises(function() m:forward(tok, { ["blocks.0.hook_resid_pre"] = function() error({}) end }) end,
+    "hook at blocks.0.block_input: raised a table as its error (not a message)")
+  local passed, msg = mech.gradcheck(function() error(nil) end, { mech.randn(2, { requires_grad = true }) })
+  T.falsy(passed)
+  T.eq(msg, "gradcheck: function failed: raised nil as its error (not a message)")
+  package.preload.contract_raises_table = function() error({}) end
+  T.raises(function() mech.model { mixer = "contract_raises_table", d_model = 4, n_layers = 1, vocab = 8 } end,
+    "requiring it as a module failed: raised a table as its error (not a message)")
+  package.preload.contract_raises_table = nil
 end)
 
 T.test("init(t, gen) gets a generator outside a model: the default one, seeded by mech.manual_seed", function()

@@ -68,4 +68,21 @@ T.test("mech.nn tree: the same rule", function()
   T.falsy(err:find("module.lua", 1, true), err)
 end)
 
+T.test("a {pattern =} table is read once: an __index that answers and then nil never crashes (the API fuzzer's seeds 4, 7, 8)", function()
+  local function flaky()
+    local reads = 0
+    return setmetatable({}, { __index = function()
+      reads = reads + 1
+      if reads % 2 == 1 then return "resid" end
+    end })
+  end
+  local _, cache = m:run_with_cache(tok)
+  T.eq(#cache:names(flaky()), #cache:names({ pattern = "resid" }))
+  T.eq(#m:hook_names(flaky()), #m:hook_names({ pattern = "resid" }))
+  local _, c1 = m:run_with_cache(tok, { names = flaky() })
+  local _, c2 = m:run_with_cache(tok, { names = { flaky(), "mlp_output" } })
+  T.eq(#c1:names(), #cache:names({ pattern = "resid" }))
+  T.eq(#c2:names(), #c1:names() + 2)
+end)
+
 T.done()

@@ -479,7 +479,7 @@ T.test("closed tensors are reported, not used", function()
 end)
 
 T.test("odd arguments to every op raise errors, never crash", function()
-  local names = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+  local names = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder", "fmod", "floor_divide", "eq", "ne", "lt", "le", "gt", "ge",
     "neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "silu", "softplus", "sin", "cos",
     "sum", "mean", "max", "min", "argmax", "argmin", "var", "clamp", "allclose", "matmul", "linear", "softmax",
     "log_softmax", "gather", "index_select", "scatter_add", "embedding", "cat", "stack", "split", "where",

@@ -59,14 +59,22 @@ end
 
 -- A mixer's contract: its output has its input's shape and dtype. Checked here, before the
 -- residual sum, because a (1, 1) tensor or a (B, 1, D) one would broadcast into it silently.
+-- An error raised inside the module gets the same prefix, so that it too names layer and class
+-- (unless mech.nn's own message names them already).
 local function mixed(mixer, x)
-  local y = mixer(x)
+  local cls = rawget(getmetatable(mixer), "__name") or "Module"
+  local ok, y = pcall(mixer, x)
+  if not ok then
+    if type(y) == "string" and y:find(nn.where(mixer), 1, true) then error(y, 0) end
+    local msg = type(y) == "string" and y or string.format("raised %s as its error (not a message)",
+      y == nil and "nil" or ("a " .. type(y)))
+    error(string.format("mech.nn: %s (%s): %s", mixer:path() ~= "" and mixer:path() or "mixer", cls, msg), 0)
+  end
   local ys = mech.is_tensor(y) and y:shape()
   local xs = x:shape()
   local same = ys and #ys == #xs and y:dtype() == x:dtype()
   for d = 1, same and #xs or 0 do same = same and ys[d] == xs[d] end
   if not same then
-    local cls = rawget(getmetatable(mixer), "__name") or "Module"
     local got = ys and string.format("%s %s tensor of shape [%s]", y:dtype():match("^[aeiou]") and "an" or "a", y:dtype(),
       table.concat(ys, ",")) or
       (y == nil and "nil" or ("a " .. type(y)))

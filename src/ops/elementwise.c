@@ -40,6 +40,7 @@ typedef struct {
     int64_t shape[ML_MAX_DIMS];
     int64_t st[3][ML_MAX_DIMS]; /* out, a, b */
     int64_t total;
+    int threads; /* ml_threads_for(total), or 1 where the loop writes a shared flag */
 } ew_plan;
 
 static void plan_init(ew_plan *p, const ml_tensor *out, const ml_tensor *a, const ml_tensor *b) {
@@ -49,6 +50,7 @@ static void plan_init(ew_plan *p, const ml_tensor *out, const ml_tensor *a, cons
     mlo_bstrides(a, nd, p->st[1]);
     mlo_bstrides(b, nd, p->st[2]);
     p->total = ml_numel(out);
+    p->threads = ml_threads_for(p->total);
     p->nd = mlo_coalesce(nd, p->shape, 3, p->st);
 }
 
@@ -58,7 +60,7 @@ static void plan_init(ew_plan *p, const ml_tensor *out, const ml_tensor *a, cons
  * every element is E of its operands whichever thread computes it. */
 #define EW_LOOP(P, TO, PO, TA, PA, TB, PB, E)                                                                       \
     do {                                                                                                             \
-        int _nd = (P)->nd, _nt = ml_threads_for((P)->total);                                                         \
+        int _nd = (P)->nd, _nt = (P)->threads;                                                                       \
         int64_t inner = _nd ? (P)->shape[_nd - 1] : 1;                                                               \
         int64_t ia = _nd ? (P)->st[1][_nd - 1] : 0, ib = _nd ? (P)->st[2][_nd - 1] : 0;                              \
         _Pragma("omp parallel for num_threads(_nt) if(_nt > 1) schedule(static)")                                   \
@@ -199,15 +201,17 @@ static void run_cmp_f32(ml_binop op, const ew_plan *p, int32_t *po, const float 
 /* false when a division met a zero divisor */
 static bool run_i32(ml_binop op, const ew_plan *p, int32_t *po, const int32_t *pa, const int32_t *pb) {
     bool zero = false;
+    ew_plan one = *p; /* the divisions set `zero`: one thread */
+    one.threads = 1;
     switch (op) {
     case ML_ADD: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_ADD); break;
     case ML_SUB: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_SUB); break;
     case ML_MUL: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_MUL); break;
     case ML_MAXIMUM: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_MAX); break;
     case ML_MINIMUM: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_MIN); break;
-    case ML_REMAINDER: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_REM); break;
-    case ML_FMOD: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_FMOD); break;
-    case ML_FLOOR_DIVIDE: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, I_FLOORDIV); break;
+    case ML_REMAINDER: EW_LOOP(&one, int32_t, po, int32_t, pa, int32_t, pb, I_REM); break;
+    case ML_FMOD: EW_LOOP(&one, int32_t, po, int32_t, pa, int32_t, pb, I_FMOD); break;
+    case ML_FLOOR_DIVIDE: EW_LOOP(&one, int32_t, po, int32_t, pa, int32_t, pb, I_FLOORDIV); break;
     case ML_EQ: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_EQ); break;
     case ML_NE: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_NE); break;
     case ML_LT: EW_LOOP(p, int32_t, po, int32_t, pa, int32_t, pb, C_LT); break;

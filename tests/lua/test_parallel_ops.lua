@@ -23,6 +23,8 @@ local cases = {
   { "maximum of strided views", function() return mech.maximum(x:narrow(2, 1, 27), y:narrow(2, 0, 27)) end },
   { "comparison", function() return mech.lt(x, y) end },
   { "int32 arithmetic", function() return ix * ix - ix end },
+  { "int32 remainder and floor division (one thread: they flag a zero divisor)", function() return ix % 7 + ix // 3 end },
+  { "float remainder", function() return mech.remainder(x, col) end },
   { "exp", function() return mech.exp(x) end },
   { "log of |x|", function() return mech.log(x:abs()) end },
   { "sigmoid of a view", function() return mech.sigmoid(x:transpose(0, 1)) end },

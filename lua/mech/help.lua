@@ -386,7 +386,7 @@ E("model:nonfinite", "model:nonfinite() -> name or nil", "The first parameter (s
 E("model:evaluate", "model:evaluate(tokens, targets) -> {loss, correct, n, prob_sum}",
   "Loss and argmax accuracy at the supervised rows, without gradients.", "local s = model:evaluate(tokens, targets); print(s.correct / s.n)")
 E("model:save", "model:save(path[, {optimizer=, meta=, torch=}])",
-  "Writes a checkpoint atomically (safetensors; config and metadata inside); torch = true writes PyTorch's full state dict (tied head, buffers) for a strict load_state_dict.",
+  "Writes a checkpoint atomically (safetensors; config and metadata inside); torch = true writes PyTorch's full state dict (tied head, buffers) for a strict load_state_dict. A Lua mixer's class must come from a module `require` finds (its name and source hash are recorded): a class defined in a script is an error, as no other process could load the file.",
   'model:save("tiny.safetensors", { meta = { note = "tour" } })')
 
 -- ---------------------------------------------------------------- caches and hooks

@@ -660,7 +660,7 @@ static int m_save(lua_State *L) {
         }
     }
     /* a Lua mixer's module: found again by its name, and its source's hash kept (docs/nn.md) */
-    if (mlL_mixer_is_lua(m->cfg.arch) && m->cfg.mixer_module[0]) {
+    if (mlL_mixer_is_lua(m->cfg.arch)) { /* without a module: an error that names the fix */
         if (n == 64) return luaL_error(L, "save: at most 63 metadata entries with a Lua mixer");
         mlL_pushlua(L, "mech.nn.lua_mixer", "module_hash", MLL_CHECK_NONE, NULL);
         lua_pushstring(L, m->cfg.mixer_module);

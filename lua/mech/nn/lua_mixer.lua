@@ -143,8 +143,15 @@ local function module_source(module)
 end
 
 --- At save: the hash of the source of the mixer's module (recorded in the checkpoint), or an error
---- when require cannot find that module by its recorded name, so no other process could load it.
+--- when there is no module or require cannot find it by its recorded name, so no other process
+--- could load the checkpoint.
 function M.module_hash(module, arch)
+  if module == "" then
+    error(string.format("save: mixer '%s' was registered without a module (a class defined in a script), so no "
+      .. "other process could load this checkpoint: move the class into a module file on the module path (the "
+      .. "script's directory, the working directory, mech.home or LUA_PATH) and register it with "
+      .. "{module = \"NAME\"} (docs/nn.md)", arch), 0)
+  end
   local path, hash = module_source(module)
   if not path then
     error(string.format("save: mixer '%s' records module '%s', which require cannot find, so no other process "

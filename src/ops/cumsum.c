@@ -24,6 +24,15 @@ static ml_status cumsum_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
     return ML_OK;
 }
 
+/* One lane's running sum, in double, from base with stride `inner`. */
+static void running_sum(const float *x, float *y, int64_t base, int64_t n, int64_t inner) {
+    double s = 0;
+    for (int64_t k = 0; k < n; k++) {
+        s += x[base + k * inner];
+        y[base + k * inner] = (float)s;
+    }
+}
+
 ml_tensor *ml_cumsum(ml_tensor *a, int dim) {
     mlo_layout L;
     if (mlo_dim("cumsum", 2, dim, a->ndim) < 0 || !mlo_reduce_layout("cumsum", 2, a, dim, true, &L)) return NULL;
@@ -40,15 +49,11 @@ ml_tensor *ml_cumsum(ml_tensor *a, int dim) {
         int nt = ml_threads_for(lanes * L.n);
         const float *px = ml_f32(x);
         float *po = ml_f32(out);
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-        for (int64_t j = 0; j < lanes; j++) {
-            int64_t base = j / L.inner * L.n * L.inner + j % L.inner;
-            double s = 0;
-            for (int64_t k = 0; k < L.n; k++) {
-                s += px[base + k * L.inner];
-                po[base + k * L.inner] = (float)s;
-            }
-        }
+        if (nt > 1) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+            for (int64_t j = 0; j < lanes; j++) running_sum(px, po, j / L.inner * L.n * L.inner + j % L.inner, L.n, L.inner);
+        } else
+            for (int64_t j = 0; j < lanes; j++) running_sum(px, po, j / L.inner * L.n * L.inner + j % L.inner, L.n, L.inner);
     } else
         for (int64_t o = 0; o < L.outer; o++)
             for (int64_t i = 0; i < L.inner; i++) {

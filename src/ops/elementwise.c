@@ -54,41 +54,49 @@ static void plan_init(ew_plan *p, const ml_tensor *out, const ml_tensor *a, cons
     p->nd = mlo_coalesce(nd, p->shape, 3, p->st);
 }
 
-/* Runs z = E(x, y) over the plan; the inner dim gets unit-stride and scalar-operand variants so
- * the compiler vectorises the common cases. Large plans run on ml_threads_for() threads, each on
- * a range of the elements in row-major order (a whole contiguous tensor is one row, split too):
- * every element is E of its operands whichever thread computes it. */
-#define EW_LOOP(P, TO, PO, TA, PA, TB, PB, E)                                                                       \
+/* One thread's part c of nt: the elements [total·c/nt, total·(c+1)/nt) in row-major order. */
+#define EW_RANGE(P, TO, PO, TA, PA, TB, PB, E, C, NT)                                                               \
     do {                                                                                                             \
-        int _nd = (P)->nd, _nt = (P)->threads;                                                                       \
+        int _nd = (P)->nd;                                                                                           \
         int64_t inner = _nd ? (P)->shape[_nd - 1] : 1;                                                               \
         int64_t ia = _nd ? (P)->st[1][_nd - 1] : 0, ib = _nd ? (P)->st[2][_nd - 1] : 0;                              \
-        _Pragma("omp parallel for num_threads(_nt) if(_nt > 1) schedule(static)")                                   \
-        for (int _c = 0; _c < _nt; _c++) {                                                                           \
-            int64_t e = (P)->total * _c / _nt, e1 = (P)->total * (_c + 1) / _nt;                                     \
-            ml_iter it;                                                                                              \
-            ml_iter_init(&it, _nd ? _nd - 1 : 0, (P)->shape, 3,                                                      \
-                         (const int64_t *[]){(P)->st[0], (P)->st[1], (P)->st[2]});                                   \
-            if (e < e1) ml_iter_seek(&it, e / inner);                                                                \
-            for (; e < e1; ml_iter_next(&it)) {                                                                      \
-                int64_t i0 = e % inner, i1 = e1 - e < inner - i0 ? i0 + (e1 - e) : inner;                           \
-                e += i1 - i0;                                                                                        \
-                TO *z = (PO) + it.off[0];                                                                            \
-                const TA *x = (PA) + it.off[1];                                                                      \
-                const TB *y = (PB) + it.off[2];                                                                      \
-                if (ia == 1 && ib == 1) {                                                                            \
-                    for (int64_t i = i0; i < i1; i++) z[i] = E(x[i], y[i]);                                          \
-                } else if (ia == 1 && ib == 0) {                                                                     \
-                    const TB yv = y[0];                                                                              \
-                    for (int64_t i = i0; i < i1; i++) z[i] = E(x[i], yv);                                            \
-                } else if (ia == 0 && ib == 1) {                                                                     \
-                    const TA xv = x[0];                                                                              \
-                    for (int64_t i = i0; i < i1; i++) z[i] = E(xv, y[i]);                                            \
-                } else {                                                                                             \
-                    for (int64_t i = i0; i < i1; i++) z[i] = E(x[i * ia], y[i * ib]);                                \
-                }                                                                                                    \
+        int64_t e = (P)->total * (C) / (NT), e1 = (P)->total * ((C) + 1) / (NT);                                     \
+        ml_iter it;                                                                                                  \
+        ml_iter_init(&it, _nd ? _nd - 1 : 0, (P)->shape, 3, (const int64_t *[]){(P)->st[0], (P)->st[1], (P)->st[2]}); \
+        if (e < e1) ml_iter_seek(&it, e / inner);                                                                    \
+        for (; e < e1; ml_iter_next(&it)) {                                                                          \
+            int64_t i0 = e % inner, i1 = e1 - e < inner - i0 ? i0 + (e1 - e) : inner;                               \
+            e += i1 - i0;                                                                                            \
+            TO *z = (PO) + it.off[0];                                                                                \
+            const TA *x = (PA) + it.off[1];                                                                          \
+            const TB *y = (PB) + it.off[2];                                                                          \
+            if (ia == 1 && ib == 1) {                                                                                \
+                for (int64_t i = i0; i < i1; i++) z[i] = E(x[i], y[i]);                                              \
+            } else if (ia == 1 && ib == 0) {                                                                         \
+                const TB yv = y[0];                                                                                  \
+                for (int64_t i = i0; i < i1; i++) z[i] = E(x[i], yv);                                                \
+            } else if (ia == 0 && ib == 1) {                                                                         \
+                const TA xv = x[0];                                                                                  \
+                for (int64_t i = i0; i < i1; i++) z[i] = E(xv, y[i]);                                                \
+            } else {                                                                                                 \
+                for (int64_t i = i0; i < i1; i++) z[i] = E(x[i * ia], y[i * ib]);                                    \
             }                                                                                                        \
         }                                                                                                            \
+    } while (0)
+
+/* Runs z = E(x, y) over the plan; the inner dim gets unit-stride and scalar-operand variants so
+ * the compiler vectorises the common cases. Large plans run on (P)->threads threads, each on a
+ * range of the elements in row-major order (a whole contiguous tensor is one row, split too):
+ * every element is E of its operands whichever thread computes it. One thread enters no
+ * parallel region (its cost would be paid on every small op). */
+#define EW_LOOP(P, TO, PO, TA, PA, TB, PB, E)                                                                       \
+    do {                                                                                                             \
+        int _nt = (P)->threads;                                                                                      \
+        if (_nt > 1) {                                                                                               \
+            _Pragma("omp parallel for num_threads(_nt) schedule(static)")                                           \
+            for (int _c = 0; _c < _nt; _c++) EW_RANGE(P, TO, PO, TA, PA, TB, PB, E, _c, _nt);                        \
+        } else                                                                                                       \
+            EW_RANGE(P, TO, PO, TA, PA, TB, PB, E, 0, 1);                                                            \
     } while (0)
 
 #define F_ADD(u, v) ((u) + (v))
@@ -482,7 +490,11 @@ MLK_CLONES static void unary_f32(ml_unop op, int64_t n, const float *x, float *y
 /* unary_f32 on ml_threads_for(n) threads, each on a range (the same bits: one element at a time) */
 static void unary_f32_ranges(ml_unop op, int64_t n, const float *x, float *y) {
     int nt = ml_threads_for(n);
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    if (nt < 2) { /* no parallel region for one thread */
+        unary_f32(op, n, x, y);
+        return;
+    }
+#pragma omp parallel for num_threads(nt) schedule(static)
     for (int c = 0; c < nt; c++) {
         int64_t lo = n * c / nt, hi = n * (c + 1) / nt;
         unary_f32(op, hi - lo, x + lo, y + lo);

@@ -91,9 +91,13 @@ ml_tensor *ml_norm(ml_tensor *a, double p, int dim, bool keepdim) {
     int nt = ml_threads_for(n_out * L.n);
     const float *px = ml_f32(x);
     float *po = ml_f32(out);
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-    for (int64_t j = 0; j < n_out; j++)
-        po[j] = (float)row_norm(px + j / L.inner * L.n * L.inner + j % L.inner, L.n, L.inner, p);
+    if (nt > 1) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t j = 0; j < n_out; j++)
+            po[j] = (float)row_norm(px + j / L.inner * L.n * L.inner + j % L.inner, L.n, L.inner, p);
+    } else
+        for (int64_t j = 0; j < n_out; j++)
+            po[j] = (float)row_norm(px + j / L.inner * L.n * L.inner + j % L.inner, L.n, L.inner, p);
     if (ml_needs_grad(a)) {
         ml_node *node = ml_node_new("NormBackward", norm_backward, 1, &a);
         if (node) {

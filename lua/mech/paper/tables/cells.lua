@@ -41,6 +41,10 @@ function C.ar_best(s, a, w)
 end
 function C.ar256(s) return s.mamba256 and acc({ s.mamba256 }, "Mamba d = 256 (lr " .. F.lr_str(s.mamba256.lr) .. ")") end
 function C.nope(s, w) return acc(s.ar_nope[w], string.format("Attention without positions d = %d", w)) end
+--- AR with positions at lr 1e-3 (`ar`'s pe_pairs profile), the partner of C.ar's NoPE cell
+function C.ar_pe(s, a, w)
+  return s.ar_pe[a] and acc(s.ar_pe[a][w], wlabel(a, w, "with positions (lr 1e-3)"))
+end
 --- Mamba by d_conv at its best rate of the slice (4: the slice's runs), Based by kernel group.
 function C.mconv(s, k, w)
   return acc(s.mamba_best[k][w], string.format("Mamba d_conv %d d = %d (lr %s)", k, w, F.lr_str(s.mamba_rate)))

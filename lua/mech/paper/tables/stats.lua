@@ -323,6 +323,15 @@ local function stats(d)
   for _, w in ipairs { 32, 64 } do
     s.ar_nope[w] = pick(d, { "ar_nope" }, function(e) return e.arch == "attention" and not e.pos_emb and e.d == w end)
   end
+  -- the other five with positions on AR (`ar`'s pe_pairs profile, lr 1e-3 as the quick
+  -- profile's NoPE runs, on 1,024 documents), per architecture and width
+  s.ar_pe = {}
+  for _, a in ipairs(paper.archs) do
+    s.ar_pe[a] = {}
+    for _, w in ipairs { 32, 64 } do
+      s.ar_pe[a][w] = pick(d, { "ar_pe" }, function(e) return e.arch == a and e.pos_emb and e.d == w end)
+    end
+  end
   -- v3 next key: the per-run values Fig. v3_next_key plotted (layer 0; filtered per panel) and
   -- the mixer-internal means of the mamba_next_key heatmap
   s.next_key = {}

@@ -780,14 +780,9 @@ static int l_patching_map(lua_State *L) {
 
 /* ------------------------------------------------------------------ the evaluators */
 
-static int pos_arg(lua_State *L, int idx, const char *fn, const char *what) {
-    const char *s = lua_tostring(L, idx);
-    int p = s ? ml_pos_index(s) : -1;
-    if (p < 0)
-        luaL_error(L, "%s: %s expected a position name (%s, %s, %s, %s, %s, %s, %s, %s), got %s", fn, what,
-                   ml_pos_names[0], ml_pos_names[1], ml_pos_names[2], ml_pos_names[3], ml_pos_names[4],
-                   ml_pos_names[5], ml_pos_names[6], ml_pos_names[7], s ? s : luaL_typename(L, idx));
-    return p;
+/* A position name of task t (the paper's eight or its free names) -> its slot. */
+static int pos_arg(lua_State *L, int idx, const ml_task *t, const char *fn, const char *what) {
+    return mlL_task_pos(L, t, idx, fn, what);
 }
 
 /* Option 'sites' (a list of site names, either spelling) into sites[max]; false when absent. */
@@ -806,7 +801,8 @@ static bool opt_sites(lua_State *L, const ml_model *m, int opt, int *sites, int 
 
 /* Option `key` (a list of position names) into out[max]; label types must name the key or the
  * value item. False when absent. */
-static bool opt_pos_list(lua_State *L, int opt, const char *key, int *out, int *n, int max, const char *fn) {
+static bool opt_pos_list(lua_State *L, int opt, const ml_task *t, const char *key, int *out, int *n, int max,
+                         const char *fn) {
     if (lua_getfield(L, opt, key) == LUA_TNIL) return lua_pop(L, 1), false;
     bool lt = !strcmp(key, "label_types");
     char what[48];
@@ -815,10 +811,10 @@ static bool opt_pos_list(lua_State *L, int opt, const char *key, int *out, int *
     *n = 0;
     for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
         if (*n == max) luaL_error(L, "%s: option '%s' takes at most %d names", fn, key, max);
-        int p = pos_arg(L, -1, fn, what);
+        int p = pos_arg(L, -1, t, fn, what);
         if (lt && p != ML_POS_QUERY_ITEM_ORIG && p != ML_POS_TARGET_ITEM_ORIG)
             luaL_error(L, "%s: option 'label_types' expected query_item_orig or target_item_orig, got %s", fn,
-                       ml_pos_names[p]);
+                       ml_task_pos_name(t, p));
         out[(*n)++] = p;
     }
     lua_pop(L, 2);
@@ -853,8 +849,8 @@ static void push_ic_result(lua_State *L, const ml_model *m, const ml_ic_result *
     for (int k = 0; k < r->n_combos; k++) {
         lua_createtable(L, 0, 5);
         set_site_fields(L, m, r->combo_site[k]);
-        lua_pushstring(L, ml_pos_names[r->combo_lt[k]]), lua_setfield(L, -2, "label_type");
-        lua_pushstring(L, ml_pos_names[r->combo_pos[k]]), lua_setfield(L, -2, "position");
+        lua_pushstring(L, ml_ic_pos_name(r, r->combo_lt[k])), lua_setfield(L, -2, "label_type");
+        lua_pushstring(L, ml_ic_pos_name(r, r->combo_pos[k])), lua_setfield(L, -2, "position");
         lua_rawseti(L, -2, k + 1);
     }
     lua_setfield(L, -2, "combos");
@@ -885,8 +881,9 @@ static int l_interchange(lua_State *L) {
     ml_ic_config *c = lua_newuserdatauv(L, sizeof *c, 0); /* collected with the call */
     ml_ic_config_paper(c, m, ml_dataset_task(ds));
     opt_sites(L, m, 3, c->sites, &c->n_sites, ML_IC_MAX_SITES, fn);
-    opt_pos_list(L, 3, "label_types", c->label_types, &c->n_label_types, 2, fn);
-    opt_pos_list(L, 3, "positions", c->positions, &c->n_positions, ML_IC_MAX_POS, fn);
+    const ml_task *task = ml_dataset_task(ds);
+    opt_pos_list(L, 3, task, "label_types", c->label_types, &c->n_label_types, 2, fn);
+    opt_pos_list(L, 3, task, "positions", c->positions, &c->n_positions, ML_IC_MAX_POS, fn);
     c->seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
     c->batch = mlL_optint32(L, 3, "batch", 320, fn);
     c->swap = mlL_optbool(L, 3, "swap", 0, fn);
@@ -928,9 +925,9 @@ static int l_attention_mass(lua_State *L) {
     ml_dataset *ds = check_dataset(L, 2, fn);
     mlL_opttable(L, 3, fn, 3, keys);
     lua_getfield(L, 3, "query");
-    int q = lua_isnil(L, -1) ? ML_POS_QUERY_ITEM : pos_arg(L, -1, fn, "option 'query'");
+    int q = lua_isnil(L, -1) ? ML_POS_QUERY_ITEM : pos_arg(L, -1, ml_dataset_task(ds), fn, "option 'query'");
     lua_getfield(L, 3, "key");
-    int k = lua_isnil(L, -1) ? ML_POS_TARGET_ITEM_ORIG : pos_arg(L, -1, fn, "option 'key'");
+    int k = lua_isnil(L, -1) ? ML_POS_TARGET_ITEM_ORIG : pos_arg(L, -1, ml_dataset_task(ds), fn, "option 'key'");
     double mass[ML_MAX_LAYERS];
     bool has[ML_MAX_LAYERS];
     if (ml_attention_mass(m, ds, opt_docs(L, 3, ds, fn), q, k, mass, has)) return mlL_raise(L);
@@ -953,9 +950,10 @@ static int l_attribution_patching(lua_State *L) {
     ml_ap_config c = {.n_label_types = 2, .label_types = {ML_POS_QUERY_ITEM_ORIG, ML_POS_TARGET_ITEM_ORIG}};
     int *sites = scratch(L, sizeof *sites * ML_IC_MAX_SITES);
     if (!opt_sites(L, m, 3, sites, &c.n_sites, ML_IC_MAX_SITES, fn)) return luaL_error(L, "%s: option 'sites' is required", fn);
-    if (!opt_pos_list(L, 3, "positions", c.positions, &c.n_positions, ML_IC_MAX_POS, fn))
+    const ml_task *task = ml_dataset_task(ds);
+    if (!opt_pos_list(L, 3, task, "positions", c.positions, &c.n_positions, ML_IC_MAX_POS, fn))
         return luaL_error(L, "%s: option 'positions' is required", fn);
-    opt_pos_list(L, 3, "label_types", c.label_types, &c.n_label_types, 2, fn);
+    opt_pos_list(L, 3, task, "label_types", c.label_types, &c.n_label_types, 2, fn);
     c.sites = sites, c.seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
     ml_ap_result *r = ml_attribution_patching(m, ds, opt_docs(L, 3, ds, fn), &c);
     if (!r) return mlL_raise(L);
@@ -965,8 +963,8 @@ static int l_attribution_patching(lua_State *L) {
             for (int j = 0; j < c.n_positions; j++, i++) {
                 lua_createtable(L, 0, 6);
                 set_site_fields(L, m, c.sites[s]);
-                lua_pushstring(L, ml_pos_names[c.label_types[k]]), lua_setfield(L, -2, "label_type");
-                lua_pushstring(L, ml_pos_names[c.positions[j]]), lua_setfield(L, -2, "position");
+                lua_pushstring(L, ml_task_pos_name(task, c.label_types[k])), lua_setfield(L, -2, "label_type");
+                lua_pushstring(L, ml_task_pos_name(task, c.positions[j])), lua_setfield(L, -2, "position");
                 lua_pushnumber(L, r->estimate[i]), lua_setfield(L, -2, "estimate");
                 lua_rawseti(L, -2, i + 1);
             }

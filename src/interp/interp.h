@@ -122,6 +122,9 @@ typedef struct {
     int n_sites;
     const int32_t *positions;  /* map columns: the patched position (the same for every example) */
     int n_positions;
+    const int32_t *example_positions; /* NULL, or [n_positions * B]: column j patches example b at
+                                       * example_positions[j * B + b] instead (-1: that example is not
+                                       * patched), e.g. a named position of each document */
     const int32_t *rows;       /* [B]: the readout row of each example */
     const int32_t *targets;    /* [B]: the token it must predict */
     ml_pm_metric metric;       /* mean over examples of p, log p or the logit of the target */

@@ -568,30 +568,76 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **head
     return rows;
 }
 
-/* The map's columns: option 'positions' (negative counts from the end; default: every one). */
-static int32_t *map_positions(lua_State *L, int opt, int64_t Lq, int *n_out, const char *fn) {
+/* The map's columns: option 'positions' (negative counts from the end; default: every one). An
+ * entry may be a position name of the task of option 'dataset' (its own names included): that
+ * column patches each example at its document's position of that name (none where the document
+ * has none); c->example_positions then holds every column per example and names[j] the column's
+ * name (NULL for an integer column). */
+static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config *c, const char ***names,
+                          const char *fn) {
+    int64_t Lq = clean->shape[1], B = clean->shape[0];
     int np = 0;
     int32_t *positions;
+    *names = NULL;
     if (lua_getfield(L, opt, "positions") == LUA_TNIL) {
         positions = scratch(L, sizeof *positions * (size_t)Lq);
         for (int64_t p = 0; p < Lq; p++) positions[np++] = (int32_t)p;
     } else {
-        if (!lua_istable(L, -1)) luaL_error(L, "%s: option 'positions' expected a list of integers", fn);
+        if (!lua_istable(L, -1)) luaL_error(L, "%s: option 'positions' expected a list of integers or position names", fn);
         int t = lua_gettop(L);
-        positions = scratch(L, sizeof *positions * (lua_rawlen(L, t) + 1));
+        size_t n = lua_rawlen(L, t) + 1;
+        positions = scratch(L, sizeof *positions * n);
+        const char **nm = scratch(L, sizeof *nm * n);
+        bool named = false; /* any name: the columns per example (allocated before the loop, which reads the top) */
+        for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1))
+            named = named || lua_type(L, -1) == LUA_TSTRING;
+        lua_pop(L, 1);
+        int32_t *ex = named ? scratch(L, sizeof *ex * n * (size_t)B) : NULL;
+        const ml_dataset *ds = NULL;
+        int64_t first = 0;
         for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
+            nm[np] = NULL;
+            if (lua_type(L, -1) == LUA_TSTRING) { /* a named position: per document */
+                if (!ds) {
+                    if (lua_getfield(L, opt, "dataset") == LUA_TNIL)
+                        luaL_error(L, "%s: option 'positions' entry %d is a position name ('%s'): it needs option "
+                                   "'dataset' (the documents of the clean tokens)", fn, (int)i, lua_tostring(L, -2));
+                    ds = check_dataset(L, lua_gettop(L), fn);
+                    lua_pop(L, 1);
+                    first = mlL_optint(L, opt, "first", 0, fn);
+                    if (first < 0 || first + B > ml_dataset_size(ds))
+                        luaL_error(L, "%s: option 'first' expected documents [first, first + %d) within the dataset's "
+                                   "%d, got %d", fn, (int)B, (int)ml_dataset_size(ds), (int)first);
+                }
+                char what[48];
+                snprintf(what, sizeof what, "option 'positions' entry %d", (int)i);
+                int slot = mlL_task_pos(L, ml_dataset_task(ds), -1, fn, what);
+                nm[np] = ml_task_pos_name(ml_dataset_task(ds), slot);
+                for (int64_t b = 0; b < B; b++) {
+                    int32_t pos[ML_MAX_POS];
+                    if (ml_dataset_readout_positions(ds, first + b, 0, pos)) mlL_raise_as(L, fn);
+                    ex[np * B + b] = pos[slot] >= 0 && pos[slot] < Lq ? pos[slot] : -1;
+                }
+                positions[np++] = -1;
+                continue;
+            }
             int ok;
             lua_Integer p = lua_tointegerx(L, -1, &ok);
             if (ok && p < 0) p += Lq;
             if (!ok || p < 0 || p >= Lq)
-                luaL_error(L, "%s: option 'positions' expected integers in [-%d, %d), got %s", fn, (int)Lq, (int)Lq,
-                           luaL_tolstring(L, -1, NULL));
+                luaL_error(L, "%s: option 'positions' expected integers in [-%d, %d) or position names, got %s", fn,
+                           (int)Lq, (int)Lq, luaL_tolstring(L, -1, NULL));
             positions[np++] = (int32_t)p;
+        }
+        if (ex) { /* the integer columns too, per example */
+            for (int j = 0; j < np; j++)
+                for (int64_t b = 0; !nm[j] && b < B; b++) ex[j * B + b] = positions[j];
+            c->example_positions = ex, *names = nm;
         }
     }
     if (np == 0) luaL_error(L, "%s: option 'positions' is empty", fn);
-    *n_out = np;
-    return positions;
+    c->n_positions = np;
+    c->positions = positions;
 }
 
 /* The readout: row rows[b] must predict targets[b]. From options 'rows' (and 'targets', default
@@ -671,8 +717,8 @@ static void map_metric(lua_State *L, int opt, ml_pm_config *c, lua_metric *lm, c
 }
 
 /* The map as a table (docs/interventions.md, "Patching maps") with the PatchingMap methods. */
-static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, const ml_pm_result *r, double threshold,
-                     double chance, const char *fn) {
+static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, const char *const *col_names,
+                     const ml_pm_result *r, double threshold, double chance, const char *fn) {
     int R = r->n_rows, np = r->n_cols;
     lua_createtable(L, 0, 16);
     push_floats(L, r->values, R, np), lua_setfield(L, -2, "values");
@@ -697,6 +743,11 @@ static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, con
     lua_createtable(L, np, 0);
     lua_createtable(L, np, 0);
     for (int j = 0; j < np; j++) {
+        if (col_names && col_names[j]) { /* a named position: its name in both */
+            lua_pushstring(L, col_names[j]), lua_rawseti(L, -3, j + 1);
+            lua_pushstring(L, col_names[j]), lua_rawseti(L, -2, j + 1);
+            continue;
+        }
         lua_pushinteger(L, c->positions[j]), lua_rawseti(L, -3, j + 1);
         lua_pushfstring(L, "%d", (int)c->positions[j]), lua_rawseti(L, -2, j + 1);
     }
@@ -759,7 +810,8 @@ static int l_patching_map(lua_State *L) {
     int *heads;
     c.sites = map_sites(L, m, 4, &c.n_sites, &heads, fn);
     c.heads = heads;
-    c.positions = map_positions(L, 4, clean->shape[1], &c.n_positions, fn);
+    const char **col_names;
+    map_positions(L, 4, clean, &c, &col_names, fn);
     map_readout(L, m, clean, 4, &c, fn);
     map_metric(L, 4, &c, &lm, fn);
     double threshold = mlL_optnum(L, 4, "threshold", 0.01, fn);
@@ -773,7 +825,7 @@ static int l_patching_map(lua_State *L) {
         if (lm.err && !lua_isnil(L, lm.err)) lua_pushvalue(L, lm.err), lua_error(L);
         return mlL_raise(L);
     }
-    push_map(L, m, &c, r, threshold, chance, fn);
+    push_map(L, m, &c, col_names, r, threshold, chance, fn);
     ml_pm_result_free(r);
     return 1;
 }

@@ -329,7 +329,9 @@ static ml_status ic_run_init(ic_run *r, ml_model *m, const ml_ic_config *cfg, co
     r->sub = calloc((size_t)ns, sizeof *r->sub);
     r->map = malloc(sizeof(int32_t) * (size_t)r->batch + 4), r->ppos = malloc(sizeof(int32_t) * (size_t)r->batch + 4);
     r->cc = (capture){m, r->want_clean, r->clean}, r->cb = (capture){m, r->want_base, r->base};
-    if (r->res && r->res->pos_names && r->want_clean && r->want_base && r->clean && r->base && r->sub && r->map && r->ppos) return ML_OK;
+    if (r->res && r->res->pos_names && r->want_clean && r->want_base && r->clean && r->base && r->sub && r->map &&
+        r->ppos)
+        return ML_OK;
     ml_ic_result_free(r->res), r->res = NULL;
     ic_run_free(r);
     return ml_fail(ML_ERR_MEM, "interchange: out of memory");
@@ -353,8 +355,9 @@ static void draw_corruptions(const ml_model *m, const ml_dataset *ds, const ic_r
     ml_task_corrupt_range(ml_dataset_task(ds), &lo, &hi);
     for (int k = 0; k < res->n_combos; k++) {
         char label[160];
-        snprintf(label, sizeof label, "%d.%s.%s.%s", m->site_layer[res->combo_site[k]], ml_ic_pos_name(res, res->combo_lt[k]),
-                 ml_ic_pos_name(res, res->combo_pos[k]), m->sites[res->combo_site[k]].name);
+        snprintf(label, sizeof label, "%d.%s.%s.%s", m->site_layer[res->combo_site[k]],
+                 ml_ic_pos_name(res, res->combo_lt[k]), ml_ic_pos_name(res, res->combo_pos[k]),
+                 m->sites[res->combo_site[k]].name);
         ml_rng rng;
         ml_rng_init(&rng, seed ^ fnv1a(label), ML_STREAM_INTERP);
         for (int i = 0; i < N; i++) {
@@ -1017,7 +1020,8 @@ static double mean_of(const float *x, const ml_ic_result *r, int k, int type) {
 static void combo_means(mlist *l, const ml_model *m, const ml_ic_result *r, int type, const char *T) {
     for (int k = 0; k < r->n_combos; k++) {
         int site = r->combo_site[k], layer = m->site_layer[site];
-        const char *comp = m->sites[site].name, *lt = ml_ic_pos_name(r, r->combo_lt[k]), *pn = ml_ic_pos_name(r, r->combo_pos[k]);
+        const char *comp = m->sites[site].name, *lt = ml_ic_pos_name(r, r->combo_lt[k]);
+        const char *pn = ml_ic_pos_name(r, r->combo_pos[k]);
         double rp = mean_of(r->restored_prob, r, k, type), cp = mean_of(r->corrupted_prob, r, k, type);
         double rl = mean_of(r->restored_logit, r, k, type), cl = mean_of(r->corrupted_logit, r, k, type);
         put(l, rp, "%d.%s.%s.%s.%s.restored_prob", layer, T, lt, pn, comp);
@@ -1034,7 +1038,8 @@ static void layerless_means(mlist *l, const ml_model *m, const ml_ic_result *r, 
                             double orig_p, double orig_l) {
     for (int k = 0; k < r->n_combos; k++) {
         int site = r->combo_site[k];
-        const char *comp = m->sites[site].name, *lt = ml_ic_pos_name(r, r->combo_lt[k]), *pn = ml_ic_pos_name(r, r->combo_pos[k]);
+        const char *comp = m->sites[site].name, *lt = ml_ic_pos_name(r, r->combo_lt[k]);
+        const char *pn = ml_ic_pos_name(r, r->combo_pos[k]);
         bool first = true;
         for (int j = 0; j < k && first; j++)
             first = !(r->combo_lt[j] == r->combo_lt[k] && r->combo_pos[j] == r->combo_pos[k] &&

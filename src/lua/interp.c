@@ -583,7 +583,8 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
         positions = scratch(L, sizeof *positions * (size_t)Lq);
         for (int64_t p = 0; p < Lq; p++) positions[np++] = (int32_t)p;
     } else {
-        if (!lua_istable(L, -1)) luaL_error(L, "%s: option 'positions' expected a list of integers or position names", fn);
+        if (!lua_istable(L, -1))
+            luaL_error(L, "%s: option 'positions' expected a list of integers or position names", fn);
         int t = lua_gettop(L);
         size_t n = lua_rawlen(L, t) + 1;
         positions = scratch(L, sizeof *positions * n);

@@ -91,8 +91,8 @@ int mlL_task_pos(lua_State *L, const ml_task *t, int idx, const char *fn, const 
     const char *list = push_pos_names(L, t, names);
     char q[96];
     if (!s)
-        return luaL_error(L, "%s: %s expected a position name of task '%s' (%s), got %s", fn, what, ml_task_name(t), list,
-                          luaL_typename(L, idx));
+        return luaL_error(L, "%s: %s expected a position name of task '%s' (%s), got %s", fn, what, ml_task_name(t),
+                          list, luaL_typename(L, idx));
     return luaL_error(L, "%s: %s expected a position name of task '%s' (%s), got %s (did you mean '%s'?)", fn, what,
                       ml_task_name(t), list, mlL_quote(s, q, sizeof q), mlL_closest(s, names));
 }

@@ -85,7 +85,8 @@ ml_task *ml_task_custom(const ml_custom_config *cfg, const char *name, uint64_t 
             ml_fail(ML_ERR_MEM, "%s: out of memory", fn);
             return NULL;
         }
-        for (int i = 0; i < cfg->n_free_positions; i++) snprintf(t->cu_pos[i], ML_POS_NAME_MAX, "%s", cfg->free_positions[i]);
+        for (int i = 0; i < cfg->n_free_positions; i++)
+            snprintf(t->cu_pos[i], ML_POS_NAME_MAX, "%s", cfg->free_positions[i]);
     }
     return t;
 }

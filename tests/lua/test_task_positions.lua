@@ -196,7 +196,10 @@ T.test("a sweep over the 2-hop task: metrics.csv and the aggregate carry the nam
 end)
 
 -- The interchange metrics of the built-in tasks, every one to 17 significant digits, hashed (FNV-1a
--- over "name=%.17g\n" in name order): the values of commit 77a2fba, before free names.
+-- over "name=%.17g\n" in name order): the values of commit 77a2fba, before free names, from its
+-- build of the same kind (Release, -O2; the ASan+UBSan build rounds some AR values differently, in
+-- 77a2fba as here).
+local sanitized = os.getenv("MECHLAB_SANITIZE") == "ON"
 local function digest(t, seed)
   local d = t:dataset(16, { seed = seed, split = "test" })
   local m = mech.model { arch = "attention", d_model = 16, n_layers = 2, vocab = t:vocab_size(), seed = 5,
@@ -215,7 +218,7 @@ end
 
 T.test("the built-in AR and ATR interchange metrics are those before free names, to the last digit", function()
   local n, h = digest(mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 }, 1)
-  T.eq({ n, h }, { 1536, "0x34ad3c16" })
+  T.eq({ n, h }, { 1536, sanitized and "0x9282744b" or "0x34ad3c16" })
   n, h = digest(mech.task.atr { num_nonterminals = 6, num_terminals = 8, max_depth = 4, max_yield = 24, seed = 3 }, 2)
   T.eq({ n, h }, { 1300, "0x95e1d25b" })
 end)

@@ -160,10 +160,14 @@ function ic.evaluator(opts)
   }
 end
 
--- Position columns of dataset:positions().
-local function pos_col(name)
-  for i, n in ipairs(mech.task.positions) do if n == name then return i - 1 end end
-  fail("interchange", "unknown position name '" .. tostring(name) .. "'")
+-- The column of dataset:positions() that a position name of the dataset's task is (its own
+-- names included: docs/tasks.md, "Position names").
+local function pos_col(dataset, name, fn, what)
+  local names = dataset:position_names()
+  for i, n in ipairs(names) do if n == name then return i - 1 end end
+  fail(fn, string.format("%s expected a position name of task '%s' (%s), got %s%s", what, dataset:task():name(),
+    table.concat(names, ", "), type(name) == "string" and "'" .. name .. "'" or type(name),
+    type(name) == "string" and " (did you mean '" .. mech.sys.closest(name, names) .. "'?)" or ""))
 end
 
 --- The readout of documents [first, first + n) of a dataset: rows (int32 (n), target_item − 1,
@@ -189,12 +193,16 @@ function ic.corrupt(dataset, first, n, opts)
   opts = opts or {}
   local clean = dataset:batch(first, n)
   local pos = dataset:positions(first, n)
-  local c = pos_col(opts.position or "query_item_orig")
+  local c = pos_col(dataset, opts.position or "query_item_orig", "ic.corrupt", "option 'position'")
   local lo, hi = dataset:task():corrupt_range()
   local gen = mech.Generator(opts.seed or 42, 7) -- ML_STREAM_INTERP
   local corrupted = clean:clone()
   for b = 0, n - 1 do
     local p = pos:get(b, c)
+    if p < 0 then
+      fail("ic.corrupt", string.format("document %d has no position '%s' to corrupt", first + b,
+        opts.position or "query_item_orig"))
+    end
     corrupted:set(mech.interp.corrupt(lo, hi, clean:get(b, p), gen), b, p)
   end
   return clean, corrupted
@@ -316,7 +324,9 @@ function ic.attribution_patching(model, dataset, opts)
   opts = opts or {}
   local task = dataset:task()
   local positions = opts.positions
-  if not positions then
+  if not positions and task:kind() ~= "ar" and task:kind() ~= "atr" and task:kind() ~= "mqar" then
+    positions = task:config().positions -- a task made outside C: what it declares, its own names included
+  elseif not positions then
     positions = { "query_item_orig", "target_item_orig", "query_item", "target_item", "divider" }
     if task:kind() == "ar" then positions[#positions + 1] = "next_key" end
   end

@@ -21,6 +21,37 @@ local function definition(task) return (debug.getuservalue(task, 1)) end
 
 local position_set = {}
 for _, p in ipairs(mech.task.positions) do position_set[p] = true end
+-- A task's positions: the paper's eight (slots 0..7) and free names after them (docs/tasks.md,
+-- "Position names"); C keeps ML_MAX_POS = 64 slots in all.
+local MAX_POSITIONS, NAME_BYTES = 64, 31
+
+-- Checks option 'positions' (a list of names) with messages that name the entry.
+local function check_positions(fn, positions)
+  if type(positions) ~= "table" then fail(fn, "option 'positions' expected a list of position names") end
+  local seen, n_free = {}, 0
+  for i, p in ipairs(positions) do
+    if type(p) ~= "string" then
+      fail(fn, string.format("option 'positions' entry %d expected a position name (a string), got %s", i, type(p)))
+    end
+    if seen[p] then fail(fn, string.format("option 'positions' lists '%s' twice (entries %d and %d)", p, seen[p], i)) end
+    seen[p] = i
+    if not position_set[p] then
+      if not p:match("^[%a_][%w_]*$") or #p > NAME_BYTES then
+        fail(fn, string.format("option 'positions' entry %d is '%s': a position name is one of the paper's (%s) or "
+          .. "an identifier of your own (letters, digits and '_', not starting with a digit, at most %d bytes)", i, p,
+          table.concat(mech.task.positions, ", "), NAME_BYTES))
+      end
+      if p == "all_target_items_orig" then
+        fail(fn, "option 'positions' entry " .. i .. " is 'all_target_items_orig', a document field, not a position name")
+      end
+      n_free = n_free + 1
+    end
+  end
+  if n_free > MAX_POSITIONS - #mech.task.positions then
+    fail(fn, string.format("option 'positions' names %d positions of its own, at most %d (%d slots in all, the "
+      .. "paper's %d first)", n_free, MAX_POSITIONS - #mech.task.positions, MAX_POSITIONS, #mech.task.positions))
+  end
+end
 
 -- Options must be plain data: checkpoints, manifests and sweep.json record them as JSON.
 local function check_data(v, where, fn, depth)
@@ -67,13 +98,7 @@ local function make(fn, kind, name, def, d)
       .. tostring(vocab))
   end
   local positions = def.positions or {}
-  if type(positions) ~= "table" then fail(fn, "option 'positions' expected a list of position names") end
-  for i, p in ipairs(positions) do
-    if not position_set[p] then
-      fail(fn, string.format("option 'positions' entry %d is '%s', not one of %s", i, tostring(p),
-        table.concat(mech.task.positions, ", ")))
-    end
-  end
+  check_positions(fn, positions)
   local function token_id(v, what)
     if math.type(v) == "integer" and v >= 0 and v < V then return v end
     if type(v) == "string" and ids and ids[v] then return ids[v] end
@@ -554,13 +579,18 @@ function M.from_jsonl(path, opts, dir)
     vocab = #names > 0 and names or max_id + 1
   end
   local positions = opts.positions or header and header.positions
-  if positions == nil then -- those the documents carry, in mech.task.positions order
-    local used = {}
+  if positions == nil then -- those the documents carry: the paper's in mech.task.positions order, then the others by name
+    local used, others = {}, {}
     for _, e in ipairs(docs) do
-      for k in pairs(type(e.doc.positions) == "table" and e.doc.positions or {}) do used[k] = true end
+      for k in pairs(type(e.doc.positions) == "table" and e.doc.positions or {}) do
+        if not used[k] and k ~= "all_target_items_orig" and not position_set[k] then others[#others + 1] = k end
+        used[k] = true
+      end
     end
     positions = {}
     for _, p in ipairs(mech.task.positions) do if used[p] then positions[#positions + 1] = p end end
+    table.sort(others, function(a, b) return tostring(a) < tostring(b) end)
+    for _, p in ipairs(others) do positions[#positions + 1] = p end
   end
   local name = opts.name or header and header.name or (path:match("([^/]+)$"):gsub("%.jsonl?$", ""):gsub("[^%w_%.%-]", "_"):sub(1, 31))
   local def = { vocab = vocab, positions = positions, corrupt = opts.corrupt or header and header.corrupt,
@@ -605,7 +635,9 @@ function M.write_jsonl(ds, path)
     if doc.type ~= "KEY" then line.type = doc.type end
     parts[#parts + 1] = json.encode(line)
   end
-  for _, p in ipairs(mech.task.positions) do if declared[p] then positions[#positions + 1] = p end end
+  -- the task's order (the paper's eight, then its own names): a round trip keeps the columns
+  if d then for _, p in ipairs(d.positions) do declared[p] = true end end
+  for _, p in ipairs(task:positions()) do if declared[p] then positions[#positions + 1] = p end end
   local lo, hi = task:corrupt_range()
   local vocab = (d and not d.names) and V or names
   parts[1] = json.encode { vocab = vocab, positions = positions, corrupt = { lo, hi }, name = task:name() }

@@ -137,4 +137,53 @@ function examples.associative_recall(o)
   return mech.task.new(def)
 end
 
+--- two_hop{n_keys = 8, n_pairs = 3}: a 2-hop recall with position names of its own. <bos>, then
+--- n_pairs links key -> bridge (k b), then the same bridges -> values (b v) in a shuffled order,
+--- "=", a key of the first block; the answer is its bridge's value. Positions: bos,
+--- query_item_orig (the queried key in the context), `bridge` (its bridge, right after it), `hop`
+--- (the same bridge where it leads to the value), target_item_orig (that value), divider, query_item
+--- and target_item (docs/tasks.md, "Position names").
+function examples.two_hop(o)
+  local fn = "mech.task_examples.two_hop"
+  local K = int_opt(o, "n_keys", 8, 2, 4096, fn)
+  local P = int_opt(o, "n_pairs", 3, 1, K, fn)
+  local vocab = { "<pad>", "<bos>", "=" }
+  for _, kind in ipairs { "k", "b", "v" } do
+    for i = 0, K - 1 do vocab[#vocab + 1] = kind .. i end
+  end
+  local function key(i) return 3 + i end
+  local function bridge(i) return 3 + K + i end
+  local function value(i) return 3 + 2 * K + i end
+  -- the first n entries of a random permutation of 0 .. m-1
+  local function draw(gen, m, n)
+    local a = {}
+    for i = 1, m do a[i] = i - 1 end
+    for i = 1, n do
+      local j = i + gen:below(m - i + 1)
+      a[i], a[j] = a[j], a[i]
+    end
+    return a
+  end
+  return mech.task.new {
+    name = "two_hop", vocab = vocab, corrupt = { "k0", "k" .. (K - 1) },
+    positions = { "bos", "query_item_orig", "bridge", "hop", "target_item_orig", "divider", "query_item", "target_item" },
+    sample = function(gen, split)
+      local ks, bs, vs, order = draw(gen, K, P), draw(gen, K, P), draw(gen, K, P), draw(gen, P, P)
+      local q = gen:below(P) -- the queried pair (0-based)
+      local tokens, hop = { 1 }, nil
+      for i = 1, P do tokens[2 * i], tokens[2 * i + 1] = key(ks[i]), bridge(bs[i]) end
+      for j = 1, P do
+        local i = order[j] + 1
+        tokens[2 * P + 2 * j], tokens[2 * P + 2 * j + 1] = bridge(bs[i]), value(vs[i])
+        if i == q + 1 then hop = 2 * P + 2 * j - 1 end -- 0-based position of the bridge token
+      end
+      local div = 4 * P + 1
+      tokens[div + 1], tokens[div + 2], tokens[div + 3] = 2, key(ks[q + 1]), value(vs[q + 1])
+      return { tokens = tokens, targets = { div + 2 },
+        positions = { bos = 0, query_item_orig = 1 + 2 * q, bridge = 2 + 2 * q, hop = hop, target_item_orig = hop + 1,
+          divider = div, query_item = div + 1, target_item = div + 2 } }
+    end,
+  }
+end
+
 return mech.task.register(examples)

@@ -10,7 +10,7 @@
 #include "ops/ops.h"
 #include "tasks/task.h"
 
-/* Documents [0, n) of ds: tokens (n, L) and named positions (n, ML_NPOS). */
+/* Documents [0, n) of ds: tokens (n, L) and named positions (n, ml_dataset_npos). */
 static ml_status load_docs(const ml_dataset *ds, int64_t n, ml_tensor **tokens, ml_tensor **positions) {
     ml_tensor *targets = NULL;
     if (n < 1 || n > ml_dataset_size(ds) || n > INT32_MAX)
@@ -21,7 +21,9 @@ static ml_status load_docs(const ml_dataset *ds, int64_t n, ml_tensor **tokens, 
     return st;
 }
 
-static int32_t doc_pos(const ml_tensor *positions, int64_t b, int p) { return ml_i32(positions)[b * ML_NPOS + p]; }
+static int32_t doc_pos(const ml_tensor *positions, int64_t b, int p) {
+    return p < positions->shape[1] ? ml_i32(positions)[b * positions->shape[1] + p] : -1;
+}
 
 /* Whether layer l's sequence mixer is Mamba's selective scan (its attention is implicit). */
 static bool is_mamba_layer(const ml_model *m, int l) {

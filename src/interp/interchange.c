@@ -34,7 +34,8 @@
 #include "ops/ops.h"
 #include "tasks/task.h"
 
-_Static_assert((int)ML_IC_MAX_POS == (int)ML_NPOS, "one slot per named position");
+_Static_assert((int)ML_IC_MAX_POS == (int)ML_MAX_POS, "one slot per position of any task");
+_Static_assert((int)ML_IC_POS_NAME == (int)ML_POS_NAME_MAX, "a position name fits");
 
 /* ------------------------------------------------------------------ configuration */
 
@@ -53,8 +54,8 @@ void ml_ic_config_paper(ml_ic_config *c, const ml_model *m, const ml_task *t) {
         c->n_label_types = 0;
         for (int k = ML_POS_QUERY_ITEM_ORIG; k <= ML_POS_TARGET_ITEM_ORIG; k++)
             if (m >> k & 1) c->label_types[c->n_label_types++] = k;
-        for (int k = 0; k < ML_NPOS; k++)
-            if (m >> k & 1) c->positions[c->n_positions++] = k;
+        for (int k = 0; k < ml_task_npos(t); k++)
+            if (ml_task_pos_declared(t, k)) c->positions[c->n_positions++] = k;
         c->seed = 42;
         c->batch = 320;
         return;
@@ -120,7 +121,13 @@ void ml_ic_result_free(ml_ic_result *r) {
     free(r->restored_prob), free(r->corrupted_prob), free(r->restored_logit), free(r->corrupted_logit);
     free(r->kl_div), free(r->corrupt_token), free(r->changed), free(r->original_prob), free(r->original_logit);
     free(r->qtype);
+    free(r->pos_names);
     free(r);
+}
+
+const char *ml_ic_pos_name(const ml_ic_result *r, int p) {
+    if (p >= 0 && p < r->n_pos_names) return r->pos_names[p];
+    return p >= 0 && p < ML_NPOS ? ml_pos_names[p] : "?";
 }
 
 static ml_ic_result *result_new(int n_combos, int n_docs) {
@@ -165,7 +172,7 @@ static ml_status check_config(const ml_model *m, const ml_ic_config *c) {
     if (c->n_positions < 1 || c->n_positions > ML_IC_MAX_POS)
         return ml_fail(ML_ERR_ARG, "interchange: expected 1..%d patch positions, got %d", ML_IC_MAX_POS, c->n_positions);
     for (int i = 0; i < c->n_positions; i++)
-        if (c->positions[i] < 0 || c->positions[i] >= ML_NPOS)
+        if (c->positions[i] < 0 || c->positions[i] >= ML_IC_MAX_POS)
             return ml_fail(ML_ERR_ARG, "interchange: patch position %d out of range", c->positions[i]);
     return ML_OK;
 }
@@ -218,7 +225,8 @@ typedef struct {
     ml_tensor **clean, **base, **sub; /* activations by site id; sub: the base's rows that change */
     int32_t *map, *ppos;              /* per example of a batch: which change, their patch position */
     capture cc, cb;
-    /* per example: its document, named positions (N x ML_NPOS), readout row and answer */
+    /* per example: its document, named positions (N x npos, the task's slots), readout row and answer */
+    int npos;
     int64_t *ex_doc;
     int32_t *ex_pos, *ex_row, *ex_ans;
 } ic_run;
@@ -244,6 +252,10 @@ static ml_status check_run(const ml_model *m, const ml_dataset *ds, int64_t firs
     if (first < 0 || count < 1 || first + count > ml_dataset_size(ds))
         return ml_fail(ML_ERR_ARG, "interchange: documents [%lld, %lld) outside the dataset's %lld", (long long)first,
                        (long long)(first + count), (long long)ml_dataset_size(ds));
+    for (int i = 0; i < cfg->n_positions; i++)
+        if (cfg->positions[i] >= ml_dataset_npos(ds))
+            return ml_fail(ML_ERR_ARG, "interchange: patch position %d is not one of the task's %d", cfg->positions[i],
+                           ml_dataset_npos(ds));
     if (ml_task_vocab_size(ml_dataset_task(ds)) > m->cfg.vocab)
         return ml_fail(ML_ERR_ARG, "interchange: the task's vocabulary (%d) is larger than the model's (%d)",
                        ml_task_vocab_size(ml_dataset_task(ds)), m->cfg.vocab);
@@ -263,19 +275,22 @@ static ml_status list_examples(ic_run *r, const ml_dataset *ds, int64_t first, i
         ml_dataset_readouts(ds, i, &nr, NULL);
         n += nr;
     }
-    if (n < 1 || n > INT32_MAX / ML_NPOS)
+    r->npos = ml_dataset_npos(ds);
+    if (n < 1 || n > INT32_MAX / r->npos)
         return ml_fail(ML_ERR_ARG, "interchange: documents [%lld, %lld) have %lld readouts, expected 1..%d",
-                       (long long)first, (long long)(first + count), (long long)n, INT32_MAX / ML_NPOS);
+                       (long long)first, (long long)(first + count), (long long)n, INT32_MAX / r->npos);
     size_t nn = (size_t)n + 1;
-    r->ex_doc = malloc(nn * sizeof(int64_t)), r->ex_pos = malloc(nn * ML_NPOS * sizeof(int32_t));
+    r->ex_doc = malloc(nn * sizeof(int64_t)), r->ex_pos = malloc(nn * (size_t)r->npos * sizeof(int32_t));
     r->ex_row = malloc(nn * sizeof(int32_t)), r->ex_ans = malloc(nn * sizeof(int32_t));
     if (!r->ex_doc || !r->ex_pos || !r->ex_row || !r->ex_ans) return ml_fail(ML_ERR_MEM, "interchange: out of memory");
     int64_t e = 0;
+    int32_t pos[ML_MAX_POS];
     for (int64_t i = first; i < first + count; i++) {
         int nr;
         const int32_t *ans, *rp = ml_dataset_readouts(ds, i, &nr, &ans);
         for (int j = 0; j < nr; j++, e++) {
-            if (ml_dataset_readout_positions(ds, i, j, r->ex_pos + e * ML_NPOS)) return ml_last_status();
+            if (ml_dataset_readout_positions(ds, i, j, pos)) return ml_last_status();
+            memcpy(r->ex_pos + e * r->npos, pos, (size_t)r->npos * sizeof(int32_t));
             r->ex_doc[e] = i, r->ex_row[e] = rp[j], r->ex_ans[e] = ans[j];
         }
     }
@@ -301,12 +316,20 @@ static ml_status ic_run_init(ic_run *r, ml_model *m, const ml_ic_config *cfg, co
      * starts there when every mixer can (the clean cache then keeps what the mixers read) */
     r->suffix = !r->reference && !cfg->swap && ml_model_can_suffix(m);
     r->res = result_new(cfg->n_sites * cfg->n_label_types * cfg->n_positions, N);
+    const ml_task *t = ml_dataset_task(ds);
+    if (r->res && (r->res->pos_names = calloc((size_t)ml_task_npos(t), sizeof *r->res->pos_names))) {
+        r->res->n_pos_names = ml_task_npos(t);
+        for (int p = 0; p < r->res->n_pos_names; p++)
+            snprintf(r->res->pos_names[p], ML_POS_NAME_MAX, "%s", ml_task_pos_name(t, p));
+    }
     r->want_clean = calloc((size_t)ns, 1), r->want_base = calloc((size_t)ns, 1);
     r->clean = calloc((size_t)ns, sizeof *r->clean), r->base = calloc((size_t)ns, sizeof *r->base);
     r->sub = calloc((size_t)ns, sizeof *r->sub);
     r->map = malloc(sizeof(int32_t) * (size_t)r->batch + 4), r->ppos = malloc(sizeof(int32_t) * (size_t)r->batch + 4);
     r->cc = (capture){m, r->want_clean, r->clean}, r->cb = (capture){m, r->want_base, r->base};
-    if (r->res && r->want_clean && r->want_base && r->clean && r->base && r->sub && r->map && r->ppos) return ML_OK;
+    if (r->res && r->res->pos_names && r->want_clean && r->want_base && r->clean && r->base && r->sub && r->map &&
+        r->ppos)
+        return ML_OK;
     ml_ic_result_free(r->res), r->res = NULL;
     ic_run_free(r);
     return ml_fail(ML_ERR_MEM, "interchange: out of memory");
@@ -330,14 +353,15 @@ static void draw_corruptions(const ml_model *m, const ml_dataset *ds, const ic_r
     ml_task_corrupt_range(ml_dataset_task(ds), &lo, &hi);
     for (int k = 0; k < res->n_combos; k++) {
         char label[160];
-        snprintf(label, sizeof label, "%d.%s.%s.%s", m->site_layer[res->combo_site[k]], ml_pos_names[res->combo_lt[k]],
-                 ml_pos_names[res->combo_pos[k]], m->sites[res->combo_site[k]].name);
+        snprintf(label, sizeof label, "%d.%s.%s.%s", m->site_layer[res->combo_site[k]],
+                 ml_ic_pos_name(res, res->combo_lt[k]), ml_ic_pos_name(res, res->combo_pos[k]),
+                 m->sites[res->combo_site[k]].name);
         ml_rng rng;
         ml_rng_init(&rng, seed ^ fnv1a(label), ML_STREAM_INTERP);
         for (int i = 0; i < N; i++) {
             int len;
             const int32_t *tok = ml_dataset_tokens(ds, r->ex_doc[i], &len);
-            int pc = r->ex_pos[(int64_t)i * ML_NPOS + res->combo_lt[k]];
+            int pc = r->ex_pos[(int64_t)i * r->npos + res->combo_lt[k]];
             res->corrupt_token[(size_t)k * N + i] = pc >= 0 ? ml_ic_corrupt(&rng, lo, hi, tok[pc]) : -1;
         }
     }
@@ -356,8 +380,8 @@ static void batch_free(ic_batch *bt) {
 static ml_status batch_load(const ic_run *r, const ml_dataset *ds, int64_t f0, int B, ic_batch *bt) {
     *bt = (ic_batch){.f0 = f0, .B = B};
     if (ml_dataset_batch(ds, r->ex_doc + f0, B, &bt->tok_full, &bt->tg)) return failed();
-    int64_t B64 = B, ps[2] = {B, ML_NPOS};
-    if (!(bt->rows = ml_empty(ML_I32, 1, &B64)) || !(bt->pos = ml_from_i32(2, ps, r->ex_pos + f0 * ML_NPOS)))
+    int64_t B64 = B, ps[2] = {B, r->npos};
+    if (!(bt->rows = ml_empty(ML_I32, 1, &B64)) || !(bt->pos = ml_from_i32(2, ps, r->ex_pos + f0 * r->npos)))
         return failed();
     int32_t *rw = ml_i32(bt->rows);
     for (int b = 0; b < B; b++) {
@@ -402,7 +426,7 @@ static ml_status batch_groups(const ic_run *r, ic_batch *bt) {
         }
         const int32_t *pp = ml_i32(bt->pos), *rw = ml_i32(bt->rows);
         for (int b = 0; b < B; b++) {
-            int pc = pp[b * ML_NPOS + r->cfg->label_types[a]];
+            int pc = pp[b * r->npos + r->cfg->label_types[a]];
             first[b] = pc >= 0 && pc < rw[b] ? pc : rw[b];
             key[b] = (int64_t)first[b] << 32 | b;
         }
@@ -437,7 +461,7 @@ static ml_tensor *corrupt_tokens(const ic_run *r, const ic_batch *bt, int k) {
     size_t row0 = (size_t)k * r->N + (size_t)bt->f0;
     const int32_t *pp = ml_i32(bt->pos);
     for (int b = 0; b < bt->B; b++) {
-        int pc = pp[b * ML_NPOS + r->res->combo_lt[k]];
+        int pc = pp[b * r->npos + r->res->combo_lt[k]];
         if (pc >= 0 && pc < bt->Lt) ml_i32(ctok)[(int64_t)b * bt->Lt + pc] = r->res->corrupt_token[row0 + b];
     }
     return ctok;
@@ -574,7 +598,7 @@ static int mark_changed(ic_run *r, const ic_batch *bt, int k, ml_tensor *const *
     size_t row0 = (size_t)k * r->N + (size_t)bt->f0;
     const int32_t *pp = ml_i32(bt->pos), *rw = r->reference ? NULL : ml_i32(bt->rows);
     for (int b = 0; b < bt->B; b++) {
-        int q = pp[b * ML_NPOS + r->res->combo_pos[k]];
+        int q = pp[b * r->npos + r->res->combo_pos[k]];
         r->ppos[b] = q;
         bool in = q >= 0 && q < bt->Lt;
         bool chg = r->reference ? in : in && mli_unit_differs(r->m, site, base[site], b, src[site], b, q, rw);
@@ -1003,7 +1027,8 @@ static double mean_of(const float *x, const ml_ic_result *r, int k, int type) {
 static void combo_means(mlist *l, const ml_model *m, const ml_ic_result *r, int type, const char *T) {
     for (int k = 0; k < r->n_combos; k++) {
         int site = r->combo_site[k], layer = m->site_layer[site];
-        const char *comp = m->sites[site].name, *lt = ml_pos_names[r->combo_lt[k]], *pn = ml_pos_names[r->combo_pos[k]];
+        const char *comp = m->sites[site].name, *lt = ml_ic_pos_name(r, r->combo_lt[k]);
+        const char *pn = ml_ic_pos_name(r, r->combo_pos[k]);
         double rp = mean_of(r->restored_prob, r, k, type), cp = mean_of(r->corrupted_prob, r, k, type);
         double rl = mean_of(r->restored_logit, r, k, type), cl = mean_of(r->corrupted_logit, r, k, type);
         put(l, rp, "%d.%s.%s.%s.%s.restored_prob", layer, T, lt, pn, comp);
@@ -1020,7 +1045,8 @@ static void layerless_means(mlist *l, const ml_model *m, const ml_ic_result *r, 
                             double orig_p, double orig_l) {
     for (int k = 0; k < r->n_combos; k++) {
         int site = r->combo_site[k];
-        const char *comp = m->sites[site].name, *lt = ml_pos_names[r->combo_lt[k]], *pn = ml_pos_names[r->combo_pos[k]];
+        const char *comp = m->sites[site].name, *lt = ml_ic_pos_name(r, r->combo_lt[k]);
+        const char *pn = ml_ic_pos_name(r, r->combo_pos[k]);
         bool first = true;
         for (int j = 0; j < k && first; j++)
             first = !(r->combo_lt[j] == r->combo_lt[k] && r->combo_pos[j] == r->combo_pos[k] &&
@@ -1057,24 +1083,24 @@ static void max_perc(mlist *l, const ml_model *m, const ml_ic_result *r, int typ
         bool first = true;
         for (int j = 0; j < k && first; j++) first = !(r->combo_site[j] == site && r->combo_lt[j] == lt);
         if (!first) continue;
-        int np = 0, ks[ML_NPOS];
+        int np = 0, ks[ML_IC_MAX_POS];
         for (int j = k; j < r->n_combos; j++)
-            if (r->combo_site[j] == site && r->combo_lt[j] == lt && np < ML_NPOS) ks[np++] = j;
-        int counts[ML_NPOS + 1] = {0};
+            if (r->combo_site[j] == site && r->combo_lt[j] == lt && np < ML_IC_MAX_POS) ks[np++] = j;
+        int counts[ML_IC_MAX_POS + 1] = {0};
         for (int i = 0; i < N; i++) {
             if (r->qtype[i] != type) continue;
             for (int a = 0; a < np; a++) {
                 size_t o = (size_t)ks[a] * N + i;
                 vals[a] = (double)r->restored_prob[o] - (double)r->corrupted_prob[o];
-                names[a] = ml_pos_names[r->combo_pos[ks[a]]];
+                names[a] = ml_ic_pos_name(r, r->combo_pos[ks[a]]);
             }
             counts[ml_ic_argmax(vals, names, np)]++;
         }
         int layer = m->site_layer[site];
-        const char *comp = m->sites[site].name, *lts = ml_pos_names[lt];
+        const char *comp = m->sites[site].name, *lts = ml_ic_pos_name(r, lt);
         for (int a = 0; a <= np; a++)
             put(l, (double)counts[a] / nt, "%d.%s.%s.%s.%s.max_perc", layer, T, lts,
-                a < np ? ml_pos_names[r->combo_pos[ks[a]]] : "nothing", comp);
+                a < np ? ml_ic_pos_name(r, r->combo_pos[ks[a]]) : "nothing", comp);
     }
 }
 
@@ -1108,8 +1134,8 @@ static void max_perc_layer(mlist *l, const ml_model *m, const ml_ic_result *r, i
         }
         for (int a = 0; a <= nl; a++)
             put(l, (double)counts[a] / nt, "%s.%s.%s.%s.%s.max_perc_layer",
-                a < nl ? layer_names[m->site_layer[r->combo_site[ks[a]]]] : "nothing", T, ml_pos_names[lt],
-                ml_pos_names[pk], comp);
+                a < nl ? layer_names[m->site_layer[r->combo_site[ks[a]]]] : "nothing", T, ml_ic_pos_name(r, lt),
+                ml_ic_pos_name(r, pk), comp);
     }
 }
 
@@ -1155,8 +1181,8 @@ ml_status ml_ic_metrics(const ml_model *m, const ml_ic_result *r, ml_metric **ou
     *out = NULL, *n_out = 0;
     mlist l = {0};
     int N = r->n_docs;
-    double *vals = malloc(sizeof(double) * (ML_NPOS + ML_MAX_LAYERS + 2));
-    const char **names = malloc(sizeof(char *) * (ML_NPOS + ML_MAX_LAYERS + 2));
+    double *vals = malloc(sizeof(double) * (ML_IC_MAX_POS + ML_MAX_LAYERS + 2));
+    const char **names = malloc(sizeof(char *) * (ML_IC_MAX_POS + ML_MAX_LAYERS + 2));
     if (!vals || !names) {
         free(vals), free(names);
         return ml_fail(ML_ERR_MEM, "interchange: out of memory");

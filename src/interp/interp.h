@@ -122,6 +122,9 @@ typedef struct {
     int n_sites;
     const int32_t *positions;  /* map columns: the patched position (the same for every example) */
     int n_positions;
+    const int32_t *example_positions; /* NULL, or [n_positions * B]: column j patches example b at
+                                       * example_positions[j * B + b] instead (-1: that example is not
+                                       * patched), e.g. a named position of each document */
     const int32_t *rows;       /* [B]: the readout row of each example */
     const int32_t *targets;    /* [B]: the token it must predict */
     ml_pm_metric metric;       /* mean over examples of p, log p or the logit of the target */
@@ -146,14 +149,14 @@ ml_pm_result *ml_patching_map(ml_model *m, ml_tensor *clean, ml_tensor *corrupte
 void ml_pm_result_free(ml_pm_result *r);
 
 /* ---- the interchange evaluator (docs/interventions.md) ---- */
-enum { ML_IC_MAX_SITES = 512, ML_IC_MAX_POS = 8 /* ML_NPOS */ };
+enum { ML_IC_MAX_SITES = 512, ML_IC_MAX_POS = 64 /* ML_MAX_POS */, ML_IC_POS_NAME = 32 /* ML_POS_NAME_MAX */ };
 typedef struct {
     int n_sites;
     int sites[ML_IC_MAX_SITES];   /* component x layer, as site indices */
     int n_label_types;
     int label_types[2];           /* ML_POS_QUERY_ITEM_ORIG (key), ML_POS_TARGET_ITEM_ORIG (value) */
     int n_positions;
-    int positions[ML_IC_MAX_POS]; /* patch positions (ml_pos) */
+    int positions[ML_IC_MAX_POS]; /* patch positions (slots of the task's positions, ml_task_pos_name) */
     uint64_t seed;                /* corruption stream (seed, ML_STREAM_INTERP) per combination */
     int batch;                    /* documents per forward */
     bool swap;                    /* base = clean, source = corrupted (the original's option) */
@@ -178,7 +181,11 @@ typedef struct {
     uint8_t *qtype;                         /* [n_docs] */
     int64_t patched_forwards;               /* examples that went through a patched run */
     double seconds;
+    int n_pos_names;                        /* the task's position names by slot (copied: the metrics' names) */
+    char (*pos_names)[ML_IC_POS_NAME];
 } ml_ic_result;
+/* The name of position slot p in r (the task's own names). */
+const char *ml_ic_pos_name(const ml_ic_result *r, int p);
 
 /* Runs the sweep on documents [first, first + count) of ds. */
 ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_t count, const ml_ic_config *c);

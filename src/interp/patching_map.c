@@ -138,7 +138,8 @@ static bool map_row(ml_model *m, const ml_pm_config *c, pm_work *w, int r, ml_pm
         ml_release(hid);
     }
     for (int j = 0; ok && j < c->n_positions; j++) {
-        for (int64_t b = 0; b < B; b++) w->pos[b] = c->positions[j];
+        for (int64_t b = 0; b < B; b++)
+            w->pos[b] = c->example_positions ? c->example_positions[j * B + b] : c->positions[j];
         ml_patch p = {.site = site, .source = src, .pos = w->pos};
         ml_tensor *hid = ml_patch_fast(m, w->corr, &p, fn ? NULL : w->rows);
         ok = hid && metric(m, hid, c, &v);

@@ -40,7 +40,7 @@ ml_status ml_pm_dataset_rows(const ml_dataset *ds, int64_t first, const ml_tenso
     for (int64_t b = 0; b < B; b++) {
         int len;
         const int32_t *doc = ml_dataset_tokens(ds, first + b, &len);
-        int32_t pos[ML_NPOS];
+        int32_t pos[ML_MAX_POS];
         bool same = len <= Lq && ml_dataset_readout_positions(ds, first + b, 0, pos) == ML_OK;
         for (int t = 0; same && t < len; t++) same = (int32_t)ml_get_flat(clean, b * Lq + t) == doc[t];
         if (!same)

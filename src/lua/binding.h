@@ -69,6 +69,11 @@ const char *mlL_optstr(lua_State *L, int idx, const char *key, const char *def, 
 const char *mlL_closest(const char *s, const char *const *names);
 /* s quoted for a message: 'whole' up to 80 characters, else its start, "..." and its length. */
 const char *mlL_quote(const char *s, char *buf, size_t n);
+/* The slot of the position named by the string at idx among task t's positions (the paper's
+ * eight, then its free names: docs/tasks.md, "Position names"); anything else raises "<fn>: <what>
+ * expected a position name of task '<name>' (its names), got ... (did you mean ...?)". */
+struct ml_task;
+int mlL_task_pos(lua_State *L, const struct ml_task *t, int idx, const char *fn, const char *what);
 /* A full site name ("blocks.{l}.{name}") -> its id; an unknown one raises an error naming `fn`
  * and the closest site. */
 struct ml_model;

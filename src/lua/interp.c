@@ -589,30 +589,77 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **head
     return rows;
 }
 
-/* The map's columns: option 'positions' (negative counts from the end; default: every one). */
-static int32_t *map_positions(lua_State *L, int opt, int64_t Lq, int *n_out, const char *fn) {
+/* The map's columns: option 'positions' (negative counts from the end; default: every one). An
+ * entry may be a position name of the task of option 'dataset' (its own names included): that
+ * column patches each example at its document's position of that name (none where the document
+ * has none); c->example_positions then holds every column per example and names[j] the column's
+ * name (NULL for an integer column). */
+static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config *c, const char ***names,
+                          const char *fn) {
+    int64_t Lq = clean->shape[1], B = clean->shape[0];
     int np = 0;
     int32_t *positions;
+    *names = NULL;
     if (lua_getfield(L, opt, "positions") == LUA_TNIL) {
         positions = scratch(L, sizeof *positions * (size_t)Lq);
         for (int64_t p = 0; p < Lq; p++) positions[np++] = (int32_t)p;
     } else {
-        if (!lua_istable(L, -1)) luaL_error(L, "%s: option 'positions' expected a list of integers", fn);
+        if (!lua_istable(L, -1))
+            luaL_error(L, "%s: option 'positions' expected a list of integers or position names", fn);
         int t = lua_gettop(L);
-        positions = scratch(L, sizeof *positions * (lua_rawlen(L, t) + 1));
+        size_t n = lua_rawlen(L, t) + 1;
+        positions = scratch(L, sizeof *positions * n);
+        const char **nm = scratch(L, sizeof *nm * n);
+        bool named = false; /* any name: the columns per example (allocated before the loop, which reads the top) */
+        for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1))
+            named = named || lua_type(L, -1) == LUA_TSTRING;
+        lua_pop(L, 1);
+        int32_t *ex = named ? scratch(L, sizeof *ex * n * (size_t)B) : NULL;
+        const ml_dataset *ds = NULL;
+        int64_t first = 0;
         for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
+            nm[np] = NULL;
+            if (lua_type(L, -1) == LUA_TSTRING) { /* a named position: per document */
+                if (!ds) {
+                    if (lua_getfield(L, opt, "dataset") == LUA_TNIL)
+                        luaL_error(L, "%s: option 'positions' entry %d is a position name ('%s'): it needs option "
+                                   "'dataset' (the documents of the clean tokens)", fn, (int)i, lua_tostring(L, -2));
+                    ds = check_dataset(L, lua_gettop(L), fn);
+                    lua_pop(L, 1);
+                    first = mlL_optint(L, opt, "first", 0, fn);
+                    if (first < 0 || first + B > ml_dataset_size(ds))
+                        luaL_error(L, "%s: option 'first' expected documents [first, first + %d) within the dataset's "
+                                   "%d, got %d", fn, (int)B, (int)ml_dataset_size(ds), (int)first);
+                }
+                char what[48];
+                snprintf(what, sizeof what, "option 'positions' entry %d", (int)i);
+                int slot = mlL_task_pos(L, ml_dataset_task(ds), -1, fn, what);
+                nm[np] = ml_task_pos_name(ml_dataset_task(ds), slot);
+                for (int64_t b = 0; b < B; b++) {
+                    int32_t pos[ML_MAX_POS];
+                    if (ml_dataset_readout_positions(ds, first + b, 0, pos)) mlL_raise_as(L, fn);
+                    ex[np * B + b] = pos[slot] >= 0 && pos[slot] < Lq ? pos[slot] : -1;
+                }
+                positions[np++] = -1;
+                continue;
+            }
             int ok;
             lua_Integer p = lua_tointegerx(L, -1, &ok);
             if (ok && p < 0) p += Lq;
             if (!ok || p < 0 || p >= Lq)
-                luaL_error(L, "%s: option 'positions' expected integers in [-%d, %d), got %s", fn, (int)Lq, (int)Lq,
-                           luaL_tolstring(L, -1, NULL));
+                luaL_error(L, "%s: option 'positions' expected integers in [-%d, %d) or position names, got %s", fn,
+                           (int)Lq, (int)Lq, luaL_tolstring(L, -1, NULL));
             positions[np++] = (int32_t)p;
+        }
+        if (ex) { /* the integer columns too, per example */
+            for (int j = 0; j < np; j++)
+                for (int64_t b = 0; !nm[j] && b < B; b++) ex[j * B + b] = positions[j];
+            c->example_positions = ex, *names = nm;
         }
     }
     if (np == 0) luaL_error(L, "%s: option 'positions' is empty", fn);
-    *n_out = np;
-    return positions;
+    c->n_positions = np;
+    c->positions = positions;
 }
 
 /* The readout: row rows[b] must predict targets[b]. From options 'rows' (and 'targets', default
@@ -692,8 +739,8 @@ static void map_metric(lua_State *L, int opt, ml_pm_config *c, lua_metric *lm, c
 }
 
 /* The map as a table (docs/interventions.md, "Patching maps") with the PatchingMap methods. */
-static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, const ml_pm_result *r, double threshold,
-                     double chance, const char *fn) {
+static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, const char *const *col_names,
+                     const ml_pm_result *r, double threshold, double chance, const char *fn) {
     int R = r->n_rows, np = r->n_cols;
     lua_createtable(L, 0, 16);
     push_floats(L, r->values, R, np), lua_setfield(L, -2, "values");
@@ -718,6 +765,11 @@ static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, con
     lua_createtable(L, np, 0);
     lua_createtable(L, np, 0);
     for (int j = 0; j < np; j++) {
+        if (col_names && col_names[j]) { /* a named position: its name in both */
+            lua_pushstring(L, col_names[j]), lua_rawseti(L, -3, j + 1);
+            lua_pushstring(L, col_names[j]), lua_rawseti(L, -2, j + 1);
+            continue;
+        }
         lua_pushinteger(L, c->positions[j]), lua_rawseti(L, -3, j + 1);
         lua_pushfstring(L, "%d", (int)c->positions[j]), lua_rawseti(L, -2, j + 1);
     }
@@ -780,7 +832,8 @@ static int l_patching_map(lua_State *L) {
     int *heads;
     c.sites = map_sites(L, m, 4, &c.n_sites, &heads, fn);
     c.heads = heads;
-    c.positions = map_positions(L, 4, clean->shape[1], &c.n_positions, fn);
+    const char **col_names;
+    map_positions(L, 4, clean, &c, &col_names, fn);
     map_readout(L, m, clean, 4, &c, fn);
     map_metric(L, 4, &c, &lm, fn);
     double threshold = mlL_optnum(L, 4, "threshold", 0.01, fn);
@@ -794,21 +847,16 @@ static int l_patching_map(lua_State *L) {
         if (lm.err && !lua_isnil(L, lm.err)) lua_pushvalue(L, lm.err), lua_error(L);
         return mlL_raise(L);
     }
-    push_map(L, m, &c, r, threshold, chance, fn);
+    push_map(L, m, &c, col_names, r, threshold, chance, fn);
     ml_pm_result_free(r);
     return 1;
 }
 
 /* ------------------------------------------------------------------ the evaluators */
 
-static int pos_arg(lua_State *L, int idx, const char *fn, const char *what) {
-    const char *s = lua_tostring(L, idx);
-    int p = s ? ml_pos_index(s) : -1;
-    if (p < 0)
-        luaL_error(L, "%s: %s expected a position name (%s, %s, %s, %s, %s, %s, %s, %s), got %s", fn, what,
-                   ml_pos_names[0], ml_pos_names[1], ml_pos_names[2], ml_pos_names[3], ml_pos_names[4],
-                   ml_pos_names[5], ml_pos_names[6], ml_pos_names[7], s ? s : luaL_typename(L, idx));
-    return p;
+/* A position name of task t (the paper's eight or its free names) -> its slot. */
+static int pos_arg(lua_State *L, int idx, const ml_task *t, const char *fn, const char *what) {
+    return mlL_task_pos(L, t, idx, fn, what);
 }
 
 /* Option 'sites' (a list of site names, either spelling) into sites[max]; false when absent. */
@@ -827,7 +875,8 @@ static bool opt_sites(lua_State *L, const ml_model *m, int opt, int *sites, int 
 
 /* Option `key` (a list of position names) into out[max]; label types must name the key or the
  * value item. False when absent. */
-static bool opt_pos_list(lua_State *L, int opt, const char *key, int *out, int *n, int max, const char *fn) {
+static bool opt_pos_list(lua_State *L, int opt, const ml_task *t, const char *key, int *out, int *n, int max,
+                         const char *fn) {
     if (lua_getfield(L, opt, key) == LUA_TNIL) return lua_pop(L, 1), false;
     bool lt = !strcmp(key, "label_types");
     char what[48];
@@ -836,10 +885,10 @@ static bool opt_pos_list(lua_State *L, int opt, const char *key, int *out, int *
     *n = 0;
     for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
         if (*n == max) luaL_error(L, "%s: option '%s' takes at most %d names", fn, key, max);
-        int p = pos_arg(L, -1, fn, what);
+        int p = pos_arg(L, -1, t, fn, what);
         if (lt && p != ML_POS_QUERY_ITEM_ORIG && p != ML_POS_TARGET_ITEM_ORIG)
             luaL_error(L, "%s: option 'label_types' expected query_item_orig or target_item_orig, got %s", fn,
-                       ml_pos_names[p]);
+                       ml_task_pos_name(t, p));
         out[(*n)++] = p;
     }
     lua_pop(L, 2);
@@ -874,8 +923,8 @@ static void push_ic_result(lua_State *L, const ml_model *m, const ml_ic_result *
     for (int k = 0; k < r->n_combos; k++) {
         lua_createtable(L, 0, 5);
         set_site_fields(L, m, r->combo_site[k]);
-        lua_pushstring(L, ml_pos_names[r->combo_lt[k]]), lua_setfield(L, -2, "label_type");
-        lua_pushstring(L, ml_pos_names[r->combo_pos[k]]), lua_setfield(L, -2, "position");
+        lua_pushstring(L, ml_ic_pos_name(r, r->combo_lt[k])), lua_setfield(L, -2, "label_type");
+        lua_pushstring(L, ml_ic_pos_name(r, r->combo_pos[k])), lua_setfield(L, -2, "position");
         lua_rawseti(L, -2, k + 1);
     }
     lua_setfield(L, -2, "combos");
@@ -906,8 +955,9 @@ static int l_interchange(lua_State *L) {
     ml_ic_config *c = lua_newuserdatauv(L, sizeof *c, 0); /* collected with the call */
     ml_ic_config_paper(c, m, ml_dataset_task(ds));
     opt_sites(L, m, 3, c->sites, &c->n_sites, ML_IC_MAX_SITES, fn);
-    opt_pos_list(L, 3, "label_types", c->label_types, &c->n_label_types, 2, fn);
-    opt_pos_list(L, 3, "positions", c->positions, &c->n_positions, ML_IC_MAX_POS, fn);
+    const ml_task *task = ml_dataset_task(ds);
+    opt_pos_list(L, 3, task, "label_types", c->label_types, &c->n_label_types, 2, fn);
+    opt_pos_list(L, 3, task, "positions", c->positions, &c->n_positions, ML_IC_MAX_POS, fn);
     c->seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
     c->batch = mlL_optint32(L, 3, "batch", 320, fn);
     c->swap = mlL_optbool(L, 3, "swap", 0, fn);
@@ -949,9 +999,9 @@ static int l_attention_mass(lua_State *L) {
     ml_dataset *ds = check_dataset(L, 2, fn);
     mlL_opttable(L, 3, fn, 3, keys);
     lua_getfield(L, 3, "query");
-    int q = lua_isnil(L, -1) ? ML_POS_QUERY_ITEM : pos_arg(L, -1, fn, "option 'query'");
+    int q = lua_isnil(L, -1) ? ML_POS_QUERY_ITEM : pos_arg(L, -1, ml_dataset_task(ds), fn, "option 'query'");
     lua_getfield(L, 3, "key");
-    int k = lua_isnil(L, -1) ? ML_POS_TARGET_ITEM_ORIG : pos_arg(L, -1, fn, "option 'key'");
+    int k = lua_isnil(L, -1) ? ML_POS_TARGET_ITEM_ORIG : pos_arg(L, -1, ml_dataset_task(ds), fn, "option 'key'");
     double mass[ML_MAX_LAYERS];
     bool has[ML_MAX_LAYERS];
     if (ml_attention_mass(m, ds, opt_docs(L, 3, ds, fn), q, k, mass, has)) return mlL_raise(L);
@@ -974,9 +1024,10 @@ static int l_attribution_patching(lua_State *L) {
     ml_ap_config c = {.n_label_types = 2, .label_types = {ML_POS_QUERY_ITEM_ORIG, ML_POS_TARGET_ITEM_ORIG}};
     int *sites = scratch(L, sizeof *sites * ML_IC_MAX_SITES);
     if (!opt_sites(L, m, 3, sites, &c.n_sites, ML_IC_MAX_SITES, fn)) return luaL_error(L, "%s: option 'sites' is required", fn);
-    if (!opt_pos_list(L, 3, "positions", c.positions, &c.n_positions, ML_IC_MAX_POS, fn))
+    const ml_task *task = ml_dataset_task(ds);
+    if (!opt_pos_list(L, 3, task, "positions", c.positions, &c.n_positions, ML_IC_MAX_POS, fn))
         return luaL_error(L, "%s: option 'positions' is required", fn);
-    opt_pos_list(L, 3, "label_types", c.label_types, &c.n_label_types, 2, fn);
+    opt_pos_list(L, 3, task, "label_types", c.label_types, &c.n_label_types, 2, fn);
     c.sites = sites, c.seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
     ml_ap_result *r = ml_attribution_patching(m, ds, opt_docs(L, 3, ds, fn), &c);
     if (!r) return mlL_raise(L);
@@ -986,8 +1037,8 @@ static int l_attribution_patching(lua_State *L) {
             for (int j = 0; j < c.n_positions; j++, i++) {
                 lua_createtable(L, 0, 6);
                 set_site_fields(L, m, c.sites[s]);
-                lua_pushstring(L, ml_pos_names[c.label_types[k]]), lua_setfield(L, -2, "label_type");
-                lua_pushstring(L, ml_pos_names[c.positions[j]]), lua_setfield(L, -2, "position");
+                lua_pushstring(L, ml_task_pos_name(task, c.label_types[k])), lua_setfield(L, -2, "label_type");
+                lua_pushstring(L, ml_task_pos_name(task, c.positions[j])), lua_setfield(L, -2, "position");
                 lua_pushnumber(L, r->estimate[i]), lua_setfield(L, -2, "estimate");
                 lua_rawseti(L, -2, i + 1);
             }

@@ -67,6 +67,36 @@ static void push_ds_task(lua_State *L, int ds_idx, ml_dataset *ds) {
     lua_setiuservalue(L, -2, 1);
 }
 
+/* Pushes "a, b, c" (task t's position names) and returns it; names (ML_MAX_POS + 1 entries) gets
+ * them NULL-terminated, for mlL_closest. */
+static const char *push_pos_names(lua_State *L, const ml_task *t, const char **names) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    int n = ml_task_npos(t);
+    for (int i = 0; i < n; i++) {
+        names[i] = ml_task_pos_name(t, i);
+        if (i) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, names[i]);
+    }
+    names[n] = NULL;
+    luaL_pushresult(&b);
+    return lua_tostring(L, -1);
+}
+
+int mlL_task_pos(lua_State *L, const ml_task *t, int idx, const char *fn, const char *what) {
+    const char *s = lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : NULL;
+    int p = ml_task_pos_index(t, s);
+    if (p >= 0) return p;
+    const char *names[ML_MAX_POS + 1];
+    const char *list = push_pos_names(L, t, names);
+    char q[96];
+    if (!s)
+        return luaL_error(L, "%s: %s expected a position name of task '%s' (%s), got %s", fn, what, ml_task_name(t),
+                          list, luaL_typename(L, idx));
+    return luaL_error(L, "%s: %s expected a position name of task '%s' (%s), got %s (did you mean '%s'?)", fn, what,
+                      ml_task_name(t), list, mlL_quote(s, q, sizeof q), mlL_closest(s, names));
+}
+
 /* Pushes an empty document buffer that the collector frees (scratch space for one call, or reused). */
 static ml_doc *push_scratch_doc(lua_State *L) {
     ml_doc *d = lua_newuserdatauv(L, sizeof(ml_doc), 0);
@@ -279,9 +309,10 @@ static void push_doc(lua_State *L, int task_idx, const ml_doc *d, ml_split split
     lua_setfield(L, -2, "type");
     lua_pushstring(L, ml_split_name(split));
     lua_setfield(L, -2, "split");
-    lua_createtable(L, 0, ML_NPOS + 1);
-    for (int i = 0; i < ML_NPOS; i++)
-        if (d->pos[i] >= 0) set_int(L, ml_pos_names[i], d->pos[i]);
+    const ml_task *t = ((task_box *)lua_touserdata(L, task_idx))->t;
+    lua_createtable(L, 0, ml_task_npos(t) + 1);
+    for (int i = 0; i < ml_task_npos(t); i++)
+        if (d->pos[i] >= 0) set_int(L, ml_task_pos_name(t, i), d->pos[i]);
     push_int_array(L, d->all_targets, d->n_all_targets);
     lua_setfield(L, -2, "all_target_items_orig");
     lua_setfield(L, -2, "positions");
@@ -343,8 +374,10 @@ static void read_doc(lua_State *L, int idx, const ml_task *t, ml_doc *d, const c
     d->len = (int)len;
     lua_getfield(L, idx, "positions");
     if (!lua_istable(L, -1)) luaL_error(L, "%s: doc.positions expected a table, got %s", fn, luaL_typename(L, -1));
-    for (int i = 0; i < ML_NPOS; i++) {
-        lua_getfield(L, -1, ml_pos_names[i]);
+    for (int i = 0; i < ML_MAX_POS; i++) {
+        d->pos[i] = -1;
+        if (i >= ml_task_npos(t)) continue;
+        lua_getfield(L, -1, ml_task_pos_name(t, i));
         int ok;
         lua_Integer v = lua_tointegerx(L, -1, &ok);
         d->pos[i] = ok && v >= 0 && v < len ? (int32_t)v : -1;
@@ -679,14 +712,15 @@ static int64_t check_index(lua_State *L, const ml_dataset *ds, int idx, const ch
 
 /* Positions of a batch as {name = {row 1, row 2, ...}} (0-based; -1 where absent). */
 static void push_batch_positions(lua_State *L, const ml_dataset *ds, const int64_t *idx, int n) {
-    lua_createtable(L, 0, ML_NPOS + 1);
-    for (int k = 0; k < ML_NPOS; k++) {
+    const ml_task *t = ml_dataset_task(ds);
+    lua_createtable(L, 0, ml_dataset_npos(ds) + 1);
+    for (int k = 0; k < ml_dataset_npos(ds); k++) {
         lua_createtable(L, n, 0);
         for (int b = 0; b < n; b++) {
             lua_pushinteger(L, ml_dataset_positions(ds, idx[b])[k]);
             lua_rawseti(L, -2, b + 1);
         }
-        lua_setfield(L, -2, ml_pos_names[k]);
+        lua_setfield(L, -2, ml_task_pos_name(t, k));
     }
     lua_createtable(L, n, 0);
     for (int b = 0; b < n; b++) {
@@ -765,7 +799,22 @@ static int range_tensor(lua_State *L, const char *fn,
     return 1;
 }
 
-/* ds:positions(first, count) -> int32 tensor (count, #mech.task.positions) */
+/* The position names of task t by slot: the columns of dataset:positions(). */
+static int push_task_positions(lua_State *L, const ml_task *t) {
+    lua_createtable(L, ml_task_npos(t), 0);
+    for (int i = 0; i < ml_task_npos(t); i++) lua_pushstring(L, ml_task_pos_name(t, i)), lua_rawseti(L, -2, i + 1);
+    return 1;
+}
+
+/* task:positions() -> {names}: mech.task.positions, then the task's free names */
+static int l_task_positions(lua_State *L) { return push_task_positions(L, check_task(L, 1, "task:positions")->t); }
+
+/* ds:position_names() -> its task's positions() */
+static int l_ds_position_names(lua_State *L) {
+    return push_task_positions(L, ml_dataset_task(check_dataset(L, 1, "dataset:position_names")));
+}
+
+/* ds:positions(first, count) -> int32 tensor (count, #ds:position_names()) */
 static int l_ds_positions(lua_State *L) { return range_tensor(L, "dataset:positions", ml_dataset_batch_positions); }
 
 /* ds:target_dist(first, count) -> float32 tensor (count, V) */
@@ -874,13 +923,21 @@ static int c_custom(lua_State *L) {
     }
     c.token_names = names;
     luaL_checktype(L, 4, LUA_TTABLE);
+    /* the paper's names are bits of the mask; the others are the task's free names, in order */
+    const char **free_names = lua_newuserdatauv(L, sizeof(char *) * (lua_rawlen(L, 4) + 1), 0);
     for (lua_Integer i = 1; lua_rawgeti(L, 4, i) != LUA_TNIL; i++) {
+        if (lua_type(L, -1) != LUA_TSTRING)
+            return luaL_error(L, "%s: option 'positions' entry %I expected a position name, got %s", fn, i,
+                              luaL_typename(L, -1));
         const char *pn = lua_tostring(L, -1);
-        int k = pn ? ml_pos_index(pn) : -1;
-        if (k < 0) return luaL_error(L, "%s: option 'positions' entry %I is not a position name", fn, i);
-        c.positions |= 1u << k;
+        int k = ml_pos_index(pn);
+        if (k >= 0 && (c.positions >> k & 1))
+            return luaL_error(L, "%s: option 'positions' lists '%s' twice", fn, pn);
+        if (k >= 0) c.positions |= 1u << k;
+        else free_names[c.n_free_positions++] = pn; /* alive in the table */
         lua_pop(L, 1);
     }
+    c.free_positions = free_names;
     c.corrupt_lo = (int)luaL_checkinteger(L, 5);
     c.corrupt_hi = (int)luaL_checkinteger(L, 6);
     c.holdout = luaL_checknumber(L, 7);
@@ -924,7 +981,7 @@ static const char *const doc_keys[] = {"tokens", "targets", "readouts", "answers
 /* The names a document's tables use, looked up without strcmp: a table (the upvalue of C.append
  * and C.append_batch) from each position name to its index, all_target_items_orig to
  * NAME_ALL_TARGETS and each document field to NAME_FIELD + its index in doc_keys. */
-enum { NAME_ALL_TARGETS = ML_NPOS, NAME_FIELD = ML_NPOS + 1 };
+enum { NAME_ALL_TARGETS = ML_MAX_POS, NAME_FIELD = ML_MAX_POS + 1 }; /* a task's free names: by strcmp */
 enum { F_TOKENS, F_TARGETS, F_READOUTS, F_ANSWERS, F_POSITIONS, F_TYPE }; /* doc_keys' order */
 
 static void push_name_codes(lua_State *L) {
@@ -1063,18 +1120,32 @@ static void read_doc_all_targets(lua_State *L, ml_doc *d) {
     d->n_all_targets = (int)m;
 }
 
+/* Raises doc_error: pn is not one of t's position names (what: where it was found). */
+static void unknown_position(lua_State *L, const ml_task *t, const char *pn, const char *what) {
+    const char *names[ML_MAX_POS + 1];
+    const char *list = push_pos_names(L, t, names);
+    doc_error(L, "%s: '%s' is not a position name of task '%s' (%s; did you mean '%s'?)", what, pn, ml_task_name(t),
+              list, mlL_closest(pn, names));
+}
+
+/* The slot of the position name at idx: a paper name by its code, else one of t's free names. */
+static int doc_pos_slot(lua_State *L, const ml_task *t, int idx) {
+    int pi = name_code(L, idx);
+    if (pi < 0 && lua_type(L, idx) == LUA_TSTRING) pi = ml_task_pos_index(t, lua_tostring(L, idx));
+    return pi;
+}
+
 /* The document's field positions (the table at the top of the stack) into d. */
-static void read_doc_positions(lua_State *L, ml_doc *d) {
+static void read_doc_positions(lua_State *L, const ml_task *t, ml_doc *d) {
     if (!lua_istable(L, -1)) doc_error(L, "document field 'positions' expected a table, got %s", luaL_typename(L, -1));
     for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
         const char *pn = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-        int pi = name_code(L, -2);
+        int pi = doc_pos_slot(L, t, -2);
         if (pi == NAME_ALL_TARGETS) {
             read_doc_all_targets(L, d);
             continue;
         }
-        if (pi < 0 || pi >= ML_NPOS)
-            doc_error(L, "positions: '%s' is not a position name (mech.task.positions lists them)", pn);
+        if (pi < 0 || pi >= ml_task_npos(t)) unknown_position(L, t, pn, "positions");
         int isint = 0;
         if (lua_type(L, -1) == LUA_TNUMBER) lua_tointegerx(L, -1, &isint);
         if (!isint)
@@ -1086,7 +1157,7 @@ static void read_doc_positions(lua_State *L, ml_doc *d) {
 
 /* Converts the document table at idx into d (the definition's name -> id table at ids_idx, or 0).
  * Leaves the stack as it found it. */
-static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
+static void read_custom_doc(lua_State *L, int idx, int ids_idx, const ml_task *t, ml_doc *d) {
     int base = lua_gettop(L);
     if (!lua_istable(L, idx))
         doc_error(L, "expected a document table {tokens=, targets=, positions=}, got %s", luaL_typename(L, idx));
@@ -1106,7 +1177,7 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, ml_doc *d) {
     read_doc_tokens(L, tok, len, ids_idx, d);
     read_doc_readouts(L, tg, nt, rd, an, nr, ids_idx, d);
     lua_settop(L, base);
-    if (get_field(L, idx, F_POSITIONS) != LUA_TNIL) read_doc_positions(L, d);
+    if (get_field(L, idx, F_POSITIONS) != LUA_TNIL) read_doc_positions(L, t, d);
     lua_settop(L, base);
     if (get_field(L, idx, F_TYPE) != LUA_TNIL) d->qtype = doc_qtype(L, "document field");
     lua_settop(L, base);
@@ -1121,7 +1192,7 @@ static int c_append(lua_State *L) {
     if (!d) d = push_scratch_doc(L);
     int ids = 0;
     if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE && lua_getfield(L, -1, "ids") == LUA_TTABLE) ids = lua_gettop(L);
-    read_custom_doc(L, 2, ids, d);
+    read_custom_doc(L, 2, ids, ml_dataset_task(ds), d);
     bool rejected;
     if (ml_dataset_append(ds, d, &rejected) != ML_OK) return doc_error(L, "%s", ml_last_error());
     lua_pushboolean(L, !rejected);
@@ -1205,17 +1276,18 @@ static void batch_readouts(lua_State *L, lua_Integer n, ml_doc_batch *v) {
 }
 
 /* The batch's field positions (optional): one entry per document for each named position. */
-static void batch_positions(lua_State *L, lua_Integer n, ml_doc_batch *v) {
+static void batch_positions(lua_State *L, const ml_task *t, lua_Integer n, ml_doc_batch *v) {
     if (lua_getfield(L, 2, "positions") == LUA_TNIL) return;
     int pt = lua_gettop(L);
     if (!lua_istable(L, pt))
         doc_error(L, "sample_batch's field 'positions' expected a table, got %s", luaL_typename(L, pt));
     for (lua_pushnil(L); lua_next(L, pt); lua_pop(L, 1)) {
         const char *pn = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-        int pi = name_code(L, -2);
-        if (pi < 0 || pi >= ML_NPOS)
-            doc_error(L, "sample_batch's positions: '%s' is not a position name of one entry per document "
-                      "(mech.task.positions lists them; all_target_items_orig needs sample)", pn);
+        int pi = doc_pos_slot(L, t, -2);
+        if (pi == NAME_ALL_TARGETS)
+            doc_error(L, "sample_batch's positions: all_target_items_orig is a list per document (it needs sample)");
+        if (pi < 0 || pi >= ml_task_npos(t)) unknown_position(L, t, pn, "sample_batch's positions");
+        if (v->npos == ML_MAX_POS) doc_error(L, "sample_batch's positions: more than %d names", ML_MAX_POS);
         char what[64];
         snprintf(what, sizeof what, "positions.%s", pn);
         batch_column(L, what, 1, n, &v->pos[v->npos]); /* pushes nothing for ndim 1 */
@@ -1240,7 +1312,7 @@ static int c_append_batch(lua_State *L) {
     ml_doc_batch v = {0};
     lua_Integer n = batch_tokens(L, max, &v.tok);
     batch_readouts(L, n, &v);
-    batch_positions(L, n, &v);
+    batch_positions(L, ml_dataset_task(ds), n, &v);
     v.qtype = ML_QT_KEY;
     if (lua_getfield(L, 2, "type") != LUA_TNIL) v.qtype = doc_qtype(L, "sample_batch's field");
     int64_t kept, rows;
@@ -1375,11 +1447,13 @@ static const luaL_Reg task_methods[] = {{"sample", l_sample},
                                         {"to_tokens", NULL},
                                         {"has_split", l_has_split},
                                         {"corrupt_range", l_corrupt_range}, {"chance", l_chance},
+                                        {"positions", l_task_positions},
                                         {NULL, NULL}};
 
 static const luaL_Reg dataset_methods[] = {{"batch", l_ds_batch},
                                            {"batch_at", l_ds_batch_at},
                                            {"positions", l_ds_positions},
+                                           {"position_names", l_ds_position_names},
                                            {"target_dist", l_ds_target_dist},
                                            {"doc", l_ds_doc},
                                            {"show", l_ds_show},
@@ -1443,7 +1517,7 @@ int mlL_open_task(lua_State *L) {
     lua_pushcfunction(L, open_task_c);
     lua_setfield(L, -2, "mech.task_c");
     lua_pop(L, 1);
-    push_names(L, ml_pos_names, ML_NPOS); /* column order of dataset:positions() */
+    push_names(L, ml_pos_names, ML_NPOS); /* the paper's eight: the first columns of every dataset:positions() */
     lua_setfield(L, -2, "positions");
     lua_pushinteger(L, ML_TRAIN_DOCS);
     lua_setfield(L, -2, "TRAIN_DOCS");

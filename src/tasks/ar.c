@@ -90,7 +90,7 @@ ml_status ml_ar_sample(const ml_task *t, ml_rng *rng, ml_split split, ml_doc *do
     tok[2 * m + 4] = ML_EOS;
     doc->len = 2 * m + 5;
 
-    for (int i = 0; i < ML_NPOS; i++) doc->pos[i] = -1;
+    for (int i = 0; i < ML_MAX_POS; i++) doc->pos[i] = -1;
     doc->pos[ML_POS_BOS] = 0;
     doc->pos[ML_POS_QUERY_ITEM_ORIG] = qio;
     doc->pos[ML_POS_TARGET_ITEM_ORIG] = tio;

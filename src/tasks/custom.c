@@ -10,6 +10,33 @@
 
 enum { ML_MAX_DOC_LEN = 1 << 24 };
 
+/* Free position names: identifiers, none a paper name, none twice, ML_MAX_POS slots in all. */
+static ml_status check_free_positions(const ml_custom_config *cfg, const char *fn) {
+    int n = cfg->n_free_positions;
+    if (n < 0 || n > ML_MAX_POS - ML_NPOS)
+        return ml_fail(ML_ERR_ARG, "%s: option 'positions' names %d positions beyond the paper's %d, at most %d "
+                       "(ML_MAX_POS = %d slots in all)", fn, n, ML_NPOS, ML_MAX_POS - ML_NPOS, ML_MAX_POS);
+    for (int i = 0; i < n; i++) {
+        const char *s = cfg->free_positions[i];
+        bool ident = s && *s && !(*s >= '0' && *s <= '9') && strlen(s) < ML_POS_NAME_MAX;
+        for (const char *c = s; ident && *c; c++)
+            ident = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_';
+        if (!ident)
+            return ml_fail(ML_ERR_ARG, "%s: option 'positions' name '%s' expected an identifier (letters, digits, '_', "
+                           "not starting with a digit) of 1..%d bytes", fn, s ? s : "", ML_POS_NAME_MAX - 1);
+        if (ml_pos_index(s) >= 0)
+            return ml_fail(ML_ERR_ARG, "%s: option 'positions' free name '%s' clashes with the paper's position of "
+                           "that name", fn, s);
+        if (!strcmp(s, "all_target_items_orig"))
+            return ml_fail(ML_ERR_ARG, "%s: option 'positions' name 'all_target_items_orig' is a document field, "
+                           "not a position name", fn);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(s, cfg->free_positions[j]))
+                return ml_fail(ML_ERR_ARG, "%s: option 'positions' lists '%s' twice", fn, s);
+    }
+    return ML_OK;
+}
+
 ml_task *ml_task_custom(const ml_custom_config *cfg, const char *name, uint64_t seed) {
     const char *fn = "mech.task.new";
     if (cfg->vocab < 1 || cfg->vocab > (1 << 24)) {
@@ -20,6 +47,7 @@ ml_task *ml_task_custom(const ml_custom_config *cfg, const char *name, uint64_t 
         ml_fail(ML_ERR_ARG, "%s: positions mask 0x%x names a position beyond the %d known", fn, cfg->positions, ML_NPOS);
         return NULL;
     }
+    if (check_free_positions(cfg, fn) != ML_OK) return NULL;
     int lo = cfg->corrupt_lo, hi = cfg->corrupt_hi;
     if (lo == -1 && hi == -1) lo = 0, hi = cfg->vocab - 1;
     if (lo < 0 || hi >= cfg->vocab || hi <= lo) {
@@ -50,7 +78,37 @@ ml_task *ml_task_custom(const ml_custom_config *cfg, const char *name, uint64_t 
         }
     }
     t->cu.token_names = (const char *const *)t->cu_names;
+    t->cu.free_positions = NULL;
+    if (cfg->n_free_positions > 0) {
+        if (!(t->cu_pos = calloc((size_t)cfg->n_free_positions, sizeof *t->cu_pos))) {
+            ml_task_release(t);
+            ml_fail(ML_ERR_MEM, "%s: out of memory", fn);
+            return NULL;
+        }
+        for (int i = 0; i < cfg->n_free_positions; i++)
+            snprintf(t->cu_pos[i], ML_POS_NAME_MAX, "%s", cfg->free_positions[i]);
+    }
     return t;
+}
+
+int ml_task_npos(const ml_task *t) { return ML_NPOS + (t->kind == ML_TASK_CUSTOM ? t->cu.n_free_positions : 0); }
+
+const char *ml_task_pos_name(const ml_task *t, int i) {
+    if (i < 0 || i >= ml_task_npos(t)) return NULL;
+    return i < ML_NPOS ? ml_pos_names[i] : t->cu_pos[i - ML_NPOS];
+}
+
+int ml_task_pos_index(const ml_task *t, const char *name) {
+    if (!name) return -1;
+    int p = ml_pos_index(name);
+    for (int i = ML_NPOS; p < 0 && i < ml_task_npos(t); i++)
+        if (!strcmp(name, t->cu_pos[i - ML_NPOS])) p = i;
+    return p;
+}
+
+bool ml_task_pos_declared(const ml_task *t, int i) {
+    if (i < 0 || i >= ml_task_npos(t)) return false;
+    return i >= ML_NPOS || (ml_task_positions(t) >> i & 1);
 }
 
 const ml_custom_config *ml_task_custom_config(const ml_task *t) { return t->kind == ML_TASK_CUSTOM ? &t->cu : NULL; }
@@ -85,13 +143,13 @@ ml_status ml_doc_check(const ml_task *t, const ml_doc *d) {
         if (d->tokens[p] < 0 || d->tokens[p] >= t->vocab)
             return ml_fail(ML_ERR_ARG, "token %d at position %d is outside the vocabulary 0..%d", d->tokens[p], p,
                            t->vocab - 1);
-    uint32_t declared = ml_task_positions(t);
-    for (int i = 0; i < ML_NPOS; i++) {
+    for (int i = 0; i < ML_MAX_POS; i++) {
         if (d->pos[i] == -1) continue;
-        if (!(declared >> i & 1))
-            return ml_fail(ML_ERR_ARG, "position '%s' is not one the task declares", ml_pos_names[i]);
+        if (!ml_task_pos_declared(t, i))
+            return ml_fail(ML_ERR_ARG, "position '%s' is not one the task declares",
+                           i < ml_task_npos(t) ? ml_task_pos_name(t, i) : "?");
         if (d->pos[i] < 0 || d->pos[i] >= d->len)
-            return ml_fail(ML_ERR_ARG, "position '%s' = %d is outside the document (0..%d)", ml_pos_names[i],
+            return ml_fail(ML_ERR_ARG, "position '%s' = %d is outside the document (0..%d)", ml_task_pos_name(t, i),
                            d->pos[i], d->len - 1);
     }
     for (int j = 0; j < d->n_all_targets; j++)
@@ -115,7 +173,7 @@ ml_status ml_doc_check(const ml_task *t, const ml_doc *d) {
 
 void ml_doc_start(ml_doc *d, int len) {
     d->len = len;
-    for (int i = 0; i < ML_NPOS; i++) d->pos[i] = -1;
+    for (int i = 0; i < ML_MAX_POS; i++) d->pos[i] = -1;
     d->n_all_targets = 0;
     d->n_reads = 0;
     d->qtype = ML_QT_KEY;

@@ -13,7 +13,8 @@ struct ml_dataset {
     int max_len;
     int32_t *tokens;      /* all documents back to back */
     int64_t *offsets;     /* n + 1 */
-    int32_t *positions;   /* n x ML_NPOS */
+    int32_t *positions;   /* n x npos */
+    int npos;             /* position slots per document: ml_task_npos of the task */
     ml_doc_stats *stats;  /* n */
     uint8_t *qtype;       /* n */
     int32_t *parent;      /* ATR: per token, document position of its parent (-1: none) */
@@ -101,7 +102,8 @@ ml_dataset *ml_dataset_open(ml_task *t, int64_t n, ml_split split) {
     size_t nn = (size_t)n + 1;
     ds->offsets = calloc(nn, sizeof(int64_t));
     ds->all_off = calloc(nn, sizeof(int64_t));
-    ds->positions = malloc(nn * ML_NPOS * sizeof(int32_t));
+    ds->npos = ml_task_npos(t);
+    ds->positions = malloc(nn * (size_t)ds->npos * sizeof(int32_t));
     ds->stats = malloc(nn * sizeof(ml_doc_stats));
     ds->qtype = malloc(nn);
     ds->read_off = calloc(nn, sizeof(int64_t));
@@ -146,7 +148,7 @@ static ml_status put_doc(ml_dataset *ds, ml_doc *doc) {
     ds->offsets[i + 1] = used + doc->len;
     ds->all_off[i + 1] = at_used + doc->n_all_targets;
     ds->read_off[i + 1] = r_used + nr;
-    memcpy(ds->positions + i * ML_NPOS, doc->pos, sizeof doc->pos);
+    memcpy(ds->positions + i * ds->npos, doc->pos, (size_t)ds->npos * sizeof(int32_t));
     ds->stats[i] = doc->stats;
     ds->qtype[i] = (uint8_t)doc->qtype;
     if (doc->len > ds->max_len) ds->max_len = doc->len;
@@ -332,13 +334,14 @@ const int32_t *ml_dataset_tokens(const ml_dataset *ds, int64_t i, int *len) {
     *len = (int)(ds->offsets[i + 1] - ds->offsets[i]);
     return ds->tokens + ds->offsets[i];
 }
-const int32_t *ml_dataset_positions(const ml_dataset *ds, int64_t i) { return ds->positions + i * ML_NPOS; }
+const int32_t *ml_dataset_positions(const ml_dataset *ds, int64_t i) { return ds->positions + i * ds->npos; }
+int ml_dataset_npos(const ml_dataset *ds) { return ds->npos; }
 const ml_doc_stats *ml_dataset_stats(const ml_dataset *ds, int64_t i) { return &ds->stats[i]; }
 
 size_t ml_dataset_bytes(const ml_dataset *ds) {
     /* per token: the token, its parent and its depth; per document: statistics, positions, offsets */
     int64_t tokens = ds->n ? ds->offsets[ds->n] - ds->offsets[0] : 0;
-    return (size_t)tokens * 12 + (size_t)ds->n * (sizeof(ml_doc_stats) + 64);
+    return (size_t)tokens * 12 + (size_t)ds->n * (sizeof(ml_doc_stats) + 32 + 4 * (size_t)ds->npos);
 }
 
 #define STAT(f, fl) {#f, offsetof(ml_doc_stats, f), fl}
@@ -373,7 +376,7 @@ const int32_t *ml_dataset_all_targets(const ml_dataset *ds, int64_t i, int *n) {
     return ds->all_targets + ds->all_off[i];
 }
 
-ml_status ml_dataset_readout_positions(const ml_dataset *ds, int64_t i, int j, int32_t pos[ML_NPOS]) {
+ml_status ml_dataset_readout_positions(const ml_dataset *ds, int64_t i, int j, int32_t *pos) {
     if (i < 0 || i >= ds->n)
         return ml_fail(ML_ERR_INDEX, "dataset:readout_positions: document %lld out of range 0..%lld", (long long)i,
                        (long long)ds->n - 1);
@@ -381,7 +384,7 @@ ml_status ml_dataset_readout_positions(const ml_dataset *ds, int64_t i, int j, i
     const int32_t *rp = ml_dataset_readouts(ds, i, &nr, NULL);
     if (j < 0 || j >= nr)
         return ml_fail(ML_ERR_INDEX, "dataset:readout_positions: readout %d out of range 0..%d", j, nr - 1);
-    memcpy(pos, ml_dataset_positions(ds, i), ML_NPOS * sizeof(int32_t));
+    memcpy(pos, ml_dataset_positions(ds, i), (size_t)ds->npos * sizeof(int32_t));
     const ml_task *t = ds->task;
     if (t->kind != ML_TASK_MQAR) return ML_OK;
     const int32_t *tok = ml_dataset_tokens(ds, i, &len);
@@ -407,7 +410,8 @@ ml_status ml_dataset_get_doc(const ml_dataset *ds, int64_t i, ml_doc *doc) {
     if (ml_doc_reserve(doc, len) != ML_OK) return ML_ERR_MEM;
     copy_i32(doc->tokens, tok, len);
     doc->len = len;
-    memcpy(doc->pos, ml_dataset_positions(ds, i), sizeof doc->pos);
+    memcpy(doc->pos, ml_dataset_positions(ds, i), (size_t)ds->npos * sizeof(int32_t));
+    for (int k = ds->npos; k < ML_MAX_POS; k++) doc->pos[k] = -1;
     copy_i32(doc->all_targets, at, na);
     doc->n_all_targets = na;
     doc->qtype = ml_dataset_qtype(ds, i);
@@ -482,12 +486,12 @@ ml_status ml_dataset_batch_positions(const ml_dataset *ds, const int64_t *doc_in
                                      ml_tensor **positions) {
     *positions = NULL;
     if (check_indices(ds, doc_indices, batch, "dataset:positions") != ML_OK) return ml_last_status();
-    int64_t shape[2] = {batch, ML_NPOS};
+    int64_t shape[2] = {batch, ds->npos};
     ml_tensor *p = ml_empty(ML_I32, 2, shape);
     if (!p) return ml_last_status() != ML_OK ? ml_last_status() : ML_ERR_MEM;
     for (int b = 0; b < batch; b++)
-        memcpy(ml_i32(p) + (int64_t)b * ML_NPOS, ml_dataset_positions(ds, doc_indices[b]),
-               ML_NPOS * sizeof(int32_t));
+        memcpy(ml_i32(p) + (int64_t)b * ds->npos, ml_dataset_positions(ds, doc_indices[b]),
+               (size_t)ds->npos * sizeof(int32_t));
     *positions = p;
     return ML_OK;
 }

@@ -116,7 +116,7 @@ static ml_status mqar_write(const ml_task *t, const int32_t *keys, const int32_t
 
     int last_pass = 2 * n * (c->num_passes - 1); /* the nearest occurrence of the pair */
     int qio = last_pass + 2 * first, q = C + 2 * gaps[first];
-    for (int i = 0; i < ML_NPOS; i++) doc->pos[i] = -1;
+    for (int i = 0; i < ML_MAX_POS; i++) doc->pos[i] = -1;
     doc->pos[ML_POS_QUERY_ITEM_ORIG] = qio;
     doc->pos[ML_POS_TARGET_ITEM_ORIG] = qio + 1;
     doc->pos[ML_POS_QUERY_ITEM] = q;

@@ -460,7 +460,7 @@ static ml_status atr_sample(const ml_task *t, draws *d, ml_split split, ml_doc *
     tok[p++] = ML_EOS;
     doc->len = p;
 
-    for (int i = 0; i < ML_NPOS; i++) doc->pos[i] = -1;
+    for (int i = 0; i < ML_MAX_POS; i++) doc->pos[i] = -1;
     doc->pos[ML_POS_BOS] = 0;
     doc->pos[ML_POS_QUERY_ITEM_ORIG] = 1 + qy;
     doc->pos[ML_POS_TARGET_ITEM_ORIG] = 1 + tg;

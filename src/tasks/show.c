@@ -41,10 +41,10 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
 }
 
 /* " <query_item_orig,next_key>" for the named positions equal to p. */
-static void marks(sbuf *b, const ml_doc *d, int p) {
+static void marks(sbuf *b, const ml_task *t, const ml_doc *d, int p) {
     int k = 0;
-    for (int i = 0; i < ML_NPOS; i++)
-        if (d->pos[i] == p) sb_printf(b, "%s%s", k++ ? "," : "  <", ml_pos_names[i]);
+    for (int i = 0; i < ml_task_npos(t); i++)
+        if (d->pos[i] == p) sb_printf(b, "%s%s", k++ ? "," : "  <", ml_task_pos_name(t, i));
     for (int j = 0; j < d->n_all_targets; j++)
         if (d->all_targets[j] == p && p != d->pos[ML_POS_TARGET_ITEM_ORIG])
             sb_printf(b, "%s%s", k++ ? "," : "  <", "all_target_items_orig");
@@ -54,7 +54,7 @@ static void marks(sbuf *b, const ml_doc *d, int p) {
 static void tree(sbuf *b, const ml_task *t, const ml_doc *d, int y, int indent, int budget) {
     char name[32];
     sb_printf(b, "%*s%s @%d", 2 + 2 * indent, "", ml_task_token_name(t, d->tokens[1 + y], name), 1 + y);
-    marks(b, d, 1 + y);
+    marks(b, t, d, 1 + y);
     sb_printf(b, "\n");
     if (budget <= 0) return; /* a tree is never deeper than its yield; this only guards bad input */
     for (int c = 0; c < d->n_yield; c++)
@@ -81,10 +81,10 @@ char *ml_doc_format(const ml_task *t, const ml_doc *d) {
         sb_printf(&b, mark ? " [%s]" : " %s", ml_task_token_name(t, d->tokens[p], name));
     }
     sb_printf(&b, "\npositions:");
-    for (int i = 0; i < ML_NPOS; i++) {
+    for (int i = 0; i < ml_task_npos(t); i++) {
         int p = d->pos[i];
         if (p < 0 || p >= d->len) continue;
-        sb_printf(&b, "\n  %-21s %4d  %s", ml_pos_names[i], p, ml_task_token_name(t, d->tokens[p], name));
+        sb_printf(&b, "\n  %-21s %4d  %s", ml_task_pos_name(t, i), p, ml_task_token_name(t, d->tokens[p], name));
     }
     if (d->n_all_targets > 0) {
         sb_printf(&b, "\n  %-21s", "all_target_items_orig");

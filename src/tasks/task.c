@@ -92,7 +92,7 @@ ml_status ml_grow(void **p, int *cap, int n, size_t size) {
 
 void ml_doc_init(ml_doc *d) {
     memset(d, 0, sizeof *d);
-    for (int i = 0; i < ML_NPOS; i++) d->pos[i] = -1;
+    for (int i = 0; i < ML_MAX_POS; i++) d->pos[i] = -1;
 }
 
 ml_scratch *ml_scratch_get(ml_doc *d) {
@@ -175,6 +175,7 @@ void ml_task_release(ml_task *t) {
     if (t->cu_names)
         for (int i = 0; i < t->vocab; i++) free(t->cu_names[i]);
     free(t->cu_names);
+    free(t->cu_pos);
     free(t);
 }
 

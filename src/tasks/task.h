@@ -47,8 +47,13 @@ typedef enum {
     ML_NPOS
 } ml_pos;
 extern const char *const ml_pos_names[ML_NPOS];
-/* Index of a position name, or -1. */
+/* Index of a paper position name, or -1. */
 int ml_pos_index(const char *name);
+/* Free position names (docs/tasks.md, "Position names"): a task's positions are the paper's eight
+ * (slots 0..ML_NPOS-1, the same for every task) followed by the names a custom task declares
+ * beyond them (slots ML_NPOS.., in declaration order). At most ML_MAX_POS slots in all; a free name
+ * is an identifier of at most ML_POS_NAME_MAX - 1 bytes. */
+enum { ML_MAX_POS = 64, ML_POS_NAME_MAX = 32 };
 
 typedef enum { ML_HEAD_RIGHT = 0, ML_HEAD_LEFT = 1 } ml_head_pos;
 /* Random stream of an ATR task (docs/tasks.md, "Random streams"). PHILOX: mechlab's own
@@ -101,7 +106,10 @@ typedef struct {
 typedef struct {
     int vocab;                      /* V: token ids 0 .. V-1 */
     const char *const *token_names; /* V names (copied), or NULL: a token prints as its id */
-    uint32_t positions;             /* the named positions its documents may carry: bit (1 << ML_POS_x) */
+    uint32_t positions;             /* the paper's positions its documents may carry: bit (1 << ML_POS_x) */
+    const char *const *free_positions; /* n_free_positions more names, slots ML_NPOS.. (copied; NULL in
+                                        * ml_task_custom_config's copy: ml_task_pos_name names them) */
+    int n_free_positions;
     int corrupt_lo, corrupt_hi;     /* corruption pool, inclusive; both -1: the whole vocabulary */
     double holdout;                 /* 0: none; else the fraction of documents (by a hash of their tokens)
                                      * that only dev and test have, so train and test never share one */
@@ -144,6 +152,15 @@ ml_task *ml_task_custom(const ml_custom_config *cfg, const char *name, uint64_t 
 const ml_custom_config *ml_task_custom_config(const ml_task *t); /* NULL unless CUSTOM (token_names: the copy) */
 /* The named positions a task's documents carry (bit 1 << ML_POS_x): a custom task's declared ones. */
 uint32_t ml_task_positions(const ml_task *t);
+/* The task's position slots: ML_NPOS plus a custom task's free names (the columns of
+ * ml_dataset_batch_positions). */
+int ml_task_npos(const ml_task *t);
+/* The name of slot i (0 <= i < ml_task_npos), NULL outside. */
+const char *ml_task_pos_name(const ml_task *t, int i);
+/* The slot of a position name of the task (a paper name or one of its free names), or -1. */
+int ml_task_pos_index(const ml_task *t, const char *name);
+/* Whether slot i is a position the task's documents may carry (free names always are). */
+bool ml_task_pos_declared(const ml_task *t, int i);
 /* Named configurations (docs/tasks.md, "Presets"; and ar_32, ar_32_value, ar_32_split). */
 ml_task *ml_task_preset(const char *name, uint64_t seed);
 /* The same with the random stream chosen (ML_RNG_NUMPY: ATR presets only). */
@@ -215,7 +232,7 @@ void ml_dataset_stat_means(const ml_dataset *ds, double means[ML_STAT_MEANS], in
 typedef struct {
     int32_t *tokens;
     int len;
-    int32_t pos[ML_NPOS];
+    int32_t pos[ML_MAX_POS]; /* by slot; a task uses the first ml_task_npos */
     int32_t *all_targets;  /* all_target_items_orig */
     int n_all_targets;
     /* Readouts: the logit at read_pos[j] must predict read_ans[j]. AR and ATR leave n_reads 0
@@ -259,19 +276,20 @@ int64_t ml_dataset_size(const ml_dataset *ds);
 ml_task *ml_dataset_task(const ml_dataset *ds);
 ml_split ml_dataset_split(const ml_dataset *ds);
 int ml_dataset_max_len(const ml_dataset *ds);
-/* Document i: tokens (len entries), named positions (ML_NPOS entries), statistics, type. */
+/* Document i: tokens (len entries), named positions (ml_dataset_npos entries), statistics, type. */
 const int32_t *ml_dataset_tokens(const ml_dataset *ds, int64_t i, int *len);
 const int32_t *ml_dataset_positions(const ml_dataset *ds, int64_t i);
+int ml_dataset_npos(const ml_dataset *ds); /* ml_task_npos of its task: the stride of the positions */
 const ml_doc_stats *ml_dataset_stats(const ml_dataset *ds, int64_t i);
 ml_qtype ml_dataset_qtype(const ml_dataset *ds, int64_t i);
 const int32_t *ml_dataset_all_targets(const ml_dataset *ds, int64_t i, int *n);
 /* Readouts of document i (positions and answers, n of them; in document order). */
 const int32_t *ml_dataset_readouts(const ml_dataset *ds, int64_t i, int *n, const int32_t **answers);
-/* The named positions of readout j of document i (ML_NPOS entries into pos): for AR and ATR
+/* The named positions of readout j of document i (ml_dataset_npos entries into pos): for AR and ATR
  * (j = 0) the document's; for MQAR those of query j: query_item = the query, target_item = query
  * + 1, query_item_orig / target_item_orig its pair in the context's last pass, next_key the next
  * key there (-1 after the last pair). For an evaluator that reads every query. */
-ml_status ml_dataset_readout_positions(const ml_dataset *ds, int64_t i, int j, int32_t pos[ML_NPOS]);
+ml_status ml_dataset_readout_positions(const ml_dataset *ds, int64_t i, int j, int32_t *pos);
 /* About the memory the dataset holds (for a garbage collector's accounting). */
 size_t ml_dataset_bytes(const ml_dataset *ds);
 /* A dataset filled from outside C: room for n documents of `split`, none yet (size 0). */
@@ -302,8 +320,8 @@ typedef struct {
  * pos_index[i] (one entry per document); every document's type qtype. */
 typedef struct {
     int64_t n;
-    ml_doc_cols tok, tg, rd, an, pos[ML_NPOS];
-    int pos_index[ML_NPOS], npos;
+    ml_doc_cols tok, tg, rd, an, pos[ML_MAX_POS];
+    int pos_index[ML_MAX_POS], npos;
     ml_qtype qtype;
 } ml_doc_batch;
 /* Appends the documents of b to ds in order (scratch: a document buffer) until max are kept (a
@@ -323,7 +341,7 @@ ml_status ml_dataset_get_doc(const ml_dataset *ds, int64_t i, ml_doc *doc);
  * ML_IGNORE (-100) everywhere else. */
 ml_status ml_dataset_batch(const ml_dataset *ds, const int64_t *doc_indices, int batch,
                            ml_tensor **tokens, ml_tensor **targets);
-/* Named positions of the same documents: int32 (batch, ML_NPOS), -1 where absent. */
+/* Named positions of the same documents: int32 (batch, ml_dataset_npos), -1 where absent. */
 ml_status ml_dataset_batch_positions(const ml_dataset *ds, const int64_t *doc_indices, int batch,
                                      ml_tensor **positions);
 /* Documents first .. first+count-1 (the fixed order of docs/tasks.md, "Datasets and batches"). */

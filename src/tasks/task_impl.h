@@ -47,6 +47,7 @@ struct ml_task {
     /* CUSTOM: the configuration, its token names copied (NULL: ids) */
     ml_custom_config cu;
     char **cu_names;
+    char (*cu_pos)[ML_POS_NAME_MAX]; /* its free position names (cu.n_free_positions) */
 
     /* rng = numpy only */
     double *start_cdf;           /* the original's uniform start distribution, as choice() sees it */

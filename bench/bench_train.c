@@ -12,7 +12,7 @@
  * pass as twice the forward (one product for each operand's gradient), so a step is 3x forward.
  * The peak is one core's fp32 multiply-add rate, which this process measures first on one thread
  * with a kernel that runs in registers only, for the widest vector unit the CPU has (bench/peak.h:
- * AVX-512F, else AVX2+FMA, else SSE2; best of 7 runs of 20 ms); at T threads it is T times that.
+ * AVX-512F, else AVX2+FMA, else SSE2; best of 50 runs of 2 ms); at T threads it is T times that.
  * `--rate GFLOPS` gives the one-thread peak instead (and skips the measurement). Where the CPU has
  * AVX512_BF16 the rate of its bf16 dot product (vdpbf16ps) is measured and printed beside it: the
  * ceiling for training in bf16. The CPU model and the ISA are printed first. On a shared machine
@@ -88,11 +88,11 @@ static double measure_peak(double rate) {
         return rate;
     }
     if (!n) return printf("CPU: %s; no peak kernel for it (give --rate)\n", cpu), 0;
-    rate = peak_measure(&ks[0], 7); /* on this thread */
-    printf("CPU: %s; ISA %s: fp32 multiply-add peak %.1f GFLOP/s a thread (%d chains x %d lanes, best of 7)", cpu,
+    rate = peak_measure(&ks[0], 50); /* on this thread */
+    printf("CPU: %s; ISA %s: fp32 multiply-add peak %.1f GFLOP/s a thread (%d chains x %d lanes, best of 50)", cpu,
            ks[0].isa, rate, ks[0].chains, ks[0].lanes);
     if (peak_bf16_kernel(&bf)) {
-        double r = peak_measure(&bf, 7);
+        double r = peak_measure(&bf, 50);
         printf("; bf16 dot product (vdpbf16ps) %.1f GFLOP/s (%.2fx fp32)", r, r / rate);
     } else printf("; no AVX512_BF16");
     printf("\n");

@@ -159,8 +159,11 @@ static void peak_run(const peak_kernel *k, int64_t iters, float *acc) {
     }
 }
 
-/* GFLOP/s of kernel k on the calling thread: the best of `runs` runs of about 20 ms each (thread
- * CPU time, so a descheduled thread does not count), after one run that sizes them. */
+/* GFLOP/s of kernel k on the calling thread: the best of `runs` runs of about 2 ms each (thread
+ * CPU time, so time descheduled does not count), after one run that sizes them. Short runs find
+ * the undisturbed windows of a shared machine (on the shared 2-core Zen 5, side by side: best of 7
+ * runs of 20 ms 207-215 GFLOP/s, of 50 runs of 2 ms 217-228); the rate still follows the
+ * machine's state from one minute to the next (211-228 there), so compare runs side by side. */
 static double peak_measure(const peak_kernel *k, int runs) {
     float acc[PEAK_MAX_FLOATS];
     for (int i = 0; i < PEAK_MAX_FLOATS; i++) acc[i] = (float)i / PEAK_MAX_FLOATS;
@@ -169,7 +172,7 @@ static double peak_measure(const peak_kernel *k, int runs) {
     double t = peak_thread_seconds();
     peak_run(k, iters, acc);
     t = peak_thread_seconds() - t;
-    if (t > 0) iters = (int64_t)(iters * 0.02 / t) + 1;
+    if (t > 0) iters = (int64_t)(iters * 0.002 / t) + 1;
     for (int r = 0; r < runs; r++) {
         t = peak_thread_seconds();
         peak_run(k, iters, acc);

@@ -2,7 +2,7 @@
  * registers and run independent chains of multiply-adds, one kernel for each vector unit, picked
  * at run time (`__builtin_cpu_supports`), so that a baseline x86-64 build measures AVX-512 where
  * the CPU has it and still runs where it has not. Used by bench_train as the floor a training step
- * is measured against (docs/kernels.md, "Speed").
+ * is measured against (docs/kernels.md, "The peak").
  *
  * A chain is acc = acc·mul + add, one FMA (AVX-512F, AVX2+FMA) or a multiply then an add (SSE2):
  * each instruction waits for the previous one of its chain, so the chains must cover the FMA's

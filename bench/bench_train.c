@@ -1,22 +1,29 @@
 /* Training-step benchmark: ms per step (AdamW update included), the matmul FLOPs of a step, GFLOP/s
- * and the step's FLOP floor, per architecture, width and thread count.
+ * and their share of the core's peak, per architecture, width and thread count.
  *
  *   bench_train [--task NAME] [--d 64,256] [--threads 1,2] [--steps N] [--rounds R] [--rate GFLOPS] [arch ...]
  *   bench_train --shapes [--task NAME] [--d 16,32,64] [--rate GFLOPS]
+ *   bench_train --selftest
  *
  * Defaults: ar_32 (B = 32, L = 37, V = 8196), D = 64 and 256, 1 and 2 threads, attention.
  * `--task pcfg_5_20` gives the ATR (5, 20) documents (their own length and vocabulary).
  *
  * FLOPs count the matrix products (2 per multiply-add) of the forward pass and take the backward
  * pass as twice the forward (one product for each operand's gradient), so a step is 3x forward.
- * The floor is those FLOPs at the sgemm rate this process measures first on one thread (a
- * 512-cube product, best of 5; `--rate` gives it instead): the time a step would take if it were
- * nothing but large matrix products. On a shared machine wall time measures the neighbours too: the process CPU time per
- * step is printed beside it (with 2 threads it adds both threads' time); each row is the best of
- * `rounds` rounds of `steps` steps. bench/step_breakdown.sh runs this under perf to split a step
- * into matmuls, mixer kernels, norms and elementwise ops, embedding and head, optimizer and
- * bookkeeping. `--shapes` times, on one thread, each linear product of an attention step alone
- * (forward and both backward products at their shapes) against the floor's rate. */
+ * The peak is one core's fp32 multiply-add rate, which this process measures first on one thread
+ * with a kernel that runs in registers only, for the widest vector unit the CPU has (bench/peak.h:
+ * AVX-512F, else AVX2+FMA, else SSE2; best of 50 runs of 2 ms); at T threads it is T times that.
+ * `--rate GFLOPS` gives the one-thread peak instead (and skips the measurement). Where the CPU has
+ * AVX512_BF16 the rate of its bf16 dot product (vdpbf16ps) is measured and printed beside it: the
+ * ceiling for training in bf16. The CPU model and the ISA are printed first. On a shared machine
+ * wall time measures the neighbours too: the process CPU time per step is printed beside it (with
+ * 2 threads it adds both threads' time); GFLOP/s and the share of the peak use the CPU time on one
+ * thread and the wall time on more. Each row is the best of `rounds` rounds of `steps` steps.
+ * bench/step_breakdown.sh runs this under perf to split a step into matmuls, mixer kernels, norms
+ * and elementwise ops, embedding and head, optimizer and bookkeeping. `--shapes` times, on one
+ * thread, each linear product of an attention step alone (forward and both backward products at
+ * their shapes) as a share of the peak. `--selftest` checks the peak kernels' results against a
+ * scalar reference (not their speed) and exits non-zero on a mismatch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +37,8 @@
 #include "ops/kernels.h"
 #include "ops/ops.h"
 #include "tasks/task.h"
+
+#include "peak.h"
 
 static double clock_s(clockid_t id) {
     struct timespec ts;
@@ -48,21 +57,46 @@ static double forward_flops(const ml_model *m, double B, double L, double N) {
     return f + 2 * N * D * V;
 }
 
-/* One thread's sgemm rate in GFLOP/s: a 512 x 512 x 512 product, best of 5. */
-static double sgemm_rate(void) {
-    ml_set_threads(1);
-    int64_t shape[2] = {512, 512};
-    ml_tensor *a = ml_zeros(ML_F32, 2, shape), *b = ml_zeros(ML_F32, 2, shape);
-    double best = 1e30;
-    for (int r = 0; r < 6; r++) {
-        double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-        ml_tensor *c = ml_matmul(a, b);
-        double dt = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
-        ml_release(c);
-        if (r > 0 && dt < best) best = dt; /* the first call warms the library */
+/* The CPU's model name from /proc/cpuinfo, with its family and model numbers (a virtual machine's
+ * name can be as generic as "AMD EPYC"); "unknown CPU" where there is no /proc/cpuinfo. */
+static void cpu_model(char *out, size_t size) {
+    char name[128] = "unknown CPU", family[16] = "", model[16] = "", line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f) && !(*family && *model && strcmp(name, "unknown CPU"))) {
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        char *value = colon + 1 + (colon[1] == ' ');
+        value[strcspn(value, "\n")] = 0;
+        if (!strncmp(line, "model name", 10)) snprintf(name, sizeof name, "%s", value);
+        else if (!strncmp(line, "cpu family", 10)) snprintf(family, sizeof family, "%s", value);
+        else if (!strncmp(line, "model\t", 6) || !strncmp(line, "model ", 6)) snprintf(model, sizeof model, "%s", value);
     }
-    ml_release(a), ml_release(b);
-    return 2.0 * 512 * 512 * 512 / best / 1e9;
+    if (f) fclose(f);
+    if (*family && *model) snprintf(out, size, "%s (family %s, model %s)", name, family, model);
+    else snprintf(out, size, "%s", name);
+}
+
+/* Prints the CPU, the ISA and the peaks; returns the one-thread fp32 peak in GFLOP/s (`rate` where
+ * it is given, else measured), 0 where there is no kernel for this CPU. */
+static double measure_peak(double rate) {
+    char cpu[256];
+    cpu_model(cpu, sizeof cpu);
+    peak_kernel ks[4], bf;
+    int n = peak_fp32_kernels(ks);
+    if (rate > 0) {
+        printf("CPU: %s; peak %.1f GFLOP/s a thread, given by --rate\n", cpu, rate);
+        return rate;
+    }
+    if (!n) return printf("CPU: %s; no peak kernel for it (give --rate)\n", cpu), 0;
+    rate = peak_measure(&ks[0], 50); /* on this thread */
+    printf("CPU: %s; ISA %s: fp32 multiply-add peak %.1f GFLOP/s a thread (%d chains x %d lanes, best of 50)", cpu,
+           ks[0].isa, rate, ks[0].chains, ks[0].lanes);
+    if (peak_bf16_kernel(&bf)) {
+        double r = peak_measure(&bf, 50);
+        printf("; bf16 dot product (vdpbf16ps) %.1f GFLOP/s (%.2fx fp32)", r, r / rate);
+    } else printf("; no AVX512_BF16");
+    printf("\n");
+    return rate;
 }
 
 /* "16,32,64" -> out[], returns the count (at most max) or -1. */
@@ -79,8 +113,9 @@ static int parse_list(const char *s, int *out, int max) {
 typedef struct {
     const char *task;
     int d[8], n_d, threads[4], n_threads, steps, rounds;
-    double rate; /* GFLOP/s of the floor; 0: measure */
-    bool shapes; /* --shapes: time the step's linear products alone */
+    double rate;   /* one thread's peak in GFLOP/s; 0: measure it */
+    bool shapes;   /* --shapes: time the step's linear products alone */
+    bool selftest; /* --selftest: check the peak kernels' results */
     const char **archs;
     int n_archs;
 } options;
@@ -98,6 +133,10 @@ static int parse_args(int argc, char **argv, options *o) {
         }
         if (!strcmp(a, "--shapes")) {
             o->shapes = true;
+            continue;
+        }
+        if (!strcmp(a, "--selftest")) {
+            o->selftest = true;
             continue;
         }
         if (!v) return fprintf(stderr, "bench_train: %s needs a value\n", a), -1;
@@ -149,9 +188,9 @@ static int bench_row(const options *o, const ml_task *task, const ml_dataset *ds
         int64_t n_rows = 0, n = ml_numel(tg[0]);
         for (int64_t i = 0; i < n; i++) n_rows += ml_i32(tg[0])[i] != -100;
         double gflop = 3 * forward_flops(m, 32, (double)tok[0]->shape[1], (double)n_rows) / 1e9;
-        double floor_ms = gflop / rate * 1e3;
-        printf("%-10s %4d %7d %8.2f %8.2f %10.3f %7.1f %8.2f %6.2f\n", arch, d, threads, ms, cpu, gflop,
-               gflop / ms * 1e3, floor_ms, (threads == 1 ? cpu : ms) / floor_ms);
+        double peak_ms = gflop / (rate * threads) * 1e3, t = threads == 1 ? cpu : ms;
+        printf("%-10s %4d %7d %8.2f %8.2f %10.3f %7.1f %8.2f %6.1f\n", arch, d, threads, ms, cpu, gflop,
+               gflop / t * 1e3, peak_ms, 100 * peak_ms / t);
         fflush(stdout);
     }
     for (int b = 0; b < 8; b++) ml_release(tok[b]), ml_release(tg[b]), ml_release(pos[b]);
@@ -215,15 +254,16 @@ done:
 
 /* --shapes: the rate of each linear product of an attention step at width d, as src/ops/matmul.c
  * makes them (forward y = x·Wᵀ by mlk_gemm_nt, dx = dy·W by mlk_gemm_nn, dW += dyᵀ·x by sgemm;
- * the first two by sgemm beside them) and their sum against the same FLOPs at the 512-cube
- * rate: the bound the products alone put on a step. */
+ * the first two by sgemm beside them), each as a share of the one-thread peak, and their sum: the
+ * bound the products alone put on a step. */
 static void bench_shapes(const int *ds, int n_d, int rows, int head_rows, int vocab, double rate) {
     ml_set_threads(1);
     int blas, own;
     row_bits(800, 192, 64, 40, 64, &blas, &own);
     printf("the first 40 rows of an 800 x 192 x 64 product computed alone as 40 x 64: %d of 2560 elements differ "
            "by sgemm, %d by mlk_gemm_nt\n", blas, own);
-    printf("product          rows   in   out  GFLOP/s: fwd, dx, dW (by sgemm: fwd, dx)   ms (3 products)  x floor\n");
+    printf("product          rows   in   out  GFLOP/s: fwd, dx, dW (sgemm: fwd, dx)  %% of peak: fwd, dx, dW  "
+           "ms (3 products) %% peak\n");
     for (int di = 0; di < n_d; di++) {
         int d = ds[di];
         struct { const char *name; int n, in, out, count; } lin[] = {
@@ -238,15 +278,15 @@ static void bench_shapes(const int *ds, int n_d, int rows, int head_rows, int vo
             double t2 = time_gemm(false, CblasTrans, CblasNoTrans, out, in, n, 1.0f);
             double s0 = time_gemm(false, CblasNoTrans, CblasTrans, n, out, in, 0.0f);
             double s1 = time_gemm(false, CblasNoTrans, CblasNoTrans, n, in, out, 0.0f);
-            double t = t0 + t1 + t2;
-            printf("%-3d %-10s %5d %4d %5d  %6.1f %6.1f %6.1f   %6.1f %6.1f                %7.3f        %5.2f\n", d,
-                   lin[k].name, n, in, out, f / t0 / 1e9, f / t1 / 1e9, f / t2 / 1e9, f / s0 / 1e9, f / s1 / 1e9,
-                   t * 1e3, t / (3 * f / rate / 1e9));
+            double t = t0 + t1 + t2, g0 = f / t0 / 1e9, g1 = f / t1 / 1e9, g2 = f / t2 / 1e9;
+            printf("%-3d %-10s %5d %4d %5d  %6.1f %6.1f %6.1f  %6.1f %6.1f         %5.1f %5.1f %5.1f      %7.3f   "
+                   "%5.1f\n", d, lin[k].name, n, in, out, g0, g1, g2, f / s0 / 1e9, f / s1 / 1e9, 100 * g0 / rate,
+                   100 * g1 / rate, 100 * g2 / rate, t * 1e3, 100 * 3 * f / rate / 1e9 / t);
             total += lin[k].count * t;
             flops += lin[k].count * 3 * f;
         }
-        printf("%-3d all linear products of a 2-layer step: %.3f ms, floor %.3f ms (%.2fx)\n", d, total * 1e3,
-               flops / rate / 1e6, total / (flops / rate / 1e9));
+        printf("%-3d all linear products of a 2-layer step: %.3f ms, %.1f GFLOP/s, %.1f %% of the peak (%.3f ms)\n",
+               d, total * 1e3, flops / total / 1e9, 100 * flops / rate / 1e9 / total, flops / rate / 1e6);
     }
 }
 
@@ -255,25 +295,25 @@ int main(int argc, char **argv) {
     mh_tune_malloc();
     options o;
     if (parse_args(argc, argv, &o)) return 2;
+    if (o.selftest) return peak_selftest() ? 1 : 0;
     ml_task *task = ml_task_preset(o.task, 42);
     ml_dataset *ds = task ? ml_dataset_new(task, 32 * 8, 42, ML_SPLIT_TRAIN) : NULL;
     if (!ds) {
         fprintf(stderr, "bench_train: %s\n", ml_last_error());
         return 1;
     }
-    double rate = o.rate > 0 ? o.rate : sgemm_rate();
+    double rate = measure_peak(o.rate);
+    if (rate <= 0) return 1;
     if (o.shapes) { /* B 32 sequences of the task's length, one supervised row each (ar_32) */
-        printf("sgemm %.1f GFLOP/s on one thread (512-cube)\n", rate);
         bench_shapes(o.d, o.n_d, 32 * ml_dataset_max_len(ds), 32, ml_task_vocab_size(task), rate);
         ml_dataset_free(ds);
         ml_task_release(task);
         return 0;
     }
-    printf("task %s, sgemm %.1f GFLOP/s on one thread (the floor's rate); floor x: cpu ms (1 thread) or ms over "
-           "the floor\n",
-           o.task, rate);
+    printf("task %s; peak ms: the step's FLOPs at the peak of its threads; GFLOP/s and %% peak on the cpu ms (1 "
+           "thread) or the wall ms\n", o.task);
     printf("%-10s %4s %7s %8s %8s %10s %7s %8s %6s\n", "arch", "D", "threads", "ms/step", "cpu ms", "GFLOP/step",
-           "GFLOP/s", "floor ms", "floor x");
+           "GFLOP/s", "peak ms", "% peak");
     for (int a = 0; a < o.n_archs; a++)
         for (int di = 0; di < o.n_d; di++)
             for (int ti = 0; ti < o.n_threads; ti++)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where a training step's time goes: runs build/bench_train on one thread under `perf record` for
 # each architecture and width, and sorts the samples by the function they fell in:
-#   matmul      OpenBLAS and the matmul/einsum wrappers (the head's product included)
+#   matmul      OpenBLAS, mechlab's own products (gemm.c), the matmul/einsum wrappers (the head's included)
 #   mixer       the mixers' kernels: attention scores/softmax, convolutions, scans, the delta rule, ...
 #   norm+ew     LayerNorm, RMSNorm, elementwise ops and reductions (GELU, SiLU, adds, ...)
 #   emb+loss    the embedding and its backward, cross-entropy at the supervised rows
@@ -51,7 +51,7 @@ for arch in "$@"; do
           pct = $1; sub(/%/, "", pct); dso = $2; sym = $NF
           base = sym; sub(/\..*/, "", base)              # function clones: name.arch_x86_64_v4
           f = (sym in file) ? file[sym] : (base in file ? file[base] : "")
-          if (dso ~ /openblas/ || f ~ /ops\/(matmul|einsum)\.c/) c = "matmul"
+          if (dso ~ /openblas/ || f ~ /ops\/(matmul|einsum|gemm)\.c/) c = "matmul"
           else if (base ~ /cross_entropy|logsumexp|kl_div|row_max|embedding/) c = "emb+loss"
           else if (base ~ /attention|causal_softmax|scores_backward|apply_backward|shifted_exp|weighted_gap/) c = "mixer"
           else if (base ~ /layer_norm|rms_norm|dot8/) c = "norm+ew"

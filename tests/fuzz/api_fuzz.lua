@@ -302,6 +302,14 @@ local function build_pool()
   local jt = mech.task.from_jsonl(jp)
   add("task", jt)
   add("dataset", jt:dataset())
+  -- a task with position names of its own (issue 43: `bridge`, `hop`), and its JSON-lines copy
+  local th = mech.task.load("mech.task_examples", { n_keys = 4, n_pairs = 2 }, 5, "two_hop")
+  add("task", th)
+  add("dataset", th:dataset(8))
+  local thp = dir .. "/two_hop.jsonl"
+  th:dataset(4):write_jsonl(thp)
+  local ok_th, tj = pcall(mech.task.from_jsonl, thp)
+  if ok_th then add("task", tj); add("dataset", tj:dataset()) end
   for _, arch in ipairs { "attention", "mamba", "based", "h3", "hyena", "base_conv", "delta_net" } do
     local m = mech.model { arch = arch, d_model = 8, n_layers = 2, vocab = ar:vocab_size() }
     add("model", m)
@@ -576,6 +584,41 @@ end, check = names_module_layer }
 shaped[#shaped + 1] = { "mech.model", function()
   return { { mixer = pick(contract_classes), d_model = 8, n_layers = R(1, 2), vocab = 16 } }
 end }
+-- Issue 43: free position names. Declared lists that repeat, clash with the paper's eight, are
+-- no identifiers or pass the cap; and names (the task's own, the paper's, unknown, numbers, odd
+-- values) where the tools take positions.
+local function position_list()
+  local k, names = R(7), { "bos", "query_item_orig", "divider" }
+  if k == 1 then names[#names + 1] = "bridge"; names[#names + 1] = "bridge" end
+  if k == 2 then names[#names + 1] = pick { "the key", "", "1st", "a.b", ("x"):rep(40), "é" } end
+  if k == 3 then for i = 1, 60 do names[#names + 1] = "p" .. i end end
+  if k == 4 then names[#names + 1] = pick { 3, true, {}, hostile_meta({}) } end
+  if k == 5 then names = hostile_meta({ "bos", "bridge" }) end
+  if k >= 6 then names[#names + 1] = "bridge" end
+  return names
+end
+local function position_name()
+  return pick { "bridge", "hop", "query_item_orig", "next_key", "brigde", "", 0, 3, -1, 2 ^ 40, 0.5, true, {} }
+end
+shaped[#shaped + 1] = { "mech.task.new", function()
+  return { { name = "fuzz_pos", vocab = 8, positions = position_list(),
+    sample = function(gen) return { tokens = { 1, 2, 3, 4 }, targets = { 3 }, positions = { bos = 0, bridge = gen:below(4) } } end } }
+end }
+shaped[#shaped + 1] = { "mech.interp.patching_map", function()
+  local ds = pick(pool.dataset)
+  local ok_b, tok = pcall(function() return (ds:batch(0, 2)) end)
+  local m = pick(pool.model)
+  return { m, ok_b and tok or tokens(2, 5), ok_b and tok or tokens(2, 5),
+    { dataset = ds, first = 0, layers = { 0 }, components = { "block_input" }, positions = { position_name(), position_name() } } }
+end }
+for _, name in ipairs { "dataset:show", "dataset:position_names", "task:positions" } do
+  if by_name[name] then
+    shaped[#shaped + 1] = { name, function()
+      local kind = name:match("^(%a+):")
+      return { pick(pool[kind]), R(0, 9) }
+    end }
+  end
+end
 for _, s in ipairs(shaped) do
   s.target = assert(by_name[s[1]], "api_fuzz.lua: a shaped call names no function: " .. s[1])
 end

@@ -37,6 +37,16 @@ T.test("an RG-LRU mixer of one's own: trained, saved, reloaded bit-exactly in a 
   os.execute("rm -rf '" .. dir .. "'")
 end)
 
+T.test("a 2-hop task of one's own with a position called `bridge`: shown, trained, through patching_map", function()
+  local dir = workdir { "two_hop.lua" }
+  local out = run(dir, "two_hop.lua")
+  T.eq(field(out, "positions"), "bos,query_item_orig,target_item_orig,divider,query_item,target_item,query_type,next_key,bridge")
+  T.truthy(out:find("\n  bridge%s+2  b%d"), out)
+  T.eq(field(out, "columns"), "query_item_orig,bridge,query_item")
+  T.eq(field(out, "rows"), "2")
+  os.execute("rm -rf '" .. dir .. "'")
+end)
+
 T.test("the toolkit: cache, logit lens, decomposition, an ablation hook, a literal name filter, a suggestion", function()
   local dir = workdir { "toolkit.lua" }
   local out = run(dir, "toolkit.lua")

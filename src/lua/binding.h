@@ -87,6 +87,8 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn, co
 int mlL_checkfilter(lua_State *L, int idx, const char *fn, const char *arg);
 /* The live model at arg (src/lua/model.c), else an error naming fn. */
 struct ml_model *mlL_checkmodel(lua_State *L, int arg, const char *fn);
+/* The live dataset at arg (src/lua/task.c), else an error naming fn. */
+struct ml_dataset *mlL_checkdataset(lua_State *L, int arg, const char *fn);
 /* Token ids for model m at arg: an int32 tensor or a table of integers, (B, L) or one document
  * (L), each in [0, vocab). Returns a contiguous (B, L) tensor pushed on the stack (anchored). */
 ml_tensor *mlL_checktokens(lua_State *L, const struct ml_model *m, int arg, const char *fn);

@@ -21,12 +21,6 @@
 #include "lua/binding.h"
 #include "tasks/task.h"
 
-static ml_dataset *check_dataset(lua_State *L, int arg, const char *fn) {
-    ml_dataset **b = luaL_testudata(L, arg, "mech.Dataset");
-    if (!b || !*b) mlL_argerror(L, fn, arg, "a mech.Dataset");
-    return *b;
-}
-
 /* Zeroed scratch memory owned by the stack (freed by the collector even when an error unwinds). */
 static void *scratch(lua_State *L, size_t n) {
     void *p = lua_newuserdatauv(L, n ? n : 1, 0);
@@ -439,7 +433,7 @@ static int l_patch(lua_State *L) {
 static int l_site_mean(lua_State *L) {
     const char *fn = "mech.interp.site_mean";
     ml_model *m = mlL_checkmodel(L, 1, fn);
-    ml_dataset *ds = check_dataset(L, 2, fn);
+    ml_dataset *ds = mlL_checkdataset(L, 2, fn);
     int s = mlL_checksite(L, m, luaL_checkstring(L, 3), fn);
     int64_t n = ml_dataset_size(ds);
     int batch = 64;
@@ -624,7 +618,7 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
                     if (lua_getfield(L, opt, "dataset") == LUA_TNIL)
                         luaL_error(L, "%s: option 'positions' entry %d is a position name ('%s'): it needs option "
                                    "'dataset' (the documents of the clean tokens)", fn, (int)i, lua_tostring(L, -2));
-                    ds = check_dataset(L, lua_gettop(L), fn);
+                    ds = mlL_checkdataset(L, lua_gettop(L), fn);
                     lua_pop(L, 1);
                     first = mlL_optint(L, opt, "first", 0, fn);
                     if (first < 0 || first + B > ml_dataset_size(ds))
@@ -677,7 +671,7 @@ static void map_readout(lua_State *L, const ml_model *m, ml_tensor *clean, int o
         luaL_error(L, "%s: say where the answer is read: option 'dataset' (the clean tokens are its documents from "
                       "option 'first') or option 'rows' (and 'targets'; ic.readout(ds, first, n) gives both)", fn);
     if (has_ds) {
-        ml_dataset *ds = check_dataset(L, lua_gettop(L), fn);
+        ml_dataset *ds = mlL_checkdataset(L, lua_gettop(L), fn);
         if (ml_pm_dataset_rows(ds, mlL_optint(L, opt, "first", 0, fn), clean, rows)) mlL_raise_as(L, fn);
     }
     lua_pop(L, 1);
@@ -839,7 +833,7 @@ static int l_patching_map(lua_State *L) {
     double threshold = mlL_optnum(L, 4, "threshold", 0.01, fn);
     /* chance as the interchange evaluation has it (the task's answers); 1/V when no task is known */
     double chance_default = 1.0 / m->cfg.vocab;
-    if (lua_getfield(L, 4, "dataset") != LUA_TNIL) chance_default = ml_task_chance(ml_dataset_task(check_dataset(L, lua_gettop(L), fn)));
+    if (lua_getfield(L, 4, "dataset") != LUA_TNIL) chance_default = ml_task_chance(ml_dataset_task(mlL_checkdataset(L, lua_gettop(L), fn)));
     lua_pop(L, 1);
     double chance = mlL_optnum(L, 4, "chance", chance_default, fn);
     ml_pm_result *r = ml_patching_map(m, clean, corr, &c);
@@ -950,7 +944,7 @@ static int l_interchange(lua_State *L) {
     static const char *const keys[] = {"sites", "label_types", "positions", "seed", "batch", "first",
                                        "count", "swap", "reference", "workers", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
-    ml_dataset *ds = check_dataset(L, 2, fn);
+    ml_dataset *ds = mlL_checkdataset(L, 2, fn);
     mlL_opttable(L, 3, fn, 3, keys);
     ml_ic_config *c = lua_newuserdatauv(L, sizeof *c, 0); /* collected with the call */
     ml_ic_config_paper(c, m, ml_dataset_task(ds));
@@ -996,7 +990,7 @@ static int l_attention_mass(lua_State *L) {
     const char *fn = "mech.interp.attention_mass";
     static const char *const keys[] = {"query", "key", "n", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
-    ml_dataset *ds = check_dataset(L, 2, fn);
+    ml_dataset *ds = mlL_checkdataset(L, 2, fn);
     mlL_opttable(L, 3, fn, 3, keys);
     lua_getfield(L, 3, "query");
     int q = lua_isnil(L, -1) ? ML_POS_QUERY_ITEM : pos_arg(L, -1, ml_dataset_task(ds), fn, "option 'query'");
@@ -1018,7 +1012,7 @@ static int l_attribution_patching(lua_State *L) {
     const char *fn = "mech.interp.attribution_patching";
     static const char *const keys[] = {"sites", "label_types", "positions", "seed", "n", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
-    ml_dataset *ds = check_dataset(L, 2, fn);
+    ml_dataset *ds = mlL_checkdataset(L, 2, fn);
     mlL_checktable(L, 3, fn, 3);
     mlL_checkkeys(L, 3, fn, keys);
     ml_ap_config c = {.n_label_types = 2, .label_types = {ML_POS_QUERY_ITEM_ORIG, ML_POS_TARGET_ITEM_ORIG}};

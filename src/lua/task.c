@@ -44,7 +44,7 @@ static task_box *check_task(lua_State *L, int idx, const char *fn) {
     return b;
 }
 
-static ml_dataset *check_dataset(lua_State *L, int idx, const char *fn) {
+ml_dataset *mlL_checkdataset(lua_State *L, int idx, const char *fn) {
     dataset_box *b = luaL_testudata(L, idx, DATASET_MT);
     if (!b || !b->ds) mlL_argerror(L, fn, idx, "a mech.Dataset");
     return b->ds;
@@ -760,7 +760,7 @@ static int64_t *range_indices(lua_State *L, const ml_dataset *ds, int idx, const
 /* ds:batch(first, count) -> tokens, targets, positions */
 static int l_ds_batch(lua_State *L) {
     const char *fn = "dataset:batch";
-    ml_dataset *ds = check_dataset(L, 1, fn);
+    ml_dataset *ds = mlL_checkdataset(L, 1, fn);
     int n;
     int64_t *idx = range_indices(L, ds, 2, fn, &n);
     return push_batch(L, ds, idx, n);
@@ -769,7 +769,7 @@ static int l_ds_batch(lua_State *L) {
 /* ds:batch_at({i, j, ...}) -> tokens, targets, positions (0-based indices) */
 static int l_ds_batch_at(lua_State *L) {
     const char *fn = "dataset:batch_at";
-    ml_dataset *ds = check_dataset(L, 1, fn);
+    ml_dataset *ds = mlL_checkdataset(L, 1, fn);
     mlL_checktable(L, 2, fn, 2);
     lua_Integer n = luaL_len(L, 2);
     if (n < 1 || n > INT_MAX) return mlL_argerror(L, fn, 2, "a non-empty list of document indices");
@@ -790,7 +790,7 @@ static int l_ds_batch_at(lua_State *L) {
 /* A tensor of documents first .. first + count - 1 (arguments 2, 3) that the core function f makes. */
 static int range_tensor(lua_State *L, const char *fn,
                         ml_status (*f)(const ml_dataset *, const int64_t *, int, ml_tensor **)) {
-    ml_dataset *ds = check_dataset(L, 1, fn);
+    ml_dataset *ds = mlL_checkdataset(L, 1, fn);
     int n;
     int64_t *idx = range_indices(L, ds, 2, fn, &n);
     ml_tensor *t;
@@ -811,7 +811,7 @@ static int l_task_positions(lua_State *L) { return push_task_positions(L, check_
 
 /* ds:position_names() -> its task's positions() */
 static int l_ds_position_names(lua_State *L) {
-    return push_task_positions(L, ml_dataset_task(check_dataset(L, 1, "dataset:position_names")));
+    return push_task_positions(L, ml_dataset_task(mlL_checkdataset(L, 1, "dataset:position_names")));
 }
 
 /* ds:positions(first, count) -> int32 tensor (count, #ds:position_names()) */
@@ -825,7 +825,7 @@ static int l_ds_target_dist(lua_State *L) {
 /* ds:doc(i) -> document table (0-based i) */
 static int l_ds_doc(lua_State *L) {
     const char *fn = "dataset:doc";
-    ml_dataset *ds = check_dataset(L, 1, fn);
+    ml_dataset *ds = mlL_checkdataset(L, 1, fn);
     int64_t i = check_index(L, ds, 2, fn);
     push_ds_task(L, 1, ds);
     int task_idx = lua_gettop(L);
@@ -838,7 +838,7 @@ static int l_ds_doc(lua_State *L) {
 /* ds:show(i) -> string */
 static int l_ds_show(lua_State *L) {
     const char *fn = "dataset:show";
-    ml_dataset *ds = check_dataset(L, 1, fn);
+    ml_dataset *ds = mlL_checkdataset(L, 1, fn);
     int64_t i = check_index(L, ds, 2, fn);
     ml_doc *d = push_scratch_doc(L);
     if (ml_dataset_get_doc(ds, i, d) != ML_OK) return mlL_raise(L);
@@ -847,7 +847,7 @@ static int l_ds_show(lua_State *L) {
 
 /* ds:stats() -> means of the per-document statistics, plus min/max of the lengths */
 static int l_ds_stats(lua_State *L) {
-    ml_dataset *ds = check_dataset(L, 1, "dataset:stats");
+    ml_dataset *ds = mlL_checkdataset(L, 1, "dataset:stats");
     double m[ML_STAT_MEANS];
     int lo, hi;
     ml_dataset_stat_means(ds, m, &lo, &hi);
@@ -860,27 +860,27 @@ static int l_ds_stats(lua_State *L) {
 }
 
 static int l_ds_len(lua_State *L) {
-    lua_pushinteger(L, ml_dataset_size(check_dataset(L, 1, "#dataset")));
+    lua_pushinteger(L, ml_dataset_size(mlL_checkdataset(L, 1, "#dataset")));
     return 1;
 }
 
 static int l_ds_task(lua_State *L) {
-    push_ds_task(L, 1, check_dataset(L, 1, "dataset:task"));
+    push_ds_task(L, 1, mlL_checkdataset(L, 1, "dataset:task"));
     return 1;
 }
 
 static int l_ds_split(lua_State *L) {
-    lua_pushstring(L, ml_split_name(ml_dataset_split(check_dataset(L, 1, "dataset:split"))));
+    lua_pushstring(L, ml_split_name(ml_dataset_split(mlL_checkdataset(L, 1, "dataset:split"))));
     return 1;
 }
 
 static int l_ds_max_len(lua_State *L) {
-    lua_pushinteger(L, ml_dataset_max_len(check_dataset(L, 1, "dataset:max_len")));
+    lua_pushinteger(L, ml_dataset_max_len(mlL_checkdataset(L, 1, "dataset:max_len")));
     return 1;
 }
 
 static int l_ds_tostring(lua_State *L) {
-    ml_dataset *ds = check_dataset(L, 1, "tostring");
+    ml_dataset *ds = mlL_checkdataset(L, 1, "tostring");
     lua_pushfstring(L, "mech.Dataset(%s, %s, %I documents)", ml_task_name(ml_dataset_task(ds)),
                     ml_split_name(ml_dataset_split(ds)), (lua_Integer)ml_dataset_size(ds));
     return 1;
@@ -1186,7 +1186,7 @@ static void read_custom_doc(lua_State *L, int idx, int ids_idx, const ml_task *t
 /* appended = C.append(ds, doc, [scratch]): false when the task's holdout puts doc in the other split;
  * raises (without a function name: the caller says which document) when doc is malformed. */
 static int c_append(lua_State *L) {
-    ml_dataset *ds = check_dataset(L, 1, "task:dataset");
+    ml_dataset *ds = mlL_checkdataset(L, 1, "task:dataset");
     ml_doc *d = luaL_testudata(L, 3, "mech.TaskDoc"); /* reused: no allocation per document */
     lua_settop(L, 3);
     if (!d) d = push_scratch_doc(L);
@@ -1300,7 +1300,7 @@ static void batch_positions(lua_State *L, const ml_task *t, lua_Integer n, ml_do
  * each as C.append does; nil, row, message for the first faulty document (row: 0-based in the
  * batch). A malformed batch raises. */
 static int c_append_batch(lua_State *L) {
-    ml_dataset *ds = check_dataset(L, 1, "task:dataset");
+    ml_dataset *ds = mlL_checkdataset(L, 1, "task:dataset");
     ml_doc *d = luaL_checkudata(L, 3, "mech.TaskDoc");
     lua_Integer max = luaL_checkinteger(L, 4);
     lua_settop(L, 4);
@@ -1415,7 +1415,7 @@ static int c_read_data(lua_State *L) {
 
 /* C.done(ds): a filled dataset, its memory accounted; returns ds */
 static int c_done(lua_State *L) {
-    mlL_account(L, ml_dataset_bytes(check_dataset(L, 1, "task:dataset")));
+    mlL_account(L, ml_dataset_bytes(mlL_checkdataset(L, 1, "task:dataset")));
     lua_settop(L, 1);
     return 1;
 }

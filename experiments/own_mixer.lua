@@ -92,8 +92,9 @@ for _, p in ipairs { "target_item_orig", "query_item", "query_item_orig" } do
 end
 
 -- a patching map over layer 1's block input and the mixer's own sites, key corrupted
-local clean, corrupted = ic.corrupt(ds, 0, 32)
-local rows, targets = ic.readout(ds, 0, 32)
+local n_map = math.min(32, docs) -- the map's documents: at most the evaluated ones
+local clean, corrupted = ic.corrupt(ds, 0, n_map)
+local rows, targets = ic.readout(ds, 0, n_map)
 local map = mech.interp.patching_map(model, clean, corrupted, { layers = { 1 },
   components = { "block_input", "mixer.hook_log_decay", "mixer.v_proj", "attention_output" }, rows = rows,
   targets = targets })

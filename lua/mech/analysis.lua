@@ -1,7 +1,7 @@
 --- Residual-stream analysis on a cache (docs/analysis.md): the cache methods accumulated_resid,
 --- decompose_resid, stack_head_results, apply_ln_to_stack and logit_attrs, and the figures
 --- mech.plot.layers / components (also mech.interp.plot_layers / plot_components). The cache
---- methods (A.cache_NAME, set as methods of mech.Cache by src/lua/interp.c) check the cache and
+--- methods (A.cache_NAME, set as methods of mech.Cache by src/lua/cache.c) check the cache and
 --- pass the model and tokens it came from (A.set_origin, at model:run_with_cache); everything here
 --- is tensor ops, so the results carry gradients where the cached tensors do.
 local show = require "mech.show"
@@ -225,7 +225,7 @@ end
 -- The model and tokens each cache came from (weak keys: the cache stays a plain table of activations).
 local origins = setmetatable({}, { __mode = "k" })
 
---- Records the model and tokens of a cache of model:run_with_cache (src/lua/interp.c calls it).
+--- Records the model and tokens of a cache of model:run_with_cache (src/lua/cache.c calls it).
 function A.set_origin(cache, model, tokens) origins[cache] = { model, tokens } end
 
 -- cache:NAME(...) is NAME(cache, model, tokens, ...) (a tail call: errors name the caller's line).

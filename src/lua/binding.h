@@ -19,7 +19,7 @@
 
 #define MLL_TENSOR_MT "mech.Tensor"
 #define MLL_RNG_MT "mech.Generator" /* userdata holding an ml_rng */
-#define MLL_CACHE_MT "mech.Cache"   /* metatable of run_with_cache's tables (src/lua/interp.c) */
+#define MLL_CACHE_MT "mech.Cache"   /* metatable of run_with_cache's tables (src/lua/cache.c) */
 
 /* Tensor userdata: a box holding one reference. */
 ml_tensor *mlL_checktensor(lua_State *L, int arg, const char *fn);
@@ -95,6 +95,11 @@ ml_tensor *mlL_checktokens(lua_State *L, const struct ml_model *m, int arg, cons
 /* Wraps the functions table[names[i]] (argument 1: a model) so that the model's persistent hooks
  * (model:add_hook) are on for every run inside them (src/lua/model.c). */
 void mlL_hooked(lua_State *L, int table, const char *const *names);
+/* Zeroed scratch memory of n bytes owned by the stack (pushed; freed by the collector even when an
+ * error unwinds). */
+void *mlL_scratch(lua_State *L, size_t n);
+/* Adds cache.c's cache class and model:run_with_cache / run_with_hooks (mlL_open_interp calls it). */
+void mlL_open_cache(lua_State *L);
 /* Adds analysis.c's model methods (mlL_open_interp calls it). */
 int mlL_open_analysis(lua_State *L);
 /* The model optimiser of mech.adamw (a mech.AdamW userdata, src/lua/optim.c): the one at arg, else
@@ -119,7 +124,7 @@ int mlL_open_task(lua_State *L);   /* src/lua/task.c: mech.task (AR, ATR, datase
  * that cannot be rebuilt (a Lua task's module missing or not allowed) sets meta.task_error instead
  * (src/lua/task.c). modules_idx: the list of modules the caller allowed (0: none; docs/security.md). */
 void mlL_meta_task(lua_State *L, int meta_idx, const char *path, int modules_idx);
-int mlL_open_interp(lua_State *L); /* src/lua/interp.c: run_with_cache/_hooks, mech.interp */
+int mlL_open_interp(lua_State *L); /* src/lua/interp.c: mech.interp, and cache.c's run_with_cache/_hooks */
 int mlL_open_plot(lua_State *L);   /* src/lua/plot.c: mech.plot (figures to PNG + CSV) */
 int mlL_open_io(lua_State *L);     /* src/lua/io.c: mech.save_tensors / load_tensors, cache:save */
 int mlL_open_optim(lua_State *L);  /* src/lua/optim.c: mech.optim (AdamW, SGD, clip_grad_norm) */

@@ -1,13 +1,10 @@
-/* Interventions from Lua (src/interp): model:run_with_cache, model:run_with_hooks, caches and the
- * mech.interp table (patching, ablations, conv surgery, Mamba's implicit attention, patching
- * maps, attention mass, attribution patching, the paper's interchange evaluator). Every
- * function here checks its arguments, calls src/interp and converts the result; the Lua face
- * with site choice, labels, CSV writing, plot_map's checks and the training-loop evaluator is
- * lua/mech/interchange.lua; a cache's text is lua/mech/show.lua's and its analysis methods
- * lua/mech/analysis.lua's.
- *
- * Models come from mlL_checkmodel (model.c); a dataset box starts with its core pointer
- * (dataset_box {ml_dataset *ds}, task.c), which is all this file reads of it. */
+/* Interventions from Lua (src/interp): the mech.interp table (patching, ablations, conv surgery,
+ * Mamba's implicit attention, patching maps, attention mass, attribution patching, the paper's
+ * interchange evaluator). Every function here checks its arguments, calls src/interp and
+ * converts the result; the Lua face with site choice, labels, CSV writing, plot_map's checks and
+ * the training-loop evaluator is lua/mech/interchange.lua. Caches and model:run_with_cache /
+ * run_with_hooks are cache.c's; models and datasets come from mlL_checkmodel (model.c) and
+ * mlL_checkdataset (task.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,370 +18,13 @@
 #include "lua/binding.h"
 #include "tasks/task.h"
 
-/* Zeroed scratch memory owned by the stack (freed by the collector even when an error unwinds). */
-static void *scratch(lua_State *L, size_t n) {
-    void *p = lua_newuserdatauv(L, n ? n : 1, 0);
-    memset(p, 0, n ? n : 1);
-    return p;
-}
-
-/* ------------------------------------------------------------------ names */
-
-/* Whether Lua pattern `pat` matches `s` anywhere (string.find, so patterns behave as in Lua); a
- * malformed pattern is the caller's error, naming fn and the argument. */
-static bool pattern_finds(lua_State *L, const char *s, const char *pat, const char *fn, const char *arg) {
-    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    lua_getfield(L, -1, LUA_STRLIBNAME);
-    lua_getfield(L, -1, "find");
-    lua_pushstring(L, s);
-    lua_pushstring(L, pat);
-    if (lua_pcall(L, 2, 1, 0) != LUA_OK)
-        luaL_error(L, "%s: %s: bad Lua pattern '%s': %s", fn, arg, pat, lua_tostring(L, -1));
-    bool found = !lua_isnil(L, -1);
-    lua_pop(L, 3);
-    return found;
-}
-
-/* A literal filter: `lit` is a whole run of `name`'s dot-separated parts (the full name, a layer
- * "blocks.0", a component "mlp_output" or "mixer" in every layer), and the last part may leave off
- * TransformerLens's "hook_" ("resid_post"). A typo ("hook_resid_pr") matches nothing. */
-static bool literal_match(const char *name, const char *lit) {
-    char n[ML_SITE_NAME_MAX + 2], l[ML_SITE_NAME_MAX + 2];
-    if (!*lit || snprintf(n, sizeof n, ".%s.", name) >= (int)sizeof n || snprintf(l, sizeof l, ".%s.", lit) >= (int)sizeof l)
-        return false;
-    if (strstr(n, l)) return true;
-    char *last = strrchr(n, '.'); /* the closing dot; the last part starts after the one before */
-    *last = 0;
-    last = strrchr(n, '.') + 1;
-    if (strncmp(last, "hook_", 5)) return false;
-    memmove(last, last + 5, strlen(last + 5) + 1);
-    strcat(n, ".");
-    return strstr(n, l) != NULL;
-}
-
-/* The {pattern = "..."} table at idx, as mlL_checkfilter left it: its pattern, or NULL. Read raw,
- * so the string stays anchored in the table. */
-static const char *filter_pattern(lua_State *L, int idx) {
-    if (!lua_istable(L, idx)) return NULL;
-    lua_pushliteral(L, "pattern");
-    lua_rawget(L, idx);
-    const char *pat = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL; /* idx anchors it */
-    lua_pop(L, 1);
-    return pat;
-}
-
-/* Whether idx holds a {pattern = "..."} table. Its `pattern` is read once (an __index may answer
- * differently on a second read, or give a string nothing else holds), and the table is replaced
- * in its slot by a plain one holding that pattern, which filter_pattern reads. */
-static bool pattern_table(lua_State *L, int idx) {
-    idx = lua_absindex(L, idx);
-    if (!lua_istable(L, idx)) return false;
-    if (lua_getfield(L, idx, "pattern") != LUA_TSTRING) {
-        lua_pop(L, 1);
-        return false;
-    }
-    lua_createtable(L, 0, 1);
-    lua_insert(L, -2);
-    lua_setfield(L, -2, "pattern");
-    lua_replace(L, idx);
-    return true;
-}
-
-int mlL_checkfilter(lua_State *L, int idx, const char *fn, const char *arg) {
-    idx = lua_absindex(L, idx);
-    if (lua_type(L, idx) == LUA_TSTRING || lua_isfunction(L, idx) || pattern_table(L, idx)) return idx;
-    return luaL_error(L, "%s: %s expected a site name, {pattern = a Lua pattern} or a function(name), got %s", fn, arg,
-                      luaL_typename(L, idx));
-}
-
-bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn, const char *arg) {
-    idx = lua_absindex(L, idx);
-    if (lua_isfunction(L, idx)) {
-        lua_pushvalue(L, idx);
-        lua_pushstring(L, name);
-        lua_call(L, 1, 1);
-        bool keep = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-        return keep;
-    }
-    const char *pat = filter_pattern(L, idx);
-    if (!pat && lua_type(L, idx) != LUA_TSTRING) return false; /* a value mlL_checkfilter would refuse */
-    const char *f = pat ? NULL : lua_tostring(L, idx);
-    char buf[ML_SITE_NAME_MAX];
-    if (pat ? pattern_finds(L, name, pat, fn, arg) : (literal_match(name, f) ||
-                                                       !strcmp(name, ml_site_canonical(f, buf, sizeof buf))))
-        return true;
-    int layer; /* the filter may be written against the TransformerLens spelling */
-    const char *rest = ml_site_split(name, &layer), *tl = rest ? ml_site_tl_name(rest) : NULL;
-    if (!tl) return false;
-    ml_site_format(buf, sizeof buf, layer, tl);
-    return pat ? pattern_finds(L, buf, pat, fn, arg) : literal_match(buf, f);
-}
-
-/* Marks in want the sites one entry of a `names` option selects (the value at idx): a site name
- * or its trailing part (mechlab's or TransformerLens's spelling), {pattern = a Lua pattern} over
- * the full names, or a function. A name that selects nothing is an error with the closest name. */
-static void select_sites(lua_State *L, ml_model *m, int idx, bool *want, const char *key, const char *fn) {
-    char arg[64];
-    snprintf(arg, sizeof arg, "option '%s'", key);
-    idx = mlL_checkfilter(L, idx, fn, arg);
-    if (lua_type(L, idx) == LUA_TSTRING) {
-        const char *name = lua_tostring(L, idx);
-        int s = ml_site_resolve(m, name);
-        if (s >= 0) {
-            want[s] = true;
-            return;
-        }
-    }
-    /* the names first: a filter function may close the model, so it runs after the last read */
-    int n = m->n_sites;
-    lua_createtable(L, n, 0);
-    for (int i = 0; i < n; i++) {
-        char name[96];
-        ml_site_fullname(m, i, name, sizeof name);
-        lua_pushstring(L, name);
-        lua_rawseti(L, -2, i + 1);
-    }
-    bool any = false;
-    for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, -1, i + 1);
-        if (mlL_name_filter(L, idx, lua_tostring(L, -1), fn, arg)) want[i] = any = true;
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    if (!any && lua_type(L, idx) == LUA_TSTRING) mlL_checksite(L, m, lua_tostring(L, idx), fn); /* raises */
-}
-
-/* The `names` option: nil = every site; a name, {pattern =} or function, or a list of names and
- * {pattern =} tables. The mask is left on the stack. */
-static bool *names_mask(lua_State *L, ml_model *m, int opt, const char *key, const char *fn) {
-    bool *want = scratch(L, (size_t)m->n_sites + 1);
-    int t = lua_getfield(L, opt, key);
-    if (t == LUA_TNIL) memset(want, 1, (size_t)m->n_sites);
-    else if (t == LUA_TTABLE && !pattern_table(L, -1)) {
-        for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
-            if (lua_type(L, -1) != LUA_TSTRING && !pattern_table(L, -1)) {
-                luaL_error(L, "%s: option '%s' expected a list of site names or {pattern =} tables, got a %s at index %d",
-                           fn, key, luaL_typename(L, -1), (int)i);
-            }
-            select_sites(L, m, -1, want, key, fn);
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    } else {
-        select_sites(L, m, -1, want, key, fn);
-    }
-    lua_pop(L, 1);
-    return want;
-}
-
-/* ------------------------------------------------------------------ caches */
-
-/* A cache is a plain table {full site name = tensor} (so pairs works) whose metatable adds the
- * methods below; indexing it with a name it lacks is an error naming the closest cached name,
- * and TransformerLens names index it too. New methods go in cache_methods (mlL_open_interp). */
 #define MLL_PATCHING_MAP_MT "mech.PatchingMap" /* map:plot{...} */
-
-static void check_cache(lua_State *L, int arg, const char *fn) {
-    bool ok = lua_istable(L, arg) && luaL_getmetafield(L, arg, "__name") == LUA_TSTRING;
-    if (ok) {
-        ok = !strcmp(lua_tostring(L, -1), MLL_CACHE_MT);
-        lua_pop(L, 1);
-    }
-    if (!ok) mlL_argerror(L, fn, arg, "a mech.Cache");
-}
-
-/* The cached names, sorted: a NULL-terminated array whose strings are anchored in a list left on
- * the stack (under the array's own userdata). */
-static const char **cache_keys(lua_State *L, int cache, int *n_out) {
-    cache = lua_absindex(L, cache);
-    lua_newtable(L);
-    int list = lua_gettop(L), n = 0;
-    lua_pushnil(L);
-    while (lua_next(L, cache)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) == LUA_TSTRING) lua_pushvalue(L, -1), lua_rawseti(L, list, ++n);
-    }
-    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    lua_getfield(L, -1, LUA_TABLIBNAME);
-    lua_getfield(L, -1, "sort");
-    lua_pushvalue(L, list);
-    lua_call(L, 1, 0);
-    lua_pop(L, 2);
-    const char **keys = scratch(L, sizeof *keys * (size_t)(n + 1));
-    for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, list, i + 1);
-        keys[i] = lua_tostring(L, -1); /* anchored in list */
-        lua_pop(L, 1);
-    }
-    *n_out = n;
-    return keys;
-}
-
-/* rawget(t, key) pushed; returns its type (caches are read raw: their __index raises). */
-static int rawfield(lua_State *L, int t, const char *key) {
-    t = lua_absindex(L, t);
-    lua_pushstring(L, key);
-    return lua_rawget(L, t);
-}
-
-/* Pushes cache[key] (mechlab or TransformerLens spelling) or raises naming the closest key. */
-/* Pushes cache[key] in either spelling (a TransformerLens name tried as each component it stands
- * for); returns its type, nil pushed when absent. */
-static int cache_raw(lua_State *L, int cache, const char *key) {
-    char buf[ML_SITE_NAME_MAX];
-    cache = lua_absindex(L, cache);
-    int t = rawfield(L, cache, ml_site_canonical(key, buf, sizeof buf)), layer;
-    const char *rest = ml_site_split(key, &layer), *c;
-    for (int k = 1; t == LUA_TNIL && rest && (c = ml_site_component_at(rest, k)); k++) {
-        lua_pop(L, 1);
-        ml_site_format(buf, sizeof buf, layer, c);
-        t = rawfield(L, cache, buf);
-    }
-    return t;
-}
-
-static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn) {
-    cache = lua_absindex(L, cache);
-    if (cache_raw(L, cache, key) != LUA_TNIL) return;
-    int n;
-    const char **keys = cache_keys(L, cache, &n);
-    char buf[ML_SITE_NAME_MAX], q[128];
-    key = ml_site_canonical(key, buf, sizeof buf);
-    const char *near = mlL_closest(key, keys);
-    luaL_error(L, "%s: %s is not in this cache%s%s%s; cache:names() lists the %d it holds", fn, mlL_quote(key, q, sizeof q),
-               near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", n);
-}
-
-/* cache[key] for a key the table lacks: a method, else an activation under another spelling. */
-static int cache_index(lua_State *L) {
-    if (lua_type(L, 2) != LUA_TSTRING)
-        return luaL_error(L, "cache: keys are site names such as 'blocks.0.block_input', got %s", luaL_typename(L, 2));
-    lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
-    check_cache(L, 1, "cache");
-    cache_fetch(L, 1, lua_tostring(L, 2), "cache");
-    return 1;
-}
-
-/* cache:get(component[, layer]): cache:get("block_input", 1), cache:get("resid_pre", 1) */
-static int cache_get(lua_State *L) {
-    const char *fn = "cache:get";
-    check_cache(L, 1, fn);
-    const char *c = luaL_checkstring(L, 2);
-    if (lua_isnoneornil(L, 3)) {
-        cache_fetch(L, 1, c, fn);
-        return 1;
-    }
-    int layer = mlL_checkint32(L, 3, fn);
-    char key[ML_SITE_NAME_MAX];
-    ml_site_format(key, sizeof key, layer, c);
-    cache_fetch(L, 1, key, fn);
-    return 1;
-}
-
-/* cache:has(name) -> whether cache[name] gives an activation */
-static int cache_has(lua_State *L) {
-    check_cache(L, 1, "cache:has");
-    lua_pushboolean(L, cache_raw(L, 1, luaL_checkstring(L, 2)) != LUA_TNIL);
-    return 1;
-}
-
-/* cache:names([filter]) -> the cached names, sorted; filter: a name (or its trailing part),
- * {pattern = a Lua pattern} or a function */
-static int cache_names(lua_State *L) {
-    const char *fn = "cache:names";
-    check_cache(L, 1, fn);
-    lua_settop(L, 2);
-    bool filtered = !lua_isnil(L, 2);
-    if (filtered) mlL_checkfilter(L, 2, fn, "argument 2");
-    int n;
-    const char **keys = cache_keys(L, 1, &n);
-    lua_newtable(L);
-    for (int i = 0, k = 0; i < n; i++)
-        if (!filtered || mlL_name_filter(L, 2, keys[i], fn, "argument 2")) lua_pushstring(L, keys[i]), lua_rawseti(L, -2, ++k);
-    return 1;
-}
-
-static void push_site_table(lua_State *L, ml_model *m, ml_tensor **t) {
-    lua_newtable(L);
-    for (int i = 0; i < m->n_sites; i++)
-        if (t[i]) {
-            char name[96];
-            ml_site_fullname(m, i, name, sizeof name);
-            mlL_pushtensor(L, t[i]);
-            t[i] = NULL;
-            lua_setfield(L, -2, name);
-        }
-    luaL_setmetatable(L, MLL_CACHE_MT);
-}
-
-/* logits, cache[, grads] = model:run_with_cache(tokens[, {names=, grads=, targets=, rows=, objective=}]) */
-static int m_run_with_cache(lua_State *L) {
-    const char *fn = "run_with_cache";
-    static const char *const keys[] = {"names", "grads", "targets", "rows", "objective", NULL};
-    ml_model *m = mlL_checkmodel(L, 1, fn);
-    mlL_opttable(L, 3, fn, 2, keys);
-    ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
-    bool grads = mlL_optbool(L, 3, "grads", 0, fn);
-    bool *want = names_mask(L, m, 3, "names", fn);
-    m = mlL_checkmodel(L, 1, fn); /* a names function may have closed it */
-    ml_tensor **acts = scratch(L, sizeof *acts * ((size_t)m->n_sites + 1));
-    ml_tensor **g = scratch(L, sizeof *g * ((size_t)m->n_sites + 1));
-    ml_tensor *hid = NULL, *rows = NULL, *tg = NULL;
-    ml_status st = ML_OK;
-    bool logprob = true;
-    if (grads) { /* arguments first (they may raise), anchored on the stack */
-        int64_t B = tok->shape[0], L_ = tok->shape[1];
-        if (lua_getfield(L, 3, "targets") == LUA_TNIL)
-            return luaL_error(L, "%s: grads = true needs option 'targets' (int32, one answer token per sequence)", fn);
-        tg = mlL_checkints(L, -1, fn, "targets");
-        if (lua_getfield(L, 3, "rows") != LUA_TNIL) rows = mlL_checkints(L, -1, fn, "rows");
-        else mlL_pushtensor(L, rows = ml_full(ML_I32, 1, &B, (double)(L_ - 1)));
-        const char *obj = mlL_optstr(L, 3, "objective", "logprob", fn);
-        if (strcmp(obj, "logprob") && strcmp(obj, "prob"))
-            return luaL_error(L, "%s: option 'objective' expected 'logprob' or 'prob', got '%s'", fn, obj);
-        logprob = !strcmp(obj, "logprob");
-        ml_tensor *rc = ml_contiguous(rows), *tc = ml_contiguous(tg);
-        st = rc && tc ? ml_run_cache_grad(m, tok, rc, tc, logprob, want, acts, g, &hid) : ml_last_status();
-        ml_release(rc), ml_release(tc);
-    } else {
-        st = ml_run_cache(m, tok, want, acts, &hid);
-    }
-    ml_tensor *logits = st ? NULL : ml_model_head(m, hid);
-    ml_release(hid);
-    if (!logits) {
-        for (int i = 0; i < m->n_sites; i++) ml_release(acts[i]), ml_release(g[i]), acts[i] = g[i] = NULL;
-        return mlL_raise(L);
-    }
-    mlL_pushtensor(L, logits);
-    push_site_table(L, m, acts);
-    if (grads) push_site_table(L, m, g);
-    for (int c = lua_gettop(L) - grads; c <= lua_gettop(L); c++) { /* the caches' model and tokens (at 4) */
-        mlL_pushlua(L, "mech.analysis", "set_origin", MLL_CHECK_NONE, NULL);
-        lua_pushvalue(L, c), lua_pushvalue(L, 1), lua_pushvalue(L, 4);
-        lua_call(L, 3, 0);
-    }
-    return grads ? 3 : 2;
-}
-
-/* model:run_with_hooks(tokens, {[site] = fn, ...}) -> logits (model:forward with hooks) */
-static int m_run_with_hooks(lua_State *L) {
-    mlL_checkmodel(L, 1, "run_with_hooks");
-    lua_settop(L, 3);
-    if (!lua_isnil(L, 3) && !lua_istable(L, 3)) mlL_argerror(L, "run_with_hooks", 3, "a table of hooks {site = function}");
-    luaL_getmetafield(L, 1, "__index");
-    lua_getfield(L, -1, "forward");
-    lua_pushvalue(L, 1), lua_pushvalue(L, 2), lua_pushvalue(L, 3);
-    lua_call(L, 3, 1);
-    return 1;
-}
 
 /* positions: nil (every position), an integer (every example), or a list (one per example, -1 = none) */
 static int32_t *read_positions(lua_State *L, int idx, int64_t B, const char *fn) {
     if (lua_isnil(L, idx)) return NULL;
     idx = lua_absindex(L, idx);
-    int32_t *p = scratch(L, sizeof *p * (size_t)(B + 1)); /* left on the stack */
+    int32_t *p = mlL_scratch(L, sizeof *p * (size_t)(B + 1)); /* left on the stack */
     if (lua_isinteger(L, idx)) {
         for (int64_t b = 0; b < B; b++) p[b] = (int32_t)lua_tointeger(L, idx);
         return p;
@@ -555,19 +195,19 @@ static int map_layers(lua_State *L, const ml_model *m, int opt, int *layers, con
  * each layer has, a per-head component once per head. A component no layer has is an error
  * naming the closest site. */
 static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **heads_out, const char *fn) {
-    int *layers = scratch(L, sizeof *layers * (size_t)(m->cfg.n_layers + 1)), top = lua_gettop(L);
+    int *layers = mlL_scratch(L, sizeof *layers * (size_t)(m->cfg.n_layers + 1)), top = lua_gettop(L);
     int nl = map_layers(L, m, opt, layers, fn), nc = 0;
     bool given = lua_getfield(L, opt, "components") != LUA_TNIL;
     if (given && !lua_istable(L, -1)) luaL_error(L, "%s: option 'components' expected a list of names", fn);
     int max_c = given ? (int)lua_rawlen(L, -1) : ML_ENTRY_PAPER;
-    const char **comps = scratch(L, sizeof *comps * (size_t)(max_c + 1));
+    const char **comps = mlL_scratch(L, sizeof *comps * (size_t)(max_c + 1));
     for (int i = 0; i < max_c; i++) {
         if (given && lua_rawgeti(L, top + 1, i + 1) != LUA_TSTRING)
             luaL_error(L, "%s: option 'components' expected names, got a %s", fn, luaL_typename(L, -1));
         comps[nc++] = given ? lua_tostring(L, -1) : ml_entry_names[i];
         if (given) lua_pop(L, 1); /* the strings stay anchored in the list */
     }
-    int *sites = scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), missing;
+    int *sites = mlL_scratch(L, sizeof *sites * (size_t)(nl * nc + 1)), missing;
     int R = ml_site_grid(m, layers, nl, comps, nc, sites, &missing), n = ml_pm_rows(m, sites, R, NULL, NULL);
     if (n < 0) mlL_raise_as(L, fn);
     if (given && missing >= 0) { /* raises naming the closest site */
@@ -576,7 +216,7 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **head
         mlL_checksite(L, m, name, fn);
     }
     if (R == 0) luaL_error(L, "%s: no site to patch", fn);
-    int *rows = scratch(L, sizeof *rows * (size_t)n), *heads = scratch(L, sizeof *heads * (size_t)n);
+    int *rows = mlL_scratch(L, sizeof *rows * (size_t)n), *heads = mlL_scratch(L, sizeof *heads * (size_t)n);
     ml_pm_rows(m, sites, R, rows, heads);
     *heads_out = heads;
     *n_out = n;
@@ -595,20 +235,20 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
     int32_t *positions;
     *names = NULL;
     if (lua_getfield(L, opt, "positions") == LUA_TNIL) {
-        positions = scratch(L, sizeof *positions * (size_t)Lq);
+        positions = mlL_scratch(L, sizeof *positions * (size_t)Lq);
         for (int64_t p = 0; p < Lq; p++) positions[np++] = (int32_t)p;
     } else {
         if (!lua_istable(L, -1))
             luaL_error(L, "%s: option 'positions' expected a list of integers or position names", fn);
         int t = lua_gettop(L);
         size_t n = lua_rawlen(L, t) + 1;
-        positions = scratch(L, sizeof *positions * n);
-        const char **nm = scratch(L, sizeof *nm * n);
+        positions = mlL_scratch(L, sizeof *positions * n);
+        const char **nm = mlL_scratch(L, sizeof *nm * n);
         bool named = false; /* any name: the columns per example (allocated before the loop, which reads the top) */
         for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1))
             named = named || lua_type(L, -1) == LUA_TSTRING;
         lua_pop(L, 1);
-        int32_t *ex = named ? scratch(L, sizeof *ex * n * (size_t)B) : NULL;
+        int32_t *ex = named ? mlL_scratch(L, sizeof *ex * n * (size_t)B) : NULL;
         const ml_dataset *ds = NULL;
         int64_t first = 0;
         for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
@@ -663,7 +303,7 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
  * or <eos>) reads no answer and makes a working model look at chance. */
 static void map_readout(lua_State *L, const ml_model *m, ml_tensor *clean, int opt, ml_pm_config *c, const char *fn) {
     int64_t B = clean->shape[0];
-    int32_t *rows = scratch(L, sizeof *rows * (size_t)B), *targets = scratch(L, sizeof *targets * (size_t)B);
+    int32_t *rows = mlL_scratch(L, sizeof *rows * (size_t)B), *targets = mlL_scratch(L, sizeof *targets * (size_t)B);
     bool has_rows = read_per_example(L, opt, "rows", B, rows, fn);
     bool has_ds = lua_getfield(L, opt, "dataset") != LUA_TNIL;
     if (has_ds && has_rows) luaL_error(L, "%s: give option 'dataset' or options 'rows' and 'targets', not both", fn);
@@ -1016,7 +656,7 @@ static int l_attribution_patching(lua_State *L) {
     mlL_checktable(L, 3, fn, 3);
     mlL_checkkeys(L, 3, fn, keys);
     ml_ap_config c = {.n_label_types = 2, .label_types = {ML_POS_QUERY_ITEM_ORIG, ML_POS_TARGET_ITEM_ORIG}};
-    int *sites = scratch(L, sizeof *sites * ML_IC_MAX_SITES);
+    int *sites = mlL_scratch(L, sizeof *sites * ML_IC_MAX_SITES);
     if (!opt_sites(L, m, 3, sites, &c.n_sites, ML_IC_MAX_SITES, fn)) return luaL_error(L, "%s: option 'sites' is required", fn);
     const ml_task *task = ml_dataset_task(ds);
     if (!opt_pos_list(L, 3, task, "positions", c.positions, &c.n_positions, ML_IC_MAX_POS, fn))
@@ -1082,31 +722,7 @@ static int l_corrupt(lua_State *L) {
 }
 
 int mlL_open_interp(lua_State *L) {
-    static const luaL_Reg methods[] = {{"run_with_cache", m_run_with_cache}, {"run_with_hooks", m_run_with_hooks}, {NULL, NULL}};
-    luaL_getmetatable(L, "mech.Model");
-    if (lua_istable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE) {
-        luaL_setfuncs(L, methods, 0);
-        mlL_hooked(L, -1, (const char *const[]){"run_with_cache", NULL});
-        lua_pop(L, 1);
-    } else {
-        lua_pop(L, lua_istable(L, -1) ? 1 : 0);
-    }
-    lua_pop(L, 1);
-    static const luaL_Reg cache_methods[] = {{"get", cache_get}, {"has", cache_has}, {"names", cache_names},
-                                                   {"save", mlL_cache_save}, {NULL, NULL}};
-    luaL_newmetatable(L, MLL_CACHE_MT);
-    luaL_newlib(L, cache_methods);
-    mlL_setlua(L, -1, (const mlL_LuaReg[]){{"accumulated_resid", "mech.analysis", "cache_accumulated_resid", MLL_CHECK_NONE, NULL},
-                                            {"decompose_resid", "mech.analysis", "cache_decompose_resid", MLL_CHECK_NONE, NULL},
-                                            {"stack_head_results", "mech.analysis", "cache_stack_head_results", MLL_CHECK_NONE, NULL},
-                                            {"apply_ln_to_stack", "mech.analysis", "cache_apply_ln_to_stack", MLL_CHECK_NONE, NULL},
-                                            {"logit_attrs", "mech.analysis", "cache_logit_attrs", MLL_CHECK_NONE, NULL},
-                                            {NULL, NULL, NULL, 0, NULL}});
-    lua_pushvalue(L, -1), lua_setfield(L, -3, "__methods"); /* for the REPL's completion */
-    lua_pushcclosure(L, cache_index, 1);
-    lua_setfield(L, -2, "__index");
-    mlL_pushlua(L, "mech.show", "cache", MLL_CHECK_NONE, NULL), lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
+    mlL_open_cache(L);
     luaL_newmetatable(L, MLL_PATCHING_MAP_MT);
     lua_createtable(L, 0, 1);
     mlL_pushlua(L, "mech.interchange", "checked_plot_map", MLL_CHECK_NONE, NULL), lua_setfield(L, -2, "plot");

@@ -99,7 +99,7 @@ static int l_load_tensors(lua_State *L) {
 }
 
 /* cache:save(path): the sites' activations under their full names ("blocks.0.mixer.q"); a method
- * of mech.Cache (src/lua/interp.c). */
+ * of mech.Cache (src/lua/cache.c). */
 int mlL_cache_save(lua_State *L) {
     const char *fn = "cache:save";
     if (!lua_istable(L, 1)) mlL_argerror(L, fn, 1, "a cache table (from run_with_cache)");

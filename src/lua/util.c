@@ -543,3 +543,9 @@ int mlL_raise_as(lua_State *L, const char *fn) {
     ml_clear_error();
     return lua_error(L);
 }
+
+void *mlL_scratch(lua_State *L, size_t n) {
+    void *p = lua_newuserdatauv(L, n ? n : 1, 0);
+    memset(p, 0, n ? n : 1);
+    return p;
+}

@@ -1,7 +1,7 @@
 -- Name filters are literal by default (issue 43): a name selects the sites holding it as whole
 -- dot-separated parts, a typo is an error with the closest site, "%" is a name, and a Lua pattern
 -- is used only as {pattern = ...}, a malformed one the caller's error. The same rule for the
--- built-in model (src/lua/interp.c, model.c) and mech.nn trees (lua/mech/nn/module.lua).
+-- built-in model (src/lua/cache.c, model.c) and mech.nn trees (lua/mech/nn/module.lua).
 local T = require "check"
 local nn = mech.nn
 local here = "test_names_filter.lua:"

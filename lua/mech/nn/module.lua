@@ -526,7 +526,7 @@ function Module:hook_names()
   return out
 end
 
--- A literal filter, the built-in model's rule (src/lua/interp.c): `lit` is a whole run of the
+-- A literal filter, the built-in model's rule (src/lua/cache.c): `lit` is a whole run of the
 -- name's dot-separated parts (the full name, "blocks.0", a component in every layer), and the last
 -- part may leave off TransformerLens's "hook_". A typo ("hook_resid_pr") matches nothing.
 local function literal_match(name, lit)

@@ -642,7 +642,7 @@ START_TEST(learns_associative_recall) {
     ar_batch(32, 17, &tok, &tg);
     ml_batch_stats first, st;
     ck_assert_int_eq(ml_eval_batch(m, tok, tg, &first), ML_OK);
-    for (int i = 0; i < 300; i++) ck_assert_int_eq(ml_train_step(m, &opt, tok, tg, 1e-2, ML_NONFINITE_STOP, &st), ML_OK);
+    for (int i = 0; i < 150; i++) ck_assert_int_eq(ml_train_step(m, &opt, tok, tg, 1e-2, ML_NONFINITE_STOP, &st), ML_OK);
     ck_assert_int_eq(ml_eval_batch(m, tok, tg, &st), ML_OK);
     ck_assert_msg(st.loss < 0.3 * first.loss, "%s: loss %g -> %g", arch, first.loss, st.loss);
     ml_adamw_free(&opt);

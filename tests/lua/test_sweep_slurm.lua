@@ -125,7 +125,7 @@ end
 
 T.test("a second submission while the first array is pending leaves its tasks their own runs", function()
   local d = def { name = "sl2", grid = { arch = { "attention", "mamba", "based" }, lr = { 3e-3 } } }
-  d.base.steps = 300
+  d.base.steps = 150
   local dir = tmp .. "/twice"
   local first = sweep.run(d, { dir = dir, executor = "slurm", max_parallel = 1 })
   T.eq(first.tasks, 3)

@@ -84,5 +84,10 @@ ml_tensor *ml_sum_to_shape(ml_tensor *g, int ndim, const int64_t *shape);
 typedef ml_tensor *(*ml_gradcheck_fn)(void *ud, ml_tensor **inputs);
 ml_status ml_gradcheck(ml_gradcheck_fn fn, void *ud, int n, ml_tensor **inputs, double eps, double atol,
                        double rtol);
+/* The same with at most max_per_input elements of each input checked, evenly spaced from the first
+ * to the last (every element where the input is smaller): for whole models, whose large tables
+ * (Hyena's filter MLP, H3's kernels) would need two forwards per element. */
+ml_status ml_gradcheck_sampled(ml_gradcheck_fn fn, void *ud, int n, ml_tensor **inputs, double eps, double atol,
+                               double rtol, int64_t max_per_input);
 
 #endif

@@ -131,11 +131,33 @@ GFN(g_wrong, {
     return fresh;
 })
 
+/* right everywhere except at the last element */
+static ml_status wrong_last_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
+    gin[0] = ml_clone(g);
+    if (gin[0]) ml_f32(gin[0])[ml_numel(g) - 1] *= 2;
+    return gin[0] ? ML_OK : ML_ERR_MEM;
+}
+
+GFN(g_wrong_last, {
+    ml_tensor *out = ml_clone(x[0]);
+    ml_tensor *fresh = ml_detach(out);
+    ml_release(out);
+    if (ml_needs_grad(x[0])) ml_attach(fresh, ml_node_new("WrongLast", wrong_last_backward, 1, x));
+    return fresh;
+})
+
 START_TEST(gradcheck_catches_a_wrong_backward) {
     ml_tensor *x = rn(1, 1, 4);
     ml_status st = ml_gradcheck(g_wrong, NULL, 1, &x, 1e-3, 1e-3, 1e-2);
     ck_assert_int_ne(st, ML_OK);
     ck_assert_ptr_nonnull(strstr(ml_last_error(), "analytic"));
+    ml_release(x);
+    /* the sampled check (elements 0, 500, 1000 here) reaches the last element */
+    x = rn(1, 1, 1001);
+    ck_assert_int_ne(ml_gradcheck_sampled(g_wrong_last, NULL, 1, &x, 1e-3, 1e-3, 1e-2, 3), ML_OK);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "element 1000"));
+    ck_assert_int_ne(ml_gradcheck_sampled(g_wrong_last, NULL, 1, &x, 1e-3, 1e-3, 1e-2, 1), ML_OK);
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "max_per_input"));
     ml_release(x);
 }
 END_TEST

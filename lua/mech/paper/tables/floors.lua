@@ -35,34 +35,36 @@ local function task_of(preset)
   return tasks[preset]
 end
 
--- what a key-blind model sees of a document: the query token, the root head, the answer, the
--- set of tokens in the yield
-local function view(doc)
+-- what a key-blind model sees of a document: the query token, the root head, the answer, and the
+-- tokens of the yield (marked in `present` with this document's stamp: one table for every document)
+local function view(doc, present, stamp)
   local p, tok = doc.positions, doc.tokens
-  local present = {}
-  for i = 2, p.divider do present[tok[i]] = true end
-  return tok[p.query_item + 1], tok[p.divider], tok[p.target_item + 1], present
+  for i = 2, p.divider do present[tok[i]] = stamp end
+  return tok[p.query_item + 1], tok[p.divider], tok[p.target_item + 1]
 end
+
+local function context_key(q, root) return q * 65536 + root end -- token ids are below 65,536
 
 -- answer counts per (query token, root head) over the training documents
 local function context_counts(preset)
   if counts[preset] then return counts[preset] end
-  local c, ds = {}, task_of(preset):dataset(Fl.train_docs, { split = "train" })
+  local c, ds, present = {}, task_of(preset):dataset(Fl.train_docs, { split = "train" }), {}
   for i = 0, Fl.train_docs - 1 do
-    local q, root, answer = view(ds:doc(i))
-    local key = q .. ":" .. root
-    c[key] = c[key] or {}
-    c[key][answer] = (c[key][answer] or 0) + 1
+    local q, root, answer = view(ds:doc(i), present, i)
+    local key = context_key(q, root)
+    local row = c[key]
+    if not row then row = {}; c[key] = row end
+    row[answer] = (row[answer] or 0) + 1
   end
   counts[preset] = c
   return c
 end
 
 -- the most frequent answer of a context among the present tokens (ties: the smaller id)
-local function by_context(c, q, root, present)
+local function by_context(c, q, root, present, stamp)
   local best, most = root, 0
-  for answer, n in pairs(c[q .. ":" .. root] or {}) do
-    if present[answer] and (n > most or (n == most and answer < best)) then best, most = answer, n end
+  for answer, n in pairs(c[context_key(q, root)] or {}) do
+    if present[answer] == stamp and (n > most or (n == most and answer < best)) then best, most = answer, n end
   end
   return best
 end
@@ -73,12 +75,12 @@ function Fl.floor(preset, split, n)
   if memo[key] then return memo[key] end
   local c = context_counts(preset)
   local ds = task_of(preset):dataset(n, { split = split })
-  local hits = { ["root head"] = 0, query = 0, ["by context"] = 0 }
+  local hits, present = { ["root head"] = 0, query = 0, ["by context"] = 0 }, {}
   for i = 0, n - 1 do
-    local q, root, answer, present = view(ds:doc(i))
+    local q, root, answer = view(ds:doc(i), present, i)
     if root == answer then hits["root head"] = hits["root head"] + 1 end
     if q == answer then hits.query = hits.query + 1 end
-    if by_context(c, q, root, present) == answer then hits["by context"] = hits["by context"] + 1 end
+    if by_context(c, q, root, present, i) == answer then hits["by context"] = hits["by context"] + 1 end
   end
   local f = { n = n, hits = -1, by_rule = hits }
   for _, rule in ipairs { "root head", "query", "by context" } do

@@ -1264,4 +1264,4 @@ static Suite *suite(void) {
     return s;
 }
 
-int main(void) { return ml_test_run(suite()); }
+int main(void) { return ml_test_run_forked(suite()); } /* test_writer_full_disk sets a file size limit */

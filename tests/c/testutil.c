@@ -3,14 +3,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ml_test_run(Suite *s) {
+static int run(Suite *s, enum fork_status mode) {
     SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
+    srunner_set_fork_status(sr, mode);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+/* CK_FORK from the environment, a process per test where it is unset (Check's default). The
+ * sanitizer build sets CK_FORK=no (CMakeLists.txt): a fork of an ASan process costs about 0.1 s,
+ * more than most tests, and one process lets LeakSanitizer see every test's leaks at exit. */
+int ml_test_run(Suite *s) { return run(s, CK_FORK_GETENV); }
+
+int ml_test_run_forked(Suite *s) { return run(s, CK_FORK); }
 
 ml_tensor *ml_test_tokens(int B, int L, int vocab, uint64_t seed) {
     ml_rng r;

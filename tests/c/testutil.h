@@ -7,8 +7,11 @@
 
 #include "nn/model.h"
 
-/* Runs the suite in fork mode, prints Check's summary, returns the process exit code. */
+/* Runs the suite, prints Check's summary, returns the process exit code: a process per test
+ * unless CK_FORK=no (the sanitizer build). _forked: always a process per test, for a suite whose
+ * tests change their process (setrlimit, signal handlers). */
 int ml_test_run(Suite *s);
+int ml_test_run_forked(Suite *s);
 
 /* Asserts |a-b| <= atol + rtol*|b| with a message naming what was compared. */
 #define ck_assert_close(a, b, atol, rtol)                                                      \

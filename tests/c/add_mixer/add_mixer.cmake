@@ -43,7 +43,7 @@ if(registry_ok AND variants_ok AND nope_ok)
   target_compile_definitions(test_add_mixer PRIVATE ML_FIXTURES_DIR="${CMAKE_SOURCE_DIR}/tests/fixtures")
   add_test(NAME c.test_add_mixer COMMAND test_add_mixer)
   set_tests_properties(c.test_add_mixer PROPERTIES TIMEOUT 300
-                       ENVIRONMENT "CK_DEFAULT_TIMEOUT=120;MECHLAB_TEST_MIXER=dummy")
+                       ENVIRONMENT "${C_TEST_ENV};MECHLAB_TEST_MIXER=dummy")
   # mechlab with the dummy: mech.architectures lists it, and the Lua mixer tests run over it
   add_executable(mechlab_add_mixer ${MECHLAB_HOST_SOURCES} ${ADD_MIXER_DIR}/mixers.c ${ADD_MIXER_FILE})
   target_link_libraries(mechlab_add_mixer PRIVATE ${MECHLAB_HOST_LIBS})

@@ -192,4 +192,10 @@ ml_tensor *mlL_hook_result(lua_State *L, const char *who, ml_status *err);
 /* Raises the core's last error with its function name ("patching_map: ...") replaced by fn. */
 int mlL_raise_as(lua_State *L, const char *fn);
 
+/* ---- classes */
+
+/* A userdata class: the metatable named mt (registered), with `methods` as its __index and
+ * `metamethods` (__gc, __close, __tostring, __len, ...) in it. Both lists end with {NULL, NULL}. */
+void mlL_new_class(lua_State *L, const char *mt, const luaL_Reg *methods, const luaL_Reg *metamethods);
+
 #endif

@@ -107,7 +107,7 @@ T.test("philox mode: the layout, distinct keys and values, queries after the con
   T.eq(mech.task.show(ds:doc(0)), shown) -- the document table carries its readouts
   local d0 = ds:doc(0)
   d0.readouts, d0.answers = { "x" }, { 1 }
-  T.raises(function() mech.task.show(d0) end, "expected an integer, got string")
+  T.raises(function() mech.task.show(d0) end, "(readouts[1] expected an integer position, got string)")
   T.eq(task:to_str_tokens({ 0, 1, 64, 127 }), { "_", "k1", "v0", "v63" })
 end)
 

@@ -166,6 +166,21 @@ T.test("dataset statistics", function()
   T.near(st.query_key_dist, 18, 2.5)
 end)
 
+T.test("options are read once per key, even from a table whose __index answers differently each time", function()
+  for _, ctor in ipairs { "ar", "atr", "mqar" } do
+    local reads = {}
+    mech.task[ctor](setmetatable({}, { __index = function(_, k) reads[k] = (reads[k] or 0) + 1 end }))
+    T.truthy(reads.seed, ctor)
+    for k, n in pairs(reads) do T.eq(n, 1, string.format("mech.task.%s read '%s' %d times", ctor, k, n)) end
+  end
+  local reads = {}
+  local ds = mech.task.preset("ar_32"):dataset(2, setmetatable({}, { __index = function(_, k)
+    reads[k] = (reads[k] or 0) + 1
+    if k == "split" and reads[k] == 1 then return "test" end
+  end }))
+  T.eq({ ds:split(), reads.split, reads.seed }, { "test", 1, 1 })
+end)
+
 T.test("options: unknown keys name the nearest valid one; bad values name the option", function()
   T.raises(function() mech.task.atr {max_rhs_lne = 3} end, "did you mean 'max_rhs_len'")
   T.raises(function() mech.task.ar {numkv = 3} end, "did you mean 'num_kv'")

@@ -125,14 +125,15 @@ static int new_task(lua_State *L, ml_task_kind k, void *cfg, const char *fn) {
     }
     keys[n] = NULL, spec[m] = (mlL_option){0};
     mlL_checkkeys(L, 1, fn, keys);
-    if (k == ML_TASK_AR && lua_getfield(L, 2, "length") != LUA_TNIL) { /* the copy holds only what was given */
-        mlL_optint32(L, 2, "length", 0, fn); /* its type, under its own name */
+    lua_replace(L, 1); /* the copy is argument 1 from here on (messages number it so) */
+    if (k == ML_TASK_AR && lua_getfield(L, 1, "length") != LUA_TNIL) { /* the copy holds only what was given */
+        mlL_optint32(L, 1, "length", 0, fn); /* its type, under its own name */
         static const char *const bounds[] = {"min_length", "max_length"};
         for (int i = 0; i < 2; i++)
-            if (lua_getfield(L, 2, bounds[i]) == LUA_TNIL) lua_pushvalue(L, 3), lua_setfield(L, 2, bounds[i]);
+            if (lua_getfield(L, 1, bounds[i]) == LUA_TNIL) lua_pushvalue(L, 2), lua_setfield(L, 1, bounds[i]);
     }
-    mlL_options(L, 2, fn, spec, cfg);
-    uint64_t seed = (uint64_t)mlL_optint(L, 2, "seed", ML_TASK_DEFAULT_SEED, fn);
+    mlL_options(L, 1, fn, spec, cfg);
+    uint64_t seed = (uint64_t)mlL_optint(L, 1, "seed", ML_TASK_DEFAULT_SEED, fn);
     mlL_pushtask(L, k == ML_TASK_AR    ? ml_task_ar(cfg, seed)
                     : k == ML_TASK_ATR ? ml_task_atr(cfg, seed)
                                        : ml_task_mqar(cfg, seed));

@@ -114,6 +114,10 @@ int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX
  * MLL_TENSOR_MT). */
 void mlL_tensor_methods(lua_State *L);
 
+/* A userdata class: the metatable named mt (registered), with `methods` as its __index and
+ * `metamethods` (__gc, __close, __tostring, __len, ...) in it. Both lists end with {NULL, NULL}. */
+void mlL_new_class(lua_State *L, const char *mt, const luaL_Reg *methods, const luaL_Reg *metamethods);
+
 /* Area openers, called by luaopen_mech in this order. */
 int mlL_open_tensor(lua_State *L); /* src/lua/tensor.c: userdata, constructors, indexing, autograd */
 int mlL_open_ops(lua_State *L);    /* src/lua/ops.c: a method and a mech.* function per op */
@@ -191,11 +195,5 @@ int mlL_checklayer(lua_State *L, const struct ml_model *m, int arg, int shown, c
 ml_tensor *mlL_hook_result(lua_State *L, const char *who, ml_status *err);
 /* Raises the core's last error with its function name ("patching_map: ...") replaced by fn. */
 int mlL_raise_as(lua_State *L, const char *fn);
-
-/* ---- classes */
-
-/* A userdata class: the metatable named mt (registered), with `methods` as its __index and
- * `metamethods` (__gc, __close, __tostring, __len, ...) in it. Both lists end with {NULL, NULL}. */
-void mlL_new_class(lua_State *L, const char *mt, const luaL_Reg *methods, const luaL_Reg *metamethods);
 
 #endif

@@ -115,12 +115,12 @@ static const char *const doc_keys[] = {"tokens", "targets", "readouts", "answers
                                        "len",    "split",   "stats",    "tree",    "task",      NULL};
 enum { F_TOKENS, F_TARGETS, F_READOUTS, F_ANSWERS, F_POSITIONS, F_TYPE, F_PRINTED };
 enum { NAME_ALL_TARGETS = ML_MAX_POS, NAME_FIELD = ML_MAX_POS + 1 };
-static const char codes_key = 0; /* the registry key of that table */
+static const char codes_key = 0, keys_key = 0; /* the registry keys of that table and of doc_keys as a list */
 
 typedef struct {
     lua_State *L;
     const ml_task *t;
-    int codes;      /* stack index of the name codes */
+    int codes, keys; /* stack indices of the name codes and of doc_keys */
     int ids;        /* stack index of the definition's name -> id table, or 0 */
     bool printed;   /* a table made by task:sample or dataset:doc: its other fields allowed, its tree read */
     const char *fn; /* NULL: messages bare (the Lua caller says which document); else argument arg of fn */
@@ -140,7 +140,16 @@ static int doc_error(const doc_reader *r, const char *fmt, ...) {
 static void start_reader(doc_reader *r, lua_State *L, const ml_task *t) {
     *r = (doc_reader){.L = L, .t = t};
     lua_rawgetp(L, LUA_REGISTRYINDEX, &codes_key);
-    r->codes = lua_gettop(L);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &keys_key);
+    r->codes = lua_gettop(L) - 1, r->keys = lua_gettop(L);
+}
+
+/* Pushes t[doc_keys[field]] for the table t at idx, as lua_getfield would but with the key string
+ * at hand (a document is read many times); returns its type. */
+static int get_field(const doc_reader *r, int idx, int field) {
+    idx = lua_absindex(r->L, idx);
+    lua_rawgeti(r->L, r->keys, field + 1);
+    return lua_gettable(r->L, idx);
 }
 
 /* The code of the name at idx (-1: not a string or not a known name). */
@@ -191,7 +200,7 @@ static int32_t doc_pos(const doc_reader *r, const char *what, int j) {
 static int doc_list(const doc_reader *r, int idx, int field) {
     lua_State *L = r->L;
     const char *key = doc_keys[field];
-    if (lua_getfield(L, idx, key) == LUA_TNIL) return -1;
+    if (get_field(r, idx, field) == LUA_TNIL) return -1;
     if (!lua_istable(L, -1)) doc_error(r, "document field '%s' expected a list, got %s", key, luaL_typename(L, -1));
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     if (n > ML_MAX_DOC_LEN) doc_error(r, "document field '%s' has %I entries", key, n);
@@ -340,9 +349,9 @@ static void read_doc(const doc_reader *r, int idx, ml_doc *d) {
     read_tokens(r, tok, len, d);
     read_readouts(r, tg, nt, rd, an, nr, d);
     lua_settop(L, base);
-    if (lua_getfield(L, idx, "positions") != LUA_TNIL) read_positions(r, d);
+    if (get_field(r, idx, F_POSITIONS) != LUA_TNIL) read_positions(r, d);
     lua_settop(L, base);
-    if (lua_getfield(L, idx, "type") != LUA_TNIL) d->qtype = doc_qtype(r, "document field");
+    if (get_field(r, idx, F_TYPE) != LUA_TNIL) d->qtype = doc_qtype(r, "document field");
     lua_settop(L, base);
     if (r->printed && lua_getfield(L, idx, "tree") != LUA_TNIL) read_tree(r, d);
     lua_settop(L, base);
@@ -547,4 +556,6 @@ void mlL_open_doc(lua_State *L) {
         lua_setfield(L, -2, doc_keys[i]);
     }
     lua_rawsetp(L, LUA_REGISTRYINDEX, &codes_key);
+    mlL_push_names(L, doc_keys, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &keys_key);
 }

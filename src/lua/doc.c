@@ -407,15 +407,6 @@ int mlL_doc_append(lua_State *L) {
 
 /* ---- the batched form: sample_batch(gen, split, n) returns n documents as int32 tensors ---- */
 
-/* What a batch field is, for messages: "int64 tensor of shape [4,2]" (left on the stack until the
- * error unwinds it) or the type's name. */
-static const char *describe_value(lua_State *L, int idx) {
-    ml_tensor *t = mlL_testtensor(L, idx);
-    char shape[ML_SHAPE_STR];
-    if (!t) return luaL_typename(L, idx);
-    return lua_pushfstring(L, "%s tensor of shape %s", ml_dtype_name(t->dtype), ml_shape_str(shape, t->ndim, t->shape));
-}
-
 static int32_t clamp32(lua_Integer x) { return x < INT32_MIN ? INT32_MIN : x > INT32_MAX ? INT32_MAX : (int32_t)x; }
 
 /* Reads the value at the top of the stack (field `what` of the batch) into c: an int32 tensor
@@ -452,20 +443,22 @@ static void batch_column(const doc_reader *r, const char *what, int ndim, int64_
         c->p = v, c->s0 = 0, c->s1 = 1, c->cols = (int64_t)m;
         return;
     }
+    char got[160];
     doc_error(r, "sample_batch's field '%s' expected %s, got %s", what,
               ndim == 2 ? "an int32 tensor (n, k) or a list of integers that every document shares"
                         : "an int32 tensor (n) or an integer that every document shares",
-              describe_value(L, top));
+              mlL_describe(L, top, got, sizeof got));
 }
 
 /* The batch's field tokens: an int32 tensor (n, L) with 1 <= n <= max. Returns n. */
 static lua_Integer batch_tokens(const doc_reader *r, lua_Integer max, ml_doc_cols *tok) {
     lua_getfield(r->L, 2, "tokens");
     ml_tensor *tt = mlL_testtensor(r->L, -1);
+    char got[160];
     if (!tt || tt->dtype != ML_I32 || tt->ndim != 2 || tt->shape[0] < 1 || tt->shape[0] > max || tt->shape[1] < 1 ||
         tt->shape[1] > ML_MAX_DOC_LEN)
         doc_error(r, "sample_batch's field 'tokens' expected an int32 tensor (n, L) with 1 <= n <= %I (the "
-                  "documents asked for) and 1 <= L <= 2^24, got %s", max, describe_value(r->L, -1));
+                  "documents asked for) and 1 <= L <= 2^24, got %s", max, mlL_describe(r->L, -1, got, sizeof got));
     lua_Integer n = (lua_Integer)tt->shape[0];
     batch_column(r, "tokens", 2, n, tok);
     return n;

@@ -59,11 +59,9 @@ int mlL_task_pos(lua_State *L, const ml_task *t, int idx, const char *fn, const 
     const char *names[ML_MAX_POS + 1];
     const char *list = mlL_push_pos_names(L, t, names);
     char q[96];
-    if (!s)
-        return luaL_error(L, "%s: %s expected a position name of task '%s' (%s), got %s", fn, what, ml_task_name(t),
-                          list, luaL_typename(L, idx));
-    return luaL_error(L, "%s: %s expected a position name of task '%s' (%s), got %s (did you mean '%s'?)", fn, what,
-                      ml_task_name(t), list, mlL_quote(s, q, sizeof q), mlL_closest(s, names));
+    return luaL_error(L, "%s: %s expected a position name of task '%s' (%s), got %s%s%s%s", fn, what, ml_task_name(t),
+                      list, s ? mlL_quote(s, q, sizeof q) : luaL_typename(L, idx), s ? " (did you mean '" : "",
+                      s ? mlL_closest(s, names) : "", s ? "'?)" : "");
 }
 
 int mlL_task_lib(lua_State *L, const char *name) {
@@ -102,11 +100,19 @@ int mlL_push_task_positions(lua_State *L, const ml_task *t) {
 
 /* ------------------------------------------------------------------- constructors ---- */
 
-/* mech.task.ar / atr / mqar{...}: the options table (argument 1, nil: none) read into cfg, the
- * kind's defaults. Each key is read once, into a plain copy that mlL_options reads: an ENUM
+/* mech.task.ar / atr / mqar{...}: the options table (argument 1, nil: none) read into the kind's
+ * config, which the core's defaults fill first. Each key is read once, into a plain copy that mlL_options reads: an ENUM
  * option's boolean becomes the name it means, and AR's `length` the min_length and max_length
  * not given. */
-static int new_task(lua_State *L, ml_task_kind k, void *cfg, const char *fn) {
+static int new_task(lua_State *L, ml_task_kind k, const char *fn) {
+    union {
+        ml_ar_config ar;
+        ml_atr_config atr;
+        ml_mqar_config mqar;
+    } cfg;
+    if (k == ML_TASK_AR) cfg.ar = ml_ar_config_default();
+    else if (k == ML_TASK_ATR) cfg.atr = ml_atr_config_default();
+    else cfg.mqar = ml_mqar_config_default();
     lua_settop(L, 1);
     if (lua_isnil(L, 1)) lua_newtable(L), lua_replace(L, 1);
     mlL_checktable(L, 1, fn, 1);
@@ -132,26 +138,17 @@ static int new_task(lua_State *L, ml_task_kind k, void *cfg, const char *fn) {
         for (int i = 0; i < 2; i++)
             if (lua_getfield(L, 1, bounds[i]) == LUA_TNIL) lua_pushvalue(L, 2), lua_setfield(L, 1, bounds[i]);
     }
-    mlL_options(L, 1, fn, spec, cfg);
+    mlL_options(L, 1, fn, spec, &cfg);
     uint64_t seed = (uint64_t)mlL_optint(L, 1, "seed", ML_TASK_DEFAULT_SEED, fn);
-    mlL_pushtask(L, k == ML_TASK_AR    ? ml_task_ar(cfg, seed)
-                    : k == ML_TASK_ATR ? ml_task_atr(cfg, seed)
-                                       : ml_task_mqar(cfg, seed));
+    mlL_pushtask(L, k == ML_TASK_AR    ? ml_task_ar(&cfg.ar, seed)
+                    : k == ML_TASK_ATR ? ml_task_atr(&cfg.atr, seed)
+                                       : ml_task_mqar(&cfg.mqar, seed));
     return 1;
 }
 
-static int l_ar(lua_State *L) {
-    ml_ar_config c = ml_ar_config_default();
-    return new_task(L, ML_TASK_AR, &c, "mech.task.ar");
-}
-static int l_atr(lua_State *L) {
-    ml_atr_config c = ml_atr_config_default();
-    return new_task(L, ML_TASK_ATR, &c, "mech.task.atr");
-}
-static int l_mqar(lua_State *L) {
-    ml_mqar_config c = ml_mqar_config_default();
-    return new_task(L, ML_TASK_MQAR, &c, "mech.task.mqar");
-}
+static int l_ar(lua_State *L) { return new_task(L, ML_TASK_AR, "mech.task.ar"); }
+static int l_atr(lua_State *L) { return new_task(L, ML_TASK_ATR, "mech.task.atr"); }
+static int l_mqar(lua_State *L) { return new_task(L, ML_TASK_MQAR, "mech.task.mqar"); }
 
 /* mech.task.preset(name, [seed = 42], [{rng = "philox" | "numpy"}]) */
 static int l_preset(lua_State *L) {

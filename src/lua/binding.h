@@ -87,7 +87,7 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn, co
 int mlL_checkfilter(lua_State *L, int idx, const char *fn, const char *arg);
 /* The live model at arg (src/lua/model.c), else an error naming fn. */
 struct ml_model *mlL_checkmodel(lua_State *L, int arg, const char *fn);
-/* The live dataset at arg (src/lua/task.c), else an error naming fn. */
+/* The live dataset at arg (src/lua/dataset.c), else an error naming fn. */
 struct ml_dataset *mlL_checkdataset(lua_State *L, int arg, const char *fn);
 /* Token ids for model m at arg: an int32 tensor or a table of integers, (B, L) or one document
  * (L), each in [0, vocab). Returns a contiguous (B, L) tensor pushed on the stack (anchored). */
@@ -114,12 +114,16 @@ int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX
  * MLL_TENSOR_MT). */
 void mlL_tensor_methods(lua_State *L);
 
+/* A userdata class: the metatable named mt (registered), with `methods` as its __index and
+ * `metamethods` (__gc, __close, __tostring, __len, ...) in it. Both lists end with {NULL, NULL}. */
+void mlL_new_class(lua_State *L, const char *mt, const luaL_Reg *methods, const luaL_Reg *metamethods);
+
 /* Area openers, called by luaopen_mech in this order. */
 int mlL_open_tensor(lua_State *L); /* src/lua/tensor.c: userdata, constructors, indexing, autograd */
 int mlL_open_ops(lua_State *L);    /* src/lua/ops.c: a method and a mech.* function per op */
 int mlL_open_model(lua_State *L);  /* src/lua/model.c: models, hooks, optimiser, checkpoints */
 int mlL_open_sys(lua_State *L);    /* src/lua/sys.c: mech.sys (clock, tty, files, metrics CSV) */
-int mlL_open_task(lua_State *L);   /* src/lua/task.c: mech.task (AR, ATR, datasets, batches) */
+int mlL_open_task(lua_State *L);   /* src/lua/task.c: mech.task (tasks; dataset.c, doc.c, task_custom.c) */
 /* Sets meta.task (the table at meta_idx) to the task the checkpoint at path records, if any; a record
  * that cannot be rebuilt (a Lua task's module missing or not allowed) sets meta.task_error instead
  * (src/lua/task.c). modules_idx: the list of modules the caller allowed (0: none; docs/security.md). */

@@ -331,17 +331,6 @@ static int s_utc(lua_State *L) {
     return 1;
 }
 
-/* A userdata class: its methods as __index, and `close` run by the collector and by a to-be-closed variable. */
-static void new_class(lua_State *L, const char *mt, const luaL_Reg *methods, lua_CFunction close) {
-    luaL_newmetatable(L, mt);
-    lua_newtable(L);
-    luaL_setfuncs(L, methods, 0);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, close), lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, close), lua_setfield(L, -2, "__close");
-    lua_pop(L, 1);
-}
-
 /* mech.sys.closest(name, names) -> the name of the list `names` nearest to `name` (nil for an
  * empty list): the one did-you-mean of mechlab, synonyms included, for the Lua library. */
 static int s_closest(lua_State *L) {
@@ -367,9 +356,9 @@ int mlL_open_sys(lua_State *L) {
     static const luaL_Reg mm[] = {{"append", metrics_append}, {"close", metrics_close}, {NULL, NULL}};
     static const luaL_Reg lm[] = {{"release", lock_release}, {"held", lock_held}, {NULL, NULL}};
     static const luaL_Reg am[] = {{"write", atomic_write}, {"commit", atomic_commit}, {"abort", atomic_abort}, {NULL, NULL}};
-    new_class(L, MLL_ATOMIC_MT, am, atomic_abort);
-    new_class(L, MLL_METRICS_MT, mm, metrics_close);
-    new_class(L, MLL_LOCK_MT, lm, lock_release);
+    mlL_new_class(L, MLL_ATOMIC_MT, am, (const luaL_Reg[]){{"__gc", atomic_abort}, {"__close", atomic_abort}, {NULL, NULL}});
+    mlL_new_class(L, MLL_METRICS_MT, mm, (const luaL_Reg[]){{"__gc", metrics_close}, {"__close", metrics_close}, {NULL, NULL}});
+    mlL_new_class(L, MLL_LOCK_MT, lm, (const luaL_Reg[]){{"__gc", lock_release}, {"__close", lock_release}, {NULL, NULL}});
     static const luaL_Reg funcs[] = {
         {"isatty", s_isatty},   {"time", s_time},         {"mkdir", s_mkdir},
         {"exists", s_exists},   {"read_file", s_read_file}, {"write_atomic", s_write_atomic},

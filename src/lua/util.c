@@ -549,3 +549,14 @@ void *mlL_scratch(lua_State *L, size_t n) {
     memset(p, 0, n ? n : 1);
     return p;
 }
+
+/* ------------------------------------------------------------------ classes */
+
+void mlL_new_class(lua_State *L, const char *mt, const luaL_Reg *methods, const luaL_Reg *metamethods) {
+    luaL_newmetatable(L, mt);
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
+    lua_setfield(L, -2, "__index");
+    luaL_setfuncs(L, metamethods, 0);
+    lua_pop(L, 1);
+}

@@ -8,7 +8,6 @@
 
 #include "tasks/task_impl.h"
 
-enum { ML_MAX_DOC_LEN = 1 << 24 };
 
 /* Free position names: identifiers, none a paper name, none twice, ML_MAX_POS slots in all. */
 static ml_status check_free_positions(const ml_custom_config *cfg, const char *fn) {
@@ -136,7 +135,7 @@ bool ml_task_held_out(const ml_task *t, const int32_t *tokens, int len) {
     return (double)(h >> 11) * 0x1p-53 < t->cu.holdout;
 }
 
-ml_status ml_doc_check(const ml_task *t, const ml_doc *d) {
+ml_status ml_doc_check(const ml_task *t, const ml_doc *d, unsigned flags) {
     if (d->len < 1 || d->len > ML_MAX_DOC_LEN)
         return ml_fail(ML_ERR_ARG, "document has %d tokens, expected 1..%d", d->len, ML_MAX_DOC_LEN);
     for (int p = 0; p < d->len; p++)
@@ -156,7 +155,16 @@ ml_status ml_doc_check(const ml_task *t, const ml_doc *d) {
         if (d->all_targets[j] < 0 || d->all_targets[j] >= d->len)
             return ml_fail(ML_ERR_ARG, "all_target_items_orig[%d] = %d is outside the document (0..%d)", j + 1,
                            d->all_targets[j], d->len - 1);
-    if (d->n_reads < 1) return ml_fail(ML_ERR_ARG, "document has no target (nothing to predict)");
+    if (d->n_reads < 1 && !(flags & ML_DOC_PRINTED))
+        return ml_fail(ML_ERR_ARG, "document has no target (nothing to predict)");
+    if (d->n_yield >= d->len) return ml_fail(ML_ERR_ARG, "tree has %d yield entries, more than the document", d->n_yield);
+    for (int y = 0; y < d->n_yield; y++) { /* yield entry y is position y + 1 */
+        if (d->parent_pos[y] != -1 && (d->parent_pos[y] < 1 || d->parent_pos[y] > d->n_yield))
+            return ml_fail(ML_ERR_ARG, "tree.parent at position %d = %d is neither -1 (a root) nor a position of the "
+                           "yield (1..%d)", y + 1, d->parent_pos[y], d->n_yield);
+        if (d->depth[y] < 0)
+            return ml_fail(ML_ERR_ARG, "tree.depth at position %d = %d is negative", y + 1, d->depth[y]);
+    }
     for (int j = 0; j < d->n_reads; j++) {
         if (d->read_pos[j] < 0 || d->read_pos[j] >= d->len)
             return ml_fail(ML_ERR_ARG, "readout %d at position %d is outside the document (0..%d)", j + 1,
@@ -176,6 +184,7 @@ void ml_doc_start(ml_doc *d, int len) {
     for (int i = 0; i < ML_MAX_POS; i++) d->pos[i] = -1;
     d->n_all_targets = 0;
     d->n_reads = 0;
+    d->n_yield = 0;
     d->qtype = ML_QT_KEY;
     memset(&d->stats, 0, sizeof d->stats);
     d->stats.doc_len = len;

@@ -160,7 +160,7 @@ ml_status ml_dataset_append(ml_dataset *ds, const ml_doc *doc, bool *rejected) {
     *rejected = false;
     if (ds->task->kind == ML_TASK_AR || ds->task->kind == ML_TASK_ATR) /* their readouts are derived */
         return ml_fail(ML_ERR_ARG, "task:dataset: documents of %s are drawn in C, not appended", ds->task->name);
-    if (ml_doc_check(ds->task, doc) != ML_OK) return ML_ERR_ARG;
+    if (ml_doc_check(ds->task, doc, 0) != ML_OK) return ML_ERR_ARG;
     const ml_custom_config *cu = ml_task_custom_config(ds->task);
     if (cu && cu->holdout > 0 && ml_task_held_out(ds->task, doc->tokens, doc->len) != (ds->split != ML_SPLIT_TRAIN)) {
         *rejected = true;

@@ -23,6 +23,8 @@
 
 enum { ML_PAD = 0, ML_BOS = 1, ML_EOS = 2, ML_IGNORE = -100 };
 enum { ML_TRAIN_DOCS = 100032, ML_EVAL_DOCS = 320, ML_EVAL_SPLIT_DOCS = 1024 };
+/* The seed of a task (and of its datasets) made without one: mech.task.ar{} as mech.task.preset. */
+enum { ML_TASK_DEFAULT_SEED = 42 };
 
 /* CUSTOM: documents made outside C (a task written in Lua, a JSON-lines file) and appended to its
  * datasets one by one (ml_dataset_open, ml_dataset_append). */
@@ -297,12 +299,15 @@ ml_dataset *ml_dataset_open(ml_task *t, int64_t n, ml_split split);
 /* Checks a document against its task (ml_doc_check) and appends it. With a holdout (custom tasks), a
  * document on the other side of the split is not appended: *rejected is set, ML_OK returned. */
 ml_status ml_dataset_append(ml_dataset *ds, const ml_doc *doc, bool *rejected);
-/* Whether doc fits task t: 1 ≤ len ≤ 2^24, token ids in the vocabulary, named positions inside the
- * document (and, for a custom task, declared), readouts inside it with answers in the vocabulary, at
- * least one readout. The message names the first fault. */
-ml_status ml_doc_check(const ml_task *t, const ml_doc *doc);
-/* Starts filling doc by hand (after ml_doc_reserve): len tokens, no named position, readout or
- * all_target_items_orig, type KEY, statistics zero but doc_len. */
+/* Whether doc fits task t: 1 ≤ len ≤ ML_MAX_DOC_LEN, token ids in the vocabulary, named positions
+ * inside the document (and, for a custom task, declared), readouts inside it with answers in the
+ * vocabulary, at least one readout (not with ML_DOC_PRINTED: a document to print, as AR and ATR keep
+ * theirs implicit), a tree's parents inside its yield. ML_ERR_ARG with a message naming the first
+ * faulty field; the caller (the Lua binding) adds who asked. */
+enum { ML_MAX_DOC_LEN = 1 << 24, ML_DOC_PRINTED = 1 };
+ml_status ml_doc_check(const ml_task *t, const ml_doc *doc, unsigned flags);
+/* Starts filling doc by hand (after ml_doc_reserve): len tokens, no named position, readout,
+ * all_target_items_orig or tree, type KEY, statistics zero but doc_len. */
 void ml_doc_start(ml_doc *doc, int len);
 /* Puts doc's readouts in document order (a stable sort; ml_doc_check refuses repeats). */
 void ml_doc_sort_readouts(ml_doc *doc);

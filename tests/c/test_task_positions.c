@@ -69,10 +69,10 @@ START_TEST(test_names_and_stride) {
     /* a slot the task does not have, a paper position it does not declare */
     doc_with(&d, 1, 2);
     d.pos[ML_NPOS + 2] = 0;
-    ck_assert_int_ne(ml_doc_check(t, &d), ML_OK);
+    ck_assert_int_ne(ml_doc_check(t, &d, 0), ML_OK);
     ck_assert_ptr_nonnull(strstr(ml_last_error(), "is not one the task declares"));
     doc_with(&d, 9, 2);
-    ck_assert_int_ne(ml_doc_check(t, &d), ML_OK);
+    ck_assert_int_ne(ml_doc_check(t, &d, 0), ML_OK);
     ck_assert_ptr_nonnull(strstr(ml_last_error(), "position 'bridge' = 9 is outside the document"));
     ml_doc_free(&d);
     ml_dataset_free(ds);

@@ -131,7 +131,7 @@ T.test("interchange: the paper's names, fast = reference, mixer-internal sites",
   T.raises(function() ic.evaluate(m, ds, { layer = { 0 } }) end, "unknown option 'layer'")
   local small = mech.model { arch = "attention", d_model = 16, vocab = 20, state_mixer = "mlp" }
   T.raises(function() ic.evaluate(small, ds, {}) end, "the task's vocabulary %(68%) is larger than the model's %(20%)")
-  T.raises(function() mech.interp.interchange(m, "x") end, "argument 2 expected a mech.Dataset")
+  T.raises(function() mech.interp.interchange(m, "x") end, "bad argument #2 to 'mech.interp.interchange' (a mech.Dataset expected, got 'x')")
 end)
 
 T.test("interchange: combinations in parallel give the one-thread bits", function()

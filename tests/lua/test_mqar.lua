@@ -107,7 +107,7 @@ T.test("philox mode: the layout, distinct keys and values, queries after the con
   T.eq(mech.task.show(ds:doc(0)), shown) -- the document table carries its readouts
   local d0 = ds:doc(0)
   d0.readouts, d0.answers = { "x" }, { 1 }
-  T.raises(function() mech.task.show(d0) end, "expected an integer, got string")
+  T.raises(function() mech.task.show(d0) end, "(readouts[1] expected an integer position, got string)")
   T.eq(task:to_str_tokens({ 0, 1, 64, 127 }), { "_", "k1", "v0", "v63" })
 end)
 
@@ -141,7 +141,7 @@ T.test("bad options are errors naming the option", function()
     "num_kv_pairs * 2 * num_passes + num_kv_pairs * 2 must be <= input_seq_len")
   T.raises(function() mech.task.mqar { num_passes = 0 } end, "num_passes must be >= 1")
   T.raises(function() mech.task.mqar { power_a = 0 } end, "power_a must be a number > 0")
-  T.raises(function() mech.task.mqar { rng = "torch" } end, "option 'rng' expected")
+  T.raises(function() mech.task.mqar { rng = "torch" } end, "option 'rng':? expected one of 'philox', 'numpy', got 'torch'")
   T.raises(function() mech.task.mqar { vocab = 64 } end, "vocab")
   T.raises(function() mech.task.mqar { num_kv_pairs = "four" } end, "num_kv_pairs")
   T.raises(function() mech.task.mqar { rng = "numpy" }:sample(1) end, "draws whole datasets")

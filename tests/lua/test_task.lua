@@ -136,12 +136,18 @@ T.test("printing shows the tree and marks the probing positions", function()
   T.eq(mech.task.show(d), s)
   local ds = t:dataset(2, {seed = 11})
   T.eq(ds:show(0), s)
-  -- a damaged document still prints (or errors cleanly), never crashes
-  d.tree.parent[2] = 1e6
-  d.positions.query_item = -5
+  -- a damaged document is an error naming the field, never a crash (ml_doc_check judges it)
+  d.tree.parent[3] = 1e6
+  T.raises(function() t:show(d) end, "bad argument #1 to 'task:show' (tree.parent at position 2 = 1000000 is")
+  d.tree.parent[3] = d.tree.parent[2]
   T.eq(type(t:show(d)), "string")
+  d.positions.query_item = -5
+  T.raises(function() t:show(d) end, "(position 'query_item' = -5 is outside the document")
   T.raises(function() t:show {tokens = {1, "x"}, positions = {}} end, "tokens[2]")
-  T.raises(function() mech.task.show {tokens = {1}} end, "task")
+  T.raises(function() t:show {tokens = {1}, colour = 1} end, "'colour' is not one of tokens")
+  T.raises(function() mech.task.show {tokens = {1}} end,
+    "bad argument #1 to 'mech.task.show' (a document with a 'task' field expected, got its 'task' nil)")
+  T.raises(function() t.show(1, d) end, "calling 'task:show' on bad self (a mech.Task expected, got 1)")
   local ar = mech.task.preset("ar_32")
   T.truthy(ar:show(ar:sample(1)):find("next_key", 1, true))
 end)
@@ -160,15 +166,30 @@ T.test("dataset statistics", function()
   T.near(st.query_key_dist, 18, 2.5)
 end)
 
+T.test("options are read once per key, even from a table whose __index answers differently each time", function()
+  for _, ctor in ipairs { "ar", "atr", "mqar" } do
+    local reads = {}
+    mech.task[ctor](setmetatable({}, { __index = function(_, k) reads[k] = (reads[k] or 0) + 1 end }))
+    T.truthy(reads.seed, ctor)
+    for k, n in pairs(reads) do T.eq(n, 1, string.format("mech.task.%s read '%s' %d times", ctor, k, n)) end
+  end
+  local reads = {}
+  local ds = mech.task.preset("ar_32"):dataset(2, setmetatable({}, { __index = function(_, k)
+    reads[k] = (reads[k] or 0) + 1
+    if k == "split" and reads[k] == 1 then return "test" end
+  end }))
+  T.eq({ ds:split(), reads.split, reads.seed }, { "test", 1, 1 })
+end)
+
 T.test("options: unknown keys name the nearest valid one; bad values name the option", function()
   T.raises(function() mech.task.atr {max_rhs_lne = 3} end, "did you mean 'max_rhs_len'")
   T.raises(function() mech.task.ar {numkv = 3} end, "did you mean 'num_kv'")
   T.raises(function() mech.task.atr {max_rhs_len = 1} end, "max_rhs_len must be in 2..")
-  T.raises(function() mech.task.atr {head_position = "middle"} end, "'head_position' expected \"right\" or \"left\"")
+  T.raises(function() mech.task.atr {head_position = "middle"} end, "'head_position':? expected one of 'right', 'left', got 'middle'")
   T.raises(function() mech.task.atr {sample_first = "x"} end, "sample_first")
   T.raises(function() mech.task.atr {num_terminals = "many"} end, "'num_terminals' expected an integer")
   T.raises(function() mech.task.atr {parent = false} end, "query type")
-  T.raises(function() mech.task.ar {query_type = "vlaue"} end, "\"key\" or \"value\"")
+  T.raises(function() mech.task.ar {query_type = "vlaue"} end, "'key', 'value', got 'vlaue'")
   T.raises(function() mech.task.ar {length = 33} end, "even")
   T.raises(function() mech.task.preset("pcfg_5_2") end, "did you mean 'pcfg_5_20'")
   T.raises(function() mech.task.preset("ar_32"):dataset(-1) end, "number of documents")
@@ -236,7 +257,7 @@ T.test("rng option: default, recorded, errors", function()
   T.eq(t:config().rng, "numpy")
   T.eq(mech.task.atr { rng = "numpy", seed = 1 }:config().rng, "numpy")
   T.raises(function() mech.task.preset("pcfg_5_20", 42, { rng = "mt" }) end,
-    "option 'rng' expected \"philox\" or \"numpy\", got 'mt'")
+    "option 'rng':? expected one of 'philox', 'numpy', got 'mt'")
   T.raises(function() mech.task.preset("pcfg_5_20", 42, { rgn = "numpy" }) end, "rgn")
   T.raises(function() mech.task.preset("ar_32", 42, { rng = "numpy" }) end, "ATR presets only")
   T.raises(function() mech.task.preset("pcfg_5_20", -1, { rng = "numpy" }) end, "0..2^32%-1")

@@ -269,7 +269,7 @@ T.test("bad sample_batch functions and batches are errors naming the document, b
     .. "wrong: document has no target")
   bad({ tokens = ok3:float(), targets = { 1 } }, "the batch of documents 0.. of split train is wrong: sample_batch's "
     .. "field 'tokens' expected an int32 tensor (n, L) with 1 <= n <= ")
-  bad({ tokens = ok3:float(), targets = { 1 } }, " (the documents asked for) and 1 <= L <= 2^24, got float32 tensor of "
+  bad({ tokens = ok3:float(), targets = { 1 } }, " (the documents asked for) and 1 <= L <= 2^24, got a float32 tensor of "
     .. "shape [3,2]")
   local t4 = mech.task.new { name = "four", vocab = 6, sample_batch = function()
     return { tokens = i32 { { 1, 2 }, { 1, 2 }, { 1, 2 }, { 1, 2 } }, targets = { 1 } }
@@ -278,7 +278,7 @@ T.test("bad sample_batch functions and batches are errors naming the document, b
   T.eq(#t4:dataset(8), 8)
   bad({ tokens = { { 1, 2 } }, targets = { 1 } }, "field 'tokens' expected an int32 tensor (n, L)")
   bad({ tokens = ok3, targets = i32 { { 1 }, { 1 } } }, "sample_batch's field 'targets' expected an int32 tensor (n, k) "
-    .. "or a list of integers that every document shares, got int32 tensor of shape [2,1]")
+    .. "or a list of integers that every document shares, got an int32 tensor of shape [2,1]")
   bad({ tokens = ok3, targets = { 1.5 } }, "sample_batch's field 'targets' entry 1 expected an integer, got 1.5")
   bad({ tokens = ok3, targets = { 1 }, positions = { query_item = i32 { 0, 1 } } },
     "field 'positions.query_item' expected an int32 tensor (n) or an integer that every document shares")

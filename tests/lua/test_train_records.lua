@@ -236,12 +236,15 @@ T.test("a task built by hand, and MQAR, come back from the checkpoint; older che
   T.eq(none, nil)
   T.truthy(why:find("records no task", 1, true), why)
   -- bad input
-  T.raises(function() mech.task.from_checkpoint(42) end, "argument 1 expected a checkpoint path")
+  T.raises(function() mech.task.from_checkpoint(42) end, "bad argument #1 to 'mech.task.from_checkpoint' (a checkpoint path or mech.load's metadata table expected, got 42)")
   T.raises(function() mech.task.from_checkpoint(tmp .. "/missing.safetensors") end, "missing.safetensors")
   T.raises(function() mech.task.from_checkpoint { ["task.spec"] = "{nope" } end, "task.spec is not valid JSON")
   T.raises(function() mech.task.from_spec { kind = "copy" } end, "field 'kind' expected")
   T.raises(function() mech.task.from_spec { kind = "ar", options = { num_kv = "x" } } end, "num_kv")
   T.raises(function() mech.task.from_spec { kind = "ar", colour = 1 } end, "colour")
+  -- an option beside kind is told to go under options (not "did you mean 'module'")
+  T.raises(function() mech.task.from_spec { kind = "ar", num_kv = 4 } end,
+    "bad argument #1 to 'mech.task.from_spec' ('num_kv' is a task option: it goes under 'options'")
 end)
 
 os.execute("rm -rf '" .. tmp .. "'")

@@ -427,7 +427,7 @@ static const char *register_class(lua_State *L, int cls, const char *name, const
     cls = lua_absindex(L, cls);
     if (!lua_istable(L, cls)) {
         char got[64];
-        luaL_error(L, "%s: expected a mech.nn Module class, got %s", fn, mlL_describe(L, cls, got, sizeof got));
+        mlL_error(L, fn, "expected a mech.nn Module class, got %s", mlL_describe(L, cls, got, sizeof got));
     }
     /* a built-in mixer's layer class (mech.nn.Mamba, ...) is that mixer */
     lua_getfield(L, cls, "arch");
@@ -463,7 +463,7 @@ static const char *register_class(lua_State *L, int cls, const char *name, const
         name = snake;
     }
     if (module && strlen(module) >= sizeof an->head->module)
-        luaL_error(L, "%s: module name '%s' is too long", fn, module);
+        mlL_error(L, fn, "module name '%s' is too long", module);
     /* a name held by another class: replaced when no model uses it any more */
     const ml_mixer_type *old = ml_mixer_find(name);
     if (old && lua_mixer_of(old)) {
@@ -482,10 +482,10 @@ static const char *register_class(lua_State *L, int cls, const char *name, const
         mixer_unref(om);
     }
     if (strlen(name) >= sizeof an->head->name)
-        luaL_error(L, "%s: mixer name '%s' is longer than %d bytes ({name = ...} gives another)", fn, name,
+        mlL_error(L, fn, "mixer name '%s' is longer than %d bytes ({name = ...} gives another)", name,
                    (int)sizeof an->head->name - 1);
     lua_mixer *mx = calloc(1, sizeof *mx);
-    if (!mx) luaL_error(L, "%s: out of memory", fn);
+    if (!mx) mlL_error(L, fn, "out of memory");
     memcpy(mx->name, name, strlen(name) + 1);
     memcpy(mx->module, module ? module : "", strlen(module ? module : "") + 1);
     mx->type = (ml_mixer_type){.name = mx->name, .build = lm_build, .init = lm_init,
@@ -494,7 +494,7 @@ static const char *register_class(lua_State *L, int cls, const char *name, const
         free(mx);
         char msg[300];
         snprintf(msg, sizeof msg, "%s", ml_last_error());
-        luaL_error(L, "%s: %s%s", fn, msg,
+        mlL_error(L, fn, "%s%s", msg,
                    ml_mixer_find(name) ? " (give the class another name: {name = ...})" : "");
     }
     mx->L = main_thread(L);
@@ -565,7 +565,7 @@ static const char *resolve_string(lua_State *L, const char *s, const char *fn) {
         luaL_error(L, "%s: option 'mixer' '%s' is no built-in or registered mixer, and requiring it as a module "
                       "failed: %s", fn, s, mlL_error_text(L, -1));
     if (!lua_istable(L, -1))
-        luaL_error(L, "%s: module '%s' returned %s, expected its mixer class", fn, s, luaL_typename(L, -1));
+        mlL_error(L, fn, "module '%s' returned %s, expected its mixer class", s, luaL_typename(L, -1));
     const char *name = register_class(L, -1, NULL, s, fn);
     lua_settop(L, top);
     return name;
@@ -595,7 +595,7 @@ void mlL_mixer_options(lua_State *L, int idx, const char *fn, const char *const 
     size_t len;
     const char *text = lua_tolstring(L, -1, &len);
     if (len >= sizeof c->mixer_options)
-        luaL_error(L, "%s: the mixer options take %d bytes as JSON, more than %d", fn, (int)len,
+        mlL_error(L, fn, "the mixer options take %d bytes as JSON, more than %d", (int)len,
                    (int)sizeof c->mixer_options - 1);
     memcpy(c->mixer_options, text, len + 1);
     lua_pop(L, 2);

@@ -39,7 +39,7 @@ static lua_Integer int_arg(lua_State *L, int idx, const char *fn, const char *wh
 static int dim_arg(lua_State *L, int idx, const char *fn, int ndim) {
     lua_Integer v = int_arg(L, idx, fn, "an integer dimension");
     if (v < -ML_MAX_DIMS - 1 || v > ML_MAX_DIMS) /* far out: keep it out of int range and ML_ALL_DIMS */
-        luaL_error(L, "%s: argument %d expected a dimension in [%d, %d], got %I", fn, idx, -ndim, ndim - 1, v);
+        mlL_argfail(L, fn, idx, "expected a dimension in [%d, %d], got %I", -ndim, ndim - 1, v);
     return (int)v;
 }
 
@@ -244,7 +244,7 @@ static int l_einsum(lua_State *L) {
     const char *spec = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
     if (!spec) return mlL_argerror(L, "einsum", 1, "a spec string such as \"ij,jk->ik\"");
     int n = lua_gettop(L) - 1;
-    if (n < 1 || n > 16) return luaL_error(L, "einsum: expected 1 to 16 tensors after the spec, got %d", n);
+    if (n < 1 || n > 16) return mlL_error(L, "einsum", "expected 1 to 16 tensors after the spec, got %d", n);
     ml_tensor *ts[16];
     for (int k = 0; k < n; k++) ts[k] = operand(L, k + 2, "einsum", ML_F32);
     mlL_pushtensor(L, ml_einsum(spec, n, ts));
@@ -344,7 +344,7 @@ static int l_embedding(lua_State *L) {
  * the table keeps them alive). `self` (may be NULL) goes first. */
 static ml_tensor **tensor_list(lua_State *L, int idx, ml_tensor *self, const char *fn, int *n) {
     int len = (int)luaL_len(L, idx), total = len + (self ? 1 : 0);
-    if (total < 1) luaL_error(L, "%s: argument %d expected a non-empty list of tensors", fn, idx);
+    if (total < 1) mlL_argfail(L, fn, idx, "expected a non-empty list of tensors");
     /* a userdata owns the array, so errors below free it with the stack */
     ml_tensor **ts = lua_newuserdatauv(L, sizeof(ml_tensor *) * (size_t)total, 0);
     int k = 0;
@@ -352,7 +352,7 @@ static ml_tensor **tensor_list(lua_State *L, int idx, ml_tensor *self, const cha
     for (int i = 1; i <= len; i++) {
         lua_geti(L, idx, i);
         ml_tensor *t = mlL_testtensor(L, -1);
-        if (!t) luaL_error(L, "%s: argument %d element %d expected a tensor, got %s", fn, idx, i, luaL_typename(L, -1));
+        if (!t) mlL_argfail(L, fn, idx, "element %d expected a tensor, got %s", i, luaL_typename(L, -1));
         ts[k++] = t;
         lua_pop(L, 1);
     }
@@ -398,7 +398,7 @@ static int l_split(lua_State *L) {
     int d = ml_dim(dim, a->ndim);
     int64_t len = (d >= 0 && a->ndim > 0) ? a->shape[d] : 0;
     int64_t count = len == 0 ? 1 : (len - 1) / size + 1; /* no overflow for huge sizes */
-    if (count > 1000000) return luaL_error(L, "split: %I pieces are too many to return", (lua_Integer)count);
+    if (count > 1000000) return mlL_error(L, "split", "%I pieces are too many to return", (lua_Integer)count);
     luaL_checkstack(L, (int)count + 2, "split: too many pieces");
     ml_tensor **out = lua_newuserdatauv(L, sizeof(ml_tensor *) * (size_t)count, 0);
     int n = ml_split_tensor(a, size, dim, out, (int)count);

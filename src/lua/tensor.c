@@ -32,7 +32,7 @@ ml_tensor *mlL_testtensor(lua_State *L, int arg) {
 ml_tensor *mlL_checktensor(lua_State *L, int arg, const char *fn) {
     tensor_box *b = luaL_testudata(L, arg, MLL_TENSOR_MT);
     if (!b) mlL_argerror(L, fn, arg, "a tensor");
-    if (!b->t) luaL_error(L, "%s: argument %d is a tensor that was closed", fn, arg);
+    if (!b->t) mlL_argfail(L, fn, arg, "is a tensor that was closed");
     return b->t;
 }
 
@@ -68,7 +68,7 @@ static int table_shape(lua_State *L, int idx, int64_t *shape, const char *fn, co
     int nd = 0;
     lua_pushvalue(L, idx);
     while (lua_istable(L, -1)) {
-        if (nd == ML_MAX_DIMS) luaL_error(L, "%s: %s is nested deeper than %d levels", fn, what, ML_MAX_DIMS);
+        if (nd == ML_MAX_DIMS) mlL_error(L, fn, "%s is nested deeper than %d levels", what, ML_MAX_DIMS);
         shape[nd++] = (int64_t)luaL_len(L, -1);
         if (shape[nd - 1] == 0) break;
         lua_geti(L, -1, 1);
@@ -84,27 +84,27 @@ static void fill_from_table(lua_State *L, int idx, ml_tensor *t, int dim, int64_
                             const char *what, bool ints_only) {
     int64_t n = (int64_t)luaL_len(L, idx);
     if (n != t->shape[dim])
-        luaL_error(L, "%s: %s is not rectangular: a row at depth %d has %I entries, expected %I", fn, what, dim,
+        mlL_error(L, fn, "%s is not rectangular: a row at depth %d has %I entries, expected %I", what, dim,
                    (lua_Integer)n, (lua_Integer)t->shape[dim]);
     for (int64_t i = 0; i < n; i++) {
         lua_geti(L, idx, i + 1);
         if (dim + 1 < t->ndim) {
             if (!lua_istable(L, -1))
-                luaL_error(L, "%s: %s is not rectangular: expected a table at depth %d, got %s", fn, what, dim + 1,
+                mlL_error(L, fn, "%s is not rectangular: expected a table at depth %d, got %s", what, dim + 1,
                            luaL_typename(L, -1));
             fill_from_table(L, lua_gettop(L), t, dim + 1, pos, fn, what, ints_only);
         } else if (ints_only) {
             int ok;
             lua_Integer v = lua_tointegerx(L, -1, &ok);
             if (!ok || lua_type(L, -1) != LUA_TNUMBER || v < INT32_MIN || v > INT32_MAX)
-                luaL_error(L, "%s: %s expected integers in int32 range, got %s at a leaf", fn, what,
+                mlL_error(L, fn, "%s expected integers in int32 range, got %s at a leaf", what,
                            lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
             ml_i32(t)[(*pos)++] = (int32_t)v;
         } else {
             int ok;
             lua_Number v = lua_tonumberx(L, -1, &ok);
             if (!ok || lua_type(L, -1) != LUA_TNUMBER)
-                luaL_error(L, "%s: %s expected numbers, got %s at a leaf", fn, what, luaL_typename(L, -1));
+                mlL_error(L, fn, "%s expected numbers, got %s at a leaf", what, luaL_typename(L, -1));
             if (t->dtype == ML_F32) ml_f32(t)[*pos] = (float)v;
             else ml_i32(t)[*pos] = (int32_t)v;
             (*pos)++;
@@ -162,7 +162,7 @@ ml_tensor *mlL_checkints(lua_State *L, int idx, const char *fn, const char *key)
     }
     if (!t || t->dtype != ML_I32) {
         char got[160];
-        luaL_error(L, "%s: %s expected an int32 tensor or a table of integers, got %s", fn, what,
+        mlL_error(L, fn, "%s expected an int32 tensor or a table of integers, got %s", what,
                    mlL_describe(L, idx, got, sizeof got));
     }
     mlL_pushtensor(L, t);
@@ -179,7 +179,7 @@ typedef struct {
     bool requires_grad;
 } ctor_options;
 static const mlL_option ctor_spec[] = {
-    {"dtype", MLL_ENUM, offsetof(ctor_options, dtype), 0, 0, dtype_names, "option 'dtype' expected 'float32' or 'int32'"},
+    {"dtype", MLL_ENUM, offsetof(ctor_options, dtype), 0, 0, dtype_names, "'float32' or 'int32'"},
     MLL_OPTION(MLL_CBOOL, "requires_grad", ctor_options, requires_grad), {NULL}};
 
 /* Reads {dtype=, requires_grad=} at idx (may be none). */
@@ -262,7 +262,7 @@ static int l_arange(lua_State *L) {
     ml_dtype dtype = all_int ? ML_I32 : ML_F32;
     int rg;
     ctor_opts(L, nargs + 1, "mech.arange", &dtype, &rg);
-    if (step != 0 && fabs((stop - start) / step) > 1e10) return luaL_error(L, "mech.arange: too many elements");
+    if (step != 0 && fabs((stop - start) / step) > 1e10) return mlL_error(L, "mech.arange", "too many elements");
     finish_new(L, ml_arange(dtype, start, stop, step), rg);
     return 1;
 }
@@ -282,7 +282,7 @@ static ml_rng *opt_generator(lua_State *L, int idx, const char *fn) {
     ml_rng *r = NULL;
     if (!lua_isnil(L, -1)) {
         r = luaL_testudata(L, -1, MLL_RNG_MT);
-        if (!r) luaL_error(L, "%s: option 'generator' expected a mech.Generator, got %s", fn, luaL_typename(L, -1));
+        if (!r) mlL_error(L, fn, "option 'generator' expected a mech.Generator, got %s", luaL_typename(L, -1));
     }
     lua_pop(L, 1);
     return r ? r : default_rng(L);
@@ -295,7 +295,7 @@ static int make_random(lua_State *L, const char *fn, bool normal) {
     ml_dtype dtype = ML_F32;
     int rg;
     ctor_opts(L, next, fn, &dtype, &rg);
-    if (dtype != ML_F32) return luaL_error(L, "%s: only float32 random tensors are supported", fn);
+    if (dtype != ML_F32) return mlL_error(L, fn, "only float32 random tensors are supported");
     ml_rng *r = opt_generator(L, next, fn);
     if (ml_check_shape(fn, 1, nd, shape)) mlL_raise(L);
     finish_new(L, normal ? ml_normal(nd, shape, 0, 1, r) : ml_uniform(nd, shape, 0, 1, r), rg);
@@ -375,17 +375,17 @@ static ml_tensor *apply_index(lua_State *L, ml_tensor *t, int idx, const char *f
     cur->t = ml_retain(t);
     luaL_setmetatable(L, MLL_TENSOR_MT);
     if (lua_type(L, idx) == LUA_TNUMBER) {
-        if (!lua_isinteger(L, idx)) luaL_error(L, "%s: index expected an integer, got %s", fn, lua_tostring(L, idx));
-        if (t->ndim == 0) luaL_error(L, "%s: cannot index a 0-dim tensor", fn);
+        if (!lua_isinteger(L, idx)) mlL_error(L, fn, "index expected an integer, got %s", lua_tostring(L, idx));
+        if (t->ndim == 0) mlL_error(L, fn, "cannot index a 0-dim tensor");
         ml_tensor *out = ml_select(t, 0, lua_tointeger(L, idx));
         if (!out) mlL_raise(L);
         lua_pop(L, 1);
         return out;
     }
     if (!lua_istable(L, idx))
-        luaL_error(L, "%s: index expected an integer or a table of indices/slices, got %s", fn, luaL_typename(L, idx));
+        mlL_error(L, fn, "index expected an integer or a table of indices/slices, got %s", luaL_typename(L, idx));
     lua_Integer n = luaL_len(L, idx);
-    if (n > t->ndim) luaL_error(L, "%s: %I indices for a tensor with %d dimensions", fn, n, t->ndim);
+    if (n > t->ndim) mlL_error(L, fn, "%I indices for a tensor with %d dimensions", n, t->ndim);
     int dim = 0;
     for (int k = 1; k <= n; k++) {
         lua_geti(L, idx, k);
@@ -466,7 +466,7 @@ static int t_index(lua_State *L) {
             return 1;
         }
         if (!strcmp(k, "mT")) { /* the last two dims swapped, as PyTorch's .mT */
-            if (t->ndim < 2) return luaL_error(L, "mT: expected a tensor with at least 2 dimensions, got %d", t->ndim);
+            if (t->ndim < 2) return mlL_error(L, "mT", "expected a tensor with at least 2 dimensions, got %d", t->ndim);
             mlL_pushtensor(L, ml_transpose(t, -2, -1));
             return 1;
         }
@@ -551,7 +551,7 @@ static int l_set_printoptions(lua_State *L) {
     const char *fn = "mech.set_printoptions";
     static const char *const keys[] = {"threshold", "edgeitems", "precision", "linewidth", "sci_mode", "profile", NULL};
     static const mlL_option profile[] = {
-        {"profile", MLL_ENUM, 0, 0, 0, ml_print_profile_names, "option 'profile' expected 'default', 'short' or 'full'"}, {NULL}};
+        {"profile", MLL_ENUM, 0, 0, 0, ml_print_profile_names, "'default', 'short' or 'full'"}, {NULL}};
     static const mlL_option opts[] = {
         {"threshold", MLL_NUM, offsetof(print_options, threshold), 0, INFINITY, NULL,
          "option 'threshold' expected a number >= 0 (math.huge: never summarise)"},
@@ -595,7 +595,7 @@ static int l_get_printoptions(lua_State *L) {
 /* ------------------------------------------------------------------ shape & conversion methods */
 
 static int m_shape(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "shape");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:shape");
     lua_createtable(L, t->ndim, 0);
     for (int d = 0; d < t->ndim; d++) {
         lua_pushinteger(L, t->shape[d]);
@@ -608,27 +608,27 @@ static int check_dim_arg(lua_State *L, int arg, const ml_tensor *t, const char *
     lua_Integer d = luaL_checkinteger(L, arg);
     int r = ml_dim((int)d, t->ndim);
     if (r < 0 || d != (int)d || t->ndim == 0)
-        luaL_error(L, "%s: argument %d expected a dimension in [%d, %d], got %d", fn, arg, -t->ndim, t->ndim - 1, (int)d);
+        mlL_argfail(L, fn, arg, "expected a dimension in [%d, %d], got %d", -t->ndim, t->ndim - 1, (int)d);
     return r;
 }
 
 static int m_size(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "size");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:size");
     if (lua_isnoneornil(L, 2)) return m_shape(L);
-    lua_pushinteger(L, t->shape[check_dim_arg(L, 2, t, "size")]);
+    lua_pushinteger(L, t->shape[check_dim_arg(L, 2, t, "tensor:size")]);
     return 1;
 }
 
 static int m_dim(lua_State *L) {
-    lua_pushinteger(L, mlL_checktensor(L, 1, "dim")->ndim);
+    lua_pushinteger(L, mlL_checktensor(L, 1, "tensor:dim")->ndim);
     return 1;
 }
 static int m_numel(lua_State *L) {
-    lua_pushinteger(L, ml_numel(mlL_checktensor(L, 1, "numel")));
+    lua_pushinteger(L, ml_numel(mlL_checktensor(L, 1, "tensor:numel")));
     return 1;
 }
 static int m_dtype(lua_State *L) {
-    lua_pushstring(L, ml_dtype_name(mlL_checktensor(L, 1, "dtype")->dtype));
+    lua_pushstring(L, ml_dtype_name(mlL_checktensor(L, 1, "tensor:dtype")->dtype));
     return 1;
 }
 static int t_len(lua_State *L) {
@@ -638,10 +638,10 @@ static int t_len(lua_State *L) {
 }
 
 static int m_item(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "item");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:item");
     if (ml_numel(t) != 1) {
         char s[ML_SHAPE_STR];
-        return luaL_error(L, "item: expected a tensor with one element, got shape %s", ml_shape_str(s, t->ndim, t->shape));
+        return mlL_error(L, "tensor:item", "expected a tensor with one element, got shape %s", ml_shape_str(s, t->ndim, t->shape));
     }
     return push_element(L, t, ml_get_flat(t, 0));
 }
@@ -654,28 +654,28 @@ static void element_index(lua_State *L, const ml_tensor *t, int first, int64_t *
         if (!ok) mlL_argerror(L, fn, first + d, "an integer index");
         if (i < 0) i += t->shape[d];
         if (i < 0 || i >= t->shape[d])
-            luaL_error(L, "%s: index %d out of range for dim %d of size %d", fn, (int)lua_tointeger(L, first + d), d,
+            mlL_error(L, fn, "index %d out of range for dim %d of size %d", (int)lua_tointeger(L, first + d), d,
                        (int)t->shape[d]);
         idx[d] = i;
     }
     if (!lua_isnone(L, first + t->ndim) && lua_type(L, first + t->ndim) == LUA_TNUMBER)
-        luaL_error(L, "%s: too many indices for a tensor with %d dimensions", fn, t->ndim);
+        mlL_error(L, fn, "too many indices for a tensor with %d dimensions", t->ndim);
 }
 
 static int m_get(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "get");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:get");
     int64_t idx[ML_MAX_DIMS];
-    element_index(L, t, 2, idx, "get");
+    element_index(L, t, 2, idx, "tensor:get");
     return push_element(L, t, ml_get(t, idx));
 }
 
 static int m_set(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "set");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:set");
     lua_Number v = luaL_checknumber(L, 2);
     int64_t idx[ML_MAX_DIMS];
-    element_index(L, t, 3, idx, "set");
+    element_index(L, t, 3, idx, "tensor:set");
     if (ml_grad_enabled() && t->requires_grad && !t->grad_fn)
-        return luaL_error(L, "set: argument 1 is a leaf that requires grad; modify it inside mech.no_grad");
+        return mlL_argfail(L, "tensor:set", 1, "is a leaf that requires grad; modify it inside mech.no_grad");
     ml_set(t, idx, v);
     lua_settop(L, 1);
     return 1;
@@ -693,7 +693,7 @@ static void push_list(lua_State *L, const ml_tensor *t, int dim, int64_t off) {
 }
 
 static int m_tolist(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "tolist");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:tolist");
     if (t->ndim == 0) return m_item(L);
     if (ml_numel(t) == 0) { /* no element, but one table per index of the dims before the first 0 */
         int64_t tables = 1, row = 1;
@@ -703,7 +703,7 @@ static int m_tolist(lua_State *L) {
         }
         if (tables > (INT64_C(1) << 24)) {
             char s[ML_SHAPE_STR];
-            return luaL_error(L, "tolist: the tensor of shape %s has no element, but its nested lists would need more than 2^24 tables",
+            return mlL_error(L, "tensor:tolist", "the tensor of shape %s has no element, but its nested lists would need more than 2^24 tables",
                               ml_shape_str(s, t->ndim, t->shape));
         }
     }
@@ -714,35 +714,35 @@ static int m_tolist(lua_State *L) {
 /* ------------------------------------------------------------------ view methods */
 
 static int m_narrow(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "narrow");
-    int d = check_dim_arg(L, 2, t, "narrow");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:narrow");
+    int d = check_dim_arg(L, 2, t, "tensor:narrow");
     mlL_pushtensor(L, ml_narrow(t, d, luaL_checkinteger(L, 3), luaL_checkinteger(L, 4)));
     return 1;
 }
 static int m_slice(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "slice");
-    int d = check_dim_arg(L, 2, t, "slice");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:slice");
+    int d = check_dim_arg(L, 2, t, "tensor:slice");
     mlL_pushtensor(L, ml_slice(t, d, luaL_optinteger(L, 3, 0), luaL_optinteger(L, 4, t->shape[d]), luaL_optinteger(L, 5, 1)));
     return 1;
 }
 static int m_select(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "select");
-    int d = check_dim_arg(L, 2, t, "select");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:select");
+    int d = check_dim_arg(L, 2, t, "tensor:select");
     mlL_pushtensor(L, ml_select(t, d, luaL_checkinteger(L, 3)));
     return 1;
 }
 static int m_transpose(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "transpose");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:transpose");
     int a = t->ndim >= 2 ? -2 : 0, b = t->ndim >= 2 ? -1 : 0;
-    if (!lua_isnoneornil(L, 2)) a = check_dim_arg(L, 2, t, "transpose"), b = check_dim_arg(L, 3, t, "transpose");
+    if (!lua_isnoneornil(L, 2)) a = check_dim_arg(L, 2, t, "tensor:transpose"), b = check_dim_arg(L, 3, t, "tensor:transpose");
     mlL_pushtensor(L, ml_transpose(t, a, b));
     return 1;
 }
 static int m_permute(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "permute");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:permute");
     int64_t p[ML_MAX_DIMS];
-    int n = mlL_checkshape(L, 2, "permute", p);
-    if (n != t->ndim) return luaL_error(L, "permute: expected %d dimensions, got %d", t->ndim, n);
+    int n = mlL_checkshape(L, 2, "tensor:permute", p);
+    if (n != t->ndim) return mlL_error(L, "tensor:permute", "expected %d dimensions, got %d", t->ndim, n);
     int perm[ML_MAX_DIMS];
     for (int d = 0; d < n; d++) perm[d] = (int)p[d];
     mlL_pushtensor(L, ml_permute(t, perm));
@@ -754,18 +754,18 @@ static int shape_with_neg(lua_State *L, int first, const char *fn, int64_t *shap
     int n = 0;
     if (lua_istable(L, first)) {
         int len = (int)luaL_len(L, first);
-        if (len > ML_MAX_DIMS) luaL_error(L, "%s: at most %d dimensions", fn, ML_MAX_DIMS);
+        if (len > ML_MAX_DIMS) mlL_error(L, fn, "at most %d dimensions", ML_MAX_DIMS);
         for (int i = 1; i <= len; i++) {
             lua_geti(L, first, i);
             int ok;
             shape[n++] = lua_tointegerx(L, -1, &ok);
-            if (!ok) luaL_error(L, "%s: argument %d expected a shape of integers, entry %d is %s", fn, first, i, luaL_typename(L, -1));
+            if (!ok) mlL_argfail(L, fn, first, "expected a shape of integers, entry %d is %s", i, luaL_typename(L, -1));
             lua_pop(L, 1);
         }
         return n;
     }
     for (int i = first; lua_type(L, i) == LUA_TNUMBER; i++) {
-        if (n == ML_MAX_DIMS) luaL_error(L, "%s: at most %d dimensions", fn, ML_MAX_DIMS);
+        if (n == ML_MAX_DIMS) mlL_error(L, fn, "at most %d dimensions", ML_MAX_DIMS);
         shape[n++] = luaL_checkinteger(L, i);
     }
     return n;
@@ -779,42 +779,42 @@ static int reshaping(lua_State *L, const char *fn, ml_tensor *(*op)(ml_tensor *,
     mlL_pushtensor(L, op(t, n, s));
     return 1;
 }
-static int m_view(lua_State *L) { return reshaping(L, "view", ml_view); }
-static int m_reshape(lua_State *L) { return reshaping(L, "reshape", ml_reshape); }
-static int m_expand(lua_State *L) { return reshaping(L, "expand", ml_expand); }
+static int m_view(lua_State *L) { return reshaping(L, "tensor:view", ml_view); }
+static int m_reshape(lua_State *L) { return reshaping(L, "tensor:reshape", ml_reshape); }
+static int m_expand(lua_State *L) { return reshaping(L, "tensor:expand", ml_expand); }
 static int m_squeeze(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "squeeze");
-    mlL_pushtensor(L, ml_squeeze(t, check_dim_arg(L, 2, t, "squeeze")));
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:squeeze");
+    mlL_pushtensor(L, ml_squeeze(t, check_dim_arg(L, 2, t, "tensor:squeeze")));
     return 1;
 }
 static int m_unsqueeze(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "unsqueeze");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:unsqueeze");
     mlL_pushtensor(L, ml_unsqueeze(t, (int)luaL_checkinteger(L, 2)));
     return 1;
 }
 static int m_contiguous(lua_State *L) {
-    mlL_pushtensor(L, ml_contiguous(mlL_checktensor(L, 1, "contiguous")));
+    mlL_pushtensor(L, ml_contiguous(mlL_checktensor(L, 1, "tensor:contiguous")));
     return 1;
 }
 static int m_clone(lua_State *L) {
-    mlL_pushtensor(L, ml_clone(mlL_checktensor(L, 1, "clone")));
+    mlL_pushtensor(L, ml_clone(mlL_checktensor(L, 1, "tensor:clone")));
     return 1;
 }
 static int m_detach(lua_State *L) {
-    mlL_pushtensor(L, ml_detach(mlL_checktensor(L, 1, "detach")));
+    mlL_pushtensor(L, ml_detach(mlL_checktensor(L, 1, "tensor:detach")));
     return 1;
 }
 static int m_float(lua_State *L) {
-    mlL_pushtensor(L, ml_to_dtype(mlL_checktensor(L, 1, "float"), ML_F32));
+    mlL_pushtensor(L, ml_to_dtype(mlL_checktensor(L, 1, "tensor:float"), ML_F32));
     return 1;
 }
 static int m_int(lua_State *L) {
-    mlL_pushtensor(L, ml_to_dtype(mlL_checktensor(L, 1, "int"), ML_I32));
+    mlL_pushtensor(L, ml_to_dtype(mlL_checktensor(L, 1, "tensor:int"), ML_I32));
     return 1;
 }
 static int m_copy_(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "copy_");
-    ml_tensor *src = mlL_totensor(L, 2, "copy_", t->dtype);
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:copy_");
+    ml_tensor *src = mlL_totensor(L, 2, "tensor:copy_", t->dtype);
     ml_status st = ml_copy_(t, src);
     ml_release(src);
     if (st) mlL_raise(L);
@@ -822,36 +822,36 @@ static int m_copy_(lua_State *L) {
     return 1;
 }
 static int m_fill_(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "fill_");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:fill_");
     if (ml_fill_(t, luaL_checknumber(L, 2))) mlL_raise(L);
     lua_settop(L, 1);
     return 1;
 }
 static int m_is_contiguous(lua_State *L) {
-    lua_pushboolean(L, ml_is_contiguous(mlL_checktensor(L, 1, "is_contiguous")));
+    lua_pushboolean(L, ml_is_contiguous(mlL_checktensor(L, 1, "tensor:is_contiguous")));
     return 1;
 }
 static int m_equal(lua_State *L) {
-    lua_pushboolean(L, ml_equal(mlL_checktensor(L, 1, "equal"), mlL_checktensor(L, 2, "equal")));
+    lua_pushboolean(L, ml_equal(mlL_checktensor(L, 1, "tensor:equal"), mlL_checktensor(L, 2, "tensor:equal")));
     return 1;
 }
 
 /* ------------------------------------------------------------------ autograd */
 
 static int m_backward(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "backward");
-    ml_tensor *g = lua_isnoneornil(L, 2) ? NULL : mlL_checktensor(L, 2, "backward");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:backward");
+    ml_tensor *g = lua_isnoneornil(L, 2) ? NULL : mlL_checktensor(L, 2, "tensor:backward");
     if (ml_backward(t, g)) mlL_raise(L);
     return 0;
 }
 static int m_requires_grad_(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "requires_grad_");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:requires_grad_");
     if (ml_set_requires_grad(t, lua_isnone(L, 2) ? true : lua_toboolean(L, 2))) mlL_raise(L);
     lua_settop(L, 1);
     return 1;
 }
 static int m_zero_grad(lua_State *L) {
-    ml_zero_grad(mlL_checktensor(L, 1, "zero_grad"));
+    ml_zero_grad(mlL_checktensor(L, 1, "tensor:zero_grad"));
     return 0;
 }
 
@@ -905,7 +905,7 @@ static int l_gradcheck(lua_State *L) {
     luaL_checktype(L, 1, LUA_TFUNCTION);
     mlL_checktable(L, 2, "mech.gradcheck", 2);
     int n = (int)luaL_len(L, 2);
-    if (n < 1 || n > 16) return luaL_error(L, "mech.gradcheck: argument 2 expected 1 to 16 tensors, got %d", n);
+    if (n < 1 || n > 16) return mlL_argfail(L, "mech.gradcheck", 2, "expected 1 to 16 tensors, got %d", n);
     struct tolerances {
         double eps, atol, rtol;
     } tol = {1e-2, 1e-3, 1e-2};

@@ -131,7 +131,7 @@ T.test("interchange: the paper's names, fast = reference, mixer-internal sites",
   T.raises(function() ic.evaluate(m, ds, { layer = { 0 } }) end, "unknown option 'layer'")
   local small = mech.model { arch = "attention", d_model = 16, vocab = 20, state_mixer = "mlp" }
   T.raises(function() ic.evaluate(small, ds, {}) end, "the task's vocabulary %(68%) is larger than the model's %(20%)")
-  T.raises(function() mech.interp.interchange(m, "x") end, "argument 2 expected a mech.Dataset")
+  T.raises(function() mech.interp.interchange(m, "x") end, "bad argument #2 to 'mech.interp.interchange' (a mech.Dataset expected, got 'x')")
 end)
 
 T.test("interchange: combinations in parallel give the one-thread bits", function()
@@ -260,7 +260,7 @@ T.test("attention mass and attribution patching in C: the wrappers' numbers, opt
     "mech.interp.attention_mass: option 'key' expected a position name")
   T.raises(function() mech.interp.attention_mass(att, ds, { n = 0 }) end, "option 'n' expected a positive number")
   T.raises(function() mech.interp.attention_mass(att, ds, { quer = 1 }) end, "did you mean 'query'")
-  T.raises(function() mech.interp.attention_mass(ds, att) end, "argument 1 expected a mech.Model")
+  T.raises(function() mech.interp.attention_mass(ds, att) end, "bad argument #1 to 'mech.interp.attention_mass' (a mech.Model expected, got userdata)")
   local est = mech.interp.attribution_patching(mamba, ds, { sites = { "blocks.0.block_input", "blocks.1.mixer.x" },
     positions = { "query_item_orig", "divider" }, label_types = { "query_item_orig" }, n = 4 })
   T.eq(#est, 4)

@@ -107,7 +107,7 @@ T.test("a non-finite loss stops the run naming the step and the parameter", func
   T.raises(function() train.run(config { out = dir, lr = 1e30 }) end, "became nan at step")
   local m = json.decode(read(dir .. "/manifest.json"))
   T.eq(m.status, "failed")
-  T.truthy(m.error:find("^train_step: the loss became nan at step %d+; "), m.error)
+  T.truthy(m.error:find("^model:train_step: the loss became nan at step %d+; "), m.error)
   local r = train.run(config { out = tmp .. "/nan2", lr = 1e30, on_nonfinite = "record" })
   T.eq(r.status, "done")
   T.truthy(read(tmp .. "/nan2/metrics.csv"):find(",train,nonfinite,1", 1, true))
@@ -236,7 +236,7 @@ T.test("a task built by hand, and MQAR, come back from the checkpoint; older che
   T.eq(none, nil)
   T.truthy(why:find("records no task", 1, true), why)
   -- bad input
-  T.raises(function() mech.task.from_checkpoint(42) end, "argument 1 expected a checkpoint path")
+  T.raises(function() mech.task.from_checkpoint(42) end, "bad argument #1 to 'mech.task.from_checkpoint' (a checkpoint path or mech.load's metadata table expected, got 42)")
   T.raises(function() mech.task.from_checkpoint(tmp .. "/missing.safetensors") end, "missing.safetensors")
   T.raises(function() mech.task.from_checkpoint { ["task.spec"] = "{nope" } end, "task.spec is not valid JSON")
   T.raises(function() mech.task.from_spec { kind = "copy" } end, "field 'kind' expected")

@@ -208,4 +208,25 @@ ml_tensor *mlL_hook_result(lua_State *L, const char *who, ml_status *err);
 /* Raises the core's last error with its function name ("patching_map: ...") replaced by fn. */
 int mlL_raise_as(lua_State *L, const char *fn);
 
+/* ---- declared wrappers (src/lua/decl.c) ----
+ * A simple wrapper (a core call with checked arguments and one result) is a row, not a function:
+ *   {"tensor:narrow", "Tdii", 'T', MLL_FN(ml_narrow)}
+ * name: the Lua name as messages give it (the key set is after its ':' or last '.'); args: one
+ * kind per argument from stack index 1 (self for a method): T a tensor, C the same passed as
+ * const, d a dimension of argument 1 (checked; negative counts from the end), k a C int (the core
+ * checks it), i an integer, n a number; result: T a new tensor (NULL raises the core's error),
+ * b a boolean, i an integer, v nothing. The dispatcher calls fn through the C type its kinds
+ * spell; a new signature adds one line there. */
+enum { MLL_DECL_MAX_ARGS = 6 };
+typedef void (*mlL_fn)(void);
+#define MLL_FN(f) ((mlL_fn)(f))
+typedef struct {
+    const char *name;
+    const char *args;
+    char result;
+    mlL_fn fn;
+} mlL_Decl;
+/* Sets table[key] to a dispatcher for each row up to the one whose name is NULL. */
+void mlL_setdecls(lua_State *L, int table, const mlL_Decl *rows);
+
 #endif

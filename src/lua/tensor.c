@@ -605,7 +605,7 @@ static int m_shape(lua_State *L) {
 }
 
 static int check_dim_arg(lua_State *L, int arg, const ml_tensor *t, const char *fn) {
-    lua_Integer d = luaL_checkinteger(L, arg);
+    lua_Integer d = mlL_checkint(L, arg, fn);
     int r = ml_dim((int)d, t->ndim);
     if (r < 0 || d != (int)d || t->ndim == 0)
         mlL_argfail(L, fn, arg, "expected a dimension in [%d, %d], got %d", -t->ndim, t->ndim - 1, (int)d);
@@ -621,10 +621,6 @@ static int m_size(lua_State *L) {
 
 static int m_dim(lua_State *L) {
     lua_pushinteger(L, mlL_checktensor(L, 1, "tensor:dim")->ndim);
-    return 1;
-}
-static int m_numel(lua_State *L) {
-    lua_pushinteger(L, ml_numel(mlL_checktensor(L, 1, "tensor:numel")));
     return 1;
 }
 static int m_dtype(lua_State *L) {
@@ -671,7 +667,7 @@ static int m_get(lua_State *L) {
 
 static int m_set(lua_State *L) {
     ml_tensor *t = mlL_checktensor(L, 1, "tensor:set");
-    lua_Number v = luaL_checknumber(L, 2);
+    lua_Number v = mlL_checknum(L, 2, "tensor:set");
     int64_t idx[ML_MAX_DIMS];
     element_index(L, t, 3, idx, "tensor:set");
     if (ml_grad_enabled() && t->requires_grad && !t->grad_fn)
@@ -713,22 +709,11 @@ static int m_tolist(lua_State *L) {
 
 /* ------------------------------------------------------------------ view methods */
 
-static int m_narrow(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "tensor:narrow");
-    int d = check_dim_arg(L, 2, t, "tensor:narrow");
-    mlL_pushtensor(L, ml_narrow(t, d, luaL_checkinteger(L, 3), luaL_checkinteger(L, 4)));
-    return 1;
-}
 static int m_slice(lua_State *L) {
     ml_tensor *t = mlL_checktensor(L, 1, "tensor:slice");
     int d = check_dim_arg(L, 2, t, "tensor:slice");
-    mlL_pushtensor(L, ml_slice(t, d, luaL_optinteger(L, 3, 0), luaL_optinteger(L, 4, t->shape[d]), luaL_optinteger(L, 5, 1)));
-    return 1;
-}
-static int m_select(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "tensor:select");
-    int d = check_dim_arg(L, 2, t, "tensor:select");
-    mlL_pushtensor(L, ml_select(t, d, luaL_checkinteger(L, 3)));
+    mlL_pushtensor(L, ml_slice(t, d, mlL_optarg_int(L, 3, 0, "tensor:slice"), mlL_optarg_int(L, 4, t->shape[d], "tensor:slice"),
+                                  mlL_optarg_int(L, 5, 1, "tensor:slice")));
     return 1;
 }
 static int m_transpose(lua_State *L) {
@@ -766,7 +751,7 @@ static int shape_with_neg(lua_State *L, int first, const char *fn, int64_t *shap
     }
     for (int i = first; lua_type(L, i) == LUA_TNUMBER; i++) {
         if (n == ML_MAX_DIMS) mlL_error(L, fn, "at most %d dimensions", ML_MAX_DIMS);
-        shape[n++] = luaL_checkinteger(L, i);
+        shape[n++] = mlL_checkint(L, i, fn);
     }
     return n;
 }
@@ -782,28 +767,6 @@ static int reshaping(lua_State *L, const char *fn, ml_tensor *(*op)(ml_tensor *,
 static int m_view(lua_State *L) { return reshaping(L, "tensor:view", ml_view); }
 static int m_reshape(lua_State *L) { return reshaping(L, "tensor:reshape", ml_reshape); }
 static int m_expand(lua_State *L) { return reshaping(L, "tensor:expand", ml_expand); }
-static int m_squeeze(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "tensor:squeeze");
-    mlL_pushtensor(L, ml_squeeze(t, check_dim_arg(L, 2, t, "tensor:squeeze")));
-    return 1;
-}
-static int m_unsqueeze(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "tensor:unsqueeze");
-    mlL_pushtensor(L, ml_unsqueeze(t, (int)luaL_checkinteger(L, 2)));
-    return 1;
-}
-static int m_contiguous(lua_State *L) {
-    mlL_pushtensor(L, ml_contiguous(mlL_checktensor(L, 1, "tensor:contiguous")));
-    return 1;
-}
-static int m_clone(lua_State *L) {
-    mlL_pushtensor(L, ml_clone(mlL_checktensor(L, 1, "tensor:clone")));
-    return 1;
-}
-static int m_detach(lua_State *L) {
-    mlL_pushtensor(L, ml_detach(mlL_checktensor(L, 1, "tensor:detach")));
-    return 1;
-}
 static int m_float(lua_State *L) {
     mlL_pushtensor(L, ml_to_dtype(mlL_checktensor(L, 1, "tensor:float"), ML_F32));
     return 1;
@@ -823,16 +786,8 @@ static int m_copy_(lua_State *L) {
 }
 static int m_fill_(lua_State *L) {
     ml_tensor *t = mlL_checktensor(L, 1, "tensor:fill_");
-    if (ml_fill_(t, luaL_checknumber(L, 2))) mlL_raise(L);
+    if (ml_fill_(t, mlL_checknum(L, 2, "tensor:fill_"))) mlL_raise(L);
     lua_settop(L, 1);
-    return 1;
-}
-static int m_is_contiguous(lua_State *L) {
-    lua_pushboolean(L, ml_is_contiguous(mlL_checktensor(L, 1, "tensor:is_contiguous")));
-    return 1;
-}
-static int m_equal(lua_State *L) {
-    lua_pushboolean(L, ml_equal(mlL_checktensor(L, 1, "tensor:equal"), mlL_checktensor(L, 2, "tensor:equal")));
     return 1;
 }
 
@@ -849,10 +804,6 @@ static int m_requires_grad_(lua_State *L) {
     if (ml_set_requires_grad(t, lua_isnone(L, 2) ? true : lua_toboolean(L, 2))) mlL_raise(L);
     lua_settop(L, 1);
     return 1;
-}
-static int m_zero_grad(lua_State *L) {
-    ml_zero_grad(mlL_checktensor(L, 1, "tensor:zero_grad"));
-    return 0;
 }
 
 /* mech.no_grad(fn, ...) calls fn(...) with gradient recording off and returns its results;
@@ -962,20 +913,31 @@ static int t_close(lua_State *L) { return t_gc(L); }
 
 int mlL_open_tensor(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"shape", m_shape}, {"size", m_size}, {"dim", m_dim}, {"numel", m_numel}, {"dtype", m_dtype},
+        {"shape", m_shape}, {"size", m_size}, {"dim", m_dim}, {"dtype", m_dtype},
         {"item", m_item}, {"get", m_get}, {"set", m_set}, {"tolist", m_tolist},
-        {"narrow", m_narrow}, {"slice", m_slice}, {"select", m_select}, {"transpose", m_transpose},
-        {"permute", m_permute}, {"view", m_view}, {"reshape", m_reshape}, {"expand", m_expand},
-        {"squeeze", m_squeeze}, {"unsqueeze", m_unsqueeze}, {"contiguous", m_contiguous}, {"clone", m_clone},
-        {"detach", m_detach}, {"float", m_float}, {"int", m_int}, {"copy_", m_copy_}, {"fill_", m_fill_},
-        {"is_contiguous", m_is_contiguous}, {"equal", m_equal},
-        {"backward", m_backward}, {"requires_grad_", m_requires_grad_}, {"zero_grad", m_zero_grad},
-        {NULL, NULL}};
+        {"slice", m_slice}, {"transpose", m_transpose}, {"permute", m_permute}, {"view", m_view},
+        {"reshape", m_reshape}, {"expand", m_expand}, {"float", m_float}, {"int", m_int}, {"copy_", m_copy_},
+        {"fill_", m_fill_}, {"backward", m_backward}, {"requires_grad_", m_requires_grad_}, {NULL, NULL}};
+    /* the simple ones: one core call each (src/lua/decl.c) */
+    static const mlL_Decl decls[] = {
+        {"tensor:numel", "C", 'i', MLL_FN(ml_numel)},
+        {"tensor:narrow", "Tdii", 'T', MLL_FN(ml_narrow)},
+        {"tensor:select", "Tdi", 'T', MLL_FN(ml_select)},
+        {"tensor:squeeze", "Td", 'T', MLL_FN(ml_squeeze)},
+        {"tensor:unsqueeze", "Tk", 'T', MLL_FN(ml_unsqueeze)},
+        {"tensor:contiguous", "T", 'T', MLL_FN(ml_contiguous)},
+        {"tensor:clone", "T", 'T', MLL_FN(ml_clone)},
+        {"tensor:detach", "T", 'T', MLL_FN(ml_detach)},
+        {"tensor:is_contiguous", "C", 'b', MLL_FN(ml_is_contiguous)},
+        {"tensor:equal", "CC", 'b', MLL_FN(ml_equal)},
+        {"tensor:zero_grad", "T", 'v', MLL_FN(ml_zero_grad)},
+        {NULL, NULL, 0, NULL}};
     static const luaL_Reg meta[] = {{"__index", t_index}, {"__newindex", t_newindex}, {"__tostring", t_tostring},
                                     {"__gc", t_gc}, {"__close", t_close}, {"__len", t_len}, {NULL, NULL}};
     luaL_newmetatable(L, MLL_TENSOR_MT);
     luaL_setfuncs(L, meta, 0);
     luaL_newlib(L, methods);
+    mlL_setdecls(L, -1, decls);
     lua_setfield(L, -2, "methods");
     lua_pushliteral(L, "mech.Tensor");
     lua_setfield(L, -2, "__name");

@@ -213,10 +213,13 @@ int mlL_raise_as(lua_State *L, const char *fn);
  *   {"tensor:narrow", "Tdii", 'T', MLL_FN(ml_narrow)}
  * name: the Lua name as messages give it (the key set is after its ':' or last '.'); args: one
  * kind per argument from stack index 1 (self for a method): T a tensor, C the same passed as
- * const, d a dimension of argument 1 (checked; negative counts from the end), k a C int (the core
- * checks it), i an integer, n a number; result: T a new tensor (NULL raises the core's error),
- * b a boolean, i an integer, v nothing. The dispatcher calls fn through the C type its kinds
- * spell; a new signature adds one line there. */
+ * const, O an operand (a tensor, or a number or table converted to float32), o an operand or nil
+ * (NULL), I int32 indices (mlL_checkints), d a dimension of argument 1 (checked; negative counts
+ * from the end), D the same or nil (-1), k a C int (the core checks it), i an integer, n a
+ * number, M a model, N the same passed as const; result: T a new tensor (NULL raises the core's
+ * error), b a boolean, i an integer, v nothing. A bare name ("matmul") is a tensor op, a method
+ * and a mech function both (messages name it by the call). The dispatcher calls fn through the C
+ * type its kinds spell; a new signature adds one line there. */
 enum { MLL_DECL_MAX_ARGS = 6 };
 typedef void (*mlL_fn)(void);
 #define MLL_FN(f) ((mlL_fn)(f))

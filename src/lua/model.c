@@ -163,11 +163,6 @@ static int m_config(lua_State *L) {
     return 1;
 }
 
-static int m_n_params(lua_State *L) {
-    lua_pushinteger(L, ml_model_count(check_model(L, 1, "model:n_params")));
-    return 1;
-}
-
 static int m_named_parameters(lua_State *L) {
     ml_model *m = check_model(L, 1, "model:named_parameters");
     lua_createtable(L, m->n_params, 0);
@@ -180,19 +175,6 @@ static int m_named_parameters(lua_State *L) {
         lua_rawseti(L, -2, i + 1);
     }
     return 1;
-}
-
-/* model:unembed(x) -> logits: the final LayerNorm and the tied head on a residual x (B, L, D) or
- * (L, D), e.g. a cached block_output (the logit lens) -> (B, L, V) / (L, V). */
-static int m_unembed(lua_State *L) {
-    ml_model *m = check_model(L, 1, "model:unembed");
-    mlL_pushtensor(L, ml_model_unembed(m, mlL_checktensor(L, 2, "model:unembed")));
-    return 1;
-}
-
-static int m_zero_grad(lua_State *L) {
-    ml_model_zero_grad(check_model(L, 1, "model:zero_grad"));
-    return 0;
 }
 
 /* ------------------------------------------------------------------ sites & hooks */
@@ -758,14 +740,20 @@ static int l_load(lua_State *L) {
 
 int mlL_open_model(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"config", m_config},       {"n_params", m_n_params},     {"named_parameters", m_named_parameters},
-        {"zero_grad", m_zero_grad},   {"hook_names", m_hook_names}, {"site", m_site},
-        {"forward", m_forward},     {"hidden", m_hidden},         {"loss", m_loss},
+        {"config", m_config},       {"named_parameters", m_named_parameters}, {"hook_names", m_hook_names},
+        {"site", m_site},           {"forward", m_forward},     {"hidden", m_hidden},         {"loss", m_loss},
         {"add_hook", m_add_hook},   {"train_step", m_train_step}, {"evaluate", m_evaluate},
-        {"save", m_save},           {"reset_hooks", m_reset_hooks}, {"unembed", m_unembed},
-        {"nonfinite", m_nonfinite}, {NULL, NULL}};
+        {"save", m_save},           {"reset_hooks", m_reset_hooks}, {"nonfinite", m_nonfinite}, {NULL, NULL}};
+    static const mlL_Decl decls[] = {
+        {"model:n_params", "N", 'i', MLL_FN(ml_model_count)},
+        {"model:zero_grad", "M", 'v', MLL_FN(ml_model_zero_grad)},
+        /* model:unembed(x) -> logits: the final LayerNorm and the tied head on a residual x (B, L,
+         * D) or (L, D), e.g. a cached block_output (the logit lens) -> (B, L, V) / (L, V) */
+        {"model:unembed", "MT", 'T', MLL_FN(ml_model_unembed)},
+        {NULL, NULL, 0, NULL}};
     luaL_newmetatable(L, MLL_MODEL_MT);
     luaL_newlib(L, methods);
+    mlL_setdecls(L, -1, decls);
     mlL_hooked(L, -1, (const char *const[]){"forward", "hidden", "loss", "train_step", "evaluate", NULL});
     /* the model as a mech.nn tree: model:NAME(...) is lua/mech/nn/tree.lua's NAME(model, ...) */
     mlL_setlua(L, -1, (const mlL_LuaReg[]){{"module", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:module"},

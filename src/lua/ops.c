@@ -253,20 +253,6 @@ static int l_einsum(lua_State *L) {
 
 /* ------------------------------------------------------------------ matmul, linear, softmax */
 
-static int l_matmul(lua_State *L) {
-    ml_tensor *a = operand(L, 1, "matmul", ML_F32), *b = operand(L, 2, "matmul", ML_F32);
-    mlL_pushtensor(L, ml_matmul(a, b));
-    return 1;
-}
-
-/* linear(x, w, bias = nil): x·wᵀ + bias */
-static int l_linear(lua_State *L) {
-    ml_tensor *x = operand(L, 1, "linear", ML_F32), *w = operand(L, 2, "linear", ML_F32);
-    ml_tensor *b = lua_isnoneornil(L, 3) ? NULL : operand(L, 3, "linear", ML_F32);
-    mlL_pushtensor(L, ml_linear(x, w, b));
-    return 1;
-}
-
 /* The eps of a norm at idx: a finite number >= 0, 1e-5 (the models' eps) when absent. */
 static double eps_arg(lua_State *L, int idx, const char *fn) {
     double eps = opt_num(L, idx, fn, 1e-5);
@@ -291,15 +277,6 @@ static int l_rms_norm(lua_State *L) {
     return 1;
 }
 
-/* mech.causal_conv1d(x (B, L, D), weight (D, K) or (D, 1, K)[, bias (D)]): the mixers' short conv */
-static int l_causal_conv1d(lua_State *L) {
-    const char *fn = "causal_conv1d";
-    ml_tensor *x = operand(L, 1, fn, ML_F32), *w = operand(L, 2, fn, ML_F32);
-    ml_tensor *b = lua_isnoneornil(L, 3) ? NULL : operand(L, 3, fn, ML_F32);
-    mlL_pushtensor(L, ml_causal_conv1d(x, w, b));
-    return 1;
-}
-
 /* softmax / log_softmax(t, dim = -1) */
 static int l_softmax(lua_State *L) {
     bool log_ = lua_tointeger(L, lua_upvalueindex(1)) != 0;
@@ -312,17 +289,6 @@ static int l_softmax(lua_State *L) {
 
 /* ------------------------------------------------------------------ indexing */
 
-/* gather(t, dim, index) and index_select(t, dim, index): a tensor, a dim and int32 indices */
-static int indexing(lua_State *L, const char *fn, ml_tensor *(*op)(ml_tensor *, int, ml_tensor *)) {
-    ml_tensor *a = operand(L, 1, fn, ML_F32);
-    int dim = dim_arg(L, 2, fn, a->ndim);
-    ml_tensor *idx = mlL_checkints(L, 3, fn, NULL);
-    mlL_pushtensor(L, op(a, dim, idx));
-    return 1;
-}
-static int l_gather(lua_State *L) { return indexing(L, "gather", ml_gather); }
-static int l_index_select(lua_State *L) { return indexing(L, "index_select", ml_index_select); }
-
 /* scatter_add(t, dim, index, src) -> a new tensor */
 static int l_scatter_add(lua_State *L) {
     ml_tensor *a = operand(L, 1, "scatter_add", ML_F32);
@@ -330,13 +296,6 @@ static int l_scatter_add(lua_State *L) {
     ml_tensor *idx = mlL_checkints(L, 3, "scatter_add", NULL);
     ml_tensor *src = operand(L, 4, "scatter_add", a->dtype);
     mlL_pushtensor(L, ml_scatter_add(a, dim, idx, src));
-    return 1;
-}
-
-/* embedding(weight, ids) */
-static int l_embedding(lua_State *L) {
-    ml_tensor *w = operand(L, 1, "embedding", ML_F32), *ids = mlL_checkints(L, 2, "embedding", NULL);
-    mlL_pushtensor(L, ml_embedding(w, ids));
     return 1;
 }
 
@@ -438,11 +397,20 @@ int mlL_open_ops(lua_State *L) {
         {"var", l_var, 0},                 {"std", l_var, 1},                 {"norm", l_norm, -1},
         {"cumsum", l_cumsum, -1},          {"sort", l_sort, -1},              {"argsort", l_argsort, -1},
         {"topk", l_topk, -1},              {"flatten", l_flatten, -1},        {"clamp", l_clamp, -1},
-        {"allclose", l_allclose, -1},      {"matmul", l_matmul, -1},          {"linear", l_linear, -1},
-        {"softmax", l_softmax, 0},         {"log_softmax", l_softmax, 1},     {"gather", l_gather, -1},
-        {"index_select", l_index_select, -1}, {"scatter_add", l_scatter_add, -1}, {"embedding", l_embedding, -1},
+        {"allclose", l_allclose, -1},
+        {"softmax", l_softmax, 0},         {"log_softmax", l_softmax, 1},     {"scatter_add", l_scatter_add, -1},
         {"cat", l_cat, -1},                {"stack", l_stack, -1},            {"split", l_split, -1}};
     for (size_t i = 0; i < sizeof named / sizeof *named; i++) entries[n++] = named[i];
+    /* one core call each, declared (src/lua/decl.c): methods and functions */
+    static const mlL_Decl decls[] = {
+        {"matmul", "OO", 'T', MLL_FN(ml_matmul)},       /* x·w */
+        {"linear", "OOo", 'T', MLL_FN(ml_linear)},      /* (x, w, bias = nil): x·wᵀ + bias */
+        {"gather", "OdI", 'T', MLL_FN(ml_gather)},      /* (t, dim, index) */
+        {"index_select", "OdI", 'T', MLL_FN(ml_index_select)},
+        {"embedding", "OI", 'T', MLL_FN(ml_embedding)}, /* (weight, ids) */
+        {NULL, NULL, 0, NULL}};
+    /* functions only: mech.causal_conv1d(x (B, L, D), weight (D, K) or (D, 1, K)[, bias (D)]) */
+    static const mlL_Decl function_decls[] = {{"causal_conv1d", "OOo", 'T', MLL_FN(ml_causal_conv1d)}, {NULL, NULL, 0, NULL}};
 
     mlL_tensor_methods(L);
     int methods = lua_gettop(L);
@@ -452,6 +420,9 @@ int mlL_open_ops(lua_State *L) {
         push_entry(L, &entries[i]);
         lua_setfield(L, methods, entries[i].name);
     }
+    mlL_setdecls(L, mech, decls);
+    mlL_setdecls(L, methods, decls);
+    mlL_setdecls(L, mech, function_decls);
     /* where, whose method form reads differently from the function */
     lua_pushcfunction(L, m_where);
     lua_setfield(L, methods, "where");
@@ -459,8 +430,7 @@ int mlL_open_ops(lua_State *L) {
     /* functions only: where's function form, einsum (of several tensors, as torch.einsum) and the
      * functional forms of the layers (torch.nn.functional's) */
     static const luaL_Reg functions[] = {{"where", l_where},           {"einsum", l_einsum},
-                                         {"layer_norm", l_layer_norm}, {"rms_norm", l_rms_norm},
-                                         {"causal_conv1d", l_causal_conv1d}, {NULL, NULL}};
+                                         {"layer_norm", l_layer_norm}, {"rms_norm", l_rms_norm}, {NULL, NULL}};
     luaL_setfuncs(L, functions, 0);
 
     /* arithmetic metamethods: a number may stand on either side */

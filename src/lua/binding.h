@@ -132,7 +132,12 @@ int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX
 void mlL_tensor_methods(lua_State *L);
 
 /* Area openers, called by luaopen_mech in this order. */
-int mlL_open_tensor(lua_State *L); /* src/lua/tensor.c: userdata, constructors, indexing, autograd */
+int mlL_open_tensor(lua_State *L); /* src/lua/tensor.c: userdata, constructors, indexing */
+/* Called by mlL_open_tensor with the mech table on top: src/lua/autograd.c (t:backward,
+ * t:requires_grad_, mech.no_grad, grad_enabled, gradcheck) and src/lua/print.c (__tostring,
+ * mech.set_printoptions, get_printoptions). */
+void mlL_open_autograd(lua_State *L);
+void mlL_open_print(lua_State *L);
 int mlL_open_ops(lua_State *L);    /* src/lua/ops.c: a method and a mech.* function per op */
 int mlL_open_model(lua_State *L);  /* src/lua/model.c: models, hooks, optimiser, checkpoints */
 int mlL_open_sys(lua_State *L);    /* src/lua/sys.c: mech.sys (clock, tty, files, metrics CSV) */

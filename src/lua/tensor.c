@@ -405,8 +405,8 @@ static ml_tensor *apply_index(lua_State *L, ml_tensor *t, int idx, const char *f
             lua_pop(L, 3);
             next = ml_slice(cur->t, dim++, a, b, st);
         } else {
-            luaL_error(L, "%s: index entry %d expected an integer, a slice string like \"1:3\" or a table {start, stop[, step]}, got %s",
-                       fn, k, luaL_typename(L, -1));
+            mlL_error(L, fn, "index entry %d expected an integer, a slice string like \"1:3\" or a table {start, stop[, step]}, got %s",
+                      k, luaL_typename(L, -1));
         }
         lua_pop(L, 1);
         if (!next) mlL_raise(L);
@@ -434,7 +434,7 @@ static int push_element_or_view(lua_State *L, ml_tensor *v) {
 }
 
 static int t_index(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "index");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor[i]");
     if (lua_type(L, 2) == LUA_TSTRING) {
         const char *k = lua_tostring(L, 2);
         mlL_tensor_methods(L);
@@ -466,17 +466,17 @@ static int t_index(lua_State *L) {
             return 1;
         }
         if (!strcmp(k, "mT")) { /* the last two dims swapped, as PyTorch's .mT */
-            if (t->ndim < 2) return mlL_error(L, "mT", "expected a tensor with at least 2 dimensions, got %d", t->ndim);
+            if (t->ndim < 2) return mlL_error(L, "tensor.mT", "expected a tensor with at least 2 dimensions, got %d", t->ndim);
             mlL_pushtensor(L, ml_transpose(t, -2, -1));
             return 1;
         }
         return luaL_error(L, "tensor has no method or field '%s'", k);
     }
-    return push_element_or_view(L, apply_index(L, t, 2, "index"));
+    return push_element_or_view(L, apply_index(L, t, 2, "tensor[i]"));
 }
 
 static int t_newindex(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "index assignment");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor[i] = v");
     if (lua_type(L, 2) == LUA_TSTRING) {
         const char *k = lua_tostring(L, 2);
         if (!strcmp(k, "requires_grad")) {
@@ -485,8 +485,8 @@ static int t_newindex(lua_State *L) {
         }
         if (!strcmp(k, "grad")) {
             if (!lua_isnil(L, 3)) {
-                ml_tensor *g = mlL_checktensor(L, 3, "grad assignment");
-                if (!ml_same_shape(g, t) || g->dtype != ML_F32) return luaL_error(L, "grad assignment: expected a float32 tensor of the tensor's shape");
+                ml_tensor *g = mlL_checktensor(L, 3, "tensor.grad = g");
+                if (!ml_same_shape(g, t) || g->dtype != ML_F32) return mlL_error(L, "tensor.grad = g", "expected a float32 tensor of the tensor's shape");
                 /* A copy of the values, detached: a grad with history (x.grad = x * 2) would
                  * hold x through its graph, a cycle of refcounts the collector cannot see. */
                 ml_tensor *copy = ml_copy_contiguous(g, ML_F32);
@@ -498,98 +498,22 @@ static int t_newindex(lua_State *L) {
             }
             return 0;
         }
-        return luaL_error(L, "index assignment: cannot set field '%s' of a tensor", k);
+        return mlL_error(L, "tensor[i] = v", "cannot set field '%s' of a tensor", k);
     }
-    ml_tensor *dst = apply_index(L, t, 2, "index assignment");
+    ml_tensor *dst = apply_index(L, t, 2, "tensor[i] = v");
     ml_status st;
     if (lua_type(L, 3) == LUA_TNUMBER) st = ml_fill_(dst, lua_tonumber(L, 3));
     else {
         ml_tensor *src = mlL_testtensor(L, 3);
         if (!src) {
             ml_release(dst);
-            return mlL_argerror(L, "index assignment", 3, "a number or a tensor");
+            return mlL_argerror(L, "tensor[i] = v", 3, "a number or a tensor");
         }
         st = ml_copy_(dst, src);
     }
     ml_release(dst);
     if (st) mlL_raise(L);
     return 0;
-}
-
-/* ------------------------------------------------------------------ printing */
-
-/* As PyTorch prints (ml_tensor_repr, core/format.h), with the options of mech.set_printoptions
- * kept in the registry. */
-typedef ml_print_options print_options;
-
-#define PRINT_OPTIONS_KEY "mech.printoptions"
-
-static print_options *print_opts(lua_State *L) {
-    lua_getfield(L, LUA_REGISTRYINDEX, PRINT_OPTIONS_KEY);
-    print_options *o = lua_touserdata(L, -1); /* created at module open: never NULL */
-    lua_pop(L, 1);
-    return o;
-}
-
-static int t_tostring(lua_State *L) {
-    tensor_box *b = luaL_checkudata(L, 1, MLL_TENSOR_MT);
-    if (!b->t) {
-        lua_pushstring(L, "tensor(closed)");
-        return 1;
-    }
-    char *s = ml_tensor_repr(b->t, b->t->grad_fn ? b->t->grad_fn->name : NULL, print_opts(L));
-    if (!s) return mlL_raise(L);
-    lua_pushstring(L, s);
-    free(s);
-    return 1;
-}
-
-/* mech.set_printoptions{threshold=, edgeitems=, precision=, linewidth=, sci_mode=, profile=}: keys
- * left out keep their value; profile ("default", "short", "full") sets all of them first;
- * sci_mode: true, false or "auto" (PyTorch's None). */
-static int l_set_printoptions(lua_State *L) {
-    const char *fn = "mech.set_printoptions";
-    static const char *const keys[] = {"threshold", "edgeitems", "precision", "linewidth", "sci_mode", "profile", NULL};
-    static const mlL_option profile[] = {
-        {"profile", MLL_ENUM, 0, 0, 0, ml_print_profile_names, "'default', 'short' or 'full'"}, {NULL}};
-    static const mlL_option opts[] = {
-        {"threshold", MLL_NUM, offsetof(print_options, threshold), 0, INFINITY, NULL,
-         "option 'threshold' expected a number >= 0 (math.huge: never summarise)"},
-        {"edgeitems", MLL_INT32, offsetof(print_options, edgeitems), 1, 1000, NULL, NULL},
-        {"precision", MLL_INT32, offsetof(print_options, precision), 0, 16, NULL, NULL},
-        {"linewidth", MLL_INT32, offsetof(print_options, linewidth), 1, 100000, NULL, NULL}, {NULL}};
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checkkeys(L, 1, fn, keys);
-    print_options o = *print_opts(L);
-    int k = -1;
-    mlL_options(L, 1, fn, profile, &k);
-    if (k >= 0) o = ml_print_profiles[k];
-    mlL_options(L, 1, fn, opts, &o);
-    int t = lua_getfield(L, 1, "sci_mode");
-    if (t == LUA_TBOOLEAN) o.sci_mode = lua_toboolean(L, -1) ? ML_SCI_ON : ML_SCI_OFF;
-    else if (t == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "auto")) o.sci_mode = ML_SCI_AUTO;
-    else if (t != LUA_TNIL) {
-        char got[96];
-        return luaL_error(L, "%s: option 'sci_mode' expected true, false or \"auto\", got %s", fn,
-                          mlL_describe(L, -1, got, sizeof got));
-    }
-    lua_pop(L, 1);
-    *print_opts(L) = o;
-    return 0;
-}
-
-/* mech.get_printoptions() -> {threshold=, edgeitems=, precision=, linewidth=, sci_mode=} (set_printoptions takes it back) */
-static int l_get_printoptions(lua_State *L) {
-    const print_options *o = print_opts(L);
-    lua_createtable(L, 0, 4);
-    lua_pushnumber(L, o->threshold), lua_setfield(L, -2, "threshold");
-    lua_pushinteger(L, o->edgeitems), lua_setfield(L, -2, "edgeitems");
-    lua_pushinteger(L, o->precision), lua_setfield(L, -2, "precision");
-    lua_pushinteger(L, o->linewidth), lua_setfield(L, -2, "linewidth");
-    if (o->sci_mode == ML_SCI_AUTO) lua_pushliteral(L, "auto");
-    else lua_pushboolean(L, o->sci_mode == ML_SCI_ON);
-    lua_setfield(L, -2, "sci_mode");
-    return 1;
 }
 
 /* ------------------------------------------------------------------ shape & conversion methods */
@@ -791,100 +715,6 @@ static int m_fill_(lua_State *L) {
     return 1;
 }
 
-/* ------------------------------------------------------------------ autograd */
-
-static int m_backward(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "tensor:backward");
-    ml_tensor *g = lua_isnoneornil(L, 2) ? NULL : mlL_checktensor(L, 2, "tensor:backward");
-    if (ml_backward(t, g)) mlL_raise(L);
-    return 0;
-}
-static int m_requires_grad_(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "tensor:requires_grad_");
-    if (ml_set_requires_grad(t, lua_isnone(L, 2) ? true : lua_toboolean(L, 2))) mlL_raise(L);
-    lua_settop(L, 1);
-    return 1;
-}
-
-/* mech.no_grad(fn, ...) calls fn(...) with gradient recording off and returns its results;
- * the previous mode comes back even when fn raises an error. */
-static int l_no_grad(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TFUNCTION);
-    bool old = ml_set_grad_enabled(false);
-    int st = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
-    ml_set_grad_enabled(old);
-    if (st != LUA_OK) return lua_error(L);
-    return lua_gettop(L);
-}
-
-static int l_grad_enabled(lua_State *L) {
-    lua_pushboolean(L, ml_grad_enabled());
-    return 1;
-}
-
-/* mech.gradcheck(fn, {inputs...}, {eps=, atol=, rtol=}) -> true or error message */
-typedef struct {
-    lua_State *L;
-    int fn_idx, n;
-} gc_ud;
-
-static ml_tensor *gradcheck_cb(void *ud, ml_tensor **inputs) {
-    gc_ud *g = ud;
-    lua_State *L = g->L;
-    lua_pushvalue(L, g->fn_idx);
-    for (int i = 0; i < g->n; i++) {
-        ml_retain(inputs[i]);
-        mlL_pushtensor(L, inputs[i]);
-    }
-    if (lua_pcall(L, g->n, 1, 0) != LUA_OK) {
-        ml_fail(ML_ERR_ARG, "%s", mlL_error_text(L, -1));
-        lua_pop(L, 1);
-        return NULL;
-    }
-    ml_tensor *out = mlL_testtensor(L, -1);
-    if (!out) {
-        lua_pop(L, 1);
-        ml_fail(ML_ERR_ARG, "the function must return a tensor");
-        return NULL;
-    }
-    ml_retain(out);
-    lua_pop(L, 1);
-    return out;
-}
-
-static int l_gradcheck(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TFUNCTION);
-    mlL_checktable(L, 2, "mech.gradcheck", 2);
-    int n = (int)luaL_len(L, 2);
-    if (n < 1 || n > 16) return mlL_argfail(L, "mech.gradcheck", 2, "expected 1 to 16 tensors, got %d", n);
-    struct tolerances {
-        double eps, atol, rtol;
-    } tol = {1e-2, 1e-3, 1e-2};
-    if (lua_istable(L, 3)) {
-        static const char *const keys[] = {"eps", "atol", "rtol", NULL};
-        static const mlL_option opts[] = {MLL_OPTION(MLL_NUM, "eps", struct tolerances, eps),
-                                          MLL_OPTION(MLL_NUM, "atol", struct tolerances, atol),
-                                          MLL_OPTION(MLL_NUM, "rtol", struct tolerances, rtol), {NULL}};
-        mlL_checkkeys(L, 3, "mech.gradcheck", keys);
-        mlL_options(L, 3, "mech.gradcheck", opts, &tol);
-    }
-    ml_tensor *ins[16];
-    for (int i = 0; i < n; i++) {
-        lua_geti(L, 2, i + 1);
-        ins[i] = mlL_checktensor(L, lua_gettop(L), "mech.gradcheck");
-        lua_pop(L, 1); /* still referenced by the table */
-    }
-    gc_ud ud = {L, 1, n};
-    ml_status st = ml_gradcheck(gradcheck_cb, &ud, n, ins, tol.eps, tol.atol, tol.rtol);
-    lua_pushboolean(L, st == ML_OK);
-    if (st) {
-        lua_pushstring(L, ml_last_error());
-        ml_clear_error();
-        return 2;
-    }
-    return 1;
-}
-
 /* ------------------------------------------------------------------ misc module functions */
 
 static int l_threads(lua_State *L) {
@@ -917,7 +747,7 @@ int mlL_open_tensor(lua_State *L) {
         {"item", m_item}, {"get", m_get}, {"set", m_set}, {"tolist", m_tolist},
         {"slice", m_slice}, {"transpose", m_transpose}, {"permute", m_permute}, {"view", m_view},
         {"reshape", m_reshape}, {"expand", m_expand}, {"float", m_float}, {"int", m_int}, {"copy_", m_copy_},
-        {"fill_", m_fill_}, {"backward", m_backward}, {"requires_grad_", m_requires_grad_}, {NULL, NULL}};
+        {"fill_", m_fill_}, {NULL, NULL}};
     /* the simple ones: one core call each (src/lua/decl.c) */
     static const mlL_Decl decls[] = {
         {"tensor:numel", "C", 'i', MLL_FN(ml_numel)},
@@ -932,8 +762,8 @@ int mlL_open_tensor(lua_State *L) {
         {"tensor:equal", "CC", 'b', MLL_FN(ml_equal)},
         {"tensor:zero_grad", "T", 'v', MLL_FN(ml_zero_grad)},
         {NULL, NULL, 0, NULL}};
-    static const luaL_Reg meta[] = {{"__index", t_index}, {"__newindex", t_newindex}, {"__tostring", t_tostring},
-                                    {"__gc", t_gc}, {"__close", t_close}, {"__len", t_len}, {NULL, NULL}};
+    static const luaL_Reg meta[] = {{"__index", t_index}, {"__newindex", t_newindex}, {"__gc", t_gc},
+                                    {"__close", t_close}, {"__len", t_len}, {NULL, NULL}};
     luaL_newmetatable(L, MLL_TENSOR_MT);
     luaL_setfuncs(L, meta, 0);
     luaL_newlib(L, methods);
@@ -954,16 +784,14 @@ int mlL_open_tensor(lua_State *L) {
     lua_pushinteger(L, 0);
     lua_call(L, 1, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, "mech.default_rng");
-    *(print_options *)lua_newuserdatauv(L, sizeof(print_options), 0) = ml_print_profiles[0];
-    lua_setfield(L, LUA_REGISTRYINDEX, PRINT_OPTIONS_KEY);
 
     static const luaL_Reg funcs[] = {
         {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full}, {"arange", l_arange},
         {"rand", l_rand}, {"randn", l_randn}, {"randint", l_randint}, {"Generator", l_generator}, {"manual_seed", l_manual_seed},
-        {"no_grad", l_no_grad}, {"grad_enabled", l_grad_enabled}, {"gradcheck", l_gradcheck},
-        {"threads", l_threads}, {"is_tensor", l_is_tensor}, {"memory_bytes", l_memory},
-        {"set_printoptions", l_set_printoptions}, {"get_printoptions", l_get_printoptions}, {NULL, NULL}};
+        {"threads", l_threads}, {"is_tensor", l_is_tensor}, {"memory_bytes", l_memory}, {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
+    mlL_open_autograd(L);
+    mlL_open_print(L);
     /* mech.default_generator: the generator mech.manual_seed reseeds (PyTorch's torch.default_generator);
      * an init(t, gen) outside a model draws from it */
     lua_getfield(L, LUA_REGISTRYINDEX, "mech.default_rng");

@@ -73,7 +73,7 @@ static const char *call_name(lua_State *L, const char *fn, int *arg, char *buf, 
         if (arg) (*arg)--;
         return fn;
     }
-    if (strchr(fn, '.')) return fn;
+    if (fn[strspn(fn, "abcdefghijklmnopqrstuvwxyz_0123456789")]) return fn; /* a path, or "tensor[i]" */
     lua_Debug ar;
     if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.namewhat && strcmp(ar.namewhat, "method") == 0) {
         if (arg) (*arg)--;

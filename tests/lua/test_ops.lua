@@ -285,7 +285,7 @@ T.test("flatten, t.T and t.mT", function()
   local m = t {{1, 2}, {3, 4}}
   T.near(list(m.T), {{1, 3}, {2, 4}})
   T.eq(t {1, 2}.T:shape(), {2})
-  T.raises(function() return t {1, 2}.mT end, "mT: expected a tensor with at least 2 dimensions, got 1")
+  T.raises(function() return t {1, 2}.mT end, "tensor.mT: expected a tensor with at least 2 dimensions, got 1")
 end)
 
 T.test("einsum for the common contractions", function()

@@ -100,11 +100,11 @@ T.test("set_printoptions and get_printoptions", function()
   T.eq(body(mech.tensor { 1e-5, 100 }), "[  0.0000, 100.0000]")
   mech.set_printoptions { sci_mode = "auto" }
   T.eq(body(mech.tensor { 1e-5, 100 }), "[1.0000e-05, 1.0000e+02]")
-  T.raises(function() mech.set_printoptions { sci_mode = 1 } end, "option 'sci_mode' expected true, false or \"auto\", got 1")
+  T.raises(function() mech.set_printoptions { sci_mode = 1 } end, "bad argument #1 to 'mech.set_printoptions' (option 'sci_mode': expected true, false or \"auto\", got 1)")
   T.raises(function() mech.set_printoptions { precision = -1 } end,
     "bad argument #1 to 'mech.set_printoptions' (option 'precision': expected an integer in [0, 16], got -1)")
   T.raises(function() mech.set_printoptions { edgeitem = 2 } end, "bad argument #1 to 'mech.set_printoptions' (unknown option 'edgeitem'; did you mean 'edgeitems'?)")
-  T.raises(function() mech.set_printoptions { threshold = -1 } end, "option 'threshold' expected a number >= 0")
+  T.raises(function() mech.set_printoptions { threshold = -1 } end, "bad argument #1 to 'mech.set_printoptions' (option 'threshold': expected a number >= 0 (math.huge: never summarise), got -1.0)")
   T.raises(function() mech.set_printoptions { profile = "long" } end, "bad argument #1 to 'mech.set_printoptions' (option 'profile': expected 'default', 'short' or 'full', got 'long')")
   T.raises(function() mech.set_printoptions(3) end, "bad argument #1 to 'mech.set_printoptions' (a table expected, got 3)")
   mech.set_printoptions(saved)

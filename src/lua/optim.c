@@ -57,7 +57,7 @@ static void check_option_keys(lua_State *L, int idx, const char *fn, const char 
         bool ok = group && !strcmp(k, "params");
         for (int i = 0; keys[i] && !ok; i++) ok = !strcmp(k, keys[i]);
         if (!ok)
-            mlL_error(L, fn, "%s has an unknown option '%s' (expected %s%s; did you mean '%s'?)", where, k,
+            mlL_error(L, fn, "%s: unknown option '%s' (expected %s%s; did you mean '%s'?)", where, k,
                        group ? "params, " : "", list, mlL_closest(k, keys));
     }
 }

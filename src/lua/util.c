@@ -19,10 +19,13 @@ int mlL_raise(lua_State *L) {
     lua_pushstring(L, ml_last_error());
     ml_clear_error();
     const char *e = lua_tostring(L, -1);
-    size_t w = strspn(e, "abcdefghijklmnopqrstuvwxyz_0123456789");
+    size_t w = strspn(e, "abcdefghijklmnopqrstuvwxyz_0123456789."); /* "sum" or "mech.zeros" */
     lua_Debug ar;
+    const char *last = e;
+    for (size_t i = 0; i < w; i++)
+        if (e[i] == '.') last = e + i + 1;
     if (w == 0 || w >= 64 || strncmp(e + w, ": ", 2) || !lua_getstack(L, 0, &ar) || !lua_getinfo(L, "n", &ar) || !ar.name ||
-        strlen(ar.name) != w || strncmp(ar.name, e, w))
+        strlen(ar.name) != (size_t)(e + w - last) || strncmp(ar.name, last, strlen(ar.name)))
         return lua_error(L);
     char fn[64];
     memcpy(fn, e, w), fn[w] = 0;

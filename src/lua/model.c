@@ -659,39 +659,46 @@ static int m_save(lua_State *L) {
  * the ones given must match its config. `modules`: the modules the file may name (its Lua mixer's,
  * its Lua task's) beyond those already loaded (docs/security.md). A failed load leaves no mixer
  * registered and no module loaded by it. */
+/* mech.load's option table (argument 2, or nil): the model's options into *options (true when there
+ * are any); `modules`, the modules the caller allows, is left on the stack at *modules and the
+ * trusted set made of it at *modules_set (0: none). */
+static bool load_options(lua_State *L, const char *fn, ml_load_options *options, int *modules, int *modules_set) {
+    bool have_options = false;
+    if (lua_isnil(L, 2)) return false;
+    mlL_checktable(L, 2, fn, 2);
+    /* the model's options: a copy without `modules` */
+    lua_newtable(L);
+    int model_opts = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        if (lua_type(L, -2) == LUA_TSTRING && !strcmp(lua_tostring(L, -2), "modules")) {
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_settable(L, model_opts);
+        have_options = true;
+    }
+    if (have_options) read_options(L, model_opts, fn, &options->cfg, options->given);
+    if (lua_getfield(L, 2, "modules") != LUA_TNIL) {
+        *modules = lua_gettop(L);
+        mlL_pushlua(L, "mech.trust", "set", MLL_CHECK_NONE, NULL);
+        lua_pushvalue(L, *modules);
+        lua_pushstring(L, fn);
+        lua_call(L, 2, 1);
+        *modules_set = lua_gettop(L);
+    }
+    return have_options;
+}
+
 static int l_load(lua_State *L) {
     const char *fn = "mech.load";
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = mlL_checkstr(L, 1, fn);
     lua_settop(L, 2);
     ml_load_options options = {0};
-    bool have_options = false;
     int modules = 0, modules_set = 0;
-    if (!lua_isnil(L, 2)) {
-        mlL_checktable(L, 2, fn, 2);
-        /* the model's options: a copy without `modules` */
-        lua_newtable(L);
-        int model_opts = lua_gettop(L);
-        lua_pushnil(L);
-        while (lua_next(L, 2)) {
-            if (lua_type(L, -2) == LUA_TSTRING && !strcmp(lua_tostring(L, -2), "modules")) {
-                lua_pop(L, 1);
-                continue;
-            }
-            lua_pushvalue(L, -2);
-            lua_insert(L, -2);
-            lua_settable(L, model_opts);
-            have_options = true;
-        }
-        if (have_options) read_options(L, model_opts, fn, &options.cfg, options.given);
-        if (lua_getfield(L, 2, "modules") != LUA_TNIL) {
-            modules = lua_gettop(L);
-            mlL_pushlua(L, "mech.trust", "set", MLL_CHECK_NONE, NULL);
-            lua_pushvalue(L, modules);
-            lua_pushstring(L, fn);
-            lua_call(L, 2, 1);
-            modules_set = lua_gettop(L);
-        }
-    }
+    bool have_options = load_options(L, fn, &options, &modules, &modules_set);
     /* a mixer written in Lua: registered, or its recorded module required, before the plan */
     ml_safetensors *head = ml_safetensors_open(path);
     const char *text = head ? ml_safetensors_meta(head, "mechlab.config") : NULL;
@@ -714,11 +721,8 @@ static int l_load(lua_State *L) {
         return mlL_raise(L);
     }
     push_model(L, m);
-    if (has_opt) {
-        mlL_pushadamw(L, &o);
-    } else {
-        lua_pushnil(L);
-    }
+    if (has_opt) mlL_pushadamw(L, &o);
+    else lua_pushnil(L);
     lua_newtable(L);
     for (int i = 0; i < ml_safetensors_meta_count(meta); i++) {
         lua_pushstring(L, ml_safetensors_meta_value(meta, i));

@@ -384,6 +384,25 @@ static void push_entry(lua_State *L, const entry *e) {
     }
 }
 
+/* The arithmetic metamethods of tensors: a number may stand on either side. */
+static void set_metamethods(lua_State *L) {
+    luaL_getmetatable(L, MLL_TENSOR_MT);
+    static const struct {
+        const char *name;
+        int op;
+    } meta[] = {{"__add", ML_ADD}, {"__sub", ML_SUB},       {"__mul", ML_MUL},          {"__div", ML_DIV},
+                {"__pow", ML_POW}, {"__mod", ML_REMAINDER}, {"__idiv", ML_FLOOR_DIVIDE}};
+    for (size_t i = 0; i < sizeof meta / sizeof *meta; i++) {
+        lua_pushinteger(L, meta[i].op);
+        lua_pushcclosure(L, l_binary, 1);
+        lua_setfield(L, -2, meta[i].name);
+    }
+    lua_pushinteger(L, ML_NEG);
+    lua_pushcclosure(L, l_unary, 1);
+    lua_setfield(L, -2, "__unm");
+    lua_pop(L, 1);
+}
+
 int mlL_open_ops(lua_State *L) {
     int mech = lua_gettop(L);
     entry entries[80]; /* the binary and unary ops and `named` below: 56 now */
@@ -433,21 +452,6 @@ int mlL_open_ops(lua_State *L) {
                                          {"layer_norm", l_layer_norm}, {"rms_norm", l_rms_norm}, {NULL, NULL}};
     luaL_setfuncs(L, functions, 0);
 
-    /* arithmetic metamethods: a number may stand on either side */
-    luaL_getmetatable(L, MLL_TENSOR_MT);
-    static const struct {
-        const char *name;
-        int op;
-    } meta[] = {{"__add", ML_ADD}, {"__sub", ML_SUB},       {"__mul", ML_MUL},          {"__div", ML_DIV},
-                {"__pow", ML_POW}, {"__mod", ML_REMAINDER}, {"__idiv", ML_FLOOR_DIVIDE}};
-    for (size_t i = 0; i < sizeof meta / sizeof *meta; i++) {
-        lua_pushinteger(L, meta[i].op);
-        lua_pushcclosure(L, l_binary, 1);
-        lua_setfield(L, -2, meta[i].name);
-    }
-    lua_pushinteger(L, ML_NEG);
-    lua_pushcclosure(L, l_unary, 1);
-    lua_setfield(L, -2, "__unm");
-    lua_pop(L, 1);
+    set_metamethods(L);
     return 0;
 }

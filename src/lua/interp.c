@@ -592,17 +592,16 @@ static int l_interchange(lua_State *L) {
     const ml_task *task = ml_dataset_task(ds);
     opt_pos_list(L, 3, task, "label_types", c->label_types, &c->n_label_types, 2, fn);
     opt_pos_list(L, 3, task, "positions", c->positions, &c->n_positions, ML_IC_MAX_POS, fn);
-    c->seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
-    c->batch = mlL_optint32(L, 3, "batch", 320, fn);
-    c->swap = mlL_optbool(L, 3, "swap", 0, fn);
-    c->reference = mlL_optbool(L, 3, "reference", 0, fn);
-    c->workers = mlL_optint32(L, 3, "workers", 0, fn);
-    if (c->workers < 0 || c->workers > 64)
-        return mlL_error(L, fn, "option 'workers' expected a count in [1, 64] (0: mech.threads()), got %d",
-                          c->workers);
+    static const mlL_option ic_opts[] = { /* over ml_ic_config_paper's defaults (seed 42, batch 320) */
+        MLL_OPTION(MLL_INT, "seed", ml_ic_config, seed),
+        {"batch", MLL_INT32, offsetof(ml_ic_config, batch), 1, INT32_MAX, NULL, "a positive integer"},
+        MLL_OPTION(MLL_CBOOL, "swap", ml_ic_config, swap),
+        MLL_OPTION(MLL_CBOOL, "reference", ml_ic_config, reference),
+        {"workers", MLL_INT32, offsetof(ml_ic_config, workers), 0, 64, NULL, "a count in [1, 64] (0: mech.threads())"},
+        {NULL}};
+    mlL_options(L, 3, fn, ic_opts, c);
     int64_t first = mlL_optint(L, 3, "first", 0, fn);
     int64_t count = mlL_optint(L, 3, "count", ml_dataset_size(ds) - first, fn);
-    if (c->batch < 1) return mlL_error(L, fn, "option 'batch' expected a positive integer");
     ml_ic_result *r = ml_ic_run(m, ds, first, count, c);
     if (!r) return mlL_raise(L);
     ml_metric *v;

@@ -163,7 +163,7 @@ T.test("interchange: combinations in parallel give the one-thread bits", functio
     end
   end
   mech.threads(old)
-  T.raises(function() ic.evaluate(tiny(), ds, { workers = -1 }) end, "option 'workers' expected a count in %[1, 64%]")
+  T.raises(function() ic.evaluate(tiny(), ds, { workers = -1 }) end, "option 'workers': expected a count in %[1, 64%]")
 end)
 
 T.test("interchange CSV and the training-loop evaluator", function()

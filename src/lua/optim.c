@@ -132,6 +132,35 @@ static bool is_group_list(lua_State *L, int idx) {
 
 /* A method's argument error, counted as the caller sees it (self is not an argument). */
 
+/* The parameter groups of argument 1 (a list of {params = ..., lr = ..., ...}): each group's
+ * hyper-parameters over base into hs[g], its tensors appended to the lists at 3 and 4, their
+ * number into counts[g]. Returns the number of tensors. */
+static int read_groups(lua_State *L, const char *fn, ml_optim_kind kind, const ml_optim_hparams *base, int ng,
+                       ml_optim_hparams *hs, int *counts) {
+    int n = 0;
+    for (int g = 0; g < ng; g++) {
+        char w[64]; /* "argument 1 group 3": where messages point */
+        snprintf(w, sizeof w, "argument 1 group %d", g + 1);
+        lua_geti(L, 1, g + 1);
+        int gi = lua_gettop(L);
+        if (!lua_istable(L, gi) || mlL_testtensor(L, gi)) {
+            char got[160];
+            mlL_error(L, fn, "%s expected a table {params = ..., lr = ..., ...}, got %s", w, mlL_describe(L, gi, got, sizeof got));
+        }
+        check_option_keys(L, gi, fn, w, kind, true);
+        hs[g] = *base;
+        read_hparams(L, gi, fn, w, kind, &hs[g]);
+        int before = n;
+        if (lua_getfield(L, gi, "params") == LUA_TNIL) mlL_error(L, fn, "%s has no 'params'", w);
+        char where[80];
+        snprintf(where, sizeof where, "%s params", w);
+        n = collect(L, -1, fn, where, false);
+        counts[g] = n - before;
+        lua_pop(L, 2);
+    }
+    return n;
+}
+
 static int new_optimizer(lua_State *L, ml_optim_kind kind) {
     const char *fn = kind == ML_OPTIM_SGD ? "mech.optim.sgd" : "mech.optim.adamw";
     lua_settop(L, 2);
@@ -148,31 +177,10 @@ static int new_optimizer(lua_State *L, ml_optim_kind kind) {
     ml_optim_hparams *hs;
     int *counts;
     if (is_group_list(L, 1)) {
-        int ng = (int)luaL_len(L, 1);
-        hs = lua_newuserdatauv(L, sizeof *hs * (size_t)ng, 0);
-        counts = lua_newuserdatauv(L, sizeof *counts * (size_t)ng, 0);
-        for (int g = 0; g < ng; g++) {
-            char w[64]; /* "argument 1 group 3": where messages point */
-            snprintf(w, sizeof w, "argument 1 group %d", g + 1);
-            lua_geti(L, 1, g + 1);
-            int gi = lua_gettop(L);
-            if (!lua_istable(L, gi) || mlL_testtensor(L, gi)) {
-                char got[160];
-                mlL_error(L, fn, "%s expected a table {params = ..., lr = ..., ...}, got %s", w,
-                           mlL_describe(L, gi, got, sizeof got));
-            }
-            check_option_keys(L, gi, fn, w, kind, true);
-            hs[g] = base;
-            read_hparams(L, gi, fn, w, kind, &hs[g]);
-            int before = n;
-            if (lua_getfield(L, gi, "params") == LUA_TNIL) mlL_error(L, fn, "%s has no 'params'", w);
-            char where[80];
-            snprintf(where, sizeof where, "%s params", w);
-            n = collect(L, -1, fn, where, false);
-            counts[g] = n - before;
-            lua_pop(L, 2);
-        }
-        n_groups = ng;
+        n_groups = (int)luaL_len(L, 1);
+        hs = lua_newuserdatauv(L, sizeof *hs * (size_t)n_groups, 0);
+        counts = lua_newuserdatauv(L, sizeof *counts * (size_t)n_groups, 0);
+        n = read_groups(L, fn, kind, &base, n_groups, hs, counts);
     } else {
         hs = lua_newuserdatauv(L, sizeof *hs, 0);
         counts = lua_newuserdatauv(L, sizeof *counts, 0);
@@ -346,33 +354,9 @@ static int o_state_dict(lua_State *L) {
 
 /* opt:load_state_dict(sd): the groups' hyper-parameters and every parameter's state from a dict
  * of opt:state_dict() (same kind, group sizes and shapes). Everything is checked first. */
-static int o_load_state_dict(lua_State *L) {
-    const char *fn = "optimizer:load_state_dict";
-    ml_optimizer *o = check_opt(L, 1, fn);
-    lua_settop(L, 2);
-    if (!lua_istable(L, 2)) mlL_argerror(L, fn, 2, "a table from opt:state_dict()");
-    const char *kind = ml_optim_kind_name(o->kind);
-    if (lua_getfield(L, 2, "kind") != LUA_TSTRING || strcmp(lua_tostring(L, -1), kind))
-        mlL_error(L, fn, "argument 2 expected the state of a %s optimizer, got kind %s", kind,
-                   lua_isstring(L, -1) ? lua_tostring(L, -1) : luaL_typename(L, -1));
-    lua_pop(L, 1);
-    if (lua_getfield(L, 2, "param_groups") != LUA_TTABLE || luaL_len(L, -1) != o->n_groups)
-        mlL_error(L, fn, "argument 2 expected param_groups, a list of %d groups", o->n_groups);
-    int groups = lua_gettop(L);
-    ml_optim_hparams *hs = lua_newuserdatauv(L, sizeof *hs * (size_t)o->n_groups, 0);
-    for (int g = 0; g < o->n_groups; g++) {
-        char where[64];
-        snprintf(where, sizeof where, "argument 2 param_groups[%d]", g + 1);
-        if (lua_geti(L, groups, g + 1) != LUA_TTABLE) mlL_error(L, fn, "%s expected a table", where);
-        hs[g] = o->groups[g].h;
-        read_hparams(L, -1, fn, where, o->kind, &hs[g]);
-        if (lua_getfield(L, -1, "params") != LUA_TTABLE || luaL_len(L, -1) != o->groups[g].count)
-            mlL_error(L, fn, "%s expected params, a list of %d parameter indices (the optimizer's group %d)", where,
-                       o->groups[g].count, g);
-        lua_pop(L, 2);
-    }
-    if (lua_getfield(L, 2, "state") != LUA_TTABLE) mlL_error(L, fn, "argument 2 expected a 'state' table");
-    int state = lua_gettop(L);
+/* The per-parameter states of a state dict (the table at `state`, keyed by 0-based parameter
+ * index): all are checked before any is applied. */
+static void load_states(lua_State *L, ml_optimizer *o, int state, const char *fn) {
     char b1[ML_SHAPE_STR], b2[ML_SHAPE_STR];
     for (int pass = 0; pass < 2; pass++) /* check all, then apply */
         for (int i = 0; i < o->n_params; i++) {
@@ -403,9 +387,38 @@ static int o_load_state_dict(lua_State *L) {
             }
             if (o->kind == ML_OPTIM_ADAMW && (!bufs[0] || !bufs[1]))
                 mlL_error(L, fn, "argument 2 state[%d] expected exp_avg and exp_avg_sq", i);
-            if (pass && ml_optimizer_set_state(o, i, step, bufs[0], bufs[1])) return mlL_raise(L);
+            if (pass && ml_optimizer_set_state(o, i, step, bufs[0], bufs[1])) mlL_raise(L);
             lua_settop(L, state);
         }
+}
+
+static int o_load_state_dict(lua_State *L) {
+    const char *fn = "optimizer:load_state_dict";
+    ml_optimizer *o = check_opt(L, 1, fn);
+    lua_settop(L, 2);
+    if (!lua_istable(L, 2)) mlL_argerror(L, fn, 2, "a table from opt:state_dict()");
+    const char *kind = ml_optim_kind_name(o->kind);
+    if (lua_getfield(L, 2, "kind") != LUA_TSTRING || strcmp(lua_tostring(L, -1), kind))
+        mlL_error(L, fn, "argument 2 expected the state of a %s optimizer, got kind %s", kind,
+                   lua_isstring(L, -1) ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    lua_pop(L, 1);
+    if (lua_getfield(L, 2, "param_groups") != LUA_TTABLE || luaL_len(L, -1) != o->n_groups)
+        mlL_error(L, fn, "argument 2 expected param_groups, a list of %d groups", o->n_groups);
+    int groups = lua_gettop(L);
+    ml_optim_hparams *hs = lua_newuserdatauv(L, sizeof *hs * (size_t)o->n_groups, 0);
+    for (int g = 0; g < o->n_groups; g++) {
+        char where[64];
+        snprintf(where, sizeof where, "argument 2 param_groups[%d]", g + 1);
+        if (lua_geti(L, groups, g + 1) != LUA_TTABLE) mlL_error(L, fn, "%s expected a table", where);
+        hs[g] = o->groups[g].h;
+        read_hparams(L, -1, fn, where, o->kind, &hs[g]);
+        if (lua_getfield(L, -1, "params") != LUA_TTABLE || luaL_len(L, -1) != o->groups[g].count)
+            mlL_error(L, fn, "%s expected params, a list of %d parameter indices (the optimizer's group %d)", where,
+                       o->groups[g].count, g);
+        lua_pop(L, 2);
+    }
+    if (lua_getfield(L, 2, "state") != LUA_TTABLE) mlL_error(L, fn, "argument 2 expected a 'state' table");
+    load_states(L, o, lua_gettop(L), fn);
     for (int g = 0; g < o->n_groups; g++) o->groups[g].h = hs[g];
     return 0;
 }

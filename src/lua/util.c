@@ -99,6 +99,7 @@ static const char *call_name(lua_State *L, const char *fn, int *arg, char *buf, 
 /* Raises "bad argument #arg to 'NAME' (detail)" (or the bad-self form); detail is on top. `where`:
  * prefixed with the caller's position, as luaL_error does (the core's errors never were). */
 static int raise_arg(lua_State *L, const char *fn, int arg, bool where) {
+    luaL_checkstack(L, 4, "error message");
     char buf[96];
     const char *name = call_name(L, fn, &arg, buf, sizeof buf);
     const char *detail = lua_tostring(L, -1);
@@ -127,6 +128,7 @@ int mlL_argfail(lua_State *L, const char *fn, int arg, const char *fmt, ...) {
 /* Raises the message on top for fn: "argument N rest" (stack index N; some messages are built from
  * a "where" such as "argument 1 group 2") becomes an argument error, anything else "NAME: msg". */
 static int raise_message(lua_State *L, const char *fn, bool where) {
+    luaL_checkstack(L, 4, "error message");
     const char *msg = lua_tostring(L, -1);
     int arg, used = 0;
     if (sscanf(msg, "argument %d%n", &arg, &used) == 1 && arg > 0 && used > 0) {

@@ -148,7 +148,7 @@ T.test("to_str_tokens: a tensor (L) or (B, L), or a table of ids", function()
   T.eq(task:to_str_tokens(tok:select(0, 1)), names[2])
   T.eq(task:to_str_tokens({ tok:get(0, 0), tok:get(0, 1) }), { names[1][1], names[1][2] })
   T.raises(function() task:to_str_tokens({ 1, 999 }) end, "token id 999 out of range for vocabulary size 68")
-  T.raises(function() task:to_str_tokens("x") end, "'task:to_str_tokens'")
+  T.raises(function() task:to_str_tokens("x") end, "bad argument #1 to 'task:to_str_tokens' (token ids (an int32 tensor or a list of integers) expected, got 'x')")
   T.raises(function() task:to_str_tokens(mech.zeros(3)) end, "int32 token ids")
 end)
 

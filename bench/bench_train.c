@@ -199,9 +199,8 @@ static int bench_row(const options *o, const ml_task *task, const ml_dataset *ds
     return rc;
 }
 
-/* Small values in operands that calloc gave: never-written pages all map the one zero page, whose
- * aliased reads run an AVX-512 product on the AMD Zen 5 here ten times slower than written memory
- * (measured: the weight gradient of the 192 x 64 x 1,184 product at 18 GFLOP/s instead of 170). */
+/* Small values in the operands calloc gave: a product timed on never-written pages reads the one
+ * zero page for all of them, which is not what a step reads. */
 static void fill_operands(float *p, size_t n) {
     for (size_t i = 0; p && i < n; i++) p[i] = 0.01f * (float)(i % 7) - 0.03f;
 }

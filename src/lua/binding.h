@@ -225,7 +225,7 @@ int mlL_raise_as(lua_State *L, const char *fn);
  * const, O an operand (a tensor, or a number or table converted to float32), o an operand or nil
  * (NULL), I int32 indices (mlL_checkints), d a dimension of argument 1 (checked; negative counts
  * from the end), D the same or nil (-1), k a C int (the core checks it), i an integer, n a
- * number, M a model, N the same passed as const, K a task (its const ml_task), A a dataset
+ * number, s a string, M a model, N the same passed as const, K a task (its const ml_task), A a dataset
  * (const); result: T a new tensor (NULL raises the core's error), b a boolean, i an int64_t, k a
  * C int, n a double, s a C string (copied), v nothing. A bare name ("matmul") is a tensor op, a method
  * and a mech function both (messages name it by the call). The dispatcher calls fn through the C

@@ -40,6 +40,7 @@ static void read_arg(lua_State *L, const mlL_Decl *row, int arg, char k, const m
     case 'I': v->t = mlL_checkints(L, arg, row->name, NULL); break;
     case 'M':
     case 'N': v->m = mlL_checkmodel(L, arg, row->name); break;
+    case 's': v->s = mlL_checkstr(L, arg, row->name); break;
     case 'K': v->task = mlL_checktask(L, arg, row->name)->t; break;
     case 'A': v->ds = mlL_checkdataset(L, arg, row->name); break;
     case 'D': /* a dimension or nil (-1, the last) */
@@ -84,6 +85,9 @@ typedef bool (*fn_b_K)(const ml_task *);
 typedef double (*fn_n_K)(const ml_task *);
 typedef int64_t (*fn_i_A)(const ml_dataset *);
 typedef int (*fn_k_A)(const ml_dataset *);
+typedef double (*fn_n_)(void);
+typedef void (*fn_v_)(void);
+typedef bool (*fn_b_s)(const char *);
 
 /* Calls row->fn with a[] through the type of its signature; the result goes to *r. */
 static void call_core(lua_State *L, const mlL_Decl *row, const char *sig, const arg_val *a, arg_val *r) {
@@ -108,6 +112,9 @@ static void call_core(lua_State *L, const mlL_Decl *row, const char *sig, const 
     else if (!strcmp(sig, "n:K")) r->n = ((fn_n_K)row->fn)(a[0].task);
     else if (!strcmp(sig, "i:A")) r->i = ((fn_i_A)row->fn)(a[0].ds);
     else if (!strcmp(sig, "k:A")) r->d = ((fn_k_A)row->fn)(a[0].ds);
+    else if (!strcmp(sig, "n:")) r->n = ((fn_n_)row->fn)();
+    else if (!strcmp(sig, "v:")) ((fn_v_)row->fn)();
+    else if (!strcmp(sig, "b:s")) r->b = ((fn_b_s)row->fn)(a[0].s);
     else luaL_error(L, "%s: no dispatcher for the signature '%s'", row->name, sig);
 }
 

@@ -110,7 +110,9 @@ struct ml_dataset *mlL_checkdataset(lua_State *L, int arg, const char *fn);
  * (L), each in [0, vocab). Returns a contiguous (B, L) tensor pushed on the stack (anchored). */
 ml_tensor *mlL_checktokens(lua_State *L, const struct ml_model *m, int arg, const char *fn);
 /* Wraps the functions table[names[i]] (argument 1: a model) so that the model's persistent hooks
- * (model:add_hook) are on for every run inside them (src/lua/model.c). */
+ * (model:add_hook) are on for every run inside them (src/lua/model.c). Without hooks the wrapper
+ * calls the C function directly, without its upvalues: a declared row (mlL_setdecls) cannot be
+ * wrapped, so a hooked function stays a function. */
 void mlL_hooked(lua_State *L, int table, const char *const *names);
 /* Zeroed scratch memory of n bytes owned by the stack (pushed; freed by the collector even when an
  * error unwinds). */

@@ -110,7 +110,9 @@ struct ml_dataset *mlL_checkdataset(lua_State *L, int arg, const char *fn);
  * (L), each in [0, vocab). Returns a contiguous (B, L) tensor pushed on the stack (anchored). */
 ml_tensor *mlL_checktokens(lua_State *L, const struct ml_model *m, int arg, const char *fn);
 /* Wraps the functions table[names[i]] (argument 1: a model) so that the model's persistent hooks
- * (model:add_hook) are on for every run inside them (src/lua/model.c). */
+ * (model:add_hook) are on for every run inside them (src/lua/model.c). Without hooks the wrapper
+ * calls the C function directly, without its upvalues: a declared row (mlL_setdecls) cannot be
+ * wrapped, so a hooked function stays a function. */
 void mlL_hooked(lua_State *L, int table, const char *const *names);
 /* Zeroed scratch memory of n bytes owned by the stack (pushed; freed by the collector even when an
  * error unwinds). */
@@ -225,8 +227,9 @@ int mlL_raise_as(lua_State *L, const char *fn);
  * const, O an operand (a tensor, or a number or table converted to float32), o an operand or nil
  * (NULL), I int32 indices (mlL_checkints), d a dimension of argument 1 (checked; negative counts
  * from the end), D the same or nil (-1), k a C int (the core checks it), i an integer, n a
- * number, M a model, N the same passed as const; result: T a new tensor (NULL raises the core's
- * error), b a boolean, i an integer, v nothing. A bare name ("matmul") is a tensor op, a method
+ * number, s a string, M a model, N the same passed as const, K a task (its const ml_task), A a dataset
+ * (const); result: T a new tensor (NULL raises the core's error), b a boolean, i an int64_t, k a
+ * C int, n a double, s a C string (copied), v nothing. A bare name ("matmul") is a tensor op, a method
  * and a mech function both (messages name it by the call). The dispatcher calls fn through the C
  * type its kinds spell; a new signature adds one line there. */
 enum { MLL_DECL_MAX_ARGS = 6 };

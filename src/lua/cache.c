@@ -301,6 +301,12 @@ static void push_site_table(lua_State *L, ml_model *m, ml_tensor **t) {
     luaL_setmetatable(L, MLL_CACHE_MT);
 }
 
+/* The scalar options of run_with_cache (names, targets and rows are read where they are used). */
+typedef struct {
+    bool grads;
+    int objective; /* 0: logprob, 1: prob */
+} cache_options;
+
 /* logits, cache[, grads] = model:run_with_cache(tokens[, {names=, grads=, targets=, rows=, objective=}]) */
 static int m_run_with_cache(lua_State *L) {
     const char *fn = "model:run_with_cache";
@@ -308,14 +314,19 @@ static int m_run_with_cache(lua_State *L) {
     ml_model *m = mlL_checkmodel(L, 1, fn);
     mlL_opttable(L, 3, fn, 2, keys);
     ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
-    bool grads = mlL_optbool(L, 3, "grads", 0, fn);
+    static const char *const objectives[] = {"logprob", "prob", NULL};
+    static const mlL_option spec[] = {MLL_OPTION(MLL_CBOOL, "grads", cache_options, grads),
+                                      {"objective", MLL_ENUM, offsetof(cache_options, objective), 0, 0, objectives, NULL},
+                                      {NULL, 0, 0, 0, 0, NULL, NULL}};
+    cache_options o = {.grads = false, .objective = 0};
+    mlL_options(L, 3, fn, spec, &o);
+    bool grads = o.grads, logprob = o.objective == 0;
     bool *want = names_mask(L, m, 3, "names", fn);
     m = mlL_checkmodel(L, 1, fn); /* a names function may have closed it */
     ml_tensor **acts = mlL_scratch(L, sizeof *acts * ((size_t)m->n_sites + 1));
     ml_tensor **g = mlL_scratch(L, sizeof *g * ((size_t)m->n_sites + 1));
     ml_tensor *hid = NULL, *rows = NULL, *tg = NULL;
     ml_status st = ML_OK;
-    bool logprob = true;
     if (grads) { /* arguments first (they may raise), anchored on the stack */
         int64_t B = tok->shape[0], L_ = tok->shape[1];
         if (lua_getfield(L, 3, "targets") == LUA_TNIL)
@@ -323,10 +334,6 @@ static int m_run_with_cache(lua_State *L) {
         tg = mlL_checkints(L, -1, fn, "targets");
         if (lua_getfield(L, 3, "rows") != LUA_TNIL) rows = mlL_checkints(L, -1, fn, "rows");
         else mlL_pushtensor(L, rows = ml_full(ML_I32, 1, &B, (double)(L_ - 1)));
-        const char *obj = mlL_optstr(L, 3, "objective", "logprob", fn);
-        if (strcmp(obj, "logprob") && strcmp(obj, "prob"))
-            return mlL_error(L, fn, "option 'objective' expected 'logprob' or 'prob', got '%s'", obj);
-        logprob = !strcmp(obj, "logprob");
         ml_tensor *rc = ml_contiguous(rows), *tc = ml_contiguous(tg);
         st = rc && tc ? ml_run_cache_grad(m, tok, rc, tc, logprob, want, acts, g, &hid) : ml_last_status();
         ml_release(rc), ml_release(tc);

@@ -174,20 +174,10 @@ static int l_stats(lua_State *L) {
     return 1;
 }
 
-static int l_size(lua_State *L) {
-    lua_pushinteger(L, ml_dataset_size(mlL_checkdataset(L, 1, "dataset:size")));
-    return 1;
-}
-
 static int l_task(lua_State *L) { return push_ds_task(L, 1, mlL_checkdataset(L, 1, "dataset:task")); }
 
 static int l_split(lua_State *L) {
     lua_pushstring(L, ml_split_name(ml_dataset_split(mlL_checkdataset(L, 1, "dataset:split"))));
-    return 1;
-}
-
-static int l_max_len(lua_State *L) {
-    lua_pushinteger(L, ml_dataset_max_len(mlL_checkdataset(L, 1, "dataset:max_len")));
     return 1;
 }
 
@@ -210,15 +200,20 @@ int mlL_open_dataset(lua_State *L) {
                                        {"positions", l_positions}, {"position_names", l_position_names},
                                        {"target_dist", l_target_dist}, {"doc", l_doc},
                                        {"show", l_show},           {"stats", l_stats},
-                                       {"size", l_size},           {"task", l_task},
-                                       {"split", l_split},         {"max_len", l_max_len},
+                                       {"task", l_task},           {"split", l_split},
                                        {NULL, NULL}};
-    static const luaL_Reg meta[] = {{"__gc", l_gc}, {"__tostring", l_tostring}, {"__len", l_size}, {NULL, NULL}};
+    static const mlL_Decl decls[] = {{"dataset:size", "A", 'i', MLL_FN(ml_dataset_size)},
+                                     {"dataset:max_len", "A", 'k', MLL_FN(ml_dataset_max_len)},
+                                     {NULL, NULL, 0, NULL}};
+    static const luaL_Reg meta[] = {{"__gc", l_gc}, {"__tostring", l_tostring}, {NULL, NULL}};
     mlL_new_class(L, MLL_DATASET_MT, methods, meta);
     static const mlL_LuaReg in_lua[] = {{"write_jsonl", "mech.task_custom", NULL, MLL_CHECK_NONE, NULL}, {NULL, NULL, NULL, 0, NULL}};
     luaL_getmetatable(L, MLL_DATASET_MT);
     lua_getfield(L, -1, "__index");
+    mlL_setdecls(L, -1, decls);
     mlL_setlua(L, -1, in_lua);
+    lua_getfield(L, -1, "size"); /* #ds is ds:size() */
+    lua_setfield(L, -3, "__len");
     lua_pop(L, 2);
     return 0;
 }

@@ -6,12 +6,16 @@
 #include <string.h>
 
 #include "lua/binding.h"
+#include "lua/task.h"
 #include "nn/model.h"
 
 /* A converted argument or result. */
 typedef union {
     ml_tensor *t;
     ml_model *m;
+    const ml_task *task;
+    const ml_dataset *ds;
+    const char *s;
     int d; /* a dimension, or a C int */
     int64_t i;
     double n;
@@ -36,6 +40,9 @@ static void read_arg(lua_State *L, const mlL_Decl *row, int arg, char k, const m
     case 'I': v->t = mlL_checkints(L, arg, row->name, NULL); break;
     case 'M':
     case 'N': v->m = mlL_checkmodel(L, arg, row->name); break;
+    case 's': v->s = mlL_checkstr(L, arg, row->name); break;
+    case 'K': v->task = mlL_checktask(L, arg, row->name)->t; break;
+    case 'A': v->ds = mlL_checkdataset(L, arg, row->name); break;
     case 'D': /* a dimension or nil (-1, the last) */
         if (lua_isnoneornil(L, arg)) v->d = -1;
         else read_arg(L, row, arg, 'd', t0, v);
@@ -72,6 +79,15 @@ typedef ml_tensor *(*fn_T_TdT)(ml_tensor *, int, ml_tensor *);
 typedef ml_tensor *(*fn_T_MT)(ml_model *, ml_tensor *);
 typedef int64_t (*fn_i_N)(const ml_model *);
 typedef void (*fn_v_M)(ml_model *);
+typedef int (*fn_k_K)(const ml_task *);
+typedef const char *(*fn_s_K)(const ml_task *);
+typedef bool (*fn_b_K)(const ml_task *);
+typedef double (*fn_n_K)(const ml_task *);
+typedef int64_t (*fn_i_A)(const ml_dataset *);
+typedef int (*fn_k_A)(const ml_dataset *);
+typedef double (*fn_n_)(void);
+typedef void (*fn_v_)(void);
+typedef bool (*fn_b_s)(const char *);
 
 /* Calls row->fn with a[] through the type of its signature; the result goes to *r. */
 static void call_core(lua_State *L, const mlL_Decl *row, const char *sig, const arg_val *a, arg_val *r) {
@@ -90,6 +106,15 @@ static void call_core(lua_State *L, const mlL_Decl *row, const char *sig, const 
     else if (!strcmp(sig, "T:MT")) r->t = ((fn_T_MT)row->fn)(a[0].m, a[1].t);
     else if (!strcmp(sig, "i:N")) r->i = ((fn_i_N)row->fn)(a[0].m);
     else if (!strcmp(sig, "v:M")) ((fn_v_M)row->fn)(a[0].m);
+    else if (!strcmp(sig, "k:K")) r->d = ((fn_k_K)row->fn)(a[0].task);
+    else if (!strcmp(sig, "s:K")) r->s = ((fn_s_K)row->fn)(a[0].task);
+    else if (!strcmp(sig, "b:K")) r->b = ((fn_b_K)row->fn)(a[0].task);
+    else if (!strcmp(sig, "n:K")) r->n = ((fn_n_K)row->fn)(a[0].task);
+    else if (!strcmp(sig, "i:A")) r->i = ((fn_i_A)row->fn)(a[0].ds);
+    else if (!strcmp(sig, "k:A")) r->d = ((fn_k_A)row->fn)(a[0].ds);
+    else if (!strcmp(sig, "n:")) r->n = ((fn_n_)row->fn)();
+    else if (!strcmp(sig, "v:")) ((fn_v_)row->fn)();
+    else if (!strcmp(sig, "b:s")) r->b = ((fn_b_s)row->fn)(a[0].s);
     else luaL_error(L, "%s: no dispatcher for the signature '%s'", row->name, sig);
 }
 
@@ -110,6 +135,9 @@ static int dispatch(lua_State *L) {
     case 'T': mlL_pushtensor(L, r.t); return 1; /* NULL raises the core's error */
     case 'b': lua_pushboolean(L, r.b); return 1;
     case 'i': lua_pushinteger(L, r.i); return 1;
+    case 'k': lua_pushinteger(L, r.d); return 1;
+    case 'n': lua_pushnumber(L, r.n); return 1;
+    case 's': lua_pushstring(L, r.s); return 1;
     default: return 0;
     }
 }

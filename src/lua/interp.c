@@ -70,49 +70,53 @@ static int l_patch(lua_State *L) {
 }
 
 /* mean = mech.interp.site_mean(model, dataset, site[, {n=, batch=}]) -> (L, ...) */
+typedef struct {
+    int64_t n; /* documents, from the first */
+    int batch;
+} site_mean_options;
+
 static int l_site_mean(lua_State *L) {
     const char *fn = "mech.interp.site_mean";
+    static const char *const keys[] = {"n", "batch", NULL};
+    static const mlL_option spec[] = {MLL_OPTION(MLL_INT, "n", site_mean_options, n),
+                                      MLL_OPTION(MLL_INT32, "batch", site_mean_options, batch), {NULL, 0, 0, 0, 0, NULL, NULL}};
     ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_dataset *ds = mlL_checkdataset(L, 2, fn);
-    int s = mlL_checksite(L, m, luaL_checkstring(L, 3), fn);
-    int64_t n = ml_dataset_size(ds);
-    int batch = 64;
-    if (!lua_isnoneornil(L, 4)) {
-        static const char *const keys[] = {"n", "batch", NULL};
-        mlL_checktable(L, 4, fn, 4);
-        mlL_checkkeys(L, 4, fn, keys);
-        n = mlL_optint(L, 4, "n", n, fn);
-        batch = mlL_optint32(L, 4, "batch", batch, fn);
-    }
+    int s = mlL_checksite(L, m, mlL_checkstr(L, 3, fn), fn);
+    mlL_opttable(L, 4, fn, 4, keys);
+    site_mean_options o = {.n = ml_dataset_size(ds), .batch = 64};
+    mlL_options(L, 4, fn, spec, &o);
     if (ml_site_pos_dim(m, s) != 1) return mlL_error(L, fn, "site '%s' is not of shape (B, L, ...)", lua_tostring(L, 3));
-    mlL_pushtensor(L, ml_site_mean(m, ds, n, s, batch));
+    mlL_pushtensor(L, ml_site_mean(m, ds, o.n, s, o.batch));
     return 1;
 }
 
 /* n = mech.interp.short_conv_edit(model, "identity" | "zero" | "truncate"[, {layer=-1, keep=}]) */
+typedef struct {
+    int layer; /* -1: every layer */
+    int keep;  /* taps kept by "truncate" */
+} conv_edit_options;
+
 static int l_short_conv_edit(lua_State *L) {
     const char *fn = "mech.interp.short_conv_edit";
+    static const char *const kinds[] = {"identity", "zero", "truncate"}; /* in ml_conv_edit's order */
+    static const char *const keys[] = {"layer", "keep", NULL};
+    static const mlL_option spec[] = {MLL_OPTION(MLL_INT32, "layer", conv_edit_options, layer),
+                                      MLL_OPTION(MLL_INT32, "keep", conv_edit_options, keep), {NULL, 0, 0, 0, 0, NULL, NULL}};
     ml_model *m = mlL_checkmodel(L, 1, fn);
-    const char *k = luaL_checkstring(L, 2);
-    ml_conv_edit kind;
-    if (!strcmp(k, "identity")) kind = ML_CONV_IDENTITY;
-    else if (!strcmp(k, "zero")) kind = ML_CONV_ZERO;
-    else if (!strcmp(k, "truncate")) kind = ML_CONV_TRUNCATE;
-    else return mlL_error(L, fn, "argument 2 expected 'identity', 'zero' or 'truncate', got '%s'", k);
-    int layer = -1, keep = 0;
-    if (!lua_isnoneornil(L, 3)) {
-        static const char *const keys[] = {"layer", "keep", NULL};
-        mlL_checktable(L, 3, fn, 3);
-        mlL_checkkeys(L, 3, fn, keys);
-        layer = mlL_optint32(L, 3, "layer", -1, fn);
-        keep = mlL_optint32(L, 3, "keep", kind == ML_CONV_TRUNCATE ? -1 : 0, fn);
-    }
-    if (kind == ML_CONV_TRUNCATE && keep < 0) return mlL_error(L, fn, "'truncate' needs option 'keep' >= 0");
-    int n = ml_short_conv_edit(m, layer, kind, keep);
+    const char *k = mlL_checkstr(L, 2, fn);
+    int kind = 0;
+    while (kind < 3 && strcmp(k, kinds[kind])) kind++;
+    if (kind == 3) return mlL_argfail(L, fn, 2, "expected 'identity', 'zero' or 'truncate', got '%s'", k);
+    mlL_opttable(L, 3, fn, 3, keys);
+    conv_edit_options o = {.layer = -1, .keep = kind == ML_CONV_TRUNCATE ? -1 : 0};
+    mlL_options(L, 3, fn, spec, &o);
+    if (kind == ML_CONV_TRUNCATE && o.keep < 0) return mlL_error(L, fn, "'truncate' needs option 'keep' >= 0");
+    int n = ml_short_conv_edit(m, o.layer, (ml_conv_edit)kind, o.keep);
     if (n < 0) return mlL_raise(L);
     if (n == 0) /* nothing edited: the caller's experiment would silently measure the unedited model */
         return mlL_error(L, fn, "the model (arch '%s') has no short convolution%s", m->cfg.arch,
-                          layer >= 0 ? " in that layer" : "");
+                          o.layer >= 0 ? " in that layer" : "");
     lua_pushinteger(L, n);
     return 1;
 }
@@ -122,11 +126,7 @@ static int l_mamba_attention(lua_State *L) {
     const char *fn = "mech.interp.mamba_attention";
     ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
-    lua_Integer layer = luaL_checkinteger(L, 3);
-    if (layer < 0 || layer >= m->cfg.n_layers)
-        return mlL_error(L, fn, "argument 3 expected a layer in [0, %d), got %d", m->cfg.n_layers, (int)layer);
-    ml_tensor *a = ml_mamba_attention_run(m, tok, (int)layer);
-    mlL_pushtensor(L, a);
+    mlL_pushtensor(L, ml_mamba_attention_run(m, tok, mlL_checklayer(L, m, 3, fn)));
     return 1;
 }
 

@@ -588,11 +588,11 @@ static int l_lr_schedule(lua_State *L) {
     mlL_checkkeys(L, 1, fn, keys);
     ml_schedule_kind kind;
     const char *k = mlL_optstr(L, 1, "kind", "cosine", fn);
-    if (ml_schedule_kind_parse(k, &kind)) return mlL_raise(L);
+    if (ml_schedule_kind_parse(k, &kind)) return mlL_raise_as(L, fn); /* the core names it "schedule" */
     ml_schedule *s = lua_newuserdatauv(L, sizeof *s, 0);
     if (ml_schedule_init(s, kind, mlL_optnum(L, 1, "lr", 1e-3, fn), mlL_optint(L, 1, "total", 0, fn),
                          mlL_optnum(L, 1, "warmup", 0.1, fn)))
-        return mlL_raise(L);
+        return mlL_raise_as(L, fn);
     lua_pushcclosure(L, schedule_call, 1);
     return 1;
 }

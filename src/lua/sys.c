@@ -27,18 +27,8 @@ static int s_isatty(lua_State *L) {
     return 1;
 }
 
-static int s_time(lua_State *L) {
-    lua_pushnumber(L, ml_monotonic());
-    return 1;
-}
-
 /* mkdir -p */
 static int s_mkdir(lua_State *L) { return ml_mkdir_p(luaL_checkstring(L, 1)) ? sys_raise(L) : 0; }
-
-static int s_exists(lua_State *L) {
-    lua_pushboolean(L, ml_path_exists(luaL_checkstring(L, 1)));
-    return 1;
-}
 
 /* text = mech.sys.read_file(path [, max_bytes]): the whole file, or nil and a message (as
  * io.open) when it cannot be opened, is not a regular file (a FIFO or a device is never read) or
@@ -221,20 +211,7 @@ static int lock_held(lua_State *L) {
     return 1;
 }
 
-/* Signals as a flag between catch_signals() and release_signals(): long loops poll
- * interrupted() at a safe point (a training step's end) to save and stop. */
-static int s_catch_signals(lua_State *L) {
-    (void)L;
-    ml_signals_catch();
-    return 0;
-}
-
-static int s_release_signals(lua_State *L) {
-    (void)L;
-    ml_signals_release();
-    return 0;
-}
-
+/* The signal caught since catch_signals() (its name), else nil. */
 static int s_interrupted(lua_State *L) {
     const char *name = ml_signal_name(ml_signal_caught());
     if (name) lua_pushstring(L, name);
@@ -360,17 +337,24 @@ int mlL_open_sys(lua_State *L) {
     mlL_new_class(L, MLL_METRICS_MT, mm, (const luaL_Reg[]){{"__gc", metrics_close}, {"__close", metrics_close}, {NULL, NULL}});
     mlL_new_class(L, MLL_LOCK_MT, lm, (const luaL_Reg[]){{"__gc", lock_release}, {"__close", lock_release}, {NULL, NULL}});
     static const luaL_Reg funcs[] = {
-        {"isatty", s_isatty},   {"time", s_time},         {"mkdir", s_mkdir},
-        {"exists", s_exists},   {"read_file", s_read_file}, {"write_atomic", s_write_atomic},
-        {"metrics", s_metrics},
-        {"lock", s_lock},       {"catch_signals", s_catch_signals}, {"release_signals", s_release_signals},
+        {"isatty", s_isatty},   {"mkdir", s_mkdir},       {"read_file", s_read_file},
+        {"write_atomic", s_write_atomic}, {"metrics", s_metrics}, {"lock", s_lock},
         {"interrupted", s_interrupted}, {"spawn", s_spawn}, {"wait", s_wait},
         {"kill", s_kill},       {"getpid", s_getpid},     {"hostname", s_hostname},
         {"cores", s_cores},     {"executable", s_executable}, {"sleep", s_sleep},
         {"utc", s_utc},         {"file_size", s_file_size}, {"realpath", s_realpath},
         {"lock_held", s_lock_held}, {"closest", s_closest}, {"redirect_output", s_redirect_output}, {"atomic", s_atomic},
         {NULL, NULL}};
+    /* a monotonic clock in seconds; whether a path exists; signals caught as a flag between
+     * catch_signals() and release_signals(), which long loops poll with interrupted() at a safe
+     * point (a training step's end) to save and stop */
+    static const mlL_Decl decls[] = {{"mech.sys.time", "", 'n', MLL_FN(ml_monotonic)},
+                                     {"mech.sys.exists", "s", 'b', MLL_FN(ml_path_exists)},
+                                     {"mech.sys.catch_signals", "", 'v', MLL_FN(ml_signals_catch)},
+                                     {"mech.sys.release_signals", "", 'v', MLL_FN(ml_signals_release)},
+                                     {NULL, NULL, 0, NULL}};
     luaL_newlib(L, funcs);
+    mlL_setdecls(L, -1, decls);
     lua_setfield(L, -2, "sys");
     return 0;
 }

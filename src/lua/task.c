@@ -267,11 +267,6 @@ static int l_dataset(lua_State *L) {
     return 1;
 }
 
-static int l_vocab_size(lua_State *L) {
-    lua_pushinteger(L, ml_task_vocab_size(mlL_checktask(L, 1, "task:vocab_size")->t));
-    return 1;
-}
-
 static int l_token_name(lua_State *L) {
     mlL_task_box *b = mlL_checktask(L, 1, "task:token_name");
     int ok;
@@ -327,25 +322,10 @@ static int l_to_str_tokens(lua_State *L) {
     return 1;
 }
 
-static int l_name(lua_State *L) {
-    lua_pushstring(L, ml_task_name(mlL_checktask(L, 1, "task:name")->t));
-    return 1;
-}
-
 static int l_kind(lua_State *L) {
     ml_task_kind k = ml_task_get_kind(mlL_checktask(L, 1, "task:kind")->t);
     if (k == ML_TASK_CUSTOM) return mlL_task_lib(L, "kind");
     lua_pushstring(L, ml_task_kind_name(k));
-    return 1;
-}
-
-static int l_has_split(lua_State *L) {
-    lua_pushboolean(L, ml_task_has_split(mlL_checktask(L, 1, "task:has_split")->t));
-    return 1;
-}
-
-static int l_chance(lua_State *L) {
-    lua_pushnumber(L, ml_task_chance(mlL_checktask(L, 1, "task:chance")->t));
     return 1;
 }
 
@@ -420,17 +400,21 @@ static int l_gc(lua_State *L) {
 
 int mlL_open_task(lua_State *L) {
     static const luaL_Reg methods[] = {{"sample", l_sample},       {"dataset", l_dataset},
-                                       {"vocab_size", l_vocab_size}, {"token_name", l_token_name},
-                                       {"to_str_tokens", l_to_str_tokens}, {"show", mlL_task_show},
-                                       {"name", l_name},           {"kind", l_kind},
+                                       {"token_name", l_token_name}, {"to_str_tokens", l_to_str_tokens},
+                                       {"show", mlL_task_show},    {"kind", l_kind},
                                        {"config", l_config},       {"spec", l_spec},
-                                       {"has_split", l_has_split}, {"corrupt_range", l_corrupt_range},
-                                       {"chance", l_chance},       {"positions", l_positions},
+                                       {"corrupt_range", l_corrupt_range}, {"positions", l_positions},
                                        {NULL, NULL}};
+    static const mlL_Decl decls[] = {{"task:vocab_size", "K", 'k', MLL_FN(ml_task_vocab_size)},
+                                     {"task:name", "K", 's', MLL_FN(ml_task_name)},
+                                     {"task:has_split", "K", 'b', MLL_FN(ml_task_has_split)},
+                                     {"task:chance", "K", 'n', MLL_FN(ml_task_chance)},
+                                     {NULL, NULL, 0, NULL}};
     static const luaL_Reg meta[] = {{"__gc", l_gc}, {"__tostring", l_tostring}, {NULL, NULL}};
     mlL_new_class(L, MLL_TASK_MT, methods, meta);
     luaL_getmetatable(L, MLL_TASK_MT);
     lua_getfield(L, -1, "__index");
+    mlL_setdecls(L, -1, decls);
     mlL_setlua(L, -1, (const mlL_LuaReg[]){{"to_tokens", "mech.task_custom", NULL, MLL_CHECK_NONE, NULL},
                                             {NULL, NULL, NULL, 0, NULL}});
     lua_pop(L, 2);

@@ -31,6 +31,11 @@ T.test("cache: an unknown key is an error naming the closest cached name", funct
   local _, _, grads = m:run_with_cache(tok, { names = "blocks.1.block_input", grads = true,
     targets = mech.tensor({ 1, 2, 3, 4 }, { dtype = "int32" }) })
   T.raises(function() return grads["blocks.1.block_inpt"] end, "did you mean 'blocks.1.block_input'")
+  -- its scalar options are read by mlL_options, in the rule's words
+  T.raises(function() m:run_with_cache(tok, { grads = true, objective = "logit" }) end,
+    "bad argument #2 to 'model:run_with_cache' (option 'objective': expected one of 'logprob', 'prob', got 'logit')")
+  T.raises(function() m:run_with_cache(tok, { grads = 1 }) end,
+    "bad argument #2 to 'model:run_with_cache' (option 'grads': expected a boolean, got 1)")
 end)
 
 T.test("cache:get(component, layer) with mechlab and TransformerLens names", function()

@@ -200,7 +200,14 @@ T.test("surgery, site means, implicit attention, attention mass, attribution pat
   local _, c = m:run_with_cache(ds:batch(0, 2), { names = { "blocks.0.mixer.x", "blocks.0.mixer.conv" } })
   T.truthy(mech.allclose(c["blocks.0.mixer.x"], c["blocks.0.mixer.conv"], 0, 1e-7))
   T.eq(mech.interp.short_conv_edit(m, "truncate", { layer = 1, keep = 2 }), 1)
-  T.raises(function() mech.interp.short_conv_edit(m, "remove") end, "'identity', 'zero' or 'truncate'")
+  T.raises(function() mech.interp.short_conv_edit(m, "remove") end,
+    "bad argument #2 to 'mech.interp.short_conv_edit' (expected 'identity', 'zero' or 'truncate', got 'remove')")
+  T.raises(function() mech.interp.short_conv_edit(m, "zero", { layer = true }) end,
+    "bad argument #3 to 'mech.interp.short_conv_edit' (option 'layer': expected an integer, got boolean)")
+  T.raises(function() mech.interp.mamba_attention(m, ds:batch(0, 2), 2) end,
+    "bad argument #3 to 'mech.interp.mamba_attention' (expected a layer in [0, 2), got 2")
+  T.raises(function() mech.interp.site_mean(m, ds, "blocks.0.block_input", { batch = 0.5 }) end,
+    "bad argument #4 to 'mech.interp.site_mean' (option 'batch': expected an integer, got 0.5)")
   local a = mech.interp.mamba_attention(m, ds:batch(0, 2), 0)
   T.eq(a:shape(), { 2, 32, 13, 13 })
   T.eq(a:get(0, 0, 2, 5), 0) -- causal

@@ -245,6 +245,10 @@ T.test("schedules of mech.lr_schedule drive set_lr", function()
     T.eq(opt.lr, sched(step))
   end
   T.near(w:tolist(), {p}, 1e-6)
+  -- the core's checks name the Lua function
+  T.raises(function() mech.lr_schedule {kind = "cosin"} end,
+    "mech.lr_schedule: unknown schedule 'cosin' (constant, constant_with_warmup, linear, cosine)")
+  T.raises(function() mech.lr_schedule {warmup = 2} end, "mech.lr_schedule: warmup fraction 2 is not in [0, 1]")
 end)
 
 T.test("bad input names the function, the argument, what was expected and what came", function()

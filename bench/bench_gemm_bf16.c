@@ -10,11 +10,15 @@
  * twice: packing w in every call (mlk_gemm_nt_bf16, as the fp32 kernel does) and with w packed
  * once beforehand (mlk_gemm_bf16_packed: in training, once per optimizer step for the forward and
  * the input gradient together). "dx" rows time the input gradient dy·W (mlk_gemm_nn and
- * mlk_gemm_nn_bf16). GFLOP/s count 2·M·N·K. Exits non-zero where the CPU lacks AVX512_BF16. */
+ * mlk_gemm_nn_bf16), "dW" rows the weight gradient dyᵀ·x over the batch's rows (sgemm, as the
+ * model runs it, and mlk_gemm_tn_bf16, which packs both operands in the call: its "packed" column
+ * repeats it). GFLOP/s count 2·M·N·K. Exits non-zero where the CPU lacks AVX512_BF16. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <cblas.h>
 
 #include "core/threads.h"
 #include "host/process.h"
@@ -49,7 +53,7 @@ static void cpu_name(char *out, size_t size) {
 typedef struct {
     const char *name;
     int64_t M, N, K;
-    bool nn; /* the input gradient: y (M,N) = x (M,K) · w (K,N) */
+    int form; /* NT: y = x·wᵀ + bias; NN: the input gradient x·w; TN: the weight gradient xᵀ·w */
 } shape;
 
 typedef struct {
@@ -60,8 +64,16 @@ typedef struct {
 } operands;
 
 enum { FP32, BF16, BF16_PACKED, NKINDS };
+enum { NT, NN, TN };
 
-static int run(int kind, bool nn, const operands *o) {
+static int run(int kind, int form, const operands *o) {
+    bool nn = form == NN;
+    if (form == TN) { /* fp32: sgemm, as the model's weight gradient; there is no w to pack beforehand */
+        if (kind != FP32) return mlk_gemm_tn_bf16(o->M, o->N, o->K, o->x, o->w, o->y);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)o->M, (int)o->N, (int)o->K, 1.0f, o->x, (int)o->M,
+                    o->w, (int)o->N, 0.0f, o->y, (int)o->N);
+        return 0;
+    }
     switch (kind) {
     case FP32: return nn ? mlk_gemm_nn(o->M, o->N, o->K, o->x, o->w, o->y)
                          : mlk_gemm_nt(o->M, o->N, o->K, o->x, o->w, o->bias, o->y);
@@ -72,10 +84,10 @@ static int run(int kind, bool nn, const operands *o) {
 }
 
 /* Seconds per call: `calls` calls, thread CPU time. */
-static double time_calls(int kind, bool nn, const operands *o, int calls) {
+static double time_calls(int kind, int form, const operands *o, int calls) {
     double t = thread_s();
     for (int c = 0; c < calls; c++)
-        if (run(kind, nn, o) != 0) {
+        if (run(kind, form, o) != 0) {
             fprintf(stderr, "bench_gemm_bf16: a product failed (out of memory)\n");
             exit(1);
         }
@@ -111,17 +123,19 @@ int main(int argc, char **argv) {
     printf("%-26s %6s %6s %6s | %-13s %-13s %-13s | %s\n", "product", "M", "N", "K", "fp32", "bf16", "bf16 packed",
            "speed-up (packed)");
     const shape shapes[] = {
-        {"D -> D, D = 64", 1184, 64, 64, false},    {"D -> 4D, D = 64", 1184, 256, 64, false},
-        {"4D -> D, D = 64", 1184, 64, 256, false},  {"D -> D, D = 256", 1184, 256, 256, false},
-        {"D -> 3D, D = 256", 1184, 768, 256, false}, {"D -> 4D, D = 256", 1184, 1024, 256, false},
-        {"dx D -> D, D = 256", 1184, 256, 256, true}, {"head, D = 64", 32, 8196, 64, false},
-        {"head, D = 256", 32, 8196, 256, false},    {"head dx, D = 64", 32, 64, 8196, true},
-        {"head dx, D = 256", 32, 256, 8196, true},
+        {"D -> D, D = 64", 1184, 64, 64, NT},       {"D -> 4D, D = 64", 1184, 256, 64, NT},
+        {"4D -> D, D = 64", 1184, 64, 256, NT},     {"D -> D, D = 256", 1184, 256, 256, NT},
+        {"D -> 3D, D = 256", 1184, 768, 256, NT},   {"D -> 4D, D = 256", 1184, 1024, 256, NT},
+        {"dx D -> D, D = 256", 1184, 256, 256, NN}, {"dW D -> D, D = 64", 64, 64, 1184, TN},
+        {"dW D -> D, D = 256", 256, 256, 1184, TN}, {"head, D = 64", 32, 8196, 64, NT},
+        {"head, D = 256", 32, 8196, 256, NT},       {"head dx, D = 64", 32, 64, 8196, NN},
+        {"head dx, D = 256", 32, 256, 8196, NN},
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *sh = &shapes[s];
         int64_t M = sh->M, N = sh->N, K = sh->K;
         float *x = malloc(sizeof(float) * (size_t)(M * K)), *w = malloc(sizeof(float) * (size_t)(N * K));
+        /* (TN: x is (K, M) and w is (K, N), the same sizes) */
         float *bias = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)(M * N));
         size_t pbytes = sizeof(uint32_t) * mlk_bf16_packed_size(N, K);
         uint32_t *packed = aligned_alloc(64, (pbytes + 63) / 64 * 64);
@@ -132,15 +146,15 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < M * K; i++) x[i] = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
         for (int64_t i = 0; i < N * K; i++) w[i] = (float)((i * 104729) % 2001 - 1000) * 1e-3f;
         for (int64_t i = 0; i < N; i++) bias[i] = (float)(i % 13) * 0.1f;
-        if ((sh->nn ? mlk_bf16_pack_nn(N, K, w, packed) : mlk_bf16_pack_nt(N, K, w, packed)) != 0) return 1;
+        if ((sh->form == NT ? mlk_bf16_pack_nt(N, K, w, packed) : mlk_bf16_pack_nn(N, K, w, packed)) != 0) return 1;
         operands o = {M, N, K, x, w, bias, packed, y};
         double flops = 2.0 * (double)M * (double)N * (double)K, best[NKINDS];
         /* calls for about 20 ms at 150 GFLOP/s */
         int calls = (int)(0.02 * 150e9 / flops) + 1;
-        for (int k = 0; k < NKINDS; k++) best[k] = 1e30, time_calls(k, sh->nn, &o, 1); /* warm up */
+        for (int k = 0; k < NKINDS; k++) best[k] = 1e30, time_calls(k, sh->form, &o, 1); /* warm up */
         for (int r = 0; r < rounds; r++)
             for (int k = 0; k < NKINDS; k++) {
-                double t = time_calls(k, sh->nn, &o, calls);
+                double t = time_calls(k, sh->form, &o, calls);
                 if (t < best[k]) best[k] = t;
             }
         double g[NKINDS];

@@ -152,9 +152,11 @@ BF16_TARGET static void pack_rows(int64_t K, const float *x, uint32_t *xb, int64
             _mm512_mask_storeu_epi32(xb + i * kp + q0, lanes_mask(kp - q0), pairs_of(x + i * K + 2 * q0, K - 2 * q0));
 }
 
-/* R rows x V vectors of y from column j0; the panel's rows are 16·V words apart. */
-BF16_INLINE void bf16_block(int R, int V, int64_t kp, const uint32_t *xb, const uint32_t *wp, const float *bias,
-                            float *y, int64_t N, int64_t j0) {
+/* R rows x V vectors of y from column j0; the panel's rows are 16·V words apart; pair q of row r
+ * of x is xb[r·rs + q·qs] (rows of pairs: rs = kp, qs = 1; x packed in panels: rs = 1, qs = the
+ * panel's width). */
+BF16_INLINE void bf16_block(int R, int V, int64_t kp, const uint32_t *xb, int64_t rs, int64_t qs, const uint32_t *wp,
+                            const float *bias, float *y, int64_t N, int64_t j0) {
     __m512 acc[BF_ROWS][BF_VECS];
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) acc[r][v] = _mm512_setzero_ps();
@@ -162,7 +164,7 @@ BF16_INLINE void bf16_block(int R, int V, int64_t kp, const uint32_t *xb, const 
         __m512bh w[BF_VECS];
         for (int v = 0; v < V; v++) w[v] = (__m512bh)_mm512_load_si512(wp + q * BF_LANES * V + BF_LANES * v);
         for (int r = 0; r < R; r++) {
-            __m512bh a = (__m512bh)_mm512_set1_epi32((int)xb[r * kp + q]);
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)xb[r * rs + q * qs]);
             for (int v = 0; v < V; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, w[v]);
         }
     }
@@ -176,37 +178,41 @@ BF16_INLINE void bf16_block(int R, int V, int64_t kp, const uint32_t *xb, const 
         }
 }
 
-/* The tiles of panels [p0, p1) x rows [i0, i1) (i0 a multiple of 4), panel outer. */
-BF16_TARGET static void bf16_part(int64_t M, int64_t N, int64_t K, const uint32_t *xb, const uint32_t *packed,
-                                  const float *bias, float *y, int64_t p0, int64_t p1, int64_t i0, int64_t i1) {
+/* The tiles of panels [p0, p1) x rows [i0, i1) (i0 a multiple of 4), panel outer. x is rows of
+ * pairs, or (xpanels) packed as w is, its rows as the columns of panels of 64 (a tile of 4 rows
+ * never crosses a panel's edge). */
+BF16_TARGET static void bf16_part(int64_t M, int64_t N, int64_t K, const uint32_t *xb, bool xpanels,
+                                  const uint32_t *packed, const float *bias, float *y, int64_t p0, int64_t p1,
+                                  int64_t i0, int64_t i1) {
     int64_t kp = (K + 1) / 2;
     for (int64_t p = p0; p < p1; p++) {
         int64_t j0 = p * BF_COLS, vr = (N - j0 + BF_LANES - 1) / BF_LANES;
         int V = vr > BF_VECS ? BF_VECS : (int)vr;
         const uint32_t *wp = packed + p * kp * BF_COLS;
-        int64_t i = i0;
-        for (; i + BF_ROWS <= i1; i += BF_ROWS) {
+        for (int64_t i = i0; i < i1;) {
+            int R = i + BF_ROWS <= i1 ? BF_ROWS : 1; /* the last rows one at a time */
+            int64_t rs = kp, qs = 1;
             const uint32_t *xi = xb + i * kp;
-            float *yi = y + i * N;
-            switch (V) {
-            case 4: bf16_block(4, 4, kp, xi, wp, bias, yi, N, j0); break;
-            case 3: bf16_block(4, 3, kp, xi, wp, bias, yi, N, j0); break;
-            case 2: bf16_block(4, 2, kp, xi, wp, bias, yi, N, j0); break;
-            default: bf16_block(4, 1, kp, xi, wp, bias, yi, N, j0);
+            if (xpanels) {
+                int64_t a0 = i / BF_COLS * BF_COLS;
+                rs = 1, qs = bf16_panel_width(M, a0), xi = xb + a0 * kp + (i - a0);
             }
-        }
-        for (; i < i1; i++) { /* the last rows, one at a time */
-            const uint32_t *xi = xb + i * kp;
             float *yi = y + i * N;
-            switch (V) {
-            case 4: bf16_block(1, 4, kp, xi, wp, bias, yi, N, j0); break;
-            case 3: bf16_block(1, 3, kp, xi, wp, bias, yi, N, j0); break;
-            case 2: bf16_block(1, 2, kp, xi, wp, bias, yi, N, j0); break;
-            default: bf16_block(1, 1, kp, xi, wp, bias, yi, N, j0);
-            }
+            if (R == BF_ROWS) switch (V) {
+                case 4: bf16_block(4, 4, kp, xi, rs, qs, wp, bias, yi, N, j0); break;
+                case 3: bf16_block(4, 3, kp, xi, rs, qs, wp, bias, yi, N, j0); break;
+                case 2: bf16_block(4, 2, kp, xi, rs, qs, wp, bias, yi, N, j0); break;
+                default: bf16_block(4, 1, kp, xi, rs, qs, wp, bias, yi, N, j0);
+                }
+            else switch (V) {
+                case 4: bf16_block(1, 4, kp, xi, rs, qs, wp, bias, yi, N, j0); break;
+                case 3: bf16_block(1, 3, kp, xi, rs, qs, wp, bias, yi, N, j0); break;
+                case 2: bf16_block(1, 2, kp, xi, rs, qs, wp, bias, yi, N, j0); break;
+                default: bf16_block(1, 1, kp, xi, rs, qs, wp, bias, yi, N, j0);
+                }
+            i += R;
         }
     }
-    (void)M;
 }
 #endif
 
@@ -237,15 +243,12 @@ int mlk_bf16_pack_nn(int64_t N, int64_t K, const float *w, uint32_t *packed) {
     return bf16_pack(N, K, w, packed, true);
 }
 
-int mlk_gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const float *x, const uint32_t *packed,
-                         const float *bias, float *y) {
+/* The product on packed w; x as rows of fp32 (converted here, xb scratch) or (xpanels) already
+ * packed in panels (xb itself). */
+static int bf16_run(int64_t M, int64_t N, int64_t K, const float *x, uint32_t *xb, bool xpanels,
+                    const uint32_t *packed, const float *bias, float *y) {
 #ifdef BF16_X86
-    if (!mlk_have_bf16()) return MLK_ENOBF16;
-    if (M <= 0 || N <= 0) return 0;
-    int64_t kp = (K + 1) / 2, nb = (N + BF_COLS - 1) / BF_COLS, mb = (M + BF_ROWS - 1) / BF_ROWS;
-    size_t bytes = sizeof(uint32_t) * (size_t)(M * kp + 1);
-    uint32_t *xb = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!xb) return -1;
+    int64_t nb = (N + BF_COLS - 1) / BF_COLS, mb = (M + BF_ROWS - 1) / BF_ROWS;
     /* as gemm.c: a thread from about a million multiply-adds (here at twice the rate, the same
      * fork cost: the threshold stays, a product just above it gains less) */
     int nt = (double)M * (double)N * (double)K < 1e6 ? 1 : ml_threads();
@@ -253,27 +256,44 @@ int mlk_gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const float *x, const 
         bool by_rows = mb >= nb && mb >= 2 * nt;
 #pragma omp parallel num_threads(nt)
         {
+            if (!xpanels) {
 #pragma omp for schedule(static)
-            for (int64_t c = 0; c < nt; c++) pack_rows(K, x, xb, c * M / nt, (c + 1) * M / nt);
+                for (int64_t c = 0; c < nt; c++) pack_rows(K, x, xb, c * M / nt, (c + 1) * M / nt);
+            }
 #pragma omp for schedule(static)
             for (int64_t c = 0; c < (by_rows ? nt : nb); c++) {
-                if (!by_rows) bf16_part(M, N, K, xb, packed, bias, y, c, c + 1, 0, M);
+                if (!by_rows) bf16_part(M, N, K, xb, xpanels, packed, bias, y, c, c + 1, 0, M);
                 else {
                     int64_t i0 = c * mb / nt * BF_ROWS, i1 = (c + 1) * mb / nt * BF_ROWS;
-                    bf16_part(M, N, K, xb, packed, bias, y, 0, nb, i0, i1 < M ? i1 : M);
+                    bf16_part(M, N, K, xb, xpanels, packed, bias, y, 0, nb, i0, i1 < M ? i1 : M);
                 }
             }
         }
     } else {
-        pack_rows(K, x, xb, 0, M);
-        bf16_part(M, N, K, xb, packed, bias, y, 0, nb, 0, M);
+        if (!xpanels) pack_rows(K, x, xb, 0, M);
+        bf16_part(M, N, K, xb, xpanels, packed, bias, y, 0, nb, 0, M);
     }
-    free(xb);
     return 0;
 #else
-    (void)M, (void)N, (void)K, (void)x, (void)packed, (void)bias, (void)y;
+    (void)M, (void)N, (void)K, (void)x, (void)xb, (void)xpanels, (void)packed, (void)bias, (void)y;
     return MLK_ENOBF16;
 #endif
+}
+
+static uint32_t *words_alloc(size_t n) {
+    size_t bytes = sizeof(uint32_t) * (n ? n : 1);
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+int mlk_gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const float *x, const uint32_t *packed,
+                         const float *bias, float *y) {
+    if (!mlk_have_bf16()) return MLK_ENOBF16;
+    if (M <= 0 || N <= 0) return 0;
+    uint32_t *xb = words_alloc((size_t)(M * ((K + 1) / 2)));
+    if (!xb) return -1;
+    int rc = bf16_run(M, N, K, x, xb, false, packed, bias, y);
+    free(xb);
+    return rc;
 }
 
 /* Packs w into scratch and runs the product. */
@@ -281,8 +301,7 @@ static int gemm_bf16(int64_t M, int64_t N, int64_t K, const float *x, const floa
                      float *y) {
     if (!mlk_have_bf16()) return MLK_ENOBF16;
     if (M <= 0 || N <= 0) return 0;
-    size_t bytes = sizeof(uint32_t) * mlk_bf16_packed_size(N, K);
-    uint32_t *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    uint32_t *packed = words_alloc(mlk_bf16_packed_size(N, K));
     if (!packed) return -1;
     int rc = bf16_pack(N, K, w, packed, nn);
     if (rc == 0) rc = mlk_gemm_bf16_packed(M, N, K, x, packed, bias, y);
@@ -296,4 +315,16 @@ int mlk_gemm_nt_bf16(int64_t M, int64_t N, int64_t K, const float *x, const floa
 
 int mlk_gemm_nn_bf16(int64_t M, int64_t N, int64_t K, const float *x, const float *w, float *y) {
     return gemm_bf16(M, N, K, x, w, true, NULL, y);
+}
+
+int mlk_gemm_tn_bf16(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
+    if (!mlk_have_bf16()) return MLK_ENOBF16;
+    if (M <= 0 || N <= 0) return 0;
+    uint32_t *pa = words_alloc(mlk_bf16_packed_size(M, K)), *pb = words_alloc(mlk_bf16_packed_size(N, K));
+    int rc = pa && pb ? 0 : -1;
+    if (rc == 0) rc = bf16_pack(M, K, a, pa, true); /* aᵀ's rows are a's columns: packed as w from (K, M) */
+    if (rc == 0) rc = bf16_pack(N, K, b, pb, true);
+    if (rc == 0) rc = bf16_run(M, N, K, NULL, pa, true, pb, NULL, y);
+    free(pa), free(pb);
+    return rc;
 }

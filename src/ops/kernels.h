@@ -199,5 +199,8 @@ int mlk_gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const float *x, const 
 /* The same with w packed in the call: w [N,K] (x·wᵀ + bias), or w [K,N] (x·w). */
 int mlk_gemm_nt_bf16(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias, float *y);
 int mlk_gemm_nn_bf16(int64_t M, int64_t N, int64_t K, const float *x, const float *w, float *y);
+/* y = aᵀ·b with a: [K,M], b: [K,N], y: [M,N]: the weight gradient dW = dyᵀ·x (a = dy, b = x, K the
+ * rows of the batch), summed over k in pairs in k order: the bits depend on K, not on the threads. */
+int mlk_gemm_tn_bf16(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 
 #endif

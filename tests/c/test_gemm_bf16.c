@@ -96,7 +96,8 @@ END_TEST
  * (2·pairs + 2 roundings of 2^-24 relative to Σ|p| + |bias| + 1), and of the fp32 inputs within
  * the rounding of both factors on top (bf16 keeps 8 significant bits: each factor within 2^-8
  * relative, a product within 2^-7 + 2^-16 of Σ|x·w|); then the bits of rows from a and of
- * columns from c alone, of the product on wᵀ (mlk_gemm_nn_bf16) and of a prepacked w. */
+ * columns from c alone, of the product on wᵀ (mlk_gemm_nn_bf16), on xᵀ and wᵀ (mlk_gemm_tn_bf16:
+ * the same pairs in the same order) and of a prepacked w. */
 static void bf16_check(int64_t M, int64_t N, int64_t K, bool with_bias) {
     float *x = rnd((size_t)(M * K)), *w = rnd((size_t)(N * K)), *b = with_bias ? rnd((size_t)N) : NULL;
     float *y = zeros((size_t)(M * N)), *part = zeros((size_t)(M * N));
@@ -142,12 +143,18 @@ static void bf16_check(int64_t M, int64_t N, int64_t K, bool with_bias) {
     ck_assert_int_eq(mlk_gemm_bf16_packed(M, N, K, x, pnn, b, part), 0);
     ck_assert_msg(!memcmp(part, y, sizeof(float) * (size_t)(M * N)), "bf16 %lldx%lldx%lld: prepacked, not the bits",
                   (long long)M, (long long)N, (long long)K);
+    float *xk = zeros((size_t)(K * M)); /* xᵀ, for the tn form (the weight gradient's) */
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t k = 0; k < K; k++) xk[k * M + i] = x[i * K + k];
     if (!b) {
         ck_assert_int_eq(mlk_gemm_nn_bf16(M, N, K, x, wk, part), 0);
         ck_assert_msg(!memcmp(part, y, sizeof(float) * (size_t)(M * N)), "bf16_nn %lldx%lldx%lld: not nt's bits",
                       (long long)M, (long long)N, (long long)K);
+        ck_assert_int_eq(mlk_gemm_tn_bf16(M, N, K, xk, wk, part), 0);
+        ck_assert_msg(!memcmp(part, y, sizeof(float) * (size_t)(M * N)), "bf16_tn %lldx%lldx%lld: not nt's bits",
+                      (long long)M, (long long)N, (long long)K);
     }
-    free(x), free(w), free(b), free(y), free(part), free(wk), free(pnt), free(pnn);
+    free(x), free(w), free(b), free(y), free(part), free(wk), free(xk), free(pnt), free(pnn);
 }
 
 /* Tails of every kind: rows past a tile of 4, columns past a vector of 16 and a panel of 64, K = 0,
@@ -159,6 +166,7 @@ START_TEST(gemm_bf16_shapes) {
         for (int b = 0; b < 5; b++)
             for (int c = 0; c < 6; c++) bf16_check(Ms[a], Ns[b], Ks[c], (a + b + c) % 2);
     bf16_check(37, 130, 256, true);
+    bf16_check(130, 70, 33, false); /* xᵀ of the tn form in more than one panel of 64 */
 }
 END_TEST
 
@@ -182,6 +190,16 @@ START_TEST(gemm_bf16_threads) {
         ck_assert_msg(!memcmp(y2, y1 + (M - 1) * N, sizeof(float) * (size_t)N), "bf16: the last row alone differs");
         free(x), free(w), free(b), free(y1), free(y2);
     }
+    /* the weight gradient's form: dyᵀ·x summed over K = 301 rows, 2 threads against 1 */
+    int64_t M = 70, N = 130, K = 301;
+    float *a = rnd((size_t)(K * M)), *bm = rnd((size_t)(K * N));
+    float *y1 = zeros((size_t)(M * N)), *y2 = zeros((size_t)(M * N));
+    ml_set_threads(2);
+    ck_assert_int_eq(mlk_gemm_tn_bf16(M, N, K, a, bm, y2), 0);
+    ml_set_threads(1);
+    ck_assert_int_eq(mlk_gemm_tn_bf16(M, N, K, a, bm, y1), 0);
+    ck_assert_msg(!memcmp(y1, y2, sizeof(float) * (size_t)(M * N)), "bf16_tn: 1 and 2 threads differ");
+    free(a), free(bm), free(y1), free(y2);
 }
 END_TEST
 

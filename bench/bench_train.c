@@ -199,17 +199,26 @@ static int bench_row(const options *o, const ml_task *task, const ml_dataset *ds
     return rc;
 }
 
+/* Small values in the operands calloc gave: a product timed on never-written pages reads the one
+ * zero page for all of them, which is not what a step reads. */
+static void fill_operands(float *p, size_t n) {
+    for (size_t i = 0; p && i < n; i++) p[i] = 0.01f * (float)(i % 7) - 0.03f;
+}
+
 /* Seconds of one product as ml_linear and its backward make it, best of 5 runs of `reps`: own,
- * mechlab's kernel (mlk_gemm_nt for a·bᵀ, mlk_gemm_nn for a·b); else cblas_sgemm. */
+ * mechlab's kernel (mlk_gemm_nt for a·bᵀ, mlk_gemm_nn for a·b, mlk_gemm_tn for aᵀ·b); else
+ * cblas_sgemm. */
 static double time_gemm(bool own, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float beta) {
     float *a = calloc((size_t)M * K, sizeof(float)), *b = calloc((size_t)K * N, sizeof(float));
     float *c = calloc((size_t)M * N, sizeof(float));
     int reps = 1 + (int)(2e7 / (2.0 * M * N * K)); /* about 20 MFLOP a run */
+    fill_operands(a, (size_t)M * K), fill_operands(b, (size_t)K * N);
     double best = 1e30;
     for (int r = 0; a && b && c && r < 6; r++) {
         double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
         for (int i = 0; i < reps; i++)
-            if (own && tb == CblasTrans) mlk_gemm_nt(M, N, K, a, b, NULL, c);
+            if (own && ta == CblasTrans) mlk_gemm_tn(M, N, K, a, b, beta != 0.0f, c);
+            else if (own && tb == CblasTrans) mlk_gemm_nt(M, N, K, a, b, NULL, c);
             else if (own) mlk_gemm_nn(M, N, K, a, b, c);
             else
                 cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, ta == CblasNoTrans ? K : M, b,
@@ -218,6 +227,45 @@ static double time_gemm(bool own, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M,
         if (r > 0 && dt < best) best = dt; /* the first run warms the caches */
     }
     free(a), free(b), free(c);
+    return best;
+}
+
+/* Seconds of attention's six per-sequence products of one layer's step (one head of width dh,
+ * B sequences of L: S = Q·Kᵀ and ctx = P·V forward, dP = dctx·Vᵀ, dV = Pᵀ·dctx, dQ = dS·K and
+ * dK = dSᵀ·Q backward) with the operands' strides in qkv (rows 3·dh apart), best of 5 runs: own,
+ * mlk_gemm as src/ops/nn_ops.c calls it; else cblas_sgemm as it was called before. */
+static double time_attention(bool own, int B, int L, int dh) {
+    int64_t row = 3 * dh;
+    float *qkv = calloc((size_t)B * L * row, sizeof(float)), *dqkv = calloc((size_t)B * L * row, sizeof(float));
+    float *P = calloc((size_t)B * L * L, sizeof(float)), *S = calloc((size_t)B * L * L, sizeof(float));
+    float *ctx = calloc((size_t)B * L * dh, sizeof(float));
+    fill_operands(qkv, (size_t)B * L * row), fill_operands(P, (size_t)B * L * L), fill_operands(ctx, (size_t)B * L * dh);
+    double best = 1e30;
+    for (int r = 0; qkv && dqkv && P && S && ctx && r < 6; r++) {
+        double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        for (int b = 0; b < B; b++) {
+            float *q = qkv + b * L * row, *k = q + dh, *v = q + 2 * dh, *dq = dqkv + b * L * row, *dk = dq + dh,
+                  *dv = dq + 2 * dh, *p = P + b * L * L, *st = S + b * L * L, *c = ctx + b * L * dh;
+            if (own) {
+                mlk_gemm(L, L, dh, q, row, 1, k, row, false, 0.125f, false, st, L);
+                mlk_gemm(L, dh, L, p, L, 1, v, row, true, 1.0f, false, c, dh);
+                mlk_gemm(L, L, dh, c, dh, 1, v, row, false, 1.0f, false, st, L);
+                mlk_gemm(L, dh, L, p, 1, L, c, dh, true, 1.0f, false, dv, row);
+                mlk_gemm(L, dh, L, p, L, 1, k, row, true, 0.125f, false, dq, row);
+                mlk_gemm(L, dh, L, p, 1, L, q, row, true, 0.125f, false, dk, row);
+            } else {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, dh, 0.125f, q, row, k, row, 0.0f, st, L);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, L, 1.0f, p, L, v, row, 0.0f, c, dh);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, dh, 1.0f, c, dh, v, row, 0.0f, st, L);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, dh, L, 1.0f, p, L, c, dh, 0.0f, dv, row);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, L, 0.125f, p, L, k, row, 0.0f, dq, row);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, dh, L, 0.125f, p, L, q, row, 0.0f, dk, row);
+            }
+        }
+        double dt = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        if (r > 0 && dt < best) best = dt;
+    }
+    free(qkv), free(dqkv), free(P), free(S), free(ctx);
     return best;
 }
 
@@ -253,16 +301,16 @@ done:
 }
 
 /* --shapes: the rate of each linear product of an attention step at width d, as src/ops/matmul.c
- * makes them (forward y = x·Wᵀ by mlk_gemm_nt, dx = dy·W by mlk_gemm_nn, dW += dyᵀ·x by sgemm;
- * the first two by sgemm beside them), each as a share of the one-thread peak, and their sum: the
- * bound the products alone put on a step. */
+ * makes them (forward y = x·Wᵀ by mlk_gemm_nt, dx = dy·W by mlk_gemm_nn, dW += dyᵀ·x by
+ * mlk_gemm_tn; all three by sgemm beside them), each as a share of the one-thread peak, and their
+ * sum: the bound the products alone put on a step; then attention's per-sequence products. */
 static void bench_shapes(const int *ds, int n_d, int rows, int head_rows, int vocab, double rate) {
     ml_set_threads(1);
     int blas, own;
     row_bits(800, 192, 64, 40, 64, &blas, &own);
     printf("the first 40 rows of an 800 x 192 x 64 product computed alone as 40 x 64: %d of 2560 elements differ "
            "by sgemm, %d by mlk_gemm_nt\n", blas, own);
-    printf("product          rows   in   out  GFLOP/s: fwd, dx, dW (sgemm: fwd, dx)  %% of peak: fwd, dx, dW  "
+    printf("product          rows   in   out  GFLOP/s: fwd, dx, dW (sgemm: fwd, dx, dW)  %% of peak: fwd, dx, dW  "
            "ms (3 products) %% peak\n");
     for (int di = 0; di < n_d; di++) {
         int d = ds[di];
@@ -275,18 +323,25 @@ static void bench_shapes(const int *ds, int n_d, int rows, int head_rows, int vo
             double f = 2.0 * n * in * out;
             double t0 = time_gemm(true, CblasNoTrans, CblasTrans, n, out, in, 0.0f);
             double t1 = time_gemm(true, CblasNoTrans, CblasNoTrans, n, in, out, 0.0f);
-            double t2 = time_gemm(false, CblasTrans, CblasNoTrans, out, in, n, 1.0f);
+            double t2 = time_gemm(true, CblasTrans, CblasNoTrans, out, in, n, 1.0f);
             double s0 = time_gemm(false, CblasNoTrans, CblasTrans, n, out, in, 0.0f);
             double s1 = time_gemm(false, CblasNoTrans, CblasNoTrans, n, in, out, 0.0f);
+            double s2 = time_gemm(false, CblasTrans, CblasNoTrans, out, in, n, 1.0f);
             double t = t0 + t1 + t2, g0 = f / t0 / 1e9, g1 = f / t1 / 1e9, g2 = f / t2 / 1e9;
-            printf("%-3d %-10s %5d %4d %5d  %6.1f %6.1f %6.1f  %6.1f %6.1f         %5.1f %5.1f %5.1f      %7.3f   "
-                   "%5.1f\n", d, lin[k].name, n, in, out, g0, g1, g2, f / s0 / 1e9, f / s1 / 1e9, 100 * g0 / rate,
-                   100 * g1 / rate, 100 * g2 / rate, t * 1e3, 100 * 3 * f / rate / 1e9 / t);
+            printf("%-3d %-10s %5d %4d %5d  %6.1f %6.1f %6.1f  %6.1f %6.1f %6.1f         %5.1f %5.1f %5.1f      "
+                   "%7.3f   %5.1f\n", d, lin[k].name, n, in, out, g0, g1, g2, f / s0 / 1e9, f / s1 / 1e9,
+                   f / s2 / 1e9, 100 * g0 / rate, 100 * g1 / rate, 100 * g2 / rate, t * 1e3,
+                   100 * 3 * f / rate / 1e9 / t);
             total += lin[k].count * t;
             flops += lin[k].count * 3 * f;
         }
         printf("%-3d all linear products of a 2-layer step: %.3f ms, %.1f GFLOP/s, %.1f %% of the peak (%.3f ms)\n",
                d, total * 1e3, flops / total / 1e9, 100 * flops / rate / 1e9 / total, flops / rate / 1e6);
+        int L = rows / 32;
+        double ta = time_attention(true, 32, L, d), sa = time_attention(false, 32, L, d), fa = 6 * 32 * 2.0 * L * L * d;
+        printf("%-3d attention's 6 per-sequence products of a layer (32 x %d x %d, one head): %.3f ms, %.1f GFLOP/s, "
+               "%.1f %% of the peak (sgemm: %.3f ms, %.1f GFLOP/s)\n", d, L, d, ta * 1e3, fa / ta / 1e9,
+               100 * fa / ta / 1e9 / rate, sa * 1e3, fa / sa / 1e9);
     }
 }
 

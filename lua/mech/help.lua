@@ -534,7 +534,7 @@ E("task:to_str_tokens", "task:to_str_tokens(tokens) -> {name, ...}", "Token name
 E("task:to_tokens", "task:to_tokens(text | {text, ...}) -> int32 (B, Lmax)",
   "Tokens separated by spaces (names of the task's vocabulary) to ids, right-padded with <pad>; an unknown token is an error naming it.",
   'local tokens = task:to_tokens("<bos> k3 v7 <eos> k3")')
-E("task:show", "task:show() -> string", "The task's description.", "print(task:show())")
+E("task:show", "task:show(doc) -> string", "One of this task's documents as text; a damaged document (a position outside it, a bad tree entry) is an error naming the field.", "print(task:show(task:sample(1)))")
 E("task:name", "task:name() -> string", "The task's name.", "print(task:name())")
 E("task:kind", "task:kind() -> \"ar\" | \"atr\" | \"mqar\" | \"lua\" | \"jsonl\"", "The task family.", "print(task:kind())")
 E("task:config", "task:config() -> table", "The options (those mech.task.ar / atr / mqar accept).", "print(task:config().num_kv)")

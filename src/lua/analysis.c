@@ -22,12 +22,12 @@ static int push_weight(lua_State *L, ml_model *m, int layer, const char *name, c
 
 /* model:weight(name[, layer]) -> a view: W_Q, W_K, W_V (H, D, d_h), W_O (H, d_h, D), b_O, W_E, W_pos, W_U */
 static int m_weight(lua_State *L) {
-    const char *fn = "weight";
+    const char *fn = "model:weight";
     ml_model *m = mlL_checkmodel(L, 1, fn);
     const char *name = luaL_checkstring(L, 2);
     bool global = !strcmp(name, "W_E") || !strcmp(name, "W_pos") || !strcmp(name, "W_U");
     int layer = 0;
-    if (!global || !lua_isnoneornil(L, 3)) layer = mlL_checklayer(L, m, 3, 2, fn);
+    if (!global || !lua_isnoneornil(L, 3)) layer = mlL_checklayer(L, m, 3, fn);
     ml_clear_error();
     return push_weight(L, m, layer, name, fn);
 }
@@ -36,7 +36,7 @@ static int m_weight(lua_State *L) {
  * name ("blocks.1.mixer.A_log"), sharing the model's storage; TransformerLens's per-head names
  * ("blocks.0.attn.W_Q", "W_U", "unembed.W_U", "embed.W_E", "pos_embed.W_pos") as views. */
 static int m_param(lua_State *L) {
-    const char *fn = "param";
+    const char *fn = "model:param";
     ml_model *m = mlL_checkmodel(L, 1, fn);
     const char *name = luaL_checkstring(L, 2);
     int layer;
@@ -45,7 +45,7 @@ static int m_param(lua_State *L) {
         for (int i = 0; ml_head_weight_names[i]; i++)
             if (!strcmp(rest + 5, ml_head_weight_names[i])) {
                 if (layer >= m->cfg.n_layers)
-                    return luaL_error(L, "%s: '%s': the model has %d layers (0–%d)", fn, name, m->cfg.n_layers,
+                    return mlL_error(L, fn, "'%s': the model has %d layers (0–%d)", name, m->cfg.n_layers,
                                       m->cfg.n_layers - 1);
                 return push_weight(L, m, layer, rest + 5, fn);
             }
@@ -57,7 +57,7 @@ static int m_param(lua_State *L) {
         const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(m->n_params + 1), 0);
         for (int k = 0; k < m->n_params; k++) names[k] = m->params[k].name;
         names[m->n_params] = NULL;
-        return luaL_error(L, "%s: no parameter named %s (did you mean '%s'? model:named_parameters() lists them)", fn,
+        return mlL_error(L, fn, "no parameter named %s (did you mean '%s'? model:named_parameters() lists them)",
                           mlL_quote(name, q, sizeof q), mlL_closest(spelled, names));
     }
     mlL_pushtensor(L, ml_retain(m->params[i].t));
@@ -66,7 +66,7 @@ static int m_param(lua_State *L) {
 
 /* model:generate(tokens[, {max_new=16, temperature=0, top_k=0, seed=0}]) -> tokens (B, L + max_new) */
 static int m_generate(lua_State *L) {
-    const char *fn = "generate";
+    const char *fn = "model:generate";
     static const char *const keys[] = {"max_new", "temperature", "top_k", "seed", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
     mlL_opttable(L, 3, fn, 2, keys);
@@ -76,10 +76,10 @@ static int m_generate(lua_State *L) {
                             .top_k = mlL_optint32(L, 3, "top_k", 0, fn),
                             .seed = (uint64_t)mlL_optint(L, 3, "seed", 0, fn)};
     if (c.max_new < 0 || c.max_new > 1000000)
-        return luaL_error(L, "%s: option 'max_new' expected an integer in [0, 10^6], got %d", fn, c.max_new);
+        return mlL_error(L, fn, "option 'max_new' expected an integer in [0, 10^6], got %d", c.max_new);
     if (!(c.temperature >= 0) || isinf(c.temperature))
-        return luaL_error(L, "%s: option 'temperature' expected a finite number >= 0 (0: greedy), got %f", fn, c.temperature);
-    if (c.top_k < 0) return luaL_error(L, "%s: option 'top_k' expected an integer >= 0 (0: every token), got %d", fn, c.top_k);
+        return mlL_error(L, fn, "option 'temperature' expected a finite number >= 0 (0: greedy), got %f", c.temperature);
+    if (c.top_k < 0) return mlL_error(L, fn, "option 'top_k' expected an integer >= 0 (0: every token), got %d", c.top_k);
     ml_tensor *out = ml_generate(m, tok, &c);
     if (!out) return mlL_raise(L);
     mlL_pushtensor(L, out);
@@ -89,7 +89,7 @@ static int m_generate(lua_State *L) {
 /* Option `key`: a site name (either spelling), required. */
 static int opt_site(lua_State *L, ml_model *m, int opt, const char *key, const char *fn) {
     const char *name = mlL_optstr(L, opt, key, NULL, fn);
-    if (!name) return luaL_error(L, "%s: option '%s' (a site name) is required", fn, key);
+    if (!name) return mlL_error(L, fn, "option '%s' (a site name) is required", key);
     return mlL_checksite(L, m, name, fn);
 }
 
@@ -99,10 +99,10 @@ static int opt_head(lua_State *L, ml_model *m, int opt, const char *key, int s, 
     if (h == -1) return -1;
     int n_heads = (int)ml_mixer_opt(&m->cfg, "n_heads");
     if (!ml_site_per_head(m, s))
-        return luaL_error(L, "%s: option '%s' needs a per-head site (attn.hook_z, hook_q, ...), got %s", fn, key,
+        return mlL_error(L, fn, "option '%s' needs a per-head site (attn.hook_z, hook_q, ...), got %s", key,
                           m->sites[s].name);
     if (h < 0 || h >= n_heads)
-        return luaL_error(L, "%s: option '%s' expected a head in [0, %d), got %d", fn, key, n_heads, h);
+        return mlL_error(L, fn, "option '%s' expected a head in [0, %d), got %d", key, n_heads, h);
     return h;
 }
 
@@ -115,7 +115,7 @@ static int l_path_patch(lua_State *L) {
     mlL_checktable(L, 4, fn, 4);
     mlL_checkkeys(L, 4, fn, keys);
     ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = mlL_checktokens(L, m, 3, fn);
-    if (!ml_same_shape(clean, corr)) return luaL_error(L, "%s: argument 3 expected corrupted tokens of the clean tokens' shape", fn);
+    if (!ml_same_shape(clean, corr)) return mlL_error(L, fn, "argument 3 expected corrupted tokens of the clean tokens' shape");
     ml_path_patch p = {.sender = opt_site(L, m, 4, "sender", fn), .receiver = opt_site(L, m, 4, "receiver", fn)};
     p.sender_head = opt_head(L, m, 4, "sender_head", p.sender, fn);
     p.receiver_head = opt_head(L, m, 4, "receiver_head", p.receiver, fn);
@@ -132,7 +132,7 @@ static int l_implicit_attention(lua_State *L) {
     const char *fn = "mech.interp.implicit_attention";
     ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
-    ml_tensor *a = ml_implicit_attention_run(m, tok, mlL_checklayer(L, m, 3, 3, fn));
+    ml_tensor *a = ml_implicit_attention_run(m, tok, mlL_checklayer(L, m, 3, fn));
     if (!a) return mlL_raise(L);
     mlL_pushtensor(L, a);
     return 1;

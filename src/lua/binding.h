@@ -3,8 +3,8 @@
  * which is called with the `mech` module table on top of the stack and adds its fields to it
  * (sub-tables such as mech.plot or mech.task are created by their opener). mech.c calls the
  * openers in order. Errors: every failure becomes a Lua error whose message names the function,
- * the argument, what was expected and what came ("mech.zeros: argument 1 expected a size >= 0,
- * got -3"). Core failures are raised with mlL_raise(), which uses the core's message. */
+ * the argument, what was expected and what came ("bad argument #1 to 'mech.zeros' (a size
+ * (integer >= 0) expected, got -3)"); core failures are raised with mlL_raise(). */
 #ifndef MLL_BINDING_H
 #define MLL_BINDING_H
 
@@ -37,10 +37,24 @@ ml_tensor *mlL_totensor(lua_State *L, int arg, const char *fn, ml_dtype dtype_if
  * "fn: argument N expected an int32 tensor or a table of integers, got ...". */
 ml_tensor *mlL_checkints(lua_State *L, int idx, const char *fn, const char *key);
 
-/* Raises the core's last error as a Lua error. Never returns. */
+/* Errors, in one format (docs/ARCHITECTURE.md, "Errors of the binding"). fn names the caller:
+ * "mech.zeros", "mech.interp.patching_map", "tensor:narrow", "model:forward" (a method: self is
+ * not counted, arg 1 is a bad self), or a bare tensor op ("sum") named "tensor:sum" when called
+ * as a method and "mech.sum" otherwise. None returns. */
+/* The core's last error; one that names the running call's function gets the format below. */
 int mlL_raise(lua_State *L);
-/* Raises "fn: argument N expected <expected>, got <what came>" (type name or value). */
+/* "bad argument #n to 'NAME' (<expected> expected, got <what came>)". */
 int mlL_argerror(lua_State *L, const char *fn, int arg, const char *expected);
+/* "bad argument #n to 'NAME' (<detail>)", the detail formatted as lua_pushfstring does. */
+int mlL_argfail(lua_State *L, const char *fn, int arg, const char *fmt, ...);
+/* "NAME: <message>". */
+int mlL_error(lua_State *L, const char *fn, const char *fmt, ...);
+/* Checked arguments (errors as mlL_argerror). mlL_optarg_int: def for none or nil. */
+lua_Integer mlL_checkint(lua_State *L, int arg, const char *fn);
+lua_Integer mlL_optarg_int(lua_State *L, int arg, lua_Integer def, const char *fn);
+lua_Number mlL_checknum(lua_State *L, int arg, const char *fn);
+const char *mlL_checkstr(lua_State *L, int arg, const char *fn);
+void *mlL_checkudata(lua_State *L, int arg, const char *mt, const char *fn, const char *what);
 /* A short description of the value at idx for "got ..." messages: "a float32 tensor of shape
  * [2,3]", "'text'", "nil", ... (written into buf). */
 const char *mlL_describe(lua_State *L, int idx, char *buf, size_t n);
@@ -50,10 +64,13 @@ const char *mlL_error_text(lua_State *L, int idx);
 /* Tells Lua's collector about memory held outside the Lua heap (tensors, models, datasets). */
 void mlL_account(lua_State *L, size_t nbytes);
 
-/* Option tables: fn names the caller, idx the table's stack index. */
 void mlL_checktable(lua_State *L, int idx, const char *fn, int arg);
+/* Option tables: fn names the caller, idx the table's stack index, which is the argument that
+ * messages name (`arg` of mlL_checktable and mlL_opttable is not used: kept for its callers). */
 /* Errors on a key not in `allowed` (NULL-terminated), suggesting the closest allowed name. */
 void mlL_checkkeys(lua_State *L, int idx, const char *fn, const char *const *allowed);
+/* The same for a table inside argument arg: `what` ("series 2") starts the detail. */
+void mlL_checkkeys_at(lua_State *L, int idx, const char *fn, int arg, const char *what, const char *const *allowed);
 /* An options table as the last argument, at idx (the top is set there; `arg` is its number in
  * messages): nil becomes an empty table; anything else must be a table with keys in `allowed`. */
 void mlL_opttable(lua_State *L, int idx, const char *fn, int arg, const char *const *allowed);
@@ -119,7 +136,12 @@ void mlL_tensor_methods(lua_State *L);
 void mlL_new_class(lua_State *L, const char *mt, const luaL_Reg *methods, const luaL_Reg *metamethods);
 
 /* Area openers, called by luaopen_mech in this order. */
-int mlL_open_tensor(lua_State *L); /* src/lua/tensor.c: userdata, constructors, indexing, autograd */
+int mlL_open_tensor(lua_State *L); /* src/lua/tensor.c: userdata, constructors, indexing */
+/* Called by mlL_open_tensor with the mech table on top: src/lua/autograd.c (t:backward,
+ * t:requires_grad_, mech.no_grad, grad_enabled, gradcheck) and src/lua/print.c (__tostring,
+ * mech.set_printoptions, get_printoptions). */
+void mlL_open_autograd(lua_State *L);
+void mlL_open_print(lua_State *L);
 int mlL_open_ops(lua_State *L);    /* src/lua/ops.c: a method and a mech.* function per op */
 int mlL_open_model(lua_State *L);  /* src/lua/model.c: models, hooks, optimiser, checkpoints */
 int mlL_open_sys(lua_State *L);    /* src/lua/sys.c: mech.sys (clock, tty, files, metrics CSV) */
@@ -143,10 +165,10 @@ int luaopen_mech(lua_State *L);
  * One row per option of a C struct: key, type, offset of the field, an optional range and enum
  * names. mlL_options reads every row's key from the table at idx into `out`; an absent (nil) key
  * leaves its field as it was, so the caller (or the core's *_init) sets the defaults first.
- * Type errors are those of mlL_optint32 & co. ("fn: option 'k' expected a number, got string");
- * a value out of [min, max] (checked before an integer's int32 range) or not among `names` raises
- * "fn: <expected>, got <value as read>", where a NULL `expected` reads "option 'k' expected an
- * integer in [min, max]" ("a number" for MLL_NUM/MLL_FLOAT) or "option 'k' expected one of 'a', 'b'".
+ * Errors read "bad argument #idx to 'fn' (option 'k': expected X, got Y)": a wrong type as
+ * mlL_optint32 & co. say it; a value out of [min, max] (checked before an integer's int32 range)
+ * or not among `names` with X = `expected`, or when that is NULL "an integer in [min, max]" ("a
+ * number" for MLL_NUM/MLL_FLOAT) or "one of 'a', 'b'", and Y the value as read.
  * Unknown keys are the caller's check (mlL_checkkeys / mlL_opttable): tables often hold more. */
 typedef enum {
     MLL_INT,   /* int64_t (or uint64_t: a seed) */
@@ -164,7 +186,7 @@ typedef struct {
     size_t offset;            /* offsetof(the struct, the field) */
     double min, max;          /* numbers: checked when min < max (both inclusive) */
     const char *const *names; /* MLL_ENUM: NULL-terminated */
-    const char *expected;     /* range or enum failure text, or NULL for the generic one */
+    const char *expected;     /* range or enum failure: what was expected, or NULL for the generic text */
 } mlL_option;
 /* A row without a range: MLL_OPTION(MLL_NUM, "width", pl_plot, width). */
 #define MLL_OPTION(type, key, T, field) {key, type, offsetof(T, field), 0, 0, NULL, NULL}
@@ -187,13 +209,36 @@ typedef struct {
 } mlL_LuaReg;
 /* Sets table[reg.name] for each entry up to the one whose name is NULL (table: a stack index). */
 void mlL_setlua(lua_State *L, int table, const mlL_LuaReg *regs);
-/* A layer of m at stack index arg, else "fn: argument <shown> expected a layer in [0, n), got ...";
- * a method's (shown = arg - 1: self is not counted) also names the layer count. */
-int mlL_checklayer(lua_State *L, const struct ml_model *m, int arg, int shown, const char *fn);
+/* A layer of m at stack index arg, else an argument error that names the model's layer count. */
+int mlL_checklayer(lua_State *L, const struct ml_model *m, int arg, const char *fn);
 /* What a Lua hook returned (on top of the stack, popped): nil -> NULL, a tensor -> a new reference,
  * anything else -> NULL with *err set and the core message "<who> returned <type>, expected ...". */
 ml_tensor *mlL_hook_result(lua_State *L, const char *who, ml_status *err);
 /* Raises the core's last error with its function name ("patching_map: ...") replaced by fn. */
 int mlL_raise_as(lua_State *L, const char *fn);
+
+/* ---- declared wrappers (src/lua/decl.c) ----
+ * A simple wrapper (a core call with checked arguments and one result) is a row, not a function:
+ *   {"tensor:narrow", "Tdii", 'T', MLL_FN(ml_narrow)}
+ * name: the Lua name as messages give it (the key set is after its ':' or last '.'); args: one
+ * kind per argument from stack index 1 (self for a method): T a tensor, C the same passed as
+ * const, O an operand (a tensor, or a number or table converted to float32), o an operand or nil
+ * (NULL), I int32 indices (mlL_checkints), d a dimension of argument 1 (checked; negative counts
+ * from the end), D the same or nil (-1), k a C int (the core checks it), i an integer, n a
+ * number, M a model, N the same passed as const; result: T a new tensor (NULL raises the core's
+ * error), b a boolean, i an integer, v nothing. A bare name ("matmul") is a tensor op, a method
+ * and a mech function both (messages name it by the call). The dispatcher calls fn through the C
+ * type its kinds spell; a new signature adds one line there. */
+enum { MLL_DECL_MAX_ARGS = 6 };
+typedef void (*mlL_fn)(void);
+#define MLL_FN(f) ((mlL_fn)(f))
+typedef struct {
+    const char *name;
+    const char *args;
+    char result;
+    mlL_fn fn;
+} mlL_Decl;
+/* Sets table[key] to a dispatcher for each row up to the one whose name is NULL. */
+void mlL_setdecls(lua_State *L, int table, const mlL_Decl *rows);
 
 #endif

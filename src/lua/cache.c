@@ -23,7 +23,7 @@ static bool pattern_finds(lua_State *L, const char *s, const char *pat, const ch
     lua_pushstring(L, s);
     lua_pushstring(L, pat);
     if (lua_pcall(L, 2, 1, 0) != LUA_OK)
-        luaL_error(L, "%s: %s: bad Lua pattern '%s': %s", fn, arg, pat, lua_tostring(L, -1));
+        mlL_error(L, fn, "%s: bad Lua pattern '%s': %s", arg, pat, lua_tostring(L, -1));
     bool found = !lua_isnil(L, -1);
     lua_pop(L, 3);
     return found;
@@ -77,7 +77,7 @@ static bool pattern_table(lua_State *L, int idx) {
 int mlL_checkfilter(lua_State *L, int idx, const char *fn, const char *arg) {
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) == LUA_TSTRING || lua_isfunction(L, idx) || pattern_table(L, idx)) return idx;
-    return luaL_error(L, "%s: %s expected a site name, {pattern = a Lua pattern} or a function(name), got %s", fn, arg,
+    return mlL_error(L, fn, "%s expected a site name, {pattern = a Lua pattern} or a function(name), got %s", arg,
                       luaL_typename(L, idx));
 }
 
@@ -148,8 +148,7 @@ static bool *names_mask(lua_State *L, ml_model *m, int opt, const char *key, con
     else if (t == LUA_TTABLE && !pattern_table(L, -1)) {
         for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
             if (lua_type(L, -1) != LUA_TSTRING && !pattern_table(L, -1)) {
-                luaL_error(L, "%s: option '%s' expected a list of site names or {pattern =} tables, got a %s at index %d",
-                           fn, key, luaL_typename(L, -1), (int)i);
+                mlL_error(L, fn, "option '%s' expected a list of site names or {pattern =} tables, got a %s at index %d", key, luaL_typename(L, -1), (int)i);
             }
             select_sites(L, m, -1, want, key, fn);
             lua_pop(L, 1);
@@ -235,14 +234,14 @@ static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn
     char buf[ML_SITE_NAME_MAX], q[128];
     key = ml_site_canonical(key, buf, sizeof buf);
     const char *near = mlL_closest(key, keys);
-    luaL_error(L, "%s: %s is not in this cache%s%s%s; cache:names() lists the %d it holds", fn, mlL_quote(key, q, sizeof q),
+    mlL_error(L, fn, "%s is not in this cache%s%s%s; cache:names() lists the %d it holds", mlL_quote(key, q, sizeof q),
                near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", n);
 }
 
 /* cache[key] for a key the table lacks: a method, else an activation under another spelling. */
 static int cache_index(lua_State *L) {
     if (lua_type(L, 2) != LUA_TSTRING)
-        return luaL_error(L, "cache: keys are site names such as 'blocks.0.block_input', got %s", luaL_typename(L, 2));
+        return mlL_error(L, "cache", "keys are site names such as 'blocks.0.block_input', got %s", luaL_typename(L, 2));
     lua_pushvalue(L, 2);
     if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
     check_cache(L, 1, "cache");
@@ -304,7 +303,7 @@ static void push_site_table(lua_State *L, ml_model *m, ml_tensor **t) {
 
 /* logits, cache[, grads] = model:run_with_cache(tokens[, {names=, grads=, targets=, rows=, objective=}]) */
 static int m_run_with_cache(lua_State *L) {
-    const char *fn = "run_with_cache";
+    const char *fn = "model:run_with_cache";
     static const char *const keys[] = {"names", "grads", "targets", "rows", "objective", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
     mlL_opttable(L, 3, fn, 2, keys);
@@ -320,13 +319,13 @@ static int m_run_with_cache(lua_State *L) {
     if (grads) { /* arguments first (they may raise), anchored on the stack */
         int64_t B = tok->shape[0], L_ = tok->shape[1];
         if (lua_getfield(L, 3, "targets") == LUA_TNIL)
-            return luaL_error(L, "%s: grads = true needs option 'targets' (int32, one answer token per sequence)", fn);
+            return mlL_error(L, fn, "grads = true needs option 'targets' (int32, one answer token per sequence)");
         tg = mlL_checkints(L, -1, fn, "targets");
         if (lua_getfield(L, 3, "rows") != LUA_TNIL) rows = mlL_checkints(L, -1, fn, "rows");
         else mlL_pushtensor(L, rows = ml_full(ML_I32, 1, &B, (double)(L_ - 1)));
         const char *obj = mlL_optstr(L, 3, "objective", "logprob", fn);
         if (strcmp(obj, "logprob") && strcmp(obj, "prob"))
-            return luaL_error(L, "%s: option 'objective' expected 'logprob' or 'prob', got '%s'", fn, obj);
+            return mlL_error(L, fn, "option 'objective' expected 'logprob' or 'prob', got '%s'", obj);
         logprob = !strcmp(obj, "logprob");
         ml_tensor *rc = ml_contiguous(rows), *tc = ml_contiguous(tg);
         st = rc && tc ? ml_run_cache_grad(m, tok, rc, tc, logprob, want, acts, g, &hid) : ml_last_status();

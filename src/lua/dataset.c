@@ -14,7 +14,7 @@ ml_dataset **mlL_newdataset(lua_State *L) {
 
 ml_dataset *mlL_checkdataset(lua_State *L, int idx, const char *fn) {
     ml_dataset **ds = luaL_testudata(L, idx, MLL_DATASET_MT);
-    if (!ds || !*ds) mlL_task_argerror(L, fn, idx, "a mech.Dataset");
+    if (!ds || !*ds) mlL_argerror(L, fn, idx, "a mech.Dataset");
     return *ds;
 }
 
@@ -32,7 +32,7 @@ static int64_t check_index(lua_State *L, const ml_dataset *ds, int idx, const ch
     if (!ok || i < 0 || i >= ml_dataset_size(ds)) {
         char want[96];
         snprintf(want, sizeof want, "a document index in 0..%lld", (long long)ml_dataset_size(ds) - 1);
-        mlL_task_argerror(L, fn, idx, want);
+        mlL_argerror(L, fn, idx, want);
     }
     return i;
 }
@@ -76,7 +76,7 @@ static int64_t *range_indices(lua_State *L, const ml_dataset *ds, int idx, const
     if (!ok || c < 1 || c > ml_dataset_size(ds) - first) {
         char want[96];
         snprintf(want, sizeof want, "a count in 1..%lld", (long long)(ml_dataset_size(ds) - first));
-        mlL_task_argerror(L, fn, idx + 1, want);
+        mlL_argerror(L, fn, idx + 1, want);
     }
     int64_t *a = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)c, 0);
     for (lua_Integer i = 0; i < c; i++) a[i] = first + i;
@@ -97,16 +97,16 @@ static int l_batch(lua_State *L) {
 static int l_batch_at(lua_State *L) {
     const char *fn = "dataset:batch_at";
     ml_dataset *ds = mlL_checkdataset(L, 1, fn);
-    if (!lua_istable(L, 2)) return mlL_task_argerror(L, fn, 2, "a list of document indices");
+    if (!lua_istable(L, 2)) return mlL_argerror(L, fn, 2, "a list of document indices");
     lua_Integer n = luaL_len(L, 2);
-    if (n < 1 || n > INT_MAX) return mlL_task_argerror(L, fn, 2, "a non-empty list of document indices");
+    if (n < 1 || n > INT_MAX) return mlL_argerror(L, fn, 2, "a non-empty list of document indices");
     int64_t *idx = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)n, 0);
     for (lua_Integer i = 0; i < n; i++) {
         lua_geti(L, 2, i + 1);
         int ok;
         lua_Integer v = lua_tointegerx(L, -1, &ok);
         if (!ok || v < 0 || v >= ml_dataset_size(ds))
-            return mlL_task_argfail(L, fn, 2, "entry %I expected a document index in 0..%I, got %s", i + 1,
+            return mlL_argfail(L, fn, 2, "entry %I expected a document index in 0..%I, got %s", i + 1,
                                     (lua_Integer)ml_dataset_size(ds) - 1, luaL_tolstring(L, -1, NULL));
         idx[i] = v;
         lua_pop(L, 1);

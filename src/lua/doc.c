@@ -133,7 +133,7 @@ static int doc_error(const doc_reader *r, const char *fmt, ...) {
     va_start(ap, fmt);
     const char *msg = lua_pushvfstring(r->L, fmt, ap);
     va_end(ap);
-    if (r->fn) return mlL_task_argfail(r->L, r->fn, r->arg, "%s", msg);
+    if (r->fn) return mlL_argfail(r->L, r->fn, r->arg, "%s", msg);
     return lua_error(r->L);
 }
 
@@ -372,18 +372,18 @@ static int show(lua_State *L, int task_idx, int doc_idx, const char *fn, int doc
 
 int mlL_task_show(lua_State *L) {
     mlL_checktask(L, 1, "task:show");
-    if (!lua_istable(L, 2)) return mlL_task_argerror(L, "task:show", 2, "a document table");
+    if (!lua_istable(L, 2)) return mlL_argerror(L, "task:show", 2, "a document table");
     return show(L, 1, 2, "task:show", 2);
 }
 
 /* mech.task.show(doc): the document knows its task. */
 int mlL_doc_show(lua_State *L) {
     const char *fn = "mech.task.show";
-    if (!lua_istable(L, 1)) return mlL_task_argerror(L, fn, 1, "a document table");
+    if (!lua_istable(L, 1)) return mlL_argerror(L, fn, 1, "a document table");
     lua_settop(L, 1);
     lua_getfield(L, 1, "task");
     if (!luaL_testudata(L, 2, MLL_TASK_MT) || !((mlL_task_box *)lua_touserdata(L, 2))->t)
-        return mlL_task_argfail(L, fn, 1, "a document with a 'task' field expected, got its 'task' %s",
+        return mlL_argfail(L, fn, 1, "a document with a 'task' field expected, got its 'task' %s",
                                 luaL_typename(L, 2));
     return show(L, 2, 1, fn, 1);
 }

@@ -4,7 +4,7 @@
  * converts the result; the Lua face with site choice, labels, CSV writing, plot_map's checks and
  * the training-loop evaluator is lua/mech/interchange.lua. Caches and model:run_with_cache /
  * run_with_hooks are cache.c's; models and datasets come from mlL_checkmodel (model.c) and
- * mlL_checkdataset (task.c). */
+ * mlL_checkdataset (dataset.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +30,7 @@ static int32_t *read_positions(lua_State *L, int idx, int64_t B, const char *fn)
         return p;
     }
     if (!lua_istable(L, idx) || (int64_t)lua_rawlen(L, idx) != B) {
-        luaL_error(L, "%s: option 'pos' expected nil, an integer or a list of %d positions", fn, (int)B);
+        mlL_error(L, fn, "option 'pos' expected nil, an integer or a list of %d positions", (int)B);
     }
     for (int64_t b = 0; b < B; b++) {
         lua_rawgeti(L, idx, b + 1);
@@ -52,11 +52,11 @@ static int l_patch(lua_State *L) {
     ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     int top = lua_gettop(L);
     const char *site = mlL_optstr(L, 3, "site", NULL, fn);
-    if (!site) return luaL_error(L, "%s: option 'site' is required", fn);
+    if (!site) return mlL_error(L, fn, "option 'site' is required");
     int s = mlL_checksite(L, m, site, fn);
     lua_getfield(L, 3, "source");
     ml_tensor *src = mlL_testtensor(L, -1);
-    if (!src) return luaL_error(L, "%s: option 'source' expected a tensor, got %s", fn, luaL_typename(L, -1));
+    if (!src) return mlL_error(L, fn, "option 'source' expected a tensor, got %s", luaL_typename(L, -1));
     bool reference = mlL_optbool(L, 3, "reference", 0, fn);
     lua_getfield(L, 3, "pos");
     int32_t *pos = read_positions(L, -1, tok->shape[0], fn);
@@ -84,7 +84,7 @@ static int l_site_mean(lua_State *L) {
         n = mlL_optint(L, 4, "n", n, fn);
         batch = mlL_optint32(L, 4, "batch", batch, fn);
     }
-    if (ml_site_pos_dim(m, s) != 1) return luaL_error(L, "%s: site '%s' is not of shape (B, L, ...)", fn, lua_tostring(L, 3));
+    if (ml_site_pos_dim(m, s) != 1) return mlL_error(L, fn, "site '%s' is not of shape (B, L, ...)", lua_tostring(L, 3));
     mlL_pushtensor(L, ml_site_mean(m, ds, n, s, batch));
     return 1;
 }
@@ -98,7 +98,7 @@ static int l_short_conv_edit(lua_State *L) {
     if (!strcmp(k, "identity")) kind = ML_CONV_IDENTITY;
     else if (!strcmp(k, "zero")) kind = ML_CONV_ZERO;
     else if (!strcmp(k, "truncate")) kind = ML_CONV_TRUNCATE;
-    else return luaL_error(L, "%s: argument 2 expected 'identity', 'zero' or 'truncate', got '%s'", fn, k);
+    else return mlL_error(L, fn, "argument 2 expected 'identity', 'zero' or 'truncate', got '%s'", k);
     int layer = -1, keep = 0;
     if (!lua_isnoneornil(L, 3)) {
         static const char *const keys[] = {"layer", "keep", NULL};
@@ -107,11 +107,11 @@ static int l_short_conv_edit(lua_State *L) {
         layer = mlL_optint32(L, 3, "layer", -1, fn);
         keep = mlL_optint32(L, 3, "keep", kind == ML_CONV_TRUNCATE ? -1 : 0, fn);
     }
-    if (kind == ML_CONV_TRUNCATE && keep < 0) return luaL_error(L, "%s: 'truncate' needs option 'keep' >= 0", fn);
+    if (kind == ML_CONV_TRUNCATE && keep < 0) return mlL_error(L, fn, "'truncate' needs option 'keep' >= 0");
     int n = ml_short_conv_edit(m, layer, kind, keep);
     if (n < 0) return mlL_raise(L);
     if (n == 0) /* nothing edited: the caller's experiment would silently measure the unedited model */
-        return luaL_error(L, "%s: the model (arch '%s') has no short convolution%s", fn, m->cfg.arch,
+        return mlL_error(L, fn, "the model (arch '%s') has no short convolution%s", m->cfg.arch,
                           layer >= 0 ? " in that layer" : "");
     lua_pushinteger(L, n);
     return 1;
@@ -124,7 +124,7 @@ static int l_mamba_attention(lua_State *L) {
     ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     lua_Integer layer = luaL_checkinteger(L, 3);
     if (layer < 0 || layer >= m->cfg.n_layers)
-        return luaL_error(L, "%s: argument 3 expected a layer in [0, %d), got %d", fn, m->cfg.n_layers, (int)layer);
+        return mlL_error(L, fn, "argument 3 expected a layer in [0, %d), got %d", m->cfg.n_layers, (int)layer);
     ml_tensor *a = ml_mamba_attention_run(m, tok, (int)layer);
     mlL_pushtensor(L, a);
     return 1;
@@ -164,7 +164,7 @@ static bool read_per_example(lua_State *L, int opt, const char *key, int64_t B, 
         ok = false;
     }
     if (!ok)
-        luaL_error(L, "%s: option '%s' expected an integer, a list of %d integers or an int32 tensor of %d, got %s", fn,
+        mlL_error(L, fn, "option '%s' expected an integer, a list of %d integers or an int32 tensor of %d, got %s",
                    key, (int)B, (int)B, luaL_typename(L, -1));
     lua_pop(L, 1);
     return true;
@@ -176,12 +176,12 @@ static int map_layers(lua_State *L, const ml_model *m, int opt, int *layers, con
     if (lua_getfield(L, opt, "layers") == LUA_TNIL) {
         for (int l = 0; l < n_layers; l++) layers[nl++] = l;
     } else {
-        if (!lua_istable(L, -1)) return luaL_error(L, "%s: option 'layers' expected a list of layers", fn);
+        if (!lua_istable(L, -1)) return mlL_error(L, fn, "option 'layers' expected a list of layers");
         for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
             int ok;
             lua_Integer l = lua_tointegerx(L, -1, &ok);
             if (!ok || l < 0 || l >= n_layers || nl == n_layers)
-                return luaL_error(L, "%s: option 'layers' expected distinct layers in [0, %d), got %s", fn, n_layers,
+                return mlL_error(L, fn, "option 'layers' expected distinct layers in [0, %d), got %s", n_layers,
                                   luaL_tolstring(L, -1, NULL));
             layers[nl++] = (int)l;
         }
@@ -198,12 +198,12 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **head
     int *layers = mlL_scratch(L, sizeof *layers * (size_t)(m->cfg.n_layers + 1)), top = lua_gettop(L);
     int nl = map_layers(L, m, opt, layers, fn), nc = 0;
     bool given = lua_getfield(L, opt, "components") != LUA_TNIL;
-    if (given && !lua_istable(L, -1)) luaL_error(L, "%s: option 'components' expected a list of names", fn);
+    if (given && !lua_istable(L, -1)) mlL_error(L, fn, "option 'components' expected a list of names");
     int max_c = given ? (int)lua_rawlen(L, -1) : ML_ENTRY_PAPER;
     const char **comps = mlL_scratch(L, sizeof *comps * (size_t)(max_c + 1));
     for (int i = 0; i < max_c; i++) {
         if (given && lua_rawgeti(L, top + 1, i + 1) != LUA_TSTRING)
-            luaL_error(L, "%s: option 'components' expected names, got a %s", fn, luaL_typename(L, -1));
+            mlL_error(L, fn, "option 'components' expected names, got a %s", luaL_typename(L, -1));
         comps[nc++] = given ? lua_tostring(L, -1) : ml_entry_names[i];
         if (given) lua_pop(L, 1); /* the strings stay anchored in the list */
     }
@@ -215,7 +215,7 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **head
         ml_site_format(name, sizeof name, nl ? layers[0] : 0, comps[missing]);
         mlL_checksite(L, m, name, fn);
     }
-    if (R == 0) luaL_error(L, "%s: no site to patch", fn);
+    if (R == 0) mlL_error(L, fn, "no site to patch");
     int *rows = mlL_scratch(L, sizeof *rows * (size_t)n), *heads = mlL_scratch(L, sizeof *heads * (size_t)n);
     ml_pm_rows(m, sites, R, rows, heads);
     *heads_out = heads;
@@ -239,7 +239,7 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
         for (int64_t p = 0; p < Lq; p++) positions[np++] = (int32_t)p;
     } else {
         if (!lua_istable(L, -1))
-            luaL_error(L, "%s: option 'positions' expected a list of integers or position names", fn);
+            mlL_error(L, fn, "option 'positions' expected a list of integers or position names");
         int t = lua_gettop(L);
         size_t n = lua_rawlen(L, t) + 1;
         positions = mlL_scratch(L, sizeof *positions * n);
@@ -281,7 +281,7 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
             lua_Integer p = lua_tointegerx(L, -1, &ok);
             if (ok && p < 0) p += Lq;
             if (!ok || p < 0 || p >= Lq)
-                luaL_error(L, "%s: option 'positions' expected integers in [-%d, %d) or position names, got %s", fn,
+                mlL_error(L, fn, "option 'positions' expected integers in [-%d, %d) or position names, got %s",
                            (int)Lq, (int)Lq, luaL_tolstring(L, -1, NULL));
             positions[np++] = (int32_t)p;
         }
@@ -291,7 +291,7 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
             c->example_positions = ex, *names = nm;
         }
     }
-    if (np == 0) luaL_error(L, "%s: option 'positions' is empty", fn);
+    if (np == 0) mlL_error(L, fn, "option 'positions' is empty");
     c->n_positions = np;
     c->positions = positions;
 }
@@ -306,7 +306,7 @@ static void map_readout(lua_State *L, const ml_model *m, ml_tensor *clean, int o
     int32_t *rows = mlL_scratch(L, sizeof *rows * (size_t)B), *targets = mlL_scratch(L, sizeof *targets * (size_t)B);
     bool has_rows = read_per_example(L, opt, "rows", B, rows, fn);
     bool has_ds = lua_getfield(L, opt, "dataset") != LUA_TNIL;
-    if (has_ds && has_rows) luaL_error(L, "%s: give option 'dataset' or options 'rows' and 'targets', not both", fn);
+    if (has_ds && has_rows) mlL_error(L, fn, "give option 'dataset' or options 'rows' and 'targets', not both");
     if (!has_ds && !has_rows)
         luaL_error(L, "%s: say where the answer is read: option 'dataset' (the clean tokens are its documents from "
                       "option 'first') or option 'rows' (and 'targets'; ic.readout(ds, first, n) gives both)", fn);
@@ -368,7 +368,7 @@ static void map_metric(lua_State *L, int opt, ml_pm_config *c, lua_metric *lm, c
             c->metric = (ml_pm_metric)k;
             return;
         }
-    luaL_error(L, "%s: option 'metric' expected 'prob', 'logprob', 'logit' or a function(logits), got %s", fn,
+    mlL_error(L, fn, "option 'metric' expected 'prob', 'logprob', 'logit' or a function(logits), got %s",
                s ? s : luaL_typename(L, -1));
 }
 
@@ -450,16 +450,16 @@ static int l_patching_map(lua_State *L) {
             if (!strcmp(a, ablations[k])) c.ablate = (ml_pm_ablate)(ML_PM_ZERO + k);
         char q[96];
         if (c.ablate == ML_PM_PATCH)
-            return luaL_error(L, "%s: option 'ablate' expected 'zero' or 'mean', got %s", fn,
+            return mlL_error(L, fn, "option 'ablate' expected 'zero' or 'mean', got %s",
                               a ? mlL_quote(a, q, sizeof q) : luaL_typename(L, -1));
         if (!lua_isnil(L, 3))
-            return luaL_error(L, "%s: give corrupted tokens (argument 3) or option 'ablate', not both", fn);
+            return mlL_error(L, fn, "give corrupted tokens (argument 3) or option 'ablate', not both");
     }
     lua_pop(L, 1);
     ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = c.ablate ? clean : mlL_checktokens(L, m, 3, fn);
     if (!ml_same_shape(clean, corr)) {
         char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
-        return luaL_error(L, "%s: argument 3 expected corrupted tokens of the clean tokens' shape %s, got %s", fn,
+        return mlL_error(L, fn, "argument 3 expected corrupted tokens of the clean tokens' shape %s, got %s",
                           ml_shape_str(s1, clean->ndim, clean->shape), ml_shape_str(s2, corr->ndim, corr->shape));
     }
     lua_metric lm = {0};
@@ -496,11 +496,11 @@ static int pos_arg(lua_State *L, int idx, const ml_task *t, const char *fn, cons
 /* Option 'sites' (a list of site names, either spelling) into sites[max]; false when absent. */
 static bool opt_sites(lua_State *L, const ml_model *m, int opt, int *sites, int *n, int max, const char *fn) {
     if (lua_getfield(L, opt, "sites") == LUA_TNIL) return lua_pop(L, 1), false;
-    if (!lua_istable(L, -1)) luaL_error(L, "%s: option 'sites' expected a list of site names", fn);
+    if (!lua_istable(L, -1)) mlL_error(L, fn, "option 'sites' expected a list of site names");
     *n = 0;
     for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
-        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: option 'sites' expected names, got a %s", fn, luaL_typename(L, -1));
-        if (*n == max) luaL_error(L, "%s: at most %d sites", fn, max);
+        if (lua_type(L, -1) != LUA_TSTRING) mlL_error(L, fn, "option 'sites' expected names, got a %s", luaL_typename(L, -1));
+        if (*n == max) mlL_error(L, fn, "at most %d sites", max);
         sites[(*n)++] = mlL_checksite(L, m, lua_tostring(L, -1), fn);
     }
     lua_pop(L, 2);
@@ -515,13 +515,13 @@ static bool opt_pos_list(lua_State *L, int opt, const ml_task *t, const char *ke
     bool lt = !strcmp(key, "label_types");
     char what[48];
     snprintf(what, sizeof what, "option '%s'", key);
-    if (!lua_istable(L, -1)) luaL_error(L, "%s: option '%s' expected a list of names", fn, key);
+    if (!lua_istable(L, -1)) mlL_error(L, fn, "option '%s' expected a list of names", key);
     *n = 0;
     for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
-        if (*n == max) luaL_error(L, "%s: option '%s' takes at most %d names", fn, key, max);
+        if (*n == max) mlL_error(L, fn, "option '%s' takes at most %d names", key, max);
         int p = pos_arg(L, -1, t, fn, what);
         if (lt && p != ML_POS_QUERY_ITEM_ORIG && p != ML_POS_TARGET_ITEM_ORIG)
-            luaL_error(L, "%s: option 'label_types' expected query_item_orig or target_item_orig, got %s", fn,
+            mlL_error(L, fn, "option 'label_types' expected query_item_orig or target_item_orig, got %s",
                        ml_task_pos_name(t, p));
         out[(*n)++] = p;
     }
@@ -592,17 +592,16 @@ static int l_interchange(lua_State *L) {
     const ml_task *task = ml_dataset_task(ds);
     opt_pos_list(L, 3, task, "label_types", c->label_types, &c->n_label_types, 2, fn);
     opt_pos_list(L, 3, task, "positions", c->positions, &c->n_positions, ML_IC_MAX_POS, fn);
-    c->seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
-    c->batch = mlL_optint32(L, 3, "batch", 320, fn);
-    c->swap = mlL_optbool(L, 3, "swap", 0, fn);
-    c->reference = mlL_optbool(L, 3, "reference", 0, fn);
-    c->workers = mlL_optint32(L, 3, "workers", 0, fn);
-    if (c->workers < 0 || c->workers > 64)
-        return luaL_error(L, "%s: option 'workers' expected a count in [1, 64] (0: mech.threads()), got %d", fn,
-                          c->workers);
+    static const mlL_option ic_opts[] = { /* over ml_ic_config_paper's defaults (seed 42, batch 320) */
+        MLL_OPTION(MLL_INT, "seed", ml_ic_config, seed),
+        {"batch", MLL_INT32, offsetof(ml_ic_config, batch), 1, INT32_MAX, NULL, "a positive integer"},
+        MLL_OPTION(MLL_CBOOL, "swap", ml_ic_config, swap),
+        MLL_OPTION(MLL_CBOOL, "reference", ml_ic_config, reference),
+        {"workers", MLL_INT32, offsetof(ml_ic_config, workers), 0, 64, NULL, "a count in [1, 64] (0: mech.threads())"},
+        {NULL}};
+    mlL_options(L, 3, fn, ic_opts, c);
     int64_t first = mlL_optint(L, 3, "first", 0, fn);
     int64_t count = mlL_optint(L, 3, "count", ml_dataset_size(ds) - first, fn);
-    if (c->batch < 1) return luaL_error(L, "%s: option 'batch' expected a positive integer", fn);
     ml_ic_result *r = ml_ic_run(m, ds, first, count, c);
     if (!r) return mlL_raise(L);
     ml_metric *v;
@@ -620,7 +619,7 @@ static int l_interchange(lua_State *L) {
 /* Option 'n': documents [0, n) of ds (default: all). */
 static int64_t opt_docs(lua_State *L, int opt, const ml_dataset *ds, const char *fn) {
     int64_t size = ml_dataset_size(ds), n = mlL_optint(L, opt, "n", size, fn);
-    if (n < 1) luaL_error(L, "%s: option 'n' expected a positive number of documents, got %d", fn, (int)n);
+    if (n < 1) mlL_error(L, fn, "option 'n' expected a positive number of documents, got %d", (int)n);
     return n < size ? n : size;
 }
 
@@ -657,10 +656,10 @@ static int l_attribution_patching(lua_State *L) {
     mlL_checkkeys(L, 3, fn, keys);
     ml_ap_config c = {.n_label_types = 2, .label_types = {ML_POS_QUERY_ITEM_ORIG, ML_POS_TARGET_ITEM_ORIG}};
     int *sites = mlL_scratch(L, sizeof *sites * ML_IC_MAX_SITES);
-    if (!opt_sites(L, m, 3, sites, &c.n_sites, ML_IC_MAX_SITES, fn)) return luaL_error(L, "%s: option 'sites' is required", fn);
+    if (!opt_sites(L, m, 3, sites, &c.n_sites, ML_IC_MAX_SITES, fn)) return mlL_error(L, fn, "option 'sites' is required");
     const ml_task *task = ml_dataset_task(ds);
     if (!opt_pos_list(L, 3, task, "positions", c.positions, &c.n_positions, ML_IC_MAX_POS, fn))
-        return luaL_error(L, "%s: option 'positions' is required", fn);
+        return mlL_error(L, fn, "option 'positions' is required");
     opt_pos_list(L, 3, task, "label_types", c.label_types, &c.n_label_types, 2, fn);
     c.sites = sites, c.seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
     ml_ap_result *r = ml_attribution_patching(m, ds, opt_docs(L, 3, ds, fn), &c);
@@ -685,7 +684,7 @@ static int l_kl_div(lua_State *L) {
     const char *fn = "mech.interp.kl_div";
     ml_tensor *a = mlL_checktensor(L, 1, fn), *b = mlL_checktensor(L, 2, fn);
     if (a->dtype != ML_F32 || b->dtype != ML_F32 || a->ndim != 1 || !ml_same_shape(a, b))
-        return luaL_error(L, "%s: expected two float32 vectors of the same length", fn);
+        return mlL_error(L, fn, "expected two float32 vectors of the same length");
     ml_tensor *ac = ml_contiguous(a), *bc = ml_contiguous(b);
     double v = ac && bc ? ml_ic_kl_div(ml_f32(ac), ml_f32(bc), a->shape[0]) : 0;
     ml_release(ac), ml_release(bc);
@@ -698,7 +697,7 @@ static int l_argmax(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     luaL_checktype(L, 2, LUA_TTABLE);
     int n = (int)lua_rawlen(L, 2);
-    if ((int)lua_rawlen(L, 1) != n || n > 64) return luaL_error(L, "mech.interp.argmax: expected equal lists of at most 64");
+    if ((int)lua_rawlen(L, 1) != n || n > 64) return mlL_error(L, "mech.interp.argmax", "expected equal lists of at most 64");
     double v[64];
     const char *names[64];
     for (int i = 0; i < n; i++) {
@@ -716,7 +715,7 @@ static int l_corrupt(lua_State *L) {
     ml_rng *g = luaL_testudata(L, 4, MLL_RNG_MT);
     if (!g) return mlL_argerror(L, fn, 4, "a mech.Generator");
     if (hi <= lo || (int64_t)hi - lo > INT32_MAX)
-        return luaL_error(L, "%s: expected lo < hi with hi - lo < 2^31, got %d, %d", fn, lo, hi);
+        return mlL_error(L, fn, "expected lo < hi with hi - lo < 2^31, got %d, %d", lo, hi);
     lua_pushinteger(L, ml_ic_corrupt(g, lo, hi, orig));
     return 1;
 }

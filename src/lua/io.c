@@ -17,16 +17,16 @@ static void save_table(lua_State *L, int idx, int meta_idx, const char *path, co
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         if (lua_type(L, -2) != LUA_TSTRING)
-            luaL_error(L, "%s: tensor names must be strings, got a %s key", fn, luaL_typename(L, -2));
+            mlL_error(L, fn, "tensor names must be strings, got a %s key", luaL_typename(L, -2));
         if (!mlL_testtensor(L, -1))
-            luaL_error(L, "%s: '%s' expected a mech.Tensor, got %s", fn, lua_tostring(L, -2), luaL_typename(L, -1));
+            mlL_error(L, fn, "'%s' expected a mech.Tensor, got %s", lua_tostring(L, -2), luaL_typename(L, -1));
         n++;
         lua_pop(L, 1);
     }
     if (meta_idx)
         for (lua_pushnil(L); lua_next(L, meta_idx); lua_pop(L, 1), n_meta++)
             if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-                luaL_error(L, "%s: metadata expected string keys and string values, got %s = %s", fn,
+                mlL_error(L, fn, "metadata expected string keys and string values, got %s = %s",
                            luaL_typename(L, -2), luaL_typename(L, -1));
     /* Scratch arrays owned by the stack, so an error below frees them; the tables anchor the
      * strings and tensors they point to. */
@@ -146,7 +146,7 @@ static int l_json_decode(lua_State *L) {
     if (!(box->p = ml_json_parse(text, n, NULL))) {
         const char *msg = ml_last_error();
         if (!strncmp(msg, "json: ", 6)) msg += 6;
-        return luaL_error(L, "%s: %s%s%s", fn, name ? name : "", name ? ": " : "", msg);
+        return mlL_error(L, fn, "%s%s%s", name ? name : "", name ? ": " : "", msg);
     }
     push_json(L, box->p);
     ml_json_free(box->p);

@@ -423,11 +423,57 @@ static const lua_mixer *lua_mixer_of(const ml_mixer_type *t) {
 
 /* Registers the class at `cls` (a mech.nn Module class) as a mixer; name and module may be NULL.
  * Returns its name (owned by the registry). An already registered class keeps its name. */
+/* A mixer name held by another class is given up when no model uses it any more; while one does,
+ * registering another class under it is an error. */
+static void release_name(lua_State *L, anchor *an, const char *name, const char *fn) {
+    const ml_mixer_type *old = ml_mixer_find(name);
+    if (!old || !lua_mixer_of(old)) return;
+    lua_gc(L, LUA_GCCOLLECT);
+    lua_mixer *om = (lua_mixer *)lua_mixer_of(old);
+    if (om->refs > 1)
+        mlL_error(L, fn, "another class is registered as mixer '%s' and models built with it are alive; give this one "
+                         "another name ({name = ...})", name);
+    for (lua_mixer **p = &an->head; *p; p = &(*p)->next)
+        if (*p == om) {
+            *p = om->next;
+            break;
+        }
+    ml_mixer_unregister(&om->type);
+    luaL_unref(L, LUA_REGISTRYINDEX, om->class_ref);
+    mixer_unref(om);
+}
+
+/* A new Lua mixer named `name` for the class at cls, registered with the model builder. */
+static lua_mixer *add_mixer(lua_State *L, anchor *an, int cls, const char *name, const char *module, const char *fn) {
+    lua_mixer *mx = calloc(1, sizeof *mx);
+    if (!mx) mlL_error(L, fn, "out of memory");
+    memcpy(mx->name, name, strlen(name) + 1);
+    memcpy(mx->module, module ? module : "", strlen(module ? module : "") + 1);
+    mx->type = (ml_mixer_type){.name = mx->name, .build = lm_build, .init = lm_init,
+                               .attach = lm_attach, .forward = lm_forward, .free_state = lm_free, .user = mx};
+    if (ml_mixer_register(&mx->type)) {
+        free(mx);
+        char msg[300];
+        snprintf(msg, sizeof msg, "%s", ml_last_error());
+        mlL_error(L, fn, "%s%s", msg,
+                   ml_mixer_find(name) ? " (give the class another name: {name = ...})" : "");
+    }
+    mx->L = main_thread(L);
+    mx->T = an->T;
+    mx->refs = 1;
+    lua_pushvalue(L, cls);
+    mx->class_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    mx->next = an->head;
+    mx->serial = an->count++;
+    an->head = mx;
+    return mx;
+}
+
 static const char *register_class(lua_State *L, int cls, const char *name, const char *module, const char *fn) {
     cls = lua_absindex(L, cls);
     if (!lua_istable(L, cls)) {
         char got[64];
-        luaL_error(L, "%s: expected a mech.nn Module class, got %s", fn, mlL_describe(L, cls, got, sizeof got));
+        mlL_error(L, fn, "expected a mech.nn Module class, got %s", mlL_describe(L, cls, got, sizeof got));
     }
     /* a built-in mixer's layer class (mech.nn.Mamba, ...) is that mixer */
     lua_getfield(L, cls, "arch");
@@ -440,8 +486,7 @@ static const char *register_class(lua_State *L, int cls, const char *name, const
     bool is_class = lua_rawget(L, cls) == LUA_TBOOLEAN && lua_toboolean(L, -1);
     lua_pop(L, 1);
     if (!is_class)
-        luaL_error(L, "%s: expected a mech.nn Module class (made with mech.nn.Module:extend), got a table that is not "
-                      "one", fn);
+        mlL_error(L, fn, "expected a mech.nn Module class (made with mech.nn.Module:extend), got a table that is not one");
     anchor *an = get_anchor(L);
     for (lua_mixer *mx = an->head; mx; mx = mx->next) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, mx->class_ref);
@@ -457,55 +502,18 @@ static const char *register_class(lua_State *L, int cls, const char *name, const
         mlL_pushlua(L, "mech.nn.lua_mixer", "arch_name", MLL_CHECK_NONE, NULL);
         lua_pushvalue(L, cls);
         lua_call(L, 1, 1);
-        if (!lua_isstring(L, -1)) luaL_error(L, "%s: the class has no name (make it with mech.nn.Module:extend(\"Name\"))", fn);
+        if (!lua_isstring(L, -1)) mlL_error(L, fn, "the class has no name (make it with mech.nn.Module:extend(\"Name\"))");
         snprintf(snake, sizeof snake, "%s", lua_tostring(L, -1));
         lua_pop(L, 1);
         name = snake;
     }
     if (module && strlen(module) >= sizeof an->head->module)
-        luaL_error(L, "%s: module name '%s' is too long", fn, module);
-    /* a name held by another class: replaced when no model uses it any more */
-    const ml_mixer_type *old = ml_mixer_find(name);
-    if (old && lua_mixer_of(old)) {
-        lua_gc(L, LUA_GCCOLLECT);
-        lua_mixer *om = (lua_mixer *)lua_mixer_of(old);
-        if (om->refs > 1)
-            luaL_error(L, "%s: another class is registered as mixer '%s' and models built with it are alive; give "
-                          "this one another name ({name = ...})", fn, name);
-        for (lua_mixer **p = &an->head; *p; p = &(*p)->next)
-            if (*p == om) {
-                *p = om->next;
-                break;
-            }
-        ml_mixer_unregister(&om->type);
-        luaL_unref(L, LUA_REGISTRYINDEX, om->class_ref);
-        mixer_unref(om);
-    }
+        mlL_error(L, fn, "module name '%s' is too long", module);
+    release_name(L, an, name, fn);
     if (strlen(name) >= sizeof an->head->name)
-        luaL_error(L, "%s: mixer name '%s' is longer than %d bytes ({name = ...} gives another)", fn, name,
+        mlL_error(L, fn, "mixer name '%s' is longer than %d bytes ({name = ...} gives another)", name,
                    (int)sizeof an->head->name - 1);
-    lua_mixer *mx = calloc(1, sizeof *mx);
-    if (!mx) luaL_error(L, "%s: out of memory", fn);
-    memcpy(mx->name, name, strlen(name) + 1);
-    memcpy(mx->module, module ? module : "", strlen(module ? module : "") + 1);
-    mx->type = (ml_mixer_type){.name = mx->name, .build = lm_build, .init = lm_init,
-                               .attach = lm_attach, .forward = lm_forward, .free_state = lm_free, .user = mx};
-    if (ml_mixer_register(&mx->type)) {
-        free(mx);
-        char msg[300];
-        snprintf(msg, sizeof msg, "%s", ml_last_error());
-        luaL_error(L, "%s: %s%s", fn, msg,
-                   ml_mixer_find(name) ? " (give the class another name: {name = ...})" : "");
-    }
-    mx->L = main_thread(L);
-    mx->T = an->T;
-    mx->refs = 1;
-    lua_pushvalue(L, cls);
-    mx->class_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    mx->next = an->head;
-    mx->serial = an->count++;
-    an->head = mx;
-    return mx->name;
+    return add_mixer(L, an, cls, name, module, fn)->name;
 }
 
 int mlL_mixer_mark(lua_State *L) { return get_anchor(L)->count; }
@@ -565,7 +573,7 @@ static const char *resolve_string(lua_State *L, const char *s, const char *fn) {
         luaL_error(L, "%s: option 'mixer' '%s' is no built-in or registered mixer, and requiring it as a module "
                       "failed: %s", fn, s, mlL_error_text(L, -1));
     if (!lua_istable(L, -1))
-        luaL_error(L, "%s: module '%s' returned %s, expected its mixer class", fn, s, luaL_typename(L, -1));
+        mlL_error(L, fn, "module '%s' returned %s, expected its mixer class", s, luaL_typename(L, -1));
     const char *name = register_class(L, -1, NULL, s, fn);
     lua_settop(L, top);
     return name;
@@ -595,7 +603,7 @@ void mlL_mixer_options(lua_State *L, int idx, const char *fn, const char *const 
     size_t len;
     const char *text = lua_tolstring(L, -1, &len);
     if (len >= sizeof c->mixer_options)
-        luaL_error(L, "%s: the mixer options take %d bytes as JSON, more than %d", fn, (int)len,
+        mlL_error(L, fn, "the mixer options take %d bytes as JSON, more than %d", (int)len,
                    (int)sizeof c->mixer_options - 1);
     memcpy(c->mixer_options, text, len + 1);
     lua_pop(L, 2);
@@ -604,6 +612,19 @@ void mlL_mixer_options(lua_State *L, int idx, const char *fn, const char *const 
 /* Raises the message on top of L after undoing this load's registrations (and its require). */
 static void refuse(lua_State *L, int mark, const char *required) {
     mlL_mixer_forget(L, mark, required);
+    lua_error(L);
+}
+
+/* Raises "<what>: mixer 'arch' is not registered, and the file ..." with mech.trust's refusal: the
+ * checkpoint names a module the user has not allowed (docs/security.md). */
+static void refuse_untrusted(lua_State *L, const char *arch, const char *module, const char *what) {
+    char named[96];
+    snprintf(named, sizeof named, "mixer '%s' is not registered, and the file", arch);
+    mlL_pushlua(L, "mech.trust", "refusal", MLL_CHECK_NONE, NULL);
+    lua_pushstring(L, named);
+    lua_pushstring(L, module);
+    lua_call(L, 2, 1);
+    lua_pushfstring(L, "%s: %s", what, lua_tostring(L, -1));
     lua_error(L);
 }
 
@@ -625,16 +646,7 @@ bool mlL_mixer_require(lua_State *L, const ml_model_config *c, const char *what,
         lua_call(L, 2, 1);
         bool allowed = lua_toboolean(L, -1);
         lua_pop(L, 1);
-        if (!allowed) {
-            char named[96];
-            snprintf(named, sizeof named, "mixer '%s' is not registered, and the file", c->arch);
-            mlL_pushlua(L, "mech.trust", "refusal", MLL_CHECK_NONE, NULL);
-            lua_pushstring(L, named);
-            lua_pushstring(L, module);
-            lua_call(L, 2, 1);
-            lua_pushfstring(L, "%s: %s", what, lua_tostring(L, -1));
-            lua_error(L);
-        }
+        if (!allowed) refuse_untrusted(L, c->arch, module, what);
         lua_getglobal(L, "require");
         lua_pushstring(L, module);
         if (lua_pcall(L, 1, 1, 0) != LUA_OK) {

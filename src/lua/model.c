@@ -39,7 +39,7 @@ static ml_model *check_model(lua_State *L, int arg, const char *fn) {
     model_box *b = luaL_testudata(L, arg, MLL_MODEL_MT);
     if (!b) mlL_argerror(L, fn, arg, "a mech.Model");
     settle_close(b);
-    if (!b->m || b->closing) luaL_error(L, "%s: the model was closed", fn);
+    if (!b->m || b->closing) mlL_error(L, fn, "the model was closed");
     return b->m;
 }
 
@@ -73,7 +73,7 @@ static void read_options(lua_State *L, int idx, const char *fn, ml_model_config 
     keys[nk] = common[nc] = NULL;
     const char *arch;
     if (lua_getfield(L, idx, "mixer") != LUA_TNIL) {
-        if (lua_getfield(L, idx, "arch") != LUA_TNIL) luaL_error(L, "%s: give 'arch' or 'mixer', not both", fn);
+        if (lua_getfield(L, idx, "arch") != LUA_TNIL) mlL_error(L, fn, "give 'arch' or 'mixer', not both");
         lua_pop(L, 1);
         arch = mlL_mixer_arch(L, -1, fn); /* a name the registry or the options table keeps */
     } else {
@@ -83,7 +83,7 @@ static void read_options(lua_State *L, int idx, const char *fn, ml_model_config 
     bool lua_mixer = mlL_mixer_is_lua(arch);
     if (!lua_mixer) mlL_checkkeys(L, idx, fn, keys);
     ml_model_config_defaults(c, arch);
-    if (strlen(arch) >= sizeof c->arch) luaL_error(L, "%s: option 'arch' is too long", fn);
+    if (strlen(arch) >= sizeof c->arch) mlL_error(L, fn, "option 'arch' is too long");
     ml_model_config resolved = *c;
     ml_mixer_resolve_alias(&resolved);
     const ml_mixer_type *mixer = ml_mixer_find(resolved.arch); /* NULL: ml_model_new names the choices */
@@ -95,13 +95,13 @@ static void read_options(lua_State *L, int idx, const char *fn, ml_model_config 
         if (given && i < ML_LOAD_MAX_OPTIONS) given[i] = present;
         if (!present || !strcmp(o->name, "arch")) continue;
         if (mixer && !ml_mixer_reads(mixer, o))
-            luaL_error(L, "%s: option '%s' does not apply to arch '%s'", fn, o->name, arch);
+            mlL_error(L, fn, "option '%s' does not apply to arch '%s'", o->name, arch);
         if (o->type == ML_OPT_BOOL) ml_option_set(c, o, mlL_optbool(L, idx, o->name, 0, fn));
         else if (o->type == ML_OPT_INT) ml_option_set(c, o, mlL_optint32(L, idx, o->name, 0, fn));
         else if (o->type == ML_OPT_U64) ml_option_set(c, o, mlL_optint(L, idx, o->name, 0, fn));
         else {
             const char *v = mlL_optstr(L, idx, o->name, "", fn);
-            if (!ml_option_set_str(c, o, v)) luaL_error(L, "%s: option '%s' is too long: '%s'", fn, o->name, v);
+            if (!ml_option_set_str(c, o, v)) mlL_error(L, fn, "option '%s' is too long: '%s'", o->name, v);
         }
     }
     bool has_mixer = lua_getfield(L, idx, "mixer") != LUA_TNIL;
@@ -142,7 +142,7 @@ static int m_close(lua_State *L) { /* inside a hook the running forward still ne
 }
 
 static int m_tostring(lua_State *L) {
-    ml_model *m = check_model(L, 1, "tostring");
+    ml_model *m = check_model(L, 1, "model:tostring");
     lua_pushfstring(L, "mech.Model(%s, d_model=%d, n_layers=%d, vocab=%d, %s, params=%I)", m->cfg.arch, m->cfg.d_model,
                     m->cfg.n_layers, m->cfg.vocab, m->cfg.pos_emb ? "learned positions" : "NoPE",
                     (lua_Integer)ml_model_count(m));
@@ -150,7 +150,7 @@ static int m_tostring(lua_State *L) {
 }
 
 static int m_config(lua_State *L) {
-    ml_model *m = check_model(L, 1, "config");
+    ml_model *m = check_model(L, 1, "model:config");
     lua_newtable(L);
     for (int i = 0; i < ml_model_option_count(); i++) {
         const ml_model_option *o = ml_model_option_at(i);
@@ -163,13 +163,8 @@ static int m_config(lua_State *L) {
     return 1;
 }
 
-static int m_n_params(lua_State *L) {
-    lua_pushinteger(L, ml_model_count(check_model(L, 1, "n_params")));
-    return 1;
-}
-
 static int m_named_parameters(lua_State *L) {
-    ml_model *m = check_model(L, 1, "named_parameters");
+    ml_model *m = check_model(L, 1, "model:named_parameters");
     lua_createtable(L, m->n_params, 0);
     for (int i = 0; i < m->n_params; i++) {
         lua_createtable(L, 2, 0);
@@ -180,19 +175,6 @@ static int m_named_parameters(lua_State *L) {
         lua_rawseti(L, -2, i + 1);
     }
     return 1;
-}
-
-/* model:unembed(x) -> logits: the final LayerNorm and the tied head on a residual x (B, L, D) or
- * (L, D), e.g. a cached block_output (the logit lens) -> (B, L, V) / (L, V). */
-static int m_unembed(lua_State *L) {
-    ml_model *m = check_model(L, 1, "unembed");
-    mlL_pushtensor(L, ml_model_unembed(m, mlL_checktensor(L, 2, "unembed")));
-    return 1;
-}
-
-static int m_zero_grad(lua_State *L) {
-    ml_model_zero_grad(check_model(L, 1, "zero_grad"));
-    return 0;
 }
 
 /* ------------------------------------------------------------------ sites & hooks */
@@ -220,9 +202,9 @@ static void push_site_entry(lua_State *L, const ml_model *m, int i) {
 /* model:site(layer, component) -> "blocks.{layer}.{component}" (TransformerLens component names
  * too); an error names the layer count or the layer's closest component. */
 static int m_site(lua_State *L) {
-    const char *fn = "site";
+    const char *fn = "model:site";
     ml_model *m = check_model(L, 1, fn);
-    int layer = mlL_checklayer(L, m, 2, 1, fn);
+    int layer = mlL_checklayer(L, m, 2, fn);
     const char *c = luaL_checkstring(L, 3);
     int s = ml_site_find(m, layer, c);
     if (s < 0) {
@@ -232,8 +214,7 @@ static int m_site(lua_State *L) {
         for (int i = ly->site_first; i < ly->site_end && n < ML_MAX_SITES; i++) names[n++] = m->sites[i].name;
         names[n] = NULL;
         const char *near = mlL_closest(c, names);
-        return luaL_error(L, "%s: layer %d has no component '%s' (did you mean '%s'? model:hook_names() lists the sites)",
-                          fn, layer, c, near ? near : "");
+        return mlL_error(L, fn, "layer %d has no component '%s' (did you mean '%s'? model:hook_names() lists the sites)", layer, c, near ? near : "");
     }
     char name[ML_SITE_NAME_MAX];
     ml_site_fullname(m, s, name, sizeof name);
@@ -244,7 +225,7 @@ static int m_site(lua_State *L) {
 /* model:hook_names([filter]) -> {{id=, name=, layer=, component=, shape=}, ...}; filter as
  * run_with_cache's names */
 static int m_hook_names(lua_State *L) {
-    const char *fn = "hook_names";
+    const char *fn = "model:hook_names";
     ml_model *m = check_model(L, 1, fn);
     lua_settop(L, 2);
     bool filtered = !lua_isnil(L, 2);
@@ -346,12 +327,12 @@ static bool setup_run(lua_State *L, ml_model *m, int arg, hook_ud *h, ml_run *ru
     bool any = false;
     lua_pushnil(L);
     while (lua_next(L, arg)) {
-        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: hook table keys must be site names", fn);
+        if (lua_type(L, -2) != LUA_TSTRING) mlL_error(L, fn, "hook table keys must be site names");
         char full[96];
         ml_site_fullname(m, mlL_checksite(L, m, lua_tostring(L, -2), fn), full, sizeof full);
-        if (!lua_isfunction(L, -1)) luaL_error(L, "%s: hook for '%s' expected a function, got %s", fn, lua_tostring(L, -2), luaL_typename(L, -1));
+        if (!lua_isfunction(L, -1)) mlL_error(L, fn, "hook for '%s' expected a function, got %s", lua_tostring(L, -2), luaL_typename(L, -1));
         if (lua_getfield(L, h->hooks, full) != LUA_TNIL)
-            luaL_error(L, "%s: two hooks for site '%s' (one named '%s')", fn, full, lua_tostring(L, -3));
+            mlL_error(L, fn, "two hooks for site '%s' (one named '%s')", full, lua_tostring(L, -3));
         lua_pop(L, 1);
         lua_createtable(L, 1, 0);
         lua_insert(L, -2);
@@ -431,7 +412,7 @@ static void check_token_range(lua_State *L, ml_model *m, const ml_tensor *t, con
     for (int64_t i = 0, n = ml_numel(t); i < n; i++) {
         int32_t v = (int32_t)ml_get_flat(t, i);
         if (v < 0 || v >= m->cfg.vocab)
-            luaL_error(L, "%s: token id %d out of range for vocabulary size %d", fn, (int)v, m->cfg.vocab);
+            mlL_error(L, fn, "token id %d out of range for vocabulary size %d", (int)v, m->cfg.vocab);
     }
 }
 
@@ -452,12 +433,12 @@ static int run_forward(lua_State *L, bool head, const char *fn) {
     return 1;
 }
 
-static int m_forward(lua_State *L) { return run_forward(L, true, "forward"); }
-static int m_hidden(lua_State *L) { return run_forward(L, false, "hidden"); }
+static int m_forward(lua_State *L) { return run_forward(L, true, "model:forward"); }
+static int m_hidden(lua_State *L) { return run_forward(L, false, "model:hidden"); }
 
 /* model:loss(tokens, targets[, hooks]) -> loss, logits at supervised rows (N, V), row indices (N) */
 static int m_loss(lua_State *L) {
-    const char *fn = "loss";
+    const char *fn = "model:loss";
     ml_model *m = check_model(L, 1, fn);
     lua_settop(L, 4);
     ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
@@ -478,10 +459,10 @@ static int m_loss(lua_State *L) {
 
 /* handle = model:add_hook(site, fn) */
 static int m_add_hook(lua_State *L) {
-    ml_model *m = check_model(L, 1, "add_hook");
+    ml_model *m = check_model(L, 1, "model:add_hook");
     char site[96];
-    ml_site_fullname(m, mlL_checksite(L, m, luaL_checkstring(L, 2), "add_hook"), site, sizeof site);
-    if (!lua_isfunction(L, 3)) return mlL_argerror(L, "add_hook", 3, "a function(activation, ctx)");
+    ml_site_fullname(m, mlL_checksite(L, m, luaL_checkstring(L, 2), "model:add_hook"), site, sizeof site);
+    if (!lua_isfunction(L, 3)) return mlL_argerror(L, "model:add_hook", 3, "a function(activation, ctx)");
     lua_settop(L, 3);
     lua_pushstring(L, site);
     lua_replace(L, 2); /* the handle keeps the full name */
@@ -503,7 +484,7 @@ static int m_add_hook(lua_State *L) {
 
 /* model:reset_hooks(): removes every hook added with add_hook (their handles become no-ops) */
 static int m_reset_hooks(lua_State *L) {
-    check_model(L, 1, "reset_hooks");
+    check_model(L, 1, "model:reset_hooks");
     lua_newtable(L);
     lua_setiuservalue(L, 1, 1);
     return 0;
@@ -552,7 +533,7 @@ static int push_stats(lua_State *L, const ml_batch_stats *s) {
 /* model:train_step(opt, tokens, targets, lr [, on_nonfinite = "stop" | "record"])
  *   -> {loss, correct, n, prob_sum [, nonfinite = first non-finite parameter or "loss"]} */
 static int m_train_step(lua_State *L) {
-    const char *fn = "train_step";
+    const char *fn = "model:train_step";
     ml_model *m = check_model(L, 1, fn);
     ml_adamw *opt = mlL_checkadamw(L, 2, fn);
     ml_tensor *tok = mlL_checkints(L, 3, fn, NULL), *tg = mlL_checkints(L, 4, fn, NULL);
@@ -573,7 +554,7 @@ static int m_train_step(lua_State *L) {
 
 /* model:nonfinite() -> the first parameter (state-dict name) holding a NaN or an infinity, or nil */
 static int m_nonfinite(lua_State *L) {
-    ml_model *m = check_model(L, 1, "nonfinite");
+    ml_model *m = check_model(L, 1, "model:nonfinite");
     int i = ml_model_first_nonfinite(m);
     if (i < 0) lua_pushnil(L);
     else lua_pushstring(L, m->params[i].name);
@@ -581,7 +562,7 @@ static int m_nonfinite(lua_State *L) {
 }
 
 static int m_evaluate(lua_State *L) {
-    const char *fn = "evaluate";
+    const char *fn = "model:evaluate";
     ml_model *m = check_model(L, 1, fn);
     ml_tensor *tok = mlL_checkints(L, 2, fn, NULL), *tg = mlL_checkints(L, 3, fn, NULL);
     check_token_range(L, m, tok, fn);
@@ -622,7 +603,7 @@ static int l_lr_schedule(lua_State *L) {
 
 /* model:save(path[, {optimizer=opt, meta={key=string,...}, torch=false}]) */
 static int m_save(lua_State *L) {
-    const char *fn = "save";
+    const char *fn = "model:save";
     ml_model *m = check_model(L, 1, fn);
     const char *path = luaL_checkstring(L, 2);
     ml_adamw *opt = NULL;
@@ -637,14 +618,14 @@ static int m_save(lua_State *L) {
         if (lua_getfield(L, 3, "optimizer") != LUA_TNIL) opt = mlL_checkadamw(L, lua_gettop(L), fn);
         if (lua_getfield(L, 3, "meta") != LUA_TNIL) {
             int t = lua_gettop(L);
-            if (!lua_istable(L, t)) return luaL_error(L, "save: option 'meta' expected a table of strings");
+            if (!lua_istable(L, t)) return mlL_error(L, "model:save", "option 'meta' expected a table of strings");
             /* copy into a table of strings that stays on the stack, so the pointers stay valid */
             lua_newtable(L);
             int anchor = lua_gettop(L);
             lua_pushnil(L);
             while (lua_next(L, t)) {
                 if (lua_type(L, -2) != LUA_TSTRING || (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER))
-                    return luaL_error(L, "save: option 'meta' expected string keys and string or number values");
+                    return mlL_error(L, "model:save", "option 'meta' expected string keys and string or number values");
                 lua_pushvalue(L, -2);
                 luaL_tolstring(L, -2, NULL);
                 lua_settable(L, anchor);
@@ -652,7 +633,7 @@ static int m_save(lua_State *L) {
             }
             lua_pushnil(L);
             while (lua_next(L, anchor)) {
-                if (n == 64) return luaL_error(L, "save: at most 64 metadata entries");
+                if (n == 64) return mlL_error(L, "model:save", "at most 64 metadata entries");
                 keys[n] = lua_tostring(L, -2);
                 vals[n++] = lua_tostring(L, -1);
                 lua_pop(L, 1);
@@ -661,7 +642,7 @@ static int m_save(lua_State *L) {
     }
     /* a Lua mixer's module: found again by its name, and its source's hash kept (docs/nn.md) */
     if (mlL_mixer_is_lua(m->cfg.arch)) { /* without a module: an error that names the fix */
-        if (n == 64) return luaL_error(L, "save: at most 63 metadata entries with a Lua mixer");
+        if (n == 64) return mlL_error(L, "model:save", "at most 63 metadata entries with a Lua mixer");
         mlL_pushlua(L, "mech.nn.lua_mixer", "module_hash", MLL_CHECK_NONE, NULL);
         lua_pushstring(L, m->cfg.mixer_module);
         lua_pushstring(L, m->cfg.arch);
@@ -678,39 +659,46 @@ static int m_save(lua_State *L) {
  * the ones given must match its config. `modules`: the modules the file may name (its Lua mixer's,
  * its Lua task's) beyond those already loaded (docs/security.md). A failed load leaves no mixer
  * registered and no module loaded by it. */
+/* mech.load's option table (argument 2, or nil): the model's options into *options (true when there
+ * are any); `modules`, the modules the caller allows, is left on the stack at *modules and the
+ * trusted set made of it at *modules_set (0: none). */
+static bool load_options(lua_State *L, const char *fn, ml_load_options *options, int *modules, int *modules_set) {
+    bool have_options = false;
+    if (lua_isnil(L, 2)) return false;
+    mlL_checktable(L, 2, fn, 2);
+    /* the model's options: a copy without `modules` */
+    lua_newtable(L);
+    int model_opts = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        if (lua_type(L, -2) == LUA_TSTRING && !strcmp(lua_tostring(L, -2), "modules")) {
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_settable(L, model_opts);
+        have_options = true;
+    }
+    if (have_options) read_options(L, model_opts, fn, &options->cfg, options->given);
+    if (lua_getfield(L, 2, "modules") != LUA_TNIL) {
+        *modules = lua_gettop(L);
+        mlL_pushlua(L, "mech.trust", "set", MLL_CHECK_NONE, NULL);
+        lua_pushvalue(L, *modules);
+        lua_pushstring(L, fn);
+        lua_call(L, 2, 1);
+        *modules_set = lua_gettop(L);
+    }
+    return have_options;
+}
+
 static int l_load(lua_State *L) {
     const char *fn = "mech.load";
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = mlL_checkstr(L, 1, fn);
     lua_settop(L, 2);
     ml_load_options options = {0};
-    bool have_options = false;
     int modules = 0, modules_set = 0;
-    if (!lua_isnil(L, 2)) {
-        mlL_checktable(L, 2, fn, 2);
-        /* the model's options: a copy without `modules` */
-        lua_newtable(L);
-        int model_opts = lua_gettop(L);
-        lua_pushnil(L);
-        while (lua_next(L, 2)) {
-            if (lua_type(L, -2) == LUA_TSTRING && !strcmp(lua_tostring(L, -2), "modules")) {
-                lua_pop(L, 1);
-                continue;
-            }
-            lua_pushvalue(L, -2);
-            lua_insert(L, -2);
-            lua_settable(L, model_opts);
-            have_options = true;
-        }
-        if (have_options) read_options(L, model_opts, fn, &options.cfg, options.given);
-        if (lua_getfield(L, 2, "modules") != LUA_TNIL) {
-            modules = lua_gettop(L);
-            mlL_pushlua(L, "mech.trust", "set", MLL_CHECK_NONE, NULL);
-            lua_pushvalue(L, modules);
-            lua_pushstring(L, fn);
-            lua_call(L, 2, 1);
-            modules_set = lua_gettop(L);
-        }
-    }
+    bool have_options = load_options(L, fn, &options, &modules, &modules_set);
     /* a mixer written in Lua: registered, or its recorded module required, before the plan */
     ml_safetensors *head = ml_safetensors_open(path);
     const char *text = head ? ml_safetensors_meta(head, "mechlab.config") : NULL;
@@ -733,11 +721,8 @@ static int l_load(lua_State *L) {
         return mlL_raise(L);
     }
     push_model(L, m);
-    if (has_opt) {
-        mlL_pushadamw(L, &o);
-    } else {
-        lua_pushnil(L);
-    }
+    if (has_opt) mlL_pushadamw(L, &o);
+    else lua_pushnil(L);
     lua_newtable(L);
     for (int i = 0; i < ml_safetensors_meta_count(meta); i++) {
         lua_pushstring(L, ml_safetensors_meta_value(meta, i));
@@ -759,14 +744,20 @@ static int l_load(lua_State *L) {
 
 int mlL_open_model(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"config", m_config},       {"n_params", m_n_params},     {"named_parameters", m_named_parameters},
-        {"zero_grad", m_zero_grad},   {"hook_names", m_hook_names}, {"site", m_site},
-        {"forward", m_forward},     {"hidden", m_hidden},         {"loss", m_loss},
+        {"config", m_config},       {"named_parameters", m_named_parameters}, {"hook_names", m_hook_names},
+        {"site", m_site},           {"forward", m_forward},     {"hidden", m_hidden},         {"loss", m_loss},
         {"add_hook", m_add_hook},   {"train_step", m_train_step}, {"evaluate", m_evaluate},
-        {"save", m_save},           {"reset_hooks", m_reset_hooks}, {"unembed", m_unembed},
-        {"nonfinite", m_nonfinite}, {NULL, NULL}};
+        {"save", m_save},           {"reset_hooks", m_reset_hooks}, {"nonfinite", m_nonfinite}, {NULL, NULL}};
+    static const mlL_Decl decls[] = {
+        {"model:n_params", "N", 'i', MLL_FN(ml_model_count)},
+        {"model:zero_grad", "M", 'v', MLL_FN(ml_model_zero_grad)},
+        /* model:unembed(x) -> logits: the final LayerNorm and the tied head on a residual x (B, L,
+         * D) or (L, D), e.g. a cached block_output (the logit lens) -> (B, L, V) / (L, V) */
+        {"model:unembed", "MT", 'T', MLL_FN(ml_model_unembed)},
+        {NULL, NULL, 0, NULL}};
     luaL_newmetatable(L, MLL_MODEL_MT);
     luaL_newlib(L, methods);
+    mlL_setdecls(L, -1, decls);
     mlL_hooked(L, -1, (const char *const[]){"forward", "hidden", "loss", "train_step", "evaluate", NULL});
     /* the model as a mech.nn tree: model:NAME(...) is lua/mech/nn/tree.lua's NAME(model, ...) */
     mlL_setlua(L, -1, (const mlL_LuaReg[]){{"module", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:module"},

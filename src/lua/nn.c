@@ -106,20 +106,13 @@ static int l_mixer_info(lua_State *L) {
     return 1;
 }
 
-/* core.cross_entropy(logits (N, V), targets (N) int32) -> mean loss (0-dim): the fused kernel the
- * built-in models train with; targets -100 are ignored. */
-static int l_cross_entropy(lua_State *L) {
-    const char *fn = "mech.nn.cross_entropy";
-    ml_tensor *logits = mlL_checktensor(L, 1, fn);
-    ml_tensor *targets = mlL_checkints(L, 2, fn, NULL);
-    mlL_pushtensor(L, ml_cross_entropy(logits, targets));
-    return 1;
-}
-
 static int open_core(lua_State *L) {
-    static const luaL_Reg funcs[] = {{"mixer_forward", l_mixer_forward}, {"mixer_info", l_mixer_info},
-                                     {"cross_entropy", l_cross_entropy}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"mixer_forward", l_mixer_forward}, {"mixer_info", l_mixer_info}, {NULL, NULL}};
+    /* core.cross_entropy(logits (N, V), targets (N) int32) -> mean loss (0-dim): the fused kernel
+     * the built-in models train with; targets -100 are ignored */
+    static const mlL_Decl decls[] = {{"mech.nn.cross_entropy", "TI", 'T', MLL_FN(ml_cross_entropy)}, {NULL, NULL, 0, NULL}};
     luaL_newlib(L, funcs);
+    mlL_setdecls(L, -1, decls);
     return 1;
 }
 

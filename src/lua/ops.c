@@ -39,7 +39,7 @@ static lua_Integer int_arg(lua_State *L, int idx, const char *fn, const char *wh
 static int dim_arg(lua_State *L, int idx, const char *fn, int ndim) {
     lua_Integer v = int_arg(L, idx, fn, "an integer dimension");
     if (v < -ML_MAX_DIMS - 1 || v > ML_MAX_DIMS) /* far out: keep it out of int range and ML_ALL_DIMS */
-        luaL_error(L, "%s: argument %d expected a dimension in [%d, %d], got %I", fn, idx, -ndim, ndim - 1, v);
+        mlL_argfail(L, fn, idx, "expected a dimension in [%d, %d], got %I", -ndim, ndim - 1, v);
     return (int)v;
 }
 
@@ -244,7 +244,7 @@ static int l_einsum(lua_State *L) {
     const char *spec = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
     if (!spec) return mlL_argerror(L, "einsum", 1, "a spec string such as \"ij,jk->ik\"");
     int n = lua_gettop(L) - 1;
-    if (n < 1 || n > 16) return luaL_error(L, "einsum: expected 1 to 16 tensors after the spec, got %d", n);
+    if (n < 1 || n > 16) return mlL_error(L, "einsum", "expected 1 to 16 tensors after the spec, got %d", n);
     ml_tensor *ts[16];
     for (int k = 0; k < n; k++) ts[k] = operand(L, k + 2, "einsum", ML_F32);
     mlL_pushtensor(L, ml_einsum(spec, n, ts));
@@ -252,20 +252,6 @@ static int l_einsum(lua_State *L) {
 }
 
 /* ------------------------------------------------------------------ matmul, linear, softmax */
-
-static int l_matmul(lua_State *L) {
-    ml_tensor *a = operand(L, 1, "matmul", ML_F32), *b = operand(L, 2, "matmul", ML_F32);
-    mlL_pushtensor(L, ml_matmul(a, b));
-    return 1;
-}
-
-/* linear(x, w, bias = nil): x·wᵀ + bias */
-static int l_linear(lua_State *L) {
-    ml_tensor *x = operand(L, 1, "linear", ML_F32), *w = operand(L, 2, "linear", ML_F32);
-    ml_tensor *b = lua_isnoneornil(L, 3) ? NULL : operand(L, 3, "linear", ML_F32);
-    mlL_pushtensor(L, ml_linear(x, w, b));
-    return 1;
-}
 
 /* The eps of a norm at idx: a finite number >= 0, 1e-5 (the models' eps) when absent. */
 static double eps_arg(lua_State *L, int idx, const char *fn) {
@@ -291,15 +277,6 @@ static int l_rms_norm(lua_State *L) {
     return 1;
 }
 
-/* mech.causal_conv1d(x (B, L, D), weight (D, K) or (D, 1, K)[, bias (D)]): the mixers' short conv */
-static int l_causal_conv1d(lua_State *L) {
-    const char *fn = "causal_conv1d";
-    ml_tensor *x = operand(L, 1, fn, ML_F32), *w = operand(L, 2, fn, ML_F32);
-    ml_tensor *b = lua_isnoneornil(L, 3) ? NULL : operand(L, 3, fn, ML_F32);
-    mlL_pushtensor(L, ml_causal_conv1d(x, w, b));
-    return 1;
-}
-
 /* softmax / log_softmax(t, dim = -1) */
 static int l_softmax(lua_State *L) {
     bool log_ = lua_tointeger(L, lua_upvalueindex(1)) != 0;
@@ -312,17 +289,6 @@ static int l_softmax(lua_State *L) {
 
 /* ------------------------------------------------------------------ indexing */
 
-/* gather(t, dim, index) and index_select(t, dim, index): a tensor, a dim and int32 indices */
-static int indexing(lua_State *L, const char *fn, ml_tensor *(*op)(ml_tensor *, int, ml_tensor *)) {
-    ml_tensor *a = operand(L, 1, fn, ML_F32);
-    int dim = dim_arg(L, 2, fn, a->ndim);
-    ml_tensor *idx = mlL_checkints(L, 3, fn, NULL);
-    mlL_pushtensor(L, op(a, dim, idx));
-    return 1;
-}
-static int l_gather(lua_State *L) { return indexing(L, "gather", ml_gather); }
-static int l_index_select(lua_State *L) { return indexing(L, "index_select", ml_index_select); }
-
 /* scatter_add(t, dim, index, src) -> a new tensor */
 static int l_scatter_add(lua_State *L) {
     ml_tensor *a = operand(L, 1, "scatter_add", ML_F32);
@@ -333,18 +299,11 @@ static int l_scatter_add(lua_State *L) {
     return 1;
 }
 
-/* embedding(weight, ids) */
-static int l_embedding(lua_State *L) {
-    ml_tensor *w = operand(L, 1, "embedding", ML_F32), *ids = mlL_checkints(L, 2, "embedding", NULL);
-    mlL_pushtensor(L, ml_embedding(w, ids));
-    return 1;
-}
-
 /* Collects the tensors of a list (table of tensors) at idx into a new array (borrowed pointers;
  * the table keeps them alive). `self` (may be NULL) goes first. */
 static ml_tensor **tensor_list(lua_State *L, int idx, ml_tensor *self, const char *fn, int *n) {
     int len = (int)luaL_len(L, idx), total = len + (self ? 1 : 0);
-    if (total < 1) luaL_error(L, "%s: argument %d expected a non-empty list of tensors", fn, idx);
+    if (total < 1) mlL_argfail(L, fn, idx, "expected a non-empty list of tensors");
     /* a userdata owns the array, so errors below free it with the stack */
     ml_tensor **ts = lua_newuserdatauv(L, sizeof(ml_tensor *) * (size_t)total, 0);
     int k = 0;
@@ -352,7 +311,7 @@ static ml_tensor **tensor_list(lua_State *L, int idx, ml_tensor *self, const cha
     for (int i = 1; i <= len; i++) {
         lua_geti(L, idx, i);
         ml_tensor *t = mlL_testtensor(L, -1);
-        if (!t) luaL_error(L, "%s: argument %d element %d expected a tensor, got %s", fn, idx, i, luaL_typename(L, -1));
+        if (!t) mlL_argfail(L, fn, idx, "element %d expected a tensor, got %s", i, luaL_typename(L, -1));
         ts[k++] = t;
         lua_pop(L, 1);
     }
@@ -398,7 +357,7 @@ static int l_split(lua_State *L) {
     int d = ml_dim(dim, a->ndim);
     int64_t len = (d >= 0 && a->ndim > 0) ? a->shape[d] : 0;
     int64_t count = len == 0 ? 1 : (len - 1) / size + 1; /* no overflow for huge sizes */
-    if (count > 1000000) return luaL_error(L, "split: %I pieces are too many to return", (lua_Integer)count);
+    if (count > 1000000) return mlL_error(L, "split", "%I pieces are too many to return", (lua_Integer)count);
     luaL_checkstack(L, (int)count + 2, "split: too many pieces");
     ml_tensor **out = lua_newuserdatauv(L, sizeof(ml_tensor *) * (size_t)count, 0);
     int n = ml_split_tensor(a, size, dim, out, (int)count);
@@ -425,45 +384,8 @@ static void push_entry(lua_State *L, const entry *e) {
     }
 }
 
-int mlL_open_ops(lua_State *L) {
-    int mech = lua_gettop(L);
-    entry entries[80]; /* the binary and unary ops and `named` below: 56 now */
-    int n = 0;
-    for (size_t i = 0; i < sizeof binops / sizeof *binops; i++)
-        entries[n++] = (entry){ml_binop_name(binops[i]), l_binary, (int)binops[i]};
-    for (int op = ML_NEG; op <= ML_COS; op++) entries[n++] = (entry){ml_unop_name((ml_unop)op), l_unary, op};
-    static const entry named[] = {
-        {"sum", l_reduce, ML_SUM},         {"mean", l_reduce, ML_MEAN},       {"argmax", l_reduce, ML_ARGMAX},
-        {"argmin", l_reduce, ML_ARGMIN},   {"max", l_extremum, ML_MAX},       {"min", l_extremum, ML_MIN},
-        {"var", l_var, 0},                 {"std", l_var, 1},                 {"norm", l_norm, -1},
-        {"cumsum", l_cumsum, -1},          {"sort", l_sort, -1},              {"argsort", l_argsort, -1},
-        {"topk", l_topk, -1},              {"flatten", l_flatten, -1},        {"clamp", l_clamp, -1},
-        {"allclose", l_allclose, -1},      {"matmul", l_matmul, -1},          {"linear", l_linear, -1},
-        {"softmax", l_softmax, 0},         {"log_softmax", l_softmax, 1},     {"gather", l_gather, -1},
-        {"index_select", l_index_select, -1}, {"scatter_add", l_scatter_add, -1}, {"embedding", l_embedding, -1},
-        {"cat", l_cat, -1},                {"stack", l_stack, -1},            {"split", l_split, -1}};
-    for (size_t i = 0; i < sizeof named / sizeof *named; i++) entries[n++] = named[i];
-
-    mlL_tensor_methods(L);
-    int methods = lua_gettop(L);
-    for (int i = 0; i < n; i++) {
-        push_entry(L, &entries[i]);
-        lua_setfield(L, mech, entries[i].name);
-        push_entry(L, &entries[i]);
-        lua_setfield(L, methods, entries[i].name);
-    }
-    /* where, whose method form reads differently from the function */
-    lua_pushcfunction(L, m_where);
-    lua_setfield(L, methods, "where");
-    lua_pop(L, 1);
-    /* functions only: where's function form, einsum (of several tensors, as torch.einsum) and the
-     * functional forms of the layers (torch.nn.functional's) */
-    static const luaL_Reg functions[] = {{"where", l_where},           {"einsum", l_einsum},
-                                         {"layer_norm", l_layer_norm}, {"rms_norm", l_rms_norm},
-                                         {"causal_conv1d", l_causal_conv1d}, {NULL, NULL}};
-    luaL_setfuncs(L, functions, 0);
-
-    /* arithmetic metamethods: a number may stand on either side */
+/* The arithmetic metamethods of tensors: a number may stand on either side. */
+static void set_metamethods(lua_State *L) {
     luaL_getmetatable(L, MLL_TENSOR_MT);
     static const struct {
         const char *name;
@@ -479,5 +401,57 @@ int mlL_open_ops(lua_State *L) {
     lua_pushcclosure(L, l_unary, 1);
     lua_setfield(L, -2, "__unm");
     lua_pop(L, 1);
+}
+
+int mlL_open_ops(lua_State *L) {
+    int mech = lua_gettop(L);
+    entry entries[80]; /* the binary and unary ops and `named` below: 56 now */
+    int n = 0;
+    for (size_t i = 0; i < sizeof binops / sizeof *binops; i++)
+        entries[n++] = (entry){ml_binop_name(binops[i]), l_binary, (int)binops[i]};
+    for (int op = ML_NEG; op <= ML_COS; op++) entries[n++] = (entry){ml_unop_name((ml_unop)op), l_unary, op};
+    static const entry named[] = {
+        {"sum", l_reduce, ML_SUM},         {"mean", l_reduce, ML_MEAN},       {"argmax", l_reduce, ML_ARGMAX},
+        {"argmin", l_reduce, ML_ARGMIN},   {"max", l_extremum, ML_MAX},       {"min", l_extremum, ML_MIN},
+        {"var", l_var, 0},                 {"std", l_var, 1},                 {"norm", l_norm, -1},
+        {"cumsum", l_cumsum, -1},          {"sort", l_sort, -1},              {"argsort", l_argsort, -1},
+        {"topk", l_topk, -1},              {"flatten", l_flatten, -1},        {"clamp", l_clamp, -1},
+        {"allclose", l_allclose, -1},
+        {"softmax", l_softmax, 0},         {"log_softmax", l_softmax, 1},     {"scatter_add", l_scatter_add, -1},
+        {"cat", l_cat, -1},                {"stack", l_stack, -1},            {"split", l_split, -1}};
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++) entries[n++] = named[i];
+    /* one core call each, declared (src/lua/decl.c): methods and functions */
+    static const mlL_Decl decls[] = {
+        {"matmul", "OO", 'T', MLL_FN(ml_matmul)},       /* x·w */
+        {"linear", "OOo", 'T', MLL_FN(ml_linear)},      /* (x, w, bias = nil): x·wᵀ + bias */
+        {"gather", "OdI", 'T', MLL_FN(ml_gather)},      /* (t, dim, index) */
+        {"index_select", "OdI", 'T', MLL_FN(ml_index_select)},
+        {"embedding", "OI", 'T', MLL_FN(ml_embedding)}, /* (weight, ids) */
+        {NULL, NULL, 0, NULL}};
+    /* functions only: mech.causal_conv1d(x (B, L, D), weight (D, K) or (D, 1, K)[, bias (D)]) */
+    static const mlL_Decl function_decls[] = {{"causal_conv1d", "OOo", 'T', MLL_FN(ml_causal_conv1d)}, {NULL, NULL, 0, NULL}};
+
+    mlL_tensor_methods(L);
+    int methods = lua_gettop(L);
+    for (int i = 0; i < n; i++) {
+        push_entry(L, &entries[i]);
+        lua_setfield(L, mech, entries[i].name);
+        push_entry(L, &entries[i]);
+        lua_setfield(L, methods, entries[i].name);
+    }
+    mlL_setdecls(L, mech, decls);
+    mlL_setdecls(L, methods, decls);
+    mlL_setdecls(L, mech, function_decls);
+    /* where, whose method form reads differently from the function */
+    lua_pushcfunction(L, m_where);
+    lua_setfield(L, methods, "where");
+    lua_pop(L, 1);
+    /* functions only: where's function form, einsum (of several tensors, as torch.einsum) and the
+     * functional forms of the layers (torch.nn.functional's) */
+    static const luaL_Reg functions[] = {{"where", l_where},           {"einsum", l_einsum},
+                                         {"layer_norm", l_layer_norm}, {"rms_norm", l_rms_norm}, {NULL, NULL}};
+    luaL_setfuncs(L, functions, 0);
+
+    set_metamethods(L);
     return 0;
 }

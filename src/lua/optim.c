@@ -52,12 +52,12 @@ static void check_option_keys(lua_State *L, int idx, const char *fn, const char 
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: %s expected string keys, got a %s key", fn, where, luaL_typename(L, -1));
+        if (lua_type(L, -1) != LUA_TSTRING) mlL_error(L, fn, "%s expected string keys, got a %s key", where, luaL_typename(L, -1));
         const char *k = lua_tostring(L, -1);
         bool ok = group && !strcmp(k, "params");
         for (int i = 0; keys[i] && !ok; i++) ok = !strcmp(k, keys[i]);
         if (!ok)
-            luaL_error(L, "%s: %s has an unknown option '%s' (expected %s%s; did you mean '%s'?)", fn, where, k,
+            mlL_error(L, fn, "%s: unknown option '%s' (expected %s%s; did you mean '%s'?)", where, k,
                        group ? "params, " : "", list, mlL_closest(k, keys));
     }
 }
@@ -76,7 +76,7 @@ static void read_hparams(lua_State *L, int idx, const char *fn, const char *wher
             if ((ok = lua_geti(L, top, i + 1) == LUA_TNUMBER)) d[i] = lua_tonumber(L, -1);
         if (!ok) {
             char got[160];
-            luaL_error(L, "%s: %s option '%s' expected %s, got %s", fn, where, p->name,
+            mlL_error(L, fn, "%s option '%s': expected %s, got %s", where, p->name,
                        p->type == 'b' ? "a boolean" : p->type == '2' ? "a list of two numbers {beta1, beta2}" : "a number",
                        mlL_describe(L, top, got, sizeof got));
         }
@@ -85,7 +85,7 @@ static void read_hparams(lua_State *L, int idx, const char *fn, const char *wher
         lua_settop(L, top - 1);
     }
     char why[160];
-    if (ml_optim_hparams_problem(kind, h, why, sizeof why)) luaL_error(L, "%s: %s %s", fn, where, why);
+    if (ml_optim_hparams_problem(kind, h, why, sizeof why)) mlL_error(L, fn, "%s %s", where, why);
 }
 
 /* Appends the tensors of the value at idx to the lists at stack indices 3 (tensors) and 4 (their
@@ -109,9 +109,9 @@ static ml_tensor **list_tensors(lua_State *L, int list, int labels, int n, const
         lua_geti(L, labels, i + 1);
         int v = lua_gettop(L) - 1;
         ml_tensor *t = mlL_testtensor(L, v);
-        if (!t) luaL_error(L, "%s: %s expected a tensor, got %s", fn, lua_tostring(L, -1), mlL_describe(L, v, got, sizeof got));
+        if (!t) mlL_error(L, fn, "%s expected a tensor, got %s", lua_tostring(L, -1), mlL_describe(L, v, got, sizeof got));
         if (check_param && ml_optim_param_problem(t, why, sizeof why))
-            luaL_error(L, "%s: %s expected a float32 contiguous leaf tensor that requires grad, got %s", fn,
+            mlL_error(L, fn, "%s expected a float32 contiguous leaf tensor that requires grad, got %s",
                        lua_tostring(L, -1), why);
         ts[i] = t;
         lua_pop(L, 2);
@@ -131,10 +131,34 @@ static bool is_group_list(lua_State *L, int idx) {
 }
 
 /* A method's argument error, counted as the caller sees it (self is not an argument). */
-static int meth_argerror(lua_State *L, const char *fn, int idx, const char *expected) {
-    char got[160];
-    mlL_describe(L, idx, got, sizeof got);
-    return luaL_error(L, "%s: argument %d expected %s, got %s", fn, idx - 1, expected, got);
+
+/* The parameter groups of argument 1 (a list of {params = ..., lr = ..., ...}): each group's
+ * hyper-parameters over base into hs[g], its tensors appended to the lists at 3 and 4, their
+ * number into counts[g]. Returns the number of tensors. */
+static int read_groups(lua_State *L, const char *fn, ml_optim_kind kind, const ml_optim_hparams *base, int ng,
+                       ml_optim_hparams *hs, int *counts) {
+    int n = 0;
+    for (int g = 0; g < ng; g++) {
+        char w[64]; /* "argument 1 group 3": where messages point */
+        snprintf(w, sizeof w, "argument 1 group %d", g + 1);
+        lua_geti(L, 1, g + 1);
+        int gi = lua_gettop(L);
+        if (!lua_istable(L, gi) || mlL_testtensor(L, gi)) {
+            char got[160];
+            mlL_error(L, fn, "%s expected a table {params = ..., lr = ..., ...}, got %s", w, mlL_describe(L, gi, got, sizeof got));
+        }
+        check_option_keys(L, gi, fn, w, kind, true);
+        hs[g] = *base;
+        read_hparams(L, gi, fn, w, kind, &hs[g]);
+        int before = n;
+        if (lua_getfield(L, gi, "params") == LUA_TNIL) mlL_error(L, fn, "%s has no 'params'", w);
+        char where[80];
+        snprintf(where, sizeof where, "%s params", w);
+        n = collect(L, -1, fn, where, false);
+        counts[g] = n - before;
+        lua_pop(L, 2);
+    }
+    return n;
 }
 
 static int new_optimizer(lua_State *L, ml_optim_kind kind) {
@@ -153,31 +177,10 @@ static int new_optimizer(lua_State *L, ml_optim_kind kind) {
     ml_optim_hparams *hs;
     int *counts;
     if (is_group_list(L, 1)) {
-        int ng = (int)luaL_len(L, 1);
-        hs = lua_newuserdatauv(L, sizeof *hs * (size_t)ng, 0);
-        counts = lua_newuserdatauv(L, sizeof *counts * (size_t)ng, 0);
-        for (int g = 0; g < ng; g++) {
-            char w[64]; /* "argument 1 group 3": where messages point */
-            snprintf(w, sizeof w, "argument 1 group %d", g + 1);
-            lua_geti(L, 1, g + 1);
-            int gi = lua_gettop(L);
-            if (!lua_istable(L, gi) || mlL_testtensor(L, gi)) {
-                char got[160];
-                luaL_error(L, "%s: %s expected a table {params = ..., lr = ..., ...}, got %s", fn, w,
-                           mlL_describe(L, gi, got, sizeof got));
-            }
-            check_option_keys(L, gi, fn, w, kind, true);
-            hs[g] = base;
-            read_hparams(L, gi, fn, w, kind, &hs[g]);
-            int before = n;
-            if (lua_getfield(L, gi, "params") == LUA_TNIL) luaL_error(L, "%s: %s has no 'params'", fn, w);
-            char where[80];
-            snprintf(where, sizeof where, "%s params", w);
-            n = collect(L, -1, fn, where, false);
-            counts[g] = n - before;
-            lua_pop(L, 2);
-        }
-        n_groups = ng;
+        n_groups = (int)luaL_len(L, 1);
+        hs = lua_newuserdatauv(L, sizeof *hs * (size_t)n_groups, 0);
+        counts = lua_newuserdatauv(L, sizeof *counts * (size_t)n_groups, 0);
+        n = read_groups(L, fn, kind, &base, n_groups, hs, counts);
     } else {
         hs = lua_newuserdatauv(L, sizeof *hs, 0);
         counts = lua_newuserdatauv(L, sizeof *counts, 0);
@@ -187,7 +190,7 @@ static int new_optimizer(lua_State *L, ml_optim_kind kind) {
     }
     if (n == 0) {
         char got[160];
-        luaL_error(L, "%s: argument 1 expected a non-empty list of tensors, a mech.Model or a module, got %s", fn,
+        mlL_error(L, fn, "argument 1 expected a non-empty list of tensors, a mech.Model or a module, got %s",
                    mlL_describe(L, 1, got, sizeof got));
     }
     ml_tensor **ts = list_tensors(L, 3, 4, n, fn, true);
@@ -196,7 +199,7 @@ static int new_optimizer(lua_State *L, ml_optim_kind kind) {
             if (ts[i] == ts[j]) {
                 lua_geti(L, 4, i + 1);
                 lua_geti(L, 4, j + 1);
-                luaL_error(L, "%s: %s is the same tensor as %s (a parameter may appear once)", fn, lua_tostring(L, -2),
+                mlL_error(L, fn, "%s is the same tensor as %s (a parameter may appear once)", lua_tostring(L, -2),
                            lua_tostring(L, -1));
             }
     optim_box *b = lua_newuserdatauv(L, sizeof *b, 0);
@@ -216,7 +219,7 @@ static int l_sgd(lua_State *L) { return new_optimizer(L, ML_OPTIM_SGD); }
 static ml_optimizer *check_opt(lua_State *L, int arg, const char *fn) {
     optim_box *b = luaL_testudata(L, arg, MLL_OPTIM_MT);
     if (!b) mlL_argerror(L, fn, arg, "a mech.optim optimizer (mech.optim.adamw or mech.optim.sgd)");
-    if (!b->o) luaL_error(L, "%s: the optimizer is not initialised", fn);
+    if (!b->o) mlL_error(L, fn, "the optimizer is not initialised");
     return b->o;
 }
 
@@ -228,22 +231,22 @@ static int opt_group(lua_State *L, int arg, const ml_optimizer *o, const char *f
     if (!ok || g < 0 || g >= o->n_groups) {
         char what[64];
         snprintf(what, sizeof what, "a group index in [0, %d]", o->n_groups - 1);
-        meth_argerror(L, fn, arg, what);
+        mlL_argerror(L, fn, arg, what);
     }
     return (int)g;
 }
 
 static int o_step(lua_State *L) {
-    if (ml_optimizer_step(check_opt(L, 1, "step"))) return mlL_raise(L);
+    if (ml_optimizer_step(check_opt(L, 1, "optimizer:step"))) return mlL_raise(L);
     return 0;
 }
 
 /* opt:zero_grad([set_to_none = true]) */
 static int o_zero_grad(lua_State *L) {
-    ml_optimizer *o = check_opt(L, 1, "zero_grad");
+    ml_optimizer *o = check_opt(L, 1, "optimizer:zero_grad");
     bool none = true;
     if (!lua_isnoneornil(L, 2)) {
-        if (!lua_isboolean(L, 2)) meth_argerror(L, "zero_grad", 2, "a boolean set_to_none");
+        if (!lua_isboolean(L, 2)) mlL_argerror(L, "optimizer:zero_grad", 2, "a boolean set_to_none");
         none = lua_toboolean(L, 2);
     }
     ml_optimizer_zero_grad(o, none);
@@ -252,11 +255,11 @@ static int o_zero_grad(lua_State *L) {
 
 /* opt:set_lr(lr [, group]) */
 static int o_set_lr(lua_State *L) {
-    const char *fn = "set_lr";
+    const char *fn = "optimizer:set_lr";
     ml_optimizer *o = check_opt(L, 1, fn);
-    if (lua_type(L, 2) != LUA_TNUMBER) meth_argerror(L, fn, 2, "a learning rate (number >= 0)");
+    if (lua_type(L, 2) != LUA_TNUMBER) mlL_argerror(L, fn, 2, "a learning rate (number >= 0)");
     double lr = lua_tonumber(L, 2);
-    if (!(lr >= 0) || isinf(lr)) meth_argerror(L, fn, 2, "a finite learning rate >= 0");
+    if (!(lr >= 0) || isinf(lr)) mlL_argerror(L, fn, 2, "a finite learning rate >= 0");
     int g = opt_group(L, 3, o, fn);
     for (int i = 0; i < o->n_groups; i++)
         if (g < 0 || g == i) o->groups[i].h.lr = lr;
@@ -265,8 +268,8 @@ static int o_set_lr(lua_State *L) {
 
 /* opt:get_lr([group = 0]) */
 static int o_get_lr(lua_State *L) {
-    ml_optimizer *o = check_opt(L, 1, "get_lr");
-    int g = opt_group(L, 2, o, "get_lr");
+    ml_optimizer *o = check_opt(L, 1, "optimizer:get_lr");
+    int g = opt_group(L, 2, o, "optimizer:get_lr");
     lua_pushnumber(L, o->groups[g < 0 ? 0 : g].h.lr);
     return 1;
 }
@@ -303,13 +306,13 @@ static void push_groups(lua_State *L, const ml_optimizer *o, bool indices) {
 /* opt:param_groups() -> {{lr=, weight_decay=, ..., params = {tensor, ...}}, ...} (copies of the
  * hyper-parameters; change them with set_lr) */
 static int o_param_groups(lua_State *L) {
-    push_groups(L, check_opt(L, 1, "param_groups"), false);
+    push_groups(L, check_opt(L, 1, "optimizer:param_groups"), false);
     return 1;
 }
 
 /* opt:parameters() -> every tensor, in order (so clip_grad_norm(opt, ...) works) */
 static int o_parameters(lua_State *L) {
-    ml_optimizer *o = check_opt(L, 1, "parameters");
+    ml_optimizer *o = check_opt(L, 1, "optimizer:parameters");
     lua_createtable(L, o->n_params, 0);
     for (int i = 0; i < o->n_params; i++) {
         mlL_pushtensor(L, ml_retain(o->state[i].param));
@@ -326,7 +329,7 @@ static const char *buf_name(ml_optim_kind kind, int k) {
  * param_groups = {{lr=, ..., params = {i, ...}}, ...}} with 0-based parameter indices, as PyTorch.
  * The tensors are copies: later steps do not change a saved dict. */
 static int o_state_dict(lua_State *L) {
-    ml_optimizer *o = check_opt(L, 1, "state_dict");
+    ml_optimizer *o = check_opt(L, 1, "optimizer:state_dict");
     lua_newtable(L);
     lua_pushstring(L, ml_optim_kind_name(o->kind)), lua_setfield(L, -2, "kind");
     lua_newtable(L);
@@ -351,33 +354,9 @@ static int o_state_dict(lua_State *L) {
 
 /* opt:load_state_dict(sd): the groups' hyper-parameters and every parameter's state from a dict
  * of opt:state_dict() (same kind, group sizes and shapes). Everything is checked first. */
-static int o_load_state_dict(lua_State *L) {
-    const char *fn = "load_state_dict";
-    ml_optimizer *o = check_opt(L, 1, fn);
-    lua_settop(L, 2);
-    if (!lua_istable(L, 2)) meth_argerror(L, fn, 2, "a table from opt:state_dict()");
-    const char *kind = ml_optim_kind_name(o->kind);
-    if (lua_getfield(L, 2, "kind") != LUA_TSTRING || strcmp(lua_tostring(L, -1), kind))
-        luaL_error(L, "%s: argument 1 expected the state of a %s optimizer, got kind %s", fn, kind,
-                   lua_isstring(L, -1) ? lua_tostring(L, -1) : luaL_typename(L, -1));
-    lua_pop(L, 1);
-    if (lua_getfield(L, 2, "param_groups") != LUA_TTABLE || luaL_len(L, -1) != o->n_groups)
-        luaL_error(L, "%s: argument 1 expected param_groups, a list of %d groups", fn, o->n_groups);
-    int groups = lua_gettop(L);
-    ml_optim_hparams *hs = lua_newuserdatauv(L, sizeof *hs * (size_t)o->n_groups, 0);
-    for (int g = 0; g < o->n_groups; g++) {
-        char where[64];
-        snprintf(where, sizeof where, "argument 1 param_groups[%d]", g + 1);
-        if (lua_geti(L, groups, g + 1) != LUA_TTABLE) luaL_error(L, "%s: %s expected a table", fn, where);
-        hs[g] = o->groups[g].h;
-        read_hparams(L, -1, fn, where, o->kind, &hs[g]);
-        if (lua_getfield(L, -1, "params") != LUA_TTABLE || luaL_len(L, -1) != o->groups[g].count)
-            luaL_error(L, "%s: %s expected params, a list of %d parameter indices (the optimizer's group %d)", fn, where,
-                       o->groups[g].count, g);
-        lua_pop(L, 2);
-    }
-    if (lua_getfield(L, 2, "state") != LUA_TTABLE) luaL_error(L, "%s: argument 1 expected a 'state' table", fn);
-    int state = lua_gettop(L);
+/* The per-parameter states of a state dict (the table at `state`, keyed by 0-based parameter
+ * index): all are checked before any is applied. */
+static void load_states(lua_State *L, ml_optimizer *o, int state, const char *fn) {
     char b1[ML_SHAPE_STR], b2[ML_SHAPE_STR];
     for (int pass = 0; pass < 2; pass++) /* check all, then apply */
         for (int i = 0; i < o->n_params; i++) {
@@ -388,29 +367,58 @@ static int o_load_state_dict(lua_State *L) {
                 lua_pop(L, 1);
                 continue;
             }
-            if (!lua_istable(L, -1)) luaL_error(L, "%s: argument 1 state[%d] expected a table", fn, i);
+            if (!lua_istable(L, -1)) mlL_error(L, fn, "argument 2 state[%d] expected a table", i);
             lua_getfield(L, -1, "step");
             int ok = 0;
             lua_Integer step = lua_tointegerx(L, -1, &ok);
-            if (!ok || step < 0) luaL_error(L, "%s: argument 1 state[%d].step expected an integer >= 0", fn, i);
+            if (!ok || step < 0) mlL_error(L, fn, "argument 2 state[%d].step expected an integer >= 0", i);
             lua_pop(L, 1);
             const ml_tensor *bufs[2] = {NULL, NULL};
             for (int k = 0; k < (o->kind == ML_OPTIM_ADAMW ? 2 : 1); k++) {
                 lua_getfield(L, -1 - k, buf_name(o->kind, k));
                 ml_tensor *t = mlL_testtensor(L, -1);
                 if (!t && !lua_isnil(L, -1))
-                    luaL_error(L, "%s: argument 1 state[%d].%s expected a tensor", fn, i, buf_name(o->kind, k));
+                    mlL_error(L, fn, "argument 2 state[%d].%s expected a tensor", i, buf_name(o->kind, k));
                 if (t && (t->dtype != ML_F32 || !ml_same_shape(t, p)))
-                    luaL_error(L, "%s: argument 1 state[%d].%s has %s %s, expected float32 %s (parameter %d)", fn, i,
+                    mlL_error(L, fn, "argument 2 state[%d].%s has %s %s, expected float32 %s (parameter %d)", i,
                                buf_name(o->kind, k), ml_dtype_name(t->dtype), ml_shape_str(b1, t->ndim, t->shape),
                                ml_shape_str(b2, p->ndim, p->shape), i);
                 bufs[k] = t;
             }
             if (o->kind == ML_OPTIM_ADAMW && (!bufs[0] || !bufs[1]))
-                luaL_error(L, "%s: argument 1 state[%d] expected exp_avg and exp_avg_sq", fn, i);
-            if (pass && ml_optimizer_set_state(o, i, step, bufs[0], bufs[1])) return mlL_raise(L);
+                mlL_error(L, fn, "argument 2 state[%d] expected exp_avg and exp_avg_sq", i);
+            if (pass && ml_optimizer_set_state(o, i, step, bufs[0], bufs[1])) mlL_raise(L);
             lua_settop(L, state);
         }
+}
+
+static int o_load_state_dict(lua_State *L) {
+    const char *fn = "optimizer:load_state_dict";
+    ml_optimizer *o = check_opt(L, 1, fn);
+    lua_settop(L, 2);
+    if (!lua_istable(L, 2)) mlL_argerror(L, fn, 2, "a table from opt:state_dict()");
+    const char *kind = ml_optim_kind_name(o->kind);
+    if (lua_getfield(L, 2, "kind") != LUA_TSTRING || strcmp(lua_tostring(L, -1), kind))
+        mlL_error(L, fn, "argument 2 expected the state of a %s optimizer, got kind %s", kind,
+                   lua_isstring(L, -1) ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    lua_pop(L, 1);
+    if (lua_getfield(L, 2, "param_groups") != LUA_TTABLE || luaL_len(L, -1) != o->n_groups)
+        mlL_error(L, fn, "argument 2 expected param_groups, a list of %d groups", o->n_groups);
+    int groups = lua_gettop(L);
+    ml_optim_hparams *hs = lua_newuserdatauv(L, sizeof *hs * (size_t)o->n_groups, 0);
+    for (int g = 0; g < o->n_groups; g++) {
+        char where[64];
+        snprintf(where, sizeof where, "argument 2 param_groups[%d]", g + 1);
+        if (lua_geti(L, groups, g + 1) != LUA_TTABLE) mlL_error(L, fn, "%s expected a table", where);
+        hs[g] = o->groups[g].h;
+        read_hparams(L, -1, fn, where, o->kind, &hs[g]);
+        if (lua_getfield(L, -1, "params") != LUA_TTABLE || luaL_len(L, -1) != o->groups[g].count)
+            mlL_error(L, fn, "%s expected params, a list of %d parameter indices (the optimizer's group %d)", where,
+                       o->groups[g].count, g);
+        lua_pop(L, 2);
+    }
+    if (lua_getfield(L, 2, "state") != LUA_TTABLE) mlL_error(L, fn, "argument 2 expected a 'state' table");
+    load_states(L, o, lua_gettop(L), fn);
     for (int g = 0; g < o->n_groups; g++) o->groups[g].h = hs[g];
     return 0;
 }
@@ -439,14 +447,14 @@ static int o_index(lua_State *L) {
 
 /* opt.lr = x sets every group's lr (opt:set_lr(x)); no other field can be set. */
 static int o_newindex(lua_State *L) {
-    ml_optimizer *o = check_opt(L, 1, "set_lr");
+    ml_optimizer *o = check_opt(L, 1, "optimizer:set_lr");
     const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
     if (!k || strcmp(k, "lr"))
-        return luaL_error(L, "mech.optim: field '%s' cannot be set (only lr; opt:set_lr(lr, group) sets one group's)",
+        return mlL_error(L, "mech.optim", "field '%s' cannot be set (only lr; opt:set_lr(lr, group) sets one group's)",
                           k ? k : luaL_typename(L, 2));
     if (lua_type(L, 3) != LUA_TNUMBER || !(lua_tonumber(L, 3) >= 0) || isinf(lua_tonumber(L, 3))) {
         char got[160];
-        return luaL_error(L, "opt.lr: expected a finite learning rate >= 0, got %s", mlL_describe(L, 3, got, sizeof got));
+        return mlL_error(L, "opt.lr", "expected a finite learning rate >= 0, got %s", mlL_describe(L, 3, got, sizeof got));
     }
     for (int g = 0; g < o->n_groups; g++) o->groups[g].h.lr = lua_tonumber(L, 3);
     return 0;
@@ -461,7 +469,7 @@ static int l_clip_grad_norm(lua_State *L) {
     if (isnan(max_norm) || max_norm < 0) mlL_argerror(L, fn, 2, "a number max_norm >= 0");
     lua_newtable(L);
     lua_newtable(L);
-    if (is_group_list(L, 1)) luaL_error(L, "%s: argument 1 expected tensors, not parameter groups (pass opt itself)", fn);
+    if (is_group_list(L, 1)) mlL_error(L, fn, "argument 1 expected tensors, not parameter groups (pass opt itself)");
     int n = collect(L, 1, fn, "argument 1", true);
     ml_tensor **ts = list_tensors(L, 3, 4, n, fn, false);
     double total;

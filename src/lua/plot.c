@@ -48,7 +48,7 @@ static const char *got(lua_State *L, int idx) {
 static ml_tensor *tensor_at(ctx *c, int idx, const char *field) {
     if (!luaL_testudata(c->L, idx, MLL_TENSOR_MT)) return NULL;
     ml_tensor *t = mlL_testtensor(c->L, idx);
-    if (!t) luaL_error(c->L, "%s: field '%s' is a tensor that was closed", c->fn, field);
+    if (!t) mlL_error(c->L, c->fn, "argument 1 option '%s' is a tensor that was closed", field);
     return t;
 }
 
@@ -60,23 +60,23 @@ static double *vector_of(ctx *c, int idx, const char *field, int *n, int bools) 
     ml_tensor *t = tensor_at(c, idx, field);
     if (t) {
         if (t->ndim != 1 || t->shape[0] > 10000000)
-            luaL_error(L, "%s: field '%s' expected a vector (table of numbers or 1-D tensor), got %s", c->fn, field, got(L, idx));
+            mlL_error(L, c->fn, "argument 1 option '%s': expected a vector (table of numbers or 1-D tensor), got %s", field, got(L, idx));
         *n = (int)t->shape[0];
         double *v = buf(c, sizeof(double) * (size_t)*n);
         for (int i = 0; i < *n; i++) v[i] = ml_get_flat(t, i);
         return v;
     }
     if (!lua_istable(L, idx))
-        luaL_error(L, "%s: field '%s' expected a vector (table of numbers or 1-D tensor), got %s", c->fn, field, got(L, idx));
+        mlL_error(L, c->fn, "argument 1 option '%s': expected a vector (table of numbers or 1-D tensor), got %s", field, got(L, idx));
     lua_Integer len = luaL_len(L, idx);
-    if (len > 10000000) luaL_error(L, "%s: field '%s' is too long", c->fn, field);
+    if (len > 10000000) mlL_error(L, c->fn, "argument 1 option '%s' is too long", field);
     *n = (int)len;
     double *v = buf(c, sizeof(double) * (size_t)*n);
     for (int i = 0; i < *n; i++) {
         lua_geti(L, idx, i + 1);
         if (bools && lua_isboolean(L, -1)) v[i] = lua_toboolean(L, -1);
         else if (lua_type(L, -1) == LUA_TNUMBER) v[i] = lua_tonumber(L, -1);
-        else luaL_error(L, "%s: field '%s' entry %d expected a number%s, got %s", c->fn, field, i + 1, bools ? " or boolean" : "", got(L, -1));
+        else mlL_error(L, c->fn, "argument 1 option '%s' entry %d expected a number%s, got %s", field, i + 1, bools ? " or boolean" : "", got(L, -1));
         lua_pop(L, 1);
     }
     return v;
@@ -103,14 +103,14 @@ static const char **labels_at(ctx *c, int t, const char *field, int *n) {
         return NULL;
     }
     if (!lua_istable(L, -1) || mlL_testtensor(L, -1))
-        luaL_error(L, "%s: field '%s' expected a table of strings, got %s", c->fn, field, got(L, -1));
+        mlL_error(L, c->fn, "argument 1 option '%s': expected a table of strings, got %s", field, got(L, -1));
     int len = (int)luaL_len(L, -1);
     const char **v = buf(c, sizeof(char *) * (size_t)(len + 1));
     for (int i = 0; i < len; i++) {
         lua_geti(L, -1, i + 1);
         int ty = lua_type(L, -1);
         if (ty != LUA_TSTRING && ty != LUA_TNUMBER)
-            luaL_error(L, "%s: field '%s' entry %d expected a string, got %s", c->fn, field, i + 1, got(L, -1));
+            mlL_error(L, c->fn, "argument 1 option '%s' entry %d expected a string, got %s", field, i + 1, got(L, -1));
         luaL_tolstring(L, -1, NULL);           /* a fresh string, anchored below */
         v[i] = lua_tostring(L, -1);
         lua_rawseti(L, c->anchor, ++c->n);
@@ -126,7 +126,7 @@ static void lim_field(ctx *c, int t, const char *key, double lim[2]) {
     int n;
     double *v = opt_vector(c, t, key, &n);
     if (!v) return;
-    if (n != 2) luaL_error(c->L, "%s: field '%s' expected {lo, hi}, got %d numbers", c->fn, key, n);
+    if (n != 2) mlL_error(c->L, c->fn, "argument 1 option '%s': expected {lo, hi}, got %d numbers", key, n);
     lim[0] = v[0], lim[1] = v[1];
 }
 
@@ -143,44 +143,44 @@ static void read_series(ctx *c, pl_kind kind, pl_series *se, int j) {
     lua_State *L = c->L;
     int t = lua_gettop(L);
     char where[48];
-    snprintf(where, sizeof where, "%s (series %d)", c->fn, j + 1);
+    snprintf(where, sizeof where, "series %d", j + 1);
     if (!lua_istable(L, t) || mlL_testtensor(L, t))
-        luaL_error(L, "%s: each series must be a table like {label = ..., %s}, series %d is %s", c->fn,
+        mlL_error(L, c->fn, "each series must be a table like {label = ..., %s}, series %d is %s",
                    kind == PL_BOX || kind == PL_BAR ? "values = {...}" : "x = {...}, y = {...}", j + 1, got(L, t));
-    mlL_checkkeys(L, t, where, series_keys);
+    mlL_checkkeys_at(L, t, c->fn, 1, where, series_keys);
     memset(se, 0, sizeof *se);
     mlL_options(L, t, c->fn, series_opts, se);
-    if (se->path && kind != PL_SCATTER) luaL_error(L, "%s: series field 'path' belongs to mech.plot.scatter", c->fn);
-    if (se->highlight && kind != PL_SCATTER) luaL_error(L, "%s: series field 'highlight' belongs to mech.plot.scatter", c->fn);
+    if (se->path && kind != PL_SCATTER) mlL_error(L, c->fn, "series field 'path' belongs to mech.plot.scatter");
+    if (se->highlight && kind != PL_SCATTER) mlL_error(L, c->fn, "series field 'highlight' belongs to mech.plot.scatter");
     lua_getfield(L, t, "tags");
-    if (!lua_isnil(L, -1) && kind != PL_BOX) luaL_error(L, "%s: series field 'tags' belongs to mech.plot.box", c->fn);
+    if (!lua_isnil(L, -1) && kind != PL_BOX) mlL_error(L, c->fn, "series field 'tags' belongs to mech.plot.box");
     lua_pop(L, 1);
     const char *mk = mlL_optstr(L, t, "marker", NULL, c->fn);
     se->marker = PL_MARKER_AUTO;
     if (mk && (se->marker = pl_marker_find(mk)) < 0)
-        luaL_error(L, "%s: unknown marker '%s' (circle, triangle, square, diamond, triangle_down, plus, cross, none)", c->fn, mk);
+        mlL_error(L, c->fn, "unknown marker '%s' (circle, triangle, square, diamond, triangle_down, plus, cross, none)", mk);
     int nx = 0, ny = 0;
     if (kind == PL_BOX || kind == PL_BAR) {
         lua_getfield(L, t, "values");
-        if (lua_isnil(L, -1)) luaL_error(L, "%s: series %d has no 'values'", c->fn, j + 1);
+        if (lua_isnil(L, -1)) mlL_error(L, c->fn, "series %d has no 'values'", j + 1);
         lua_pop(L, 1);
         se->y = opt_vector(c, t, "values", &ny);
         se->n = ny;
         int nt = 0;
         se->tag = opt_vector(c, t, "tags", &nt);
-        if (se->tag && kind != PL_BOX) luaL_error(L, "%s: series field 'tags' belongs to mech.plot.box", c->fn);
-        if (se->tag && nt != ny) luaL_error(L, "%s: group %d has %d values and %d tags", c->fn, j + 1, ny, nt);
+        if (se->tag && kind != PL_BOX) mlL_error(L, c->fn, "series field 'tags' belongs to mech.plot.box");
+        if (se->tag && nt != ny) mlL_error(L, c->fn, "group %d has %d values and %d tags", j + 1, ny, nt);
         return;
     }
     se->y = opt_vector(c, t, "y", &ny);
-    if (!se->y) luaL_error(L, "%s: series %d has no 'y'", c->fn, j + 1);
+    if (!se->y) mlL_error(L, c->fn, "series %d has no 'y'", j + 1);
     se->x = opt_vector(c, t, "x", &nx);
     if (!se->x) { /* y alone: x = 1..n */
         double *x = buf(c, sizeof(double) * (size_t)ny);
         for (int i = 0; i < ny; i++) x[i] = i + 1;
         se->x = x, nx = ny;
     }
-    if (nx != ny) luaL_error(L, "%s: series %d has %d x values and %d y values", c->fn, j + 1, nx, ny);
+    if (nx != ny) mlL_error(L, c->fn, "series %d has %d x values and %d y values", j + 1, nx, ny);
     se->n = ny;
 }
 
@@ -189,9 +189,9 @@ static pl_series *read_list(ctx *c, pl_kind kind, int t, const char *field, int 
     lua_State *L = c->L;
     lua_getfield(L, t, field);
     if (!lua_istable(L, -1) || mlL_testtensor(L, -1))
-        luaL_error(L, "%s: field '%s' expected a list of series tables, got %s", c->fn, field, got(L, -1));
+        mlL_error(L, c->fn, "argument 1 option '%s': expected a list of series tables, got %s", field, got(L, -1));
     *n = (int)luaL_len(L, -1);
-    if (*n > 256) luaL_error(L, "%s: field '%s' has %d entries, at most 256", c->fn, field, *n);
+    if (*n > 256) mlL_error(L, c->fn, "argument 1 option '%s' has %d entries, at most 256", field, *n);
     pl_series *se = buf(c, sizeof *se * (size_t)*n);
     for (int j = 0; j < *n; j++) {
         lua_geti(L, -1, j + 1);
@@ -217,10 +217,10 @@ static const mlL_option fig_opts[] = {
     MLL_OPTION(MLL_NUM, "alpha", pl_plot, alpha),          MLL_OPTION(MLL_NUM, "line_width", pl_plot, line_width),
     MLL_OPTION(MLL_NUM, "marker_size", pl_plot, marker_size), MLL_OPTION(MLL_BOOL, "markers", pl_plot, markers),
     MLL_OPTION(MLL_NUM, "jitter", pl_plot, jitter),
-    {"seed", MLL_INT32, offsetof(pl_plot, jitter_seed), 0, INT32_MAX, NULL, "field 'seed' expected a non-negative integer"},
+    {"seed", MLL_INT32, offsetof(pl_plot, jitter_seed), 0, INT32_MAX, NULL, "a non-negative integer"},
     MLL_OPTION(MLL_NUM, "dodge", pl_plot, dodge),          MLL_OPTION(MLL_STR, "caption", pl_plot, caption),
     MLL_OPTION(MLL_STR, "tag_title", pl_plot, tag_title),
-    {"legend", MLL_ENUM, offsetof(pl_plot, legend), 0, 0, legend_names, "field 'legend' expected 'right', 'bottom' or 'none'"},
+    {"legend", MLL_ENUM, offsetof(pl_plot, legend), 0, 0, legend_names, "'right', 'bottom' or 'none'"},
     {NULL}};
 
 /* The figure's panels: the one list (`series` or `groups`) or the facets, each {title =, list =};
@@ -234,7 +234,7 @@ static pl_panel *read_panels(ctx *c, pl_kind kind, const char *list, int *np) {
     lua_getfield(L, 1, list);
     int has_list = !lua_isnil(L, -1);
     lua_pop(L, 1);
-    if (has_facets == has_list) luaL_error(L, "%s: give either '%s' or 'facets' (a list of {title = ..., %s = ...})", fn, list, list);
+    if (has_facets == has_list) mlL_error(L, fn, "give either '%s' or 'facets' (a list of {title = ..., %s = ...})", list, list);
     pl_panel *pan;
     if (has_list) {
         pan = buf(c, sizeof *pan);
@@ -242,24 +242,26 @@ static pl_panel *read_panels(ctx *c, pl_kind kind, const char *list, int *np) {
         pan->series = read_list(c, kind, 1, list, &pan->nseries);
     } else {
         lua_getfield(L, 1, "facets");
-        if (!lua_istable(L, -1)) luaL_error(L, "%s: field 'facets' expected a list of tables, got %s", fn, got(L, -1));
+        if (!lua_istable(L, -1)) mlL_error(L, fn, "argument 1 option \'facets\': expected a list of tables, got %s", got(L, -1));
         *np = (int)luaL_len(L, -1);
-        if (*np < 1 || *np > PL_MAXPANELS) luaL_error(L, "%s: field 'facets' must have 1 to %d entries, got %d", fn, PL_MAXPANELS, *np);
+        if (*np < 1 || *np > PL_MAXPANELS) mlL_error(L, fn, "field 'facets' must have 1 to %d entries, got %d", PL_MAXPANELS, *np);
         pan = buf(c, sizeof *pan * (size_t)*np);
         const char *const facet_keys[] = {"title", list, "blank", NULL};
         for (int i = 0; i < *np; i++) {
             lua_geti(L, -1, i + 1);
             int t = lua_gettop(L);
-            if (!lua_istable(L, t)) luaL_error(L, "%s: facet %d expected a table {title = ..., %s = ...}, got %s", fn, i + 1, list, got(L, t));
-            mlL_checkkeys(L, t, fn, facet_keys);
+            if (!lua_istable(L, t)) mlL_error(L, fn, "facet %d expected a table {title = ..., %s = ...}, got %s", i + 1, list, got(L, t));
+            char where[32];
+            snprintf(where, sizeof where, "facet %d", i + 1);
+            mlL_checkkeys_at(L, t, fn, 1, where, facet_keys);
             pan[i].title = mlL_optstr(L, t, "title", NULL, fn);
             lua_getfield(L, t, "blank");
             pan[i].blank = lua_toboolean(L, -1);
-            if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) luaL_error(L, "%s: facet %d field 'blank' expected a boolean, got %s", fn, i + 1, got(L, -1));
+            if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) mlL_error(L, fn, "facet %d field 'blank' expected a boolean, got %s", i + 1, got(L, -1));
             lua_pop(L, 1);
             if (pan[i].blank) { /* an empty slot of the grid: no data, nothing drawn */
                 lua_getfield(L, t, list);
-                if (!lua_isnil(L, -1)) luaL_error(L, "%s: facet %d is blank and cannot have '%s'", fn, i + 1, list);
+                if (!lua_isnil(L, -1)) mlL_error(L, fn, "facet %d is blank and cannot have '%s'", i + 1, list);
                 lua_pop(L, 1);
                 pan[i].series = NULL, pan[i].nseries = 0;
                 lua_pop(L, 1);
@@ -287,18 +289,18 @@ static int figure(lua_State *L, pl_kind kind, const char *fn) {
     const char *list = kind == PL_BOX ? "groups" : "series";
     /* misuse of the other kinds' field names gets a pointed message */
     lua_getfield(L, 1, kind == PL_BOX ? "series" : "groups");
-    if (!lua_isnil(L, -1)) luaL_error(L, "%s: use '%s' (not '%s') for the data", fn, list, kind == PL_BOX ? "series" : "groups");
+    if (!lua_isnil(L, -1)) mlL_error(L, fn, "use '%s' (not '%s') for the data", list, kind == PL_BOX ? "series" : "groups");
     lua_pop(L, 1);
 
     pl_plot p;
     pl_plot_init(&p);
     p.out = mlL_optstr(L, 1, "out", NULL, fn);
-    if (!p.out) luaL_error(L, "%s: field 'out' (the PNG path) is required", fn);
+    if (!p.out) mlL_error(L, fn, "field 'out' (the PNG path) is required");
     mlL_options(L, 1, fn, fig_opts, &p);
     lua_getfield(L, 1, "logx");
     if (lua_isboolean(L, -1)) p.logx = lua_toboolean(L, -1) ? 10 : 0;
     else if (lua_type(L, -1) == LUA_TNUMBER) p.logx = lua_tonumber(L, -1);
-    else if (!lua_isnil(L, -1)) luaL_error(L, "%s: field 'logx' expected true or a base such as 2, got %s", fn, got(L, -1));
+    else if (!lua_isnil(L, -1)) mlL_error(L, fn, "argument 1 option \'logx\': expected true or a base such as 2, got %s", got(L, -1));
     lua_pop(L, 1);
     lim_field(&c, 1, "xlim", p.xlim);
     lim_field(&c, 1, "ylim", p.ylim);
@@ -307,9 +309,9 @@ static int figure(lua_State *L, pl_kind kind, const char *fn) {
     p.hlines = opt_vector(&c, 1, "hlines", &p.nhlines);
     int ncat = 0;
     p.categories = labels_at(&c, 1, "categories", &ncat);
-    if (kind == PL_BAR && !p.categories) luaL_error(L, "%s: field 'categories' (names along x) is required", fn);
+    if (kind == PL_BAR && !p.categories) mlL_error(L, fn, "field 'categories' (names along x) is required");
     if (kind != PL_BAR && kind != PL_BOX && p.categories)
-        luaL_error(L, "%s: field 'categories' belongs to mech.plot.bar and mech.plot.box", fn);
+        mlL_error(L, fn, "field 'categories' belongs to mech.plot.bar and mech.plot.box");
     p.ncat = ncat;
 
     int np = 1;
@@ -336,13 +338,13 @@ static double *matrix_at(ctx *c, int idx, const char *field, int *rows, int *col
     double *data = NULL;
     if (t) {
         if (t->ndim != 2 || t->shape[0] < 1 || t->shape[1] < 1 || t->shape[0] > 4096 || t->shape[1] > 4096)
-            luaL_error(L, "%s: field '%s' expected %s, got %s", fn, field, want, got(L, idx));
+            mlL_error(L, fn, "argument 1 option \'%s\': expected %s, got %s", field, want, got(L, idx));
         *rows = (int)t->shape[0], *cols = (int)t->shape[1];
         data = buf(c, sizeof(double) * (size_t)*rows * (size_t)*cols);
         for (long i = 0; i < (long)*rows * *cols; i++) data[i] = ml_get_flat(t, i);
     } else if (lua_istable(L, idx)) {
         lua_Integer nr = luaL_len(L, idx);
-        if (nr < 1 || nr > 4096) luaL_error(L, "%s: field '%s' expected %s, got a table of %d rows", fn, field, want, (int)nr);
+        if (nr < 1 || nr > 4096) mlL_error(L, fn, "argument 1 option \'%s\': expected %s, got a table of %d rows", field, want, (int)nr);
         *rows = (int)nr;
         for (int r = 0; r < *rows; r++) {
             lua_geti(L, idx, r + 1);
@@ -350,20 +352,20 @@ static double *matrix_at(ctx *c, int idx, const char *field, int *rows, int *col
             char name[64];
             snprintf(name, sizeof name, "%s[%d]", field, r + 1);
             if (!lua_istable(L, -1) && !mlL_testtensor(L, -1))
-                luaL_error(L, "%s: field '%s' expected %s, got row %d as %s", fn, field, want, r + 1, got(L, -1));
+                mlL_error(L, fn, "argument 1 option \'%s\': expected %s, got row %d as %s", field, want, r + 1, got(L, -1));
             double *row = vector_of(c, -1, name, &n, bools);
             if (r == 0) {
                 *cols = n;
-                if (n < 1 || n > 4096) luaL_error(L, "%s: field '%s' expected %s, got a first row of %d values", fn, field, want, n);
+                if (n < 1 || n > 4096) mlL_error(L, fn, "argument 1 option \'%s\': expected %s, got a first row of %d values", field, want, n);
                 data = buf(c, sizeof(double) * (size_t)*rows * (size_t)n);
             } else if (n != *cols) {
-                luaL_error(L, "%s: field '%s' expected %s, got row %d with %d values (row 1 has %d)", fn, field, want, r + 1, n, *cols);
+                mlL_error(L, fn, "argument 1 option \'%s\': expected %s, got row %d with %d values (row 1 has %d)", field, want, r + 1, n, *cols);
             }
             memcpy(data + (size_t)r * (size_t)*cols, row, sizeof(double) * (size_t)n);
             lua_pop(L, 1);
         }
     } else {
-        luaL_error(L, "%s: field '%s' expected %s, got %s", fn, field, want, lua_isnil(L, idx) ? "nothing" : got(L, idx));
+        mlL_error(L, fn, "argument 1 option \'%s\': expected %s, got %s", field, want, lua_isnil(L, idx) ? "nothing" : got(L, idx));
     }
     return data;
 }
@@ -376,10 +378,10 @@ static void heatmap_mask(ctx *c, pl_heatmap_spec *h) {
     lua_getfield(L, 1, "mask");
     lua_getfield(L, 1, "filter");
     int has_mask = !lua_isnil(L, -2), has_filter = !lua_isnil(L, -1);
-    if (has_mask && has_filter) luaL_error(L, "%s: give 'mask' or 'filter', not both", fn);
+    if (has_mask && has_filter) mlL_error(L, fn, "give 'mask' or 'filter', not both");
     h->mask_note = mlL_optstr(L, 1, "mask_note", NULL, fn);
     if (!has_mask && !has_filter) {
-        if (h->mask_note) luaL_error(L, "%s: field 'mask_note' needs a 'mask'", fn);
+        if (h->mask_note) mlL_error(L, fn, "field 'mask_note' needs a 'mask'");
         lua_pop(L, 2);
         return;
     }
@@ -389,18 +391,18 @@ static void heatmap_mask(ctx *c, pl_heatmap_spec *h) {
     if (has_mask) {
         v = matrix_at(c, m, "mask", &rows, &cols, 1);
     } else {
-        if (!lua_istable(L, m)) luaL_error(L, "%s: field 'filter' expected a table {values =, min =, note =}, got %s", fn, got(L, m));
+        if (!lua_istable(L, m)) mlL_error(L, fn, "argument 1 option 'filter': expected a table {values =, min =, note =}, got %s", got(L, m));
         static const char *const keys[] = {"values", "min", "note", NULL};
-        mlL_checkkeys(L, m, "mech.plot.heatmap: field 'filter'", keys);
+        mlL_checkkeys_at(L, m, fn, 1, "option 'filter'", keys);
         lua_getfield(L, m, "values");
         v = matrix_at(c, lua_gettop(L), "filter.values", &rows, &cols, 0);
         lua_pop(L, 1);
         lua_getfield(L, m, "min");
-        if (lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "%s: field 'filter.min' expected a number, got %s", fn, got(L, -1));
+        if (lua_type(L, -1) != LUA_TNUMBER) mlL_error(L, fn, "argument 1 option \'filter.min\': expected a number, got %s", got(L, -1));
         min = lua_tonumber(L, -1);
         lua_pop(L, 1);
         const char *note = mlL_optstr(L, m, "note", NULL, fn);
-        if (note && h->mask_note) luaL_error(L, "%s: give the note as 'filter.note' or 'mask_note', not both", fn);
+        if (note && h->mask_note) mlL_error(L, fn, "give the note as 'filter.note' or 'mask_note', not both");
         if (note) h->mask_note = note;
         if (!h->mask_note) {
             char b[64];
@@ -411,7 +413,7 @@ static void heatmap_mask(ctx *c, pl_heatmap_spec *h) {
         }
     }
     if (rows != h->rows || cols != h->cols)
-        luaL_error(L, "%s: field '%s' is %d x %d, data is %d x %d", fn, field, rows, cols, h->rows, h->cols);
+        mlL_error(L, fn, "field '%s' is %d x %d, data is %d x %d", field, rows, cols, h->rows, h->cols);
     unsigned char *marked = buf(c, (size_t)rows * (size_t)cols);
     for (long i = 0; i < (long)rows * cols; i++) marked[i] = has_mask ? v[i] != 0 && !isnan(v[i]) : !(v[i] > min);
     h->masked = marked;
@@ -436,7 +438,7 @@ static int l_heatmap(lua_State *L) {
     pl_heatmap_spec h;
     pl_heatmap_init(&h);
     h.out = mlL_optstr(L, 1, "out", NULL, fn);
-    if (!h.out) luaL_error(L, "%s: field 'out' (the .png, .svg or .pdf path) is required", fn);
+    if (!h.out) mlL_error(L, fn, "field 'out' (the .png, .svg or .pdf path) is required");
 
     lua_getfield(L, 1, "data");
     double *data = matrix_at(&c, lua_gettop(L), "data", &h.rows, &h.cols, 0);
@@ -445,13 +447,13 @@ static int l_heatmap(lua_State *L) {
     int nx, ny;
     h.xlabels = labels_at(&c, 1, "xlabels", &nx);
     h.ylabels = labels_at(&c, 1, "ylabels", &ny);
-    if (h.xlabels && nx != h.cols) luaL_error(L, "%s: %d xlabels for %d columns", fn, nx, h.cols);
-    if (h.ylabels && ny != h.rows) luaL_error(L, "%s: %d ylabels for %d rows", fn, ny, h.rows);
+    if (h.xlabels && nx != h.cols) mlL_error(L, fn, "%d xlabels for %d columns", nx, h.cols);
+    if (h.ylabels && ny != h.rows) mlL_error(L, fn, "%d ylabels for %d rows", ny, h.rows);
     mlL_options(L, 1, fn, heat_opts, &h);
     lua_getfield(L, 1, "colorbar");
     if (lua_isboolean(L, -1)) h.colorbar = lua_toboolean(L, -1);
     else if (lua_type(L, -1) == LUA_TSTRING) h.cbar_label = lua_tostring(L, -1);
-    else if (!lua_isnil(L, -1)) luaL_error(L, "%s: field 'colorbar' expected a boolean or a label string, got %s", fn, got(L, -1));
+    else if (!lua_isnil(L, -1)) mlL_error(L, fn, "argument 1 option \'colorbar\': expected a boolean or a label string, got %s", got(L, -1));
     lua_pop(L, 1);
     heatmap_mask(&c, &h);
     if (pl_heatmap(&h)) luaL_error(L, "mech.%s", ml_last_error());
@@ -465,11 +467,11 @@ static int l_color(lua_State *L) {
     const char *fn = "mech.plot.color";
     const char *name = luaL_checkstring(L, 1);
     int pal = pl_palette_find(name);
-    if (pal < 0) return luaL_error(L, "%s: argument 1 (palette) expected one of %s, got '%s'", fn, pl_palette_names(), name);
+    if (pal < 0) return mlL_error(L, fn, "argument 1 expected a palette (%s), got '%s'", pl_palette_names(), name);
     int i = mlL_checkint32(L, 2, fn);
     int n = lua_isnoneornil(L, 3) ? i + 1 : mlL_checkint32(L, 3, fn);
     if (i < 0 || n < 1 || i >= n)
-        return luaL_error(L, "%s: expected 0 <= i < n, got i = %d, n = %d", fn, i, n);
+        return mlL_error(L, fn, "argument 2 expected 0 <= i < n, got i = %d, n = %d", i, n);
     pl_color c = pl_palette_at(pal, i, n);
     char hex[8];
     snprintf(hex, sizeof hex, "#%02x%02x%02x", (unsigned)lroundf(c.r * 255), (unsigned)lroundf(c.g * 255),

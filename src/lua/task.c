@@ -4,29 +4,13 @@
  * lua/mech/task_custom.lua, with their primitives in src/lua/task_custom.c. The options of the
  * built-in kinds come from one table (src/tasks/options.c). */
 #include <limits.h>
-#include <stdarg.h>
 #include <string.h>
 
 #include "lua/task.h"
 
-int mlL_task_argfail(lua_State *L, const char *fn, int idx, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    const char *detail = lua_pushvfstring(L, fmt, ap);
-    va_end(ap);
-    int shown = strchr(fn, ':') ? idx - 1 : idx; /* a method: self is not counted, as Lua counts */
-    if (shown == 0) return luaL_error(L, "calling '%s' on bad self (%s)", fn, detail);
-    return luaL_error(L, "bad argument #%d to '%s' (%s)", shown, fn, detail);
-}
-
-int mlL_task_argerror(lua_State *L, const char *fn, int idx, const char *expected) {
-    char got[160];
-    return mlL_task_argfail(L, fn, idx, "%s expected, got %s", expected, mlL_describe(L, idx, got, sizeof got));
-}
-
 mlL_task_box *mlL_checktask(lua_State *L, int idx, const char *fn) {
     mlL_task_box *b = luaL_testudata(L, idx, MLL_TASK_MT);
-    if (!b || !b->t) mlL_task_argerror(L, fn, idx, "a mech.Task");
+    if (!b || !b->t) mlL_argerror(L, fn, idx, "a mech.Task");
     return b;
 }
 
@@ -80,7 +64,7 @@ ml_split mlL_optsplit(lua_State *L, int idx, const char *fn) {
     if (lua_isnoneornil(L, idx)) return ML_SPLIT_TRAIN;
     ml_split sp;
     if (lua_type(L, idx) != LUA_TSTRING || !ml_split_parse(lua_tostring(L, idx), &sp))
-        mlL_task_argerror(L, fn, idx, "\"train\", \"dev\" or \"test\"");
+        mlL_argerror(L, fn, idx, "\"train\", \"dev\" or \"test\"");
     return sp;
 }
 
@@ -153,12 +137,12 @@ static int l_mqar(lua_State *L) { return new_task(L, ML_TASK_MQAR, "mech.task.mq
 /* mech.task.preset(name, [seed = 42], [{rng = "philox" | "numpy"}]) */
 static int l_preset(lua_State *L) {
     const char *fn = "mech.task.preset";
-    if (lua_type(L, 1) != LUA_TSTRING) return mlL_task_argerror(L, fn, 1, "a preset name");
+    if (lua_type(L, 1) != LUA_TSTRING) return mlL_argerror(L, fn, 1, "a preset name");
     lua_Integer seed = ML_TASK_DEFAULT_SEED;
     if (!lua_isnoneornil(L, 2)) {
         int ok;
         seed = lua_tointegerx(L, 2, &ok);
-        if (!ok) return mlL_task_argerror(L, fn, 2, "an integer seed");
+        if (!ok) return mlL_argerror(L, fn, 2, "an integer seed");
     }
     static const char *const rng_names[] = {"philox", "numpy", NULL}; /* ml_task_rng order */
     static const char *const keys[] = {"rng", NULL};
@@ -173,7 +157,7 @@ static int l_preset(lua_State *L) {
     if (!t && known) return mlL_raise(L); /* e.g. rng = "numpy" with an AR preset or a seed >= 2^32 */
     if (!t) {
         const char *near = mlL_closest(name, ml_task_preset_names);
-        return mlL_task_argfail(L, fn, 1, "unknown preset '%s' (did you mean '%s'?)", name, near ? near : "?");
+        return mlL_argfail(L, fn, 1, "unknown preset '%s' (did you mean '%s'?)", name, near ? near : "?");
     }
     mlL_pushtask(L, t);
     return 1;
@@ -198,7 +182,7 @@ static int l_from_spec(lua_State *L) {
         for (int k = ML_TASK_AR; key && k <= ML_TASK_MQAR; k++)
             for (const ml_task_option *o = ml_task_options((ml_task_kind)k); o->name; o++)
                 if (!strcmp(key, o->name))
-                    return mlL_task_argfail(L, fn, 1, "'%s' is a task option: it goes under 'options' ({kind = ..., "
+                    return mlL_argfail(L, fn, 1, "'%s' is a task option: it goes under 'options' ({kind = ..., "
                                             "options = {%s = ...}})", key, key);
     }
     mlL_checkkeys(L, 1, fn, spec_keys);
@@ -210,7 +194,7 @@ static int l_from_spec(lua_State *L) {
 static int l_from_checkpoint(lua_State *L) {
     const char *fn = "mech.task.from_checkpoint";
     if (lua_type(L, 1) != LUA_TSTRING && !lua_istable(L, 1))
-        return mlL_task_argerror(L, fn, 1, "a checkpoint path or mech.load's metadata table");
+        return mlL_argerror(L, fn, 1, "a checkpoint path or mech.load's metadata table");
     static const char *const option_keys[] = {"modules", "dir", NULL};
     mlL_opttable(L, 2, fn, 2, option_keys);
     return mlL_task_lib(L, "from_checkpoint");
@@ -232,10 +216,10 @@ static int l_sample(lua_State *L) {
     } else if (!lua_isnoneornil(L, 2)) {
         ok = (rng = luaL_testudata(L, 2, MLL_RNG_MT)) != NULL;
     }
-    if (!ok) return mlL_task_argerror(L, fn, 2, "an integer seed, a mech.Generator or nil");
+    if (!ok) return mlL_argerror(L, fn, 2, "an integer seed, a mech.Generator or nil");
     if (ml_task_get_kind(b->t) == ML_TASK_CUSTOM) {
         if (lua_type(L, 2) == LUA_TNUMBER && !lua_isinteger(L, 2))
-            return mlL_task_argerror(L, fn, 2, "an integer seed, a mech.Generator or nil");
+            return mlL_argerror(L, fn, 2, "an integer seed, a mech.Generator or nil");
         lua_settop(L, 2);
         lua_pushstring(L, ml_split_name(split));
         return mlL_task_lib(L, "sample");
@@ -256,7 +240,7 @@ static int l_dataset(lua_State *L) {
     if (!lua_isnoneornil(L, 2)) {
         int ok;
         n = lua_tointegerx(L, 2, &ok);
-        if (!ok || n < 0) return mlL_task_argerror(L, fn, 2, "a number of documents >= 0");
+        if (!ok || n < 0) return mlL_argerror(L, fn, 2, "a number of documents >= 0");
     }
     static const char *const keys[] = {"seed", "split", NULL};
     static const char *const split_names[] = {"train", "dev", "test", NULL}; /* ml_split order */
@@ -292,7 +276,7 @@ static int l_token_name(lua_State *L) {
     mlL_task_box *b = mlL_checktask(L, 1, "task:token_name");
     int ok;
     lua_Integer id = lua_tointegerx(L, 2, &ok);
-    if (!ok) return mlL_task_argerror(L, "task:token_name", 2, "an integer token id");
+    if (!ok) return mlL_argerror(L, "task:token_name", 2, "an integer token id");
     char buf[32];
     lua_pushstring(L, ml_task_token_name(b->t, id < INT_MIN || id > INT_MAX ? -1 : (int)id, buf));
     return 1;
@@ -302,7 +286,7 @@ static int l_token_name(lua_State *L) {
 static void push_token_name(lua_State *L, mlL_task_box *b, lua_Integer id, const char *fn) {
     int v = ml_task_vocab_size(b->t);
     if (id < 0 || id >= v)
-        mlL_task_argfail(L, fn, 2, "token id %I out of range for vocabulary size %d", id, v);
+        mlL_argfail(L, fn, 2, "token id %I out of range for vocabulary size %d", id, v);
     char buf[32];
     lua_pushstring(L, ml_task_token_name(b->t, (int)id, buf));
 }
@@ -315,7 +299,7 @@ static int l_to_str_tokens(lua_State *L) {
     ml_tensor *t = mlL_testtensor(L, 2);
     if (t) {
         if (t->dtype != ML_I32 || t->ndim < 1 || t->ndim > 2)
-            return mlL_task_argerror(L, fn, 2, "int32 token ids of shape (L) or (B, L)");
+            return mlL_argerror(L, fn, 2, "int32 token ids of shape (L) or (B, L)");
         int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->shape[t->ndim - 1];
         if (t->ndim == 2) lua_createtable(L, (int)rows, 0);
         for (int64_t r = 0; r < rows; r++) {
@@ -328,14 +312,14 @@ static int l_to_str_tokens(lua_State *L) {
         }
         return 1;
     }
-    if (!lua_istable(L, 2)) return mlL_task_argerror(L, fn, 2, "token ids (an int32 tensor or a list of integers)");
+    if (!lua_istable(L, 2)) return mlL_argerror(L, fn, 2, "token ids (an int32 tensor or a list of integers)");
     lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
     lua_createtable(L, (int)n, 0);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, 2, i);
         int ok;
         lua_Integer id = lua_tointegerx(L, -1, &ok);
-        if (!ok) return mlL_task_argfail(L, fn, 2, "integer token ids expected, got %s at index %I", luaL_typename(L, -1), i);
+        if (!ok) return mlL_argfail(L, fn, 2, "integer token ids expected, got %s at index %I", luaL_typename(L, -1), i);
         lua_pop(L, 1);
         push_token_name(L, b, id, fn);
         lua_rawseti(L, -2, i);

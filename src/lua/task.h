@@ -20,12 +20,6 @@ typedef struct {
     ml_rng rng; /* task:sample() without a seed draws from here, so calls differ */
 } mlL_task_box;
 
-/* Argument errors in Lua's frame: "bad argument #n to 'fn' (detail)". In a method ("class:name")
- * self is not counted (idx 2 is #1) and a bad self reads "calling 'fn' on bad self (detail)". */
-int mlL_task_argfail(lua_State *L, const char *fn, int idx, const char *fmt, ...);
-/* The same with the detail "<expected> expected, got <the value at idx>". */
-int mlL_task_argerror(lua_State *L, const char *fn, int idx, const char *expected);
-
 mlL_task_box *mlL_checktask(lua_State *L, int idx, const char *fn);
 /* Pushes t as a task userdata (NULL: raises the core's error). Its one user value is the Lua
  * definition of a task made outside C (lua/mech/task_custom.lua), else nil. */

@@ -24,11 +24,11 @@ static int c_custom(lua_State *L) {
     ml_custom_config c = {0};
     if (lua_istable(L, 3)) {
         lua_Integer n = (lua_Integer)lua_rawlen(L, 3);
-        if (n < 1 || n > ML_MAX_DOC_LEN) return mlL_task_argfail(L, fn, 1, "option 'vocab': expected 1 .. 2^24 names, got %I", n);
+        if (n < 1 || n > ML_MAX_DOC_LEN) return mlL_argfail(L, fn, 1, "option 'vocab': expected 1 .. 2^24 names, got %I", n);
         const char **names = lua_newuserdatauv(L, sizeof(char *) * (size_t)n, 0); /* collected with the call */
         for (lua_Integer i = 1; i <= n; i++) {
             if (lua_rawgeti(L, 3, i) != LUA_TSTRING)
-                return mlL_task_argfail(L, fn, 1, "option 'vocab': entry %I expected a token name (a string), got %s", i,
+                return mlL_argfail(L, fn, 1, "option 'vocab': entry %I expected a token name (a string), got %s", i,
                                         luaL_typename(L, -1));
             names[i - 1] = lua_tostring(L, -1);
             lua_pop(L, 1); /* the string stays alive in the table */
@@ -43,11 +43,11 @@ static int c_custom(lua_State *L) {
     const char **free_names = lua_newuserdatauv(L, sizeof(char *) * (lua_rawlen(L, 4) + 1), 0);
     for (lua_Integer i = 1; lua_rawgeti(L, 4, i) != LUA_TNIL; i++) {
         if (lua_type(L, -1) != LUA_TSTRING)
-            return mlL_task_argfail(L, fn, 1, "option 'positions': entry %I expected a position name, got %s", i,
+            return mlL_argfail(L, fn, 1, "option 'positions': entry %I expected a position name, got %s", i,
                                     luaL_typename(L, -1));
         const char *pn = lua_tostring(L, -1);
         int k = ml_pos_index(pn);
-        if (k >= 0 && (c.positions >> k & 1)) return mlL_task_argfail(L, fn, 1, "option 'positions': lists '%s' twice", pn);
+        if (k >= 0 && (c.positions >> k & 1)) return mlL_argfail(L, fn, 1, "option 'positions': lists '%s' twice", pn);
         if (k >= 0) c.positions |= 1u << k;
         else free_names[c.n_free_positions++] = pn; /* alive in the table */
         lua_pop(L, 1);

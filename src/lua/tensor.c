@@ -32,7 +32,7 @@ ml_tensor *mlL_testtensor(lua_State *L, int arg) {
 ml_tensor *mlL_checktensor(lua_State *L, int arg, const char *fn) {
     tensor_box *b = luaL_testudata(L, arg, MLL_TENSOR_MT);
     if (!b) mlL_argerror(L, fn, arg, "a tensor");
-    if (!b->t) luaL_error(L, "%s: argument %d is a tensor that was closed", fn, arg);
+    if (!b->t) mlL_argfail(L, fn, arg, "is a tensor that was closed");
     return b->t;
 }
 
@@ -68,7 +68,7 @@ static int table_shape(lua_State *L, int idx, int64_t *shape, const char *fn, co
     int nd = 0;
     lua_pushvalue(L, idx);
     while (lua_istable(L, -1)) {
-        if (nd == ML_MAX_DIMS) luaL_error(L, "%s: %s is nested deeper than %d levels", fn, what, ML_MAX_DIMS);
+        if (nd == ML_MAX_DIMS) mlL_error(L, fn, "%s is nested deeper than %d levels", what, ML_MAX_DIMS);
         shape[nd++] = (int64_t)luaL_len(L, -1);
         if (shape[nd - 1] == 0) break;
         lua_geti(L, -1, 1);
@@ -84,27 +84,27 @@ static void fill_from_table(lua_State *L, int idx, ml_tensor *t, int dim, int64_
                             const char *what, bool ints_only) {
     int64_t n = (int64_t)luaL_len(L, idx);
     if (n != t->shape[dim])
-        luaL_error(L, "%s: %s is not rectangular: a row at depth %d has %I entries, expected %I", fn, what, dim,
+        mlL_error(L, fn, "%s is not rectangular: a row at depth %d has %I entries, expected %I", what, dim,
                    (lua_Integer)n, (lua_Integer)t->shape[dim]);
     for (int64_t i = 0; i < n; i++) {
         lua_geti(L, idx, i + 1);
         if (dim + 1 < t->ndim) {
             if (!lua_istable(L, -1))
-                luaL_error(L, "%s: %s is not rectangular: expected a table at depth %d, got %s", fn, what, dim + 1,
+                mlL_error(L, fn, "%s is not rectangular: expected a table at depth %d, got %s", what, dim + 1,
                            luaL_typename(L, -1));
             fill_from_table(L, lua_gettop(L), t, dim + 1, pos, fn, what, ints_only);
         } else if (ints_only) {
             int ok;
             lua_Integer v = lua_tointegerx(L, -1, &ok);
             if (!ok || lua_type(L, -1) != LUA_TNUMBER || v < INT32_MIN || v > INT32_MAX)
-                luaL_error(L, "%s: %s expected integers in int32 range, got %s at a leaf", fn, what,
+                mlL_error(L, fn, "%s expected integers in int32 range, got %s at a leaf", what,
                            lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
             ml_i32(t)[(*pos)++] = (int32_t)v;
         } else {
             int ok;
             lua_Number v = lua_tonumberx(L, -1, &ok);
             if (!ok || lua_type(L, -1) != LUA_TNUMBER)
-                luaL_error(L, "%s: %s expected numbers, got %s at a leaf", fn, what, luaL_typename(L, -1));
+                mlL_error(L, fn, "%s expected numbers, got %s at a leaf", what, luaL_typename(L, -1));
             if (t->dtype == ML_F32) ml_f32(t)[*pos] = (float)v;
             else ml_i32(t)[*pos] = (int32_t)v;
             (*pos)++;
@@ -162,7 +162,7 @@ ml_tensor *mlL_checkints(lua_State *L, int idx, const char *fn, const char *key)
     }
     if (!t || t->dtype != ML_I32) {
         char got[160];
-        luaL_error(L, "%s: %s expected an int32 tensor or a table of integers, got %s", fn, what,
+        mlL_error(L, fn, "%s expected an int32 tensor or a table of integers, got %s", what,
                    mlL_describe(L, idx, got, sizeof got));
     }
     mlL_pushtensor(L, t);
@@ -179,7 +179,7 @@ typedef struct {
     bool requires_grad;
 } ctor_options;
 static const mlL_option ctor_spec[] = {
-    {"dtype", MLL_ENUM, offsetof(ctor_options, dtype), 0, 0, dtype_names, "option 'dtype' expected 'float32' or 'int32'"},
+    {"dtype", MLL_ENUM, offsetof(ctor_options, dtype), 0, 0, dtype_names, "'float32' or 'int32'"},
     MLL_OPTION(MLL_CBOOL, "requires_grad", ctor_options, requires_grad), {NULL}};
 
 /* Reads {dtype=, requires_grad=} at idx (may be none). */
@@ -262,7 +262,7 @@ static int l_arange(lua_State *L) {
     ml_dtype dtype = all_int ? ML_I32 : ML_F32;
     int rg;
     ctor_opts(L, nargs + 1, "mech.arange", &dtype, &rg);
-    if (step != 0 && fabs((stop - start) / step) > 1e10) return luaL_error(L, "mech.arange: too many elements");
+    if (step != 0 && fabs((stop - start) / step) > 1e10) return mlL_error(L, "mech.arange", "too many elements");
     finish_new(L, ml_arange(dtype, start, stop, step), rg);
     return 1;
 }
@@ -282,7 +282,7 @@ static ml_rng *opt_generator(lua_State *L, int idx, const char *fn) {
     ml_rng *r = NULL;
     if (!lua_isnil(L, -1)) {
         r = luaL_testudata(L, -1, MLL_RNG_MT);
-        if (!r) luaL_error(L, "%s: option 'generator' expected a mech.Generator, got %s", fn, luaL_typename(L, -1));
+        if (!r) mlL_error(L, fn, "option 'generator' expected a mech.Generator, got %s", luaL_typename(L, -1));
     }
     lua_pop(L, 1);
     return r ? r : default_rng(L);
@@ -295,7 +295,7 @@ static int make_random(lua_State *L, const char *fn, bool normal) {
     ml_dtype dtype = ML_F32;
     int rg;
     ctor_opts(L, next, fn, &dtype, &rg);
-    if (dtype != ML_F32) return luaL_error(L, "%s: only float32 random tensors are supported", fn);
+    if (dtype != ML_F32) return mlL_error(L, fn, "only float32 random tensors are supported");
     ml_rng *r = opt_generator(L, next, fn);
     if (ml_check_shape(fn, 1, nd, shape)) mlL_raise(L);
     finish_new(L, normal ? ml_normal(nd, shape, 0, 1, r) : ml_uniform(nd, shape, 0, 1, r), rg);
@@ -375,17 +375,17 @@ static ml_tensor *apply_index(lua_State *L, ml_tensor *t, int idx, const char *f
     cur->t = ml_retain(t);
     luaL_setmetatable(L, MLL_TENSOR_MT);
     if (lua_type(L, idx) == LUA_TNUMBER) {
-        if (!lua_isinteger(L, idx)) luaL_error(L, "%s: index expected an integer, got %s", fn, lua_tostring(L, idx));
-        if (t->ndim == 0) luaL_error(L, "%s: cannot index a 0-dim tensor", fn);
+        if (!lua_isinteger(L, idx)) mlL_error(L, fn, "index expected an integer, got %s", lua_tostring(L, idx));
+        if (t->ndim == 0) mlL_error(L, fn, "cannot index a 0-dim tensor");
         ml_tensor *out = ml_select(t, 0, lua_tointeger(L, idx));
         if (!out) mlL_raise(L);
         lua_pop(L, 1);
         return out;
     }
     if (!lua_istable(L, idx))
-        luaL_error(L, "%s: index expected an integer or a table of indices/slices, got %s", fn, luaL_typename(L, idx));
+        mlL_error(L, fn, "index expected an integer or a table of indices/slices, got %s", luaL_typename(L, idx));
     lua_Integer n = luaL_len(L, idx);
-    if (n > t->ndim) luaL_error(L, "%s: %I indices for a tensor with %d dimensions", fn, n, t->ndim);
+    if (n > t->ndim) mlL_error(L, fn, "%I indices for a tensor with %d dimensions", n, t->ndim);
     int dim = 0;
     for (int k = 1; k <= n; k++) {
         lua_geti(L, idx, k);
@@ -405,8 +405,8 @@ static ml_tensor *apply_index(lua_State *L, ml_tensor *t, int idx, const char *f
             lua_pop(L, 3);
             next = ml_slice(cur->t, dim++, a, b, st);
         } else {
-            luaL_error(L, "%s: index entry %d expected an integer, a slice string like \"1:3\" or a table {start, stop[, step]}, got %s",
-                       fn, k, luaL_typename(L, -1));
+            mlL_error(L, fn, "index entry %d expected an integer, a slice string like \"1:3\" or a table {start, stop[, step]}, got %s",
+                      k, luaL_typename(L, -1));
         }
         lua_pop(L, 1);
         if (!next) mlL_raise(L);
@@ -434,7 +434,7 @@ static int push_element_or_view(lua_State *L, ml_tensor *v) {
 }
 
 static int t_index(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "index");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor[i]");
     if (lua_type(L, 2) == LUA_TSTRING) {
         const char *k = lua_tostring(L, 2);
         mlL_tensor_methods(L);
@@ -466,17 +466,17 @@ static int t_index(lua_State *L) {
             return 1;
         }
         if (!strcmp(k, "mT")) { /* the last two dims swapped, as PyTorch's .mT */
-            if (t->ndim < 2) return luaL_error(L, "mT: expected a tensor with at least 2 dimensions, got %d", t->ndim);
+            if (t->ndim < 2) return mlL_error(L, "tensor.mT", "expected a tensor with at least 2 dimensions, got %d", t->ndim);
             mlL_pushtensor(L, ml_transpose(t, -2, -1));
             return 1;
         }
         return luaL_error(L, "tensor has no method or field '%s'", k);
     }
-    return push_element_or_view(L, apply_index(L, t, 2, "index"));
+    return push_element_or_view(L, apply_index(L, t, 2, "tensor[i]"));
 }
 
 static int t_newindex(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "index assignment");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor[i] = v");
     if (lua_type(L, 2) == LUA_TSTRING) {
         const char *k = lua_tostring(L, 2);
         if (!strcmp(k, "requires_grad")) {
@@ -485,8 +485,8 @@ static int t_newindex(lua_State *L) {
         }
         if (!strcmp(k, "grad")) {
             if (!lua_isnil(L, 3)) {
-                ml_tensor *g = mlL_checktensor(L, 3, "grad assignment");
-                if (!ml_same_shape(g, t) || g->dtype != ML_F32) return luaL_error(L, "grad assignment: expected a float32 tensor of the tensor's shape");
+                ml_tensor *g = mlL_checktensor(L, 3, "tensor.grad = g");
+                if (!ml_same_shape(g, t) || g->dtype != ML_F32) return mlL_error(L, "tensor.grad = g", "expected a float32 tensor of the tensor's shape");
                 /* A copy of the values, detached: a grad with history (x.grad = x * 2) would
                  * hold x through its graph, a cycle of refcounts the collector cannot see. */
                 ml_tensor *copy = ml_copy_contiguous(g, ML_F32);
@@ -498,16 +498,16 @@ static int t_newindex(lua_State *L) {
             }
             return 0;
         }
-        return luaL_error(L, "index assignment: cannot set field '%s' of a tensor", k);
+        return mlL_error(L, "tensor[i] = v", "cannot set field '%s' of a tensor", k);
     }
-    ml_tensor *dst = apply_index(L, t, 2, "index assignment");
+    ml_tensor *dst = apply_index(L, t, 2, "tensor[i] = v");
     ml_status st;
     if (lua_type(L, 3) == LUA_TNUMBER) st = ml_fill_(dst, lua_tonumber(L, 3));
     else {
         ml_tensor *src = mlL_testtensor(L, 3);
         if (!src) {
             ml_release(dst);
-            return mlL_argerror(L, "index assignment", 3, "a number or a tensor");
+            return mlL_argerror(L, "tensor[i] = v", 3, "a number or a tensor");
         }
         st = ml_copy_(dst, src);
     }
@@ -516,86 +516,10 @@ static int t_newindex(lua_State *L) {
     return 0;
 }
 
-/* ------------------------------------------------------------------ printing */
-
-/* As PyTorch prints (ml_tensor_repr, core/format.h), with the options of mech.set_printoptions
- * kept in the registry. */
-typedef ml_print_options print_options;
-
-#define PRINT_OPTIONS_KEY "mech.printoptions"
-
-static print_options *print_opts(lua_State *L) {
-    lua_getfield(L, LUA_REGISTRYINDEX, PRINT_OPTIONS_KEY);
-    print_options *o = lua_touserdata(L, -1); /* created at module open: never NULL */
-    lua_pop(L, 1);
-    return o;
-}
-
-static int t_tostring(lua_State *L) {
-    tensor_box *b = luaL_checkudata(L, 1, MLL_TENSOR_MT);
-    if (!b->t) {
-        lua_pushstring(L, "tensor(closed)");
-        return 1;
-    }
-    char *s = ml_tensor_repr(b->t, b->t->grad_fn ? b->t->grad_fn->name : NULL, print_opts(L));
-    if (!s) return mlL_raise(L);
-    lua_pushstring(L, s);
-    free(s);
-    return 1;
-}
-
-/* mech.set_printoptions{threshold=, edgeitems=, precision=, linewidth=, sci_mode=, profile=}: keys
- * left out keep their value; profile ("default", "short", "full") sets all of them first;
- * sci_mode: true, false or "auto" (PyTorch's None). */
-static int l_set_printoptions(lua_State *L) {
-    const char *fn = "mech.set_printoptions";
-    static const char *const keys[] = {"threshold", "edgeitems", "precision", "linewidth", "sci_mode", "profile", NULL};
-    static const mlL_option profile[] = {
-        {"profile", MLL_ENUM, 0, 0, 0, ml_print_profile_names, "option 'profile' expected 'default', 'short' or 'full'"}, {NULL}};
-    static const mlL_option opts[] = {
-        {"threshold", MLL_NUM, offsetof(print_options, threshold), 0, INFINITY, NULL,
-         "option 'threshold' expected a number >= 0 (math.huge: never summarise)"},
-        {"edgeitems", MLL_INT32, offsetof(print_options, edgeitems), 1, 1000, NULL, NULL},
-        {"precision", MLL_INT32, offsetof(print_options, precision), 0, 16, NULL, NULL},
-        {"linewidth", MLL_INT32, offsetof(print_options, linewidth), 1, 100000, NULL, NULL}, {NULL}};
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checkkeys(L, 1, fn, keys);
-    print_options o = *print_opts(L);
-    int k = -1;
-    mlL_options(L, 1, fn, profile, &k);
-    if (k >= 0) o = ml_print_profiles[k];
-    mlL_options(L, 1, fn, opts, &o);
-    int t = lua_getfield(L, 1, "sci_mode");
-    if (t == LUA_TBOOLEAN) o.sci_mode = lua_toboolean(L, -1) ? ML_SCI_ON : ML_SCI_OFF;
-    else if (t == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "auto")) o.sci_mode = ML_SCI_AUTO;
-    else if (t != LUA_TNIL) {
-        char got[96];
-        return luaL_error(L, "%s: option 'sci_mode' expected true, false or \"auto\", got %s", fn,
-                          mlL_describe(L, -1, got, sizeof got));
-    }
-    lua_pop(L, 1);
-    *print_opts(L) = o;
-    return 0;
-}
-
-/* mech.get_printoptions() -> {threshold=, edgeitems=, precision=, linewidth=, sci_mode=} (set_printoptions takes it back) */
-static int l_get_printoptions(lua_State *L) {
-    const print_options *o = print_opts(L);
-    lua_createtable(L, 0, 4);
-    lua_pushnumber(L, o->threshold), lua_setfield(L, -2, "threshold");
-    lua_pushinteger(L, o->edgeitems), lua_setfield(L, -2, "edgeitems");
-    lua_pushinteger(L, o->precision), lua_setfield(L, -2, "precision");
-    lua_pushinteger(L, o->linewidth), lua_setfield(L, -2, "linewidth");
-    if (o->sci_mode == ML_SCI_AUTO) lua_pushliteral(L, "auto");
-    else lua_pushboolean(L, o->sci_mode == ML_SCI_ON);
-    lua_setfield(L, -2, "sci_mode");
-    return 1;
-}
-
 /* ------------------------------------------------------------------ shape & conversion methods */
 
 static int m_shape(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "shape");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:shape");
     lua_createtable(L, t->ndim, 0);
     for (int d = 0; d < t->ndim; d++) {
         lua_pushinteger(L, t->shape[d]);
@@ -605,30 +529,26 @@ static int m_shape(lua_State *L) {
 }
 
 static int check_dim_arg(lua_State *L, int arg, const ml_tensor *t, const char *fn) {
-    lua_Integer d = luaL_checkinteger(L, arg);
+    lua_Integer d = mlL_checkint(L, arg, fn);
     int r = ml_dim((int)d, t->ndim);
     if (r < 0 || d != (int)d || t->ndim == 0)
-        luaL_error(L, "%s: argument %d expected a dimension in [%d, %d], got %d", fn, arg, -t->ndim, t->ndim - 1, (int)d);
+        mlL_argfail(L, fn, arg, "expected a dimension in [%d, %d], got %d", -t->ndim, t->ndim - 1, (int)d);
     return r;
 }
 
 static int m_size(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "size");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:size");
     if (lua_isnoneornil(L, 2)) return m_shape(L);
-    lua_pushinteger(L, t->shape[check_dim_arg(L, 2, t, "size")]);
+    lua_pushinteger(L, t->shape[check_dim_arg(L, 2, t, "tensor:size")]);
     return 1;
 }
 
 static int m_dim(lua_State *L) {
-    lua_pushinteger(L, mlL_checktensor(L, 1, "dim")->ndim);
-    return 1;
-}
-static int m_numel(lua_State *L) {
-    lua_pushinteger(L, ml_numel(mlL_checktensor(L, 1, "numel")));
+    lua_pushinteger(L, mlL_checktensor(L, 1, "tensor:dim")->ndim);
     return 1;
 }
 static int m_dtype(lua_State *L) {
-    lua_pushstring(L, ml_dtype_name(mlL_checktensor(L, 1, "dtype")->dtype));
+    lua_pushstring(L, ml_dtype_name(mlL_checktensor(L, 1, "tensor:dtype")->dtype));
     return 1;
 }
 static int t_len(lua_State *L) {
@@ -638,10 +558,10 @@ static int t_len(lua_State *L) {
 }
 
 static int m_item(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "item");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:item");
     if (ml_numel(t) != 1) {
         char s[ML_SHAPE_STR];
-        return luaL_error(L, "item: expected a tensor with one element, got shape %s", ml_shape_str(s, t->ndim, t->shape));
+        return mlL_error(L, "tensor:item", "expected a tensor with one element, got shape %s", ml_shape_str(s, t->ndim, t->shape));
     }
     return push_element(L, t, ml_get_flat(t, 0));
 }
@@ -654,28 +574,28 @@ static void element_index(lua_State *L, const ml_tensor *t, int first, int64_t *
         if (!ok) mlL_argerror(L, fn, first + d, "an integer index");
         if (i < 0) i += t->shape[d];
         if (i < 0 || i >= t->shape[d])
-            luaL_error(L, "%s: index %d out of range for dim %d of size %d", fn, (int)lua_tointeger(L, first + d), d,
+            mlL_error(L, fn, "index %d out of range for dim %d of size %d", (int)lua_tointeger(L, first + d), d,
                        (int)t->shape[d]);
         idx[d] = i;
     }
     if (!lua_isnone(L, first + t->ndim) && lua_type(L, first + t->ndim) == LUA_TNUMBER)
-        luaL_error(L, "%s: too many indices for a tensor with %d dimensions", fn, t->ndim);
+        mlL_error(L, fn, "too many indices for a tensor with %d dimensions", t->ndim);
 }
 
 static int m_get(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "get");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:get");
     int64_t idx[ML_MAX_DIMS];
-    element_index(L, t, 2, idx, "get");
+    element_index(L, t, 2, idx, "tensor:get");
     return push_element(L, t, ml_get(t, idx));
 }
 
 static int m_set(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "set");
-    lua_Number v = luaL_checknumber(L, 2);
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:set");
+    lua_Number v = mlL_checknum(L, 2, "tensor:set");
     int64_t idx[ML_MAX_DIMS];
-    element_index(L, t, 3, idx, "set");
+    element_index(L, t, 3, idx, "tensor:set");
     if (ml_grad_enabled() && t->requires_grad && !t->grad_fn)
-        return luaL_error(L, "set: argument 1 is a leaf that requires grad; modify it inside mech.no_grad");
+        return mlL_argfail(L, "tensor:set", 1, "is a leaf that requires grad; modify it inside mech.no_grad");
     ml_set(t, idx, v);
     lua_settop(L, 1);
     return 1;
@@ -693,7 +613,7 @@ static void push_list(lua_State *L, const ml_tensor *t, int dim, int64_t off) {
 }
 
 static int m_tolist(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "tolist");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:tolist");
     if (t->ndim == 0) return m_item(L);
     if (ml_numel(t) == 0) { /* no element, but one table per index of the dims before the first 0 */
         int64_t tables = 1, row = 1;
@@ -703,7 +623,7 @@ static int m_tolist(lua_State *L) {
         }
         if (tables > (INT64_C(1) << 24)) {
             char s[ML_SHAPE_STR];
-            return luaL_error(L, "tolist: the tensor of shape %s has no element, but its nested lists would need more than 2^24 tables",
+            return mlL_error(L, "tensor:tolist", "the tensor of shape %s has no element, but its nested lists would need more than 2^24 tables",
                               ml_shape_str(s, t->ndim, t->shape));
         }
     }
@@ -713,36 +633,25 @@ static int m_tolist(lua_State *L) {
 
 /* ------------------------------------------------------------------ view methods */
 
-static int m_narrow(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "narrow");
-    int d = check_dim_arg(L, 2, t, "narrow");
-    mlL_pushtensor(L, ml_narrow(t, d, luaL_checkinteger(L, 3), luaL_checkinteger(L, 4)));
-    return 1;
-}
 static int m_slice(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "slice");
-    int d = check_dim_arg(L, 2, t, "slice");
-    mlL_pushtensor(L, ml_slice(t, d, luaL_optinteger(L, 3, 0), luaL_optinteger(L, 4, t->shape[d]), luaL_optinteger(L, 5, 1)));
-    return 1;
-}
-static int m_select(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "select");
-    int d = check_dim_arg(L, 2, t, "select");
-    mlL_pushtensor(L, ml_select(t, d, luaL_checkinteger(L, 3)));
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:slice");
+    int d = check_dim_arg(L, 2, t, "tensor:slice");
+    mlL_pushtensor(L, ml_slice(t, d, mlL_optarg_int(L, 3, 0, "tensor:slice"), mlL_optarg_int(L, 4, t->shape[d], "tensor:slice"),
+                                  mlL_optarg_int(L, 5, 1, "tensor:slice")));
     return 1;
 }
 static int m_transpose(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "transpose");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:transpose");
     int a = t->ndim >= 2 ? -2 : 0, b = t->ndim >= 2 ? -1 : 0;
-    if (!lua_isnoneornil(L, 2)) a = check_dim_arg(L, 2, t, "transpose"), b = check_dim_arg(L, 3, t, "transpose");
+    if (!lua_isnoneornil(L, 2)) a = check_dim_arg(L, 2, t, "tensor:transpose"), b = check_dim_arg(L, 3, t, "tensor:transpose");
     mlL_pushtensor(L, ml_transpose(t, a, b));
     return 1;
 }
 static int m_permute(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "permute");
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:permute");
     int64_t p[ML_MAX_DIMS];
-    int n = mlL_checkshape(L, 2, "permute", p);
-    if (n != t->ndim) return luaL_error(L, "permute: expected %d dimensions, got %d", t->ndim, n);
+    int n = mlL_checkshape(L, 2, "tensor:permute", p);
+    if (n != t->ndim) return mlL_error(L, "tensor:permute", "expected %d dimensions, got %d", t->ndim, n);
     int perm[ML_MAX_DIMS];
     for (int d = 0; d < n; d++) perm[d] = (int)p[d];
     mlL_pushtensor(L, ml_permute(t, perm));
@@ -754,19 +663,19 @@ static int shape_with_neg(lua_State *L, int first, const char *fn, int64_t *shap
     int n = 0;
     if (lua_istable(L, first)) {
         int len = (int)luaL_len(L, first);
-        if (len > ML_MAX_DIMS) luaL_error(L, "%s: at most %d dimensions", fn, ML_MAX_DIMS);
+        if (len > ML_MAX_DIMS) mlL_error(L, fn, "at most %d dimensions", ML_MAX_DIMS);
         for (int i = 1; i <= len; i++) {
             lua_geti(L, first, i);
             int ok;
             shape[n++] = lua_tointegerx(L, -1, &ok);
-            if (!ok) luaL_error(L, "%s: argument %d expected a shape of integers, entry %d is %s", fn, first, i, luaL_typename(L, -1));
+            if (!ok) mlL_argfail(L, fn, first, "expected a shape of integers, entry %d is %s", i, luaL_typename(L, -1));
             lua_pop(L, 1);
         }
         return n;
     }
     for (int i = first; lua_type(L, i) == LUA_TNUMBER; i++) {
-        if (n == ML_MAX_DIMS) luaL_error(L, "%s: at most %d dimensions", fn, ML_MAX_DIMS);
-        shape[n++] = luaL_checkinteger(L, i);
+        if (n == ML_MAX_DIMS) mlL_error(L, fn, "at most %d dimensions", ML_MAX_DIMS);
+        shape[n++] = mlL_checkint(L, i, fn);
     }
     return n;
 }
@@ -779,42 +688,20 @@ static int reshaping(lua_State *L, const char *fn, ml_tensor *(*op)(ml_tensor *,
     mlL_pushtensor(L, op(t, n, s));
     return 1;
 }
-static int m_view(lua_State *L) { return reshaping(L, "view", ml_view); }
-static int m_reshape(lua_State *L) { return reshaping(L, "reshape", ml_reshape); }
-static int m_expand(lua_State *L) { return reshaping(L, "expand", ml_expand); }
-static int m_squeeze(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "squeeze");
-    mlL_pushtensor(L, ml_squeeze(t, check_dim_arg(L, 2, t, "squeeze")));
-    return 1;
-}
-static int m_unsqueeze(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "unsqueeze");
-    mlL_pushtensor(L, ml_unsqueeze(t, (int)luaL_checkinteger(L, 2)));
-    return 1;
-}
-static int m_contiguous(lua_State *L) {
-    mlL_pushtensor(L, ml_contiguous(mlL_checktensor(L, 1, "contiguous")));
-    return 1;
-}
-static int m_clone(lua_State *L) {
-    mlL_pushtensor(L, ml_clone(mlL_checktensor(L, 1, "clone")));
-    return 1;
-}
-static int m_detach(lua_State *L) {
-    mlL_pushtensor(L, ml_detach(mlL_checktensor(L, 1, "detach")));
-    return 1;
-}
+static int m_view(lua_State *L) { return reshaping(L, "tensor:view", ml_view); }
+static int m_reshape(lua_State *L) { return reshaping(L, "tensor:reshape", ml_reshape); }
+static int m_expand(lua_State *L) { return reshaping(L, "tensor:expand", ml_expand); }
 static int m_float(lua_State *L) {
-    mlL_pushtensor(L, ml_to_dtype(mlL_checktensor(L, 1, "float"), ML_F32));
+    mlL_pushtensor(L, ml_to_dtype(mlL_checktensor(L, 1, "tensor:float"), ML_F32));
     return 1;
 }
 static int m_int(lua_State *L) {
-    mlL_pushtensor(L, ml_to_dtype(mlL_checktensor(L, 1, "int"), ML_I32));
+    mlL_pushtensor(L, ml_to_dtype(mlL_checktensor(L, 1, "tensor:int"), ML_I32));
     return 1;
 }
 static int m_copy_(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "copy_");
-    ml_tensor *src = mlL_totensor(L, 2, "copy_", t->dtype);
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:copy_");
+    ml_tensor *src = mlL_totensor(L, 2, "tensor:copy_", t->dtype);
     ml_status st = ml_copy_(t, src);
     ml_release(src);
     if (st) mlL_raise(L);
@@ -822,115 +709,9 @@ static int m_copy_(lua_State *L) {
     return 1;
 }
 static int m_fill_(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "fill_");
-    if (ml_fill_(t, luaL_checknumber(L, 2))) mlL_raise(L);
+    ml_tensor *t = mlL_checktensor(L, 1, "tensor:fill_");
+    if (ml_fill_(t, mlL_checknum(L, 2, "tensor:fill_"))) mlL_raise(L);
     lua_settop(L, 1);
-    return 1;
-}
-static int m_is_contiguous(lua_State *L) {
-    lua_pushboolean(L, ml_is_contiguous(mlL_checktensor(L, 1, "is_contiguous")));
-    return 1;
-}
-static int m_equal(lua_State *L) {
-    lua_pushboolean(L, ml_equal(mlL_checktensor(L, 1, "equal"), mlL_checktensor(L, 2, "equal")));
-    return 1;
-}
-
-/* ------------------------------------------------------------------ autograd */
-
-static int m_backward(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "backward");
-    ml_tensor *g = lua_isnoneornil(L, 2) ? NULL : mlL_checktensor(L, 2, "backward");
-    if (ml_backward(t, g)) mlL_raise(L);
-    return 0;
-}
-static int m_requires_grad_(lua_State *L) {
-    ml_tensor *t = mlL_checktensor(L, 1, "requires_grad_");
-    if (ml_set_requires_grad(t, lua_isnone(L, 2) ? true : lua_toboolean(L, 2))) mlL_raise(L);
-    lua_settop(L, 1);
-    return 1;
-}
-static int m_zero_grad(lua_State *L) {
-    ml_zero_grad(mlL_checktensor(L, 1, "zero_grad"));
-    return 0;
-}
-
-/* mech.no_grad(fn, ...) calls fn(...) with gradient recording off and returns its results;
- * the previous mode comes back even when fn raises an error. */
-static int l_no_grad(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TFUNCTION);
-    bool old = ml_set_grad_enabled(false);
-    int st = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
-    ml_set_grad_enabled(old);
-    if (st != LUA_OK) return lua_error(L);
-    return lua_gettop(L);
-}
-
-static int l_grad_enabled(lua_State *L) {
-    lua_pushboolean(L, ml_grad_enabled());
-    return 1;
-}
-
-/* mech.gradcheck(fn, {inputs...}, {eps=, atol=, rtol=}) -> true or error message */
-typedef struct {
-    lua_State *L;
-    int fn_idx, n;
-} gc_ud;
-
-static ml_tensor *gradcheck_cb(void *ud, ml_tensor **inputs) {
-    gc_ud *g = ud;
-    lua_State *L = g->L;
-    lua_pushvalue(L, g->fn_idx);
-    for (int i = 0; i < g->n; i++) {
-        ml_retain(inputs[i]);
-        mlL_pushtensor(L, inputs[i]);
-    }
-    if (lua_pcall(L, g->n, 1, 0) != LUA_OK) {
-        ml_fail(ML_ERR_ARG, "%s", mlL_error_text(L, -1));
-        lua_pop(L, 1);
-        return NULL;
-    }
-    ml_tensor *out = mlL_testtensor(L, -1);
-    if (!out) {
-        lua_pop(L, 1);
-        ml_fail(ML_ERR_ARG, "the function must return a tensor");
-        return NULL;
-    }
-    ml_retain(out);
-    lua_pop(L, 1);
-    return out;
-}
-
-static int l_gradcheck(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TFUNCTION);
-    mlL_checktable(L, 2, "mech.gradcheck", 2);
-    int n = (int)luaL_len(L, 2);
-    if (n < 1 || n > 16) return luaL_error(L, "mech.gradcheck: argument 2 expected 1 to 16 tensors, got %d", n);
-    struct tolerances {
-        double eps, atol, rtol;
-    } tol = {1e-2, 1e-3, 1e-2};
-    if (lua_istable(L, 3)) {
-        static const char *const keys[] = {"eps", "atol", "rtol", NULL};
-        static const mlL_option opts[] = {MLL_OPTION(MLL_NUM, "eps", struct tolerances, eps),
-                                          MLL_OPTION(MLL_NUM, "atol", struct tolerances, atol),
-                                          MLL_OPTION(MLL_NUM, "rtol", struct tolerances, rtol), {NULL}};
-        mlL_checkkeys(L, 3, "mech.gradcheck", keys);
-        mlL_options(L, 3, "mech.gradcheck", opts, &tol);
-    }
-    ml_tensor *ins[16];
-    for (int i = 0; i < n; i++) {
-        lua_geti(L, 2, i + 1);
-        ins[i] = mlL_checktensor(L, lua_gettop(L), "mech.gradcheck");
-        lua_pop(L, 1); /* still referenced by the table */
-    }
-    gc_ud ud = {L, 1, n};
-    ml_status st = ml_gradcheck(gradcheck_cb, &ud, n, ins, tol.eps, tol.atol, tol.rtol);
-    lua_pushboolean(L, st == ML_OK);
-    if (st) {
-        lua_pushstring(L, ml_last_error());
-        ml_clear_error();
-        return 2;
-    }
     return 1;
 }
 
@@ -962,20 +743,31 @@ static int t_close(lua_State *L) { return t_gc(L); }
 
 int mlL_open_tensor(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"shape", m_shape}, {"size", m_size}, {"dim", m_dim}, {"numel", m_numel}, {"dtype", m_dtype},
+        {"shape", m_shape}, {"size", m_size}, {"dim", m_dim}, {"dtype", m_dtype},
         {"item", m_item}, {"get", m_get}, {"set", m_set}, {"tolist", m_tolist},
-        {"narrow", m_narrow}, {"slice", m_slice}, {"select", m_select}, {"transpose", m_transpose},
-        {"permute", m_permute}, {"view", m_view}, {"reshape", m_reshape}, {"expand", m_expand},
-        {"squeeze", m_squeeze}, {"unsqueeze", m_unsqueeze}, {"contiguous", m_contiguous}, {"clone", m_clone},
-        {"detach", m_detach}, {"float", m_float}, {"int", m_int}, {"copy_", m_copy_}, {"fill_", m_fill_},
-        {"is_contiguous", m_is_contiguous}, {"equal", m_equal},
-        {"backward", m_backward}, {"requires_grad_", m_requires_grad_}, {"zero_grad", m_zero_grad},
-        {NULL, NULL}};
-    static const luaL_Reg meta[] = {{"__index", t_index}, {"__newindex", t_newindex}, {"__tostring", t_tostring},
-                                    {"__gc", t_gc}, {"__close", t_close}, {"__len", t_len}, {NULL, NULL}};
+        {"slice", m_slice}, {"transpose", m_transpose}, {"permute", m_permute}, {"view", m_view},
+        {"reshape", m_reshape}, {"expand", m_expand}, {"float", m_float}, {"int", m_int}, {"copy_", m_copy_},
+        {"fill_", m_fill_}, {NULL, NULL}};
+    /* the simple ones: one core call each (src/lua/decl.c) */
+    static const mlL_Decl decls[] = {
+        {"tensor:numel", "C", 'i', MLL_FN(ml_numel)},
+        {"tensor:narrow", "Tdii", 'T', MLL_FN(ml_narrow)},
+        {"tensor:select", "Tdi", 'T', MLL_FN(ml_select)},
+        {"tensor:squeeze", "Td", 'T', MLL_FN(ml_squeeze)},
+        {"tensor:unsqueeze", "Tk", 'T', MLL_FN(ml_unsqueeze)},
+        {"tensor:contiguous", "T", 'T', MLL_FN(ml_contiguous)},
+        {"tensor:clone", "T", 'T', MLL_FN(ml_clone)},
+        {"tensor:detach", "T", 'T', MLL_FN(ml_detach)},
+        {"tensor:is_contiguous", "C", 'b', MLL_FN(ml_is_contiguous)},
+        {"tensor:equal", "CC", 'b', MLL_FN(ml_equal)},
+        {"tensor:zero_grad", "T", 'v', MLL_FN(ml_zero_grad)},
+        {NULL, NULL, 0, NULL}};
+    static const luaL_Reg meta[] = {{"__index", t_index}, {"__newindex", t_newindex}, {"__gc", t_gc},
+                                    {"__close", t_close}, {"__len", t_len}, {NULL, NULL}};
     luaL_newmetatable(L, MLL_TENSOR_MT);
     luaL_setfuncs(L, meta, 0);
     luaL_newlib(L, methods);
+    mlL_setdecls(L, -1, decls);
     lua_setfield(L, -2, "methods");
     lua_pushliteral(L, "mech.Tensor");
     lua_setfield(L, -2, "__name");
@@ -992,16 +784,14 @@ int mlL_open_tensor(lua_State *L) {
     lua_pushinteger(L, 0);
     lua_call(L, 1, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, "mech.default_rng");
-    *(print_options *)lua_newuserdatauv(L, sizeof(print_options), 0) = ml_print_profiles[0];
-    lua_setfield(L, LUA_REGISTRYINDEX, PRINT_OPTIONS_KEY);
 
     static const luaL_Reg funcs[] = {
         {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full}, {"arange", l_arange},
         {"rand", l_rand}, {"randn", l_randn}, {"randint", l_randint}, {"Generator", l_generator}, {"manual_seed", l_manual_seed},
-        {"no_grad", l_no_grad}, {"grad_enabled", l_grad_enabled}, {"gradcheck", l_gradcheck},
-        {"threads", l_threads}, {"is_tensor", l_is_tensor}, {"memory_bytes", l_memory},
-        {"set_printoptions", l_set_printoptions}, {"get_printoptions", l_get_printoptions}, {NULL, NULL}};
+        {"threads", l_threads}, {"is_tensor", l_is_tensor}, {"memory_bytes", l_memory}, {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
+    mlL_open_autograd(L);
+    mlL_open_print(L);
     /* mech.default_generator: the generator mech.manual_seed reseeds (PyTorch's torch.default_generator);
      * an init(t, gen) outside a model draws from it */
     lua_getfield(L, LUA_REGISTRYINDEX, "mech.default_rng");

@@ -1,5 +1,7 @@
 /* Shared helpers of the binding: argument checks, option tables, error messages. */
+#include <ctype.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,10 +9,28 @@
 #include "lua/binding.h"
 #include "nn/model.h"
 
+static int raise_message(lua_State *L, const char *fn, bool where);
+
+/* The core names the function and counts arguments as the C call does ("sum: argument 2
+ * expected a dimension in [-2, 1], got 5", the tensor being argument 1). When that name is the
+ * one the running Lua call used, the message is given the binding's format and name; any other
+ * (a model's core call behind a differently named method) keeps the core's words. */
 int mlL_raise(lua_State *L) {
     lua_pushstring(L, ml_last_error());
     ml_clear_error();
-    return lua_error(L);
+    const char *e = lua_tostring(L, -1);
+    size_t w = strspn(e, "abcdefghijklmnopqrstuvwxyz_0123456789."); /* "sum" or "mech.zeros" */
+    lua_Debug ar;
+    const char *last = e;
+    for (size_t i = 0; i < w; i++)
+        if (e[i] == '.') last = e + i + 1;
+    if (w == 0 || w >= 64 || strncmp(e + w, ": ", 2) || !lua_getstack(L, 0, &ar) || !lua_getinfo(L, "n", &ar) || !ar.name ||
+        strlen(ar.name) != (size_t)(e + w - last) || strncmp(ar.name, last, strlen(ar.name)))
+        return lua_error(L);
+    char fn[64];
+    memcpy(fn, e, w), fn[w] = 0;
+    lua_pushstring(L, e + w + 2);
+    return raise_message(L, fn, false);
 }
 
 const char *mlL_describe(lua_State *L, int idx, char *buf, size_t n) {
@@ -44,10 +64,100 @@ const char *mlL_error_text(lua_State *L, int idx) {
     }
 }
 
+/* ---- the one error format ----
+ * Argument errors read "bad argument #n to 'NAME' (...)", every other error "NAME: message".
+ * NAME is a function's dotted path ("mech.zeros", "mech.interp.patching_map") or a method's
+ * "class:method" ("tensor:sum", "model:run_with_cache"); a method does not count self, as Lua's
+ * own luaL_argerror does not for a method call, and a bad self reads "calling 'NAME' on bad self
+ * (...)". A bare fn ("sum") is a tensor op reached both ways (t:sum(), mech.sum(t)): the call
+ * decides which name it gets. */
+static const char *call_name(lua_State *L, const char *fn, int *arg, char *buf, size_t n) {
+    if (strchr(fn, ':')) {
+        if (arg) (*arg)--;
+        return fn;
+    }
+    if (fn[strspn(fn, "abcdefghijklmnopqrstuvwxyz_0123456789")]) return fn; /* a path, or "tensor[i]" */
+    lua_Debug ar;
+    if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.namewhat && strcmp(ar.namewhat, "method") == 0) {
+        if (arg) (*arg)--;
+        /* the class of self: its metatable's name after "mech.", in lower case */
+        char cls[32] = "tensor";
+        int t = luaL_getmetafield(L, 1, "__name");
+        if (t == LUA_TSTRING) {
+            const char *mt = lua_tostring(L, -1), *dot = strrchr(mt, '.');
+            snprintf(cls, sizeof cls, "%s", dot ? dot + 1 : mt);
+            for (char *c = cls; *c; c++) *c = (char)tolower((unsigned char)*c);
+        }
+        if (t != LUA_TNIL) lua_pop(L, 1);
+        snprintf(buf, n, "%s:%s", cls, fn);
+    } else {
+        snprintf(buf, n, "mech.%s", fn);
+    }
+    return buf;
+}
+
+/* Raises "bad argument #arg to 'NAME' (detail)" (or the bad-self form); detail is on top. `where`:
+ * prefixed with the caller's position, as luaL_error does (the core's errors never were). */
+static int raise_arg(lua_State *L, const char *fn, int arg, bool where) {
+    luaL_checkstack(L, 4, "error message");
+    char buf[96];
+    const char *name = call_name(L, fn, &arg, buf, sizeof buf);
+    const char *detail = lua_tostring(L, -1);
+    if (where) luaL_where(L, 1);
+    else lua_pushliteral(L, "");
+    if (arg == 0) lua_pushfstring(L, "%scalling '%s' on bad self (%s)", lua_tostring(L, -1), name, detail);
+    else lua_pushfstring(L, "%sbad argument #%d to '%s' (%s)", lua_tostring(L, -1), arg, name, detail);
+    return lua_error(L);
+}
+
 int mlL_argerror(lua_State *L, const char *fn, int arg, const char *expected) {
     char got[160];
     mlL_describe(L, arg, got, sizeof got);
-    return luaL_error(L, "%s: argument %d expected %s, got %s", fn, arg, expected, got);
+    lua_pushfstring(L, "%s expected, got %s", expected, got);
+    return raise_arg(L, fn, arg, true);
+}
+
+int mlL_argfail(lua_State *L, const char *fn, int arg, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    return raise_arg(L, fn, arg, true);
+}
+
+/* Raises the message on top for fn: "argument N rest" (stack index N; some messages are built from
+ * a "where" such as "argument 1 group 2") becomes an argument error, anything else "NAME: msg". */
+static int raise_message(lua_State *L, const char *fn, bool where) {
+    luaL_checkstack(L, 4, "error message");
+    const char *msg = lua_tostring(L, -1);
+    int arg, used = 0;
+    if (sscanf(msg, "argument %d%n", &arg, &used) == 1 && arg > 0 && used > 0) {
+        msg += used;
+        lua_pushstring(L, msg + strspn(msg, ": "));
+        return raise_arg(L, fn, arg, where);
+    }
+    char buf[96];
+    const char *name = call_name(L, fn, NULL, buf, sizeof buf);
+    if (where) luaL_where(L, 1);
+    else lua_pushliteral(L, "");
+    lua_pushfstring(L, "%s%s: %s", lua_tostring(L, -1), name, msg);
+    return lua_error(L);
+}
+
+int mlL_error(lua_State *L, const char *fn, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    return raise_message(L, fn, true);
+}
+
+/* An option's error: "bad argument #n to 'NAME' (option 'key': expected ..., got ...)", n the
+ * option table's stack index (option tables are arguments). */
+static int option_error(lua_State *L, const char *fn, int idx, const char *key, const char *expected) {
+    char got[160];
+    mlL_describe(L, -1, got, sizeof got);
+    return mlL_argfail(L, fn, idx, "option '%s': expected %s, got %s", key, expected, got);
 }
 
 /* Bytes allocated outside the Lua heap since the collector last heard of them. Per thread, as
@@ -67,7 +177,8 @@ void mlL_account(lua_State *L, size_t nbytes) {
 }
 
 void mlL_checktable(lua_State *L, int idx, const char *fn, int arg) {
-    if (!lua_istable(L, idx)) mlL_argerror(L, fn, arg, "a table");
+    (void)arg; /* the stack index is the argument: methods' numbers are adjusted by the message */
+    if (!lua_istable(L, idx)) mlL_argerror(L, fn, lua_absindex(L, idx), "a table");
 }
 
 /* Names are compared by their first KEY_CHARS characters: a suggestion needs no more, and a
@@ -204,24 +315,30 @@ const char *mlL_quote(const char *s, char *buf, size_t n) {
     return buf;
 }
 
-void mlL_checkkeys(lua_State *L, int idx, const char *fn, const char *const *allowed) {
+void mlL_checkkeys_at(lua_State *L, int idx, const char *fn, int arg, const char *what, const char *const *allowed) {
     idx = lua_absindex(L, idx);
+    const char *sep = what ? ": " : "";
+    what = what ? what : "";
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING) {
-            luaL_error(L, "%s: option table keys must be strings, got %s", fn, luaL_typename(L, -1));
-        }
+        if (lua_type(L, -1) != LUA_TSTRING)
+            mlL_argfail(L, fn, arg, "%s%soption table keys must be strings, got %s", what, sep, luaL_typename(L, -1));
         const char *k = lua_tostring(L, -1);
         bool ok = false;
         for (int i = 0; allowed[i] && !ok; i++) ok = strcmp(k, allowed[i]) == 0;
         if (!ok) {
             const char *near = mlL_closest(k, allowed);
             char q[128];
-            luaL_error(L, "%s: unknown option %s%s%s%s", fn, mlL_quote(k, q, sizeof q), near ? " (did you mean '" : "", near ? near : "",
-                       near ? "'?)" : "");
+            mlL_argfail(L, fn, arg, "%s%sunknown option %s%s%s%s", what, sep, mlL_quote(k, q, sizeof q),
+                        near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
         }
     }
+}
+
+void mlL_checkkeys(lua_State *L, int idx, const char *fn, const char *const *allowed) {
+    idx = lua_absindex(L, idx);
+    mlL_checkkeys_at(L, idx, fn, idx, NULL, allowed);
 }
 
 /* ---- option reads ----
@@ -258,81 +375,108 @@ static const char *anchor_string(lua_State *L, int idx) {
     return lua_tostring(L, -1);
 }
 
-static lua_Integer top_int(lua_State *L, const char *key, const char *fn) {
+/* idx: the option table (its argument number in messages). */
+static lua_Integer top_int(lua_State *L, int idx, const char *key, const char *fn) {
     int ok;
     lua_Integer v = lua_tointegerx(L, -1, &ok);
-    if (!ok) {
-        char got[160];
-        mlL_describe(L, lua_gettop(L), got, sizeof got);
-        luaL_error(L, "%s: option '%s' expected an integer, got %s", fn, key, got);
-    }
+    if (!ok) option_error(L, fn, idx, key, "an integer");
     return v;
 }
 
-static int top_int32(lua_State *L, const char *key, const char *fn) {
-    lua_Integer v = top_int(L, key, fn);
-    if (v < INT32_MIN || v > INT32_MAX)
-        luaL_error(L, "%s: option '%s' expected an integer in [-2^31, 2^31), got %I", fn, key, v);
+static int top_int32(lua_State *L, int idx, const char *key, const char *fn) {
+    lua_Integer v = top_int(L, idx, key, fn);
+    if (v < INT32_MIN || v > INT32_MAX) option_error(L, fn, idx, key, "an integer in [-2^31, 2^31)");
     return (int)v;
 }
 
-static void top_type(lua_State *L, const char *key, int type, const char *what, const char *fn) {
-    if (lua_type(L, -1) != type) luaL_error(L, "%s: option '%s' expected %s, got %s", fn, key, what, luaL_typename(L, -1));
+static void top_type(lua_State *L, int idx, const char *key, int type, const char *what, const char *fn) {
+    if (lua_type(L, -1) != type) option_error(L, fn, idx, key, what);
 }
 
-static lua_Number top_num(lua_State *L, const char *key, const char *fn) {
-    top_type(L, key, LUA_TNUMBER, "a number", fn);
+static lua_Number top_num(lua_State *L, int idx, const char *key, const char *fn) {
+    top_type(L, idx, key, LUA_TNUMBER, "a number", fn);
     return lua_tonumber(L, -1);
 }
 
-static int top_bool(lua_State *L, const char *key, const char *fn) {
-    top_type(L, key, LUA_TBOOLEAN, "a boolean", fn);
+static int top_bool(lua_State *L, int idx, const char *key, const char *fn) {
+    top_type(L, idx, key, LUA_TBOOLEAN, "a boolean", fn);
     return lua_toboolean(L, -1);
 }
 
 static const char *top_str(lua_State *L, int idx, const char *key, const char *fn) {
-    top_type(L, key, LUA_TSTRING, "a string", fn);
+    top_type(L, idx, key, LUA_TSTRING, "a string", fn);
     return anchor_string(L, idx);
 }
 
 /* Pushes option `key` of the table at idx, read once; false (nothing pushed) when it is nil. */
 static bool opt_read(lua_State *L, int idx, const char *key) {
+    luaL_checkstack(L, 4, "option");
     if (lua_getfield(L, idx, key) != LUA_TNIL) return true;
     lua_pop(L, 1);
     return false;
 }
 
 int mlL_optint32(lua_State *L, int idx, const char *key, int def, const char *fn) {
+    idx = lua_absindex(L, idx);
     if (!opt_read(L, idx, key)) return def;
-    int v = top_int32(L, key, fn);
+    int v = top_int32(L, idx, key, fn);
     lua_pop(L, 1);
     return v;
 }
 
+lua_Integer mlL_checkint(lua_State *L, int arg, const char *fn) {
+    int ok = 0;
+    lua_Integer v = lua_type(L, arg) == LUA_TNUMBER ? lua_tointegerx(L, arg, &ok) : 0;
+    if (!ok) mlL_argerror(L, fn, arg, "an integer");
+    return v;
+}
+
+lua_Integer mlL_optarg_int(lua_State *L, int arg, lua_Integer def, const char *fn) {
+    return lua_isnoneornil(L, arg) ? def : mlL_checkint(L, arg, fn);
+}
+
 int mlL_checkint32(lua_State *L, int arg, const char *fn) {
-    lua_Integer v = luaL_checkinteger(L, arg);
-    if (v < INT32_MIN || v > INT32_MAX)
-        luaL_error(L, "%s: argument %d expected an integer in [-2^31, 2^31), got %I", fn, arg, v);
+    lua_Integer v = mlL_checkint(L, arg, fn);
+    if (v < INT32_MIN || v > INT32_MAX) mlL_argerror(L, fn, arg, "an integer in [-2^31, 2^31)");
     return (int)v;
 }
 
+lua_Number mlL_checknum(lua_State *L, int arg, const char *fn) {
+    if (lua_type(L, arg) != LUA_TNUMBER) mlL_argerror(L, fn, arg, "a number");
+    return lua_tonumber(L, arg);
+}
+
+const char *mlL_checkstr(lua_State *L, int arg, const char *fn) {
+    if (lua_type(L, arg) != LUA_TSTRING) mlL_argerror(L, fn, arg, "a string");
+    return lua_tostring(L, arg);
+}
+
+void *mlL_checkudata(lua_State *L, int arg, const char *mt, const char *fn, const char *what) {
+    void *p = luaL_testudata(L, arg, mt);
+    if (!p) mlL_argerror(L, fn, arg, what);
+    return p;
+}
+
 lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, const char *fn) {
+    idx = lua_absindex(L, idx);
     if (!opt_read(L, idx, key)) return def;
-    lua_Integer v = top_int(L, key, fn);
+    lua_Integer v = top_int(L, idx, key, fn);
     lua_pop(L, 1);
     return v;
 }
 
 lua_Number mlL_optnum(lua_State *L, int idx, const char *key, lua_Number def, const char *fn) {
+    idx = lua_absindex(L, idx);
     if (!opt_read(L, idx, key)) return def;
-    lua_Number v = top_num(L, key, fn);
+    lua_Number v = top_num(L, idx, key, fn);
     lua_pop(L, 1);
     return v;
 }
 
 int mlL_optbool(lua_State *L, int idx, const char *key, int def, const char *fn) {
+    idx = lua_absindex(L, idx);
     if (!opt_read(L, idx, key)) return def;
-    int v = top_bool(L, key, fn);
+    int v = top_bool(L, idx, key, fn);
     lua_pop(L, 1);
     return v;
 }
@@ -349,21 +493,21 @@ int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX
     int n = 0;
     if (lua_istable(L, first) && !mlL_testtensor(L, first)) {
         int len = (int)luaL_len(L, first);
-        if (len > ML_MAX_DIMS) luaL_error(L, "%s: argument %d has %d dimensions, expected at most %d", fn, first, len, ML_MAX_DIMS);
+        if (len > ML_MAX_DIMS) mlL_argfail(L, fn, first, "%d dimensions, expected at most %d", len, ML_MAX_DIMS);
         for (int i = 1; i <= len; i++) {
             lua_geti(L, first, i);
             int ok;
             lua_Integer v = lua_tointegerx(L, -1, &ok);
             if (!ok || v < 0)
-                luaL_error(L, "%s: argument %d expected a shape of integers >= 0, entry %d is %s", fn, first, i,
-                           lua_isnil(L, -1) ? "nil" : luaL_tolstring(L, -1, NULL));
+                mlL_argfail(L, fn, first, "expected a shape of integers >= 0, entry %d is %s", i,
+                            lua_isnil(L, -1) ? "nil" : luaL_tolstring(L, -1, NULL));
             shape[n++] = v;
             lua_pop(L, 1);
         }
         return n;
     }
     for (int i = first; lua_type(L, i) == LUA_TNUMBER; i++) {
-        if (n == ML_MAX_DIMS) luaL_error(L, "%s: at most %d dimensions", fn, ML_MAX_DIMS);
+        if (n == ML_MAX_DIMS) mlL_argfail(L, fn, i, "at most %d dimensions", ML_MAX_DIMS);
         int ok;
         lua_Integer v = lua_tointegerx(L, i, &ok);
         if (!ok || v < 0) mlL_argerror(L, fn, i, "a size (integer >= 0)");
@@ -379,15 +523,14 @@ int mlL_checksite(lua_State *L, const ml_model *m, const char *name, const char 
     mlL_quote(name, q, sizeof q);
     int layer, nl = m->cfg.n_layers;
     if (ml_site_split(name, &layer) && layer >= nl) /* the layer is what is wrong */
-        return luaL_error(L, "%s: unknown hook site %s: the model has %d layer%s (0–%d)", fn, q, nl, nl == 1 ? "" : "s",
-                          nl - 1);
+        return mlL_error(L, fn, "unknown hook site %s: the model has %d layer%s (0–%d)", q, nl, nl == 1 ? "" : "s", nl - 1);
     /* candidates: every site in mechlab's spelling and, where it has one, TransformerLens's */
     enum { W = ML_SITE_NAME_MAX };
     const char **names = malloc(sizeof *names * (size_t)(2 * m->n_sites + 1));
     char *store = malloc(W * (size_t)(2 * m->n_sites + 1));
     if (!names || !store) {
         free(names), free(store);
-        return luaL_error(L, "%s: out of memory", fn);
+        return mlL_error(L, fn, "out of memory");
     }
     int n = 0;
     for (int i = 0; i < m->n_sites; i++) {
@@ -397,10 +540,9 @@ int mlL_checksite(lua_State *L, const ml_model *m, const char *name, const char 
     }
     names[n] = NULL;
     const char *near = mlL_closest(name, names);
-    lua_pushfstring(L, "%s: unknown hook site %s (did you mean '%s'? model:hook_names() lists them)", fn, q,
-                    near ? near : "");
+    lua_pushfstring(L, "unknown hook site %s (did you mean '%s'? model:hook_names() lists them)", q, near ? near : "");
     free(names), free(store);
-    return lua_error(L);
+    return mlL_error(L, fn, "%s", lua_tostring(L, -1));
 }
 
 ml_tensor *mlL_checktokens(lua_State *L, const ml_model *m, int arg, const char *fn) {
@@ -414,7 +556,7 @@ ml_tensor *mlL_checktokens(lua_State *L, const ml_model *m, int arg, const char 
     for (int64_t i = 0, n = ml_numel(c); i < n; i++) {
         int32_t v = ml_i32(c)[i];
         if (v < 0 || v >= m->cfg.vocab)
-            luaL_error(L, "%s: token id %d out of range for vocabulary size %d", fn, (int)v, m->cfg.vocab);
+            mlL_argfail(L, fn, arg, "token id %d out of range for vocabulary size %d", (int)v, m->cfg.vocab);
     }
     return c;
 }
@@ -428,22 +570,21 @@ void mlL_opttable(lua_State *L, int idx, const char *fn, int arg, const char *co
 
 /* ---- slimtensor: the generic option reader ---- */
 
-/* "fn: <expected>, got <value>" for the value at the top of the stack (as read: an integer, a
- * float or the string) that fails row o's range or names. */
-static void option_fail(lua_State *L, const char *fn, const mlL_option *o) {
-    char got[160], want[256];
-    mlL_describe(L, lua_gettop(L), got, sizeof got);
+/* The option error of row o for the value at the top of the stack (as read: an integer, a float
+ * or the string) that fails its range or names; idx: the option table. */
+static void option_fail(lua_State *L, const char *fn, int idx, const mlL_option *o) {
+    char want[256];
     if (o->expected) {
         snprintf(want, sizeof want, "%s", o->expected);
     } else if (o->type == MLL_ENUM) {
-        int n = snprintf(want, sizeof want, "option '%s' expected one of ", o->key);
+        int n = snprintf(want, sizeof want, "one of ");
         for (int i = 0; o->names[i] && n < (int)sizeof want; i++)
             n += snprintf(want + n, sizeof want - (size_t)n, "%s'%s'", i ? ", " : "", o->names[i]);
     } else {
-        snprintf(want, sizeof want, "option '%s' expected %s in [%.17g, %.17g]", o->key,
-                 o->type == MLL_INT || o->type == MLL_INT32 ? "an integer" : "a number", o->min, o->max);
+        snprintf(want, sizeof want, "%s in [%.17g, %.17g]", o->type == MLL_INT || o->type == MLL_INT32 ? "an integer" : "a number",
+                 o->min, o->max);
     }
-    luaL_error(L, "%s: %s, got %s", fn, want, got);
+    option_error(L, fn, idx, o->key, want);
 }
 
 void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, void *out) {
@@ -456,28 +597,28 @@ void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, 
         switch (o->type) {
         case MLL_INT:
         case MLL_INT32: {
-            lua_Integer i = top_int(L, o->key, fn);
-            if (ranged && !(i >= o->min && i <= o->max)) lua_pushinteger(L, i), option_fail(L, fn, o); /* before int32's */
+            lua_Integer i = top_int(L, idx, o->key, fn);
+            if (ranged && !(i >= o->min && i <= o->max)) lua_pushinteger(L, i), option_fail(L, fn, idx, o); /* before int32's */
             if (o->type == MLL_INT) *(int64_t *)f = i;
-            else *(int *)f = top_int32(L, o->key, fn);
+            else *(int *)f = top_int32(L, idx, o->key, fn);
             ranged = false;
             break;
         }
-        case MLL_NUM: v = *(double *)f = top_num(L, o->key, fn); break;
-        case MLL_FLOAT: v = *(float *)f = (float)top_num(L, o->key, fn); break;
-        case MLL_BOOL: *(int *)f = top_bool(L, o->key, fn); break;
-        case MLL_CBOOL: *(bool *)f = top_bool(L, o->key, fn); break;
+        case MLL_NUM: v = *(double *)f = top_num(L, idx, o->key, fn); break;
+        case MLL_FLOAT: v = *(float *)f = (float)top_num(L, idx, o->key, fn); break;
+        case MLL_BOOL: *(int *)f = top_bool(L, idx, o->key, fn); break;
+        case MLL_CBOOL: *(bool *)f = top_bool(L, idx, o->key, fn); break;
         case MLL_STR: *(const char **)f = top_str(L, idx, o->key, fn); break;
         case MLL_ENUM: {
             const char *s = top_str(L, idx, o->key, fn);
             int i = 0;
             while (o->names[i] && strcmp(o->names[i], s)) i++;
-            if (!o->names[i]) option_fail(L, fn, o);
+            if (!o->names[i]) option_fail(L, fn, idx, o);
             *(int *)f = i;
             break;
         }
         }
-        if (ranged && !(v >= o->min && v <= o->max)) lua_pushnumber(L, v), option_fail(L, fn, o);
+        if (ranged && !(v >= o->min && v <= o->max)) lua_pushnumber(L, v), option_fail(L, fn, idx, o);
         lua_pop(L, 1);
     }
 }
@@ -518,14 +659,13 @@ void mlL_setlua(lua_State *L, int table, const mlL_LuaReg *regs) {
     }
 }
 
-int mlL_checklayer(lua_State *L, const ml_model *m, int arg, int shown, const char *fn) {
+int mlL_checklayer(lua_State *L, const ml_model *m, int arg, const char *fn) {
     int ok, n = m->cfg.n_layers;
     lua_Integer l = lua_tointegerx(L, arg, &ok);
     if (ok && l >= 0 && l < n) return (int)l;
-    char got[96], count[48] = "";
-    if (shown != arg) snprintf(count, sizeof count, " (the model has %d layers)", n);
-    return luaL_error(L, "%s: argument %d expected a layer in [0, %d)%s, got %s", fn, shown, n, count,
-                      mlL_describe(L, arg, got, sizeof got));
+    char got[96];
+    return mlL_argfail(L, fn, arg, "expected a layer in [0, %d), got %s (the model has %d layer%s)", n,
+                       mlL_describe(L, arg, got, sizeof got), n, n == 1 ? "" : "s");
 }
 
 ml_tensor *mlL_hook_result(lua_State *L, const char *who, ml_status *err) {
@@ -539,9 +679,9 @@ ml_tensor *mlL_hook_result(lua_State *L, const char *who, ml_status *err) {
 
 int mlL_raise_as(lua_State *L, const char *fn) {
     const char *e = ml_last_error(), *c = strstr(e, ": ");
-    lua_pushfstring(L, "%s: %s", fn, c ? c + 2 : e);
+    lua_pushstring(L, c ? c + 2 : e);
     ml_clear_error();
-    return lua_error(L);
+    return raise_message(L, fn, false);
 }
 
 void *mlL_scratch(lua_State *L, size_t n) {

@@ -7,6 +7,9 @@
  *
  *   x (M, K) row-major, w (N, K) row-major, bias (N) or NULL, y (M, N) row-major.
  *   mlk_gemm_nn: the same with w given as (K, N) (the input gradient dy·W), the same bits.
+ *   mlk_gemm_tn: y (+)= xᵀ·w with x (K, M) and w (K, N) (the weight gradient dyᵀ·x).
+ *   mlk_gemm: any strides for x, w row-major as (N, K) or (K, N), y with its own row stride,
+ *   y = alpha·Σ or y += Σ (attention's per-sequence products, matmul).
  *
  * wᵀ is packed once per call in panels of 64 columns (the last as many vectors of 16 as its
  * columns fill), each (K, width) and contiguous, with zero columns after N, so every column,
@@ -26,7 +29,7 @@ typedef float v4 __attribute__((vector_size(16)));
 typedef float v4u __attribute__((vector_size(16), aligned(4)));
 typedef int32_t m4 __attribute__((vector_size(16))); /* a shuffle's lane indices */
 
-enum { GEMM_ROWS = 4, GEMM_LANES = 16, GEMM_VECS = 4, GEMM_COLS = GEMM_LANES * GEMM_VECS };
+enum { GEMM_ROWS = 4, GEMM_LANES = 16, GEMM_VECS = 4, GEMM_COLS = GEMM_LANES * GEMM_VECS, GEMM_XROWS = 16 };
 
 /* The width of the panel of columns j0..: 64, or the vectors that the last columns fill (a
  * panel's rows are that far apart, so a narrow product packs and reads no zero vectors). */
@@ -35,28 +38,42 @@ static inline int64_t panel_width(int64_t N, int64_t j0) {
     return (n + GEMM_LANES - 1) / GEMM_LANES * GEMM_LANES;
 }
 
+/* How a call reads x and writes y: a(i,k) = x[i·xr + k·xc]; y's rows are ldy apart; the sum
+ * times alpha, plus bias[j], plus the old y where accumulate. */
+typedef struct {
+    int64_t xr, xc, ldy;
+    float alpha;
+    const float *bias;
+    bool accumulate;
+} gemm_io;
+
 /* R rows x V vectors of y from column j0, whose panel is wp (rows 16·V floats apart): R and V
  * are constants at each call, so the loops unroll and the accumulators stay in registers. */
-MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float *wp, const float *bias, float *y,
+MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float *wp, const gemm_io *io, float *y,
                            int64_t N, int64_t j0) {
     v16 acc[GEMM_ROWS][GEMM_VECS];
+    const int64_t xr = io->xr, xc = io->xc;
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) acc[r][v] = (v16){0};
     for (int64_t k = 0; k < K; k++) {
         v16 w[GEMM_VECS];
         for (int v = 0; v < V; v++) w[v] = *(const v16 *)(wp + k * GEMM_LANES * V + GEMM_LANES * v);
         for (int r = 0; r < R; r++) {
-            float a = x[r * K + k];
+            float a = x[r * xr + k * xc];
             for (int v = 0; v < V; v++) acc[r][v] += a * w[v];
         }
     }
+    const float *bias = io->bias;
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) {
             int64_t j = j0 + GEMM_LANES * v, n = N - j < GEMM_LANES ? N - j : GEMM_LANES;
-            float *o = y + r * N + j;
+            float *o = y + r * io->ldy + j;
             v16 s = acc[r][v];
+            if (io->alpha != 1.0f) s *= io->alpha; /* as sgemm's alpha: after the sum */
             if (bias) /* the bias after the sum, as sgemm with beta = 1 on a bias-filled y */
                 for (int e = 0; e < n; e++) s[e] += bias[j + e];
+            if (io->accumulate) /* sgemm's beta = 1: the old y plus the whole sum */
+                for (int e = 0; e < n; e++) s[e] = o[e] + s[e];
             if (n == GEMM_LANES) *(v16u *)o = s;
             else
                 for (int e = 0; e < n; e++) o[e] = s[e];
@@ -64,42 +81,42 @@ MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float 
 }
 
 /* One tile: rows i0.. (up to 4) x the panel of columns j0.. (up to 64). */
-MLK_INLINE void gemm_tile(int64_t M, int64_t N, int64_t K, const float *x, const float *wp, const float *bias,
+MLK_INLINE void gemm_tile(int64_t M, int64_t N, int64_t K, const float *x, const float *wp, const gemm_io *io,
                           float *y, int64_t i0, int64_t j0) {
     int64_t vr = (N - j0 + GEMM_LANES - 1) / GEMM_LANES;
     int V = vr > GEMM_VECS ? GEMM_VECS : (int)vr;
-    const float *xi = x + i0 * K;
-    float *yi = y + i0 * N;
+    const float *xi = x + i0 * io->xr;
+    float *yi = y + i0 * io->ldy;
     if (M - i0 >= GEMM_ROWS) {
         switch (V) {
-        case 4: gemm_block(4, 4, K, xi, wp, bias, yi, N, j0); break;
-        case 3: gemm_block(4, 3, K, xi, wp, bias, yi, N, j0); break;
-        case 2: gemm_block(4, 2, K, xi, wp, bias, yi, N, j0); break;
-        default: gemm_block(4, 1, K, xi, wp, bias, yi, N, j0);
+        case 4: gemm_block(4, 4, K, xi, wp, io, yi, N, j0); break;
+        case 3: gemm_block(4, 3, K, xi, wp, io, yi, N, j0); break;
+        case 2: gemm_block(4, 2, K, xi, wp, io, yi, N, j0); break;
+        default: gemm_block(4, 1, K, xi, wp, io, yi, N, j0);
         }
         return;
     }
-    for (int64_t i = i0; i < M; i++, xi += K, yi += N) /* the last rows, one at a time */
+    for (int64_t i = i0; i < M; i++, xi += io->xr, yi += io->ldy) /* the last rows, one at a time */
         switch (V) {
-        case 4: gemm_block(1, 4, K, xi, wp, bias, yi, N, j0); break;
-        case 3: gemm_block(1, 3, K, xi, wp, bias, yi, N, j0); break;
-        case 2: gemm_block(1, 2, K, xi, wp, bias, yi, N, j0); break;
-        default: gemm_block(1, 1, K, xi, wp, bias, yi, N, j0);
+        case 4: gemm_block(1, 4, K, xi, wp, io, yi, N, j0); break;
+        case 3: gemm_block(1, 3, K, xi, wp, io, yi, N, j0); break;
+        case 2: gemm_block(1, 2, K, xi, wp, io, yi, N, j0); break;
+        default: gemm_block(1, 1, K, xi, wp, io, yi, N, j0);
         }
 }
 
 /* Panel p of wᵀ: wt[p][k][e] = w[64p + e][k], zero past N. 4 x 4 blocks go through registers
  * (4 rows of w read along k, 4 columns of the panel written), three times faster than element by
  * element, which matters where the rows are few and w is long (the tied head: 8,196 x D). */
-MLK_INLINE void gemm_pack(int64_t N, int64_t K, const float *w, float *wt, int64_t p) {
+MLK_INLINE void gemm_pack(int64_t N, int64_t K, const float *w, int64_t ldw, float *wt, int64_t p) {
     float *wp = wt + p * K * GEMM_COLS;
     int64_t j0 = p * GEMM_COLS, nc = N - j0 < GEMM_COLS ? N - j0 : GEMM_COLS, pw = panel_width(N, j0), e = 0;
     for (; e + 4 <= nc; e += 4) {
-        const float *s = w + (j0 + e) * K;
+        const float *s = w + (j0 + e) * ldw;
         int64_t k = 0;
         for (; k + 4 <= K; k += 4) {
-            v4 a = *(const v4u *)(s + k), b = *(const v4u *)(s + K + k), c = *(const v4u *)(s + 2 * K + k),
-               d = *(const v4u *)(s + 3 * K + k);
+            v4 a = *(const v4u *)(s + k), b = *(const v4u *)(s + ldw + k), c = *(const v4u *)(s + 2 * ldw + k),
+               d = *(const v4u *)(s + 3 * ldw + k);
             v4 ab0 = __builtin_shuffle(a, b, (m4){0, 4, 1, 5}), ab1 = __builtin_shuffle(a, b, (m4){2, 6, 3, 7});
             v4 cd0 = __builtin_shuffle(c, d, (m4){0, 4, 1, 5}), cd1 = __builtin_shuffle(c, d, (m4){2, 6, 3, 7});
             *(v4 *)(wp + k * pw + e) = __builtin_shuffle(ab0, cd0, (m4){0, 1, 4, 5});
@@ -108,20 +125,20 @@ MLK_INLINE void gemm_pack(int64_t N, int64_t K, const float *w, float *wt, int64
             *(v4 *)(wp + (k + 3) * pw + e) = __builtin_shuffle(ab1, cd1, (m4){2, 3, 6, 7});
         }
         for (; k < K; k++)
-            for (int q = 0; q < 4; q++) wp[k * pw + e + q] = s[q * K + k];
+            for (int q = 0; q < 4; q++) wp[k * pw + e + q] = s[q * ldw + k];
     }
     for (; e < nc; e++)
-        for (int64_t k = 0; k < K; k++) wp[k * pw + e] = w[(j0 + e) * K + k];
+        for (int64_t k = 0; k < K; k++) wp[k * pw + e] = w[(j0 + e) * ldw + k];
     for (; e < pw; e++)
         for (int64_t k = 0; k < K; k++) wp[k * pw + e] = 0.0f;
 }
 
-/* Panel p of w given as (K, N) (mlk_gemm_nn): its columns 64p.., a copy, zero past N. */
-MLK_INLINE void gemm_pack_nn(int64_t N, int64_t K, const float *w, float *wt, int64_t p) {
+/* Panel p of w given as (K, N), rows ldw apart (mlk_gemm_nn): its columns 64p.., a copy, zero past N. */
+MLK_INLINE void gemm_pack_nn(int64_t N, int64_t K, const float *w, int64_t ldw, float *wt, int64_t p) {
     float *wp = wt + p * K * GEMM_COLS;
     int64_t j0 = p * GEMM_COLS, nc = N - j0 < GEMM_COLS ? N - j0 : GEMM_COLS, pw = panel_width(N, j0);
     for (int64_t k = 0; k < K; k++) {
-        memcpy(wp + k * pw, w + k * N + j0, sizeof(float) * (size_t)nc);
+        memcpy(wp + k * pw, w + k * ldw + j0, sizeof(float) * (size_t)nc);
         memset(wp + k * pw + nc, 0, sizeof(float) * (size_t)(pw - nc));
     }
 }
@@ -130,53 +147,107 @@ MLK_INLINE void gemm_pack_nn(int64_t N, int64_t K, const float *w, float *wt, in
 enum { PACK_NONE, PACK_NT, PACK_NN };
 
 /* The tiles of panels [p0, p1) x rows [i0, i1) (i0 a multiple of 4), each panel packed first
- * unless PACK_NONE; panel outer, so a run of tiles reuses one K x 64 panel from cache. */
-MLK_CLONES static void gemm_part(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias,
-                                 float *y, float *wt, int64_t p0, int64_t p1, int64_t i0, int64_t i1, int pack) {
+ * unless PACK_NONE; panel outer, so a run of tiles reuses one K x 64 panel from cache. A
+ * transposed x (its rows adjacent, its k far apart: dyᵀ of the weight gradient) is first copied
+ * 16 rows at a time into xp (K x 16, each k one cache line): read in place, the k of a tile are a
+ * row of dy apart (4 KiB and more), so its cache lines collide in the same sets and are gone
+ * before the next tile needs them. A copy, so the same bits. */
+MLK_CLONES static void gemm_part(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int64_t ldw,
+                                 const gemm_io *io, float *y, float *wt, float *xp, int64_t p0, int64_t p1, int64_t i0,
+                                 int64_t i1, int pack) {
+    gemm_io xio = *io;
+    xio.xr = 1, xio.xc = GEMM_XROWS;
     for (int64_t p = p0; p < p1; p++) {
-        if (pack == PACK_NT) gemm_pack(N, K, w, wt, p);
-        else if (pack == PACK_NN) gemm_pack_nn(N, K, w, wt, p);
-        for (int64_t i = i0; i < i1; i += GEMM_ROWS)
-            gemm_tile(M, N, K, x, wt + p * K * GEMM_COLS, bias, y, i, p * GEMM_COLS);
+        if (pack == PACK_NT) gemm_pack(N, K, w, ldw, wt, p);
+        else if (pack == PACK_NN) gemm_pack_nn(N, K, w, ldw, wt, p);
+        const float *wp = wt + p * K * GEMM_COLS;
+        if (!xp) {
+            for (int64_t i = i0; i < i1; i += GEMM_ROWS) gemm_tile(M, N, K, x, wp, io, y, i, p * GEMM_COLS);
+            continue;
+        }
+        for (int64_t i = i0; i < i1; i += GEMM_XROWS) {
+            int64_t m = i1 - i < GEMM_XROWS ? i1 - i : GEMM_XROWS;
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t r = 0; r < m; r++) xp[k * GEMM_XROWS + r] = x[i + r + k * io->xc];
+            for (int64_t r = 0; r < m; r += GEMM_ROWS) gemm_tile(m, N, K, xp, wp, &xio, y + i * io->ldy, r, p * GEMM_COLS);
+        }
     }
 }
 
-static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int pack, const float *bias,
-                float *y) {
+/* Packed panels of at most this many floats live on the stack (attention's per-sequence
+ * products are called hundreds of times a step with a panel or two of K ≤ 64). */
+enum { GEMM_STACK_FLOATS = 4096, GEMM_KEEP_FLOATS = 1 << 20 };
+
+/* Larger ones, up to 4 MiB, in this thread's scratch, kept from call to call: allocated afresh
+ * each call, its pages were faulted in again each time, and a page fault costs about 16 µs on the
+ * virtual machine measured here (a 192 x 64 x 1,184 weight gradient ran at 10-20 GFLOP/s instead
+ * of 170). Past 4 MiB (the tied head's panels at D = 256) an allocation per call. */
+static _Thread_local float *kept_scratch;
+static _Thread_local size_t kept_floats;
+
+static float *gemm_scratch(size_t floats) {
+    if (floats > GEMM_KEEP_FLOATS) return aligned_alloc(64, (sizeof(float) * floats + 63) / 64 * 64);
+    if (floats > kept_floats) {
+        float *p = aligned_alloc(64, (sizeof(float) * floats + 63) / 64 * 64);
+        if (!p) return NULL;
+        free(kept_scratch);
+        kept_scratch = p, kept_floats = floats;
+    }
+    return kept_scratch;
+}
+
+static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int64_t ldw, int pack,
+                const gemm_io *io, float *y) {
     if (M <= 0 || N <= 0) return 0;
     int64_t nb = (N + GEMM_COLS - 1) / GEMM_COLS, mb = (M + GEMM_ROWS - 1) / GEMM_ROWS;
-    size_t bytes = sizeof(float) * (size_t)(nb * K * GEMM_COLS + 1);
-    float *wt = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!wt) return -1;
     /* a thread pays off from about a million multiply-adds (6 µs on one thread; fork and join ~5 µs) */
     int nt = (double)M * (double)N * (double)K < 1e6 ? 1 : ml_threads();
+    /* the panels, then each thread's copy of x's rows where x is transposed (gemm_part) */
+    bool copy_x = io->xr == 1 && io->xc != 1 && K > 0 && M > 1;
+    size_t wfloats = (size_t)(nb * K * GEMM_COLS), xfloats = copy_x ? (size_t)(K * GEMM_XROWS) : 0;
+    size_t floats = wfloats + (size_t)nt * xfloats + 1;
+    _Alignas(64) float stack[GEMM_STACK_FLOATS];
+    float *wt = floats <= GEMM_STACK_FLOATS ? stack : gemm_scratch(floats);
+    if (!wt) return -1;
     if (nt > 1) {
 #pragma omp parallel num_threads(nt)
         {
+            float *xp = copy_x ? wt + wfloats + (size_t)mlk_thread_id() * xfloats : NULL;
 #pragma omp for schedule(static)
-            for (int64_t p = 0; p < nb; p++) gemm_part(M, N, K, x, w, bias, y, wt, p, p + 1, 0, 0, pack);
+            for (int64_t p = 0; p < nb; p++) gemm_part(M, N, K, x, w, ldw, io, y, wt, NULL, p, p + 1, 0, 0, pack);
             /* rows split where there are more row blocks than panels (a thread writes whole rows of y,
              * so no cache line is written by both), else panels (the tied head: 8,196 columns) */
             bool by_rows = mb >= nb && mb >= 2 * nt;
 #pragma omp for schedule(static)
             for (int64_t c = 0; c < (by_rows ? nt : nb); c++) {
-                if (!by_rows) gemm_part(M, N, K, x, w, bias, y, wt, c, c + 1, 0, M, PACK_NONE);
+                if (!by_rows) gemm_part(M, N, K, x, w, ldw, io, y, wt, xp, c, c + 1, 0, M, PACK_NONE);
                 else {
                     int64_t i0 = c * mb / nt * GEMM_ROWS, i1 = (c + 1) * mb / nt * GEMM_ROWS;
-                    gemm_part(M, N, K, x, w, bias, y, wt, 0, nb, i0, i1 < M ? i1 : M, PACK_NONE);
+                    gemm_part(M, N, K, x, w, ldw, io, y, wt, xp, 0, nb, i0, i1 < M ? i1 : M, PACK_NONE);
                 }
             }
         }
     } else
-        gemm_part(M, N, K, x, w, bias, y, wt, 0, nb, 0, M, pack);
-    free(wt);
+        gemm_part(M, N, K, x, w, ldw, io, y, wt, copy_x ? wt + wfloats : NULL, 0, nb, 0, M, pack);
+    if (wt != stack && wt != kept_scratch) free(wt);
     return 0;
 }
 
 int mlk_gemm_nt(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias, float *y) {
-    return gemm(M, N, K, x, w, PACK_NT, bias, y);
+    return gemm(M, N, K, x, w, K, PACK_NT, &(gemm_io){.xr = K, .xc = 1, .ldy = N, .alpha = 1.0f, .bias = bias}, y);
 }
 
 int mlk_gemm_nn(int64_t M, int64_t N, int64_t K, const float *x, const float *w, float *y) {
-    return gemm(M, N, K, x, w, PACK_NN, NULL, y);
+    return gemm(M, N, K, x, w, N, PACK_NN, &(gemm_io){.xr = K, .xc = 1, .ldy = N, .alpha = 1.0f}, y);
+}
+
+int mlk_gemm_tn(int64_t M, int64_t N, int64_t K, const float *x, const float *w, bool accumulate, float *y) {
+    return gemm(M, N, K, x, w, N, PACK_NN,
+                &(gemm_io){.xr = 1, .xc = M, .ldy = N, .alpha = 1.0f, .accumulate = accumulate}, y);
+}
+
+int mlk_gemm(int64_t M, int64_t N, int64_t K, const float *x, int64_t xr, int64_t xc, const float *w, int64_t ldw,
+             bool w_kn, float alpha, bool accumulate, float *y, int64_t ldy) {
+    return gemm(M, N, K, x, w, ldw, w_kn ? PACK_NN : PACK_NT,
+                &(gemm_io){.xr = xr, .xc = xc, .ldy = ldy, .alpha = alpha, .accumulate = accumulate}, y);
 }

@@ -18,6 +18,7 @@
 #ifndef ML_KERNELS_H
 #define ML_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -170,6 +171,14 @@ void mlk_h3_gate_bwd(int BL, int H, const float *q, const float *yk, const float
 int mlk_gemm_nt(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias, float *y);
 /* y = x·w with w: [K,N] (the linear layer's input gradient, dy·W), the same arithmetic. */
 int mlk_gemm_nn(int64_t M, int64_t N, int64_t K, const float *x, const float *w, float *y);
+/* y[i,j] (+)= Σ_k x[k,i]·w[k,j], x: [K,M], w: [K,N], y: [M,N] (the weight gradient dW = dyᵀ·x):
+ * each element summed from zero in k order, then added to y where accumulate. */
+int mlk_gemm_tn(int64_t M, int64_t N, int64_t K, const float *x, const float *w, bool accumulate, float *y);
+/* The general form: y[i·ldy + j] = alpha·Σ_k x[i·xr + k·xc]·b(k,j) (+ the old y where accumulate),
+ * b(k,j) = w[k·ldw + j] where w_kn, else w[j·ldw + k]; the same bits per element as above
+ * whatever the strides (attention's per-sequence products, matmul). */
+int mlk_gemm(int64_t M, int64_t N, int64_t K, const float *x, int64_t xr, int64_t xc, const float *w, int64_t ldw,
+             bool w_kn, float alpha, bool accumulate, float *y, int64_t ldy);
 
 /* ---- the linear layers' product in bf16, gemm_bf16.c (docs/kernels.md, "bf16 products") ----
  * y[i,j] = bias[j] + Σ_k bf(x[i,k])·bf(w[j,k]): x and w rounded to bf16 (to nearest, ties to

@@ -1,10 +1,10 @@
-/* matmul (PyTorch semantics) through cblas_sgemm, and linear: its forward through mlk_gemm_nt
- * (a row's bits alone, gemm.c), its input gradient through mlk_gemm_nn, its weight gradient
- * through sgemm. A matrix operand whose last two dims are a row-major or a transposed row-major
- * matrix goes to sgemm as is (NoTrans / Trans with its leading dimension); only other layouts
- * are copied. Batched products whose right operand is
- * shared across the batch and whose left operand stacks its rows uniformly run as one sgemm. */
-#include <cblas.h>
+/* matmul (PyTorch semantics) through mlk_gemm, and linear: its forward through mlk_gemm_nt, its
+ * input gradient through mlk_gemm_nn, its weight gradient through mlk_gemm_tn (gemm.c: each
+ * element's bits depend on its row and column alone, not on the rows, columns or threads beside
+ * it). A matrix operand whose last two dims are a row-major or a transposed row-major matrix is
+ * read in place (its strides); only other layouts are copied. Batched products whose right
+ * operand is shared across the batch and whose left operand stacks its rows uniformly run as one
+ * product (the same bits as one product per batch element, faster). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,16 +16,17 @@
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-/* How a rows x cols matrix with element strides (rs, cs) is handed to sgemm; false if it cannot. */
-static bool mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, CBLAS_TRANSPOSE *tr, int64_t *ld) {
+/* How a rows x cols matrix with element strides (rs, cs) is read: row-major with its rows *ld
+ * apart, or (*tr) transposed, its columns *ld apart; false if neither. */
+static bool mat_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *tr, int64_t *ld) {
     int64_t mc = cols > 1 ? cols : 1, mr = rows > 1 ? rows : 1;
     if ((cols == 1 || cs == 1) && (rows == 1 || rs >= mc)) {
-        *tr = CblasNoTrans;
+        *tr = false;
         *ld = rows == 1 ? mc : rs;
         return *ld <= INT32_MAX;
     }
     if ((rows == 1 || rs == 1) && (cols == 1 || cs >= mr)) {
-        *tr = CblasTrans;
+        *tr = true;
         *ld = cols == 1 ? mr : cs;
         return *ld <= INT32_MAX;
     }
@@ -69,15 +70,15 @@ static ml_tensor *bmm(ml_tensor *a, ml_tensor *b) {
     oshape[nbat] = m;
     oshape[nbat + 1] = n;
     if (ml_check_shape("matmul", 1, nbat + 2, oshape)) return NULL;
-    /* sgemm with beta = 0 writes every element; only an empty inner dim (k = 0) needs zeros */
-    ml_tensor *out = (k ? ml_empty : ml_zeros)(ML_F32, nbat + 2, oshape);
+    /* the product writes every element (zeros where k = 0) */
+    ml_tensor *out = ml_empty(ML_F32, nbat + 2, oshape);
     if (!out) return NULL;
     int64_t nbatch = 1;
     for (int i = 0; i < nbat; i++) nbatch *= bshape[i];
 
     ml_tensor *A = ml_retain(a), *B = ml_retain(b);
-    CBLAS_TRANSPOSE ta, tb;
-    int64_t lda, ldb;
+    bool ta = false, tb = false; /* set by mat_layout; an empty product (k = 0) reads neither */
+    int64_t lda = 0, ldb = 0;
     if (!mat_layout(m, k, A->stride[na - 2], A->stride[na - 1], &ta, &lda)) {
         ml_release(A);
         A = mlo_dense(a);
@@ -94,16 +95,16 @@ static ml_tensor *bmm(ml_tensor *a, ml_tensor *b) {
         ml_release(out);
         return NULL;
     }
-    if (m && n && k && nbatch) {
-        ml_threads(); /* make sure OpenBLAS runs on mechlab's thread count */
+    int rc = 0;
+    if (m && n && nbatch) {
         /* batch strides seen on the broadcast batch shape */
         for (int i = 0; i < nbat; i++) {
             int da = na - 2 - nbat + i, db = nb - 2 - nbat + i;
             sa[i] = (da < 0 || A->shape[da] == 1) ? 0 : A->stride[da];
             sb[i] = (db < 0 || B->shape[db] == 1) ? 0 : B->stride[db];
         }
-        /* One sgemm when b is shared and a's (batch, row) dims form one uniform run of rows. */
-        bool fold = ta == CblasNoTrans && nbatch > 1;
+        /* One product when b is shared and a's (batch, row) dims form one uniform run of rows. */
+        bool fold = !ta && nbatch > 1;
         int64_t expect = m * lda;
         for (int i = nbat - 1; i >= 0 && fold; i--) {
             if (sb[i] != 0 || (bshape[i] != 1 && sa[i] != expect)) fold = false;
@@ -111,19 +112,24 @@ static ml_tensor *bmm(ml_tensor *a, ml_tensor *b) {
         }
         const float *pa = ml_f32(A), *pb = ml_f32(B);
         float *po = ml_f32(out);
-        if (fold && nbatch * m <= INT32_MAX) {
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)(nbatch * m), (int)n, (int)k, 1.0f, pa, (int)lda, pb, (int)ldb,
-                        0.0f, po, (int)n);
-        } else {
+        /* a(i, kk) = pa[i·xr + kk·xc]; b as (k, n) rows ldb apart, or transposed: (n, k) */
+        int64_t xr = ta ? 1 : lda, xc = ta ? lda : 1;
+        if (fold)
+            rc = mlk_gemm(nbatch * m, n, k, pa, xr, xc, pb, ldb, !tb, 1.0f, false, po, n);
+        else {
             ml_iter it;
             ml_iter_init(&it, nbat, bshape, 2, (const int64_t *[]){sa, sb});
-            for (int64_t t = 0; t < nbatch; t++, ml_iter_next(&it))
-                cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, pa + it.off[0], (int)lda,
-                            pb + it.off[1], (int)ldb, 0.0f, po + t * m * n, (int)n);
+            for (int64_t t = 0; t < nbatch && !rc; t++, ml_iter_next(&it))
+                rc = mlk_gemm(m, n, k, pa + it.off[0], xr, xc, pb + it.off[1], ldb, !tb, 1.0f, false, po + t * m * n, n);
         }
     }
     ml_release(A);
     ml_release(B);
+    if (rc) {
+        ml_release(out);
+        ml_fail(ML_ERR_MEM, "matmul: out of memory");
+        return NULL;
+    }
     if (ml_needs_grad(a) || ml_needs_grad(b)) {
         ml_tensor *in[2] = {a, b};
         ml_node *node = ml_node_new("MatmulBackward", bmm_backward, 2, in);
@@ -136,7 +142,7 @@ static ml_tensor *bmm(ml_tensor *a, ml_tensor *b) {
     return out;
 }
 
-/* gA = g·Bᵀ, gB = Aᵀ·g (transposes are views: sgemm reads them with Trans), summed over the
+/* gA = g·Bᵀ, gB = Aᵀ·g (transposes are views, read in place by their strides), summed over the
  * batch dims the operand was broadcast along. */
 static ml_status bmm_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
     for (int i = 0; i < 2; i++) {
@@ -145,7 +151,7 @@ static ml_status bmm_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
         if (!other) return ml_last_status();
         int64_t k = other->shape[other->ndim - 1], n = g->shape[g->ndim - 1];
         if (i == 1 && node->in_ndim[1] == 2 && other->ndim > 2 && k > 0 && n > 0 && ml_numel(other) > 0) {
-            /* a matrix b shared by a batch: gB = Σ_batch aᵀ·g is one sgemm over the stacked rows */
+            /* a matrix b shared by a batch: gB = Σ_batch aᵀ·g is one product over the stacked rows */
             ml_tensor *a2 = ml_reshape(other, 2, (int64_t[]){-1, k}), *g2 = ml_reshape(g, 2, (int64_t[]){-1, n});
             ml_tensor *at = a2 ? ml_transpose(a2, 0, 1) : NULL;
             gin[1] = at && g2 ? bmm(at, g2) : NULL;
@@ -232,21 +238,23 @@ static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
         gin[0] = gx;
     }
     float *sink = ml_node_input_needs_grad(node, 1) ? ml_node_grad_sink(node, 1) : NULL;
-    if (sink) { /* dW += dYᵀ·X straight into the parameter's gradient (beta = 1) */
+    /* dW = dYᵀ·X by mlk_gemm_tn: each element summed over the rows in order, whatever the thread
+     * count and the rows and columns beside it (docs/kernels.md, "Determinism") */
+    if (sink) { /* dW += dYᵀ·X straight into the parameter's gradient */
         ml_tensor *X = ml_node_saved(node, 0);
         if (!X) return ml_last_status();
-        if (N && in && out)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)N, 1.0f, pg, (int)out,
-                        ml_f32(X), (int)in, 1.0f, sink, (int)in);
+        if (N && in && out && mlk_gemm_tn(out, in, N, pg, ml_f32(X), true, sink))
+            return ml_fail(ML_ERR_MEM, "linear backward: out of memory");
     } else if (ml_node_input_needs_grad(node, 1)) {
         ml_tensor *X = ml_node_saved(node, 0);
         if (!X) return ml_last_status();
         bool full = N && in && out;
         ml_tensor *gw = (full ? ml_empty : ml_zeros)(ML_F32, node->in_ndim[1], node->in_shape[1]);
         if (!gw) return ML_ERR_MEM;
-        if (full)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)N, 1.0f, pg, (int)out,
-                        ml_f32(X), (int)in, 0.0f, ml_f32(gw), (int)in);
+        if (full && mlk_gemm_tn(out, in, N, pg, ml_f32(X), false, ml_f32(gw))) {
+            ml_release(gw);
+            return ml_fail(ML_ERR_MEM, "linear backward: out of memory");
+        }
         gin[1] = gw;
     }
     if (node->n_in > 2 && ml_node_input_needs_grad(node, 2)) {

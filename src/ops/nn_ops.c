@@ -1,11 +1,11 @@
 #include "ops/nn_ops.h"
 
 #include <math.h>
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/kernel_util.h"
+#include "ops/kernels.h"
 #include "ops/op_util.h"
 
 /* Shape check "fn: argument N has shape [..], expected [D]" for 1-D parameter vectors. */
@@ -348,6 +348,7 @@ static ml_status scores_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
         return ml_fail(ML_ERR_MEM, "attention backward: out of memory");
     }
     if (!L) B = 0; /* no position: no (batch, head) product to run, however large B is */
+    int rc = 0;
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const float *q = qkv + b * L * row + h * dh, *k = q + D;
@@ -357,12 +358,14 @@ static ml_status scores_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
             for (int64_t t = 0; t < L; t++)
                 for (int64_t s2 = 0; s2 < L; s2++) masked[t * L + s2] = s2 <= t ? ds[t * L + s2] : 0.0f;
             /* dQ = scale·dS·K ; dK = scale·dSᵀ·Q */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L, (int)dh, (int)L, scale, masked, (int)L, k,
-                        (int)row, 0.0f, dq, (int)row);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)L, (int)dh, (int)L, scale, masked, (int)L, q,
-                        (int)row, 0.0f, dk, (int)row);
+            rc |= mlk_gemm(L, dh, L, masked, L, 1, k, row, true, scale, false, dq, row);
+            rc |= mlk_gemm(L, dh, L, masked, 1, L, q, row, true, scale, false, dk, row);
         }
     free(masked);
+    if (rc) {
+        ml_release(d);
+        return ml_fail(ML_ERR_MEM, "attention backward: out of memory");
+    }
     gin[0] = d;
     return ML_OK;
 }
@@ -378,16 +381,21 @@ ml_tensor *ml_attention_scores(ml_tensor *qkv, int H) {
     const float *p = ml_f32(x);
     float *ps = ml_f32(S), scale = (float)(1.0 / sqrt((double)dh));
     if (!L) B = 0; /* no position: no (batch, head) product to run, however large B is */
+    int rc = 0;
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const float *q = p + b * L * row + h * dh, *k = q + D;
             float *st = ps + (b * H + h) * L * L;
             /* S = scale·Q·Kᵀ (the upper triangle is computed and then masked: cheaper than avoiding it) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L, (int)L, (int)dh, scale, q, (int)row, k,
-                        (int)row, 0.0f, st, (int)L);
+            rc |= mlk_gemm(L, L, dh, q, row, 1, k, row, false, scale, false, st, L);
             for (int64_t t = 0; t < L; t++)
                 for (int64_t s2 = t + 1; s2 < L; s2++) st[t * L + s2] = -10000.0f;
         }
+    if (rc) {
+        ml_release(x), ml_release(S);
+        ml_fail(ML_ERR_MEM, "attention_scores: out of memory");
+        return NULL;
+    }
     if (ml_needs_grad(qkv)) {
         ml_node *n = ml_node_new("AttentionScoresBackward", scores_backward, 1, &qkv);
         n->iarg[0] = H;
@@ -467,19 +475,21 @@ static ml_status apply_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
         for (int64_t r = 0; r < B * L; r++) memset(ml_f32(dqkv) + r * row, 0, sizeof(float) * (size_t)(2 * D));
     const float *P = ml_f32(Pt), *qkv = ml_f32(qkvt), *dctx = ml_f32(g);
     if (!L) B = 0; /* no position: no (batch, head) product to run, however large B is */
+    int rc = 0;
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const float *v = qkv + b * L * row + 2 * D + h * dh, *dc = dctx + b * L * D + h * dh;
             const float *p = P + (b * H + h) * L * L;
             if (dP) /* dP = dctx·Vᵀ (whole matrix: a hook may have put weight above the diagonal) */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L, (int)L, (int)dh, 1.0f, dc, (int)D, v,
-                            (int)row, 0.0f, ml_f32(dP) + (b * H + h) * L * L, (int)L);
-            if (dqkv) { /* dV = Pᵀ·dctx */
-                float *dv = ml_f32(dqkv) + b * L * row + 2 * D + h * dh;
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)L, (int)dh, (int)L, 1.0f, p, (int)L, dc,
-                            (int)D, 0.0f, dv, (int)row);
-            }
+                rc |= mlk_gemm(L, L, dh, dc, D, 1, v, row, false, 1.0f, false, ml_f32(dP) + (b * H + h) * L * L, L);
+            if (dqkv) /* dV = Pᵀ·dctx */
+                rc |= mlk_gemm(L, dh, L, p, 1, L, dc, D, true, 1.0f, false, ml_f32(dqkv) + b * L * row + 2 * D + h * dh,
+                               row);
         }
+    if (rc) {
+        ml_release(dP), ml_release(dqkv);
+        return ml_fail(ML_ERR_MEM, "attention backward: out of memory");
+    }
     gin[0] = dP, gin[1] = dqkv;
     return ML_OK;
 }
@@ -496,13 +506,18 @@ ml_tensor *ml_attention_apply(ml_tensor *P, ml_tensor *qkv, int H) {
     const float *pp = ml_f32(pc), *px = ml_f32(x);
     float *po = ml_f32(out);
     if (!L) B = 0; /* no position: no (batch, head) product to run, however large B is */
+    int rc = 0;
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < H; h++) { /* ctx = P·V */
             const float *v = px + b * L * row + 2 * D + h * dh;
             const float *p = pp + (b * H + h) * L * L;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L, (int)dh, (int)L, 1.0f, p, (int)L, v,
-                        (int)row, 0.0f, po + b * L * D + h * dh, (int)D);
+            rc |= mlk_gemm(L, dh, L, p, L, 1, v, row, true, 1.0f, false, po + b * L * D + h * dh, D);
         }
+    if (rc) {
+        ml_release(pc), ml_release(x), ml_release(out);
+        ml_fail(ML_ERR_MEM, "attention_apply: out of memory");
+        return NULL;
+    }
     if (ml_any_needs_grad(2, (ml_tensor *[]){P, qkv})) {
         ml_node *n = ml_node_new("AttentionApplyBackward", apply_backward, 2, (ml_tensor *[]){P, qkv});
         n->iarg[0] = H;

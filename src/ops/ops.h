@@ -77,11 +77,12 @@ ml_status ml_topk(ml_tensor *a, int64_t k, int dim, bool largest, ml_tensor **va
  * the spec as argument 1 and operand i as argument i + 2. */
 ml_tensor *ml_einsum(const char *spec, int n, ml_tensor *const *operands);
 
-/* ---- linear algebra (cblas_sgemm; transposed views are passed as transposes, not copied) ---- */
+/* ---- linear algebra (mechlab's own products, gemm.c: an element's bits do not depend on the rows,
+ * columns or threads beside it; transposed views are read in place, not copied) ---- */
 /* PyTorch matmul semantics: 1-D·1-D dot, 2-D·2-D, batched with broadcasting of batch dims. */
 ml_tensor *ml_matmul(ml_tensor *a, ml_tensor *b);
-/* y = x·Wᵀ + bias over the last dim; x (..., in), W (out, in), bias (out) or NULL. The forward is
- * mlk_gemm_nt (kernels.h), not sgemm: a row's bits do not depend on the rows beside it. */
+/* y = x·Wᵀ + bias over the last dim; x (..., in), W (out, in), bias (out) or NULL. Forward
+ * mlk_gemm_nt, input gradient mlk_gemm_nn, weight gradient mlk_gemm_tn (kernels.h), not sgemm. */
 ml_tensor *ml_linear(ml_tensor *x, ml_tensor *w, ml_tensor *bias);
 
 /* ---- softmax ---- */

@@ -979,6 +979,109 @@ START_TEST(gemm_rows_alone) {
 }
 END_TEST
 
+/* The general product (mlk_gemm: attention's per-sequence products, matmul) and the weight
+ * gradient (mlk_gemm_tn), with strided operands: against a double-precision sum, y's padding
+ * untouched, and the bits of rows and columns computed alone equal to the whole product's. x is
+ * read as (M, K) with strides (xr, xc) (xc > 1: a transposed x, as dSᵀ·Q and Pᵀ·dctx read it);
+ * w as (N, K) or, w_kn, (K, N), rows ldw apart; y rows ldy apart; y = alpha·Σ, or y += Σ. */
+static void gemm_general_check(int64_t M, int64_t N, int64_t K, bool x_trans, bool w_kn, float alpha,
+                               bool accumulate) {
+    int64_t xr = x_trans ? 1 : K + 3, xc = x_trans ? M + 2 : 1, ldw = (w_kn ? N : K) + 5, ldy = N + 4;
+    int64_t xn = x_trans ? (K ? K : 1) * xc : (M ? M : 1) * xr, wn = (w_kn ? (K ? K : 1) : (N ? N : 1)) * ldw;
+    float *x = rnd((size_t)xn, -1, 1), *w = rnd((size_t)wn, -1, 1);
+    float *y0 = rnd((size_t)((M ? M : 1) * ldy), -1, 1), *y = zeros((size_t)((M ? M : 1) * ldy));
+    float *part = zeros((size_t)((M ? M : 1) * ldy));
+    memcpy(y, y0, sizeof(float) * (size_t)((M ? M : 1) * ldy));
+    ck_assert_int_eq(mlk_gemm(M, N, K, x, xr, xc, w, ldw, w_kn, alpha, accumulate, y, ldy), 0);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < ldy; j++) {
+            if (j >= N) { /* the padding between y's rows is never written */
+                ck_assert_msg(!memcmp(&y[i * ldy + j], &y0[i * ldy + j], sizeof(float)), "gemm: wrote y's padding");
+                continue;
+            }
+            double ref = 0, mag = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double p = (double)x[i * xr + k * xc] * (w_kn ? w[k * ldw + j] : w[j * ldw + k]);
+                ref += p, mag += fabs(p);
+            }
+            ref *= alpha, mag *= fabs(alpha);
+            if (accumulate) ref += y0[i * ldy + j], mag += fabs(y0[i * ldy + j]);
+            ck_assert_msg(fabs(y[i * ldy + j] - ref) <= 1e-6 * (mag + 1.0),
+                          "gemm %lldx%lldx%lld (x%s, w%s): y[%lld,%lld] = %g, want %g", (long long)M, (long long)N,
+                          (long long)K, x_trans ? "ᵀ" : "", w_kn ? " (K,N)" : " (N,K)", (long long)i, (long long)j,
+                          y[i * ldy + j], ref);
+        }
+    for (int64_t a = 1; a < M; a += 2) { /* rows from a alone */
+        memcpy(part, y0, sizeof(float) * (size_t)(M * ldy));
+        ck_assert_int_eq(mlk_gemm(M - a, N, K, x + a * xr, xr, xc, w, ldw, w_kn, alpha, accumulate, part + a * ldy, ldy),
+                         0);
+        ck_assert_msg(!memcmp(part + a * ldy, y + a * ldy, sizeof(float) * (size_t)((M - a) * ldy)),
+                      "gemm %lldx%lldx%lld: rows from %lld alone are not the bits", (long long)M, (long long)N,
+                      (long long)K, (long long)a);
+    }
+    for (int64_t c = 1; c < N; c += 5) { /* columns from c alone */
+        memcpy(part, y0, sizeof(float) * (size_t)(M * ldy));
+        ck_assert_int_eq(
+            mlk_gemm(M, N - c, K, x, xr, xc, w + (w_kn ? c : c * ldw), ldw, w_kn, alpha, accumulate, part + c, ldy), 0);
+        for (int64_t i = 0; i < M; i++)
+            ck_assert_msg(!memcmp(part + i * ldy + c, y + i * ldy + c, sizeof(float) * (size_t)(ldy - c)),
+                          "gemm %lldx%lldx%lld: columns from %lld alone are not the bits", (long long)M, (long long)N,
+                          (long long)K, (long long)c);
+    }
+    free_tracked();
+}
+
+START_TEST(gemm_general_rows_alone) {
+    const int64_t Ms[] = {1, 5, 37}, Ns[] = {1, 17, 70}, Ks[] = {0, 1, 37};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            for (int c = 0; c < 3; c++)
+                for (int v = 0; v < 4; v++)
+                    gemm_general_check(Ms[a], Ns[b], Ks[c], v & 1, v & 2, (a + b + c + v) % 3 ? 1.0f : 0.125f,
+                                       (a + c + v) % 2);
+    gemm_general_check(0, 17, 13, true, false, 1.0f, true); /* no rows: nothing written */
+}
+END_TEST
+
+/* The weight gradient dW (+)= dyᵀ·x: mlk_gemm_tn is mlk_gemm on the transposed dy, bit for bit;
+ * the same bits at 1 and 2 threads, above the threading threshold, splitting rows and panels;
+ * an output row or column computed alone has the bits it has in the whole gradient. */
+static void gemm_tn_check(int64_t M, int64_t N, int64_t K, bool accumulate) {
+    float *dy = rnd((size_t)((K ? K : 1) * M), -1, 1), *x = rnd((size_t)((K ? K : 1) * N), -1, 1);
+    float *y0 = rnd((size_t)(M * N), -1, 1), *y1 = zeros((size_t)(M * N)), *y2 = zeros((size_t)(M * N));
+    float *ref = zeros((size_t)(M * N));
+    memcpy(ref, y0, sizeof(float) * (size_t)(M * N));
+    ck_assert_int_eq(mlk_gemm(M, N, K, dy, 1, M, x, N, true, 1.0f, accumulate, ref, N), 0);
+    for (int t = 1; t <= 2; t++) {
+        float *y = t == 1 ? y1 : y2;
+        ml_set_threads(t);
+        memcpy(y, y0, sizeof(float) * (size_t)(M * N));
+        ck_assert_int_eq(mlk_gemm_tn(M, N, K, dy, x, accumulate, y), 0);
+        ck_assert_msg(!memcmp(y, ref, sizeof(float) * (size_t)(M * N)),
+                      "gemm_tn %lldx%lldx%lld at %d threads: not mlk_gemm's bits", (long long)M, (long long)N,
+                      (long long)K, t);
+    }
+    ml_set_threads(1);
+    int64_t i = M / 3, j = N / 2; /* output row i alone: dy's column i; output column j alone: x's column j */
+    float *row = zeros((size_t)N), *col = zeros((size_t)M);
+    memcpy(row, y0 + i * N, sizeof(float) * (size_t)N);
+    for (int64_t r = 0; r < M; r++) col[r] = y0[r * N + j];
+    ck_assert_int_eq(mlk_gemm(1, N, K, dy + i, 1, M, x, N, true, 1.0f, accumulate, row, N), 0);
+    ck_assert_int_eq(mlk_gemm(M, 1, K, dy, 1, M, x + j, N, true, 1.0f, accumulate, col, 1), 0);
+    ck_assert_msg(!memcmp(row, ref + i * N, sizeof(float) * (size_t)N), "gemm_tn: a row alone is not the bits");
+    for (int64_t r = 0; r < M; r++)
+        ck_assert_msg(!memcmp(&col[r], &ref[r * N + j], sizeof(float)), "gemm_tn: a column alone is not the bits");
+    free_tracked();
+}
+
+START_TEST(gemm_tn_threads_and_rows) {
+    gemm_tn_check(7, 19, 5, false);
+    gemm_tn_check(130, 67, 301, true); /* more row blocks than panels: rows split */
+    gemm_tn_check(9, 1100, 120, false); /* the tied head's shape: panels split */
+    gemm_tn_check(33, 40, 0, true);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("all");
@@ -1022,6 +1125,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, h3_kernels_deterministic_threads);
     tcase_add_test(tc, h3_outer_and_gate);
     tcase_add_test(tc, gemm_rows_alone);
+    tcase_add_test(tc, gemm_general_rows_alone);
+    tcase_add_test(tc, gemm_tn_threads_and_rows);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,8 +13,8 @@ static int run(Suite *s, enum fork_status mode) {
 }
 
 /* CK_FORK from the environment, a process per test where it is unset (Check's default). The
- * sanitizer build sets CK_FORK=no (CMakeLists.txt): a fork of an ASan process costs about 0.1 s,
- * more than most tests, and one process lets LeakSanitizer see every test's leaks at exit. */
+ * sanitizer build sets CK_FORK=no (CMakeLists.txt): each forked test's exit runs LeakSanitizer's
+ * scan, about 0.1 s, more than most tests; in one process a single scan at the end sees them all. */
 int ml_test_run(Suite *s) { return run(s, CK_FORK_GETENV); }
 
 int ml_test_run_forked(Suite *s) { return run(s, CK_FORK); }

@@ -52,7 +52,7 @@ T.test("cache:get(component, layer) with mechlab and TransformerLens names", fun
   T.truthy(rawequal(cache["blocks.0.mlp.hook_post"], cache["blocks.0.mlp.hidden_post"]))
   T.raises(function() cache:get("resid_pre", 7) end, "'blocks.7.block_input' is not in this cache")
   T.raises(function() cache:get("block_inptu", 0) end, "did you mean 'blocks.0.block_input'")
-  T.raises(function() cache.get({}, "x") end, "expected a mech.Cache")
+  T.raises(function() cache.get({}, "x") end, "calling 'cache:get' on bad self (a mech.Cache expected, got table)")
 end)
 
 T.test("names: literal names, {pattern =}, functions and TransformerLens names select sites", function()
@@ -109,7 +109,7 @@ T.test("hook_names and caches print one site a line with its shape", function()
   T.eq(sel[1].shape, { "B", "L", 16 })
   T.eq(#m:hook_names(function(n) return n:find("attn_out", 1, true) end), 0) -- functions see mechlab names
   T.eq(#m:hook_names("hook_attn_out"), 2)
-  T.raises(function() m:hook_names(3) end, "hook_names: argument 2 expected a site name, {pattern = a Lua pattern} or a function(name), got number")
+  T.raises(function() m:hook_names(3) end, "bad argument #1 to 'model:hook_names' (expected a site name, {pattern = a Lua pattern} or a function(name), got number)")
 end)
 
 T.test("param: state-dict names and hook-style names reach the same tensor", function()
@@ -148,7 +148,7 @@ T.test("to_str_tokens: a tensor (L) or (B, L), or a table of ids", function()
   T.eq(task:to_str_tokens(tok:select(0, 1)), names[2])
   T.eq(task:to_str_tokens({ tok:get(0, 0), tok:get(0, 1) }), { names[1][1], names[1][2] })
   T.raises(function() task:to_str_tokens({ 1, 999 }) end, "token id 999 out of range for vocabulary size 68")
-  T.raises(function() task:to_str_tokens("x") end, "'task:to_str_tokens'")
+  T.raises(function() task:to_str_tokens("x") end, "bad argument #1 to 'task:to_str_tokens' (token ids (an int32 tensor or a list of integers) expected, got 'x')")
   T.raises(function() task:to_str_tokens(mech.zeros(3)) end, "int32 token ids")
 end)
 
@@ -405,8 +405,8 @@ T.test("token ids as tables of integers everywhere; what would be silent is an e
   local m2 = mech.model { arch = "attention", d_model = 16, n_layers = 1, vocab = 20, seed = 1 }
   T.eq(m2:train_step(mech.adamw(m2), tok, tg, 1e-3).loss, ref.loss)
   T.eq(m2:evaluate(tok, tg).n, m2:evaluate(mech.tensor(tok, { dtype = "int32" }), mech.tensor(tg, { dtype = "int32" })).n)
-  T.raises(function() m:forward({ { 1, 2.5, 3 } }) end, "forward: argument 2 expected integers in int32 range, got 2.5")
-  T.raises(function() m:train_step(mech.adamw(m), { { 1, 2 } }, "x", 1e-3) end, "train_step: argument 4 expected an int32 tensor")
+  T.raises(function() m:forward({ { 1, 2.5, 3 } }) end, "bad argument #1 to 'model:forward' (expected integers in int32 range, got 2.5 at a leaf)")
+  T.raises(function() m:train_step(mech.adamw(m), { { 1, 2 } }, "x", 1e-3) end, "bad argument #3 to 'model:train_step' (expected an int32 tensor or a table of integers, got 'x')")
   T.raises(function() mech.interp.short_conv_edit(m, "identity") end,
     "short_conv_edit: the model %(arch 'attention'%) has no short convolution")
 end)

@@ -163,7 +163,7 @@ T.test("interchange: combinations in parallel give the one-thread bits", functio
     end
   end
   mech.threads(old)
-  T.raises(function() ic.evaluate(tiny(), ds, { workers = -1 }) end, "option 'workers' expected a count in %[1, 64%]")
+  T.raises(function() ic.evaluate(tiny(), ds, { workers = -1 }) end, "option 'workers': expected a count in %[1, 64%]")
 end)
 
 T.test("interchange CSV and the training-loop evaluator", function()
@@ -260,7 +260,7 @@ T.test("attention mass and attribution patching in C: the wrappers' numbers, opt
     "mech.interp.attention_mass: option 'key' expected a position name")
   T.raises(function() mech.interp.attention_mass(att, ds, { n = 0 }) end, "option 'n' expected a positive number")
   T.raises(function() mech.interp.attention_mass(att, ds, { quer = 1 }) end, "did you mean 'query'")
-  T.raises(function() mech.interp.attention_mass(ds, att) end, "argument 1 expected a mech.Model")
+  T.raises(function() mech.interp.attention_mass(ds, att) end, "bad argument #1 to 'mech.interp.attention_mass' (a mech.Model expected, got userdata)")
   local est = mech.interp.attribution_patching(mamba, ds, { sites = { "blocks.0.block_input", "blocks.1.mixer.x" },
     positions = { "query_item_orig", "divider" }, label_types = { "query_item_orig" }, n = 4 })
   T.eq(#est, 4)

@@ -41,11 +41,11 @@ T.test("built-in model: Lua patterns only as {pattern = ...}; a malformed one is
   local err = T.raises(function() cached({ pattern = "%" }) end,
     "run_with_cache: option 'names': bad Lua pattern '%': malformed pattern (ends with '%')")
   T.truthy(err:find(here, 1, true), err)
-  err = T.raises(function() m:hook_names({ pattern = "[a" }) end, "hook_names: argument 2: bad Lua pattern '[a'")
+  err = T.raises(function() m:hook_names({ pattern = "[a" }) end, "bad argument #1 to 'model:hook_names' (bad Lua pattern '[a': malformed pattern (missing ']'))")
   T.truthy(err:find(here, 1, true), err)
   local _, c = m:run_with_cache(tok, { names = "block_input" })
-  T.raises(function() c:names({ pattern = "(" }) end, "cache:names: argument 2: bad Lua pattern '('")
-  T.raises(function() m:hook_names({ pat = "x" }) end, "hook_names: argument 2 expected a site name, {pattern = a Lua pattern}")
+  T.raises(function() c:names({ pattern = "(" }) end, "bad argument #1 to 'cache:names' (bad Lua pattern '(': unfinished capture)")
+  T.raises(function() m:hook_names({ pat = "x" }) end, "bad argument #1 to 'model:hook_names' (expected a site name, {pattern = a Lua pattern} or a function(name), got table)")
 end)
 
 T.test("mech.nn tree: the same rule", function()

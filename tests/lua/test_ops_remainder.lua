@@ -170,17 +170,17 @@ end)
 T.test("bad arguments name the function, the argument, what was expected and what came", function()
   local a = t {1, 2, 3}
   T.raises(function() return mech.remainder("s", a) end,
-    "remainder: argument 1 expected a tensor, a number or a table of numbers, got 's'")
-  T.raises(function() return mech.fmod(a, true) end, "fmod: argument 2 expected a tensor, a number or a table of numbers, got boolean")
-  T.raises(function() return mech.floor_divide(a) end, "floor_divide: argument 2 expected a tensor")
-  T.raises(function() return a % "2" end, "remainder: argument 2 expected a tensor")
+    "bad argument #1 to 'mech.remainder' (a tensor, a number or a table of numbers expected, got 's')")
+  T.raises(function() return mech.fmod(a, true) end, "bad argument #2 to 'mech.fmod' (a tensor, a number or a table of numbers expected, got boolean)")
+  T.raises(function() return mech.floor_divide(a) end, "bad argument #2 to 'mech.floor_divide' (a tensor, a number or a table of numbers expected, got no value)")
+  T.raises(function() return a % "2" end, "bad argument #2 to 'mech.remainder' (a tensor, a number or a table of numbers expected, got '2')")
   T.raises(function() return {} // a end, "floor_divide: ")
   T.raises(function() return a % t {1, 2} end, "remainder: shapes [3] and [2] do not broadcast")
   T.raises(function() return a:floor_divide(mech.zeros(2, 2)) end, "floor_divide: shapes [3] and [2,2] do not broadcast")
-  T.raises(function() return mech.fmod(a, {{1, 2}, {3}}) end, "fmod: ")
+  T.raises(function() return mech.fmod(a, {{1, 2}, {3}}) end, "bad argument #2 to 'mech.fmod' (is not rectangular: a row at depth 1 has 1 entries, expected 2)")
   local closed = t {1}
   do local c <close> = t {2}; closed = c end
-  T.raises(function() return closed % 2 end, "remainder: argument 1 is a tensor that was closed")
+  T.raises(function() return closed % 2 end, "bad argument #1 to 'mech.remainder' (is a tensor that was closed)")
 end)
 
 T.test("empty tensors: results at once, whatever the other sizes", function()

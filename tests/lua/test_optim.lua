@@ -250,45 +250,45 @@ end)
 T.test("bad input names the function, the argument, what was expected and what came", function()
   local w = leaf {1, 2}
   T.raises(function() mech.optim.adamw({w, w * 2}) end,
-    "mech.optim.adamw: argument 1 element 2 expected a float32 contiguous leaf tensor that requires grad, got a non-leaf tensor (made by MulBackward")
+    "bad argument #1 to 'mech.optim.adamw' (element 2 expected a float32 contiguous leaf tensor that requires grad, got a non-leaf tensor (made by MulBackward; optimise the leaf it came from))")
   T.raises(function() mech.optim.sgd({mech.tensor {1}}) end,
-    "mech.optim.sgd: argument 1 element 1 expected a float32 contiguous leaf tensor that requires grad, got a tensor that does not require grad (frozen)")
-  T.raises(function() mech.optim.sgd({w, "x"}) end, "mech.optim.sgd: argument 1 element 2 expected a tensor, got 'x'")
+    "bad argument #1 to 'mech.optim.sgd' (element 1 expected a float32 contiguous leaf tensor that requires grad, got a tensor that does not require grad (frozen))")
+  T.raises(function() mech.optim.sgd({w, "x"}) end, "bad argument #1 to 'mech.optim.sgd' (element 2 expected a tensor, got 'x')")
   T.raises(function() mech.optim.adamw({w}, {lr = 1, learning_rate = 2}) end,
-    "mech.optim.adamw: argument 2 has an unknown option 'learning_rate' (expected lr, betas")
+    "bad argument #2 to 'mech.optim.adamw' (unknown option 'learning_rate' (expected lr, betas, beta1, beta2, eps, weight_decay; did you mean 'lr'?))")
   T.raises(function() mech.optim.adamw({w}, {lr = -1}) end,
-    "mech.optim.adamw: argument 2 option 'lr' expected a finite number >= 0, got -1")
+    "bad argument #2 to 'mech.optim.adamw' (option 'lr' expected a finite number >= 0, got -1)")
   T.raises(function() mech.optim.sgd({{params = {w}}, {params = {leaf {1}}, lr = -0.5}}) end,
-    "mech.optim.sgd: argument 1 group 2 option 'lr' expected a finite number >= 0, got -0.5")
+    "bad argument #1 to 'mech.optim.sgd' (group 2 option 'lr' expected a finite number >= 0, got -0.5)")
   T.raises(function() mech.optim.sgd({{params = {w}, momentm = 0.9}}) end,
-    "mech.optim.sgd: argument 1 group 1 has an unknown option 'momentm'")
-  T.raises(function() mech.optim.sgd({{lr = 1}}) end, "mech.optim.sgd: argument 1 group 1 has no 'params'")
+    "bad argument #1 to 'mech.optim.sgd' (group 1: unknown option 'momentm' (expected params, lr, momentum, dampening, nesterov, weight_decay; did you mean 'momentum'?))")
+  T.raises(function() mech.optim.sgd({{lr = 1}}) end, "bad argument #1 to 'mech.optim.sgd' (group 1 has no 'params')")
   T.raises(function() mech.optim.sgd({w}, {nesterov = true}) end, "option 'nesterov' expected momentum > 0")
-  T.raises(function() mech.optim.adamw({w}, {betas = {0.9}}) end, "option 'betas' expected a list of two numbers")
+  T.raises(function() mech.optim.adamw({w}, {betas = {0.9}}) end, "bad argument #2 to 'mech.optim.adamw' (option 'betas': expected a list of two numbers {beta1, beta2}, got table)")
   T.raises(function() mech.optim.adamw({w}, {beta2 = 1}) end, "option 'beta2' expected a number in [0, 1), got 1")
-  T.raises(function() mech.optim.adamw({w, w}) end, "argument 1 element 2 is the same tensor as argument 1 element 1")
-  T.raises(function() mech.optim.adamw({}) end, "mech.optim.adamw: argument 1 expected a non-empty list")
+  T.raises(function() mech.optim.adamw({w, w}) end, "bad argument #1 to 'mech.optim.adamw' (element 2 is the same tensor as argument 1 element 1 (a parameter may appear once))")
+  T.raises(function() mech.optim.adamw({}) end, "bad argument #1 to 'mech.optim.adamw' (expected a non-empty list of tensors, a mech.Model or a module, got table)")
   T.raises(function() mech.optim.adamw(42) end, "mech.optim.adamw: argument 1 expected a list of tensors, a mech.Model or a module with :parameters(), got 42")
   T.raises(function() mech.optim.adamw({parameters = function() return 1 end}) end, "its parameters method returned 1")
-  T.raises(function() mech.optim.adamw({w}, 3) end, "mech.optim.adamw: argument 2 expected an option table, got 3")
+  T.raises(function() mech.optim.adamw({w}, 3) end, "bad argument #2 to 'mech.optim.adamw' (an option table expected, got 3)")
   local opt = mech.optim.sgd({w}, {lr = 0.1})
-  T.raises(function() opt:set_lr(-1) end, "set_lr: argument 1 expected a finite learning rate >= 0, got -1")
-  T.raises(function() opt:set_lr(0.1, 1) end, "set_lr: argument 2 expected a group index in [0, 0], got 1")
-  T.raises(function() opt:zero_grad(1) end, "zero_grad: argument 1 expected a boolean set_to_none, got 1")
-  T.raises(function() opt:load_state_dict(5) end, "load_state_dict: argument 1 expected a table from opt:state_dict(), got 5")
+  T.raises(function() opt:set_lr(-1) end, "bad argument #1 to 'optimizer:set_lr' (a finite learning rate >= 0 expected, got -1)")
+  T.raises(function() opt:set_lr(0.1, 1) end, "bad argument #2 to 'optimizer:set_lr' (a group index in [0, 0] expected, got 1)")
+  T.raises(function() opt:zero_grad(1) end, "bad argument #1 to 'optimizer:zero_grad' (a boolean set_to_none expected, got 1)")
+  T.raises(function() opt:load_state_dict(5) end, "bad argument #1 to 'optimizer:load_state_dict' (a table from opt:state_dict() expected, got 5)")
   T.raises(function() opt:load_state_dict(mech.optim.adamw({leaf {1}}):state_dict()) end,
-    "load_state_dict: argument 1 expected the state of a sgd optimizer, got kind adamw")
+    "bad argument #1 to 'optimizer:load_state_dict' (expected the state of a sgd optimizer, got kind adamw)")
   local other = mech.optim.sgd({leaf {1, 2, 3}}, {momentum = 0.5})
   other:parameters()[1].grad = mech.tensor {1, 1, 1}
   other:step()
   T.raises(function() opt:load_state_dict(other:state_dict()) end,
-    "load_state_dict: argument 1 state[0].momentum_buffer has float32 [3], expected float32 [2] (parameter 0)")
+    "bad argument #1 to 'optimizer:load_state_dict' (state[0].momentum_buffer has float32 [3], expected float32 [2] (parameter 0))")
   w.grad = mech.tensor {{1, 2}}:reshape(2)
-  T.raises(function() opt.step(nil) end, "step: argument 1 expected a mech.optim optimizer")
+  T.raises(function() opt.step(nil) end, "calling 'optimizer:step' on bad self (a mech.optim optimizer (mech.optim.adamw or mech.optim.sgd) expected, got nil)")
   T.raises(function() mech.optim.clip_grad_norm({w}, -1) end,
-    "mech.optim.clip_grad_norm: argument 2 expected a number max_norm >= 0, got -1")
+    "bad argument #2 to 'mech.optim.clip_grad_norm' (a number max_norm >= 0 expected, got -1)")
   T.raises(function() mech.optim.clip_grad_norm({w, 7}, 1) end,
-    "mech.optim.clip_grad_norm: argument 1 element 2 expected a tensor, got 7")
+    "bad argument #1 to 'mech.optim.clip_grad_norm' (element 2 expected a tensor, got 7)")
   -- nothing half-done: a failed constructor leaves no optimiser, a failed load changes nothing
   T.eq(opt:get_lr(), 0.1)
 end)

@@ -27,11 +27,11 @@ end)
 
 T.test("integer options beyond the int range are errors, not wrapped", function()
   T.raises(function() return mech.model { arch = "attention", d_model = 2 ^ 32 + 8, vocab = 16 } end,
-    "option 'd_model' expected an integer in [-2^31, 2^31)")
+    "bad argument #1 to 'mech.model' (option 'd_model': expected an integer in [-2^31, 2^31), got 4294967304.0)")
   T.raises(function() return mech.model { arch = "attention", d_model = 16, vocab = 2 ^ 32 + 16 } end,
-    "option 'vocab' expected an integer in [-2^31, 2^31)")
+    "bad argument #1 to 'mech.model' (option 'vocab': expected an integer in [-2^31, 2^31), got 4294967312.0)")
   local g = mech.Generator(1)
-  T.raises(function() return mech.interp.corrupt(0, 2 ^ 32 + 5, 1, g) end, "argument 2 expected an integer in")
+  T.raises(function() return mech.interp.corrupt(0, 2 ^ 32 + 5, 1, g) end, "bad argument #2 to 'mech.interp.corrupt' (an integer in [-2^31, 2^31) expected, got 4294967301.0)")
   T.raises(function() return mech.interp.corrupt(-1, 2 ^ 31 - 1, 1, g) end, "hi - lo < 2^31")
   local r = mech.interp.corrupt(0, 5, 2, g)
   T.truthy(r >= 0 and r <= 5 and r ~= 2, r)
@@ -141,8 +141,8 @@ T.test("a NaN weight stops train_step naming the step and the parameter; the mod
   T.truthy(st.loss ~= st.loss)
   T.eq(st.nonfinite, name)
   T.raises(function() m:train_step(opt, tokens, targets, 1e-3, "ignore") end,
-    'train_step: argument 6 expected "stop" or "record", got \'ignore\'')
-  T.raises(function() m:train_step(opt, tokens, targets, 1e-3, 1) end, 'argument 6 expected "stop" or "record"')
+    "bad argument #5 to 'model:train_step' (\"stop\" or \"record\" expected, got 'ignore')")
+  T.raises(function() m:train_step(opt, tokens, targets, 1e-3, 1) end, "bad argument #5 to 'model:train_step' (\"stop\" or \"record\" expected, got 1)")
 end)
 
 T.test("train.run writes no checkpoint holding a non-finite parameter", function()

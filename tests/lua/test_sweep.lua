@@ -176,7 +176,7 @@ T.test("a failed run is recorded with its error and the sweep goes on", function
   local res = sweep.run(d, { dir = tmp .. "/fail", jobs = 2 })
   T.eq(res.counts.done, 1)
   T.eq(res.counts.failed, 1)
-  local step = tonumber(res.failed[1].error:match("^train_step: the loss became nan at step (%d+); "))
+  local step = tonumber(res.failed[1].error:match("^model:train_step: the loss became nan at step (%d+); "))
   T.truthy(step, res.failed[1].error)
   local st = sweep.status(tmp .. "/fail")
   T.eq(st.counts.failed, 1)

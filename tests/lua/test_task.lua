@@ -187,7 +187,7 @@ T.test("options: unknown keys name the nearest valid one; bad values name the op
   T.raises(function() mech.task.atr {max_rhs_len = 1} end, "max_rhs_len must be in 2..")
   T.raises(function() mech.task.atr {head_position = "middle"} end, "'head_position':? expected one of 'right', 'left', got 'middle'")
   T.raises(function() mech.task.atr {sample_first = "x"} end, "sample_first")
-  T.raises(function() mech.task.atr {num_terminals = "many"} end, "'num_terminals' expected an integer")
+  T.raises(function() mech.task.atr {num_terminals = "many"} end, "bad argument #1 to 'mech.task.atr' (option 'num_terminals': expected an integer, got 'many')")
   T.raises(function() mech.task.atr {parent = false} end, "query type")
   T.raises(function() mech.task.ar {query_type = "vlaue"} end, "'key', 'value', got 'vlaue'")
   T.raises(function() mech.task.ar {length = 33} end, "even")

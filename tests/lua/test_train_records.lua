@@ -107,7 +107,7 @@ T.test("a non-finite loss stops the run naming the step and the parameter", func
   T.raises(function() train.run(config { out = dir, lr = 1e30 }) end, "became nan at step")
   local m = json.decode(read(dir .. "/manifest.json"))
   T.eq(m.status, "failed")
-  T.truthy(m.error:find("^train_step: the loss became nan at step %d+; "), m.error)
+  T.truthy(m.error:find("^model:train_step: the loss became nan at step %d+; "), m.error)
   local r = train.run(config { out = tmp .. "/nan2", lr = 1e30, on_nonfinite = "record" })
   T.eq(r.status, "done")
   T.truthy(read(tmp .. "/nan2/metrics.csv"):find(",train,nonfinite,1", 1, true))

@@ -42,7 +42,7 @@ T.test("mech.viz.attention writes one self-contained page with every layer and h
   T.raises(function() mech.viz.attention { pattern = cache, out = dir .. "/x.html", exmaple = 1 } end, "did you mean 'example'")
   T.raises(function() mech.viz.attention { pattern = cache["blocks.0.mixer.pattern"], example = 5, out = dir .. "/x.html" } end,
     "an index in [0, 2)")
-  T.raises(function() mech.viz.attention(3) end, "expected a table")
+  T.raises(function() mech.viz.attention(3) end, "bad argument #1 to 'mech.viz.attention' (a table expected, got 3)")
   T.raises(function() mech.viz.attention { pattern = mech.zeros(1, 300, 300), out = dir .. "/x.html" } end,
     "L = 300 is above 256 positions")
 end)

@@ -10,15 +10,12 @@
  * twice: packing w in every call (mlk_gemm_nt_bf16, as the fp32 kernel does) and with w packed
  * once beforehand (mlk_gemm_bf16_packed: in training, once per optimizer step for the forward and
  * the input gradient together). "dx" rows time the input gradient dy·W (mlk_gemm_nn and
- * mlk_gemm_nn_bf16), "dW" rows the weight gradient dyᵀ·x over the batch's rows (sgemm, as the
- * model runs it, and mlk_gemm_tn_bf16, which packs both operands in the call: its "packed" column
- * repeats it). GFLOP/s count 2·M·N·K. Exits non-zero where the CPU lacks AVX512_BF16. */
+ * mlk_gemm_nn_bf16), "dW" rows the weight gradient dyᵀ·x over the batch's rows (mlk_gemm_tn and
+ * mlk_gemm_tn_bf16, which packs both operands in the call: its "packed" column repeats it). GFLOP/s count 2·M·N·K. Exits non-zero where the CPU lacks AVX512_BF16. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include <cblas.h>
 
 #include "core/threads.h"
 #include "host/process.h"
@@ -68,12 +65,9 @@ enum { NT, NN, TN };
 
 static int run(int kind, int form, const operands *o) {
     bool nn = form == NN;
-    if (form == TN) { /* fp32: sgemm, as the model's weight gradient; there is no w to pack beforehand */
-        if (kind != FP32) return mlk_gemm_tn_bf16(o->M, o->N, o->K, o->x, o->w, o->y);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)o->M, (int)o->N, (int)o->K, 1.0f, o->x, (int)o->M,
-                    o->w, (int)o->N, 0.0f, o->y, (int)o->N);
-        return 0;
-    }
+    if (form == TN) /* there is no w to pack beforehand */
+        return kind == FP32 ? mlk_gemm_tn(o->M, o->N, o->K, o->x, o->w, false, o->y)
+                            : mlk_gemm_tn_bf16(o->M, o->N, o->K, o->x, o->w, o->y);
     switch (kind) {
     case FP32: return nn ? mlk_gemm_nn(o->M, o->N, o->K, o->x, o->w, o->y)
                          : mlk_gemm_nt(o->M, o->N, o->K, o->x, o->w, o->bias, o->y);

@@ -187,7 +187,6 @@ int mlk_gemm(int64_t M, int64_t N, int64_t K, const float *x, int64_t xr, int64_
  * mlk_gemm_nt (not across CPU makers: how the instruction rounds its two additions is the CPU's).
  * Every function that computes returns 0, -1 when out of memory, or MLK_ENOBF16 where the CPU
  * lacks AVX512_BF16 (mlk_have_bf16() false): the caller reports MLK_BF16_MISSING. */
-#include <stdbool.h>
 #define MLK_ENOBF16 (-2)
 #define MLK_BF16_MISSING                                                                                     \
     "this CPU has no AVX512_BF16 (Intel Cooper Lake or Sapphire Rapids and later, AMD Zen 4 and later): " \

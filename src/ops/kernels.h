@@ -180,4 +180,35 @@ int mlk_gemm_tn(int64_t M, int64_t N, int64_t K, const float *x, const float *w,
 int mlk_gemm(int64_t M, int64_t N, int64_t K, const float *x, int64_t xr, int64_t xc, const float *w, int64_t ldw,
              bool w_kn, float alpha, bool accumulate, float *y, int64_t ldy);
 
+/* ---- the linear layers' product in bf16, gemm_bf16.c (docs/kernels.md, "bf16 products") ----
+ * y[i,j] = bias[j] + Σ_k bf(x[i,k])·bf(w[j,k]): x and w rounded to bf16 (to nearest, ties to
+ * even; a denormal input counts as a zero of its sign), the products summed in fp32 two k at a
+ * time by AVX512_BF16's vdpbf16ps, in k order from zero. A row's bits are its own, as in
+ * mlk_gemm_nt (not across CPU makers: how the instruction rounds its two additions is the CPU's).
+ * Every function that computes returns 0, -1 when out of memory, or MLK_ENOBF16 where the CPU
+ * lacks AVX512_BF16 (mlk_have_bf16() false): the caller reports MLK_BF16_MISSING. */
+#define MLK_ENOBF16 (-2)
+#define MLK_BF16_MISSING                                                                                     \
+    "this CPU has no AVX512_BF16 (Intel Cooper Lake or Sapphire Rapids and later, AMD Zen 4 and later): " \
+    "bf16 products cannot run here; use fp32"
+bool mlk_have_bf16(void);
+/* The rounding of the kernels, in plain C (NaN stays a quiet NaN; may round up to infinity). */
+uint16_t mlk_bf16_round(float f);
+float mlk_bf16_to_float(uint16_t h);
+/* w packed once for mlk_gemm_bf16_packed: mlk_bf16_packed_size(N, K) 32-bit words, 64-byte
+ * aligned; from w (N, K) (the forward, x·wᵀ) or w (K, N) (the input gradient, dy·W): the same
+ * words for the same matrix. */
+size_t mlk_bf16_packed_size(int64_t N, int64_t K);
+int mlk_bf16_pack_nt(int64_t N, int64_t K, const float *w, uint32_t *packed);
+int mlk_bf16_pack_nn(int64_t N, int64_t K, const float *w, uint32_t *packed);
+/* x: [M,K] fp32 (rounded to bf16 as it is read);  bias: [N] or NULL (fp32);  y: [M,N] fp32. */
+int mlk_gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const float *x, const uint32_t *packed,
+                         const float *bias, float *y);
+/* The same with w packed in the call: w [N,K] (x·wᵀ + bias), or w [K,N] (x·w). */
+int mlk_gemm_nt_bf16(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias, float *y);
+int mlk_gemm_nn_bf16(int64_t M, int64_t N, int64_t K, const float *x, const float *w, float *y);
+/* y = aᵀ·b with a: [K,M], b: [K,N], y: [M,N]: the weight gradient dW = dyᵀ·x (a = dy, b = x, K the
+ * rows of the batch), summed over k in pairs in k order: the bits depend on K, not on the threads. */
+int mlk_gemm_tn_bf16(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
+
 #endif

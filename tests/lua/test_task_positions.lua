@@ -197,8 +197,10 @@ end)
 
 -- The interchange metrics of the built-in tasks, every one to 17 significant digits, hashed (FNV-1a
 -- over "name=%.17g\n" in name order): the values of commit 77a2fba, before free names, from its
--- build of the same kind (Release, -O2; the ASan+UBSan build rounds some AR values differently, in
--- 77a2fba as here).
+-- build of the same kind (Release, -O2; the ASan+UBSan build rounds some AR values differently).
+-- Pinned again when attention's per-sequence products left sgemm for mechlab's kernels (issue 46):
+-- 511 of the 1,536 AR values moved in their last digits (this untrained model's attributions by at
+-- most 2e-5; two max_perc near-ties by one document), the names unchanged.
 local sanitized = os.getenv("MECHLAB_SANITIZE") == "ON"
 local function digest(t, seed)
   local d = t:dataset(16, { seed = seed, split = "test" })
@@ -218,9 +220,9 @@ end
 
 T.test("the built-in AR and ATR interchange metrics are those before free names, to the last digit", function()
   local n, h = digest(mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 }, 1)
-  T.eq({ n, h }, { 1536, sanitized and "0x9282744b" or "0x34ad3c16" })
+  T.eq({ n, h }, { 1536, sanitized and "0xd13d3eec" or "0x8578750d" })
   n, h = digest(mech.task.atr { num_nonterminals = 6, num_terminals = 8, max_depth = 4, max_yield = 24, seed = 3 }, 2)
-  T.eq({ n, h }, { 1300, "0x95e1d25b" })
+  T.eq({ n, h }, { 1300, "0x97e3e695" })
 end)
 
 T.done()

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <threads.h>
 
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
@@ -184,12 +185,23 @@ enum { GEMM_STACK_FLOATS = 4096, GEMM_KEEP_FLOATS = 1 << 20 };
  * of 170). Past 4 MiB (the tied head's panels at D = 256) an allocation per call. */
 static _Thread_local float *kept_scratch;
 static _Thread_local size_t kept_floats;
+/* The same pointer under a key whose destructor frees it when its thread ends: OpenMP's pool
+ * threads end when the team shrinks, and their scratch would leak (LeakSanitizer saw it). */
+static tss_t kept_key;
+static once_flag kept_once = ONCE_FLAG_INIT;
+static int kept_key_ok;
+
+static void kept_key_init(void) { kept_key_ok = tss_create(&kept_key, free) == thrd_success; }
 
 static float *gemm_scratch(size_t floats) {
     if (floats > GEMM_KEEP_FLOATS) return aligned_alloc(64, (sizeof(float) * floats + 63) / 64 * 64);
     if (floats > kept_floats) {
+        call_once(&kept_once, kept_key_init);
         float *p = aligned_alloc(64, (sizeof(float) * floats + 63) / 64 * 64);
-        if (!p) return NULL;
+        if (!p || !kept_key_ok || tss_set(kept_key, p) != thrd_success) {
+            free(p);
+            return NULL;
+        }
         free(kept_scratch);
         kept_scratch = p, kept_floats = floats;
     }

@@ -29,24 +29,6 @@ static double thread_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* "model name (family F, model M)" from /proc/cpuinfo, or "unknown CPU". */
-static void cpu_name(char *out, size_t size) {
-    char line[512], name[160] = "unknown CPU", family[16] = "?", model[16] = "?";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    while (f && fgets(line, sizeof line, f)) {
-        char *colon = strchr(line, ':');
-        if (!colon) continue;
-        char *value = colon + 1 + (colon[1] == ' ');
-        value[strcspn(value, "\n")] = 0;
-        if (!strncmp(line, "model name", 10)) snprintf(name, sizeof name, "%s", value);
-        else if (!strncmp(line, "cpu family", 10)) snprintf(family, sizeof family, "%s", value);
-        else if (!strncmp(line, "model\t", 6)) snprintf(model, sizeof model, "%s", value);
-        else if (line[0] == '\n' || line[0] == 0) break; /* the first processor is enough */
-    }
-    if (f) fclose(f);
-    snprintf(out, size, "%s (family %s, model %s)", name, family, model);
-}
-
 typedef struct {
     const char *name;
     int64_t M, N, K;
@@ -101,7 +83,7 @@ int main(int argc, char **argv) {
     }
     if (rounds < 1) rounds = 1;
     char cpu[256];
-    cpu_name(cpu, sizeof cpu);
+    peak_cpu_model(cpu, sizeof cpu);
     printf("CPU: %s\n", cpu);
     if (!mlk_have_bf16()) {
         printf("bench_gemm_bf16: %s\n", MLK_BF16_MISSING);

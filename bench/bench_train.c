@@ -57,30 +57,11 @@ static double forward_flops(const ml_model *m, double B, double L, double N) {
     return f + 2 * N * D * V;
 }
 
-/* The CPU's model name from /proc/cpuinfo, with its family and model numbers (a virtual machine's
- * name can be as generic as "AMD EPYC"); "unknown CPU" where there is no /proc/cpuinfo. */
-static void cpu_model(char *out, size_t size) {
-    char name[128] = "unknown CPU", family[16] = "", model[16] = "", line[512];
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    while (f && fgets(line, sizeof line, f) && !(*family && *model && strcmp(name, "unknown CPU"))) {
-        char *colon = strchr(line, ':');
-        if (!colon) continue;
-        char *value = colon + 1 + (colon[1] == ' ');
-        value[strcspn(value, "\n")] = 0;
-        if (!strncmp(line, "model name", 10)) snprintf(name, sizeof name, "%s", value);
-        else if (!strncmp(line, "cpu family", 10)) snprintf(family, sizeof family, "%s", value);
-        else if (!strncmp(line, "model\t", 6) || !strncmp(line, "model ", 6)) snprintf(model, sizeof model, "%s", value);
-    }
-    if (f) fclose(f);
-    if (*family && *model) snprintf(out, size, "%s (family %s, model %s)", name, family, model);
-    else snprintf(out, size, "%s", name);
-}
-
 /* Prints the CPU, the ISA and the peaks; returns the one-thread fp32 peak in GFLOP/s (`rate` where
  * it is given, else measured), 0 where there is no kernel for this CPU. */
 static double measure_peak(double rate) {
     char cpu[256];
-    cpu_model(cpu, sizeof cpu);
+    peak_cpu_model(cpu, sizeof cpu);
     peak_kernel ks[4], bf;
     int n = peak_fp32_kernels(ks);
     if (rate > 0) {

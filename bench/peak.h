@@ -238,4 +238,23 @@ static int peak_selftest(void) {
     return failed + (bad != 0);
 }
 
+/* The CPU's model name from /proc/cpuinfo, with its family and model numbers (a virtual machine's
+ * name can be as generic as "AMD EPYC"); "unknown CPU" where there is no /proc/cpuinfo. */
+static inline void peak_cpu_model(char *out, size_t size) {
+    char name[128] = "unknown CPU", family[16] = "", model[16] = "", line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f) && !(*family && *model && strcmp(name, "unknown CPU"))) {
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        char *value = colon + 1 + (colon[1] == ' ');
+        value[strcspn(value, "\n")] = 0;
+        if (!strncmp(line, "model name", 10)) snprintf(name, sizeof name, "%s", value);
+        else if (!strncmp(line, "cpu family", 10)) snprintf(family, sizeof family, "%s", value);
+        else if (!strncmp(line, "model\t", 6) || !strncmp(line, "model ", 6)) snprintf(model, sizeof model, "%s", value);
+    }
+    if (f) fclose(f);
+    if (*family && *model) snprintf(out, size, "%s (family %s, model %s)", name, family, model);
+    else snprintf(out, size, "%s", name);
+}
+
 #endif

@@ -14,12 +14,7 @@
 #include "testutil.h"
 
 static unsigned long long rng_state = 0x9e3779b97f4a7c15ULL;
-static double urand(void) { /* xorshift64 → [0,1) */
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
+static double urand(void) { return ml_test_urand(&rng_state); }
 static float *rnd(size_t n) {
     float *p = malloc(sizeof(float) * (n ? n : 1));
     ck_assert_ptr_nonnull(p);

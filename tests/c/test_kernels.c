@@ -12,12 +12,7 @@
 /* ---- helpers ---- */
 
 static unsigned long long rng_state = 88172645463325252ULL;
-static double urand(void) { /* xorshift64 → [0,1) */
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
+static double urand(void) { return ml_test_urand(&rng_state); }
 /* every test buffer is tracked and freed by the fixture's teardown */
 enum { MAX_TRACKED = 512 };
 static void *tracked[MAX_TRACKED];

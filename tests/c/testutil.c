@@ -19,6 +19,13 @@ int ml_test_run(Suite *s) { return run(s, CK_FORK_GETENV); }
 
 int ml_test_run_forked(Suite *s) { return run(s, CK_FORK); }
 
+double ml_test_urand(unsigned long long *state) {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return (double)(*state >> 11) / 9007199254740992.0;
+}
+
 ml_tensor *ml_test_tokens(int B, int L, int vocab, uint64_t seed) {
     ml_rng r;
     ml_rng_init(&r, seed, 0);

@@ -13,6 +13,9 @@
 int ml_test_run(Suite *s);
 int ml_test_run_forked(Suite *s);
 
+/* xorshift64: the next value of *state in [0, 1). */
+double ml_test_urand(unsigned long long *state);
+
 /* Asserts |a-b| <= atol + rtol*|b| with a message naming what was compared. */
 #define ck_assert_close(a, b, atol, rtol)                                                      \
     do {                                                                                        \

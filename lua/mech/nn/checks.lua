@@ -1,5 +1,19 @@
--- Argument checks the layers share: errors name the layer's constructor and the argument.
+-- Argument checks the layers share: errors name the layer's constructor and the argument; and the
+-- shape tests and texts of the messages about tensors (a hook's replacement, a parameter).
 local C = {}
+
+--- "[2,3]": a tensor's shape as messages write it.
+function C.shape_str(t) return "[" .. table.concat(t:shape(), ",") .. "]" end
+
+--- Whether tensors a and b have the same shape.
+function C.same_shape(a, b)
+  local sa, sb = a:shape(), b:shape()
+  if #sa ~= #sb then return false end
+  for i = 1, #sa do
+    if sa[i] ~= sb[i] then return false end
+  end
+  return true
+end
 
 function C.size(fn, what, v)
   if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v) and v < 2 ^ 53) or v < 1 then

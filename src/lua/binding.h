@@ -117,8 +117,10 @@ void mlL_hooked(lua_State *L, int table, const char *const *names);
 /* Zeroed scratch memory of n bytes owned by the stack (pushed; freed by the collector even when an
  * error unwinds). */
 void *mlL_scratch(lua_State *L, size_t n);
-/* Adds cache.c's cache class and model:run_with_cache / run_with_hooks (mlL_open_interp calls it). */
+/* Adds cache.c's cache class (mlL_open_interp calls it). */
 void mlL_open_cache(lua_State *L);
+/* model:run_with_cache (cache.c), a method that model.c registers and hooks with the others. */
+int mlL_run_with_cache(lua_State *L);
 /* Adds analysis.c's model methods (mlL_open_interp calls it). */
 int mlL_open_analysis(lua_State *L);
 /* The model optimiser of mech.adamw (a mech.AdamW userdata, src/lua/optim.c): the one at arg, else

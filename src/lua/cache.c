@@ -1,8 +1,8 @@
 /* Caches from Lua: site-name filters (literal names, {pattern = ...}, functions), the cache
  * class (a plain table {site = tensor} with methods: get, has, names, save, and lua/mech/
- * analysis.lua's residual-stream methods; a missing name is an error naming the closest), and the
- * model methods that make one, model:run_with_cache and model:run_with_hooks. The interventions
- * and evaluators that read caches are interp.c's. */
+ * analysis.lua's residual-stream methods; a missing name is an error naming the closest), and
+ * model:run_with_cache, which makes one (registered with the model's other methods and hooked
+ * functions in model.c). The interventions and evaluators that read caches are interp.c's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -308,7 +308,7 @@ typedef struct {
 } cache_options;
 
 /* logits, cache[, grads] = model:run_with_cache(tokens[, {names=, grads=, targets=, rows=, objective=}]) */
-static int m_run_with_cache(lua_State *L) {
+int mlL_run_with_cache(lua_State *L) {
     const char *fn = "model:run_with_cache";
     static const char *const keys[] = {"names", "grads", "targets", "rows", "objective", NULL};
     ml_model *m = mlL_checkmodel(L, 1, fn);
@@ -357,29 +357,7 @@ static int m_run_with_cache(lua_State *L) {
     return grads ? 3 : 2;
 }
 
-/* model:run_with_hooks(tokens, {[site] = fn, ...}) -> logits (model:forward with hooks) */
-static int m_run_with_hooks(lua_State *L) {
-    mlL_checkmodel(L, 1, "run_with_hooks");
-    lua_settop(L, 3);
-    if (!lua_isnil(L, 3) && !lua_istable(L, 3)) mlL_argerror(L, "run_with_hooks", 3, "a table of hooks {site = function}");
-    luaL_getmetafield(L, 1, "__index");
-    lua_getfield(L, -1, "forward");
-    lua_pushvalue(L, 1), lua_pushvalue(L, 2), lua_pushvalue(L, 3);
-    lua_call(L, 3, 1);
-    return 1;
-}
-
 void mlL_open_cache(lua_State *L) {
-    static const luaL_Reg methods[] = {{"run_with_cache", m_run_with_cache}, {"run_with_hooks", m_run_with_hooks}, {NULL, NULL}};
-    luaL_getmetatable(L, "mech.Model");
-    if (lua_istable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE) {
-        luaL_setfuncs(L, methods, 0);
-        mlL_hooked(L, -1, (const char *const[]){"run_with_cache", NULL});
-        lua_pop(L, 1);
-    } else {
-        lua_pop(L, lua_istable(L, -1) ? 1 : 0);
-    }
-    lua_pop(L, 1);
     static const luaL_Reg cache_methods[] = {{"get", cache_get}, {"has", cache_has}, {"names", cache_names},
                                              {"save", mlL_cache_save}, {NULL, NULL}};
     luaL_newmetatable(L, MLL_CACHE_MT);

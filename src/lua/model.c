@@ -435,6 +435,8 @@ static int run_forward(lua_State *L, bool head, const char *fn) {
 
 static int m_forward(lua_State *L) { return run_forward(L, true, "model:forward"); }
 static int m_hidden(lua_State *L) { return run_forward(L, false, "model:hidden"); }
+/* model:run_with_hooks(tokens, {[site] = fn, ...}) -> logits: TransformerLens's name for forward */
+static int m_run_with_hooks(lua_State *L) { return run_forward(L, true, "model:run_with_hooks"); }
 
 /* model:loss(tokens, targets[, hooks]) -> loss, logits at supervised rows (N, V), row indices (N) */
 static int m_loss(lua_State *L) {
@@ -601,6 +603,23 @@ static int l_lr_schedule(lua_State *L) {
 
 #define MIXER_HASH_KEY "mixer.module_hash" /* a Lua mixer's module source hash, at save */
 
+/* The string keys and string or number values of option 'meta' (the table at t) into keys and vals
+ * (at most 64), each kept on the stack (a number's text is a new string); returns how many. */
+static int meta_strings(lua_State *L, int t, const char *fn, const char **keys, const char **vals) {
+    if (!lua_istable(L, t)) return mlL_error(L, fn, "option 'meta' expected a table of strings");
+    int n = 0;
+    for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1)) {
+        if (lua_type(L, -2) != LUA_TSTRING || (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER))
+            return mlL_error(L, fn, "option 'meta' expected string keys and string or number values");
+        if (n == 64) return mlL_error(L, fn, "at most 64 metadata entries");
+        luaL_checkstack(L, 4, fn);
+        lua_pushvalue(L, -2);
+        vals[n] = luaL_tolstring(L, -2, NULL), keys[n++] = lua_tostring(L, -2);
+        lua_rotate(L, -4, 2); /* both kept below the pair that lua_next goes on with */
+    }
+    return n;
+}
+
 /* model:save(path[, {optimizer=opt, meta={key=string,...}, torch=false}]) */
 static int m_save(lua_State *L) {
     const char *fn = "model:save";
@@ -616,29 +635,7 @@ static int m_save(lua_State *L) {
         mlL_checkkeys(L, 3, fn, ok);
         torch = mlL_optbool(L, 3, "torch", 0, fn);
         if (lua_getfield(L, 3, "optimizer") != LUA_TNIL) opt = mlL_checkadamw(L, lua_gettop(L), fn);
-        if (lua_getfield(L, 3, "meta") != LUA_TNIL) {
-            int t = lua_gettop(L);
-            if (!lua_istable(L, t)) return mlL_error(L, "model:save", "option 'meta' expected a table of strings");
-            /* copy into a table of strings that stays on the stack, so the pointers stay valid */
-            lua_newtable(L);
-            int anchor = lua_gettop(L);
-            lua_pushnil(L);
-            while (lua_next(L, t)) {
-                if (lua_type(L, -2) != LUA_TSTRING || (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER))
-                    return mlL_error(L, "model:save", "option 'meta' expected string keys and string or number values");
-                lua_pushvalue(L, -2);
-                luaL_tolstring(L, -2, NULL);
-                lua_settable(L, anchor);
-                lua_pop(L, 1);
-            }
-            lua_pushnil(L);
-            while (lua_next(L, anchor)) {
-                if (n == 64) return mlL_error(L, "model:save", "at most 64 metadata entries");
-                keys[n] = lua_tostring(L, -2);
-                vals[n++] = lua_tostring(L, -1);
-                lua_pop(L, 1);
-            }
-        }
+        if (lua_getfield(L, 3, "meta") != LUA_TNIL) n = meta_strings(L, lua_gettop(L), fn, keys, vals);
     }
     /* a Lua mixer's module: found again by its name, and its source's hash kept (docs/nn.md) */
     if (mlL_mixer_is_lua(m->cfg.arch)) { /* without a module: an error that names the fix */
@@ -747,7 +744,8 @@ int mlL_open_model(lua_State *L) {
         {"config", m_config},       {"named_parameters", m_named_parameters}, {"hook_names", m_hook_names},
         {"site", m_site},           {"forward", m_forward},     {"hidden", m_hidden},         {"loss", m_loss},
         {"add_hook", m_add_hook},   {"train_step", m_train_step}, {"evaluate", m_evaluate},
-        {"save", m_save},           {"reset_hooks", m_reset_hooks}, {"nonfinite", m_nonfinite}, {NULL, NULL}};
+        {"save", m_save},           {"reset_hooks", m_reset_hooks}, {"nonfinite", m_nonfinite},
+        {"run_with_hooks", m_run_with_hooks}, {"run_with_cache", mlL_run_with_cache}, {NULL, NULL}};
     static const mlL_Decl decls[] = {
         {"model:n_params", "N", 'i', MLL_FN(ml_model_count)},
         {"model:zero_grad", "M", 'v', MLL_FN(ml_model_zero_grad)},
@@ -758,7 +756,9 @@ int mlL_open_model(lua_State *L) {
     luaL_newmetatable(L, MLL_MODEL_MT);
     luaL_newlib(L, methods);
     mlL_setdecls(L, -1, decls);
-    mlL_hooked(L, -1, (const char *const[]){"forward", "hidden", "loss", "train_step", "evaluate", NULL});
+    /* the one list of methods that run with the model's persistent hooks on */
+    mlL_hooked(L, -1, (const char *const[]){"forward", "hidden", "loss", "train_step", "evaluate", "run_with_hooks",
+                                            "run_with_cache", NULL});
     /* the model as a mech.nn tree: model:NAME(...) is lua/mech/nn/tree.lua's NAME(model, ...) */
     mlL_setlua(L, -1, (const mlL_LuaReg[]){{"module", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:module"},
                                             {"children", "mech.nn.tree", NULL, MLL_CHECK_MODEL, "model:children"},

@@ -52,6 +52,14 @@ static void mixer_unref(lua_mixer *mx) {
     if (--mx->refs == 0) free(mx);
 }
 
+/* Takes mx out of the model builder and drops the registration (a model still holding it frees it
+ * last). */
+static void drop_mixer(lua_State *L, lua_mixer *mx) {
+    ml_mixer_unregister(&mx->type);
+    luaL_unref(L, LUA_REGISTRYINDEX, mx->class_ref);
+    mixer_unref(mx);
+}
+
 /* The main thread: it lives as long as the state (a calling coroutine may end first). */
 static lua_State *main_thread(lua_State *L) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
@@ -102,13 +110,11 @@ static void declare_params(lua_State *L, build_args *a, int lt, int params) {
     for (lua_Integer i = 1; lua_rawgeti(L, params, i) == LUA_TTABLE; i++) {
         int p = lua_gettop(L);
         lua_getfield(L, p, "name"), lua_getfield(L, p, "shape"), lua_getfield(L, p, "init"), lua_getfield(L, p, "fan");
-        const char *pname = lua_tostring(L, p + 1), *init = lua_tostring(L, p + 3);
-        int ndim = (int)lua_rawlen(L, p + 2), kind = init ? ml_param_kind_of(init) : (int)ML_P_CUSTOM;
+        int ndim = (int)lua_rawlen(L, p + 2);
         int64_t shape[4];
         for (int d = 0; d < ndim; d++) shape[d] = (lua_rawgeti(L, p + 2, d + 1), lua_tointeger(L, -1));
-        if (kind < 0) luaL_error(L, "parameter '%s' has an unknown init '%s'", pname, init);
-        int idx = ml_model_add_param(a->m, a->layer, pname, ndim, shape, (ml_param_kind)kind,
-                                     lua_tointeger(L, p + 4));
+        int idx = ml_model_add_param_named(a->m, a->layer, lua_tostring(L, p + 1), ndim, shape, lua_tostring(L, p + 3),
+                                           lua_tointeger(L, p + 4));
         if (idx < 0) luaL_error(L, "%s", ml_last_error());
         lua_pushinteger(L, idx);
         lua_rawseti(L, pidx, i);
@@ -129,12 +135,7 @@ static void declare_sites(lua_State *L, build_args *a, int lt, int list) {
         int ndim = (int)lua_rawlen(L, -1);
         int64_t shape[5];
         for (int d = 0; d < ndim; d++) shape[d] = (lua_rawgeti(L, -1 - d, d + 1), lua_tointeger(L, -1));
-        char site[64];
-        int len = snprintf(site, sizeof site, "mixer.%s", path);
-        if (len >= (int)sizeof(((ml_site_decl *)0)->name))
-            luaL_error(L, "site name 'mixer.%s' is longer than %d bytes", path,
-                       (int)sizeof(((ml_site_decl *)0)->name) - 1);
-        int id = ml_model_add_site(a->m, a->layer, site, ndim, shape);
+        int id = ml_model_add_mixer_site(a->m, a->layer, path, ndim, shape);
         if (id < 0) luaL_error(L, "%s", ml_last_error());
         lua_pushinteger(L, id);
         lua_setfield(L, sites, path);
@@ -226,20 +227,14 @@ static int init_lua(lua_State *L) {
         lua_geti(L, specs, i);
         lua_getfield(L, -1, "init");
         int init = lua_gettop(L);
-        float *x = ml_f32(a->m->flat) + p->offset;
-        if (p->kind != ML_P_CUSTOM) {
-        } else if (lua_istable(L, init)) {
-            if (lua_getfield(L, init, "normal") == LUA_TNUMBER) {
-                double std = lua_tonumber(L, -1);
-                for (int64_t k = 0; k < p->numel; k++) x[k] = (float)(std * ml_rng_normal(a->rng));
-            } else if (lua_getfield(L, init, "uniform") == LUA_TTABLE) {
-                lua_geti(L, -1, 1), lua_geti(L, -2, 2);
-                double lo = lua_tonumber(L, -2), hi = lua_tonumber(L, -1);
-                for (int64_t k = 0; k < p->numel; k++) x[k] = (float)(lo + (hi - lo) * ml_rng_double(a->rng));
-            } else {
+        if (p->kind == ML_P_CUSTOM && lua_istable(L, init)) {
+            bool normal = lua_getfield(L, init, "normal") == LUA_TNUMBER;
+            if (!normal && lua_getfield(L, init, "uniform") != LUA_TTABLE)
                 luaL_error(L, "parameter '%s': init expected {normal = std} or {uniform = {a, b}}", p->name);
-            }
-        } else if (lua_isfunction(L, init)) {
+            if (!normal) lua_geti(L, -1, 1), lua_geti(L, -2, 2);
+            ml_param_fill_random(a->m, (int)(p - a->m->params), !normal, lua_tonumber(L, normal ? -1 : -2),
+                                 lua_tonumber(L, -1), a->rng);
+        } else if (p->kind == ML_P_CUSTOM && lua_isfunction(L, init)) {
             lua_pushvalue(L, init);
             mlL_pushtensor(L, ml_retain(p->t));
             ml_rng *g = lua_newuserdatauv(L, sizeof *g, 0);
@@ -389,9 +384,7 @@ static int anchor_gc(lua_State *L) {
     anchor *an = lua_touserdata(L, 1);
     for (lua_mixer *mx = an->head, *next; mx; mx = next) {
         next = mx->next;
-        ml_mixer_unregister(&mx->type);
-        luaL_unref(L, LUA_REGISTRYINDEX, mx->class_ref);
-        mixer_unref(mx); /* models still holding it free it last */
+        drop_mixer(L, mx);
     }
     an->head = NULL;
     return 0;
@@ -438,9 +431,7 @@ static void release_name(lua_State *L, anchor *an, const char *name, const char 
             *p = om->next;
             break;
         }
-    ml_mixer_unregister(&om->type);
-    luaL_unref(L, LUA_REGISTRYINDEX, om->class_ref);
-    mixer_unref(om);
+    drop_mixer(L, om);
 }
 
 /* A new Lua mixer named `name` for the class at cls, registered with the model builder. */
@@ -527,9 +518,7 @@ void mlL_mixer_forget(lua_State *L, int mark, const char *module) {
             continue;
         }
         *p = mx->next;
-        ml_mixer_unregister(&mx->type);
-        luaL_unref(L, LUA_REGISTRYINDEX, mx->class_ref);
-        mixer_unref(mx); /* a model still holding it frees it last */
+        drop_mixer(L, mx);
     }
     if (module) {
         luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);

@@ -742,3 +742,31 @@ ml_tensor *ml_model_loss_stats(ml_model *m, ml_tensor *tokens, ml_tensor *target
     ml_release(tg), ml_release(idx), ml_release(sel);
     return loss;
 }
+
+/* ------------------------------------------------------------------ declared by name */
+
+int ml_model_add_param_named(ml_model *m, int layer, const char *rel_name, int ndim, const int64_t *shape,
+                             const char *init, int64_t fan) {
+    int kind = init ? ml_param_kind_of(init) : (int)ML_P_CUSTOM;
+    if (kind < 0) {
+        ml_fail(ML_ERR_ARG, "parameter '%s' has an unknown init '%s'", rel_name, init);
+        return -1;
+    }
+    return ml_model_add_param(m, layer, rel_name, ndim, shape, (ml_param_kind)kind, fan);
+}
+
+int ml_model_add_mixer_site(ml_model *m, int layer, const char *path, int ndim, const int64_t *shape) {
+    char site[sizeof m->sites[0].name];
+    if (snprintf(site, sizeof site, "mixer.%s", path) >= (int)sizeof site) {
+        ml_fail(ML_ERR_ARG, "site name 'mixer.%s' is longer than %d bytes", path, (int)sizeof site - 1);
+        return -1;
+    }
+    return ml_model_add_site(m, layer, site, ndim, shape);
+}
+
+void ml_param_fill_random(ml_model *m, int param, bool uniform, double a, double b, ml_rng *rng) {
+    const ml_param *p = &m->params[param];
+    float *x = ml_f32(m->flat) + p->offset;
+    for (int64_t k = 0; k < p->numel; k++)
+        x[k] = (float)(uniform ? a + (b - a) * ml_rng_double(rng) : a * ml_rng_normal(rng));
+}

@@ -253,24 +253,22 @@ static void read_tokens(const doc_reader *r, int tok, int len, ml_doc *d) {
 /* The readouts of d from the lists of targets (nt at tg; positions whose token is predicted from
  * the position before) and of readouts with their answers (nr at rd and an: any position). */
 static void read_readouts(const doc_reader *r, int tg, int nt, int rd, int an, int nr, ml_doc *d) {
-    int k = 0;
-    for (int j = 0; j < nt; j++, k++) {
+    for (int j = 0; j < nt; j++) {
         lua_rawgeti(r->L, tg, j + 1);
         int32_t p = doc_pos(r, "targets", j + 1);
-        if (p < 1 || p >= d->len)
+        if (!ml_doc_add_target(d, p))
             doc_error(r, "targets[%d] = %d is not a position of the document that can be predicted (1..%d: a "
                       "target is read at the position before it)", j + 1, (int)p, d->len - 1);
         lua_pop(r->L, 1);
-        d->read_pos[k] = p - 1, d->read_ans[k] = d->tokens[p];
     }
-    for (int j = 0; j < nr; j++, k++) {
+    for (int j = 0, k = nt; j < nr; j++, k++) {
         lua_rawgeti(r->L, rd, j + 1);
         d->read_pos[k] = doc_pos(r, "readouts", j + 1);
         lua_rawgeti(r->L, an, j + 1);
         d->read_ans[k] = doc_token(r, "answers", j + 1);
         lua_pop(r->L, 2);
     }
-    d->n_reads = k;
+    d->n_reads = nt + nr;
     ml_doc_sort_readouts(d);
 }
 

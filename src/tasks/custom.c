@@ -190,6 +190,12 @@ void ml_doc_start(ml_doc *d, int len) {
     d->stats.doc_len = len;
 }
 
+bool ml_doc_add_target(ml_doc *d, int32_t p) {
+    if (p < 1 || p >= d->len) return false;
+    d->read_pos[d->n_reads] = p - 1, d->read_ans[d->n_reads++] = d->tokens[p];
+    return true;
+}
+
 /* Insertion sort: a document has few readouts, usually already in order. */
 void ml_doc_sort_readouts(ml_doc *d) {
     for (int a = 1; a < d->n_reads; a++)
@@ -203,22 +209,19 @@ void ml_doc_sort_readouts(ml_doc *d) {
 /* Fills d (reserved for the batch) with document r of b. Returns the 0-based column of a target
  * that cannot be predicted, else -1. */
 static int batch_row(const ml_doc_batch *b, int64_t r, ml_doc *d) {
-    int len = (int)b->tok.cols, k = 0;
+    int len = (int)b->tok.cols;
     ml_doc_start(d, len);
     const int32_t *row = b->tok.p + r * b->tok.s0;
     for (int j = 0; j < len; j++) d->tokens[j] = row[j * b->tok.s1];
     for (int j = 0; j < b->tg.cols; j++) {
         int32_t p = b->tg.p[r * b->tg.s0 + j * b->tg.s1];
-        if (p == -1) continue;
-        if (p < 1 || p >= len) return j;
-        d->read_pos[k] = p - 1, d->read_ans[k++] = d->tokens[p];
+        if (p != -1 && !ml_doc_add_target(d, p)) return j;
     }
     for (int j = 0; j < b->rd.cols; j++) {
-        int32_t p = b->rd.p[r * b->rd.s0 + j * b->rd.s1];
+        int32_t p = b->rd.p[r * b->rd.s0 + j * b->rd.s1], k = d->n_reads;
         if (p == -1) continue;
-        d->read_pos[k] = p, d->read_ans[k++] = b->an.p[r * b->an.s0 + j * b->an.s1];
+        d->read_pos[k] = p, d->read_ans[k] = b->an.p[r * b->an.s0 + j * b->an.s1], d->n_reads = k + 1;
     }
-    d->n_reads = k;
     ml_doc_sort_readouts(d);
     for (int i = 0; i < b->npos; i++) d->pos[b->pos_index[i]] = b->pos[i].p[r * b->pos[i].s0];
     d->qtype = b->qtype;

@@ -309,6 +309,9 @@ ml_status ml_doc_check(const ml_task *t, const ml_doc *doc, unsigned flags);
 /* Starts filling doc by hand (after ml_doc_reserve): len tokens, no named position, readout,
  * all_target_items_orig or tree, type KEY, statistics zero but doc_len. */
 void ml_doc_start(ml_doc *doc, int len);
+/* Adds the readout of target position p (the token at p, read at p - 1); false, adding nothing,
+ * when p is no position that can be predicted (outside 1 .. len - 1). Room: ml_doc_reserve. */
+bool ml_doc_add_target(ml_doc *doc, int32_t p);
 /* Puts doc's readouts in document order (a stable sort; ml_doc_check refuses repeats). */
 void ml_doc_sort_readouts(ml_doc *doc);
 /* The query type named `name` (as ml_qtype_name writes it), -1 for none. */

@@ -29,23 +29,6 @@ static bool pattern_finds(lua_State *L, const char *s, const char *pat, const ch
     return found;
 }
 
-/* A literal filter: `lit` is a whole run of `name`'s dot-separated parts (the full name, a layer
- * "blocks.0", a component "mlp_output" or "mixer" in every layer), and the last part may leave off
- * TransformerLens's "hook_" ("resid_post"). A typo ("hook_resid_pr") matches nothing. */
-static bool literal_match(const char *name, const char *lit) {
-    char n[ML_SITE_NAME_MAX + 2], l[ML_SITE_NAME_MAX + 2];
-    if (!*lit || snprintf(n, sizeof n, ".%s.", name) >= (int)sizeof n || snprintf(l, sizeof l, ".%s.", lit) >= (int)sizeof l)
-        return false;
-    if (strstr(n, l)) return true;
-    char *last = strrchr(n, '.'); /* the closing dot; the last part starts after the one before */
-    *last = 0;
-    last = strrchr(n, '.') + 1;
-    if (strncmp(last, "hook_", 5)) return false;
-    memmove(last, last + 5, strlen(last + 5) + 1);
-    strcat(n, ".");
-    return strstr(n, l) != NULL;
-}
-
 /* The {pattern = "..."} table at idx, as mlL_checkfilter left it: its pattern, or NULL. Read raw,
  * so the string stays anchored in the table. */
 static const char *filter_pattern(lua_State *L, int idx) {
@@ -92,17 +75,10 @@ bool mlL_name_filter(lua_State *L, int idx, const char *name, const char *fn, co
         return keep;
     }
     const char *pat = filter_pattern(L, idx);
-    if (!pat && lua_type(L, idx) != LUA_TSTRING) return false; /* a value mlL_checkfilter would refuse */
-    const char *f = pat ? NULL : lua_tostring(L, idx);
-    char buf[ML_SITE_NAME_MAX];
-    if (pat ? pattern_finds(L, name, pat, fn, arg) : (literal_match(name, f) ||
-                                                       !strcmp(name, ml_site_canonical(f, buf, sizeof buf))))
-        return true;
-    int layer; /* the filter may be written against the TransformerLens spelling */
-    const char *rest = ml_site_split(name, &layer), *tl = rest ? ml_site_tl_name(rest) : NULL;
-    if (!tl) return false;
-    ml_site_format(buf, sizeof buf, layer, tl);
-    return pat ? pattern_finds(L, buf, pat, fn, arg) : literal_match(buf, f);
+    if (!pat) return lua_type(L, idx) == LUA_TSTRING && ml_site_literal_match(name, lua_tostring(L, idx));
+    char tl[ML_SITE_NAME_MAX]; /* the pattern may be written against the TransformerLens spelling */
+    return pattern_finds(L, name, pat, fn, arg) || (ml_site_tl_spelling(name, tl, sizeof tl) &&
+                                                    pattern_finds(L, tl, pat, fn, arg));
 }
 
 /* Marks in want the sites one entry of a `names` option selects (the value at idx): a site name

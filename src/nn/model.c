@@ -755,15 +755,6 @@ int ml_model_add_param_named(ml_model *m, int layer, const char *rel_name, int n
     return ml_model_add_param(m, layer, rel_name, ndim, shape, (ml_param_kind)kind, fan);
 }
 
-int ml_model_add_mixer_site(ml_model *m, int layer, const char *path, int ndim, const int64_t *shape) {
-    char site[sizeof m->sites[0].name];
-    if (snprintf(site, sizeof site, "mixer.%s", path) >= (int)sizeof site) {
-        ml_fail(ML_ERR_ARG, "site name 'mixer.%s' is longer than %d bytes", path, (int)sizeof site - 1);
-        return -1;
-    }
-    return ml_model_add_site(m, layer, site, ndim, shape);
-}
-
 void ml_param_fill_random(ml_model *m, int param, bool uniform, double a, double b, ml_rng *rng) {
     const ml_param *p = &m->params[param];
     float *x = ml_f32(m->flat) + p->offset;

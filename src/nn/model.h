@@ -392,14 +392,11 @@ void ml_mixer_resolve_alias(ml_model_config *cfg);
 /* The mixer of layer l for arch (Based alternates BaseConv and Based). */
 const ml_mixer_type *ml_mixer_for_layer(const ml_model_config *cfg, int layer);
 
-/* ---- parameters, sites and init declared by name (a mixer written in Lua: src/lua/mixer.c) ---- */
+/* ---- parameters and init declared by name (a mixer written in Lua: src/lua/mixer.c) ---- */
 /* ml_model_add_param with the init kind named as ml_param_kind_of reads it (NULL: ML_P_CUSTOM); an
  * unknown name is an error naming the parameter. */
 int ml_model_add_param_named(ml_model *m, int layer, const char *rel_name, int ndim, const int64_t *shape,
                              const char *init, int64_t fan);
-/* The internal site "mixer.<path>" of layer `layer`: ml_model_add_site, or -1 with an error when the
- * name does not fit a site's name. */
-int ml_model_add_mixer_site(ml_model *m, int layer, const char *path, int ndim, const int64_t *shape);
 /* Fills parameter `param` from rng: normal with standard deviation a (b unused), or, when uniform,
  * uniform on [a, b). */
 void ml_param_fill_random(ml_model *m, int param, bool uniform, double a, double b, ml_rng *rng);

@@ -122,3 +122,40 @@ int ml_site_grid(const ml_model *m, const int *layers, int nl, const char *const
     }
     return n;
 }
+
+/* lit is a whole run of name's dot-separated parts, the last one maybe without "hook_". */
+static bool run_of_parts(const char *name, const char *lit) {
+    char n[ML_SITE_NAME_MAX + 2], l[ML_SITE_NAME_MAX + 2];
+    if (!*lit || snprintf(n, sizeof n, ".%s.", name) >= (int)sizeof n || snprintf(l, sizeof l, ".%s.", lit) >= (int)sizeof l)
+        return false;
+    if (strstr(n, l)) return true;
+    char *last = strrchr(n, '.'); /* the closing dot; the last part starts after the one before */
+    *last = 0;
+    last = strrchr(n, '.') + 1;
+    if (strncmp(last, "hook_", 5)) return false;
+    memmove(last, last + 5, strlen(last + 5) + 1);
+    strcat(n, ".");
+    return strstr(n, l) != NULL;
+}
+
+bool ml_site_tl_spelling(const char *name, char *buf, size_t n) {
+    int layer;
+    const char *rest = ml_site_split(name, &layer), *tl = rest ? ml_site_tl_name(rest) : NULL;
+    if (tl) ml_site_format(buf, n, layer, tl);
+    return tl != NULL;
+}
+
+bool ml_site_literal_match(const char *name, const char *lit) {
+    char buf[ML_SITE_NAME_MAX];
+    if (run_of_parts(name, lit) || !strcmp(name, ml_site_canonical(lit, buf, sizeof buf))) return true;
+    return ml_site_tl_spelling(name, buf, sizeof buf) && run_of_parts(buf, lit);
+}
+
+int ml_model_add_mixer_site(ml_model *m, int layer, const char *path, int ndim, const int64_t *shape) {
+    char site[sizeof m->sites[0].name];
+    if (snprintf(site, sizeof site, "mixer.%s", path) >= (int)sizeof site) {
+        ml_fail(ML_ERR_ARG, "site name 'mixer.%s' is longer than %d bytes", path, (int)sizeof site - 1);
+        return -1;
+    }
+    return ml_model_add_site(m, layer, site, ndim, shape);
+}

@@ -10,7 +10,9 @@
 #ifndef ML_SITES_H
 #define ML_SITES_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct ml_model ml_model;
 
@@ -34,6 +36,18 @@ const char *ml_site_tl_name(const char *component);
 /* The mechlab spelling of a full name whose component may be a TransformerLens name, written
  * into buf; a name not of the form "blocks.{l}.x" is returned itself. */
 const char *ml_site_canonical(const char *name, char *buf, size_t n);
+
+/* The full name's TransformerLens spelling into buf; false when its component has none. */
+bool ml_site_tl_spelling(const char *name, char *buf, size_t n);
+/* Whether the literal name filter `lit` selects the full name `name`: lit is a whole run of name's
+ * dot-separated parts (the full name, a layer "blocks.0", a component in every layer), whose last
+ * part may leave off TransformerLens's "hook_" ("resid_post"); or lit in either spelling is name;
+ * or lit is such a run of name's TransformerLens spelling. A typo ("hook_resid_pr") selects nothing. */
+bool ml_site_literal_match(const char *name, const char *lit);
+
+/* Declares layer `layer`'s internal site "mixer.<path>" (ml_model_add_site); -1 with an error when
+ * the name does not fit a site's name. */
+int ml_model_add_mixer_site(ml_model *m, int layer, const char *path, int ndim, const int64_t *shape);
 
 /* Ids, -1 when the model has no such site: a layer's component (mechlab spelling), a full name
  * (mechlab spelling), a full name in either spelling. */

@@ -354,6 +354,14 @@ START_TEST(site_names_and_aliases) {
     ck_assert_ptr_null(ml_site_tl_name("mixer.dt"));
     ck_assert_str_eq(ml_site_canonical("blocks.0.ln2.hook_normalized", buf, sizeof buf), "blocks.0.mlp_input");
     ck_assert_str_eq(ml_site_canonical("embed.W_E", buf, sizeof buf), "embed.W_E");
+    /* literal name filters: a whole run of parts, "hook_" optional on the last, either spelling */
+    const char *full = "blocks.1.block_output";
+    const char *keep[] = {full, "blocks.1", "block_output", "resid_post", "hook_resid_post", "blocks.1.hook_resid_post"};
+    const char *drop[] = {"", "blocks.10", "block_out", "hook_resid_pr", "locks.1", "blocks.0", "output"};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) ck_assert_msg(ml_site_literal_match(full, keep[i]), "%s", keep[i]);
+    for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++) ck_assert_msg(!ml_site_literal_match(full, drop[i]), "%s", drop[i]);
+    ck_assert(ml_site_tl_spelling(full, buf, sizeof buf) && !strcmp(buf, "blocks.1.hook_resid_post"));
+    ck_assert(!ml_site_tl_spelling("blocks.1.mixer.dt", buf, sizeof buf));
     for (int i = 0; i < m->n_sites; i++) {
         const char *tl = ml_site_tl_name(m->sites[i].name);
         ml_site_fullname(m, i, buf, sizeof buf);

@@ -37,9 +37,10 @@ local function site_set(self)
   return names
 end
 
--- A literal filter, the built-in model's rule (src/lua/cache.c): `lit` is a whole run of the
--- name's dot-separated parts (the full name, "blocks.0", a component in every layer), and the last
--- part may leave off TransformerLens's "hook_". A typo ("hook_resid_pr") matches nothing.
+-- A literal filter, the built-in model's rule (ml_site_literal_match, src/nn/sites.c): `lit` is a
+-- whole run of the name's dot-separated parts (the full name, "blocks.0", a component in every
+-- layer), and the last part may leave off TransformerLens's "hook_". A typo ("hook_resid_pr")
+-- matches nothing.
 local function literal_match(name, lit)
   if lit == "" then return false end
   local l = "." .. lit .. "."

@@ -128,6 +128,54 @@ bool ml_regular_size(const char *path, long long *size) {
     return true;
 }
 
+/* The real path of the data file `path` (from base, and below it, when base is given) into real. */
+static ml_status data_path(const char *path, const char *base, char real[PATH_MAX], char full[PATH_MAX]) {
+    char real_base[PATH_MAX];
+    if (base && path[0] != '/') {
+        if (snprintf(full, PATH_MAX, "%s/%s", base, path) >= PATH_MAX)
+            return ml_fail(ML_ERR_IO, "the path '%s' is too long", path);
+    } else {
+        snprintf(full, PATH_MAX, "%s", path);
+    }
+    if (!realpath(full, real)) return ml_fail(ML_ERR_IO, "cannot read %s: %s", full, strerror(errno));
+    if (!base) return ML_OK;
+    if (!realpath(base, real_base)) return ml_fail(ML_ERR_IO, "cannot read the directory %s: %s", base, strerror(errno));
+    size_t n = strlen(real_base);
+    if (!strncmp(real, real_base, n) && (real[n] == '/' || (n == 1 && real_base[0] == '/'))) return ML_OK;
+    return ml_fail(ML_ERR_IO, "'%s' is not a file below %s (it is %s; a record may only name a file in its own directory)",
+                   path, base, real);
+}
+
+char *ml_read_data_file(const char *path, const char *base, long long max, size_t *n) {
+    char full[PATH_MAX], real[PATH_MAX];
+    if (data_path(path, base, real, full) != ML_OK) return NULL;
+    int fd = open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return ml_fail(ML_ERR_IO, "cannot read %s: %s", full, strerror(errno)), NULL;
+    struct stat st;
+    char *out = NULL;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+        ml_fail(ML_ERR_IO, "%s is not a regular file (a FIFO, device or directory is never read as data)", full);
+    else if (st.st_size > max)
+        ml_fail(ML_ERR_IO, "%s holds %lld bytes, more than the %lld a data file may hold", full, (long long)st.st_size, max);
+    else if (!(out = malloc((size_t)st.st_size + 2)))
+        ml_fail(ML_ERR_MEM, "cannot read %s: out of memory", full);
+    size_t got = 0;
+    for (; out;) { /* a file that grows while read stops one byte past its size */
+        ssize_t r = read(fd, out + got, (size_t)st.st_size + 1 - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+        if (got > (size_t)st.st_size) break;
+    }
+    close(fd);
+    if (out && got != (size_t)st.st_size) {
+        free(out), out = NULL;
+        ml_fail(ML_ERR_IO, "%s changed while it was read", full);
+    }
+    if (out) out[got] = 0, *n = got;
+    return out;
+}
+
 ml_status ml_realpath(const char *path, char *buf) {
     if (!realpath(path, buf)) return ml_fail(ML_ERR_IO, "sys.realpath: '%s': %s", path, strerror(errno));
     return ML_OK;

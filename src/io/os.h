@@ -24,6 +24,12 @@ char *ml_read_file_bounded(const char *path, size_t max, size_t *n, bool *unopen
 char *ml_read_file(const char *path, size_t *n);
 /* Whether path (followed) is a regular file, and its size; opens nothing. */
 bool ml_regular_size(const char *path, long long *size);
+/* A data file a record names (docs/security.md), whole and malloc'd (*n bytes, NUL-terminated), or
+ * NULL and an error without a function name (the caller says whose file): with base (a directory,
+ * or NULL) a relative path is taken from base and the file's real path (symlinks resolved) must
+ * lie below base's; either way it must be a regular file (never a FIFO, device or directory:
+ * opened without blocking, checked on the descriptor) of at most max bytes, unchanged while read. */
+char *ml_read_data_file(const char *path, const char *base, long long max, size_t *n);
 /* realpath(3) into buf (PATH_MAX bytes). */
 ml_status ml_realpath(const char *path, char *buf);
 /* A file to write in place (a lock, an appended log): opened with O_NOFOLLOW, created with

@@ -1,17 +1,9 @@
 /* The primitives of lua/mech/task_custom.lua (require "mech.task_c"): tasks made outside C (a Lua
  * task, a file) and the reading of task records. That file holds the loop, the defaults and the
  * messages' context; src/tasks/custom.c the checks; src/lua/doc.c the reading of documents. */
-#define _DEFAULT_SOURCE /* realpath */
-#include <errno.h>
-#include <stdarg.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "io/os.h"
 #include "io/safetensors.h"
 #include "lua/task.h"
 
@@ -113,65 +105,18 @@ static int c_meta(lua_State *L) {
     return 1;
 }
 
-/* Returns fail and the message (formatted as lua_pushfstring does). */
-static int fail(lua_State *L, const char *fmt, ...) {
-    luaL_pushfail(L);
-    va_list ap;
-    va_start(ap, fmt);
-    lua_pushvfstring(L, fmt, ap);
-    va_end(ap);
-    return 2;
-}
-
-/* text = C.read_data(path, base, max_bytes), or nil and why: a data file a record names
- * (docs/security.md). With base (a directory, or nil), a relative path is taken from base and the
- * file's real path (symlinks resolved) must lie below base's; with or without it, the file must be
- * a regular file (never a FIFO, device or directory: opened without blocking, checked on the open
- * descriptor) of at most max_bytes. */
+/* text = C.read_data(path, base, max_bytes), or nil and why: a data file a record names (the
+ * core's ml_read_data_file: below base, regular, bounded; docs/security.md). */
 static int c_read_data(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
-    const char *base = luaL_optstring(L, 2, NULL);
-    lua_Integer max = luaL_checkinteger(L, 3);
-    char full[PATH_MAX], real[PATH_MAX], real_base[PATH_MAX];
-    if (base && path[0] != '/') {
-        if (snprintf(full, sizeof full, "%s/%s", base, path) >= (int)sizeof full)
-            return fail(L, "the path '%s' is too long", path);
-    } else {
-        snprintf(full, sizeof full, "%s", path);
+    size_t n;
+    char *text = ml_read_data_file(luaL_checkstring(L, 1), luaL_optstring(L, 2, NULL), luaL_checkinteger(L, 3), &n);
+    if (!text) {
+        luaL_pushfail(L);
+        lua_pushstring(L, ml_last_error());
+        return 2;
     }
-    if (!realpath(full, real)) return fail(L, "cannot read %s: %s", full, strerror(errno));
-    if (base) {
-        if (!realpath(base, real_base)) return fail(L, "cannot read the directory %s: %s", base, strerror(errno));
-        size_t n = strlen(real_base);
-        bool below = !strncmp(real, real_base, n) && (real[n] == '/' || (n == 1 && real_base[0] == '/'));
-        if (!below)
-            return fail(L, "'%s' is not a file below %s (it is %s; a record may only name a file in its own directory)",
-                        path, base, real);
-    }
-    int fd = open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return fail(L, "cannot read %s: %s", full, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return fail(L, "%s is not a regular file (a FIFO, device or directory is never read as data)", full);
-    }
-    if (st.st_size > max) {
-        close(fd);
-        return fail(L, "%s holds %I bytes, more than the %I a data file may hold", full, (lua_Integer)st.st_size, max);
-    }
-    luaL_Buffer b;
-    char *out = luaL_buffinitsize(L, &b, (size_t)st.st_size + 1);
-    size_t got = 0;
-    for (;;) { /* a file that grows while read stops at the bound */
-        ssize_t r = read(fd, out + got, (size_t)st.st_size + 1 - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-        if (got > (size_t)st.st_size) break;
-    }
-    close(fd);
-    if (got != (size_t)st.st_size) return fail(L, "%s changed while it was read", full);
-    luaL_pushresultsize(&b, got);
+    lua_pushlstring(L, text, n);
+    free(text);
     return 1;
 }
 

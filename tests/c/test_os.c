@@ -148,6 +148,41 @@ START_TEST(test_hostile_files) {
 }
 END_TEST
 
+/* A data file a record names: read from its directory, never from outside it (a relative climb, an
+ * absolute path, a symlink out), never a FIFO, never past the bound. */
+START_TEST(test_data_files) {
+    make_tmpdir();
+    char sub[128], path[160], fifo[160], out[160];
+    size_t n;
+    snprintf(sub, sizeof sub, "%s/run", tdir);
+    ck_assert_int_eq(ml_mkdir_p(sub), ML_OK);
+    snprintf(path, sizeof path, "%s/data.jsonl", sub);
+    ck_assert_int_eq(ml_write_file_atomic(path, "{}\n", 3), ML_OK);
+    char *text = ml_read_data_file("data.jsonl", sub, 3, &n);
+    ck_assert(text && n == 3 && !strcmp(text, "{}\n"));
+    free(text);
+    ck_assert_ptr_null(ml_read_data_file("data.jsonl", sub, 2, &n));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "more than the 2 a data file may hold"));
+    snprintf(out, sizeof out, "%s/outside", tdir);
+    ck_assert_int_eq(ml_write_file_atomic(out, "x", 1), ML_OK);
+    const char *escapes[] = {"../outside", out, "link"};
+    snprintf(path, sizeof path, "%s/link", sub);
+    ck_assert_int_eq(symlink(out, path), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_ptr_null(ml_read_data_file(escapes[i], sub, 100, &n));
+        ck_assert_msg(strstr(ml_last_error(), "is not a file below"), "%s: %s", escapes[i], ml_last_error());
+    }
+    text = ml_read_data_file(out, NULL, 100, &n); /* without a base: any regular file */
+    ck_assert(text && n == 1);
+    free(text);
+    snprintf(fifo, sizeof fifo, "%s/fifo", sub);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_ptr_null(ml_read_data_file("fifo", sub, 100, &n));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "is not a regular file"));
+    remove_tmpdir();
+}
+END_TEST
+
 START_TEST(test_signals_and_children) {
     ck_assert_str_eq(ml_signal_name(SIGTERM), "SIGTERM");
     ck_assert_int_eq(ml_signal_find("SIGKILL"), SIGKILL);
@@ -198,6 +233,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_read_large);
     tcase_add_test(tc, test_lock);
     tcase_add_test(tc, test_hostile_files);
+    tcase_add_test(tc, test_data_files);
     tcase_add_test(tc, test_signals_and_children);
     tcase_add_test(tc, test_clocks);
     suite_add_tcase(s, tc);

@@ -406,16 +406,6 @@ static ml_tensor *tokens_arg(lua_State *L, int arg, const char *fn) {
     return u;
 }
 
-/* Token ids must index the embedding (t must be anchored on the Lua stack: this may raise). */
-static void check_token_range(lua_State *L, ml_model *m, const ml_tensor *t, const char *fn) {
-    if (t->dtype != ML_I32) mlL_argerror(L, fn, 2, "int32 token ids");
-    for (int64_t i = 0, n = ml_numel(t); i < n; i++) {
-        int32_t v = (int32_t)ml_get_flat(t, i);
-        if (v < 0 || v >= m->cfg.vocab)
-            mlL_error(L, fn, "token id %d out of range for vocabulary size %d", (int)v, m->cfg.vocab);
-    }
-}
-
 /* model:forward(tokens[, hooks]) -> logits (B, L, V); model:hidden(...) -> h (B, L, D) */
 static int run_forward(lua_State *L, bool head, const char *fn) {
     ml_model *m = check_model(L, 1, fn);
@@ -543,7 +533,7 @@ static int m_train_step(lua_State *L) {
     const char *policy = lua_isnoneornil(L, 6) ? "stop" : lua_type(L, 6) == LUA_TSTRING ? lua_tostring(L, 6) : "";
     bool record = !strcmp(policy, "record");
     if (!record && strcmp(policy, "stop")) mlL_argerror(L, fn, 6, "\"stop\" or \"record\"");
-    check_token_range(L, m, tok, fn);
+    if (ml_model_check_tokens(m, tok)) mlL_error(L, fn, "%s", ml_last_error());
     ml_batch_stats s;
     if (ml_train_step(m, opt, tok, tg, lr, record ? ML_NONFINITE_KEEP : ML_NONFINITE_STOP, &s)) return mlL_raise(L);
     push_stats(L, &s);
@@ -567,7 +557,7 @@ static int m_evaluate(lua_State *L) {
     const char *fn = "model:evaluate";
     ml_model *m = check_model(L, 1, fn);
     ml_tensor *tok = mlL_checkints(L, 2, fn, NULL), *tg = mlL_checkints(L, 3, fn, NULL);
-    check_token_range(L, m, tok, fn);
+    if (ml_model_check_tokens(m, tok)) mlL_error(L, fn, "%s", ml_last_error());
     ml_batch_stats s;
     if (ml_eval_batch(m, tok, tg, &s)) return mlL_raise(L);
     return push_stats(L, &s);

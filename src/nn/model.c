@@ -761,3 +761,13 @@ void ml_param_fill_random(ml_model *m, int param, bool uniform, double a, double
     for (int64_t k = 0; k < p->numel; k++)
         x[k] = (float)(uniform ? a + (b - a) * ml_rng_double(rng) : a * ml_rng_normal(rng));
 }
+
+ml_status ml_model_check_tokens(const ml_model *m, const ml_tensor *tokens) {
+    if (tokens->dtype != ML_I32) return ml_fail(ML_ERR_DTYPE, "token ids expected int32, got %s", ml_dtype_name(tokens->dtype));
+    for (int64_t i = 0, n = ml_numel(tokens); i < n; i++) {
+        int32_t v = (int32_t)ml_get_flat(tokens, i);
+        if (v < 0 || v >= m->cfg.vocab)
+            return ml_fail(ML_ERR_INDEX, "token id %d out of range for vocabulary size %d", (int)v, m->cfg.vocab);
+    }
+    return ML_OK;
+}

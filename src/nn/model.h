@@ -392,6 +392,10 @@ void ml_mixer_resolve_alias(ml_model_config *cfg);
 /* The mixer of layer l for arch (Based alternates BaseConv and Based). */
 const ml_mixer_type *ml_mixer_for_layer(const ml_model_config *cfg, int layer);
 
+/* Whether every id of the int32 tensor tokens indexes the vocabulary; else an error naming the
+ * first id out of range ("token id 99 out of range for vocabulary size 20"; the caller names itself). */
+ml_status ml_model_check_tokens(const ml_model *m, const ml_tensor *tokens);
+
 /* ---- parameters and init declared by name (a mixer written in Lua: src/lua/mixer.c) ---- */
 /* ml_model_add_param with the init kind named as ml_param_kind_of reads it (NULL: ML_P_CUSTOM); an
  * unknown name is an error naming the parameter. */

@@ -160,6 +160,9 @@ int mlL_open_io(lua_State *L);     /* src/lua/io.c: mech.save_tensors / load_ten
 int mlL_open_optim(lua_State *L);  /* src/lua/optim.c: mech.optim (AdamW, SGD, clip_grad_norm) */
 int mlL_open_mixer(lua_State *L);  /* src/lua/mixer.c: mech.register_mixer (mixers written in Lua) */
 int mlL_open_nn(lua_State *L);     /* src/lua/nn.c: mech.nn (lua/mech/nn/, loaded on first use) */
+/* Pushes the metadata of an open safetensors file as a table {key = value} (src/lua/model.c). */
+struct ml_safetensors;
+void mlL_push_meta(lua_State *L, const struct ml_safetensors *f);
 /* cache:save(path) (src/lua/io.c), a method of mech.Cache. */
 int mlL_cache_save(lua_State *L);
 

@@ -679,6 +679,14 @@ static bool load_options(lua_State *L, const char *fn, ml_load_options *options,
     return have_options;
 }
 
+void mlL_push_meta(lua_State *L, const ml_safetensors *f) {
+    lua_newtable(L);
+    for (int i = 0; i < ml_safetensors_meta_count(f); i++) {
+        lua_pushstring(L, ml_safetensors_meta_value(f, i));
+        lua_setfield(L, -2, ml_safetensors_meta_key(f, i));
+    }
+}
+
 static int l_load(lua_State *L) {
     const char *fn = "mech.load";
     const char *path = mlL_checkstr(L, 1, fn);
@@ -687,11 +695,8 @@ static int l_load(lua_State *L) {
     int modules = 0, modules_set = 0;
     bool have_options = load_options(L, fn, &options, &modules, &modules_set);
     /* a mixer written in Lua: registered, or its recorded module required, before the plan */
-    ml_safetensors *head = ml_safetensors_open(path);
-    const char *text = head ? ml_safetensors_meta(head, "mechlab.config") : NULL;
     ml_model_config fc;
-    bool have = text && ml_config_from_json(text, &fc) == ML_OK;
-    ml_safetensors_close(head);
+    bool have = ml_checkpoint_config(path, &fc);
     int mark = mlL_mixer_mark(L);
     bool required = false;
     if (have) {
@@ -710,11 +715,7 @@ static int l_load(lua_State *L) {
     push_model(L, m);
     if (has_opt) mlL_pushadamw(L, &o);
     else lua_pushnil(L);
-    lua_newtable(L);
-    for (int i = 0; i < ml_safetensors_meta_count(meta); i++) {
-        lua_pushstring(L, ml_safetensors_meta_value(meta, i));
-        lua_setfield(L, -2, ml_safetensors_meta_key(meta, i));
-    }
+    mlL_push_meta(L, meta);
     ml_safetensors_close(meta);
     int meta_idx = lua_gettop(L);
     if (have && fc.mixer_module[0] && lua_getfield(L, meta_idx, MIXER_HASH_KEY) == LUA_TSTRING) {

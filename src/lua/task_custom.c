@@ -96,11 +96,7 @@ static int c_set_name(lua_State *L) {
 static int c_meta(lua_State *L) {
     ml_safetensors *st = ml_safetensors_open(luaL_checkstring(L, 1));
     if (!st) return mlL_raise(L);
-    lua_newtable(L); /* only running out of memory raises before the close */
-    for (int i = 0; i < ml_safetensors_meta_count(st); i++) {
-        lua_pushstring(L, ml_safetensors_meta_value(st, i));
-        lua_setfield(L, -2, ml_safetensors_meta_key(st, i));
-    }
+    mlL_push_meta(L, st); /* only running out of memory raises before the close */
     ml_safetensors_close(st);
     return 1;
 }

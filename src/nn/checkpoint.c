@@ -372,3 +372,11 @@ fail:
     ml_safetensors_close(f);
     return NULL;
 }
+
+bool ml_checkpoint_config(const char *path, ml_model_config *cfg) {
+    ml_safetensors *f = ml_safetensors_open(path);
+    const char *text = f ? ml_safetensors_meta(f, "mechlab.config") : NULL;
+    bool have = text && ml_config_from_json(text, cfg) == ML_OK;
+    ml_safetensors_close(f);
+    return have;
+}

@@ -38,4 +38,8 @@ typedef struct ml_safetensors ml_safetensors;
 ml_model *ml_checkpoint_load(const char *path, const ml_load_options *options, ml_adamw *opt, bool *has_opt,
                              ml_safetensors **meta);
 
+/* The config a mechlab checkpoint at path records (its metadata "mechlab.config"), read without
+ * the tensors: false when the file cannot be read or records none (ml_checkpoint_load says why). */
+bool ml_checkpoint_config(const char *path, ml_model_config *cfg);
+
 #endif

@@ -4,6 +4,7 @@
  * model:train_step and checkpoints use (mech.AdamW). The maths and the state live in optim/optim.h
  * (ml_optimizer); which tensors a list, model or module gives is lua/mech/optim_params.lua; this
  * file reads the hyper-parameters and builds the tables of state_dict. */
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -545,6 +546,36 @@ static int adamw_index(lua_State *L) {
     return 1;
 }
 
+/* ------------------------------------------------------------------ schedules */
+
+/* mech.lr_schedule{kind="cosine", lr=1e-3, total=1000, warmup=0.1} -> function(step) -> lr */
+static int schedule_call(lua_State *L) {
+    const ml_schedule *s = lua_touserdata(L, lua_upvalueindex(1));
+    lua_Integer step = luaL_checkinteger(L, 1);
+    lua_pushnumber(L, ml_schedule_lr(s, step));
+    return 1;
+}
+
+static int l_lr_schedule(lua_State *L) {
+    const char *fn = "mech.lr_schedule";
+    static const char *const keys[] = {"kind", "lr", "total", "warmup", NULL};
+    static const mlL_option spec[] = { /* over ml_schedule_config_init's defaults; ranges as ml_schedule_init's */
+        {"kind", MLL_ENUM, offsetof(ml_schedule_config, kind), 0, 0, ml_schedule_kind_names, NULL},
+        {"lr", MLL_NUM, offsetof(ml_schedule_config, lr), 0, DBL_MAX, NULL, "a finite number >= 0"},
+        {"total", MLL_INT, offsetof(ml_schedule_config, total), 0, (double)INT64_MAX, NULL, "an integer >= 0"},
+        {"warmup", MLL_NUM, offsetof(ml_schedule_config, warmup), 0, 1, NULL, NULL},
+        {NULL}};
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checkkeys(L, 1, fn, keys);
+    ml_schedule_config c;
+    ml_schedule_config_init(&c);
+    mlL_options(L, 1, fn, spec, &c);
+    ml_schedule *s = lua_newuserdatauv(L, sizeof *s, 0);
+    if (ml_schedule_from_config(s, &c)) return mlL_raise_as(L, fn);
+    lua_pushcclosure(L, schedule_call, 1);
+    return 1;
+}
+
 int mlL_open_optim(lua_State *L) {
     static const luaL_Reg methods[] = {{"step", o_step},
                                        {"zero_grad", o_zero_grad},
@@ -575,5 +606,7 @@ int mlL_open_optim(lua_State *L) {
     lua_pop(L, 1);
     lua_pushcfunction(L, l_model_adamw);
     lua_setfield(L, -2, "adamw");
+    lua_pushcfunction(L, l_lr_schedule);
+    lua_setfield(L, -2, "lr_schedule");
     return 0;
 }

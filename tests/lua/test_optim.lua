@@ -245,10 +245,17 @@ T.test("schedules of mech.lr_schedule drive set_lr", function()
     T.eq(opt.lr, sched(step))
   end
   T.near(w:tolist(), {p}, 1e-6)
-  -- the core's checks name the Lua function
-  T.raises(function() mech.lr_schedule {kind = "cosin"} end,
-    "mech.lr_schedule: unknown schedule 'cosin' (constant, constant_with_warmup, linear, cosine)")
-  T.raises(function() mech.lr_schedule {warmup = 2} end, "mech.lr_schedule: warmup fraction 2 is not in [0, 1]")
+  -- the options are read by mlL_options, in the one format
+  T.raises(function() mech.lr_schedule {kind = "cosin"} end, "bad argument #1 to 'mech.lr_schedule' (option 'kind': "
+    .. "expected one of 'constant', 'constant_with_warmup', 'linear', 'cosine', got 'cosin')")
+  T.raises(function() mech.lr_schedule {warmup = 2} end,
+    "bad argument #1 to 'mech.lr_schedule' (option 'warmup': expected a number in [0, 1], got 2.0)")
+  T.raises(function() mech.lr_schedule {lr = 0 / 0} end,
+    "bad argument #1 to 'mech.lr_schedule' (option 'lr': expected a finite number >= 0, got ")
+  T.raises(function() mech.lr_schedule {total = -1} end,
+    "bad argument #1 to 'mech.lr_schedule' (option 'total': expected an integer >= 0, got -1)")
+  -- the defaults are ml_schedule_config_init's: cosine, lr 1e-3, total 0, warmup 0.1
+  T.eq(mech.lr_schedule {}(0), 1e-3)
 end)
 
 T.test("bad input names the function, the argument, what was expected and what came", function()

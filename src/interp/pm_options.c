@@ -1,8 +1,11 @@
 /* A patching map's rows and readout from its options (pm_options.h). */
+#include <math.h>
 #include <string.h>
 
 #include "interp/interp.h"
 #include "interp/pm_options.h"
+
+void ml_pm_options_init(ml_pm_options *o) { *o = (ml_pm_options){.ablate = -1, .first = 0, .threshold = 0.01, .chance = NAN}; }
 
 bool ml_site_per_head(const ml_model *m, int s) {
     const ml_site_decl *d = &m->sites[s];

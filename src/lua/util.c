@@ -154,7 +154,7 @@ int mlL_error(lua_State *L, const char *fn, const char *fmt, ...) {
 
 /* An option's error: "bad argument #n to 'NAME' (option 'key': expected ..., got ...)", n the
  * option table's stack index (option tables are arguments). */
-static int option_error(lua_State *L, const char *fn, int idx, const char *key, const char *expected) {
+int mlL_opterror(lua_State *L, const char *fn, int idx, const char *key, const char *expected) {
     char got[160];
     mlL_describe(L, -1, got, sizeof got);
     return mlL_argfail(L, fn, idx, "option '%s': expected %s, got %s", key, expected, got);
@@ -379,18 +379,18 @@ static const char *anchor_string(lua_State *L, int idx) {
 static lua_Integer top_int(lua_State *L, int idx, const char *key, const char *fn) {
     int ok;
     lua_Integer v = lua_tointegerx(L, -1, &ok);
-    if (!ok) option_error(L, fn, idx, key, "an integer");
+    if (!ok) mlL_opterror(L, fn, idx, key, "an integer");
     return v;
 }
 
 static int top_int32(lua_State *L, int idx, const char *key, const char *fn) {
     lua_Integer v = top_int(L, idx, key, fn);
-    if (v < INT32_MIN || v > INT32_MAX) option_error(L, fn, idx, key, "an integer in [-2^31, 2^31)");
+    if (v < INT32_MIN || v > INT32_MAX) mlL_opterror(L, fn, idx, key, "an integer in [-2^31, 2^31)");
     return (int)v;
 }
 
 static void top_type(lua_State *L, int idx, const char *key, int type, const char *what, const char *fn) {
-    if (lua_type(L, -1) != type) option_error(L, fn, idx, key, what);
+    if (lua_type(L, -1) != type) mlL_opterror(L, fn, idx, key, what);
 }
 
 static lua_Number top_num(lua_State *L, int idx, const char *key, const char *fn) {
@@ -584,7 +584,7 @@ static void option_fail(lua_State *L, const char *fn, int idx, const mlL_option 
         snprintf(want, sizeof want, "%s in [%.17g, %.17g]", o->type == MLL_INT || o->type == MLL_INT32 ? "an integer" : "a number",
                  o->min, o->max);
     }
-    option_error(L, fn, idx, o->key, want);
+    mlL_opterror(L, fn, idx, o->key, want);
 }
 
 void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, void *out) {

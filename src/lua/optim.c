@@ -63,30 +63,35 @@ static void check_option_keys(lua_State *L, int idx, const char *fn, const char 
     }
 }
 
-/* Reads the hyper-parameters of the table at idx over h (which holds the defaults) and checks them. */
-static void read_hparams(lua_State *L, int idx, const char *fn, const char *where, ml_optim_kind kind,
+/* The hyper-parameters each kind reads by mlL_options, after the pair betas (by hand: a list). */
+#define HP(type, f) MLL_OPTION(type, #f, ml_optim_hparams, f)
+static const mlL_option adamw_spec[] = {HP(MLL_NUM, lr), HP(MLL_NUM, beta1), HP(MLL_NUM, beta2), HP(MLL_NUM, eps),
+                                        HP(MLL_NUM, weight_decay), {NULL}};
+static const mlL_option sgd_spec[] = {HP(MLL_NUM, lr), HP(MLL_NUM, momentum), HP(MLL_NUM, dampening),
+                                      HP(MLL_CBOOL, nesterov), HP(MLL_NUM, weight_decay), {NULL}};
+#undef HP
+
+/* Reads the hyper-parameters of the table at idx over h (which holds the defaults) and checks them;
+ * the table is argument arg, or lies inside it where `what` ("group 3") says. */
+static void read_hparams(lua_State *L, int idx, const char *fn, int arg, const char *what, ml_optim_kind kind,
                          ml_optim_hparams *h) {
     idx = lua_absindex(L, idx);
-    for (const hparam *p = hparams; p->name; p++) {
-        if (!reads(p, kind)) continue;
-        int t = lua_getfield(L, idx, p->name), top = lua_gettop(L);
-        double *d = (double *)(void *)((char *)h + p->off);
-        bool ok = t == LUA_TNIL || (p->type == 'b' ? t == LUA_TBOOLEAN
-                                    : p->type == '2' ? t == LUA_TTABLE && luaL_len(L, top) == 2 : t == LUA_TNUMBER);
-        for (int i = 0; ok && t != LUA_TNIL && p->type == '2' && i < 2; i++, lua_pop(L, 1))
-            if ((ok = lua_geti(L, top, i + 1) == LUA_TNUMBER)) d[i] = lua_tonumber(L, -1);
-        if (!ok) {
-            char got[160];
-            mlL_error(L, fn, "%s option '%s': expected %s, got %s", where, p->name,
-                       p->type == 'b' ? "a boolean" : p->type == '2' ? "a list of two numbers {beta1, beta2}" : "a number",
-                       mlL_describe(L, top, got, sizeof got));
-        }
-        if (t != LUA_TNIL && p->type == 'b') *(bool *)(void *)((char *)h + p->off) = lua_toboolean(L, top);
-        else if (t != LUA_TNIL && p->type != '2') *d = lua_tonumber(L, top);
-        lua_settop(L, top - 1);
+    const char *sep = what ? ": " : "";
+    what = what ? what : "";
+    int top = lua_gettop(L), b = top + 1;
+    if (kind == ML_OPTIM_ADAMW && lua_getfield(L, idx, "betas") != LUA_TNIL) {
+        bool ok = lua_istable(L, b) && luaL_len(L, b) == 2;
+        for (int i = 0; ok && i < 2; i++, lua_settop(L, b))
+            if ((ok = lua_geti(L, b, i + 1) == LUA_TNUMBER)) *(i ? &h->beta2 : &h->beta1) = lua_tonumber(L, -1);
+        char got[160];
+        if (!ok)
+            mlL_argfail(L, fn, arg, "%s%soption 'betas': expected a list of two numbers {beta1, beta2}, got %s", what, sep,
+                        mlL_describe(L, b, got, sizeof got));
     }
+    lua_settop(L, top);
+    mlL_options_at(L, idx, fn, arg, *what ? what : NULL, kind == ML_OPTIM_ADAMW ? adamw_spec : sgd_spec, h);
     char why[160];
-    if (ml_optim_hparams_problem(kind, h, why, sizeof why)) mlL_error(L, fn, "%s %s", where, why);
+    if (ml_optim_hparams_problem(kind, h, why, sizeof why)) mlL_argfail(L, fn, arg, "%s%s%s", what, sep, why);
 }
 
 /* Appends the tensors of the value at idx to the lists at stack indices 3 (tensors) and 4 (their
@@ -150,7 +155,7 @@ static int read_groups(lua_State *L, const char *fn, ml_optim_kind kind, const m
         }
         check_option_keys(L, gi, fn, w, kind, true);
         hs[g] = *base;
-        read_hparams(L, gi, fn, w, kind, &hs[g]);
+        read_hparams(L, gi, fn, 1, w + strlen("argument 1 "), kind, &hs[g]); /* "group 3" */
         int before = n;
         if (lua_getfield(L, gi, "params") == LUA_TNIL) mlL_error(L, fn, "%s has no 'params'", w);
         char where[80];
@@ -169,7 +174,7 @@ static int new_optimizer(lua_State *L, ml_optim_kind kind) {
     if (!lua_isnil(L, 2)) {
         if (!lua_istable(L, 2)) mlL_argerror(L, fn, 2, "an option table");
         check_option_keys(L, 2, fn, "argument 2", kind, false);
-        read_hparams(L, 2, fn, "argument 2", kind, &base);
+        read_hparams(L, 2, fn, 2, NULL, kind, &base);
     }
     lua_newtable(L); /* 3: tensors */
     lua_newtable(L); /* 4: labels */
@@ -412,7 +417,7 @@ static int o_load_state_dict(lua_State *L) {
         snprintf(where, sizeof where, "argument 2 param_groups[%d]", g + 1);
         if (lua_geti(L, groups, g + 1) != LUA_TTABLE) mlL_error(L, fn, "%s expected a table", where);
         hs[g] = o->groups[g].h;
-        read_hparams(L, -1, fn, where, o->kind, &hs[g]);
+        read_hparams(L, -1, fn, 2, where + strlen("argument 2 "), o->kind, &hs[g]); /* "param_groups[1]" */
         if (lua_getfield(L, -1, "params") != LUA_TTABLE || luaL_len(L, -1) != o->groups[g].count)
             mlL_error(L, fn, "%s expected params, a list of %d parameter indices (the optimizer's group %d)", where,
                        o->groups[g].count, g);

@@ -268,15 +268,17 @@ T.test("bad input names the function, the argument, what was expected and what c
   T.raises(function() mech.optim.adamw({w}, {lr = 1, learning_rate = 2}) end,
     "bad argument #2 to 'mech.optim.adamw' (unknown option 'learning_rate' (expected lr, betas, beta1, beta2, eps, weight_decay; did you mean 'lr'?))")
   T.raises(function() mech.optim.adamw({w}, {lr = -1}) end,
-    "bad argument #2 to 'mech.optim.adamw' (option 'lr' expected a finite number >= 0, got -1)")
+    "bad argument #2 to 'mech.optim.adamw' (option 'lr': expected a finite number >= 0, got -1)")
   T.raises(function() mech.optim.sgd({{params = {w}}, {params = {leaf {1}}, lr = -0.5}}) end,
-    "bad argument #1 to 'mech.optim.sgd' (group 2 option 'lr' expected a finite number >= 0, got -0.5)")
+    "bad argument #1 to 'mech.optim.sgd' (group 2: option 'lr': expected a finite number >= 0, got -0.5)")
   T.raises(function() mech.optim.sgd({{params = {w}, momentm = 0.9}}) end,
     "bad argument #1 to 'mech.optim.sgd' (group 1: unknown option 'momentm' (expected params, lr, momentum, dampening, nesterov, weight_decay; did you mean 'momentum'?))")
   T.raises(function() mech.optim.sgd({{lr = 1}}) end, "bad argument #1 to 'mech.optim.sgd' (group 1 has no 'params')")
-  T.raises(function() mech.optim.sgd({w}, {nesterov = true}) end, "option 'nesterov' expected momentum > 0")
+  T.raises(function() mech.optim.sgd({{params = {w}, nesterov = 1}}) end,
+    "bad argument #1 to 'mech.optim.sgd' (group 1: option 'nesterov': expected a boolean, got 1)")
+  T.raises(function() mech.optim.sgd({w}, {nesterov = true}) end, "bad argument #2 to 'mech.optim.sgd' (option 'nesterov': expected momentum > 0")
   T.raises(function() mech.optim.adamw({w}, {betas = {0.9}}) end, "bad argument #2 to 'mech.optim.adamw' (option 'betas': expected a list of two numbers {beta1, beta2}, got table)")
-  T.raises(function() mech.optim.adamw({w}, {beta2 = 1}) end, "option 'beta2' expected a number in [0, 1), got 1")
+  T.raises(function() mech.optim.adamw({w}, {beta2 = 1}) end, "bad argument #2 to 'mech.optim.adamw' (option 'beta2': expected a number in [0, 1), got 1)")
   T.raises(function() mech.optim.adamw({w, w}) end, "bad argument #1 to 'mech.optim.adamw' (element 2 is the same tensor as argument 1 element 1 (a parameter may appear once))")
   T.raises(function() mech.optim.adamw({}) end, "bad argument #1 to 'mech.optim.adamw' (expected a non-empty list of tensors, a mech.Model or a module, got table)")
   T.raises(function() mech.optim.adamw(42) end, "mech.optim.adamw: argument 1 expected a list of tensors, a mech.Model or a module with :parameters(), got 42")

@@ -39,28 +39,15 @@ static const hparam hparams[] = {
 
 static bool reads(const hparam *p, ml_optim_kind kind) { return p->kind < 0 || p->kind == (int)kind; }
 
-/* Checks the keys of the option table at idx (plus "params" in a group): an unknown one is an
- * error naming where it is, the keys allowed and the closest. */
-static void check_option_keys(lua_State *L, int idx, const char *fn, const char *where, ml_optim_kind kind,
+/* Checks the keys of the option table at idx (plus "params" in a group), as mlL_checkkeys_at. */
+static void check_option_keys(lua_State *L, int idx, const char *fn, int arg, const char *what, ml_optim_kind kind,
                               bool group) {
-    const char *keys[16];
-    char list[160] = "";
-    int n = 0;
+    const char *keys[16] = {"params"};
+    int n = group;
     for (const hparam *p = hparams; p->name; p++)
-        if (reads(p, kind)) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", n ? ", " : "", p->name), keys[n++] = p->name;
+        if (reads(p, kind)) keys[n++] = p->name;
     keys[n] = NULL;
-    idx = lua_absindex(L, idx);
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING) mlL_error(L, fn, "%s expected string keys, got a %s key", where, luaL_typename(L, -1));
-        const char *k = lua_tostring(L, -1);
-        bool ok = group && !strcmp(k, "params");
-        for (int i = 0; keys[i] && !ok; i++) ok = !strcmp(k, keys[i]);
-        if (!ok)
-            mlL_error(L, fn, "%s: unknown option '%s' (expected %s%s; did you mean '%s'?)", where, k,
-                       group ? "params, " : "", list, mlL_closest(k, keys));
-    }
+    mlL_checkkeys_at(L, idx, fn, arg, what, keys);
 }
 
 /* The hyper-parameters each kind reads by mlL_options, after the pair betas (by hand: a list). */
@@ -153,9 +140,10 @@ static int read_groups(lua_State *L, const char *fn, ml_optim_kind kind, const m
             char got[160];
             mlL_error(L, fn, "%s expected a table {params = ..., lr = ..., ...}, got %s", w, mlL_describe(L, gi, got, sizeof got));
         }
-        check_option_keys(L, gi, fn, w, kind, true);
+        const char *group = w + strlen("argument 1 "); /* "group 3" */
+        check_option_keys(L, gi, fn, 1, group, kind, true);
         hs[g] = *base;
-        read_hparams(L, gi, fn, 1, w + strlen("argument 1 "), kind, &hs[g]); /* "group 3" */
+        read_hparams(L, gi, fn, 1, group, kind, &hs[g]);
         int before = n;
         if (lua_getfield(L, gi, "params") == LUA_TNIL) mlL_error(L, fn, "%s has no 'params'", w);
         char where[80];
@@ -173,7 +161,7 @@ static int new_optimizer(lua_State *L, ml_optim_kind kind) {
     ml_optim_hparams base = ml_optim_defaults(kind);
     if (!lua_isnil(L, 2)) {
         if (!lua_istable(L, 2)) mlL_argerror(L, fn, 2, "an option table");
-        check_option_keys(L, 2, fn, "argument 2", kind, false);
+        check_option_keys(L, 2, fn, 2, NULL, kind, false);
         read_hparams(L, 2, fn, 2, NULL, kind, &base);
     }
     lua_newtable(L); /* 3: tensors */

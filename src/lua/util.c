@@ -382,7 +382,6 @@ typedef struct {
     int table, arg;
     const char *what;
 } opt_at;
-#define AT(idx, fn) (&(opt_at){fn, idx, idx, NULL}) /* an option table that is argument idx */
 
 static int opt_error(lua_State *L, const opt_at *w, const char *key, const char *expected) {
     if (!w->what) return mlL_opterror(L, w->fn, w->arg, key, expected);
@@ -431,12 +430,12 @@ static bool opt_read(lua_State *L, int idx, const char *key) {
     return false;
 }
 
+/* The single-option readers: one row of mlL_options, over the default. */
+#define READ_ONE(type, key, fn, v) mlL_options(L, idx, fn, (const mlL_option[]){{key, type, 0, 0, 0, NULL, NULL}, {NULL}}, &v)
+
 int mlL_optint32(lua_State *L, int idx, const char *key, int def, const char *fn) {
-    idx = lua_absindex(L, idx);
-    if (!opt_read(L, idx, key)) return def;
-    int v = top_int32(L, AT(idx, fn), key);
-    lua_pop(L, 1);
-    return v;
+    READ_ONE(MLL_INT32, key, fn, def);
+    return def;
 }
 
 lua_Integer mlL_checkint(lua_State *L, int arg, const char *fn) {
@@ -473,35 +472,24 @@ void *mlL_checkudata(lua_State *L, int arg, const char *mt, const char *fn, cons
 }
 
 lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, const char *fn) {
-    idx = lua_absindex(L, idx);
-    if (!opt_read(L, idx, key)) return def;
-    lua_Integer v = top_int(L, AT(idx, fn), key);
-    lua_pop(L, 1);
+    int64_t v = def;
+    READ_ONE(MLL_INT, key, fn, v);
     return v;
 }
 
 lua_Number mlL_optnum(lua_State *L, int idx, const char *key, lua_Number def, const char *fn) {
-    idx = lua_absindex(L, idx);
-    if (!opt_read(L, idx, key)) return def;
-    lua_Number v = top_num(L, AT(idx, fn), key);
-    lua_pop(L, 1);
-    return v;
+    READ_ONE(MLL_NUM, key, fn, def);
+    return def;
 }
 
 int mlL_optbool(lua_State *L, int idx, const char *key, int def, const char *fn) {
-    idx = lua_absindex(L, idx);
-    if (!opt_read(L, idx, key)) return def;
-    int v = top_bool(L, AT(idx, fn), key);
-    lua_pop(L, 1);
-    return v;
+    READ_ONE(MLL_BOOL, key, fn, def);
+    return def;
 }
 
 const char *mlL_optstr(lua_State *L, int idx, const char *key, const char *def, const char *fn) {
-    idx = lua_absindex(L, idx);
-    if (!opt_read(L, idx, key)) return def;
-    const char *v = top_str(L, AT(idx, fn), key); /* alive while the option table is */
-    lua_pop(L, 1);
-    return v;
+    READ_ONE(MLL_STR, key, fn, def);
+    return def;
 }
 
 int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX_DIMS]) {

@@ -266,13 +266,13 @@ T.test("bad input names the function, the argument, what was expected and what c
     "bad argument #1 to 'mech.optim.sgd' (element 1 expected a float32 contiguous leaf tensor that requires grad, got a tensor that does not require grad (frozen))")
   T.raises(function() mech.optim.sgd({w, "x"}) end, "bad argument #1 to 'mech.optim.sgd' (element 2 expected a tensor, got 'x')")
   T.raises(function() mech.optim.adamw({w}, {lr = 1, learning_rate = 2}) end,
-    "bad argument #2 to 'mech.optim.adamw' (unknown option 'learning_rate' (expected lr, betas, beta1, beta2, eps, weight_decay; did you mean 'lr'?))")
+    "bad argument #2 to 'mech.optim.adamw' (unknown option 'learning_rate'; did you mean 'lr'?)")
   T.raises(function() mech.optim.adamw({w}, {lr = -1}) end,
     "bad argument #2 to 'mech.optim.adamw' (option 'lr': expected a finite number >= 0, got -1)")
   T.raises(function() mech.optim.sgd({{params = {w}}, {params = {leaf {1}}, lr = -0.5}}) end,
     "bad argument #1 to 'mech.optim.sgd' (group 2: option 'lr': expected a finite number >= 0, got -0.5)")
   T.raises(function() mech.optim.sgd({{params = {w}, momentm = 0.9}}) end,
-    "bad argument #1 to 'mech.optim.sgd' (group 1: unknown option 'momentm' (expected params, lr, momentum, dampening, nesterov, weight_decay; did you mean 'momentum'?))")
+    "bad argument #1 to 'mech.optim.sgd' (group 1: unknown option 'momentm'; did you mean 'momentum'?)")
   T.raises(function() mech.optim.sgd({{lr = 1}}) end, "bad argument #1 to 'mech.optim.sgd' (group 1 has no 'params')")
   T.raises(function() mech.optim.sgd({{params = {w}, nesterov = 1}}) end,
     "bad argument #1 to 'mech.optim.sgd' (group 1: option 'nesterov': expected a boolean, got 1)")

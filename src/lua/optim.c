@@ -50,7 +50,8 @@ static void check_option_keys(lua_State *L, int idx, const char *fn, int arg, co
     mlL_checkkeys_at(L, idx, fn, arg, what, keys);
 }
 
-/* The hyper-parameters each kind reads by mlL_options, after the pair betas (by hand: a list). */
+/* The hyper-parameters each kind reads by mlL_options, after the pair betas (by hand: a list); lr
+ * first (mech.adamw reads the rest). */
 #define HP(type, f) MLL_OPTION(type, #f, ml_optim_hparams, f)
 static const mlL_option adamw_spec[] = {HP(MLL_NUM, lr), HP(MLL_NUM, beta1), HP(MLL_NUM, beta2), HP(MLL_NUM, eps),
                                         HP(MLL_NUM, weight_decay), {NULL}};
@@ -58,25 +59,31 @@ static const mlL_option sgd_spec[] = {HP(MLL_NUM, lr), HP(MLL_NUM, momentum), HP
                                       HP(MLL_CBOOL, nesterov), HP(MLL_NUM, weight_decay), {NULL}};
 #undef HP
 
+/* Option betas of the table at idx (by hand, once: a pair) into *beta1 and *beta2, before beta1 and
+ * beta2 themselves; the table is argument arg, or lies inside it where `what` ("group 3") says. */
+static void read_betas(lua_State *L, int idx, const char *fn, int arg, const char *what, double *beta1, double *beta2) {
+    int top = lua_gettop(L), b = top + 1;
+    if (lua_getfield(L, idx, "betas") != LUA_TNIL) {
+        bool ok = lua_istable(L, b) && luaL_len(L, b) == 2;
+        for (int i = 0; ok && i < 2; i++, lua_settop(L, b))
+            if ((ok = lua_geti(L, b, i + 1) == LUA_TNUMBER)) *(i ? beta2 : beta1) = lua_tonumber(L, -1);
+        char got[160];
+        if (!ok)
+            mlL_argfail(L, fn, arg, "%s%soption 'betas': expected a list of two numbers {beta1, beta2}, got %s",
+                        what ? what : "", what ? ": " : "", mlL_describe(L, b, got, sizeof got));
+    }
+    lua_settop(L, top);
+}
+
 /* Reads the hyper-parameters of the table at idx over h (which holds the defaults) and checks them;
- * the table is argument arg, or lies inside it where `what` ("group 3") says. */
+ * arg and what as read_betas'. */
 static void read_hparams(lua_State *L, int idx, const char *fn, int arg, const char *what, ml_optim_kind kind,
                          ml_optim_hparams *h) {
     idx = lua_absindex(L, idx);
+    if (kind == ML_OPTIM_ADAMW) read_betas(L, idx, fn, arg, what, &h->beta1, &h->beta2);
+    mlL_options_at(L, idx, fn, arg, what, kind == ML_OPTIM_ADAMW ? adamw_spec : sgd_spec, h);
     const char *sep = what ? ": " : "";
     what = what ? what : "";
-    int top = lua_gettop(L), b = top + 1;
-    if (kind == ML_OPTIM_ADAMW && lua_getfield(L, idx, "betas") != LUA_TNIL) {
-        bool ok = lua_istable(L, b) && luaL_len(L, b) == 2;
-        for (int i = 0; ok && i < 2; i++, lua_settop(L, b))
-            if ((ok = lua_geti(L, b, i + 1) == LUA_TNUMBER)) *(i ? &h->beta2 : &h->beta1) = lua_tonumber(L, -1);
-        char got[160];
-        if (!ok)
-            mlL_argfail(L, fn, arg, "%s%soption 'betas': expected a list of two numbers {beta1, beta2}, got %s", what, sep,
-                        mlL_describe(L, b, got, sizeof got));
-    }
-    lua_settop(L, top);
-    mlL_options_at(L, idx, fn, arg, *what ? what : NULL, kind == ML_OPTIM_ADAMW ? adamw_spec : sgd_spec, h);
     char why[160];
     if (ml_optim_hparams_problem(kind, h, why, sizeof why)) mlL_argfail(L, fn, arg, "%s%s%s", what, sep, why);
 }
@@ -123,8 +130,6 @@ static bool is_group_list(lua_State *L, int idx) {
     return g;
 }
 
-/* A method's argument error, counted as the caller sees it (self is not an argument). */
-
 /* The parameter groups of argument 1 (a list of {params = ..., lr = ..., ...}): each group's
  * hyper-parameters over base into hs[g], its tensors appended to the lists at 3 and 4, their
  * number into counts[g]. Returns the number of tensors. */
@@ -145,7 +150,7 @@ static int read_groups(lua_State *L, const char *fn, ml_optim_kind kind, const m
         hs[g] = *base;
         read_hparams(L, gi, fn, 1, group, kind, &hs[g]);
         int before = n;
-        if (lua_getfield(L, gi, "params") == LUA_TNIL) mlL_error(L, fn, "%s has no 'params'", w);
+        if (lua_getfield(L, gi, "params") == LUA_TNIL) mlL_error(L, fn, "%s has no 'params'", w); /* by hand: tensors */
         char where[80];
         snprintf(where, sizeof where, "%s params", w);
         n = collect(L, -1, fn, where, false);
@@ -347,7 +352,8 @@ static int o_state_dict(lua_State *L) {
 }
 
 /* opt:load_state_dict(sd): the groups' hyper-parameters and every parameter's state from a dict
- * of opt:state_dict() (same kind, group sizes and shapes). Everything is checked first. */
+ * of opt:state_dict() (same kind, group sizes and shapes). Everything is checked first. The dict is
+ * a document of tensors, not options: its fields are read by hand, each once. */
 /* The per-parameter states of a state dict (the table at `state`, keyed by 0-based parameter
  * index): all are checked before any is applied. */
 static void load_states(lua_State *L, ml_optimizer *o, int state, const char *fn) {
@@ -493,29 +499,27 @@ void mlL_pushadamw(lua_State *L, const ml_adamw *state) {
 
 static const char *const model_adamw_keys[] = {"betas", "beta1", "beta2", "eps", "weight_decay", NULL};
 
-/* mech.adamw(model, {beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0}) */
+/* mech.adamw(model, {betas={0.9, 0.999} or beta1=, beta2=, eps=1e-8, weight_decay=0}) */
 static int l_model_adamw(lua_State *L) {
     const char *fn = "mech.adamw";
     ml_model *m = mlL_checkmodel(L, 1, fn);
-    double b1 = ML_ADAMW_BETA1, b2 = ML_ADAMW_BETA2, eps = ML_ADAMW_EPS, wd = 0;
+    ml_optim_hparams h = {.beta1 = ML_ADAMW_BETA1, .beta2 = ML_ADAMW_BETA2, .eps = ML_ADAMW_EPS}; /* no weight decay */
     if (!lua_isnoneornil(L, 2)) {
         mlL_checktable(L, 2, fn, 2);
-        /* the learning rate is the step's here: say where it goes, not the closest key */
+        /* lr by hand, a key refused: the learning rate is the step's here, so say where it goes */
         if (lua_getfield(L, 2, "lr") != LUA_TNIL)
             return luaL_error(L, "%s: option 'lr' is not an option of this optimiser: pass the learning rate to each "
                                  "step (model:train_step(opt, tokens, targets, lr)), or use mech.optim.adamw(model, "
                                  "{lr = ...}) and opt:step() (torch.optim.AdamW)", fn);
         lua_pop(L, 1);
         mlL_checkkeys(L, 2, fn, model_adamw_keys);
-        b1 = mlL_optnum(L, 2, "beta1", b1, fn);
-        b2 = mlL_optnum(L, 2, "beta2", b2, fn);
-        eps = mlL_optnum(L, 2, "eps", eps, fn);
-        wd = mlL_optnum(L, 2, "weight_decay", wd, fn);
+        read_betas(L, 2, fn, 2, NULL, &h.beta1, &h.beta2);
+        mlL_options(L, 2, fn, adamw_spec + 1, &h); /* adamw_spec without its first row, lr */
     }
     ml_adamw *o = lua_newuserdatauv(L, sizeof *o, 0);
     memset(o, 0, sizeof *o);
     luaL_setmetatable(L, MLL_ADAMW_MT);
-    if (ml_adamw_init(o, m->n_total, b1, b2, eps, wd)) return mlL_raise(L);
+    if (ml_adamw_init(o, m->n_total, h.beta1, h.beta2, h.eps, h.weight_decay)) return mlL_raise(L);
     mlL_account(L, (size_t)m->n_total * 8);
     return 1;
 }

@@ -277,6 +277,11 @@ T.test("bad input names the function, the argument, what was expected and what c
   T.raises(function() mech.optim.sgd({{params = {w}, nesterov = 1}}) end,
     "bad argument #1 to 'mech.optim.sgd' (group 1: option 'nesterov': expected a boolean, got 1)")
   T.raises(function() mech.optim.sgd({w}, {nesterov = true}) end, "bad argument #2 to 'mech.optim.sgd' (option 'nesterov': expected momentum > 0")
+  -- mech.adamw(model) reads betas as mech.optim.adamw does (it used to accept the key and ignore it)
+  local m = mech.model { arch = "attention", d_model = 8, n_layers = 1, vocab = 8 }
+  T.eq({ mech.adamw(m, { betas = { 0.8, 0.99 } }).beta1, mech.adamw(m, { betas = { 0.8, 0.99 } }).beta2 }, { 0.8, 0.99 })
+  T.eq(mech.adamw(m, { betas = { 0.8, 0.99 }, beta2 = 0.9 }).beta2, 0.9)
+  T.raises(function() mech.adamw(m, { eps = "x" }) end, "bad argument #2 to 'mech.adamw' (option 'eps': expected a number, got 'x')")
   T.raises(function() mech.optim.adamw({w}, {betas = {0.9}}) end, "bad argument #2 to 'mech.optim.adamw' (option 'betas': expected a list of two numbers {beta1, beta2}, got table)")
   T.raises(function() mech.optim.adamw({w}, {beta2 = 1}) end, "bad argument #2 to 'mech.optim.adamw' (option 'beta2': expected a number in [0, 1), got 1)")
   T.raises(function() mech.optim.adamw({w, w}) end, "bad argument #1 to 'mech.optim.adamw' (element 2 is the same tensor as argument 1 element 1 (a parameter may appear once))")

@@ -704,15 +704,17 @@ static int l_kl_div(lua_State *L) {
 
 /* i = mech.interp.argmax({values}, {names}): max_perc's winner (1-based; #names + 1 = "nothing") */
 static int l_argmax(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    luaL_checktype(L, 2, LUA_TTABLE);
+    const char *fn = "mech.interp.argmax";
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checktable(L, 2, fn, 2);
     int n = (int)lua_rawlen(L, 2);
-    if ((int)lua_rawlen(L, 1) != n || n > 64) return mlL_error(L, "mech.interp.argmax", "expected equal lists of at most 64");
+    if ((int)lua_rawlen(L, 1) != n || n > 64) return mlL_error(L, fn, "expected equal lists of at most 64");
     double v[64];
     const char *names[64];
-    for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, 1, i + 1), v[i] = luaL_checknumber(L, -1), lua_pop(L, 1);
-        lua_rawgeti(L, 2, i + 1), names[i] = luaL_checkstring(L, -1), lua_pop(L, 1); /* anchored in the table */
+    for (int i = 0; i < n; i++, lua_pop(L, 2)) { /* strings only: a number converted here would not be anchored */
+        if (lua_rawgeti(L, 1, i + 1) != LUA_TNUMBER) mlL_argfail(L, fn, 1, "entry %d expected a number, got %s", i + 1, luaL_typename(L, -1));
+        if (lua_rawgeti(L, 2, i + 1) != LUA_TSTRING) mlL_argfail(L, fn, 2, "entry %d expected a name, got %s", i + 1, luaL_typename(L, -1));
+        v[i] = lua_tonumber(L, -2), names[i] = lua_tostring(L, -1); /* anchored in the table */
     }
     lua_pushinteger(L, ml_ic_argmax(v, names, n) + 1);
     return 1;

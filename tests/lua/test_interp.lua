@@ -265,6 +265,8 @@ T.test("metric helpers: kl_div / |V|, max_perc ties, the corruption rule", funct
   T.eq(mech.interp.argmax({ 0.2, 0.2 }, { "divider", "query_item" }), 2)
   T.eq(mech.interp.argmax({ 0, 0 }, { "divider", "next_key" }), 3) -- "nothing" wins ties below it
   T.eq(mech.interp.argmax({ -1 }, { "query_item" }), 2)
+  T.raises(function() mech.interp.argmax({ 1, 2 }, { "divider", 3 }) end,
+    "bad argument #2 to 'mech.interp.argmax' (entry 2 expected a name, got number)")
   local g = mech.Generator(42, 7)
   local counts = {}
   for _ = 1, 6000 do

@@ -589,16 +589,10 @@ static int l_interchange(lua_State *L) {
         {"workers", MLL_INT32, offsetof(ml_ic_config, workers), 0, 64, NULL, "a count in [1, 64] (0: mech.threads())"},
         {NULL}};
     mlL_options(L, 3, fn, ic_opts, c);
-    struct docs {
-        int64_t first, count;
-    } d = {0, 0};
-    static const mlL_option first_opt[] = {MLL_OPTION(MLL_INT, "first", struct docs, first), {NULL}};
-    static const mlL_option count_opt[] = {MLL_OPTION(MLL_INT, "count", struct docs, count), {NULL}};
-    mlL_options(L, 3, fn, first_opt, &d);
-    int64_t size = ml_dataset_size(ds);
-    d.count = d.first >= 0 && d.first <= size ? size - d.first : 0; /* to the end (a bad first: ml_ic_run says) */
-    mlL_options(L, 3, fn, count_opt, &d);
-    ml_ic_result *r = ml_ic_run(m, ds, d.first, d.count, c);
+    /* one row each, in order: count's default (the rest of the dataset) depends on first */
+    int64_t first = mlL_optint(L, 3, "first", 0, fn), size = ml_dataset_size(ds);
+    int64_t count = mlL_optint(L, 3, "count", first >= 0 && first <= size ? size - first : 0, fn);
+    ml_ic_result *r = ml_ic_run(m, ds, first, count, c);
     if (!r) return mlL_raise(L);
     ml_metric *v;
     int n;
@@ -612,21 +606,15 @@ static int l_interchange(lua_State *L) {
     return 1;
 }
 
-/* The scalar options of attention_mass and attribution_patching. */
+/* attention_mass's and attribution_patching's scalars: documents [0, n) of the dataset (at most all;
+ * default all), and the seed of attribution_patching's corruptions (42). */
 typedef struct {
-    int64_t n;     /* documents [0, n) of the dataset (at most all) */
-    uint64_t seed; /* attribution_patching's corruptions */
+    int64_t n;
+    uint64_t seed;
 } docs_options;
-
-/* Reads the rows of spec (n, and seed where listed) of the option table at opt over: every
- * document, seed 42. */
-static docs_options read_docs_options(lua_State *L, int opt, const ml_dataset *ds, const mlL_option *spec, const char *fn) {
-    docs_options o = {.n = ml_dataset_size(ds), .seed = 42};
-    mlL_options(L, opt, fn, spec, &o);
-    if (o.n > ml_dataset_size(ds)) o.n = ml_dataset_size(ds);
-    return o;
-}
-#define DOCS_N_OPTION {"n", MLL_INT, offsetof(docs_options, n), 1, (double)INT64_MAX, NULL, "a positive number of documents"}
+static const mlL_option docs_spec[] = {
+    {"n", MLL_INT, offsetof(docs_options, n), 1, (double)INT64_MAX, NULL, "a positive number of documents"},
+    MLL_OPTION(MLL_INT, "seed", docs_options, seed), {NULL}};
 
 /* mass = mech.interp.attention_mass(model, dataset[, {query="query_item", key="target_item_orig",
  *   n=}]) -> {[layer] = mass} for the layers with an attention (ml_attention_mass). */
@@ -636,8 +624,8 @@ static int l_attention_mass(lua_State *L) {
     ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_dataset *ds = mlL_checkdataset(L, 2, fn);
     mlL_opttable(L, 3, fn, 3, keys);
-    static const mlL_option spec[] = {DOCS_N_OPTION, {NULL}};
-    int64_t n = read_docs_options(L, 3, ds, spec, fn).n;
+    docs_options o = {ml_dataset_size(ds), 42};
+    mlL_options(L, 3, fn, (const mlL_option[]){docs_spec[0], {NULL}}, &o); /* n only */
     /* query and key by hand, once each: position names that mlL_task_pos resolves where they lie */
     lua_getfield(L, 3, "query");
     int q = lua_isnil(L, -1) ? ML_POS_QUERY_ITEM : mlL_task_pos(L, ml_dataset_task(ds), -1, fn, "option 'query'");
@@ -645,7 +633,7 @@ static int l_attention_mass(lua_State *L) {
     int k = lua_isnil(L, -1) ? ML_POS_TARGET_ITEM_ORIG : mlL_task_pos(L, ml_dataset_task(ds), -1, fn, "option 'key'");
     double mass[ML_MAX_LAYERS];
     bool has[ML_MAX_LAYERS];
-    if (ml_attention_mass(m, ds, n, q, k, mass, has)) return mlL_raise(L);
+    if (ml_attention_mass(m, ds, o.n < ml_dataset_size(ds) ? o.n : ml_dataset_size(ds), q, k, mass, has)) return mlL_raise(L);
     lua_newtable(L);
     for (int l = 0; l < m->cfg.n_layers; l++)
         if (has[l]) lua_pushnumber(L, mass[l]), lua_rawseti(L, -2, l);
@@ -662,8 +650,8 @@ static int l_attribution_patching(lua_State *L) {
     ml_dataset *ds = mlL_checkdataset(L, 2, fn);
     mlL_checktable(L, 3, fn, 3);
     mlL_checkkeys(L, 3, fn, keys);
-    static const mlL_option spec[] = {DOCS_N_OPTION, MLL_OPTION(MLL_INT, "seed", docs_options, seed), {NULL}};
-    docs_options o = read_docs_options(L, 3, ds, spec, fn);
+    docs_options o = {ml_dataset_size(ds), 42};
+    mlL_options(L, 3, fn, docs_spec, &o);
     ml_ap_config c = {.n_label_types = 2, .label_types = {ML_POS_QUERY_ITEM_ORIG, ML_POS_TARGET_ITEM_ORIG}, .seed = o.seed};
     int *sites = mlL_scratch(L, sizeof *sites * ML_IC_MAX_SITES);
     if (!opt_sites(L, m, 3, sites, &c.n_sites, ML_IC_MAX_SITES, fn)) return mlL_error(L, fn, "option 'sites' is required");
@@ -672,7 +660,7 @@ static int l_attribution_patching(lua_State *L) {
         return mlL_error(L, fn, "option 'positions' is required");
     opt_pos_list(L, 3, task, "label_types", c.label_types, &c.n_label_types, 2, fn);
     c.sites = sites;
-    ml_ap_result *r = ml_attribution_patching(m, ds, o.n, &c);
+    ml_ap_result *r = ml_attribution_patching(m, ds, o.n < ml_dataset_size(ds) ? o.n : ml_dataset_size(ds), &c);
     if (!r) return mlL_raise(L);
     lua_createtable(L, c.n_label_types * c.n_sites * c.n_positions, 0);
     for (int k = 0, i = 0; k < c.n_label_types; k++)

@@ -243,12 +243,8 @@ static int o_step(lua_State *L) {
 /* opt:zero_grad([set_to_none = true]) */
 static int o_zero_grad(lua_State *L) {
     ml_optimizer *o = check_opt(L, 1, "optimizer:zero_grad");
-    bool none = true;
-    if (!lua_isnoneornil(L, 2)) {
-        if (!lua_isboolean(L, 2)) mlL_argerror(L, "optimizer:zero_grad", 2, "a boolean set_to_none");
-        none = lua_toboolean(L, 2);
-    }
-    ml_optimizer_zero_grad(o, none);
+    if (!lua_isnoneornil(L, 2) && !lua_isboolean(L, 2)) mlL_argerror(L, "optimizer:zero_grad", 2, "a boolean set_to_none");
+    ml_optimizer_zero_grad(o, lua_isnoneornil(L, 2) || lua_toboolean(L, 2));
     return 0;
 }
 

@@ -37,7 +37,7 @@ int ml_pm_rows(const ml_model *m, const int *sites, int n, int *rows, int *heads
 
 ml_status ml_pm_dataset_rows(const ml_dataset *ds, int64_t first, const ml_tensor *clean, int32_t *rows) {
     int64_t B = clean->shape[0], Lq = clean->shape[1], n = ml_dataset_size(ds);
-    if (first < 0 || first + B > n)
+    if (first < 0 || first > n - B) /* first + B could overflow */
         return ml_fail(ML_ERR_ARG, "patching_map: option 'first' expected documents [first, first + %d) within the "
                                    "dataset's %d, got %d", (int)B, (int)n, (int)first);
     for (int64_t b = 0; b < B; b++) {

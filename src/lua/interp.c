@@ -257,7 +257,7 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
             named = named || lua_type(L, -1) == LUA_TSTRING;
         lua_pop(L, 1);
         int32_t *ex = named ? mlL_scratch(L, sizeof *ex * n * (size_t)B) : NULL;
-        if (named && ds && (first < 0 || first + B > ml_dataset_size(ds)))
+        if (named && ds && (first < 0 || first > ml_dataset_size(ds) - B)) /* first + B could overflow */
             luaL_error(L, "%s: option 'first' expected documents [first, first + %d) within the dataset's %d, got %d",
                        fn, (int)B, (int)ml_dataset_size(ds), (int)first);
         for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1)) {

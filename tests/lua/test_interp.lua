@@ -109,6 +109,10 @@ T.test("patch: clean into clean, and block_input of layer 0 everywhere is the so
     .. "function(logits), got 7)")
   T.raises(function() mech.interp.interchange(m, ds, { count = "all" }) end,
     "bad argument #3 to 'mech.interp.interchange' (option 'count': expected an integer, got 'all')")
+  T.raises(function() mech.interp.interchange(m, ds, { first = 1, count = math.maxinteger }) end, -- first + count overflowed
+    "documents [1, 1 + 9223372036854775807) outside the dataset's 12")
+  T.raises(function() mech.interp.patching_map(m, tok, tok, { dataset = ds, first = math.maxinteger, positions = { "key" } }) end,
+    "option 'first' expected documents")
   -- (model, clean, options): a table without a list part is the options
   T.raises(function() mech.interp.patching_map(m, tok, { ablate = "max" }) end, "(option 'ablate': expected 'zero' or 'mean'")
   -- an option whose __index answers once, then nil: read once, the one value is used throughout

@@ -535,7 +535,9 @@ local shaped = {
     if R(2) == 1 then return { m, tokens(B, L), o } end
     return { m, tokens(B, L), tokens(B, L), o }
   end },
-  { "mech.interp.interchange", function() return { pick(pool.model), pick(pool.dataset), hostile_meta({ count = R(0, 2) }) } end },
+  { "mech.interp.interchange", function() -- huge first and count once overflowed first + count
+    return { pick(pool.model), pick(pool.dataset), hostile_meta({ first = pick(huge_ints), count = pick { R(0, 2), pick(huge_ints) } }) }
+  end },
   { "mech.interp.attention_mass", function() return { pick(pool.model), pick(pool.dataset), hostile_meta({}) } end },
   { "mech.interp.attribution_patching", function()
     return { pick(pool.model), pick(pool.dataset), hostile_meta({ sites = { site() }, positions = { "divider" }, n = R(0, 2) }) }

@@ -249,9 +249,9 @@ typedef struct {
 static ml_status check_run(const ml_model *m, const ml_dataset *ds, int64_t first, int64_t count,
                            const ml_ic_config *cfg) {
     if (check_config(m, cfg)) return ml_last_status();
-    if (first < 0 || count < 1 || first + count > ml_dataset_size(ds))
-        return ml_fail(ML_ERR_ARG, "interchange: documents [%lld, %lld) outside the dataset's %lld", (long long)first,
-                       (long long)(first + count), (long long)ml_dataset_size(ds));
+    if (first < 0 || count < 1 || count > ml_dataset_size(ds) - first) /* first + count could overflow */
+        return ml_fail(ML_ERR_ARG, "interchange: documents [%lld, %lld + %lld) outside the dataset's %lld", (long long)first,
+                       (long long)first, (long long)count, (long long)ml_dataset_size(ds));
     for (int i = 0; i < cfg->n_positions; i++)
         if (cfg->positions[i] >= ml_dataset_npos(ds))
             return ml_fail(ML_ERR_ARG, "interchange: patch position %d is not one of the task's %d", cfg->positions[i],

@@ -1,8 +1,11 @@
 /* A patching map's rows and readout from its options (pm_options.h). */
+#include <math.h>
 #include <string.h>
 
 #include "interp/interp.h"
 #include "interp/pm_options.h"
+
+void ml_pm_options_init(ml_pm_options *o) { *o = (ml_pm_options){.ablate = -1, .first = 0, .threshold = 0.01, .chance = NAN}; }
 
 bool ml_site_per_head(const ml_model *m, int s) {
     const ml_site_decl *d = &m->sites[s];
@@ -34,7 +37,7 @@ int ml_pm_rows(const ml_model *m, const int *sites, int n, int *rows, int *heads
 
 ml_status ml_pm_dataset_rows(const ml_dataset *ds, int64_t first, const ml_tensor *clean, int32_t *rows) {
     int64_t B = clean->shape[0], Lq = clean->shape[1], n = ml_dataset_size(ds);
-    if (first < 0 || first + B > n)
+    if (first < 0 || first > n - B) /* first + B could overflow */
         return ml_fail(ML_ERR_ARG, "patching_map: option 'first' expected documents [first, first + %d) within the "
                                    "dataset's %d, got %d", (int)B, (int)n, (int)first);
     for (int64_t b = 0; b < B; b++) {

@@ -11,6 +11,16 @@
 #include "nn/model.h"
 #include "tasks/task.h"
 
+/* The map's scalar options (mech.interp.patching_map reads them with mlL_options over
+ * ml_pm_options_init's defaults). */
+typedef struct {
+    int ablate;       /* -1: patch clean into corrupted; else ML_PM_ZERO + ablate ('zero', 'mean') */
+    int64_t first;    /* the clean tokens are documents [first, first + B) of option 'dataset': 0 */
+    double threshold; /* the map passes when its denominator is above it: 0.01 */
+    double chance;    /* NAN: the task's chance (ml_task_chance), 1 / vocab without a task */
+} ml_pm_options;
+void ml_pm_options_init(ml_pm_options *o);
+
 /* Whether site s has a head dimension: a per-head site mixer.head_* (B, L, H, ...). */
 bool ml_site_per_head(const ml_model *m, int s);
 /* The map's rows of the n sites: each site once, a per-head one once per head (heads[k] its head,

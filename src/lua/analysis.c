@@ -2,7 +2,9 @@
  * (model:weight), every parameter name (model:param: state-dict, hook-style and TransformerLens's
  * names), text out (model:generate), path patching and implicit attention; mech.viz is
  * lua/mech/viz.lua. Each function checks its arguments and calls src/interp or src/nn. */
+#include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,7 +26,7 @@ static int push_weight(lua_State *L, ml_model *m, int layer, const char *name, c
 static int m_weight(lua_State *L) {
     const char *fn = "model:weight";
     ml_model *m = mlL_checkmodel(L, 1, fn);
-    const char *name = luaL_checkstring(L, 2);
+    const char *name = mlL_checkstr(L, 2, fn);
     bool global = !strcmp(name, "W_E") || !strcmp(name, "W_pos") || !strcmp(name, "W_U");
     int layer = 0;
     if (!global || !lua_isnoneornil(L, 3)) layer = mlL_checklayer(L, m, 3, fn);
@@ -38,7 +40,7 @@ static int m_weight(lua_State *L) {
 static int m_param(lua_State *L) {
     const char *fn = "model:param";
     ml_model *m = mlL_checkmodel(L, 1, fn);
-    const char *name = luaL_checkstring(L, 2);
+    const char *name = mlL_checkstr(L, 2, fn);
     int layer;
     const char *rest = ml_site_split(name, &layer);
     if (rest && !strncmp(rest, "attn.", 5)) {
@@ -68,34 +70,31 @@ static int m_param(lua_State *L) {
 static int m_generate(lua_State *L) {
     const char *fn = "model:generate";
     static const char *const keys[] = {"max_new", "temperature", "top_k", "seed", NULL};
+    static const mlL_option spec[] = {
+        {"max_new", MLL_INT32, offsetof(ml_generate_config, max_new), 0, 1000000, NULL, "an integer in [0, 10^6]"},
+        {"temperature", MLL_NUM, offsetof(ml_generate_config, temperature), 0, DBL_MAX, NULL,
+         "a finite number >= 0 (0: greedy)"},
+        {"top_k", MLL_INT32, offsetof(ml_generate_config, top_k), 0, INT32_MAX, NULL, "an integer >= 0 (0: every token)"},
+        MLL_OPTION(MLL_INT, "seed", ml_generate_config, seed), {NULL}};
     ml_model *m = mlL_checkmodel(L, 1, fn);
     mlL_opttable(L, 3, fn, 2, keys);
     ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
-    ml_generate_config c = {.max_new = mlL_optint32(L, 3, "max_new", 16, fn),
-                            .temperature = mlL_optnum(L, 3, "temperature", 0, fn),
-                            .top_k = mlL_optint32(L, 3, "top_k", 0, fn),
-                            .seed = (uint64_t)mlL_optint(L, 3, "seed", 0, fn)};
-    if (c.max_new < 0 || c.max_new > 1000000)
-        return mlL_error(L, fn, "option 'max_new' expected an integer in [0, 10^6], got %d", c.max_new);
-    if (!(c.temperature >= 0) || isinf(c.temperature))
-        return mlL_error(L, fn, "option 'temperature' expected a finite number >= 0 (0: greedy), got %f", c.temperature);
-    if (c.top_k < 0) return mlL_error(L, fn, "option 'top_k' expected an integer >= 0 (0: every token), got %d", c.top_k);
+    ml_generate_config c = {.max_new = 16}; /* greedy, every token, seed 0: nn/generate.h has no *_init */
+    mlL_options(L, 3, fn, spec, &c);
     ml_tensor *out = ml_generate(m, tok, &c);
     if (!out) return mlL_raise(L);
     mlL_pushtensor(L, out);
     return 1;
 }
 
-/* Option `key`: a site name (either spelling), required. */
-static int opt_site(lua_State *L, ml_model *m, int opt, const char *key, const char *fn) {
-    const char *name = mlL_optstr(L, opt, key, NULL, fn);
+/* A site name (either spelling) of option `key`, required. */
+static int opt_site(lua_State *L, ml_model *m, const char *name, const char *key, const char *fn) {
     if (!name) return mlL_error(L, fn, "option '%s' (a site name) is required", key);
     return mlL_checksite(L, m, name, fn);
 }
 
-/* Option `key`: a head of site s (only for a site with a head dimension), or -1. */
-static int opt_head(lua_State *L, ml_model *m, int opt, const char *key, int s, const char *fn) {
-    int h = mlL_optint32(L, opt, key, -1, fn);
+/* Option `key`'s head h of site s (only for a site with a head dimension), or -1 when absent. */
+static int opt_head(lua_State *L, ml_model *m, int h, const char *key, int s, const char *fn) {
     if (h == -1) return -1;
     int n_heads = (int)ml_mixer_opt(&m->cfg, "n_heads");
     if (!ml_site_per_head(m, s))
@@ -116,9 +115,18 @@ static int l_path_patch(lua_State *L) {
     mlL_checkkeys(L, 4, fn, keys);
     ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = mlL_checktokens(L, m, 3, fn);
     if (!ml_same_shape(clean, corr)) return mlL_error(L, fn, "argument 3 expected corrupted tokens of the clean tokens' shape");
-    ml_path_patch p = {.sender = opt_site(L, m, 4, "sender", fn), .receiver = opt_site(L, m, 4, "receiver", fn)};
-    p.sender_head = opt_head(L, m, 4, "sender_head", p.sender, fn);
-    p.receiver_head = opt_head(L, m, 4, "receiver_head", p.receiver, fn);
+    struct path_options {
+        const char *sender, *receiver;
+        int sender_head, receiver_head; /* -1: every head */
+    } o = {NULL, NULL, -1, -1};
+    static const mlL_option spec[] = {
+        MLL_OPTION(MLL_STR, "sender", struct path_options, sender), MLL_OPTION(MLL_STR, "receiver", struct path_options, receiver),
+        MLL_OPTION(MLL_INT32, "sender_head", struct path_options, sender_head),
+        MLL_OPTION(MLL_INT32, "receiver_head", struct path_options, receiver_head), {NULL}};
+    mlL_options(L, 4, fn, spec, &o);
+    ml_path_patch p = {.sender = opt_site(L, m, o.sender, "sender", fn), .receiver = opt_site(L, m, o.receiver, "receiver", fn)};
+    p.sender_head = opt_head(L, m, o.sender_head, "sender_head", p.sender, fn);
+    p.receiver_head = opt_head(L, m, o.receiver_head, "receiver_head", p.receiver, fn);
     ml_tensor *hid = ml_path_patch_run(m, clean, corr, &p);
     ml_tensor *logits = hid ? ml_model_head(m, hid) : NULL;
     ml_release(hid);

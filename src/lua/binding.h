@@ -199,6 +199,12 @@ typedef struct {
 #define MLL_OPTION(type, key, T, field) {key, type, offsetof(T, field), 0, 0, NULL, NULL}
 /* Reads the rows of spec (ended by a row whose key is NULL) from the table at idx into out. */
 void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, void *out);
+/* The same for a table nested in argument arg (a plot's series): messages read "bad argument
+ * #arg to 'fn' (<what>: option 'k': expected X, got Y)", what such as "series 2". */
+void mlL_options_at(lua_State *L, int idx, const char *fn, int arg, const char *what, const mlL_option *spec, void *out);
+/* The same error for an option read by hand (a list, an object, a function), for the value on top:
+ * "bad argument #idx to 'fn' (option 'key': expected <expected>, got <the value>)". */
+int mlL_opterror(lua_State *L, const char *fn, int idx, const char *key, const char *expected);
 
 /* ---- sliminterp: functions written in the Lua library, reached from C tables */
 

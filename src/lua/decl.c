@@ -28,10 +28,11 @@ static void read_arg(lua_State *L, const mlL_Decl *row, int arg, char k, const m
     case 'T':
     case 'C': v->t = mlL_checktensor(L, arg, row->name); break;
     case 'O': /* an operand: a tensor, or a number or table converted to float32 in its slot */
-        if (!mlL_testtensor(L, arg) && lua_type(L, arg) != LUA_TNUMBER && !lua_istable(L, arg))
+        if ((v->t = mlL_testtensor(L, arg))) break;
+        if (lua_type(L, arg) != LUA_TNUMBER && !lua_istable(L, arg))
             mlL_argerror(L, row->name, arg, "a tensor, a number or a table of numbers");
-        v->t = mlL_testtensor(L, arg) ? mlL_checktensor(L, arg, row->name) : mlL_totensor(L, arg, row->name, ML_F32);
-        if (!mlL_testtensor(L, arg)) mlL_pushtensor(L, v->t), lua_replace(L, arg);
+        v->t = mlL_totensor(L, arg, row->name, ML_F32);
+        mlL_pushtensor(L, v->t), lua_replace(L, arg);
         break;
     case 'o': /* an operand or nil (NULL) */
         if (lua_isnoneornil(L, arg)) v->t = NULL;

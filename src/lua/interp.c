@@ -30,7 +30,10 @@ static int32_t *read_positions(lua_State *L, int idx, int64_t B, const char *fn)
         return p;
     }
     if (!lua_istable(L, idx) || (int64_t)lua_rawlen(L, idx) != B) {
-        mlL_error(L, fn, "option 'pos' expected nil, an integer or a list of %d positions", (int)B);
+        char want[64];
+        snprintf(want, sizeof want, "nil, an integer or a list of %d positions", (int)B);
+        lua_pushvalue(L, idx);
+        mlL_opterror(L, fn, 3, "pos", want);
     }
     for (int64_t b = 0; b < B; b++) {
         lua_rawgeti(L, idx, b + 1);
@@ -51,17 +54,22 @@ static int l_patch(lua_State *L) {
     mlL_checkkeys(L, 3, fn, keys);
     ml_tensor *tok = mlL_checktokens(L, m, 2, fn);
     int top = lua_gettop(L);
-    const char *site = mlL_optstr(L, 3, "site", NULL, fn);
-    if (!site) return mlL_error(L, fn, "option 'site' is required");
-    int s = mlL_checksite(L, m, site, fn);
-    lua_getfield(L, 3, "source");
+    struct patch_options {
+        const char *site;
+        bool reference;
+    } o = {NULL, false};
+    static const mlL_option spec[] = {MLL_OPTION(MLL_STR, "site", struct patch_options, site),
+                                      MLL_OPTION(MLL_CBOOL, "reference", struct patch_options, reference), {NULL}};
+    mlL_options(L, 3, fn, spec, &o);
+    if (!o.site) return mlL_error(L, fn, "option 'site' is required");
+    int s = mlL_checksite(L, m, o.site, fn);
+    lua_getfield(L, 3, "source"); /* by hand, once: a tensor */
     ml_tensor *src = mlL_testtensor(L, -1);
-    if (!src) return mlL_error(L, fn, "option 'source' expected a tensor, got %s", luaL_typename(L, -1));
-    bool reference = mlL_optbool(L, 3, "reference", 0, fn);
-    lua_getfield(L, 3, "pos");
+    if (!src) return mlL_opterror(L, fn, 3, "source", "a tensor");
+    lua_getfield(L, 3, "pos"); /* by hand, once: an integer or a list */
     int32_t *pos = read_positions(L, -1, tok->shape[0], fn);
     ml_patch p = {.site = s, .source = src, .pos = pos};
-    ml_tensor *hid = ml_patch_run(m, tok, &p, reference);
+    ml_tensor *hid = ml_patch_run(m, tok, &p, o.reference);
     ml_tensor *logits = hid ? ml_model_head(m, hid) : NULL;
     ml_release(hid);
     lua_settop(L, top);
@@ -142,7 +150,7 @@ static void push_floats(lua_State *L, const float *x, int rows, int cols) {
 /* Option `key` of the table at opt: an integer for every example, a list of B integers or an
  * int32 tensor of B elements, into out[B]. Returns false when the option is absent. */
 static bool read_per_example(lua_State *L, int opt, const char *key, int64_t B, int32_t *out, const char *fn) {
-    if (lua_getfield(L, opt, key) == LUA_TNIL) {
+    if (lua_getfield(L, opt, key) == LUA_TNIL) { /* by hand, once: an integer, a list or a tensor */
         lua_pop(L, 1);
         return false;
     }
@@ -173,7 +181,7 @@ static bool read_per_example(lua_State *L, int opt, const char *key, int64_t B, 
 /* Option 'layers' (default: every layer) into layers; returns how many. */
 static int map_layers(lua_State *L, const ml_model *m, int opt, int *layers, const char *fn) {
     int nl = 0, n_layers = m->cfg.n_layers;
-    if (lua_getfield(L, opt, "layers") == LUA_TNIL) {
+    if (lua_getfield(L, opt, "layers") == LUA_TNIL) { /* by hand, once: a list */
         for (int l = 0; l < n_layers; l++) layers[nl++] = l;
     } else {
         if (!lua_istable(L, -1)) return mlL_error(L, fn, "option 'layers' expected a list of layers");
@@ -197,7 +205,7 @@ static int map_layers(lua_State *L, const ml_model *m, int opt, int *layers, con
 static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **heads_out, const char *fn) {
     int *layers = mlL_scratch(L, sizeof *layers * (size_t)(m->cfg.n_layers + 1)), top = lua_gettop(L);
     int nl = map_layers(L, m, opt, layers, fn), nc = 0;
-    bool given = lua_getfield(L, opt, "components") != LUA_TNIL;
+    bool given = lua_getfield(L, opt, "components") != LUA_TNIL; /* by hand, once: a list */
     if (given && !lua_istable(L, -1)) mlL_error(L, fn, "option 'components' expected a list of names");
     int max_c = given ? (int)lua_rawlen(L, -1) : ML_ENTRY_PAPER;
     const char **comps = mlL_scratch(L, sizeof *comps * (size_t)(max_c + 1));
@@ -229,12 +237,12 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **head
  * has none); c->example_positions then holds every column per example and names[j] the column's
  * name (NULL for an integer column). */
 static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config *c, const char ***names,
-                          const char *fn) {
+                          const ml_dataset *ds, int64_t first, const char *fn) {
     int64_t Lq = clean->shape[1], B = clean->shape[0];
     int np = 0;
     int32_t *positions;
     *names = NULL;
-    if (lua_getfield(L, opt, "positions") == LUA_TNIL) {
+    if (lua_getfield(L, opt, "positions") == LUA_TNIL) { /* by hand, once: a list */
         positions = mlL_scratch(L, sizeof *positions * (size_t)Lq);
         for (int64_t p = 0; p < Lq; p++) positions[np++] = (int32_t)p;
     } else {
@@ -249,22 +257,15 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
             named = named || lua_type(L, -1) == LUA_TSTRING;
         lua_pop(L, 1);
         int32_t *ex = named ? mlL_scratch(L, sizeof *ex * n * (size_t)B) : NULL;
-        const ml_dataset *ds = NULL;
-        int64_t first = 0;
+        if (named && ds && (first < 0 || first > ml_dataset_size(ds) - B)) /* first + B could overflow */
+            luaL_error(L, "%s: option 'first' expected documents [first, first + %d) within the dataset's %d, got %d",
+                       fn, (int)B, (int)ml_dataset_size(ds), (int)first);
         for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
             nm[np] = NULL;
             if (lua_type(L, -1) == LUA_TSTRING) { /* a named position: per document */
-                if (!ds) {
-                    if (lua_getfield(L, opt, "dataset") == LUA_TNIL)
-                        luaL_error(L, "%s: option 'positions' entry %d is a position name ('%s'): it needs option "
-                                   "'dataset' (the documents of the clean tokens)", fn, (int)i, lua_tostring(L, -2));
-                    ds = mlL_checkdataset(L, lua_gettop(L), fn);
-                    lua_pop(L, 1);
-                    first = mlL_optint(L, opt, "first", 0, fn);
-                    if (first < 0 || first + B > ml_dataset_size(ds))
-                        luaL_error(L, "%s: option 'first' expected documents [first, first + %d) within the dataset's "
-                                   "%d, got %d", fn, (int)B, (int)ml_dataset_size(ds), (int)first);
-                }
+                if (!ds)
+                    luaL_error(L, "%s: option 'positions' entry %d is a position name ('%s'): it needs option "
+                               "'dataset' (the documents of the clean tokens)", fn, (int)i, lua_tostring(L, -1));
                 char what[48];
                 snprintf(what, sizeof what, "option 'positions' entry %d", (int)i);
                 int slot = mlL_task_pos(L, ml_dataset_task(ds), -1, fn, what);
@@ -301,20 +302,16 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
  * are its documents [first, first + B), read where each answers (target_item − 1, the first
  * query for MQAR). Without either the map refuses: a guessed row (the last token, often padding
  * or <eos>) reads no answer and makes a working model look at chance. */
-static void map_readout(lua_State *L, const ml_model *m, ml_tensor *clean, int opt, ml_pm_config *c, const char *fn) {
+static void map_readout(lua_State *L, const ml_model *m, ml_tensor *clean, int opt, ml_pm_config *c,
+                        const ml_dataset *ds, int64_t first, const char *fn) {
     int64_t B = clean->shape[0];
     int32_t *rows = mlL_scratch(L, sizeof *rows * (size_t)B), *targets = mlL_scratch(L, sizeof *targets * (size_t)B);
     bool has_rows = read_per_example(L, opt, "rows", B, rows, fn);
-    bool has_ds = lua_getfield(L, opt, "dataset") != LUA_TNIL;
-    if (has_ds && has_rows) mlL_error(L, fn, "give option 'dataset' or options 'rows' and 'targets', not both");
-    if (!has_ds && !has_rows)
+    if (ds && has_rows) mlL_error(L, fn, "give option 'dataset' or options 'rows' and 'targets', not both");
+    if (!ds && !has_rows)
         luaL_error(L, "%s: say where the answer is read: option 'dataset' (the clean tokens are its documents from "
                       "option 'first') or option 'rows' (and 'targets'; ic.readout(ds, first, n) gives both)", fn);
-    if (has_ds) {
-        ml_dataset *ds = mlL_checkdataset(L, lua_gettop(L), fn);
-        if (ml_pm_dataset_rows(ds, mlL_optint(L, opt, "first", 0, fn), clean, rows)) mlL_raise_as(L, fn);
-    }
-    lua_pop(L, 1);
+    if (ds && ml_pm_dataset_rows(ds, first, clean, rows)) mlL_raise_as(L, fn);
     bool has_targets = read_per_example(L, opt, "targets", B, targets, fn);
     if (ml_pm_check_readout(clean, m->cfg.vocab, rows, targets, has_targets)) mlL_raise_as(L, fn);
     c->rows = rows, c->targets = targets;
@@ -351,25 +348,26 @@ static double call_lua_metric(void *ud, ml_model *m, ml_tensor *hid, ml_status *
     return v;
 }
 
-/* Option 'metric': a built-in name or a function (its adaptor set up in lm). */
-static void map_metric(lua_State *L, int opt, ml_pm_config *c, lua_metric *lm, const char *fn) {
+/* Option 'metric', at stack index `metric` (read by hand, once: a name or a function): a
+ * function's adaptor is set up in lm, with the slot for its error pushed. */
+static void map_metric(lua_State *L, int opt, int metric, ml_pm_config *c, lua_metric *lm, const char *fn) {
     c->metric = ML_PM_PROB;
-    if (lua_getfield(L, opt, "metric") == LUA_TFUNCTION) {
-        lm->L = L, lm->f = lua_gettop(L), lm->fn = fn;
+    if (lua_type(L, metric) == LUA_TFUNCTION) {
+        lm->L = L, lm->f = metric, lm->fn = fn;
         lua_pushnil(L);
         lm->err = lua_gettop(L);
         c->metric = ML_PM_FUNCTION, c->fn = call_lua_metric, c->ud = lm;
         return;
     }
-    if (lua_isnil(L, -1)) return;
-    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    if (lua_isnil(L, metric)) return;
+    const char *s = lua_type(L, metric) == LUA_TSTRING ? lua_tostring(L, metric) : NULL;
     for (int k = 0; s && k < ML_PM_FUNCTION; k++)
         if (!strcmp(s, metric_names[k])) {
             c->metric = (ml_pm_metric)k;
             return;
         }
-    mlL_error(L, fn, "option 'metric' expected 'prob', 'logprob', 'logit' or a function(logits), got %s",
-               s ? s : luaL_typename(L, -1));
+    lua_pushvalue(L, metric);
+    mlL_opterror(L, fn, opt, "metric", "'prob', 'logprob', 'logit' or a function(logits)");
 }
 
 /* The map as a table (docs/interventions.md, "Patching maps") with the PatchingMap methods. */
@@ -429,33 +427,33 @@ static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, con
 
 /* map = mech.interp.patching_map(model, clean, corrupted[, {layers=, components=, positions=,
  *   metric=, rows=, targets=, dataset=, first=, threshold=0.01, chance=}]): ml_patching_map (src/interp).
- * With option ablate = "zero" | "mean", corrupted is nil (or left out: (model, clean, opts)). */
+ * With option ablate = "zero" | "mean", corrupted is nil (or left out: (model, clean, opts)). Each
+ * option is read once: the scalars by mlL_options; by hand the lists (layers, components,
+ * positions), rows and targets (a list or a tensor), the dataset (an object) and the metric (a
+ * name or a function). */
 static int l_patching_map(lua_State *L) {
     const char *fn = "mech.interp.patching_map";
     static const char *const keys[] = {"layers", "components", "positions", "metric", "rows", "targets",
                                        "dataset", "first", "threshold", "chance", "ablate", NULL};
+    static const char *const ablations[] = {"zero", "mean", NULL}; /* ML_PM_ZERO + index */
+    static const mlL_option spec[] = {
+        {"ablate", MLL_ENUM, offsetof(ml_pm_options, ablate), 0, 0, ablations, "'zero' or 'mean'"},
+        MLL_OPTION(MLL_INT, "first", ml_pm_options, first), MLL_OPTION(MLL_NUM, "threshold", ml_pm_options, threshold),
+        MLL_OPTION(MLL_NUM, "chance", ml_pm_options, chance), {NULL}};
     ml_model *m = mlL_checkmodel(L, 1, fn);
-    if (lua_gettop(L) == 3 && lua_istable(L, 3)) { /* (model, clean, {ablate = ...}): the options move to 4 */
-        bool opts = lua_getfield(L, 3, "ablate") != LUA_TNIL;
-        lua_pop(L, 1);
-        if (opts) lua_pushnil(L), lua_insert(L, 3);
-    }
+    /* (model, clean, options): a table without a list part is options, not corrupted tokens */
+    if (lua_gettop(L) == 3 && lua_istable(L, 3) && lua_rawlen(L, 3) == 0) lua_pushnil(L), lua_insert(L, 3);
     lua_settop(L, 4);
     mlL_opttable(L, 4, fn, 4, keys);
-    ml_pm_config c = {0};
-    static const char *const ablations[] = {"zero", "mean", NULL};
-    if (lua_getfield(L, 4, "ablate") != LUA_TNIL) {
-        const char *a = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        for (int k = 0; a && ablations[k]; k++)
-            if (!strcmp(a, ablations[k])) c.ablate = (ml_pm_ablate)(ML_PM_ZERO + k);
-        char q[96];
-        if (c.ablate == ML_PM_PATCH)
-            return mlL_error(L, fn, "option 'ablate' expected 'zero' or 'mean', got %s",
-                              a ? mlL_quote(a, q, sizeof q) : luaL_typename(L, -1));
-        if (!lua_isnil(L, 3))
-            return mlL_error(L, fn, "give corrupted tokens (argument 3) or option 'ablate', not both");
-    }
-    lua_pop(L, 1);
+    ml_pm_options o;
+    ml_pm_options_init(&o);
+    mlL_options(L, 4, fn, spec, &o);
+    ml_pm_config c = {.ablate = o.ablate < 0 ? ML_PM_PATCH : (ml_pm_ablate)(ML_PM_ZERO + o.ablate)};
+    if (c.ablate && !lua_isnil(L, 3))
+        return mlL_error(L, fn, "give corrupted tokens (argument 3) or option 'ablate', not both");
+    /* by hand, once each: the dataset (an object, slot 5) and the metric (a name or a function, slot 6) */
+    const ml_dataset *ds = lua_getfield(L, 4, "dataset") == LUA_TNIL ? NULL : mlL_checkdataset(L, 5, fn);
+    lua_getfield(L, 4, "metric");
     ml_tensor *clean = mlL_checktokens(L, m, 2, fn), *corr = c.ablate ? clean : mlL_checktokens(L, m, 3, fn);
     if (!ml_same_shape(clean, corr)) {
         char s1[ML_SHAPE_STR], s2[ML_SHAPE_STR];
@@ -467,35 +465,26 @@ static int l_patching_map(lua_State *L) {
     c.sites = map_sites(L, m, 4, &c.n_sites, &heads, fn);
     c.heads = heads;
     const char **col_names;
-    map_positions(L, 4, clean, &c, &col_names, fn);
-    map_readout(L, m, clean, 4, &c, fn);
-    map_metric(L, 4, &c, &lm, fn);
-    double threshold = mlL_optnum(L, 4, "threshold", 0.01, fn);
+    map_positions(L, 4, clean, &c, &col_names, ds, o.first, fn);
+    map_readout(L, m, clean, 4, &c, ds, o.first, fn);
+    map_metric(L, 4, 6, &c, &lm, fn);
     /* chance as the interchange evaluation has it (the task's answers); 1/V when no task is known */
-    double chance_default = 1.0 / m->cfg.vocab;
-    if (lua_getfield(L, 4, "dataset") != LUA_TNIL) chance_default = ml_task_chance(ml_dataset_task(mlL_checkdataset(L, lua_gettop(L), fn)));
-    lua_pop(L, 1);
-    double chance = mlL_optnum(L, 4, "chance", chance_default, fn);
+    if (isnan(o.chance)) o.chance = ds ? ml_task_chance(ml_dataset_task(ds)) : 1.0 / m->cfg.vocab;
     ml_pm_result *r = ml_patching_map(m, clean, corr, &c);
     if (!r) {
         if (lm.err && !lua_isnil(L, lm.err)) lua_pushvalue(L, lm.err), lua_error(L);
         return mlL_raise(L);
     }
-    push_map(L, m, &c, col_names, r, threshold, chance, fn);
+    push_map(L, m, &c, col_names, r, o.threshold, o.chance, fn);
     ml_pm_result_free(r);
     return 1;
 }
 
 /* ------------------------------------------------------------------ the evaluators */
 
-/* A position name of task t (the paper's eight or its free names) -> its slot. */
-static int pos_arg(lua_State *L, int idx, const ml_task *t, const char *fn, const char *what) {
-    return mlL_task_pos(L, t, idx, fn, what);
-}
-
 /* Option 'sites' (a list of site names, either spelling) into sites[max]; false when absent. */
 static bool opt_sites(lua_State *L, const ml_model *m, int opt, int *sites, int *n, int max, const char *fn) {
-    if (lua_getfield(L, opt, "sites") == LUA_TNIL) return lua_pop(L, 1), false;
+    if (lua_getfield(L, opt, "sites") == LUA_TNIL) return lua_pop(L, 1), false; /* by hand, once: a list */
     if (!lua_istable(L, -1)) mlL_error(L, fn, "option 'sites' expected a list of site names");
     *n = 0;
     for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
@@ -511,7 +500,7 @@ static bool opt_sites(lua_State *L, const ml_model *m, int opt, int *sites, int 
  * value item. False when absent. */
 static bool opt_pos_list(lua_State *L, int opt, const ml_task *t, const char *key, int *out, int *n, int max,
                          const char *fn) {
-    if (lua_getfield(L, opt, key) == LUA_TNIL) return lua_pop(L, 1), false;
+    if (lua_getfield(L, opt, key) == LUA_TNIL) return lua_pop(L, 1), false; /* by hand, once: a list */
     bool lt = !strcmp(key, "label_types");
     char what[48];
     snprintf(what, sizeof what, "option '%s'", key);
@@ -519,7 +508,7 @@ static bool opt_pos_list(lua_State *L, int opt, const ml_task *t, const char *ke
     *n = 0;
     for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
         if (*n == max) mlL_error(L, fn, "option '%s' takes at most %d names", key, max);
-        int p = pos_arg(L, -1, t, fn, what);
+        int p = mlL_task_pos(L, t, -1, fn, what);
         if (lt && p != ML_POS_QUERY_ITEM_ORIG && p != ML_POS_TARGET_ITEM_ORIG)
             mlL_error(L, fn, "option 'label_types' expected query_item_orig or target_item_orig, got %s",
                        ml_task_pos_name(t, p));
@@ -600,8 +589,9 @@ static int l_interchange(lua_State *L) {
         {"workers", MLL_INT32, offsetof(ml_ic_config, workers), 0, 64, NULL, "a count in [1, 64] (0: mech.threads())"},
         {NULL}};
     mlL_options(L, 3, fn, ic_opts, c);
-    int64_t first = mlL_optint(L, 3, "first", 0, fn);
-    int64_t count = mlL_optint(L, 3, "count", ml_dataset_size(ds) - first, fn);
+    /* one row each, in order: count's default (the rest of the dataset) depends on first */
+    int64_t first = mlL_optint(L, 3, "first", 0, fn), size = ml_dataset_size(ds);
+    int64_t count = mlL_optint(L, 3, "count", first >= 0 && first <= size ? size - first : 0, fn);
     ml_ic_result *r = ml_ic_run(m, ds, first, count, c);
     if (!r) return mlL_raise(L);
     ml_metric *v;
@@ -616,12 +606,15 @@ static int l_interchange(lua_State *L) {
     return 1;
 }
 
-/* Option 'n': documents [0, n) of ds (default: all). */
-static int64_t opt_docs(lua_State *L, int opt, const ml_dataset *ds, const char *fn) {
-    int64_t size = ml_dataset_size(ds), n = mlL_optint(L, opt, "n", size, fn);
-    if (n < 1) mlL_error(L, fn, "option 'n' expected a positive number of documents, got %d", (int)n);
-    return n < size ? n : size;
-}
+/* attention_mass's and attribution_patching's scalars: documents [0, n) of the dataset (at most all;
+ * default all), and the seed of attribution_patching's corruptions (42). */
+typedef struct {
+    int64_t n;
+    uint64_t seed;
+} docs_options;
+static const mlL_option docs_spec[] = {
+    {"n", MLL_INT, offsetof(docs_options, n), 1, (double)INT64_MAX, NULL, "a positive number of documents"},
+    MLL_OPTION(MLL_INT, "seed", docs_options, seed), {NULL}};
 
 /* mass = mech.interp.attention_mass(model, dataset[, {query="query_item", key="target_item_orig",
  *   n=}]) -> {[layer] = mass} for the layers with an attention (ml_attention_mass). */
@@ -631,13 +624,16 @@ static int l_attention_mass(lua_State *L) {
     ml_model *m = mlL_checkmodel(L, 1, fn);
     ml_dataset *ds = mlL_checkdataset(L, 2, fn);
     mlL_opttable(L, 3, fn, 3, keys);
+    docs_options o = {ml_dataset_size(ds), 42};
+    mlL_options(L, 3, fn, (const mlL_option[]){docs_spec[0], {NULL}}, &o); /* n only */
+    /* query and key by hand, once each: position names that mlL_task_pos resolves where they lie */
     lua_getfield(L, 3, "query");
-    int q = lua_isnil(L, -1) ? ML_POS_QUERY_ITEM : pos_arg(L, -1, ml_dataset_task(ds), fn, "option 'query'");
+    int q = lua_isnil(L, -1) ? ML_POS_QUERY_ITEM : mlL_task_pos(L, ml_dataset_task(ds), -1, fn, "option 'query'");
     lua_getfield(L, 3, "key");
-    int k = lua_isnil(L, -1) ? ML_POS_TARGET_ITEM_ORIG : pos_arg(L, -1, ml_dataset_task(ds), fn, "option 'key'");
+    int k = lua_isnil(L, -1) ? ML_POS_TARGET_ITEM_ORIG : mlL_task_pos(L, ml_dataset_task(ds), -1, fn, "option 'key'");
     double mass[ML_MAX_LAYERS];
     bool has[ML_MAX_LAYERS];
-    if (ml_attention_mass(m, ds, opt_docs(L, 3, ds, fn), q, k, mass, has)) return mlL_raise(L);
+    if (ml_attention_mass(m, ds, o.n < ml_dataset_size(ds) ? o.n : ml_dataset_size(ds), q, k, mass, has)) return mlL_raise(L);
     lua_newtable(L);
     for (int l = 0; l < m->cfg.n_layers; l++)
         if (has[l]) lua_pushnumber(L, mass[l]), lua_rawseti(L, -2, l);
@@ -654,15 +650,17 @@ static int l_attribution_patching(lua_State *L) {
     ml_dataset *ds = mlL_checkdataset(L, 2, fn);
     mlL_checktable(L, 3, fn, 3);
     mlL_checkkeys(L, 3, fn, keys);
-    ml_ap_config c = {.n_label_types = 2, .label_types = {ML_POS_QUERY_ITEM_ORIG, ML_POS_TARGET_ITEM_ORIG}};
+    docs_options o = {ml_dataset_size(ds), 42};
+    mlL_options(L, 3, fn, docs_spec, &o);
+    ml_ap_config c = {.n_label_types = 2, .label_types = {ML_POS_QUERY_ITEM_ORIG, ML_POS_TARGET_ITEM_ORIG}, .seed = o.seed};
     int *sites = mlL_scratch(L, sizeof *sites * ML_IC_MAX_SITES);
     if (!opt_sites(L, m, 3, sites, &c.n_sites, ML_IC_MAX_SITES, fn)) return mlL_error(L, fn, "option 'sites' is required");
     const ml_task *task = ml_dataset_task(ds);
     if (!opt_pos_list(L, 3, task, "positions", c.positions, &c.n_positions, ML_IC_MAX_POS, fn))
         return mlL_error(L, fn, "option 'positions' is required");
     opt_pos_list(L, 3, task, "label_types", c.label_types, &c.n_label_types, 2, fn);
-    c.sites = sites, c.seed = (uint64_t)mlL_optint(L, 3, "seed", 42, fn);
-    ml_ap_result *r = ml_attribution_patching(m, ds, opt_docs(L, 3, ds, fn), &c);
+    c.sites = sites;
+    ml_ap_result *r = ml_attribution_patching(m, ds, o.n < ml_dataset_size(ds) ? o.n : ml_dataset_size(ds), &c);
     if (!r) return mlL_raise(L);
     lua_createtable(L, c.n_label_types * c.n_sites * c.n_positions, 0);
     for (int k = 0, i = 0; k < c.n_label_types; k++)
@@ -694,15 +692,17 @@ static int l_kl_div(lua_State *L) {
 
 /* i = mech.interp.argmax({values}, {names}): max_perc's winner (1-based; #names + 1 = "nothing") */
 static int l_argmax(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    luaL_checktype(L, 2, LUA_TTABLE);
+    const char *fn = "mech.interp.argmax";
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checktable(L, 2, fn, 2);
     int n = (int)lua_rawlen(L, 2);
-    if ((int)lua_rawlen(L, 1) != n || n > 64) return mlL_error(L, "mech.interp.argmax", "expected equal lists of at most 64");
+    if ((int)lua_rawlen(L, 1) != n || n > 64) return mlL_error(L, fn, "expected equal lists of at most 64");
     double v[64];
     const char *names[64];
-    for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, 1, i + 1), v[i] = luaL_checknumber(L, -1), lua_pop(L, 1);
-        lua_rawgeti(L, 2, i + 1), names[i] = luaL_checkstring(L, -1), lua_pop(L, 1); /* anchored in the table */
+    for (int i = 0; i < n; i++, lua_pop(L, 2)) { /* strings only: a number converted here would not be anchored */
+        if (lua_rawgeti(L, 1, i + 1) != LUA_TNUMBER) mlL_argfail(L, fn, 1, "entry %d expected a number, got %s", i + 1, luaL_typename(L, -1));
+        if (lua_rawgeti(L, 2, i + 1) != LUA_TSTRING) mlL_argfail(L, fn, 2, "entry %d expected a name, got %s", i + 1, luaL_typename(L, -1));
+        v[i] = lua_tonumber(L, -2), names[i] = lua_tostring(L, -1); /* anchored in the table */
     }
     lua_pushinteger(L, ml_ic_argmax(v, names, n) + 1);
     return 1;

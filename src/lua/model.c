@@ -563,32 +563,6 @@ static int m_evaluate(lua_State *L) {
     return push_stats(L, &s);
 }
 
-/* ------------------------------------------------------------------ schedules */
-
-/* mech.lr_schedule{kind="cosine", lr=1e-3, total=1000, warmup=0.1} -> function(step) -> lr */
-static int schedule_call(lua_State *L) {
-    const ml_schedule *s = lua_touserdata(L, lua_upvalueindex(1));
-    lua_Integer step = luaL_checkinteger(L, 1);
-    lua_pushnumber(L, ml_schedule_lr(s, step));
-    return 1;
-}
-
-static int l_lr_schedule(lua_State *L) {
-    const char *fn = "mech.lr_schedule";
-    static const char *const keys[] = {"kind", "lr", "total", "warmup", NULL};
-    mlL_checktable(L, 1, fn, 1);
-    mlL_checkkeys(L, 1, fn, keys);
-    ml_schedule_kind kind;
-    const char *k = mlL_optstr(L, 1, "kind", "cosine", fn);
-    if (ml_schedule_kind_parse(k, &kind)) return mlL_raise_as(L, fn); /* the core names it "schedule" */
-    ml_schedule *s = lua_newuserdatauv(L, sizeof *s, 0);
-    if (ml_schedule_init(s, kind, mlL_optnum(L, 1, "lr", 1e-3, fn), mlL_optint(L, 1, "total", 0, fn),
-                         mlL_optnum(L, 1, "warmup", 0.1, fn)))
-        return mlL_raise_as(L, fn);
-    lua_pushcclosure(L, schedule_call, 1);
-    return 1;
-}
-
 /* ------------------------------------------------------------------ checkpoints */
 
 #define MIXER_HASH_KEY "mixer.module_hash" /* a Lua mixer's module source hash, at save */
@@ -777,8 +751,7 @@ int mlL_open_model(lua_State *L) {
     mlL_pushlua(L, "mech.show", "hook_names", MLL_CHECK_NONE, NULL), lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 
-    static const luaL_Reg funcs[] = {{"model", l_model}, {"lr_schedule", l_lr_schedule},
-                                     {"load", l_load}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"model", l_model}, {"load", l_load}, {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
     lua_newtable(L);
     for (int i = 0; i < ml_mixer_count(); i++) {

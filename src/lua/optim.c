@@ -4,6 +4,7 @@
  * model:train_step and checkpoints use (mech.AdamW). The maths and the state live in optim/optim.h
  * (ml_optimizer); which tensors a list, model or module gives is lua/mech/optim_params.lua; this
  * file reads the hyper-parameters and builds the tables of state_dict. */
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -38,54 +39,53 @@ static const hparam hparams[] = {
 
 static bool reads(const hparam *p, ml_optim_kind kind) { return p->kind < 0 || p->kind == (int)kind; }
 
-/* Checks the keys of the option table at idx (plus "params" in a group): an unknown one is an
- * error naming where it is, the keys allowed and the closest. */
-static void check_option_keys(lua_State *L, int idx, const char *fn, const char *where, ml_optim_kind kind,
+/* Checks the keys of the option table at idx (plus "params" in a group), as mlL_checkkeys_at. */
+static void check_option_keys(lua_State *L, int idx, const char *fn, int arg, const char *what, ml_optim_kind kind,
                               bool group) {
-    const char *keys[16];
-    char list[160] = "";
-    int n = 0;
+    const char *keys[16] = {"params"};
+    int n = group;
     for (const hparam *p = hparams; p->name; p++)
-        if (reads(p, kind)) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", n ? ", " : "", p->name), keys[n++] = p->name;
+        if (reads(p, kind)) keys[n++] = p->name;
     keys[n] = NULL;
-    idx = lua_absindex(L, idx);
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING) mlL_error(L, fn, "%s expected string keys, got a %s key", where, luaL_typename(L, -1));
-        const char *k = lua_tostring(L, -1);
-        bool ok = group && !strcmp(k, "params");
-        for (int i = 0; keys[i] && !ok; i++) ok = !strcmp(k, keys[i]);
-        if (!ok)
-            mlL_error(L, fn, "%s: unknown option '%s' (expected %s%s; did you mean '%s'?)", where, k,
-                       group ? "params, " : "", list, mlL_closest(k, keys));
-    }
+    mlL_checkkeys_at(L, idx, fn, arg, what, keys);
 }
 
-/* Reads the hyper-parameters of the table at idx over h (which holds the defaults) and checks them. */
-static void read_hparams(lua_State *L, int idx, const char *fn, const char *where, ml_optim_kind kind,
+/* The hyper-parameters each kind reads by mlL_options, after the pair betas (by hand: a list); lr
+ * first (mech.adamw reads the rest). */
+#define HP(type, f) MLL_OPTION(type, #f, ml_optim_hparams, f)
+static const mlL_option adamw_spec[] = {HP(MLL_NUM, lr), HP(MLL_NUM, beta1), HP(MLL_NUM, beta2), HP(MLL_NUM, eps),
+                                        HP(MLL_NUM, weight_decay), {NULL}};
+static const mlL_option sgd_spec[] = {HP(MLL_NUM, lr), HP(MLL_NUM, momentum), HP(MLL_NUM, dampening),
+                                      HP(MLL_CBOOL, nesterov), HP(MLL_NUM, weight_decay), {NULL}};
+#undef HP
+
+/* Option betas of the table at idx (by hand, once: a pair) into *beta1 and *beta2, before beta1 and
+ * beta2 themselves; the table is argument arg, or lies inside it where `what` ("group 3") says. */
+static void read_betas(lua_State *L, int idx, const char *fn, int arg, const char *what, double *beta1, double *beta2) {
+    int top = lua_gettop(L), b = top + 1;
+    if (lua_getfield(L, idx, "betas") != LUA_TNIL) {
+        bool ok = lua_istable(L, b) && luaL_len(L, b) == 2;
+        for (int i = 0; ok && i < 2; i++, lua_settop(L, b))
+            if ((ok = lua_geti(L, b, i + 1) == LUA_TNUMBER)) *(i ? beta2 : beta1) = lua_tonumber(L, -1);
+        char got[160];
+        if (!ok)
+            mlL_argfail(L, fn, arg, "%s%soption 'betas': expected a list of two numbers {beta1, beta2}, got %s",
+                        what ? what : "", what ? ": " : "", mlL_describe(L, b, got, sizeof got));
+    }
+    lua_settop(L, top);
+}
+
+/* Reads the hyper-parameters of the table at idx over h (which holds the defaults) and checks them;
+ * arg and what as read_betas'. */
+static void read_hparams(lua_State *L, int idx, const char *fn, int arg, const char *what, ml_optim_kind kind,
                          ml_optim_hparams *h) {
     idx = lua_absindex(L, idx);
-    for (const hparam *p = hparams; p->name; p++) {
-        if (!reads(p, kind)) continue;
-        int t = lua_getfield(L, idx, p->name), top = lua_gettop(L);
-        double *d = (double *)(void *)((char *)h + p->off);
-        bool ok = t == LUA_TNIL || (p->type == 'b' ? t == LUA_TBOOLEAN
-                                    : p->type == '2' ? t == LUA_TTABLE && luaL_len(L, top) == 2 : t == LUA_TNUMBER);
-        for (int i = 0; ok && t != LUA_TNIL && p->type == '2' && i < 2; i++, lua_pop(L, 1))
-            if ((ok = lua_geti(L, top, i + 1) == LUA_TNUMBER)) d[i] = lua_tonumber(L, -1);
-        if (!ok) {
-            char got[160];
-            mlL_error(L, fn, "%s option '%s': expected %s, got %s", where, p->name,
-                       p->type == 'b' ? "a boolean" : p->type == '2' ? "a list of two numbers {beta1, beta2}" : "a number",
-                       mlL_describe(L, top, got, sizeof got));
-        }
-        if (t != LUA_TNIL && p->type == 'b') *(bool *)(void *)((char *)h + p->off) = lua_toboolean(L, top);
-        else if (t != LUA_TNIL && p->type != '2') *d = lua_tonumber(L, top);
-        lua_settop(L, top - 1);
-    }
+    if (kind == ML_OPTIM_ADAMW) read_betas(L, idx, fn, arg, what, &h->beta1, &h->beta2);
+    mlL_options_at(L, idx, fn, arg, what, kind == ML_OPTIM_ADAMW ? adamw_spec : sgd_spec, h);
+    const char *sep = what ? ": " : "";
+    what = what ? what : "";
     char why[160];
-    if (ml_optim_hparams_problem(kind, h, why, sizeof why)) mlL_error(L, fn, "%s %s", where, why);
+    if (ml_optim_hparams_problem(kind, h, why, sizeof why)) mlL_argfail(L, fn, arg, "%s%s%s", what, sep, why);
 }
 
 /* Appends the tensors of the value at idx to the lists at stack indices 3 (tensors) and 4 (their
@@ -130,8 +130,6 @@ static bool is_group_list(lua_State *L, int idx) {
     return g;
 }
 
-/* A method's argument error, counted as the caller sees it (self is not an argument). */
-
 /* The parameter groups of argument 1 (a list of {params = ..., lr = ..., ...}): each group's
  * hyper-parameters over base into hs[g], its tensors appended to the lists at 3 and 4, their
  * number into counts[g]. Returns the number of tensors. */
@@ -147,11 +145,12 @@ static int read_groups(lua_State *L, const char *fn, ml_optim_kind kind, const m
             char got[160];
             mlL_error(L, fn, "%s expected a table {params = ..., lr = ..., ...}, got %s", w, mlL_describe(L, gi, got, sizeof got));
         }
-        check_option_keys(L, gi, fn, w, kind, true);
+        const char *group = w + strlen("argument 1 "); /* "group 3" */
+        check_option_keys(L, gi, fn, 1, group, kind, true);
         hs[g] = *base;
-        read_hparams(L, gi, fn, w, kind, &hs[g]);
+        read_hparams(L, gi, fn, 1, group, kind, &hs[g]);
         int before = n;
-        if (lua_getfield(L, gi, "params") == LUA_TNIL) mlL_error(L, fn, "%s has no 'params'", w);
+        if (lua_getfield(L, gi, "params") == LUA_TNIL) mlL_error(L, fn, "%s has no 'params'", w); /* by hand: tensors */
         char where[80];
         snprintf(where, sizeof where, "%s params", w);
         n = collect(L, -1, fn, where, false);
@@ -167,8 +166,8 @@ static int new_optimizer(lua_State *L, ml_optim_kind kind) {
     ml_optim_hparams base = ml_optim_defaults(kind);
     if (!lua_isnil(L, 2)) {
         if (!lua_istable(L, 2)) mlL_argerror(L, fn, 2, "an option table");
-        check_option_keys(L, 2, fn, "argument 2", kind, false);
-        read_hparams(L, 2, fn, "argument 2", kind, &base);
+        check_option_keys(L, 2, fn, 2, NULL, kind, false);
+        read_hparams(L, 2, fn, 2, NULL, kind, &base);
     }
     lua_newtable(L); /* 3: tensors */
     lua_newtable(L); /* 4: labels */
@@ -244,12 +243,8 @@ static int o_step(lua_State *L) {
 /* opt:zero_grad([set_to_none = true]) */
 static int o_zero_grad(lua_State *L) {
     ml_optimizer *o = check_opt(L, 1, "optimizer:zero_grad");
-    bool none = true;
-    if (!lua_isnoneornil(L, 2)) {
-        if (!lua_isboolean(L, 2)) mlL_argerror(L, "optimizer:zero_grad", 2, "a boolean set_to_none");
-        none = lua_toboolean(L, 2);
-    }
-    ml_optimizer_zero_grad(o, none);
+    if (!lua_isnoneornil(L, 2) && !lua_isboolean(L, 2)) mlL_argerror(L, "optimizer:zero_grad", 2, "a boolean set_to_none");
+    ml_optimizer_zero_grad(o, lua_isnoneornil(L, 2) || lua_toboolean(L, 2));
     return 0;
 }
 
@@ -353,7 +348,8 @@ static int o_state_dict(lua_State *L) {
 }
 
 /* opt:load_state_dict(sd): the groups' hyper-parameters and every parameter's state from a dict
- * of opt:state_dict() (same kind, group sizes and shapes). Everything is checked first. */
+ * of opt:state_dict() (same kind, group sizes and shapes). Everything is checked first. The dict is
+ * a document of tensors, not options: its fields are read by hand, each once. */
 /* The per-parameter states of a state dict (the table at `state`, keyed by 0-based parameter
  * index): all are checked before any is applied. */
 static void load_states(lua_State *L, ml_optimizer *o, int state, const char *fn) {
@@ -411,7 +407,7 @@ static int o_load_state_dict(lua_State *L) {
         snprintf(where, sizeof where, "argument 2 param_groups[%d]", g + 1);
         if (lua_geti(L, groups, g + 1) != LUA_TTABLE) mlL_error(L, fn, "%s expected a table", where);
         hs[g] = o->groups[g].h;
-        read_hparams(L, -1, fn, where, o->kind, &hs[g]);
+        read_hparams(L, -1, fn, 2, where + strlen("argument 2 "), o->kind, &hs[g]); /* "param_groups[1]" */
         if (lua_getfield(L, -1, "params") != LUA_TTABLE || luaL_len(L, -1) != o->groups[g].count)
             mlL_error(L, fn, "%s expected params, a list of %d parameter indices (the optimizer's group %d)", where,
                        o->groups[g].count, g);
@@ -499,29 +495,27 @@ void mlL_pushadamw(lua_State *L, const ml_adamw *state) {
 
 static const char *const model_adamw_keys[] = {"betas", "beta1", "beta2", "eps", "weight_decay", NULL};
 
-/* mech.adamw(model, {beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0}) */
+/* mech.adamw(model, {betas={0.9, 0.999} or beta1=, beta2=, eps=1e-8, weight_decay=0}) */
 static int l_model_adamw(lua_State *L) {
     const char *fn = "mech.adamw";
     ml_model *m = mlL_checkmodel(L, 1, fn);
-    double b1 = ML_ADAMW_BETA1, b2 = ML_ADAMW_BETA2, eps = ML_ADAMW_EPS, wd = 0;
+    ml_optim_hparams h = {.beta1 = ML_ADAMW_BETA1, .beta2 = ML_ADAMW_BETA2, .eps = ML_ADAMW_EPS}; /* no weight decay */
     if (!lua_isnoneornil(L, 2)) {
         mlL_checktable(L, 2, fn, 2);
-        /* the learning rate is the step's here: say where it goes, not the closest key */
+        /* lr by hand, a key refused: the learning rate is the step's here, so say where it goes */
         if (lua_getfield(L, 2, "lr") != LUA_TNIL)
             return luaL_error(L, "%s: option 'lr' is not an option of this optimiser: pass the learning rate to each "
                                  "step (model:train_step(opt, tokens, targets, lr)), or use mech.optim.adamw(model, "
                                  "{lr = ...}) and opt:step() (torch.optim.AdamW)", fn);
         lua_pop(L, 1);
         mlL_checkkeys(L, 2, fn, model_adamw_keys);
-        b1 = mlL_optnum(L, 2, "beta1", b1, fn);
-        b2 = mlL_optnum(L, 2, "beta2", b2, fn);
-        eps = mlL_optnum(L, 2, "eps", eps, fn);
-        wd = mlL_optnum(L, 2, "weight_decay", wd, fn);
+        read_betas(L, 2, fn, 2, NULL, &h.beta1, &h.beta2);
+        mlL_options(L, 2, fn, adamw_spec + 1, &h); /* adamw_spec without its first row, lr */
     }
     ml_adamw *o = lua_newuserdatauv(L, sizeof *o, 0);
     memset(o, 0, sizeof *o);
     luaL_setmetatable(L, MLL_ADAMW_MT);
-    if (ml_adamw_init(o, m->n_total, b1, b2, eps, wd)) return mlL_raise(L);
+    if (ml_adamw_init(o, m->n_total, h.beta1, h.beta2, h.eps, h.weight_decay)) return mlL_raise(L);
     mlL_account(L, (size_t)m->n_total * 8);
     return 1;
 }
@@ -542,6 +536,36 @@ static int adamw_index(lua_State *L) {
     else if (!strcmp(k, "exp_avg")) mlL_pushtensor(L, ml_retain(o->m));
     else if (!strcmp(k, "exp_avg_sq")) mlL_pushtensor(L, ml_retain(o->v));
     else return luaL_error(L, "AdamW has no field '%s'", k);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ schedules */
+
+/* mech.lr_schedule{kind="cosine", lr=1e-3, total=1000, warmup=0.1} -> function(step) -> lr */
+static int schedule_call(lua_State *L) {
+    const ml_schedule *s = lua_touserdata(L, lua_upvalueindex(1));
+    lua_Integer step = luaL_checkinteger(L, 1);
+    lua_pushnumber(L, ml_schedule_lr(s, step));
+    return 1;
+}
+
+static int l_lr_schedule(lua_State *L) {
+    const char *fn = "mech.lr_schedule";
+    static const char *const keys[] = {"kind", "lr", "total", "warmup", NULL};
+    static const mlL_option spec[] = { /* over ml_schedule_config_init's defaults; ranges as ml_schedule_init's */
+        {"kind", MLL_ENUM, offsetof(ml_schedule_config, kind), 0, 0, ml_schedule_kind_names, NULL},
+        {"lr", MLL_NUM, offsetof(ml_schedule_config, lr), 0, DBL_MAX, NULL, "a finite number >= 0"},
+        {"total", MLL_INT, offsetof(ml_schedule_config, total), 0, (double)INT64_MAX, NULL, "an integer >= 0"},
+        {"warmup", MLL_NUM, offsetof(ml_schedule_config, warmup), 0, 1, NULL, NULL},
+        {NULL}};
+    mlL_checktable(L, 1, fn, 1);
+    mlL_checkkeys(L, 1, fn, keys);
+    ml_schedule_config c;
+    ml_schedule_config_init(&c);
+    mlL_options(L, 1, fn, spec, &c);
+    ml_schedule *s = lua_newuserdatauv(L, sizeof *s, 0);
+    if (ml_schedule_from_config(s, &c)) return mlL_raise_as(L, fn);
+    lua_pushcclosure(L, schedule_call, 1);
     return 1;
 }
 
@@ -575,5 +599,7 @@ int mlL_open_optim(lua_State *L) {
     lua_pop(L, 1);
     lua_pushcfunction(L, l_model_adamw);
     lua_setfield(L, -2, "adamw");
+    lua_pushcfunction(L, l_lr_schedule);
+    lua_setfield(L, -2, "lr_schedule");
     return 0;
 }

@@ -85,7 +85,7 @@ static double *vector_of(ctx *c, int idx, const char *field, int *n, int bools) 
 static double *vector_at(ctx *c, int idx, const char *field, int *n) { return vector_of(c, idx, field, n, 0); }
 
 static double *opt_vector(ctx *c, int t, const char *field, int *n) {
-    lua_getfield(c->L, t, field);
+    lua_getfield(c->L, t, field); /* by hand, once: a list or a tensor */
     double *v = NULL;
     *n = 0;
     if (!lua_isnil(c->L, -1)) v = vector_at(c, -1, field, n);
@@ -96,7 +96,7 @@ static double *opt_vector(ctx *c, int t, const char *field, int *n) {
 /* Labels: a table of strings or numbers (numbers are formatted as Lua does). */
 static const char **labels_at(ctx *c, int t, const char *field, int *n) {
     lua_State *L = c->L;
-    lua_getfield(L, t, field);
+    lua_getfield(L, t, field); /* by hand, once: a list */
     *n = -1;
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
@@ -133,6 +133,7 @@ static void lim_field(ctx *c, int t, const char *key, double lim[2]) {
 static const char *const series_keys[] = {"label", "key", "x", "y", "values", "marker", "dashed", "color", "path", "highlight", "alpha", "tags", NULL};
 static const mlL_option series_opts[] = {
     MLL_OPTION(MLL_STR, "label", pl_series, label), MLL_OPTION(MLL_STR, "key", pl_series, key),
+    {"marker", MLL_ENUM, offsetof(pl_series, marker), 0, 0, pl_marker_names, NULL},
     MLL_OPTION(MLL_STR, "color", pl_series, color), MLL_OPTION(MLL_BOOL, "dashed", pl_series, dashed),
     MLL_OPTION(MLL_BOOL, "path", pl_series, path),  MLL_OPTION(MLL_NUM, "alpha", pl_series, alpha),
     MLL_OPTION(MLL_BOOL, "highlight", pl_series, highlight),
@@ -149,26 +150,17 @@ static void read_series(ctx *c, pl_kind kind, pl_series *se, int j) {
                    kind == PL_BOX || kind == PL_BAR ? "values = {...}" : "x = {...}, y = {...}", j + 1, got(L, t));
     mlL_checkkeys_at(L, t, c->fn, 1, where, series_keys);
     memset(se, 0, sizeof *se);
-    mlL_options(L, t, c->fn, series_opts, se);
+    se->marker = PL_MARKER_AUTO;
+    mlL_options_at(L, t, c->fn, 1, where, series_opts, se);
     if (se->path && kind != PL_SCATTER) mlL_error(L, c->fn, "series field 'path' belongs to mech.plot.scatter");
     if (se->highlight && kind != PL_SCATTER) mlL_error(L, c->fn, "series field 'highlight' belongs to mech.plot.scatter");
-    lua_getfield(L, t, "tags");
-    if (!lua_isnil(L, -1) && kind != PL_BOX) mlL_error(L, c->fn, "series field 'tags' belongs to mech.plot.box");
-    lua_pop(L, 1);
-    const char *mk = mlL_optstr(L, t, "marker", NULL, c->fn);
-    se->marker = PL_MARKER_AUTO;
-    if (mk && (se->marker = pl_marker_find(mk)) < 0)
-        mlL_error(L, c->fn, "unknown marker '%s' (circle, triangle, square, diamond, triangle_down, plus, cross, none)", mk);
-    int nx = 0, ny = 0;
+    int nx = 0, ny = 0, nt = 0; /* the vectors by hand, once each: lists or tensors */
+    se->tag = opt_vector(c, t, "tags", &nt);
+    if (se->tag && kind != PL_BOX) mlL_error(L, c->fn, "series field 'tags' belongs to mech.plot.box");
     if (kind == PL_BOX || kind == PL_BAR) {
-        lua_getfield(L, t, "values");
-        if (lua_isnil(L, -1)) mlL_error(L, c->fn, "series %d has no 'values'", j + 1);
-        lua_pop(L, 1);
         se->y = opt_vector(c, t, "values", &ny);
+        if (!se->y) mlL_error(L, c->fn, "series %d has no 'values'", j + 1);
         se->n = ny;
-        int nt = 0;
-        se->tag = opt_vector(c, t, "tags", &nt);
-        if (se->tag && kind != PL_BOX) mlL_error(L, c->fn, "series field 'tags' belongs to mech.plot.box");
         if (se->tag && nt != ny) mlL_error(L, c->fn, "group %d has %d values and %d tags", j + 1, ny, nt);
         return;
     }
@@ -184,10 +176,9 @@ static void read_series(ctx *c, pl_kind kind, pl_series *se, int j) {
     se->n = ny;
 }
 
-/* The list of series under `field` of table t. */
-static pl_series *read_list(ctx *c, pl_kind kind, int t, const char *field, int *n) {
+/* The list of series at the top of the stack (popped), the value of `field`. */
+static pl_series *read_list(ctx *c, pl_kind kind, const char *field, int *n) {
     lua_State *L = c->L;
-    lua_getfield(L, t, field);
     if (!lua_istable(L, -1) || mlL_testtensor(L, -1))
         mlL_error(L, c->fn, "argument 1 option '%s': expected a list of series tables, got %s", field, got(L, -1));
     *n = (int)luaL_len(L, -1);
@@ -207,8 +198,9 @@ static const char *const fig_keys[] = {"series", "groups", "facets", "categories
                                        "xlim", "ylim", "xticks", "yticks", "hlines", "palette", "alpha", "line_width",
                                        "marker_size", "markers", "jitter", "seed", "dodge", "caption", "tag_title", "out", NULL};
 static const char *const legend_names[] = {"auto", "right", "bottom", "none", NULL}; /* pl_legend_pos */
-/* Read after 'out', before 'logx' and the vectors; the defaults are pl_plot_init's. */
+/* Read before 'logx' and the vectors; the defaults are pl_plot_init's. */
 static const mlL_option fig_opts[] = {
+    MLL_OPTION(MLL_STR, "out", pl_plot, out),
     MLL_OPTION(MLL_STR, "title", pl_plot, title),          MLL_OPTION(MLL_STR, "xlabel", pl_plot, xlabel),
     MLL_OPTION(MLL_STR, "ylabel", pl_plot, ylabel),        MLL_OPTION(MLL_STR, "legend_title", pl_plot, legend_title),
     MLL_OPTION(MLL_STR, "palette", pl_plot, palette),      MLL_OPTION(MLL_NUM, "width", pl_plot, width),
@@ -224,29 +216,27 @@ static const mlL_option fig_opts[] = {
     {NULL}};
 
 /* The figure's panels: the one list (`series` or `groups`) or the facets, each {title =, list =};
- * *np gets their number. */
+ * *np gets their number. Each read by hand, once: lists of tables. */
 static pl_panel *read_panels(ctx *c, pl_kind kind, const char *list, int *np) {
     lua_State *L = c->L;
     const char *fn = c->fn;
-    lua_getfield(L, 1, "facets");
-    int has_facets = !lua_isnil(L, -1);
-    lua_pop(L, 1);
-    lua_getfield(L, 1, list);
-    int has_list = !lua_isnil(L, -1);
-    lua_pop(L, 1);
+    int has_facets = lua_getfield(L, 1, "facets") != LUA_TNIL, has_list = lua_getfield(L, 1, list) != LUA_TNIL;
     if (has_facets == has_list) mlL_error(L, fn, "give either '%s' or 'facets' (a list of {title = ..., %s = ...})", list, list);
     pl_panel *pan;
     if (has_list) {
         pan = buf(c, sizeof *pan);
         pan->title = NULL, pan->blank = 0;
-        pan->series = read_list(c, kind, 1, list, &pan->nseries);
+        pan->series = read_list(c, kind, list, &pan->nseries);
+        lua_pop(L, 1); /* the nil facets */
     } else {
-        lua_getfield(L, 1, "facets");
+        lua_pop(L, 1); /* the nil list */
         if (!lua_istable(L, -1)) mlL_error(L, fn, "argument 1 option \'facets\': expected a list of tables, got %s", got(L, -1));
         *np = (int)luaL_len(L, -1);
         if (*np < 1 || *np > PL_MAXPANELS) mlL_error(L, fn, "field 'facets' must have 1 to %d entries, got %d", PL_MAXPANELS, *np);
         pan = buf(c, sizeof *pan * (size_t)*np);
         const char *const facet_keys[] = {"title", list, "blank", NULL};
+        static const mlL_option facet_opts[] = {MLL_OPTION(MLL_STR, "title", pl_panel, title),
+                                                MLL_OPTION(MLL_BOOL, "blank", pl_panel, blank), {NULL}};
         for (int i = 0; i < *np; i++) {
             lua_geti(L, -1, i + 1);
             int t = lua_gettop(L);
@@ -254,21 +244,12 @@ static pl_panel *read_panels(ctx *c, pl_kind kind, const char *list, int *np) {
             char where[32];
             snprintf(where, sizeof where, "facet %d", i + 1);
             mlL_checkkeys_at(L, t, fn, 1, where, facet_keys);
-            pan[i].title = mlL_optstr(L, t, "title", NULL, fn);
-            lua_getfield(L, t, "blank");
-            pan[i].blank = lua_toboolean(L, -1);
-            if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) mlL_error(L, fn, "facet %d field 'blank' expected a boolean, got %s", i + 1, got(L, -1));
-            lua_pop(L, 1);
-            if (pan[i].blank) { /* an empty slot of the grid: no data, nothing drawn */
-                lua_getfield(L, t, list);
-                if (!lua_isnil(L, -1)) mlL_error(L, fn, "facet %d is blank and cannot have '%s'", i + 1, list);
-                lua_pop(L, 1);
-                pan[i].series = NULL, pan[i].nseries = 0;
-                lua_pop(L, 1);
-                continue;
-            }
-            pan[i].series = read_list(c, kind, t, list, &pan[i].nseries);
-            lua_pop(L, 1);
+            pan[i] = (pl_panel){0};
+            mlL_options_at(L, t, fn, 1, where, facet_opts, &pan[i]);
+            bool has = lua_getfield(L, t, list) != LUA_TNIL; /* by hand, once: a list of tables */
+            if (pan[i].blank && has) mlL_error(L, fn, "facet %d is blank and cannot have '%s'", i + 1, list);
+            if (!pan[i].blank) pan[i].series = read_list(c, kind, list, &pan[i].nseries); /* an empty slot of the grid: no data */
+            lua_settop(L, t - 1);
         }
         lua_pop(L, 1);
     }
@@ -287,17 +268,16 @@ static ctx open_args(lua_State *L, const char *fn, const char *const *keys) {
 static int figure(lua_State *L, pl_kind kind, const char *fn) {
     ctx c = open_args(L, fn, fig_keys);
     const char *list = kind == PL_BOX ? "groups" : "series";
-    /* misuse of the other kinds' field names gets a pointed message */
+    /* misuse of the other kinds' field names gets a pointed message (a key this kind never reads) */
     lua_getfield(L, 1, kind == PL_BOX ? "series" : "groups");
     if (!lua_isnil(L, -1)) mlL_error(L, fn, "use '%s' (not '%s') for the data", list, kind == PL_BOX ? "series" : "groups");
     lua_pop(L, 1);
 
     pl_plot p;
     pl_plot_init(&p);
-    p.out = mlL_optstr(L, 1, "out", NULL, fn);
-    if (!p.out) mlL_error(L, fn, "field 'out' (the PNG path) is required");
     mlL_options(L, 1, fn, fig_opts, &p);
-    lua_getfield(L, 1, "logx");
+    if (!p.out) mlL_error(L, fn, "field 'out' (the PNG path) is required");
+    lua_getfield(L, 1, "logx"); /* by hand, once: true or a number */
     if (lua_isboolean(L, -1)) p.logx = lua_toboolean(L, -1) ? 10 : 0;
     else if (lua_type(L, -1) == LUA_TNUMBER) p.logx = lua_tonumber(L, -1);
     else if (!lua_isnil(L, -1)) mlL_error(L, fn, "argument 1 option \'logx\': expected true or a base such as 2, got %s", got(L, -1));
@@ -375,11 +355,10 @@ static double *matrix_at(ctx *c, int idx, const char *field, int *rows, int *col
 static void heatmap_mask(ctx *c, pl_heatmap_spec *h) {
     lua_State *L = c->L;
     const char *fn = c->fn;
-    lua_getfield(L, 1, "mask");
-    lua_getfield(L, 1, "filter");
+    lua_getfield(L, 1, "mask");   /* by hand, once: a matrix */
+    lua_getfield(L, 1, "filter"); /* by hand, once: a table of its own */
     int has_mask = !lua_isnil(L, -2), has_filter = !lua_isnil(L, -1);
     if (has_mask && has_filter) mlL_error(L, fn, "give 'mask' or 'filter', not both");
-    h->mask_note = mlL_optstr(L, 1, "mask_note", NULL, fn);
     if (!has_mask && !has_filter) {
         if (h->mask_note) mlL_error(L, fn, "field 'mask_note' needs a 'mask'");
         lua_pop(L, 2);
@@ -394,6 +373,7 @@ static void heatmap_mask(ctx *c, pl_heatmap_spec *h) {
         if (!lua_istable(L, m)) mlL_error(L, fn, "argument 1 option 'filter': expected a table {values =, min =, note =}, got %s", got(L, m));
         static const char *const keys[] = {"values", "min", "note", NULL};
         mlL_checkkeys_at(L, m, fn, 1, "option 'filter'", keys);
+        /* by hand, once each: messages name them filter.values, filter.min, filter.note */
         lua_getfield(L, m, "values");
         v = matrix_at(c, lua_gettop(L), "filter.values", &rows, &cols, 0);
         lua_pop(L, 1);
@@ -423,8 +403,9 @@ static void heatmap_mask(ctx *c, pl_heatmap_spec *h) {
 static const char *const heat_keys[] = {"data", "xlabels", "ylabels", "cmap", "center", "vmin", "vmax", "values",
                                         "digits", "title", "xlabel", "ylabel", "colorbar", "cell", "scale", "out",
                                         "mask", "filter", "mask_note", NULL};
-/* Read after the data and labels; the defaults are pl_heatmap_init's. */
+/* Read first; the defaults are pl_heatmap_init's. */
 static const mlL_option heat_opts[] = {
+    MLL_OPTION(MLL_STR, "out", pl_heatmap_spec, out),      MLL_OPTION(MLL_STR, "mask_note", pl_heatmap_spec, mask_note),
     MLL_OPTION(MLL_STR, "cmap", pl_heatmap_spec, cmap),    MLL_OPTION(MLL_NUM, "center", pl_heatmap_spec, center),
     MLL_OPTION(MLL_NUM, "vmin", pl_heatmap_spec, vmin),    MLL_OPTION(MLL_NUM, "vmax", pl_heatmap_spec, vmax),
     MLL_OPTION(MLL_BOOL, "values", pl_heatmap_spec, values), MLL_OPTION(MLL_INT32, "digits", pl_heatmap_spec, digits),
@@ -437,10 +418,10 @@ static int l_heatmap(lua_State *L) {
     ctx c = open_args(L, fn, heat_keys);
     pl_heatmap_spec h;
     pl_heatmap_init(&h);
-    h.out = mlL_optstr(L, 1, "out", NULL, fn);
+    mlL_options(L, 1, fn, heat_opts, &h);
     if (!h.out) mlL_error(L, fn, "field 'out' (the .png, .svg or .pdf path) is required");
 
-    lua_getfield(L, 1, "data");
+    lua_getfield(L, 1, "data"); /* by hand, once: a matrix */
     double *data = matrix_at(&c, lua_gettop(L), "data", &h.rows, &h.cols, 0);
     lua_pop(L, 1);
     h.data = data;
@@ -449,8 +430,7 @@ static int l_heatmap(lua_State *L) {
     h.ylabels = labels_at(&c, 1, "ylabels", &ny);
     if (h.xlabels && nx != h.cols) mlL_error(L, fn, "%d xlabels for %d columns", nx, h.cols);
     if (h.ylabels && ny != h.rows) mlL_error(L, fn, "%d ylabels for %d rows", ny, h.rows);
-    mlL_options(L, 1, fn, heat_opts, &h);
-    lua_getfield(L, 1, "colorbar");
+    lua_getfield(L, 1, "colorbar"); /* by hand, once: a boolean or a label */
     if (lua_isboolean(L, -1)) h.colorbar = lua_toboolean(L, -1);
     else if (lua_type(L, -1) == LUA_TSTRING) h.cbar_label = lua_tostring(L, -1);
     else if (!lua_isnil(L, -1)) mlL_error(L, fn, "argument 1 option \'colorbar\': expected a boolean or a label string, got %s", got(L, -1));

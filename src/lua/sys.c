@@ -35,11 +35,11 @@ static int s_mkdir(lua_State *L) { return ml_mkdir_p(luaL_checkstring(L, 1)) ? s
  * holds more than max_bytes (default 2 GiB); a third result, true, says the file is there but was
  * refused. */
 static int s_read_file(lua_State *L) {
+    const char *fn = "mech.sys.read_file";
     size_t n;
     const char *path = luaL_checkstring(L, 1);
-    lua_Integer max = luaL_optinteger(L, 2, (lua_Integer)ML_READ_MAX);
-    if (max < 0 || (unsigned long long)max > ML_READ_MAX)
-        return luaL_error(L, "mech.sys.read_file: argument 2 expected a byte count in [0, 2^31], got %d", (int)max);
+    lua_Integer max = mlL_optarg_int(L, 2, (lua_Integer)ML_READ_MAX, fn);
+    if (max < 0 || (unsigned long long)max > ML_READ_MAX) return mlL_argerror(L, fn, 2, "a byte count in [0, 2^31]");
     bool unopened = false;
     char *text = ml_read_file_bounded(path, (size_t)max, &n, &unopened);
     if (!text) {
@@ -222,15 +222,16 @@ static int s_interrupted(lua_State *L) {
 /* pid = mech.sys.spawn({exe, arg1, ...}, log_path): runs a program with stdout and stderr
  * appended to log_path (inherited when nil). */
 static int s_spawn(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
+    const char *fn = "mech.sys.spawn";
+    mlL_checktable(L, 1, fn, 1);
     const char *log = luaL_optstring(L, 2, NULL);
     lua_Integer n = luaL_len(L, 1);
-    if (n < 1 || n > 1000) return luaL_error(L, "mech.sys.spawn: argument 1 expected a list of 1..1000 strings, got %d", (int)n);
+    if (n < 1 || n > 1000) return mlL_argfail(L, fn, 1, "expected a list of 1..1000 strings, got %I entries", n);
     char **argv = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 1), 0);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_geti(L, 1, i);
         if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
-            return luaL_error(L, "mech.sys.spawn: argument 1 item %d expected a string, got %s", (int)i, luaL_typename(L, -1));
+            return mlL_argfail(L, fn, 1, "item %I expected a string, got %s", i, luaL_typename(L, -1));
         argv[i - 1] = (char *)lua_tostring(L, -1);
         lua_pop(L, 1); /* the table keeps the string alive; numbers were converted in place */
     }
@@ -257,12 +258,12 @@ static int s_wait(lua_State *L) {
 }
 
 static int s_kill(lua_State *L) {
-    lua_Integer pid = luaL_checkinteger(L, 1);
-    if (pid <= 0 || pid > 0x7fffffff) return luaL_error(L, "mech.sys.kill: argument 1 expected a process id > 0, got %d", (int)pid);
+    const char *fn = "mech.sys.kill";
+    lua_Integer pid = mlL_checkint(L, 1, fn);
+    if (pid <= 0 || pid > 0x7fffffff) return mlL_argerror(L, fn, 1, "a process id > 0");
     const char *name = luaL_optstring(L, 2, "SIGTERM");
     int sig = ml_signal_find(name);
-    if (!sig)
-        return luaL_error(L, "mech.sys.kill: argument 2 expected SIGINT, SIGTERM, SIGKILL, SIGSTOP or SIGCONT, got '%s'", name);
+    if (!sig) return mlL_argerror(L, fn, 2, "SIGINT, SIGTERM, SIGKILL, SIGSTOP or SIGCONT");
     lua_pushboolean(L, kill((pid_t)pid, sig) == 0);
     return 1;
 }
@@ -294,8 +295,9 @@ static int s_executable(lua_State *L) {
 }
 
 static int s_sleep(lua_State *L) {
-    lua_Number s = luaL_checknumber(L, 1);
-    if (!(s >= 0 && s <= 86400)) return luaL_error(L, "mech.sys.sleep: argument 1 expected seconds in [0, 86400], got %f", (double)s);
+    const char *fn = "mech.sys.sleep";
+    lua_Number s = mlL_checknum(L, 1, fn);
+    if (!(s >= 0 && s <= 86400)) return mlL_argerror(L, fn, 1, "seconds in [0, 86400]");
     ml_sleep(s);
     return 0;
 }
@@ -311,14 +313,15 @@ static int s_utc(lua_State *L) {
 /* mech.sys.closest(name, names) -> the name of the list `names` nearest to `name` (nil for an
  * empty list): the one did-you-mean of mechlab, synonyms included, for the Lua library. */
 static int s_closest(lua_State *L) {
-    const char *fn = "sys.closest";
+    const char *fn = "mech.sys.closest";
     const char *name = luaL_checkstring(L, 1);
     mlL_checktable(L, 2, fn, 2);
     lua_Integer n = luaL_len(L, 2);
-    if (n < 0 || n > 1000000) return luaL_error(L, "%s: argument 2 expected a list of names, got %d entries", fn, (int)n);
+    if (n < 0 || n > 1000000) return mlL_argfail(L, fn, 2, "expected a list of names, got %I entries", n);
     const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n + 1), 0);
     for (lua_Integer i = 1; i <= n; i++) {
-        if (lua_rawgeti(L, 2, i) != LUA_TSTRING) return luaL_error(L, "%s: argument 2 expected a list of strings, entry %d is a %s", fn, (int)i, luaL_typename(L, -1));
+        if (lua_rawgeti(L, 2, i) != LUA_TSTRING)
+            return mlL_argfail(L, fn, 2, "expected a list of strings, entry %I is a %s", i, luaL_typename(L, -1));
         names[i - 1] = lua_tostring(L, -1); /* kept alive by the table */
         lua_pop(L, 1);
     }

@@ -154,7 +154,7 @@ int mlL_error(lua_State *L, const char *fn, const char *fmt, ...) {
 
 /* An option's error: "bad argument #n to 'NAME' (option 'key': expected ..., got ...)", n the
  * option table's stack index (option tables are arguments). */
-static int option_error(lua_State *L, const char *fn, int idx, const char *key, const char *expected) {
+int mlL_opterror(lua_State *L, const char *fn, int idx, const char *key, const char *expected) {
     char got[160];
     mlL_describe(L, -1, got, sizeof got);
     return mlL_argfail(L, fn, idx, "option '%s': expected %s, got %s", key, expected, got);
@@ -375,37 +375,51 @@ static const char *anchor_string(lua_State *L, int idx) {
     return lua_tostring(L, -1);
 }
 
-/* idx: the option table (its argument number in messages). */
-static lua_Integer top_int(lua_State *L, int idx, const char *key, const char *fn) {
+/* Where an option lies, for messages: the table at stack index `table`, argument `arg` of fn, and
+ * `what` ("series 2") when the table is nested in that argument, else NULL. */
+typedef struct {
+    const char *fn;
+    int table, arg;
+    const char *what;
+} opt_at;
+
+static int opt_error(lua_State *L, const opt_at *w, const char *key, const char *expected) {
+    if (!w->what) return mlL_opterror(L, w->fn, w->arg, key, expected);
+    char got[160];
+    mlL_describe(L, -1, got, sizeof got);
+    return mlL_argfail(L, w->fn, w->arg, "%s: option '%s': expected %s, got %s", w->what, key, expected, got);
+}
+
+static lua_Integer top_int(lua_State *L, const opt_at *w, const char *key) {
     int ok;
     lua_Integer v = lua_tointegerx(L, -1, &ok);
-    if (!ok) option_error(L, fn, idx, key, "an integer");
+    if (!ok) opt_error(L, w, key, "an integer");
     return v;
 }
 
-static int top_int32(lua_State *L, int idx, const char *key, const char *fn) {
-    lua_Integer v = top_int(L, idx, key, fn);
-    if (v < INT32_MIN || v > INT32_MAX) option_error(L, fn, idx, key, "an integer in [-2^31, 2^31)");
+static int top_int32(lua_State *L, const opt_at *w, const char *key) {
+    lua_Integer v = top_int(L, w, key);
+    if (v < INT32_MIN || v > INT32_MAX) opt_error(L, w, key, "an integer in [-2^31, 2^31)");
     return (int)v;
 }
 
-static void top_type(lua_State *L, int idx, const char *key, int type, const char *what, const char *fn) {
-    if (lua_type(L, -1) != type) option_error(L, fn, idx, key, what);
+static void top_type(lua_State *L, const opt_at *w, const char *key, int type, const char *what) {
+    if (lua_type(L, -1) != type) opt_error(L, w, key, what);
 }
 
-static lua_Number top_num(lua_State *L, int idx, const char *key, const char *fn) {
-    top_type(L, idx, key, LUA_TNUMBER, "a number", fn);
+static lua_Number top_num(lua_State *L, const opt_at *w, const char *key) {
+    top_type(L, w, key, LUA_TNUMBER, "a number");
     return lua_tonumber(L, -1);
 }
 
-static int top_bool(lua_State *L, int idx, const char *key, const char *fn) {
-    top_type(L, idx, key, LUA_TBOOLEAN, "a boolean", fn);
+static int top_bool(lua_State *L, const opt_at *w, const char *key) {
+    top_type(L, w, key, LUA_TBOOLEAN, "a boolean");
     return lua_toboolean(L, -1);
 }
 
-static const char *top_str(lua_State *L, int idx, const char *key, const char *fn) {
-    top_type(L, idx, key, LUA_TSTRING, "a string", fn);
-    return anchor_string(L, idx);
+static const char *top_str(lua_State *L, const opt_at *w, const char *key) {
+    top_type(L, w, key, LUA_TSTRING, "a string");
+    return anchor_string(L, w->table);
 }
 
 /* Pushes option `key` of the table at idx, read once; false (nothing pushed) when it is nil. */
@@ -416,12 +430,12 @@ static bool opt_read(lua_State *L, int idx, const char *key) {
     return false;
 }
 
+/* The single-option readers: one row of mlL_options, over the default. */
+#define READ_ONE(type, key, fn, v) mlL_options(L, idx, fn, (const mlL_option[]){{key, type, 0, 0, 0, NULL, NULL}, {NULL}}, &v)
+
 int mlL_optint32(lua_State *L, int idx, const char *key, int def, const char *fn) {
-    idx = lua_absindex(L, idx);
-    if (!opt_read(L, idx, key)) return def;
-    int v = top_int32(L, idx, key, fn);
-    lua_pop(L, 1);
-    return v;
+    READ_ONE(MLL_INT32, key, fn, def);
+    return def;
 }
 
 lua_Integer mlL_checkint(lua_State *L, int arg, const char *fn) {
@@ -458,35 +472,24 @@ void *mlL_checkudata(lua_State *L, int arg, const char *mt, const char *fn, cons
 }
 
 lua_Integer mlL_optint(lua_State *L, int idx, const char *key, lua_Integer def, const char *fn) {
-    idx = lua_absindex(L, idx);
-    if (!opt_read(L, idx, key)) return def;
-    lua_Integer v = top_int(L, idx, key, fn);
-    lua_pop(L, 1);
+    int64_t v = def;
+    READ_ONE(MLL_INT, key, fn, v);
     return v;
 }
 
 lua_Number mlL_optnum(lua_State *L, int idx, const char *key, lua_Number def, const char *fn) {
-    idx = lua_absindex(L, idx);
-    if (!opt_read(L, idx, key)) return def;
-    lua_Number v = top_num(L, idx, key, fn);
-    lua_pop(L, 1);
-    return v;
+    READ_ONE(MLL_NUM, key, fn, def);
+    return def;
 }
 
 int mlL_optbool(lua_State *L, int idx, const char *key, int def, const char *fn) {
-    idx = lua_absindex(L, idx);
-    if (!opt_read(L, idx, key)) return def;
-    int v = top_bool(L, idx, key, fn);
-    lua_pop(L, 1);
-    return v;
+    READ_ONE(MLL_BOOL, key, fn, def);
+    return def;
 }
 
 const char *mlL_optstr(lua_State *L, int idx, const char *key, const char *def, const char *fn) {
-    idx = lua_absindex(L, idx);
-    if (!opt_read(L, idx, key)) return def;
-    const char *v = top_str(L, idx, key, fn); /* alive while the option table is */
-    lua_pop(L, 1);
-    return v;
+    READ_ONE(MLL_STR, key, fn, def);
+    return def;
 }
 
 int mlL_checkshape(lua_State *L, int first, const char *fn, int64_t shape[ML_MAX_DIMS]) {
@@ -571,8 +574,8 @@ void mlL_opttable(lua_State *L, int idx, const char *fn, int arg, const char *co
 /* ---- slimtensor: the generic option reader ---- */
 
 /* The option error of row o for the value at the top of the stack (as read: an integer, a float
- * or the string) that fails its range or names; idx: the option table. */
-static void option_fail(lua_State *L, const char *fn, int idx, const mlL_option *o) {
+ * or the string) that fails its range or names. */
+static void option_fail(lua_State *L, const opt_at *w, const mlL_option *o) {
     char want[256];
     if (o->expected) {
         snprintf(want, sizeof want, "%s", o->expected);
@@ -584,11 +587,17 @@ static void option_fail(lua_State *L, const char *fn, int idx, const mlL_option 
         snprintf(want, sizeof want, "%s in [%.17g, %.17g]", o->type == MLL_INT || o->type == MLL_INT32 ? "an integer" : "a number",
                  o->min, o->max);
     }
-    option_error(L, fn, idx, o->key, want);
+    opt_error(L, w, o->key, want);
 }
 
 void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, void *out) {
     idx = lua_absindex(L, idx);
+    mlL_options_at(L, idx, fn, idx, NULL, spec, out);
+}
+
+void mlL_options_at(lua_State *L, int idx, const char *fn, int arg, const char *what, const mlL_option *spec, void *out) {
+    idx = lua_absindex(L, idx);
+    const opt_at *w = &(opt_at){fn, idx, arg, what};
     for (const mlL_option *o = spec; o->key; o++) {
         if (!opt_read(L, idx, o->key)) continue; /* the one read of this key: the value stays on top */
         char *f = (char *)out + o->offset;
@@ -597,28 +606,28 @@ void mlL_options(lua_State *L, int idx, const char *fn, const mlL_option *spec, 
         switch (o->type) {
         case MLL_INT:
         case MLL_INT32: {
-            lua_Integer i = top_int(L, idx, o->key, fn);
-            if (ranged && !(i >= o->min && i <= o->max)) lua_pushinteger(L, i), option_fail(L, fn, idx, o); /* before int32's */
+            lua_Integer i = top_int(L, w, o->key);
+            if (ranged && !(i >= o->min && i <= o->max)) lua_pushinteger(L, i), option_fail(L, w, o); /* before int32's */
             if (o->type == MLL_INT) *(int64_t *)f = i;
-            else *(int *)f = top_int32(L, idx, o->key, fn);
+            else *(int *)f = top_int32(L, w, o->key);
             ranged = false;
             break;
         }
-        case MLL_NUM: v = *(double *)f = top_num(L, idx, o->key, fn); break;
-        case MLL_FLOAT: v = *(float *)f = (float)top_num(L, idx, o->key, fn); break;
-        case MLL_BOOL: *(int *)f = top_bool(L, idx, o->key, fn); break;
-        case MLL_CBOOL: *(bool *)f = top_bool(L, idx, o->key, fn); break;
-        case MLL_STR: *(const char **)f = top_str(L, idx, o->key, fn); break;
+        case MLL_NUM: v = *(double *)f = top_num(L, w, o->key); break;
+        case MLL_FLOAT: v = *(float *)f = (float)top_num(L, w, o->key); break;
+        case MLL_BOOL: *(int *)f = top_bool(L, w, o->key); break;
+        case MLL_CBOOL: *(bool *)f = top_bool(L, w, o->key); break;
+        case MLL_STR: *(const char **)f = top_str(L, w, o->key); break;
         case MLL_ENUM: {
-            const char *s = top_str(L, idx, o->key, fn);
+            const char *s = top_str(L, w, o->key);
             int i = 0;
             while (o->names[i] && strcmp(o->names[i], s)) i++;
-            if (!o->names[i]) option_fail(L, fn, idx, o);
+            if (!o->names[i]) option_fail(L, w, o);
             *(int *)f = i;
             break;
         }
         }
-        if (ranged && !(v >= o->min && v <= o->max)) lua_pushnumber(L, v), option_fail(L, fn, idx, o);
+        if (ranged && !(v >= o->min && v <= o->max)) lua_pushnumber(L, v), option_fail(L, w, o);
         lua_pop(L, 1);
     }
 }

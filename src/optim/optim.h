@@ -158,6 +158,19 @@ typedef struct {
  * int() does. Checks base_lr >= 0, total_steps >= 0, 0 <= warmup_fraction <= 1. */
 ml_status ml_schedule_init(ml_schedule *s, ml_schedule_kind kind, double base_lr, int64_t total_steps,
                            double warmup_fraction);
+/* A schedule as callers give it (mech.lr_schedule's options, a run's config); the defaults are
+ * ml_schedule_config_init's: cosine, lr 1e-3, total 0, warmup 0.1. */
+typedef struct {
+    int kind;      /* ml_schedule_kind */
+    double lr;     /* base_lr */
+    int64_t total; /* total_steps */
+    double warmup; /* the warmup fraction of total */
+} ml_schedule_config;
+void ml_schedule_config_init(ml_schedule_config *c);
+/* ml_schedule_init with the config's fields (the same checks). */
+ml_status ml_schedule_from_config(ml_schedule *s, const ml_schedule_config *c);
+/* The kinds' names in ml_schedule_kind order, NULL-terminated. */
+extern const char *const ml_schedule_kind_names[];
 /* Parses "constant", "constant_with_warmup", "linear", "cosine" (HF's SchedulerType names). */
 ml_status ml_schedule_kind_parse(const char *name, ml_schedule_kind *kind);
 const char *ml_schedule_kind_name(ml_schedule_kind kind);

@@ -33,11 +33,11 @@ const char *ml_optim_hparams_problem(ml_optim_kind kind, const ml_optim_hparams 
     else if (!adamw && !(h->dampening >= 0 && h->dampening <= 1))
         key = "dampening", got = h->dampening, want = "a number in [0, 1]";
     if (key) {
-        snprintf(buf, n, "option '%s' expected %s, got %g", key, want, got);
+        snprintf(buf, n, "option '%s': expected %s, got %g", key, want, got);
         return buf;
     }
     if (!adamw && h->nesterov && (h->momentum <= 0 || h->dampening != 0)) {
-        snprintf(buf, n, "option 'nesterov' expected momentum > 0 and dampening 0, got momentum %g and dampening %g",
+        snprintf(buf, n, "option 'nesterov': expected momentum > 0 and dampening 0, got momentum %g and dampening %g",
                  h->momentum, h->dampening);
         return buf;
     }

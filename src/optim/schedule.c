@@ -6,16 +6,17 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"constant", "constant_with_warmup", "linear", "cosine"};
+const char *const ml_schedule_kind_names[] = {"constant", "constant_with_warmup", "linear", "cosine", NULL};
+enum { N_KINDS = ML_SCHED_COSINE_WARMUP + 1 };
 
 const char *ml_schedule_kind_name(ml_schedule_kind kind) {
-    if ((int)kind < 0 || (int)kind >= (int)(sizeof kind_names / sizeof kind_names[0])) return "?";
-    return kind_names[kind];
+    if ((int)kind < 0 || (int)kind >= N_KINDS) return "?";
+    return ml_schedule_kind_names[kind];
 }
 
 ml_status ml_schedule_kind_parse(const char *name, ml_schedule_kind *kind) {
-    for (int i = 0; name && i < (int)(sizeof kind_names / sizeof kind_names[0]); i++)
-        if (strcmp(name, kind_names[i]) == 0) {
+    for (int i = 0; name && i < N_KINDS; i++)
+        if (strcmp(name, ml_schedule_kind_names[i]) == 0) {
             *kind = (ml_schedule_kind)i;
             return ML_OK;
         }
@@ -40,6 +41,14 @@ ml_status ml_schedule_init(ml_schedule *s, ml_schedule_kind kind, double base_lr
     s->warmup_steps = kind == ML_SCHED_CONSTANT ? 0 : (int64_t)(warmup_fraction * (double)total_steps);
     s->num_cycles = 0.5;
     return ML_OK;
+}
+
+void ml_schedule_config_init(ml_schedule_config *c) {
+    *c = (ml_schedule_config){.kind = ML_SCHED_COSINE_WARMUP, .lr = 1e-3, .total = 0, .warmup = 0.1};
+}
+
+ml_status ml_schedule_from_config(ml_schedule *s, const ml_schedule_config *c) {
+    return ml_schedule_init(s, (ml_schedule_kind)c->kind, c->lr, c->total, c->warmup);
 }
 
 /* math.pi; M_PI is not part of strict C11. */

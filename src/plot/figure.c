@@ -10,12 +10,12 @@
 #include "plot/ticks.h"
 
 static const char *const kind_fn[] = {"plot.lines", "plot.scatter", "plot.box", "plot.bar"};
-static const char *const marker_name[PL_MARKER_COUNT] = {"none", "circle", "triangle", "square",
-                                                         "diamond", "triangle_down", "plus", "cross"};
+const char *const pl_marker_names[PL_MARKER_COUNT + 1] = {"none", "circle", "triangle", "square", "diamond",
+                                                          "triangle_down", "plus", "cross", NULL};
 
 int pl_marker_find(const char *name) {
     for (int i = 0; name && i < PL_MARKER_COUNT; i++)
-        if (strcmp(name, marker_name[i]) == 0) return i;
+        if (strcmp(name, pl_marker_names[i]) == 0) return i;
     return -1;
 }
 

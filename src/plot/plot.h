@@ -22,6 +22,7 @@ typedef enum {
 } pl_marker;
 /* "none", "circle", "triangle", "square", "diamond", "triangle_down", "plus", "cross"; -1 if unknown. */
 int pl_marker_find(const char *name);
+extern const char *const pl_marker_names[]; /* those names in pl_marker order, NULL-terminated */
 
 typedef struct {
     const char *label;   /* legend text; series with equal labels share one legend entry */

@@ -508,14 +508,14 @@ START_TEST(test_optimizer_checks) {
     /* hyper-parameters */
     h.lr = -1;
     ck_assert_ptr_null(ml_optimizer_new(ML_OPTIM_SGD, 1, &h, (int[]){1}, &a));
-    ck_assert_str_eq(ml_last_error(), "sgd: group 0 option 'lr' expected a finite number >= 0, got -1");
+    ck_assert_str_eq(ml_last_error(), "sgd: group 0 option 'lr': expected a finite number >= 0, got -1");
     h = ml_optim_defaults(ML_OPTIM_SGD);
     h.nesterov = true;
     ck_assert_ptr_null(ml_optimizer_new(ML_OPTIM_SGD, 1, &h, (int[]){1}, &a));
     ml_optim_hparams ha = ml_optim_defaults(ML_OPTIM_ADAMW);
     ha.beta1 = 1;
     ck_assert_ptr_null(ml_optimizer_new(ML_OPTIM_ADAMW, 1, &ha, (int[]){1}, &a));
-    ck_assert_str_eq(ml_last_error(), "adamw: group 0 option 'beta1' expected a number in [0, 1), got 1");
+    ck_assert_str_eq(ml_last_error(), "adamw: group 0 option 'beta1': expected a number in [0, 1), got 1");
     /* a gradient of the wrong shape: refused before anything changes */
     ha = ml_optim_defaults(ML_OPTIM_ADAMW);
     ml_optimizer *o = ml_optimizer_new(ML_OPTIM_ADAMW, 1, &ha, (int[]){1}, &a);

@@ -515,6 +515,39 @@ local shaped = {
   { "mech.randn", function() return { R(0, 3), hostile_meta(R(2) == 1 and {} or { dtype = "float32" }) } end },
   { "mech.full", function() return { { R(0, 3) }, rand_number(), hostile_meta({}) } end },
   { "module:run_with_cache", function() return { pick(pool.module), mech.randn(R(1, 2), R(1, 5), 8), { names = site() } } end },
+  -- ... and every other option table read by mlL_options or by hand once a key (issue 45): the
+  -- schedule, the optimisers (their groups too), generation, the interventions, the figures (their
+  -- series and facets too)
+  { "mech.lr_schedule", function() return { hostile_meta(R(2) == 1 and {} or { kind = "linear", total = R(0, 9) }) } end },
+  { "mech.optim.sgd", function()
+    return { { hostile_meta({ params = { mech.randn(2):requires_grad_() } }) }, R(2) == 1 and hostile_meta({}) or nil }
+  end },
+  { "mech.optim.adamw", function() return { { mech.randn(2):requires_grad_() }, hostile_meta({}) } end },
+  { "model:generate", function() return { pick(pool.model), tokens(), hostile_meta({}) } end },
+  { "mech.interp.path_patch", function()
+    local B, L = R(1, 2), R(1, 6)
+    return { pick(pool.model), tokens(B, L), tokens(B, L), hostile_meta({ sender = site(), receiver = site() }) }
+  end },
+  { "mech.interp.patch", function() return { pick(pool.model), tokens(), hostile_meta({ site = site(), source = pick(pool.tensor) }) } end },
+  { "mech.interp.patching_map", function()
+    local m, B, L = pick(pool.model), R(1, 2), R(1, 6)
+    local o = hostile_meta(R(2) == 1 and { dataset = pick(pool.dataset) } or { rows = R(0, 5), layers = { 0 } })
+    if R(2) == 1 then return { m, tokens(B, L), o } end
+    return { m, tokens(B, L), tokens(B, L), o }
+  end },
+  { "mech.interp.interchange", function() -- huge first and count once overflowed first + count
+    return { pick(pool.model), pick(pool.dataset), hostile_meta({ first = pick(huge_ints), count = pick { R(0, 2), pick(huge_ints) } }) }
+  end },
+  { "mech.interp.attention_mass", function() return { pick(pool.model), pick(pool.dataset), hostile_meta({}) } end },
+  { "mech.interp.attribution_patching", function()
+    return { pick(pool.model), pick(pool.dataset), hostile_meta({ sites = { site() }, positions = { "divider" }, n = R(0, 2) }) }
+  end },
+  { "mech.plot.lines", function()
+    local series = { hostile_meta({ y = { 1, 2 } }) }
+    if R(2) == 1 then return { hostile_meta({ out = dir .. "/h.png", series = series }) } end
+    return { { out = dir .. "/h.png", facets = { hostile_meta({ series = series }), { blank = true } } } }
+  end },
+  { "mech.plot.heatmap", function() return { hostile_meta({ out = dir .. "/h.png", data = { { 1, 2 } } }) } end },
 }
 
 -- Issue 43: remainder and integer division on operands that divide badly (int32 zeros, INT32_MIN

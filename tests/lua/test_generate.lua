@@ -41,9 +41,9 @@ T.test("sampling: the same seed the same tokens, top_k keeps to the k likeliest"
 end)
 
 T.test("generate: errors", function()
-  T.raises(function() m:generate(prompt, { max_new = -1 }) end, "option 'max_new' expected an integer in [0")
-  T.raises(function() m:generate(prompt, { temperature = -1 }) end, "option 'temperature' expected a finite number >= 0")
-  T.raises(function() m:generate(prompt, { top_k = -2 }) end, "option 'top_k' expected an integer >= 0")
+  T.raises(function() m:generate(prompt, { max_new = -1 }) end, "bad argument #2 to 'model:generate' (option 'max_new': expected an integer in [0, 10^6], got -1)")
+  T.raises(function() m:generate(prompt, { temperature = -1 }) end, "(option 'temperature': expected a finite number >= 0 (0: greedy), got -1.0)")
+  T.raises(function() m:generate(prompt, { top_k = -2 }) end, "(option 'top_k': expected an integer >= 0 (0: every token), got -2)")
   T.raises(function() m:generate(prompt, { max_new = 1100 }) end, "exceed the model's position table (max_pos = 1024)")
   T.raises(function() m:generate(prompt, { max_neww = 1 }) end, "did you mean 'max_new'")
   T.raises(function() m:generate({ { 1, 99 } }) end, "token id 99 out of range")

@@ -197,7 +197,7 @@ T.test("patching_map ablation: zero and mean over heads and whole sites, each a 
   T.raises(function() mech.interp.patching_map(m, clean, clean, { dataset = ds, ablate = "zero" }) end,
     "give corrupted tokens (argument 3) or option 'ablate', not both")
   T.raises(function() mech.interp.patching_map(m, clean, nil, { dataset = ds, ablate = "max" }) end,
-    "option 'ablate' expected 'zero' or 'mean', got 'max'")
+    "bad argument #4 to 'mech.interp.patching_map' (option 'ablate': expected 'zero' or 'mean', got 'max')")
 end)
 
 T.done()

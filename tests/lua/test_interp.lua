@@ -93,6 +93,36 @@ T.test("patch: clean into clean, and block_input of layer 0 everywhere is the so
     "does not fit")
   T.raises(function() mech.interp.patch(m, ds:batch(0, 2), { site = "blocks.9.block_input", source = mech.zeros(3) }) end,
     "unknown hook site")
+  -- the options in the one format, each read once
+  local tok = ds:batch(0, 2)
+  T.raises(function() mech.interp.patch(m, tok, { site = "blocks.0.block_input", source = 3 }) end,
+    "bad argument #3 to 'mech.interp.patch' (option 'source': expected a tensor, got 3)")
+  T.raises(function() mech.interp.patch(m, tok, { site = "blocks.0.block_input", source = mech.zeros(3), pos = "x" }) end,
+    "bad argument #3 to 'mech.interp.patch' (option 'pos': expected nil, an integer or a list of 2 positions, got 'x')")
+  T.raises(function() mech.interp.patch(m, tok, { site = 4 }) end,
+    "bad argument #3 to 'mech.interp.patch' (option 'site': expected a string, got 4)")
+  T.raises(function() mech.interp.patching_map(m, tok, tok, { rows = { 1, 1 }, reference = 1 }) end, "did you mean")
+  T.raises(function() mech.interp.patching_map(m, tok, tok, { rows = { 1, 1 }, threshold = "high" }) end,
+    "bad argument #4 to 'mech.interp.patching_map' (option 'threshold': expected a number, got 'high')")
+  T.raises(function() mech.interp.patching_map(m, tok, tok, { rows = { 1, 1 }, metric = 7 }) end,
+    "bad argument #4 to 'mech.interp.patching_map' (option 'metric': expected 'prob', 'logprob', 'logit' or a "
+    .. "function(logits), got 7)")
+  T.raises(function() mech.interp.interchange(m, ds, { count = "all" }) end,
+    "bad argument #3 to 'mech.interp.interchange' (option 'count': expected an integer, got 'all')")
+  T.raises(function() mech.interp.interchange(m, ds, { first = 1, count = math.maxinteger }) end, -- first + count overflowed
+    "documents [1, 1 + 9223372036854775807) outside the dataset's 12")
+  T.raises(function() mech.interp.patching_map(m, tok, tok, { dataset = ds, first = math.maxinteger, positions = { "key" } }) end,
+    "option 'first' expected documents")
+  -- (model, clean, options): a table without a list part is the options
+  T.raises(function() mech.interp.patching_map(m, tok, { ablate = "max" }) end, "(option 'ablate': expected 'zero' or 'mean'")
+  -- an option whose __index answers once, then nil: read once, the one value is used throughout
+  -- (the dataset gave both the readout and the chance; a second read made the chance 1/V)
+  local function once(key, v) local given = false; return setmetatable({ layers = { 0 }, positions = { 0 } }, {
+    __index = function(_, k) if k == key and not given then given = true; return v end end }) end
+  local a = mech.interp.patching_map(m, tok, tok, { dataset = ds, layers = { 0 }, positions = { 0 } })
+  local b = mech.interp.patching_map(m, tok, tok, once("dataset", ds))
+  T.eq({ b.chance, b.clean, a.threshold }, { a.chance, a.clean, 0.01 }) -- 0.01: ml_pm_options_init's
+  T.truthy(math.abs(a.chance - 1 / m:config().vocab) > 1e-3)
 end)
 
 T.test("interchange: the paper's names, fast = reference, mixer-internal sites", function()
@@ -239,6 +269,8 @@ T.test("metric helpers: kl_div / |V|, max_perc ties, the corruption rule", funct
   T.eq(mech.interp.argmax({ 0.2, 0.2 }, { "divider", "query_item" }), 2)
   T.eq(mech.interp.argmax({ 0, 0 }, { "divider", "next_key" }), 3) -- "nothing" wins ties below it
   T.eq(mech.interp.argmax({ -1 }, { "query_item" }), 2)
+  T.raises(function() mech.interp.argmax({ 1, 2 }, { "divider", 3 }) end,
+    "bad argument #2 to 'mech.interp.argmax' (entry 2 expected a name, got number)")
   local g = mech.Generator(42, 7)
   local counts = {}
   for _ = 1, 6000 do
@@ -265,7 +297,7 @@ T.test("attention mass and attribution patching in C: the wrappers' numbers, opt
   T.eq(next(mech.interp.attention_mass(tiny("h3"), ds)), nil) -- no attention to read
   T.raises(function() mech.interp.attention_mass(att, ds, { key = "keyy" }) end,
     "mech.interp.attention_mass: option 'key' expected a position name")
-  T.raises(function() mech.interp.attention_mass(att, ds, { n = 0 }) end, "option 'n' expected a positive number")
+  T.raises(function() mech.interp.attention_mass(att, ds, { n = 0 }) end, "bad argument #3 to 'mech.interp.attention_mass' (option 'n': expected a positive number of documents, got 0)")
   T.raises(function() mech.interp.attention_mass(att, ds, { quer = 1 }) end, "did you mean 'query'")
   T.raises(function() mech.interp.attention_mass(ds, att) end, "bad argument #1 to 'mech.interp.attention_mass' (a mech.Model expected, got userdata)")
   local est = mech.interp.attribution_patching(mamba, ds, { sites = { "blocks.0.block_input", "blocks.1.mixer.x" },
@@ -278,6 +310,8 @@ T.test("attention mass and attribution patching in C: the wrappers' numbers, opt
   local ap = ic.attribution_patching(mamba, ds, { sites = { "blocks.0.block_input" }, label_types = { "query_item_orig" },
     positions = { "divider" }, n = 4 })
   T.eq(ap.estimates["0.KEY.query_item_orig.divider.block_input"], 0)
+  T.raises(function() mech.interp.attribution_patching(att, ds, { sites = { "blocks.0.block_input" }, positions = { "divider" },
+    seed = 0.5 }) end, "bad argument #3 to 'mech.interp.attribution_patching' (option 'seed': expected an integer, got 0.5)")
   T.raises(function() mech.interp.attribution_patching(att, ds, { positions = { "divider" } }) end, "option 'sites' is required")
   T.raises(function() mech.interp.attribution_patching(att, ds, { sites = {} }) end, "option 'positions' is required")
   T.raises(function() mech.interp.attribution_patching(att, ds, { sites = { "blocks.9.block_input" }, positions = {} }) end,

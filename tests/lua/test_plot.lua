@@ -95,7 +95,15 @@ T.test("figure argument errors are clear", function()
   T.raises(function() mech.plot.lines {series = {{label = "a", x = {1, 2}}}, out = e} end, "series 1 has no 'y'")
   T.raises(function() mech.plot.lines {series = {{label = "a", y = {1}, colour = "#ff0000"}}, out = e} end, "did you mean 'color'")
   T.raises(function() mech.plot.lines {series = {}, facets = {}, out = e} end, "either 'series' or 'facets'")
-  T.raises(function() mech.plot.lines {series = {{y = {1, 2}, marker = "star"}}, out = e} end, "unknown marker 'star'")
+  T.raises(function() mech.plot.lines {series = {{y = {1, 2}, marker = "star"}}, out = e} end, "bad argument #1 to 'mech.plot.lines' (series 1: "
+    .. "option 'marker': expected one of 'none', 'circle', 'triangle', 'square', 'diamond', 'triangle_down', 'plus', 'cross', got 'star')")
+  -- an option of a table inside argument 1 names argument 1 and where it lies
+  T.raises(function() mech.plot.lines {series = {{y = {1}}, {y = {1}, dashed = "yes"}}, out = e} end,
+    "bad argument #1 to 'mech.plot.lines' (series 2: option 'dashed': expected a boolean, got 'yes')")
+  T.raises(function() mech.plot.lines {facets = {{title = "a", series = {{y = {1}}}}, {blank = 1}}, out = e} end,
+    "bad argument #1 to 'mech.plot.lines' (facet 2: option 'blank': expected a boolean, got 1)")
+  T.raises(function() mech.plot.heatmap {data = {{1}}, out = 5} end,
+    "bad argument #1 to 'mech.plot.heatmap' (option 'out': expected a string, got 5)")
   T.raises(function() mech.plot.lines {series = {{y = {1, 2}}}, logx = "yes", out = e} end, "bad argument #1 to 'mech.plot.lines' (option 'logx': expected true or a base such as 2, got string)")
   T.raises(function() mech.plot.lines {series = {{x = {0, 1}, y = {1, 2}}}, logx = 10, out = e} end, "log axis")
   T.raises(function() mech.plot.lines {series = {{y = {0 / 0}}}, out = e} end, "mech.plot.lines: no finite data")

@@ -178,6 +178,19 @@ T.test("mech.sys.read_file: whole files, binary too; nil and a message when it c
   T.raises(function() mech.sys.read_file({}) end, "string expected")
 end)
 
+T.test("mech.sys's own checks speak the one error format", function()
+  T.raises(function() mech.sys.read_file("x", -1) end,
+    "bad argument #2 to 'mech.sys.read_file' (a byte count in [0, 2^31] expected, got -1)")
+  T.raises(function() mech.sys.sleep(-1) end, "bad argument #1 to 'mech.sys.sleep' (seconds in [0, 86400] expected, got -1)")
+  T.raises(function() mech.sys.spawn({}) end,
+    "bad argument #1 to 'mech.sys.spawn' (expected a list of 1..1000 strings, got 0 entries)")
+  T.raises(function() mech.sys.spawn({ "true", {} }) end,
+    "bad argument #1 to 'mech.sys.spawn' (item 2 expected a string, got table)")
+  T.raises(function() mech.sys.kill(0) end, "bad argument #1 to 'mech.sys.kill' (a process id > 0 expected, got 0)")
+  T.raises(function() mech.sys.kill(mech.sys.getpid(), "SIGFOO") end,
+    "bad argument #2 to 'mech.sys.kill' (SIGINT, SIGTERM, SIGKILL, SIGSTOP or SIGCONT expected, got 'SIGFOO')")
+end)
+
 T.test("absurd sizes are refused up front", function()
   T.raises(function() return mech.zeros(2 ^ 20, 2 ^ 20) end,
     "a tensor of shape [1048576,1048576] (4096.0 GiB) is too large: at most 2^30 elements (4 GiB)")

@@ -35,7 +35,7 @@ end
 local function check_layer(fn, layer, n, default)
   if layer == nil then return default end
   if math.type(layer) ~= "integer" or layer < 0 or layer > n then
-    fail(fn, string.format("option 'layer' expected an integer in [0, %d], got %s", n, tostring(layer)))
+    fail(fn, string.format("option 'layer': expected an integer in [0, %d], got %s", n, tostring(layer)))
   end
   return layer
 end
@@ -152,7 +152,7 @@ local function per_example(fn, key, v, B)
   elseif type(v) == "table" and #v == B then
     for b = 1, B do out[b] = math.tointeger(v[b]) end
   end
-  if #out ~= B then fail(fn, string.format("option '%s' expected an integer, a list of %d or an int32 tensor of %d", key, B, B)) end
+  if #out ~= B then fail(fn, string.format("option '%s': expected an integer, a list of %d or an int32 tensor of %d", key, B, B)) end
   return out
 end
 
@@ -170,7 +170,7 @@ function A.logit_attrs(cache, model, tokens, stack, opts)
   local rows = per_example(fn, "rows", opts.rows == nil and L - 1 or opts.rows, B)
   local V = model:config().vocab
   for b = 1, B do
-    if rows[b] < 0 or rows[b] >= L then fail(fn, string.format("option 'rows' expected rows in [0, %d), got %d", L, rows[b])) end
+    if rows[b] < 0 or rows[b] >= L then fail(fn, string.format("option 'rows': expected rows in [0, %d), got %d", L, rows[b])) end
     for _, t in ipairs { ans[b], wrong and wrong[b] or 0 } do
       if t < 0 or t >= V then fail(fn, string.format("token id %d out of range for vocabulary size %d", t, V)) end
     end

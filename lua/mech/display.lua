@@ -36,9 +36,9 @@ local function check_opts(opts)
   local bad = require("mech.util").unknown_option(opts, { "format", "out", "title" })
   if bad then fail(bad) end
   if opts.format ~= nil and opts.format ~= "png" and opts.format ~= "svg" then
-    fail("option 'format' expected \"png\" or \"svg\", got " .. tostring(opts.format))
+    fail("option 'format': expected \"png\" or \"svg\", got " .. tostring(opts.format))
   end
-  if opts.out ~= nil and type(opts.out) ~= "string" then fail("option 'out' expected a path, got " .. type(opts.out)) end
+  if opts.out ~= nil and type(opts.out) ~= "string" then fail("option 'out': expected a path, got " .. type(opts.out)) end
   return opts
 end
 

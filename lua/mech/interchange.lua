@@ -49,7 +49,7 @@ function ic.sites(model, opts)
   if not opts.layers then for l = 0, n_layers - 1 do layers[#layers + 1] = l end end
   for _, l in ipairs(layers) do
     if math.type(l) ~= "integer" or l < 0 or l >= n_layers then
-      fail(fn, string.format("option 'layers' expected integers in [0, %d), got %s", n_layers, tostring(l)))
+      fail(fn, string.format("option 'layers': expected integers in [0, %d), got %s", n_layers, tostring(l)))
     end
   end
   local out = {}
@@ -165,7 +165,7 @@ end
 local function pos_col(dataset, name, fn, what)
   local names = dataset:position_names()
   for i, n in ipairs(names) do if n == name then return i - 1 end end
-  fail(fn, string.format("%s expected a position name of task '%s' (%s), got %s%s", what, dataset:task():name(),
+  fail(fn, string.format("%s: expected a position name of task '%s' (%s), got %s%s", what, dataset:task():name(),
     table.concat(names, ", "), type(name) == "string" and "'" .. name .. "'" or type(name),
     type(name) == "string" and " (did you mean '" .. mech.sys.closest(name, names) .. "'?)" or ""))
 end
@@ -266,7 +266,7 @@ function ic.checked_plot_map(...)
   if unknown then bad(unknown) end
   for _, o in ipairs({ { "vmin", "number" }, { "vmax", "number" }, { "filter", "boolean" }, { "title", "string" } }) do
     if opts[o[1]] ~= nil and type(opts[o[1]]) ~= o[2] then
-      bad(("option '%s' expected a %s, got %s"):format(o[1], o[2], type(opts[o[1]])))
+      bad(("option '%s': expected a %s, got %s"):format(o[1], o[2], type(opts[o[1]])))
     end
   end
   for _, lab in ipairs({ { "xlabels", "col_labels", "column" }, { "ylabels", "row_labels", "row" } }) do
@@ -278,7 +278,7 @@ function ic.checked_plot_map(...)
         ok = ok and (type(rawget(given, i)) == "string" or type(rawget(given, i)) == "number")
       end
       if not ok then
-        bad(("option '%s' expected a list of %d labels (one per %s), got %s"):format(lab[1], want, lab[3], type(given)))
+        bad(("option '%s': expected a list of %d labels (one per %s), got %s"):format(lab[1], want, lab[3], type(given)))
       end
       local copy = {}
       for k, v in next, map do copy[k] = v end

@@ -10,7 +10,7 @@ local function int_opt(o, key, def, lo, hi, fn)
   local v = o[key]
   if v == nil then return def end
   if math.type(v) ~= "integer" or v < lo or v > hi then
-    error(string.format("%s: option '%s' expected an integer in %d..%d, got %s", fn, key, lo, hi, tostring(v)), 0)
+    error(string.format("%s: option '%s': expected an integer in %d..%d, got %s", fn, key, lo, hi, tostring(v)), 0)
   end
   return v
 end

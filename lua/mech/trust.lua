@@ -31,7 +31,7 @@ function M.set(list, fn)
   local set = {}
   if list == nil then return set end
   if type(list) ~= "table" then
-    error(string.format("%s: option 'modules' expected a list of module names, got %s", fn, type(list)), 0)
+    error(string.format("%s: option 'modules': expected a list of module names, got %s", fn, type(list)), 0)
   end
   for i, name in ipairs(list) do
     check_name(name, fn, "option 'modules' entry " .. i)

@@ -17,16 +17,16 @@ end
 local function layers_of(fn, pattern, example)
   local function one(t, name)
     if not mech.is_tensor(t) or (t:dim() ~= 3 and t:dim() ~= 4) then
-      fail(fn, "option 'pattern' expected tensors (H, L, L) or (B, H, L, L), got " .. (mech.is_tensor(t) and
+      fail(fn, "option 'pattern': expected tensors (H, L, L) or (B, H, L, L), got " .. (mech.is_tensor(t) and
         ("shape " .. table.concat(t:shape(), "x")) or type(t)))
     end
     if t:dim() == 4 then
       if example < 0 or example >= t:size(0) then
-        fail(fn, string.format("option 'example' expected an index in [0, %d), got %d", t:size(0), example))
+        fail(fn, string.format("option 'example': expected an index in [0, %d), got %d", t:size(0), example))
       end
       t = t[example]
     end
-    if t:size(1) ~= t:size(2) then fail(fn, "option 'pattern' expected square (L, L) matrices per head") end
+    if t:size(1) ~= t:size(2) then fail(fn, "option 'pattern': expected square (L, L) matrices per head") end
     return { name = name, t = t:float() }
   end
   local mt = getmetatable(pattern)
@@ -45,7 +45,7 @@ local function layers_of(fn, pattern, example)
     for i, t in ipairs(pattern) do out[i] = one(t, "layer " .. (i - 1)) end
     return out
   end
-  fail(fn, "option 'pattern' expected a tensor, a list of tensors (one per layer) or a cache, got " .. type(pattern))
+  fail(fn, "option 'pattern': expected a tensor, a list of tensors (one per layer) or a cache, got " .. type(pattern))
 end
 
 local function labels_of(fn, tokens, L)
@@ -54,13 +54,13 @@ local function labels_of(fn, tokens, L)
     for i = 1, L do out[i] = tostring(i - 1) end
   elseif mech.is_tensor(tokens) then
     local t = tokens:dim() == 2 and tokens[0] or tokens
-    if t:dim() ~= 1 or t:size(0) ~= L then fail(fn, string.format("option 'tokens' expected %d tokens", L)) end
+    if t:dim() ~= 1 or t:size(0) ~= L then fail(fn, string.format("option 'tokens': expected %d tokens", L)) end
     for i = 1, L do out[i] = tostring(t[i - 1]) end
   elseif type(tokens) == "table" then
-    if #tokens ~= L then fail(fn, string.format("option 'tokens' expected %d labels, got %d", L, #tokens)) end
+    if #tokens ~= L then fail(fn, string.format("option 'tokens': expected %d labels, got %d", L, #tokens)) end
     for i = 1, L do out[i] = tostring(tokens[i]) end
   else
-    fail(fn, "option 'tokens' expected a list of labels or token ids, got " .. type(tokens))
+    fail(fn, "option 'tokens': expected a list of labels or token ids, got " .. type(tokens))
   end
   return out
 end
@@ -257,7 +257,7 @@ end
 -- The layers of a model on its input (1, L) or (L), through mech.interp.implicit_attention.
 local function layers_of_model(fn, model, input)
   local ok, cfg = pcall(function() return model:config() end)
-  if not ok or type(cfg) ~= "table" then fail(fn, "option 'model' expected a mech.model") end
+  if not ok or type(cfg) ~= "table" then fail(fn, "option 'model': expected a mech.model") end
   if not mech.is_tensor(input) or (input:dim() ~= 1 and input:dim() ~= 2) then
     fail(fn, "option 'input' (the token ids, (L) or (1, L)) is required with 'model'")
   end
@@ -279,7 +279,7 @@ function V.attention(opts)
   check_opts(fn, opts, { "pattern", "model", "input", "tokens", "out", "title", "example" })
   if type(opts.out) ~= "string" then fail(fn, "option 'out' (the .html file to write) is required") end
   local example = opts.example or 0
-  if math.type(example) ~= "integer" then fail(fn, "option 'example' expected an integer") end
+  if math.type(example) ~= "integer" then fail(fn, "option 'example': expected an integer") end
   local layers, kind, method
   if opts.model ~= nil then
     if opts.pattern ~= nil then fail(fn, "give option 'pattern' or option 'model', not both") end

@@ -38,7 +38,7 @@ int ml_pm_rows(const ml_model *m, const int *sites, int n, int *rows, int *heads
 ml_status ml_pm_dataset_rows(const ml_dataset *ds, int64_t first, const ml_tensor *clean, int32_t *rows) {
     int64_t B = clean->shape[0], Lq = clean->shape[1], n = ml_dataset_size(ds);
     if (first < 0 || first > n - B) /* first + B could overflow */
-        return ml_fail(ML_ERR_ARG, "patching_map: option 'first' expected documents [first, first + %d) within the "
+        return ml_fail(ML_ERR_ARG, "patching_map: option 'first': expected documents [first, first + %d) within the "
                                    "dataset's %d, got %d", (int)B, (int)n, (int)first);
     for (int64_t b = 0; b < B; b++) {
         int len;
@@ -60,12 +60,12 @@ ml_status ml_pm_check_readout(const ml_tensor *clean, int vocab, const int32_t *
     int64_t B = clean->shape[0], Lq = clean->shape[1];
     for (int64_t b = 0; b < B; b++) {
         if (rows[b] < 0 || rows[b] >= Lq)
-            return ml_fail(ML_ERR_ARG, "patching_map: option 'rows' expected rows in [0, %d), got %d", (int)Lq, (int)rows[b]);
+            return ml_fail(ML_ERR_ARG, "patching_map: option 'rows': expected rows in [0, %d), got %d", (int)Lq, (int)rows[b]);
         if (!has_targets && rows[b] + 1 >= Lq)
             return ml_fail(ML_ERR_ARG, "patching_map: row %d is the last position: option 'targets' is needed", (int)rows[b]);
         if (!has_targets) targets[b] = (int32_t)ml_get_flat(clean, b * Lq + rows[b] + 1);
         if (targets[b] < 0 || targets[b] >= vocab)
-            return ml_fail(ML_ERR_ARG, "patching_map: option 'targets' expected token ids in [0, %d), got %d", vocab,
+            return ml_fail(ML_ERR_ARG, "patching_map: option 'targets': expected token ids in [0, %d), got %d", vocab,
                            (int)targets[b]);
     }
     return ML_OK;

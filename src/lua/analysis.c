@@ -101,7 +101,7 @@ static int opt_head(lua_State *L, ml_model *m, int h, const char *key, int s, co
         return mlL_error(L, fn, "option '%s' needs a per-head site (attn.hook_z, hook_q, ...), got %s", key,
                           m->sites[s].name);
     if (h < 0 || h >= n_heads)
-        return mlL_error(L, fn, "option '%s' expected a head in [0, %d), got %d", key, n_heads, h);
+        return mlL_error(L, fn, "option '%s': expected a head in [0, %d), got %d", key, n_heads, h);
     return h;
 }
 

@@ -34,7 +34,7 @@ ml_tensor *mlL_totensor(lua_State *L, int arg, const char *fn, ml_dtype dtype_if
  * (nested) table of integers converted to one, which replaces the value at idx on the stack (the
  * pointer is borrowed and lives as long as that slot). `key` names an option ("rows") in errors;
  * NULL names idx as the argument. Anything else (a float32 tensor, 0.5 in a table) raises
- * "fn: argument N expected an int32 tensor or a table of integers, got ...". */
+ * "fn: argument N: expected an int32 tensor or a table of integers, got ...". */
 ml_tensor *mlL_checkints(lua_State *L, int idx, const char *fn, const char *key);
 
 /* Errors, in one format (docs/ARCHITECTURE.md, "Errors of the binding"). fn names the caller:

@@ -60,7 +60,7 @@ static bool pattern_table(lua_State *L, int idx) {
 int mlL_checkfilter(lua_State *L, int idx, const char *fn, const char *arg) {
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) == LUA_TSTRING || lua_isfunction(L, idx) || pattern_table(L, idx)) return idx;
-    return mlL_error(L, fn, "%s expected a site name, {pattern = a Lua pattern} or a function(name), got %s", arg,
+    return mlL_error(L, fn, "%s: expected a site name, {pattern = a Lua pattern} or a function(name), got %s", arg,
                       luaL_typename(L, idx));
 }
 
@@ -124,7 +124,7 @@ static bool *names_mask(lua_State *L, ml_model *m, int opt, const char *key, con
     else if (t == LUA_TTABLE && !pattern_table(L, -1)) {
         for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
             if (lua_type(L, -1) != LUA_TSTRING && !pattern_table(L, -1)) {
-                mlL_error(L, fn, "option '%s' expected a list of site names or {pattern =} tables, got a %s at index %d", key, luaL_typename(L, -1), (int)i);
+                mlL_error(L, fn, "option '%s': expected a list of site names or {pattern =} tables, got a %s at index %d", key, luaL_typename(L, -1), (int)i);
             }
             select_sites(L, m, -1, want, key, fn);
             lua_pop(L, 1);

@@ -172,7 +172,7 @@ static bool read_per_example(lua_State *L, int opt, const char *key, int64_t B, 
         ok = false;
     }
     if (!ok)
-        mlL_error(L, fn, "option '%s' expected an integer, a list of %d integers or an int32 tensor of %d, got %s",
+        mlL_error(L, fn, "option '%s': expected an integer, a list of %d integers or an int32 tensor of %d, got %s",
                    key, (int)B, (int)B, luaL_typename(L, -1));
     lua_pop(L, 1);
     return true;
@@ -184,12 +184,12 @@ static int map_layers(lua_State *L, const ml_model *m, int opt, int *layers, con
     if (lua_getfield(L, opt, "layers") == LUA_TNIL) { /* by hand, once: a list */
         for (int l = 0; l < n_layers; l++) layers[nl++] = l;
     } else {
-        if (!lua_istable(L, -1)) return mlL_error(L, fn, "option 'layers' expected a list of layers");
+        if (!lua_istable(L, -1)) return mlL_error(L, fn, "option 'layers': expected a list of layers");
         for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
             int ok;
             lua_Integer l = lua_tointegerx(L, -1, &ok);
             if (!ok || l < 0 || l >= n_layers || nl == n_layers)
-                return mlL_error(L, fn, "option 'layers' expected distinct layers in [0, %d), got %s", n_layers,
+                return mlL_error(L, fn, "option 'layers': expected distinct layers in [0, %d), got %s", n_layers,
                                   luaL_tolstring(L, -1, NULL));
             layers[nl++] = (int)l;
         }
@@ -206,12 +206,12 @@ static int *map_sites(lua_State *L, ml_model *m, int opt, int *n_out, int **head
     int *layers = mlL_scratch(L, sizeof *layers * (size_t)(m->cfg.n_layers + 1)), top = lua_gettop(L);
     int nl = map_layers(L, m, opt, layers, fn), nc = 0;
     bool given = lua_getfield(L, opt, "components") != LUA_TNIL; /* by hand, once: a list */
-    if (given && !lua_istable(L, -1)) mlL_error(L, fn, "option 'components' expected a list of names");
+    if (given && !lua_istable(L, -1)) mlL_error(L, fn, "option 'components': expected a list of names");
     int max_c = given ? (int)lua_rawlen(L, -1) : ML_ENTRY_PAPER;
     const char **comps = mlL_scratch(L, sizeof *comps * (size_t)(max_c + 1));
     for (int i = 0; i < max_c; i++) {
         if (given && lua_rawgeti(L, top + 1, i + 1) != LUA_TSTRING)
-            mlL_error(L, fn, "option 'components' expected names, got a %s", luaL_typename(L, -1));
+            mlL_error(L, fn, "option 'components': expected names, got a %s", luaL_typename(L, -1));
         comps[nc++] = given ? lua_tostring(L, -1) : ml_entry_names[i];
         if (given) lua_pop(L, 1); /* the strings stay anchored in the list */
     }
@@ -247,7 +247,7 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
         for (int64_t p = 0; p < Lq; p++) positions[np++] = (int32_t)p;
     } else {
         if (!lua_istable(L, -1))
-            mlL_error(L, fn, "option 'positions' expected a list of integers or position names");
+            mlL_error(L, fn, "option 'positions': expected a list of integers or position names");
         int t = lua_gettop(L);
         size_t n = lua_rawlen(L, t) + 1;
         positions = mlL_scratch(L, sizeof *positions * n);
@@ -258,7 +258,7 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
         lua_pop(L, 1);
         int32_t *ex = named ? mlL_scratch(L, sizeof *ex * n * (size_t)B) : NULL;
         if (named && ds && (first < 0 || first > ml_dataset_size(ds) - B)) /* first + B could overflow */
-            luaL_error(L, "%s: option 'first' expected documents [first, first + %d) within the dataset's %d, got %d",
+            luaL_error(L, "%s: option 'first': expected documents [first, first + %d) within the dataset's %d, got %d",
                        fn, (int)B, (int)ml_dataset_size(ds), (int)first);
         for (lua_Integer i = 1; lua_rawgeti(L, t, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
             nm[np] = NULL;
@@ -282,7 +282,7 @@ static void map_positions(lua_State *L, int opt, ml_tensor *clean, ml_pm_config 
             lua_Integer p = lua_tointegerx(L, -1, &ok);
             if (ok && p < 0) p += Lq;
             if (!ok || p < 0 || p >= Lq)
-                mlL_error(L, fn, "option 'positions' expected integers in [-%d, %d) or position names, got %s",
+                mlL_error(L, fn, "option 'positions': expected integers in [-%d, %d) or position names, got %s",
                            (int)Lq, (int)Lq, luaL_tolstring(L, -1, NULL));
             positions[np++] = (int32_t)p;
         }
@@ -485,10 +485,10 @@ static int l_patching_map(lua_State *L) {
 /* Option 'sites' (a list of site names, either spelling) into sites[max]; false when absent. */
 static bool opt_sites(lua_State *L, const ml_model *m, int opt, int *sites, int *n, int max, const char *fn) {
     if (lua_getfield(L, opt, "sites") == LUA_TNIL) return lua_pop(L, 1), false; /* by hand, once: a list */
-    if (!lua_istable(L, -1)) mlL_error(L, fn, "option 'sites' expected a list of site names");
+    if (!lua_istable(L, -1)) mlL_error(L, fn, "option 'sites': expected a list of site names");
     *n = 0;
     for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
-        if (lua_type(L, -1) != LUA_TSTRING) mlL_error(L, fn, "option 'sites' expected names, got a %s", luaL_typename(L, -1));
+        if (lua_type(L, -1) != LUA_TSTRING) mlL_error(L, fn, "option 'sites': expected names, got a %s", luaL_typename(L, -1));
         if (*n == max) mlL_error(L, fn, "at most %d sites", max);
         sites[(*n)++] = mlL_checksite(L, m, lua_tostring(L, -1), fn);
     }
@@ -504,13 +504,13 @@ static bool opt_pos_list(lua_State *L, int opt, const ml_task *t, const char *ke
     bool lt = !strcmp(key, "label_types");
     char what[48];
     snprintf(what, sizeof what, "option '%s'", key);
-    if (!lua_istable(L, -1)) mlL_error(L, fn, "option '%s' expected a list of names", key);
+    if (!lua_istable(L, -1)) mlL_error(L, fn, "option '%s': expected a list of names", key);
     *n = 0;
     for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, lua_pop(L, 1)) {
         if (*n == max) mlL_error(L, fn, "option '%s' takes at most %d names", key, max);
         int p = mlL_task_pos(L, t, -1, fn, what);
         if (lt && p != ML_POS_QUERY_ITEM_ORIG && p != ML_POS_TARGET_ITEM_ORIG)
-            mlL_error(L, fn, "option 'label_types' expected query_item_orig or target_item_orig, got %s",
+            mlL_error(L, fn, "option 'label_types': expected query_item_orig or target_item_orig, got %s",
                        ml_task_pos_name(t, p));
         out[(*n)++] = p;
     }

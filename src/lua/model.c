@@ -570,11 +570,11 @@ static int m_evaluate(lua_State *L) {
 /* The string keys and string or number values of option 'meta' (the table at t) into keys and vals
  * (at most 64), each kept on the stack (a number's text is a new string); returns how many. */
 static int meta_strings(lua_State *L, int t, const char *fn, const char **keys, const char **vals) {
-    if (!lua_istable(L, t)) return mlL_error(L, fn, "option 'meta' expected a table of strings");
+    if (!lua_istable(L, t)) return mlL_error(L, fn, "option 'meta': expected a table of strings");
     int n = 0;
     for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1)) {
         if (lua_type(L, -2) != LUA_TSTRING || (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER))
-            return mlL_error(L, fn, "option 'meta' expected string keys and string or number values");
+            return mlL_error(L, fn, "option 'meta': expected string keys and string or number values");
         if (n == 64) return mlL_error(L, fn, "at most 64 metadata entries");
         luaL_checkstack(L, 4, fn);
         lua_pushvalue(L, -2);

@@ -43,7 +43,7 @@ int mlL_task_pos(lua_State *L, const ml_task *t, int idx, const char *fn, const 
     const char *names[ML_MAX_POS + 1];
     const char *list = mlL_push_pos_names(L, t, names);
     char q[96];
-    return luaL_error(L, "%s: %s expected a position name of task '%s' (%s), got %s%s%s%s", fn, what, ml_task_name(t),
+    return luaL_error(L, "%s: %s: expected a position name of task '%s' (%s), got %s%s%s%s", fn, what, ml_task_name(t),
                       list, s ? mlL_quote(s, q, sizeof q) : luaL_typename(L, idx), s ? " (did you mean '" : "",
                       s ? mlL_closest(s, names) : "", s ? "'?)" : "");
 }

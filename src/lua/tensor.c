@@ -97,7 +97,7 @@ static void fill_from_table(lua_State *L, int idx, ml_tensor *t, int dim, int64_
             int ok;
             lua_Integer v = lua_tointegerx(L, -1, &ok);
             if (!ok || lua_type(L, -1) != LUA_TNUMBER || v < INT32_MIN || v > INT32_MAX)
-                mlL_error(L, fn, "%s expected integers in int32 range, got %s at a leaf", what,
+                mlL_error(L, fn, "%s: expected integers in int32 range, got %s at a leaf", what,
                            lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
             ml_i32(t)[(*pos)++] = (int32_t)v;
         } else {
@@ -162,7 +162,7 @@ ml_tensor *mlL_checkints(lua_State *L, int idx, const char *fn, const char *key)
     }
     if (!t || t->dtype != ML_I32) {
         char got[160];
-        mlL_error(L, fn, "%s expected an int32 tensor or a table of integers, got %s", what,
+        mlL_error(L, fn, "%s: expected an int32 tensor or a table of integers, got %s", what,
                    mlL_describe(L, idx, got, sizeof got));
     }
     mlL_pushtensor(L, t);
@@ -282,7 +282,7 @@ static ml_rng *opt_generator(lua_State *L, int idx, const char *fn) {
     ml_rng *r = NULL;
     if (!lua_isnil(L, -1)) {
         r = luaL_testudata(L, -1, MLL_RNG_MT);
-        if (!r) mlL_error(L, fn, "option 'generator' expected a mech.Generator, got %s", luaL_typename(L, -1));
+        if (!r) mlL_error(L, fn, "option 'generator': expected a mech.Generator, got %s", luaL_typename(L, -1));
     }
     lua_pop(L, 1);
     return r ? r : default_rng(L);

@@ -21,7 +21,7 @@ static ml_status check_config(const ml_model_config *c) {
         if (c->mixer_module[0])
             return ml_fail(ML_ERR_ARG, "model: mixer '%s' is not registered (load its module '%s' first)", c->arch,
                            c->mixer_module);
-        return ml_fail(ML_ERR_ARG, "model: option 'arch' expected one of %s or a registered mixer, got '%s'", list,
+        return ml_fail(ML_ERR_ARG, "model: option 'arch': expected one of %s or a registered mixer, got '%s'", list,
                        c->arch);
     }
     if (ml_model_config_check_ranges(c)) return ml_last_status();
@@ -29,7 +29,7 @@ static ml_status check_config(const ml_model_config *c) {
     if (c->d_model % n_heads)
         return ml_fail(ML_ERR_ARG, "model: option 'n_heads' (%d) must divide 'd_model' (%d)", n_heads, c->d_model);
     if (strcmp(c->state_mixer, "mlp") && strcmp(c->state_mixer, "glu") && strcmp(c->state_mixer, "none"))
-        return ml_fail(ML_ERR_ARG, "model: option 'state_mixer' expected 'mlp', 'glu' or 'none', got '%s'",
+        return ml_fail(ML_ERR_ARG, "model: option 'state_mixer': expected 'mlp', 'glu' or 'none', got '%s'",
                        c->state_mixer);
     return ML_OK;
 }

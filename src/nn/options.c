@@ -160,7 +160,7 @@ ml_status ml_model_config_check_ranges(const ml_model_config *c) {
         if (o->type != ML_OPT_INT) continue;
         int64_t v = ml_option_get(c, o);
         if (v < o->lo || v > o->hi)
-            return ml_fail(ML_ERR_ARG, "model: option '%s' expected an integer in [%d, %d], got %d", o->name, (int)o->lo,
+            return ml_fail(ML_ERR_ARG, "model: option '%s': expected an integer in [%d, %d], got %d", o->name, (int)o->lo,
                            (int)o->hi, (int)v);
     }
     return ML_OK;

@@ -39,7 +39,7 @@ static ml_status check_free_positions(const ml_custom_config *cfg, const char *f
 ml_task *ml_task_custom(const ml_custom_config *cfg, const char *name, uint64_t seed) {
     const char *fn = "mech.task.new";
     if (cfg->vocab < 1 || cfg->vocab > (1 << 24)) {
-        ml_fail(ML_ERR_ARG, "%s: option 'vocab' expected 1 .. 2^24 tokens, got %d", fn, cfg->vocab);
+        ml_fail(ML_ERR_ARG, "%s: option 'vocab': expected 1 .. 2^24 tokens, got %d", fn, cfg->vocab);
         return NULL;
     }
     if (cfg->positions >> ML_NPOS) {
@@ -50,12 +50,12 @@ ml_task *ml_task_custom(const ml_custom_config *cfg, const char *name, uint64_t 
     int lo = cfg->corrupt_lo, hi = cfg->corrupt_hi;
     if (lo == -1 && hi == -1) lo = 0, hi = cfg->vocab - 1;
     if (lo < 0 || hi >= cfg->vocab || hi <= lo) {
-        ml_fail(ML_ERR_ARG, "%s: option 'corrupt' expected ids lo < hi in 0..%d, got %d..%d", fn, cfg->vocab - 1,
+        ml_fail(ML_ERR_ARG, "%s: option 'corrupt': expected ids lo < hi in 0..%d, got %d..%d", fn, cfg->vocab - 1,
                 cfg->corrupt_lo, cfg->corrupt_hi);
         return NULL;
     }
     if (!(cfg->holdout >= 0.0 && cfg->holdout < 1.0)) {
-        ml_fail(ML_ERR_ARG, "%s: option 'holdout' expected a fraction in [0, 1), got %g", fn, cfg->holdout);
+        ml_fail(ML_ERR_ARG, "%s: option 'holdout': expected a fraction in [0, 1), got %g", fn, cfg->holdout);
         return NULL;
     }
     ml_task *t = ml_task_alloc(ML_TASK_CUSTOM, seed, name && *name ? name : "custom");

@@ -62,7 +62,7 @@ T.test("accumulated_resid and hook_resid_mid", function()
   T.eq(mlabels, { "0_pre", "1_pre", "final_post" })
   local ln = c:accumulated_resid { apply_ln = true }
   T.eq(ln:shape(), acc:shape())
-  T.raises(function() c:accumulated_resid { layer = 3 } end, "option 'layer' expected an integer in [0, 2]")
+  T.raises(function() c:accumulated_resid { layer = 3 } end, "option 'layer': expected an integer in [0, 2]")
   T.raises(function() c:accumulated_resid { incl_mdi = true } end, "did you mean 'incl_mid'")
 end)
 

@@ -78,7 +78,7 @@ T.test("names: literal names, {pattern =}, functions and TransformerLens names s
   T.raises(function() m:run_with_cache(tok, { names = "blocks.0.atention_output" }) end,
     "did you mean 'blocks.0.attention_output'")
   T.raises(function() m:run_with_cache(tok, { names = { pattern = "blocks[" } }) end, "bad Lua pattern")
-  T.raises(function() m:run_with_cache(tok, { names = 3 }) end, "option 'names' expected a site name, {pattern = a Lua pattern} or a function(name), got number")
+  T.raises(function() m:run_with_cache(tok, { names = 3 }) end, "option 'names': expected a site name, {pattern = a Lua pattern} or a function(name), got number")
 end)
 
 T.test("hooks take TransformerLens names; reset_hooks removes every added hook", function()
@@ -252,7 +252,7 @@ T.test("patching_map: the readout comes from the dataset's answers, or the map r
   T.raises(function() mech.interp.patching_map(m, clean, corrupted, { dataset = ds, first = 1 }) end,
     "clean example 0 is not document 1")
   T.raises(function() mech.interp.patching_map(m, clean, corrupted, { dataset = ds, first = ds:size() }) end,
-    "option 'first' expected documents")
+    "option 'first': expected documents")
   T.raises(function() mech.interp.patching_map(m, clean, corrupted, { dataset = ds, rows = rows }) end, "not both")
   T.raises(function() mech.interp.patching_map(m, clean, corrupted, { dataset = 3 }) end, "a mech.Dataset")
 end)
@@ -290,7 +290,7 @@ T.test("map:plot and plots/attribution_map.lua draw through mech.interp.plot_map
   local lab = io.open(dir .. "/lab.csv"):read("a")
   T.truthy(lab:find("tok13", 1, true) and lab:find("blocks.1.block_output", 1, true), lab:sub(1, 300))
   T.eq(map.col_labels[1], "0", "the map keeps its own labels")
-  T.raises(function() map:plot { out = dir .. "/x.png", xlabels = { "a" } } end, "option 'xlabels' expected a list of 13 labels")
+  T.raises(function() map:plot { out = dir .. "/x.png", xlabels = { "a" } } end, "option 'xlabels': expected a list of 13 labels")
   -- the paper's attribution figure from an evaluator CSV
   local res = ic.evaluate(m, ds, { layers = { 0, 1 } })
   ic.write_csv(res, dir .. "/ic.csv", 0, "test")

@@ -261,7 +261,7 @@ case("option tables whose __index answers differently on each read", function()
   end
   for _, ctor in ipairs { "rand", "randn" } do -- dtype, requires_grad, then generator: "float32" again
     local opts, reads = alternating("float32")
-    T.raises(function() mech[ctor](2, 3, opts) end, "mech." .. ctor .. ": option 'generator' expected a mech.Generator, got string")
+    T.raises(function() mech[ctor](2, 3, opts) end, "mech." .. ctor .. ": option 'generator': expected a mech.Generator, got string")
     T.eq(reads(), 3)
   end
   local opts = alternating("int32")

@@ -179,7 +179,7 @@ T.test("checkpoint metadata is validated field by field", function()
     end, message)
   end
   config(function(c) c.state_mixer = 3 end, "'state_mixer' expected a string")
-  config(function(c) c.state_mixer = "moe" end, "option 'state_mixer' expected 'mlp', 'glu' or 'none', got 'moe'")
+  config(function(c) c.state_mixer = "moe" end, "option 'state_mixer': expected 'mlp', 'glu' or 'none', got 'moe'")
   config(function(c) c.seed = 1.5 end, "'seed' expected an integer")
   config(function(c) c.d_model = 0 end, "'d_model' expected an integer in [1, 8192]")
   config(function(c) c.n_layers = 2 ^ 31 end, "'n_layers' expected an integer in [1, 16]")

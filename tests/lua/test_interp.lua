@@ -112,7 +112,7 @@ T.test("patch: clean into clean, and block_input of layer 0 everywhere is the so
   T.raises(function() mech.interp.interchange(m, ds, { first = 1, count = math.maxinteger }) end, -- first + count overflowed
     "documents [1, 1 + 9223372036854775807) outside the dataset's 12")
   T.raises(function() mech.interp.patching_map(m, tok, tok, { dataset = ds, first = math.maxinteger, positions = { "key" } }) end,
-    "option 'first' expected documents")
+    "option 'first': expected documents")
   -- (model, clean, options): a table without a list part is the options
   T.raises(function() mech.interp.patching_map(m, tok, { ablate = "max" }) end, "(option 'ablate': expected 'zero' or 'mean'")
   -- an option whose __index answers once, then nil: read once, the one value is used throughout
@@ -296,7 +296,7 @@ T.test("attention mass and attribution patching in C: the wrappers' numbers, opt
   end
   T.eq(next(mech.interp.attention_mass(tiny("h3"), ds)), nil) -- no attention to read
   T.raises(function() mech.interp.attention_mass(att, ds, { key = "keyy" }) end,
-    "mech.interp.attention_mass: option 'key' expected a position name")
+    "mech.interp.attention_mass: option 'key': expected a position name")
   T.raises(function() mech.interp.attention_mass(att, ds, { n = 0 }) end, "bad argument #3 to 'mech.interp.attention_mass' (option 'n': expected a positive number of documents, got 0)")
   T.raises(function() mech.interp.attention_mass(att, ds, { quer = 1 }) end, "did you mean 'query'")
   T.raises(function() mech.interp.attention_mass(ds, att) end, "bad argument #1 to 'mech.interp.attention_mass' (a mech.Model expected, got userdata)")

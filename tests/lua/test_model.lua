@@ -30,7 +30,7 @@ T.test("parameter counts and names follow the spec", function()
 end)
 
 T.test("bad configs are errors naming the key", function()
-  T.raises(function() mech.model { arch = "transformer" } end, "option 'arch' expected one of")
+  T.raises(function() mech.model { arch = "transformer" } end, "option 'arch': expected one of")
   T.raises(function() mech.model { d_modle = 4 } end, "bad argument #1 to 'mech.model' (unknown option 'd_modle'; did you mean 'd_model'?)")
   T.raises(function() mech.model { d_model = "big" } end, "bad argument #1 to 'mech.model' (option 'd_model': expected an integer, got 'big')")
   T.raises(function() mech.model { n_heads = 3 } end, "'n_heads' (3) must divide 'd_model' (64)")

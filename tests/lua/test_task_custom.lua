@@ -118,8 +118,8 @@ T.test("bad sample functions and documents are errors naming the document, befor
   bad(42, "expected a document table {tokens=, targets=, positions=}, got number")
   bad(function() end, "expected a document table {tokens=, targets=, positions=}, got nil")
   -- the definition itself
-  T.raises(function() mech.task.new { name = "x", vocab = 4 } end, "option 'sample' expected a function")
-  T.raises(function() mech.task.new { name = "x", vocab = 0, sample = print } end, "option 'vocab' expected")
+  T.raises(function() mech.task.new { name = "x", vocab = 4 } end, "option 'sample': expected a function")
+  T.raises(function() mech.task.new { name = "x", vocab = 0, sample = print } end, "option 'vocab': expected")
   T.raises(function() mech.task.new { name = "x", vocab = { "a", "a" }, sample = print } end, "names 'a' twice")
   -- a position name of the task's own must be an identifier (free names: test_task_positions.lua)
   T.raises(function() mech.task.new { name = "x", vocab = 4, sample = print, positions = { "the key" } } end,
@@ -288,9 +288,9 @@ T.test("bad sample_batch functions and batches are errors naming the document, b
   bad({ tokens = ok3, targets = { 1 }, type = "KEYS" }, "sample_batch's field 'type' expected KEY, VALUE")
   bad(42, "sample_batch expected to return a table {tokens=, targets=, positions=}, got number")
   T.raises(function() mech.task.new { name = "x", vocab = 4, sample_batch = 5 } end,
-    "option 'sample_batch' expected a function(gen, split, n)")
+    "option 'sample_batch': expected a function(gen, split, n)")
   T.raises(function() mech.task.new { name = "x", vocab = 4, sample = 5, sample_batch = print } end,
-    "option 'sample' expected a function")
+    "option 'sample': expected a function")
 end)
 
 T.test("training, the interchange evaluation and patching on a Lua task", function()

@@ -155,14 +155,14 @@ T.test("bad names: clashes, repeats, non-identifiers, the cap, unknown names at 
   -- tools
   local m = tiny()
   T.raises(function() ic.evaluate(m, ds, { positions = { "brdige" } }) end,
-    "mech.interp.interchange: option 'positions' expected a position name of task 'two_hop'")
+    "mech.interp.interchange: option 'positions': expected a position name of task 'two_hop'")
   T.raises(function() ic.evaluate(m, ds, { positions = { "brdige" } }) end, "got 'brdige' (did you mean 'bridge'?)")
   T.raises(function() ic.corrupt(ds, 0, 2, { position = "hopp" }) end,
-    "ic.corrupt: option 'position' expected a position name of task 'two_hop'")
+    "ic.corrupt: option 'position': expected a position name of task 'two_hop'")
   T.raises(function() ic.corrupt(ds, 0, 2, { position = "hopp" }) end, "(did you mean 'hop'?)")
   local clean, corrupted = ic.corrupt(ds, 0, 2)
   T.raises(function() mech.interp.patching_map(m, clean, corrupted, { dataset = ds, positions = { "bridgee" } }) end,
-    "mech.interp.patching_map: option 'positions' entry 1 expected a position name of task 'two_hop'")
+    "mech.interp.patching_map: option 'positions' entry 1: expected a position name of task 'two_hop'")
   T.raises(function() mech.interp.patching_map(m, clean, corrupted, { rows = { 13, 13 }, positions = { "bridge" } }) end,
     "option 'positions' entry 1 is a position name ('bridge'): it needs option 'dataset'")
   T.raises(function() mech.interp.attention_mass(m, ds, { key = "hoop" }) end, "did you mean 'hop'?")

@@ -198,9 +198,9 @@ T.test("tables of integers stand for int32 tensors (token ids, targets, rows, in
   local patched = mech.interp.patch(model, tokens:tolist(), { site = s, source = mech.zeros(13, 16) })
   T.eq(patched:shape(), { 2, 13, task:vocab_size() })
   T.raises(function() model:run_with_cache(tokens, { grads = true, targets = answers, rows = { 11, 1.5 } }) end,
-    "run_with_cache: option 'rows' expected integers in int32 range, got 1.5 at a leaf")
+    "run_with_cache: option 'rows': expected integers in int32 range, got 1.5 at a leaf")
   T.raises(function() model:run_with_cache(tokens, { grads = true, targets = mech.zeros(2) }) end,
-    "run_with_cache: option 'targets' expected an int32 tensor or a table of integers, got a float32 tensor of shape [2]")
+    "run_with_cache: option 'targets': expected an int32 tensor or a table of integers, got a float32 tensor of shape [2]")
   T.raises(function() model:run_with_cache({ { 1, 2 }, { 3 } }) end, "bad argument #1 to 'model:run_with_cache' (is not rectangular: a row at depth 1 has 1 entries, expected 2)")
 end)
 

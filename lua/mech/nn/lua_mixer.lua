@@ -117,7 +117,7 @@ function M.options_json(opts, fn, config)
     if not config[k] then
       local t = type(v)
       if t ~= "number" and t ~= "string" and t ~= "boolean" and t ~= "table" then
-        error(("%s: mixer option '%s' expected a number, string, boolean or table (it is recorded in checkpoints), got %s")
+        error(("%s: mixer option '%s': expected a number, string, boolean or table (it is recorded in checkpoints), got %s")
           :format(fn, k, t), 0)
       end
       own[k], any = v, true

@@ -22,11 +22,11 @@ local MAX_POSITIONS, NAME_BYTES = 64, 31
 
 -- Checks option 'positions' (a list of names) with messages that name the entry.
 local function check_positions(fn, positions)
-  if type(positions) ~= "table" then fail(fn, "option 'positions' expected a list of position names") end
+  if type(positions) ~= "table" then fail(fn, "option 'positions': expected a list of position names") end
   local seen, n_free = {}, 0
   for i, p in ipairs(positions) do
     if type(p) ~= "string" then
-      fail(fn, string.format("option 'positions' entry %d expected a position name (a string), got %s", i, type(p)))
+      fail(fn, string.format("option 'positions' entry %d: expected a position name (a string), got %s", i, type(p)))
     end
     if seen[p] then fail(fn, string.format("option 'positions' lists '%s' twice (entries %d and %d)", p, seen[p], i)) end
     seen[p] = i
@@ -93,7 +93,7 @@ end
 --- definition kept as the task's user value, completed here.
 function D.make(fn, kind, name, def, d)
   if type(name) ~= "string" or not name:match("^[%w_%.%-]+$") or #name > 31 then
-    fail(fn, "option 'name' expected a name of at most 31 letters, digits, '_', '.' or '-', got " .. tostring(name))
+    fail(fn, "option 'name': expected a name of at most 31 letters, digits, '_', '.' or '-', got " .. tostring(name))
   end
   local vocab, names, ids, V = def.vocab, nil, nil, nil
   if type(vocab) == "table" then
@@ -107,11 +107,11 @@ function D.make(fn, kind, name, def, d)
       names[i], ids[s] = s, i - 1
     end
     V = #names
-    if V == 0 then fail(fn, "option 'vocab' expected a non-empty list of token names") end
+    if V == 0 then fail(fn, "option 'vocab': expected a non-empty list of token names") end
   elseif math.type(vocab) == "integer" and vocab >= 1 then
     V = vocab
   else
-    fail(fn, "option 'vocab' expected a vocabulary size (an integer >= 1) or a list of token names, got "
+    fail(fn, "option 'vocab': expected a vocabulary size (an integer >= 1) or a list of token names, got "
       .. tostring(vocab))
   end
   local positions = def.positions or {}
@@ -125,16 +125,16 @@ function D.make(fn, kind, name, def, d)
   local lo, hi = -1, -1
   if def.corrupt ~= nil then
     if type(def.corrupt) ~= "table" or #def.corrupt ~= 2 then
-      fail(fn, "option 'corrupt' expected {lo, hi}: the token ids (or names) a corrupted position draws from")
+      fail(fn, "option 'corrupt': expected {lo, hi}: the token ids (or names) a corrupted position draws from")
     end
     lo, hi = token_id(def.corrupt[1], "lo"), token_id(def.corrupt[2], "hi")
   end
   local holdout = def.holdout or 0
   if type(holdout) ~= "number" or not (holdout >= 0 and holdout < 1) then
-    fail(fn, "option 'holdout' expected a fraction in [0, 1), got " .. tostring(holdout))
+    fail(fn, "option 'holdout': expected a fraction in [0, 1), got " .. tostring(holdout))
   end
   local seed = loading.seed or def.seed or 42
-  if math.type(seed) ~= "integer" then fail(fn, "option 'seed' expected an integer, got " .. tostring(seed)) end
+  if math.type(seed) ~= "integer" then fail(fn, "option 'seed': expected an integer, got " .. tostring(seed)) end
   d.kind, d.seed, d.names, d.ids, d.V = kind, seed, names, ids, V
   d.positions, d.holdout = util.copy(positions), holdout
   return C.custom(name, seed, names or V, positions, lo, hi, holdout, d)

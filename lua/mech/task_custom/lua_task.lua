@@ -16,17 +16,17 @@ function M.new(def)
   if type(def) ~= "table" then fail(fn, "argument 1 expected a table {name=, vocab=, sample=, positions=}, got " .. type(def)) end
   D.check_keys(fn, def, new_keys)
   if def.sample_batch ~= nil and type(def.sample_batch) ~= "function" then
-    fail(fn, "option 'sample_batch' expected a function(gen, split, n) that returns n documents as tensors, got "
+    fail(fn, "option 'sample_batch': expected a function(gen, split, n) that returns n documents as tensors, got "
       .. type(def.sample_batch))
   end
   if type(def.sample) ~= "function" and not (def.sample == nil and def.sample_batch) then
-    fail(fn, "option 'sample' expected a function(gen, split) that returns a document (or give 'sample_batch'), got "
+    fail(fn, "option 'sample': expected a function(gen, split) that returns a document (or give 'sample_batch'), got "
       .. type(def.sample))
   end
   local loading = D.loading()
   local module, options = def.module or loading.module, def.options
   if options == nil then options = loading.options end
-  if module ~= nil and type(module) ~= "string" then fail(fn, "option 'module' expected a module name") end
+  if module ~= nil and type(module) ~= "string" then fail(fn, "option 'module': expected a module name") end
   if options ~= nil then D.check_data(options, "option 'options'", fn) end
   return D.make(fn, "lua", def.name, def, { sample = def.sample, sample_batch = def.sample_batch, module = module,
     options = util.copy(options) })

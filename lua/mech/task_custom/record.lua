@@ -39,12 +39,12 @@ function M.from_spec(spec, opts)
   opts = opts or {}
   local modules = trust.set(opts.modules, fn)
   if opts.dir ~= nil and type(opts.dir) ~= "string" then
-    fail(fn, "option 'dir' expected a directory, got " .. type(opts.dir))
+    fail(fn, "option 'dir': expected a directory, got " .. type(opts.dir))
   end
   local function optstr(key)
     local v = spec[key]
     if v ~= nil and type(v) ~= "string" then
-      fail(fn, string.format("option '%s' expected a string, got %s", key, type(v)))
+      fail(fn, string.format("option '%s': expected a string, got %s", key, type(v)))
     end
     return v
   end

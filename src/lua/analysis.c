@@ -60,7 +60,7 @@ static int m_param(lua_State *L) {
         for (int k = 0; k < m->n_params; k++) names[k] = m->params[k].name;
         names[m->n_params] = NULL;
         return mlL_error(L, fn, "no parameter named %s (did you mean '%s'? model:named_parameters() lists them)",
-                          mlL_quote(name, q, sizeof q), mlL_closest(spelled, names));
+                          mlL_quote(name, q, sizeof q), ml_closest(spelled, names));
     }
     mlL_pushtensor(L, ml_retain(m->params[i].t));
     return 1;

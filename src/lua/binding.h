@@ -14,6 +14,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "core/closest.h"
 #include "core/tensor.h"
 #include "optim/optim.h"
 
@@ -81,9 +82,6 @@ int mlL_checkint32(lua_State *L, int arg, const char *fn);
 lua_Number mlL_optnum(lua_State *L, int idx, const char *key, lua_Number def, const char *fn);
 int mlL_optbool(lua_State *L, int idx, const char *key, int def, const char *fn);
 const char *mlL_optstr(lua_State *L, int idx, const char *key, const char *def, const char *fn);
-/* Closest string in `names` to `s` (for "did you mean" messages): by the edit distance of their
- * forms (digit runs as '#', first 64 characters), then by their numbers (a layer). */
-const char *mlL_closest(const char *s, const char *const *names);
 /* s quoted for a message: 'whole' up to 80 characters, else its start, "..." and its length. */
 const char *mlL_quote(const char *s, char *buf, size_t n);
 /* The slot of the position named by the string at idx among task t's positions (the paper's

@@ -209,7 +209,7 @@ static void cache_fetch(lua_State *L, int cache, const char *key, const char *fn
     const char **keys = cache_keys(L, cache, &n);
     char buf[ML_SITE_NAME_MAX], q[128];
     key = ml_site_canonical(key, buf, sizeof buf);
-    const char *near = mlL_closest(key, keys);
+    const char *near = ml_closest(key, keys);
     mlL_error(L, fn, "%s is not in this cache%s%s%s; cache:names() lists the %d it holds", mlL_quote(key, q, sizeof q),
                near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", n);
 }

@@ -233,7 +233,7 @@ static void unknown_position(const doc_reader *r, const char *pn, const char *wh
     const char *names[ML_MAX_POS + 1];
     const char *list = mlL_push_pos_names(r->L, r->t, names);
     doc_error(r, "%s: '%s' is not a position name of task '%s' (%s; did you mean '%s'?)", what, pn,
-              ml_task_name(r->t), list, mlL_closest(pn, names));
+              ml_task_name(r->t), list, ml_closest(pn, names));
 }
 
 /* The len tokens of the list at tok into d->tokens. */

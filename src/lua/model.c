@@ -213,7 +213,7 @@ static int m_site(lua_State *L) {
         int n = 0;
         for (int i = ly->site_first; i < ly->site_end && n < ML_MAX_SITES; i++) names[n++] = m->sites[i].name;
         names[n] = NULL;
-        const char *near = mlL_closest(c, names);
+        const char *near = ml_closest(c, names);
         return mlL_error(L, fn, "layer %d has no component '%s' (did you mean '%s'? model:hook_names() lists the sites)", layer, c, near ? near : "");
     }
     char name[ML_SITE_NAME_MAX];

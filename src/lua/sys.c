@@ -326,7 +326,7 @@ static int s_closest(lua_State *L) {
         lua_pop(L, 1);
     }
     names[n] = NULL;
-    const char *best = mlL_closest(name, names);
+    const char *best = ml_closest(name, names);
     if (best) lua_pushstring(L, best);
     else lua_pushnil(L);
     return 1;

@@ -45,7 +45,7 @@ int mlL_task_pos(lua_State *L, const ml_task *t, int idx, const char *fn, const 
     char q[96];
     return luaL_error(L, "%s: %s: expected a position name of task '%s' (%s), got %s%s%s%s", fn, what, ml_task_name(t),
                       list, s ? mlL_quote(s, q, sizeof q) : luaL_typename(L, idx), s ? " (did you mean '" : "",
-                      s ? mlL_closest(s, names) : "", s ? "'?)" : "");
+                      s ? ml_closest(s, names) : "", s ? "'?)" : "");
 }
 
 int mlL_task_lib(lua_State *L, const char *name) {
@@ -156,7 +156,7 @@ static int l_preset(lua_State *L) {
     for (int i = 0; ml_task_preset_names[i]; i++) known = known || strcmp(name, ml_task_preset_names[i]) == 0;
     if (!t && known) return mlL_raise(L); /* e.g. rng = "numpy" with an AR preset or a seed >= 2^32 */
     if (!t) {
-        const char *near = mlL_closest(name, ml_task_preset_names);
+        const char *near = ml_closest(name, ml_task_preset_names);
         return mlL_argfail(L, fn, 1, "unknown preset '%s' (did you mean '%s'?)", name, near ? near : "?");
     }
     mlL_pushtask(L, t);

@@ -31,7 +31,7 @@ int mlL_task_lib(lua_State *L, const char *name);
 /* "train" (none at idx), "dev" or "test" at idx, else an argument error. */
 ml_split mlL_optsplit(lua_State *L, int idx, const char *fn);
 /* Pushes "a, b, c" (task t's position names) and returns it; names (ML_MAX_POS + 1 entries) gets
- * them NULL-terminated, for mlL_closest. */
+ * them NULL-terminated, for ml_closest. */
 const char *mlL_push_pos_names(lua_State *L, const ml_task *t, const char **names);
 /* Pushes the list of the first n names (n < 0: up to a NULL). */
 void mlL_push_names(lua_State *L, const char *const *names, int n);

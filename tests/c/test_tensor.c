@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "autograd/autograd.h"
+#include "core/closest.h"
 #include "core/format.h"
 #include "core/tensor.h"
 #include "ops/ops.h"
@@ -592,6 +593,25 @@ START_TEST(repr_text) {
 }
 END_TEST
 
+/* "Did you mean": a typo, a wrong layer, a synonym and a typo of a synonym each find their name;
+ * an empty list finds none, and a huge name costs no more than its first 64 bytes. */
+START_TEST(closest_names) {
+    const char *opts[] = {"lr", "steps", "d_model", "batch_size", NULL};
+    ck_assert_str_eq(ml_closest("d_modle", opts), "d_model");
+    ck_assert_str_eq(ml_closest("learning_rate", opts), "lr");
+    ck_assert_str_eq(ml_closest("num_epochs", opts), "steps");
+    const char *sites[] = {"blocks.0.block_input", "blocks.1.block_input", "blocks.1.attention_output", NULL};
+    ck_assert_str_eq(ml_closest("blocks.1.block_inptu", sites), "blocks.1.block_input");
+    ck_assert_str_eq(ml_closest("blocks.0.resid_pre", sites), "blocks.0.block_input");
+    ck_assert_str_eq(ml_closest("blocks.1.attn_outt", sites), "blocks.1.attention_output");
+    const char *none[] = {NULL};
+    ck_assert_ptr_null(ml_closest("x", none));
+    char huge[4096];
+    memset(huge, 'a', sizeof huge - 1), huge[sizeof huge - 1] = 0;
+    ck_assert_ptr_nonnull(ml_closest(huge, opts));
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("tensor");
     TCase *c = tcase_create("core");
@@ -608,6 +628,7 @@ static Suite *suite(void) {
     tcase_add_test(c, copy_broadcast_overlap_versions);
     tcase_add_test(c, storage_accounting);
     tcase_add_test(c, misc_helpers);
+    tcase_add_test(c, closest_names);
     suite_add_tcase(s, c);
     TCase *a = tcase_create("autograd");
     tcase_add_test(a, grad_accumulates_over_two_backwards);

@@ -422,6 +422,8 @@ ml_tensor *mli_readout(ml_model *m, ml_tensor *hid, const int32_t *rows) {
 
 /* ------------------------------------------------------------------ surgery */
 
+const char *const ml_conv_edit_names[] = {"identity", "zero", "truncate", NULL};
+
 int ml_short_conv_edit(ml_model *m, int layer, ml_conv_edit kind, int keep) {
     if (layer < -1 || layer >= m->cfg.n_layers) {
         ml_fail(ML_ERR_ARG, "short_conv_edit: layer %d out of range [-1, %d)", layer, m->cfg.n_layers);

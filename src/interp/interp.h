@@ -98,6 +98,8 @@ typedef enum {
     ML_CONV_ZERO,     /* kernel and bias 0: the conv outputs zeros */
     ML_CONV_TRUNCATE  /* taps older than `keep` tokens are zeroed (a narrower kernel) */
 } ml_conv_edit;
+/* Their names, in the enum's order, NULL-terminated (mech.interp.short_conv_edit's kinds). */
+extern const char *const ml_conv_edit_names[];
 /* Edits every short conv of layer `layer` (-1: all layers). Returns the number of kernels edited
  * (0 when the model has none) or -1 on error. */
 int ml_short_conv_edit(ml_model *m, int layer, ml_conv_edit kind, int keep);
@@ -111,12 +113,16 @@ ml_tensor *ml_mamba_attention_run(ml_model *m, ml_tensor *tokens, int layer);
 
 /* ---- patching maps (docs/interventions.md, "Patching maps") ---- */
 typedef enum { ML_PM_PROB, ML_PM_LOGPROB, ML_PM_LOGIT, ML_PM_FUNCTION } ml_pm_metric;
+/* The named metrics' names, in the enum's order up to ML_PM_FUNCTION ("function"), NULL-terminated. */
+extern const char *const ml_pm_metric_names[];
 /* A caller's metric of hidden states (B, L, D) (e.g. a Lua function of the logits); on failure
  * it sets *err and the core's message. */
 typedef double (*ml_pm_metric_fn)(void *ud, ml_model *m, ml_tensor *hidden, ml_status *err);
 /* What a cell writes: the clean activation into the corrupted run, or an ablation of the clean
  * run's own activation (zero, or its mean over the batch at each position). */
 typedef enum { ML_PM_PATCH, ML_PM_ZERO, ML_PM_MEAN } ml_pm_ablate;
+/* The ablations' names from ML_PM_ZERO on ("zero", "mean"), NULL-terminated. */
+extern const char *const ml_pm_ablation_names[];
 typedef struct {
     const int *sites;          /* map rows: site ids with a position dimension */
     int n_sites;

@@ -5,6 +5,9 @@
 #include "interp/interp.h"
 #include "interp/pm_options.h"
 
+const char *const ml_pm_metric_names[] = {"prob", "logprob", "logit", "function", NULL};
+const char *const ml_pm_ablation_names[] = {"zero", "mean", NULL};
+
 void ml_pm_options_init(ml_pm_options *o) { *o = (ml_pm_options){.ablate = -1, .first = 0, .threshold = 0.01, .chance = NAN}; }
 
 bool ml_site_per_head(const ml_model *m, int s) {

@@ -107,15 +107,14 @@ typedef struct {
 
 static int l_short_conv_edit(lua_State *L) {
     const char *fn = "mech.interp.short_conv_edit";
-    static const char *const kinds[] = {"identity", "zero", "truncate"}; /* in ml_conv_edit's order */
     static const char *const keys[] = {"layer", "keep", NULL};
     static const mlL_option spec[] = {MLL_OPTION(MLL_INT32, "layer", conv_edit_options, layer),
                                       MLL_OPTION(MLL_INT32, "keep", conv_edit_options, keep), {NULL, 0, 0, 0, 0, NULL, NULL}};
     ml_model *m = mlL_checkmodel(L, 1, fn);
     const char *k = mlL_checkstr(L, 2, fn);
     int kind = 0;
-    while (kind < 3 && strcmp(k, kinds[kind])) kind++;
-    if (kind == 3) return mlL_argfail(L, fn, 2, "expected 'identity', 'zero' or 'truncate', got '%s'", k);
+    while (ml_conv_edit_names[kind] && strcmp(k, ml_conv_edit_names[kind])) kind++;
+    if (!ml_conv_edit_names[kind]) return mlL_argfail(L, fn, 2, "expected 'identity', 'zero' or 'truncate', got '%s'", k);
     mlL_opttable(L, 3, fn, 3, keys);
     conv_edit_options o = {.layer = -1, .keep = kind == ML_CONV_TRUNCATE ? -1 : 0};
     mlL_options(L, 3, fn, spec, &o);
@@ -317,8 +316,6 @@ static void map_readout(lua_State *L, const ml_model *m, ml_tensor *clean, int o
     c->rows = rows, c->targets = targets;
 }
 
-static const char *const metric_names[] = {"prob", "logprob", "logit", "function"};
-
 /* A metric given as a Lua function(logits (B, L, V)) -> number: called under lua_pcall so that an
  * error unwinds through the C evaluator's cleanup; the error value waits in slot `err`. */
 typedef struct {
@@ -362,7 +359,7 @@ static void map_metric(lua_State *L, int opt, int metric, ml_pm_config *c, lua_m
     if (lua_isnil(L, metric)) return;
     const char *s = lua_type(L, metric) == LUA_TSTRING ? lua_tostring(L, metric) : NULL;
     for (int k = 0; s && k < ML_PM_FUNCTION; k++)
-        if (!strcmp(s, metric_names[k])) {
+        if (!strcmp(s, ml_pm_metric_names[k])) {
             c->metric = (ml_pm_metric)k;
             return;
         }
@@ -407,7 +404,7 @@ static void push_map(lua_State *L, const ml_model *m, const ml_pm_config *c, con
     }
     lua_setfield(L, -3, "col_labels");
     lua_setfield(L, -2, "positions");
-    lua_pushstring(L, metric_names[c->metric]), lua_setfield(L, -2, "metric");
+    lua_pushstring(L, ml_pm_metric_names[c->metric]), lua_setfield(L, -2, "metric");
     lua_pushnumber(L, r->clean), lua_setfield(L, -2, "clean");
     lua_pushnumber(L, r->corrupted), lua_setfield(L, -2, "corrupted");
     lua_pushnumber(L, r->den), lua_setfield(L, -2, "den");
@@ -435,9 +432,8 @@ static int l_patching_map(lua_State *L) {
     const char *fn = "mech.interp.patching_map";
     static const char *const keys[] = {"layers", "components", "positions", "metric", "rows", "targets",
                                        "dataset", "first", "threshold", "chance", "ablate", NULL};
-    static const char *const ablations[] = {"zero", "mean", NULL}; /* ML_PM_ZERO + index */
     static const mlL_option spec[] = {
-        {"ablate", MLL_ENUM, offsetof(ml_pm_options, ablate), 0, 0, ablations, "'zero' or 'mean'"},
+        {"ablate", MLL_ENUM, offsetof(ml_pm_options, ablate), 0, 0, ml_pm_ablation_names, "'zero' or 'mean'"},
         MLL_OPTION(MLL_INT, "first", ml_pm_options, first), MLL_OPTION(MLL_NUM, "threshold", ml_pm_options, threshold),
         MLL_OPTION(MLL_NUM, "chance", ml_pm_options, chance), {NULL}};
     ml_model *m = mlL_checkmodel(L, 1, fn);

@@ -657,6 +657,7 @@ local train_keys = {
   { "evaluators", "A list of {every=, fn=} or ic.evaluator(...) called at evaluations." },
   { "report_docs", "Evaluate the reported step on this many documents of each split instead of eval_docs." },
   { "report_step", "The reported step for report_docs (default: the last)." },
+  { "precision", "The model's precision for the run: \"bf16\" (bf16 products, docs/kernels.md \"bf16 training\") or \"fp32\"; as model = {precision = ...}; a sweep axis." },
 }
 E("mech.train.run", "train.run(config) -> run",
   "Trains a model on a task (docs/training.md): one call with a config table; an unknown key is an error naming the closest. Keys (help(\"mech.train.run.KEY\") for one): "

@@ -114,6 +114,31 @@ T.test("checkpoints: bf16 recorded and read back; fp32 files carry no precision 
   os.execute("rm -rf '" .. dir .. "'")
 end)
 
+T.test("train.run's precision reaches the model and the records; bad and conflicting values refused", function()
+  local train = require "mech.train"
+  local base = { model = { arch = "mamba", d_model = 16 }, task = "ar_32", train_docs = 64, eval_docs = 16, eval_every = 2,
+    steps = 2, quiet = true }
+  local function cfg(extra)
+    local c = {}
+    for k, v in pairs(base) do c[k] = v end
+    for k, v in pairs(extra) do c[k] = v end
+    return c
+  end
+  T.raises(function() train.run(cfg { precision = "bf17" }) end, "train.run: 'precision' expected \"fp32\" or \"bf16\", got bf17")
+  T.raises(function() train.run(cfg { precision = "bf16", model = { arch = "mamba", d_model = 16, precision = "fp32" } }) end,
+    "train.run: 'precision' (bf16) and model.precision (fp32) differ")
+  if not have_bf16 then return end
+  local dir = os.tmpname()
+  os.remove(dir)
+  local run = train.run(cfg { precision = "bf16", out = dir })
+  T.eq(run.model:config().precision, "bf16")
+  local manifest = mech.json_decode(mech.sys.read_file(dir .. "/manifest.json"))
+  T.eq(manifest.config.precision, "bf16")
+  T.raises(function() train.run(cfg { precision = "fp32", out = dir, resume = true, steps = 4 }) end,
+    "'precision' is fp32 but checkpoint")
+  os.execute("rm -rf '" .. dir .. "'")
+end)
+
 T.test("the interchange evaluation runs in fp32: a bf16 model gives its fp32 twin's bits", function()
   if not have_bf16 then return end
   local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 }

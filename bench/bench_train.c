@@ -1,7 +1,8 @@
 /* Training-step benchmark: ms per step (AdamW update included), the matmul FLOPs of a step, GFLOP/s
  * and their share of the core's peak, per architecture, width and thread count.
  *
- *   bench_train [--task NAME] [--d 64,256] [--threads 1,2] [--steps N] [--rounds R] [--rate GFLOPS] [arch ...]
+ *   bench_train [--task NAME] [--d 64,256] [--threads 1,2] [--steps N] [--rounds R] [--rate GFLOPS]
+ *               [--precision fp32,bf16] [arch ...]
  *   bench_train --shapes [--task NAME] [--d 16,32,64] [--rate GFLOPS]
  *   bench_train --selftest
  *
@@ -23,7 +24,12 @@
  * and elementwise ops, embedding and head, optimizer and bookkeeping. `--shapes` times, on one
  * thread, each linear product of an attention step alone (forward and both backward products at
  * their shapes) as a share of the peak. `--selftest` checks the peak kernels' results against a
- * scalar reference (not their speed) and exits non-zero on a mismatch. */
+ * scalar reference (not their speed) and exits non-zero on a mismatch.
+ *
+ * `--precision fp32,bf16` times each precision of the model option `precision` (docs/kernels.md,
+ * "bf16 training") on the same (arch, D, threads): one model each, their rounds alternating, the
+ * best of each; a bf16 row's share is of the bf16 dot product's peak (the fp32 peak where it is not
+ * measured), and the last column is the step's speed-up over the list's first precision. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +65,8 @@ static double forward_flops(const ml_model *m, double B, double L, double N) {
 
 /* Prints the CPU, the ISA and the peaks; returns the one-thread fp32 peak in GFLOP/s (`rate` where
  * it is given, else measured), 0 where there is no kernel for this CPU. */
-static double measure_peak(double rate) {
+static double measure_peak(double rate, double *bf16_rate) {
+    *bf16_rate = 0;
     char cpu[256];
     peak_cpu_model(cpu, sizeof cpu);
     peak_kernel ks[4], bf;
@@ -75,6 +82,7 @@ static double measure_peak(double rate) {
     if (peak_bf16_kernel(&bf)) {
         double r = peak_measure(&bf, 50);
         printf("; bf16 dot product (vdpbf16ps) %.1f GFLOP/s (%.2fx fp32)", r, r / rate);
+        *bf16_rate = r;
     } else printf("; no AVX512_BF16");
     printf("\n");
     return rate;
@@ -94,6 +102,8 @@ static int parse_list(const char *s, int *out, int max) {
 typedef struct {
     const char *task;
     int d[8], n_d, threads[4], n_threads, steps, rounds;
+    const char *precisions[2]; /* the model option `precision` of each model timed */
+    int n_precisions;
     double rate;   /* one thread's peak in GFLOP/s; 0: measure it */
     bool shapes;   /* --shapes: time the step's linear products alone */
     bool selftest; /* --selftest: check the peak kernels' results */
@@ -104,7 +114,7 @@ typedef struct {
 static int parse_args(int argc, char **argv, options *o) {
     static const char *archs_default[] = {"attention"};
     *o = (options){.task = "ar_32", .d = {64, 256}, .n_d = 2, .threads = {1, 2}, .n_threads = 2, .steps = 0,
-                   .rounds = 1, .archs = archs_default, .n_archs = 1};
+                   .rounds = 1, .precisions = {"fp32"}, .n_precisions = 1, .archs = archs_default, .n_archs = 1};
     int first_arch = argc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -128,7 +138,17 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--steps")) o->steps = atoi(v);
         else if (!strcmp(a, "--rounds")) o->rounds = atoi(v);
         else if (!strcmp(a, "--rate")) o->rate = atof(v);
-        else return fprintf(stderr, "bench_train: unknown option %s\n", a), -1;
+        else if (!strcmp(a, "--precision")) {
+            static char list[64];
+            snprintf(list, sizeof list, "%s", v);
+            o->n_precisions = 0;
+            for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if ((strcmp(t, "fp32") && strcmp(t, "bf16")) || o->n_precisions == 2)
+                    return fprintf(stderr, "bench_train: --precision expects fp32, bf16 or both, got '%s'\n", v), -1;
+                o->precisions[o->n_precisions++] = t;
+            }
+            if (!o->n_precisions) return fprintf(stderr, "bench_train: --precision needs a value\n"), -1;
+        } else return fprintf(stderr, "bench_train: unknown option %s\n", a), -1;
         if (o->n_d < 1 || o->n_threads < 1 || o->steps < 0 || o->rounds < 1 || o->rate < 0)
             return fprintf(stderr, "bench_train: bad value '%s' for %s\n", v, a), -1;
     }
@@ -136,47 +156,65 @@ static int parse_args(int argc, char **argv, options *o) {
     return 0;
 }
 
-/* Times one (arch, D, threads) row and prints it; returns non-zero on an error. */
+/* Times one (arch, D, threads) row per precision and prints them; returns non-zero on an error.
+ * The precisions' models train on the same batches, their rounds alternating (the machine's load
+ * falls on both alike), and each keeps its best round. */
 static int bench_row(const options *o, const ml_task *task, const ml_dataset *ds, const char *arch, int d,
-                     int threads, double rate) {
+                     int threads, double rate, double bf16_rate) {
     ml_set_threads(threads);
-    ml_model_config cfg;
-    ml_model_config_defaults(&cfg, arch);
-    cfg.d_model = d;
-    cfg.vocab = ml_task_vocab_size(task);
-    cfg.pos_emb = !strcmp(arch, "attention");
-    ml_model *m = ml_model_new(&cfg);
-    ml_adamw opt;
-    if (!m || ml_adamw_init(&opt, m->n_total, 0.9, 0.999, 1e-8, 0)) return 1;
+    int np = o->n_precisions, rc = 0;
+    ml_model *m[2] = {0};
+    ml_adamw opt[2];
+    bool opt_ok[2] = {0};
+    for (int p = 0; p < np && !rc; p++) {
+        ml_model_config cfg;
+        ml_model_config_defaults(&cfg, arch);
+        cfg.d_model = d;
+        cfg.vocab = ml_task_vocab_size(task);
+        cfg.pos_emb = !strcmp(arch, "attention");
+        snprintf(cfg.precision, sizeof cfg.precision, "%s", o->precisions[p]);
+        m[p] = ml_model_new(&cfg);
+        rc = !m[p] || ml_adamw_init(&opt[p], m[p]->n_total, 0.9, 0.999, 1e-8, 0);
+        opt_ok[p] = !rc;
+    }
     ml_batch_stats st;
     ml_tensor *tok[8], *tg[8], *pos[8];
     for (int b = 0; b < 8; b++) ml_dataset_batch_range(ds, 32 * b, 32, &tok[b], &tg[b], &pos[b]);
-    int rc = 0;
-    for (int i = 0; i < 20 && !rc; i++) /* warm up */
-        rc = ml_train_step(m, &opt, tok[i % 8], tg[i % 8], 1e-3, ML_NONFINITE_STOP, &st) != ML_OK;
+    for (int p = 0; p < np && !rc; p++)
+        for (int i = 0; i < 20 && !rc; i++) /* warm up */
+            rc = ml_train_step(m[p], &opt[p], tok[i % 8], tg[i % 8], 1e-3, ML_NONFINITE_STOP, &st) != ML_OK;
     int steps = o->steps ? o->steps : d >= 256 ? 20 : 60;
-    double ms = 1e30, cpu = 1e30;
-    for (int r = 0; r < o->rounds && !rc; r++) {
-        double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-        for (int i = 0; i < steps && !rc; i++)
-            rc = ml_train_step(m, &opt, tok[i % 8], tg[i % 8], 1e-3, ML_NONFINITE_STOP, &st) != ML_OK;
-        double w = (clock_s(CLOCK_MONOTONIC) - t0) / steps * 1e3, c = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / steps * 1e3;
-        if (w < ms) ms = w;
-        if (c < cpu) cpu = c;
-    }
+    double ms[2] = {1e30, 1e30}, cpu[2] = {1e30, 1e30};
+    for (int r = 0; r < o->rounds && !rc; r++)
+        for (int p = 0; p < np && !rc; p++) {
+            double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+            for (int i = 0; i < steps && !rc; i++)
+                rc = ml_train_step(m[p], &opt[p], tok[i % 8], tg[i % 8], 1e-3, ML_NONFINITE_STOP, &st) != ML_OK;
+            double w = (clock_s(CLOCK_MONOTONIC) - t0) / steps * 1e3;
+            double c = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / steps * 1e3;
+            if (w < ms[p]) ms[p] = w;
+            if (c < cpu[p]) cpu[p] = c;
+        }
     if (!rc) {
         /* supervised rows: the targets that are not -100 in the first batch */
         int64_t n_rows = 0, n = ml_numel(tg[0]);
         for (int64_t i = 0; i < n; i++) n_rows += ml_i32(tg[0])[i] != -100;
-        double gflop = 3 * forward_flops(m, 32, (double)tok[0]->shape[1], (double)n_rows) / 1e9;
-        double peak_ms = gflop / (rate * threads) * 1e3, t = threads == 1 ? cpu : ms;
-        printf("%-10s %4d %7d %8.2f %8.2f %10.3f %7.1f %8.2f %6.1f\n", arch, d, threads, ms, cpu, gflop,
-               gflop / t * 1e3, peak_ms, 100 * peak_ms / t);
+        double gflop = 3 * forward_flops(m[0], 32, (double)tok[0]->shape[1], (double)n_rows) / 1e9;
+        for (int p = 0; p < np; p++) {
+            bool bf16 = !strcmp(o->precisions[p], "bf16");
+            double peak = bf16 && bf16_rate > 0 ? bf16_rate : rate;
+            double peak_ms = gflop / (peak * threads) * 1e3, t = threads == 1 ? cpu[p] : ms[p];
+            double t0 = threads == 1 ? cpu[0] : ms[0];
+            printf("%-10s %4d %7d %8.2f %8.2f %10.3f %7.1f %8.2f %6.1f %5s %7.2f\n", arch, d, threads, ms[p], cpu[p],
+                   gflop, gflop / t * 1e3, peak_ms, 100 * peak_ms / t, o->precisions[p], t0 / t);
+        }
         fflush(stdout);
     }
     for (int b = 0; b < 8; b++) ml_release(tok[b]), ml_release(tg[b]), ml_release(pos[b]);
-    ml_adamw_free(&opt);
-    ml_model_free(m);
+    for (int p = 0; p < np; p++) {
+        if (opt_ok[p]) ml_adamw_free(&opt[p]);
+        ml_model_free(m[p]);
+    }
     return rc;
 }
 
@@ -338,7 +376,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_train: %s\n", ml_last_error());
         return 1;
     }
-    double rate = measure_peak(o.rate);
+    double bf16_rate;
+    double rate = measure_peak(o.rate, &bf16_rate);
     if (rate <= 0) return 1;
     if (o.shapes) { /* B 32 sequences of the task's length, one supervised row each (ar_32) */
         bench_shapes(o.d, o.n_d, 32 * ml_dataset_max_len(ds), 32, ml_task_vocab_size(task), rate);
@@ -346,14 +385,14 @@ int main(int argc, char **argv) {
         ml_task_release(task);
         return 0;
     }
-    printf("task %s; peak ms: the step's FLOPs at the peak of its threads; GFLOP/s and %% peak on the cpu ms (1 "
-           "thread) or the wall ms\n", o.task);
-    printf("%-10s %4s %7s %8s %8s %10s %7s %8s %6s\n", "arch", "D", "threads", "ms/step", "cpu ms", "GFLOP/step",
-           "GFLOP/s", "peak ms", "% peak");
+    printf("task %s; peak ms: the step's FLOPs at the peak of its threads (and precision); GFLOP/s and %% peak on the "
+           "cpu ms (1 thread) or the wall ms; speed-up over the first precision\n", o.task);
+    printf("%-10s %4s %7s %8s %8s %10s %7s %8s %6s %5s %7s\n", "arch", "D", "threads", "ms/step", "cpu ms", "GFLOP/step",
+           "GFLOP/s", "peak ms", "% peak", "prec", "speedup");
     for (int a = 0; a < o.n_archs; a++)
         for (int di = 0; di < o.n_d; di++)
             for (int ti = 0; ti < o.n_threads; ti++)
-                if (bench_row(&o, task, ds, o.archs[a], o.d[di], o.threads[ti], rate)) {
+                if (bench_row(&o, task, ds, o.archs[a], o.d[di], o.threads[ti], rate, bf16_rate)) {
                     fprintf(stderr, "bench_train: %s\n", ml_last_error());
                     return 1;
                 }

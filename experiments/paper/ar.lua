@@ -10,9 +10,12 @@ local best_lr = { attention = 3e-4, hyena = 3e-4, base_conv = 1e-3, based = 1e-2
 
 -- Every architecture at `widths`, each at its best rate (Attention with positions, the rest
 -- without), 1,024 report documents; Mamba at d = 256 is the `mamba_256` run already trained.
-local function at_best_lr(widths)
+-- `precision` ("bf16"): an axis of one value (train.run's `precision`), absent for fp32 so that
+-- the fp32 profiles keep their run ids.
+local function at_best_lr(widths, precision)
   return P.report_all {
-    grid = { arch = P.archs, d_model = widths, lr = { 3e-4, 1e-3, 3e-3, 1e-2 }, pos_emb = { false }, seed = { P.seed } },
+    grid = { arch = P.archs, d_model = widths, lr = { 3e-4, 1e-3, 3e-3, 1e-2 }, pos_emb = { false }, seed = { P.seed },
+      precision = precision and { precision } or nil },
     cell = function(c)
       if c.lr ~= best_lr[c.arch] or (c.arch == "mamba" and c.d_model == 256) then return false end
       P.pe_for_attention(c)
@@ -61,6 +64,10 @@ return {
     -- cost, runs first (docs/reproduction.md, "Background compute (issue 42)")
     best_lr_128 = at_best_lr { 128 },
     best_lr_256 = at_best_lr { 256 },
+    -- issue 46, point 5: the AR slice's best rates at d = 64 (the rates above), trained with bf16
+    -- products (model option `precision`), 1,024 report documents: 6 runs to set beside the fp32
+    -- runs of `lr_slice` at the same (arch, d, lr) (docs/kernels.md, "bf16 training")
+    bf16_64 = at_best_lr({ 64 }, "bf16"),
     smoke = {
       grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, pos_emb = { false }, seed = { 42 } },
       cell = P.pe_for_attention,

@@ -174,7 +174,7 @@ E("mech.get_printoptions", "mech.get_printoptions() -> table", "The current prin
 
 -- ---------------------------------------------------------------- models
 E("mech.model", "mech.model{arch= or mixer=, d_model=, n_layers=, vocab=, seed=, tie_embeddings=, ...} -> model",
-  "Builds a language model; `mech.architectures` lists the archs and docs/mixers.md the options. An option the arch does not read is an error. `mixer` instead of `arch` takes a mech.nn Module class (a mixer written in Lua: every other key is one of its options), a mixer's name, or a module returning the class (docs/nn.md, \"Your own mixer\"). tie_embeddings = false gives the head its own lm_head.weight.",
+  "Builds a language model; `mech.architectures` lists the archs and docs/mixers.md the options. An option the arch does not read is an error. `mixer` instead of `arch` takes a mech.nn Module class (a mixer written in Lua: every other key is one of its options), a mixer's name, or a module returning the class (docs/nn.md, \"Your own mixer\"). tie_embeddings = false gives the head its own lm_head.weight. precision = \"bf16\" runs the linear layers' products (the head's too) in bf16 with fp32 sums on AVX512_BF16, everything else in fp32 (docs/kernels.md, \"bf16 training\"; a CPU without it refuses); the default is \"fp32\".",
   'local model = mech.model { arch = "mamba", d_model = 16, n_layers = 2, vocab = 68, seed = 1 }')
 E("mech.register_mixer", "mech.register_mixer(Class[, {name=, module=}]) -> name",
   "Registers a mech.nn Module class as a mixer of the language model (mech.model{mixer = Class} does it on first use). The name defaults to the class name in snake_case; `module` is what a fresh process requires to get the class back (mech.load, sweeps, resumed runs). A name taken by a built-in mixer, or by another class while models built with it are alive, is an error.",
@@ -657,6 +657,7 @@ local train_keys = {
   { "evaluators", "A list of {every=, fn=} or ic.evaluator(...) called at evaluations." },
   { "report_docs", "Evaluate the reported step on this many documents of each split instead of eval_docs." },
   { "report_step", "The reported step for report_docs (default: the last)." },
+  { "precision", "The model's precision for the run: \"bf16\" (bf16 products, docs/kernels.md \"bf16 training\") or \"fp32\"; as model = {precision = ...}; a sweep axis." },
 }
 E("mech.train.run", "train.run(config) -> run",
   "Trains a model on a task (docs/training.md): one call with a config table; an unknown key is an error naming the closest. Keys (help(\"mech.train.run.KEY\") for one): "

@@ -12,6 +12,8 @@
 --
 -- `report_docs = N` evaluates the reported step (`report_step`, default the last) on N documents
 -- of each split instead of eval_docs (a sweep sets report_step to its run's; issue 42).
+-- `precision = "bf16"` trains the model with bf16 products (its model option; a sweep axis can set
+-- it here), as `model = {precision = "bf16"}` does.
 --
 -- The loop visits s = 0 .. T: at each s it evaluates when s % eval_every == 0 (and at T), then
 -- performs update s with the batch of documents batch_size·(s mod steps_per_epoch) onward (fixed
@@ -31,7 +33,7 @@ local defaults = {
 }
 -- keys without a default (nil unless given)
 local optional = { "steps", "task_seed", "eval_splits", "out", "checkpoint_every", "resume", "threads", "progress",
-  "evaluators", "stop_at", "overwrite", "lock", "on_nonfinite", "report_docs", "report_step" }
+  "evaluators", "stop_at", "overwrite", "lock", "on_nonfinite", "report_docs", "report_step", "precision" }
 
 --- The default of a config key (nil for keys without one).
 function train.default(key) return defaults[key] end
@@ -98,6 +100,14 @@ local function check_config(cfg)
     error("train.run: 'resume = true', 'overwrite' and 'lock' need 'out' (the run directory)", 3)
   end
   if c.resume and c.overwrite then error("train.run: 'resume' and 'overwrite' exclude each other", 3) end
+  -- the model's precision may be set for the run (a sweep axis): it is the model's option
+  if c.precision ~= nil and c.precision ~= "fp32" and c.precision ~= "bf16" then
+    error("train.run: 'precision' expected \"fp32\" or \"bf16\", got " .. tostring(c.precision), 3)
+  end
+  local mp = type(c.model) == "table" and c.model.precision
+  if c.precision ~= nil and mp ~= nil and mp ~= c.precision then
+    error(string.format("train.run: 'precision' (%s) and model.precision (%s) differ", tostring(c.precision), tostring(mp)), 3)
+  end
   return c
 end
 
@@ -239,12 +249,17 @@ local function open_model(run, ckpt_path)
     run.model, run.opt, meta = mech.load(run.resume_from, type(mixer) == "string" and { modules = { mixer } } or nil)
     if not run.opt then error("train.run: checkpoint '" .. run.resume_from .. "' holds no optimiser state", 0) end
     run.start = math.tointeger(tonumber(meta["train.step"])) or error("train.run: checkpoint has no train.step", 0)
+    local want, have = c.precision or (type(c.model) == "table" and c.model.precision), run.model:config().precision or "fp32"
+    if want and want ~= have then
+      error(string.format("train.run: 'precision' is %s but checkpoint '%s' was trained in %s", want, run.resume_from, have), 0)
+    end
     run.ckpt_total = math.tointeger(tonumber(meta["train.total"]))
   else
     local mc = {}
     for k, v in pairs(c.model) do mc[k] = v end
     mc.vocab = mc.vocab or task:vocab_size()
     mc.seed = mc.seed or c.seed
+    mc.precision = mc.precision or c.precision
     run.model = mech.model(mc)
     run.opt = mech.adamw(run.model, { beta1 = c.beta1, beta2 = c.beta2, eps = c.eps, weight_decay = c.weight_decay })
   end

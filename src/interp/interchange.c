@@ -23,6 +23,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -778,9 +779,12 @@ static bool can_parallel(const ic_run *r) {
     return !r->reference && n_workers(r) >= 2 && r->res->n_combos >= 2 && !has_host_mixer(r->m);
 }
 
-/* A copy of m with its parameters' values (NULL if it cannot be made). */
+/* A copy of m with its parameters' values (NULL if it cannot be made), in fp32 as the evaluation
+ * runs (a bf16 model's copy is made on a CPU without bf16 too). */
 static ml_model *model_copy(const ml_model *m) {
-    ml_model *c = ml_model_new(&m->cfg);
+    ml_model_config cfg = m->cfg;
+    snprintf(cfg.precision, sizeof cfg.precision, "fp32");
+    ml_model *c = ml_model_new(&cfg);
     if (!c) return NULL;
     if (c->n_total != m->n_total || !c->flat || !m->flat) {
         ml_model_free(c);
@@ -841,6 +845,7 @@ static ml_status combos_parallel(ic_run *r, const ic_batch *bt, ml_model **model
 #pragma omp parallel num_threads(nw)
         {
             ic_worker *me = &w[omp_get_thread_num()];
+            bool was_forced = ml_model_force_fp32(true); /* fp32 on every worker's thread (ml_ic_run) */
             for (;;) {
                 int k;
 #pragma omp atomic capture
@@ -848,6 +853,7 @@ static ml_status combos_parallel(ic_run *r, const ic_batch *bt, ml_model **model
                 if (k >= nc || me->st) break;
                 if ((me->st = run_combo(&me->r, &me->b, k))) snprintf(me->msg, sizeof me->msg, "%s", ml_last_error());
             }
+            ml_model_force_fp32(was_forced);
         }
         ml_set_threads(old);
         for (int i = 0; i < nw; i++) r->patched += w[i].r.patched;
@@ -872,7 +878,20 @@ static ml_status run_batch(ic_run *r, const ml_dataset *ds, int64_t f0, int B, m
     return st;
 }
 
+static ml_ic_result *ic_run_all(ml_model *m, const ml_dataset *ds, int64_t first, int64_t count,
+                                const ml_ic_config *cfg);
+
+/* The evaluation is fp32 whatever the model's precision (docs/kernels.md, "bf16 training"): its
+ * probabilities and verdicts compare across models and with the paper's. */
 ml_ic_result *ml_ic_run(ml_model *m, const ml_dataset *ds, int64_t first, int64_t count, const ml_ic_config *cfg) {
+    bool was_forced = ml_model_force_fp32(true);
+    ml_ic_result *res = ic_run_all(m, ds, first, count, cfg);
+    ml_model_force_fp32(was_forced);
+    return res;
+}
+
+static ml_ic_result *ic_run_all(ml_model *m, const ml_dataset *ds, int64_t first, int64_t count,
+                                const ml_ic_config *cfg) {
     if (check_run(m, ds, first, count, cfg)) return NULL;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);

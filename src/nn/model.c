@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
+#include "ops/kernels.h"
 #include "ops/nn_ops.h"
 #include "ops/ops.h"
 
@@ -31,6 +32,31 @@ static ml_status check_config(const ml_model_config *c) {
     if (strcmp(c->state_mixer, "mlp") && strcmp(c->state_mixer, "glu") && strcmp(c->state_mixer, "none"))
         return ml_fail(ML_ERR_ARG, "model: option 'state_mixer': expected 'mlp', 'glu' or 'none', got '%s'",
                        c->state_mixer);
+    if (strcmp(c->precision, "fp32") && strcmp(c->precision, "bf16"))
+        return ml_fail(ML_ERR_ARG, "model: option 'precision' expected 'fp32' or 'bf16', got '%s'", c->precision);
+    return ML_OK;
+}
+
+/* ------------------------------------------------------------------ precision */
+
+static _Thread_local bool fp32_forced;
+
+bool ml_model_force_fp32(bool on) {
+    bool old = fp32_forced;
+    fp32_forced = on;
+    return old;
+}
+
+ml_precision ml_model_precision(const ml_model *m) {
+    return !fp32_forced && !strcmp(m->cfg.precision, "bf16") ? ML_PRECISION_BF16 : ML_PRECISION_FP32;
+}
+
+ml_status ml_model_precision_enter(const ml_model *m, const char *fn, ml_precision *saved) {
+    ml_precision p = ml_model_precision(m);
+    if (p == ML_PRECISION_BF16 && !mlk_have_bf16())
+        return ml_fail(ML_ERR_STATE, "%s: the model's option precision = 'bf16' needs AVX512_BF16, but %s", fn,
+                       MLK_BF16_MISSING);
+    *saved = ml_set_linear_precision(p);
     return ML_OK;
 }
 
@@ -318,6 +344,12 @@ fail:
 }
 
 ml_model *ml_model_new(const ml_model_config *config) {
+    /* a new bf16 model fails here on a CPU without the instruction; a checkpoint (plan + alloc)
+     * still loads there, for what runs in fp32 (the interchange evaluation) */
+    if (!strcmp(config->precision, "bf16") && !mlk_have_bf16()) {
+        ml_fail(ML_ERR_ARG, "model: option 'precision' is 'bf16', but %s", MLK_BF16_MISSING);
+        return NULL;
+    }
     ml_model *m = ml_model_plan(config);
     if (m && ml_model_alloc(m)) {
         ml_model_free(m);
@@ -569,7 +601,17 @@ ml_tensor *ml_model_embed(ml_model *m, ml_tensor *tokens) {
     return embed_from(m, tokens, 0);
 }
 
+static ml_tensor *hidden_resume(ml_model *m, const ml_resume *rs, ml_run *run);
+
 ml_tensor *ml_model_hidden_resume(ml_model *m, const ml_resume *rs, ml_run *run) {
+    ml_precision saved;
+    if (ml_model_precision_enter(m, "forward", &saved)) return NULL;
+    ml_tensor *h = hidden_resume(m, rs, run);
+    ml_model_precision_leave(saved);
+    return h;
+}
+
+static ml_tensor *hidden_resume(ml_model *m, const ml_resume *rs, ml_run *run) {
     const ml_model_config *c = &m->cfg;
     int last = c->n_layers - 1;
     if (rs->layer < 0 || rs->layer > last || rs->entry < 0 || rs->entry >= ML_ENTRY_COUNT || !rs->act) {
@@ -658,13 +700,20 @@ ml_tensor *ml_model_mixer_forward(ml_model *m, int layer, ml_tensor *x, ml_run *
         return NULL;
     }
     ml_layer *L = &m->layers[layer];
+    ml_precision saved;
+    if (ml_model_precision_enter(m, "mixer_forward", &saved)) return NULL;
     ml_tensor *xc = ml_contiguous(x), *y = xc ? L->mixer->forward(m, layer, L->state, xc, run) : NULL;
     ml_release(xc);
+    ml_model_precision_leave(saved);
     return y;
 }
 
 ml_tensor *ml_model_head(ml_model *m, ml_tensor *h) {
-    return ml_linear(h, ml_model_p(m, m->p_head >= 0 ? m->p_head : m->p_wte), NULL);
+    ml_precision saved;
+    if (ml_model_precision_enter(m, "head", &saved)) return NULL;
+    ml_tensor *y = ml_linear(h, ml_model_p(m, m->p_head >= 0 ? m->p_head : m->p_wte), NULL);
+    ml_model_precision_leave(saved);
+    return y;
 }
 
 static const char *const param_kind_names[] = {"linear_weight", "linear_bias", "embedding", "conv_weight",

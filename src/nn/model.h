@@ -19,6 +19,7 @@
 #include "autograd/autograd.h"
 #include "core/rng.h"
 #include "nn/sites.h"
+#include "ops/ops.h"
 
 enum { ML_MAX_LAYERS = 16, ML_NAME_MAX = 112, ML_MAX_SITES = 48 };
 /* Slots for the mixers' own options, all built-in mixers together (an option two mixers declare
@@ -38,6 +39,7 @@ typedef struct {
     char state_mixer[8];   /* mlp, glu, none (TransformerBlock only) */
     uint64_t seed;         /* initialisation seed */
     bool tie_embeddings;   /* the head is the embedding (true) or its own lm_head.weight */
+    char precision[8];     /* fp32, or bf16: the linear products on AVX512_BF16 (ml_model_precision) */
     /* A runtime-registered mixer (arch names it): the module a host loads to register it again
      * (a Lua module name; "" when none) and its options as a JSON object text ("" for none). The
      * core only records them; the mixer's build reads the options. */
@@ -280,6 +282,23 @@ int ml_model_find_param(const ml_model *m, const char *name);
 int ml_model_resolve_param(const ml_model *m, const char *name, char *buf, size_t n);
 /* Re-initialises every parameter from cfg.seed (as at construction). */
 void ml_model_init(ml_model *m);
+
+/* ---- precision (docs/kernels.md, "bf16 training") ----
+ * A bf16 model runs its linear layers' products (every ml_linear of its forward, the head
+ * included, and their backward) with bf16 inputs and fp32 sums; its parameters, gradients,
+ * optimizer state, norms, softmaxes and scans stay fp32. The model's entry points (hidden states,
+ * head, mixer forward, recurrent forward) set the thread's linear precision to the model's for
+ * their duration. */
+/* The model's precision on this thread: its config's, or fp32 inside ml_model_force_fp32. */
+ml_precision ml_model_precision(const ml_model *m);
+/* Sets the thread's linear precision to the model's (*saved: the previous one, for
+ * ml_model_precision_leave). A bf16 model on a CPU without AVX512_BF16 fails, the message naming
+ * fn, the option and the instruction. */
+ml_status ml_model_precision_enter(const ml_model *m, const char *fn, ml_precision *saved);
+static inline void ml_model_precision_leave(ml_precision saved) { ml_set_linear_precision(saved); }
+/* on: every model on this thread runs in fp32 until the returned value is set back (the
+ * interchange evaluation, which is fp32 whatever the model's precision). */
+bool ml_model_force_fp32(bool on);
 
 /* ---- running ---- */
 /* tokens int32 (B, L) -> final hidden states h = LN_f(r) (B, L, D). */

@@ -32,6 +32,9 @@ static const ml_model_option common[] = {
      .doc = "the module that registers a runtime mixer"},
     {"mixer_options", ML_OPT_STRING, FIELD(mixer_options), .str_def = "", .common = true, .optional = true,
      .doc = "a runtime mixer's options as JSON"},
+    /* fp32 is not written: fp32 checkpoints and run ids keep their bytes */
+    {"precision", ML_OPT_STRING, FIELD(precision), .str_def = "fp32", .common = true, .key = true, .optional = true,
+     .doc = "fp32, or bf16: the linear layers' products in bf16 with fp32 sums (AVX512_BF16)"},
 };
 enum { N_COMMON = sizeof common / sizeof common[0], N_MAX = N_COMMON + ML_MIXER_OPTION_SLOTS };
 

@@ -55,7 +55,17 @@ static ml_tensor *block_step(ml_model *m, int l, void *rec, ml_tensor *r) {
     return out;
 }
 
+static ml_tensor *hidden_recurrent(ml_model *m, ml_tensor *tokens);
+
 ml_tensor *ml_model_hidden_recurrent(ml_model *m, ml_tensor *tokens) {
+    ml_precision saved;
+    if (ml_model_precision_enter(m, "forward_recurrent", &saved)) return NULL;
+    ml_tensor *h = hidden_recurrent(m, tokens);
+    ml_model_precision_leave(saved);
+    return h;
+}
+
+static ml_tensor *hidden_recurrent(ml_model *m, ml_tensor *tokens) {
     const ml_model_config *c = &m->cfg;
     if (tokens->dtype != ML_I32 || tokens->ndim != 2) {
         char s[ML_SHAPE_STR];

@@ -20,8 +20,10 @@
  * compiled with the project's flags, so the rest of the build stays baseline x86-64, and a CPU
  * without AVX512_BF16 never runs an instruction it lacks (the entry points check first and return
  * MLK_ENOBF16). */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/kernel_util.h"
@@ -36,7 +38,7 @@
 
 enum { BF_ROWS = 4, BF_LANES = 16, BF_VECS = 4, BF_COLS = BF_LANES * BF_VECS };
 
-bool mlk_have_bf16(void) {
+static bool cpu_has_bf16(void) {
 #ifdef BF16_X86
     __builtin_cpu_init(); /* also checks that the OS saves the zmm state */
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -44,6 +46,21 @@ bool mlk_have_bf16(void) {
 #else
     return false;
 #endif
+}
+
+/* Read once: 0 not yet, 1 yes, 2 no. MECHLAB_NO_BF16 (set and not "0" or empty) answers no on any
+ * CPU, so that the tests can take the path of a CPU without the instruction on one that has it. */
+static atomic_int have_bf16_state;
+
+bool mlk_have_bf16(void) {
+    int s = atomic_load(&have_bf16_state);
+    if (!s) {
+        const char *off = getenv("MECHLAB_NO_BF16");
+        bool forced_off = off && off[0] && strcmp(off, "0");
+        s = !forced_off && cpu_has_bf16() ? 1 : 2;
+        atomic_store(&have_bf16_state, s);
+    }
+    return s == 1;
 }
 
 uint16_t mlk_bf16_round(float f) {

@@ -191,6 +191,8 @@ int mlk_gemm(int64_t M, int64_t N, int64_t K, const float *x, int64_t xr, int64_
 #define MLK_BF16_MISSING                                                                                     \
     "this CPU has no AVX512_BF16 (Intel Cooper Lake or Sapphire Rapids and later, AMD Zen 4 and later): " \
     "bf16 products cannot run here; use fp32"
+/* Does this CPU have AVX512_BF16 (and AVX-512F, BW, VL)? Asked once a process; the environment
+ * variable MECHLAB_NO_BF16=1 makes it answer false on any CPU (the tests of that path). */
 bool mlk_have_bf16(void);
 /* The rounding of the kernels, in plain C (NaN stays a quiet NaN; may round up to infinity). */
 uint16_t mlk_bf16_round(float f);

@@ -1,5 +1,6 @@
 /* matmul (PyTorch semantics) through mlk_gemm, and linear: its forward through mlk_gemm_nt, its
- * input gradient through mlk_gemm_nn, its weight gradient through mlk_gemm_tn (gemm.c: each
+ * input gradient through mlk_gemm_nn, its weight gradient through mlk_gemm_tn, or their bf16
+ * forms (gemm_bf16.c) where the thread's linear precision is bf16 (gemm.c: each
  * element's bits depend on its row and column alone, not on the rows, columns or threads beside
  * it). A matrix operand whose last two dims are a row-major or a transposed row-major matrix is
  * read in place (its strides); only other layouts are copied. Batched products whose right
@@ -214,6 +215,38 @@ ml_tensor *ml_matmul(ml_tensor *a, ml_tensor *b) {
 
 /* ------------------------------------------------------------------ linear */
 
+/* The precision of this thread's linear products (ops.h): set by a model's forward around its
+ * products, recorded in each node for its backward. */
+static _Thread_local ml_precision linear_precision = ML_PRECISION_FP32;
+
+ml_precision ml_linear_precision(void) { return linear_precision; }
+
+ml_precision ml_set_linear_precision(ml_precision p) {
+    ml_precision old = linear_precision;
+    linear_precision = p;
+    return old;
+}
+
+/* A kernel's failure as linear's error: no AVX512_BF16, or out of memory. */
+static ml_status linear_kernel_failed(const char *fn, int rc) {
+    if (rc == MLK_ENOBF16) return ml_fail(ML_ERR_STATE, "%s: %s", fn, MLK_BF16_MISSING);
+    return ml_fail(ML_ERR_MEM, "%s: out of memory", fn);
+}
+
+/* dW (+)= dYᵀ·X in bf16: mlk_gemm_tn_bf16 overwrites, so an accumulating call sums into scratch
+ * first and then adds (the fp32 kernel's order too: each element from zero, then added). */
+static int weight_grad_bf16(int64_t out, int64_t in, int64_t N, const float *pg, const float *px, bool accumulate,
+                            float *y) {
+    if (!accumulate) return mlk_gemm_tn_bf16(out, in, N, pg, px, y);
+    float *tmp = malloc(sizeof(float) * (size_t)(out * in));
+    if (!tmp) return -1;
+    int rc = mlk_gemm_tn_bf16(out, in, N, pg, px, tmp);
+    if (!rc)
+        for (int64_t i = 0; i < out * in; i++) y[i] += tmp[i];
+    free(tmp);
+    return rc;
+}
+
 /* acc[j] += Σ_r g[r, j] in row order, in double: the bias gradient. Multiversioned
  * (kernel_util.h): each column sums alone, so the vector width does not change the bits. */
 MLK_CLONES static void bias_grad_f64(int64_t N, int64_t out, const float *pg, double *acc) {
@@ -221,9 +254,11 @@ MLK_CLONES static void bias_grad_f64(int64_t N, int64_t out, const float *pg, do
         for (int64_t j = 0; j < out; j++) acc[j] += pg[r * out + j];
 }
 
-/* Saved: 0 = x as (N, in) contiguous, 1 = W contiguous. */
+/* Saved: 0 = x as (N, in) contiguous, 1 = W contiguous. iarg[3]: the forward's precision, which
+ * the backward keeps whatever the thread's precision when it runs. */
 static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
     int64_t N = node->iarg[0], in = node->iarg[1], out = node->iarg[2];
+    bool bf16 = node->iarg[3] == ML_PRECISION_BF16;
     const float *pg = ml_f32(g);
     if (ml_node_input_needs_grad(node, 0)) {
         ml_tensor *W = ml_node_saved(node, 1);
@@ -231,9 +266,11 @@ static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
         /* dX = dY·W by mlk_gemm_nn (faster than sgemm at these widths); it writes every element */
         ml_tensor *gx = ml_empty(ML_F32, node->in_ndim[0], node->in_shape[0]);
         if (!gx) return ML_ERR_MEM;
-        if (mlk_gemm_nn(N, in, out, pg, ml_f32(W), ml_f32(gx))) {
+        int rc = bf16 ? mlk_gemm_nn_bf16(N, in, out, pg, ml_f32(W), ml_f32(gx))
+                      : mlk_gemm_nn(N, in, out, pg, ml_f32(W), ml_f32(gx));
+        if (rc) {
             ml_release(gx);
-            return ml_fail(ML_ERR_MEM, "linear backward: out of memory");
+            return linear_kernel_failed("linear backward", rc);
         }
         gin[0] = gx;
     }
@@ -243,17 +280,22 @@ static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
     if (sink) { /* dW += dYᵀ·X straight into the parameter's gradient */
         ml_tensor *X = ml_node_saved(node, 0);
         if (!X) return ml_last_status();
-        if (N && in && out && mlk_gemm_tn(out, in, N, pg, ml_f32(X), true, sink))
-            return ml_fail(ML_ERR_MEM, "linear backward: out of memory");
+        int rc = !(N && in && out) ? 0
+                 : bf16           ? weight_grad_bf16(out, in, N, pg, ml_f32(X), true, sink)
+                                  : mlk_gemm_tn(out, in, N, pg, ml_f32(X), true, sink);
+        if (rc) return linear_kernel_failed("linear backward", rc);
     } else if (ml_node_input_needs_grad(node, 1)) {
         ml_tensor *X = ml_node_saved(node, 0);
         if (!X) return ml_last_status();
         bool full = N && in && out;
         ml_tensor *gw = (full ? ml_empty : ml_zeros)(ML_F32, node->in_ndim[1], node->in_shape[1]);
         if (!gw) return ML_ERR_MEM;
-        if (full && mlk_gemm_tn(out, in, N, pg, ml_f32(X), false, ml_f32(gw))) {
+        int rc = !full ? 0
+                 : bf16 ? weight_grad_bf16(out, in, N, pg, ml_f32(X), false, ml_f32(gw))
+                        : mlk_gemm_tn(out, in, N, pg, ml_f32(X), false, ml_f32(gw));
+        if (rc) {
             ml_release(gw);
-            return ml_fail(ML_ERR_MEM, "linear backward: out of memory");
+            return linear_kernel_failed("linear backward", rc);
         }
         gin[1] = gw;
     }
@@ -316,12 +358,16 @@ ml_tensor *ml_linear(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
         return NULL;
     }
     /* not sgemm: each row's bits must not depend on the rows beside it (kernels.h, mlk_gemm_nt) */
+    ml_precision prec = linear_precision;
     ml_tensor *bd = bias ? mlo_dense(bias) : NULL;
-    int rc = bias && !bd ? -1 : mlk_gemm_nt(N, out, in, ml_f32(X), ml_f32(W), bd ? ml_f32(bd) : NULL, ml_f32(y));
+    const float *pb = bd ? ml_f32(bd) : NULL;
+    int rc = bias && !bd                      ? -1
+             : prec == ML_PRECISION_BF16 ? mlk_gemm_nt_bf16(N, out, in, ml_f32(X), ml_f32(W), pb, ml_f32(y))
+                                              : mlk_gemm_nt(N, out, in, ml_f32(X), ml_f32(W), pb, ml_f32(y));
     ml_release(bd);
     if (rc) {
         ml_release(X), ml_release(W), ml_release(y);
-        if (!bias || bd) ml_fail(ML_ERR_MEM, "linear: out of memory"); /* else mlo_dense said why */
+        if (!bias || bd) linear_kernel_failed("linear", rc); /* else mlo_dense said why */
         return NULL;
     }
     ml_tensor *in3[3] = {x, w, bias};
@@ -331,6 +377,7 @@ ml_tensor *ml_linear(ml_tensor *x, ml_tensor *w, ml_tensor *bias) {
             node->iarg[0] = N;
             node->iarg[1] = in;
             node->iarg[2] = out;
+            node->iarg[3] = prec;
             if (ml_needs_grad(w)) ml_node_save(node, 0, X);
             if (ml_needs_grad(x)) ml_node_save(node, 1, W);
         }

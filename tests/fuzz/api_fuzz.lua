@@ -62,7 +62,7 @@ add_names { "attention", "mamba", "based", "h3", "hyena", "base_conv", "delta_ne
   "max_new", "temperature", "top_k", "W_Q", "W_O", "W_U", "W_E", "b_O", "incl_mid", "incl_remainder", "apply_ln",
   "answers", "wrong", "z", "result", "hook_resid_mid", "blocks.1.hook_resid_mid", "mixer", "ablate", "resid_mid",
   "blocks.0.resid_mid",
-  "tie_embeddings", "fuzz_mix", "mixer.hook_h", "module", "name" }
+  "tie_embeddings", "fuzz_mix", "mixer.hook_h", "module", "name", "precision", "bf16", "fp32", "bf17" }
 local junk_strings = { "", "x", "\0", "\xff\xfe\xfd", string.rep("a", 5000), string.rep("\0\xff", 2 ^ 19), "blocks.",
   "blocks.99.block_input",
   "blocks.-1.block_input", "%s%s%n", "nan", "1e999", "  ", "a.b.c.d.e.f" }
@@ -335,6 +335,10 @@ local function build_pool()
   add("model", ok_mix and fm or mech.model { mixer = "fuzz_mix", d_model = 8, n_layers = 2, vocab = ar:vocab_size() })
   add("model", mech.model { arch = "attention", d_model = 8, n_layers = 1, vocab = ar:vocab_size(),
     tie_embeddings = false })
+  -- a bf16 model (where the CPU has AVX512_BF16): every method on it, its backward included
+  local ok_bf, bf = pcall(mech.model, { arch = pick { "attention", "mamba", "hyena" }, d_model = 8, n_layers = 2,
+    vocab = ar:vocab_size(), precision = "bf16" })
+  if ok_bf then add("model", bf) end
   -- closed objects: every method must refuse them
   local closed_t, closed_m = mech.zeros(2, 2), mech.model { arch = "attention", d_model = 8, n_layers = 1, vocab = 16 }
   getmetatable(closed_t).__close(closed_t)
@@ -616,6 +620,13 @@ shaped[#shaped + 1] = { "module()", function()
 end, check = names_module_layer }
 shaped[#shaped + 1] = { "mech.model", function()
   return { { mixer = pick(contract_classes), d_model = 8, n_layers = R(1, 2), vocab = 16 } }
+end }
+-- the precision option (issue 46): good and bad values, on built-in and Lua mixers
+shaped[#shaped + 1] = { "mech.model", function()
+  local cfg = { d_model = 8, n_layers = R(1, 2), vocab = 16,
+    precision = pick { "bf16", "fp32", "bf17", "", "BF16", 16, true, {}, 0 / 0, hostile_meta({}) } }
+  if R(3) == 1 then cfg.mixer = pick(contract_classes) else cfg.arch = pick { "attention", "mamba", "based", "h3" } end
+  return { cfg }
 end }
 -- Issue 43: free position names. Declared lists that repeat, clash with the paper's eight, are
 -- no identifiers or pass the cap; and names (the task's own, the paper's, unknown, numbers, odd

@@ -2,6 +2,8 @@
 --   build/mechlab bench/bench_sweep.lua [part ...]     parts: workers overhead aggregate eval grid quick
 --   build/mechlab bench/bench_sweep.lua FILE:PROFILE ...  one profile's projection (as `quick`)
 --   build/mechlab bench/bench_sweep.lua issue42           issue 42's background blocks, in order
+--   build/mechlab bench/bench_sweep.lua grid bf16         the grid in fp32 and in bf16 (model option
+--                                                          `precision`), each step timed in both in turn
 -- Run it on an otherwise idle machine; it prints numbers and asserts nothing.
 local sweep = require "mech.sweep"
 local train = require "mech.train"
@@ -175,10 +177,14 @@ end
 if all or parts.grid then
   -- the paper's grid (spec §5.5) in core-hours, from step times measured here (one thread) on
   -- each suite's own task
-  local function grid_ms(arch, d, layers, preset)
+  local function grid_ms(arch, d, layers, preset, precision)
     local task = preset == "ar_32" and preset or paper.atr_task(preset) -- the sweeps' own PCFG documents
-    return step_ms(task, { arch = arch, d_model = d, n_layers = layers }, d >= 128 and 8 or 20)
+    local model = { arch = arch, d_model = d, n_layers = layers }
+    if precision == "bf16" then model.precision = "bf16" end -- fp32 stays the key it always was
+    return step_ms(task, model, d >= 128 and 8 or 20)
   end
+  -- with `bf16`, every (task, model) is timed in fp32 and then in bf16, side by side
+  local precisions = parts.bf16 and { "fp32", "bf16" } or { "fp32" }
   local archs = { "attention", "hyena", "base_conv", "based", "h3", "mamba" }
   local widths = { 16, 32, 64, 128, 256 }
   local no_h3 = { "attention", "hyena", "base_conv", "based", "mamba" }
@@ -202,21 +208,30 @@ if all or parts.grid then
     { "delta_net", "v3 AR DeltaNet", "ar_32", { "delta_net" }, 2, 5, 16 },
     { "atr_mamba_conv", "v3 ATR Mamba conv ablation", "pcfg_5_20", { "mamba" }, 2, 28, 32 },
   }
-  local total_h, total_runs = 0, 0
+  local total_h, total_runs = {}, 0
   for _, s in ipairs(suites) do
     local sweep_name, name, preset, list, layers, lrs, epochs = table.unpack(s)
-    local seconds, runs = 0, 0
+    local seconds, runs = {}, 0
     for _, arch in ipairs(list) do
       for _, d in ipairs(widths) do
-        seconds = seconds + grid_ms(arch, d, layers, preset) / 1000 * 3126 * epochs * lrs
+        for _, p in ipairs(precisions) do
+          seconds[p] = (seconds[p] or 0) + grid_ms(arch, d, layers, preset, p) / 1000 * 3126 * epochs * lrs
+        end
         runs = runs + lrs
       end
     end
-    total_h, total_runs = total_h + seconds / 3600, total_runs + runs
-    print(string.format("grid: %-15s %-34s %5d runs %7.0f core-hours", sweep_name, name, runs, seconds / 3600))
+    total_runs = total_runs + runs
+    local cols = {}
+    for _, p in ipairs(precisions) do
+      total_h[p] = (total_h[p] or 0) + seconds[p] / 3600
+      cols[#cols + 1] = string.format("%7.0f core-hours%s", seconds[p] / 3600, #precisions > 1 and " " .. p or "")
+    end
+    print(string.format("grid: %-15s %-34s %5d runs %s", sweep_name, name, runs, table.concat(cols, "  ")))
   end
-  print(string.format("grid: the paper's grid, %d runs: %.0f core-hours on one core each (the paper: under 10,000 GPU-hours)",
-    total_runs, total_h))
+  for _, p in ipairs(precisions) do
+    print(string.format("grid: the paper's grid, %d runs%s: %.0f core-hours on one core each (the paper: under 10,000 GPU-hours)",
+      total_runs, #precisions > 1 and " in " .. p or "", total_h[p]))
+  end
   local line = {}
   for _, a in ipairs(archs) do
     line[#line + 1] = string.format("%s %.1f/%.1f", a, grid_ms(a, 64, 2, "ar_32"), grid_ms(a, 256, 2, "ar_32"))

@@ -1,29 +1,10 @@
 --- Small helpers the Lua library shares: did-you-mean, deep copies, shell quoting, durations.
 local util = {}
 
--- Longer names are compared by this many leading characters: a suggestion needs no more, and a
--- huge argument must not cost a quadratic table.
-local MAX_COMPARED = 64
-
---- The Levenshtein distance of two strings (of their first 64 characters).
-function util.distance(a, b)
-  a, b = a:sub(1, MAX_COMPARED), b:sub(1, MAX_COMPARED)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur, ai = { [0] = i }, a:byte(i)
-    for j = 1, #b do
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ai == b:byte(j) and 0 or 1))
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
-
 --- The key of `set` (a table whose keys are names) nearest to `name`, as mechlab's C side
---- chooses (src/lua/util.c: digits compared as numbers, substrings and the shared synonym
---- table, e.g. learning_rate -> lr); ties go to the first in sort order, so that a message is
---- the same on every run.
+--- chooses (ml_closest, src/core/closest.c: digits compared as numbers, substrings and the
+--- shared synonym table, e.g. learning_rate -> lr); ties go to the first in sort order, so that
+--- a message is the same on every run.
 function util.closest(name, set)
   local names = {}
   for k in pairs(set) do

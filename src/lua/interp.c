@@ -3,8 +3,8 @@
  * interchange evaluator). Every function here checks its arguments, calls src/interp and
  * converts the result; the Lua face with site choice, labels, CSV writing, plot_map's checks and
  * the training-loop evaluator is lua/mech/interchange.lua. Caches and model:run_with_cache /
- * run_with_hooks are cache.c's; models and datasets come from mlL_checkmodel (model.c) and
- * mlL_checkdataset (dataset.c). */
+ * run_with_hooks are model methods (model.c registers them, cache.c holds them); models and
+ * datasets come from mlL_checkmodel (model.c) and mlL_checkdataset (dataset.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

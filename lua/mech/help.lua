@@ -383,8 +383,8 @@ E("model:train_step", "model:train_step(opt, tokens, targets, lr[, \"record\"]) 
   "local stats = model:train_step(opt, tokens, targets, 1e-3)")
 E("model:nonfinite", "model:nonfinite() -> name or nil", "The first parameter (state-dict name) holding a NaN or infinity, or nil.",
   "print(model:nonfinite())")
-E("model:evaluate", "model:evaluate(tokens, targets) -> {loss, correct, n, prob_sum}",
-  "Loss and argmax accuracy at the supervised rows, without gradients.", "local s = model:evaluate(tokens, targets); print(s.correct / s.n)")
+E("model:evaluate", "model:evaluate(tokens, targets[, {precision = \"fp32\"}]) -> {loss, correct, n, prob_sum}",
+  "Loss and argmax accuracy at the supervised rows, without gradients. precision = \"fp32\" runs a bf16 model in fp32 for this call (as the interchange evaluation does).", "local s = model:evaluate(tokens, targets); print(s.correct / s.n)")
 E("model:save", "model:save(path[, {optimizer=, meta=, torch=}])",
   "Writes a checkpoint atomically (safetensors; config and metadata inside); torch = true writes PyTorch's full state dict (tied head, buffers) for a strict load_state_dict. A Lua mixer's class must come from a module `require` finds (its name and source hash are recorded): a class defined in a script is an error, as no other process could load the file.",
   'model:save("tiny.safetensors", { meta = { note = "tour" } })')

@@ -107,7 +107,7 @@ end
 function ic.check_accuracy(res, model, dataset, first, count, fn)
   count = count or #dataset - first
   local tokens, targets = dataset:batch(first, count)
-  local s = model:evaluate(tokens, targets)
+  local s = model:evaluate(tokens, targets, { precision = "fp32" }) -- as the evaluation itself: fp32
   res.accuracy, res.chance = s.correct / math.max(s.n, 1), dataset:task():chance()
   if res.accuracy < 2 * res.chance then
     res.warning = string.format("the model's accuracy (%.3g) is at chance (%.3g): its attributions are noise",

@@ -553,13 +553,23 @@ static int m_nonfinite(lua_State *L) {
     return 1;
 }
 
+/* model:evaluate(tokens, targets[, {precision = "fp32"}]): "fp32" runs a bf16 model in fp32 for the
+ * call (the interchange evaluation's accuracy check, docs/kernels.md "bf16 training"). */
 static int m_evaluate(lua_State *L) {
     const char *fn = "model:evaluate";
+    static const char *const keys[] = {"precision", NULL}, *const fp32_only[] = {"fp32", NULL};
+    static const mlL_option spec[] = {{"precision", MLL_ENUM, 0, 0, 0, fp32_only, "'fp32'"}, {NULL}};
     ml_model *m = check_model(L, 1, fn);
     ml_tensor *tok = mlL_checkints(L, 2, fn, NULL), *tg = mlL_checkints(L, 3, fn, NULL);
+    mlL_opttable(L, 4, fn, 3, keys);
+    int fp32 = -1; /* -1: the model's precision; 0: fp32 */
+    mlL_options(L, 4, fn, spec, &fp32);
     if (ml_model_check_tokens(m, tok)) mlL_error(L, fn, "%s", ml_last_error());
     ml_batch_stats s;
-    if (ml_eval_batch(m, tok, tg, &s)) return mlL_raise(L);
+    bool was_forced = fp32 == 0 ? ml_model_force_fp32(true) : false;
+    ml_status st = ml_eval_batch(m, tok, tg, &s);
+    if (fp32 == 0) ml_model_force_fp32(was_forced);
+    if (st) return mlL_raise(L);
     return push_stats(L, &s);
 }
 

@@ -153,7 +153,16 @@ T.test("the interchange evaluation runs in fp32: a bf16 model gives its fp32 twi
     for _, k in ipairs { "restored_prob", "corrupted_prob", "restored_logit", "corrupted_logit", "kl_div" } do
       T.truthy(a[k]:equal(b[k]), k .. " with " .. workers .. " workers")
     end
+    T.eq(a.accuracy, b.accuracy, "the accuracy check is fp32 too")
   end
+  -- model:evaluate in fp32 for one call: the fp32 twin's numbers; bad values refused by name
+  local ttok, ttg = ds:batch(0, 8)
+  local s32, s16 = m32:evaluate(ttok, ttg), m16:evaluate(ttok, ttg, { precision = "fp32" })
+  T.eq(s16.loss, s32.loss)
+  T.eq(s16.correct, s32.correct)
+  T.raises(function() m16:evaluate(ttok, ttg, { precision = "bf16" }) end,
+    "bad argument #3 to 'model:evaluate' (option 'precision': expected 'fp32'")
+  T.raises(function() m16:evaluate(ttok, ttg, { precison = "fp32" }) end, "unknown option 'precison'")
   -- and the model's own forward is bf16 again afterwards
   T.falsy(m32:forward(tok):equal(m16:forward(tok)))
 end)
@@ -163,7 +172,11 @@ T.test("a CPU without AVX512_BF16: mech.model refuses, a bf16 checkpoint loads b
   os.remove(dir)
   mech.sys.mkdir(dir)
   local ckpt = dir .. "/bf16.safetensors"
-  if have_bf16 then tiny("attention", "bf16"):save(ckpt) end
+  if have_bf16 then
+    tiny("attention", "bf16"):save(ckpt)
+    local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 }
+    tiny("attention", "bf16", { vocab = task:vocab_size(), d_model = 16 }):save(ckpt .. ".ar")
+  end
   local script = dir .. "/child.lua"
   local f = io.open(script, "w")
   f:write([[
@@ -179,6 +192,10 @@ if ckpt ~= "" then
   local tok = mech.zeros({ 1, 4 }, { dtype = "int32" })
   local ok3, err3 = pcall(function() return m:forward(tok) end)
   print("FORWARD " .. tostring(ok3) .. " " .. tostring(err3))
+  local task = mech.task.ar { num_kv = 64, min_length = 8, max_length = 8 }
+  local mt = mech.load(ckpt .. ".ar")
+  local ok4, res = pcall(require("mech.interchange").evaluate, mt, task:dataset(4, { seed = 1, split = "test" }), { layers = { 1 } })
+  print("INTERCHANGE " .. tostring(ok4) .. " " .. (ok4 and tostring(res.accuracy) or tostring(res)))
 end
 ]])
   f:close()
@@ -189,6 +206,8 @@ end
   T.truthy(out:find("TRAIN false [^\n]*option 'precision' is 'bf16', but this CPU has no AVX512_BF16"), out)
   if have_bf16 then
     T.truthy(out:find("FORWARD false [^\n]*model:forward: the model's option precision = 'bf16' needs AVX512_BF16, but this CPU has no AVX512_BF16"), out)
+    -- the interchange evaluation, its accuracy check included, is fp32: it runs there
+    T.truthy(out:find("INTERCHANGE true [%d.]+"), out)
   end
   os.execute("rm -rf '" .. dir .. "'")
 end)

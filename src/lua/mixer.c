@@ -355,8 +355,9 @@ static int forward_lua(lua_State *L) {
 static ml_tensor *lm_forward(ml_model *m, int layer, void *state, ml_tensor *x, ml_run *run) {
     layer_state *s = state;
     call_args a = {.m = m, .layer = layer, .s = s, .x = x, .run = run};
-    char what[96];
-    snprintf(what, sizeof what, "blocks.%d.mixer (mixer '%s')", layer, s->mx->name);
+    char site[64], what[128];
+    ml_site_format(site, sizeof site, layer, "mixer");
+    snprintf(what, sizeof what, "%s (mixer '%s')", site, s->mx->name);
     if (protected(s->T, forward_lua, &a, what)) {
         ml_release(a.y);
         return NULL;

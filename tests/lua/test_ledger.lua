@@ -150,4 +150,28 @@ T.test("a changed run changes a verdict and the tally", function()
   T.falsy(table.concat(V.tally(before)[1][3], ",") == table.concat(V.tally(after)[1][3], ","))
 end)
 
+T.test("bf16 beside fp32: the reading follows the numbers (pooled two-proportion error)", function()
+  local tables = require "mech.paper.tables.render"
+  local s = S.compute(page.load("."))
+  local f = { { accuracy = 0.80, n = 320, value = 1, query = 0, key = 0 } }
+  s.ar_lr.mamba[64][3e-3] = f
+  local function reading(acc16)
+    s.ar_bf16.mamba = { accuracy = acc16, n = 1024, lr = 3e-3, value = 1, query = 0, key = 0 }
+    for _, line in ipairs(tables["ar-bf16"](s)) do
+      if line:find("^| Mamba ") then return line end
+    end
+  end
+  -- 0.80 of 320 against 0.78 of 1024: pooled p 0.785, 2 SE = 2 sqrt(p (1 - p) (1/320 + 1/1024)) = 0.053
+  T.truthy(reading(0.78):find("| −0.020 (2 SE 0.053) |", 1, true), reading(0.78))
+  T.truthy(reading(0.78):find("cannot tell apart", 1, true))
+  T.truthy(reading(0.60):find("| different |", 1, true), reading(0.60))
+  -- the ledger judged with the bf16 runs in the fp32 runs' place: Attention at chance moves verdicts
+  s.ar_bf16 = { attention = { accuracy = 0.0, n = 1024, lr = 3e-4, value = 0, query = 0, key = 0 } }
+  local lines = tables["ar-bf16"](s)
+  T.truthy(lines[#lines]:find("different verdicts of", 1, true), lines[#lines])
+  s.ar_bf16.attention.accuracy = 1.0
+  lines = tables["ar-bf16"](s)
+  T.truthy(lines[#lines]:find("the same verdict on all", 1, true), lines[#lines])
+end)
+
 T.done()

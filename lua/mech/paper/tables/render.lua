@@ -75,6 +75,68 @@ tables["ar-lr"] = function(s)
   return lines
 end
 
+-- The ledger judged again with each bf16 run in place of the fp32 runs of its cell (the slice's
+-- cell at its rate, the best rate's, and the main curve's where the rate is 1e-3): which verdicts move.
+local function bf16_in_ledger(s)
+  local ledger = require "mech.paper.tables.ledger"
+  local before, saved, n = ledger.judge(s), {}, 0
+  for a, b in pairs(s.ar_bf16) do
+    n = n + 1
+    saved[a] = { lr = s.ar_lr[a][64][b.lr], best = s.ar_best[a][64], main = s.ar[a][64] }
+    s.ar_lr[a][64][b.lr] = { b }
+    local best = s.ar_best[a][64]
+    if best and best.lr == b.lr then s.ar_best[a][64] = { lr = b.lr, mean = b.accuracy, runs = { b } } end
+    if b.lr == 1e-3 then s.ar[a][64] = { b } end
+  end
+  local after = ledger.judge(s)
+  for a, b in pairs(s.ar_bf16) do
+    s.ar_lr[a][64][b.lr], s.ar_best[a][64], s.ar[a][64] = saved[a].lr, saved[a].best, saved[a].main
+  end
+  if n == 0 then return "No bf16 run has finished yet." end
+  local moved = {}
+  for i, j in ipairs(before) do
+    if after[i].verdict ~= j.verdict then moved[#moved + 1] = string.format("row %d: %s → %s", i, j.verdict, after[i].verdict) end
+  end
+  return string.format("With these %d bf16 runs in place of the fp32 runs of their cells (the slice's at the same rate, "
+    .. "the best rate's, and the main curve's at lr 1e-3), the ledger below gives %s.", n,
+    #moved == 0 and string.format("the same verdict on all %d rows", #before)
+      or string.format("%d different verdicts of %d (%s)", #moved, #before, table.concat(moved, "; ")))
+end
+
+-- bf16 against fp32 at the same (arch, d = 64, lr): the difference against twice its standard error
+-- under one shared proportion (the two-proportion test's pooled error, which stays honest at 320/320
+-- where each run's own error is 0), then against the fp32 seeds' spread at lr 1e-3 (the only rate
+-- with two seeds)
+tables["ar-bf16"] = function(s)
+  local order = { "attention", "based", "mamba", "hyena", "base_conv", "h3" }
+  local lines = { "| architecture | lr | fp32 | bf16 | bf16 − fp32 | fp32 seeds' sd (lr 1e-3) | @ Value / @ Query / @ Key, fp32 → bf16 | reading |",
+    "|---|---|---|---|---|---|---|---|" }
+  for _, a in ipairs(order) do
+    local b = s.ar_bf16[a]
+    if not b then
+      lines[#lines + 1] = row { arch_label(a), "–", "–", "not run yet", "–", "–", "–", "–" }
+    else
+      local f = s.ar_lr[a][64][b.lr]
+      local p32, _, n32 = F.acc_se(f)
+      local p16, _, n16 = F.acc_se({ b })
+      local pooled = (p32 * n32 + p16 * n16) / (n32 + n16)
+      local diff, noise = p16 - p32, 2 * math.sqrt(pooled * (1 - pooled) * (1 / n32 + 1 / n16))
+      local seeds = field(s.ar_lr[a][64][1e-3], "accuracy")
+      local sd = #seeds > 1 and select(2, paper.mean_sd(seeds)) or nil
+      local reading = math.abs(diff) <= noise and "cannot tell apart (within 2 SE)"
+        or (sd and math.abs(diff) <= 2 * sd) and "apart, within twice the seeds' sd"
+        or "different"
+      lines[#lines + 1] = row { arch_label(a), lr_str(b.lr), acc(f), acc1(b),
+        string.format("%s%.3f (2 SE %.3f)", diff < 0 and "−" or "+", math.abs(diff), noise), sd and num(sd, 3) or "–",
+        string.format("%s / %s / %s → %s / %s / %s", ms(field(f, "value")), ms(field(f, "query")), ms(field(f, "key")),
+          num(b.value), num(b.query), num(b.key)), reading }
+    end
+  end
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = bf16_in_ledger(s)
+  return lines
+end
+
 tables["ar-attrib"] = function(s)
   local paper_says = { attention = "≈1 at the value (induction)", based = "≈1 at the value (induction)",
     mamba = "≈0 at the value; Query + Key ≈ 1", h3 = "≈0 at the value, mass at the query",

@@ -155,6 +155,9 @@ local function stats(d)
     end
   end
   s.retrained = d.retrained
+  -- the AR slice's best rates at d = 64 trained with bf16 products (ar's bf16_64, issue 46): one run each
+  s.ar_bf16 = {}
+  for _, a in ipairs(paper.archs) do s.ar_bf16[a] = pick(d, { "ar_bf16" }, arch_is(a))[1] end
   -- Mamba at the paper's d = 256 at its best rate of the slice (profile mamba_256, one run)
   s.mamba256 = pick(d, { "ar_mamba_256" })[1]
   -- Mamba by conv width (4: ar's Mamba)

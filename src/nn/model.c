@@ -33,7 +33,7 @@ static ml_status check_config(const ml_model_config *c) {
         return ml_fail(ML_ERR_ARG, "model: option 'state_mixer': expected 'mlp', 'glu' or 'none', got '%s'",
                        c->state_mixer);
     if (strcmp(c->precision, "fp32") && strcmp(c->precision, "bf16"))
-        return ml_fail(ML_ERR_ARG, "model: option 'precision' expected 'fp32' or 'bf16', got '%s'", c->precision);
+        return ml_fail(ML_ERR_ARG, "model: option 'precision': expected 'fp32' or 'bf16', got '%s'", c->precision);
     return ML_OK;
 }
 

@@ -109,7 +109,7 @@ START_TEST(precision_option_checked) {
     ck_assert_str_eq(c.precision, "fp32");
     snprintf(c.precision, sizeof c.precision, "bf17");
     ck_assert_ptr_null(ml_model_new(&c));
-    ck_assert_ptr_nonnull(strstr(ml_last_error(), "option 'precision' expected 'fp32' or 'bf16', got 'bf17'"));
+    ck_assert_ptr_nonnull(strstr(ml_last_error(), "option 'precision': expected 'fp32' or 'bf16', got 'bf17'"));
     ml_clear_error();
 }
 END_TEST

@@ -83,10 +83,10 @@ T.test("the option: default fp32, not shown; bad values refused by name", functi
   T.eq(tiny("attention"):config().precision, nil)
   T.eq(tiny("attention", "fp32"):config().precision, nil)
   if have_bf16 then T.eq(tiny("mamba", "bf16"):config().precision, "bf16") end
-  T.raises(function() tiny("attention", "bf17") end, "option 'precision' expected 'fp32' or 'bf16', got 'bf17'")
+  T.raises(function() tiny("attention", "bf17") end, "option 'precision': expected 'fp32' or 'bf16', got 'bf17'")
   T.raises(function() tiny("attention", 16) end, "option 'precision': expected a string, got 16")
   T.raises(function() tiny("attention", true) end, "option 'precision': expected a string, got boolean")
-  T.raises(function() tiny("attention", "") end, "option 'precision' expected 'fp32' or 'bf16', got ''")
+  T.raises(function() tiny("attention", "") end, "option 'precision': expected 'fp32' or 'bf16', got ''")
 end)
 
 T.test("checkpoints: bf16 recorded and read back; fp32 files carry no precision key", function()

@@ -552,6 +552,10 @@ local shaped = {
     return { { out = dir .. "/h.png", facets = { hostile_meta({ series = series }), { blank = true } } } }
   end },
   { "mech.plot.heatmap", function() return { hostile_meta({ out = dir .. "/h.png", data = { { 1, 2 } } }) } end },
+  { "model:evaluate", function()
+    local t = tokens()
+    return { pick(pool.model), t, t, hostile_meta(R(2) == 1 and {} or { precision = pick { "fp32", "bf16", 16, true } }) }
+  end },
 }
 
 -- Issue 43: remainder and integer division on operands that divide badly (int32 zeros, INT32_MIN

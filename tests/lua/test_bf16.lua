@@ -27,6 +27,14 @@ local function step(m)
   return loss:item(), grads
 end
 
+-- A fresh empty directory.
+local function new_dir()
+  local dir = os.tmpname()
+  os.remove(dir)
+  mech.sys.mkdir(dir)
+  return dir
+end
+
 -- Does this CPU run bf16? (mech.model refuses a bf16 model where it cannot.)
 local have_bf16 = pcall(mech.model, { arch = "attention", d_model = 16, vocab = 8, precision = "bf16" })
 
@@ -90,9 +98,7 @@ T.test("the option: default fp32, not shown; bad values refused by name", functi
 end)
 
 T.test("checkpoints: bf16 recorded and read back; fp32 files carry no precision key", function()
-  local dir = os.tmpname()
-  os.remove(dir)
-  mech.sys.mkdir(dir)
+  local dir = new_dir()
   local p32 = dir .. "/fp32.safetensors"
   tiny("hyena", "fp32"):save(p32)
   local f = io.open(p32, "rb")
@@ -168,9 +174,7 @@ T.test("the interchange evaluation runs in fp32: a bf16 model gives its fp32 twi
 end)
 
 T.test("a CPU without AVX512_BF16: mech.model refuses, a bf16 checkpoint loads but its forward is refused", function()
-  local dir = os.tmpname()
-  os.remove(dir)
-  mech.sys.mkdir(dir)
+  local dir = new_dir()
   local ckpt = dir .. "/bf16.safetensors"
   if have_bf16 then
     tiny("attention", "bf16"):save(ckpt)

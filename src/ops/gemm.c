@@ -48,17 +48,18 @@ typedef struct {
     bool accumulate;
 } gemm_io;
 
-/* R rows x V vectors of y from column j0, whose panel is wp (rows 16·V floats apart): R and V
- * are constants at each call, so the loops unroll and the accumulators stay in registers. */
-MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float *wp, const gemm_io *io, float *y,
-                           int64_t N, int64_t j0) {
+/* R rows x V vectors of y from column j0, whose panel is wp (rows ldp floats apart: 16·V when
+ * packed): R and V are constants at each call, so the loops unroll and the accumulators stay in
+ * registers. The panel is read unaligned: in place (gemm) it is the caller's w. */
+MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float *wp, int64_t ldp, const gemm_io *io,
+                           float *y, int64_t N, int64_t j0) {
     v16 acc[GEMM_ROWS][GEMM_VECS];
     const int64_t xr = io->xr, xc = io->xc;
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) acc[r][v] = (v16){0};
     for (int64_t k = 0; k < K; k++) {
         v16 w[GEMM_VECS];
-        for (int v = 0; v < V; v++) w[v] = *(const v16 *)(wp + k * GEMM_LANES * V + GEMM_LANES * v);
+        for (int v = 0; v < V; v++) w[v] = *(const v16u *)(wp + k * ldp + GEMM_LANES * v);
         for (int r = 0; r < R; r++) {
             float a = x[r * xr + k * xc];
             for (int v = 0; v < V; v++) acc[r][v] += a * w[v];
@@ -82,27 +83,27 @@ MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float 
 }
 
 /* One tile: rows i0.. (up to 4) x the panel of columns j0.. (up to 64). */
-MLK_INLINE void gemm_tile(int64_t M, int64_t N, int64_t K, const float *x, const float *wp, const gemm_io *io,
-                          float *y, int64_t i0, int64_t j0) {
+MLK_INLINE void gemm_tile(int64_t M, int64_t N, int64_t K, const float *x, const float *wp, int64_t ldp,
+                          const gemm_io *io, float *y, int64_t i0, int64_t j0) {
     int64_t vr = (N - j0 + GEMM_LANES - 1) / GEMM_LANES;
     int V = vr > GEMM_VECS ? GEMM_VECS : (int)vr;
     const float *xi = x + i0 * io->xr;
     float *yi = y + i0 * io->ldy;
     if (M - i0 >= GEMM_ROWS) {
         switch (V) {
-        case 4: gemm_block(4, 4, K, xi, wp, io, yi, N, j0); break;
-        case 3: gemm_block(4, 3, K, xi, wp, io, yi, N, j0); break;
-        case 2: gemm_block(4, 2, K, xi, wp, io, yi, N, j0); break;
-        default: gemm_block(4, 1, K, xi, wp, io, yi, N, j0);
+        case 4: gemm_block(4, 4, K, xi, wp, ldp, io, yi, N, j0); break;
+        case 3: gemm_block(4, 3, K, xi, wp, ldp, io, yi, N, j0); break;
+        case 2: gemm_block(4, 2, K, xi, wp, ldp, io, yi, N, j0); break;
+        default: gemm_block(4, 1, K, xi, wp, ldp, io, yi, N, j0);
         }
         return;
     }
     for (int64_t i = i0; i < M; i++, xi += io->xr, yi += io->ldy) /* the last rows, one at a time */
         switch (V) {
-        case 4: gemm_block(1, 4, K, xi, wp, io, yi, N, j0); break;
-        case 3: gemm_block(1, 3, K, xi, wp, io, yi, N, j0); break;
-        case 2: gemm_block(1, 2, K, xi, wp, io, yi, N, j0); break;
-        default: gemm_block(1, 1, K, xi, wp, io, yi, N, j0);
+        case 4: gemm_block(1, 4, K, xi, wp, ldp, io, yi, N, j0); break;
+        case 3: gemm_block(1, 3, K, xi, wp, ldp, io, yi, N, j0); break;
+        case 2: gemm_block(1, 2, K, xi, wp, ldp, io, yi, N, j0); break;
+        default: gemm_block(1, 1, K, xi, wp, ldp, io, yi, N, j0);
         }
 }
 
@@ -147,30 +148,31 @@ MLK_INLINE void gemm_pack_nn(int64_t N, int64_t K, const float *w, int64_t ldw, 
 /* How w is packed: not (skip), from (N, K) (transposed) or from (K, N) (copied). */
 enum { PACK_NONE, PACK_NT, PACK_NN };
 
-/* The tiles of panels [p0, p1) x rows [i0, i1) (i0 a multiple of 4), each panel packed first
- * unless PACK_NONE; panel outer, so a run of tiles reuses one K x 64 panel from cache. A
+/* The tiles of panels [p0, p1) x rows [i0, i1) (i0 a multiple of 4), each panel packed into wt
+ * first unless PACK_NONE; with `in_place` (PACK_NONE) w is the one panel itself. Panel outer, so a run of tiles reuses one K x 64 panel from cache. A
  * transposed x (its rows adjacent, its k far apart: dyᵀ of the weight gradient) is first copied
  * 16 rows at a time into xp (K x 16, each k one cache line): read in place, the k of a tile are a
  * row of dy apart (4 KiB and more), so its cache lines collide in the same sets and are gone
  * before the next tile needs them. A copy, so the same bits. */
 MLK_CLONES static void gemm_part(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int64_t ldw,
-                                 const gemm_io *io, float *y, float *wt, float *xp, int64_t p0, int64_t p1, int64_t i0,
-                                 int64_t i1, int pack) {
+                                 const gemm_io *io, float *y, float *wt, bool in_place, float *xp, int64_t p0,
+                                 int64_t p1, int64_t i0, int64_t i1, int pack) {
     gemm_io xio = *io;
     xio.xr = 1, xio.xc = GEMM_XROWS;
     for (int64_t p = p0; p < p1; p++) {
         if (pack == PACK_NT) gemm_pack(N, K, w, ldw, wt, p);
         else if (pack == PACK_NN) gemm_pack_nn(N, K, w, ldw, wt, p);
-        const float *wp = wt + p * K * GEMM_COLS;
+        const float *wp = in_place ? w : wt + p * K * GEMM_COLS;
+        int64_t ldp = in_place ? ldw : panel_width(N, p * GEMM_COLS);
         if (!xp) {
-            for (int64_t i = i0; i < i1; i += GEMM_ROWS) gemm_tile(M, N, K, x, wp, io, y, i, p * GEMM_COLS);
+            for (int64_t i = i0; i < i1; i += GEMM_ROWS) gemm_tile(M, N, K, x, wp, ldp, io, y, i, p * GEMM_COLS);
             continue;
         }
         for (int64_t i = i0; i < i1; i += GEMM_XROWS) {
             int64_t m = i1 - i < GEMM_XROWS ? i1 - i : GEMM_XROWS;
             for (int64_t k = 0; k < K; k++)
                 for (int64_t r = 0; r < m; r++) xp[k * GEMM_XROWS + r] = x[i + r + k * io->xc];
-            for (int64_t r = 0; r < m; r += GEMM_ROWS) gemm_tile(m, N, K, xp, wp, &xio, y + i * io->ldy, r, p * GEMM_COLS);
+            for (int64_t r = 0; r < m; r += GEMM_ROWS) gemm_tile(m, N, K, xp, wp, ldp, &xio, y + i * io->ldy, r, p * GEMM_COLS);
         }
     }
 }
@@ -214,33 +216,39 @@ static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w,
     int64_t nb = (N + GEMM_COLS - 1) / GEMM_COLS, mb = (M + GEMM_ROWS - 1) / GEMM_ROWS;
     /* a thread pays off from about a million multiply-adds (6 µs on one thread; fork and join ~5 µs) */
     int nt = (double)M * (double)N * (double)K < 1e6 ? 1 : ml_threads();
+    /* w given as (K, N) with N one panel's width and its rows adjacent (the weight gradient's and
+     * the input gradient's w up to D = 64) is already laid out as its packed panel: read in place,
+     * the same floats in the same order, without the copy (the pack was 3-5 % of a step) */
+    bool in_place = pack == PACK_NN && N <= GEMM_COLS && N % GEMM_LANES == 0 && ldw == N;
+    if (in_place) pack = PACK_NONE;
     /* the panels, then each thread's copy of x's rows where x is transposed (gemm_part) */
     bool copy_x = io->xr == 1 && io->xc != 1 && K > 0 && M > 1;
-    size_t wfloats = (size_t)(nb * K * GEMM_COLS), xfloats = copy_x ? (size_t)(K * GEMM_XROWS) : 0;
+    size_t wfloats = in_place ? 0 : (size_t)(nb * K * GEMM_COLS), xfloats = copy_x ? (size_t)(K * GEMM_XROWS) : 0;
     size_t floats = wfloats + (size_t)nt * xfloats + 1;
     _Alignas(64) float stack[GEMM_STACK_FLOATS];
     float *wt = floats <= GEMM_STACK_FLOATS ? stack : gemm_scratch(floats);
     if (!wt) return -1;
+    int64_t n_pack = pack == PACK_NONE ? 0 : nb; /* panels to pack first */
     if (nt > 1) {
 #pragma omp parallel num_threads(nt)
         {
             float *xp = copy_x ? wt + wfloats + (size_t)mlk_thread_id() * xfloats : NULL;
 #pragma omp for schedule(static)
-            for (int64_t p = 0; p < nb; p++) gemm_part(M, N, K, x, w, ldw, io, y, wt, NULL, p, p + 1, 0, 0, pack);
+            for (int64_t p = 0; p < n_pack; p++) gemm_part(M, N, K, x, w, ldw, io, y, wt, false, NULL, p, p + 1, 0, 0, pack);
             /* rows split where there are more row blocks than panels (a thread writes whole rows of y,
              * so no cache line is written by both), else panels (the tied head: 8,196 columns) */
             bool by_rows = mb >= nb && mb >= 2 * nt;
 #pragma omp for schedule(static)
             for (int64_t c = 0; c < (by_rows ? nt : nb); c++) {
-                if (!by_rows) gemm_part(M, N, K, x, w, ldw, io, y, wt, xp, c, c + 1, 0, M, PACK_NONE);
+                if (!by_rows) gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, xp, c, c + 1, 0, M, PACK_NONE);
                 else {
                     int64_t i0 = c * mb / nt * GEMM_ROWS, i1 = (c + 1) * mb / nt * GEMM_ROWS;
-                    gemm_part(M, N, K, x, w, ldw, io, y, wt, xp, 0, nb, i0, i1 < M ? i1 : M, PACK_NONE);
+                    gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, xp, 0, nb, i0, i1 < M ? i1 : M, PACK_NONE);
                 }
             }
         }
     } else
-        gemm_part(M, N, K, x, w, ldw, io, y, wt, copy_x ? wt + wfloats : NULL, 0, nb, 0, M, pack);
+        gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, copy_x ? wt + wfloats : NULL, 0, nb, 0, M, pack);
     if (wt != stack && wt != kept_scratch) free(wt);
     return 0;
 }

@@ -216,10 +216,12 @@ static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w,
     int64_t nb = (N + GEMM_COLS - 1) / GEMM_COLS, mb = (M + GEMM_ROWS - 1) / GEMM_ROWS;
     /* a thread pays off from about a million multiply-adds (6 µs on one thread; fork and join ~5 µs) */
     int nt = (double)M * (double)N * (double)K < 1e6 ? 1 : ml_threads();
-    /* w given as (K, N) with N one panel's width and its rows adjacent (the weight gradient's and
-     * the input gradient's w up to D = 64) is already laid out as its packed panel: read in place,
-     * the same floats in the same order, without the copy (the pack was 3-5 % of a step) */
-    bool in_place = pack == PACK_NN && N <= GEMM_COLS && N % GEMM_LANES == 0 && ldw == N;
+    /* w given as (K, N) with N one panel's width is read in place, the same floats in the same
+     * order, without the copy (3-5 % of a step at D = 64): where its rows are adjacent (the
+     * weight and input gradients' w up to D = 64) it is the packed panel itself; where they are
+     * further apart, when they are few (attention's V, K and dctx rows of a sequence: 37 rows
+     * 3D apart), as their lines stay in cache from one tile of rows to the next */
+    bool in_place = pack == PACK_NN && N <= GEMM_COLS && N % GEMM_LANES == 0 && (ldw == N || K <= GEMM_COLS);
     if (in_place) pack = PACK_NONE;
     /* the panels, then each thread's copy of x's rows where x is transposed (gemm_part) */
     bool copy_x = io->xr == 1 && io->xc != 1 && K > 0 && M > 1;

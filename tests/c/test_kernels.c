@@ -1077,6 +1077,42 @@ START_TEST(gemm_tn_threads_and_rows) {
 }
 END_TEST
 
+/* w as (K, N) of one panel (N a multiple of 16, at most 64) is read in place, not packed: rows
+ * adjacent (the weight gradient up to D = 64), or ldw apart when K <= 64 (attention's V rows),
+ * unaligned too. Its bits are those of the packed path: the same product with w given transposed
+ * as (N, K), which is always packed; the weight gradient's shape at 1 and 2 threads as well. */
+static void gemm_in_place_check(int64_t M, int64_t N, int64_t K, int64_t ldw, int64_t shift, bool x_trans) {
+    int64_t xr = x_trans ? 1 : K, xc = x_trans ? M : 1;
+    float *x = rnd((size_t)(M * (K ? K : 1)), -1, 1), *wbuf = rnd((size_t)((K ? K : 1) * ldw + shift), -1, 1);
+    const float *w = wbuf + shift; /* shift 1: every row unaligned */
+    float *wt = zeros((size_t)(N * (K ? K : 1))), *y = zeros((size_t)(M * N)), *ref = zeros((size_t)(M * N));
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++) wt[j * K + k] = w[k * ldw + j];
+    ck_assert_int_eq(mlk_gemm(M, N, K, x, xr, xc, wt, K, false, 1.0f, false, ref, N), 0);
+    for (int t = 1; t <= 2; t++) {
+        ml_set_threads(t);
+        memset(y, 0, sizeof(float) * (size_t)(M * N));
+        ck_assert_int_eq(mlk_gemm(M, N, K, x, xr, xc, w, ldw, true, 1.0f, false, y, N), 0);
+        ck_assert_msg(!memcmp(y, ref, sizeof(float) * (size_t)(M * N)),
+                      "gemm in place %lldx%lldx%lld, ldw %lld, shift %lld, %d threads: not the packed path's bits",
+                      (long long)M, (long long)N, (long long)K, (long long)ldw, (long long)shift, t);
+    }
+    ml_set_threads(1);
+    free_tracked();
+}
+
+START_TEST(gemm_in_place_panel) {
+    const int64_t Ns[] = {16, 32, 48, 64}, Ks[] = {1, 37, 64};
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 3; b++) {
+            gemm_in_place_check(37, Ns[a], Ks[b], Ns[a], 0, false);       /* rows adjacent */
+            gemm_in_place_check(5, Ns[a], Ks[b], 3 * Ns[a] + 1, 1, true); /* rows apart, unaligned */
+        }
+    gemm_in_place_check(9, 64, 65, 200, 0, false); /* rows apart and K > 64: packed */
+    gemm_in_place_check(256, 64, 1184, 64, 0, true); /* fc2's weight gradient at D = 64, threads split rows */
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("all");
@@ -1122,6 +1158,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, gemm_rows_alone);
     tcase_add_test(tc, gemm_general_rows_alone);
     tcase_add_test(tc, gemm_tn_threads_and_rows);
+    tcase_add_test(tc, gemm_in_place_panel);
     suite_add_tcase(s, tc);
     return s;
 }

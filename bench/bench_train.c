@@ -23,7 +23,8 @@
  * bench/step_breakdown.sh runs this under perf to split a step into matmuls, mixer kernels, norms
  * and elementwise ops, embedding and head, optimizer and bookkeeping. `--shapes` times, on one
  * thread, each linear product of an attention step alone (forward and both backward products at
- * their shapes) as a share of the peak. `--selftest` checks the peak kernels' results against a
+ * their shapes) as a share of the peak, and AdamW over the model's parameters beside a pass with
+ * its memory traffic alone (the optimizer's floor). `--selftest` checks the peak kernels' results against a
  * scalar reference (not their speed) and exits non-zero on a mismatch.
  *
  * `--precision fp32,bf16` times each precision of the model option `precision` (docs/kernels.md,
@@ -36,6 +37,7 @@
 #include <time.h>
 
 #include <cblas.h>
+#include <math.h>
 
 #include "core/threads.h"
 #include "host/process.h"
@@ -319,6 +321,35 @@ done:
     free(x), free(w), free(y), free(p);
 }
 
+/* Milliseconds of AdamW over the n parameters of a model and of a pass with AdamW's memory
+ * traffic and no arithmetic to speak of (reads p, g, m, v and writes p, m, v: 28 bytes a
+ * parameter), each the best of 5 runs that start with the arrays out of cache (a 128 MiB buffer
+ * is read and written in between): the optimizer's part of a step and the memory's floor under it. */
+static void time_optimizer(int64_t n, double *adamw_ms, double *stream_ms) {
+    size_t evict_n = (size_t)32 << 20; /* floats: 128 MiB, past the last-level cache */
+    float *a[4], *evict = calloc(evict_n, sizeof(float));
+    for (int k = 0; k < 4; k++) a[k] = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    *adamw_ms = *stream_ms = -1;
+    if (!evict || !a[0] || !a[1] || !a[2] || !a[3]) goto done;
+    for (int k = 0; k < 4; k++) fill_operands(a[k], (size_t)n);
+    for (int64_t i = 0; i < n; i++) a[3][i] = fabsf(a[3][i]); /* v >= 0 */
+    float *p = a[0], *g = a[1], *m = a[2], *v = a[3];
+    double best[2] = {1e30, 1e30};
+    for (int r = 0; r < 12; r++) {
+        for (size_t i = 0; i < evict_n; i++) evict[i] = evict[i] * 0.5f + 1.0f;
+        double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        if (r % 2 == 0) ml_adamw_kernel(0.9, 0.999, 1e-8, 0, p, g, m, v, n, 1e-3, 1 + r);
+        else
+            for (int64_t i = 0; i < n; i++) p[i] += g[i], m[i] += g[i], v[i] += g[i];
+        double dt = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3;
+        if (dt < best[r % 2]) best[r % 2] = dt;
+    }
+    *adamw_ms = best[0], *stream_ms = best[1];
+done:
+    for (int k = 0; k < 4; k++) free(a[k]);
+    free(evict);
+}
+
 /* --shapes: the rate of each linear product of an attention step at width d, as src/ops/matmul.c
  * makes them (forward y = x·Wᵀ by mlk_gemm_nt, dx = dy·W by mlk_gemm_nn, dW += dyᵀ·x by
  * mlk_gemm_tn; all three by sgemm beside them), each as a share of the one-thread peak, and their
@@ -361,6 +392,18 @@ static void bench_shapes(const int *ds, int n_d, int rows, int head_rows, int vo
         printf("%-3d attention's 6 per-sequence products of a layer (32 x %d x %d, one head): %.3f ms, %.1f GFLOP/s, "
                "%.1f %% of the peak (sgemm: %.3f ms, %.1f GFLOP/s)\n", d, L, d, ta * 1e3, fa / ta / 1e9,
                100 * fa / ta / 1e9 / rate, sa * 1e3, fa / sa / 1e9);
+        ml_model_config cfg; /* the attention model of a bench_train row at this width */
+        ml_model_config_defaults(&cfg, "attention");
+        cfg.d_model = d, cfg.vocab = vocab, cfg.pos_emb = true;
+        ml_model *model = ml_model_new(&cfg);
+        if (model) {
+            double adamw_ms, stream_ms;
+            int64_t n = model->n_total;
+            time_optimizer(n, &adamw_ms, &stream_ms);
+            printf("%-3d AdamW over the model's %lld parameters from memory: %.3f ms; its traffic (28 bytes a parameter) "
+                   "alone: %.3f ms, %.1f GB/s\n", d, (long long)n, adamw_ms, stream_ms, 28.0 * (double)n / stream_ms / 1e6);
+            ml_model_free(model);
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 #include "autograd/views.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "autograd/autograd.h"
 
@@ -54,6 +55,15 @@ static ml_status view_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
     if (v->kind == ML_VIEW_EXPAND) {
         gin[0] = ml_sum_to_shape(g, node->in_ndim[0], node->in_shape[0]);
         return gin[0] ? ML_OK : ml_last_status();
+    }
+    if (v->kind == ML_VIEW_VIEW) { /* a reshape: its gradient is g's elements in their order, so g
+                                      * itself in the input's shape (no zeroed base and copy of it) */
+        ml_tensor *c = ml_contiguous(g);
+        ml_view_spec back = {.kind = ML_VIEW_VIEW, .ndim = node->in_ndim[0]};
+        memcpy(back.shape, node->in_shape[0], sizeof(int64_t) * (size_t)back.ndim);
+        gin[0] = c ? ml_view_apply(c, &back) : NULL;
+        ml_release(c);
+        return gin[0] ? ML_OK : ml_fail(ML_ERR_MEM, "view backward: out of memory");
     }
     ml_tensor *base = ml_zeros(ML_F32, node->in_ndim[0], node->in_shape[0]);
     if (!base) return ML_ERR_MEM;

@@ -1105,6 +1105,19 @@ static ml_tensor *g_reduce(void *ud, ml_tensor **x) {
     if (u->op == ML_VAR) return ml_var(x[0], u->dim, u->keep, u->corr);
     return ml_reduce(u->op, x[0], u->dim, u->keep);
 }
+/* A reshape's backward hands back its gradient g as the input's shape, sharing g's storage: here
+ * g is also the gradient of x's direct use (an addition hands one gradient to both inputs), the
+ * tanh's backward may overwrite its incoming gradient, and a reshape of a transposed view goes
+ * through a copy; the sums into x's gradient must still be right. */
+GFN(g_reshape_shared, {
+    ml_tensor *v = ml_reshape(x[0], 2, (int64_t[]){6, 4}), *h = ml_unary(ML_TANH, v);
+    ml_tensor *hr = ml_reshape(h, 3, (int64_t[]){2, 3, 4}), *s = ml_add(hr, x[0]);
+    ml_tensor *t = ml_transpose(x[0], 0, 2), *tr = ml_reshape(t, 3, (int64_t[]){2, 3, 4});
+    ml_tensor *st = ml_mul(s, tr), *r = ml_mul(st, hr);
+    DROP(v, h, hr, s, t, tr, st);
+    return r;
+})
+
 GFN(g_reduce_view, { /* a sum over a transposed view, and max of a sliced one */
     ml_tensor *t = ml_transpose(x[0], 0, 2), *s = ml_slice(x[0], 1, 0, 3, 2);
     ml_tensor *a = ml_reduce(ML_SUM, t, 1, false), *b = ml_reduce(ML_MAX, s, 1, true);
@@ -1128,6 +1141,7 @@ START_TEST(grad_reductions) {
         ml_release(x);
     }
     GC(g_reduce_view, spaced(70, 0.1f, 0.0f, 3, (int64_t[]){2, 4, 3}));
+    GC(g_reshape_shared, spaced(71, 0.1f, 0.0f, 3, (int64_t[]){2, 3, 4}));
 }
 END_TEST
 

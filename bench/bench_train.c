@@ -24,8 +24,8 @@
  * and elementwise ops, embedding and head, optimizer and bookkeeping. `--shapes` times, on one
  * thread, each linear product of an attention step alone (forward and both backward products at
  * their shapes) as a share of the peak, and AdamW over the model's parameters beside a pass with
- * its memory traffic alone (the optimizer's floor). `--selftest` checks the peak kernels' results against a
- * scalar reference (not their speed) and exits non-zero on a mismatch.
+ * its memory traffic alone (the optimizer's floor). `--selftest` checks the peak kernels' results
+ * against a scalar reference (not their speed) and exits non-zero on a mismatch.
  *
  * `--precision fp32,bf16` times each precision of the model option `precision` (docs/kernels.md,
  * "bf16 training") on the same (arch, D, threads): one model each, their rounds alternating, the
@@ -323,7 +323,7 @@ done:
 
 /* Milliseconds of AdamW over the n parameters of a model and of a pass with AdamW's memory
  * traffic and no arithmetic to speak of (reads p, g, m, v and writes p, m, v: 28 bytes a
- * parameter), each the best of 5 runs that start with the arrays out of cache (a 128 MiB buffer
+ * parameter), each the best of 6 runs that start with the arrays out of cache (a 128 MiB buffer
  * is read and written in between): the optimizer's part of a step and the memory's floor under it. */
 static void time_optimizer(int64_t n, double *adamw_ms, double *stream_ms) {
     size_t evict_n = (size_t)32 << 20; /* floats: 128 MiB, past the last-level cache */

@@ -75,13 +75,13 @@ tables["ar-lr"] = function(s)
   return lines
 end
 
--- The ledger judged again with each bf16 run in place of the fp32 runs of its cell (the slice's
--- cell at its rate, the best rate's, and the main curve's where the rate is 1e-3): which verdicts move.
-local function bf16_in_ledger(s)
+-- The ledger judged again with runs in place of the fp32 runs of their cells (one run an
+-- architecture, at d = 64: the slice's cell at its rate, the best rate's, and the main curve's
+-- where the rate is 1e-3): the verdicts before and after, row by row.
+local function ledger_with(s, runs)
   local ledger = require "mech.paper.tables.ledger"
-  local before, saved, n = ledger.judge(s), {}, 0
-  for a, b in pairs(s.ar_bf16) do
-    n = n + 1
+  local before, saved = ledger.judge(s), {}
+  for a, b in pairs(runs) do
     saved[a] = { lr = s.ar_lr[a][64][b.lr], best = s.ar_best[a][64], main = s.ar[a][64] }
     s.ar_lr[a][64][b.lr] = { b }
     local best = s.ar_best[a][64]
@@ -89,14 +89,27 @@ local function bf16_in_ledger(s)
     if b.lr == 1e-3 then s.ar[a][64] = { b } end
   end
   local after = ledger.judge(s)
-  for a, b in pairs(s.ar_bf16) do
-    s.ar_lr[a][64][b.lr], s.ar_best[a][64], s.ar[a][64] = saved[a].lr, saved[a].best, saved[a].main
+  for a in pairs(runs) do
+    s.ar_lr[a][64][runs[a].lr], s.ar_best[a][64], s.ar[a][64] = saved[a].lr, saved[a].best, saved[a].main
   end
-  if n == 0 then return "No bf16 run has finished yet." end
+  return before, after
+end
+
+-- the rows whose verdict differs, as "row i: before → after"
+local function moved_rows(before, after)
   local moved = {}
   for i, j in ipairs(before) do
     if after[i].verdict ~= j.verdict then moved[#moved + 1] = string.format("row %d: %s → %s", i, j.verdict, after[i].verdict) end
   end
+  return moved
+end
+
+local function bf16_in_ledger(s)
+  local n = 0
+  for _ in pairs(s.ar_bf16) do n = n + 1 end
+  if n == 0 then return "No bf16 run has finished yet." end
+  local before, after = ledger_with(s, s.ar_bf16)
+  local moved = moved_rows(before, after)
   return string.format("With these %d bf16 runs in place of the fp32 runs of their cells (the slice's at the same rate, "
     .. "the best rate's, and the main curve's at lr 1e-3), the ledger below gives %s.", n,
     #moved == 0 and string.format("the same verdict on all %d rows", #before)
@@ -134,6 +147,85 @@ tables["ar-bf16"] = function(s)
   end
   lines[#lines + 1] = ""
   lines[#lines + 1] = bf16_in_ledger(s)
+  return lines
+end
+
+-- where a Mamba run's key is retrieved: the position of the largest Attrib at layer 0's input
+local function retrieves_at(e)
+  local best, at = -math.huge, "–"
+  for _, pos in ipairs { "value", "query", "key" } do
+    if e[pos] and e[pos] > best then best, at = e[pos], pos end
+  end
+  return best >= 0.5 and at or "none ≥ 0.5"
+end
+
+-- Mamba at d = 64, lr 3e-3, seed by seed in both precisions: is the bf16 run's difference (its
+-- accuracy, its retrieval at the query) the precision's or the seed's?
+tables["ar-mamba-seeds"] = function(s)
+  local runs = s.mamba_seeds
+  local by_seed, seeds = {}, {}
+  for _, prec in ipairs { "fp32", "bf16" } do
+    for _, e in ipairs(runs[prec]) do
+      if not by_seed[e.seed] then by_seed[e.seed], seeds[#seeds + 1] = {}, e.seed end
+      by_seed[e.seed][prec] = e
+    end
+  end
+  table.sort(seeds)
+  local lines = { "| seed | fp32 | @ Value / @ Query / @ Key | retrieves at | bf16 | @ Value / @ Query / @ Key | retrieves at |",
+    "|---|---|---|---|---|---|---|" }
+  local function cells(e)
+    if not e then return "not run yet", "–", "–" end
+    return acc1(e), string.format("%s / %s / %s", num(e.value), num(e.query), num(e.key)), retrieves_at(e)
+  end
+  for _, seed in ipairs(seeds) do
+    local a1, a2, a3 = cells(by_seed[seed].fp32)
+    local b1, b2, b3 = cells(by_seed[seed].bf16)
+    lines[#lines + 1] = row { tostring(seed), a1, a2, a3, b1, b2, b3 }
+  end
+  local function counts(list)
+    local c = { value = 0, query = 0, key = 0 }
+    for _, e in ipairs(list) do local at = retrieves_at(e); if c[at] then c[at] = c[at] + 1 end end
+    return string.format("key %d, query %d of %d", c.key, c.query, #list)
+  end
+  lines[#lines + 1] = row { "mean", acc(runs.fp32), "", counts(runs.fp32), acc(runs.bf16), "", counts(runs.bf16) }
+  lines[#lines + 1] = ""
+  if #runs.fp32 < 2 or #runs.bf16 < 2 then
+    lines[#lines + 1] = "Fewer than two seeds in a precision: the seeds' spread cannot be measured yet."
+    return lines
+  end
+  local m32, sd32 = paper.mean_sd(field(runs.fp32, "accuracy"))
+  local m16, sd16 = paper.mean_sd(field(runs.bf16, "accuracy"))
+  local noise = 2 * math.sqrt(sd32 ^ 2 / #runs.fp32 + sd16 ^ 2 / #runs.bf16)
+  -- the ledger with each run in Mamba's d = 64 cells in turn: the verdicts each run gives
+  local verdicts = { fp32 = {}, bf16 = {} }
+  local rows_moved = {}
+  for _, prec in ipairs { "fp32", "bf16" } do
+    for _, e in ipairs(runs[prec]) do
+      local before, after = ledger_with(s, { mamba = e })
+      for i, j in ipairs(before) do
+        if after[i].verdict ~= j.verdict then rows_moved[i] = true end
+      end
+      verdicts[prec][#verdicts[prec] + 1] = after
+    end
+  end
+  local ids = {}
+  for i in pairs(rows_moved) do ids[#ids + 1] = i end
+  table.sort(ids)
+  local per_row = {}
+  for _, i in ipairs(ids) do
+    local function list(prec)
+      local v = {}
+      for k, after in ipairs(verdicts[prec]) do v[#v + 1] = string.format("%s (seed %d)", after[i].verdict, runs[prec][k].seed) end
+      return table.concat(v, ", ")
+    end
+    per_row[#per_row + 1] = string.format("row %d: fp32 %s; bf16 %s", i, list("fp32"), list("bf16"))
+  end
+  lines[#lines + 1] = string.format("Over its %d seeds fp32 reaches %s ± %s (sd), bf16 %s ± %s over %d: %s%.3f, "
+    .. "against twice the error of the difference of the two means from the seeds' spread, %.3f: %s. "
+    .. "The ledger judged with each run in turn in Mamba's d = 64 cells gives %s.",
+    #runs.fp32, num(m32, 3), num(sd32, 3), num(m16, 3), num(sd16, 3), #runs.bf16, m16 < m32 and "−" or "+",
+    math.abs(m16 - m32), noise, math.abs(m16 - m32) <= noise and "the precisions cannot be told apart" or "apart",
+    #ids == 0 and "the committed verdicts on every row" or table.concat(per_row, "; "))
   return lines
 end
 

@@ -158,6 +158,15 @@ local function stats(d)
   -- the AR slice's best rates at d = 64 trained with bf16 products (ar's bf16_64, issue 46): one run each
   s.ar_bf16 = {}
   for _, a in ipairs(paper.archs) do s.ar_bf16[a] = pick(d, { "ar_bf16" }, arch_is(a))[1] end
+  -- Mamba at d = 64, lr 3e-3 by seed in each precision (ar's mamba_seeds_64, issue 46): seed 42 is
+  -- the slice's fp32 run and bf16_64's run, seeds 43-45 the profile's own
+  s.mamba_seeds = { fp32 = {}, bf16 = {} }
+  for _, e in ipairs(s.ar_lr.mamba and s.ar_lr.mamba[64][3e-3] or {}) do s.mamba_seeds.fp32[#s.mamba_seeds.fp32 + 1] = e end
+  if s.ar_bf16.mamba then s.mamba_seeds.bf16 = { s.ar_bf16.mamba } end
+  for _, e in ipairs(pick(d, { "ar_mamba_seeds" })) do
+    local list = s.mamba_seeds[e.precision or "fp32"]
+    list[#list + 1] = e
+  end
   -- Mamba at the paper's d = 256 at its best rate of the slice (profile mamba_256, one run)
   s.mamba256 = pick(d, { "ar_mamba_256" })[1]
   -- Mamba by conv width (4: ar's Mamba)

@@ -49,7 +49,7 @@ static int run(int kind, int form, const operands *o) {
     bool nn = form == NN;
     if (form == TN) /* there is no w to pack beforehand */
         return kind == FP32 ? mlk_gemm_tn(o->M, o->N, o->K, o->x, o->w, false, o->y)
-                            : mlk_gemm_tn_bf16(o->M, o->N, o->K, o->x, o->w, o->y);
+                            : mlk_gemm_tn_bf16(o->M, o->N, o->K, o->x, o->w, false, o->y);
     switch (kind) {
     case FP32: return nn ? mlk_gemm_nn(o->M, o->N, o->K, o->x, o->w, o->y)
                          : mlk_gemm_nt(o->M, o->N, o->K, o->x, o->w, o->bias, o->y);

@@ -52,7 +52,7 @@ START_TEST(linear_bf16_is_the_kernels) {
         if (prec) {
             ck_assert_int_eq(mlk_gemm_nt_bf16(N, OUT, IN, ml_f32(x), ml_f32(w), ml_f32(b), ry), 0);
             ck_assert_int_eq(mlk_gemm_nn_bf16(N, IN, OUT, ml_f32(c), ml_f32(w), rdx), 0);
-            ck_assert_int_eq(mlk_gemm_tn_bf16(OUT, IN, N, ml_f32(c), ml_f32(x), rdw), 0);
+            ck_assert_int_eq(mlk_gemm_tn_bf16(OUT, IN, N, ml_f32(c), ml_f32(x), false, rdw), 0);
         } else {
             ck_assert_int_eq(mlk_gemm_nt(N, OUT, IN, ml_f32(x), ml_f32(w), ml_f32(b), ry), 0);
             ck_assert_int_eq(mlk_gemm_nn(N, IN, OUT, ml_f32(c), ml_f32(w), rdx), 0);

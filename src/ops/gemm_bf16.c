@@ -256,11 +256,18 @@ static int bf16_pack(int64_t N, int64_t K, const float *w, int64_t ld, uint32_t 
     if (N <= 0) return 0;
     int64_t nb = (N + BF_COLS - 1) / BF_COLS;
     int nt = mlk_threads_for((double)N * (double)K);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int64_t p = 0; p < nb; p++) {
-        if (nn) pack_nn_panel(N, K, w, ld, packed, p);
-        else pack_nt_panel(N, K, w, ld, packed, p);
-    }
+    if (nt > 1) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t p = 0; p < nb; p++) {
+            if (nn) pack_nn_panel(N, K, w, ld, packed, p);
+            else pack_nt_panel(N, K, w, ld, packed, p);
+        }
+    } else /* not an OpenMP region of one thread: entering one costs about a microsecond, as much as
+            * one of attention's products */
+        for (int64_t p = 0; p < nb; p++) {
+            if (nn) pack_nn_panel(N, K, w, ld, packed, p);
+            else pack_nt_panel(N, K, w, ld, packed, p);
+        }
     return 0;
 #else
     (void)N, (void)K, (void)w, (void)ld, (void)packed, (void)nn;

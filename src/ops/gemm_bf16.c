@@ -13,8 +13,11 @@
  * Layout. w is packed once (mlk_bf16_pack_nt from (N, K), mlk_bf16_pack_nn from (K, N): the same
  * array) in panels of 64 columns, the last as wide as the vectors its columns fill: for each pair
  * of k, 16 columns' (w[j,2k], w[j,2k+1]) in one 32-bit word each, the even k in the low half,
- * zero past N and past K. x is converted to pairs the same way, a row at a time. Tiles of 4 rows
- * x one panel keep 16 fp32 accumulators in registers, as gemm.c.
+ * zero past N and past K. x is converted to pairs the same way, a row at a time (or, where its
+ * rows are adjacent and its k far apart, packed in panels as w is). Tiles of 4 rows x one panel
+ * keep 16 fp32 accumulators in registers, as gemm.c; the sum is then scaled by alpha, the bias
+ * added and the old y added where the call accumulates (mlk_gemm's general form: mlk_gemm_bf16,
+ * for attention's per-sequence products on strided operands).
  *
  * Only the functions that run AVX-512 carry the target attribute (BF16_TARGET): the file is
  * compiled with the project's flags, so the rest of the build stays baseline x86-64, and a CPU

@@ -189,6 +189,10 @@ BF16_TARGET static void pack_rows(int64_t K, const float *x, int64_t ld, uint32_
  * panel's width). */
 BF16_INLINE void bf16_block(int R, int V, int64_t kp, const uint32_t *xb, int64_t rs, int64_t qs, const uint32_t *wp,
                             const bf16_io *io, float *y, int64_t N, int64_t j0) {
+    /* read once: y's stores could alias *io for all the compiler knows */
+    const int64_t ldy = io->ldy;
+    const float alpha = io->alpha, *bias = io->bias;
+    const bool accumulate = io->accumulate;
     __m512 acc[BF_ROWS][BF_VECS];
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) acc[r][v] = _mm512_setzero_ps();
@@ -204,11 +208,11 @@ BF16_INLINE void bf16_block(int R, int V, int64_t kp, const uint32_t *xb, int64_
         for (int v = 0; v < V; v++) {
             int64_t j = j0 + BF_LANES * v;
             __mmask16 m = lanes_mask(N - j);
-            float *o = y + r * io->ldy + j;
+            float *o = y + r * ldy + j;
             __m512 s = acc[r][v];
-            if (io->alpha != 1.0f) s = _mm512_mul_ps(s, _mm512_set1_ps(io->alpha)); /* after the sum, as gemm.c */
-            if (io->bias) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, io->bias + j)); /* the bias after the sum */
-            if (io->accumulate) s = _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), s); /* the old y plus the whole sum */
+            if (alpha != 1.0f) s = _mm512_mul_ps(s, _mm512_set1_ps(alpha));             /* after the sum, as gemm.c */
+            if (bias) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, bias + j));         /* the bias after the sum */
+            if (accumulate) s = _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), s); /* the old y plus the whole sum */
             _mm512_mask_storeu_ps(o, m, s);
         }
 }

@@ -195,7 +195,12 @@ BF16_INLINE void bf16_block(int R, int V, int64_t kp, const uint32_t *xb, int64_
     const bool accumulate = io->accumulate;
     __m512 acc[BF_ROWS][BF_VECS];
     for (int r = 0; r < R; r++)
-        for (int v = 0; v < V; v++) acc[r][v] = _mm512_setzero_ps();
+        for (int v = 0; v < V; v++) {
+            acc[r][v] = _mm512_setzero_ps();
+            /* y's lines fetched for writing while the sum runs: an accumulating call reads them
+             * (the weight gradient's rows are far apart and cold), and every call writes them */
+            __builtin_prefetch(y + r * ldy + j0 + BF_LANES * v, 1, 3);
+        }
     for (int64_t q = 0; q < kp; q++) {
         __m512bh w[BF_VECS];
         for (int v = 0; v < V; v++) w[v] = (__m512bh)_mm512_load_si512(wp + q * BF_LANES * V + BF_LANES * v);

@@ -11,7 +11,10 @@
  * once beforehand (mlk_gemm_bf16_packed: in training, once per optimizer step for the forward and
  * the input gradient together). "dx" rows time the input gradient dy·W (mlk_gemm_nn and
  * mlk_gemm_nn_bf16), "dW" rows the weight gradient dyᵀ·x over the batch's rows (mlk_gemm_tn and
- * mlk_gemm_tn_bf16, which packs both operands in the call: its "packed" column repeats it). GFLOP/s count 2·M·N·K. Exits non-zero where the CPU lacks AVX512_BF16. */
+ * mlk_gemm_tn_bf16, which packs both operands in the call: its "packed" column repeats it). "attn"
+ * rows time attention's six per-sequence products of one (sequence, head) (L = 37, d_h = D at one
+ * head, on the qkv rows in place: mlk_gemm and mlk_gemm_bf16 with nn_ops.c's strides; "packed"
+ * repeats bf16). GFLOP/s count 2·M·N·K. Exits non-zero where the CPU lacks AVX512_BF16. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +32,17 @@ static double thread_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* mlk_gemm's strides (GEN): a(i,k) = x[i·xr + k·xc]; w (K, N) where w_kn, else (N, K), rows ldw apart */
+typedef struct {
+    int64_t xr, xc, ldw, ldy;
+    bool w_kn;
+} strides;
+
 typedef struct {
     const char *name;
     int64_t M, N, K;
-    int form; /* NT: y = x·wᵀ + bias; NN: the input gradient x·w; TN: the weight gradient xᵀ·w */
+    int form; /* NT: y = x·wᵀ + bias; NN: the input gradient x·w; TN: the weight gradient xᵀ·w; GEN: strided */
+    strides st;
 } shape;
 
 typedef struct {
@@ -40,16 +50,23 @@ typedef struct {
     const float *x, *w, *bias;
     const uint32_t *packed;
     float *y;
+    strides st;
 } operands;
 
 enum { FP32, BF16, BF16_PACKED, NKINDS };
-enum { NT, NN, TN };
+enum { NT, NN, TN, GEN };
 
 static int run(int kind, int form, const operands *o) {
     bool nn = form == NN;
+    const strides *st = &o->st;
+    if (form == GEN) /* attention's form: nothing packed beforehand either */
+        return kind == FP32 ? mlk_gemm(o->M, o->N, o->K, o->x, st->xr, st->xc, o->w, st->ldw, st->w_kn, 0.125f, false,
+                                       o->y, st->ldy)
+                            : mlk_gemm_bf16(o->M, o->N, o->K, o->x, st->xr, st->xc, o->w, st->ldw, st->w_kn, 0.125f,
+                                            false, o->y, st->ldy);
     if (form == TN) /* there is no w to pack beforehand */
         return kind == FP32 ? mlk_gemm_tn(o->M, o->N, o->K, o->x, o->w, false, o->y)
-                            : mlk_gemm_tn_bf16(o->M, o->N, o->K, o->x, o->w, o->y);
+                            : mlk_gemm_tn_bf16(o->M, o->N, o->K, o->x, o->w, false, o->y);
     switch (kind) {
     case FP32: return nn ? mlk_gemm_nn(o->M, o->N, o->K, o->x, o->w, o->y)
                          : mlk_gemm_nt(o->M, o->N, o->K, o->x, o->w, o->bias, o->y);
@@ -99,31 +116,49 @@ int main(int argc, char **argv) {
     printf("%-26s %6s %6s %6s | %-13s %-13s %-13s | %s\n", "product", "M", "N", "K", "fp32", "bf16", "bf16 packed",
            "speed-up (packed)");
     const shape shapes[] = {
-        {"D -> D, D = 64", 1184, 64, 64, NT},       {"D -> 4D, D = 64", 1184, 256, 64, NT},
-        {"4D -> D, D = 64", 1184, 64, 256, NT},     {"D -> D, D = 256", 1184, 256, 256, NT},
-        {"D -> 3D, D = 256", 1184, 768, 256, NT},   {"D -> 4D, D = 256", 1184, 1024, 256, NT},
-        {"dx D -> D, D = 256", 1184, 256, 256, NN}, {"dW D -> D, D = 64", 64, 64, 1184, TN},
-        {"dW D -> D, D = 256", 256, 256, 1184, TN}, {"head, D = 64", 32, 8196, 64, NT},
-        {"head, D = 256", 32, 8196, 256, NT},       {"head dx, D = 64", 32, 64, 8196, NN},
-        {"head dx, D = 256", 32, 256, 8196, NN},
+        {"D -> D, D = 64", 1184, 64, 64, NT, {0}},       {"D -> 4D, D = 64", 1184, 256, 64, NT, {0}},
+        {"4D -> D, D = 64", 1184, 64, 256, NT, {0}},     {"D -> D, D = 256", 1184, 256, 256, NT, {0}},
+        {"D -> 3D, D = 256", 1184, 768, 256, NT, {0}},   {"D -> 4D, D = 256", 1184, 1024, 256, NT, {0}},
+        {"dx D -> D, D = 256", 1184, 256, 256, NN, {0}}, {"dW D -> D, D = 64", 64, 64, 1184, TN, {0}},
+        {"dW D -> D, D = 256", 256, 256, 1184, TN, {0}}, {"head, D = 64", 32, 8196, 64, NT, {0}},
+        {"head, D = 256", 32, 8196, 256, NT, {0}},       {"head dx, D = 64", 32, 64, 8196, NN, {0}},
+        {"head dx, D = 256", 32, 256, 8196, NN, {0}},
+        /* attention at L = 37, one head: x, w and y on qkv's rows (3D), P's (L) or the context's (D) */
+        {"attn QK^T, D = 64", 37, 37, 64, GEN, {192, 1, 192, 37, false}},
+        {"attn PV, D = 64", 37, 64, 37, GEN, {37, 1, 192, 64, true}},
+        {"attn dP = dO.V^T, D = 64", 37, 37, 64, GEN, {64, 1, 192, 37, false}},
+        {"attn dV = P^T.dO, D = 64", 37, 64, 37, GEN, {1, 37, 64, 192, true}},
+        {"attn dQ = dS.K, D = 64", 37, 64, 37, GEN, {37, 1, 192, 192, true}},
+        {"attn dK = dS^T.Q, D = 64", 37, 64, 37, GEN, {1, 37, 192, 192, true}},
+        {"attn QK^T, D = 256", 37, 37, 256, GEN, {768, 1, 768, 37, false}},
+        {"attn PV, D = 256", 37, 256, 37, GEN, {37, 1, 768, 256, true}},
+        {"attn dP = dO.V^T, D = 256", 37, 37, 256, GEN, {256, 1, 768, 37, false}},
+        {"attn dV = P^T.dO, D = 256", 37, 256, 37, GEN, {1, 37, 256, 768, true}},
+        {"attn dQ = dS.K, D = 256", 37, 256, 37, GEN, {37, 1, 768, 768, true}},
+        {"attn dK = dS^T.Q, D = 256", 37, 256, 37, GEN, {1, 37, 768, 768, true}},
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *sh = &shapes[s];
         int64_t M = sh->M, N = sh->N, K = sh->K;
-        float *x = malloc(sizeof(float) * (size_t)(M * K)), *w = malloc(sizeof(float) * (size_t)(N * K));
-        /* (TN: x is (K, M) and w is (K, N), the same sizes) */
-        float *bias = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)(M * N));
+        /* (TN: x is (K, M) and w is (K, N), the same sizes; GEN: as large as the strides reach) */
+        int64_t nx = M * K, nw = N * K, ny = M * N;
+        if (sh->form == GEN) {
+            nx = (M - 1) * sh->st.xr + (K - 1) * sh->st.xc + 1;
+            nw = (sh->st.w_kn ? K : N) * sh->st.ldw, ny = M * sh->st.ldy;
+        }
+        float *x = malloc(sizeof(float) * (size_t)nx), *w = malloc(sizeof(float) * (size_t)nw);
+        float *bias = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)ny);
         size_t pbytes = sizeof(uint32_t) * mlk_bf16_packed_size(N, K);
         uint32_t *packed = aligned_alloc(64, (pbytes + 63) / 64 * 64);
         if (!x || !w || !bias || !y || !packed) {
             fprintf(stderr, "bench_gemm_bf16: out of memory\n");
             return 1;
         }
-        for (int64_t i = 0; i < M * K; i++) x[i] = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
-        for (int64_t i = 0; i < N * K; i++) w[i] = (float)((i * 104729) % 2001 - 1000) * 1e-3f;
+        for (int64_t i = 0; i < nx; i++) x[i] = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
+        for (int64_t i = 0; i < nw; i++) w[i] = (float)((i * 104729) % 2001 - 1000) * 1e-3f;
         for (int64_t i = 0; i < N; i++) bias[i] = (float)(i % 13) * 0.1f;
         if ((sh->form == NT ? mlk_bf16_pack_nt(N, K, w, packed) : mlk_bf16_pack_nn(N, K, w, packed)) != 0) return 1;
-        operands o = {M, N, K, x, w, bias, packed, y};
+        operands o = {M, N, K, x, w, bias, packed, y, sh->st};
         double flops = 2.0 * (double)M * (double)N * (double)K, best[NKINDS];
         /* calls for about 20 ms at 150 GFLOP/s */
         int calls = (int)(0.02 * 150e9 / flops) + 1;

@@ -13,8 +13,11 @@
  * Layout. w is packed once (mlk_bf16_pack_nt from (N, K), mlk_bf16_pack_nn from (K, N): the same
  * array) in panels of 64 columns, the last as wide as the vectors its columns fill: for each pair
  * of k, 16 columns' (w[j,2k], w[j,2k+1]) in one 32-bit word each, the even k in the low half,
- * zero past N and past K. x is converted to pairs the same way, a row at a time. Tiles of 4 rows
- * x one panel keep 16 fp32 accumulators in registers, as gemm.c.
+ * zero past N and past K. x is converted to pairs the same way, a row at a time (or, where its
+ * rows are adjacent and its k far apart, packed in panels as w is). Tiles of 4 rows x one panel
+ * keep 16 fp32 accumulators in registers, as gemm.c; the sum is then scaled by alpha, the bias
+ * added and the old y added where the call accumulates (mlk_gemm's general form: mlk_gemm_bf16,
+ * for attention's per-sequence products on strided operands).
  *
  * Only the functions that run AVX-512 carry the target attribute (BF16_TARGET): the file is
  * compiled with the project's flags, so the rest of the build stays baseline x86-64, and a CPU
@@ -25,6 +28,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
@@ -37,6 +41,15 @@
 #endif
 
 enum { BF_ROWS = 4, BF_LANES = 16, BF_VECS = 4, BF_COLS = BF_LANES * BF_VECS };
+
+/* How a product writes y: rows ldy apart; the sum times alpha, plus bias[j], plus the old y
+ * where accumulate (gemm.c's order: alpha, then the bias, then the old y). */
+typedef struct {
+    int64_t ldy;
+    float alpha;
+    const float *bias;
+    bool accumulate;
+} bf16_io;
 
 static bool cpu_has_bf16(void) {
 #ifdef BF16_X86
@@ -127,16 +140,17 @@ BF16_INLINE void transpose16(__m512i r[16]) {
     }
 }
 
-/* Panel p from w (N, K): 16 columns at a time, 16 pairs of k at a time, each row converted to
- * pairs in a register and the 16 x 16 block of words transposed in registers. */
-BF16_TARGET static void pack_nt_panel(int64_t N, int64_t K, const float *w, uint32_t *packed, int64_t p) {
+/* Panel p from w (N, K), its rows ld apart: 16 columns at a time, 16 pairs of k at a time, each
+ * row converted to pairs in a register and the 16 x 16 block of words transposed in registers. */
+BF16_TARGET static void pack_nt_panel(int64_t N, int64_t K, const float *w, int64_t ld, uint32_t *packed,
+                                      int64_t p) {
     int64_t kp = (K + 1) / 2, j0 = p * BF_COLS, pw = bf16_panel_width(N, j0);
     uint32_t *wp = packed + p * kp * BF_COLS;
     for (int64_t e = 0; e < pw; e += BF_LANES)
         for (int64_t q0 = 0; q0 < kp; q0 += 16) {
             __m512i r[16];
             for (int i = 0; i < 16; i++)
-                r[i] = j0 + e + i < N ? pairs_of(w + (j0 + e + i) * K + 2 * q0, K - 2 * q0) : _mm512_setzero_si512();
+                r[i] = j0 + e + i < N ? pairs_of(w + (j0 + e + i) * ld + 2 * q0, K - 2 * q0) : _mm512_setzero_si512();
             transpose16(r);
             for (int q = 0; q < 16 && q0 + q < kp; q++) _mm512_store_si512(wp + (q0 + q) * pw + e, r[q]);
         }
@@ -148,35 +162,45 @@ BF16_INLINE __m512i halves_of(const float *s, int64_t n) {
     return _mm512_cvtepu16_epi32((__m256i)h);
 }
 
-/* Panel p from w (K, N): rows 2k and 2k + 1 of its columns, interleaved into pairs. */
-BF16_TARGET static void pack_nn_panel(int64_t N, int64_t K, const float *w, uint32_t *packed, int64_t p) {
+/* Panel p from w (K, N), its rows ld apart: rows 2k and 2k + 1 of its columns, interleaved into pairs. */
+BF16_TARGET static void pack_nn_panel(int64_t N, int64_t K, const float *w, int64_t ld, uint32_t *packed,
+                                      int64_t p) {
     int64_t kp = (K + 1) / 2, j0 = p * BF_COLS, pw = bf16_panel_width(N, j0);
     uint32_t *wp = packed + p * kp * BF_COLS;
     for (int64_t q = 0; q < kp; q++)
         for (int64_t e = 0; e < pw; e += BF_LANES) {
             int64_t n = N - j0 - e;
-            __m512i even = halves_of(w + 2 * q * N + j0 + e, n);
-            __m512i odd = 2 * q + 1 < K ? halves_of(w + (2 * q + 1) * N + j0 + e, n) : _mm512_setzero_si512();
+            __m512i even = halves_of(w + 2 * q * ld + j0 + e, n);
+            __m512i odd = 2 * q + 1 < K ? halves_of(w + (2 * q + 1) * ld + j0 + e, n) : _mm512_setzero_si512();
             _mm512_store_si512(wp + q * pw + e, _mm512_or_si512(even, _mm512_slli_epi32(odd, 16)));
         }
 }
 
-/* Rows [i0, i1) of x (M, K) as pairs, kp words a row. */
-BF16_TARGET static void pack_rows(int64_t K, const float *x, uint32_t *xb, int64_t i0, int64_t i1) {
+/* Rows [i0, i1) of x (M, K), its rows ld apart, as pairs, kp words a row. */
+BF16_TARGET static void pack_rows(int64_t K, const float *x, int64_t ld, uint32_t *xb, int64_t i0, int64_t i1) {
     int64_t kp = (K + 1) / 2;
     for (int64_t i = i0; i < i1; i++)
         for (int64_t q0 = 0; q0 < kp; q0 += 16)
-            _mm512_mask_storeu_epi32(xb + i * kp + q0, lanes_mask(kp - q0), pairs_of(x + i * K + 2 * q0, K - 2 * q0));
+            _mm512_mask_storeu_epi32(xb + i * kp + q0, lanes_mask(kp - q0), pairs_of(x + i * ld + 2 * q0, K - 2 * q0));
 }
 
 /* R rows x V vectors of y from column j0; the panel's rows are 16·V words apart; pair q of row r
  * of x is xb[r·rs + q·qs] (rows of pairs: rs = kp, qs = 1; x packed in panels: rs = 1, qs = the
  * panel's width). */
 BF16_INLINE void bf16_block(int R, int V, int64_t kp, const uint32_t *xb, int64_t rs, int64_t qs, const uint32_t *wp,
-                            const float *bias, float *y, int64_t N, int64_t j0) {
+                            const bf16_io *io, float *y, int64_t N, int64_t j0) {
+    /* read once: y's stores could alias *io for all the compiler knows */
+    const int64_t ldy = io->ldy;
+    const float alpha = io->alpha, *bias = io->bias;
+    const bool accumulate = io->accumulate;
     __m512 acc[BF_ROWS][BF_VECS];
     for (int r = 0; r < R; r++)
-        for (int v = 0; v < V; v++) acc[r][v] = _mm512_setzero_ps();
+        for (int v = 0; v < V; v++) {
+            acc[r][v] = _mm512_setzero_ps();
+            /* y's lines fetched for writing while the sum runs: an accumulating call reads them
+             * (the weight gradient's rows are far apart and cold), and every call writes them */
+            __builtin_prefetch(y + r * ldy + j0 + BF_LANES * v, 1, 3);
+        }
     for (int64_t q = 0; q < kp; q++) {
         __m512bh w[BF_VECS];
         for (int v = 0; v < V; v++) w[v] = (__m512bh)_mm512_load_si512(wp + q * BF_LANES * V + BF_LANES * v);
@@ -189,9 +213,12 @@ BF16_INLINE void bf16_block(int R, int V, int64_t kp, const uint32_t *xb, int64_
         for (int v = 0; v < V; v++) {
             int64_t j = j0 + BF_LANES * v;
             __mmask16 m = lanes_mask(N - j);
+            float *o = y + r * ldy + j;
             __m512 s = acc[r][v];
-            if (bias) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, bias + j)); /* the bias after the sum */
-            _mm512_mask_storeu_ps(y + r * N + j, m, s);
+            if (alpha != 1.0f) s = _mm512_mul_ps(s, _mm512_set1_ps(alpha));             /* after the sum, as gemm.c */
+            if (bias) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, bias + j));         /* the bias after the sum */
+            if (accumulate) s = _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), s); /* the old y plus the whole sum */
+            _mm512_mask_storeu_ps(o, m, s);
         }
 }
 
@@ -199,7 +226,7 @@ BF16_INLINE void bf16_block(int R, int V, int64_t kp, const uint32_t *xb, int64_
  * pairs, or (xpanels) packed as w is, its rows as the columns of panels of 64 (a tile of 4 rows
  * never crosses a panel's edge). */
 BF16_TARGET static void bf16_part(int64_t M, int64_t N, int64_t K, const uint32_t *xb, bool xpanels,
-                                  const uint32_t *packed, const float *bias, float *y, int64_t p0, int64_t p1,
+                                  const uint32_t *packed, const bf16_io *io, float *y, int64_t p0, int64_t p1,
                                   int64_t i0, int64_t i1) {
     int64_t kp = (K + 1) / 2;
     for (int64_t p = p0; p < p1; p++) {
@@ -214,18 +241,18 @@ BF16_TARGET static void bf16_part(int64_t M, int64_t N, int64_t K, const uint32_
                 int64_t a0 = i / BF_COLS * BF_COLS;
                 rs = 1, qs = bf16_panel_width(M, a0), xi = xb + a0 * kp + (i - a0);
             }
-            float *yi = y + i * N;
+            float *yi = y + i * io->ldy;
             if (R == BF_ROWS) switch (V) {
-                case 4: bf16_block(4, 4, kp, xi, rs, qs, wp, bias, yi, N, j0); break;
-                case 3: bf16_block(4, 3, kp, xi, rs, qs, wp, bias, yi, N, j0); break;
-                case 2: bf16_block(4, 2, kp, xi, rs, qs, wp, bias, yi, N, j0); break;
-                default: bf16_block(4, 1, kp, xi, rs, qs, wp, bias, yi, N, j0);
+                case 4: bf16_block(4, 4, kp, xi, rs, qs, wp, io, yi, N, j0); break;
+                case 3: bf16_block(4, 3, kp, xi, rs, qs, wp, io, yi, N, j0); break;
+                case 2: bf16_block(4, 2, kp, xi, rs, qs, wp, io, yi, N, j0); break;
+                default: bf16_block(4, 1, kp, xi, rs, qs, wp, io, yi, N, j0);
                 }
             else switch (V) {
-                case 4: bf16_block(1, 4, kp, xi, rs, qs, wp, bias, yi, N, j0); break;
-                case 3: bf16_block(1, 3, kp, xi, rs, qs, wp, bias, yi, N, j0); break;
-                case 2: bf16_block(1, 2, kp, xi, rs, qs, wp, bias, yi, N, j0); break;
-                default: bf16_block(1, 1, kp, xi, rs, qs, wp, bias, yi, N, j0);
+                case 4: bf16_block(1, 4, kp, xi, rs, qs, wp, io, yi, N, j0); break;
+                case 3: bf16_block(1, 3, kp, xi, rs, qs, wp, io, yi, N, j0); break;
+                case 2: bf16_block(1, 2, kp, xi, rs, qs, wp, io, yi, N, j0); break;
+                default: bf16_block(1, 1, kp, xi, rs, qs, wp, io, yi, N, j0);
                 }
             i += R;
         }
@@ -233,37 +260,45 @@ BF16_TARGET static void bf16_part(int64_t M, int64_t N, int64_t K, const uint32_
 }
 #endif
 
-/* Packs every panel (on the threads where w is large). */
-static int bf16_pack(int64_t N, int64_t K, const float *w, uint32_t *packed, bool nn) {
+/* Packs every panel of w (N, K), or (nn) of w given as (K, N), its rows ld apart (on the threads
+ * where w is large). */
+static int bf16_pack(int64_t N, int64_t K, const float *w, int64_t ld, uint32_t *packed, bool nn) {
 #ifdef BF16_X86
     if (!mlk_have_bf16()) return MLK_ENOBF16;
     if (N <= 0) return 0;
     int64_t nb = (N + BF_COLS - 1) / BF_COLS;
     int nt = mlk_threads_for((double)N * (double)K);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int64_t p = 0; p < nb; p++) {
-        if (nn) pack_nn_panel(N, K, w, packed, p);
-        else pack_nt_panel(N, K, w, packed, p);
-    }
+    if (nt > 1) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t p = 0; p < nb; p++) {
+            if (nn) pack_nn_panel(N, K, w, ld, packed, p);
+            else pack_nt_panel(N, K, w, ld, packed, p);
+        }
+    } else /* not an OpenMP region of one thread: entering one costs about a microsecond, as much as
+            * one of attention's products */
+        for (int64_t p = 0; p < nb; p++) {
+            if (nn) pack_nn_panel(N, K, w, ld, packed, p);
+            else pack_nt_panel(N, K, w, ld, packed, p);
+        }
     return 0;
 #else
-    (void)N, (void)K, (void)w, (void)packed, (void)nn;
+    (void)N, (void)K, (void)w, (void)ld, (void)packed, (void)nn;
     return MLK_ENOBF16;
 #endif
 }
 
 int mlk_bf16_pack_nt(int64_t N, int64_t K, const float *w, uint32_t *packed) {
-    return bf16_pack(N, K, w, packed, false);
+    return bf16_pack(N, K, w, K, packed, false);
 }
 
 int mlk_bf16_pack_nn(int64_t N, int64_t K, const float *w, uint32_t *packed) {
-    return bf16_pack(N, K, w, packed, true);
+    return bf16_pack(N, K, w, N, packed, true);
 }
 
-/* The product on packed w; x as rows of fp32 (converted here, xb scratch) or (xpanels) already
- * packed in panels (xb itself). */
-static int bf16_run(int64_t M, int64_t N, int64_t K, const float *x, uint32_t *xb, bool xpanels,
-                    const uint32_t *packed, const float *bias, float *y) {
+/* The product on packed w; x as rows of fp32 ldx apart (converted here, xb scratch) or (xpanels)
+ * already packed in panels (xb itself). */
+static int bf16_run(int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx, uint32_t *xb, bool xpanels,
+                    const uint32_t *packed, const bf16_io *io, float *y) {
 #ifdef BF16_X86
     int64_t nb = (N + BF_COLS - 1) / BF_COLS, mb = (M + BF_ROWS - 1) / BF_ROWS;
     /* as gemm.c: a thread from about a million multiply-adds (here at twice the rate, the same
@@ -275,41 +310,78 @@ static int bf16_run(int64_t M, int64_t N, int64_t K, const float *x, uint32_t *x
         {
             if (!xpanels) {
 #pragma omp for schedule(static)
-                for (int64_t c = 0; c < nt; c++) pack_rows(K, x, xb, c * M / nt, (c + 1) * M / nt);
+                for (int64_t c = 0; c < nt; c++) pack_rows(K, x, ldx, xb, c * M / nt, (c + 1) * M / nt);
             }
 #pragma omp for schedule(static)
             for (int64_t c = 0; c < (by_rows ? nt : nb); c++) {
-                if (!by_rows) bf16_part(M, N, K, xb, xpanels, packed, bias, y, c, c + 1, 0, M);
+                if (!by_rows) bf16_part(M, N, K, xb, xpanels, packed, io, y, c, c + 1, 0, M);
                 else {
                     int64_t i0 = c * mb / nt * BF_ROWS, i1 = (c + 1) * mb / nt * BF_ROWS;
-                    bf16_part(M, N, K, xb, xpanels, packed, bias, y, 0, nb, i0, i1 < M ? i1 : M);
+                    bf16_part(M, N, K, xb, xpanels, packed, io, y, 0, nb, i0, i1 < M ? i1 : M);
                 }
             }
         }
     } else {
-        if (!xpanels) pack_rows(K, x, xb, 0, M);
-        bf16_part(M, N, K, xb, xpanels, packed, bias, y, 0, nb, 0, M);
+        if (!xpanels) pack_rows(K, x, ldx, xb, 0, M);
+        bf16_part(M, N, K, xb, xpanels, packed, io, y, 0, nb, 0, M);
     }
     return 0;
 #else
-    (void)M, (void)N, (void)K, (void)x, (void)xb, (void)xpanels, (void)packed, (void)bias, (void)y;
+    (void)M, (void)N, (void)K, (void)x, (void)ldx, (void)xb, (void)xpanels, (void)packed, (void)io, (void)y;
     return MLK_ENOBF16;
 #endif
 }
 
-static uint32_t *words_alloc(size_t n) {
+/* Scratch for the packed operands: up to 4 MiB in this thread's, kept from call to call (as
+ * gemm.c's panels: memory allocated afresh is faulted in again on every call, and attention calls
+ * its per-sequence products hundreds of times a step); larger, an allocation per call. */
+enum { BF16_KEEP_WORDS = 1 << 20 };
+static _Thread_local void *kept_scratch;
+static _Thread_local size_t kept_words;
+/* The same pointer under a key whose destructor frees it when its thread ends (OpenMP's pool
+ * threads end when the team shrinks). */
+static tss_t kept_key;
+static once_flag kept_once = ONCE_FLAG_INIT;
+static int kept_key_ok;
+
+static void kept_key_init(void) { kept_key_ok = tss_create(&kept_key, free) == thrd_success; }
+
+static void *words_alloc(size_t n) {
     size_t bytes = sizeof(uint32_t) * (n ? n : 1);
     return aligned_alloc(64, (bytes + 63) / 64 * 64);
 }
+
+/* n 32-bit words, 64-byte aligned; handed back with scratch_done. */
+static void *bf16_scratch(size_t n) {
+    if (n > BF16_KEEP_WORDS) return words_alloc(n);
+    if (n > kept_words) {
+        call_once(&kept_once, kept_key_init);
+        void *p = words_alloc(n);
+        if (!p || !kept_key_ok || tss_set(kept_key, p) != thrd_success) {
+            free(p);
+            return NULL;
+        }
+        free(kept_scratch);
+        kept_scratch = p, kept_words = n;
+    }
+    return kept_scratch;
+}
+
+static void scratch_done(void *p) {
+    if (p != kept_scratch) free(p);
+}
+
+/* n words rounded up to whole cache lines: the next part of a scratch stays 64-byte aligned. */
+static size_t lines(size_t n) { return (n + 15) / 16 * 16; }
 
 int mlk_gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const float *x, const uint32_t *packed,
                          const float *bias, float *y) {
     if (!mlk_have_bf16()) return MLK_ENOBF16;
     if (M <= 0 || N <= 0) return 0;
-    uint32_t *xb = words_alloc((size_t)(M * ((K + 1) / 2)));
+    uint32_t *xb = bf16_scratch((size_t)(M * ((K + 1) / 2)));
     if (!xb) return -1;
-    int rc = bf16_run(M, N, K, x, xb, false, packed, bias, y);
-    free(xb);
+    int rc = bf16_run(M, N, K, x, K, xb, false, packed, &(bf16_io){.ldy = N, .alpha = 1.0f, .bias = bias}, y);
+    scratch_done(xb);
     return rc;
 }
 
@@ -318,11 +390,13 @@ static int gemm_bf16(int64_t M, int64_t N, int64_t K, const float *x, const floa
                      float *y) {
     if (!mlk_have_bf16()) return MLK_ENOBF16;
     if (M <= 0 || N <= 0) return 0;
-    uint32_t *packed = words_alloc(mlk_bf16_packed_size(N, K));
+    size_t pw = lines(mlk_bf16_packed_size(N, K));
+    uint32_t *packed = bf16_scratch(pw + (size_t)(M * ((K + 1) / 2)));
     if (!packed) return -1;
-    int rc = bf16_pack(N, K, w, packed, nn);
-    if (rc == 0) rc = mlk_gemm_bf16_packed(M, N, K, x, packed, bias, y);
-    free(packed);
+    int rc = bf16_pack(N, K, w, nn ? N : K, packed, nn);
+    if (rc == 0)
+        rc = bf16_run(M, N, K, x, K, packed + pw, false, packed, &(bf16_io){.ldy = N, .alpha = 1.0f, .bias = bias}, y);
+    scratch_done(packed);
     return rc;
 }
 
@@ -334,14 +408,47 @@ int mlk_gemm_nn_bf16(int64_t M, int64_t N, int64_t K, const float *x, const floa
     return gemm_bf16(M, N, K, x, w, true, NULL, y);
 }
 
-int mlk_gemm_tn_bf16(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
+int mlk_gemm_tn_bf16(int64_t M, int64_t N, int64_t K, const float *a, const float *b, bool accumulate, float *y) {
     if (!mlk_have_bf16()) return MLK_ENOBF16;
     if (M <= 0 || N <= 0) return 0;
-    uint32_t *pa = words_alloc(mlk_bf16_packed_size(M, K)), *pb = words_alloc(mlk_bf16_packed_size(N, K));
-    int rc = pa && pb ? 0 : -1;
-    if (rc == 0) rc = bf16_pack(M, K, a, pa, true); /* aᵀ's rows are a's columns: packed as w from (K, M) */
-    if (rc == 0) rc = bf16_pack(N, K, b, pb, true);
-    if (rc == 0) rc = bf16_run(M, N, K, NULL, pa, true, pb, NULL, y);
-    free(pa), free(pb);
+    size_t aw = lines(mlk_bf16_packed_size(M, K));
+    uint32_t *pa = bf16_scratch(aw + mlk_bf16_packed_size(N, K));
+    if (!pa) return -1;
+    uint32_t *pb = pa + aw;
+    int rc = bf16_pack(M, K, a, M, pa, true); /* aᵀ's rows are a's columns: packed as w from (K, M) */
+    if (rc == 0) rc = bf16_pack(N, K, b, N, pb, true);
+    if (rc == 0)
+        rc = bf16_run(M, N, K, NULL, 0, pa, true, pb, &(bf16_io){.ldy = N, .alpha = 1.0f, .accumulate = accumulate}, y);
+    scratch_done(pa);
+    return rc;
+}
+
+/* x is read as rows of pairs where its k are adjacent (xc = 1: QKᵀ, PV, dO·Vᵀ, dS·K), packed in
+ * panels as w (K, M) is where its rows are (xr = 1: Pᵀ·dO, dSᵀ·Q), and otherwise gathered into
+ * rows first: the same pairs of bf16 every way, so the same bits. */
+int mlk_gemm_bf16(int64_t M, int64_t N, int64_t K, const float *x, int64_t xr, int64_t xc, const float *w,
+                  int64_t ldw, bool w_kn, float alpha, bool accumulate, float *y, int64_t ldy) {
+    if (!mlk_have_bf16()) return MLK_ENOBF16;
+    if (M <= 0 || N <= 0) return 0;
+    bool x_rows = xc == 1, x_cols = !x_rows && xr == 1, gather = !x_rows && !x_cols && K > 0;
+    size_t pw = lines(mlk_bf16_packed_size(N, K));
+    size_t xw = lines(x_cols ? mlk_bf16_packed_size(M, K) : (size_t)(M * ((K + 1) / 2)));
+    uint32_t *packed = bf16_scratch(pw + xw + (gather ? (size_t)(M * K) : 0));
+    if (!packed) return -1;
+    uint32_t *xb = packed + pw;
+    const float *xs = x;
+    int64_t ldx = xr;
+    if (gather) {
+        float *g = (float *)(void *)(xb + xw);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t k = 0; k < K; k++) g[i * K + k] = x[i * xr + k * xc];
+        xs = g, ldx = K;
+    }
+    int rc = bf16_pack(N, K, w, ldw, packed, w_kn);
+    if (rc == 0 && x_cols) rc = bf16_pack(M, K, x, xc, xb, true);
+    if (rc == 0)
+        rc = bf16_run(M, N, K, xs, ldx, xb, x_cols, packed,
+                      &(bf16_io){.ldy = ldy, .alpha = alpha, .accumulate = accumulate}, y);
+    scratch_done(packed);
     return rc;
 }

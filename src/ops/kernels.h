@@ -209,8 +209,15 @@ int mlk_gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const float *x, const 
 /* The same with w packed in the call: w [N,K] (x·wᵀ + bias), or w [K,N] (x·w). */
 int mlk_gemm_nt_bf16(int64_t M, int64_t N, int64_t K, const float *x, const float *w, const float *bias, float *y);
 int mlk_gemm_nn_bf16(int64_t M, int64_t N, int64_t K, const float *x, const float *w, float *y);
-/* y = aᵀ·b with a: [K,M], b: [K,N], y: [M,N]: the weight gradient dW = dyᵀ·x (a = dy, b = x, K the
- * rows of the batch), summed over k in pairs in k order: the bits depend on K, not on the threads. */
-int mlk_gemm_tn_bf16(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
+/* y (+)= aᵀ·b with a: [K,M], b: [K,N], y: [M,N]: the weight gradient dW = dyᵀ·x (a = dy, b = x, K
+ * the rows of the batch), summed over k in pairs in k order from zero, then added to y where
+ * accumulate (as mlk_gemm_tn): the bits depend on K, not on the threads. */
+int mlk_gemm_tn_bf16(int64_t M, int64_t N, int64_t K, const float *a, const float *b, bool accumulate, float *y);
+/* The general form, as mlk_gemm: y[i·ldy + j] = alpha·Σ_k bf(x[i·xr + k·xc])·bf(b(k,j)) (+ the old
+ * y where accumulate), b(k,j) = w[k·ldw + j] where w_kn, else w[j·ldw + k]; the same arithmetic and
+ * bits per element as the functions above whatever the strides (attention's per-sequence products
+ * in bf16). The packed operands live in this thread's scratch, kept from call to call. */
+int mlk_gemm_bf16(int64_t M, int64_t N, int64_t K, const float *x, int64_t xr, int64_t xc, const float *w,
+                  int64_t ldw, bool w_kn, float alpha, bool accumulate, float *y, int64_t ldy);
 
 #endif

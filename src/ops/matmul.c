@@ -233,20 +233,6 @@ static ml_status linear_kernel_failed(const char *fn, int rc) {
     return ml_fail(ML_ERR_MEM, "%s: out of memory", fn);
 }
 
-/* dW (+)= dYᵀ·X in bf16: mlk_gemm_tn_bf16 overwrites, so an accumulating call sums into scratch
- * first and then adds (the fp32 kernel's order too: each element from zero, then added). */
-static int weight_grad_bf16(int64_t out, int64_t in, int64_t N, const float *pg, const float *px, bool accumulate,
-                            float *y) {
-    if (!accumulate) return mlk_gemm_tn_bf16(out, in, N, pg, px, y);
-    float *tmp = malloc(sizeof(float) * (size_t)(out * in));
-    if (!tmp) return -1;
-    int rc = mlk_gemm_tn_bf16(out, in, N, pg, px, tmp);
-    if (!rc)
-        for (int64_t i = 0; i < out * in; i++) y[i] += tmp[i];
-    free(tmp);
-    return rc;
-}
-
 /* acc[j] += Σ_r g[r, j] in row order, in double: the bias gradient. Multiversioned
  * (kernel_util.h): each column sums alone, so the vector width does not change the bits. */
 MLK_CLONES static void bias_grad_f64(int64_t N, int64_t out, const float *pg, double *acc) {
@@ -281,7 +267,7 @@ static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
         ml_tensor *X = ml_node_saved(node, 0);
         if (!X) return ml_last_status();
         int rc = !(N && in && out) ? 0
-                 : bf16           ? weight_grad_bf16(out, in, N, pg, ml_f32(X), true, sink)
+                 : bf16           ? mlk_gemm_tn_bf16(out, in, N, pg, ml_f32(X), true, sink)
                                   : mlk_gemm_tn(out, in, N, pg, ml_f32(X), true, sink);
         if (rc) return linear_kernel_failed("linear backward", rc);
     } else if (ml_node_input_needs_grad(node, 1)) {
@@ -291,7 +277,7 @@ static ml_status linear_backward(ml_node *node, ml_tensor *g, ml_tensor **gin) {
         ml_tensor *gw = (full ? ml_empty : ml_zeros)(ML_F32, node->in_ndim[1], node->in_shape[1]);
         if (!gw) return ML_ERR_MEM;
         int rc = !full ? 0
-                 : bf16 ? weight_grad_bf16(out, in, N, pg, ml_f32(X), false, ml_f32(gw))
+                 : bf16 ? mlk_gemm_tn_bf16(out, in, N, pg, ml_f32(X), false, ml_f32(gw))
                         : mlk_gemm_tn(out, in, N, pg, ml_f32(X), false, ml_f32(gw));
         if (rc) {
             ml_release(gw);

@@ -305,7 +305,24 @@ ml_tensor *ml_rms_norm(ml_tensor *x, ml_tensor *weight, double eps) {
  *   scores:  qkv (B, L, 3D) -> S (B, H, L, L), S[t,s] = q_t·k_s/√d_h for s <= t, −10000 above
  *   softmax: S -> P, softmax over s <= t; entries above the diagonal are exactly 0
  *   apply:   P, qkv -> ctx (B, L, D), ctx_t = Σ_s P[t,s] v_s (P from the softmax is 0 for s > t)
- * Head h of q is qkv[b, t, h·dh : (h+1)·dh], of k the same plus D, of v plus 2D. */
+ * Head h of q is qkv[b, t, h·dh : (h+1)·dh], of k the same plus D, of v plus 2D.
+ * The per-sequence products (QKᵀ, PV and their gradients) run in the thread's linear precision
+ * (ops.h): in bf16 on mlk_gemm_bf16, the masking, scale and softmax staying fp32 (docs/kernels.md,
+ * "bf16 training"). The scores and apply nodes record the precision of their forward in iarg[1],
+ * and their backward runs in it, as linear's does. */
+
+/* One per-sequence product, y = alpha·x·b (mlk_gemm's arguments, y overwritten), in fp32 or bf16. */
+static int seq_gemm(bool bf16, int64_t M, int64_t N, int64_t K, const float *x, int64_t xr, int64_t xc,
+                    const float *w, int64_t ldw, bool w_kn, float alpha, float *y, int64_t ldy) {
+    return bf16 ? mlk_gemm_bf16(M, N, K, x, xr, xc, w, ldw, w_kn, alpha, false, y, ldy)
+                : mlk_gemm(M, N, K, x, xr, xc, w, ldw, w_kn, alpha, false, y, ldy);
+}
+
+/* A product's failure as the op's error: no AVX512_BF16, or out of memory. */
+static ml_status seq_gemm_failed(const char *fn, int rc) {
+    if (rc == MLK_ENOBF16) return ml_fail(ML_ERR_STATE, "%s: %s", fn, MLK_BF16_MISSING);
+    return ml_fail(ML_ERR_MEM, "%s: out of memory", fn);
+}
 
 static int check_qkv(const char *fn, int arg, const ml_tensor *qkv, int H) {
     if (mlo_check_f32(fn, arg, qkv)) return -1;
@@ -329,11 +346,12 @@ static int check_pattern(const char *fn, int arg, const ml_tensor *P, int64_t B,
     return 0;
 }
 
-/* saved 0 = qkv; iarg[0] = H */
+/* saved 0 = qkv; iarg[0] = H, iarg[1] = the forward's precision */
 static ml_status scores_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     ml_tensor *qkvt = ml_node_saved(n, 0);
     if (!qkvt) return ml_last_status();
     int H = (int)n->iarg[0];
+    bool bf16 = n->iarg[1] == ML_PRECISION_BF16;
     int64_t B = qkvt->shape[0], L = qkvt->shape[1], D = qkvt->shape[2] / 3, dh = D / H, row = 3 * D;
     /* the products below write the q and k columns of every row; only v's are zeroed */
     ml_tensor *d = ml_empty(ML_F32, 3, qkvt->shape);
@@ -349,8 +367,8 @@ static ml_status scores_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     }
     if (!L) B = 0; /* no position: no (batch, head) product to run, however large B is */
     int rc = 0;
-    for (int64_t b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
+    for (int64_t b = 0; b < B && !rc; b++)
+        for (int h = 0; h < H && !rc; h++) {
             const float *q = qkv + b * L * row + h * dh, *k = q + D;
             float *dq = dq0 + b * L * row + h * dh, *dk = dq + D;
             /* masked entries were constants: they pass no gradient */
@@ -358,13 +376,13 @@ static ml_status scores_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
             for (int64_t t = 0; t < L; t++)
                 for (int64_t s2 = 0; s2 < L; s2++) masked[t * L + s2] = s2 <= t ? ds[t * L + s2] : 0.0f;
             /* dQ = scale·dS·K ; dK = scale·dSᵀ·Q */
-            rc |= mlk_gemm(L, dh, L, masked, L, 1, k, row, true, scale, false, dq, row);
-            rc |= mlk_gemm(L, dh, L, masked, 1, L, q, row, true, scale, false, dk, row);
+            rc = seq_gemm(bf16, L, dh, L, masked, L, 1, k, row, true, scale, dq, row);
+            if (!rc) rc = seq_gemm(bf16, L, dh, L, masked, 1, L, q, row, true, scale, dk, row);
         }
     free(masked);
     if (rc) {
         ml_release(d);
-        return ml_fail(ML_ERR_MEM, "attention backward: out of memory");
+        return seq_gemm_failed("attention backward", rc);
     }
     gin[0] = d;
     return ML_OK;
@@ -380,25 +398,27 @@ ml_tensor *ml_attention_scores(ml_tensor *qkv, int H) {
     }
     const float *p = ml_f32(x);
     float *ps = ml_f32(S), scale = (float)(1.0 / sqrt((double)dh));
+    ml_precision prec = ml_linear_precision();
     if (!L) B = 0; /* no position: no (batch, head) product to run, however large B is */
     int rc = 0;
-    for (int64_t b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
+    for (int64_t b = 0; b < B && !rc; b++)
+        for (int h = 0; h < H && !rc; h++) {
             const float *q = p + b * L * row + h * dh, *k = q + D;
             float *st = ps + (b * H + h) * L * L;
             /* S = scale·Q·Kᵀ (the upper triangle is computed and then masked: cheaper than avoiding it) */
-            rc |= mlk_gemm(L, L, dh, q, row, 1, k, row, false, scale, false, st, L);
+            rc = seq_gemm(prec == ML_PRECISION_BF16, L, L, dh, q, row, 1, k, row, false, scale, st, L);
             for (int64_t t = 0; t < L; t++)
                 for (int64_t s2 = t + 1; s2 < L; s2++) st[t * L + s2] = -10000.0f;
         }
     if (rc) {
         ml_release(x), ml_release(S);
-        ml_fail(ML_ERR_MEM, "attention_scores: out of memory");
+        seq_gemm_failed("attention_scores", rc);
         return NULL;
     }
     if (ml_needs_grad(qkv)) {
         ml_node *n = ml_node_new("AttentionScoresBackward", scores_backward, 1, &qkv);
         n->iarg[0] = H;
+        n->iarg[1] = prec;
         ml_node_save(n, 0, x);
         ml_attach(S, n);
     }
@@ -461,11 +481,12 @@ ml_tensor *ml_causal_softmax(ml_tensor *S) {
     return P;
 }
 
-/* saved 0 = P, 1 = qkv; iarg[0] = H */
+/* saved 0 = P, 1 = qkv; iarg[0] = H, iarg[1] = the forward's precision */
 static ml_status apply_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     ml_tensor *Pt = ml_node_saved(n, 0), *qkvt = ml_node_saved(n, 1);
     if (!Pt || !qkvt) return ml_last_status();
     int H = (int)n->iarg[0];
+    bool bf16 = n->iarg[1] == ML_PRECISION_BF16;
     int64_t B = qkvt->shape[0], L = qkvt->shape[1], D = qkvt->shape[2] / 3, dh = D / H, row = 3 * D;
     /* the products below write all of dP and the v columns of dqkv (beta = 0): only q's and k's
      * columns are zeroed */
@@ -476,19 +497,19 @@ static ml_status apply_backward(ml_node *n, ml_tensor *g, ml_tensor **gin) {
     const float *P = ml_f32(Pt), *qkv = ml_f32(qkvt), *dctx = ml_f32(g);
     if (!L) B = 0; /* no position: no (batch, head) product to run, however large B is */
     int rc = 0;
-    for (int64_t b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
+    for (int64_t b = 0; b < B && !rc; b++)
+        for (int h = 0; h < H && !rc; h++) {
             const float *v = qkv + b * L * row + 2 * D + h * dh, *dc = dctx + b * L * D + h * dh;
             const float *p = P + (b * H + h) * L * L;
             if (dP) /* dP = dctx·Vᵀ (whole matrix: a hook may have put weight above the diagonal) */
-                rc |= mlk_gemm(L, L, dh, dc, D, 1, v, row, false, 1.0f, false, ml_f32(dP) + (b * H + h) * L * L, L);
-            if (dqkv) /* dV = Pᵀ·dctx */
-                rc |= mlk_gemm(L, dh, L, p, 1, L, dc, D, true, 1.0f, false, ml_f32(dqkv) + b * L * row + 2 * D + h * dh,
-                               row);
+                rc = seq_gemm(bf16, L, L, dh, dc, D, 1, v, row, false, 1.0f, ml_f32(dP) + (b * H + h) * L * L, L);
+            if (dqkv && !rc) /* dV = Pᵀ·dctx */
+                rc = seq_gemm(bf16, L, dh, L, p, 1, L, dc, D, true, 1.0f, ml_f32(dqkv) + b * L * row + 2 * D + h * dh,
+                              row);
         }
     if (rc) {
         ml_release(dP), ml_release(dqkv);
-        return ml_fail(ML_ERR_MEM, "attention backward: out of memory");
+        return seq_gemm_failed("attention backward", rc);
     }
     gin[0] = dP, gin[1] = dqkv;
     return ML_OK;
@@ -505,22 +526,24 @@ ml_tensor *ml_attention_apply(ml_tensor *P, ml_tensor *qkv, int H) {
     }
     const float *pp = ml_f32(pc), *px = ml_f32(x);
     float *po = ml_f32(out);
+    ml_precision prec = ml_linear_precision();
     if (!L) B = 0; /* no position: no (batch, head) product to run, however large B is */
     int rc = 0;
-    for (int64_t b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) { /* ctx = P·V */
+    for (int64_t b = 0; b < B && !rc; b++)
+        for (int h = 0; h < H && !rc; h++) { /* ctx = P·V */
             const float *v = px + b * L * row + 2 * D + h * dh;
             const float *p = pp + (b * H + h) * L * L;
-            rc |= mlk_gemm(L, dh, L, p, L, 1, v, row, true, 1.0f, false, po + b * L * D + h * dh, D);
+            rc = seq_gemm(prec == ML_PRECISION_BF16, L, dh, L, p, L, 1, v, row, true, 1.0f, po + b * L * D + h * dh, D);
         }
     if (rc) {
         ml_release(pc), ml_release(x), ml_release(out);
-        ml_fail(ML_ERR_MEM, "attention_apply: out of memory");
+        seq_gemm_failed("attention_apply", rc);
         return NULL;
     }
     if (ml_any_needs_grad(2, (ml_tensor *[]){P, qkv})) {
         ml_node *n = ml_node_new("AttentionApplyBackward", apply_backward, 2, (ml_tensor *[]){P, qkv});
         n->iarg[0] = H;
+        n->iarg[1] = prec;
         ml_node_save(n, 0, pc);
         ml_node_save(n, 1, x);
         ml_attach(out, n);

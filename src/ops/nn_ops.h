@@ -23,7 +23,9 @@ ml_tensor *ml_rms_norm(ml_tensor *x, ml_tensor *weight, double eps);
 ml_tensor *ml_causal_attention(ml_tensor *qkv, int n_heads, ml_tensor **pattern);
 /* Its three stages (the attention mixer runs them separately so that scores and pattern are
  * hook sites): S = scores(qkv) (B, H, L, L) with −10000 above the diagonal; P = causal_softmax(S)
- * (softmax over s <= t, exact zeros above); ctx = apply(P, qkv) (B, L, D). */
+ * (softmax over s <= t, exact zeros above); ctx = apply(P, qkv) (B, L, D). The products of
+ * scores and apply (and of their gradients) run in the thread's linear precision (ops.h; bf16 on
+ * mlk_gemm_bf16), the softmax in fp32. */
 ml_tensor *ml_attention_scores(ml_tensor *qkv, int n_heads);
 ml_tensor *ml_causal_softmax(ml_tensor *S);
 ml_tensor *ml_attention_apply(ml_tensor *P, ml_tensor *qkv, int n_heads);

@@ -84,7 +84,8 @@ ml_tensor *ml_matmul(ml_tensor *a, ml_tensor *b);
 /* y = x·Wᵀ + bias over the last dim; x (..., in), W (out, in), bias (out) or NULL. Forward
  * mlk_gemm_nt, input gradient mlk_gemm_nn, weight gradient mlk_gemm_tn (kernels.h), not sgemm. */
 ml_tensor *ml_linear(ml_tensor *x, ml_tensor *w, ml_tensor *bias);
-/* The precision of ml_linear's products on the calling thread (docs/kernels.md, "bf16 training"):
+/* The precision of ml_linear's products (and of attention's per-sequence products, nn_ops.h) on
+ * the calling thread (docs/kernels.md, "bf16 training"):
  * fp32 (the default), or bf16 (x and W rounded to bf16, fp32 accumulation and result, on
  * AVX512_BF16: the forward, dX and dW; a CPU without it fails the op with MLK_BF16_MISSING). A
  * model's forward sets it for its duration (nn/model.h, ml_model_precision_enter); each linear

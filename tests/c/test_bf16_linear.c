@@ -1,6 +1,7 @@
 /* ml_linear in bf16 (the thread's linear precision, ops.h): its forward, input gradient and weight
- * gradient are the bf16 kernels' bits (gemm_bf16.c, tested on their own in test_gemm_bf16.c); the
- * backward keeps the precision of its forward whatever the thread's precision when it runs; fp32
+ * gradient are the bf16 kernels' bits (gemm_bf16.c, tested on their own in test_gemm_bf16.c), and
+ * so are attention's per-sequence products (mlk_gemm_bf16); the backward keeps the precision of its
+ * forward whatever the thread's precision when it runs; fp32
  * stays the fp32 kernels' bits; a model's forward sets and restores the thread's precision; and
  * without AVX512_BF16 (MECHLAB_NO_BF16 in a child process) a bf16 model cannot be made and a
  * loaded one cannot run, each with an error naming the option and the instruction. */
@@ -13,6 +14,7 @@
 #include "autograd/autograd.h"
 #include "nn/model.h"
 #include "ops/kernels.h"
+#include "ops/nn_ops.h"
 #include "ops/ops.h"
 #include "testutil.h"
 
@@ -52,7 +54,7 @@ START_TEST(linear_bf16_is_the_kernels) {
         if (prec) {
             ck_assert_int_eq(mlk_gemm_nt_bf16(N, OUT, IN, ml_f32(x), ml_f32(w), ml_f32(b), ry), 0);
             ck_assert_int_eq(mlk_gemm_nn_bf16(N, IN, OUT, ml_f32(c), ml_f32(w), rdx), 0);
-            ck_assert_int_eq(mlk_gemm_tn_bf16(OUT, IN, N, ml_f32(c), ml_f32(x), rdw), 0);
+            ck_assert_int_eq(mlk_gemm_tn_bf16(OUT, IN, N, ml_f32(c), ml_f32(x), false, rdw), 0);
         } else {
             ck_assert_int_eq(mlk_gemm_nt(N, OUT, IN, ml_f32(x), ml_f32(w), ml_f32(b), ry), 0);
             ck_assert_int_eq(mlk_gemm_nn(N, IN, OUT, ml_f32(c), ml_f32(w), rdx), 0);
@@ -71,6 +73,73 @@ START_TEST(linear_bf16_is_the_kernels) {
         x->grad = w->grad = b->grad = NULL;
     }
     ml_release(x), ml_release(w), ml_release(b), ml_release(c);
+}
+END_TEST
+
+/* Attention's per-sequence products in the forward's precision (nn_ops.c): with the thread in
+ * bf16 the scores and the context are mlk_gemm_bf16's bits, and so are the gradients of both ops
+ * (dQ, dK of the scores; dP, dV of apply) with the thread switched back to fp32 before the
+ * backward; fp32's scores differ (bf16 did run). One backward per op, so that each gradient of qkv
+ * is one op's alone. */
+START_TEST(attention_bf16_is_the_kernel) {
+    if (!mlk_have_bf16()) return;
+    enum { B = 2, L = 37, D = 32, H = 2, DH = D / H, ROW = 3 * D };
+    ml_tensor *qkv = rnd(3, (int64_t[]){B, L, ROW}, true), *P = rnd(4, (int64_t[]){B, H, L, L}, true);
+    ml_tensor *cs = rnd(4, (int64_t[]){B, H, L, L}, false), *cc = rnd(3, (int64_t[]){B, L, D}, false);
+    const float *q0 = ml_f32(qkv), *pp = ml_f32(P), *pcs = ml_f32(cs), *pcc = ml_f32(cc);
+    float scale = (float)(1.0 / sqrt((double)DH)), ref[L * L], masked[L * L];
+    for (int op = 0; op < 2; op++) {
+        ml_precision old = ml_set_linear_precision(ML_PRECISION_BF16);
+        ml_tensor *y = op == 0 ? ml_attention_scores(qkv, H) : ml_attention_apply(P, qkv, H);
+        ck_assert_ptr_nonnull(y);
+        ml_set_linear_precision(ML_PRECISION_FP32);
+        ml_tensor *yc = ml_mul(y, op == 0 ? cs : cc), *loss = yc ? ml_sum_all(yc) : NULL;
+        ck_assert_ptr_nonnull(loss);
+        ck_assert_int_eq(ml_backward(loss, NULL), ML_OK);
+        ml_set_linear_precision(old);
+        const float *gq = ml_f32(qkv->grad);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) {
+                const float *q = q0 + b * L * ROW + h * DH, *k = q + D, *v = q + 2 * D, *p = pp + (b * H + h) * L * L;
+                if (op == 0) {
+                    const float *st = ml_f32(y) + (b * H + h) * L * L, *c = pcs + (b * H + h) * L * L;
+                    ck_assert_int_eq(mlk_gemm_bf16(L, L, DH, q, ROW, 1, k, ROW, false, scale, false, ref, L), 0);
+                    for (int t = 0; t < L; t++)
+                        for (int s = 0; s < L; s++) {
+                            if (s > t) ref[t * L + s] = -10000.0f;
+                            masked[t * L + s] = s <= t ? c[t * L + s] : 0.0f;
+                        }
+                    ck_assert_msg(same_bits(st, ref, L * L), "scores (%d, %d)", b, h);
+                    ck_assert_int_eq(mlk_gemm(L, L, DH, q, ROW, 1, k, ROW, false, scale, false, ref, L), 0);
+                    ck_assert(!same_bits(st, ref, L)); /* the first row: fp32 gives other bits */
+                    float dq[L * DH], dk[L * DH];
+                    ck_assert_int_eq(mlk_gemm_bf16(L, DH, L, masked, L, 1, k, ROW, true, scale, false, dq, DH), 0);
+                    ck_assert_int_eq(mlk_gemm_bf16(L, DH, L, masked, 1, L, q, ROW, true, scale, false, dk, DH), 0);
+                    for (int t = 0; t < L; t++) {
+                        const float *g = gq + (b * L + t) * ROW + h * DH;
+                        ck_assert_msg(same_bits(g, dq + t * DH, DH), "dQ (%d, %d) row %d", b, h, t);
+                        ck_assert_msg(same_bits(g + D, dk + t * DH, DH), "dK (%d, %d) row %d", b, h, t);
+                    }
+                } else {
+                    const float *dc = pcc + b * L * D + h * DH;
+                    float ctx[L * DH], dv[L * DH];
+                    ck_assert_int_eq(mlk_gemm_bf16(L, DH, L, p, L, 1, v, ROW, true, 1.0f, false, ctx, DH), 0);
+                    ck_assert_int_eq(mlk_gemm_bf16(L, L, DH, dc, D, 1, v, ROW, false, 1.0f, false, ref, L), 0);
+                    ck_assert_int_eq(mlk_gemm_bf16(L, DH, L, p, 1, L, dc, D, true, 1.0f, false, dv, DH), 0);
+                    ck_assert_msg(same_bits(ml_f32(P->grad) + (b * H + h) * L * L, ref, L * L), "dP (%d, %d)", b, h);
+                    for (int t = 0; t < L; t++) {
+                        const float *g = gq + (b * L + t) * ROW + h * DH;
+                        ck_assert_msg(same_bits(ml_f32(y) + (b * L + t) * D + h * DH, ctx + t * DH, DH),
+                                      "context (%d, %d) row %d", b, h, t);
+                        ck_assert_msg(same_bits(g + 2 * D, dv + t * DH, DH), "dV (%d, %d) row %d", b, h, t);
+                    }
+                }
+            }
+        ml_release(y), ml_release(yc), ml_release(loss);
+        ml_release(qkv->grad), ml_release(P->grad);
+        qkv->grad = P->grad = NULL;
+    }
+    ml_release(qkv), ml_release(P), ml_release(cs), ml_release(cc);
 }
 END_TEST
 
@@ -142,6 +211,17 @@ START_TEST(no_bf16_cpu) {
     e = ml_last_error();
     ck_assert_msg(strstr(e, "forward: the model's option precision = 'bf16' needs AVX512_BF16") != NULL, "%s", e);
     ck_assert_int_eq(ml_linear_precision(), ML_PRECISION_FP32);
+    /* attention's products in a bf16 scope: the op fails by name, the kernel answers MLK_ENOBF16 */
+    ml_tensor *qkv = ml_zeros(ML_F32, 3, (int64_t[]){1, 4, 12});
+    ml_precision old = ml_set_linear_precision(ML_PRECISION_BF16);
+    ck_assert_ptr_null(ml_attention_scores(qkv, 2));
+    ml_set_linear_precision(old);
+    e = ml_last_error();
+    ck_assert_msg(strstr(e, "attention_scores: this CPU has no AVX512_BF16") != NULL, "%s", e);
+    float x = 1, w = 1, y = 0;
+    ck_assert_int_eq(mlk_gemm_bf16(1, 1, 1, &x, 1, 1, &w, 1, false, 1.0f, false, &y, 1), MLK_ENOBF16);
+    ck_assert_int_eq(mlk_gemm_tn_bf16(1, 1, 1, &x, &w, true, &y), MLK_ENOBF16);
+    ml_release(qkv);
     bool was = ml_model_force_fp32(true);
     ml_tensor *h = ml_model_hidden(m, tok, NULL);
     ml_model_force_fp32(was);
@@ -161,6 +241,7 @@ int main(void) {
     Suite *s = suite_create("bf16_linear");
     TCase *t = tcase_create("bf16");
     tcase_add_test(t, linear_bf16_is_the_kernels);
+    tcase_add_test(t, attention_bf16_is_the_kernel);
     tcase_add_test(t, model_scopes_the_precision);
     tcase_add_test(t, precision_option_checked);
     suite_add_tcase(s, t);

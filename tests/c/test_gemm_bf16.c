@@ -145,7 +145,7 @@ static void bf16_check(int64_t M, int64_t N, int64_t K, bool with_bias) {
         ck_assert_int_eq(mlk_gemm_nn_bf16(M, N, K, x, wk, part), 0);
         ck_assert_msg(!memcmp(part, y, sizeof(float) * (size_t)(M * N)), "bf16_nn %lldx%lldx%lld: not nt's bits",
                       (long long)M, (long long)N, (long long)K);
-        ck_assert_int_eq(mlk_gemm_tn_bf16(M, N, K, xk, wk, part), 0);
+        ck_assert_int_eq(mlk_gemm_tn_bf16(M, N, K, xk, wk, false, part), 0);
         ck_assert_msg(!memcmp(part, y, sizeof(float) * (size_t)(M * N)), "bf16_tn %lldx%lldx%lld: not nt's bits",
                       (long long)M, (long long)N, (long long)K);
     }
@@ -190,9 +190,9 @@ START_TEST(gemm_bf16_threads) {
     float *a = rnd((size_t)(K * M)), *bm = rnd((size_t)(K * N));
     float *y1 = zeros((size_t)(M * N)), *y2 = zeros((size_t)(M * N));
     ml_set_threads(2);
-    ck_assert_int_eq(mlk_gemm_tn_bf16(M, N, K, a, bm, y2), 0);
+    ck_assert_int_eq(mlk_gemm_tn_bf16(M, N, K, a, bm, false, y2), 0);
     ml_set_threads(1);
-    ck_assert_int_eq(mlk_gemm_tn_bf16(M, N, K, a, bm, y1), 0);
+    ck_assert_int_eq(mlk_gemm_tn_bf16(M, N, K, a, bm, false, y1), 0);
     ck_assert_msg(!memcmp(y1, y2, sizeof(float) * (size_t)(M * N)), "bf16_tn: 1 and 2 threads differ");
     free(a), free(bm), free(y1), free(y2);
 }

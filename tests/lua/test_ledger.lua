@@ -174,4 +174,26 @@ T.test("bf16 beside fp32: the reading follows the numbers (pooled two-proportion
   T.truthy(lines[#lines]:find("the same verdict on all", 1, true), lines[#lines])
 end)
 
+T.test("Mamba's seeds in both precisions: retrieval, the precisions' difference and the verdicts each run gives", function()
+  local tables = require "mech.paper.tables.render"
+  local s = S.compute(page.load("."))
+  local function run(seed, acc, query, key) return { seed = seed, accuracy = acc, n = 1024, lr = 3e-3, value = 0, query = query, key = key } end
+  s.mamba_seeds = { fp32 = { run(42, 0.80, 0.0, 1.0), run(43, 0.70, 0.0, 1.0) },
+    bf16 = { run(42, 0.78, 1.0, 0.0), run(43, 0.72, 0.2, 0.3) } }
+  local lines = tables["ar-mamba-seeds"](s)
+  local text = table.concat(lines, "\n")
+  T.truthy(text:find("| 42 | 0.800 ± 0.012 | 0.00 / 0.00 / 1.00 | key | 0.780 ± 0.013 | 0.00 / 1.00 / 0.00 | query |", 1, true), text)
+  T.truthy(text:find("| 43 |", 1, true) and text:find("| none ≥ 0.5 |", 1, true), text)
+  T.truthy(text:find("key 2, query 0 of 2", 1, true) and text:find("key 0, query 1 of 2", 1, true), text)
+  -- means 0.75 and 0.75, sds 0.0707 and 0.0424: 2 sqrt(0.005/2 + 0.0018/2) = 0.117
+  T.truthy(text:find("over 2: +0.000, against twice the error of the difference of the two means from the seeds' spread, " ..
+    "0.117: the precisions cannot be told apart", 1, true), text)
+  -- row 6 moves with retrieval at the query: fp32's key runs keep it, bf16's seed 42 moves it
+  T.truthy(text:find("row 6: fp32 agrees in part (seed 42), agrees in part (seed 43); bf16 agrees (seed 42)", 1, true), text)
+  -- one run a precision: no spread to compare
+  s.mamba_seeds.bf16 = { run(42, 0.78, 1.0, 0.0) }
+  lines = tables["ar-mamba-seeds"](s)
+  T.truthy(lines[#lines]:find("Fewer than two seeds", 1, true), lines[#lines])
+end)
+
 T.done()

@@ -19,7 +19,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#include <threads.h>
 
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
@@ -179,36 +178,9 @@ MLK_CLONES static void gemm_part(int64_t M, int64_t N, int64_t K, const float *x
 
 /* Packed panels of at most this many floats live on the stack (attention's per-sequence
  * products are called hundreds of times a step with a panel or two of K ≤ 64). */
-enum { GEMM_STACK_FLOATS = 4096, GEMM_KEEP_FLOATS = 1 << 20 };
+enum { GEMM_STACK_FLOATS = 4096 };
 
-/* Larger ones, up to 4 MiB, in this thread's scratch, kept from call to call: allocated afresh
- * each call, its pages were faulted in again each time, and a page fault costs about 16 µs on the
- * virtual machine measured here (a 192 x 64 x 1,184 weight gradient ran at 10-20 GFLOP/s instead
- * of 170). Past 4 MiB (the tied head's panels at D = 256) an allocation per call. */
-static _Thread_local float *kept_scratch;
-static _Thread_local size_t kept_floats;
-/* The same pointer under a key whose destructor frees it when its thread ends: OpenMP's pool
- * threads end when the team shrinks, and their scratch would leak (LeakSanitizer saw it). */
-static tss_t kept_key;
-static once_flag kept_once = ONCE_FLAG_INIT;
-static int kept_key_ok;
-
-static void kept_key_init(void) { kept_key_ok = tss_create(&kept_key, free) == thrd_success; }
-
-static float *gemm_scratch(size_t floats) {
-    if (floats > GEMM_KEEP_FLOATS) return aligned_alloc(64, (sizeof(float) * floats + 63) / 64 * 64);
-    if (floats > kept_floats) {
-        call_once(&kept_once, kept_key_init);
-        float *p = aligned_alloc(64, (sizeof(float) * floats + 63) / 64 * 64);
-        if (!p || !kept_key_ok || tss_set(kept_key, p) != thrd_success) {
-            free(p);
-            return NULL;
-        }
-        free(kept_scratch);
-        kept_scratch = p, kept_floats = floats;
-    }
-    return kept_scratch;
-}
+/* Larger ones in the kept scratch (kernel_util.h). */
 
 static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int64_t ldw, int pack,
                 const gemm_io *io, float *y) {
@@ -228,7 +200,7 @@ static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w,
     size_t wfloats = in_place ? 0 : (size_t)(nb * K * GEMM_COLS), xfloats = copy_x ? (size_t)(K * GEMM_XROWS) : 0;
     size_t floats = wfloats + (size_t)nt * xfloats + 1;
     _Alignas(64) float stack[GEMM_STACK_FLOATS];
-    float *wt = floats <= GEMM_STACK_FLOATS ? stack : gemm_scratch(floats);
+    float *wt = floats <= GEMM_STACK_FLOATS ? stack : mlk_kept_scratch(sizeof(float) * floats);
     if (!wt) return -1;
     int64_t n_pack = pack == PACK_NONE ? 0 : nb; /* panels to pack first */
     if (nt > 1) {
@@ -251,7 +223,7 @@ static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w,
         }
     } else
         gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, copy_x ? wt + wfloats : NULL, 0, nb, 0, M, pack);
-    if (wt != stack && wt != kept_scratch) free(wt);
+    if (wt != stack) mlk_kept_release(wt);
     return 0;
 }
 

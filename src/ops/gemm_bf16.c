@@ -28,7 +28,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <threads.h>
 
 #include "ops/kernel_util.h"
 #include "ops/kernels.h"
@@ -332,44 +331,8 @@ static int bf16_run(int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx
 #endif
 }
 
-/* Scratch for the packed operands: up to 4 MiB in this thread's, kept from call to call (as
- * gemm.c's panels: memory allocated afresh is faulted in again on every call, and attention calls
- * its per-sequence products hundreds of times a step); larger, an allocation per call. */
-enum { BF16_KEEP_WORDS = 1 << 20 };
-static _Thread_local void *kept_scratch;
-static _Thread_local size_t kept_words;
-/* The same pointer under a key whose destructor frees it when its thread ends (OpenMP's pool
- * threads end when the team shrinks). */
-static tss_t kept_key;
-static once_flag kept_once = ONCE_FLAG_INIT;
-static int kept_key_ok;
-
-static void kept_key_init(void) { kept_key_ok = tss_create(&kept_key, free) == thrd_success; }
-
-static void *words_alloc(size_t n) {
-    size_t bytes = sizeof(uint32_t) * (n ? n : 1);
-    return aligned_alloc(64, (bytes + 63) / 64 * 64);
-}
-
-/* n 32-bit words, 64-byte aligned; handed back with scratch_done. */
-static void *bf16_scratch(size_t n) {
-    if (n > BF16_KEEP_WORDS) return words_alloc(n);
-    if (n > kept_words) {
-        call_once(&kept_once, kept_key_init);
-        void *p = words_alloc(n);
-        if (!p || !kept_key_ok || tss_set(kept_key, p) != thrd_success) {
-            free(p);
-            return NULL;
-        }
-        free(kept_scratch);
-        kept_scratch = p, kept_words = n;
-    }
-    return kept_scratch;
-}
-
-static void scratch_done(void *p) {
-    if (p != kept_scratch) free(p);
-}
+/* n 32-bit words in the kept scratch (kernel_util.h), handed back with mlk_kept_release. */
+static uint32_t *bf16_scratch(size_t n) { return mlk_kept_scratch(sizeof(uint32_t) * n); }
 
 /* n words rounded up to whole cache lines: the next part of a scratch stays 64-byte aligned. */
 static size_t lines(size_t n) { return (n + 15) / 16 * 16; }
@@ -381,7 +344,7 @@ int mlk_gemm_bf16_packed(int64_t M, int64_t N, int64_t K, const float *x, const 
     uint32_t *xb = bf16_scratch((size_t)(M * ((K + 1) / 2)));
     if (!xb) return -1;
     int rc = bf16_run(M, N, K, x, K, xb, false, packed, &(bf16_io){.ldy = N, .alpha = 1.0f, .bias = bias}, y);
-    scratch_done(xb);
+    mlk_kept_release(xb);
     return rc;
 }
 
@@ -396,7 +359,7 @@ static int gemm_bf16(int64_t M, int64_t N, int64_t K, const float *x, const floa
     int rc = bf16_pack(N, K, w, nn ? N : K, packed, nn);
     if (rc == 0)
         rc = bf16_run(M, N, K, x, K, packed + pw, false, packed, &(bf16_io){.ldy = N, .alpha = 1.0f, .bias = bias}, y);
-    scratch_done(packed);
+    mlk_kept_release(packed);
     return rc;
 }
 
@@ -419,7 +382,7 @@ int mlk_gemm_tn_bf16(int64_t M, int64_t N, int64_t K, const float *a, const floa
     if (rc == 0) rc = bf16_pack(N, K, b, N, pb, true);
     if (rc == 0)
         rc = bf16_run(M, N, K, NULL, 0, pa, true, pb, &(bf16_io){.ldy = N, .alpha = 1.0f, .accumulate = accumulate}, y);
-    scratch_done(pa);
+    mlk_kept_release(pa);
     return rc;
 }
 
@@ -449,6 +412,6 @@ int mlk_gemm_bf16(int64_t M, int64_t N, int64_t K, const float *x, int64_t xr, i
     if (rc == 0)
         rc = bf16_run(M, N, K, xs, ldx, xb, x_cols, packed,
                       &(bf16_io){.ldy = ldy, .alpha = alpha, .accumulate = accumulate}, y);
-    scratch_done(packed);
+    mlk_kept_release(packed);
     return rc;
 }

@@ -78,9 +78,10 @@ end
 -- The ledger judged again with runs in place of the fp32 runs of their cells (one run an
 -- architecture, at d = 64: the slice's cell at its rate, the best rate's, and the main curve's
 -- where the rate is 1e-3): the verdicts before and after, row by row.
-local function ledger_with(s, runs)
+local function ledger_with(s, runs, before)
   local ledger = require "mech.paper.tables.ledger"
-  local before, saved = ledger.judge(s), {}
+  local saved = {}
+  before = before or ledger.judge(s)
   for a, b in pairs(runs) do
     saved[a] = { lr = s.ar_lr[a][64][b.lr], best = s.ar_best[a][64], main = s.ar[a][64] }
     s.ar_lr[a][64][b.lr] = { b }
@@ -199,9 +200,10 @@ tables["ar-mamba-seeds"] = function(s)
   -- the ledger with each run in Mamba's d = 64 cells in turn: the verdicts each run gives
   local verdicts = { fp32 = {}, bf16 = {} }
   local rows_moved = {}
+  local before = require("mech.paper.tables.ledger").judge(s)
   for _, prec in ipairs { "fp32", "bf16" } do
     for _, e in ipairs(runs[prec]) do
-      local before, after = ledger_with(s, { mamba = e })
+      local after = select(2, ledger_with(s, { mamba = e }, before))
       for i, j in ipairs(before) do
         if after[i].verdict ~= j.verdict then rows_moved[i] = true end
       end

@@ -434,6 +434,18 @@ T.test("ar's nope slice: Attention without positions decides row 31; within twic
   end
 end)
 
+T.test("atr_easy's pe_pairs: Attention without positions at d = 32 decides row 33", function()
+  -- against the run with positions, 0.650 ± 0.027 of 320: beyond twice the error above, below, within
+  for _, case in ipairs { { 0.77, "agrees" }, { 0.40, "disagrees" }, { 0.66, "cannot tell at quick scale" } } do
+    local root = copy_root()
+    alter_row(root, "atr-easy-pe-pairs.csv", { "attention-d32-nope", ",test,accuracy," }, tostring(case[1]))
+    T.eq(select(1, tables.run { root = root }), true)
+    local page = read(root .. "/docs/reproduction.md")
+    remove(root)
+    T.eq(ledger_row(page, 33), case[2], tostring(case[1]))
+  end
+end)
+
 T.test("Fig. 5a-c, v3_delta_net and v3_atr_mamba_conv drawn from the committed rows are the committed figures", function()
   local dir = os.tmpname()
   os.remove(dir)

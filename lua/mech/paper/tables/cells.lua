@@ -52,6 +52,12 @@ end
 function C.based(s, g, w) return acc(s.based[g][w], string.format("Based kernel %s d = %d", g, w)) end
 --- ATR accuracies: (5, 20), the atr_hard settings, the split, depth, sibling, DeltaNet, d_conv.
 function C.atr(s, a, w) return acc({ s.atr[a][w] }, wlabel(a, w, "(5, 20)"), "atr") end
+--- ATR (5, 20) from `atr_easy`'s pe_pairs profile: the partner of C.atr's cell (Attention without
+--- positions, the others with them)
+function C.atr_pe(s, a, w)
+  local e = s.atr_pe[a] and s.atr_pe[a][w]
+  return e and acc({ e }, wlabel(a, w, (e.pos_emb and "with" or "without") .. " positions (5, 20)"), "atr")
+end
 local titles = { pcfg_easy_8192 = "(5, 8192)", pcfg_10_20 = "(10, 20)" }
 function C.hard(s, preset, a, w) return acc({ s.hard[preset][a][w] }, wlabel(a, w, titles[preset] .. ", 5 ep."), "hard") end
 function C.split(s, a, w, split) return acc({ s.split[a][w] }, wlabel(a, w, split), "split", split) end

@@ -337,6 +337,15 @@ local function stats(d)
   end
   -- the other five with positions on AR (`ar`'s pe_pairs profile, lr 1e-3 as the quick
   -- profile's NoPE runs, on 1,024 documents), per architecture and width
+  -- the other member of each ATR (5, 20) PE/NoPE pair (`atr_easy`'s pe_pairs profile: Attention
+  -- without positions, the rest with them; lr 1e-3 and 32 epochs, as the quick runs)
+  s.atr_pe = {}
+  for _, a in ipairs(paper.archs) do
+    s.atr_pe[a] = {}
+    for _, w in ipairs { 32, 64 } do
+      s.atr_pe[a][w] = pick(d, { "atr_pe" }, function(e) return e.arch == a and e.d == w end)[1]
+    end
+  end
   s.ar_pe = {}
   for _, a in ipairs(paper.archs) do
     s.ar_pe[a] = {}

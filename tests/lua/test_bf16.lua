@@ -17,10 +17,10 @@ local gen = mech.Generator(5)
 local tokens = mech.randint(0, V, { 4, 24 }, { generator = gen, dtype = "int32" })
 local targets = mech.randint(0, V, { 4, 24 }, { generator = gen, dtype = "int32" })
 
--- The loss and every parameter's gradient of one step.
-local function step(m)
+-- The loss and every parameter's gradient of one step (on tokens and targets unless given).
+local function step(m, tok, tgt)
   m:zero_grad()
-  local loss = m:loss(tokens, targets)
+  local loss = m:loss(tok or tokens, tgt or targets)
   loss:backward()
   local grads = {}
   for _, p in ipairs(m:named_parameters()) do grads[#grads + 1] = { p[1], p[2].grad:clone() } end
@@ -96,14 +96,7 @@ T.test("attention with 2 heads at L = 37: bf16 within tolerance of fp32, determi
   local gen2 = mech.Generator(9)
   local tok = mech.randint(0, V, { 3, 37 }, { generator = gen2, dtype = "int32" })
   local tgt = mech.randint(0, V, { 3, 37 }, { generator = gen2, dtype = "int32" })
-  local function grads_of(m)
-    m:zero_grad()
-    local loss = m:loss(tok, tgt)
-    loss:backward()
-    local g = {}
-    for _, p in ipairs(m:named_parameters()) do g[#g + 1] = { p[1], p[2].grad:clone() } end
-    return loss:item(), g
-  end
+  local function grads_of(m) return step(m, tok, tgt) end
   local old = mech.threads()
   mech.threads(1)
   local l32, g32 = grads_of(tiny("attention", "fp32", { n_heads = 2 }))

@@ -96,11 +96,11 @@ local function ledger_with(s, runs, before)
   return before, after
 end
 
--- the rows whose verdict differs, as "row i: before → after"
+-- the numbers of the rows whose verdict differs
 local function moved_rows(before, after)
   local moved = {}
   for i, j in ipairs(before) do
-    if after[i].verdict ~= j.verdict then moved[#moved + 1] = string.format("row %d: %s → %s", i, j.verdict, after[i].verdict) end
+    if after[i].verdict ~= j.verdict then moved[#moved + 1] = i end
   end
   return moved
 end
@@ -110,7 +110,10 @@ local function bf16_in_ledger(s)
   for _ in pairs(s.ar_bf16) do n = n + 1 end
   if n == 0 then return "No bf16 run has finished yet." end
   local before, after = ledger_with(s, s.ar_bf16)
-  local moved = moved_rows(before, after)
+  local moved = {}
+  for _, i in ipairs(moved_rows(before, after)) do
+    moved[#moved + 1] = string.format("row %d: %s → %s", i, before[i].verdict, after[i].verdict)
+  end
   return string.format("With these %d bf16 runs in place of the fp32 runs of their cells (the slice's at the same rate, "
     .. "the best rate's, and the main curve's at lr 1e-3), the ledger below gives %s.", n,
     #moved == 0 and string.format("the same verdict on all %d rows", #before)
@@ -204,9 +207,7 @@ tables["ar-mamba-seeds"] = function(s)
   for _, prec in ipairs { "fp32", "bf16" } do
     for _, e in ipairs(runs[prec]) do
       local after = select(2, ledger_with(s, { mamba = e }, before))
-      for i, j in ipairs(before) do
-        if after[i].verdict ~= j.verdict then rows_moved[i] = true end
-      end
+      for _, i in ipairs(moved_rows(before, after)) do rows_moved[i] = true end
       verdicts[prec][#verdicts[prec] + 1] = after
     end
   end

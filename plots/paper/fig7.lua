@@ -1,7 +1,11 @@
 -- Fig. 7: learned positions against none, accuracy against width at the best learning rate;
 -- facets AR, ATR (5, 20), ATR (10, 20); solid = NoPE, dashed = PE, colour by architecture. An
 -- architecture is drawn in a panel where the rows hold both its PE and its NoPE runs: a pair is
--- the figure's point, and a line without its partner says nothing about positions.
+-- the figure's point, and a line without its partner says nothing about positions. Both members
+-- of a pair are the best over the learning rates they both ran at that width: the NoPE runs of
+-- the AR slice span four rates, the PE partners one, and the best over four against one would
+-- credit the rate to the absence of positions (Mamba d = 64: 0.82 at 3e-3 without positions,
+-- 0.32 at 1e-3 with them, but 0.26 at 1e-3 without).
 --   mechlab plots/paper/fig7.lua DIR [OUT.png]
 local paper = require "mech.paper"
 
@@ -26,6 +30,29 @@ local function pair_slices()
   return { quick = at }
 end
 
+-- the learning rates at which both members of a pair ran, {arch = {d = {lr = true}}}, for the
+-- architectures that have at least one such rate (the others keep all their rows: unpaired)
+local function shared_rates(rows, preset)
+  local ran = {}
+  for _, r in ipairs(rows) do
+    if r.pos_emb ~= nil and paper.task_is(r, preset) and r.metric == "accuracy" and r.split == "test" and r.step_kind == "report" then
+      local key = r.arch .. "\0" .. r.d_model .. "\0" .. r.lr
+      ran[key] = ran[key] or {}
+      ran[key][r.pos_emb] = true
+    end
+  end
+  local shared = {}
+  for _, r in ipairs(rows) do
+    local both = ran[r.arch .. "\0" .. r.d_model .. "\0" .. r.lr]
+    if both and both[true] and both[false] then
+      shared[r.arch] = shared[r.arch] or {}
+      shared[r.arch][r.d_model] = shared[r.arch][r.d_model] or {}
+      shared[r.arch][r.d_model][r.lr] = true
+    end
+  end
+  return shared
+end
+
 local recipe = { id = "fig7", sweeps = sweeps, title = "PE (dashed) vs NoPE (solid)", slices = pair_slices() }
 
 function recipe.draw(dirs, out)
@@ -36,10 +63,14 @@ function recipe.draw(dirs, out)
   }
   local panels, keys, unpaired, npairs = {}, {}, {}, 0
   for _, st in ipairs(settings) do
+    local shared = shared_rates(st.rows, st.preset)
     local by_pe, has = {}, {}
     for _, pe in ipairs { false, true } do
       local best, widths, archs = paper.best_per_width(st.rows, {
-        where = function(r) return paper.task_is(r, st.preset) and r.pos_emb == pe end })
+        where = function(r)
+          local rates = shared[r.arch]
+          return paper.task_is(r, st.preset) and r.pos_emb == pe and (not rates or (rates[r.d_model] or {})[r.lr])
+        end })
       by_pe[pe] = { best = best, widths = widths, archs = archs }
       for _, a in ipairs(archs) do has[a] = (has[a] or 0) + 1 end
       for _, k in ipairs(paper.accuracy_keys(best, widths, archs, nil, st.title .. (pe and " PE " or " NoPE "))) do
@@ -72,13 +103,16 @@ function recipe.draw(dirs, out)
   -- caption says so
   local caption
   if npairs > 0 then
+    -- a setting without a pair has nothing to draw: its panel is dropped, the caption names it
+    local with_pairs = {}
     for _, p in ipairs(panels) do
       local kept = {}
       for _, s in ipairs(p.series) do if s.paired then kept[#kept + 1] = s end end
       p.series = kept
-      if #kept == 0 and not p.title:find("no results yet", 1, true) then p.title = p.title .. " (no pair yet)" end
+      if #kept > 0 then with_pairs[#with_pairs + 1] = p end
     end
-    caption = "an architecture is drawn where both its PE and NoPE runs exist"
+    panels = with_pairs
+    caption = "an architecture is drawn where both its PE and NoPE runs exist, each pair at the best of the learning rates both ran"
     if #unpaired > 0 then caption = caption .. "; one of the two only: " .. table.concat(unpaired, "; ") end
   else
     caption = "no architecture has both PE and NoPE runs yet: every line shown"

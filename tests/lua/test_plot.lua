@@ -284,30 +284,49 @@ end)
 T.test("Fig. 7 draws an architecture once its rows hold both PE and NoPE, from whichever file has them", function()
   local recipe = dofile("plots/paper/fig7.lua")
   local head = "sweep,run,status,task,arch,n_layers,d_model,d_conv,pos_emb,lr,seed,steps,split,metric,step_kind,step,value\n"
-  local function row(arch, pe, d, v)
-    return string.format("ar,%s-d%d-%s,done,ar_32,%s,2,%d,,%s,0.001,42,100,test,accuracy,report,100,%g\n", arch, d,
-      pe and "pe" or "nope", arch, d, tostring(pe), v)
+  local function row(arch, pe, d, v, lr)
+    return string.format("ar,%s-d%d-%s-%g,done,ar_32,%s,2,%d,,%s,%g,42,100,test,accuracy,report,100,%g\n", arch, d,
+      pe and "pe" or "nope", lr or 0.001, arch, d, tostring(pe), lr or 0.001, v)
   end
   local main, later = base .. "_fig7_main.csv", base .. "_fig7_later.csv"
   made[#made + 1], made[#made + 1] = main, later
   mech.sys.write_atomic(main, head .. row("attention", true, 32, 1) .. row("attention", false, 32, 0.08)
-    .. row("mamba", false, 32, 0.5) .. row("attention", true, 64, 1) .. row("attention", false, 64, 0.05))
+    .. row("mamba", false, 32, 0.5) .. row("mamba", false, 32, 0.9, 0.003) .. row("attention", true, 64, 1)
+    .. row("attention", false, 64, 0.05))
   mech.sys.write_atomic(later, head .. row("mamba", true, 32, 0.3))
+  local paper, titles = require "mech.paper", nil
+  local draw_accuracy = paper.draw_accuracy
   local function series_of(dirs)
     local p = out("fig7")
-    recipe.draw(dirs, p)
-    local n = {}
-    for line in read(p:gsub("%.png$", ".csv")):gmatch("[^\n]+") do
-      local series = line:match('^"[^"]*",([^,]*),') or line:match("^[^,\"]*,([^,]*),") -- "AR, L = 32" is quoted
-      n[series] = (n[series] or 0) + 1
+    paper.draw_accuracy = function(panels, ...)
+      titles = {}
+      for i, panel in ipairs(panels) do titles[i] = panel.title end
+      return draw_accuracy(panels, ...)
     end
-    return n
+    recipe.draw(dirs, p)
+    paper.draw_accuracy = draw_accuracy
+    local n, ys = {}, {}
+    for line in read(p:gsub("%.png$", ".csv")):gmatch("[^\n]+") do
+      local series, y = line:match('^"[^"]*",([^,]*),[^,]*,([^,]*)$') -- "AR, L = 32" is quoted
+      if not series then series, y = line:match("^[^,\"]*,([^,]*),[^,]*,([^,]*)$") end
+      n[series] = (n[series] or 0) + 1
+      ys[series] = ys[series] or {}
+      table.insert(ys[series], tonumber(y))
+    end
+    return n, ys
   end
   local none = base .. "_none.csv"
   local n = series_of({ ar = { main }, atr_easy = none, atr_hard = none })
   T.eq({ n.attention, n.mamba }, { 4, nil }) -- Mamba without its PE partner is not drawn
-  n = series_of({ ar = { main, later }, atr_easy = none, atr_hard = none })
+  local ys
+  n, ys = series_of({ ar = { main, later }, atr_easy = none, atr_hard = none })
   T.eq({ n.attention, n.mamba }, { 4, 2 })
+  -- Mamba's pair is read at the rate both ran (1e-3: NoPE 0.5), not NoPE's best alone (3e-3: 0.9)
+  table.sort(ys.mamba)
+  T.eq(ys.mamba, { 0.3, 0.5 })
+  -- the two ATR settings have no pair: their panels are dropped, not drawn empty
+  T.eq(#titles, 1)
+  T.truthy(titles[1]:find("AR, L = 32", 1, true), titles[1])
 end)
 
 for _, p in ipairs(made) do os.remove(p) end

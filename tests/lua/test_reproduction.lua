@@ -446,6 +446,19 @@ T.test("atr_easy's pe_pairs: Attention without positions at d = 32 decides row 3
   end
 end)
 
+T.test("atr_easy's pe_pairs: an SSM's run with positions on (5, 20) is one of row 32's comparisons", function()
+  -- against Hyena's run without positions at d = 32, 0.688 ± 0.026 of 320
+  for _, case in ipairs { { 0.55, "✓" }, { 0.85, "✗" }, { 0.70, "?" } } do
+    local root = copy_root()
+    alter_row(root, "atr-easy-pe-pairs.csv", { "hyena-d32-pe", ",test,accuracy," }, tostring(case[1]))
+    T.eq(select(1, tables.run { root = root }), true)
+    local page = read(root .. "/docs/reproduction.md")
+    remove(root)
+    local _, text = ledger_row(page, 32)
+    T.truthy(text:find(case[2] .. " Hyena d = 32 with positions (5, 20) " .. string.format("%.3f", case[1]), 1, true), text)
+  end
+end)
+
 T.test("Fig. 5a-c, v3_delta_net and v3_atr_mamba_conv drawn from the committed rows are the committed figures", function()
   local dir = os.tmpname()
   os.remove(dir)

@@ -171,7 +171,7 @@ T.test("atr_hard: a changed accuracy shows; a denominator that moves a run acros
   local ok, msgs = check_after("atr-hard-quick.csv", { "pcfg_10_20-t42-numpy-mamba-d64", ",accuracy," }, "0.25")
   T.eq(ok, false)
   T.eq(msgs, { "table 'claims-tally' differs from the committed data", "table 'claims' differs from the committed data",
-    "table 'atr-hard-accuracy' differs from the committed data" })
+    "table 'atr-hard-accuracy' differs from the committed data", "table 'atr-hard-epochs' differs from the committed data" })
   -- Based at d = 32 on (10, 20) passes the value's filter and is one of Fig. 4b's points
   local root = copy_root()
   alter_row(root, "atr-hard-quick.csv", { "pcfg_10_20-t42-numpy-based-d32", "target_item_orig.block_input.attrib_den" },
@@ -457,6 +457,47 @@ T.test("atr_easy's pe_pairs: an SSM's run with positions on (5, 20) is one of ro
     local _, text = ledger_row(page, 32)
     T.truthy(text:find(case[2] .. " Hyena d = 32 with positions (5, 20) " .. string.format("%.3f", case[1]), 1, true), text)
   end
+end)
+
+T.test("atr_hard's quick32: a run at 32 epochs replaces its 5-epoch cell in the ledger, and the table counts it", function()
+  -- Mamba on (10, 20) at 32 epochs, from its 5-epoch rows: row 13 compares it with (5, 20)
+  -- (0.891 ± 0.017 / 0.900 ± 0.017) instead of calling the epochs apart
+  local function quick32(acc32, acc64)
+    local out = { "sweep,run,status,task,arch,n_layers,d_model,d_conv,pos_emb,lr,seed,steps,report_docs,split,metric,step_kind,step,value" }
+    for line in read("docs/results/atr-hard-quick.csv"):gmatch("[^\n]+") do
+      local d = line:match("^atr_hard,pcfg_10_20[^,]*%-mamba%-d(%d+)%-")
+      if d then
+        local cols = {}
+        for c in line:gmatch("[^,]*") do cols[#cols + 1] = c end
+        local head = table.concat(cols, ",", 1, 11)
+        local value = cols[14] == "accuracy" and (d == "32" and acc32 or acc64) or cols[17]
+        out[#out + 1] = table.concat({ (head:gsub("%-s42%-", "-s42-report_docs=1024-")), "100032", "1024", cols[13], cols[14],
+          cols[15], "100000", tostring(value) }, ",")
+      end
+    end
+    return table.concat(out, "\n") .. "\n"
+  end
+  for _, case in ipairs { { 0.88, 0.89, "agrees", 2 }, { 0.60, 0.62, "disagrees", 2 } } do
+    local root = copy_root()
+    write(root .. "/docs/results/atr-hard-quick32.csv", quick32(case[1], case[2]))
+    T.eq(select(1, tables.run { root = root }), true)
+    local page = read(root .. "/docs/reproduction.md")
+    remove(root)
+    local verdict, text = ledger_row(page, 13)
+    T.eq(verdict, case[3], text)
+    T.truthy(text:find("Mamba d = 32 (10, 20), 32 ep. " .. string.format("%.3f", case[1]), 1, true), text)
+    T.truthy(page:find(case[4] .. "%s+of%s+its%s+24%s+runs%s+so%s+far"))
+  end
+  -- one width only: the other still compares 5 with 32 epochs and cannot tell
+  local root = copy_root()
+  local one = {}
+  for line in quick32(0.88, 0.89):gmatch("[^\n]+") do if not line:find("-d64-", 1, true) then one[#one + 1] = line end end
+  write(root .. "/docs/results/atr-hard-quick32.csv", table.concat(one, "\n") .. "\n")
+  T.eq(select(1, tables.run { root = root }), true)
+  local page = read(root .. "/docs/reproduction.md")
+  remove(root)
+  T.eq(ledger_row(page, 13), "agrees in part")
+  T.truthy(page:find("1%s+of%s+its%s+24%s+runs%s+so%s+far"))
 end)
 
 T.test("Fig. 5a-c, v3_delta_net and v3_atr_mamba_conv drawn from the committed rows are the committed figures", function()

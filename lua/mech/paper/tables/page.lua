@@ -16,7 +16,7 @@ tables.claims, tables["claims-tally"] = ledger.ledger, ledger.tally
 
 T.ids = { "atr-floors", "ar-accuracy", "ar-lr", "ar-bf16", "ar-mamba-seeds", "ar-attrib", "mamba-conv-accuracy", "mamba-conv-attrib", "next-key", "next-key-best-lr",
   "based-accuracy",
-  "atr-easy", "atr-hard-accuracy", "atr-hard-attrib", "atr-split-accuracy", "atr-split-attrib", "delta-net", "atr-mamba-conv",
+  "atr-easy", "atr-hard-accuracy", "atr-hard-epochs", "atr-hard-attrib", "atr-split-accuracy", "atr-split-attrib", "delta-net", "atr-mamba-conv",
   "ar-layers", "ar-mixer-output", "atr-1layer", "sibling", "claims-tally", "claims" }
 
 --- Every table's text (its lines joined), by id.

@@ -238,6 +238,20 @@ local function stats(d)
     end
   end
   s.hard_total = #d.ids.atr_hard
+  -- the same runs at the paper's 32 epochs (`atr_hard`'s quick32 profile, issue 42's block 4), as
+  -- far as they have run: the cells read them where they exist (cells.lua, C.hard)
+  s.hard32 = {}
+  for _, st in ipairs(T.hard_settings) do
+    s.hard32[st.preset] = {}
+    for _, a in ipairs(paper.archs) do
+      s.hard32[st.preset][a] = {}
+      for _, w in ipairs { 32, 64 } do
+        s.hard32[st.preset][a][w] = pick(d, { "atr_hard32" }, function(e)
+          return e.arch == a and e.d == w and e.task:find(st.preset .. "-", 1, true) == 1 end)[1]
+      end
+    end
+  end
+  s.hard32_total = #d.ids.atr_hard32
   -- the ATR split: one run per arch and width, evaluated on dev and test
   s.split = {}
   for _, a in ipairs(paper.archs) do

@@ -225,33 +225,25 @@ local function stats(d)
   s.atr_filtered = box_runs(d, "fig4b", { "atr_easy" }, by_name, "(5, 20)")
   s.atr_total = #d.ids.atr_easy
   -- ATR (5, 8192) and (10, 20) (`atr_hard`): one run per setting, arch and width; its rows carry
-  -- the filter denominators
-  s.hard = {}
-  for _, st in ipairs(T.hard_settings) do
-    s.hard[st.preset] = {}
-    for _, a in ipairs(paper.archs) do
-      s.hard[st.preset][a] = {}
-      for _, w in ipairs { 32, 64 } do
-        s.hard[st.preset][a][w] = pick(d, { "atr_hard" }, function(e)
-          return e.arch == a and e.d == w and e.task:find(st.preset .. "-", 1, true) == 1 end)[1]
+  -- the filter denominators. hard32: the same runs at the paper's 32 epochs (`atr_hard`'s quick32
+  -- profile, issue 42's block 4), as far as they have run: the cells read them where they exist
+  -- (cells.lua, C.hard)
+  local function per_setting(name)
+    local out = {}
+    for _, st in ipairs(T.hard_settings) do
+      out[st.preset] = {}
+      for _, a in ipairs(paper.archs) do
+        out[st.preset][a] = {}
+        for _, w in ipairs { 32, 64 } do
+          out[st.preset][a][w] = pick(d, { name }, function(e)
+            return e.arch == a and e.d == w and e.task:find(st.preset .. "-", 1, true) == 1 end)[1]
+        end
       end
     end
+    return out
   end
+  s.hard, s.hard32 = per_setting("atr_hard"), per_setting("atr_hard32")
   s.hard_total = #d.ids.atr_hard
-  -- the same runs at the paper's 32 epochs (`atr_hard`'s quick32 profile, issue 42's block 4), as
-  -- far as they have run: the cells read them where they exist (cells.lua, C.hard)
-  s.hard32 = {}
-  for _, st in ipairs(T.hard_settings) do
-    s.hard32[st.preset] = {}
-    for _, a in ipairs(paper.archs) do
-      s.hard32[st.preset][a] = {}
-      for _, w in ipairs { 32, 64 } do
-        s.hard32[st.preset][a][w] = pick(d, { "atr_hard32" }, function(e)
-          return e.arch == a and e.d == w and e.task:find(st.preset .. "-", 1, true) == 1 end)[1]
-      end
-    end
-  end
-  s.hard32_total = #d.ids.atr_hard32
   -- the ATR split: one run per arch and width, evaluated on dev and test
   s.split = {}
   for _, a in ipairs(paper.archs) do

@@ -511,8 +511,8 @@ tables["atr-hard-accuracy"] = function(s)
   return lines
 end
 
--- the paper's own accuracy at d = 32 / 64, best of its learning rates, % (spec paper-numbers.md
--- §5.2 [N]); H3 has no (10, 20) run in the paper
+-- the paper's own accuracy at d = 32 / 64, best of its learning rates, % (spec paper-numbers.md,
+-- the section on the paper's Sec. 5.2, [N]); H3 has no (10, 20) run in the paper
 local hard_paper = {
   pcfg_easy_8192 = { attention = { 84.06, 89.38 }, base_conv = { 46.56, 55.94 }, based = { 83.12, 86.56 },
     h3 = { 63.44, 72.50 }, hyena = { 57.81, 64.69 }, mamba = { 78.12, 87.19 } },

@@ -33,21 +33,17 @@ end
 -- the learning rates at which both members of a pair ran, {arch = {d = {lr = true}}}, for the
 -- architectures that have at least one such rate (the others keep all their rows: unpaired)
 local function shared_rates(rows, preset)
-  local ran = {}
+  local ran, shared = {}, {}
   for _, r in ipairs(rows) do
     if r.pos_emb ~= nil and paper.task_is(r, preset) and r.metric == "accuracy" and r.split == "test" and r.step_kind == "report" then
       local key = r.arch .. "\0" .. r.d_model .. "\0" .. r.lr
       ran[key] = ran[key] or {}
       ran[key][r.pos_emb] = true
-    end
-  end
-  local shared = {}
-  for _, r in ipairs(rows) do
-    local both = ran[r.arch .. "\0" .. r.d_model .. "\0" .. r.lr]
-    if both and both[true] and both[false] then
-      shared[r.arch] = shared[r.arch] or {}
-      shared[r.arch][r.d_model] = shared[r.arch][r.d_model] or {}
-      shared[r.arch][r.d_model][r.lr] = true
+      if ran[key][not r.pos_emb] then
+        shared[r.arch] = shared[r.arch] or {}
+        shared[r.arch][r.d_model] = shared[r.arch][r.d_model] or {}
+        shared[r.arch][r.d_model][r.lr] = true
+      end
     end
   end
   return shared

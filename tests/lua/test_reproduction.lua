@@ -61,6 +61,16 @@ local function alter_row(root, file, needles, value)
   write(path, table.concat(lines, "\n") .. "\n")
 end
 
+-- the page the tables write after change(root) edits the data of a copy of the root
+local function page_after(change)
+  local root = copy_root()
+  change(root)
+  T.eq(select(1, tables.run { root = root }), true)
+  local page = read(root .. "/docs/reproduction.md")
+  remove(root)
+  return page
+end
+
 -- whether the check passes, and the tables it names, after one row of `file` is changed (in a copy of the root)
 local function check_after(file, needles, value)
   local root = copy_root()
@@ -425,11 +435,7 @@ T.test("ar's nope slice: Attention without positions decides row 31; within twic
       out[#out + 1] = string.format("ar,attention-d%d-nope-lr0.001-s42-0000000%d,done,ar_32,attention,2,%d,,false,0.001,42," ..
         "50016,test,accuracy,report,50000,%s", w, w // 32, w, case[1])
     end
-    local root = copy_root()
-    write(root .. "/docs/results/ar-nope.csv", table.concat(out, "\n") .. "\n")
-    T.eq(select(1, tables.run { root = root }), true)
-    local page = read(root .. "/docs/reproduction.md")
-    remove(root)
+    local page = page_after(function(root) write(root .. "/docs/results/ar-nope.csv", table.concat(out, "\n") .. "\n") end)
     T.eq(ledger_row(page, 31), case[2], tostring(case[1]))
   end
 end)
@@ -437,11 +443,9 @@ end)
 T.test("atr_easy's pe_pairs: Attention without positions at d = 32 decides row 33", function()
   -- against the run with positions, 0.650 ± 0.027 of 320: beyond twice the error above, below, within
   for _, case in ipairs { { 0.77, "agrees" }, { 0.40, "disagrees" }, { 0.66, "cannot tell at quick scale" } } do
-    local root = copy_root()
-    alter_row(root, "atr-easy-pe-pairs.csv", { "attention-d32-nope", ",test,accuracy," }, tostring(case[1]))
-    T.eq(select(1, tables.run { root = root }), true)
-    local page = read(root .. "/docs/reproduction.md")
-    remove(root)
+    local page = page_after(function(root)
+      alter_row(root, "atr-easy-pe-pairs.csv", { "attention-d32-nope", ",test,accuracy," }, tostring(case[1]))
+    end)
     T.eq(ledger_row(page, 33), case[2], tostring(case[1]))
   end
 end)
@@ -449,11 +453,9 @@ end)
 T.test("atr_easy's pe_pairs: an SSM's run with positions on (5, 20) is one of row 32's comparisons", function()
   -- against Hyena's run without positions at d = 32, 0.688 ± 0.026 of 320
   for _, case in ipairs { { 0.55, "✓" }, { 0.85, "✗" }, { 0.70, "?" } } do
-    local root = copy_root()
-    alter_row(root, "atr-easy-pe-pairs.csv", { "hyena-d32-pe", ",test,accuracy," }, tostring(case[1]))
-    T.eq(select(1, tables.run { root = root }), true)
-    local page = read(root .. "/docs/reproduction.md")
-    remove(root)
+    local page = page_after(function(root)
+      alter_row(root, "atr-easy-pe-pairs.csv", { "hyena-d32-pe", ",test,accuracy," }, tostring(case[1]))
+    end)
     local _, text = ledger_row(page, 32)
     T.truthy(text:find(case[2] .. " Hyena d = 32 with positions (5, 20) " .. string.format("%.3f", case[1]), 1, true), text)
   end
@@ -478,24 +480,16 @@ T.test("atr_hard's quick32: a run at 32 epochs replaces its 5-epoch cell in the 
     return table.concat(out, "\n") .. "\n"
   end
   for _, case in ipairs { { 0.88, 0.89, "agrees", 2 }, { 0.60, 0.62, "disagrees", 2 } } do
-    local root = copy_root()
-    write(root .. "/docs/results/atr-hard-quick32.csv", quick32(case[1], case[2]))
-    T.eq(select(1, tables.run { root = root }), true)
-    local page = read(root .. "/docs/reproduction.md")
-    remove(root)
+    local page = page_after(function(root) write(root .. "/docs/results/atr-hard-quick32.csv", quick32(case[1], case[2])) end)
     local verdict, text = ledger_row(page, 13)
     T.eq(verdict, case[3], text)
     T.truthy(text:find("Mamba d = 32 (10, 20), 32 ep. " .. string.format("%.3f", case[1]), 1, true), text)
     T.truthy(page:find(case[4] .. "%s+of%s+its%s+24%s+runs%s+so%s+far"))
   end
   -- one width only: the other still compares 5 with 32 epochs and cannot tell
-  local root = copy_root()
   local one = {}
   for line in quick32(0.88, 0.89):gmatch("[^\n]+") do if not line:find("-d64-", 1, true) then one[#one + 1] = line end end
-  write(root .. "/docs/results/atr-hard-quick32.csv", table.concat(one, "\n") .. "\n")
-  T.eq(select(1, tables.run { root = root }), true)
-  local page = read(root .. "/docs/reproduction.md")
-  remove(root)
+  local page = page_after(function(root) write(root .. "/docs/results/atr-hard-quick32.csv", table.concat(one, "\n") .. "\n") end)
   T.eq(ledger_row(page, 13), "agrees in part")
   T.truthy(page:find("1%s+of%s+its%s+24%s+runs%s+so%s+far"))
 end)

@@ -204,8 +204,29 @@ T.test("a profile with its slices: every file's rows, a run already read skipped
         atr_easy = { "pe_pairs" }, atr_hard = { "quick32" } } }
     end
     if f.id == "fig9b" then want = { quick = { ar = { "lr_slice" } } } end
+    if f.id:match("^fig4[ab]$") then want = { quick = { atr_hard = { "quick32" } } } end
     T.eq(f.slices, want, f.id)
   end
+end)
+
+T.test("longest_trained: a setting's longer runs once they cover all its cells, else its shorter; atr_settings names the epochs", function()
+  local function run(arch, d, steps, v)
+    return row { sweep = "atr_hard", task = "pcfg_10_20-t42-numpy", arch = arch, d_model = d, lr = 1e-3, seed = 42,
+      steps = steps, value = v, run = string.format("%s-d%d-%d", arch, d, steps) }
+  end
+  local rows = { run("h3", 32, 15630, 0.5), run("h3", 64, 15630, 0.6), run("h3", 32, 100032, 0.8),
+    row { sweep = "atr_hard", task = "pcfg_easy_8192-t42-numpy", arch = "h3", d_model = 32, lr = 1e-3, seed = 42, steps = 15630, value = 0.4 } }
+  local function on_10_20(r) return paper.task_is(r, "pcfg_10_20") end
+  local got, steps = paper.longest_trained(rows, on_10_20)
+  T.eq({ #got, got[1].value, got[2].value, steps }, { 2, 0.5, 0.6, 15630 }) -- d = 64 has no 32-epoch run yet
+  rows[#rows + 1] = run("h3", 64, 100032, 0.9)
+  got, steps = paper.longest_trained(rows, on_10_20)
+  T.eq({ #got, got[1].value, got[2].value, steps }, { 2, 0.8, 0.9, 100032 })
+  T.eq({ paper.epochs(15630), paper.epochs(100032) }, { 5, 32 })
+  T.eq({ paper.longest_trained(rows, function() return false end) }, { {} })
+  local st = paper.atr_settings({}, rows)
+  T.eq({ st[1].title, st[2].title, st[3].title }, { "(5, 20)", "(5, 8192), 5 ep.", "(10, 20), 32 ep." })
+  T.eq({ #st[1].rows, #st[2].rows, #st[3].rows, st[3].epochs, st[3].setting }, { 0, 1, 2, 32, "(10, 20)" })
 end)
 
 T.test("experiments/paper.lua --results draws from the committed rows: the committed figures' CSVs come back", function()

@@ -461,13 +461,12 @@ T.test("atr_easy's pe_pairs: an SSM's run with positions on (5, 20) is one of ro
   end
 end)
 
-T.test("atr_hard's quick32: a run at 32 epochs replaces its 5-epoch cell in the ledger, and the table counts it", function()
-  -- Mamba on (10, 20) at 32 epochs, from its 5-epoch rows: row 13 compares it with (5, 20)
-  -- (0.891 ± 0.017 / 0.900 ± 0.017) instead of calling the epochs apart
-  local function quick32(acc32, acc64)
+-- rows of atr_hard's quick32 profile made from the quick profile's (10, 20) rows of arch (a Lua
+-- pattern), their accuracy set to acc32 / acc64 by width, the rest kept
+local function quick32(acc32, acc64, arch)
     local out = { "sweep,run,status,task,arch,n_layers,d_model,d_conv,pos_emb,lr,seed,steps,report_docs,split,metric,step_kind,step,value" }
     for line in read("docs/results/atr-hard-quick.csv"):gmatch("[^\n]+") do
-      local d = line:match("^atr_hard,pcfg_10_20[^,]*%-mamba%-d(%d+)%-")
+      local d = line:match("^atr_hard,pcfg_10_20[^,]*%-" .. (arch or "mamba") .. "%-d(%d+)%-")
       if d then
         local cols = {}
         for c in line:gmatch("[^,]*") do cols[#cols + 1] = c end
@@ -478,7 +477,11 @@ T.test("atr_hard's quick32: a run at 32 epochs replaces its 5-epoch cell in the 
       end
     end
     return table.concat(out, "\n") .. "\n"
-  end
+end
+
+T.test("atr_hard's quick32: a run at 32 epochs replaces its 5-epoch cell in the ledger, and the table counts it", function()
+  -- Mamba on (10, 20) at 32 epochs, from its 5-epoch rows: row 13 compares it with (5, 20)
+  -- (0.891 ± 0.017 / 0.900 ± 0.017) instead of calling the epochs apart
   for _, case in ipairs { { 0.88, 0.89, "agrees", 2 }, { 0.60, 0.62, "disagrees", 2 } } do
     local page = page_after(function(root) write(root .. "/docs/results/atr-hard-quick32.csv", quick32(case[1], case[2])) end)
     local verdict, text = ledger_row(page, 13)
@@ -492,6 +495,28 @@ T.test("atr_hard's quick32: a run at 32 epochs replaces its 5-epoch cell in the 
   local page = page_after(function(root) write(root .. "/docs/results/atr-hard-quick32.csv", table.concat(one, "\n") .. "\n") end)
   T.eq(ledger_row(page, 13), "agrees in part")
   T.truthy(page:find("1%s+of%s+its%s+24%s+runs%s+so%s+far"))
+end)
+
+T.test("atr_hard's quick32: a setting's tables switch to 32 epochs once all its runs have them, the other stays", function()
+  local function tables_of(page)
+    local acc = page:match("<!%-%- table: atr%-hard%-accuracy %-%->(.-)<!%-%- end table %-%->")
+    local attrib = page:match("<!%-%- table: atr%-hard%-attrib %-%->(.-)<!%-%- end table %-%->")
+    return acc, attrib
+  end
+  -- every (10, 20) run at 32 epochs: that column reads them, (5, 8192) stays at 5
+  local page = page_after(function(root) write(root .. "/docs/results/atr-hard-quick32.csv", quick32(0.777, 0.888, "[%w_]+")) end)
+  local acc, attrib = tables_of(page)
+  T.truthy(acc:find("(5, 8192), 5 ep., d = 32 / 64 | (10, 20), 32 ep., d = 32 / 64", 1, true), acc)
+  local _, n = acc:gsub(" 0%.777 ± 0%.013 / 0%.888 ± 0%.010 ", "")
+  T.eq(n, 6, acc)
+  T.truthy(attrib:find("| (10, 20), 32 ep. | Hyena |", 1, true), attrib)
+  T.truthy(attrib:find("| (5, 8192), 5 ep. | Hyena |", 1, true), attrib)
+  -- all but one: the whole setting stays at 5 epochs
+  local most = {}
+  for line in quick32(0.777, 0.888, "[%w_]+"):gmatch("[^\n]+") do if not line:find("-hyena-d64-", 1, true) then most[#most + 1] = line end end
+  acc = tables_of(page_after(function(root) write(root .. "/docs/results/atr-hard-quick32.csv", table.concat(most, "\n") .. "\n") end))
+  T.truthy(acc:find("(10, 20), 5 ep., d = 32 / 64", 1, true), acc)
+  T.falsy(acc:find("0.777", 1, true), acc)
 end)
 
 T.test("Fig. 5a-c, v3_delta_net and v3_atr_mamba_conv drawn from the committed rows are the committed figures", function()

@@ -53,6 +53,58 @@ function selection.rows(dirs, names)
   return all
 end
 
+-- a run's cell: what a longer training of the same run keeps (its run id adds the profile's options)
+local function cell_of(r)
+  return table.concat({ r.task, r.arch, tostring(r.n_layers), tostring(r.d_model), tostring(r.d_conv),
+    tostring(r.pos_emb), tostring(r.lr), tostring(r.seed) }, "|")
+end
+
+--- Of rows (one sweep's, from several profiles), those where(row) holds, trained for one length:
+--- the longest when its runs cover every cell (task, arch, layers, width, d_conv, positions, lr,
+--- seed) the rows have, else the shortest. A panel thus never mixes training lengths: `atr_hard`'s
+--- quick runs (5 epochs) give way to its quick32 runs (the paper's 32) setting by setting, once
+--- all of a setting's runs are in. Returns the rows and their steps (nil: no rows).
+function selection.longest_trained(rows, where)
+  local cells, lo, hi = {}, nil, nil
+  for _, r in ipairs(rows) do
+    if not where or where(r) then
+      local c = cell_of(r)
+      cells[c] = cells[c] or {}
+      cells[c][r.steps] = true
+      lo, hi = math.min(lo or r.steps, r.steps), math.max(hi or r.steps, r.steps)
+    end
+  end
+  if not lo then return {}, nil end
+  local chosen = hi
+  for _, at in pairs(cells) do if not at[hi] then chosen = lo; break end end
+  local out = {}
+  for _, r in ipairs(rows) do
+    if (not where or where(r)) and r.steps == chosen then out[#out + 1] = r end
+  end
+  return out, chosen
+end
+
+--- The epochs of a paper run that took steps steps (suite.base: 100,032 documents, batch 32).
+function selection.epochs(steps)
+  local b = suite.base("atr")
+  return math.floor(steps * b.batch_size / b.train_docs + 0.5)
+end
+
+--- Fig. 4's three ATR settings, (L_max, |Σ|) = (5, 20) from `atr_easy`'s rows, (5, 8192) and
+--- (10, 20) from `atr_hard`'s: {title (with its epochs), setting, preset, rows (the setting's, of
+--- one training length: longest_trained), epochs (nil: no rows)} each.
+function selection.atr_settings(easy, hard)
+  local out = {}
+  for _, st in ipairs { { "(5, 20)", "pcfg_5_20", easy }, { "(5, 8192)", "pcfg_easy_8192", hard },
+    { "(10, 20)", "pcfg_10_20", hard } } do
+    local rows, steps = selection.longest_trained(st[3], function(r) return suite.task_is(r, st[2]) end)
+    local epochs = steps and selection.epochs(steps)
+    out[#out + 1] = { title = st[1] .. (epochs and string.format(", %d ep.", epochs) or ""), setting = st[1],
+      preset = st[2], rows = rows, epochs = epochs }
+  end
+  return out
+end
+
 -- The recorded filter is mech.paper's field `recorded_filter` (callers set and clear it there),
 -- read when a filter is taken; mech.paper is loaded by then.
 local function recorded_filter() return require("mech.paper").recorded_filter end

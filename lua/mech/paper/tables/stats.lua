@@ -86,7 +86,8 @@ local function box_runs(d, fig, sweeps, group, setting)
   local by, names = {}, { Value = "value", Query = "query", Key = "key" }
   for _, r in ipairs(d.fig[fig]) do
     local pos = names[r.panel:match("^@(%a+)")]
-    if pos and (not setting or r.panel:sub(-#setting - 2) == "  " .. setting) then
+    -- a panel "@Key  (5, 8192), 32 ep." is of the setting "(5, 8192)"
+    if pos and (not setting or r.panel:match("^@%a+  (%b())") == setting) then
       by[pos] = by[pos] or {}
       table.insert(by[pos], { label = r.group, where = group(r.group), values = { [pos] = r.value } })
     end
@@ -243,7 +244,20 @@ local function stats(d)
     return out
   end
   s.hard, s.hard32 = per_setting("atr_hard"), per_setting("atr_hard32")
-  s.hard_total = #d.ids.atr_hard
+  -- what Fig. 4 and the atr_hard tables show of a setting: its runs at 32 epochs once they cover
+  -- all its runs at 5, else those (the figures' rule, paper.longest_trained); hard_runs: those
+  -- runs, hard_sweep: whose
+  s.hard_view, s.hard_epochs, s.hard_runs, s.hard_sweep = {}, {}, {}, {}
+  local both = {}
+  for _, n in ipairs { "atr_hard", "atr_hard32" } do for _, r in ipairs(d.rows[n]) do both[#both + 1] = r end end
+  for _, st in ipairs(T.hard_settings) do
+    local rows, steps = paper.longest_trained(both, function(r) return paper.task_is(r, st.preset) end)
+    local long = rows[1] ~= nil and d.runs.atr_hard32[rows[1].run] ~= nil
+    s.hard_view[st.preset], s.hard_epochs[st.preset] = long and s.hard32[st.preset] or s.hard[st.preset], steps and paper.epochs(steps)
+    s.hard_sweep[st.preset] = long and "atr_hard32" or "atr_hard"
+    s.hard_runs[st.preset] = pick(d, { s.hard_sweep[st.preset] }, function(e) return e.task:find(st.preset .. "-", 1, true) == 1 end)
+  end
+  s.hard_total = #s.hard_runs.pcfg_easy_8192 + #s.hard_runs.pcfg_10_20
   -- the ATR split: one run per arch and width, evaluated on dev and test
   s.split = {}
   for _, a in ipairs(paper.archs) do
@@ -256,11 +270,11 @@ local function stats(d)
   for _, w in ipairs { 32, 64 } do s.delta[w] = pick(d, { "delta_net" }, function(e) return e.d == w end) end
   -- Fig. 4b's points of these settings must be the runs the denominators pass, no more, no fewer
   for _, st in ipairs(T.hard_settings) do
-    local plotted = box_runs(d, "fig4b", { "atr_hard" }, function(g)
+    local plotted = box_runs(d, "fig4b", { s.hard_sweep[st.preset] }, function(g)
       return where_all(by_name(g), function(e) return e.task:find(st.preset .. "-", 1, true) == 1 end) end, st.title)
     for _, pos in ipairs { "value", "query", "key" } do
       local got = in_set(plotted[pos] or {})
-      for _, e in ipairs(pick(d, { "atr_hard" }, function(e) return e.task:find(st.preset .. "-", 1, true) == 1 end)) do
+      for _, e in ipairs(s.hard_runs[st.preset]) do
         if passes_at(e, pos) ~= (got[e] == true) then
           fail(string.format("fig4b.csv (@%s %s): run %s %s the filter (attrib_den %s) but %s plotted", pos, st.title, e.id,
             passes_at(e, pos) and "passes" or "fails", g9(e[pos .. "_den"]), got[e] and "is" or "is not"))

@@ -35,11 +35,12 @@ local function task_of(preset)
   return tasks[preset]
 end
 
--- what a key-blind model sees of a document: the query token, the root head, the answer, and the
--- tokens of the yield (marked in `present` with this document's stamp: one table for every document)
+-- what a key-blind model sees of a document: the query token, the root head, the answer, and,
+-- given present, the tokens of the yield (marked with this document's stamp: one table for every
+-- document; the training counts need none of them)
 local function view(doc, present, stamp)
   local p, tok = doc.positions, doc.tokens
-  for i = 2, p.divider do present[tok[i]] = stamp end
+  if present then for i = 2, p.divider do present[tok[i]] = stamp end end
   return tok[p.query_item + 1], tok[p.divider], tok[p.target_item + 1]
 end
 
@@ -48,9 +49,9 @@ local function context_key(q, root) return q * 65536 + root end -- token ids are
 -- answer counts per (query token, root head) over the training documents
 local function context_counts(preset)
   if counts[preset] then return counts[preset] end
-  local c, ds, present = {}, task_of(preset):dataset(Fl.train_docs, { split = "train" }), {}
+  local c, ds = {}, task_of(preset):dataset(Fl.train_docs, { split = "train" })
   for i = 0, Fl.train_docs - 1 do
-    local q, root, answer = view(ds:doc(i), present, i)
+    local q, root, answer = view(ds:doc(i))
     local key = context_key(q, root)
     local row = c[key]
     if not row then row = {}; c[key] = row end

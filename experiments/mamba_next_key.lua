@@ -5,27 +5,33 @@
 -- checkpoint at layer 0 with the mixer-internal sites (the conv output `mixer.conv`, the SSM's
 -- input `mixer.u`, its state, ...), the key corrupted, and gives the mean Attrib per conv width,
 -- site and position over the runs that pass the 0.01 filter.
---   mechlab experiments/mamba_next_key.lua SWEEP_DIR ... [out=mamba_next_key] [best_lr=true]
+--   mechlab experiments/mamba_next_key.lua SWEEP_DIR ... [out=mamba_next_key] [best_lr=true] [n=DOCS]
 -- writes OUT_runs.csv (one row per run, site and position) and OUT.png (the means as a heatmap,
 -- with their CSV, OUT.csv). best_lr=true keeps, per conv width and model width, the runs at the
 -- learning rate with the best mean test accuracy in the sweeps' rows (the paper's model
--- selection, as Fig. 3a takes it).
+-- selection, as Fig. 3a takes it). n= evaluates DOCS test documents of each run (at most its
+-- eval_docs, which is the default and what the committed tables use): a quicker look.
 local ic = require "mech.interchange"
 local json = require "mech.json"
 local paper = require "mech.paper"
 local sweep = require "mech.sweep"
 local train = require "mech.train"
 
-local dirs, out, best_lr = {}, "mamba_next_key", false
+local usage = "usage: mechlab experiments/mamba_next_key.lua SWEEP_DIR ... [out=mamba_next_key] [best_lr=true] [n=DOCS]"
+local dirs, out, best_lr, n_docs = {}, "mamba_next_key", false, nil
 for _, a in ipairs(arg or {}) do
-  local v = a:match("^out=(.+)$")
-  if v then out = v
-  elseif a == "best_lr=true" then best_lr = true
+  local k, v = a:match("^([%w_]+)=(.*)$")
+  if k == "out" then out = v
+  elseif k == "best_lr" then
+    if v ~= "true" and v ~= "false" then error(usage .. "\n(best_lr= expects true or false, got '" .. v .. "')", 0) end
+    best_lr = v == "true"
+  elseif k == "n" then
+    n_docs = math.tointeger(tonumber(v))
+    if not n_docs or n_docs < 1 then error(usage .. "\n(n= expects a count >= 1, got '" .. v .. "')", 0) end
+  elseif k then error(usage .. "\n(unknown option '" .. k .. "=')", 0)
   else dirs[#dirs + 1] = a end
 end
-if #dirs == 0 then
-  error("usage: mechlab experiments/mamba_next_key.lua SWEEP_DIR ... [out=mamba_next_key] [best_lr=true]", 0)
-end
+if #dirs == 0 then error(usage, 0) end
 
 local positions = paper.next_key_positions
 
@@ -68,7 +74,8 @@ for _, dir in ipairs(dirs) do
   for _, run in ipairs(done_mamba_runs(dir)) do
     local c = run.config
     local conv = c.model.d_conv or 4
-    local ds = train.make_task(c):dataset(c.eval_docs, { seed = c.seed, split = "test" })
+    local ds = train.make_task(c):dataset(n_docs and math.min(n_docs, c.eval_docs) or c.eval_docs,
+      { seed = c.seed, split = "test" })
     local model = mech.load(run.dir .. "/checkpoint-report.safetensors")
     local res = ic.evaluate(model, ds, { layers = { 0 }, mixer_sites = true, label_types = { "query_item_orig" }, seed = 42 })
     for _, p in ipairs(positions) do

@@ -254,15 +254,46 @@ static void draw_shape(cairo_t *cr, const pl_shape *m) {
     cairo_stroke(cr);
 }
 
+/* Clips a raster to the pending shapes' bounding box, padded, so that a group is only as large as
+ * the shapes: a group is otherwise the whole canvas, allocated, cleared and composited for each
+ * translucent marker of a dense scatter. Nothing is drawn outside the box, so the pixels are
+ * those of the unclipped group. Vector output keeps its plain groups. */
+static void clip_to_mask(pl_canvas *c) {
+    cairo_t *cr = c->cr;
+    double x0 = INFINITY, y0 = INFINITY, x1 = -INFINITY, y1 = -INFINITY;
+    for (int i = 0; i < c->nmask; i++) {
+        const pl_shape *m = &c->mask[i];
+        double a, b, e, f;
+        cairo_new_path(cr);
+        cairo_append_path(cr, m->path);
+        if (m->width == 0) {
+            cairo_fill_extents(cr, &a, &b, &e, &f);
+        } else {
+            cairo_set_line_width(cr, m->width);
+            cairo_set_line_cap(cr, m->round_cap ? CAIRO_LINE_CAP_ROUND : CAIRO_LINE_CAP_BUTT);
+            cairo_stroke_extents(cr, &a, &b, &e, &f);
+        }
+        x0 = fmin(x0, a), y0 = fmin(y0, b), x1 = fmax(x1, e), y1 = fmax(y1, f);
+    }
+    cairo_new_path(cr);
+    if (x0 > x1) return; /* nothing covers a pixel */
+    x0 = floor(x0) - 2, y0 = floor(y0) - 2, x1 = ceil(x1) + 2, y1 = ceil(y1) + 2;
+    cairo_rectangle(cr, x0, y0, x1 - x0, y1 - y0);
+    cairo_clip(cr);
+}
+
 void pl_paint(pl_canvas *c, pl_color col) {
     cairo_t *cr = c->cr;
     double a = clamp01(col.a);
     if (c->nmask > 1 && a < 1) { /* translucent union: draw opaque into a group, then fade it */
+        cairo_save(cr);
+        if (c->format == PL_PNG) clip_to_mask(c);
         cairo_push_group(cr);
         cairo_set_source_rgb(cr, clamp01(col.r), clamp01(col.g), clamp01(col.b));
         for (int i = 0; i < c->nmask; i++) draw_shape(cr, &c->mask[i]);
         cairo_pop_group_to_source(cr);
         cairo_paint_with_alpha(cr, a);
+        cairo_restore(cr);
     } else {
         cairo_set_source_rgba(cr, clamp01(col.r), clamp01(col.g), clamp01(col.b), a);
         for (int i = 0; i < c->nmask; i++) draw_shape(cr, &c->mask[i]);

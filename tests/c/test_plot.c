@@ -127,6 +127,46 @@ START_TEST(test_polyline_joins_blend_once) {
 }
 END_TEST
 
+START_TEST(test_translucent_union_is_its_opaque_drawing_faded) {
+    /* a translucent union (discs, a ring, a dashed stroke with round caps, one disc partly off the
+     * canvas) is its opaque drawing faded: each pixel, edges included, is white blended by alpha
+     * times the opaque coverage. The group is clipped to the shapes' box, which must cut nothing */
+    pl_canvas *c[2] = {pl_canvas_new(60, 40, WHITE), pl_canvas_new(60, 40, WHITE)};
+    for (int k = 0; k < 2; k++) {
+        pl_mask_disc(c[k], 20.3, 18.7, 7.2);
+        pl_mask_ring(c[k], 40.6, 20.1, 9.4, 3.3);
+        double xy[4] = {3.2, 36.4, 57.9, 31.1};
+        pl_mask_dashed(c[k], xy, 2, 4.5, 9, 4);
+        pl_mask_disc(c[k], 58, 2, 6);
+        pl_paint(c[k], (pl_color){0, 0, 0, k ? 0.4f : 1});
+    }
+    int covered = 0;
+    for (int y = 0; y < 40; y++)
+        for (int x = 0; x < 60; x++) {
+            double cov = 1 - pl_pixel(c[0], x, y).r;
+            covered += cov > 0;
+            ck_assert_msg(near8(pl_pixel(c[1], x, y).r, 1 - 0.4 * cov), "pixel (%d, %d)", x, y);
+        }
+    ck_assert_int_gt(covered, 400);
+    /* under a clip of the caller's: nothing outside it, and the clip is the caller's to lift */
+    pl_canvas *d = pl_canvas_new(40, 40, WHITE);
+    pl_clip(d, 10, 10, 30, 30);
+    pl_mask_disc(d, 10, 10, 8);
+    pl_mask_disc(d, 30, 30, 8);
+    pl_paint(d, (pl_color){0, 0, 1, 0.5});
+    ck_assert(is_white(pl_pixel(d, 5, 5)) && is_white(pl_pixel(d, 34, 34)));
+    ck_assert(near8(pl_pixel(d, 12, 12).r, 0.5) && near8(pl_pixel(d, 28, 28).r, 0.5));
+    pl_fill_rect(d, 0, 0, 40, 40, RED); /* still clipped */
+    ck_assert(is_white(pl_pixel(d, 2, 20)));
+    pl_unclip(d);
+    pl_fill_rect(d, 0, 0, 40, 40, RED);
+    ck_assert(same_color(pl_pixel(d, 2, 20), RED));
+    pl_canvas_free(c[0]);
+    pl_canvas_free(c[1]);
+    pl_canvas_free(d);
+}
+END_TEST
+
 START_TEST(test_dashed_terminates) {
     /* many segments whose lengths are not multiples of the dash period: rounding of the dash
      * phase once made this loop forever */
@@ -1218,6 +1258,7 @@ static Suite *suite(void) {
     TCase *tc = tcase_create("plot");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_rect_and_alpha);
+    tcase_add_test(tc, test_translucent_union_is_its_opaque_drawing_faded);
     tcase_add_test(tc, test_line_crisp_and_clip);
     tcase_add_test(tc, test_polyline_joins_blend_once);
     tcase_add_test(tc, test_dashed_terminates);

@@ -57,7 +57,11 @@ end
 T.equal = equal
 
 --- Runs fn as the test called name; failures are counted, printed and do not stop the file.
+-- MECHLAB_TEST_ONLY=text runs only the tests whose names contain text (for profiling one test).
+local only = os.getenv("MECHLAB_TEST_ONLY")
+
 function T.test(name, fn)
+  if only and not name:find(only, 1, true) then return true end
   local t0 = mech.sys.time()
   local ok, err = xpcall(fn, debug.traceback)
   if ok then

@@ -429,7 +429,7 @@ T.test("experiments/paper.lua --profile smoke draws every figure, its CSV and it
   T.truthy(not ok)
   T.truthy(log:find("unknown figure 'fig99'", 1, true) and log:find("fig10", 1, true), log)
   -- experiments/mamba_next_key.lua on the AR sweep's Mamba run: a row per site and position
-  ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q out=%q > %q 2>&1", arg[-1], dir .. "/sweeps/ar",
+  ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q out=%q n=8 > %q 2>&1", arg[-1], dir .. "/sweeps/ar",
     dir .. "/next_key", dir .. ".log"))
   log = mech.sys.read_file(dir .. ".log")
   T.truthy(ok and log:find("1 runs in", 1, true), log)
@@ -438,20 +438,26 @@ T.test("experiments/paper.lua --profile smoke draws every figure, its CSV and it
   T.truthy(csv:find(",4,16,0%.003,42,[^,]*,mixer%.conv,next_key,"), csv)
   T.truthy(mech.sys.exists(dir .. "/next_key.png"))
   -- best_lr=true: the runs at each width's best learning rate (the smoke profile has one)
-  ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q out=%q best_lr=true > %q 2>&1", arg[-1],
+  ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q out=%q best_lr=true n=8 > %q 2>&1", arg[-1],
     dir .. "/sweeps/ar", dir .. "/next_key", dir .. ".log"))
   log = mech.sys.read_file(dir .. ".log")
   T.truthy(ok and log:find("conv 4, d = 16: the best lr 0.003", 1, true) and log:find("1 runs in", 1, true), log)
   -- a run the rows do not rank (its accuracy rows removed) is not among the best
   local rows_csv = mech.sys.read_file(dir .. "/sweeps/ar/results.csv")
   mech.sys.write_atomic(dir .. "/sweeps/ar/results.csv", (rows_csv:gsub("[^\n]*mamba[^\n]*,accuracy,[^\n]*\n", "")))
-  ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q out=%q best_lr=true > %q 2>&1", arg[-1],
+  ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q out=%q best_lr=true n=8 > %q 2>&1", arg[-1],
     dir .. "/sweeps/ar", dir .. "/next_key", dir .. ".log"))
   log = mech.sys.read_file(dir .. ".log")
   T.truthy(not ok and log:find("no finished Mamba run", 1, true), log)
   mech.sys.write_atomic(dir .. "/sweeps/ar/results.csv", rows_csv)
   ok = os.execute(string.format("%q experiments/mamba_next_key.lua %q > %q 2>&1", arg[-1], dir .. "/figures", dir .. ".log"))
   T.truthy(not ok)
+  for bad, says in pairs { ["n=0"] = "n= expects a count >= 1, got '0'", ["best_lr=yes"] = "best_lr= expects true or false",
+      ["k=1"] = "unknown option 'k='" } do
+    ok = os.execute(string.format("%q experiments/mamba_next_key.lua %s %q > %q 2>&1", arg[-1], bad, dir .. "/sweeps/ar",
+      dir .. ".log"))
+    T.truthy(not ok and mech.sys.read_file(dir .. ".log"):find(says, 1, true), bad)
+  end
   -- experiments/attention_mass.lua on the AR sweep's Attention run: a row per layer and position
   ok = os.execute(string.format("%q experiments/attention_mass.lua %q out=%q n=16 > %q 2>&1", arg[-1],
     dir .. "/sweeps/ar", dir .. "/mass", dir .. ".log"))

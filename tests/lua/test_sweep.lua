@@ -96,7 +96,7 @@ T.test("the progress line counts the directory, runs of another process on it in
   mech.sys.write_atomic(file, [[
 return { name = "share",
   base = { task = "ar_32", model = { n_layers = 1, d_model = 16 }, train_docs = 320, eval_docs = 32, batch_size = 16,
-    steps = 300, eval_every = 100, seed = 3 },
+    steps = 150, eval_every = 50, seed = 3 },
   grid = { arch = { "attention", "mamba" } } }
 ]])
   sweep.run(file, { dir = dir, executor = "print" })
@@ -190,7 +190,7 @@ end)
 
 T.test("a killed worker's run resumes to the bits of an uninterrupted one", function()
   local d = def { name = "k", grid = { arch = { "mamba" }, lr = { 3e-3 } } }
-  d.base.steps, d.base.checkpoint_every = 300, 25
+  d.base.steps, d.base.checkpoint_every = 150, 25
   local s = sweep.load(d)
   local id = s.runs[1].id
   -- the reference, straight through
@@ -209,7 +209,7 @@ T.test("a killed worker's run resumes to the bits of an uninterrupted one", func
       if f then f:close() end
       local last = 0
       for step in text:gmatch("\n(%d+),train,loss") do last = tonumber(step) end
-      if last >= (sig == "SIGKILL" and 75 or 150) then break end
+      if last >= (sig == "SIGKILL" and 40 or 80) then break end
       mech.sys.sleep(0.01)
     end
     mech.sys.kill(pid, sig)
@@ -232,7 +232,7 @@ T.test("a killed worker's run resumes to the bits of an uninterrupted one", func
   T.eq(read(tmp .. "/ref/runs/" .. id .. "/metrics.csv"), read(rdir .. "/metrics.csv"))
   -- the run's log says where it was stopped and where it resumed
   local log, pid = read(rdir .. "/log.txt"), id:gsub("%p", "%%%0")
-  T.truthy(log:find("sweep exec: run " .. pid .. " interrupted by SIGTERM at step %d+ of 300; its checkpoint is saved"),
+  T.truthy(log:find("sweep exec: run " .. pid .. " interrupted by SIGTERM at step %d+ of 150; its checkpoint is saved"),
     log)
   local _, resumed = log:gsub("sweep exec: resuming run " .. pid .. " from its checkpoint at step %d+", "")
   T.eq(resumed, 2, log) -- after the kill and after the SIGTERM
@@ -291,7 +291,7 @@ T.test("SIGTERM to `sweep run` stops its workers after their checkpoints; runnin
   mech.sys.write_atomic(file, [[
 return { name = "term",
   base = { task = "ar_32", model = { n_layers = 1, d_model = 16 }, train_docs = 320, eval_docs = 32, batch_size = 16,
-    steps = 300, eval_every = 50, checkpoint_every = 1000, seed = 3 },
+    steps = 150, eval_every = 50, checkpoint_every = 1000, seed = 3 },
   grid = { arch = { "attention", "mamba" } } }
 ]])
   sweep.run(file, { dir = tmp .. "/term-ref", jobs = 2 })
@@ -321,7 +321,7 @@ return { name = "term",
   for _, r in ipairs(st.runs) do
     if r.state == "interrupted" then
       T.eq(r.manifest.status, "interrupted")
-      left = left + 300 - r.manifest.step
+      left = left + 150 - r.manifest.step
     end
     T.truthy(mech.sys.exists(dir .. "/runs/" .. r.id .. "/checkpoint.safetensors"), "no checkpoint saved by " .. r.id)
   end

@@ -85,7 +85,7 @@ end
 
 --- The smoke profile every suite shares: a few steps on a few documents (the test suite runs it).
 function suite.smoke(over)
-  local p = { base = { steps = 20, train_docs = 640, eval_docs = 64, eval_every = 10, checkpoint_every = 10 } }
+  local p = { base = { steps = 20, train_docs = 640, eval_docs = 32, eval_every = 10, checkpoint_every = 10 } }
   for k, v in pairs(over or {}) do p[k] = v end
   return p
 end

@@ -1058,36 +1058,62 @@ static void combo_means(mlist *l, const ml_model *m, const ml_ic_result *r, int 
     }
 }
 
+/* Is combination j of k's group (the same label type, position and component, any layer)? */
+static bool same_group(const ml_model *m, const ml_ic_result *r, int j, int k) {
+    return r->combo_lt[j] == r->combo_lt[k] && r->combo_pos[j] == r->combo_pos[k] &&
+           !strcmp(m->sites[r->combo_site[j]].name, m->sites[r->combo_site[k]].name);
+}
+
+/* The standard error of combination j's attrib R = mean(d) / mean(e) over the n examples of
+ * `type` (the delta method for a ratio of means): sqrt(sum (d_i - R e_i)^2 / (n (n - 1))) /
+ * |mean(e)|, with d_i the example's prob_diff and e_i its original minus its corrupted
+ * probability (cbar: the group's per-example corrupted mean, as the denominator takes it). */
+static double attrib_se(const ml_ic_result *r, int j, int type, const double *cbar, double R) {
+    int N = r->n_docs, n = 0;
+    double ss = 0, se = 0;
+    for (int i = 0; i < N; i++) {
+        if (r->qtype[i] != type) continue;
+        double d = (double)r->restored_prob[(size_t)j * N + i] - r->corrupted_prob[(size_t)j * N + i];
+        double e = r->original_prob[i] - cbar[i];
+        ss += (d - R * e) * (d - R * e), se += e, n++;
+    }
+    return n < 2 ? NAN : sqrt(ss / ((double)n * (n - 1))) / fabs(se / n);
+}
+
 /* The layer-less corrupted./original. means (averaged over the layers, as the original appends
- * them) and each combination's attrib with that denominator. */
+ * them) and each combination's attrib with that denominator, and its standard error (cbar: N
+ * doubles of scratch). */
 static void layerless_means(mlist *l, const ml_model *m, const ml_ic_result *r, int type, const char *T,
-                            double orig_p, double orig_l) {
+                            double orig_p, double orig_l, double *cbar) {
+    int N = r->n_docs;
     for (int k = 0; k < r->n_combos; k++) {
         int site = r->combo_site[k];
         const char *comp = m->sites[site].name, *lt = ml_ic_pos_name(r, r->combo_lt[k]);
         const char *pn = ml_ic_pos_name(r, r->combo_pos[k]);
         bool first = true;
-        for (int j = 0; j < k && first; j++)
-            first = !(r->combo_lt[j] == r->combo_lt[k] && r->combo_pos[j] == r->combo_pos[k] &&
-                      !strcmp(m->sites[r->combo_site[j]].name, comp));
+        for (int j = 0; j < k && first; j++) first = !same_group(m, r, j, k);
         if (!first) continue;
         double cp = 0, cl = 0;
         int nl = 0;
+        for (int i = 0; i < N; i++) cbar[i] = 0;
         for (int j = k; j < r->n_combos; j++)
-            if (r->combo_lt[j] == r->combo_lt[k] && r->combo_pos[j] == r->combo_pos[k] &&
-                !strcmp(m->sites[r->combo_site[j]].name, comp))
+            if (same_group(m, r, j, k)) {
                 cp += mean_of(r->corrupted_prob, r, j, type), cl += mean_of(r->corrupted_logit, r, j, type), nl++;
+                for (int i = 0; i < N; i++) cbar[i] += r->corrupted_prob[(size_t)j * N + i];
+            }
         cp /= nl, cl /= nl;
+        for (int i = 0; i < N; i++) cbar[i] /= nl;
         put(l, cp, "corrupted.%s.%s.%s.%s.restored_prob", T, lt, pn, comp);
         put(l, cl, "corrupted.%s.%s.%s.%s.restored_logit", T, lt, pn, comp);
         put(l, orig_p, "original.%s.%s.%s.%s.restored_prob", T, lt, pn, comp);
         put(l, orig_l, "original.%s.%s.%s.%s.restored_logit", T, lt, pn, comp);
         for (int j = k; j < r->n_combos; j++)
-            if (r->combo_lt[j] == r->combo_lt[k] && r->combo_pos[j] == r->combo_pos[k] &&
-                !strcmp(m->sites[r->combo_site[j]].name, comp)) {
+            if (same_group(m, r, j, k)) {
                 double d = mean_of(r->restored_prob, r, j, type) - mean_of(r->corrupted_prob, r, j, type);
-                put(l, ml_ic_attrib(d, orig_p, cp, 0.01, NULL), "%d.%s.%s.%s.%s.attrib",
-                    m->site_layer[r->combo_site[j]], T, lt, pn, comp);
+                double a = ml_ic_attrib(d, orig_p, cp, 0.01, NULL);
+                int layer = m->site_layer[r->combo_site[j]];
+                put(l, a, "%d.%s.%s.%s.%s.attrib", layer, T, lt, pn, comp);
+                put(l, attrib_se(r, j, type, cbar, a), "%d.%s.%s.%s.%s.attrib_se", layer, T, lt, pn, comp);
             }
     }
 }
@@ -1202,8 +1228,9 @@ ml_status ml_ic_metrics(const ml_model *m, const ml_ic_result *r, ml_metric **ou
     int N = r->n_docs;
     double *vals = malloc(sizeof(double) * (ML_IC_MAX_POS + ML_MAX_LAYERS + 2));
     const char **names = malloc(sizeof(char *) * (ML_IC_MAX_POS + ML_MAX_LAYERS + 2));
-    if (!vals || !names) {
-        free(vals), free(names);
+    double *cbar = malloc(sizeof(double) * (size_t)(N > 0 ? N : 1));
+    if (!vals || !names || !cbar) {
+        free(vals), free(names), free(cbar);
         return ml_fail(ML_ERR_MEM, "interchange: out of memory");
     }
     for (int type = 0; type <= ML_QT_SIBLING; type++) {
@@ -1216,12 +1243,12 @@ ml_status ml_ic_metrics(const ml_model *m, const ml_ic_result *r, ml_metric **ou
             if (r->qtype[i] == type) orig_p += r->original_prob[i], orig_l += r->original_logit[i];
         orig_p /= nt, orig_l /= nt;
         combo_means(&l, m, r, type, T);
-        layerless_means(&l, m, r, type, T, orig_p, orig_l);
+        layerless_means(&l, m, r, type, T, orig_p, orig_l, cbar);
         max_perc(&l, m, r, type, T, nt, vals, names);
         max_perc_layer(&l, m, r, type, T, nt, vals, names);
         if (type == ML_QT_PARENT) memo_scores(&l, m, r, type, T);
     }
-    free(vals), free(names);
+    free(vals), free(names), free(cbar);
     if (l.oom) {
         free(l.v);
         return ml_fail(ML_ERR_MEM, "interchange: out of memory");

@@ -320,4 +320,50 @@ T.test("attention mass and attribution patching in C: the wrappers' numbers, opt
     label_types = { "divider" } }) end, "expected query_item_orig or target_item_orig, got divider")
 end)
 
+T.test("attrib_se: the delta method's standard error of Attrib, from the per-example probabilities", function()
+  -- AR has one query type (KEY), so every example counts; a few training steps, so that the
+  -- original and corrupted probabilities are not the initial model's
+  local big = task:dataset(64, { seed = 3, split = "test" })
+  local m = tiny("mamba")
+  local opt = mech.optim.adamw(m:parameters(), { lr = 3e-3 })
+  local train_ds = task:dataset(64, { seed = 9 })
+  for _ = 1, 30 do
+    local tok, tgt = train_ds:batch(0, 64)
+    opt:zero_grad()
+    m:loss(tok, tgt):backward()
+    opt:step()
+  end
+  local res = ic.evaluate(m, big, { layers = { 0, 1 }, components = { "block_input" }, workers = 1 })
+  local N = #big
+  local orig, rp, cp = res.original_prob:tolist()[1], res.restored_prob:tolist(), res.corrupted_prob:tolist()
+  local checked = 0
+  for k, c in ipairs(res.combos) do
+    local label = string.format("%d.KEY.%s.%s.%s", c.layer, c.label_type, c.position, c.component)
+    -- the group: this label type, position and component at every layer (the denominator's corrupted mean)
+    local group = {}
+    for j, g in ipairs(res.combos) do
+      if g.label_type == c.label_type and g.position == c.position and g.component == c.component then group[#group + 1] = j end
+    end
+    local sd, se = 0, 0
+    local d, e = {}, {}
+    for i = 1, N do
+      local cbar = 0
+      for _, j in ipairs(group) do cbar = cbar + cp[j][i] end
+      cbar = cbar / #group
+      d[i], e[i] = rp[k][i] - cp[k][i], orig[i] - cbar
+      sd, se = sd + d[i], se + e[i]
+    end
+    local R = sd / se
+    T.near(R, res.by_name[label .. ".attrib"], 1e-6 * math.max(1, math.abs(R)), label)
+    local ss = 0
+    for i = 1, N do ss = ss + (d[i] - R * e[i]) ^ 2 end
+    local want = math.sqrt(ss / (N * (N - 1))) / math.abs(se / N)
+    local got = res.by_name[label .. ".attrib_se"]
+    T.truthy(got and got >= 0, label)
+    T.near(got, want, 1e-6 * want + 1e-12, label)
+    if want > 0 then checked = checked + 1 end
+  end
+  T.truthy(checked >= 8, checked)
+end)
+
 T.done()

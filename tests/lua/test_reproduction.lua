@@ -25,8 +25,10 @@ local function copy_root()
     mech.sys.mkdir(d)
   end
   write(root .. "/docs/reproduction.md", read("docs/reproduction.md"))
-  for _, file in pairs(tables.results) do
-    if mech.sys.exists("docs/results/" .. file) then write(root .. "/docs/results/" .. file, read("docs/results/" .. file)) end
+  for _, results in pairs(tables.results) do
+    for _, file in ipairs { results, tables.errors_file(results) } do
+      if mech.sys.exists("docs/results/" .. file) then write(root .. "/docs/results/" .. file, read("docs/results/" .. file)) end
+    end
   end
   for _, id in ipairs(tables.figure_csvs) do
     local rel = "docs/img/reproduction/" .. id .. ".csv"
@@ -520,6 +522,34 @@ T.test("atr_hard's quick32: a setting's tables switch to 32 epochs once all its 
   acc = tables_of(page_after(function(root) write(root .. "/docs/results/atr-hard-quick32.csv", table.concat(most, "\n") .. "\n") end))
   T.truthy(acc:find("(10, 20), 5 ep., d = 32 / 64", 1, true), acc)
   T.falsy(acc:find("0.321", 1, true), acc)
+end)
+
+T.test("Attrib's standard errors: one run's error decides a comparison at its bound; errors of another evaluation are refused", function()
+  -- row 15: Hyena at d = 64 on (5, 8192) puts 0.2002 at the value against mechlab's bound 0.20,
+  -- within twice its error: it cannot tell; with a tiny error the same number fails the bound
+  local hyena = "pcfg_easy_8192-t42-numpy-hyena-d64-"
+  local cell = "Hyena d = 64 (5, 8192), 32 ep. @ Value 0.200"
+  local function comparison(page) -- its mark (✓, ✗ or ?) and its text
+    local _, text = ledger_row(page, 15)
+    local i = assert(text:find(cell, 1, true), text)
+    local mark = text:sub(i - 2, i - 2) == "?" and "?" or text:sub(i - 4, i - 2)
+    return mark, text:match("[^;]*", i)
+  end
+  local root = copy_root()
+  T.eq(select(1, tables.run { root = root }), true)
+  local mark, text = comparison(read(root .. "/docs/reproduction.md"))
+  T.eq(mark, "?", text)
+  T.truthy(text:find(" ± 0.0", 1, true) and text:find("within twice the error", 1, true), text)
+  remove(root)
+  local page = page_after(function(root)
+    alter_row(root, "atr-hard-quick32-attrib-se.csv", { hyena, ",1.PARENT.query_item_orig.target_item_orig.block_input.attrib_se," }, "0.0001")
+  end)
+  T.eq(select(1, comparison(page)), "✗")
+  -- an Attrib in the errors' file that is not the rows' own: they are of another evaluation
+  root = copy_root()
+  alter_row(root, "atr-hard-quick32-attrib-se.csv", { hyena, ",1.PARENT.query_item_orig.target_item_orig.block_input.attrib," }, "0.25")
+  T.raises(function() tables.run { root = root } end, "the errors are of another evaluation")
+  remove(root)
 end)
 
 T.test("Fig. 5a-c, v3_delta_net and v3_atr_mamba_conv drawn from the committed rows are the committed figures", function()

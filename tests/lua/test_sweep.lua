@@ -130,13 +130,15 @@ T.test("the local executor: 2 workers give the bits of 1; results are tidy", fun
   end
   local rows, header = sweep.results(tmp .. "/one")
   T.eq({ header[1], header[2], header[3], header[4], header[5] }, { "sweep", "run", "status", "task", "arch" })
-  local kinds, attrib = {}, 0
+  local kinds, attrib, se = {}, 0, 0
   for _, row in ipairs(rows) do
     kinds[row.step_kind] = true
     if row.metric:match("%.attrib$") then attrib = attrib + 1 end
+    if row.metric:match("%.attrib_se$") then se = se + 1 end
   end
   T.truthy(kinds.report and kinds.final and kinds.best)
   T.truthy(attrib > 0, "interchange attributions at the reported step")
+  T.eq(se, attrib, "each attribution with its standard error")
   -- a second run of the same sweep trains nothing
   local again = sweep.run(def(), { dir = tmp .. "/one", jobs = 2 })
   T.eq(again.counts.done, 4)

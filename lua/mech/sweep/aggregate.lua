@@ -130,6 +130,7 @@ local function extract_rows(text, report_step)
         local rest = label:match("^%d+%.(.*)$")
         local o, c = csv.number(vals["original." .. rest .. ".restored_prob"]), csv.number(vals["corrupted." .. rest .. ".restored_prob"])
         if vals[label .. ".attrib"] then row(label .. ".attrib", vals[label .. ".attrib"]) end
+        if vals[label .. ".attrib_se"] then row(label .. ".attrib_se", vals[label .. ".attrib_se"]) end
         if o and c then row(label .. ".attrib_den", csv_field(o - c)) end
         row(label .. ".prob_diff", vals[label .. ".prob_diff"])
         if vals[label .. ".restored_prob"] then row(label .. ".restored_prob", vals[label .. ".restored_prob"]) end

@@ -85,12 +85,13 @@ function C.atr_conv(s, k, w)
   return acc({ e }, string.format("Mamba d_conv %d d = %d (5, 20)", k, w), "atr_conv")
 end
 
--- an Attrib cell: the mean of key over the runs (nil: none)
+-- an Attrib cell: the mean of key over the runs (nil: none), with the standard error of one
+-- run's Attrib where its rows give it (the delta method; a mean over runs carries none)
 local function attrib(runs, key, label)
-  local v = {}
-  for _, e in ipairs(runs) do if e and e[key] ~= nil then v[#v + 1] = e[key] end end
+  local v, se = {}, nil
+  for _, e in ipairs(runs) do if e and e[key] ~= nil then v[#v + 1], se = e[key], e[key .. "_se"] end end
   if #v == 0 then return nil end
-  return { v = F.mean_of(v), label = label .. (#v > 1 and string.format(" (%d runs)", #v) or "") }
+  return { v = F.mean_of(v), se = #v == 1 and se or nil, label = label .. (#v > 1 and string.format(" (%d runs)", #v) or "") }
 end
 
 local pos_name = { value = "@ Value", query = "@ Query", key = "@ Key" }

@@ -43,11 +43,35 @@ local function passes_at(e, pos)
   return den > 0.01
 end
 
+-- Attrib's standard errors for runs whose rows predate them: FILE-attrib-se.csv beside a sweep's
+-- rows (experiments/attrib_se.lua reruns the report step's evaluation). Its Attrib must be the
+-- rows' own (the same evaluation), else its errors belong to another one.
+function T.errors_file(file) return (file:gsub("%.csv$", "-attrib-se.csv")) end
+
+local function read_errors(root, file, runs, pos_of)
+  local path = root .. "/docs/results/" .. T.errors_file(file)
+  if not mech.sys.exists(path) then return end
+  local se_file = path:match("[^/]+$")
+  for _, r in ipairs(sweep.results(path)) do
+    local p, what = r.metric:match("^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.(attrib[_%a]*)$")
+    local e = runs[r.run]
+    if p and pos_of[p] and r.step_kind == "report" and r.split == "test" then
+      if not e then fail(se_file .. ": run " .. r.run .. " is not in " .. file) end
+      local pos = pos_of[p]
+      if what == "attrib" and not (e[pos] and math.abs(r.value - e[pos]) <= 1e-6) then
+        fail(string.format("%s: run %s's Attrib at %s (layer 1) is %.9g, its rows say %s: the errors are of another evaluation",
+          se_file, r.run, p, r.value, tostring(e[pos])))
+      elseif what == "attrib_se" then e[pos .. "_se"] = r.value end
+    end
+  end
+end
+
 --- The data the tables are made from, under root (the repository; default "."):
 --- {runs = {sweep = {by id}}, ids = {sweep = {ids in file order}}, rows = {sweep = {report rows}},
 --- fig = {id = rows}}. A run's entry
 --- has its test accuracy, the documents it was evaluated on (n), and Attrib (value, query, key) and, where the rows carry them, the filter
---- denominators (value_den, query_den, key_den; the later sweeps' rows have them) and its task;
+--- denominators (value_den, query_den, key_den; the later sweeps' rows have them), Attrib's
+--- standard errors (value_se, query_se, key_se: later rows, or FILE-attrib-se.csv) and its task;
 --- the same on the dev split, where a sweep evaluates it (the ATR split), in entry.dev; and the
 --- Attrib of the mixer output at the query per layer, where the rows hold it (mixer[layer] and
 --- mixer_den[layer]). A sweep whose file is not there has not run: it has no runs (nor has a
@@ -73,17 +97,18 @@ function T.load(root)
         -- a report row counts report_docs documents where the run set them (docs/training.md)
         t.n = tonumber(r.eval_docs) or tonumber(r.report_docs) or t.n or T.eval_docs
         -- the query type (KEY on AR, PARENT on ATR) does not matter here
-        local p, what = r.metric:match("^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.(attrib[_den]*)$")
+        local p, what = r.metric:match("^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.(attrib[_%a]*)$")
         local layer, mixer = r.metric:match("^(%d)%.%u+%.query_item_orig%.query_item%.attention_output%.(attrib[_den]*)$")
         if r.metric == "accuracy" then t.accuracy = r.value
         elseif r.metric == "eval_docs" then t.n = r.value
         elseif p and pos_of[p] and what == "attrib" then t[pos_of[p]] = r.value
-        elseif p and pos_of[p] and what == "attrib_den" then t[pos_of[p] .. "_den"] = r.value
+        elseif p and pos_of[p] and (what == "attrib_den" or what == "attrib_se") then t[pos_of[p] .. what:sub(7)] = r.value
         elseif layer and r.split == "test" then
           e[mixer == "attrib" and "mixer" or "mixer_den"][tonumber(layer)] = r.value
         end
       end
     end
+    read_errors(root, file, runs, pos_of)
     d.runs[name], d.ids[name], d.rows[name] = runs, ids, rows
   end
   for _, id in ipairs(T.figure_csvs) do

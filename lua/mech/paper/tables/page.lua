@@ -9,7 +9,9 @@ local S = require "mech.paper.tables.stats"
 local tables = require "mech.paper.tables.render"
 
 local T = {}
-for _, k in ipairs { "results", "lrs", "slice_runs", "filter_csv", "figure_csvs", "hard_settings", "load" } do T[k] = load[k] end
+for _, k in ipairs { "results", "errors_file", "lrs", "slice_runs", "filter_csv", "figure_csvs", "hard_settings", "load" } do
+  T[k] = load[k]
+end
 local fail = load.fail
 local ledger = require "mech.paper.tables.ledger"
 tables.claims, tables["claims-tally"] = ledger.ledger, ledger.tally

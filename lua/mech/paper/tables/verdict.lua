@@ -8,7 +8,8 @@
 ---   none holds, none fails                     cannot tell at quick scale
 ---   none holds, some fail                      disagrees
 --- A comparison cannot tell when the two numbers are closer than twice their combined standard
---- error (accuracies: binomial, cell.se; Attrib and counts carry none), or when its cells were
+--- error (cell.se: binomial for an accuracy; the delta method for one run's Attrib where its rows
+--- or FILE-attrib-se.csv give it; means of Attrib over runs and counts carry none), or when its cells were
 --- trained for very different numbers of epochs (more than 1.5 times apart: atr_hard's 5 against
 --- the paper's 32). A claim of success on ATR fails where the accuracy is within twice its
 --- error of the setting's floor (floors.lua): the run has not shown retrieval; two cells both on
@@ -20,7 +21,7 @@ local V = {}
 
 V.labels = { "agrees", "agrees in part", "disagrees", "cannot tell at quick scale", "paper scale only", "not run" }
 
--- the text of a cell: its label and value (± SE for an accuracy; a layer or a position as is)
+-- the text of a cell: its label and value (± its SE where it has one; a layer or a position as is)
 local function show(c, close)
   if type(c.v) ~= "number" then return c.label .. " " .. tostring(c.v) end
   local digits = c.digits or close or (c.se and 3 or 2)

@@ -458,6 +458,25 @@ T.test("experiments/paper.lua --profile smoke draws every figure, its CSV and it
       dir .. ".log"))
     T.truthy(not ok and mech.sys.read_file(dir .. ".log"):find(says, 1, true), bad)
   end
+  -- experiments/attrib_se.lua on the AR sweep's Mamba run: the report step's Attrib again, to the
+  -- bit of the sweep's own rows, each with its standard error
+  ok = os.execute(string.format("%q experiments/attrib_se.lua %q %q runs=mamba > %q 2>&1", arg[-1], dir .. "/sweeps/ar",
+    dir .. "/se.csv", dir .. ".log"))
+  T.truthy(ok, mech.sys.read_file(dir .. ".log"))
+  local own, n_se = {}, 0
+  for _, r in ipairs(sweep.results(dir .. "/sweeps/ar/results.csv")) do
+    if r.step_kind == "report" and r.split == "test" then own[r.run .. " " .. r.metric] = r.value end
+  end
+  local se_rows = sweep.results(dir .. "/se.csv")
+  for _, r in ipairs(se_rows) do
+    T.truthy(r.run:find("^mamba"), r.run)
+    if r.metric:find("%.attrib$") then T.eq(r.value, own[r.run .. " " .. r.metric], r.metric)
+    else n_se = n_se + 1; T.truthy(r.metric:find("%.block_input%.attrib_se$") and r.value >= 0, r.metric) end
+  end
+  T.truthy(n_se > 0 and n_se * 2 == #se_rows, #se_rows)
+  ok = os.execute(string.format("%q experiments/attrib_se.lua %q %q runs=nothing > %q 2>&1", arg[-1],
+    dir .. "/sweeps/ar", dir .. "/se.csv", dir .. ".log"))
+  T.truthy(not ok and mech.sys.read_file(dir .. ".log"):find("no finished run", 1, true))
   -- experiments/attention_mass.lua on the AR sweep's Attention run: a row per layer and position
   ok = os.execute(string.format("%q experiments/attention_mass.lua %q out=%q n=16 > %q 2>&1", arg[-1],
     dir .. "/sweeps/ar", dir .. "/mass", dir .. ".log"))

@@ -1070,14 +1070,14 @@ static bool same_group(const ml_model *m, const ml_ic_result *r, int j, int k) {
  * probability (cbar: the group's per-example corrupted mean, as the denominator takes it). */
 static double attrib_se(const ml_ic_result *r, int j, int type, const double *cbar, double R) {
     int N = r->n_docs, n = 0;
-    double ss = 0, se = 0;
+    double ss = 0, sum_e = 0;
     for (int i = 0; i < N; i++) {
         if (r->qtype[i] != type) continue;
         double d = (double)r->restored_prob[(size_t)j * N + i] - r->corrupted_prob[(size_t)j * N + i];
         double e = r->original_prob[i] - cbar[i];
-        ss += (d - R * e) * (d - R * e), se += e, n++;
+        ss += (d - R * e) * (d - R * e), sum_e += e, n++;
     }
-    return n < 2 ? NAN : sqrt(ss / ((double)n * (n - 1))) / fabs(se / n);
+    return n < 2 ? NAN : sqrt(ss / ((double)n * (n - 1))) / fabs(sum_e / n);
 }
 
 /* The layer-less corrupted./original. means (averaged over the layers, as the original appends

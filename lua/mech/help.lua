@@ -472,7 +472,7 @@ E("ic.evaluate", "ic.evaluate(model, dataset[, {layers=, components=, sites=, mi
   "local res = ic.evaluate(model, ds, { layers = { 1 } })")
 E("ic.sites", "ic.sites(model[, {sites=, layers=, components=, mixer_sites=}]) -> {site, ...}", "The sites a sweep patches.",
   "local sites = ic.sites(model, { layers = { 0 } })")
-E("ic.attrib", "ic.attrib(res, label[, threshold]) -> value, passes", "Attribution (Eq. 3, ratio of means) of a label and whether it passes the filter.",
+E("ic.attrib", "ic.attrib(res, label[, threshold]) -> value, passes, se", "Attribution (Eq. 3, ratio of means) of a label, whether it passes the filter, and its standard error over the documents (the delta method: the evaluation's attrib_se).",
   'print(ic.attrib(res, "1.KEY.query_item_orig.target_item_orig.block_input"))')
 E("ic.check_accuracy", "ic.check_accuracy(res, model, dataset, first, count, fn)", "Sets res.accuracy and res.chance; at chance sets res.warning and prints it to stderr.",
   'ic.check_accuracy(res, model, ds, 0, 16, "mine")')

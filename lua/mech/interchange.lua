@@ -124,8 +124,9 @@ function ic.write_csv(res, out, step, split)
   if own then w:close() end
 end
 
---- Attribution (Eq. 3, ratio of means) of one label "{layer}.{TYPE}.{label_type}.{position}.{component}"
---- and whether it passes the filter mean(original) − mean(corrupted) > threshold (0.01).
+--- Attribution (Eq. 3, ratio of means) of one label "{layer}.{TYPE}.{label_type}.{position}.{component}",
+--- whether it passes the filter mean(original) − mean(corrupted) > threshold (0.01), and its
+--- standard error (the evaluation's `attrib_se`).
 function ic.attrib(res, label, threshold)
   local layer, rest = label:match("^(%d+)%.(.+)$")
   if not layer then fail("interchange.attrib", "expected a label {layer}.{TYPE}.{label_type}.{position}.{component}") end
@@ -133,7 +134,7 @@ function ic.attrib(res, label, threshold)
   local orig, corr = res.by_name["original." .. rest .. ".restored_prob"], res.by_name["corrupted." .. rest .. ".restored_prob"]
   if not (diff and orig and corr) then fail("interchange.attrib", "no metrics for label '" .. label .. "'") end
   local den = orig - corr
-  return diff / den, den > (threshold or 0.01)
+  return diff / den, den > (threshold or 0.01), res.by_name[label .. ".attrib_se"]
 end
 
 --- An evaluator for train.run{evaluators = {...}}: runs the sweep on the first eval set every

@@ -360,6 +360,7 @@ T.test("attrib_se: the delta method's standard error of Attrib, from the per-exa
     local want = math.sqrt(ss / (N * (N - 1))) / math.abs(se / N)
     local got = res.by_name[label .. ".attrib_se"]
     T.truthy(got and got >= 0, label)
+    T.eq(select(3, ic.attrib(res, label)), got)
     T.near(got, want, 1e-6 * want + 1e-12, label)
     if want > 0 then checked = checked + 1 end
   end

@@ -6,6 +6,8 @@
 -- OUT.csv has the columns sweep,run,split,step_kind,step,metric,value (the report step's rows, as
 -- results.csv names them). The evaluation is the one the run's own rows come from, so its Attrib
 -- equals theirs to the bit: docs/reproduction.md's tables check that before they use the errors.
+-- Runs already in OUT.csv keep their rows and are not evaluated again (delete it to redo them),
+-- so a sweep that is still training gains its finished runs' rows call by call.
 local ic = require "mech.interchange"
 local json = require "mech.json"
 local sweep = require "mech.sweep"
@@ -33,11 +35,24 @@ for _, ev in ipairs(record.evaluators or {}) do
 end
 if not opts then error("attrib_se.lua: the sweep in " .. dir .. " has no interchange evaluator at the report step", 0) end
 
-local lines, n_runs = { "sweep,run,split,step_kind,step,metric,value" }, 0
+local header = "sweep,run,split,step_kind,step,metric,value"
+local lines, n_runs, kept = { header }, 0, {}
+local before = mech.sys.exists(out) and mech.sys.read_file(out)
+if before then
+  if before:sub(1, #header + 1) ~= header .. "\n" then
+    error("attrib_se.lua: " .. out .. " is not a file of this script (its first line is not '" .. header .. "')", 0)
+  end
+  for line in before:sub(#header + 2):gmatch("[^\n]+") do
+    local run = line:match("^[^,]*,([^,]*),")
+    if not run then error("attrib_se.lua: " .. out .. ": a line without a run: " .. line, 0) end
+    kept[run] = true
+    lines[#lines + 1] = line
+  end
+end
 local want = "^%d+%.%u+%.[%w_]+%.[%w_]+%." .. component:gsub("%p", "%%%0") .. "%.(attrib[_se]*)$"
 for _, r in ipairs(sweep.status(dir).runs) do
   local c = r.manifest and r.manifest.config
-  if r.state == "done" and c and (not pattern or r.id:find(pattern)) then
+  if r.state == "done" and c and (not pattern or r.id:find(pattern)) and not kept[r.id] then
     local ckpt = dir .. "/runs/" .. r.id .. "/checkpoint-report.safetensors"
     local model, _, meta = mech.load(ckpt)
     local step = tonumber(meta["train.step"])
@@ -59,6 +74,18 @@ for _, r in ipairs(sweep.status(dir).runs) do
     print(string.format("%s: %d rows, accuracy %.4f (%.0f s)", r.id, #names, res.accuracy, mech.sys.time() - t0))
   end
 end
-if n_runs == 0 then error("attrib_se.lua: no finished run in " .. dir .. (pattern and (" matching '" .. pattern .. "'") or ""), 0) end
-mech.sys.write_atomic(out, table.concat(lines, "\n") .. "\n")
-print(string.format("%s: %d runs, %d rows", out, n_runs, #lines - 1))
+local n_kept = 0
+for _ in pairs(kept) do n_kept = n_kept + 1 end
+if n_runs + n_kept == 0 then
+  error("attrib_se.lua: no finished run in " .. dir .. (pattern and (" matching '" .. pattern .. "'") or ""), 0)
+end
+-- a run's rows stay together, runs in the order of their ids, whatever order the calls added them
+local body = {}
+for i = 2, #lines do body[#body + 1] = lines[i] end
+table.sort(body, function(a, b)
+  local ra, rb = a:match("^[^,]*,([^,]*),"), b:match("^[^,]*,([^,]*),")
+  if ra ~= rb then return ra < rb end
+  return a < b
+end)
+mech.sys.write_atomic(out, header .. "\n" .. table.concat(body, "\n") .. "\n")
+print(string.format("%s: %d runs evaluated, %d kept, %d rows", out, n_runs, n_kept, #body))

@@ -474,8 +474,15 @@ T.test("experiments/paper.lua --profile smoke draws every figure, its CSV and it
     else n_se = n_se + 1; T.truthy(r.metric:find("%.block_input%.attrib_se$") and r.value >= 0, r.metric) end
   end
   T.truthy(n_se > 0 and n_se * 2 == #se_rows, #se_rows)
+  -- again with the same file: the run's rows are kept, nothing is evaluated
+  local first = mech.sys.read_file(dir .. "/se.csv")
+  ok = os.execute(string.format("%q experiments/attrib_se.lua %q %q > %q 2>&1", arg[-1], dir .. "/sweeps/ar",
+    dir .. "/se.csv", dir .. ".log"))
+  log = mech.sys.read_file(dir .. ".log")
+  T.truthy(ok and log:find("1 runs evaluated, 1 kept", 1, true), log)
+  T.truthy(mech.sys.read_file(dir .. "/se.csv"):find(first:sub(#"sweep,run,split,step_kind,step,metric,value\n" + 1), 1, true))
   ok = os.execute(string.format("%q experiments/attrib_se.lua %q %q runs=nothing > %q 2>&1", arg[-1],
-    dir .. "/sweeps/ar", dir .. "/se.csv", dir .. ".log"))
+    dir .. "/sweeps/ar", dir .. "/none.csv", dir .. ".log"))
   T.truthy(not ok and mech.sys.read_file(dir .. ".log"):find("no finished run", 1, true))
   -- experiments/attention_mass.lua on the AR sweep's Attention run: a row per layer and position
   ok = os.execute(string.format("%q experiments/attention_mass.lua %q out=%q n=16 > %q 2>&1", arg[-1],

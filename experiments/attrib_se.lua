@@ -9,8 +9,7 @@
 -- Runs already in OUT.csv keep their rows and are not evaluated again (delete it to redo them),
 -- so a sweep that is still training gains its finished runs' rows call by call.
 local ic = require "mech.interchange"
-local json = require "mech.json"
-local sweep = require "mech.sweep"
+local store = require "mech.sweep.store"
 local train = require "mech.train"
 
 local usage = "usage: mechlab experiments/attrib_se.lua SWEEP_DIR OUT.csv [component=block_input] [runs=PATTERN]"
@@ -25,7 +24,7 @@ end
 local dir, out = pos[1], pos[2]
 if not (dir and out) or #pos > 2 then error(usage, 0) end
 
-local record = json.decode(assert(mech.sys.read_file(dir .. "/sweep.json"), "attrib_se.lua: no sweep.json in " .. dir))
+local record = store.read(dir, "attrib_se.lua") -- bounded and checked, as every sweep command reads it
 local opts
 for _, ev in ipairs(record.evaluators or {}) do
   if ev.kind == "interchange" and ev.at == "report" then
@@ -50,10 +49,10 @@ if before then
   end
 end
 local want = "^%d+%.%u+%.[%w_]+%.[%w_]+%." .. component:gsub("%p", "%%%0") .. "%.(attrib[_se]*)$"
-for _, r in ipairs(sweep.status(dir).runs) do
+for _, r in ipairs(store.status(dir).runs) do
   local c = r.manifest and r.manifest.config
   if r.state == "done" and c and (not pattern or r.id:find(pattern)) and not kept[r.id] then
-    local ckpt = dir .. "/runs/" .. r.id .. "/checkpoint-report.safetensors"
+    local ckpt = store.check_inside(dir, store.run_dir(dir, r.id), "attrib_se.lua") .. "/checkpoint-report.safetensors"
     local model, _, meta = mech.load(ckpt)
     local step = tonumber(meta["train.step"])
     local ds = train.make_task(c):dataset(c.report_docs or c.eval_docs, { seed = c.seed, split = "test" })

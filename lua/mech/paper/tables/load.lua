@@ -46,6 +46,10 @@ end
 -- Attrib's standard errors for runs whose rows predate them: FILE-attrib-se.csv beside a sweep's
 -- rows (experiments/attrib_se.lua reruns the report step's evaluation). Its Attrib must be the
 -- rows' own (the same evaluation), else its errors belong to another one.
+-- a layer-1 block-input Attrib row's position and what it holds (attrib, attrib_den, attrib_se);
+-- the query type (KEY on AR, PARENT on ATR) does not matter here
+local BLOCK_INPUT = "^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.(attrib[_%a]*)$"
+
 function T.errors_file(file) return (file:gsub("%.csv$", "-attrib-se.csv")) end
 
 local function read_errors(root, file, runs, pos_of)
@@ -53,7 +57,7 @@ local function read_errors(root, file, runs, pos_of)
   if not mech.sys.exists(path) then return end
   local se_file = path:match("[^/]+$")
   for _, r in ipairs(sweep.results(path)) do
-    local p, what = r.metric:match("^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.(attrib[_%a]*)$")
+    local p, what = r.metric:match(BLOCK_INPUT)
     local e = runs[r.run]
     if p and pos_of[p] and r.step_kind == "report" and r.split == "test" then
       if not e then fail(se_file .. ": run " .. r.run .. " is not in " .. file) end
@@ -96,8 +100,7 @@ function T.load(root)
         local t = r.split == "dev" and e.dev or e
         -- a report row counts report_docs documents where the run set them (docs/training.md)
         t.n = tonumber(r.eval_docs) or tonumber(r.report_docs) or t.n or T.eval_docs
-        -- the query type (KEY on AR, PARENT on ATR) does not matter here
-        local p, what = r.metric:match("^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.(attrib[_%a]*)$")
+        local p, what = r.metric:match(BLOCK_INPUT)
         local layer, mixer = r.metric:match("^(%d)%.%u+%.query_item_orig%.query_item%.attention_output%.(attrib[_den]*)$")
         if r.metric == "accuracy" then t.accuracy = r.value
         elseif r.metric == "eval_docs" then t.n = r.value

@@ -30,7 +30,7 @@ function L.ledger(s)
     "mechlab: each comparison (✓ holds, ✗ fails, ? cannot tell; the bound's source) |", "|---|---|---|---|---|---|" }
   for i, j in ipairs(L.judge(s)) do
     local comparisons = #j.lines > 0 and table.concat(j.lines, "; ") or why_none(j)
-    if j.near_chance then comparisons = "(rests partly on single runs within 0.05 of chance or of the floor) " .. comparisons end
+    if j.near_chance then comparisons = "(rests partly on single runs less than 0.05 above chance or the floor) " .. comparisons end
     lines[#lines + 1] = F.row { tostring(i), j.verdict, j.claim.section, j.claim.words, j.claim.paper or "–", comparisons }
   end
   return lines

@@ -95,7 +95,7 @@ end
 
 local mark = { yes = "✓", no = "✗", ["?"] = "?" }
 local op_text = { [">="] = "≥", [">"] = ">", ["<"] = "<", ["<="] = "≤", ["~"] = "≈", [">~"] = "≥ (or within noise of)",
-  ["on floor"] = "on its floor", ["above floor"] = "above its floor", ["in"] = "in", ["is"] = "is" }
+  ["on floor"] = "at or below its floor", ["above floor"] = "above its floor", ["in"] = "in", ["is"] = "is" }
 
 --- Judges one claim: {verdict = label, lines = {comparison texts}, results = {"yes"|"no"|"?"}}.
 --- claim.checks(s) gives the comparisons, each {op, a = cell, b = cell or bound, tol, src}; a

@@ -468,17 +468,15 @@ T.test("atr_easy's pe_pairs: an SSM's run with positions on (5, 20) is one of ro
   end
 end)
 
--- rows of atr_hard's quick32 profile: the committed ones, and more made from the quick profile's
--- (10, 20) rows of arch (a Lua pattern), their accuracy set to acc32 / acc64 by width, the rest kept
 -- The committed quick32 rows, with (10, 20) rows at 32 epochs for arch (a pattern; default Mamba)
 -- made from its 5-epoch rows (accuracies acc32 / acc64): a committed (10, 20) run of arch is replaced.
 local function quick32(acc32, acc64, arch)
-    local out = {}
+    local out, run_of = {}, "^atr_hard,pcfg_10_20[^,]*%-" .. (arch or "mamba") .. "%-d(%d+)%-"
     for line in read("docs/results/atr-hard-quick32.csv"):gmatch("[^\n]+") do
-      if not line:find("^atr_hard,pcfg_10_20[^,]*%-" .. (arch or "mamba") .. "%-d%d+%-") then out[#out + 1] = line end
+      if not line:find(run_of) then out[#out + 1] = line end
     end
     for line in read("docs/results/atr-hard-quick.csv"):gmatch("[^\n]+") do
-      local d = line:match("^atr_hard,pcfg_10_20[^,]*%-" .. (arch or "mamba") .. "%-d(%d+)%-")
+      local d = line:match(run_of)
       if d then
         local cols = {}
         for c in line:gmatch("[^,]*") do cols[#cols + 1] = c end

@@ -43,13 +43,13 @@ local function passes_at(e, pos)
   return den > 0.01
 end
 
--- Attrib's standard errors for runs whose rows predate them: FILE-attrib-se.csv beside a sweep's
--- rows (experiments/attrib_se.lua reruns the report step's evaluation). Its Attrib must be the
--- rows' own (the same evaluation), else its errors belong to another one.
 -- a layer-1 block-input Attrib row's position and what it holds (attrib, attrib_den, attrib_se);
 -- the query type (KEY on AR, PARENT on ATR) does not matter here
 local BLOCK_INPUT = "^1%.%u+%.query_item_orig%.([%w_]+)%.block_input%.(attrib[_%a]*)$"
 
+-- Attrib's standard errors for runs whose rows predate them: FILE-attrib-se.csv beside a sweep's
+-- rows (experiments/attrib_se.lua reruns the report step's evaluation). Its Attrib must be the
+-- rows' own (the same evaluation), else its errors belong to another one.
 function T.errors_file(file) return (file:gsub("%.csv$", "-attrib-se.csv")) end
 
 local function read_errors(root, file, runs, pos_of)

@@ -25,6 +25,8 @@
 
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4))); /* an unaligned row of y */
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
 typedef float v4 __attribute__((vector_size(16)));
 typedef float v4u __attribute__((vector_size(16), aligned(4)));
 typedef int32_t m4 __attribute__((vector_size(16))); /* a shuffle's lane indices */
@@ -81,13 +83,75 @@ MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float 
         }
 }
 
+/* gemm_block for AVX2: R rows x one vector of 16 lanes as two registers of 8 (R ≤ 4: 8
+ * accumulators, 2 of w and the broadcast fit its 16 registers). Lane for lane the arithmetic of
+ * gemm_block, so the same bits. */
+MLK_INLINE void gemm_block8(int R, int64_t K, const float *x, const float *wp, int64_t ldp, const gemm_io *io,
+                            float *y, int64_t N, int64_t j0) {
+    v8 acc[GEMM_ROWS][2];
+    const int64_t xr = io->xr, xc = io->xc;
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = (v8){0};
+    for (int64_t k = 0; k < K; k++) {
+        v8 w0 = *(const v8u *)(wp + k * ldp), w1 = *(const v8u *)(wp + k * ldp + 8);
+        for (int r = 0; r < R; r++) {
+            float a = x[r * xr + k * xc];
+            acc[r][0] += a * w0;
+            acc[r][1] += a * w1;
+        }
+    }
+    const float *bias = io->bias;
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < 2; h++) {
+            int64_t j = j0 + 8 * h, n = N - j < 8 ? N - j : 8;
+            if (n <= 0) break;
+            float *o = y + r * io->ldy + j;
+            v8 s = acc[r][h];
+            if (io->alpha != 1.0f) s *= io->alpha;
+            if (bias)
+                for (int e = 0; e < n; e++) s[e] += bias[j + e];
+            if (io->accumulate)
+                for (int e = 0; e < n; e++) s[e] = o[e] + s[e];
+            if (n == 8) *(v8u *)o = s;
+            else
+                for (int e = 0; e < n; e++) o[e] = s[e];
+        }
+}
+
+/* The vector registers of the clone that runs: 4 x 4 blocks of 16 lanes hold their 16
+ * accumulators and 4 vectors of w in AVX-512's 32 registers; on AVX2 (16 registers of 8 lanes)
+ * they would need 40, and GCC's lowering of 16-lane vectors to pairs of 8 goes through the stack:
+ * 4 % of the peak on a Zen 3. There the tile takes the panel one vector of 16 at a time, each
+ * block 4 rows x 2 registers of 8 (gemm_block8). The baseline clone keeps the 4 x 4 blocks. */
+static bool gemm_avx2(void) {
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(MLK_NO_CLONES)
+    /* the test target_clones' resolver makes, so the blocking is the clone's (a few ns a call) */
+    __builtin_cpu_init();
+    return !__builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("x86-64-v3");
+#else
+    return false;
+#endif
+}
+
 /* One tile: rows i0.. (up to 4) x the panel of columns j0.. (up to 64). */
 MLK_INLINE void gemm_tile(int64_t M, int64_t N, int64_t K, const float *x, const float *wp, int64_t ldp,
-                          const gemm_io *io, float *y, int64_t i0, int64_t j0) {
+                          const gemm_io *io, float *y, int64_t i0, int64_t j0, bool avx2) {
     int64_t vr = (N - j0 + GEMM_LANES - 1) / GEMM_LANES;
     int V = vr > GEMM_VECS ? GEMM_VECS : (int)vr;
     const float *xi = x + i0 * io->xr;
     float *yi = y + i0 * io->ldy;
+    if (avx2) {
+        for (int v = 0; v < V; v++) {
+            const float *wv = wp + GEMM_LANES * v;
+            int64_t jv = j0 + GEMM_LANES * v;
+            switch (M - i0 < GEMM_ROWS ? M - i0 : GEMM_ROWS) {
+            case 4: gemm_block8(4, K, xi, wv, ldp, io, yi, N, jv); break;
+            case 3: gemm_block8(3, K, xi, wv, ldp, io, yi, N, jv); break;
+            case 2: gemm_block8(2, K, xi, wv, ldp, io, yi, N, jv); break;
+            default: gemm_block8(1, K, xi, wv, ldp, io, yi, N, jv);
+            }
+        }
+        return;
+    }
     if (M - i0 >= GEMM_ROWS) {
         switch (V) {
         case 4: gemm_block(4, 4, K, xi, wp, ldp, io, yi, N, j0); break;
@@ -155,7 +219,7 @@ enum { PACK_NONE, PACK_NT, PACK_NN };
  * before the next tile needs them. A copy, so the same bits. */
 MLK_CLONES static void gemm_part(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int64_t ldw,
                                  const gemm_io *io, float *y, float *wt, bool in_place, float *xp, int64_t p0,
-                                 int64_t p1, int64_t i0, int64_t i1, int pack) {
+                                 int64_t p1, int64_t i0, int64_t i1, int pack, bool avx2) {
     gemm_io xio = *io;
     xio.xr = 1, xio.xc = GEMM_XROWS;
     for (int64_t p = p0; p < p1; p++) {
@@ -164,14 +228,14 @@ MLK_CLONES static void gemm_part(int64_t M, int64_t N, int64_t K, const float *x
         const float *wp = in_place ? w : wt + p * K * GEMM_COLS;
         int64_t ldp = in_place ? ldw : panel_width(N, p * GEMM_COLS);
         if (!xp) {
-            for (int64_t i = i0; i < i1; i += GEMM_ROWS) gemm_tile(M, N, K, x, wp, ldp, io, y, i, p * GEMM_COLS);
+            for (int64_t i = i0; i < i1; i += GEMM_ROWS) gemm_tile(M, N, K, x, wp, ldp, io, y, i, p * GEMM_COLS, avx2);
             continue;
         }
         for (int64_t i = i0; i < i1; i += GEMM_XROWS) {
             int64_t m = i1 - i < GEMM_XROWS ? i1 - i : GEMM_XROWS;
             for (int64_t k = 0; k < K; k++)
                 for (int64_t r = 0; r < m; r++) xp[k * GEMM_XROWS + r] = x[i + r + k * io->xc];
-            for (int64_t r = 0; r < m; r += GEMM_ROWS) gemm_tile(m, N, K, xp, wp, ldp, &xio, y + i * io->ldy, r, p * GEMM_COLS);
+            for (int64_t r = 0; r < m; r += GEMM_ROWS) gemm_tile(m, N, K, xp, wp, ldp, &xio, y + i * io->ldy, r, p * GEMM_COLS, avx2);
         }
     }
 }
@@ -185,6 +249,7 @@ enum { GEMM_STACK_FLOATS = 4096 };
 static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int64_t ldw, int pack,
                 const gemm_io *io, float *y) {
     if (M <= 0 || N <= 0) return 0;
+    const bool avx2 = gemm_avx2();
     int64_t nb = (N + GEMM_COLS - 1) / GEMM_COLS, mb = (M + GEMM_ROWS - 1) / GEMM_ROWS;
     /* a thread pays off from about a million multiply-adds (6 µs on one thread; fork and join ~5 µs) */
     int nt = (double)M * (double)N * (double)K < 1e6 ? 1 : ml_threads();
@@ -208,21 +273,21 @@ static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w,
         {
             float *xp = copy_x ? wt + wfloats + (size_t)mlk_thread_id() * xfloats : NULL;
 #pragma omp for schedule(static)
-            for (int64_t p = 0; p < n_pack; p++) gemm_part(M, N, K, x, w, ldw, io, y, wt, false, NULL, p, p + 1, 0, 0, pack);
+            for (int64_t p = 0; p < n_pack; p++) gemm_part(M, N, K, x, w, ldw, io, y, wt, false, NULL, p, p + 1, 0, 0, pack, avx2);
             /* rows split where there are more row blocks than panels (a thread writes whole rows of y,
              * so no cache line is written by both), else panels (the tied head: 8,196 columns) */
             bool by_rows = mb >= nb && mb >= 2 * nt;
 #pragma omp for schedule(static)
             for (int64_t c = 0; c < (by_rows ? nt : nb); c++) {
-                if (!by_rows) gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, xp, c, c + 1, 0, M, PACK_NONE);
+                if (!by_rows) gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, xp, c, c + 1, 0, M, PACK_NONE, avx2);
                 else {
                     int64_t i0 = c * mb / nt * GEMM_ROWS, i1 = (c + 1) * mb / nt * GEMM_ROWS;
-                    gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, xp, 0, nb, i0, i1 < M ? i1 : M, PACK_NONE);
+                    gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, xp, 0, nb, i0, i1 < M ? i1 : M, PACK_NONE, avx2);
                 }
             }
         }
     } else
-        gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, copy_x ? wt + wfloats : NULL, 0, nb, 0, M, pack);
+        gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, copy_x ? wt + wfloats : NULL, 0, nb, 0, M, pack, avx2);
     if (wt != stack) mlk_kept_release(wt);
     return 0;
 }

@@ -14,8 +14,8 @@
  * wᵀ is packed once per call in panels of 64 columns (the last as many vectors of 16 as its
  * columns fill), each (K, width) and contiguous, with zero columns after N, so every column,
  * the last ones included, goes through the same 16-lane multiply-adds. Tiles of 4 rows x one
- * panel keep up to 16 accumulators in registers (AVX-512; two or four registers a vector on the
- * narrower clones, the same arithmetic per lane). */
+ * panel keep up to 16 accumulators in registers (AVX-512; on AVX2 the tile goes one vector of 16
+ * at a time, 8 registers of 8 lanes: gemm_block8; the same arithmetic per lane). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -122,7 +122,12 @@ MLK_INLINE void gemm_block8(int R, int64_t K, const float *x, const float *wp, i
  * they would need 40, and GCC's lowering of 16-lane vectors to pairs of 8 goes through the stack:
  * 4 % of the peak on a Zen 3. There the tile takes the panel one vector of 16 at a time, each
  * block 4 rows x 2 registers of 8 (gemm_block8). The baseline clone keeps the 4 x 4 blocks. */
+static int gemm_forced = -1; /* mlk_gemm_force_blocking */
+
+void mlk_gemm_force_blocking(int avx2) { gemm_forced = avx2 < 0 ? -1 : avx2 != 0; }
+
 static bool gemm_avx2(void) {
+    if (gemm_forced >= 0) return gemm_forced;
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(MLK_NO_CLONES)
     /* the test target_clones' resolver makes, so the blocking is the clone's (a few ns a call) */
     __builtin_cpu_init();

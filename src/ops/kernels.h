@@ -179,6 +179,10 @@ int mlk_gemm_tn(int64_t M, int64_t N, int64_t K, const float *x, const float *w,
  * whatever the strides (attention's per-sequence products, matmul). */
 int mlk_gemm(int64_t M, int64_t N, int64_t K, const float *x, int64_t xr, int64_t xc, const float *w, int64_t ldw,
              bool w_kn, float alpha, bool accumulate, float *y, int64_t ldy);
+/* The tile's register blocking, for tests: -1 (the default) that of the clone that runs (AVX2's
+ * on an AVX2 machine, AVX-512's elsewhere); 1 or 0 AVX2's or AVX-512's on any clone. Both give
+ * the same bits; not thread-safe (set it before the products). */
+void mlk_gemm_force_blocking(int avx2);
 
 /* ---- the linear layers' product in bf16, gemm_bf16.c (docs/kernels.md, "bf16 products") ----
  * y[i,j] = bias[j] + Σ_k bf(x[i,k])·bf(w[j,k]): x and w rounded to bf16 (to nearest, ties to

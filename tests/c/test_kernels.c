@@ -1113,6 +1113,51 @@ START_TEST(gemm_in_place_panel) {
 }
 END_TEST
 
+/* The two register blockings of the tile (AVX-512's 4 x 4 vectors of 16, AVX2's 4 x 2 of 8 per
+ * vector of 16) give the same bits on whichever machine runs this, for every tail and form; and
+ * the checks above hold under the blocking this machine does not pick by itself. */
+static void gemm_blockings_check(int64_t M, int64_t N, int64_t K, bool x_trans, bool w_kn, float alpha, bool accumulate,
+                                 int threads) {
+    int64_t xr = x_trans ? 1 : K, xc = x_trans ? M : 1, ldw = w_kn ? N + 3 : K + 1, ldy = N + 2;
+    float *x = rnd((size_t)(M * (K ? K : 1)), -1, 1), *w = rnd((size_t)((w_kn ? K : N) * ldw + 1), -1, 1);
+    float *y0 = rnd((size_t)(M * ldy), -1, 1), *y1 = zeros((size_t)(M * ldy));
+    memcpy(y1, y0, sizeof(float) * (size_t)(M * ldy));
+    ml_set_threads(threads);
+    mlk_gemm_force_blocking(0);
+    ck_assert_int_eq(mlk_gemm(M, N, K, x, xr, xc, w, ldw, w_kn, alpha, accumulate, y0, ldy), 0);
+    mlk_gemm_force_blocking(1);
+    ck_assert_int_eq(mlk_gemm(M, N, K, x, xr, xc, w, ldw, w_kn, alpha, accumulate, y1, ldy), 0);
+    mlk_gemm_force_blocking(-1);
+    ml_set_threads(1);
+    ck_assert_msg(!memcmp(y0, y1, sizeof(float) * (size_t)(M * ldy)),
+                  "gemm %lldx%lldx%lld (x_trans %d, w_kn %d, %d threads): the AVX2 blocking's bits differ", (long long)M,
+                  (long long)N, (long long)K, x_trans, w_kn, threads);
+    free_tracked();
+}
+
+START_TEST(gemm_blockings_same_bits) {
+    const int64_t Ms[] = {1, 3, 4, 6, 37}, Ns[] = {1, 15, 17, 40, 64, 70}, Ks[] = {0, 1, 16, 37};
+    for (int a = 0; a < 5; a++)
+        for (int b = 0; b < 6; b++)
+            for (int c = 0; c < 4; c++)
+                for (int v = 0; v < 4; v++)
+                    gemm_blockings_check(Ms[a], Ns[b], Ks[c], v & 1, v & 2, (a + b + v) % 3 ? 1.0f : 0.125f,
+                                         (a + c + v) % 2, 1);
+    gemm_blockings_check(301, 130, 40, false, false, 1.0f, false, 2); /* threads split rows */
+    gemm_blockings_check(9, 1100, 120, false, true, 1.0f, true, 2);   /* threads split panels */
+    gemm_blockings_check(256, 64, 300, true, true, 1.0f, true, 2);    /* a weight gradient */
+    for (int b = 0; b < 2; b++) { /* the checks against double sums, rows and columns alone */
+        mlk_gemm_force_blocking(b);
+        gemm_check(9, 70, 37, true);
+        gemm_check(6, 17, 16, false);
+        gemm_tn_check(130, 67, 301, true);
+        gemm_in_place_check(37, 48, 37, 48, 0, false);
+        gemm_in_place_check(5, 64, 64, 193, 1, true);
+    }
+    mlk_gemm_force_blocking(-1);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("all");
@@ -1159,6 +1204,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, gemm_general_rows_alone);
     tcase_add_test(tc, gemm_tn_threads_and_rows);
     tcase_add_test(tc, gemm_in_place_panel);
+    tcase_add_test(tc, gemm_blockings_same_bits);
     suite_add_tcase(s, tc);
     return s;
 }

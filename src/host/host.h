@@ -11,13 +11,8 @@
 
 #include <lua.h>
 
-/* Set by the build (CMakeLists.txt); for a build without it: */
-#ifndef MECHLAB_VERSION
-#define MECHLAB_VERSION "unknown"
-#endif
-#ifndef MECHLAB_GIT
-#define MECHLAB_GIT "unknown"
-#endif
+#include "core/version.h"
+
 
 extern const char *mh_progname;      /* "mechlab", or how the program was called */
 extern lua_State *mh_state;          /* the one state, for the SIGINT handler */

@@ -455,7 +455,7 @@ static ml_json *do_kernel_info(const message *m) {
     if (c) {
         char banner[256];
         snprintf(banner, sizeof banner, "mechlab %s (git %s), %s. Tab completes, Shift-Tab shows mech.help.",
-                 MECHLAB_VERSION, MECHLAB_GIT, LUA_RELEASE);
+                 MECHLAB_VERSION, mechlab_git, LUA_RELEASE);
         ml_json_set(c, "protocol_version", ml_json_string("5.3"));
         ml_json_set(c, "implementation", ml_json_string("mechlab"));
         ml_json_set(c, "implementation_version", ml_json_string(MECHLAB_VERSION));

@@ -63,7 +63,7 @@ static void print_version(void) {
     if (!cfg) cfg = "(unknown)";
     size_t n = strlen(cfg);
     while (n > 0 && (cfg[n - 1] == ' ' || cfg[n - 1] == '\n')) n--;
-    printf("mechlab %s (git %s), %s, %s%.*s\n", MECHLAB_VERSION, MECHLAB_GIT, LUA_RELEASE,
+    printf("mechlab %s (git %s), %s, %s%.*s\n", MECHLAB_VERSION, mechlab_git, LUA_RELEASE,
            strncmp(cfg, "OpenBLAS", 8) == 0 ? "" : "OpenBLAS ", (int)n, cfg);
 }
 

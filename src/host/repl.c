@@ -397,7 +397,7 @@ void mh_repl(lua_State *L) {
         history_start();
         fprintf(rl_outstream,
                 "mechlab %s (git %s), %s. Tab completes, Ctrl-C interrupts, Ctrl-D exits.\n",
-                MECHLAB_VERSION, MECHLAB_GIT, LUA_RELEASE);
+                MECHLAB_VERSION, mechlab_git, LUA_RELEASE);
     }
     /* results print through mech.pp (lua/mech/pp.lua) */
     lua_getglobal(L, "require");

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/version.h"
 #include "io/os.h"
 #include "lua/binding.h"
 
@@ -91,7 +92,7 @@ int luaopen_mech(lua_State *L) {
     lua_pop(L, 2);
     lua_pushstring(L, MECHLAB_VERSION);
     lua_setfield(L, -2, "version");
-    lua_pushstring(L, MECHLAB_GIT);
+    lua_pushstring(L, mechlab_git);
     lua_setfield(L, -2, "git");
     push_home(L);
     add_lua_path(L, lua_tostring(L, -1));

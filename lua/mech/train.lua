@@ -285,7 +285,8 @@ local function new_manifest(run, prior, started)
   local c = run.c
   run.manifest = {
     config = recorded_config(c, run.task, run.model), task = run.task:spec(), model = recorded_model(run.model), seed = c.seed,
-    version = mech.version, git = mech.git, host = mech.sys.hostname(), pid = mech.sys.getpid(),
+    version = mech.version, git = mech.git, host = mech.sys.hostname(), vector_unit = mech.sys.vector_unit(),
+    pid = mech.sys.getpid(),
     command = command_line(), threads = mech.threads(), params = run.model:n_params(), steps = run.total,
     start_time = prior and prior.start_time or started, status = "running", step = run.start,
     resumed_from = run.start, nonfinite = prior and prior.nonfinite,

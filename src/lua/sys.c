@@ -13,6 +13,7 @@
 #include "io/csv.h"
 #include "io/os.h"
 #include "lua/binding.h"
+#include "ops/kernels.h"
 
 #define MLL_METRICS_MT "mech.Metrics"
 
@@ -286,6 +287,12 @@ static int s_cores(lua_State *L) {
     return 1;
 }
 
+/* Which clone of the kernels runs here: a result's last bits depend on it. */
+static int s_vector_unit(lua_State *L) {
+    lua_pushstring(L, mlk_vector_unit());
+    return 1;
+}
+
 /* The running program (children of a sweep run the same mechlab). */
 static int s_executable(lua_State *L) {
     char buf[4096];
@@ -344,7 +351,7 @@ int mlL_open_sys(lua_State *L) {
         {"write_atomic", s_write_atomic}, {"metrics", s_metrics}, {"lock", s_lock},
         {"interrupted", s_interrupted}, {"spawn", s_spawn}, {"wait", s_wait},
         {"kill", s_kill},       {"getpid", s_getpid},     {"hostname", s_hostname},
-        {"cores", s_cores},     {"executable", s_executable}, {"sleep", s_sleep},
+        {"cores", s_cores},     {"vector_unit", s_vector_unit}, {"executable", s_executable}, {"sleep", s_sleep},
         {"utc", s_utc},         {"file_size", s_file_size}, {"realpath", s_realpath},
         {"lock_held", s_lock_held}, {"closest", s_closest}, {"redirect_output", s_redirect_output}, {"atomic", s_atomic},
         {NULL, NULL}};

@@ -126,14 +126,15 @@ static int gemm_forced = -1; /* mlk_gemm_force_blocking */
 
 void mlk_gemm_force_blocking(int avx2) { gemm_forced = avx2 < 0 ? -1 : avx2 != 0; }
 
-static bool gemm_avx2(void) {
-    if (gemm_forced >= 0) return gemm_forced;
+static bool gemm_avx2(void) { return gemm_forced >= 0 ? gemm_forced : !strcmp(mlk_vector_unit(), "avx2"); }
+
+const char *mlk_vector_unit(void) {
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(MLK_NO_CLONES)
-    /* the test target_clones' resolver makes, so the blocking is the clone's (a few ns a call) */
+    /* the test target_clones' resolver makes (kernel_util.h's MLK_CLONES); a few ns a call */
     __builtin_cpu_init();
-    return !__builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("x86-64-v3");
+    return __builtin_cpu_supports("x86-64-v4") ? "avx512" : __builtin_cpu_supports("x86-64-v3") ? "avx2" : "baseline";
 #else
-    return false;
+    return "native";
 #endif
 }
 

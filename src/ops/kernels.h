@@ -183,6 +183,10 @@ int mlk_gemm(int64_t M, int64_t N, int64_t K, const float *x, int64_t xr, int64_
  * on an AVX2 machine, AVX-512's elsewhere); 1 or 0 AVX2's or AVX-512's on any clone. Both give
  * the same bits; not thread-safe (set it before the products). */
 void mlk_gemm_force_blocking(int avx2);
+/* The vector unit whose clone of the kernels runs on this CPU: "avx512", "avx2" or "baseline"
+ * (x86-64 built with GCC), "native" where the kernels are not cloned. Results' last bits depend on
+ * it (docs/kernels.md, "Determinism"). */
+const char *mlk_vector_unit(void);
 
 /* ---- the linear layers' product in bf16, gemm_bf16.c (docs/kernels.md, "bf16 products") ----
  * y[i,j] = bias[j] + Σ_k bf(x[i,k])·bf(w[j,k]): x and w rounded to bf16 (to nearest, ties to

@@ -86,6 +86,8 @@ T.test("the manifest records what applies, where and when", function()
   T.eq(m.status, "done")
   T.eq(m.step, 40)
   T.eq(m.host, mech.sys.hostname())
+  T.eq(m.vector_unit, mech.sys.vector_unit())
+  T.truthy(({ avx512 = 1, avx2 = 1, baseline = 1, native = 1 })[m.vector_unit], m.vector_unit)
   T.truthy(m.start_time:match("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$"), m.start_time)
   T.truthy(m.end_time and m.command and m.version and m.git and m.steps_per_s and m.wall_s)
   T.eq(m.config.epochs, nil) -- steps was given

@@ -615,6 +615,7 @@ for _, s in ipairs {
   { "getpid", "() -> pid", "This process's id." },
   { "hostname", "() -> string", "The machine's name." },
   { "cores", "() -> n", "The number of online processors." },
+  { "vector_unit", "() -> string", "The vector unit whose clone of the kernels runs on this CPU: \"avx512\", \"avx2\" or \"baseline\" (\"native\" where the kernels are not cloned). The same inputs, build and thread count give the same bits on machines with the same vector unit, not across them (docs/kernels.md, \"Determinism\"); a run's manifest records it as vector_unit." },
   { "executable", "() -> path", "The running mechlab." },
   { "sleep", "(seconds)", "Sleeps." },
 } do

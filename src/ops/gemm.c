@@ -24,7 +24,7 @@
 #include "ops/kernels.h"
 
 typedef float v16 __attribute__((vector_size(64)));
-typedef float v16u __attribute__((vector_size(64), aligned(4))); /* an unaligned row of y */
+typedef float v16u __attribute__((vector_size(64), aligned(4))); /* a panel row read unaligned */
 typedef float v8 __attribute__((vector_size(32)));
 typedef float v8u __attribute__((vector_size(32), aligned(4)));
 typedef float v4 __attribute__((vector_size(16)));
@@ -49,6 +49,18 @@ typedef struct {
     bool accumulate;
 } gemm_io;
 
+/* n of the `lanes` sums s (one register's worth) into y's row o from column j: times alpha, plus
+ * the bias, plus the old y, in that order (sgemm's alpha after the sum, a bias-filled y, beta = 1). */
+MLK_INLINE void gemm_store(float *s, int lanes, int64_t n, const gemm_io *io, int64_t j, float *o) {
+    if (io->alpha != 1.0f)
+        for (int e = 0; e < lanes; e++) s[e] *= io->alpha;
+    if (io->bias)
+        for (int e = 0; e < n; e++) s[e] += io->bias[j + e];
+    if (io->accumulate)
+        for (int e = 0; e < n; e++) s[e] = o[e] + s[e];
+    memcpy(o, s, sizeof(float) * (size_t)n);
+}
+
 /* R rows x V vectors of y from column j0, whose panel is wp (rows ldp floats apart: 16·V when
  * packed): R and V are constants at each call, so the loops unroll and the accumulators stay in
  * registers. The panel is read unaligned: in place (gemm) it is the caller's w. */
@@ -66,20 +78,10 @@ MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float 
             for (int v = 0; v < V; v++) acc[r][v] += a * w[v];
         }
     }
-    const float *bias = io->bias;
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) {
             int64_t j = j0 + GEMM_LANES * v, n = N - j < GEMM_LANES ? N - j : GEMM_LANES;
-            float *o = y + r * io->ldy + j;
-            v16 s = acc[r][v];
-            if (io->alpha != 1.0f) s *= io->alpha; /* as sgemm's alpha: after the sum */
-            if (bias) /* the bias after the sum, as sgemm with beta = 1 on a bias-filled y */
-                for (int e = 0; e < n; e++) s[e] += bias[j + e];
-            if (io->accumulate) /* sgemm's beta = 1: the old y plus the whole sum */
-                for (int e = 0; e < n; e++) s[e] = o[e] + s[e];
-            if (n == GEMM_LANES) *(v16u *)o = s;
-            else
-                for (int e = 0; e < n; e++) o[e] = s[e];
+            gemm_store((float *)&acc[r][v], GEMM_LANES, n, io, j, y + r * io->ldy + j);
         }
 }
 
@@ -99,21 +101,11 @@ MLK_INLINE void gemm_block8(int R, int64_t K, const float *x, const float *wp, i
             acc[r][1] += a * w1;
         }
     }
-    const float *bias = io->bias;
     for (int r = 0; r < R; r++)
         for (int h = 0; h < 2; h++) {
             int64_t j = j0 + 8 * h, n = N - j < 8 ? N - j : 8;
             if (n <= 0) break;
-            float *o = y + r * io->ldy + j;
-            v8 s = acc[r][h];
-            if (io->alpha != 1.0f) s *= io->alpha;
-            if (bias)
-                for (int e = 0; e < n; e++) s[e] += bias[j + e];
-            if (io->accumulate)
-                for (int e = 0; e < n; e++) s[e] = o[e] + s[e];
-            if (n == 8) *(v8u *)o = s;
-            else
-                for (int e = 0; e < n; e++) o[e] = s[e];
+            gemm_store((float *)&acc[r][h], 8, n, io, j, y + r * io->ldy + j);
         }
 }
 

@@ -48,14 +48,50 @@ sweep.aggregate = aggregate.write
 
 sweep.results, sweep.select, sweep.filter = results.results, results.select, results.filter
 
+-- opts.only: a string or a list of strings; nil for every run. Each must be part of some run's id
+-- (a typo would otherwise train nothing and say nothing).
+local function check_only(only, runs)
+  if only == nil then return nil end
+  if type(only) == "string" then only = { only } end
+  if type(only) ~= "table" or #only == 0 then
+    fail("run", "only expected a string or a non-empty list of strings, got " ..
+      (type(only) == "table" and "an empty table" or type(only)))
+  end
+  for _, part in ipairs(only) do
+    if type(part) ~= "string" or part == "" then
+      fail("run", "only expected non-empty strings, got " .. (part == "" and "an empty string" or type(part)) .. " in it")
+    end
+    local found = false
+    for _, r in ipairs(runs) do found = found or r.id:find(part, 1, true) ~= nil end
+    if not found then
+      fail("run", string.format("only: '%s' is part of no run's id (the first is '%s')", part,
+        runs[1] and runs[1].id or "none"))
+    end
+  end
+  return only
+end
+
+-- The runs of todo whose id contains one of the parts (plain text), those of the first part first
+-- (in sweep order), then those of the second: a part of a sweep, in the order that settles the
+-- most first.
+local function select_only(todo, only)
+  local out, taken = {}, {}
+  for _, part in ipairs(only) do
+    for _, r in ipairs(todo) do
+      if not taken[r.id] and r.id:find(part, 1, true) then out[#out + 1], taken[r.id] = r, true end
+    end
+  end
+  return out
+end
+
 --- Runs a sweep: writes DIR/sweep.json, then trains every run not yet done with an executor.
 --- opts: profile, dir (default results/<name>-<profile>), executor ("local", "slurm", "print"),
 --- jobs (local workers; default the number of cores), force, retry (failed runs again),
---- aggregate (default true for the local executor).
+--- aggregate (default true for the local executor), only (see select_only).
 function sweep.run(file_or_table, opts)
   opts = opts or {}
   local known = { profile = 1, dir = 1, executor = 1, jobs = 1, force = 1, retry = 1, aggregate = 1, max_parallel = 1,
-    steps_per_s = 1, partition = 1, account = 1, time_margin = 1 }
+    steps_per_s = 1, partition = 1, account = 1, time_margin = 1, only = 1 }
   for k in pairs(opts) do
     if not known[k] then fail("run", string.format("unknown option '%s' (did you mean '%s'?)", tostring(k),
       util.closest(k, known))) end
@@ -72,6 +108,7 @@ function sweep.run(file_or_table, opts)
   if opts.jobs ~= nil and (math.type(opts.jobs) ~= "integer" or opts.jobs < 1) then
     fail("run", "jobs expected a positive integer, got " .. tostring(opts.jobs))
   end
+  local only = check_only(opts.only, runs)
   local record = store.prepare(s, dir, file, opts.force)
   -- the workers take their runs from the same definition (its file, or its hash for a table)
   local def = { file = file, profile = d.profile, hash = record.definition_hash }
@@ -82,6 +119,7 @@ function sweep.run(file_or_table, opts)
       todo[#todo + 1] = r
     end
   end
+  if only then todo = select_only(todo, only) end
   if executor == "print" then return workers.print_commands(dir, todo, def) end
   if executor == "slurm" then
     local ok, slurm = pcall(require, "mech.sweep.slurm")

@@ -242,6 +242,27 @@ T.test("a killed worker's run resumes to the bits of an uninterrupted one", func
   T.raises(function() sweep.exec(tmp .. "/kill", "") end, "argument 2 expected a run id, got an empty string")
 end)
 
+T.test("only: a part of a sweep, in the order given; a part of no id is an error", function()
+  local dir, runs = tmp .. "/only", sweep.load(def()).runs -- attention lr 3e-3, 1e-2; mamba lr 3e-3, 1e-2
+  local lines, print0 = {}, print
+  print = function(line) lines[#lines + 1] = line end
+  local ok, err = pcall(sweep.run, def(), { dir = dir, executor = "print", only = { "mamba", "lr0.003" } })
+  print = print0
+  assert(ok, err)
+  T.eq(#lines, 3)
+  for i, want in ipairs { runs[3].id, runs[4].id, runs[1].id } do T.truthy(lines[i]:find(want, 1, true), lines[i]) end
+  local res = sweep.run(def(), { dir = dir, jobs = 1, only = "mamba-lr0.01" })
+  T.eq(res.counts.done, 1)
+  T.eq(res.counts.pending, 3)
+  T.eq(sweep.status(dir).runs[4].state, "done")
+  T.raises(function() sweep.run(def(), { dir = dir, executor = "print", only = { "mamba", "mamab" } }) end,
+    "only: 'mamab' is part of no run's id")
+  T.raises(function() sweep.run(def(), { dir = dir, executor = "print", only = {} }) end,
+    "only expected a string or a non-empty list of strings, got an empty table")
+  T.raises(function() sweep.run(def(), { dir = dir, executor = "print", only = { 3 } }) end,
+    "only expected non-empty strings, got number in it")
+end)
+
 -- A sweep file holding def()'s definition (for tests that start mechlab processes).
 local function sweep_file(name)
   local path = tmp .. "/" .. name .. ".lua"

@@ -29,6 +29,8 @@ local function parser()
   run:option("--jobs", "Local worker processes (default: the number of cores)."):convert(count("--jobs"))
   run:flag("--force", "Adopt a directory that holds another definition of the sweep.")
   run:flag("--retry", "Train failed runs again.")
+  run:option("--only", "Train only the runs whose id contains this text; repeat it for more, "
+    .. "the first's runs first."):count("*")
   run:option("--max-parallel", "SLURM: at most this many tasks at once (default 64)."):convert(count("--max-parallel"))
   run:option("--partition", "SLURM: the partition.")
   run:option("--account", "SLURM: the account.")
@@ -72,7 +74,7 @@ end
 function commands.run(a)
   local res = sweep.run(a.file, { profile = a.profile, dir = a.dir, executor = a.executor, jobs = a.jobs,
     force = a.force or nil, retry = a.retry or nil, max_parallel = a.max_parallel, partition = a.partition,
-    account = a.account })
+    account = a.account, only = a.only and #a.only > 0 and a.only or nil })
   if res.signal then os.exit(exec.exit_codes[res.signal] or 130) end
   if res.counts and res.counts.failed > 0 then os.exit(1) end
   if res.array_job then

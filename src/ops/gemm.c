@@ -13,7 +13,8 @@
  *
  * wᵀ is packed once per call in panels of 64 columns (the last as many vectors of 16 as its
  * columns fill), each (K, width) and contiguous, with zero columns after N, so every column,
- * the last ones included, goes through the same 16-lane multiply-adds. Tiles of 4 rows x one
+ * the last ones included, goes through the same 16-lane multiply-adds; where x is transposed (the
+ * weight gradient), a block of k at a time (gemm_part_xt). Tiles of 4 rows x one
  * panel keep up to 16 accumulators in registers (AVX-512; on AVX2 the tile goes one vector of 16
  * at a time, 8 registers of 8 lanes: gemm_block8; the same arithmetic per lane). */
 #include <stdbool.h>
@@ -31,7 +32,8 @@ typedef float v4 __attribute__((vector_size(16)));
 typedef float v4u __attribute__((vector_size(16), aligned(4)));
 typedef int32_t m4 __attribute__((vector_size(16))); /* a shuffle's lane indices */
 
-enum { GEMM_ROWS = 4, GEMM_LANES = 16, GEMM_VECS = 4, GEMM_COLS = GEMM_LANES * GEMM_VECS, GEMM_XROWS = 16 };
+enum { GEMM_ROWS = 4, GEMM_LANES = 16, GEMM_VECS = 4, GEMM_COLS = GEMM_LANES * GEMM_VECS, GEMM_XROWS = 16,
+       GEMM_KC = 64 };
 
 /* The width of the panel of columns j0..: 64, or the vectors that the last columns fill (a
  * panel's rows are that far apart, so a narrow product packs and reads no zero vectors). */
@@ -63,13 +65,16 @@ MLK_INLINE void gemm_store(float *s, int lanes, int64_t n, const gemm_io *io, in
 
 /* R rows x V vectors of y from column j0, whose panel is wp (rows ldp floats apart: 16·V when
  * packed): R and V are constants at each call, so the loops unroll and the accumulators stay in
- * registers. The panel is read unaligned: in place (gemm) it is the caller's w. */
+ * registers. The panel is read unaligned: in place (gemm) it is the caller's w. A sum over K in
+ * blocks (gemm_part_xt) starts from the partial sums at pin (rows GEMM_COLS floats apart; NULL:
+ * from zero) and, but for the last block, leaves them at pout instead of writing y: floats stored
+ * and loaded again, so the bits of one pass over K. */
 MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float *wp, int64_t ldp, const gemm_io *io,
-                           float *y, int64_t N, int64_t j0) {
+                           float *y, int64_t N, int64_t j0, const float *pin, float *pout) {
     v16 acc[GEMM_ROWS][GEMM_VECS];
     const int64_t xr = io->xr, xc = io->xc;
     for (int r = 0; r < R; r++)
-        for (int v = 0; v < V; v++) acc[r][v] = (v16){0};
+        for (int v = 0; v < V; v++) acc[r][v] = pin ? *(const v16u *)(pin + r * GEMM_COLS + GEMM_LANES * v) : (v16){0};
     for (int64_t k = 0; k < K; k++) {
         v16 w[GEMM_VECS];
         for (int v = 0; v < V; v++) w[v] = *(const v16u *)(wp + k * ldp + GEMM_LANES * v);
@@ -81,7 +86,8 @@ MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float 
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) {
             int64_t j = j0 + GEMM_LANES * v, n = N - j < GEMM_LANES ? N - j : GEMM_LANES;
-            gemm_store((float *)&acc[r][v], GEMM_LANES, n, io, j, y + r * io->ldy + j);
+            if (pout) memcpy(pout + r * GEMM_COLS + GEMM_LANES * v, &acc[r][v], sizeof(v16));
+            else gemm_store((float *)&acc[r][v], GEMM_LANES, n, io, j, y + r * io->ldy + j);
         }
 }
 
@@ -89,10 +95,11 @@ MLK_INLINE void gemm_block(int R, int V, int64_t K, const float *x, const float 
  * accumulators, 2 of w and the broadcast fit its 16 registers). Lane for lane the arithmetic of
  * gemm_block, so the same bits. */
 MLK_INLINE void gemm_block8(int R, int64_t K, const float *x, const float *wp, int64_t ldp, const gemm_io *io,
-                            float *y, int64_t N, int64_t j0) {
+                            float *y, int64_t N, int64_t j0, const float *pin, float *pout) {
     v8 acc[GEMM_ROWS][2];
     const int64_t xr = io->xr, xc = io->xc;
-    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = (v8){0};
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < 2; h++) acc[r][h] = pin ? *(const v8u *)(pin + r * GEMM_COLS + 8 * h) : (v8){0};
     for (int64_t k = 0; k < K; k++) {
         v8 w0 = *(const v8u *)(wp + k * ldp), w1 = *(const v8u *)(wp + k * ldp + 8);
         for (int r = 0; r < R; r++) {
@@ -104,8 +111,9 @@ MLK_INLINE void gemm_block8(int R, int64_t K, const float *x, const float *wp, i
     for (int r = 0; r < R; r++)
         for (int h = 0; h < 2; h++) {
             int64_t j = j0 + 8 * h, n = N - j < 8 ? N - j : 8;
-            if (n <= 0) break;
-            gemm_store((float *)&acc[r][h], 8, n, io, j, y + r * io->ldy + j);
+            if (pout) memcpy(pout + r * GEMM_COLS + 8 * h, &acc[r][h], sizeof(v8));
+            else if (n <= 0) break;
+            else gemm_store((float *)&acc[r][h], 8, n, io, j, y + r * io->ldy + j);
         }
 }
 
@@ -130,50 +138,57 @@ const char *mlk_vector_unit(void) {
 #endif
 }
 
-/* One tile: rows i0.. (up to 4) x the panel of columns j0.. (up to 64). */
+/* One tile: rows i0.. (up to 4) x the panel of columns j0.. (up to 64); partial sums (gemm_block)
+ * at pin, pout from row i0 (NULL: none). */
 MLK_INLINE void gemm_tile(int64_t M, int64_t N, int64_t K, const float *x, const float *wp, int64_t ldp,
-                          const gemm_io *io, float *y, int64_t i0, int64_t j0, bool avx2) {
+                          const gemm_io *io, float *y, int64_t i0, int64_t j0, bool avx2, const float *pin,
+                          float *pout) {
     int64_t vr = (N - j0 + GEMM_LANES - 1) / GEMM_LANES;
     int V = vr > GEMM_VECS ? GEMM_VECS : (int)vr;
     const float *xi = x + i0 * io->xr;
     float *yi = y + i0 * io->ldy;
+    pin = pin ? pin + i0 * GEMM_COLS : NULL;
+    pout = pout ? pout + i0 * GEMM_COLS : NULL;
     if (avx2) {
         for (int v = 0; v < V; v++) {
-            const float *wv = wp + GEMM_LANES * v;
+            const float *wv = wp + GEMM_LANES * v, *pv = pin ? pin + GEMM_LANES * v : NULL;
+            float *qv = pout ? pout + GEMM_LANES * v : NULL;
             int64_t jv = j0 + GEMM_LANES * v;
             switch (M - i0 < GEMM_ROWS ? M - i0 : GEMM_ROWS) {
-            case 4: gemm_block8(4, K, xi, wv, ldp, io, yi, N, jv); break;
-            case 3: gemm_block8(3, K, xi, wv, ldp, io, yi, N, jv); break;
-            case 2: gemm_block8(2, K, xi, wv, ldp, io, yi, N, jv); break;
-            default: gemm_block8(1, K, xi, wv, ldp, io, yi, N, jv);
+            case 4: gemm_block8(4, K, xi, wv, ldp, io, yi, N, jv, pv, qv); break;
+            case 3: gemm_block8(3, K, xi, wv, ldp, io, yi, N, jv, pv, qv); break;
+            case 2: gemm_block8(2, K, xi, wv, ldp, io, yi, N, jv, pv, qv); break;
+            default: gemm_block8(1, K, xi, wv, ldp, io, yi, N, jv, pv, qv);
             }
         }
         return;
     }
     if (M - i0 >= GEMM_ROWS) {
         switch (V) {
-        case 4: gemm_block(4, 4, K, xi, wp, ldp, io, yi, N, j0); break;
-        case 3: gemm_block(4, 3, K, xi, wp, ldp, io, yi, N, j0); break;
-        case 2: gemm_block(4, 2, K, xi, wp, ldp, io, yi, N, j0); break;
-        default: gemm_block(4, 1, K, xi, wp, ldp, io, yi, N, j0);
+        case 4: gemm_block(4, 4, K, xi, wp, ldp, io, yi, N, j0, pin, pout); break;
+        case 3: gemm_block(4, 3, K, xi, wp, ldp, io, yi, N, j0, pin, pout); break;
+        case 2: gemm_block(4, 2, K, xi, wp, ldp, io, yi, N, j0, pin, pout); break;
+        default: gemm_block(4, 1, K, xi, wp, ldp, io, yi, N, j0, pin, pout);
         }
         return;
     }
-    for (int64_t i = i0; i < M; i++, xi += io->xr, yi += io->ldy) /* the last rows, one at a time */
+    for (int64_t i = i0; i < M; i++, xi += io->xr, yi += io->ldy) { /* the last rows, one at a time */
+        const float *pi = pin ? pin + (i - i0) * GEMM_COLS : NULL;
+        float *qi = pout ? pout + (i - i0) * GEMM_COLS : NULL;
         switch (V) {
-        case 4: gemm_block(1, 4, K, xi, wp, ldp, io, yi, N, j0); break;
-        case 3: gemm_block(1, 3, K, xi, wp, ldp, io, yi, N, j0); break;
-        case 2: gemm_block(1, 2, K, xi, wp, ldp, io, yi, N, j0); break;
-        default: gemm_block(1, 1, K, xi, wp, ldp, io, yi, N, j0);
+        case 4: gemm_block(1, 4, K, xi, wp, ldp, io, yi, N, j0, pi, qi); break;
+        case 3: gemm_block(1, 3, K, xi, wp, ldp, io, yi, N, j0, pi, qi); break;
+        case 2: gemm_block(1, 2, K, xi, wp, ldp, io, yi, N, j0, pi, qi); break;
+        default: gemm_block(1, 1, K, xi, wp, ldp, io, yi, N, j0, pi, qi);
         }
+    }
 }
 
-/* Panel p of wᵀ: wt[p][k][e] = w[64p + e][k], zero past N. 4 x 4 blocks go through registers
- * (4 rows of w read along k, 4 columns of the panel written), three times faster than element by
- * element, which matters where the rows are few and w is long (the tied head: 8,196 x D). */
-MLK_INLINE void gemm_pack(int64_t N, int64_t K, const float *w, int64_t ldw, float *wt, int64_t p) {
-    float *wp = wt + p * K * GEMM_COLS;
-    int64_t j0 = p * GEMM_COLS, nc = N - j0 < GEMM_COLS ? N - j0 : GEMM_COLS, pw = panel_width(N, j0), e = 0;
+/* The panel of wᵀ from column j0: wp[k][e] = w[j0 + e][k], zero past N. 4 x 4 blocks go through
+ * registers (4 rows of w read along k, 4 columns of the panel written), three times faster than
+ * element by element, which matters where the rows are few and w is long (the tied head: 8,196 x D). */
+MLK_INLINE void gemm_pack(int64_t N, int64_t K, const float *w, int64_t ldw, float *wp, int64_t j0) {
+    int64_t nc = N - j0 < GEMM_COLS ? N - j0 : GEMM_COLS, pw = panel_width(N, j0), e = 0;
     for (; e + 4 <= nc; e += 4) {
         const float *s = w + (j0 + e) * ldw;
         int64_t k = 0;
@@ -196,10 +211,9 @@ MLK_INLINE void gemm_pack(int64_t N, int64_t K, const float *w, int64_t ldw, flo
         for (int64_t k = 0; k < K; k++) wp[k * pw + e] = 0.0f;
 }
 
-/* Panel p of w given as (K, N), rows ldw apart (mlk_gemm_nn): its columns 64p.., a copy, zero past N. */
-MLK_INLINE void gemm_pack_nn(int64_t N, int64_t K, const float *w, int64_t ldw, float *wt, int64_t p) {
-    float *wp = wt + p * K * GEMM_COLS;
-    int64_t j0 = p * GEMM_COLS, nc = N - j0 < GEMM_COLS ? N - j0 : GEMM_COLS, pw = panel_width(N, j0);
+/* The panel from column j0 of w given as (K, N), rows ldw apart (mlk_gemm_nn): a copy, zero past N. */
+MLK_INLINE void gemm_pack_nn(int64_t N, int64_t K, const float *w, int64_t ldw, float *wp, int64_t j0) {
+    int64_t nc = N - j0 < GEMM_COLS ? N - j0 : GEMM_COLS, pw = panel_width(N, j0);
     for (int64_t k = 0; k < K; k++) {
         memcpy(wp + k * pw, w + k * ldw + j0, sizeof(float) * (size_t)nc);
         memset(wp + k * pw + nc, 0, sizeof(float) * (size_t)(pw - nc));
@@ -211,31 +225,64 @@ enum { PACK_NONE, PACK_NT, PACK_NN };
 
 /* The tiles of panels [p0, p1) x rows [i0, i1) (i0 a multiple of 4), each panel packed into wt
  * first unless PACK_NONE; with `in_place` (PACK_NONE) w is the one panel itself. Panel outer, so
- * a run of tiles reuses one K x 64 panel from cache. A transposed x (its rows adjacent, its k far apart: dyᵀ of the weight gradient) is first copied
- * 16 rows at a time into xp (K x 16, each k one cache line): read in place, the k of a tile are a
- * row of dy apart (4 KiB and more), so its cache lines collide in the same sets and are gone
- * before the next tile needs them. A copy, so the same bits. */
+ * a run of tiles reuses one K x 64 panel from cache. */
 MLK_CLONES static void gemm_part(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int64_t ldw,
-                                 const gemm_io *io, float *y, float *wt, bool in_place, float *xp, int64_t p0,
-                                 int64_t p1, int64_t i0, int64_t i1, int pack, bool avx2) {
+                                 const gemm_io *io, float *y, float *wt, bool in_place, int64_t p0, int64_t p1,
+                                 int64_t i0, int64_t i1, int pack, bool avx2) {
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t j0 = p * GEMM_COLS;
+        float *wpack = wt + p * K * GEMM_COLS;
+        if (pack == PACK_NT) gemm_pack(N, K, w, ldw, wpack, j0);
+        else if (pack == PACK_NN) gemm_pack_nn(N, K, w, ldw, wpack, j0);
+        const float *wp = in_place ? w : wpack;
+        int64_t ldp = in_place ? ldw : panel_width(N, j0);
+        for (int64_t i = i0; i < i1; i += GEMM_ROWS) gemm_tile(M, N, K, x, wp, ldp, io, y, i, j0, avx2, NULL, NULL);
+    }
+}
+
+/* gemm_part for a transposed x (its rows adjacent, its k far apart: dyᵀ of the weight gradient,
+ * whose K is the step's rows, 11,488 at D = 64 on ATR (10, 20)). Read in place, the k of a tile
+ * are a row of dy apart (1 KiB and more), so its cache lines collide in the same sets and are gone
+ * before the next tile needs them; and a whole K x 64 panel (2.9 MB there) outgrows L2, so every
+ * tile streamed it from L3. So the sum goes in blocks of GEMM_KC k: for each panel and block, the
+ * panel's block is packed (16 KB: in L1 while every row uses it) and x's block copied 16 rows at a
+ * time into xp (each k one cache line); the rows' partial sums wait in part ((i1 - i0) x 64)
+ * between blocks. Copies and stored floats: the bits of one pass. buf: gemm_xt_floats. */
+MLK_CLONES static void gemm_part_xt(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int64_t ldw,
+                                    const gemm_io *io, float *y, float *buf, bool in_place, int64_t p0, int64_t p1,
+                                    int64_t i0, int64_t i1, int pack, bool avx2) {
+    const int64_t kb = K < GEMM_KC ? K : GEMM_KC;
+    float *wb = buf, *xp = wb + (in_place ? 0 : kb * GEMM_COLS), *part = xp + kb * GEMM_XROWS;
     gemm_io xio = *io;
     xio.xr = 1, xio.xc = GEMM_XROWS;
     for (int64_t p = p0; p < p1; p++) {
-        if (pack == PACK_NT) gemm_pack(N, K, w, ldw, wt, p);
-        else if (pack == PACK_NN) gemm_pack_nn(N, K, w, ldw, wt, p);
-        const float *wp = in_place ? w : wt + p * K * GEMM_COLS;
-        int64_t ldp = in_place ? ldw : panel_width(N, p * GEMM_COLS);
-        if (!xp) {
-            for (int64_t i = i0; i < i1; i += GEMM_ROWS) gemm_tile(M, N, K, x, wp, ldp, io, y, i, p * GEMM_COLS, avx2);
-            continue;
-        }
-        for (int64_t i = i0; i < i1; i += GEMM_XROWS) {
-            int64_t m = i1 - i < GEMM_XROWS ? i1 - i : GEMM_XROWS;
-            for (int64_t k = 0; k < K; k++)
-                for (int64_t r = 0; r < m; r++) xp[k * GEMM_XROWS + r] = x[i + r + k * io->xc];
-            for (int64_t r = 0; r < m; r += GEMM_ROWS) gemm_tile(m, N, K, xp, wp, ldp, &xio, y + i * io->ldy, r, p * GEMM_COLS, avx2);
-        }
+        int64_t j0 = p * GEMM_COLS, ldp = in_place ? ldw : panel_width(N, j0), k0 = 0;
+        do { /* once where K = 0: y gets alpha·0, or keeps its old value */
+            int64_t kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+            const float *wp = in_place ? w + k0 * ldw : wb;
+            if (pack == PACK_NT) gemm_pack(N, kc, w + k0, ldw, wb, j0);
+            else if (pack == PACK_NN) gemm_pack_nn(N, kc, w + k0 * ldw, ldw, wb, j0);
+            for (int64_t i = i0; i < i1; i += GEMM_XROWS) {
+                int64_t m = i1 - i < GEMM_XROWS ? i1 - i : GEMM_XROWS;
+                for (int64_t k = 0; k < kc; k++)
+                    for (int64_t r = 0; r < m; r++) xp[k * GEMM_XROWS + r] = x[i + r + (k0 + k) * io->xc];
+                float *pg = part + (i - i0) * GEMM_COLS;
+                const float *pin = k0 > 0 ? pg : NULL;
+                float *pout = k0 + kc < K ? pg : NULL;
+                for (int64_t r = 0; r < m; r += GEMM_ROWS)
+                    gemm_tile(m, N, kc, xp, wp, ldp, &xio, y + i * io->ldy, r, j0, avx2, pin, pout);
+            }
+            k0 += kc;
+        } while (k0 < K);
     }
+}
+
+/* A thread's buffer for gemm_part_xt over at most `rows` rows: the panel's block (unless in
+ * place), xp, and the partial sums where K takes more than one block. */
+static size_t gemm_xt_floats(int64_t rows, int64_t K, bool in_place) {
+    size_t kb = (size_t)(K < GEMM_KC ? K : GEMM_KC);
+    return (in_place ? 0 : kb * GEMM_COLS) + kb * GEMM_XROWS +
+           (K > GEMM_KC ? (size_t)(rows + GEMM_XROWS) * GEMM_COLS : 0);
 }
 
 /* Packed panels of at most this many floats live on the stack (attention's per-sequence
@@ -258,34 +305,37 @@ static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w,
      * a sequence: 37 rows 3D apart), as their lines stay in cache from one tile to the next */
     bool in_place = pack == PACK_NN && N <= GEMM_COLS && N % GEMM_LANES == 0 && (ldw == N || K <= GEMM_COLS);
     if (in_place) pack = PACK_NONE;
-    /* the panels, then each thread's copy of x's rows where x is transposed (gemm_part) */
-    bool copy_x = io->xr == 1 && io->xc != 1 && K > 0 && M > 1;
-    size_t wfloats = in_place ? 0 : (size_t)(nb * K * GEMM_COLS), xfloats = copy_x ? (size_t)(K * GEMM_XROWS) : 0;
-    size_t floats = wfloats + (size_t)nt * xfloats + 1;
+    /* the shared panels; or, where x is transposed (gemm_part_xt), each thread's buffer */
+    bool xt = io->xr == 1 && io->xc != 1 && K > 0 && M > 1;
+    size_t wfloats = xt || in_place ? 0 : (size_t)(nb * K * GEMM_COLS);
+    size_t tfloats = xt ? gemm_xt_floats(M, K, in_place) : 0;
+    size_t floats = wfloats + (size_t)nt * tfloats + 1;
     _Alignas(64) float stack[GEMM_STACK_FLOATS];
     float *wt = floats <= GEMM_STACK_FLOATS ? stack : mlk_kept_scratch(sizeof(float) * floats);
     if (!wt) return -1;
-    int64_t n_pack = pack == PACK_NONE ? 0 : nb; /* panels to pack first */
     if (nt > 1) {
+        int64_t n_pack = pack == PACK_NONE || xt ? 0 : nb; /* panels to pack first */
 #pragma omp parallel num_threads(nt)
         {
-            float *xp = copy_x ? wt + wfloats + (size_t)mlk_thread_id() * xfloats : NULL;
+            float *buf = xt ? wt + (size_t)mlk_thread_id() * tfloats : NULL;
 #pragma omp for schedule(static)
-            for (int64_t p = 0; p < n_pack; p++) gemm_part(M, N, K, x, w, ldw, io, y, wt, false, NULL, p, p + 1, 0, 0, pack, avx2);
+            for (int64_t p = 0; p < n_pack; p++) gemm_part(M, N, K, x, w, ldw, io, y, wt, false, p, p + 1, 0, 0, pack, avx2);
             /* rows split where there are more row blocks than panels (a thread writes whole rows of y,
              * so no cache line is written by both), else panels (the tied head: 8,196 columns) */
             bool by_rows = mb >= nb && mb >= 2 * nt;
 #pragma omp for schedule(static)
             for (int64_t c = 0; c < (by_rows ? nt : nb); c++) {
-                if (!by_rows) gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, xp, c, c + 1, 0, M, PACK_NONE, avx2);
-                else {
-                    int64_t i0 = c * mb / nt * GEMM_ROWS, i1 = (c + 1) * mb / nt * GEMM_ROWS;
-                    gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, xp, 0, nb, i0, i1 < M ? i1 : M, PACK_NONE, avx2);
-                }
+                int64_t p0 = by_rows ? 0 : c, p1 = by_rows ? nb : c + 1;
+                int64_t i0 = by_rows ? c * mb / nt * GEMM_ROWS : 0, i1 = by_rows ? (c + 1) * mb / nt * GEMM_ROWS : M;
+                i1 = i1 < M ? i1 : M;
+                if (xt) gemm_part_xt(M, N, K, x, w, ldw, io, y, buf, in_place, p0, p1, i0, i1, pack, avx2);
+                else gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, p0, p1, i0, i1, PACK_NONE, avx2);
             }
         }
-    } else
-        gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, copy_x ? wt + wfloats : NULL, 0, nb, 0, M, pack, avx2);
+    } else if (xt)
+        gemm_part_xt(M, N, K, x, w, ldw, io, y, wt, in_place, 0, nb, 0, M, pack, avx2);
+    else
+        gemm_part(M, N, K, x, w, ldw, io, y, wt, in_place, 0, nb, 0, M, pack, avx2);
     if (wt != stack) mlk_kept_release(wt);
     return 0;
 }

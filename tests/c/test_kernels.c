@@ -1113,6 +1113,40 @@ START_TEST(gemm_in_place_panel) {
 }
 END_TEST
 
+/* A transposed x (the weight gradient's dyᵀ) is summed in blocks of k where K is long: its bits
+ * are those of the same x given untransposed, summed in one pass, below, at and past a block's
+ * end, with alpha and accumulate, under both blockings, and at 2 threads splitting rows and
+ * panels, each thread with its own partial sums. */
+static void gemm_k_blocks_check(int64_t M, int64_t N, int64_t K, bool w_kn, float alpha, bool accumulate) {
+    int64_t xc = M + 1, ldw = w_kn ? N : K + 2, ldy = N + 1;
+    float *xt = rnd((size_t)(K * xc), -1, 1), *x = zeros((size_t)(M * K)), *w = rnd((size_t)((w_kn ? K : N) * ldw), -1, 1);
+    float *y0 = rnd((size_t)(M * ldy), -1, 1), *y1 = zeros((size_t)(M * ldy));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t k = 0; k < K; k++) x[i * K + k] = xt[k * xc + i];
+    memcpy(y1, y0, sizeof(float) * (size_t)(M * ldy));
+    ck_assert_int_eq(mlk_gemm(M, N, K, x, K, 1, w, ldw, w_kn, alpha, accumulate, y0, ldy), 0);
+    ck_assert_int_eq(mlk_gemm(M, N, K, xt, 1, xc, w, ldw, w_kn, alpha, accumulate, y1, ldy), 0);
+    ck_assert_msg(!memcmp(y0, y1, sizeof(float) * (size_t)(M * ldy)),
+                  "gemm %lldx%lldx%lld (w_kn %d): x transposed, summed in blocks of k, is not x's bits", (long long)M,
+                  (long long)N, (long long)K, w_kn);
+    free_tracked();
+}
+
+START_TEST(gemm_k_blocks_same_bits) {
+    const int64_t Ks[] = {63, 64, 65, 257, 700}, Ms[] = {3, 16, 37}, Ns[] = {17, 64, 70};
+    for (int b = 0; b < 2; b++) {
+        mlk_gemm_force_blocking(b);
+        for (int c = 0; c < 5; c++)
+            for (int a = 0; a < 3; a++)
+                for (int n = 0; n < 3; n++)
+                    gemm_k_blocks_check(Ms[a], Ns[n], Ks[c], (a + n) % 2, (c + n) % 2 ? 1.0f : 0.375f, (a + c) % 2);
+    }
+    mlk_gemm_force_blocking(-1);
+    gemm_tn_check(130, 67, 601, true); /* 1 and 2 threads: rows split */
+    gemm_tn_check(9, 300, 520, false); /* panels split */
+}
+END_TEST
+
 /* The two register blockings of the tile (AVX-512's 4 x 4 vectors of 16, AVX2's 4 x 2 of 8 per
  * vector of 16) give the same bits on whichever machine runs this, for every tail and form; and
  * the checks above hold under the blocking this machine does not pick by itself. */
@@ -1205,6 +1239,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, gemm_tn_threads_and_rows);
     tcase_add_test(tc, gemm_in_place_panel);
     tcase_add_test(tc, gemm_blockings_same_bits);
+    tcase_add_test(tc, gemm_k_blocks_same_bits);
     suite_add_tcase(s, tc);
     return s;
 }

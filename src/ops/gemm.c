@@ -122,11 +122,11 @@ MLK_INLINE void gemm_block8(int R, int64_t K, const float *x, const float *wp, i
  * they would need 40, and GCC's lowering of 16-lane vectors to pairs of 8 goes through the stack:
  * 4 % of the peak on a Zen 3. There the tile takes the panel one vector of 16 at a time, each
  * block 4 rows x 2 registers of 8 (gemm_block8). The baseline clone keeps the 4 x 4 blocks. */
-static int gemm_forced = -1; /* mlk_gemm_force_blocking */
+static int avx2_forced = -1; /* mlk_force_avx2_blocking */
 
-void mlk_gemm_force_blocking(int avx2) { gemm_forced = avx2 < 0 ? -1 : avx2 != 0; }
+void mlk_force_avx2_blocking(int avx2) { avx2_forced = avx2 < 0 ? -1 : avx2 != 0; }
 
-static bool gemm_avx2(void) { return gemm_forced >= 0 ? gemm_forced : !strcmp(mlk_vector_unit(), "avx2"); }
+bool mlk_avx2_blocking(void) { return avx2_forced >= 0 ? avx2_forced : !strcmp(mlk_vector_unit(), "avx2"); }
 
 const char *mlk_vector_unit(void) {
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(MLK_NO_CLONES)
@@ -294,7 +294,7 @@ enum { GEMM_STACK_FLOATS = 4096 };
 static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w, int64_t ldw, int pack,
                 const gemm_io *io, float *y) {
     if (M <= 0 || N <= 0) return 0;
-    const bool avx2 = gemm_avx2();
+    const bool avx2 = mlk_avx2_blocking();
     int64_t nb = (N + GEMM_COLS - 1) / GEMM_COLS, mb = (M + GEMM_ROWS - 1) / GEMM_ROWS;
     /* a thread pays off from about a million multiply-adds (6 µs on one thread; fork and join ~5 µs) */
     int nt = (double)M * (double)N * (double)K < 1e6 ? 1 : ml_threads();

@@ -179,10 +179,12 @@ int mlk_gemm_tn(int64_t M, int64_t N, int64_t K, const float *x, const float *w,
  * whatever the strides (attention's per-sequence products, matmul). */
 int mlk_gemm(int64_t M, int64_t N, int64_t K, const float *x, int64_t xr, int64_t xc, const float *w, int64_t ldw,
              bool w_kn, float alpha, bool accumulate, float *y, int64_t ldy);
-/* The tile's register blocking, for tests: -1 (the default) that of the clone that runs (AVX2's
- * on an AVX2 machine, AVX-512's elsewhere); 1 or 0 AVX2's or AVX-512's on any clone. Both give
- * the same bits; not thread-safe (set it before the products). */
-void mlk_gemm_force_blocking(int avx2);
+/* The register blocking of the product's and the long convolution's tiles: AVX2's (16 registers
+ * of 8 lanes) on an AVX2 machine, AVX-512's elsewhere; both give the same bits. For tests,
+ * mlk_force_avx2_blocking(1 or 0) picks AVX2's or AVX-512's on any clone, -1 (the default) the
+ * machine's; not thread-safe (set it before the kernels run). */
+bool mlk_avx2_blocking(void);
+void mlk_force_avx2_blocking(int avx2);
 /* The vector unit whose clone of the kernels runs on this CPU: "avx512", "avx2" or "baseline"
  * (x86-64 built with GCC), "native" where the kernels are not cloned. Results' last bits depend on
  * it (docs/kernels.md, "Determinism"). */

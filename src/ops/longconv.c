@@ -24,8 +24,11 @@ static inline void axpy_grouped(int C, int G, const float *kf, const float *ut, 
 
 /* Register tiles: LC_TB positions × LC_CB channels (one AVX-512 vector) of accumulators stay in
  * registers while the reduction runs, so each loaded filter row serves LC_TB products and no
- * accumulator goes through memory. The tiles read channel-chunked copies, [rows][LC_CB] with the
- * channels past C zero: rows a constant 64 bytes apart are addressed from one pointer (with rows C
+ * accumulator goes through memory. On AVX2 (16 registers of 8 lanes) those 8 x 16 accumulators
+ * alone fill every register, GCC kept some on the stack, and each multiply-add waited on a store
+ * and a load (Zen 3: the three kernels 27 % of an H3 step at D = 64); there a tile takes its
+ * channels in two passes of 8 lanes (jo, JW: mlk_avx2_blocking), lane for lane the same sums.
+ * The tiles read channel-chunked copies, [rows][LC_CB] with the channels past C zero: rows a constant 64 bytes apart are addressed from one pointer (with rows C
  * apart, the eight row pointers did not fit the integer registers), and no channel tail. Every
  * output keeps the summation order of the plain loops (s, resp. t, resp. b then t ascending): the
  * bits are those of an accumulation in memory. Tiles of nr < LC_TB rows take the rows left over. */
@@ -69,18 +72,20 @@ static void lc_pack_filter(int L, int C, int G, const float *k, const float *dsk
     }
 }
 
-/* y[t0 + i, c0 + j] = Σ_{s≤t} k[s]·u[t−s] (+ ds·u[t]) for i < nr, j < cw. up, kq: [L][LC_CB]
- * chunks of u and k; dq: [LC_CB] or NULL; yb: [L,C]. */
-MLK_INLINE void lc_fwd_tile(int nr, int cw, int C, int t0, int c0, const float *up, const float *kq, const float *dq,
-                            float *yb) {
+/* y[t0 + i, c0 + jo + j] = Σ_{s≤t} k[s]·u[t−s] (+ ds·u[t]) for i < nr, jo + j < cw, j < JW (the
+ * lanes of this pass). up, kq: [L][LC_CB] chunks of u and k; dq: [LC_CB] or NULL; yb: [L,C]. */
+MLK_INLINE void lc_fwd_tile(int nr, int cw, int jo, int JW, int C, int t0, int c0, const float *up, const float *kq,
+                            const float *dq, float *yb) {
     float acc[LC_TB][LC_CB];
     for (int i = 0; i < LC_TB; i++)
-        for (int j = 0; j < LC_CB; j++) acc[i][j] = 0.0f;
+        for (int j = 0; j < JW; j++) acc[i][j] = 0.0f;
+    up += jo, kq += jo, dq = dq ? dq + jo : NULL, c0 += jo, cw -= jo;
+    cw = cw < JW ? cw : JW;
     for (int s = 0; s <= t0; s++) { /* every row of the tile */
         const float *ks = kq + (size_t)s * LC_CB, *us = up + (size_t)(t0 - s) * LC_CB;
         for (int i = 0; i < nr; i++)
 #pragma omp simd
-            for (int j = 0; j < LC_CB; j++) acc[i][j] += ks[j] * us[i * LC_CB + j];
+            for (int j = 0; j < JW; j++) acc[i][j] += ks[j] * us[i * LC_CB + j];
     }
     /* the triangle s = t0 + sd, 0 < sd < nr: rows i ≥ sd (unrolled in whole tiles, where nr is a
      * constant, so that the accumulators stay in registers here too) */
@@ -90,7 +95,7 @@ MLK_INLINE void lc_fwd_tile(int nr, int cw, int C, int t0, int c0, const float *
         LC_UNROLL
         for (int i = sd; i < nr; i++)
 #pragma omp simd
-            for (int j = 0; j < LC_CB; j++) acc[i][j] += ks[j] * up[(i - sd) * LC_CB + j];
+            for (int j = 0; j < JW; j++) acc[i][j] += ks[j] * up[(i - sd) * LC_CB + j];
     }
     for (int i = 0; i < nr; i++) {
         const float *ut = up + (size_t)(t0 + i) * LC_CB;
@@ -105,35 +110,41 @@ MLK_INLINE void lc_fwd_tile(int nr, int cw, int C, int t0, int c0, const float *
 }
 
 /* Forward of one batch element: ub, yb [L,C]; kp, dsp: the chunked filter; up: [L][LC_CB] scratch.
- * Full row tiles end at L; the rows left over at the start have the shortest sums. */
+ * Full row tiles end at L; the rows left over at the start have the shortest sums. half: two
+ * passes of 8 lanes a tile. */
 MLK_CLONES static void lc_fwd_one(int L, int C, const float *ub, const float *kp, const float *dsp, float *yb,
-                                  float *up) {
+                                  float *up, bool half) {
     int r0 = L % LC_TB;
     for (int q = 0; q < lc_chunks(C); q++) {
         int c0 = q * LC_CB, cw = C - c0 < LC_CB ? C - c0 : LC_CB;
         const float *kq = kp + (size_t)q * L * LC_CB, *dq = dsp ? dsp + q * LC_CB : NULL;
         lc_pack(L, C, c0, cw, ub, up);
-        if (r0) lc_fwd_tile(r0, cw, C, 0, c0, up, kq, dq, yb);
-        for (int t0 = r0; t0 < L; t0 += LC_TB) {
-            if (cw == LC_CB) lc_fwd_tile(LC_TB, LC_CB, C, t0, c0, up, kq, dq, yb);
-            else lc_fwd_tile(LC_TB, cw, C, t0, c0, up, kq, dq, yb);
+        for (int jo = 0; jo < cw; jo += half ? LC_CB / 2 : LC_CB) {
+            if (r0) lc_fwd_tile(r0, cw, jo, half ? LC_CB / 2 : LC_CB, C, 0, c0, up, kq, dq, yb);
+            for (int t0 = r0; t0 < L; t0 += LC_TB) {
+                if (half) lc_fwd_tile(LC_TB, cw, jo, LC_CB / 2, C, t0, c0, up, kq, dq, yb);
+                else if (cw == LC_CB) lc_fwd_tile(LC_TB, LC_CB, 0, LC_CB, C, t0, c0, up, kq, dq, yb);
+                else lc_fwd_tile(LC_TB, cw, 0, LC_CB, C, t0, c0, up, kq, dq, yb);
+            }
         }
     }
 }
 
-/* du[tau0 + i, c0 + j] = Σ_{d ≤ L−1−tau} k[d]·dy[tau + d] (+ ds·dy[tau]) for i < nr, j < cw;
- * dyp, kq: [L][LC_CB] chunks. */
-MLK_INLINE void lc_du_tile(int nr, int cw, int L, int C, int tau0, int c0, const float *dyp, const float *kq,
-                           const float *dq, float *dub) {
+/* du[tau0 + i, c0 + jo + j] = Σ_{d ≤ L−1−tau} k[d]·dy[tau + d] (+ ds·dy[tau]) for i < nr, jo + j <
+ * cw, j < JW; dyp, kq: [L][LC_CB] chunks. */
+MLK_INLINE void lc_du_tile(int nr, int cw, int jo, int JW, int L, int C, int tau0, int c0, const float *dyp,
+                           const float *kq, const float *dq, float *dub) {
     float acc[LC_TB][LC_CB];
     for (int i = 0; i < LC_TB; i++)
-        for (int j = 0; j < LC_CB; j++) acc[i][j] = 0.0f;
+        for (int j = 0; j < JW; j++) acc[i][j] = 0.0f;
+    dyp += jo, kq += jo, dq = dq ? dq + jo : NULL, c0 += jo, cw -= jo;
+    cw = cw < JW ? cw : JW;
     int dall = L - tau0 - nr; /* lags d ≤ dall reach L−1 from every row of the tile */
     for (int d = 0; d <= dall; d++) {
         const float *kd = kq + (size_t)d * LC_CB, *dyt = dyp + (size_t)(tau0 + d) * LC_CB;
         for (int i = 0; i < nr; i++)
 #pragma omp simd
-            for (int j = 0; j < LC_CB; j++) acc[i][j] += kd[j] * dyt[i * LC_CB + j];
+            for (int j = 0; j < JW; j++) acc[i][j] += kd[j] * dyt[i * LC_CB + j];
     }
     LC_UNROLL /* the triangle d = dall + dd, 0 < dd < nr: rows i < nr − dd (unrolled as in lc_fwd_tile) */
     for (int dd = 1; dd < nr; dd++) {
@@ -141,7 +152,7 @@ MLK_INLINE void lc_du_tile(int nr, int cw, int L, int C, int tau0, int c0, const
         LC_UNROLL
         for (int i = 0; i < nr - dd; i++)
 #pragma omp simd
-            for (int j = 0; j < LC_CB; j++) acc[i][j] += kd[j] * dyt[i * LC_CB + j];
+            for (int j = 0; j < JW; j++) acc[i][j] += kd[j] * dyt[i * LC_CB + j];
     }
     for (int i = 0; i < nr; i++) {
         const float *dyt = dyp + (size_t)(tau0 + i) * LC_CB;
@@ -158,45 +169,51 @@ MLK_INLINE void lc_du_tile(int nr, int cw, int L, int C, int tau0, int c0, const
 /* du of one batch element (anti-causal correlation); dyp: [L][LC_CB] scratch. Full row tiles start
  * at 0; the rows left over at the end have the shortest sums. */
 MLK_CLONES static void lc_du_one(int L, int C, const float *dyb, const float *kp, const float *dsp, float *dub,
-                                 float *dyp) {
+                                 float *dyp, bool half) {
     int rf = L - L % LC_TB;
     for (int q = 0; q < lc_chunks(C); q++) {
         int c0 = q * LC_CB, cw = C - c0 < LC_CB ? C - c0 : LC_CB;
         const float *kq = kp + (size_t)q * L * LC_CB, *dq = dsp ? dsp + q * LC_CB : NULL;
         lc_pack(L, C, c0, cw, dyb, dyp);
-        for (int tau0 = 0; tau0 < rf; tau0 += LC_TB) {
-            if (cw == LC_CB) lc_du_tile(LC_TB, LC_CB, L, C, tau0, c0, dyp, kq, dq, dub);
-            else lc_du_tile(LC_TB, cw, L, C, tau0, c0, dyp, kq, dq, dub);
+        for (int jo = 0; jo < cw; jo += half ? LC_CB / 2 : LC_CB) {
+            for (int tau0 = 0; tau0 < rf; tau0 += LC_TB) {
+                if (half) lc_du_tile(LC_TB, cw, jo, LC_CB / 2, L, C, tau0, c0, dyp, kq, dq, dub);
+                else if (cw == LC_CB) lc_du_tile(LC_TB, LC_CB, 0, LC_CB, L, C, tau0, c0, dyp, kq, dq, dub);
+                else lc_du_tile(LC_TB, cw, 0, LC_CB, L, C, tau0, c0, dyp, kq, dq, dub);
+            }
+            if (rf < L) lc_du_tile(L - rf, cw, jo, half ? LC_CB / 2 : LC_CB, L, C, rf, c0, dyp, kq, dq, dub);
         }
-        if (rf < L) lc_du_tile(L - rf, cw, L, C, rf, c0, dyp, kq, dq, dub);
     }
 }
 
-/* dkp[s0 + i] (+)= Σ_{t≥s} dy[t]·u[t−s] over one batch element for i < nr, starting from 0 when
- * `first`, else from the sums of the batch elements before; dyp, up, dkp: [L][LC_CB] chunks. */
-MLK_INLINE void lc_dk_tile(int nr, int L, int s0, int first, const float *dyp, const float *up, float *dkp) {
+/* dkp[s0 + i] (+)= Σ_{t≥s} dy[t]·u[t−s] over one batch element for i < nr, lanes jo.. jo + JW,
+ * starting from 0 when `first`, else from the sums of the batch elements before; dyp, up, dkp:
+ * [L][LC_CB] chunks. */
+MLK_INLINE void lc_dk_tile(int nr, int jo, int JW, int L, int s0, int first, const float *dyp, const float *up,
+                           float *dkp) {
     float acc[LC_TB][LC_CB];
+    dyp += jo, up += jo, dkp += jo;
     for (int i = 0; i < LC_TB; i++)
-        for (int j = 0; j < LC_CB; j++) acc[i][j] = 0.0f;
+        for (int j = 0; j < JW; j++) acc[i][j] = 0.0f;
     if (!first)
         for (int i = 0; i < nr; i++)
-            for (int j = 0; j < LC_CB; j++) acc[i][j] = dkp[(size_t)(s0 + i) * LC_CB + j];
+            for (int j = 0; j < JW; j++) acc[i][j] = dkp[(size_t)(s0 + i) * LC_CB + j];
     LC_UNROLL /* the triangle t = s0 + dt, dt < nr − 1: rows i ≤ dt (unrolled as in lc_fwd_tile) */
     for (int dt = 0; dt < nr - 1; dt++) {
         const float *dyt = dyp + (size_t)(s0 + dt) * LC_CB;
         LC_UNROLL
         for (int i = 0; i <= dt; i++)
 #pragma omp simd
-            for (int j = 0; j < LC_CB; j++) acc[i][j] += dyt[j] * up[(dt - i) * LC_CB + j];
+            for (int j = 0; j < JW; j++) acc[i][j] += dyt[j] * up[(dt - i) * LC_CB + j];
     }
     for (int t = s0 + nr - 1; t < L; t++) { /* every row of the tile: u rows t − s0 − i */
         const float *dyt = dyp + (size_t)t * LC_CB, *ut = up + (size_t)(t - s0 - (nr - 1)) * LC_CB;
         for (int i = 0; i < nr; i++)
 #pragma omp simd
-            for (int j = 0; j < LC_CB; j++) acc[i][j] += dyt[j] * ut[(nr - 1 - i) * LC_CB + j];
+            for (int j = 0; j < JW; j++) acc[i][j] += dyt[j] * ut[(nr - 1 - i) * LC_CB + j];
     }
     for (int i = 0; i < nr; i++)
-        for (int j = 0; j < LC_CB; j++) dkp[(size_t)(s0 + i) * LC_CB + j] = acc[i][j];
+        for (int j = 0; j < JW; j++) dkp[(size_t)(s0 + i) * LC_CB + j] = acc[i][j];
 }
 
 /* dk[s, c0..c0+cw) = Σ_b Σ_{t≥s} dy[b,t,c]·u[b,t−s,c] and dd[c0..c0+cw) = Σ_b Σ_t dy·u, for a block
@@ -204,7 +221,7 @@ MLK_INLINE void lc_dk_tile(int nr, int L, int s0, int first, const float *dyp, c
  * NULL; w: 3·L·LC_CB scratch. Full row tiles start at 0; the rows left over at the end have the
  * shortest sums. */
 MLK_CLONES static void lc_dk_block(int B, int L, int C, int c0, int cw, const float *u, const float *dy, float *dk,
-                                   float *dd, float *w) {
+                                   float *dd, float *w, bool half) {
     float *dyp = w, *up = dyp + (size_t)L * LC_CB, *dkp = up + (size_t)L * LC_CB;
     int rf = L - L % LC_TB;
     for (int c = c0; c < c0 + cw; c += LC_CB) {
@@ -213,9 +230,13 @@ MLK_CLONES static void lc_dk_block(int B, int L, int C, int c0, int cw, const fl
         for (int b = 0; b < B; b++) {
             lc_pack(L, C, c, wd, dy + (size_t)b * L * C, dyp);
             lc_pack(L, C, c, wd, u + (size_t)b * L * C, up);
-            if (dk) {
-                for (int s0 = 0; s0 < rf; s0 += LC_TB) lc_dk_tile(LC_TB, L, s0, b == 0, dyp, up, dkp);
-                if (rf < L) lc_dk_tile(L - rf, L, rf, b == 0, dyp, up, dkp);
+            for (int jo = 0; dk && jo < LC_CB; jo += half ? LC_CB / 2 : LC_CB) {
+                int JW = half ? LC_CB / 2 : LC_CB;
+                for (int s0 = 0; s0 < rf; s0 += LC_TB) {
+                    if (half) lc_dk_tile(LC_TB, jo, LC_CB / 2, L, s0, b == 0, dyp, up, dkp);
+                    else lc_dk_tile(LC_TB, 0, LC_CB, L, s0, b == 0, dyp, up, dkp);
+                }
+                if (rf < L) lc_dk_tile(L - rf, jo, JW, L, rf, b == 0, dyp, up, dkp);
             }
             for (int t = 0; dd && t < L; t++)
 #pragma omp simd
@@ -280,12 +301,13 @@ void mlk_longconv_fwd(int B, int L, int C, int G, const float *u, const float *k
         return;
     }
     float *kp = sc.base, *dsp = dskip ? kp + nk : NULL;
+    const bool half = mlk_avx2_blocking();
     lc_pack_filter(L, C, G, k, dskip, kp, dsp);
 #pragma omp parallel num_threads(sc.nt)
     {
         float *up = mlk_scratch_mine(&sc);
 #pragma omp for schedule(static)
-        for (int b = 0; b < B; b++) lc_fwd_one(L, C, u + (size_t)b * L * C, kp, dsp, y + (size_t)b * L * C, up);
+        for (int b = 0; b < B; b++) lc_fwd_one(L, C, u + (size_t)b * L * C, kp, dsp, y + (size_t)b * L * C, up, half);
     }
     free(sc.base);
 }
@@ -304,6 +326,7 @@ void mlk_longconv_bwd(int B, int L, int C, int G, const float *u, const float *k
     }
     float *kp = sc.base, *dsp = dskip ? kp + nk : NULL, *dkx = kp + nk + (size_t)nq * LC_CB;
     float *dkc = dk, *ddc = ddskip;
+    const bool half = mlk_avx2_blocking();
     if (nx) dkc = dk ? dkx : NULL, ddc = ddskip ? dkx + (size_t)L * C : NULL;
     if (du) {
         lc_pack_filter(L, C, G, k, dskip, kp, dsp);
@@ -312,7 +335,7 @@ void mlk_longconv_bwd(int B, int L, int C, int G, const float *u, const float *k
             float *dyp = mlk_scratch_mine(&sc);
 #pragma omp for schedule(static)
             for (int b = 0; b < B; b++)
-                lc_du_one(L, C, dy + (size_t)b * L * C, kp, dsp, du + (size_t)b * L * C, dyp);
+                lc_du_one(L, C, dy + (size_t)b * L * C, kp, dsp, du + (size_t)b * L * C, dyp, half);
         }
     }
     if (dkc || ddc) {
@@ -325,7 +348,7 @@ void mlk_longconv_bwd(int B, int L, int C, int G, const float *u, const float *k
 #pragma omp for schedule(static)
             for (int blk = 0; blk < nblk; blk++) {
                 int c0 = blk * CB, cw = c0 + CB < C ? CB : C - c0;
-                lc_dk_block(B, L, C, c0, cw, u, dy, dkc, ddc, wt);
+                lc_dk_block(B, L, C, c0, cw, u, dy, dkc, ddc, wt, half);
             }
         }
         if (nx) { /* sum each group's channels in order */

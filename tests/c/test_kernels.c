@@ -237,6 +237,34 @@ START_TEST(longconv_tiles_match_direct) {
 }
 END_TEST
 
+/* AVX2's blocking (two passes of 8 lanes a tile) gives the bits of AVX-512's (16 lanes), forward
+ * and all three gradients, for channel tails under and over 8 lanes, row tails, and G > 1. */
+START_TEST(longconv_blockings_same_bits) {
+    const int Ls[] = {5, 19, 40}, Cs[] = {3, 12, 21, 32}, Gs[] = {1, 3};
+    for (int a = 0; a < 3; a++)
+        for (int c = 0; c < 4; c++)
+            for (int g = 0; g < 2; g++) {
+                int B = 2, L = Ls[a], C = Cs[c], G = C % Gs[g] ? 1 : Gs[g], F = C / G;
+                size_t n = (size_t)B * L * C, nk = (size_t)L * F;
+                lc_setup(B, L, C, G, (a + c) % 2);
+                float *out[2][4];
+                for (int h = 0; h < 2; h++) {
+                    mlk_force_avx2_blocking(h);
+                    out[h][0] = zeros(n), out[h][1] = zeros(n), out[h][2] = zeros(nk), out[h][3] = zeros(F);
+                    mlk_longconv_fwd(B, L, C, G, lc.u, lc.k, lc.ds, out[h][0]);
+                    mlk_longconv_bwd(B, L, C, G, lc.u, lc.k, lc.ds, lc.gw, out[h][1], out[h][2], lc.ds ? out[h][3] : NULL);
+                }
+                mlk_force_avx2_blocking(-1);
+                const size_t len[4] = {n, n, nk, (size_t)F};
+                const char *what[4] = {"y", "du", "dk", "ddskip"};
+                for (int o = 0; o < 4; o++)
+                    ck_assert_msg(!memcmp(out[0][o], out[1][o], sizeof(float) * len[o]),
+                                  "longconv L %d C %d G %d: %s differs between the blockings", L, C, G, what[o]);
+                free_tracked();
+            }
+}
+END_TEST
+
 START_TEST(longconv_step_matches) {
     lc_setup(2, 7, 4, 2, 1);
     lc_loss();
@@ -1135,13 +1163,13 @@ static void gemm_k_blocks_check(int64_t M, int64_t N, int64_t K, bool w_kn, floa
 START_TEST(gemm_k_blocks_same_bits) {
     const int64_t Ks[] = {63, 64, 65, 257, 700}, Ms[] = {3, 16, 37}, Ns[] = {17, 64, 70};
     for (int b = 0; b < 2; b++) {
-        mlk_gemm_force_blocking(b);
+        mlk_force_avx2_blocking(b);
         for (int c = 0; c < 5; c++)
             for (int a = 0; a < 3; a++)
                 for (int n = 0; n < 3; n++)
                     gemm_k_blocks_check(Ms[a], Ns[n], Ks[c], (a + n) % 2, (c + n) % 2 ? 1.0f : 0.375f, (a + c) % 2);
     }
-    mlk_gemm_force_blocking(-1);
+    mlk_force_avx2_blocking(-1);
     gemm_tn_check(130, 67, 601, true); /* 1 and 2 threads: rows split */
     gemm_tn_check(9, 300, 520, false); /* panels split */
 }
@@ -1157,11 +1185,11 @@ static void gemm_blockings_check(int64_t M, int64_t N, int64_t K, bool x_trans, 
     float *y0 = rnd((size_t)(M * ldy), -1, 1), *y1 = zeros((size_t)(M * ldy));
     memcpy(y1, y0, sizeof(float) * (size_t)(M * ldy));
     ml_set_threads(threads);
-    mlk_gemm_force_blocking(0);
+    mlk_force_avx2_blocking(0);
     ck_assert_int_eq(mlk_gemm(M, N, K, x, xr, xc, w, ldw, w_kn, alpha, accumulate, y0, ldy), 0);
-    mlk_gemm_force_blocking(1);
+    mlk_force_avx2_blocking(1);
     ck_assert_int_eq(mlk_gemm(M, N, K, x, xr, xc, w, ldw, w_kn, alpha, accumulate, y1, ldy), 0);
-    mlk_gemm_force_blocking(-1);
+    mlk_force_avx2_blocking(-1);
     ml_set_threads(1);
     ck_assert_msg(!memcmp(y0, y1, sizeof(float) * (size_t)(M * ldy)),
                   "gemm %lldx%lldx%lld (x_trans %d, w_kn %d, %d threads): the AVX2 blocking's bits differ", (long long)M,
@@ -1181,14 +1209,14 @@ START_TEST(gemm_blockings_same_bits) {
     gemm_blockings_check(9, 1100, 120, false, true, 1.0f, true, 2);   /* threads split panels */
     gemm_blockings_check(256, 64, 300, true, true, 1.0f, true, 2);    /* a weight gradient */
     for (int b = 0; b < 2; b++) { /* the checks against double sums, rows and columns alone */
-        mlk_gemm_force_blocking(b);
+        mlk_force_avx2_blocking(b);
         gemm_check(9, 70, 37, true);
         gemm_check(6, 17, 16, false);
         gemm_tn_check(130, 67, 301, true);
         gemm_in_place_check(37, 48, 37, 48, 0, false);
         gemm_in_place_check(5, 64, 64, 193, 1, true);
     }
-    mlk_gemm_force_blocking(-1);
+    mlk_force_avx2_blocking(-1);
 }
 END_TEST
 
@@ -1203,6 +1231,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, conv1d_step_matches);
     tcase_add_test(tc, longconv_known);
     tcase_add_test(tc, longconv_grad);
+    tcase_add_test(tc, longconv_blockings_same_bits);
     tcase_add_test(tc, longconv_step_matches);
     tcase_add_test(tc, longconv_tiles_match_direct);
     tcase_add_test(tc, sscan_known_l1);

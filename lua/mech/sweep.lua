@@ -59,7 +59,8 @@ local function check_only(only, runs)
   end
   for _, part in ipairs(only) do
     if type(part) ~= "string" or part == "" then
-      fail("run", "only expected non-empty strings, got " .. (part == "" and "an empty string" or type(part)) .. " in it")
+      fail("run", "only expected non-empty strings, got " .. (part == "" and "an empty string" or type(part)) ..
+        " in it")
     end
     local found = false
     for _, r in ipairs(runs) do found = found or r.id:find(part, 1, true) ~= nil end

@@ -319,7 +319,8 @@ static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w,
         {
             float *buf = xt ? wt + (size_t)mlk_thread_id() * tfloats : NULL;
 #pragma omp for schedule(static)
-            for (int64_t p = 0; p < n_pack; p++) gemm_part(M, N, K, x, w, ldw, io, y, wt, false, p, p + 1, 0, 0, pack, avx2);
+            for (int64_t p = 0; p < n_pack; p++)
+                gemm_part(M, N, K, x, w, ldw, io, y, wt, false, p, p + 1, 0, 0, pack, avx2);
             /* rows split where there are more row blocks than panels (a thread writes whole rows of y,
              * so no cache line is written by both), else panels (the tied head: 8,196 columns) */
             bool by_rows = mb >= nb && mb >= 2 * nt;

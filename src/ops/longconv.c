@@ -28,8 +28,9 @@ static inline void axpy_grouped(int C, int G, const float *kf, const float *ut, 
  * alone fill every register, GCC kept some on the stack, and each multiply-add waited on a store
  * and a load (Zen 3: the three kernels 27 % of an H3 step at D = 64); there a tile takes its
  * channels in two passes of 8 lanes (jo, JW: mlk_avx2_blocking), lane for lane the same sums.
- * The tiles read channel-chunked copies, [rows][LC_CB] with the channels past C zero: rows a constant 64 bytes apart are addressed from one pointer (with rows C
- * apart, the eight row pointers did not fit the integer registers), and no channel tail. Every
+ * The tiles read channel-chunked copies, [rows][LC_CB] with the channels past C zero: rows a
+ * constant 64 bytes apart are addressed from one pointer (with rows C apart, the eight row
+ * pointers did not fit the integer registers), and no channel tail. Every
  * output keeps the summation order of the plain loops (s, resp. t, resp. b then t ascending): the
  * bits are those of an accumulation in memory. Tiles of nr < LC_TB rows take the rows left over. */
 enum { LC_TB = 8, LC_CB = 16 };
@@ -307,7 +308,8 @@ void mlk_longconv_fwd(int B, int L, int C, int G, const float *u, const float *k
     {
         float *up = mlk_scratch_mine(&sc);
 #pragma omp for schedule(static)
-        for (int b = 0; b < B; b++) lc_fwd_one(L, C, u + (size_t)b * L * C, kp, dsp, y + (size_t)b * L * C, up, half);
+        for (int b = 0; b < B; b++)
+            lc_fwd_one(L, C, u + (size_t)b * L * C, kp, dsp, y + (size_t)b * L * C, up, half);
     }
     free(sc.base);
 }

@@ -252,7 +252,8 @@ START_TEST(longconv_blockings_same_bits) {
                     mlk_force_avx2_blocking(h);
                     out[h][0] = zeros(n), out[h][1] = zeros(n), out[h][2] = zeros(nk), out[h][3] = zeros(F);
                     mlk_longconv_fwd(B, L, C, G, lc.u, lc.k, lc.ds, out[h][0]);
-                    mlk_longconv_bwd(B, L, C, G, lc.u, lc.k, lc.ds, lc.gw, out[h][1], out[h][2], lc.ds ? out[h][3] : NULL);
+                    mlk_longconv_bwd(B, L, C, G, lc.u, lc.k, lc.ds, lc.gw, out[h][1], out[h][2],
+                                     lc.ds ? out[h][3] : NULL);
                 }
                 mlk_force_avx2_blocking(-1);
                 const size_t len[4] = {n, n, nk, (size_t)F};

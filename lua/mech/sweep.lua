@@ -48,16 +48,23 @@ sweep.aggregate = aggregate.write
 
 sweep.results, sweep.select, sweep.filter = results.results, results.select, results.filter
 
--- opts.only: a string or a list of strings; nil for every run. Each must be part of some run's id
--- (a typo would otherwise train nothing and say nothing).
+-- opts.only: a string or a list of strings; nil for every run. Read raw (no metamethods) into a
+-- fresh list; each must be part of some run's id (a typo would otherwise train nothing and say
+-- nothing), and a list with holes is refused (ipairs would drop what follows a hole).
 local function check_only(only, runs)
   if only == nil then return nil end
   if type(only) == "string" then only = { only } end
-  if type(only) ~= "table" or #only == 0 then
-    fail("run", "only expected a string or a non-empty list of strings, got " ..
-      (type(only) == "table" and "an empty table" or type(only)))
+  local n, keys = type(only) == "table" and rawlen(only) or 0, 0
+  if type(only) == "table" then
+    for _ in next, only do keys = keys + 1 end
   end
-  for _, part in ipairs(only) do
+  if n == 0 or keys ~= n then
+    fail("run", "only expected a string or a non-empty list of strings, got " ..
+      (type(only) ~= "table" and type(only) or n == 0 and "an empty table" or "a table with holes or other keys"))
+  end
+  local list = {}
+  for i = 1, n do
+    local part = rawget(only, i)
     if type(part) ~= "string" or part == "" then
       fail("run", "only expected non-empty strings, got " .. (part == "" and "an empty string" or type(part)) ..
         " in it")
@@ -68,8 +75,9 @@ local function check_only(only, runs)
       fail("run", string.format("only: '%s' is part of no run's id (the first is '%s')", part,
         runs[1] and runs[1].id or "none"))
     end
+    list[i] = part
   end
-  return only
+  return list
 end
 
 -- The runs of todo whose id contains one of the parts (plain text), those of the first part first

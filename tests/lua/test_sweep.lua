@@ -263,6 +263,22 @@ T.test("only: a part of a sweep, in the order given; a part of no id is an error
     "only expected non-empty strings, got number in it")
 end)
 
+T.test("only: hostile values are errors that name it, and select nothing", function()
+  local dir = tmp .. "/only-hostile"
+  local boom = setmetatable({}, { __len = function() error("len called") end, __index = function() error("index") end })
+  local hostile = { true, 0 / 0, print, boom, { {} }, { "mamba", false }, { ("x"):rep(1 << 20) }, { "a\0b" },
+    { "%", "[" }, { "mamba", nil, "attention" }, setmetatable({}, { __index = function() return "mamba" end }) }
+  for i, v in ipairs(hostile) do
+    local lines, print0 = 0, print
+    print = function() lines = lines + 1 end
+    local ok, err = pcall(sweep.run, def(), { dir = dir, executor = "print", only = v })
+    print = print0
+    T.truthy(not ok, "hostile only #" .. i .. " was accepted")
+    T.truthy(tostring(err):find("sweep.run: only", 1, true), "hostile only #" .. i .. ": " .. tostring(err))
+    T.eq(lines, 0, "hostile only #" .. i .. " printed commands")
+  end
+end)
+
 -- A sweep file holding def()'s definition (for tests that start mechlab processes).
 local function sweep_file(name)
   local path = tmp .. "/" .. name .. ".lua"

@@ -231,10 +231,9 @@ MLK_CLONES static void gemm_part(int64_t M, int64_t N, int64_t K, const float *x
                                  int64_t i0, int64_t i1, int pack, bool avx2) {
     for (int64_t p = p0; p < p1; p++) {
         int64_t j0 = p * GEMM_COLS;
-        float *wpack = wt + p * K * GEMM_COLS;
-        if (pack == PACK_NT) gemm_pack(N, K, w, ldw, wpack, j0);
-        else if (pack == PACK_NN) gemm_pack_nn(N, K, w, ldw, wpack, j0);
-        const float *wp = in_place ? w : wpack;
+        const float *wp = in_place ? w : wt + p * K * GEMM_COLS; /* no pack where in place */
+        if (pack == PACK_NT) gemm_pack(N, K, w, ldw, wt + p * K * GEMM_COLS, j0);
+        else if (pack == PACK_NN) gemm_pack_nn(N, K, w, ldw, wt + p * K * GEMM_COLS, j0);
         int64_t ldp = in_place ? ldw : panel_width(N, j0);
         for (int64_t i = i0; i < i1; i += GEMM_ROWS) gemm_tile(M, N, K, x, wp, ldp, io, y, i, j0, avx2, NULL, NULL);
     }
@@ -305,7 +304,9 @@ static int gemm(int64_t M, int64_t N, int64_t K, const float *x, const float *w,
      * a sequence: 37 rows 3D apart), as their lines stay in cache from one tile to the next */
     bool in_place = pack == PACK_NN && N <= GEMM_COLS && N % GEMM_LANES == 0 && (ldw == N || K <= GEMM_COLS);
     if (in_place) pack = PACK_NONE;
-    /* the shared panels; or, where x is transposed (gemm_part_xt), each thread's buffer */
+    /* the shared panels; or, where x is transposed (gemm_part_xt), each thread's buffer: each
+     * packs the panel's blocks it uses itself (a copy of K x 64 a panel, against its rows' K x 64
+     * multiply-adds a row), so they stay in its own L1 */
     bool xt = io->xr == 1 && io->xc != 1 && K > 0 && M > 1;
     size_t wfloats = xt || in_place ? 0 : (size_t)(nb * K * GEMM_COLS);
     size_t tfloats = xt ? gemm_xt_floats(M, K, in_place) : 0;

@@ -115,13 +115,13 @@ MLK_INLINE void lc_fwd_tile(int nr, int cw, int jo, int JW, int C, int t0, int c
  * passes of 8 lanes a tile. */
 MLK_CLONES static void lc_fwd_one(int L, int C, const float *ub, const float *kp, const float *dsp, float *yb,
                                   float *up, bool half) {
-    int r0 = L % LC_TB;
+    const int r0 = L % LC_TB, jw = half ? LC_CB / 2 : LC_CB; /* a pass's lanes */
     for (int q = 0; q < lc_chunks(C); q++) {
         int c0 = q * LC_CB, cw = C - c0 < LC_CB ? C - c0 : LC_CB;
         const float *kq = kp + (size_t)q * L * LC_CB, *dq = dsp ? dsp + q * LC_CB : NULL;
         lc_pack(L, C, c0, cw, ub, up);
-        for (int jo = 0; jo < cw; jo += half ? LC_CB / 2 : LC_CB) {
-            if (r0) lc_fwd_tile(r0, cw, jo, half ? LC_CB / 2 : LC_CB, C, 0, c0, up, kq, dq, yb);
+        for (int jo = 0; jo < cw; jo += jw) {
+            if (r0) lc_fwd_tile(r0, cw, jo, jw, C, 0, c0, up, kq, dq, yb);
             for (int t0 = r0; t0 < L; t0 += LC_TB) {
                 if (half) lc_fwd_tile(LC_TB, cw, jo, LC_CB / 2, C, t0, c0, up, kq, dq, yb);
                 else if (cw == LC_CB) lc_fwd_tile(LC_TB, LC_CB, 0, LC_CB, C, t0, c0, up, kq, dq, yb);
@@ -171,18 +171,18 @@ MLK_INLINE void lc_du_tile(int nr, int cw, int jo, int JW, int L, int C, int tau
  * at 0; the rows left over at the end have the shortest sums. */
 MLK_CLONES static void lc_du_one(int L, int C, const float *dyb, const float *kp, const float *dsp, float *dub,
                                  float *dyp, bool half) {
-    int rf = L - L % LC_TB;
+    const int rf = L - L % LC_TB, jw = half ? LC_CB / 2 : LC_CB; /* a pass's lanes */
     for (int q = 0; q < lc_chunks(C); q++) {
         int c0 = q * LC_CB, cw = C - c0 < LC_CB ? C - c0 : LC_CB;
         const float *kq = kp + (size_t)q * L * LC_CB, *dq = dsp ? dsp + q * LC_CB : NULL;
         lc_pack(L, C, c0, cw, dyb, dyp);
-        for (int jo = 0; jo < cw; jo += half ? LC_CB / 2 : LC_CB) {
+        for (int jo = 0; jo < cw; jo += jw) {
             for (int tau0 = 0; tau0 < rf; tau0 += LC_TB) {
                 if (half) lc_du_tile(LC_TB, cw, jo, LC_CB / 2, L, C, tau0, c0, dyp, kq, dq, dub);
                 else if (cw == LC_CB) lc_du_tile(LC_TB, LC_CB, 0, LC_CB, L, C, tau0, c0, dyp, kq, dq, dub);
                 else lc_du_tile(LC_TB, cw, 0, LC_CB, L, C, tau0, c0, dyp, kq, dq, dub);
             }
-            if (rf < L) lc_du_tile(L - rf, cw, jo, half ? LC_CB / 2 : LC_CB, L, C, rf, c0, dyp, kq, dq, dub);
+            if (rf < L) lc_du_tile(L - rf, cw, jo, jw, L, C, rf, c0, dyp, kq, dq, dub);
         }
     }
 }
@@ -224,20 +224,19 @@ MLK_INLINE void lc_dk_tile(int nr, int jo, int JW, int L, int s0, int first, con
 MLK_CLONES static void lc_dk_block(int B, int L, int C, int c0, int cw, const float *u, const float *dy, float *dk,
                                    float *dd, float *w, bool half) {
     float *dyp = w, *up = dyp + (size_t)L * LC_CB, *dkp = up + (size_t)L * LC_CB;
-    int rf = L - L % LC_TB;
+    const int rf = L - L % LC_TB, jw = half ? LC_CB / 2 : LC_CB; /* a pass's lanes */
     for (int c = c0; c < c0 + cw; c += LC_CB) {
         int wd = c0 + cw - c < LC_CB ? c0 + cw - c : LC_CB;
         float dda[LC_CB] = {0};
         for (int b = 0; b < B; b++) {
             lc_pack(L, C, c, wd, dy + (size_t)b * L * C, dyp);
             lc_pack(L, C, c, wd, u + (size_t)b * L * C, up);
-            for (int jo = 0; dk && jo < LC_CB; jo += half ? LC_CB / 2 : LC_CB) {
-                int JW = half ? LC_CB / 2 : LC_CB;
+            for (int jo = 0; dk && jo < LC_CB; jo += jw) {
                 for (int s0 = 0; s0 < rf; s0 += LC_TB) {
                     if (half) lc_dk_tile(LC_TB, jo, LC_CB / 2, L, s0, b == 0, dyp, up, dkp);
                     else lc_dk_tile(LC_TB, 0, LC_CB, L, s0, b == 0, dyp, up, dkp);
                 }
-                if (rf < L) lc_dk_tile(L - rf, jo, JW, L, rf, b == 0, dyp, up, dkp);
+                if (rf < L) lc_dk_tile(L - rf, jo, jw, L, rf, b == 0, dyp, up, dkp);
             }
             for (int t = 0; dd && t < L; t++)
 #pragma omp simd

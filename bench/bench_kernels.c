@@ -1,6 +1,6 @@
 /* Forward and backward time of each mixer kernel at the paper's sizes (B=32, L=37, D=64 and 256;
- * Mamba E=2D, N=16). Usage: bench_kernels [threads] [reps]. Prints the best of `reps` runs in ms
- * (best-of filters out the other tenants of a shared machine). */
+ * Mamba E=2D, N=16). Usage: bench_kernels [threads] [reps] [L]: L=359 is ATR (10, 20)'s documents.
+ * Prints the best of `reps` runs in ms (best-of filters out the other tenants of a shared machine). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,8 +46,10 @@ static void row(const char *name, int D, double f, double b) {
     printf("%-34s D=%-4d fwd %8.3f ms   bwd %8.3f ms   total %8.3f ms\n", name, D, f, b, f + b);
 }
 
+static int L = 37;
+
 static void bench(int D) {
-    const int B = 32, L = 37, E = 2 * D, N = 16, K = 4;
+    const int B = 32, E = 2 * D, N = 16, K = 4;
     double f, b;
     size_t nE = (size_t)B * L * E, nD = (size_t)B * L * D, nN = (size_t)B * L * N;
 
@@ -137,9 +139,14 @@ int main(int argc, char **argv) {
     mh_tune_malloc();
     int threads = argc > 1 ? atoi(argv[1]) : 1;
     if (argc > 2) reps = atoi(argv[2]);
+    if (argc > 3) L = atoi(argv[3]);
+    if (reps < 1 || L < 1) {
+        fprintf(stderr, "bench_kernels [threads] [reps >= 1] [L >= 1]\n");
+        return 1;
+    }
     ml_set_threads(threads);
     if (ml_threads() == 1) clock_id = CLOCK_PROCESS_CPUTIME_ID;
-    printf("mixer kernels, B=32 L=37, %d thread(s), best of %d, %s time\n", ml_threads(), reps,
+    printf("mixer kernels, B=32 L=%d, %d thread(s), best of %d, %s time\n", L, ml_threads(), reps,
            ml_threads() == 1 ? "CPU" : "wall");
     bench(64);
     bench(256);

@@ -28,6 +28,11 @@ return {
     -- issue 42 (ledger rows 11-13): the quick profile at the paper's 32 epochs (100,032 steps),
     -- 1,024 report documents: 24 runs
     quick32 = P.report_all(P.quick { grid = { pos_emb = { false } }, cell = P.pe_for_attention }),
+    -- issue 42 (ledger row "on ATR, NoPE Attention beats PE Attention at small d", Fig. 7's (10, 20)
+    -- facet): Attention without positions on (10, 20), the partner of quick32's Attention runs: 2 runs
+    nope_pair = P.report_all(P.quick {
+      grid = { task = { tasks[2] }, arch = { "attention" }, pos_emb = { false } },
+    }),
     smoke = P.smoke {
       grid = { arch = { "attention", "mamba" }, d_model = { 16 }, lr = { 3e-3 }, pos_emb = { false }, seed = { 42 } },
       cell = P.pe_for_attention,

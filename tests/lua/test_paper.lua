@@ -201,7 +201,7 @@ T.test("a profile with its slices: every file's rows, a run already read skipped
     if f.id == "fig6a" then want = { quick = { ar = { "lr_slice", "mamba_256" }, mamba_conv = { "best_lr" } } } end
     if f.id == "fig7" then -- every further profile of its three sweeps, where PE/NoPE pairs may come from
       want = { quick = { ar = { "best_lr_128", "best_lr_256", "lr_slice", "mamba_256", "nope", "pe_pairs" },
-        atr_easy = { "pe_pairs" }, atr_hard = { "quick32" } } }
+        atr_easy = { "pe_pairs" }, atr_hard = { "nope_pair", "quick32" } } }
     end
     if f.id == "fig9b" then want = { quick = { ar = { "lr_slice" } } } end
     if f.id:match("^fig4[ab]$") then want = { quick = { atr_hard = { "quick32" } } } end

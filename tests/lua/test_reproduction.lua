@@ -457,6 +457,23 @@ T.test("atr_easy's pe_pairs: Attention without positions at d = 32 decides row 3
   end
 end)
 
+T.test("atr_hard's nope_pair: Attention without positions on (10, 20) at d = 32 is row 33's second comparison", function()
+  -- against quick32's Attention with positions at d = 32, 0.543 ± 0.016 of 1,024: above, below, within
+  for _, case in ipairs { { 0.65, "✓", "agrees" }, { 0.40, "✗", "agrees in part" }, { 0.55, "?", "agrees in part" } } do
+    local out = { "sweep,run,status,task,arch,n_layers,d_model,d_conv,pos_emb,lr,seed,steps,split,metric,step_kind,step,value" }
+    for _, w in ipairs { 32, 64 } do
+      out[#out + 1] = string.format("atr_hard,pcfg_10_20-t42-numpy-attention-d%d-nope-lr0.001-s42-report_docs=1024-0000000%d,done," ..
+        "pcfg_10_20-t42-numpy,attention,2,%d,,false,0.001,42,100032,test,accuracy,report,100000,%s", w, w // 32, w, case[1])
+    end
+    local page = page_after(function(root) write(root .. "/docs/results/atr-hard-nope-pair.csv", table.concat(out, "\n") .. "\n") end)
+    local verdict, text = ledger_row(page, 33)
+    T.eq(verdict, case[3], tostring(case[1]))
+    T.truthy(text:find(case[2] .. " Attention d = 32 without positions (10, 20), 32 ep. " .. string.format("%.3f", case[1]) ..
+      " ± ", 1, true), text)
+    T.truthy(text:find("> Attention d = 32 (10, 20), 32 ep. 0.543 ± 0.016", 1, true), text)
+  end
+end)
+
 T.test("atr_easy's pe_pairs: an SSM's run with positions on (5, 20) is one of row 32's comparisons", function()
   -- against Hyena's run without positions at d = 32, 0.688 ± 0.026 of 320
   for _, case in ipairs { { 0.55, "✓" }, { 0.85, "✗" }, { 0.70, "?" } } do

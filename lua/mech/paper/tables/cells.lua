@@ -58,6 +58,12 @@ function C.atr_pe(s, a, w)
   local e = s.atr_pe[a] and s.atr_pe[a][w]
   return e and acc({ e }, wlabel(a, w, (e.pos_emb and "with" or "without") .. " positions (5, 20)"), "atr")
 end
+--- Attention without positions on (10, 20) at 32 epochs (`atr_hard`'s nope_pair profile), the
+--- partner of C.hard's Attention cell there
+function C.hard_nope(s, w)
+  local e = s.hard_nope[w]
+  return e and acc({ e }, wlabel("attention", w, "without positions (10, 20), 32 ep."), "hard32")
+end
 local titles = { pcfg_easy_8192 = "(5, 8192)", pcfg_10_20 = "(10, 20)" }
 --- atr_hard's cells: the run at the paper's 32 epochs where it has run (quick32), else the quick
 --- profile's at 5 (a comparison across the two cannot tell: verdict.lua)

@@ -19,7 +19,7 @@ T.results = { ar = "ar-quick.csv", mamba_conv = "mamba-conv-quick.csv", based_ab
   ar_layers = "ar-layers-quick.csv", atr_1layer = "atr-1layer-quick.csv", sibling = "sibling-quick.csv",
   ar_nope = "ar-nope.csv", ar_layers_best = "ar-layers-based-best-lr.csv", ar_pe = "ar-pe-pairs.csv",
   ar_bf16 = "ar-bf16-64.csv", ar_mamba_seeds = "ar-mamba-seeds-64.csv",
-  atr_pe = "atr-easy-pe-pairs.csv", atr_hard32 = "atr-hard-quick32.csv" }
+  atr_pe = "atr-easy-pe-pairs.csv", atr_hard32 = "atr-hard-quick32.csv", atr_hard_nope = "atr-hard-nope-pair.csv" }
 -- the learning rates of AR's quick profile (1e-3) and its slice (the other three), and the slice's own runs
 T.lrs = { 3e-4, 1e-3, 3e-3, 1e-2 }
 T.slice_runs = 36

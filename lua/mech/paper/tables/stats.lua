@@ -366,6 +366,12 @@ local function stats(d)
       s.atr_pe[a][w] = pick(d, { "atr_pe" }, function(e) return e.arch == a and e.d == w end)[1]
     end
   end
+  -- Attention without positions on (10, 20) (`atr_hard`'s nope_pair profile: 32 epochs, lr 1e-3),
+  -- the partner of quick32's Attention with positions
+  s.hard_nope = {}
+  for _, w in ipairs { 32, 64 } do
+    s.hard_nope[w] = pick(d, { "atr_hard_nope" }, function(e) return e.arch == "attention" and not e.pos_emb and e.d == w end)[1]
+  end
   s.ar_pe = {}
   for _, a in ipairs(paper.archs) do
     s.ar_pe[a] = {}

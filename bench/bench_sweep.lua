@@ -23,10 +23,10 @@ local issue42 = {
   { "quick-scale", "experiments/paper/ar.lua:pe_pairs" },
   { "quick-scale", "experiments/paper/atr_easy.lua:pe_pairs" },
   { "quick-scale", "experiments/paper/atr_hard.lua:quick32" },
+  { "quick-scale", "experiments/paper/atr_hard.lua:nope_pair" },
   { "d = 128/256", "experiments/paper/ar.lua:best_lr_128" },
   { "d = 128/256", "experiments/paper/mamba_conv.lua:best_lr_wide" },
   { "d = 128/256", "experiments/paper/ar.lua:best_lr_256" },
-  { "quick-scale", "experiments/paper/atr_hard.lua:nope_pair" },
 }
 if parts.issue42 then
   for _, b in ipairs(issue42) do profiles[#profiles + 1] = b[2] end

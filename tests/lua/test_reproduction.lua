@@ -435,15 +435,20 @@ T.test("the depth suites: made-up ar_layers, atr_1layer and sibling rows decide 
   remove(root)
 end)
 
+-- a results file of Attention without positions at d = 32 and 64, both at `value`: `row` formats
+-- one line from the width, a run number and the width again
+local function nope_rows(row, value)
+  local out = { "sweep,run,status,task,arch,n_layers,d_model,d_conv,pos_emb,lr,seed,steps,split,metric,step_kind,step,value" }
+  for _, w in ipairs { 32, 64 } do out[#out + 1] = string.format(row, w, w // 32, w, value) end
+  return table.concat(out, "\n") .. "\n"
+end
+
 T.test("ar's nope slice: Attention without positions decides row 31; within twice the error of the bound it cannot tell", function()
   -- 0.085 ± 0.016 against the paper's 0.1: closer than twice the error
   for _, case in ipairs { { 0.05, "agrees" }, { 0.085, "cannot tell at quick scale" }, { 0.5, "disagrees" } } do
-    local out = { "sweep,run,status,task,arch,n_layers,d_model,d_conv,pos_emb,lr,seed,steps,split,metric,step_kind,step,value" }
-    for _, w in ipairs { 32, 64 } do
-      out[#out + 1] = string.format("ar,attention-d%d-nope-lr0.001-s42-0000000%d,done,ar_32,attention,2,%d,,false,0.001,42," ..
-        "50016,test,accuracy,report,50000,%s", w, w // 32, w, case[1])
-    end
-    local page = page_after(function(root) write(root .. "/docs/results/ar-nope.csv", table.concat(out, "\n") .. "\n") end)
+    local rows = nope_rows("ar,attention-d%d-nope-lr0.001-s42-0000000%d,done,ar_32,attention,2,%d,,false,0.001,42," ..
+      "50016,test,accuracy,report,50000,%s", case[1])
+    local page = page_after(function(root) write(root .. "/docs/results/ar-nope.csv", rows) end)
     T.eq(ledger_row(page, 31), case[2], tostring(case[1]))
   end
 end)
@@ -461,12 +466,9 @@ end)
 T.test("atr_hard's nope_pair: Attention without positions on (10, 20) at d = 32 is row 33's second comparison", function()
   -- against quick32's Attention with positions at d = 32, 0.543 ± 0.016 of 1,024: above, below, within
   for _, case in ipairs { { 0.65, "✓", "agrees" }, { 0.40, "✗", "agrees in part" }, { 0.55, "?", "agrees in part" } } do
-    local out = { "sweep,run,status,task,arch,n_layers,d_model,d_conv,pos_emb,lr,seed,steps,split,metric,step_kind,step,value" }
-    for _, w in ipairs { 32, 64 } do
-      out[#out + 1] = string.format("atr_hard,pcfg_10_20-t42-numpy-attention-d%d-nope-lr0.001-s42-report_docs=1024-0000000%d,done," ..
-        "pcfg_10_20-t42-numpy,attention,2,%d,,false,0.001,42,100032,test,accuracy,report,100000,%s", w, w // 32, w, case[1])
-    end
-    local page = page_after(function(root) write(root .. "/docs/results/atr-hard-nope-pair.csv", table.concat(out, "\n") .. "\n") end)
+    local rows = nope_rows("atr_hard,pcfg_10_20-t42-numpy-attention-d%d-nope-lr0.001-s42-report_docs=1024-0000000%d,done," ..
+      "pcfg_10_20-t42-numpy,attention,2,%d,,false,0.001,42,100032,test,accuracy,report,100000,%s", case[1])
+    local page = page_after(function(root) write(root .. "/docs/results/atr-hard-nope-pair.csv", rows) end)
     local verdict, text = ledger_row(page, 33)
     T.eq(verdict, case[3], tostring(case[1]))
     T.truthy(text:find(case[2] .. " Attention d = 32 without positions (10, 20), 32 ep. " .. string.format("%.3f", case[1]) ..
